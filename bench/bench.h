@@ -1,0 +1,58 @@
+/* bench: the `fabench` command. Private to bench/: subcommands and the helpers they share. */
+#ifndef FABENCH_BENCH_H
+#define FABENCH_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+/* Subcommands: each returns the process exit status (0 ok, 1 failure, 2 usage error). */
+int bench_cmd_allreduce(int argc, char **argv);
+int bench_cmd_p2p(int argc, char **argv);
+int bench_cmd_train(int argc, char **argv);
+int bench_cmd_topo(int argc, char **argv);
+
+/* ---- parsing: each returns 0 or -1 (never prints) ---- */
+/* "8", "64K", "1M", "2G" (powers of two), "1.5M" not allowed. */
+int bench_parse_size(const char *s, uint64_t *out);
+int bench_parse_int(const char *s, long min, long max, long *out);
+int bench_parse_double(const char *s, double min, double max, double *out);
+/* Splits a comma list into at most max items (pointers into a strdup'd copy in *store). */
+int bench_split_list(const char *s, char **items, int max, char **store);
+
+/* One-line error and the usage on stderr; returns 2 (the exit status for bad usage). */
+int bench_usage_error(const char *usage, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* One-line error on stderr, prefixed with "fabench: "; returns 1. */
+int bench_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- a run directory with its metadata ---- */
+typedef struct {
+  char dir[4096];
+  char run_id[64];
+  char host[256];      /* this host */
+  char topo_hash[32];  /* this host's topology hash ("" if unknown) */
+  cJSON *meta;         /* run.json being built */
+} bench_run;
+/* Creates the run directory (--out or results/<UTC>-<command>), starts run.json with the common
+ * fields, and records this host's topology into it (topo.json, topo-<host>.xml). */
+int bench_run_begin(bench_run *r, const char *out, const char *command, int argc, char **argv);
+/* Writes run.json (can be called again to update it) . */
+int bench_run_write(bench_run *r);
+void bench_run_end(bench_run *r);
+
+/* ---- local launcher (-n N) ---- */
+typedef struct {
+  int n;                 /* ranks to start on this host */
+  int use_mpirun;        /* start through mpirun instead of fork + environment rendezvous */
+  int timeout_s;         /* rendezvous timeout handed to ranks */
+  const char *const *mpirun_args; /* extra mpirun arguments (NULL-terminated), may be NULL */
+} bench_launch_opts;
+/* Re-executes this program (argv with -n removed) as N ranks and waits for them. Returns the
+ * exit status for the whole run: 0 when every rank succeeded, else the first failure's status
+ * after stopping the others. */
+int bench_launch_local(const bench_launch_opts *o, int argc, char **argv);
+/* True when this process is a rank started by a launcher (ours, mpirun, srun, torchrun). */
+int bench_is_launched(void);
+
+#endif

@@ -1,0 +1,38 @@
+/* fabench: one binary, subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+static const char fabench_usage[] =
+    "usage: fabench <command> [options]\n"
+    "commands:\n"
+    "  allreduce  all-reduce sweep over transports and algorithms, verified\n"
+    "  p2p        point-to-point latency and bandwidth\n"
+    "  train      ResNet training (CPU, oneDNN)\n"
+    "  topo       this machine's topology (or an hwloc XML's)\n"
+    "  version    print the version\n"
+    "fabench <command> --help shows a command's options.\n";
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(fabench_usage, stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "allreduce")) return bench_cmd_allreduce(argc - 1, argv + 1);
+  if (!strcmp(cmd, "p2p")) return bench_cmd_p2p(argc - 1, argv + 1);
+  if (!strcmp(cmd, "train")) return bench_cmd_train(argc - 1, argv + 1);
+  if (!strcmp(cmd, "topo")) return bench_cmd_topo(argc - 1, argv + 1);
+  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+    printf("fabench %s\n", FABENCH_VERSION);
+    return 0;
+  }
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    fputs(fabench_usage, stdout);
+    return 0;
+  }
+  fprintf(stderr, "fabench: unknown command '%s'\n", cmd);
+  fputs(fabench_usage, stderr);
+  return 2;
+}

@@ -1,0 +1,116 @@
+/* collectives: bootstrap, communicators over a transport (tcp, mpi, ucx), all-reduce algorithms
+ * and reduction kernels. Knows nothing of models or benches. All calls return 0 on success and
+ * -1 on failure with the cause (naming ranks and hosts) in the coll_err. */
+#ifndef FABENCH_COLL_H
+#define FABENCH_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct coll_err {
+  char msg[1024];
+} coll_err;
+
+/* ---- element types and reductions ---- */
+typedef enum { COLL_F32, COLL_F64, COLL_F16, COLL_BF16, COLL_I32, COLL_I64, COLL_NDTYPES } coll_dtype;
+typedef enum { COLL_SUM, COLL_PROD, COLL_MIN, COLL_MAX, COLL_NOPS } coll_op;
+
+size_t coll_dtype_size(coll_dtype dt);
+const char *coll_dtype_name(coll_dtype dt); /* "f32", ... */
+int coll_dtype_parse(const char *s, coll_dtype *out);
+const char *coll_op_name(coll_op op); /* "sum", ... */
+int coll_op_parse(const char *s, coll_op *out);
+
+/* inout[i] = inout[i] (op) in[i] for i < count. Vectorized; f16/bf16 computed in f32 and
+ * rounded to nearest even. */
+void coll_reduce(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op);
+/* Conversions used by reductions, tests and checkers. */
+float coll_f16_to_f32(uint16_t h);
+uint16_t coll_f32_to_f16(float f);
+float coll_bf16_to_f32(uint16_t h);
+uint16_t coll_f32_to_bf16(float f);
+
+/* ---- bootstrap: who we are, and a slow all-gather to exchange endpoint addresses ---- */
+typedef enum { COLL_BOOT_AUTO, COLL_BOOT_ENV, COLL_BOOT_MPI } coll_boot_kind;
+typedef struct coll_boot coll_boot;
+
+/* AUTO: MPI when launched by mpirun/srun with MPI built in (and MPI is wanted: want_mpi),
+ * otherwise the environment rendezvous (FABENCH_RANK/WORLD_SIZE/ROOT/TOKEN, or torchrun's
+ * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, Slurm's SLURM_PROCID/NTASKS, Open MPI's
+ * OMPI_COMM_WORLD_RANK/SIZE), otherwise a world of one. A launcher that started several
+ * processes that each see a world of one is refused with the reason. */
+int coll_boot_open(coll_boot **out, coll_boot_kind kind, int want_mpi, int timeout_ms,
+                   coll_err *e);
+int coll_boot_rank(const coll_boot *b);
+int coll_boot_size(const coll_boot *b);
+const char *coll_boot_kind_name(const coll_boot *b); /* "env", "mpi", "single" */
+const char *coll_boot_host(const coll_boot *b, int rank); /* hostname of a rank */
+int coll_boot_local_rank(const coll_boot *b);           /* index among ranks on this host */
+int coll_boot_host_count(const coll_boot *b);
+/* all[r*bytes .. ] = rank r's `mine`. Collective over the boot world. */
+int coll_boot_allgather(coll_boot *b, void *all, const void *mine, size_t bytes, coll_err *e);
+int coll_boot_barrier(coll_boot *b, coll_err *e);
+void coll_boot_close(coll_boot *b);
+
+/* ---- communicators ---- */
+typedef enum { COLL_TCP, COLL_MPI, COLL_UCX, COLL_NCCL, COLL_NTRANSPORTS } coll_transport_kind;
+const char *coll_transport_name(coll_transport_kind k);
+int coll_transport_parse(const char *s, coll_transport_kind *out);
+int coll_transport_built(coll_transport_kind k); /* compiled into this binary? */
+
+typedef struct {
+  coll_transport_kind transport;
+  int timeout_ms;        /* every wait; default 60000 when 0 */
+  int tcp_streams;       /* connections per peer (striping); default 1 when 0 */
+  const char *tcp_bind;  /* address to listen on and advertise; NULL: the boot's own */
+  size_t chunk_bytes;    /* pipelining unit of the algorithms; default 256 KiB when 0 */
+} coll_comm_opts;
+
+typedef struct coll_comm coll_comm;
+int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_err *e);
+int coll_comm_rank(const coll_comm *c);
+int coll_comm_size(const coll_comm *c);
+const char *coll_comm_host(const coll_comm *c, int rank);
+/* What the transport runs on, e.g. "tcp:lo", "ucx:posix", "mpi:ob1/tcp". */
+const char *coll_comm_fabric(const coll_comm *c);
+void coll_comm_close(coll_comm *c);
+
+/* ---- all-reduce ---- */
+typedef enum {
+  COLL_ALGO_RING, COLL_ALGO_RHD, COLL_ALGO_RD, COLL_ALGO_TREE, COLL_ALGO_DTREE,
+  COLL_ALGO_PS, COLL_ALGO_NATIVE, COLL_ALGO_AUTO, COLL_NALGOS
+} coll_algo_kind;
+typedef struct {
+  coll_algo_kind kind;
+  int param; /* ps: number of servers (0 or 1: one) */
+} coll_algo;
+int coll_algo_parse(const char *s, coll_algo *out); /* "ring", "ps:4", ... */
+/* Writes e.g. "ring" or "ps:4". */
+void coll_algo_format(char *out, size_t cap, coll_algo a);
+/* Can this communicator run this algorithm? (native needs a library that has one.) */
+int coll_algo_supported(const coll_comm *c, coll_algo a);
+
+/* In place on count elements; every rank passes the same count, dtype, op and algo.
+ * `ran` (may be NULL) receives the algorithm actually run (auto picks one). */
+int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
+                   coll_algo algo, coll_algo *ran, coll_err *e);
+int coll_barrier(coll_comm *c, coll_err *e);
+int coll_bcast(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e);
+
+/* ---- point to point (the p2p benchmark, and the algorithms) ---- */
+/* A request lives in caller memory that must stay put until it completes. */
+typedef union coll_req {
+  void *align_p;
+  uint64_t align_u;
+  unsigned char opaque[128];
+} coll_req;
+/* Messages between one pair of ranks are matched in the order they were posted; the tag is
+ * checked, not searched for. */
+int coll_isend(coll_comm *c, int peer, const void *buf, size_t bytes, uint32_t tag, coll_req *r,
+               coll_err *e);
+int coll_irecv(coll_comm *c, int peer, void *buf, size_t bytes, uint32_t tag, coll_req *r,
+               coll_err *e);
+/* Waits for all n requests, within the communicator's timeout. */
+int coll_waitall(coll_comm *c, coll_req *r, int n, coll_err *e);
+
+#endif

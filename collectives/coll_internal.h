@@ -1,0 +1,103 @@
+/* collectives: private interfaces between the communicator, transports and algorithms. */
+#ifndef FABENCH_COLL_INTERNAL_H
+#define FABENCH_COLL_INTERNAL_H
+
+#include "coll.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+/* Formats the error once; returns -1 so callers can `return coll_fail(e, ...)`. */
+int coll_fail(coll_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- transports ----
+ * A transport moves bytes between ranks. Requests complete in post order per (peer, direction);
+ * a receive must be posted with the same size and tag as the matching send, and a mismatch is
+ * a protocol error. Progress happens inside test/waitall, for every outstanding request of the
+ * transport, not only those waited on (so a pending send never stalls a waited receive). */
+typedef struct coll_transport coll_transport;
+
+typedef struct {
+  const char *name;
+  int (*isend)(coll_transport *t, int peer, const void *buf, size_t bytes, uint32_t tag,
+               coll_req *r, coll_err *e);
+  int (*irecv)(coll_transport *t, int peer, void *buf, size_t bytes, uint32_t tag, coll_req *r,
+               coll_err *e);
+  /* Progresses everything once, without blocking; *done = 1 when r has completed. */
+  int (*test)(coll_transport *t, coll_req *r, int *done, coll_err *e);
+  /* Blocks until all n complete or timeout_ms passes (an error naming the peer rank and host). */
+  int (*waitall)(coll_transport *t, coll_req *r, int n, int timeout_ms, coll_err *e);
+  /* The library's own all-reduce, or NULL. */
+  int (*allreduce)(coll_transport *t, void *buf, size_t count, coll_dtype dt, coll_op op,
+                   coll_err *e);
+  void (*close)(coll_transport *t);
+} coll_transport_ops;
+
+/* Every transport embeds this first. */
+struct coll_transport {
+  const coll_transport_ops *ops;
+  int rank, size;
+  const coll_comm *comm; /* for peer host names in errors */
+  char fabric[128];      /* what it runs on, e.g. "tcp:lo" */
+};
+
+/* Constructors: connect to every peer, exchanging addresses through the boot's all-gather. */
+int coll_tcp_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
+                  coll_err *e);
+int coll_mpi_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
+                  coll_err *e);
+int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
+                  coll_err *e);
+
+/* ---- the communicator ---- */
+#define COLL_HOST_MAX 64
+struct coll_comm {
+  int rank, size;
+  coll_transport_kind kind;
+  coll_transport *tp;
+  int timeout_ms;
+  size_t chunk_bytes;
+  char (*hosts)[COLL_HOST_MAX]; /* size entries */
+  void *scratch;                /* grows on demand; owned by the communicator */
+  size_t scratch_bytes;
+  void *scratch2;
+  size_t scratch2_bytes;
+  uint32_t seq; /* per-call tag base, so stale messages are caught */
+};
+
+/* Scratch space of at least `bytes`, reused across calls (64-byte aligned). which: 0 or 1. */
+void *coll_scratch(coll_comm *c, int which, size_t bytes, coll_err *e);
+
+/* Tag for step `step` of the current collective call (c->seq is advanced per call). */
+static inline uint32_t coll_tag(const coll_comm *c, uint32_t step) {
+  return ((c->seq & 0xffffu) << 16) | (step & 0xffffu);
+}
+
+/* ---- algorithms: in place on count elements, written only against coll_isend/irecv/waitall
+ * and coll_reduce. Every one handles any size >= 1 and any count (0, < size, odd). ---- */
+typedef int (*coll_algo_fn)(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
+                            int param, coll_err *e);
+int coll_ar_ring(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
+                 coll_err *e);
+int coll_ar_rhd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
+                coll_err *e);
+int coll_ar_rd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
+               coll_err *e);
+int coll_ar_tree(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
+                 coll_err *e);
+int coll_ar_dtree(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
+                  coll_err *e);
+int coll_ar_ps(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
+               coll_err *e);
+/* auto: returns the algorithm it would run for this size. */
+coll_algo coll_auto_choose(const coll_comm *c, size_t bytes);
+
+/* Split count elements into `parts` nearly equal blocks: block i is [off, off+len). */
+static inline void coll_block(size_t count, int parts, int i, size_t *off, size_t *len) {
+  size_t base = count / (size_t)parts, rem = count % (size_t)parts;
+  size_t ui = (size_t)i;
+  *off = ui * base + (ui < rem ? ui : rem);
+  *len = base + (ui < rem ? 1 : 0);
+}
+
+#endif
