@@ -41,18 +41,4 @@ int bench_run_begin(bench_run *r, const char *out, const char *command, int argc
 int bench_run_write(bench_run *r);
 void bench_run_end(bench_run *r);
 
-/* ---- local launcher (-n N) ---- */
-typedef struct {
-  int n;                 /* ranks to start on this host */
-  int use_mpirun;        /* start through mpirun instead of fork + environment rendezvous */
-  int timeout_s;         /* rendezvous timeout handed to ranks */
-  const char *const *mpirun_args; /* extra mpirun arguments (NULL-terminated), may be NULL */
-} bench_launch_opts;
-/* Re-executes this program (argv with -n removed) as N ranks and waits for them. Returns the
- * exit status for the whole run: 0 when every rank succeeded, else the first failure's status
- * after stopping the others. */
-int bench_launch_local(const bench_launch_opts *o, int argc, char **argv);
-/* True when this process is a rank started by a launcher (ours, mpirun, srun, torchrun). */
-int bench_is_launched(void);
-
 #endif
