@@ -1,0 +1,530 @@
+/* ucx transport: UCP tag API over one worker, one endpoint per peer.
+ *
+ * Tags are 64 bits: bit 63 marks our own control messages (wire-up check, close barrier),
+ * bits 32..62 carry the sender's rank and bits 0..31 the caller's tag. A receive matches on the
+ * sender's rank only, so receives from one peer take that peer's messages in post order (UCP
+ * keeps tag messages on one endpoint in order); the caller's tag and size are then checked, and
+ * a difference is a protocol error rather than a silent wait for another message.
+ *
+ * UCX picks its transports itself and honours UCX_TLS and UCX_NET_DEVICES (ucp_config_read).
+ * What it picked is read back from ucp_ep_print_info and kept in the `fabric` string. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ucp/api/ucp.h>
+
+#include "coll_internal.h"
+
+#define UCX_CTRL_BIT (1ull << 63)
+#define UCX_SRC_SHIFT 32
+#define UCX_SRC_MASK 0xffffffff00000000ull /* the control bit and the rank */
+#define UCX_FULL_MASK 0xffffffffffffffffull
+#define UCX_CTRL_HELLO 1u
+#define UCX_CTRL_CLOSE 2u
+#define UCX_CLOSE_TIMEOUT_MS 10000
+
+enum { UREQ_PENDING = 1, UREQ_DONE = 2, UREQ_FAILED = 3 };
+
+/* What lives in the caller's coll_req. */
+typedef struct {
+  void *ureq;  /* UCX request while pending, else NULL */
+  ucp_tag_recv_info_t info; /* filled on immediate receive completion */
+  size_t bytes;
+  uint32_t tag;
+  int peer;
+  int is_recv;
+  int state;
+} ucx_req;
+_Static_assert(sizeof(ucx_req) <= sizeof(coll_req), "ucx_req must fit in coll_req");
+
+typedef struct {
+  coll_transport base; /* first */
+  ucp_context_h ctx;
+  ucp_worker_h worker;
+  ucp_ep_h *eps; /* size entries; eps[rank] is made on first use */
+  int failed;    /* an error was seen: close without the goodbye barrier */
+} ucx_tp;
+
+static double ucx_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static const char *ucx_host(const ucx_tp *u, int rank) {
+  if (u->base.comm) {
+    const char *h = coll_comm_host(u->base.comm, rank);
+    if (h && *h) return h;
+  }
+  return "?";
+}
+
+static uint64_t ucx_tag(int src, uint32_t tag) {
+  return ((uint64_t)(uint32_t)src << UCX_SRC_SHIFT) | tag;
+}
+
+static ucp_ep_h ucx_ep(ucx_tp *u, int peer, coll_err *e) {
+  if (peer < 0 || peer >= u->base.size) {
+    coll_fail(e, "ucx: rank %d: peer rank %d out of range (size %d)", u->base.rank, peer,
+              u->base.size);
+    return NULL;
+  }
+  if (!u->eps[peer] && peer == u->base.rank) {
+    /* a message to oneself: an endpoint to our own worker (self or any loopback transport) */
+    ucp_address_t *addr;
+    size_t len;
+    ucs_status_t st = ucp_worker_get_address(u->worker, &addr, &len);
+    if (st == UCS_OK) {
+      ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = addr};
+      st = ucp_ep_create(u->worker, &ep, &u->eps[peer]);
+      ucp_worker_release_address(u->worker, addr);
+    }
+    if (st != UCS_OK) {
+      coll_fail(e, "ucx: rank %d (%s): cannot reach itself: %s", u->base.rank,
+                ucx_host(u, u->base.rank), ucs_status_string(st));
+      return NULL;
+    }
+  }
+  return u->eps[peer];
+}
+
+static int ucx_post_send(ucx_tp *u, int peer, const void *buf, size_t bytes, uint64_t tag,
+                         ucx_req *q, coll_err *e) {
+  ucp_ep_h ep = ucx_ep(u, peer, e);
+  if (!ep) return -1;
+  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                           .memory_type = UCS_MEMORY_TYPE_HOST};
+  ucs_status_ptr_t r = ucp_tag_send_nbx(ep, bytes ? buf : (const void *)q, bytes, tag, &p);
+  q->ureq = NULL;
+  q->bytes = bytes;
+  q->tag = (uint32_t)tag;
+  q->peer = peer;
+  q->is_recv = 0;
+  if (UCS_PTR_IS_ERR(r)) {
+    q->state = UREQ_FAILED;
+    u->failed = 1;
+    return coll_fail(e, "ucx: rank %d (%s): send of %zu bytes to rank %d (%s) failed: %s",
+                     u->base.rank, ucx_host(u, u->base.rank), bytes, peer, ucx_host(u, peer),
+                     ucs_status_string(UCS_PTR_STATUS(r)));
+  }
+  q->ureq = r;
+  q->state = r ? UREQ_PENDING : UREQ_DONE;
+  return 0;
+}
+
+static int ucx_post_recv(ucx_tp *u, int peer, void *buf, size_t bytes, uint64_t tag,
+                         uint64_t mask, ucx_req *q, coll_err *e) {
+  if (peer < 0 || peer >= u->base.size)
+    return coll_fail(e, "ucx: rank %d: peer rank %d out of range (size %d)", u->base.rank, peer,
+                     u->base.size);
+  memset(&q->info, 0, sizeof q->info);
+  /* always a request: the sender's tag and length are then read from it (ucp_tag_recv_request_
+   * test), the one place UCX 1.13 reliably reports them */
+  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE |
+                                           UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+                           .memory_type = UCS_MEMORY_TYPE_HOST};
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(u->worker, bytes ? buf : (void *)q, bytes, tag, mask, &p);
+  q->ureq = NULL;
+  q->bytes = bytes;
+  q->tag = (uint32_t)tag;
+  q->peer = peer;
+  q->is_recv = 1;
+  if (UCS_PTR_IS_ERR(r)) {
+    q->state = UREQ_FAILED;
+    u->failed = 1;
+    return coll_fail(e, "ucx: rank %d (%s): receive of %zu bytes from rank %d (%s) failed: %s",
+                     u->base.rank, ucx_host(u, u->base.rank), bytes, peer, ucx_host(u, peer),
+                     ucs_status_string(UCS_PTR_STATUS(r)));
+  }
+  q->ureq = r;
+  q->state = r ? UREQ_PENDING : UREQ_DONE;
+  return 0;
+}
+
+/* A finished receive must be the message that was posted for: same tag, same size. */
+static int ucx_check_recv(ucx_tp *u, ucx_req *q, ucs_status_t st, coll_err *e) {
+  const ucp_tag_recv_info_t *in = &q->info;
+  uint32_t got_tag = (uint32_t)(in->sender_tag & 0xffffffffu);
+  if (st == UCS_ERR_MESSAGE_TRUNCATED || (st == UCS_OK && (in->length != q->bytes ||
+                                                            got_tag != q->tag))) {
+    u->failed = 1;
+    if (st == UCS_ERR_MESSAGE_TRUNCATED)
+      return coll_fail(e,
+                       "ucx: rank %d (%s): protocol error: message from rank %d (%s) is larger "
+                       "than the %zu bytes posted (tag %u)",
+                       u->base.rank, ucx_host(u, u->base.rank), q->peer, ucx_host(u, q->peer),
+                       q->bytes, q->tag);
+    return coll_fail(e,
+                     "ucx: rank %d (%s): protocol error: expected tag %u of %zu bytes from rank "
+                     "%d (%s), got tag %u of %zu bytes",
+                     u->base.rank, ucx_host(u, u->base.rank), q->tag, q->bytes, q->peer,
+                     ucx_host(u, q->peer), got_tag, in->length);
+  }
+  return 0;
+}
+
+/* Updates q from its UCX request: 1 when finished (done or failed), 0 while pending. */
+static int ucx_poll(ucx_tp *u, ucx_req *q, coll_err *e, int *err) {
+  if (q->state != UREQ_PENDING) return 1;
+  ucs_status_t st;
+  if (q->is_recv)
+    st = ucp_tag_recv_request_test(q->ureq, &q->info);
+  else
+    st = ucp_request_check_status(q->ureq);
+  if (st == UCS_INPROGRESS) return 0;
+  ucp_request_free(q->ureq);
+  q->ureq = NULL;
+  if (st != UCS_OK && st != UCS_ERR_MESSAGE_TRUNCATED) {
+    q->state = UREQ_FAILED;
+    u->failed = 1;
+    *err = coll_fail(e, "ucx: rank %d (%s): %s of %zu bytes %s rank %d (%s) failed: %s",
+                     u->base.rank, ucx_host(u, u->base.rank), q->is_recv ? "receive" : "send",
+                     q->bytes, q->is_recv ? "from" : "to", q->peer, ucx_host(u, q->peer),
+                     ucs_status_string(st));
+    return 1;
+  }
+  if (q->is_recv && ucx_check_recv(u, q, st, e) != 0) {
+    q->state = UREQ_FAILED;
+    *err = -1;
+    return 1;
+  }
+  q->state = UREQ_DONE;
+  return 1;
+}
+
+/* Gives up on a request (after a failure or timeout): receives are cancelled so UCX stops
+ * matching into the caller's buffer. */
+static void ucx_abandon(ucx_tp *u, ucx_req *q) {
+  if (q->state == UREQ_PENDING && q->ureq) {
+    if (q->is_recv) ucp_request_cancel(u->worker, q->ureq);
+    ucp_request_free(q->ureq);
+  }
+  q->ureq = NULL;
+  q->state = UREQ_FAILED;
+}
+
+/* Waits for n requests (our layout); on error or timeout every unfinished one is abandoned. */
+static int ucx_wait(ucx_tp *u, ucx_req **qs, int n, int timeout_ms, const char *what,
+                    coll_err *e) {
+  double deadline = ucx_now_ms() + (timeout_ms > 0 ? timeout_ms : 60000);
+  int first = 0; /* everything before this index has finished */
+  int err = 0;
+  for (unsigned spin = 0;; spin++) {
+    while (first < n && ucx_poll(u, qs[first], e, &err)) {
+      if (err) goto fail;
+      if (qs[first]->state == UREQ_FAILED) {
+        err = coll_fail(e, "ucx: rank %d (%s): waited on a request that had failed",
+                        u->base.rank, ucx_host(u, u->base.rank));
+        goto fail;
+      }
+      first++;
+    }
+    /* later requests are polled too, so an error is seen as soon as it happens */
+    for (int i = first + 1; i < n; i++) {
+      ucx_poll(u, qs[i], e, &err);
+      if (err) goto fail;
+    }
+    if (first == n) return 0;
+    while (ucp_worker_progress(u->worker)) {
+    }
+    if ((spin & 63) == 63 && ucx_now_ms() > deadline) {
+      ucx_req *q = qs[first];
+      u->failed = 1;
+      err = coll_fail(e,
+                      "ucx: rank %d (%s): timed out after %d ms %s: %s of %zu bytes (tag %u) "
+                      "%s rank %d (%s) did not complete",
+                      u->base.rank, ucx_host(u, u->base.rank), timeout_ms, what,
+                      q->is_recv ? "receive" : "send", q->bytes, q->tag,
+                      q->is_recv ? "from" : "to", q->peer, ucx_host(u, q->peer));
+      goto fail;
+    }
+  }
+fail:
+  for (int i = 0; i < n; i++) ucx_abandon(u, qs[i]);
+  return -1;
+}
+
+/* ---- the vtable ---- */
+
+static int ucx_isend(coll_transport *t, int peer, const void *buf, size_t bytes, uint32_t tag,
+                     coll_req *r, coll_err *e) {
+  ucx_tp *u = (ucx_tp *)t;
+  return ucx_post_send(u, peer, buf, bytes, ucx_tag(t->rank, tag), (ucx_req *)r->opaque, e);
+}
+
+static int ucx_irecv(coll_transport *t, int peer, void *buf, size_t bytes, uint32_t tag,
+                     coll_req *r, coll_err *e) {
+  ucx_tp *u = (ucx_tp *)t;
+  ucx_req *q = (ucx_req *)r->opaque;
+  if (ucx_post_recv(u, peer, buf, bytes, ucx_tag(peer, 0), UCX_SRC_MASK, q, e) != 0) return -1;
+  q->tag = tag; /* what is expected; the match itself is on the sender only */
+  if (q->state == UREQ_DONE && ucx_check_recv(u, q, UCS_OK, e) != 0) {
+    q->state = UREQ_FAILED;
+    return -1;
+  }
+  return 0;
+}
+
+static int ucx_test(coll_transport *t, coll_req *r, int *done, coll_err *e) {
+  ucx_tp *u = (ucx_tp *)t;
+  ucx_req *q = (ucx_req *)r->opaque;
+  while (ucp_worker_progress(u->worker)) {
+  }
+  int err = 0;
+  *done = ucx_poll(u, q, e, &err);
+  if (err) return -1;
+  if (*done && q->state == UREQ_FAILED)
+    return coll_fail(e, "ucx: rank %d (%s): tested a request that had failed", t->rank,
+                     ucx_host(u, t->rank));
+  return 0;
+}
+
+static int ucx_waitall(coll_transport *t, coll_req *r, int n, int timeout_ms, coll_err *e) {
+  ucx_tp *u = (ucx_tp *)t;
+  ucx_req *stackq[64];
+  ucx_req **qs = n <= 64 ? stackq : malloc(sizeof *qs * (size_t)n);
+  if (!qs) return coll_fail(e, "ucx: out of memory");
+  for (int i = 0; i < n; i++) qs[i] = (ucx_req *)r[i].opaque;
+  int rc = ucx_wait(u, qs, n, timeout_ms, "in waitall", e);
+  if (qs != stackq) free(qs);
+  return rc;
+}
+
+/* Every rank tells every peer `what` and hears it back: proves the endpoints work (open) and
+ * that nobody still needs us (close). */
+static int ucx_exchange(ucx_tp *u, uint32_t what, int timeout_ms, coll_err *e) {
+  int n = u->base.size, me = u->base.rank;
+  ucx_req *q = calloc((size_t)(2 * n), sizeof *q);
+  ucx_req **qs = calloc((size_t)(2 * n), sizeof *qs);
+  unsigned char *in = calloc((size_t)n, 1), out = (unsigned char)what;
+  int k = 0, rc = 0;
+  if (!q || !qs || !in) {
+    rc = coll_fail(e, "ucx: out of memory");
+    goto out;
+  }
+  for (int p = 0; p < n && rc == 0; p++) {
+    if (p == me) continue;
+    rc = ucx_post_recv(u, p, &in[p], 1, UCX_CTRL_BIT | ucx_tag(p, what), UCX_FULL_MASK, &q[k], e);
+    if (rc == 0) qs[k] = &q[k], k++;
+  }
+  for (int p = 0; p < n && rc == 0; p++) {
+    if (p == me) continue;
+    rc = ucx_post_send(u, p, &out, 1, UCX_CTRL_BIT | ucx_tag(me, what), &q[k], e);
+    if (rc == 0) qs[k] = &q[k], k++;
+  }
+  if (rc != 0) {
+    for (int i = 0; i < k; i++) ucx_abandon(u, qs[i]);
+  } else {
+    rc = ucx_wait(u, qs, k, timeout_ms,
+                  what == UCX_CTRL_HELLO ? "connecting to peers" : "closing", e);
+  }
+out:
+  free(q);
+  free(qs);
+  free(in);
+  return rc;
+}
+
+/* "tcp/lo.0" -> "tcp/lo"; shared memory devices ("memory", "memory0") name no device. */
+static void ucx_lane_name(char *out, size_t cap, const char *tl_dev) {
+  char tmp[96];
+  snprintf(tmp, sizeof tmp, "%s", tl_dev);
+  char *slash = strchr(tmp, '/');
+  if (slash) {
+    char *dev = slash + 1;
+    char *dot = strrchr(dev, '.');
+    if (dot && dot[1] >= '0' && dot[1] <= '9') *dot = '\0';
+    if (strncmp(dev, "memory", 6) == 0) *slash = '\0';
+  }
+  snprintf(out, cap, "%s", tmp);
+}
+
+/* Reads the lanes of one endpoint from ucp_ep_print_info and appends the transport/device of
+ * each lane not yet listed in `fab` (entries separated by '+'). */
+static void ucx_add_lanes(ucp_ep_h ep, char *fab, size_t cap) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return;
+  ucp_ep_print_info(ep, f);
+  fclose(f);
+  for (char *line = text, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = '\0';
+    /* "#   lane[0]:  3:sysv/memory.0 md[2]  -> md[2]/sysv/sysdev[255] am am_bw#0" */
+    char *lane = strstr(line, "lane[");
+    if (!lane) continue;
+    char *colon = strchr(lane, ':');
+    if (!colon) continue;
+    char *p = colon + 1;
+    while (*p == ' ') p++;
+    while (*p >= '0' && *p <= '9') p++; /* resource index */
+    if (*p != ':') continue;
+    p++;
+    char tl_dev[96];
+    size_t i = 0;
+    while (p[i] && p[i] != ' ' && i + 1 < sizeof tl_dev) tl_dev[i] = p[i], i++;
+    tl_dev[i] = '\0';
+    char name[96];
+    ucx_lane_name(name, sizeof name, tl_dev);
+    if (!*name) continue;
+    /* already listed? */
+    int seen = 0;
+    for (const char *s = fab; *s;) {
+      size_t l = strcspn(s, "+");
+      if (l == strlen(name) && strncmp(s, name, l) == 0) seen = 1;
+      s += l;
+      if (*s == '+') s++;
+    }
+    if (seen) continue;
+    size_t used = strlen(fab);
+    if (used + strlen(name) + 2 > cap) break;
+    snprintf(fab + used, cap - used, "%s%s", used ? "+" : "", name);
+  }
+  free(text);
+}
+
+static void ucx_close(coll_transport *t) {
+  ucx_tp *u = (ucx_tp *)t;
+  if (!u) return;
+  if (u->worker) {
+    coll_err e;
+    if (!u->failed && u->base.size > 1)
+      ucx_exchange(u, UCX_CTRL_CLOSE, UCX_CLOSE_TIMEOUT_MS, &e); /* best effort */
+    /* flush and close every endpoint; a dead peer makes us give up after the timeout */
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                             .flags = u->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+    double deadline = ucx_now_ms() + UCX_CLOSE_TIMEOUT_MS;
+    for (int i = 0; u->eps && i < u->base.size; i++) {
+      if (!u->eps[i]) continue;
+      ucs_status_ptr_t r = ucp_ep_close_nbx(u->eps[i], &p);
+      if (UCS_PTR_IS_PTR(r)) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS && ucx_now_ms() < deadline)
+          ucp_worker_progress(u->worker);
+        ucp_request_free(r);
+      }
+      u->eps[i] = NULL;
+    }
+    ucp_worker_destroy(u->worker);
+  }
+  if (u->ctx) ucp_cleanup(u->ctx);
+  free(u->eps);
+  free(u);
+}
+
+static const coll_transport_ops ucx_ops = {
+    .name = "ucx",
+    .isend = ucx_isend,
+    .irecv = ucx_irecv,
+    .test = ucx_test,
+    .waitall = ucx_waitall,
+    .allreduce = NULL,
+    .close = ucx_close,
+};
+
+int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
+                  coll_err *e) {
+  *out = NULL;
+  int rank = coll_boot_rank(b), size = coll_boot_size(b);
+  int timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : 60000;
+  ucx_tp *u = calloc(1, sizeof *u);
+  if (!u) return coll_fail(e, "ucx: out of memory");
+  u->base.ops = &ucx_ops;
+  u->base.rank = rank;
+  u->base.size = size;
+  u->base.comm = c;
+  u->eps = calloc((size_t)size, sizeof *u->eps);
+  uint64_t *lens = calloc((size_t)size, sizeof *lens);
+  unsigned char *all = NULL, *mine = NULL;
+  ucp_address_t *addr = NULL;
+  size_t addr_len = 0;
+  int rc = -1;
+  if (!u->eps || !lens) {
+    coll_fail(e, "ucx: out of memory");
+    goto out;
+  }
+
+  ucp_config_t *cfg;
+  ucs_status_t st = ucp_config_read(NULL, NULL, &cfg); /* UCX_TLS, UCX_NET_DEVICES, ... */
+  if (st != UCS_OK) {
+    coll_fail(e, "ucx: rank %d: reading the UCX configuration (UCX_* variables): %s", rank,
+              ucs_status_string(st));
+    goto out;
+  }
+  ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                                   UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+                     .features = UCP_FEATURE_TAG,
+                     .estimated_num_eps = (size_t)size,
+                     .mt_workers_shared = 0};
+  st = ucp_init(&pp, cfg, &u->ctx);
+  ucp_config_release(cfg);
+  if (st != UCS_OK) {
+    u->ctx = NULL;
+    coll_fail(e, "ucx: rank %d: ucp_init: %s (check UCX_TLS / UCX_NET_DEVICES)", rank,
+              ucs_status_string(st));
+    goto out;
+  }
+  ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                            .thread_mode = UCS_THREAD_MODE_SINGLE};
+  st = ucp_worker_create(u->ctx, &wp, &u->worker);
+  if (st != UCS_OK) {
+    u->worker = NULL;
+    coll_fail(e, "ucx: rank %d: ucp_worker_create: %s", rank, ucs_status_string(st));
+    goto out;
+  }
+  st = ucp_worker_get_address(u->worker, &addr, &addr_len);
+  if (st != UCS_OK) {
+    addr = NULL;
+    coll_fail(e, "ucx: rank %d: ucp_worker_get_address: %s", rank, ucs_status_string(st));
+    goto out;
+  }
+
+  /* addresses differ in length: all-gather the lengths, then the padded addresses */
+  uint64_t my_len = addr_len, max_len = 0;
+  if (coll_boot_allgather(b, lens, &my_len, sizeof my_len, e) != 0) goto out;
+  for (int i = 0; i < size; i++) max_len = lens[i] > max_len ? lens[i] : max_len;
+  mine = calloc(1, max_len);
+  all = calloc((size_t)size, max_len);
+  if (!mine || !all) {
+    coll_fail(e, "ucx: out of memory");
+    goto out;
+  }
+  memcpy(mine, addr, addr_len);
+  if (coll_boot_allgather(b, all, mine, max_len, e) != 0) goto out;
+
+  for (int p = 0; p < size; p++) {
+    if (p == rank) continue;
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+                          .address = (const ucp_address_t *)(all + (size_t)p * max_len)};
+    st = ucp_ep_create(u->worker, &ep, &u->eps[p]);
+    if (st != UCS_OK) {
+      u->eps[p] = NULL;
+      coll_fail(e, "ucx: rank %d: cannot create an endpoint to rank %d (%s): %s "
+                "(no common transport? check UCX_TLS / UCX_NET_DEVICES)",
+                rank, p, c ? coll_comm_host(c, p) : "?", ucs_status_string(st));
+      goto out;
+    }
+  }
+  if (size > 1 && ucx_exchange(u, UCX_CTRL_HELLO, timeout_ms, e) != 0) goto out;
+
+  char fab[sizeof u->base.fabric - 4] = "";
+  for (int p = 0; p < size; p++)
+    if (u->eps[p]) ucx_add_lanes(u->eps[p], fab, sizeof fab);
+  snprintf(u->base.fabric, sizeof u->base.fabric, "ucx:%s", *fab ? fab : "none");
+  rc = 0;
+
+out:
+  if (addr) ucp_worker_release_address(u->worker, addr);
+  free(lens);
+  free(all);
+  free(mine);
+  if (rc != 0) {
+    u->failed = 1;
+    ucx_close(&u->base);
+    return -1;
+  }
+  *out = &u->base;
+  return 0;
+}
