@@ -41,6 +41,11 @@ struct coll_transport {
   char fabric[128];      /* what it runs on, e.g. "tcp:lo" */
 };
 
+/* Where this rank's transports listen and what they advertise: FABENCH_BIND_ADDR, else the
+ * local address of the bootstrap connection, else 127.0.0.1 when every rank is on this host,
+ * else this host's first non-loopback IPv4 address. */
+int coll_boot_advertise_addr(const coll_boot *b, char *out, size_t cap, coll_err *e);
+
 /* Constructors: connect to every peer, exchanging addresses through the boot's all-gather. */
 int coll_tcp_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
                   coll_err *e);
@@ -63,7 +68,12 @@ struct coll_comm {
   void *scratch2;
   size_t scratch2_bytes;
   uint32_t seq; /* per-call tag base, so stale messages are caught */
+  coll_req *reqs; /* request array reused across calls */
+  size_t reqs_cap;
 };
+
+/* An array of at least n requests owned by the communicator (valid until the next call). */
+coll_req *coll_reqs(coll_comm *c, size_t n, coll_err *e);
 
 /* Scratch space of at least `bytes`, reused across calls (64-byte aligned). which: 0 or 1. */
 void *coll_scratch(coll_comm *c, int which, size_t bytes, coll_err *e);

@@ -1,0 +1,135 @@
+/* Ring all-reduce: reduce-scatter then all-gather, 2(n-1) steps, pipelined in sub-chunks of
+ * c->chunk_bytes so that reducing one sub-chunk overlaps the transfer of the next, and each
+ * reduced sub-chunk is forwarded as soon as it is ready (no barrier between steps).
+ *
+ * Step s (0 <= s < 2(n-1)) sends block (r - s) mod n and receives block (r - s - 1) mod n;
+ * the first n-1 steps reduce what they receive (into place, from a double-buffered scratch),
+ * the last n-1 receive straight into place. The block received at step s is the one sent at
+ * step s+1. Each block is reduced once, in ring order, then copied around, so every rank ends
+ * with bit-identical results.
+ *
+ * Small messages (n * bytes <= COLL_RING_SMALL) take n-1 ring steps of whole vectors instead
+ * (a ring all-gather) and every rank reduces them in rank order: n-1 message latencies rather
+ * than 2(n-1), still deterministic across ranks. */
+#include <string.h>
+
+#include "coll_internal.h"
+
+#define COLL_RING_SMALL (64u * 1024u)
+
+static int ring_small(coll_comm *c, char *buf, size_t count, coll_dtype dt, coll_op op, coll_err *e) {
+  int n = c->size, r = c->rank;
+  size_t bytes = count * coll_dtype_size(dt);
+  char *all = coll_scratch(c, 0, bytes * (size_t)n, e);
+  if (!all) return -1;
+  memcpy(all + (size_t)r * bytes, buf, bytes);
+  int next = (r + 1) % n, prev = (r - 1 + n) % n;
+  for (int s = 0; s < n - 1; s++) {
+    int sb = ((r - s) % n + n) % n, rb = ((r - s - 1) % n + n) % n;
+    coll_req q[2];
+    if (coll_irecv(c, prev, all + (size_t)rb * bytes, bytes, coll_tag(c, (uint32_t)s), &q[0], e) != 0 ||
+        coll_isend(c, next, all + (size_t)sb * bytes, bytes, coll_tag(c, (uint32_t)s), &q[1], e) != 0 ||
+        coll_waitall(c, q, 2, e) != 0)
+      return -1;
+  }
+  memcpy(buf, all, bytes);
+  for (int k = 1; k < n; k++) coll_reduce(buf, all + (size_t)k * bytes, count, dt, op);
+  return 0;
+}
+
+typedef struct {
+  int n, r;
+  size_t count, esize, ce; /* elements; element size; elements per sub-chunk */
+} ring_plan;
+
+static int ring_mod(int a, int n) { return ((a % n) + n) % n; }
+
+static void ring_blk(const ring_plan *p, int b, size_t *off, size_t *len) {
+  coll_block(p->count, p->n, b, off, len);
+}
+
+static size_t ring_nsub(const ring_plan *p, int b) {
+  size_t off, len;
+  ring_blk(p, b, &off, &len);
+  return (len + p->ce - 1) / p->ce;
+}
+
+/* Sub-chunk j of block b: element offset and length. */
+static void ring_sub(const ring_plan *p, int b, size_t j, size_t *off, size_t *len) {
+  size_t boff, blen;
+  ring_blk(p, b, &boff, &blen);
+  *off = boff + j * p->ce;
+  *len = blen - j * p->ce < p->ce ? blen - j * p->ce : p->ce;
+}
+
+/* Posts the receives of step s: into scratch while reducing, into place while gathering. */
+static int ring_post_recvs(coll_comm *c, const ring_plan *p, char *buf, char *scr[2], coll_req *rq[2],
+                           int s, int prev, coll_dtype dt, coll_err *e) {
+  (void)dt;
+  int rb = ring_mod(p->r - s - 1, p->n);
+  size_t ns = ring_nsub(p, rb);
+  for (size_t j = 0; j < ns; j++) {
+    size_t off, len;
+    ring_sub(p, rb, j, &off, &len);
+    char *dst = s < p->n - 1 ? scr[s % 2] + j * p->ce * p->esize : buf + off * p->esize;
+    if (coll_irecv(c, prev, dst, len * p->esize, coll_tag(c, (uint32_t)s), &rq[s % 2][j], e) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op op, int param,
+                 coll_err *e) {
+  (void)param;
+  char *buf = vbuf;
+  int n = c->size, r = c->rank;
+  size_t esize = coll_dtype_size(dt);
+  if (count * esize * (size_t)n <= COLL_RING_SMALL) return ring_small(c, buf, count, dt, op, e);
+
+  ring_plan p = {n, r, count, esize, c->chunk_bytes / esize ? c->chunk_bytes / esize : 1};
+  size_t maxlen = (count + (size_t)n - 1) / (size_t)n;
+  size_t msub = (maxlen + p.ce - 1) / p.ce;
+  char *scr[2];
+  scr[0] = coll_scratch(c, 0, maxlen * esize, e);
+  scr[1] = coll_scratch(c, 1, maxlen * esize, e);
+  coll_req *reqs = coll_reqs(c, 4 * msub, e);
+  if (!scr[0] || !scr[1] || !reqs) return -1;
+  coll_req *rq[2] = {reqs, reqs + msub}, *sq[2] = {reqs + 2 * msub, reqs + 3 * msub};
+  size_t sq_n[2] = {0, 0};
+  int next = (r + 1) % n, prev = (r - 1 + n) % n, nsteps = 2 * (n - 1);
+
+  if (ring_post_recvs(c, &p, buf, scr, rq, 0, prev, dt, e) != 0) return -1;
+  {
+    size_t ns = ring_nsub(&p, r);
+    for (size_t j = 0; j < ns; j++) {
+      size_t off, len;
+      ring_sub(&p, r, j, &off, &len);
+      if (coll_isend(c, next, buf + off * esize, len * esize, coll_tag(c, 0), &sq[0][j], e) != 0) return -1;
+    }
+    sq_n[0] = ns;
+  }
+  for (int s = 0; s < nsteps; s++) {
+    int rb = ring_mod(r - s - 1, n), last = s + 1 == nsteps;
+    if (!last) {
+      if (ring_post_recvs(c, &p, buf, scr, rq, s + 1, prev, dt, e) != 0) return -1;
+      /* the send slots of step s+1 were used by step s-1: those sends must be done */
+      if (coll_waitall(c, sq[(s + 1) % 2], (int)sq_n[(s + 1) % 2], e) != 0) return -1;
+      sq_n[(s + 1) % 2] = 0;
+    }
+    size_t ns = ring_nsub(&p, rb);
+    for (size_t j = 0; j < ns; j++) {
+      size_t off, len;
+      ring_sub(&p, rb, j, &off, &len);
+      if (coll_waitall(c, &rq[s % 2][j], 1, e) != 0) return -1;
+      if (s < n - 1) coll_reduce(buf + off * esize, scr[s % 2] + j * p.ce * esize, len, dt, op);
+      if (!last) {
+        if (coll_isend(c, next, buf + off * esize, len * esize, coll_tag(c, (uint32_t)(s + 1)),
+                       &sq[(s + 1) % 2][j], e) != 0)
+          return -1;
+        sq_n[(s + 1) % 2]++;
+      }
+    }
+  }
+  if (coll_waitall(c, sq[0], (int)sq_n[0], e) != 0) return -1;
+  return coll_waitall(c, sq[1], (int)sq_n[1], e);
+}

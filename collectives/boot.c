@@ -1,0 +1,423 @@
+/* Bootstrap: who we are and a slow all-gather for exchanging endpoint addresses.
+ * Environment rendezvous: rank 0 listens at FABENCH_ROOT (or MASTER_ADDR:MASTER_PORT), the
+ * others connect and present the job token; every exchange is a star through rank 0. */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#if FABENCH_HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include "coll_internal.h"
+#include "sock.h"
+
+#define BOOT_MAGIC_HELLO 0x46424231u /* "FBB1" */
+#define BOOT_MAGIC_REPLY 0x46424252u /* "FBBR" */
+#define BOOT_MAGIC_GATHER 0x46424147u /* "FBAG" */
+#define BOOT_VERSION 1u
+#define BOOT_TOKEN_MAX 64
+
+typedef struct {
+  uint32_t magic, version;
+  int32_t rank, size;
+  char token[BOOT_TOKEN_MAX];
+  char host[COLL_HOST_MAX];
+} boot_hello;
+
+typedef struct {
+  uint32_t magic;
+  int32_t status; /* 0: accepted */
+  char reason[192];
+} boot_reply;
+
+typedef struct {
+  uint32_t magic;
+  uint32_t pad;
+  uint64_t bytes;
+} boot_frame;
+
+struct coll_boot {
+  coll_boot_kind kind; /* ENV or MPI; a world of one is ENV with size 1 */
+  int rank, size, local_rank, host_count;
+  int timeout_ms;
+  char (*hosts)[COLL_HOST_MAX];
+  int *fds;          /* rank 0: one per peer (index = rank); others: fds[0] to rank 0 */
+  char root_desc[300];
+  char local_addr[64];
+};
+
+static double boot_deadline(const coll_boot *b) { return coll_sock_now() + b->timeout_ms / 1000.0; }
+
+static const char *boot_env(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+static int boot_env_int(const char *name, int *out) {
+  const char *v = boot_env(name);
+  if (!v) return 0;
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || x < 0 || x > 1000000) return -1;
+  *out = (int)x;
+  return 1;
+}
+
+static void boot_fill_locals(coll_boot *b) {
+  b->local_rank = 0;
+  b->host_count = 0;
+  for (int r = 0; r < b->size; r++) {
+    int seen = 0;
+    for (int q = 0; q < r; q++)
+      if (!strcmp(b->hosts[q], b->hosts[r])) seen = 1;
+    if (!seen) b->host_count++;
+    if (r < b->rank && !strcmp(b->hosts[r], b->hosts[b->rank])) b->local_rank++;
+  }
+}
+
+/* A launcher started several processes but this one sees a world of one: say why. */
+static int boot_check_single(coll_err *e) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                                     "SLURM_NTASKS", "WORLD_SIZE", "FABENCH_WORLD_SIZE"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    int n = 0;
+    if (boot_env_int(vars[i], &n) == 1 && n > 1)
+      return coll_fail(e,
+                       "launched as one of %d processes (%s=%d) but this process sees a world of "
+                       "one: %s; refusing to run %d copies of a 1-rank benchmark",
+                       n, vars[i], n,
+                       FABENCH_HAVE_MPI ? "give the rendezvous address (FABENCH_ROOT=host:port "
+                                          "or MASTER_ADDR/MASTER_PORT) or launch with an MPI "
+                                          "that matches this fabench"
+                                        : "this fabench was built without MPI; give "
+                                          "FABENCH_ROOT=host:port (or MASTER_ADDR/MASTER_PORT) "
+                                          "for the environment rendezvous",
+                       n);
+  }
+  return 0;
+}
+
+static int boot_alloc(coll_boot *b, coll_err *e) {
+  b->hosts = calloc((size_t)b->size, sizeof *b->hosts);
+  b->fds = malloc((size_t)b->size * sizeof *b->fds);
+  if (!b->hosts || !b->fds) return coll_fail(e, "out of memory");
+  for (int i = 0; i < b->size; i++) b->fds[i] = -1;
+  return 0;
+}
+
+static int boot_open_env(coll_boot *b, int rank, int size, const char *root, const char *token,
+                         coll_err *e) {
+  char rhost[256], err[512];
+  int rport;
+  char me[COLL_HOST_MAX] = "";
+  gethostname(me, sizeof me - 1);
+  b->kind = COLL_BOOT_ENV;
+  b->rank = rank;
+  b->size = size;
+  if (rank < 0 || rank >= size)
+    return coll_fail(e, "bootstrap: rank %d is outside the world of %d", rank, size);
+  if (boot_alloc(b, e) != 0) return -1;
+  snprintf(b->hosts[rank], COLL_HOST_MAX, "%s", me);
+  if (size == 1) {
+    b->local_rank = 0;
+    b->host_count = 1;
+    return 0;
+  }
+  if (!root || coll_sock_split(root, rhost, sizeof rhost, &rport) != 0)
+    return coll_fail(e, "rank %d (%s): bad or missing rendezvous address '%s' (want host:port)",
+                     rank, me, root ? root : "");
+  snprintf(b->root_desc, sizeof b->root_desc, "%s:%d", rhost, rport);
+  double deadline = boot_deadline(b);
+  char tok[BOOT_TOKEN_MAX] = "";
+  snprintf(tok, sizeof tok, "%s", token);
+
+  if (rank == 0) {
+    int lfd, bound;
+    /* listen on every address: peers may reach the root by any of its names */
+    if (coll_sock_listen(NULL, rport, size, &lfd, &bound, err, sizeof err) != 0)
+      return coll_fail(e, "rank 0 (%s): %s", me, err);
+    int joined = 0;
+    while (joined < size - 1) {
+      int fd;
+      if (coll_sock_accept(lfd, deadline, &fd, err, sizeof err) != 0) {
+        close(lfd);
+        char missing[256] = "";
+        size_t off = 0;
+        for (int r = 1; r < size && off < sizeof missing - 8; r++)
+          if (b->fds[r] < 0) off += (size_t)snprintf(missing + off, sizeof missing - off, " %d", r);
+        return coll_fail(e, "rank 0 (%s): %d of %d ranks joined the rendezvous at port %d within "
+                            "%d ms; missing ranks:%s",
+                         me, joined + 1, size, rport, b->timeout_ms, missing);
+      }
+      boot_hello h;
+      boot_reply rep = {.magic = BOOT_MAGIC_REPLY};
+      /* a stranger that connects and says nothing must not stall the rendezvous */
+      double hello_deadline = coll_sock_now() + 5.0 < deadline ? coll_sock_now() + 5.0 : deadline;
+      if (coll_sock_recv_all(fd, &h, sizeof h, hello_deadline, err, sizeof err) != 0) {
+        close(fd);
+        continue;
+      }
+      h.token[BOOT_TOKEN_MAX - 1] = '\0';
+      h.host[COLL_HOST_MAX - 1] = '\0';
+      if (h.magic != BOOT_MAGIC_HELLO || h.version != BOOT_VERSION)
+        rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "not a fabench bootstrap hello (version %u)", h.version);
+      else if (strcmp(h.token, tok) != 0)
+        rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "wrong job token");
+      else if (h.size != size)
+        rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "world size %d differs from rank 0's %d", h.size, size);
+      else if (h.rank <= 0 || h.rank >= size || b->fds[h.rank] >= 0)
+        rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "rank %d is invalid or already joined", h.rank);
+      if (rep.status) {
+        fprintf(stderr, "fabench: rank 0 (%s): rejected a peer from host '%s': %s\n", me, h.host, rep.reason);
+        coll_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
+        close(fd);
+        continue;
+      }
+      b->fds[h.rank] = fd;
+      snprintf(b->hosts[h.rank], COLL_HOST_MAX, "%s", h.host);
+      if (!b->local_addr[0]) coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
+      joined++;
+    }
+    close(lfd);
+    boot_reply ok = {.magic = BOOT_MAGIC_REPLY, .status = 0};
+    for (int r = 1; r < size; r++) {
+      if (coll_sock_send_all(b->fds[r], &ok, sizeof ok, deadline, err, sizeof err) != 0 ||
+          coll_sock_send_all(b->fds[r], b->hosts, (size_t)size * COLL_HOST_MAX, deadline, err, sizeof err) != 0)
+        return coll_fail(e, "rank 0 (%s): rendezvous with rank %d (%s) failed: %s", me, r, b->hosts[r], err);
+    }
+  } else {
+    int fd;
+    if (coll_sock_connect(rhost, rport, deadline, &fd, err, sizeof err) != 0)
+      return coll_fail(e, "rank %d (%s): cannot reach rank 0 at %s: %s", rank, me, b->root_desc, err);
+    b->fds[0] = fd;
+    coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
+    boot_hello h = {.magic = BOOT_MAGIC_HELLO, .version = BOOT_VERSION, .rank = rank, .size = size};
+    memcpy(h.token, tok, sizeof h.token);
+    snprintf(h.host, sizeof h.host, "%s", me);
+    boot_reply rep;
+    if (coll_sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) != 0 ||
+        coll_sock_recv_all(fd, &rep, sizeof rep, deadline, err, sizeof err) != 0)
+      return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
+                       b->root_desc, err);
+    rep.reason[sizeof rep.reason - 1] = '\0';
+    if (rep.magic != BOOT_MAGIC_REPLY)
+      return coll_fail(e, "rank %d (%s): %s did not answer as a fabench rank 0", rank, me, b->root_desc);
+    if (rep.status != 0)
+      return coll_fail(e, "rank %d (%s): rank 0 at %s rejected this rank: %s", rank, me,
+                       b->root_desc, rep.reason);
+    if (coll_sock_recv_all(fd, b->hosts, (size_t)size * COLL_HOST_MAX, deadline, err, sizeof err) != 0)
+      return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
+                       b->root_desc, err);
+    for (int r = 0; r < size; r++) b->hosts[r][COLL_HOST_MAX - 1] = '\0';
+  }
+  boot_fill_locals(b);
+  return 0;
+}
+
+#if FABENCH_HAVE_MPI
+static int boot_open_mpi(coll_boot *b, coll_err *e) {
+  int inited = 0, provided;
+  MPI_Initialized(&inited);
+  if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+    return coll_fail(e, "MPI_Init_thread failed");
+  b->kind = COLL_BOOT_MPI;
+  MPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &b->size);
+  if (boot_alloc(b, e) != 0) return -1;
+  char me[COLL_HOST_MAX] = "";
+  gethostname(me, sizeof me - 1);
+  MPI_Allgather(me, COLL_HOST_MAX, MPI_CHAR, b->hosts, COLL_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD);
+  boot_fill_locals(b);
+  return 0;
+}
+#endif
+
+static int boot_launched_by_mpi(void) {
+  return boot_env("OMPI_COMM_WORLD_SIZE") || boot_env("PMIX_RANK") || boot_env("PMI_RANK") ||
+         boot_env("SLURM_PROCID");
+}
+
+int coll_boot_open(coll_boot **out, coll_boot_kind kind, int want_mpi, int timeout_ms, coll_err *e) {
+  *out = NULL;
+  coll_boot *b = calloc(1, sizeof *b);
+  if (!b) return coll_fail(e, "out of memory");
+  b->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
+  int rc;
+  (void)want_mpi;
+  if (kind == COLL_BOOT_AUTO) {
+    if (boot_env("FABENCH_RANK")) kind = COLL_BOOT_ENV;
+    else if (FABENCH_HAVE_MPI && boot_launched_by_mpi()) kind = COLL_BOOT_MPI;
+    else kind = COLL_BOOT_ENV;
+  }
+  if (kind == COLL_BOOT_MPI) {
+#if FABENCH_HAVE_MPI
+    rc = boot_open_mpi(b, e);
+    if (rc == 0 && b->size == 1) rc = boot_check_single(e);
+#else
+    rc = coll_fail(e, "MPI bootstrap requested but this fabench was built without MPI");
+#endif
+  } else {
+    /* rank and size: ours, torchrun's, Slurm's, Open MPI's; the root: ours or torchrun's */
+    int rank = -1, size = -1;
+    const char *root = boot_env("FABENCH_ROOT");
+    char rootbuf[300];
+    if (boot_env_int("FABENCH_RANK", &rank) < 0 || boot_env_int("FABENCH_WORLD_SIZE", &size) < 0) {
+      rc = coll_fail(e, "FABENCH_RANK / FABENCH_WORLD_SIZE must be non-negative integers");
+      goto done;
+    }
+    if (rank < 0) boot_env_int("RANK", &rank), boot_env_int("WORLD_SIZE", &size);
+    if (rank < 0) boot_env_int("SLURM_PROCID", &rank), boot_env_int("SLURM_NTASKS", &size);
+    if (rank < 0) boot_env_int("OMPI_COMM_WORLD_RANK", &rank), boot_env_int("OMPI_COMM_WORLD_SIZE", &size);
+    if (!root && boot_env("MASTER_ADDR") && boot_env("MASTER_PORT")) {
+      snprintf(rootbuf, sizeof rootbuf, "%s:%s", boot_env("MASTER_ADDR"), boot_env("MASTER_PORT"));
+      root = rootbuf;
+    }
+    if (rank < 0 || size < 1 || (size > 1 && !root)) {
+      rc = boot_check_single(e);
+      if (rc == 0) rc = boot_open_env(b, 0, 1, NULL, "", e); /* a world of one */
+    } else {
+      /* the token ties ranks to one job; without FABENCH_TOKEN, a job id stands in */
+      const char *tok = boot_env("FABENCH_TOKEN");
+      if (!tok) tok = boot_env("TORCHELASTIC_RUN_ID");
+      if (!tok) tok = boot_env("SLURM_JOB_ID");
+      if (!tok) tok = "fabench";
+      rc = boot_open_env(b, rank, size, root, tok, e);
+    }
+  }
+done:
+  if (rc != 0) {
+    coll_boot_close(b);
+    return -1;
+  }
+  *out = b;
+  return 0;
+}
+
+int coll_boot_rank(const coll_boot *b) { return b->rank; }
+int coll_boot_size(const coll_boot *b) { return b->size; }
+int coll_boot_local_rank(const coll_boot *b) { return b->local_rank; }
+int coll_boot_host_count(const coll_boot *b) { return b->host_count; }
+const char *coll_boot_host(const coll_boot *b, int rank) {
+  return rank >= 0 && rank < b->size ? b->hosts[rank] : "?";
+}
+const char *coll_boot_kind_name(const coll_boot *b) {
+  if (b->kind == COLL_BOOT_MPI) return "mpi";
+  return b->size == 1 ? "single" : "env";
+}
+
+int coll_boot_allgather(coll_boot *b, void *all, const void *mine, size_t bytes, coll_err *e) {
+  char *dst = all;
+  if (b->size == 1) {
+    memmove(dst, mine, bytes);
+    return 0;
+  }
+#if FABENCH_HAVE_MPI
+  if (b->kind == COLL_BOOT_MPI) {
+    if (bytes > (size_t)1 << 30) return coll_fail(e, "bootstrap all-gather too large");
+    MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+    return 0;
+  }
+#endif
+  char err[512];
+  double deadline = boot_deadline(b);
+  boot_frame f = {.magic = BOOT_MAGIC_GATHER, .bytes = bytes};
+  if (b->rank == 0) {
+    memmove(dst, mine, bytes);
+    for (int r = 1; r < b->size; r++) {
+      boot_frame g;
+      if (coll_sock_recv_all(b->fds[r], &g, sizeof g, deadline, err, sizeof err) != 0)
+        return coll_fail(e, "rank 0 (%s): bootstrap exchange with rank %d (%s): %s", b->hosts[0], r,
+                         b->hosts[r], err);
+      if (g.magic != BOOT_MAGIC_GATHER || g.bytes != bytes)
+        return coll_fail(e, "rank 0 (%s): rank %d (%s) sent a bootstrap message of %llu bytes, "
+                            "expected %zu (different fabench versions or flags?)",
+                         b->hosts[0], r, b->hosts[r], (unsigned long long)g.bytes, bytes);
+      if (coll_sock_recv_all(b->fds[r], dst + (size_t)r * bytes, bytes, deadline, err, sizeof err) != 0)
+        return coll_fail(e, "rank 0 (%s): bootstrap exchange with rank %d (%s): %s", b->hosts[0], r,
+                         b->hosts[r], err);
+    }
+    boot_frame out = {.magic = BOOT_MAGIC_GATHER, .bytes = bytes * (uint64_t)b->size};
+    for (int r = 1; r < b->size; r++)
+      if (coll_sock_send_all(b->fds[r], &out, sizeof out, deadline, err, sizeof err) != 0 ||
+          coll_sock_send_all(b->fds[r], dst, bytes * (size_t)b->size, deadline, err, sizeof err) != 0)
+        return coll_fail(e, "rank 0 (%s): bootstrap exchange with rank %d (%s): %s", b->hosts[0], r,
+                         b->hosts[r], err);
+    return 0;
+  }
+  boot_frame g;
+  if (coll_sock_send_all(b->fds[0], &f, sizeof f, deadline, err, sizeof err) != 0 ||
+      coll_sock_send_all(b->fds[0], mine, bytes, deadline, err, sizeof err) != 0 ||
+      coll_sock_recv_all(b->fds[0], &g, sizeof g, deadline, err, sizeof err) != 0)
+    return coll_fail(e, "rank %d (%s): bootstrap exchange with rank 0 (%s): %s", b->rank,
+                     b->hosts[b->rank], b->hosts[0], err);
+  if (g.magic != BOOT_MAGIC_GATHER || g.bytes != bytes * (uint64_t)b->size)
+    return coll_fail(e, "rank %d (%s): rank 0 (%s) sent a malformed bootstrap message",
+                     b->rank, b->hosts[b->rank], b->hosts[0]);
+  if (coll_sock_recv_all(b->fds[0], dst, bytes * (size_t)b->size, deadline, err, sizeof err) != 0)
+    return coll_fail(e, "rank %d (%s): bootstrap exchange with rank 0 (%s): %s", b->rank,
+                     b->hosts[b->rank], b->hosts[0], err);
+  return 0;
+}
+
+int coll_boot_barrier(coll_boot *b, coll_err *e) {
+  uint8_t one = 1, *all = malloc((size_t)b->size);
+  if (!all) return coll_fail(e, "out of memory");
+  int rc = coll_boot_allgather(b, all, &one, 1, e);
+  free(all);
+  return rc;
+}
+
+static int boot_first_ipv4(char *out, size_t cap) {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  struct addrinfo hints = {0}, *res = NULL;
+  hints.ai_family = AF_INET;
+  if (getaddrinfo(host, NULL, &hints, &res) != 0) return -1;
+  int rc = -1;
+  for (struct addrinfo *ai = res; ai && rc; ai = ai->ai_next) {
+    struct sockaddr_in *sin = (struct sockaddr_in *)ai->ai_addr;
+    if ((ntohl(sin->sin_addr.s_addr) >> 24) == 127) continue;
+    if (inet_ntop(AF_INET, &sin->sin_addr, out, (socklen_t)cap)) rc = 0;
+  }
+  freeaddrinfo(res);
+  return rc;
+}
+
+int coll_boot_advertise_addr(const coll_boot *b, char *out, size_t cap, coll_err *e) {
+  const char *bind = boot_env("FABENCH_BIND_ADDR");
+  if (bind) {
+    snprintf(out, cap, "%s", bind);
+    return 0;
+  }
+  if (b->host_count <= 1) {
+    snprintf(out, cap, "127.0.0.1");
+    return 0;
+  }
+  if (b->local_addr[0]) {
+    snprintf(out, cap, "%s", b->local_addr);
+    return 0;
+  }
+  if (boot_first_ipv4(out, cap) == 0) return 0;
+  return coll_fail(e, "rank %d (%s): cannot find an address for peers to reach; set FABENCH_BIND_ADDR",
+                   b->rank, b->hosts[b->rank]);
+}
+
+void coll_boot_close(coll_boot *b) {
+  if (!b) return;
+  if (b->fds)
+    for (int i = 0; i < b->size; i++)
+      if (b->fds[i] >= 0) close(b->fds[i]);
+#if FABENCH_HAVE_MPI
+  if (b->kind == COLL_BOOT_MPI) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+  }
+#endif
+  free(b->fds);
+  free(b->hosts);
+  free(b);
+}

@@ -1,0 +1,299 @@
+/* The communicator: names, dispatch to transports and algorithms, point-to-point wrappers,
+ * barrier and broadcast. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_internal.h"
+
+int coll_fail(coll_err *e, const char *fmt, ...) {
+  if (e) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+static const char *const coll_dtype_names[COLL_NDTYPES] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+static const size_t coll_dtype_sizes[COLL_NDTYPES] = {4, 8, 2, 2, 4, 8};
+static const char *const coll_op_names[COLL_NOPS] = {"sum", "prod", "min", "max"};
+static const char *const coll_transport_names[COLL_NTRANSPORTS] = {"tcp", "mpi", "ucx", "nccl"};
+static const char *const coll_algo_names[COLL_NALGOS] = {"ring", "rhd", "rd",     "tree",
+                                                         "dtree", "ps", "native", "auto"};
+
+size_t coll_dtype_size(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_sizes[dt] : 0; }
+const char *coll_dtype_name(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_names[dt] : "?"; }
+const char *coll_op_name(coll_op op) { return op < COLL_NOPS ? coll_op_names[op] : "?"; }
+const char *coll_transport_name(coll_transport_kind k) {
+  return k < COLL_NTRANSPORTS ? coll_transport_names[k] : "?";
+}
+
+static int coll_lookup(const char *s, const char *const *names, int n) {
+  for (int i = 0; s && i < n; i++)
+    if (!strcmp(s, names[i])) return i;
+  return -1;
+}
+
+int coll_dtype_parse(const char *s, coll_dtype *out) {
+  int i = coll_lookup(s, coll_dtype_names, COLL_NDTYPES);
+  if (i < 0 && s) { /* common aliases */
+    if (!strcmp(s, "float")) i = COLL_F32;
+    else if (!strcmp(s, "double")) i = COLL_F64;
+    else if (!strcmp(s, "half")) i = COLL_F16;
+    else if (!strcmp(s, "int")) i = COLL_I32;
+  }
+  if (i < 0) return -1;
+  *out = (coll_dtype)i;
+  return 0;
+}
+
+int coll_op_parse(const char *s, coll_op *out) {
+  int i = coll_lookup(s, coll_op_names, COLL_NOPS);
+  if (i < 0) return -1;
+  *out = (coll_op)i;
+  return 0;
+}
+
+int coll_transport_parse(const char *s, coll_transport_kind *out) {
+  int i = coll_lookup(s, coll_transport_names, COLL_NTRANSPORTS);
+  if (i < 0) return -1;
+  *out = (coll_transport_kind)i;
+  return 0;
+}
+
+int coll_transport_built(coll_transport_kind k) {
+  switch (k) {
+  case COLL_TCP: return 1;
+  case COLL_MPI: return FABENCH_HAVE_MPI;
+#ifdef FABENCH_BUILD_UCX
+  case COLL_UCX: return 1;
+#endif
+  default: return 0;
+  }
+}
+
+int coll_algo_parse(const char *s, coll_algo *out) {
+  if (!s) return -1;
+  char name[32];
+  const char *colon = strchr(s, ':');
+  size_t n = colon ? (size_t)(colon - s) : strlen(s);
+  if (n == 0 || n >= sizeof name) return -1;
+  memcpy(name, s, n);
+  name[n] = '\0';
+  int i = coll_lookup(name, coll_algo_names, COLL_NALGOS);
+  if (i < 0) return -1;
+  out->kind = (coll_algo_kind)i;
+  out->param = 0;
+  if (colon) {
+    if (i != COLL_ALGO_PS) return -1; /* only ps takes a parameter */
+    char *end;
+    long k = strtol(colon + 1, &end, 10);
+    if (*end || end == colon + 1 || k < 1 || k > 4096) return -1;
+    out->param = (int)k;
+  }
+  return 0;
+}
+
+void coll_algo_format(char *out, size_t cap, coll_algo a) {
+  const char *n = a.kind < COLL_NALGOS ? coll_algo_names[a.kind] : "?";
+  if (a.kind == COLL_ALGO_PS && a.param > 1)
+    snprintf(out, cap, "%s:%d", n, a.param);
+  else
+    snprintf(out, cap, "%s", n);
+}
+
+static coll_algo_fn coll_algo_impl(coll_algo_kind k);
+
+int coll_algo_supported(const coll_comm *c, coll_algo a) {
+  if (a.kind >= COLL_NALGOS) return 0;
+  if (a.kind == COLL_ALGO_NATIVE) return c->tp->ops->allreduce != NULL;
+  if (a.kind == COLL_ALGO_AUTO || a.kind == COLL_ALGO_RING) return 1;
+  return coll_algo_impl(a.kind) != NULL;
+}
+
+int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_err *e) {
+  *out = NULL;
+  if (!coll_transport_built(o->transport))
+    return coll_fail(e, "transport '%s' is not built into this fabench", coll_transport_name(o->transport));
+  coll_comm *c = calloc(1, sizeof *c);
+  if (!c) return coll_fail(e, "out of memory");
+  c->rank = coll_boot_rank(b);
+  c->size = coll_boot_size(b);
+  c->kind = o->transport;
+  c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 60000;
+  c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : 256 * 1024;
+  c->hosts = calloc((size_t)c->size, sizeof *c->hosts);
+  if (!c->hosts) {
+    free(c);
+    return coll_fail(e, "out of memory");
+  }
+  for (int r = 0; r < c->size; r++) snprintf(c->hosts[r], COLL_HOST_MAX, "%s", coll_boot_host(b, r));
+  int rc = -1;
+  switch (o->transport) {
+  case COLL_TCP: rc = coll_tcp_open(&c->tp, c, b, o, e); break;
+#if FABENCH_HAVE_MPI
+  case COLL_MPI: rc = coll_mpi_open(&c->tp, c, b, o, e); break;
+#endif
+#ifdef FABENCH_BUILD_UCX
+  case COLL_UCX: rc = coll_ucx_open(&c->tp, c, b, o, e); break;
+#endif
+  default: rc = coll_fail(e, "transport '%s' is not built", coll_transport_name(o->transport)); break;
+  }
+  if (rc != 0) {
+    free(c->hosts);
+    free(c);
+    return -1;
+  }
+  *out = c;
+  return 0;
+}
+
+int coll_comm_rank(const coll_comm *c) { return c->rank; }
+int coll_comm_size(const coll_comm *c) { return c->size; }
+const char *coll_comm_host(const coll_comm *c, int rank) {
+  return rank >= 0 && rank < c->size ? c->hosts[rank] : "?";
+}
+const char *coll_comm_fabric(const coll_comm *c) { return c->tp->fabric; }
+
+void coll_comm_close(coll_comm *c) {
+  if (!c) return;
+  if (c->tp) c->tp->ops->close(c->tp);
+  free(c->scratch);
+  free(c->scratch2);
+  free(c->reqs);
+  free(c->hosts);
+  free(c);
+}
+
+void *coll_scratch(coll_comm *c, int which, size_t bytes, coll_err *e) {
+  void **p = which ? &c->scratch2 : &c->scratch;
+  size_t *cap = which ? &c->scratch2_bytes : &c->scratch_bytes;
+  if (bytes == 0) bytes = 64;
+  if (*cap < bytes) {
+    size_t want = (bytes + 63) & ~(size_t)63;
+    void *n = NULL;
+    if (posix_memalign(&n, 64, want) != 0) {
+      coll_fail(e, "rank %d: cannot allocate %zu bytes of scratch", c->rank, want);
+      return NULL;
+    }
+    free(*p);
+    *p = n;
+    *cap = want;
+  }
+  return *p;
+}
+
+coll_req *coll_reqs(coll_comm *c, size_t n, coll_err *e) {
+  if (n == 0) n = 1;
+  if (c->reqs_cap < n) {
+    coll_req *r = realloc(c->reqs, n * sizeof *r);
+    if (!r) {
+      coll_fail(e, "rank %d: cannot allocate %zu requests", c->rank, n);
+      return NULL;
+    }
+    c->reqs = r;
+    c->reqs_cap = n;
+  }
+  return c->reqs;
+}
+
+int coll_isend(coll_comm *c, int peer, const void *buf, size_t bytes, uint32_t tag, coll_req *r,
+               coll_err *e) {
+  if (peer < 0 || peer >= c->size) return coll_fail(e, "rank %d: send to invalid rank %d", c->rank, peer);
+  return c->tp->ops->isend(c->tp, peer, buf, bytes, tag, r, e);
+}
+
+int coll_irecv(coll_comm *c, int peer, void *buf, size_t bytes, uint32_t tag, coll_req *r,
+               coll_err *e) {
+  if (peer < 0 || peer >= c->size) return coll_fail(e, "rank %d: receive from invalid rank %d", c->rank, peer);
+  return c->tp->ops->irecv(c->tp, peer, buf, bytes, tag, r, e);
+}
+
+int coll_waitall(coll_comm *c, coll_req *r, int n, coll_err *e) {
+  if (n <= 0) return 0;
+  return c->tp->ops->waitall(c->tp, r, n, c->timeout_ms, e);
+}
+
+/* Dissemination barrier: log2(n) rounds of empty messages. */
+int coll_barrier(coll_comm *c, coll_err *e) {
+  c->seq++;
+  uint8_t in = 0, out = 0;
+  uint32_t step = 0;
+  for (int k = 1; k < c->size; k <<= 1, step++) {
+    coll_req r[2];
+    int to = (c->rank + k) % c->size, from = (c->rank - k + c->size) % c->size;
+    if (coll_irecv(c, from, &in, 1, coll_tag(c, step), &r[0], e) != 0) return -1;
+    if (coll_isend(c, to, &out, 1, coll_tag(c, step), &r[1], e) != 0) return -1;
+    if (coll_waitall(c, r, 2, e) != 0) return -1;
+  }
+  return 0;
+}
+
+/* Binomial-tree broadcast of the whole buffer (weights once per run: latency matters little). */
+int coll_bcast(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e) {
+  c->seq++;
+  int n = c->size, vr = (c->rank - root + n) % n; /* rank relative to root */
+  int mask = 1;
+  while (mask < n) {
+    if (vr & mask) {
+      coll_req r;
+      int src = ((vr - mask) + root) % n;
+      if (coll_irecv(c, src, buf, bytes, coll_tag(c, 0), &r, e) != 0) return -1;
+      if (coll_waitall(c, &r, 1, e) != 0) return -1;
+      break;
+    }
+    mask <<= 1;
+  }
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    if (vr + mask < n) {
+      coll_req r;
+      int dst = (vr + mask + root) % n;
+      if (coll_isend(c, dst, buf, bytes, coll_tag(c, 0), &r, e) != 0) return -1;
+      if (coll_waitall(c, &r, 1, e) != 0) return -1;
+    }
+  }
+  return 0;
+}
+
+static coll_algo_fn coll_algo_impl(coll_algo_kind k) {
+  switch (k) {
+  case COLL_ALGO_RING: return coll_ar_ring;
+#ifdef COLL_HAVE_ALGO_RHD
+  case COLL_ALGO_RHD: return coll_ar_rhd;
+#endif
+#ifdef COLL_HAVE_ALGO_RD
+  case COLL_ALGO_RD: return coll_ar_rd;
+#endif
+#ifdef COLL_HAVE_ALGO_TREE
+  case COLL_ALGO_TREE: return coll_ar_tree;
+  case COLL_ALGO_DTREE: return coll_ar_dtree;
+#endif
+#ifdef COLL_HAVE_ALGO_PS
+  case COLL_ALGO_PS: return coll_ar_ps;
+#endif
+  default: return NULL;
+  }
+}
+
+int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
+                   coll_algo algo, coll_algo *ran, coll_err *e) {
+  if (dt >= COLL_NDTYPES || op >= COLL_NOPS) return coll_fail(e, "invalid dtype or op");
+#ifdef COLL_HAVE_ALGO_AUTO
+  if (algo.kind == COLL_ALGO_AUTO) algo = coll_auto_choose(c, count * coll_dtype_size(dt));
+#else
+  if (algo.kind == COLL_ALGO_AUTO) algo.kind = COLL_ALGO_RING;
+#endif
+  if (ran) *ran = algo;
+  if (algo.kind == COLL_ALGO_NATIVE) {
+    if (!c->tp->ops->allreduce)
+      return coll_fail(e, "transport %s has no native all-reduce", c->tp->ops->name);
+    return c->tp->ops->allreduce(c->tp, buf, count, dt, op, e);
+  }
+  coll_algo_fn f = coll_algo_impl(algo.kind);
+  if (!f) return coll_fail(e, "unknown all-reduce algorithm");
+  c->seq++;
+  if (c->size == 1 || count == 0) return 0;
+  return f(c, buf, count, dt, op, algo.param, e);
+}

@@ -1,0 +1,163 @@
+/* Reduction kernels. Plain loops over restrict pointers that gcc vectorizes at -O2 with
+ * -march=native (f32/f64/i32/i64); f16 and bf16 go through f32 in blocks so the conversion
+ * loops vectorize too. */
+#include <math.h>
+#include <string.h>
+
+#include "coll_internal.h"
+
+/* x86 with F16C converts in hardware; elsewhere the portable bit manipulation below. */
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+float coll_f16_to_f32(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else { /* subnormal: normalise */
+      int e = -1;
+      do {
+        e++;
+        man <<= 1;
+      } while (!(man & 0x400u));
+      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+
+uint16_t coll_f32_to_f16(float f) {
+#if defined(__F16C__)
+  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) /* inf or nan */
+    return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to inf */
+  if (ax < 0x38800000u) {                                   /* subnormal or zero in f16 */
+    if (ax < 0x33000000u) return (uint16_t)sign;
+    uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e; /* 14 + (113 - e) - 1 */
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) r++;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = ((ax - 0x38000000u) >> 13);
+  uint32_t rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) r++;
+  return (uint16_t)(sign | r);
+#endif
+}
+
+float coll_bf16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+uint16_t coll_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet nan */
+  x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even */
+  return (uint16_t)(x >> 16);
+}
+
+#define COLL_DEF_REDUCE(T, NAME)                                                          \
+  static void NAME##_sum(T *restrict a, const T *restrict b, size_t n) {                  \
+    for (size_t i = 0; i < n; i++) a[i] += b[i];                                          \
+  }                                                                                       \
+  static void NAME##_prod(T *restrict a, const T *restrict b, size_t n) {                 \
+    for (size_t i = 0; i < n; i++) a[i] *= b[i];                                          \
+  }                                                                                       \
+  static void NAME##_min(T *restrict a, const T *restrict b, size_t n) {                  \
+    for (size_t i = 0; i < n; i++) a[i] = b[i] < a[i] ? b[i] : a[i];                      \
+  }                                                                                       \
+  static void NAME##_max(T *restrict a, const T *restrict b, size_t n) {                  \
+    for (size_t i = 0; i < n; i++) a[i] = b[i] > a[i] ? b[i] : a[i];                      \
+  }                                                                                       \
+  static void NAME(void *a, const void *b, size_t n, coll_op op) {                        \
+    switch (op) {                                                                         \
+    case COLL_SUM: NAME##_sum(a, b, n); break;                                            \
+    case COLL_PROD: NAME##_prod(a, b, n); break;                                          \
+    case COLL_MIN: NAME##_min(a, b, n); break;                                            \
+    default: NAME##_max(a, b, n); break;                                                  \
+    }                                                                                     \
+  }
+
+COLL_DEF_REDUCE(float, coll_red_f32)
+COLL_DEF_REDUCE(double, coll_red_f64)
+COLL_DEF_REDUCE(int32_t, coll_red_i32)
+COLL_DEF_REDUCE(int64_t, coll_red_i64)
+
+/* Integer sum and product wrap around (two's complement), as MPI and NCCL do; computed in
+ * unsigned arithmetic so it is defined behaviour. */
+static void coll_red_i32w(void *a, const void *b, size_t n, coll_op op) {
+  if (op != COLL_SUM && op != COLL_PROD) return coll_red_i32(a, b, n, op);
+  uint32_t *restrict x = a;
+  const uint32_t *restrict y = b;
+  if (op == COLL_SUM)
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+  else
+    for (size_t i = 0; i < n; i++) x[i] *= y[i];
+}
+static void coll_red_i64w(void *a, const void *b, size_t n, coll_op op) {
+  if (op != COLL_SUM && op != COLL_PROD) return coll_red_i64(a, b, n, op);
+  uint64_t *restrict x = a;
+  const uint64_t *restrict y = b;
+  if (op == COLL_SUM)
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+  else
+    for (size_t i = 0; i < n; i++) x[i] *= y[i];
+}
+
+/* 16-bit floats: widen a block to f32, reduce, narrow back. */
+#define COLL_HBLOCK 256
+static void coll_red_half(uint16_t *a, const uint16_t *b, size_t n, coll_op op, int bf) {
+  float fa[COLL_HBLOCK], fb[COLL_HBLOCK];
+  for (size_t s = 0; s < n; s += COLL_HBLOCK) {
+    size_t m = n - s < COLL_HBLOCK ? n - s : COLL_HBLOCK;
+    if (bf) {
+      for (size_t i = 0; i < m; i++) fa[i] = coll_bf16_to_f32(a[s + i]);
+      for (size_t i = 0; i < m; i++) fb[i] = coll_bf16_to_f32(b[s + i]);
+    } else {
+      for (size_t i = 0; i < m; i++) fa[i] = coll_f16_to_f32(a[s + i]);
+      for (size_t i = 0; i < m; i++) fb[i] = coll_f16_to_f32(b[s + i]);
+    }
+    coll_red_f32(fa, fb, m, op);
+    if (bf)
+      for (size_t i = 0; i < m; i++) a[s + i] = coll_f32_to_bf16(fa[i]);
+    else
+      for (size_t i = 0; i < m; i++) a[s + i] = coll_f32_to_f16(fa[i]);
+  }
+}
+
+void coll_reduce(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op) {
+  if (count == 0) return;
+  switch (dt) {
+  case COLL_F32: coll_red_f32(inout, in, count, op); break;
+  case COLL_F64: coll_red_f64(inout, in, count, op); break;
+  case COLL_I32: coll_red_i32w(inout, in, count, op); break;
+  case COLL_I64: coll_red_i64w(inout, in, count, op); break;
+  case COLL_F16: coll_red_half(inout, in, count, op, 0); break;
+  case COLL_BF16: coll_red_half(inout, in, count, op, 1); break;
+  default: break;
+  }
+}

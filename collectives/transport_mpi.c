@@ -1,0 +1,192 @@
+/* mpi transport: MPI_Isend/MPI_Irecv on MPI_COMM_WORLD, and MPI_Allreduce as the native
+ * algorithm. Waits poll MPI_Testall against a deadline, since MPI_Waitall cannot time out. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_internal.h"
+#include "sock.h"
+
+typedef struct {
+  MPI_Request req;
+  int peer, is_send;
+  size_t bytes;
+} mpi_req;
+_Static_assert(sizeof(mpi_req) <= sizeof(coll_req), "mpi_req must fit in coll_req");
+
+typedef struct {
+  coll_transport base;
+  MPI_Comm comm;
+  MPI_Op half_ops[2][COLL_NOPS]; /* f16 and bf16 reductions (no MPI datatype for them) */
+  int tag_ub;
+} mpi_transport;
+
+static const char *mpi_host(const mpi_transport *t, int r) { return coll_comm_host(t->base.comm, r); }
+
+/* MPI has no 16-bit float types: reduce them with our kernels through user-defined ops. */
+#define MPI_HALF_OP(NAME, DT, OP)                                                   \
+  static void NAME(void *in, void *inout, int *len, MPI_Datatype *type) {          \
+    (void)type;                                                                    \
+    coll_reduce(inout, in, (size_t)*len, DT, OP);                                  \
+  }
+MPI_HALF_OP(mpi_f16_sum, COLL_F16, COLL_SUM)
+MPI_HALF_OP(mpi_f16_prod, COLL_F16, COLL_PROD)
+MPI_HALF_OP(mpi_f16_min, COLL_F16, COLL_MIN)
+MPI_HALF_OP(mpi_f16_max, COLL_F16, COLL_MAX)
+MPI_HALF_OP(mpi_bf16_sum, COLL_BF16, COLL_SUM)
+MPI_HALF_OP(mpi_bf16_prod, COLL_BF16, COLL_PROD)
+MPI_HALF_OP(mpi_bf16_min, COLL_BF16, COLL_MIN)
+MPI_HALF_OP(mpi_bf16_max, COLL_BF16, COLL_MAX)
+
+static int mpi_err(const mpi_transport *t, coll_err *e, int rc, const char *what, int peer) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, s, &len);
+  return coll_fail(e, "rank %d (%s): %s%s%d (%s) failed: %s", t->base.rank, mpi_host(t, t->base.rank),
+                   what, peer >= 0 ? " rank " : "", peer, peer >= 0 ? mpi_host(t, peer) : "", s);
+}
+
+static int mpi_isend(coll_transport *tp, int peer, const void *buf, size_t bytes, uint32_t tag,
+                     coll_req *r, coll_err *e) {
+  mpi_transport *t = (mpi_transport *)tp;
+  mpi_req *q = (mpi_req *)r;
+  if (bytes > (size_t)INT32_MAX) return coll_fail(e, "mpi transport: message over 2 GiB");
+  q->peer = peer;
+  q->is_send = 1;
+  q->bytes = bytes;
+  int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, (int)(tag % (uint32_t)t->tag_ub), t->comm, &q->req);
+  return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Isend to", peer);
+}
+
+static int mpi_irecv(coll_transport *tp, int peer, void *buf, size_t bytes, uint32_t tag,
+                     coll_req *r, coll_err *e) {
+  mpi_transport *t = (mpi_transport *)tp;
+  mpi_req *q = (mpi_req *)r;
+  if (bytes > (size_t)INT32_MAX) return coll_fail(e, "mpi transport: message over 2 GiB");
+  q->peer = peer;
+  q->is_send = 0;
+  q->bytes = bytes;
+  int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, (int)(tag % (uint32_t)t->tag_ub), t->comm, &q->req);
+  return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Irecv from", peer);
+}
+
+static int mpi_test(coll_transport *tp, coll_req *r, int *done, coll_err *e) {
+  mpi_transport *t = (mpi_transport *)tp;
+  mpi_req *q = (mpi_req *)r;
+  int rc = MPI_Test(&q->req, done, MPI_STATUS_IGNORE);
+  return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Test with", q->peer);
+}
+
+static int mpi_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, coll_err *e) {
+  mpi_transport *t = (mpi_transport *)tp;
+  double deadline = coll_sock_now() + timeout_ms / 1000.0;
+  int first = 0;
+  while (first < n) {
+    mpi_req *q = (mpi_req *)&r[first];
+    int done = 0;
+    int rc = MPI_Test(&q->req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_err(t, e, rc, "waiting for", q->peer);
+    if (done) {
+      first++;
+      continue;
+    }
+    if (coll_sock_now() > deadline)
+      return coll_fail(e, "rank %d (%s): timed out after %d ms waiting to %s %zu bytes %s rank %d (%s)",
+                       tp->rank, mpi_host(t, tp->rank), timeout_ms, q->is_send ? "send" : "receive",
+                       q->bytes, q->is_send ? "to" : "from", q->peer, mpi_host(t, q->peer));
+  }
+  return 0;
+}
+
+static MPI_Datatype mpi_type(coll_dtype dt) {
+  switch (dt) {
+  case COLL_F32: return MPI_FLOAT;
+  case COLL_F64: return MPI_DOUBLE;
+  case COLL_I32: return MPI_INT32_T;
+  case COLL_I64: return MPI_INT64_T;
+  default: return MPI_UINT16_T; /* f16, bf16: with our own ops */
+  }
+}
+
+static int mpi_allreduce(coll_transport *tp, void *buf, size_t count, coll_dtype dt, coll_op op,
+                         coll_err *e) {
+  mpi_transport *t = (mpi_transport *)tp;
+  static const MPI_Op builtin[COLL_NOPS] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+  if (count > (size_t)INT32_MAX) return coll_fail(e, "MPI_Allreduce: count over 2^31");
+  MPI_Op mop = builtin[op];
+  if (dt == COLL_F16) mop = t->half_ops[0][op];
+  if (dt == COLL_BF16) mop = t->half_ops[1][op];
+  int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(dt), mop, t->comm);
+  return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Allreduce", -1);
+}
+
+static void mpi_close(coll_transport *tp) {
+  mpi_transport *t = (mpi_transport *)tp;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) {
+    for (int h = 0; h < 2; h++)
+      for (int o = 0; o < COLL_NOPS; o++)
+        if (t->half_ops[h][o] != MPI_OP_NULL) MPI_Op_free(&t->half_ops[h][o]);
+    if (t->comm != MPI_COMM_NULL) MPI_Comm_free(&t->comm);
+  }
+  free(t);
+}
+
+static const coll_transport_ops mpi_ops = {
+    .name = "mpi",
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
+    .test = mpi_test,
+    .waitall = mpi_waitall,
+    .allreduce = mpi_allreduce,
+    .close = mpi_close,
+};
+
+/* What Open MPI was asked to use, from the MCA settings mpirun hands its ranks. */
+static void mpi_fabric(char *out, size_t cap) {
+  const char *pml = getenv("OMPI_MCA_pml"), *btl = getenv("OMPI_MCA_btl");
+  const char *tls = getenv("OMPI_MCA_pml_ucx_tls");
+  if (pml && !strcmp(pml, "ucx"))
+    snprintf(out, cap, "mpi:ucx%s%s", tls ? "/" : "", tls ? tls : "");
+  else if (btl)
+    snprintf(out, cap, "mpi:%s/%s", pml ? pml : "ob1", btl);
+  else
+    snprintf(out, cap, "mpi:%s", pml ? pml : "default");
+}
+
+int coll_mpi_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_comm_opts *o,
+                  coll_err *e) {
+  (void)o;
+  *out = NULL;
+  if (strcmp(coll_boot_kind_name(b), "mpi") != 0 && coll_boot_size(b) > 1)
+    return coll_fail(e, "the mpi transport needs ranks started by mpirun or srun (use -n with "
+                        "--transport mpi, or launch fabench with mpirun)");
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+      return coll_fail(e, "MPI_Init_thread failed");
+  }
+  mpi_transport *t = calloc(1, sizeof *t);
+  if (!t) return coll_fail(e, "out of memory");
+  t->base.ops = &mpi_ops;
+  t->base.rank = cm->rank;
+  t->base.size = cm->size;
+  t->base.comm = cm;
+  /* a communicator of our own, so our messages never meet anyone else's */
+  MPI_Comm_dup(MPI_COMM_WORLD, &t->comm);
+  MPI_Comm_set_errhandler(t->comm, MPI_ERRORS_RETURN);
+  int *ub = NULL, flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  t->tag_ub = flag && ub && *ub > 0 ? *ub : 32767;
+  MPI_User_function *fns[2][COLL_NOPS] = {{mpi_f16_sum, mpi_f16_prod, mpi_f16_min, mpi_f16_max},
+                                          {mpi_bf16_sum, mpi_bf16_prod, mpi_bf16_min, mpi_bf16_max}};
+  for (int h = 0; h < 2; h++)
+    for (int op = 0; op < COLL_NOPS; op++) MPI_Op_create(fns[h][op], 1, &t->half_ops[h][op]);
+  mpi_fabric(t->base.fabric, sizeof t->base.fabric);
+  *out = &t->base;
+  return 0;
+}

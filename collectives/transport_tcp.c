@@ -1,0 +1,469 @@
+/* tcp transport: sockets, S connections per peer (striping), non-blocking progress with poll,
+ * TCP_NODELAY, and a framed header (magic, tag, length, sequence, check) validated before a
+ * message is accepted. A receive reads header and payload with one recvmsg straight into the
+ * user's buffer; a send writes both with one sendmsg: no staging copies. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "coll_internal.h"
+#include "sock.h"
+
+#define TCP_MAGIC 0x46425450u       /* "FBTP" */
+#define TCP_HELLO_MAGIC 0x46425448u /* "FBTH" */
+#define TCP_STRIPE_MIN (128u * 1024u) /* smaller messages use one connection */
+#define TCP_MAX_STREAMS 16
+#define TCP_SPIN 200 /* progress attempts before sleeping in poll */
+
+typedef struct {
+  uint32_t magic, tag;
+  uint64_t len;
+  uint32_t seq, check;
+} tcp_hdr;
+
+static uint32_t tcp_check(const tcp_hdr *h) {
+  return h->magic ^ h->tag ^ (uint32_t)h->len ^ (uint32_t)(h->len >> 32) ^ h->seq ^ 0x9e3779b9u;
+}
+
+typedef struct tcp_req {
+  int peer, is_send;
+  uint32_t tag;
+  size_t bytes;
+  int parts_left;
+} tcp_req;
+_Static_assert(sizeof(tcp_req) <= sizeof(coll_req), "tcp_req must fit in coll_req");
+
+/* One piece of a message on one connection. */
+typedef struct tcp_part {
+  struct tcp_part *next;
+  tcp_req *req;
+  char *buf;
+  size_t len, done;
+  tcp_hdr hdr;
+  size_t hdr_done;
+} tcp_part;
+
+typedef struct {
+  int fd, peer;
+  tcp_part *sq, *sq_tail; /* sends in post order */
+  tcp_part *rq, *rq_tail; /* receives in post order */
+  uint32_t send_seq, recv_seq;
+} tcp_conn;
+
+typedef struct {
+  coll_transport base;
+  int streams;
+  tcp_conn *conns;  /* [peer * streams + s]; own rank's entries unused */
+  tcp_part *free_parts;
+  struct pollfd *pfds;
+  tcp_conn **pconns;
+  int dead;          /* a connection failed: every later call fails with this message */
+  char dead_msg[512];
+} tcp_transport;
+
+static const char *tcp_host(const tcp_transport *t, int r) { return coll_comm_host(t->base.comm, r); }
+
+static int tcp_die(tcp_transport *t, coll_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int tcp_die(tcp_transport *t, coll_err *e, const char *fmt, ...) {
+  if (!t->dead) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->dead_msg, sizeof t->dead_msg, fmt, ap);
+    va_end(ap);
+    t->dead = 1;
+  }
+  return coll_fail(e, "%s", t->dead_msg);
+}
+
+static tcp_part *tcp_part_get(tcp_transport *t) {
+  tcp_part *p = t->free_parts;
+  if (p) {
+    t->free_parts = p->next;
+  } else {
+    p = malloc(sizeof *p);
+    if (!p) return NULL;
+  }
+  memset(p, 0, sizeof *p);
+  return p;
+}
+
+static void tcp_part_put(tcp_transport *t, tcp_part *p) {
+  p->next = t->free_parts;
+  t->free_parts = p;
+}
+
+static int tcp_nparts(const tcp_transport *t, size_t bytes) {
+  return bytes < TCP_STRIPE_MIN ? 1 : t->streams;
+}
+
+static int tcp_post(coll_transport *tp, int peer, void *buf, size_t bytes, uint32_t tag,
+                    coll_req *r, int is_send, coll_err *e) {
+  tcp_transport *t = (tcp_transport *)tp;
+  if (t->dead) return coll_fail(e, "%s", t->dead_msg);
+  if (peer == tp->rank)
+    return coll_fail(e, "rank %d: tcp transport has no self-connection", tp->rank);
+  tcp_req *q = (tcp_req *)r;
+  q->peer = peer;
+  q->is_send = is_send;
+  q->tag = tag;
+  q->bytes = bytes;
+  int np = tcp_nparts(t, bytes);
+  q->parts_left = np;
+  for (int s = 0; s < np; s++) {
+    tcp_part *p = tcp_part_get(t);
+    if (!p) return coll_fail(e, "rank %d: out of memory", tp->rank);
+    size_t off, len;
+    coll_block(bytes, np, s, &off, &len);
+    p->req = q;
+    p->buf = (char *)buf + off;
+    p->len = len;
+    tcp_conn *c = &t->conns[peer * t->streams + s];
+    if (is_send) {
+      p->hdr.magic = TCP_MAGIC;
+      p->hdr.tag = tag;
+      p->hdr.len = len;
+      p->hdr.seq = c->send_seq++;
+      p->hdr.check = tcp_check(&p->hdr);
+      if (c->sq_tail) c->sq_tail->next = p;
+      else c->sq = p;
+      c->sq_tail = p;
+    } else {
+      if (c->rq_tail) c->rq_tail->next = p;
+      else c->rq = p;
+      c->rq_tail = p;
+    }
+  }
+  return 0;
+}
+
+static int tcp_isend(coll_transport *tp, int peer, const void *buf, size_t bytes, uint32_t tag,
+                     coll_req *r, coll_err *e) {
+  return tcp_post(tp, peer, (void *)buf, bytes, tag, r, 1, e);
+}
+
+static int tcp_irecv(coll_transport *tp, int peer, void *buf, size_t bytes, uint32_t tag,
+                     coll_req *r, coll_err *e) {
+  return tcp_post(tp, peer, buf, bytes, tag, r, 0, e);
+}
+
+/* Writes as much of the connection's send queue as the socket takes. 1: progressed. */
+static int tcp_progress_send(tcp_transport *t, tcp_conn *c, coll_err *e, int *err) {
+  int moved = 0;
+  while (c->sq) {
+    tcp_part *p = c->sq;
+    struct iovec iov[2];
+    int n = 0;
+    if (p->hdr_done < sizeof p->hdr) {
+      iov[n].iov_base = (char *)&p->hdr + p->hdr_done;
+      iov[n++].iov_len = sizeof p->hdr - p->hdr_done;
+    }
+    if (p->done < p->len) {
+      iov[n].iov_base = p->buf + p->done;
+      iov[n++].iov_len = p->len - p->done;
+    }
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t w = n ? sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return moved;
+      *err = tcp_die(t, e, "rank %d (%s): sending to rank %d (%s) failed: %s (the peer exited or was killed?)",
+                     t->base.rank, tcp_host(t, t->base.rank), c->peer, tcp_host(t, c->peer), strerror(errno));
+      return moved;
+    }
+    moved = 1;
+    size_t ww = (size_t)w, h = sizeof p->hdr - p->hdr_done;
+    if (ww >= h) {
+      p->hdr_done = sizeof p->hdr;
+      p->done += ww - h;
+    } else {
+      p->hdr_done += ww;
+    }
+    if (p->hdr_done < sizeof p->hdr || p->done < p->len) return moved; /* socket full */
+    c->sq = p->next;
+    if (!c->sq) c->sq_tail = NULL;
+    p->req->parts_left--;
+    tcp_part_put(t, p);
+  }
+  return moved;
+}
+
+static int tcp_progress_recv(tcp_transport *t, tcp_conn *c, coll_err *e, int *err) {
+  int moved = 0;
+  while (c->rq) {
+    tcp_part *p = c->rq;
+    struct iovec iov[2];
+    int n = 0;
+    if (p->hdr_done < sizeof p->hdr) {
+      iov[n].iov_base = (char *)&p->hdr + p->hdr_done;
+      iov[n++].iov_len = sizeof p->hdr - p->hdr_done;
+    }
+    if (p->done < p->len) {
+      iov[n].iov_base = p->buf + p->done;
+      iov[n++].iov_len = p->len - p->done;
+    }
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t r = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+    if (r == 0) {
+      *err = tcp_die(t, e, "rank %d (%s): rank %d (%s) closed the connection (it exited or was killed)",
+                     t->base.rank, tcp_host(t, t->base.rank), c->peer, tcp_host(t, c->peer));
+      return moved;
+    }
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return moved;
+      *err = tcp_die(t, e, "rank %d (%s): receiving from rank %d (%s) failed: %s",
+                     t->base.rank, tcp_host(t, t->base.rank), c->peer, tcp_host(t, c->peer), strerror(errno));
+      return moved;
+    }
+    moved = 1;
+    size_t rr = (size_t)r, h = sizeof p->hdr - p->hdr_done;
+    int hdr_was_partial = p->hdr_done < sizeof p->hdr;
+    if (rr >= h) {
+      p->hdr_done = sizeof p->hdr;
+      p->done += rr - h;
+    } else {
+      p->hdr_done += rr;
+    }
+    if (hdr_was_partial && p->hdr_done == sizeof p->hdr) {
+      /* the header is validated before the message counts as received */
+      const tcp_hdr *x = &p->hdr;
+      if (x->magic != TCP_MAGIC || x->check != tcp_check(x)) {
+        *err = tcp_die(t, e, "rank %d (%s): corrupt message header from rank %d (%s)",
+                       t->base.rank, tcp_host(t, t->base.rank), c->peer, tcp_host(t, c->peer));
+        return moved;
+      }
+      if (x->seq != c->recv_seq || x->tag != p->req->tag || x->len != p->len) {
+        *err = tcp_die(t, e, "rank %d (%s): protocol mismatch with rank %d (%s): got message seq %u tag 0x%x "
+                             "of %llu bytes, expected seq %u tag 0x%x of %zu bytes",
+                       t->base.rank, tcp_host(t, t->base.rank), c->peer, tcp_host(t, c->peer), x->seq, x->tag,
+                       (unsigned long long)x->len, c->recv_seq, p->req->tag, p->len);
+        return moved;
+      }
+      c->recv_seq++;
+    }
+    if (p->hdr_done < sizeof p->hdr || p->done < p->len) return moved;
+    c->rq = p->next;
+    if (!c->rq) c->rq_tail = NULL;
+    p->req->parts_left--;
+    tcp_part_put(t, p);
+  }
+  return moved;
+}
+
+/* One pass over every connection with work. Returns 1 if anything moved, -1 on error. */
+static int tcp_progress(tcp_transport *t, coll_err *e) {
+  int moved = 0, err = 0;
+  int n = t->base.size * t->streams;
+  for (int i = 0; i < n && !err; i++) {
+    tcp_conn *c = &t->conns[i];
+    if (c->fd < 0) continue;
+    if (c->rq) moved |= tcp_progress_recv(t, c, e, &err);
+    if (c->sq && !err) moved |= tcp_progress_send(t, c, e, &err);
+  }
+  return err ? -1 : moved;
+}
+
+static int tcp_test(coll_transport *tp, coll_req *r, int *done, coll_err *e) {
+  tcp_transport *t = (tcp_transport *)tp;
+  if (t->dead) return coll_fail(e, "%s", t->dead_msg);
+  if (tcp_progress(t, e) < 0) return -1;
+  *done = ((tcp_req *)r)->parts_left == 0;
+  return 0;
+}
+
+/* Sleeps until a connection with work is ready, or ms pass. */
+static void tcp_sleep(tcp_transport *t, int ms) {
+  int n = 0, total = t->base.size * t->streams;
+  for (int i = 0; i < total; i++) {
+    tcp_conn *c = &t->conns[i];
+    if (c->fd < 0 || (!c->rq && !c->sq)) continue;
+    t->pfds[n].fd = c->fd;
+    t->pfds[n].events = (short)((c->rq ? POLLIN : 0) | (c->sq ? POLLOUT : 0));
+    t->pfds[n].revents = 0;
+    n++;
+  }
+  if (n) poll(t->pfds, (nfds_t)n, ms);
+}
+
+static int tcp_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, coll_err *e) {
+  tcp_transport *t = (tcp_transport *)tp;
+  if (t->dead) return coll_fail(e, "%s", t->dead_msg);
+  double deadline = coll_sock_now() + timeout_ms / 1000.0;
+  int first = 0, idle = 0;
+  for (;;) {
+    while (first < n && ((tcp_req *)&r[first])->parts_left == 0) first++;
+    if (first == n) return 0;
+    int m = tcp_progress(t, e);
+    if (m < 0) return -1;
+    if (m) {
+      idle = 0;
+      continue;
+    }
+    if (++idle < TCP_SPIN) continue;
+    double now = coll_sock_now();
+    if (now >= deadline) {
+      const tcp_req *q = (tcp_req *)&r[first];
+      return coll_fail(e, "rank %d (%s): timed out after %d ms waiting to %s %zu bytes %s rank %d (%s)",
+                       tp->rank, tcp_host(t, tp->rank), timeout_ms, q->is_send ? "send" : "receive",
+                       q->bytes, q->is_send ? "to" : "from", q->peer, tcp_host(t, q->peer));
+    }
+    double left_ms = (deadline - now) * 1000.0;
+    tcp_sleep(t, left_ms < 100 ? (int)left_ms + 1 : 100);
+  }
+}
+
+static void tcp_close(coll_transport *tp) {
+  tcp_transport *t = (tcp_transport *)tp;
+  if (t->conns)
+    for (int i = 0; i < tp->size * t->streams; i++)
+      if (t->conns[i].fd >= 0) close(t->conns[i].fd);
+  while (t->free_parts) {
+    tcp_part *p = t->free_parts;
+    t->free_parts = p->next;
+    free(p);
+  }
+  /* parts still queued (a failed run) are freed with their connections' queues */
+  if (t->conns)
+    for (int i = 0; i < tp->size * t->streams; i++) {
+      for (tcp_part *p = t->conns[i].sq, *nx; p; p = nx) nx = p->next, free(p);
+      for (tcp_part *p = t->conns[i].rq, *nx; p; p = nx) nx = p->next, free(p);
+    }
+  free(t->conns);
+  free(t->pfds);
+  free(t->pconns);
+  free(t);
+}
+
+static const coll_transport_ops tcp_ops = {
+    .name = "tcp",
+    .isend = tcp_isend,
+    .irecv = tcp_irecv,
+    .test = tcp_test,
+    .waitall = tcp_waitall,
+    .allreduce = NULL,
+    .close = tcp_close,
+};
+
+typedef struct {
+  char addr[64];
+  int32_t port;
+  int32_t streams;
+} tcp_endpoint;
+
+typedef struct {
+  uint32_t magic;
+  int32_t rank, stream, size;
+} tcp_hello;
+
+int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_comm_opts *o,
+                  coll_err *e) {
+  *out = NULL;
+  tcp_transport *t = calloc(1, sizeof *t);
+  if (!t) return coll_fail(e, "out of memory");
+  t->base.ops = &tcp_ops;
+  t->base.rank = cm->rank;
+  t->base.size = cm->size;
+  t->base.comm = cm;
+  int me = cm->rank, n = cm->size;
+  t->streams = o->tcp_streams > 0 ? o->tcp_streams : 1;
+  if (t->streams > TCP_MAX_STREAMS) t->streams = TCP_MAX_STREAMS;
+  int total = n * t->streams;
+  t->conns = calloc((size_t)total, sizeof *t->conns);
+  t->pfds = calloc((size_t)total, sizeof *t->pfds);
+  t->pconns = calloc((size_t)total, sizeof *t->pconns);
+  if (!t->conns || !t->pfds || !t->pconns) {
+    tcp_close(&t->base);
+    return coll_fail(e, "out of memory");
+  }
+  for (int i = 0; i < total; i++) {
+    t->conns[i].fd = -1;
+    t->conns[i].peer = i / t->streams;
+  }
+  const char *bufenv = getenv("FABENCH_TCP_SOCKBUF");
+  int sockbuf = bufenv ? atoi(bufenv) : 0; /* 0: the kernel's autotuning */
+
+  tcp_endpoint mine = {0};
+  char err[512];
+  int lfd = -1;
+  if (o->tcp_bind && *o->tcp_bind)
+    snprintf(mine.addr, sizeof mine.addr, "%s", o->tcp_bind);
+  else if (coll_boot_advertise_addr(b, mine.addr, sizeof mine.addr, e) != 0)
+    goto fail_nolisten;
+  if (n > 1 && coll_sock_listen(mine.addr, 0, 1024, &lfd, &mine.port, err, sizeof err) != 0) {
+    coll_fail(e, "rank %d (%s): tcp transport: %s", me, cm->hosts[me], err);
+    goto fail_nolisten;
+  }
+  mine.streams = t->streams;
+  tcp_endpoint *eps = calloc((size_t)n, sizeof *eps);
+  if (!eps) {
+    coll_fail(e, "out of memory");
+    goto fail;
+  }
+  if (coll_boot_allgather(b, eps, &mine, sizeof mine, e) != 0) {
+    free(eps);
+    goto fail;
+  }
+  for (int r = 0; r < n; r++)
+    if (eps[r].streams != t->streams) {
+      coll_fail(e, "rank %d (%s): rank %d uses %d tcp streams, this rank %d", me, cm->hosts[me], r,
+                eps[r].streams, t->streams);
+      free(eps);
+      goto fail;
+    }
+  double deadline = coll_sock_now() + cm->timeout_ms / 1000.0;
+  /* lower ranks listen, higher ranks connect: each pair once per stream */
+  for (int r = 0; r < me; r++) {
+    for (int s = 0; s < t->streams; s++) {
+      int fd;
+      eps[r].addr[sizeof eps[r].addr - 1] = '\0';
+      if (coll_sock_connect(eps[r].addr, eps[r].port, deadline, &fd, err, sizeof err) != 0) {
+        coll_fail(e, "rank %d (%s): tcp connect to rank %d (%s): %s", me, cm->hosts[me], r, cm->hosts[r], err);
+        free(eps);
+        goto fail;
+      }
+      tcp_hello h = {TCP_HELLO_MAGIC, me, s, n};
+      if (coll_sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) != 0) {
+        close(fd);
+        coll_fail(e, "rank %d (%s): tcp hello to rank %d (%s): %s", me, cm->hosts[me], r, cm->hosts[r], err);
+        free(eps);
+        goto fail;
+      }
+      t->conns[r * t->streams + s].fd = fd;
+    }
+  }
+  free(eps);
+  for (int k = 0; k < (n - 1 - me) * t->streams; k++) {
+    int fd;
+    tcp_hello h;
+    if (coll_sock_accept(lfd, deadline, &fd, err, sizeof err) != 0) {
+      coll_fail(e, "rank %d (%s): waiting for tcp connections from higher ranks: %s", me, cm->hosts[me], err);
+      goto fail;
+    }
+    if (coll_sock_recv_all(fd, &h, sizeof h, deadline, err, sizeof err) != 0 || h.magic != TCP_HELLO_MAGIC ||
+        h.size != n || h.rank <= me || h.rank >= n || h.stream < 0 || h.stream >= t->streams ||
+        t->conns[h.rank * t->streams + h.stream].fd >= 0) {
+      close(fd); /* not one of ours, or a duplicate: ignore it and keep waiting */
+      k--;
+      continue;
+    }
+    t->conns[h.rank * t->streams + h.stream].fd = fd;
+  }
+  if (lfd >= 0) close(lfd);
+  for (int i = 0; i < total; i++)
+    if (t->conns[i].fd >= 0) {
+      coll_sock_tune(t->conns[i].fd, sockbuf);
+      coll_sock_set_nonblock(t->conns[i].fd);
+    }
+  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:%s", mine.addr);
+  *out = &t->base;
+  return 0;
+fail:
+  if (lfd >= 0) close(lfd);
+fail_nolisten:
+  tcp_close(&t->base);
+  return -1;
+}
