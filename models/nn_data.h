@@ -1,0 +1,126 @@
+/* models, data side: datasets in memory, the prefetching loader, learning-rate schedules and
+ * checkpoints. Included at the end of nn.h. Shapes are NCHW; images are stored as uint8 and
+ * normalized to float by the loader. */
+#ifndef FABENCH_NN_DATA_H
+#define FABENCH_NN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- datasets: one split held in memory ---- */
+typedef struct {
+  int c, h, w;            /* image shape */
+  int classes;
+  int64_t n;              /* images */
+  uint8_t *pixels;        /* n x c x h x w */
+  int32_t *labels;        /* n, each in [0, classes) */
+  float mean[3], std[3];  /* per channel, applied to pixel/255 */
+} nn_dataset;
+
+typedef enum { NN_DATA_FMNIST, NN_DATA_CIFAR10, NN_DATA_SYNTHETIC } nn_data_kind;
+
+/* What --data names: "fmnist[:DIR]", "cifar10:DIR", "synthetic[:CxHxW[:CLASSES[:N]]]". */
+typedef struct {
+  nn_data_kind kind;
+  char dir[2048];         /* fmnist and cifar10 */
+  int c, h, w, classes;   /* synthetic */
+  int64_t n;              /* synthetic training images (0: as many as fit 128 MiB, 64..1024) */
+} nn_data_spec;
+
+#define NN_DATA_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+int nn_data_parse_spec(nn_data_spec *out, const char *s, char *err, size_t errcap);
+/* Loads the training and test splits. Synthetic images are drawn from seed. */
+int nn_data_load(nn_dataset *train, nn_dataset *test, const nn_data_spec *spec, uint64_t seed,
+                 char *err, size_t errcap);
+/* One IDX pair (gzip or plain): images magic 2051 (n x rows x cols), labels magic 2049 (n). */
+int nn_data_read_idx(nn_dataset *out, const char *images_path, const char *labels_path,
+                     char *err, size_t errcap);
+/* CIFAR-10 binary batches: records of 1 label byte and 3x32x32 pixels, concatenated in order. */
+int nn_data_read_cifar(nn_dataset *out, const char *const *paths, int npaths, char *err,
+                       size_t errcap);
+void nn_data_free(nn_dataset *d);
+
+/* ---- epochs, shards and augmentation (pure functions: any rank can recompute them) ---- */
+/* perm (n entries) is epoch's permutation of 0..n-1, a function of (seed, epoch) only. */
+void nn_data_epoch_perm(int64_t *perm, int64_t n, uint64_t seed, int64_t epoch);
+/* Rank r of world reads positions r, r+world, ... of each epoch's permutation; the tail that
+ * does not divide evenly is dropped so every rank gets n/world images (DistributedSampler). */
+int64_t nn_data_shard_len(int64_t n, int world);
+int64_t nn_data_steps_per_epoch(int64_t n, int world, int batch, int drop_last);
+/* Random crop offsets (0..2*pad each) and flip for image `index` in `epoch`. */
+void nn_data_aug_draw(int *dy, int *dx, int *flip, uint64_t seed, int64_t epoch, int64_t index,
+                      int pad);
+
+/* ---- loader: a thread that prepares batches ahead of the training loop ---- */
+typedef struct {
+  int batch;
+  int shuffle;            /* per-epoch permutation (training) or dataset order (evaluation) */
+  int drop_last;          /* drop each epoch's last partial batch */
+  int crop_pad;           /* random crop of the image zero-padded by this many pixels (0: none) */
+  int flip;               /* random horizontal flip */
+  int rank, world;        /* which shard of each epoch this process reads (0 and 1 for one process) */
+  uint64_t seed;
+  int64_t epoch, step;    /* start position (resume): epoch, and step within it */
+  int64_t epochs;         /* stop after this epoch count (absolute; 0: endless) */
+  int prefetch;           /* batches prepared ahead, >= 1 */
+} nn_loader_opts;
+
+typedef struct {
+  const float *x;         /* n x c x h x w, normalized */
+  const int32_t *labels;  /* n */
+  int n;                  /* 0: no more batches */
+  int64_t epoch, step;    /* this batch's position */
+  double load_s;          /* time the loader thread spent preparing it */
+} nn_batch;
+
+typedef struct nn_loader nn_loader;
+/* The dataset must outlive the loader. */
+int nn_loader_create(nn_loader **out, const nn_dataset *d, const nn_loader_opts *o, char *err,
+                     size_t errcap);
+/* Blocks until the next batch is ready. Its memory stays valid until the next call. */
+void nn_loader_next(nn_loader *l, nn_batch *b);
+int64_t nn_loader_steps_per_epoch(const nn_loader *l);
+void nn_loader_destroy(nn_loader *l);
+
+/* ---- learning rate: linear warm-up, then constant, step or cosine decay ---- */
+typedef enum { NN_LR_CONST, NN_LR_STEP, NN_LR_COSINE } nn_lr_kind;
+#define NN_LR_MAX_MILESTONES 16
+typedef struct {
+  nn_lr_kind kind;
+  double base;              /* the rate after warm-up (after the linear scaling rule) */
+  int64_t warmup_steps;     /* lr = base * (step + 1) / warmup_steps before */
+  int64_t total_steps;      /* cosine: reaches 0 here and stays */
+  int64_t milestones[NN_LR_MAX_MILESTONES]; /* step: multiply by gamma at each (in steps) */
+  int nmilestones;
+  double gamma;
+} nn_lr_sched;
+double nn_lr_at(const nn_lr_sched *s, int64_t step);
+/* The linear scaling rule (Goyal et al. 2017): lr * global_batch / ref_batch; ref_batch 0: lr. */
+double nn_lr_scaled(double lr, int global_batch, int ref_batch);
+
+/* ---- checkpoints: weights, momentum, BN running statistics and the data position ---- */
+#define NN_CKPT_VERSION 1
+typedef struct {
+  char model[32];
+  char data[256];           /* the --data spec it was trained on */
+  int32_t in_c, in_h, in_w, classes, batch, rank, world;
+  uint64_t seed;            /* the data order and augmentation follow it */
+  int64_t epoch, step;      /* next batch to train: step `step` of epoch `epoch` */
+  int64_t global_step;      /* steps trained so far */
+  double elapsed_s;         /* training time so far (time to accuracy spans resumes) */
+  uint64_t n_params, n_momentum, n_buffers;
+} nn_ckpt_info;
+/* Written to path.tmp then renamed, so a crash never leaves half a checkpoint under path. */
+int nn_ckpt_save(const char *path, const nn_ckpt_info *info, const float *params,
+                 const float *momentum, const float *buffers, char *err, size_t errcap);
+/* Reads only the header (checksum verified over the whole file). */
+int nn_ckpt_read_info(const char *path, nn_ckpt_info *info, char *err, size_t errcap);
+/* Refuses (-1, naming the first differing field) a checkpoint whose model, shapes, counts, batch,
+ * shard or data differ from want. */
+int nn_ckpt_check(const nn_ckpt_info *have, const nn_ckpt_info *want, char *err, size_t errcap);
+/* Verifies the file, checks it against want, then fills the arrays (sized by want's counts). */
+int nn_ckpt_load(const char *path, nn_ckpt_info *info, float *params, float *momentum,
+                 float *buffers, const nn_ckpt_info *want, char *err, size_t errcap);
+
+#endif

@@ -1,0 +1,10 @@
+# train-data's tests (datasets, loader, schedules, checkpoints, `fabench train`); included from
+# tests/models/CMakeLists.txt with include(data.cmake OPTIONAL).
+fabench_test(test_data_files SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_data_files.c
+             LIBS fabench_models ZLIB::ZLIB TIMEOUT 60)
+fabench_test(test_data_loader SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_data_loader.c
+             LIBS fabench_models TIMEOUT 60)
+fabench_test(test_train_lr SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_lr.c
+             LIBS fabench_models TIMEOUT 30)
+fabench_test(test_train_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_ckpt.c
+             LIBS fabench_models TIMEOUT 30)

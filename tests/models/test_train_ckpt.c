@@ -1,0 +1,219 @@
+/* Checkpoint files: exact round trip of awkward arrays and every header field; damaged,
+ * truncated, foreign and mismatched files are refused with a message that says why. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "nn_data.h"
+
+static char dir[256];
+
+static uint64_t rng_state = 4242;
+static uint32_t rnd(void) {
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+enum { NP = 1001, NM = 1001, NB = 37 };
+
+static nn_ckpt_info sample_info(void) {
+  nn_ckpt_info in = {.in_c = 3, .in_h = 32, .in_w = 30, .classes = 11, .batch = 13, .rank = 0,
+                     .world = 1, .seed = 0xfedcba9876543210ull, .epoch = 4, .step = 17,
+                     .global_step = 1234567890123ll, .elapsed_s = 98.765,
+                     .n_params = NP, .n_momentum = NM, .n_buffers = NB};
+  snprintf(in.model, sizeof in.model, "resnet20");
+  snprintf(in.data, sizeof in.data, "synthetic:3x32x30:11");
+  return in;
+}
+
+static void random_floats(float *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = rnd();
+    memcpy(&v[i], &u, 4); /* any bit pattern, NaNs included, must survive */
+  }
+}
+
+static void path(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", dir, name); }
+
+static size_t file_bytes(const char *p, unsigned char **buf) {
+  FILE *f = fopen(p, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  *buf = malloc((size_t)n);
+  assert_int_equal(fread(*buf, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  return (size_t)n;
+}
+
+static void put_bytes(const char *p, const unsigned char *b, size_t n) {
+  FILE *f = fopen(p, "wb");
+  assert_non_null(f);
+  if (n) assert_int_equal(fwrite(b, 1, n, f), n);
+  fclose(f);
+}
+
+static void expect_refused(const char *p, const nn_ckpt_info *want, const char *why) {
+  float *a = malloc(NP * 4), *b = malloc(NM * 4), *c = malloc(NB * 4);
+  nn_ckpt_info got;
+  char err[1024] = "";
+  assert_int_equal(nn_ckpt_load(p, &got, a, b, c, want, err, sizeof err), -1);
+  if (!strstr(err, why)) fail_msg("error '%s' does not say '%s'", err, why);
+  free(a);
+  free(b);
+  free(c);
+}
+
+static void test_roundtrip(void **state) {
+  (void)state;
+  nn_ckpt_info in = sample_info();
+  float *p = malloc(NP * 4), *m = malloc(NM * 4), *b = malloc(NB * 4);
+  random_floats(p, NP);
+  random_floats(m, NM);
+  random_floats(b, NB);
+  char f[512], err[1024];
+  path(f, sizeof f, "a.ckpt");
+  assert_int_equal(nn_ckpt_save(f, &in, p, m, b, err, sizeof err), 0);
+  assert_int_not_equal(access(f, R_OK), -1);
+  char tmp[600];
+  snprintf(tmp, sizeof tmp, "%s.tmp", f);
+  assert_int_equal(access(tmp, F_OK), -1); /* renamed into place */
+
+  float *p2 = malloc(NP * 4), *m2 = malloc(NM * 4), *b2 = malloc(NB * 4);
+  nn_ckpt_info out;
+  if (nn_ckpt_load(f, &out, p2, m2, b2, &in, err, sizeof err) != 0) fail_msg("%s", err);
+  assert_memory_equal(p, p2, NP * 4);
+  assert_memory_equal(m, m2, NM * 4);
+  assert_memory_equal(b, b2, NB * 4);
+  assert_string_equal(out.model, in.model);
+  assert_string_equal(out.data, in.data);
+  assert_int_equal(out.in_c, 3);
+  assert_int_equal(out.in_h, 32);
+  assert_int_equal(out.in_w, 30);
+  assert_int_equal(out.classes, 11);
+  assert_int_equal(out.batch, 13);
+  assert_int_equal(out.world, 1);
+  assert_true(out.seed == in.seed);
+  assert_int_equal(out.epoch, 4);
+  assert_int_equal(out.step, 17);
+  assert_true(out.global_step == in.global_step);
+  assert_true(out.elapsed_s == in.elapsed_s);
+  nn_ckpt_info hdr;
+  assert_int_equal(nn_ckpt_read_info(f, &hdr, err, sizeof err), 0);
+  assert_int_equal(hdr.n_params, NP);
+  free(p);
+  free(m);
+  free(b);
+  free(p2);
+  free(m2);
+  free(b2);
+}
+
+static void test_damage(void **state) {
+  (void)state;
+  nn_ckpt_info in = sample_info();
+  char f[512], g[512], err[1024];
+  path(f, sizeof f, "a.ckpt");
+  path(g, sizeof g, "bad.ckpt");
+  unsigned char *orig;
+  size_t n = file_bytes(f, &orig);
+  unsigned char *buf = malloc(n);
+
+  /* one flipped bit anywhere: in the header, each arena, the checksum itself */
+  const size_t where[] = {100, 512 + 5, 512 + 4 * NP + 3, 512 + 4 * (NP + NM) + 7, n - 2};
+  for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
+    memcpy(buf, orig, n);
+    buf[where[i]] ^= 0x10;
+    put_bytes(g, buf, n);
+    expect_refused(g, &in, "corrupted");
+  }
+  /* cut at several places */
+  const size_t cuts[] = {0, 7, 15, 400, 512 + 4, n - 1};
+  for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+    put_bytes(g, orig, cuts[i]);
+    expect_refused(g, &in, "truncated");
+  }
+  /* an extra byte */
+  memcpy(buf, orig, n);
+  put_bytes(g, buf, n - 1);
+  FILE *fp = fopen(g, "ab");
+  fwrite(orig + n - 1, 1, 1, fp);
+  fputc(0, fp);
+  fclose(fp);
+  expect_refused(g, &in, "wrong length");
+  /* not a checkpoint at all */
+  memcpy(buf, orig, n);
+  memcpy(buf, "\x1f\x8b\x08\x00", 4);
+  put_bytes(g, buf, n);
+  expect_refused(g, &in, "wrong magic");
+  /* a later version */
+  memcpy(buf, orig, n);
+  buf[8] = 9;
+  put_bytes(g, buf, n);
+  expect_refused(g, &in, "version 9");
+  /* missing */
+  path(g, sizeof g, "none.ckpt");
+  expect_refused(g, &in, "No such file");
+  /* unwritable destination */
+  float x = 0;
+  nn_ckpt_info tiny = in;
+  tiny.n_params = tiny.n_momentum = tiny.n_buffers = 1;
+  assert_int_equal(nn_ckpt_save("/nonexistent-dir/x.ckpt", &tiny, &x, &x, &x, err, sizeof err), -1);
+  assert_non_null(strstr(err, "/nonexistent-dir/x.ckpt"));
+  free(buf);
+  free(orig);
+}
+
+static void test_mismatch(void **state) {
+  (void)state;
+  char f[512];
+  path(f, sizeof f, "a.ckpt");
+  nn_ckpt_info w;
+  w = sample_info(); snprintf(w.model, sizeof w.model, "resnet32");
+  expect_refused(f, &w, "model 'resnet20'");
+  w = sample_info(); w.in_c = 1;
+  expect_refused(f, &w, "in_c 3");
+  w = sample_info(); w.classes = 10;
+  expect_refused(f, &w, "classes 11");
+  w = sample_info(); w.n_params = NP + 1;
+  expect_refused(f, &w, "n_params 1001");
+  w = sample_info(); w.n_buffers = NB - 1;
+  expect_refused(f, &w, "n_buffers");
+  w = sample_info(); w.batch = 14;
+  expect_refused(f, &w, "batch 13");
+  w = sample_info(); snprintf(w.data, sizeof w.data, "fmnist");
+  expect_refused(f, &w, "data 'synthetic:3x32x30:11'");
+  w = sample_info(); w.world = 2;
+  expect_refused(f, &w, "world 1");
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/fabench-test-ckpt-XXXXXX");
+  return mkdtemp(dir) ? 0 : -1;
+}
+static int teardown(void **state) {
+  (void)state;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_roundtrip),
+      cmocka_unit_test(test_damage),
+      cmocka_unit_test(test_mismatch),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
