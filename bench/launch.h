@@ -20,6 +20,10 @@ typedef struct {
  * the others are stopped. Returns the run's exit status (0 when every rank exited 0). */
 int bench_launch(const bench_launch_opts *o, char *const rank_argv[]);
 
+/* bench_launch with an explicit program instead of this one (/proc/self/exe): the ranks run
+ * `prog rank_argv...`. For tests, which launch small programs of their own. */
+int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const rank_argv[]);
+
 /* Removes "-n N", "-nN", "--ranks N", "--emulate R" and "--emulate=R" from argv (in place,
  * argv stays NULL-terminated) and returns the new argc. */
 int bench_launch_strip(int argc, char **argv);

@@ -1,0 +1,434 @@
+/* bench: emulated fabrics (network namespaces on a bridge, tc tbf). See emulate.h.
+ * ip(8) and tc(8) are run through fork + exec with argument vectors: no shell, so no string
+ * from the command line is ever interpreted. */
+#include "emulate.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define EMU_NETNS_DIR "/var/run/netns"
+#define EMU_LOCK_FILE "/run/lock/fabench-emu.lock"
+#define EMU_LATENCY "5ms"
+
+int bench_emu_parse_rate(const char *s, uint64_t *bps) {
+  if (!s || *s < '0' || *s > '9') return -1;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || v == 0) return -1;
+  uint64_t mult;
+  if (!strcmp(end, "kbit")) mult = 1000ull;
+  else if (!strcmp(end, "mbit")) mult = 1000000ull;
+  else if (!strcmp(end, "gbit")) mult = 1000000000ull;
+  else return -1;
+  if (v > 400000000000ull / mult) return -1;
+  uint64_t r = v * mult;
+  if (r < 1000000ull) return -1;
+  *bps = r;
+  return 0;
+}
+
+/* Runs argv (argv[0] a path), output (stdout and stderr) into out. Returns the exit status, or
+ * -1 when it could not run or was killed. */
+static int emu_run(char *const argv[], char *out, size_t cap) {
+  int p[2];
+  if (out && cap) out[0] = 0;
+  if (pipe2(p, O_CLOEXEC) < 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(p[1], 1);
+    dup2(p[1], 2);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(p[1]);
+  size_t got = 0;
+  char sink[512];
+  for (;;) {
+    char *dst = (out && got + 1 < cap) ? out + got : sink;
+    size_t room = (out && got + 1 < cap) ? cap - 1 - got : sizeof sink;
+    ssize_t k = read(p[0], dst, room);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    if (dst != sink) got += (size_t)k;
+  }
+  if (out && cap) out[got] = 0;
+  close(p[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs argv and on failure writes "`ip link add ...`: <its first output line>" into err. */
+static int emu_do(char *const argv[], char *err, size_t cap) {
+  char out[1024];
+  if (emu_run(argv, out, sizeof out) == 0) return 0;
+  char cmd[512];
+  size_t len = 0;
+  cmd[0] = 0;
+  for (int i = 0; argv[i] && len + 1 < sizeof cmd; i++) {
+    const char *a = i == 0 ? (strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i])
+                           : argv[i];
+    int k = snprintf(cmd + len, sizeof cmd - len, "%s%s", i ? " " : "", a);
+    if (k < 0) break;
+    len += (size_t)k;
+    if (len >= sizeof cmd) len = sizeof cmd - 1;
+  }
+  char *nl = strchr(out, '\n');
+  if (nl) *nl = 0;
+  snprintf(err, cap, "emulated fabric: '%s' failed: %s", cmd, out[0] ? out : "(no output)");
+  return -1;
+}
+
+static int emu_find_tool(const char *name, char *out, size_t cap) {
+  static const char *const dirs[] = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
+  const char *path = getenv("PATH");
+  char buf[PATH_MAX];
+  if (path) {
+    const char *s = path;
+    while (*s) {
+      const char *e = strchr(s, ':');
+      size_t l = e ? (size_t)(e - s) : strlen(s);
+      if (l && l < sizeof buf - strlen(name) - 2) {
+        snprintf(buf, sizeof buf, "%.*s/%s", (int)l, s, name);
+        if (access(buf, X_OK) == 0 && buf[0] == '/' && strlen(buf) < cap) {
+          memcpy(out, buf, strlen(buf) + 1);
+          return 0;
+        }
+      }
+      if (!e) break;
+      s = e + 1;
+    }
+  }
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    snprintf(buf, sizeof buf, "%s/%s", dirs[i], name);
+    if (access(buf, X_OK) == 0 && strlen(buf) < cap) {
+      memcpy(out, buf, strlen(buf) + 1);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+int bench_emu_check(bench_emu *m, char *err, size_t cap) {
+  if (geteuid() != 0) {
+    snprintf(err, cap, "--emulate needs root (network namespaces and tc); run as root");
+    return -1;
+  }
+  if (emu_find_tool("ip", m->ip, sizeof m->ip) < 0 || emu_find_tool("tc", m->tc, sizeof m->tc) < 0) {
+    snprintf(err, cap, "--emulate needs iproute2 (ip and tc); install it (scripts/install-deps.sh)");
+    return -1;
+  }
+  return 0;
+}
+
+void bench_emu_ns(const bench_emu *m, int rank, char *out, size_t cap) {
+  snprintf(out, cap, "fb%ldn%d", m->id, rank);
+}
+void bench_emu_dev(const bench_emu *m, int rank, char *out, size_t cap) {
+  snprintf(out, cap, "fb%lde%d", m->id, rank);
+}
+void bench_emu_prefix(const bench_emu *m, char *out, size_t cap) {
+  snprintf(out, cap, "198.%d.%d.", 18 + m->subnet / 256, m->subnet % 256);
+}
+void bench_emu_addr(const bench_emu *m, int rank, char *out, size_t cap) {
+  snprintf(out, cap, "198.%d.%d.%d", 18 + m->subnet / 256, m->subnet % 256, rank + 1);
+}
+void bench_emu_subnet(const bench_emu *m, char *out, size_t cap) {
+  snprintf(out, cap, "198.%d.%d.0/24", 18 + m->subnet / 256, m->subnet % 256);
+}
+
+/* Parses "fb<id><kind><num>" (kind 'n', 'h', 'e') or "fb<id>br"; returns the id or -1. */
+static long emu_name_id(const char *name, char *kind) {
+  if (strncmp(name, "fb", 2) != 0 || name[2] < '1' || name[2] > '9') return -1;
+  char *end;
+  long id = strtol(name + 2, &end, 10);
+  if (id <= 0) return -1;
+  if (!strcmp(end, "br")) {
+    *kind = 'b';
+    return id;
+  }
+  if ((*end != 'n' && *end != 'h' && *end != 'e') || end[1] < '0' || end[1] > '9') return -1;
+  for (const char *p = end + 1; *p; p++)
+    if (*p < '0' || *p > '9') return -1;
+  *kind = *end;
+  return id;
+}
+
+static int emu_alive(long id) { return kill((pid_t)id, 0) == 0 || errno == EPERM; }
+
+/* Kills what runs in namespace ns (a stale set's leftovers). */
+static void emu_kill_ns_pids(const bench_emu *m, const char *ns) {
+  char out[4096];
+  char *argv[] = {(char *)m->ip, "netns", "pids", (char *)ns, NULL};
+  if (emu_run(argv, out, sizeof out) != 0) return;
+  for (char *s = out; *s;) {
+    char *end;
+    long pid = strtol(s, &end, 10);
+    if (end == s) break;
+    if (pid > 1 && pid != getpid()) kill((pid_t)pid, SIGKILL);
+    s = end;
+    while (*s == '\n' || *s == ' ') s++;
+  }
+}
+
+/* Removes everything of set `id`: host-side veths (their peers and qdiscs go with them), the
+ * bridge, the namespaces. kill_pids: also kill processes still inside (stale sets). */
+static void emu_remove_set(const bench_emu *m, long id, int kill_pids) {
+  char name[IF_NAMESIZE + 8];
+  DIR *d = opendir(EMU_NETNS_DIR);
+  if (kill_pids && d) {
+    struct dirent *de;
+    while ((de = readdir(d))) {
+      char kind;
+      if (emu_name_id(de->d_name, &kind) == id && kind == 'n') emu_kill_ns_pids(m, de->d_name);
+    }
+    rewinddir(d);
+  }
+  struct if_nameindex *ifs = if_nameindex();
+  for (struct if_nameindex *i = ifs; i && i->if_index; i++) {
+    char kind;
+    if (emu_name_id(i->if_name, &kind) != id || kind == 'b') continue;
+    snprintf(name, sizeof name, "%s", i->if_name);
+    char *argv[] = {(char *)m->ip, "link", "del", "dev", name, NULL};
+    emu_run(argv, NULL, 0);
+  }
+  if (ifs) if_freenameindex(ifs);
+  snprintf(name, sizeof name, "fb%ldbr", id);
+  if (if_nametoindex(name)) {
+    char *argv[] = {(char *)m->ip, "link", "del", "dev", name, NULL};
+    emu_run(argv, NULL, 0);
+  }
+  if (d) {
+    struct dirent *de;
+    while ((de = readdir(d))) {
+      char kind;
+      if (emu_name_id(de->d_name, &kind) != id || kind != 'n') continue;
+      char *argv[] = {(char *)m->ip, "netns", "del", de->d_name, NULL};
+      emu_run(argv, NULL, 0);
+    }
+    closedir(d);
+  }
+}
+
+void bench_emu_teardown(const bench_emu *m) {
+  if (m->id > 0) emu_remove_set(m, m->id, 0);
+}
+
+/* Adds id to ids[] (unique); returns the new count. */
+static int emu_add_id(long *ids, int n, int cap, long id) {
+  for (int i = 0; i < n; i++)
+    if (ids[i] == id) return n;
+  if (n < cap) ids[n++] = id;
+  return n;
+}
+
+int bench_emu_cleanup_stale(const bench_emu *m, char *err, size_t cap) {
+  long ids[256];
+  int nids = 0;
+  char kind;
+  DIR *d = opendir(EMU_NETNS_DIR);
+  if (d) {
+    struct dirent *de;
+    while ((de = readdir(d))) {
+      long id = emu_name_id(de->d_name, &kind);
+      if (id > 0) nids = emu_add_id(ids, nids, 256, id);
+    }
+    closedir(d);
+  }
+  struct if_nameindex *ifs = if_nameindex();
+  if (!ifs && errno != 0 && !d) {
+    snprintf(err, cap, "emulated fabric: cannot list network interfaces: %s", strerror(errno));
+    return -1;
+  }
+  for (struct if_nameindex *i = ifs; i && i->if_index; i++) {
+    long id = emu_name_id(i->if_name, &kind);
+    if (id > 0) nids = emu_add_id(ids, nids, 256, id);
+  }
+  if (ifs) if_freenameindex(ifs);
+  int removed = 0;
+  for (int i = 0; i < nids; i++) {
+    if (ids[i] == (long)getpid() || emu_alive(ids[i])) continue;
+    emu_remove_set(m, ids[i], 1);
+    removed++;
+  }
+  return removed;
+}
+
+/* Writes "1" to an IPv6 conf knob (no link-local chatter on our links); best effort. */
+static void emu_no_ipv6(const char *dev) {
+  char path[128];
+  snprintf(path, sizeof path, "/proc/sys/net/ipv6/conf/%s/disable_ipv6", dev);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  if (write(fd, "1", 1) < 0) { /* IPv6 may be absent: nothing to silence */
+  }
+  close(fd);
+}
+
+/* Same, inside namespace ns, for the defaults that devices moved in there inherit. */
+static void emu_no_ipv6_in(const char *ns) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", EMU_NETNS_DIR, ns);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) _exit(1);
+    emu_no_ipv6("default");
+    emu_no_ipv6("all");
+    _exit(0);
+  }
+  if (pid > 0)
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+}
+
+/* A /24 of 198.18.0.0/15 that no interface of this namespace uses, starting from a hint. */
+static int emu_pick_subnet(long hint) {
+  unsigned char used[512] = {0};
+  struct ifaddrs *ifa = NULL;
+  if (getifaddrs(&ifa) == 0) {
+    for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+      uint32_t a = ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
+      if ((a & 0xfffe0000u) == 0xc6120000u) used[(a >> 8) & 0x1ff] = 1;
+    }
+    freeifaddrs(ifa);
+  }
+  for (int k = 0; k < 512; k++) {
+    int s = (int)((hint + k) % 512);
+    if (!used[s]) return s;
+  }
+  return -1;
+}
+
+int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, char *err,
+                    size_t cap) {
+  char ip_[sizeof m->ip], tc_[sizeof m->tc];
+  memcpy(ip_, m->ip, sizeof ip_);
+  memcpy(tc_, m->tc, sizeof tc_);
+  memset(m, 0, sizeof *m);
+  memcpy(m->ip, ip_, sizeof ip_);
+  memcpy(m->tc, tc_, sizeof tc_);
+  if (bench_emu_parse_rate(rate, &m->rate_bps) < 0) {
+    snprintf(err, cap, "--emulate: bad rate '%s' (use e.g. 500mbit, 1gbit, 10gbit)", rate);
+    return -1;
+  }
+  if (n < 1 || n > BENCH_EMU_MAX_RANKS) {
+    snprintf(err, cap, "--emulate: %d ranks (1 to %d)", n, BENCH_EMU_MAX_RANKS);
+    return -1;
+  }
+  if (id <= 0 || id > 9999999) {
+    snprintf(err, cap, "emulated fabric: bad set id %ld", id);
+    return -1;
+  }
+  if (mtu == 0) {
+    const char *e = getenv("FABENCH_EMU_MTU");
+    mtu = BENCH_EMU_DEFAULT_MTU;
+    if (e && *e) {
+      char *end;
+      long v = strtol(e, &end, 10);
+      if (*end || v < 576 || v > 65535) {
+        snprintf(err, cap, "FABENCH_EMU_MTU=%s: an MTU from 576 to 65535", e);
+        return -1;
+      }
+      mtu = (int)v;
+    }
+  }
+  m->id = id;
+  m->n = n;
+  m->mtu = mtu;
+  snprintf(m->rate, sizeof m->rate, "%s", rate);
+  /* The bucket holds 1 ms of traffic (>= rate/HZ for HZ >= 1000; tbf's watchdog is an hrtimer
+   * anyway) and at least 64 KiB so a whole GSO super-packet passes without being split. More
+   * would let idle gaps (barriers) bank credit and inflate short transfers. */
+  m->burst = m->rate_bps / 8 / 1000;
+  if (m->burst < 65536) m->burst = 65536;
+
+  char ns[32], dev[32], host[32], br[32], addr[64], pre[32], mtus[16], burst[32];
+  snprintf(br, sizeof br, "fb%ldbr", id);
+  snprintf(mtus, sizeof mtus, "%d", mtu);
+  snprintf(burst, sizeof burst, "%llu", (unsigned long long)m->burst);
+
+  /* Subnet choice and the bridge's address under one lock, so two set-ups never pick the same
+   * /24 (the bridges' addresses share the root namespace's routing table). */
+  int lock = open(EMU_LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock >= 0) flock(lock, LOCK_EX);
+  m->subnet = emu_pick_subnet(id);
+  if (m->subnet < 0) {
+    if (lock >= 0) close(lock);
+    snprintf(err, cap, "emulated fabric: every /24 of 198.18.0.0/15 is in use");
+    return -1;
+  }
+  bench_emu_prefix(m, pre, sizeof pre);
+  snprintf(addr, sizeof addr, "%s254/24", pre);
+  {
+    char *a1[] = {m->ip, "link", "add", "name", br, "mtu", mtus, "type", "bridge", NULL};
+    char *a2[] = {m->ip, "addr", "add", addr, "dev", br, NULL};
+    char *a3[] = {m->ip, "link", "set", "dev", br, "up", NULL};
+    int rc = emu_do(a1, err, cap);
+    if (rc == 0) {
+      emu_no_ipv6(br);
+      rc = emu_do(a2, err, cap);
+    }
+    if (rc == 0) rc = emu_do(a3, err, cap);
+    if (lock >= 0) close(lock);
+    if (rc < 0) goto fail;
+  }
+  for (int r = 0; r < n; r++) {
+    bench_emu_ns(m, r, ns, sizeof ns);
+    bench_emu_dev(m, r, dev, sizeof dev);
+    snprintf(host, sizeof host, "fb%ldh%d", id, r);
+    snprintf(addr, sizeof addr, "%s%d/24", pre, r + 1);
+    char *c1[] = {m->ip, "netns", "add", ns, NULL};
+    if (emu_do(c1, err, cap) < 0) goto fail;
+    emu_no_ipv6_in(ns);
+    char *c2[] = {m->ip, "link", "add", "name", host, "mtu", mtus, "type", "veth",
+                  "peer", "name", dev, "mtu", mtus, "netns", ns, NULL};
+    char *c3[] = {m->ip, "link", "set", "dev", host, "master", br, "up", NULL};
+    char *c4[] = {m->ip, "-n", ns, "link", "set", "dev", "lo", "up", NULL};
+    char *c5[] = {m->ip, "-n", ns, "addr", "add", addr, "dev", dev, NULL};
+    char *c6[] = {m->ip, "-n", ns, "link", "set", "dev", dev, "up", NULL};
+    /* Both directions: the host side shapes what the rank receives, its own end what it sends. */
+    char *c7[] = {m->tc, "qdisc", "add", "dev", host, "root", "tbf", "rate", m->rate,
+                  "burst", burst, "latency", EMU_LATENCY, NULL};
+    char *c8[] = {m->tc, "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", m->rate,
+                  "burst", burst, "latency", EMU_LATENCY, NULL};
+    if (emu_do(c2, err, cap) < 0) goto fail;
+    emu_no_ipv6(host);
+    if (emu_do(c3, err, cap) < 0 || emu_do(c4, err, cap) < 0 || emu_do(c5, err, cap) < 0 ||
+        emu_do(c6, err, cap) < 0 || emu_do(c7, err, cap) < 0 || emu_do(c8, err, cap) < 0)
+      goto fail;
+  }
+  return 0;
+fail:
+  bench_emu_teardown(m);
+  return -1;
+}

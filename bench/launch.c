@@ -1,0 +1,549 @@
+/* bench: the local launcher (-n N), through mpirun or fork + exec, optionally on an emulated
+ * fabric. See launch.h for the contract with the commands.
+ *
+ * Signals: the launcher blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD and takes them with
+ * sigtimedwait, so it needs no handler and no global state; children get the caller's mask
+ * back before exec. */
+#include "launch.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emulate.h"
+
+extern char **environ;
+
+#define LAUNCH_GRACE_S 3.0 /* SIGTERM to SIGKILL */
+#define LAUNCH_MAX_RANKS 1024
+#define LAUNCH_EMU_ROOT_PORT 29500 /* rank 0's namespace is fresh: every port is free there */
+
+static void launch_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void launch_err(const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "fabench: %s\n", line);
+}
+
+static double launch_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- argument and environment vectors (built before fork: the child only execs) ---- */
+typedef struct {
+  char **v;
+  int n, cap;
+  int oom;
+} launch_vec;
+
+static void vec_push(launch_vec *a, const char *s) {
+  if (a->oom) return;
+  if (a->n + 2 > a->cap) {
+    int cap = a->cap ? 2 * a->cap : 32;
+    char **v = realloc(a->v, (size_t)cap * sizeof *v);
+    if (!v) {
+      a->oom = 1;
+      return;
+    }
+    a->v = v;
+    a->cap = cap;
+  }
+  char *d = strdup(s);
+  if (!d) {
+    a->oom = 1;
+    return;
+  }
+  a->v[a->n++] = d;
+  a->v[a->n] = NULL;
+}
+
+static void vec_pushf(launch_vec *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void vec_pushf(launch_vec *a, const char *fmt, ...) {
+  char buf[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  vec_push(a, buf);
+}
+
+static void vec_free(launch_vec *a) {
+  for (int i = 0; i < a->n; i++) free(a->v[i]);
+  free(a->v);
+  memset(a, 0, sizeof *a);
+}
+
+/* The variables the launcher sets; copies of the caller's are dropped. */
+static const char *const launch_keys[] = {
+    "FABENCH_RANK", "FABENCH_WORLD_SIZE", "FABENCH_LOCAL_RANK", "FABENCH_ROOT",
+    "FABENCH_TOKEN", "FABENCH_LAUNCHER", "FABENCH_TIMEOUT_S", "FABENCH_BIND_ADDR",
+    "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", "UCX_NET_DEVICES",
+    "PMIX_MCA_ptl_tcp_if_include", NULL};
+
+static int launch_is_key(const char *kv) {
+  for (int i = 0; launch_keys[i]; i++) {
+    size_t l = strlen(launch_keys[i]);
+    if (!strncmp(kv, launch_keys[i], l) && kv[l] == '=') return 1;
+  }
+  return 0;
+}
+
+static void env_base(launch_vec *env) {
+  for (char **e = environ; e && *e; e++)
+    if (!launch_is_key(*e)) vec_push(env, *e);
+}
+
+/* ---- bench_launch_strip ---- */
+int bench_launch_strip(int argc, char **argv) {
+  int out = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (i > 0 && (!strcmp(a, "-n") || !strcmp(a, "--ranks") || !strcmp(a, "--emulate"))) {
+      if (i + 1 < argc) i++;
+      continue;
+    }
+    if (i > 0 && ((!strncmp(a, "-n", 2) && a[2]) || !strncmp(a, "--emulate=", 10) ||
+                  !strncmp(a, "--ranks=", 8)))
+      continue;
+    argv[out++] = argv[i];
+  }
+  argv[out] = NULL;
+  return out;
+}
+
+/* ---- the job ---- */
+typedef struct {
+  pid_t pid;
+  int done;     /* reaped */
+  int status;   /* from waitpid */
+  int signaled; /* we sent it a signal to stop it */
+} launch_rank;
+
+static int launch_token(char *out, size_t cap) {
+  unsigned char b[16];
+  size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t k = getrandom(b + got, sizeof b - got, 0);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    got += (size_t)k;
+  }
+  for (size_t i = 0; i < sizeof b && 2 * i + 2 < cap; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+  return 0;
+}
+
+/* A port that is free on loopback now (rank 0 binds it a moment later). */
+static int launch_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+      getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+    port = ntohs(sa.sin_port);
+  close(fd);
+  return port;
+}
+
+static pid_t launch_spawn(const char *path, char **argv, char **envp, const sigset_t *mask) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  /* Ranks die with the launcher even if it is SIGKILLed (nothing else could stop them). */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  sigprocmask(SIG_SETMASK, mask, NULL);
+  execve(path, argv, envp);
+  fprintf(stderr, "fabench: cannot run %s: %s\n", path, strerror(errno));
+  _exit(127);
+}
+
+static void launch_describe(char *out, size_t cap, int status) {
+  if (WIFSIGNALED(status))
+    snprintf(out, cap, "killed by signal %d", WTERMSIG(status));
+  else
+    snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
+}
+
+static int launch_failed(int status) {
+  return WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
+}
+
+/* Does the user's mpirun argument list already set MCA parameter `name`? (Open MPI refuses a
+ * parameter given twice.) */
+static int mpirun_has_mca(const launch_vec *user, const char *name) {
+  for (int i = 0; i + 1 < user->n; i++)
+    if ((!strcmp(user->v[i], "--mca") || !strcmp(user->v[i], "-mca")) &&
+        !strcmp(user->v[i + 1], name))
+      return 1;
+  return 0;
+}
+
+/* mpirun -np N --oversubscribe --bind-to none <user args> -x ... [emulation] prog argv... */
+static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *mpirun,
+                         const char *prog, char *const rank_argv[], const bench_emu *emu) {
+  launch_vec user = {0};
+  if (o->mpirun_args) {
+    char *copy = strdup(o->mpirun_args);
+    if (!copy) {
+      a->oom = 1;
+      return;
+    }
+    char *save = NULL;
+    for (char *t = strtok_r(copy, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save))
+      vec_push(&user, t);
+    free(copy);
+  }
+  vec_push(a, mpirun);
+  vec_push(a, "-np");
+  vec_pushf(a, "%d", o->n);
+  vec_push(a, "--oversubscribe");
+  vec_push(a, "--bind-to");
+  vec_push(a, "none");
+  for (int i = 0; i < user.n; i++) vec_push(a, user.v[i]);
+  static const char *const exported[] = {"FABENCH_TOKEN", "FABENCH_TIMEOUT_S", "FABENCH_LAUNCHER",
+                                         NULL};
+  for (int i = 0; exported[i]; i++) {
+    vec_push(a, "-x");
+    vec_push(a, exported[i]);
+  }
+  if (emu) {
+    char subnet[32], pre[32], nspre[32], devpre[32];
+    bench_emu_subnet(emu, subnet, sizeof subnet);
+    bench_emu_prefix(emu, pre, sizeof pre);
+    snprintf(nspre, sizeof nspre, "fb%ldn", emu->id);
+    snprintf(devpre, sizeof devpre, "fb%lde", emu->id);
+    static const char *const emu_exported[] = {"FABENCH_FABRIC", "FABENCH_EMU_RATE",
+                                               "FABENCH_EMU_MTU", "PMIX_MCA_ptl_tcp_if_include",
+                                               "UCX_TLS", NULL};
+    for (int i = 0; emu_exported[i]; i++) {
+      vec_push(a, "-x");
+      vec_push(a, emu_exported[i]);
+    }
+    /* Ranks in other namespaces reach only the set's subnet: MPI's TCP path must use it, and
+     * not shared memory (which would bypass the shaped links). */
+    if (!mpirun_has_mca(&user, "btl")) {
+      vec_push(a, "--mca");
+      vec_push(a, "btl");
+      vec_push(a, "tcp,self");
+    }
+    if (!mpirun_has_mca(&user, "btl_tcp_if_include")) {
+      vec_push(a, "--mca");
+      vec_push(a, "btl_tcp_if_include");
+      vec_push(a, subnet);
+    }
+    /* Each rank enters its namespace; the shell text is constant, every name and every user
+     * argument travels as a positional parameter. */
+    vec_push(a, "/bin/sh");
+    vec_push(a, "-c");
+    vec_push(a,
+             "r=$OMPI_COMM_WORLD_RANK; FABENCH_BIND_ADDR=$2$((r + 1)); UCX_NET_DEVICES=$3$r; "
+             "export FABENCH_BIND_ADDR UCX_NET_DEVICES; ns=$1$r; ip=$4; shift 4; "
+             "exec \"$ip\" netns exec \"$ns\" \"$@\"");
+    vec_push(a, "fabench-netns");
+    vec_push(a, nspre);
+    vec_push(a, pre);
+    vec_push(a, devpre);
+    vec_push(a, emu->ip);
+  }
+  vec_push(a, prog);
+  for (int i = 0; rank_argv[i]; i++) vec_push(a, rank_argv[i]);
+  vec_free(&user);
+}
+
+/* Sends sig to every live process of the job. */
+static void launch_signal_all(launch_rank *rk, int n, int sig) {
+  for (int i = 0; i < n; i++)
+    if (!rk[i].done && rk[i].pid > 0) {
+      kill(rk[i].pid, sig);
+      rk[i].signaled = 1;
+    }
+}
+
+/* Waits for every process; returns the job's exit status. mpirun_mode: rk[0] is mpirun. */
+static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *set) {
+  int alive = n, first_fail = -1, interrupted = 0;
+  double kill_at = 0; /* when stopping: the SIGKILL deadline */
+  while (alive > 0) {
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    siginfo_t info;
+    int sig = sigtimedwait(set, &info, &ts);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      if (interrupted) { /* a second one: no more grace */
+        launch_signal_all(rk, n, SIGKILL);
+      } else {
+        launch_err("%s: stopping the ranks", strsignal(sig));
+        interrupted = sig;
+        launch_signal_all(rk, n, sig == SIGHUP ? SIGTERM : sig);
+        if (kill_at == 0) kill_at = launch_now() + LAUNCH_GRACE_S;
+      }
+    }
+    for (int i = 0; i < n; i++) {
+      if (rk[i].done) continue;
+      int st;
+      pid_t p = waitpid(rk[i].pid, &st, WNOHANG);
+      if (p == 0 || (p < 0 && errno == EINTR)) continue;
+      rk[i].done = 1;
+      alive--;
+      if (p < 0) { /* not ours any more: count it as lost */
+        st = 0x7f00;
+      }
+      rk[i].status = st;
+      if (!launch_failed(st)) continue;
+      char what[64];
+      launch_describe(what, sizeof what, st);
+      if (first_fail < 0 && !interrupted) {
+        first_fail = i;
+        if (mpirun_mode)
+          launch_err("mpirun (pid %d) %s", (int)rk[i].pid, what);
+        else
+          launch_err("rank %d (pid %d) %s", i, (int)rk[i].pid, what);
+        if (alive > 0) {
+          launch_signal_all(rk, n, SIGTERM);
+          kill_at = launch_now() + LAUNCH_GRACE_S;
+        }
+      } else if (!rk[i].signaled && !interrupted) {
+        launch_err("rank %d (pid %d) %s", i, (int)rk[i].pid, what);
+      }
+    }
+    if (kill_at > 0 && alive > 0 && launch_now() >= kill_at) {
+      launch_signal_all(rk, n, SIGKILL);
+      kill_at = launch_now() + 3600; /* SIGKILL is final; just reap */
+    }
+  }
+  if (first_fail >= 0) {
+    int st = rk[first_fail].status;
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return 1;
+  }
+  if (interrupted) return 128 + interrupted;
+  return 0;
+}
+
+int bench_launch(const bench_launch_opts *o, char *const rank_argv[]) {
+  char exe[PATH_MAX];
+  ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (k <= 0) {
+    launch_err("cannot find this program (/proc/self/exe): %s", strerror(errno));
+    return 1;
+  }
+  exe[k] = 0;
+  return bench_launch_prog(o, exe, rank_argv);
+}
+
+int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const rank_argv[]) {
+  if (o->n < 1 || o->n > LAUNCH_MAX_RANKS) {
+    launch_err("-n %d: ranks must be 1 to %d", o->n, LAUNCH_MAX_RANKS);
+    return 2;
+  }
+  bench_emu emu_store, *emu = NULL;
+  char err[1024];
+  if (o->emulate) {
+    uint64_t bps;
+    if (bench_emu_parse_rate(o->emulate, &bps) < 0) {
+      launch_err("--emulate: bad rate '%s' (use e.g. 500mbit, 1gbit, 10gbit)", o->emulate);
+      return 2;
+    }
+    if (o->n > BENCH_EMU_MAX_RANKS) {
+      launch_err("--emulate: at most %d ranks", BENCH_EMU_MAX_RANKS);
+      return 2;
+    }
+    memset(&emu_store, 0, sizeof emu_store);
+    if (bench_emu_check(&emu_store, err, sizeof err) < 0) {
+      launch_err("%s", err);
+      return 1;
+    }
+  }
+  const char *mpirun = NULL;
+  if (o->use_mpirun) {
+#ifdef FABENCH_MPIRUN
+    mpirun = FABENCH_MPIRUN;
+#endif
+    if (!mpirun || !*mpirun || access(mpirun, X_OK) != 0) {
+      launch_err("starting ranks through mpirun: no mpirun in this build (MPI not found)");
+      return 1;
+    }
+  }
+
+  /* From here on, signals are taken synchronously (and forwarded to the ranks). */
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, &old);
+
+  int rc = 1;
+  launch_rank *rk = NULL;
+  launch_vec env = {0}, argv = {0};
+  char token[40] = {0};
+  if (o->emulate) {
+    int stale = bench_emu_cleanup_stale(&emu_store, err, sizeof err);
+    if (stale > 0) launch_err("removed %d stale emulated fabric set(s) of runs that are gone", stale);
+    if (bench_emu_setup(&emu_store, (long)getpid(), o->n, o->emulate, 0, err, sizeof err) < 0) {
+      launch_err("%s", err);
+      goto out;
+    }
+    emu = &emu_store;
+    /* An interrupt during set-up: stop here. */
+    struct timespec zero = {0, 0};
+    sigset_t stopset;
+    sigemptyset(&stopset);
+    sigaddset(&stopset, SIGINT);
+    sigaddset(&stopset, SIGTERM);
+    sigaddset(&stopset, SIGHUP);
+    int sig = sigtimedwait(&stopset, NULL, &zero);
+    if (sig > 0) {
+      launch_err("%s during set-up of the emulated fabric", strsignal(sig));
+      rc = 128 + sig;
+      goto out;
+    }
+  }
+  if (launch_token(token, sizeof token) < 0) {
+    launch_err("no random bytes for the job token: %s", strerror(errno));
+    goto out;
+  }
+  int port = emu ? LAUNCH_EMU_ROOT_PORT : launch_free_port();
+  if (port < 0) {
+    launch_err("no free port on 127.0.0.1 for the rendezvous: %s", strerror(errno));
+    goto out;
+  }
+  rk = calloc((size_t)o->n, sizeof *rk);
+  if (!rk) {
+    launch_err("out of memory");
+    goto out;
+  }
+  char root_addr[64] = "127.0.0.1", fabric[64] = "", mtu[16] = "", subnet[32] = "";
+  if (emu) {
+    bench_emu_addr(emu, 0, root_addr, sizeof root_addr);
+    snprintf(fabric, sizeof fabric, "emu-%s", emu->rate);
+    snprintf(mtu, sizeof mtu, "%d", emu->mtu);
+    bench_emu_subnet(emu, subnet, sizeof subnet);
+  }
+  /* Under emulation UCX must not use shared memory or cross-memory attach between ranks (they
+   * bypass the links): only its tcp transport, unless the user chose. */
+  const char *ucx_tls = getenv("UCX_TLS");
+  int set_ucx_tls = emu && (!ucx_tls || !*ucx_tls);
+
+  if (mpirun) {
+    env_base(&env);
+    vec_pushf(&env, "FABENCH_TOKEN=%s", token);
+    vec_pushf(&env, "FABENCH_TIMEOUT_S=%d", o->timeout_s);
+    vec_push(&env, "FABENCH_LAUNCHER=1");
+    if (getuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) vec_push(&env, "OMPI_ALLOW_RUN_AS_ROOT=1");
+    if (getuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"))
+      vec_push(&env, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+    if (emu) {
+      vec_pushf(&env, "FABENCH_FABRIC=%s", fabric);
+      vec_pushf(&env, "FABENCH_EMU_RATE=%s", emu->rate);
+      vec_pushf(&env, "FABENCH_EMU_MTU=%s", mtu);
+      /* PMIx listens on loopback only by default; ranks in their namespaces reach the root
+       * namespace through the bridge's address. */
+      vec_pushf(&env, "PMIX_MCA_ptl_tcp_if_include=%s", subnet);
+      if (set_ucx_tls) vec_push(&env, "UCX_TLS=self,tcp");
+    }
+    build_mpirun(&argv, o, mpirun, prog, rank_argv, emu);
+    if (env.oom || argv.oom) {
+      launch_err("out of memory");
+      goto out;
+    }
+    rk[0].pid = launch_spawn(argv.v[0], argv.v, env.v, &old);
+    if (rk[0].pid < 0) {
+      launch_err("cannot start mpirun: %s", strerror(errno));
+      goto out;
+    }
+    rc = launch_wait(rk, 1, 1, &set);
+    goto out;
+  }
+
+  int started = 0;
+  for (int r = 0; r < o->n; r++) {
+    launch_vec e = {0}, a = {0};
+    env_base(&e);
+    vec_pushf(&e, "FABENCH_RANK=%d", r);
+    vec_pushf(&e, "FABENCH_WORLD_SIZE=%d", o->n);
+    vec_pushf(&e, "FABENCH_LOCAL_RANK=%d", r);
+    vec_pushf(&e, "FABENCH_ROOT=%s:%d", root_addr, port);
+    vec_pushf(&e, "FABENCH_TOKEN=%s", token);
+    vec_push(&e, "FABENCH_LAUNCHER=1");
+    vec_pushf(&e, "FABENCH_TIMEOUT_S=%d", o->timeout_s);
+    const char *path = prog;
+    if (emu) {
+      char addr[64], dev[32], ns[32];
+      bench_emu_addr(emu, r, addr, sizeof addr);
+      bench_emu_dev(emu, r, dev, sizeof dev);
+      bench_emu_ns(emu, r, ns, sizeof ns);
+      vec_pushf(&e, "FABENCH_BIND_ADDR=%s", addr);
+      vec_pushf(&e, "FABENCH_FABRIC=%s", fabric);
+      vec_pushf(&e, "FABENCH_EMU_RATE=%s", emu->rate);
+      vec_pushf(&e, "FABENCH_EMU_MTU=%s", mtu);
+      vec_pushf(&e, "UCX_NET_DEVICES=%s", dev);
+      if (set_ucx_tls) vec_push(&e, "UCX_TLS=self,tcp");
+      /* ip netns exec (not a bare setns): it also remounts /sys for the namespace, where UCX
+       * looks for its network devices. */
+      vec_push(&a, emu->ip);
+      vec_push(&a, "netns");
+      vec_push(&a, "exec");
+      vec_push(&a, ns);
+      path = emu->ip;
+    }
+    vec_push(&a, prog);
+    for (int i = 0; rank_argv[i]; i++) vec_push(&a, rank_argv[i]);
+    int oom = e.oom || a.oom;
+    pid_t pid = oom ? -1 : launch_spawn(path, a.v, e.v, &old);
+    int saved = errno;
+    vec_free(&e);
+    vec_free(&a);
+    if (pid < 0) {
+      launch_err("cannot start rank %d: %s", r, oom ? "out of memory" : strerror(saved));
+      break;
+    }
+    rk[r].pid = pid;
+    started++;
+  }
+  if (started < o->n) {
+    launch_signal_all(rk, started, SIGKILL);
+    launch_wait(rk, started, 0, &set);
+    rc = 1;
+    goto out;
+  }
+  rc = launch_wait(rk, o->n, 0, &set);
+
+out:
+  if (emu) bench_emu_teardown(emu);
+  free(rk);
+  vec_free(&env);
+  vec_free(&argv);
+  /* Take pending signals (a forwarded SIGINT would otherwise kill us on unblocking). */
+  struct timespec zero = {0, 0};
+  while (sigtimedwait(&set, NULL, &zero) > 0) {
+  }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
