@@ -1,4 +1,77 @@
-/* models: tensors, layers, ResNets, data and optimizer for training. */
+/* models: ResNets on oneDNN (CPU), their parameter arenas, SGD, and the data API (nn_data.h).
+ *
+ * Parameters, gradients and momentum live in three contiguous float arenas in PyTorch's plain layout
+ * (OIHW conv weights, [out,in] fc weights, per-channel BN vectors), ordered by the order backward
+ * produces the gradients (last layer first; within a layer weight before bias), so gradient buckets
+ * for data parallelism are plain views of the arena. Activations stay in oneDNN's blocked layouts. */
 #ifndef FABENCH_NN_H
 #define FABENCH_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nn_net nn_net;
+
+typedef struct {
+  const char *model;  /* "resnet18","resnet34","resnet50","resnet101","resnet152" (torchvision);
+                         "resnet20","resnet32","resnet56", any 6n+2 depth (He et al. CIFAR);
+                         an optional "-wN" suffix sets the base width (default 64, CIFAR 16),
+                         e.g. "resnet18-w4" for small tests */
+  int in_c, in_h, in_w; /* input image shape (1x28x28, 3x32x32, 3x224x224, ...) */
+  int classes;
+  int batch;          /* largest batch a step will be given */
+  int threads;        /* oneDNN/OpenMP threads; 0 = all cores */
+  uint64_t seed;      /* weight initialisation (PyTorch's default inits: kaiming-uniform a=sqrt(5)
+                         for conv/linear, BN weight 1 bias 0) */
+} nn_net_opts;
+
+/* Returns 0, or -1 with a message in err. */
+int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap);
+void nn_net_destroy(nn_net *net);
+
+typedef struct { double fwd_s, bwd_s; } nn_step_times;
+
+/* One training step's compute: x is n images, float NCHW contiguous (n <= batch), labels in
+   [0, classes). Forward in training mode (batch statistics; running mean/var updated with PyTorch's
+   momentum 0.1 and unbiased variance), mean cross-entropy loss, backward; gradients are written (not
+   accumulated) into the gradient arena. correct = argmax hits. t may be NULL. */
+int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss,
+                      int *correct, nn_step_times *t, char *err, size_t errcap);
+
+/* Inference mode (running statistics): adds the summed loss and the correct count over n images. */
+int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum,
+                int *correct, char *err, size_t errcap);
+
+/* Contiguous arenas in the canonical plain layout, ordered by the order backward produces the
+   gradients (last layer first). Writing into the parameter arena is allowed (checkpoint resume):
+   nn_net_params marks the weights as changed. */
+float *nn_net_params(nn_net *net, size_t *count);
+float *nn_net_grads(nn_net *net, size_t *count);
+float *nn_net_momentum(nn_net *net, size_t *count);
+float *nn_net_buffers(nn_net *net, size_t *count); /* BN running mean/var, for checkpoints */
+
+typedef struct { float lr, momentum, weight_decay; int nesterov; } nn_sgd_opts;
+
+/* torch.optim.SGD semantics (weight decay added to the gradient, momentum buffer, dampening 0,
+   nesterov optional). Applies to every parameter (PyTorch's default applies weight decay to BN
+   parameters too). */
+void nn_sgd_step(nn_net *net, const nn_sgd_opts *o);
+
+const char *nn_backend_version(void); /* e.g. "oneDNN 2.6.3" for run.json */
+
+/* Additions beyond the issue-5 contract. */
+
+/* Logits of the last train step or eval call: n x classes, row-major. */
+const float *nn_net_logits(const nn_net *net, int *n, int *classes);
+
+/* One parameter tensor of the arena, in arena order (index 0 = first gradient produced). */
+typedef struct {
+  const char *kind;   /* "conv.weight", "bn.weight", "bn.bias", "fc.weight", "fc.bias" */
+  int layer;          /* index in the layer table (forward order) */
+  size_t offset, count; /* in floats, into the params/grads/momentum arenas */
+} nn_param_info;
+int nn_net_param_tensors(const nn_net *net, const nn_param_info **info);
+
+#include "nn_data.h"
+
 #endif

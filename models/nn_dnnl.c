@@ -1,0 +1,1237 @@
+/* models: the CPU engine on oneDNN 2.6's C API. Every oneDNN call of the module is in this file, so
+ * a port to the 3.x API (which replaced the *_desc_init functions) touches only it.
+ *
+ * A plan is the layer table compiled for one batch size: primitives created once, activations in
+ * the blocked layouts oneDNN chooses, and three step lists (forward training, forward inference,
+ * backward) that are replayed every step. Reorders happen only at the edges: the input batch, the
+ * weights from and gradients to the plain arenas, the logits. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nn_impl.h"
+
+#if FABENCH_HAVE_DNNL
+
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#include <omp.h>
+
+#define NN_BN_EPS 1e-5f
+#define NN_BN_MOMENTUM 0.1
+#define NN_MAX_PLANS 4
+
+enum { K_PRIM, K_ADD_RELU_FWD, K_ADD_RELU_BWD, K_ACC, K_RUNSTAT };
+
+typedef struct {
+  int kind, scratch, layer;
+  dnnl_primitive_t prim;
+  int nargs;
+  dnnl_exec_arg_t args[12];
+  float *a, *b, *c, *d, *e; /* custom kernels' operands */
+  size_t n;
+  double cnt;
+} step;
+
+typedef struct {
+  step *v;
+  int n, cap;
+} steplist;
+
+typedef struct {
+  int n, full;     /* batch size; full: has the backward */
+  steplist wfwd;   /* weights arena -> blocked, run when the weights changed */
+  steplist fwd, fwd_eval, bwd;
+  dnnl_primitive_t *prims;
+  int nprims, capprims;
+  dnnl_memory_t *mems;
+  int nmems, capmems;
+  dnnl_memory_desc_t *vmd;       /* per value: layout chosen by its producer */
+  dnnl_memory_t *vmem, *dmem, *dacc;
+  int *writers;                  /* build state: consumers that wrote d(value) so far */
+  dnnl_memory_t y, dy;           /* plain output and its gradient (edges) */
+  size_t scratch_size;
+  dnnl_memory_t scratch;
+  uint64_t wver;
+  long uses;
+} plan;
+
+typedef struct {
+  size_t poff, pcount, boff;     /* offsets into params/grads/momentum and buffers */
+} layer_info;
+
+struct nn_net {
+  nn_table t;
+  nn_engine_opts o;
+  int classes;
+  layer_info *li;
+  nn_param_info *pinfo;
+  int npinfo;
+  float *params, *grads, *mom, *bufs, *dlogits;
+  size_t nparams, nbufs;
+  dnnl_engine_t eng;
+  dnnl_stream_t strm;
+  dnnl_primitive_attr_t attr;
+  plan *main;
+  plan *cache[NN_MAX_PLANS];
+  long clock;
+  uint64_t pver;                 /* bumped whenever the parameter arena may have changed */
+  plan *last;                    /* plan of the last forward */
+  int last_n;
+};
+
+/* ------------------------------------------------------------------------------------------------
+ * plan building helpers */
+
+typedef struct {
+  nn_net *net;
+  plan *p;
+  char *err;
+  size_t cap;
+  int layer;
+} bctx;
+
+#define DN(call)                                                                                  \
+  do {                                                                                            \
+    dnnl_status_t s_ = (call);                                                                    \
+    if (s_ != dnnl_success) {                                                                     \
+      snprintf(b->err, b->cap, "oneDNN %s at layer %d: %s", dnnl_status2str(s_), b->layer, #call); \
+      return -1;                                                                                  \
+    }                                                                                             \
+  } while (0)
+
+static int grow(void **v, int *cap, int need, size_t elem) {
+  if (need <= *cap) return 0;
+  int nc = *cap ? *cap * 2 : 32;
+  while (nc < need) nc *= 2;
+  void *nv = realloc(*v, (size_t)nc * elem);
+  if (!nv) return -1;
+  *v = nv;
+  *cap = nc;
+  return 0;
+}
+
+static step *push(bctx *b, steplist *l) {
+  if (grow((void **)&l->v, &l->cap, l->n + 1, sizeof(step))) {
+    snprintf(b->err, b->cap, "out of memory");
+    return NULL;
+  }
+  step *s = &l->v[l->n++];
+  memset(s, 0, sizeof(*s));
+  s->layer = b->layer;
+  return s;
+}
+
+static const dnnl_memory_desc_t *md_of(dnnl_memory_t m) {
+  const dnnl_memory_desc_t *md = NULL;
+  dnnl_memory_get_memory_desc(m, &md);
+  return md;
+}
+
+static float *ptr_of(dnnl_memory_t m) {
+  void *h = NULL;
+  dnnl_memory_get_data_handle(m, &h);
+  return h;
+}
+
+static size_t nfloats(dnnl_memory_t m) { return dnnl_memory_desc_get_size(md_of(m)) / sizeof(float); }
+
+static int keep_mem(bctx *b, dnnl_memory_t m) {
+  plan *p = b->p;
+  if (grow((void **)&p->mems, &p->capmems, p->nmems + 1, sizeof(*p->mems))) {
+    dnnl_memory_destroy(m);
+    snprintf(b->err, b->cap, "out of memory");
+    return -1;
+  }
+  p->mems[p->nmems++] = m;
+  return 0;
+}
+
+/* Memory oneDNN allocates (64-byte aligned, zeroed here so padded channels start at zero). */
+static dnnl_memory_t mem_new(bctx *b, const dnnl_memory_desc_t *md) {
+  dnnl_memory_t m = NULL;
+  dnnl_status_t s = dnnl_memory_create(&m, md, b->net->eng, DNNL_MEMORY_ALLOCATE);
+  if (s != dnnl_success) {
+    snprintf(b->err, b->cap, "oneDNN %s allocating %zu bytes at layer %d", dnnl_status2str(s),
+             dnnl_memory_desc_get_size(md), b->layer);
+    return NULL;
+  }
+  if (keep_mem(b, m)) return NULL;
+  memset(ptr_of(m), 0, dnnl_memory_desc_get_size(md));
+  return m;
+}
+
+static dnnl_memory_t mem_user(bctx *b, const dnnl_memory_desc_t *md, void *ptr) {
+  dnnl_memory_t m = NULL;
+  if (dnnl_memory_create(&m, md, b->net->eng, ptr) != dnnl_success) {
+    snprintf(b->err, b->cap, "oneDNN: cannot wrap memory at layer %d", b->layer);
+    return NULL;
+  }
+  return keep_mem(b, m) ? NULL : m;
+}
+
+static int md_plain(bctx *b, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+  static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd};
+  DN(dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, tags[nd]));
+  return 0;
+}
+
+static int md_any(bctx *b, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+  DN(dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, dnnl_format_tag_any));
+  return 0;
+}
+
+/* Creates the primitive of a descriptor and remembers the largest scratchpad. */
+static dnnl_primitive_t prim_of(bctx *b, dnnl_primitive_desc_t pd) {
+  plan *p = b->p;
+  dnnl_primitive_t prim = NULL;
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (smd) {
+    size_t sz = dnnl_memory_desc_get_size(smd);
+    if (sz > p->scratch_size) p->scratch_size = sz;
+  }
+  dnnl_status_t s = dnnl_primitive_create(&prim, pd);
+  if (s != dnnl_success) {
+    snprintf(b->err, b->cap, "oneDNN %s creating a primitive at layer %d", dnnl_status2str(s), b->layer);
+    return NULL;
+  }
+  if (grow((void **)&p->prims, &p->capprims, p->nprims + 1, sizeof(*p->prims))) {
+    dnnl_primitive_destroy(prim);
+    snprintf(b->err, b->cap, "out of memory");
+    return NULL;
+  }
+  p->prims[p->nprims++] = prim;
+  return prim;
+}
+
+static int pd_new(bctx *b, dnnl_primitive_desc_t *pd, const void *desc, const_dnnl_primitive_desc_t hint,
+                  const char *what) {
+  dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, b->net->attr, b->net->eng, hint);
+  if (s != dnnl_success) {
+    snprintf(b->err, b->cap, "oneDNN %s creating %s at layer %d", dnnl_status2str(s), what, b->layer);
+    return -1;
+  }
+  return 0;
+}
+
+static int add_prim(bctx *b, steplist *l, dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args) {
+  step *s = push(b, l);
+  if (!s) return -1;
+  s->kind = K_PRIM;
+  s->prim = prim;
+  s->scratch = 1;
+  s->nargs = nargs;
+  memcpy(s->args, args, (size_t)nargs * sizeof(*args));
+  return 0;
+}
+
+/* A primitive step from a descriptor (the descriptor is released once the primitive exists). */
+static int prim_step(bctx *b, steplist *l, dnnl_primitive_desc_t pd, int nargs, const dnnl_exec_arg_t *args) {
+  dnnl_primitive_t prim = prim_of(b, pd);
+  dnnl_primitive_desc_destroy(pd);
+  if (!prim) return -1;
+  return add_prim(b, l, prim, nargs, args);
+}
+
+static int reorder_prim(bctx *b, dnnl_memory_t src, dnnl_memory_t dst, dnnl_primitive_t *prim) {
+  dnnl_primitive_desc_t pd;
+  DN(dnnl_reorder_primitive_desc_create(&pd, md_of(src), b->net->eng, md_of(dst), b->net->eng, NULL));
+  *prim = prim_of(b, pd);
+  dnnl_primitive_desc_destroy(pd);
+  return *prim ? 0 : -1;
+}
+
+/* Reorder src -> dst appended to one or two lists (same primitive). */
+static int reorder_step(bctx *b, steplist *l1, steplist *l2, dnnl_memory_t src, dnnl_memory_t dst) {
+  dnnl_primitive_t prim;
+  if (reorder_prim(b, src, dst, &prim)) return -1;
+  dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+  if (add_prim(b, l1, prim, 2, a)) return -1;
+  l1->v[l1->n - 1].scratch = 0;
+  if (l2) {
+    if (add_prim(b, l2, prim, 2, a)) return -1;
+    l2->v[l2->n - 1].scratch = 0;
+  }
+  return 0;
+}
+
+/* Memory of value v in layout md: v itself, or a reordered copy made in the forward lists. */
+static dnnl_memory_t value_as(bctx *b, int v, const dnnl_memory_desc_t *md) {
+  plan *p = b->p;
+  if (dnnl_memory_desc_equal(md, &p->vmd[v])) return p->vmem[v];
+  dnnl_memory_t m = mem_new(b, md);
+  if (!m || reorder_step(b, &p->fwd, &p->fwd_eval, p->vmem[v], m)) return NULL;
+  return m;
+}
+
+/* Where a consumer's backward writes d(value v) in layout md. The first consumer (in backward order)
+   writes the value's gradient, the second its accumulator; *tgt gets that memory (NULL when the
+   gradient is not needed) and *wr the memory to write (a temporary when the layouts differ). */
+static int diff_into(bctx *b, int v, const dnnl_memory_desc_t *md, dnnl_memory_t *wr, dnnl_memory_t *tgt) {
+  plan *p = b->p;
+  *tgt = NULL;
+  if (v == 0 && !b->net->o.need_dx) {
+    *wr = mem_new(b, md);
+    return *wr ? 0 : -1;
+  }
+  dnnl_memory_t *slot;
+  if (p->writers[v] == 0) {
+    slot = &p->dmem[v];
+  } else if (p->writers[v] == 1) {
+    slot = &p->dacc[v];
+  } else {
+    snprintf(b->err, b->cap, "value %d has more than two consumers", v);
+    return -1;
+  }
+  p->writers[v]++;
+  if (!*slot && !(*slot = mem_new(b, &p->vmd[v]))) return -1;
+  *tgt = *slot;
+  *wr = dnnl_memory_desc_equal(md, &p->vmd[v]) ? *slot : mem_new(b, md);
+  return *wr ? 0 : -1;
+}
+
+static int diff_done(bctx *b, dnnl_memory_t wr, dnnl_memory_t tgt) {
+  if (!tgt || wr == tgt) return 0;
+  return reorder_step(b, &b->p->bwd, NULL, wr, tgt);
+}
+
+/* d(value v) complete before its producer's backward reads it: adds the accumulator unless the
+   producer's kernel does it itself (fused). */
+static int diff_ready(bctx *b, int v, int fused) {
+  plan *p = b->p;
+  if (p->writers[v] == 0) {
+    snprintf(b->err, b->cap, "value %d is never used", v);
+    return -1;
+  }
+  if (p->writers[v] == 2 && !fused) {
+    step *s = push(b, &p->bwd);
+    if (!s) return -1;
+    s->kind = K_ACC;
+    s->a = ptr_of(p->dmem[v]);
+    s->b = ptr_of(p->dacc[v]);
+    s->n = nfloats(p->dmem[v]);
+  }
+  return 0;
+}
+
+static void dims4(dnnl_dims_t d, int n, nn_shape s) {
+  d[0] = n;
+  d[1] = s.c;
+  d[2] = s.h;
+  d[3] = s.w;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * layers: forward builders (in layer order) */
+
+static int conv_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl_memory_t *csrc,
+                    dnnl_memory_t *wmem) {
+  nn_net *net = b->net;
+  plan *p = b->p;
+  nn_shape si = net->t.shapes[l->in], so = net->t.shapes[l->out];
+  dnnl_dims_t sd, wd = {l->cout, si.c, l->k, l->k}, dd;
+  dnnl_dims_t st = {l->stride, l->stride}, pad = {l->pad, l->pad};
+  dims4(sd, p->n, si);
+  dims4(dd, p->n, so);
+  dnnl_memory_desc_t smd, wmd, dmd, wplain;
+  if (md_any(b, &smd, 4, sd) || md_any(b, &wmd, 4, wd) || md_any(b, &dmd, 4, dd) || md_plain(b, &wplain, 4, wd))
+    return -1;
+  dnnl_convolution_desc_t cd;
+  DN(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, &smd, &wmd,
+                                        NULL, &dmd, st, pad, pad));
+  if (pd_new(b, fpd, &cd, NULL, "convolution")) return -1;
+  if (!(*csrc = value_as(b, l->in, dnnl_primitive_desc_query_md(*fpd, dnnl_query_src_md, 0)))) return -1;
+  dnnl_memory_t wp = mem_user(b, &wplain, net->params + net->li[b->layer].poff);
+  if (!wp) return -1;
+  const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(*fpd, dnnl_query_weights_md, 0);
+  if (dnnl_memory_desc_equal(wq, &wplain)) {
+    *wmem = wp;
+  } else if (!(*wmem = mem_new(b, wq)) || reorder_step(b, &p->wfwd, NULL, wp, *wmem)) {
+    return -1;
+  }
+  p->vmd[l->out] = *dnnl_primitive_desc_query_md(*fpd, dnnl_query_dst_md, 0);
+  if (!(p->vmem[l->out] = mem_new(b, &p->vmd[l->out]))) return -1;
+  dnnl_primitive_t prim = prim_of(b, *fpd);
+  if (!prim) return -1;
+  dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, *csrc}, {DNNL_ARG_WEIGHTS, *wmem}, {DNNL_ARG_DST, p->vmem[l->out]}};
+  if (add_prim(b, &p->fwd, prim, 3, a) || add_prim(b, &p->fwd_eval, prim, 3, a)) return -1;
+  return 0;
+}
+
+static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_memory_t csrc, dnnl_memory_t wmem) {
+  nn_net *net = b->net;
+  plan *p = b->p;
+  nn_shape si = net->t.shapes[l->in];
+  dnnl_dims_t wd = {l->cout, si.c, l->k, l->k};
+  dnnl_dims_t st = {l->stride, l->stride}, pad = {l->pad, l->pad};
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0);
+  const dnnl_memory_desc_t *dmd = &p->vmd[l->out];
+  dnnl_memory_desc_t wany, wplain;
+  if (md_any(b, &wany, 4, wd) || md_plain(b, &wplain, 4, wd) || diff_ready(b, l->out, 0)) return -1;
+  dnnl_memory_t dy = p->dmem[l->out];
+
+  /* weights gradient, written to the plain gradient arena */
+  dnnl_convolution_desc_t cd;
+  dnnl_primitive_desc_t pd;
+  DN(dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, smd, &wany, NULL, dmd, st, pad, pad));
+  if (pd_new(b, &pd, &cd, fpd, "convolution backward weights")) return -1;
+  dnnl_memory_t gp = mem_user(b, &wplain, net->grads + net->li[b->layer].poff), dw = gp;
+  const dnnl_memory_desc_t *dwq = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
+  if (!gp || (!dnnl_memory_desc_equal(dwq, &wplain) && !(dw = mem_new(b, dwq)))) goto fail;
+  dnnl_exec_arg_t aw[] = {{DNNL_ARG_SRC, csrc}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw}};
+  if (prim_step(b, &p->bwd, pd, 3, aw)) return -1;
+  if (dw != gp && reorder_step(b, &p->bwd, NULL, dw, gp)) return -1;
+
+  /* data gradient */
+  if (l->in == 0 && !net->o.need_dx) return 0;
+  DN(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, smd, &wany, dmd, st, pad, pad));
+  if (pd_new(b, &pd, &cd, fpd, "convolution backward data")) return -1;
+  const dnnl_memory_desc_t *bwq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  dnnl_memory_t bw = wmem;
+  if (!dnnl_memory_desc_equal(bwq, md_of(wmem))) {
+    if (!(bw = mem_new(b, bwq)) || reorder_step(b, &p->bwd, NULL, wmem, bw)) goto fail;
+  }
+  dnnl_memory_t wr, tgt;
+  if (diff_into(b, l->in, smd, &wr, &tgt)) goto fail;
+  dnnl_exec_arg_t ad[] = {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DIFF_SRC, wr}};
+  if (prim_step(b, &p->bwd, pd, 3, ad)) return -1;
+  return diff_done(b, wr, tgt);
+fail:
+  dnnl_primitive_desc_destroy(pd);
+  return -1;
+}
+
+typedef struct {
+  dnnl_memory_t scale, shift, mean, var, ws;
+} bn_mems;
+
+static int bn_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, bn_mems *m) {
+  nn_net *net = b->net;
+  plan *p = b->p;
+  nn_shape s = net->t.shapes[l->in];
+  layer_info *li = &net->li[b->layer];
+  unsigned flags = dnnl_use_scale | dnnl_use_shift | (l->relu ? dnnl_fuse_norm_relu : 0);
+  dnnl_batch_normalization_desc_t d;
+  DN(dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_training, &p->vmd[l->in], NN_BN_EPS, flags));
+  if (pd_new(b, fpd, &d, NULL, "batch normalization")) return -1;
+  dnnl_memory_desc_t cmd;
+  dnnl_dims_t c = {s.c};
+  if (md_plain(b, &cmd, 1, c)) return -1;
+  memset(m, 0, sizeof(*m));
+  if (!(m->scale = mem_user(b, &cmd, net->params + li->poff)) ||
+      !(m->shift = mem_user(b, &cmd, net->params + li->poff + s.c)) || !(m->mean = mem_new(b, &cmd)) ||
+      !(m->var = mem_new(b, &cmd)))
+    return -1;
+  if (l->relu && !(m->ws = mem_new(b, dnnl_primitive_desc_query_md(*fpd, dnnl_query_workspace_md, 0))))
+    return -1;
+  p->vmd[l->out] = p->vmd[l->in];
+  if (!(p->vmem[l->out] = mem_new(b, &p->vmd[l->out]))) return -1;
+  dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, p->vmem[l->in]}, {DNNL_ARG_DST, p->vmem[l->out]},
+                         {DNNL_ARG_SCALE, m->scale},     {DNNL_ARG_SHIFT, m->shift},
+                         {DNNL_ARG_MEAN, m->mean},       {DNNL_ARG_VARIANCE, m->var},
+                         {DNNL_ARG_WORKSPACE, m->ws}};
+  dnnl_primitive_t prim = prim_of(b, *fpd);
+  if (!prim || add_prim(b, &p->fwd, prim, l->relu ? 7 : 6, a)) return -1;
+  step *rs = push(b, &p->fwd);
+  if (!rs) return -1;
+  rs->kind = K_RUNSTAT;
+  rs->a = ptr_of(m->mean);
+  rs->b = ptr_of(m->var);
+  rs->c = net->bufs + li->boff;
+  rs->d = net->bufs + li->boff + s.c;
+  rs->n = (size_t)s.c;
+  rs->cnt = (double)p->n * s.h * s.w;
+
+  /* inference: running statistics */
+  dnnl_primitive_desc_t ipd;
+  DN(dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_inference, &p->vmd[l->in], NN_BN_EPS,
+                                                flags | dnnl_use_global_stats));
+  if (pd_new(b, &ipd, &d, NULL, "batch normalization inference")) return -1;
+  dnnl_memory_t rm = mem_user(b, &cmd, net->bufs + li->boff), rv = mem_user(b, &cmd, net->bufs + li->boff + s.c);
+  if (!rm || !rv) {
+    dnnl_primitive_desc_destroy(ipd);
+    return -1;
+  }
+  dnnl_exec_arg_t ai[] = {{DNNL_ARG_SRC, p->vmem[l->in]}, {DNNL_ARG_DST, p->vmem[l->out]},
+                          {DNNL_ARG_SCALE, m->scale},     {DNNL_ARG_SHIFT, m->shift},
+                          {DNNL_ARG_MEAN, rm},            {DNNL_ARG_VARIANCE, rv}};
+  return prim_step(b, &p->fwd_eval, ipd, 6, ai);
+}
+
+static int bn_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, const bn_mems *m) {
+  nn_net *net = b->net;
+  plan *p = b->p;
+  nn_shape s = net->t.shapes[l->in];
+  layer_info *li = &net->li[b->layer];
+  unsigned flags = dnnl_use_scale | dnnl_use_shift | (l->relu ? dnnl_fuse_norm_relu : 0);
+  if (diff_ready(b, l->out, 0)) return -1;
+  dnnl_batch_normalization_desc_t d;
+  dnnl_primitive_desc_t pd;
+  DN(dnnl_batch_normalization_backward_desc_init(&d, dnnl_backward, &p->vmd[l->in], &p->vmd[l->in], NN_BN_EPS, flags));
+  if (pd_new(b, &pd, &d, fpd, "batch normalization backward")) return -1;
+  dnnl_memory_desc_t cmd;
+  dnnl_dims_t c = {s.c};
+  dnnl_memory_t gs, gb, wr, tgt;
+  if (md_plain(b, &cmd, 1, c) || !(gs = mem_user(b, &cmd, net->grads + li->poff)) ||
+      !(gb = mem_user(b, &cmd, net->grads + li->poff + s.c)) || diff_into(b, l->in, &p->vmd[l->in], &wr, &tgt)) {
+    dnnl_primitive_desc_destroy(pd);
+    return -1;
+  }
+  dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, p->vmem[l->in]}, {DNNL_ARG_MEAN, m->mean},
+                         {DNNL_ARG_VARIANCE, m->var},    {DNNL_ARG_DIFF_DST, p->dmem[l->out]},
+                         {DNNL_ARG_SCALE, m->scale},     {DNNL_ARG_SHIFT, m->shift},
+                         {DNNL_ARG_DIFF_SRC, wr},        {DNNL_ARG_DIFF_SCALE, gs},
+                         {DNNL_ARG_DIFF_SHIFT, gb},      {DNNL_ARG_WORKSPACE, m->ws}};
+  if (prim_step(b, &p->bwd, pd, l->relu ? 10 : 9, a)) return -1;
+  return diff_done(b, wr, tgt);
+}
+
+static int pool_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl_memory_t *ws) {
+  nn_net *net = b->net;
+  plan *p = b->p;
+  nn_shape si = net->t.shapes[l->in], so = net->t.shapes[l->out];
+  int maxp = l->op == NN_MAXPOOL;
+  dnnl_dims_t dd, k, st, pad, dil = {0, 0};
+  dims4(dd, p->n, so);
+  if (maxp) {
+    k[0] = k[1] = l->k;
+    st[0] = st[1] = l->stride;
+    pad[0] = pad[1] = l->pad;
+  } else { /* global average */
+    k[0] = si.h;
+    k[1] = si.w;
+    st[0] = st[1] = 1;
+    pad[0] = pad[1] = 0;
+  }
+  dnnl_memory_desc_t dmd;
+  if (md_any(b, &dmd, 4, dd)) return -1;
+  dnnl_pooling_v2_desc_t d;
+  DN(dnnl_pooling_v2_forward_desc_init(&d, dnnl_forward_training,
+                                       maxp ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding,
+                                       &p->vmd[l->in], &dmd, st, k, dil, pad, pad));
+  if (pd_new(b, fpd, &d, NULL, "pooling")) return -1;
+  p->vmd[l->out] = *dnnl_primitive_desc_query_md(*fpd, dnnl_query_dst_md, 0);
+  if (!(p->vmem[l->out] = mem_new(b, &p->vmd[l->out]))) return -1;
+  *ws = NULL;
+  if (maxp && !(*ws = mem_new(b, dnnl_primitive_desc_query_md(*fpd, dnnl_query_workspace_md, 0)))) return -1;
+  dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, p->vmem[l->in]}, {DNNL_ARG_DST, p->vmem[l->out]}, {DNNL_ARG_WORKSPACE, *ws}};
+  dnnl_primitive_t prim = prim_of(b, *fpd);
+  if (!prim || add_prim(b, &p->fwd, prim, maxp ? 3 : 2, a) || add_prim(b, &p->fwd_eval, prim, maxp ? 3 : 2, a))
+    return -1;
+  return 0;
+}
+
+static int pool_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_memory_t ws) {
+  nn_net *net = b->net;
+  plan *p = b->p;
+  nn_shape si = net->t.shapes[l->in];
+  int maxp = l->op == NN_MAXPOOL;
+  dnnl_dims_t k, st, pad, dil = {0, 0};
+  if (maxp) {
+    k[0] = k[1] = l->k;
+    st[0] = st[1] = l->stride;
+    pad[0] = pad[1] = l->pad;
+  } else {
+    k[0] = si.h;
+    k[1] = si.w;
+    st[0] = st[1] = 1;
+    pad[0] = pad[1] = 0;
+  }
+  if (diff_ready(b, l->out, 0)) return -1;
+  dnnl_pooling_v2_desc_t d;
+  dnnl_primitive_desc_t pd;
+  DN(dnnl_pooling_v2_backward_desc_init(&d, maxp ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding,
+                                        &p->vmd[l->in], &p->vmd[l->out], st, k, dil, pad, pad));
+  if (pd_new(b, &pd, &d, fpd, "pooling backward")) return -1;
+  dnnl_memory_t wr, tgt;
+  if (diff_into(b, l->in, &p->vmd[l->in], &wr, &tgt)) {
+    dnnl_primitive_desc_destroy(pd);
+    return -1;
+  }
+  dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, p->dmem[l->out]}, {DNNL_ARG_DIFF_SRC, wr}, {DNNL_ARG_WORKSPACE, ws}};
+  if (prim_step(b, &p->bwd, pd, maxp ? 3 : 2, a)) return -1;
+  return diff_done(b, wr, tgt);
+}
+
+static int fc_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl_memory_t *csrc, dnnl_memory_t *wmem) {
+  nn_net *net = b->net;
+  plan *p = b->p;
+  nn_shape si = net->t.shapes[l->in];
+  dnnl_dims_t sd, wd = {l->cout, si.c, si.h, si.w}, bd = {l->cout}, dd = {p->n, l->cout};
+  dims4(sd, p->n, si);
+  dnnl_memory_desc_t smd, wmd, bmd, dmd, wplain;
+  if (md_any(b, &smd, 4, sd) || md_any(b, &wmd, 4, wd) || md_plain(b, &bmd, 1, bd) || md_any(b, &dmd, 2, dd) ||
+      md_plain(b, &wplain, 4, wd))
+    return -1;
+  dnnl_inner_product_desc_t d;
+  DN(dnnl_inner_product_forward_desc_init(&d, dnnl_forward_training, &smd, &wmd, &bmd, &dmd));
+  if (pd_new(b, fpd, &d, NULL, "inner product")) return -1;
+  if (!(*csrc = value_as(b, l->in, dnnl_primitive_desc_query_md(*fpd, dnnl_query_src_md, 0)))) return -1;
+  size_t off = net->li[b->layer].poff;
+  dnnl_memory_t wp = mem_user(b, &wplain, net->params + off);
+  dnnl_memory_t bias = mem_user(b, &bmd, net->params + off + (size_t)wd[0] * wd[1] * wd[2] * wd[3]);
+  if (!wp || !bias) return -1;
+  const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(*fpd, dnnl_query_weights_md, 0);
+  if (dnnl_memory_desc_equal(wq, &wplain)) {
+    *wmem = wp;
+  } else if (!(*wmem = mem_new(b, wq)) || reorder_step(b, &p->wfwd, NULL, wp, *wmem)) {
+    return -1;
+  }
+  p->vmd[l->out] = *dnnl_primitive_desc_query_md(*fpd, dnnl_query_dst_md, 0);
+  if (!(p->vmem[l->out] = mem_new(b, &p->vmd[l->out]))) return -1;
+  dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, *csrc}, {DNNL_ARG_WEIGHTS, *wmem}, {DNNL_ARG_BIAS, bias},
+                         {DNNL_ARG_DST, p->vmem[l->out]}};
+  dnnl_primitive_t prim = prim_of(b, *fpd);
+  if (!prim || add_prim(b, &p->fwd, prim, 4, a) || add_prim(b, &p->fwd_eval, prim, 4, a)) return -1;
+  return 0;
+}
+
+static int fc_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_memory_t csrc, dnnl_memory_t wmem) {
+  nn_net *net = b->net;
+  plan *p = b->p;
+  nn_shape si = net->t.shapes[l->in];
+  dnnl_dims_t wd = {l->cout, si.c, si.h, si.w}, bd = {l->cout};
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0);
+  dnnl_memory_desc_t wany, wplain, bmd;
+  if (md_any(b, &wany, 4, wd) || md_plain(b, &wplain, 4, wd) || md_plain(b, &bmd, 1, bd) || diff_ready(b, l->out, 0))
+    return -1;
+  dnnl_memory_t dy = p->dmem[l->out];
+  size_t off = net->li[b->layer].poff;
+  dnnl_inner_product_desc_t d;
+  dnnl_primitive_desc_t pd;
+  DN(dnnl_inner_product_backward_weights_desc_init(&d, smd, &wany, &bmd, &p->vmd[l->out]));
+  if (pd_new(b, &pd, &d, fpd, "inner product backward weights")) return -1;
+  dnnl_memory_t gp = mem_user(b, &wplain, net->grads + off), dw = gp;
+  dnnl_memory_t gb = mem_user(b, &bmd, net->grads + off + (size_t)wd[0] * wd[1] * wd[2] * wd[3]);
+  const dnnl_memory_desc_t *dwq = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
+  if (!gp || !gb || (!dnnl_memory_desc_equal(dwq, &wplain) && !(dw = mem_new(b, dwq)))) goto fail;
+  dnnl_exec_arg_t aw[] = {{DNNL_ARG_SRC, csrc}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw},
+                          {DNNL_ARG_DIFF_BIAS, gb}};
+  if (prim_step(b, &p->bwd, pd, 4, aw)) return -1;
+  if (dw != gp && reorder_step(b, &p->bwd, NULL, dw, gp)) return -1;
+  if (l->in == 0 && !net->o.need_dx) return 0;
+  DN(dnnl_inner_product_backward_data_desc_init(&d, smd, &wany, &p->vmd[l->out]));
+  if (pd_new(b, &pd, &d, fpd, "inner product backward data")) return -1;
+  const dnnl_memory_desc_t *bwq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  dnnl_memory_t bw = wmem;
+  if (!dnnl_memory_desc_equal(bwq, md_of(wmem))) {
+    if (!(bw = mem_new(b, bwq)) || reorder_step(b, &p->bwd, NULL, wmem, bw)) goto fail;
+  }
+  dnnl_memory_t wr, tgt;
+  if (diff_into(b, l->in, smd, &wr, &tgt)) goto fail;
+  dnnl_exec_arg_t ad[] = {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DIFF_SRC, wr}};
+  if (prim_step(b, &p->bwd, pd, 3, ad)) return -1;
+  return diff_done(b, wr, tgt);
+fail:
+  dnnl_primitive_desc_destroy(pd);
+  return -1;
+}
+
+/* Residual add + ReLU: ours, one pass over the blocked buffers (elementwise, so any layout works as
+   long as both operands share it; padded channels stay zero). */
+static int add_fwd(bctx *b, const nn_layer *l) {
+  plan *p = b->p;
+  p->vmd[l->out] = p->vmd[l->in];
+  dnnl_memory_t m2 = value_as(b, l->in2, &p->vmd[l->in]);
+  if (!m2 || !(p->vmem[l->out] = mem_new(b, &p->vmd[l->out]))) return -1;
+  for (int i = 0; i < 2; i++) {
+    step *s = push(b, i ? &p->fwd_eval : &p->fwd);
+    if (!s) return -1;
+    s->kind = K_ADD_RELU_FWD;
+    s->a = ptr_of(p->vmem[l->in]);
+    s->b = ptr_of(m2);
+    s->c = ptr_of(p->vmem[l->out]);
+    s->n = nfloats(p->vmem[l->out]);
+  }
+  return 0;
+}
+
+static int add_bwd(bctx *b, const nn_layer *l) {
+  plan *p = b->p;
+  if (diff_ready(b, l->out, 1)) return -1;
+  dnnl_memory_t w1, t1, w2, t2;
+  if (diff_into(b, l->in, &p->vmd[l->in], &w1, &t1) || diff_into(b, l->in2, &p->vmd[l->in], &w2, &t2)) return -1;
+  step *s = push(b, &p->bwd);
+  if (!s) return -1;
+  s->kind = K_ADD_RELU_BWD;
+  s->a = ptr_of(p->vmem[l->out]);
+  s->b = ptr_of(p->dmem[l->out]);
+  s->c = p->writers[l->out] == 2 ? ptr_of(p->dacc[l->out]) : NULL;
+  s->d = ptr_of(w1);
+  s->e = ptr_of(w2);
+  s->n = nfloats(p->vmem[l->out]);
+  return diff_done(b, w1, t1) || diff_done(b, w2, t2) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * plans */
+
+static void plan_free(plan *p) {
+  if (!p) return;
+  for (int i = 0; i < p->nprims; i++) dnnl_primitive_destroy(p->prims[i]);
+  for (int i = 0; i < p->nmems; i++) dnnl_memory_destroy(p->mems[i]);
+  free(p->prims);
+  free(p->mems);
+  free(p->wfwd.v);
+  free(p->fwd.v);
+  free(p->fwd_eval.v);
+  free(p->bwd.v);
+  free(p->vmd);
+  free(p->vmem);
+  free(p->dmem);
+  free(p->dacc);
+  free(p->writers);
+  free(p);
+}
+
+static int plan_build(bctx *b) {
+  nn_net *net = b->net;
+  plan *p = b->p;
+  const nn_table *t = &net->t;
+  int nl = t->nlayers, nv = t->nvalues, last = t->layers[nl - 1].out;
+  b->layer = -1;
+  dnnl_dims_t xd;
+  dims4(xd, p->n, t->shapes[0]);
+  if (md_plain(b, &p->vmd[0], 4, xd) || !(p->vmem[0] = mem_user(b, &p->vmd[0], NULL))) return -1;
+
+  /* per-layer state kept between the forward and backward builders */
+  dnnl_primitive_desc_t *fpd = calloc((size_t)nl, sizeof(*fpd));
+  dnnl_memory_t *m1 = calloc((size_t)nl, sizeof(*m1)), *m2 = calloc((size_t)nl, sizeof(*m2));
+  bn_mems *bm = calloc((size_t)nl, sizeof(*bm));
+  int rc = -1;
+  if (!fpd || !m1 || !m2 || !bm) {
+    snprintf(b->err, b->cap, "out of memory");
+    goto out;
+  }
+  for (int i = 0; i < nl; i++) {
+    const nn_layer *l = &t->layers[i];
+    b->layer = i;
+    if (l->in != 0 && t->layers[l->in - 1].op == NN_FC) {
+      snprintf(b->err, b->cap, "layer %d: a fully connected layer must be the last", i);
+      goto out;
+    }
+    int r = 0;
+    switch (l->op) {
+    case NN_CONV: r = conv_fwd(b, l, &fpd[i], &m1[i], &m2[i]); break;
+    case NN_BN: r = bn_fwd(b, l, &fpd[i], &bm[i]); break;
+    case NN_MAXPOOL:
+    case NN_AVGPOOL: r = pool_fwd(b, l, &fpd[i], &m1[i]); break;
+    case NN_FC: r = fc_fwd(b, l, &fpd[i], &m1[i], &m2[i]); break;
+    case NN_ADD_RELU: r = add_fwd(b, l); break;
+    }
+    if (r) goto out;
+  }
+  b->layer = -1;
+  /* output edge: the last value in plain layout */
+  nn_shape so = t->shapes[last];
+  dnnl_memory_desc_t ymd;
+  dnnl_dims_t yd;
+  dims4(yd, p->n, so);
+  int ynd = t->layers[nl - 1].op == NN_FC ? 2 : 4;
+  if (md_plain(b, &ymd, ynd, yd)) goto out;
+  if (dnnl_memory_desc_equal(&ymd, &p->vmd[last])) {
+    p->y = p->vmem[last];
+  } else if (!(p->y = mem_new(b, &ymd)) || reorder_step(b, &p->fwd, &p->fwd_eval, p->vmem[last], p->y)) {
+    goto out;
+  }
+  if (p->full) {
+    /* gradient edge, then the layers in reverse */
+    if (!(p->dmem[last] = mem_new(b, &p->vmd[last]))) goto out;
+    p->writers[last] = 1;
+    if (dnnl_memory_desc_equal(&ymd, &p->vmd[last])) {
+      p->dy = p->dmem[last];
+    } else if (!(p->dy = mem_new(b, &ymd)) || reorder_step(b, &p->bwd, NULL, p->dy, p->dmem[last])) {
+      goto out;
+    }
+    for (int i = nl - 1; i >= 0; i--) {
+      const nn_layer *l = &t->layers[i];
+      b->layer = i;
+      int r = 0;
+      switch (l->op) {
+      case NN_CONV: r = conv_bwd(b, l, fpd[i], m1[i], m2[i]); break;
+      case NN_BN: r = bn_bwd(b, l, fpd[i], &bm[i]); break;
+      case NN_MAXPOOL:
+      case NN_AVGPOOL: r = pool_bwd(b, l, fpd[i], m1[i]); break;
+      case NN_FC: r = fc_bwd(b, l, fpd[i], m1[i], m2[i]); break;
+      case NN_ADD_RELU: r = add_bwd(b, l); break;
+      }
+      if (r) goto out;
+    }
+    b->layer = -1;
+    if (net->o.need_dx && diff_ready(b, 0, 0)) goto out;
+  }
+  /* one scratchpad for every primitive of the plan (they run one at a time) */
+  if (p->scratch_size) {
+    dnnl_memory_desc_t smd;
+    dnnl_dims_t sz = {(int64_t)p->scratch_size};
+    DN(dnnl_memory_desc_init_by_tag(&smd, 1, sz, dnnl_u8, dnnl_a));
+    if (!(p->scratch = mem_new(b, &smd))) goto out;
+  }
+  steplist *lists[] = {&p->wfwd, &p->fwd, &p->fwd_eval, &p->bwd};
+  for (int k = 0; k < 4; k++)
+    for (int i = 0; i < lists[k]->n; i++) {
+      step *s = &lists[k]->v[i];
+      if (s->kind == K_PRIM && s->scratch && p->scratch) s->args[s->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->scratch};
+    }
+  (void)nv;
+  rc = 0;
+out:
+  if (fpd)
+    for (int i = 0; i < nl; i++)
+      if (fpd[i]) dnnl_primitive_desc_destroy(fpd[i]);
+  free(fpd);
+  free(m1);
+  free(m2);
+  free(bm);
+  return rc;
+}
+
+static plan *plan_new(nn_net *net, int n, int full, char *err, size_t errcap) {
+  plan *p = calloc(1, sizeof(*p));
+  int nv = net->t.nvalues;
+  if (!p || !(p->vmd = calloc((size_t)nv, sizeof(*p->vmd))) || !(p->vmem = calloc((size_t)nv, sizeof(*p->vmem))) ||
+      !(p->dmem = calloc((size_t)nv, sizeof(*p->dmem))) || !(p->dacc = calloc((size_t)nv, sizeof(*p->dacc))) ||
+      !(p->writers = calloc((size_t)nv, sizeof(*p->writers)))) {
+    plan_free(p);
+    snprintf(err, errcap, "out of memory");
+    return NULL;
+  }
+  p->n = n;
+  p->full = full;
+  p->wver = ~(uint64_t)0;
+  bctx b = {net, p, err, errcap, -1};
+  if (plan_build(&b)) {
+    plan_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* The plan for batch n: the main one, or a cached one built on first use (partial batches, eval). */
+static plan *plan_for(nn_net *net, int n, int full, char *err, size_t errcap) {
+  net->clock++;
+  if (n == net->o.batch) return net->main;
+  int free_slot = -1, oldest = -1;
+  for (int i = 0; i < NN_MAX_PLANS; i++) {
+    plan *p = net->cache[i];
+    if (!p) {
+      free_slot = i;
+      continue;
+    }
+    if (p->n == n && (p->full || !full)) {
+      p->uses = net->clock;
+      return p;
+    }
+    if (oldest < 0 || p->uses < net->cache[oldest]->uses) oldest = i;
+  }
+  int slot = free_slot >= 0 ? free_slot : oldest;
+  plan *p = plan_new(net, n, full, err, errcap);
+  if (!p) return NULL;
+  plan_free(net->cache[slot]);
+  net->cache[slot] = p;
+  p->uses = net->clock;
+  return p;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * execution */
+
+static int run_list(nn_net *net, const steplist *l, char *err, size_t errcap) {
+  for (int i = 0; i < l->n; i++) {
+    const step *s = &l->v[i];
+    size_t n = s->n;
+    switch (s->kind) {
+    case K_PRIM: {
+      dnnl_status_t st = dnnl_primitive_execute(s->prim, net->strm, s->nargs, s->args);
+      if (st != dnnl_success) {
+        snprintf(err, errcap, "oneDNN %s executing layer %d", dnnl_status2str(st), s->layer);
+        return -1;
+      }
+      continue;
+    }
+    case K_ADD_RELU_FWD: {
+      const float *a = s->a, *bb = s->b;
+      float *c = s->c;
+#pragma omp parallel for simd schedule(static)
+      for (size_t j = 0; j < n; j++) {
+        float v = a[j] + bb[j];
+        c[j] = v > 0.0f ? v : 0.0f;
+      }
+      break;
+    }
+    case K_ADD_RELU_BWD: {
+      const float *y = s->a, *dy = s->b, *acc = s->c;
+      float *d1 = s->d, *d2 = s->e;
+      if (acc) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t j = 0; j < n; j++) {
+          float g = y[j] > 0.0f ? dy[j] + acc[j] : 0.0f;
+          d1[j] = g;
+          d2[j] = g;
+        }
+      } else {
+#pragma omp parallel for simd schedule(static)
+        for (size_t j = 0; j < n; j++) {
+          float g = y[j] > 0.0f ? dy[j] : 0.0f;
+          d1[j] = g;
+          d2[j] = g;
+        }
+      }
+      break;
+    }
+    case K_ACC: {
+      float *a = s->a;
+      const float *bb = s->b;
+#pragma omp parallel for simd schedule(static)
+      for (size_t j = 0; j < n; j++) a[j] += bb[j];
+      break;
+    }
+    case K_RUNSTAT: { /* PyTorch: running = (1-m) running + m stat, variance unbiased */
+      double m = NN_BN_MOMENTUM, unb = s->cnt > 1 ? s->cnt / (s->cnt - 1) : 1.0;
+      for (size_t j = 0; j < n; j++) {
+        s->c[j] = (float)((1 - m) * s->c[j] + m * s->a[j]);
+        s->d[j] = (float)((1 - m) * s->d[j] + m * s->b[j] * unb);
+      }
+      break;
+    }
+    }
+  }
+  return 0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int check_batch(nn_net *net, const void *x, int n, char *err, size_t errcap) {
+  if (!x || n <= 0 || n > net->o.batch) {
+    snprintf(err, errcap, "batch of %d images (this network takes 1..%d)", n, net->o.batch);
+    return -1;
+  }
+  return 0;
+}
+
+static int forward(nn_net *net, plan *p, const float *x, int train, char *err, size_t errcap) {
+  omp_set_num_threads(net->o.threads);
+  if (dnnl_memory_set_data_handle(p->vmem[0], (void *)x) != dnnl_success) {
+    snprintf(err, errcap, "oneDNN: cannot set the input buffer");
+    return -1;
+  }
+  if (p->wver != net->pver) {
+    if (run_list(net, &p->wfwd, err, errcap)) return -1;
+    p->wver = net->pver;
+  }
+  if (run_list(net, train ? &p->fwd : &p->fwd_eval, err, errcap)) return -1;
+  dnnl_stream_wait(net->strm);
+  net->last = p;
+  net->last_n = p->n;
+  return 0;
+}
+
+int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
+  if (check_batch(net, x, n, err, errcap)) return -1;
+  plan *p = plan_for(net, n, train, err, errcap);
+  if (!p || forward(net, p, x, train, err, errcap)) return -1;
+  if (y) memcpy(y, ptr_of(p->y), nfloats(p->y) * sizeof(float));
+  return 0;
+}
+
+static int backward(nn_net *net, plan *p, char *err, size_t errcap) {
+  if (run_list(net, &p->bwd, err, errcap)) return -1;
+  dnnl_stream_wait(net->strm);
+  return 0;
+}
+
+int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
+  plan *p = net->last;
+  if (!p || !p->full) {
+    snprintf(err, errcap, "backward without a training forward");
+    return -1;
+  }
+  memcpy(ptr_of(p->dy), dy, nfloats(p->dy) * sizeof(float));
+  if (backward(net, p, err, errcap)) return -1;
+  if (dx && net->o.need_dx) memcpy(dx, ptr_of(p->dmem[0]), nfloats(p->dmem[0]) * sizeof(float));
+  return 0;
+}
+
+static int check_labels(nn_net *net, const int32_t *labels, int n, char *err, size_t errcap) {
+  for (int i = 0; i < n; i++)
+    if (labels[i] < 0 || labels[i] >= net->classes) {
+      snprintf(err, errcap, "label %d of image %d is outside 0..%d", (int)labels[i], i, net->classes - 1);
+      return -1;
+    }
+  return 0;
+}
+
+int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
+                      nn_step_times *t, char *err, size_t errcap) {
+  if (check_batch(net, x, n, err, errcap) || check_labels(net, labels, n, err, errcap)) return -1;
+  if (net->classes <= 0) {
+    snprintf(err, errcap, "this network has no classifier");
+    return -1;
+  }
+  double t0 = now_s();
+  plan *p = plan_for(net, n, 1, err, errcap);
+  if (!p || forward(net, p, x, 1, err, errcap)) return -1;
+  double sum;
+  int hits;
+  nn_softmax_xent(ptr_of(p->y), labels, n, net->classes, &sum, &hits, ptr_of(p->dy));
+  double t1 = now_s();
+  if (backward(net, p, err, errcap)) return -1;
+  double t2 = now_s();
+  if (loss) *loss = (float)(sum / n);
+  if (correct) *correct = hits;
+  if (t) {
+    t->fwd_s = t1 - t0;
+    t->bwd_s = t2 - t1;
+  }
+  return 0;
+}
+
+int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
+                char *err, size_t errcap) {
+  if (check_batch(net, x, n, err, errcap) || check_labels(net, labels, n, err, errcap)) return -1;
+  plan *p = plan_for(net, n, 0, err, errcap);
+  if (!p || forward(net, p, x, 0, err, errcap)) return -1;
+  double sum;
+  int hits;
+  nn_softmax_xent(ptr_of(p->y), labels, n, net->classes, &sum, &hits, NULL);
+  if (loss_sum) *loss_sum += sum;
+  if (correct) *correct += hits;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * creation */
+
+static const char *param_kind(enum nn_op op, int second) {
+  if (op == NN_CONV) return "conv.weight";
+  if (op == NN_BN) return second ? "bn.bias" : "bn.weight";
+  return second ? "fc.bias" : "fc.weight";
+}
+
+/* PyTorch's defaults: conv and linear kaiming-uniform(a=sqrt 5), i.e. U(-1/sqrt(fan_in), +), the
+   linear bias the same bound; BN weight 1, bias 0, running mean 0, variance 1. */
+static void init_params(nn_net *net) {
+  uint64_t st = net->o.seed;
+  const nn_table *t = &net->t;
+  for (int i = 0; i < t->nlayers; i++) {
+    const nn_layer *l = &t->layers[i];
+    nn_shape s = t->shapes[l->in];
+    float *w = net->params + net->li[i].poff;
+    size_t cnt = net->li[i].pcount;
+    if (l->op == NN_CONV || l->op == NN_FC) {
+      size_t fan_in = (size_t)s.c * (l->op == NN_CONV ? (size_t)l->k * l->k : (size_t)s.h * s.w);
+      float bound = (float)(1.0 / sqrt((double)fan_in));
+      for (size_t j = 0; j < cnt; j++) w[j] = nn_rand_uniform(&st, -bound, bound);
+    } else if (l->op == NN_BN) {
+      for (int c = 0; c < s.c; c++) {
+        w[c] = 1.0f;
+        w[s.c + c] = 0.0f;
+        net->bufs[net->li[i].boff + c] = 0.0f;
+        net->bufs[net->li[i].boff + s.c + c] = 1.0f;
+      }
+    }
+  }
+}
+
+int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
+  *out = NULL;
+  if (!t || t->nlayers <= 0 || !o || o->batch <= 0 || o->threads < 0) {
+    snprintf(err, errcap, "bad network options (batch %d, threads %d)", o ? o->batch : 0, o ? o->threads : 0);
+    return -1;
+  }
+  nn_net *net = calloc(1, sizeof(*net));
+  if (!net) goto oom;
+  net->o = *o;
+  if (net->o.threads == 0) net->o.threads = omp_get_num_procs();
+  /* private copy of the table */
+  if (nn_table_init(&net->t, t->shapes[0].c, t->shapes[0].h, t->shapes[0].w)) goto oom;
+  for (int i = 0; i < t->nlayers; i++)
+    if (nn_table_add(&net->t, t->layers[i], err, errcap) < 0) goto fail;
+  const nn_layer *lastl = &t->layers[t->nlayers - 1];
+  net->classes = lastl->op == NN_FC ? lastl->cout : 0;
+  int nl = net->t.nlayers;
+  if (!(net->li = calloc((size_t)nl, sizeof(*net->li))) || !(net->pinfo = calloc(2 * (size_t)nl, sizeof(*net->pinfo))))
+    goto oom;
+  /* arena order: reverse layer order (backward's), weight before bias */
+  for (int i = nl - 1; i >= 0; i--) {
+    const nn_layer *l = &net->t.layers[i];
+    size_t c = nn_layer_param_count(&net->t, i);
+    net->li[i].poff = net->nparams;
+    net->li[i].pcount = c;
+    if (c) {
+      size_t first = l->op == NN_BN ? c / 2 : l->op == NN_FC ? c - (size_t)l->cout : c;
+      net->pinfo[net->npinfo++] = (nn_param_info){param_kind(l->op, 0), i, net->nparams, first};
+      if (first < c) net->pinfo[net->npinfo++] = (nn_param_info){param_kind(l->op, 1), i, net->nparams + first, c - first};
+    }
+    net->nparams += c;
+    if (l->op == NN_BN) {
+      net->li[i].boff = net->nbufs;
+      net->nbufs += 2 * (size_t)net->t.shapes[l->in].c;
+    }
+  }
+  size_t np = net->nparams ? net->nparams : 1, nb = net->nbufs ? net->nbufs : 1;
+  if (!(net->params = calloc(np, sizeof(float))) || !(net->grads = calloc(np, sizeof(float))) ||
+      !(net->mom = calloc(np, sizeof(float))) || !(net->bufs = calloc(nb, sizeof(float))))
+    goto oom;
+  init_params(net);
+  dnnl_status_t s;
+  if ((s = dnnl_engine_create(&net->eng, dnnl_cpu, 0)) != dnnl_success ||
+      (s = dnnl_stream_create(&net->strm, net->eng, dnnl_stream_default_flags)) != dnnl_success ||
+      (s = dnnl_primitive_attr_create(&net->attr)) != dnnl_success ||
+      (s = dnnl_primitive_attr_set_scratchpad_mode(net->attr, dnnl_scratchpad_mode_user)) != dnnl_success) {
+    snprintf(err, errcap, "oneDNN %s creating the CPU engine", dnnl_status2str(s));
+    goto fail;
+  }
+  omp_set_num_threads(net->o.threads);
+  if (!(net->main = plan_new(net, net->o.batch, 1, err, errcap))) goto fail;
+  *out = net;
+  return 0;
+oom:
+  snprintf(err, errcap, "out of memory");
+fail:
+  nn_net_destroy(net);
+  return -1;
+}
+
+int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
+  *out = NULL;
+  if (!o) {
+    snprintf(err, errcap, "no network options");
+    return -1;
+  }
+  nn_table t;
+  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
+  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed};
+  int rc = nn_net_create_table(out, &t, &eo, err, errcap);
+  nn_table_free(&t);
+  return rc;
+}
+
+void nn_net_destroy(nn_net *net) {
+  if (!net) return;
+  plan_free(net->main);
+  for (int i = 0; i < NN_MAX_PLANS; i++) plan_free(net->cache[i]);
+  if (net->attr) dnnl_primitive_attr_destroy(net->attr);
+  if (net->strm) dnnl_stream_destroy(net->strm);
+  if (net->eng) dnnl_engine_destroy(net->eng);
+  nn_table_free(&net->t);
+  free(net->li);
+  free(net->pinfo);
+  free(net->params);
+  free(net->grads);
+  free(net->mom);
+  free(net->bufs);
+  free(net);
+}
+
+float *nn_net_params(nn_net *net, size_t *count) {
+  if (count) *count = net ? net->nparams : 0;
+  if (!net) return NULL;
+  net->pver++; /* the caller may write the weights */
+  return net->params;
+}
+float *nn_net_grads(nn_net *net, size_t *count) {
+  if (count) *count = net ? net->nparams : 0;
+  return net ? net->grads : NULL;
+}
+float *nn_net_momentum(nn_net *net, size_t *count) {
+  if (count) *count = net ? net->nparams : 0;
+  return net ? net->mom : NULL;
+}
+float *nn_net_buffers(nn_net *net, size_t *count) {
+  if (count) *count = net ? net->nbufs : 0;
+  return net ? net->bufs : NULL;
+}
+
+void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) {
+  if (!net || !o) return;
+  omp_set_num_threads(net->o.threads);
+  nn_sgd_apply(net->params, net->grads, net->mom, net->nparams, o);
+  net->pver++;
+}
+
+const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
+  if (!net || !net->last) {
+    if (n) *n = 0;
+    return NULL;
+  }
+  if (n) *n = net->last_n;
+  if (classes) *classes = net->classes;
+  return ptr_of(net->last->y);
+}
+
+int nn_net_param_tensors(const nn_net *net, const nn_param_info **info) {
+  *info = net ? net->pinfo : NULL;
+  return net ? net->npinfo : 0;
+}
+
+#define NN_STR2(x) #x
+#define NN_STR(x) NN_STR2(x)
+/* The header's version: a literal, so no buffer; Debian's headers and library come together. */
+const char *nn_backend_version(void) {
+  return "oneDNN " NN_STR(DNNL_VERSION_MAJOR) "." NN_STR(DNNL_VERSION_MINOR) "." NN_STR(DNNL_VERSION_PATCH);
+}
+
+#else /* !FABENCH_HAVE_DNNL: the binary links, training reports why it cannot run */
+
+int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
+  (void)o;
+  *out = NULL;
+  snprintf(err, errcap, "fabench was built without oneDNN (install libdnnl-dev and re-run cmake)");
+  return -1;
+}
+int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
+  (void)t, (void)o;
+  return nn_net_create(out, NULL, err, errcap);
+}
+void nn_net_destroy(nn_net *net) { (void)net; }
+int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
+  (void)net, (void)x, (void)n, (void)train, (void)y;
+  snprintf(err, errcap, "built without oneDNN");
+  return -1;
+}
+int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
+  (void)net, (void)dy, (void)dx;
+  snprintf(err, errcap, "built without oneDNN");
+  return -1;
+}
+int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
+                      nn_step_times *t, char *err, size_t errcap) {
+  (void)net, (void)x, (void)labels, (void)n, (void)loss, (void)correct, (void)t;
+  snprintf(err, errcap, "built without oneDNN");
+  return -1;
+}
+int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
+                char *err, size_t errcap) {
+  (void)net, (void)x, (void)labels, (void)n, (void)loss_sum, (void)correct;
+  snprintf(err, errcap, "built without oneDNN");
+  return -1;
+}
+static float *no_arena(size_t *count) {
+  if (count) *count = 0;
+  return NULL;
+}
+float *nn_net_params(nn_net *net, size_t *count) { (void)net; return no_arena(count); }
+float *nn_net_grads(nn_net *net, size_t *count) { (void)net; return no_arena(count); }
+float *nn_net_momentum(nn_net *net, size_t *count) { (void)net; return no_arena(count); }
+float *nn_net_buffers(nn_net *net, size_t *count) { (void)net; return no_arena(count); }
+void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) { (void)net, (void)o; }
+const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
+  (void)net, (void)classes;
+  if (n) *n = 0;
+  return NULL;
+}
+int nn_net_param_tensors(const nn_net *net, const nn_param_info **info) {
+  (void)net;
+  *info = NULL;
+  return 0;
+}
+const char *nn_backend_version(void) { return "none (built without oneDNN)"; }
+
+#endif

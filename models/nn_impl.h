@@ -1,0 +1,60 @@
+/* models: private header. The layer table, its ResNet builders, and the engine entry points the
+ * tests use to run any table (single layers included) with plain NCHW inputs and outputs. */
+#ifndef FABENCH_NN_IMPL_H
+#define FABENCH_NN_IMPL_H
+
+#include "nn.h"
+
+enum nn_op { NN_CONV, NN_BN, NN_ADD_RELU, NN_MAXPOOL, NN_AVGPOOL, NN_FC };
+
+/* One layer. Values are activations: value 0 is the input image, every layer makes one value. */
+typedef struct {
+  enum nn_op op;
+  int in, in2, out;          /* value ids; in2 only for NN_ADD_RELU */
+  int cout, k, stride, pad;  /* conv: out channels, kernel, stride, pad; pools: k, stride, pad;
+                                avgpool k 0 = global; fc: cout = outputs */
+  int relu;                  /* NN_BN: ReLU fused after the normalization */
+} nn_layer;
+
+typedef struct { int c, h, w; } nn_shape;
+
+typedef struct {
+  int nlayers, nvalues, cap;
+  nn_layer *layers;
+  nn_shape *shapes;          /* per value; the fc output has h = w = 1 */
+} nn_table;
+
+/* Shape of an appended layer's output is computed here; returns the new value id or -1. */
+int nn_table_init(nn_table *t, int in_c, int in_h, int in_w);
+int nn_table_add(nn_table *t, nn_layer l, char *err, size_t errcap);
+void nn_table_free(nn_table *t);
+int nn_table_resnet(nn_table *t, const char *model, int in_c, int in_h, int in_w, int classes,
+                    char *err, size_t errcap);
+
+/* Parameter count of a table's layer (the arena holds them in reverse layer order). */
+size_t nn_layer_param_count(const nn_table *t, int layer);
+
+/* Engine over an arbitrary table. need_dx: backward also produces the input's gradient. */
+typedef struct {
+  int batch, threads, need_dx;
+  uint64_t seed;
+} nn_engine_opts;
+int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err,
+                        size_t errcap);
+/* Forward (train: batch statistics and running-stat update; else running statistics) of n images;
+   y receives the last value in plain NCHW (or [n, cout] after fc). */
+int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap);
+/* Backward of the last nn_net_forward(train=1) from a plain dy; writes the gradient arena and,
+   with need_dx, dx (plain NCHW). */
+int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap);
+
+/* Mean softmax cross-entropy over n rows of logits [n, classes]; dlogits (may be NULL) gets
+   d(loss)/d(logits); returns the summed per-row loss in *loss_sum and the argmax hits. */
+void nn_softmax_xent(const float *logits, const int32_t *labels, int n, int classes, double *loss_sum,
+                     int *correct, float *dlogits);
+void nn_sgd_apply(float *p, const float *g, float *m, size_t count, const nn_sgd_opts *o);
+
+/* Deterministic uniform floats in [lo, hi) from a seed (splitmix64 state). */
+float nn_rand_uniform(uint64_t *state, float lo, float hi);
+
+#endif

@@ -1,0 +1,54 @@
+/* models: the parts that are ours rather than oneDNN's: softmax cross-entropy, SGD, the RNG. */
+#include <math.h>
+
+#include "nn_impl.h"
+
+void nn_softmax_xent(const float *logits, const int32_t *labels, int n, int classes, double *loss_sum,
+                     int *correct, float *dlogits) {
+  double sum = 0;
+  int hits = 0;
+  for (int i = 0; i < n; i++) {
+    const float *z = logits + (size_t)i * classes;
+    int arg = 0;
+    for (int j = 1; j < classes; j++)
+      if (z[j] > z[arg]) arg = j;
+    double mx = z[arg], se = 0;
+    for (int j = 0; j < classes; j++) se += exp((double)z[j] - mx);
+    double lse = mx + log(se);
+    sum += lse - z[labels[i]];
+    hits += arg == labels[i];
+    if (dlogits) {
+      float *d = dlogits + (size_t)i * classes;
+      for (int j = 0; j < classes; j++)
+        d[j] = (float)((exp((double)z[j] - lse) - (j == labels[i])) / n);
+    }
+  }
+  *loss_sum = sum;
+  *correct = hits;
+}
+
+/* One pass over the arena: torch.optim.SGD's d = g + wd p; m = mu m + d; d = nesterov ? d + mu m : m. */
+void nn_sgd_apply(float *p, const float *g, float *m, size_t count, const nn_sgd_opts *o) {
+  const float lr = o->lr, mu = o->momentum, wd = o->weight_decay;
+  const int nest = o->nesterov;
+  if (mu == 0.0f) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < count; i++) p[i] -= lr * (g[i] + wd * p[i]);
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < count; i++) {
+    float d = g[i] + wd * p[i];
+    float b = mu * m[i] + d;
+    m[i] = b;
+    p[i] -= lr * (nest ? d + mu * b : b);
+  }
+}
+
+float nn_rand_uniform(uint64_t *s, float lo, float hi) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return lo + (hi - lo) * (float)((double)(z >> 40) / (double)(1ull << 24));
+}
