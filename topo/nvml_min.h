@@ -1,0 +1,54 @@
+/* nvml_min: the few NVML types and entry points topo/ uses, written from NVIDIA's documented
+ * ABI so that neither nvml.h nor the driver is needed to build. Symbols are named with their
+ * explicit versions (nvml.h #defines the plain names to these): the struct layouts below are
+ * those of the versions named. Shared by topo_nvml.c and the test-only NVML library. */
+#ifndef FABENCH_NVML_MIN_H
+#define FABENCH_NVML_MIN_H
+
+typedef int nvmlReturn_t;
+enum {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_UNKNOWN = 999
+};
+
+typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 } nvmlEnableState_t;
+
+/* nvmlPciInfo_t as used by nvmlDeviceGetPciInfo_v3 and nvmlDeviceGetNvLinkRemotePciInfo_v2. */
+typedef struct {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;    /* device id << 16 | vendor id */
+  unsigned int pciSubSystemId;
+  char busId[32];              /* "00000000:17:00.0" */
+} nvmlPciInfo_t;
+
+typedef struct {
+  unsigned long long total, free, used; /* bytes */
+} nvmlMemory_t;
+
+#define NVML_NVLINK_MAX_LINKS 18
+
+/* Function pointer types, one per symbol looked up with dlsym. */
+typedef nvmlReturn_t (*nvmlInit_v2_fn)(void);
+typedef nvmlReturn_t (*nvmlShutdown_fn)(void);
+typedef const char *(*nvmlErrorString_fn)(nvmlReturn_t);
+typedef nvmlReturn_t (*nvmlDeviceGetCount_v2_fn)(unsigned int *);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByIndex_v2_fn)(unsigned int, nvmlDevice_t *);
+typedef nvmlReturn_t (*nvmlDeviceGetPciInfo_v3_fn)(nvmlDevice_t, nvmlPciInfo_t *);
+typedef nvmlReturn_t (*nvmlDeviceGetName_fn)(nvmlDevice_t, char *, unsigned int);
+typedef nvmlReturn_t (*nvmlDeviceGetMemoryInfo_fn)(nvmlDevice_t, nvmlMemory_t *);
+typedef nvmlReturn_t (*nvmlDeviceGetNvLinkState_fn)(nvmlDevice_t, unsigned int, nvmlEnableState_t *);
+typedef nvmlReturn_t (*nvmlDeviceGetNvLinkVersion_fn)(nvmlDevice_t, unsigned int, unsigned int *);
+typedef nvmlReturn_t (*nvmlDeviceGetNvLinkRemotePciInfo_v2_fn)(nvmlDevice_t, unsigned int,
+                                                                nvmlPciInfo_t *);
+
+#endif
