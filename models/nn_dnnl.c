@@ -30,7 +30,8 @@ typedef struct {
   dnnl_primitive_t prim;
   int nargs;
   dnnl_exec_arg_t args[12];
-  float *a, *b, *c, *d, *e; /* custom kernels' operands */
+  dnnl_memory_t ma, mb, mc, md, me; /* custom kernels' operands (read at run time: the input's */
+  float *a, *b, *c, *d, *e;          /* buffer changes every call), or raw pointers */
   size_t n;
   double cnt;
 } step;
@@ -309,8 +310,8 @@ static int diff_ready(bctx *b, int v, int fused) {
     step *s = push(b, &p->bwd);
     if (!s) return -1;
     s->kind = K_ACC;
-    s->a = ptr_of(p->dmem[v]);
-    s->b = ptr_of(p->dacc[v]);
+    s->ma = p->dmem[v];
+    s->mb = p->dacc[v];
     s->n = nfloats(p->dmem[v]);
   }
   return 0;
@@ -640,9 +641,9 @@ static int add_fwd(bctx *b, const nn_layer *l) {
     step *s = push(b, i ? &p->fwd_eval : &p->fwd);
     if (!s) return -1;
     s->kind = K_ADD_RELU_FWD;
-    s->a = ptr_of(p->vmem[l->in]);
-    s->b = ptr_of(m2);
-    s->c = ptr_of(p->vmem[l->out]);
+    s->ma = p->vmem[l->in];
+    s->mb = m2;
+    s->mc = p->vmem[l->out];
     s->n = nfloats(p->vmem[l->out]);
   }
   return 0;
@@ -656,11 +657,11 @@ static int add_bwd(bctx *b, const nn_layer *l) {
   step *s = push(b, &p->bwd);
   if (!s) return -1;
   s->kind = K_ADD_RELU_BWD;
-  s->a = ptr_of(p->vmem[l->out]);
-  s->b = ptr_of(p->dmem[l->out]);
-  s->c = p->writers[l->out] == 2 ? ptr_of(p->dacc[l->out]) : NULL;
-  s->d = ptr_of(w1);
-  s->e = ptr_of(w2);
+  s->ma = p->vmem[l->out];
+  s->mb = p->dmem[l->out];
+  s->mc = p->writers[l->out] == 2 ? p->dacc[l->out] : NULL;
+  s->md = w1;
+  s->me = w2;
   s->n = nfloats(p->vmem[l->out]);
   return diff_done(b, w1, t1) || diff_done(b, w2, t2) ? -1 : 0;
 }
@@ -840,8 +841,15 @@ static plan *plan_for(nn_net *net, int n, int full, char *err, size_t errcap) {
 
 static int run_list(nn_net *net, const steplist *l, char *err, size_t errcap) {
   for (int i = 0; i < l->n; i++) {
-    const step *s = &l->v[i];
+    step *s = &l->v[i];
     size_t n = s->n;
+    if (s->kind != K_PRIM && s->kind != K_RUNSTAT) {
+      s->a = s->ma ? ptr_of(s->ma) : NULL;
+      s->b = s->mb ? ptr_of(s->mb) : NULL;
+      s->c = s->mc ? ptr_of(s->mc) : NULL;
+      s->d = s->md ? ptr_of(s->md) : NULL;
+      s->e = s->me ? ptr_of(s->me) : NULL;
+    }
     switch (s->kind) {
     case K_PRIM: {
       dnnl_status_t st = dnnl_primitive_execute(s->prim, net->strm, s->nargs, s->args);
