@@ -276,6 +276,10 @@ static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *
   vec_free(&user);
 }
 
+static const char *launch_signame(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "signal";
+}
+
 /* Sends sig to every live process of the job. */
 static void launch_signal_all(launch_rank *rk, int n, int sig) {
   for (int i = 0; i < n; i++)
@@ -297,7 +301,7 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
       if (interrupted) { /* a second one: no more grace */
         launch_signal_all(rk, n, SIGKILL);
       } else {
-        launch_err("%s: stopping the ranks", strsignal(sig));
+        launch_err("%s: stopping the ranks", launch_signame(sig));
         interrupted = sig;
         launch_signal_all(rk, n, sig == SIGHUP ? SIGTERM : sig);
         if (kill_at == 0) kill_at = launch_now() + LAUNCH_GRACE_S;
@@ -420,7 +424,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
     sigaddset(&stopset, SIGHUP);
     int sig = sigtimedwait(&stopset, NULL, &zero);
     if (sig > 0) {
-      launch_err("%s during set-up of the emulated fabric", strsignal(sig));
+      launch_err("%s during set-up of the emulated fabric", launch_signame(sig));
       rc = 128 + sig;
       goto out;
     }

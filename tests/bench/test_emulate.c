@@ -1,0 +1,530 @@
+/* Emulated fabrics (bench/emulate.c through bench/launch.c): each rank in its own namespace,
+ * reaching the others only over its shaped link; nothing of a run is left behind, whether it
+ * ends well, fails, is interrupted, or its launcher is killed (then the next run cleans up).
+ * Needs root and iproute2; skips with a message without them.
+ * Run as `test_emulate --peer-rank`, this binary is a rank that checks its namespace. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emulate.h"
+#include "launch.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------------- the rank side ---------------- */
+static int peer_fail(int code, const char *what) {
+  fprintf(stderr, "peer-rank %s: %s\n", getenv("FABENCH_RANK"), what);
+  return code;
+}
+
+/* Sees only lo and its own interface, which carries FABENCH_BIND_ADDR; rank 0 accepts every
+ * other rank on FABENCH_ROOT and checks each came from its own address. */
+static int peer_rank(void) {
+  const char *rs = getenv("FABENCH_RANK"), *ns = getenv("FABENCH_WORLD_SIZE");
+  const char *root = getenv("FABENCH_ROOT"), *bind_addr = getenv("FABENCH_BIND_ADDR");
+  const char *dev = getenv("UCX_NET_DEVICES"), *fabric = getenv("FABENCH_FABRIC");
+  if (!rs || !ns || !root || !bind_addr || !dev || !fabric) return peer_fail(10, "env missing");
+  int rank = atoi(rs), n = atoi(ns);
+  if (strncmp(fabric, "emu-", 4) != 0) return peer_fail(11, "FABENCH_FABRIC");
+  int seen = 0, others = 0;
+  struct if_nameindex *ifs = if_nameindex();
+  for (struct if_nameindex *i = ifs; i && i->if_index; i++) {
+    if (!strcmp(i->if_name, dev)) seen++;
+    else if (strcmp(i->if_name, "lo")) others++;
+  }
+  if (ifs) if_freenameindex(ifs);
+  if (seen != 1 || others) return peer_fail(12, "not alone in a namespace with its interface");
+  int has_addr = 0;
+  struct ifaddrs *ia = NULL;
+  if (getifaddrs(&ia) == 0) {
+    for (struct ifaddrs *i = ia; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, dev)) continue;
+      char a[64];
+      inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof a);
+      if (!strcmp(a, bind_addr)) has_addr = 1;
+    }
+    freeifaddrs(ia);
+  }
+  if (!has_addr) return peer_fail(13, "FABENCH_BIND_ADDR not on its interface");
+  char host[64];
+  int port;
+  if (sscanf(root, "%63[^:]:%d", host, &port) != 2) return peer_fail(14, "FABENCH_ROOT");
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, host, &sa.sin_addr);
+  uint32_t base = ntohl(sa.sin_addr.s_addr) - 1; /* rank r is base + r + 1 */
+  struct in_addr mine;
+  inet_pton(AF_INET, bind_addr, &mine);
+  if (ntohl(mine.s_addr) != base + (uint32_t)rank + 1) return peer_fail(15, "address");
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (rank == 0) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0)
+      return peer_fail(16, "listen");
+    for (int k = 1; k < n; k++) {
+      struct pollfd p = {.fd = fd, .events = POLLIN};
+      if (poll(&p, 1, 10000) != 1) return peer_fail(17, "a peer did not connect");
+      struct sockaddr_in from;
+      socklen_t len = sizeof from;
+      int c = accept(fd, (struct sockaddr *)&from, &len);
+      int32_t r = -1;
+      if (c < 0 || recv(c, &r, sizeof r, MSG_WAITALL) != sizeof r) return peer_fail(18, "recv");
+      if (r < 1 || r >= n || ntohl(from.sin_addr.s_addr) != base + (uint32_t)r + 1)
+        return peer_fail(19, "a peer from the wrong address");
+      char ok = 'k';
+      if (send(c, &ok, 1, 0) != 1) return peer_fail(20, "send");
+      close(c);
+    }
+  } else {
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr = mine};
+    if (bind(fd, (struct sockaddr *)&me, sizeof me) < 0) return peer_fail(21, "bind");
+    double t0 = now_s();
+    while (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+      if (now_s() - t0 > 10) return peer_fail(22, "connect");
+      close(fd);
+      fd = socket(AF_INET, SOCK_STREAM, 0);
+      bind(fd, (struct sockaddr *)&me, sizeof me);
+      usleep(20000);
+    }
+    int32_t r = rank;
+    char ok = 0;
+    if (send(fd, &r, sizeof r, 0) != sizeof r || recv(fd, &ok, 1, MSG_WAITALL) != 1 || ok != 'k')
+      return peer_fail(23, "exchange");
+  }
+  close(fd);
+  return 0;
+}
+
+/* ---------------- helpers ---------------- */
+static char self_exe[PATH_MAX];
+
+static int read_file(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t k = fread(buf, 1, cap - 1, f);
+  buf[k] = 0;
+  fclose(f);
+  return (int)k;
+}
+
+/* Output of a shell command line (constant text of ours) into buf. */
+static void shell_out(const char *cmd, char *buf, size_t cap) {
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t k = fread(buf, 1, cap - 1, p);
+  buf[k] = 0;
+  pclose(p);
+}
+
+/* How many namespaces, links or qdiscs of set `id` exist (names fb<id> followed by br, n<r>,
+ * h<r> or e<r>). */
+static int leftovers(long id) {
+  static char buf[1 << 20];
+  char tag[32];
+  shell_out("ip netns list; ip -o link show; tc qdisc show; "
+            "for n in $(ip netns list | cut -d' ' -f1); do ip -n $n -o link show; done",
+            buf, sizeof buf);
+  snprintf(tag, sizeof tag, "fb%ld", id);
+  int count = 0;
+  for (char *s = strstr(buf, tag); s; s = strstr(s + 1, tag)) {
+    char c = s[strlen(tag)];
+    int before_ok = s == buf || !((s[-1] >= 'a' && s[-1] <= 'z') || (s[-1] >= '0' && s[-1] <= '9'));
+    if (before_ok && (c == 'b' || c == 'n' || c == 'h' || c == 'e')) count++;
+  }
+  return count;
+}
+
+static int have_emulation(void) {
+  bench_emu m;
+  char err[256];
+  memset(&m, 0, sizeof m);
+  if (bench_emu_check(&m, err, sizeof err) < 0) {
+    fprintf(stderr, "SKIP: %s\n", err);
+    return 0;
+  }
+  return 1;
+}
+
+static void make_dir(char *dir, size_t cap) {
+  snprintf(dir, cap, "/tmp/fabench-emu-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+}
+
+static void remove_dir(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* Waits for pid up to limit seconds (SIGKILL after); returns its wait status. */
+static int wait_limit(pid_t pid, double limit) {
+  double t0 = now_s();
+  int st = 0;
+  for (;;) {
+    pid_t p = waitpid(pid, &st, WNOHANG);
+    if (p == pid) return st;
+    if (now_s() - t0 > limit) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      fail_msg("pid %d still running after %.0f s", (int)pid, limit);
+    }
+    usleep(20000);
+  }
+}
+
+/* Waits until dir holds files pid.0 .. pid.(n-1); fills pids. */
+static void wait_pids(const char *dir, int n, long *pids) {
+  double t0 = now_s();
+  for (int r = 0; r < n; r++) {
+    char path[128], buf[64] = "";
+    snprintf(path, sizeof path, "%s/pid.%d", dir, r);
+    while (read_file(path, buf, sizeof buf) <= 0) {
+      assert_true(now_s() - t0 < 15);
+      usleep(10000);
+    }
+    pids[r] = atol(buf);
+    assert_true(pids[r] > 0);
+  }
+}
+
+static const char sleeper[] =
+    "echo $$ > \"$0/pid.tmp.$FABENCH_RANK\"; mv \"$0/pid.tmp.$FABENCH_RANK\" "
+    "\"$0/pid.$FABENCH_RANK\"; exec sleep 60";
+
+/* ---------------- tests ---------------- */
+static void test_setup_teardown(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  bench_emu m;
+  char err[1024], cmd[256], out[8192], name[96];
+  memset(&m, 0, sizeof m);
+  assert_int_equal(bench_emu_check(&m, err, sizeof err), 0);
+  long id = (long)getpid();
+  int n = 3;
+  if (bench_emu_setup(&m, id, n, "500mbit", 1500, err, sizeof err) < 0) fail_msg("%s", err);
+  assert_int_equal(m.mtu, 1500);
+  assert_true(m.burst >= 65536);
+  for (int r = 0; r < n; r++) {
+    char ns[32], dev[32], addr[64];
+    bench_emu_ns(&m, r, ns, sizeof ns);
+    bench_emu_dev(&m, r, dev, sizeof dev);
+    bench_emu_addr(&m, r, addr, sizeof addr);
+    snprintf(cmd, sizeof cmd, "tc qdisc show dev fb%ldh%d", id, r);
+    shell_out(cmd, out, sizeof out);
+    assert_non_null(strstr(out, "tbf"));
+    assert_non_null(strstr(out, "rate 500Mbit"));
+    snprintf(cmd, sizeof cmd, "tc -n %s qdisc show dev %s", ns, dev);
+    shell_out(cmd, out, sizeof out);
+    assert_non_null(strstr(out, "rate 500Mbit"));
+    snprintf(cmd, sizeof cmd, "ip -n %s -o addr show", ns);
+    shell_out(cmd, out, sizeof out);
+    snprintf(name, sizeof name, "inet %s/24", addr);
+    assert_non_null(strstr(out, name));
+    assert_non_null(strstr(out, "inet 127.0.0.1/8")); /* loopback up */
+    assert_int_equal(strncmp(addr, "198.1", 5), 0);
+    assert_true(addr[5] == '8' || addr[5] == '9');
+  }
+  assert_true(leftovers(id) > 0);
+  bench_emu_teardown(&m);
+  assert_int_equal(leftovers(id), 0);
+  bench_emu_teardown(&m); /* twice is harmless */
+}
+
+static void test_peer_ranks(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  for (int n = 2; n <= 4; n++) {
+    char *argv[] = {"--peer-rank", NULL};
+    bench_launch_opts o = {.n = n, .emulate = "1gbit", .timeout_s = 10};
+    assert_int_equal(bench_launch_prog(&o, self_exe, argv), 0);
+    assert_int_equal(leftovers((long)getpid()), 0);
+  }
+}
+
+static void test_failing_rank(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  char *argv[] = {"-c", "[ \"$FABENCH_RANK\" = 1 ] && exit 4; exec sleep 60", NULL};
+  bench_launch_opts o = {.n = 3, .emulate = "2gbit", .timeout_s = 10};
+  double t0 = now_s();
+  assert_int_equal(bench_launch_prog(&o, "/bin/sh", argv), 4);
+  assert_true(now_s() - t0 < 10);
+  assert_int_equal(leftovers((long)getpid()), 0);
+}
+
+/* SIGINT or SIGTERM to the launcher: ranks stopped, everything removed. */
+static void test_interrupted(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  const int sigs[] = {SIGINT, SIGTERM};
+  for (int s = 0; s < 2; s++) {
+    char dir[64];
+    long pids[3];
+    make_dir(dir, sizeof dir);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+      char *argv[] = {"-c", (char *)sleeper, dir, NULL};
+      bench_launch_opts o = {.n = 3, .emulate = "1gbit", .timeout_s = 10};
+      _exit(bench_launch_prog(&o, "/bin/sh", argv));
+    }
+    wait_pids(dir, 3, pids);
+    assert_true(leftovers(child) > 0);
+    kill(child, sigs[s]);
+    int st = wait_limit(child, 15);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 128 + sigs[s]);
+    for (int r = 0; r < 3; r++) assert_true(kill((pid_t)pids[r], 0) < 0);
+    assert_int_equal(leftovers(child), 0);
+    remove_dir(dir);
+  }
+}
+
+/* A SIGKILLed launcher cannot clean up: its ranks die with it, and the next run removes the
+ * stale set (a set whose owner is alive is kept). */
+static void test_stale(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  char dir[64], err[1024];
+  long pids[2];
+  make_dir(dir, sizeof dir);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    char *argv[] = {"-c", (char *)sleeper, dir, NULL};
+    bench_launch_opts o = {.n = 2, .emulate = "1gbit", .timeout_s = 10};
+    _exit(bench_launch_prog(&o, "/bin/sh", argv));
+  }
+  wait_pids(dir, 2, pids);
+  kill(child, SIGKILL);
+  int st = wait_limit(child, 5);
+  assert_true(WIFSIGNALED(st));
+  double t0 = now_s();
+  for (int r = 0; r < 2; r++)
+    while (kill((pid_t)pids[r], 0) == 0) {
+      assert_true(now_s() - t0 < 5); /* PR_SET_PDEATHSIG */
+      usleep(10000);
+    }
+  assert_true(leftovers(child) > 0);
+  bench_emu live;
+  memset(&live, 0, sizeof live);
+  assert_int_equal(bench_emu_check(&live, err, sizeof err), 0);
+  if (bench_emu_setup(&live, (long)getpid(), 1, "1gbit", 0, err, sizeof err) < 0)
+    fail_msg("%s", err);
+  int removed = bench_emu_cleanup_stale(&live, err, sizeof err);
+  assert_true(removed >= 1);
+  assert_int_equal(leftovers(child), 0);
+  assert_true(leftovers((long)getpid()) > 0); /* ours: alive, kept */
+  bench_emu_teardown(&live);
+  assert_int_equal(leftovers((long)getpid()), 0);
+  remove_dir(dir);
+}
+
+/* MPI across the namespaces: PMIx over the bridge, ob1's TCP path on the set's subnet. */
+static void test_mpi(void **state) {
+  (void)state;
+#if !defined(FABENCH_MPIRUN) || !defined(EMU_MPI_RANK)
+  skip();
+#else
+  if (!have_emulation()) skip();
+  for (int n = 2; n <= 3; n++) {
+    char path[] = "/tmp/fabench-emu-out-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fd, 1);
+    char *argv[] = {"100003", NULL};
+    bench_launch_opts o = {.n = n, .emulate = "1gbit", .use_mpirun = 1, .timeout_s = 20};
+    int rc = bench_launch_prog(&o, EMU_MPI_RANK, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(fd);
+    static char out[65536];
+    read_file(path, out, sizeof out);
+    unlink(path);
+    fputs(out, stderr);
+    assert_int_equal(rc, 0);
+    for (int r = 0; r < n; r++) {
+      char want[128];
+      /* ok, and the only interface it saw was its own in its namespace */
+      snprintf(want, sizeof want, "mpi-rank %d of %d ok ", r, n);
+      char *line = strstr(out, want);
+      assert_non_null(line);
+      snprintf(want, sizeof want, " fb%lde%d \n", (long)getpid(), r);
+      char *eol = strchr(line, '\n');
+      assert_non_null(eol);
+      assert_true(strstr(line, want) && strstr(line, want) < eol);
+    }
+    assert_int_equal(leftovers((long)getpid()), 0);
+  }
+#endif
+}
+
+/* ---- the real thing: fabench allreduce on emulated links ---- */
+static const char *fabench_bin(void) {
+  const char *bin = getenv("FABENCH_BIN");
+  if (!bin || access(bin, X_OK) != 0) {
+    fprintf(stderr, "SKIP: FABENCH_BIN not set or not executable\n");
+    return NULL;
+  }
+  char cmd[PATH_MAX + 64];
+  snprintf(cmd, sizeof cmd, "'%s' allreduce --help >/dev/null 2>&1", bin);
+  if (system(cmd) != 0) {
+    fprintf(stderr, "SKIP: this fabench has no allreduce command yet\n");
+    return NULL;
+  }
+  return bin;
+}
+
+static pid_t spawn(char *const argv[]) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* Rows of dir/allreduce.csv: count rows, assert errors == 0 and the emulated fabric. */
+static int check_csv(const char *dir, const char *fabric) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/allreduce.csv", dir);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  static char line[8192];
+  assert_non_null(fgets(line, sizeof line, f));
+  int col_err = -1, col_fab = -1, ncol = 0;
+  for (char *save = NULL, *t = strtok_r(line, ",\r\n", &save); t; t = strtok_r(NULL, ",\r\n", &save), ncol++) {
+    if (!strcmp(t, "errors")) col_err = ncol;
+    if (!strcmp(t, "fabric")) col_fab = ncol;
+  }
+  assert_true(col_err >= 0 && col_fab >= 0);
+  int rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    int c = 0;
+    char *p = line;
+    for (;;) {
+      char *comma = strchr(p, ',');
+      if (comma) *comma = 0;
+      if (c == col_err) assert_int_equal(atol(p), 0);
+      if (c == col_fab) assert_non_null(strstr(p, fabric));
+      if (!comma) break;
+      p = comma + 1;
+      c++;
+    }
+    rows++;
+  }
+  fclose(f);
+  return rows;
+}
+
+static void test_fabench_allreduce(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  const char *bin = fabench_bin();
+  if (!bin) skip();
+  for (int n = 2; n <= 3; n++) {
+    char dir[64], nstr[16];
+    make_dir(dir, sizeof dir);
+    snprintf(nstr, sizeof nstr, "%d", n);
+    char *argv[] = {(char *)bin, "allreduce", "-n", nstr, "--emulate", "1gbit", "--transport",
+                    "tcp", "--algo", "ring", "--min-bytes", "8", "--max-bytes", "1M",
+                    "--iters", "3", "--warmup", "1", "--out", dir, NULL};
+    pid_t pid = spawn(argv);
+    int st = wait_limit(pid, 60);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_true(check_csv(dir, "emu-1gbit") >= 10);
+    assert_int_equal(leftovers(pid), 0);
+    remove_dir(dir);
+  }
+}
+
+/* Children of pid (the launcher's ranks). */
+static int children_of(pid_t parent, pid_t *out, int cap) {
+  int n = 0;
+  DIR *d = opendir("/proc");
+  struct dirent *de;
+  while (d && (de = readdir(d))) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+    if (read_file(path, buf, sizeof buf) <= 0) continue;
+    char *rp = strrchr(buf, ')');
+    int ppid = 0;
+    char stt;
+    if (!rp || sscanf(rp + 1, " %c %d", &stt, &ppid) != 2) continue;
+    if (ppid == parent && n < cap) out[n++] = atoi(de->d_name);
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+static void test_fabench_killed_rank(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  const char *bin = fabench_bin();
+  if (!bin) skip();
+  char dir[64];
+  make_dir(dir, sizeof dir);
+  char *argv[] = {(char *)bin, "allreduce", "-n", "3", "--emulate", "1gbit", "--transport",
+                  "tcp", "--algo", "ring", "--min-bytes", "1M", "--max-bytes", "16M",
+                  "--iters", "20", "--timeout", "20", "--out", dir, NULL};
+  pid_t pid = spawn(argv);
+  pid_t kids[8];
+  double t0 = now_s();
+  while (children_of(pid, kids, 8) < 3) {
+    assert_true(now_s() - t0 < 15);
+    usleep(20000);
+  }
+  usleep(700000); /* mid-run */
+  int victim = rand() % 3;
+  assert_int_equal(children_of(pid, kids, 8), 3);
+  kill(kids[victim], SIGKILL);
+  int st = wait_limit(pid, 30);
+  assert_true(WIFEXITED(st));
+  assert_int_not_equal(WEXITSTATUS(st), 0);
+  assert_int_equal(leftovers(pid), 0);
+  remove_dir(dir);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--peer-rank")) return peer_rank();
+  ssize_t k = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+  if (k <= 0) return 1;
+  self_exe[k] = 0;
+  srand((unsigned)time(NULL) ^ (unsigned)getpid());
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_setup_teardown), cmocka_unit_test(test_peer_ranks),
+      cmocka_unit_test(test_failing_rank),   cmocka_unit_test(test_interrupted),
+      cmocka_unit_test(test_stale),          cmocka_unit_test(test_mpi),
+      cmocka_unit_test(test_fabench_allreduce), cmocka_unit_test(test_fabench_killed_rank),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

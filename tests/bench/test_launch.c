@@ -1,0 +1,328 @@
+/* The local launcher (bench/launch.c): ranks get the rendezvous environment, a failing rank's
+ * status is reported and becomes the run's, the others are stopped, signals to the launcher are
+ * forwarded, mpirun starts ranks too; and bench_launch_strip. The ranks are small /bin/sh
+ * scripts that write what they saw into files, checked here. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emulate.h"
+#include "launch.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void make_dir(char *dir, size_t cap) {
+  snprintf(dir, cap, "/tmp/fabench-launch-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+}
+
+static void remove_dir(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static int read_file(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t k = fread(buf, 1, cap - 1, f);
+  buf[k] = 0;
+  fclose(f);
+  return (int)k;
+}
+
+/* Runs bench_launch_prog with stderr captured into err. */
+static int launch_capture(const bench_launch_opts *o, const char *prog, char *const argv[],
+                          char *err, size_t cap) {
+  char path[] = "/tmp/fabench-launch-err-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  int rc = bench_launch_prog(o, prog, argv);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  read_file(path, err, cap);
+  unlink(path);
+  fputs(err, stderr); /* keep it in the test log */
+  return rc;
+}
+
+static int pid_gone(long pid) { return kill((pid_t)pid, 0) < 0 && errno == ESRCH; }
+
+/* ---- bench_launch_strip ---- */
+static void test_strip(void **state) {
+  (void)state;
+  char *a[] = {"allreduce", "-n", "4", "--emulate", "1gbit", "--iters", "5", "-n3",
+               "--ranks", "2", "--emulate=5gbit", "--out", "d", NULL};
+  int argc = bench_launch_strip(13, a);
+  assert_int_equal(argc, 5);
+  assert_string_equal(a[0], "allreduce");
+  assert_string_equal(a[1], "--iters");
+  assert_string_equal(a[2], "5");
+  assert_string_equal(a[3], "--out");
+  assert_string_equal(a[4], "d");
+  assert_null(a[5]);
+
+  char *b[] = {"p2p", "--transport", "tcp", NULL}; /* nothing to strip */
+  assert_int_equal(bench_launch_strip(3, b), 3);
+  assert_string_equal(b[2], "tcp");
+  assert_null(b[3]);
+
+  char *c[] = {"allreduce", "--max-bytes", "1M", "-n", NULL}; /* a dangling -n goes too */
+  assert_int_equal(bench_launch_strip(4, c), 3);
+  assert_string_equal(c[2], "1M");
+  assert_null(c[3]);
+}
+
+static void test_parse_rate(void **state) {
+  (void)state;
+  uint64_t b = 0;
+  assert_int_equal(bench_emu_parse_rate("1gbit", &b), 0);
+  assert_true(b == 1000000000ull);
+  assert_int_equal(bench_emu_parse_rate("500mbit", &b), 0);
+  assert_true(b == 500000000ull);
+  assert_int_equal(bench_emu_parse_rate("10gbit", &b), 0);
+  assert_true(b == 10000000000ull);
+  assert_int_equal(bench_emu_parse_rate("2000kbit", &b), 0);
+  assert_true(b == 2000000ull);
+  const char *bad[] = {"", "1", "1g", "1gb", "1GBIT", "gbit", "-1gbit", "0gbit", "1.5gbit",
+                       "1gbit ", " 1gbit", "999kbit", "401gbit", "99999999999999999999gbit"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    assert_int_equal(bench_emu_parse_rate(bad[i], &b), -1);
+}
+
+static void test_bad_opts(void **state) {
+  (void)state;
+  char err[1024];
+  char *argv[] = {"-c", "exit 0", NULL};
+  bench_launch_opts o = {.n = 0, .timeout_s = 5};
+  assert_int_equal(launch_capture(&o, "/bin/sh", argv, err, sizeof err), 2);
+  o.n = 2;
+  o.emulate = "fast";
+  assert_int_equal(launch_capture(&o, "/bin/sh", argv, err, sizeof err), 2);
+  assert_non_null(strstr(err, "fast"));
+}
+
+/* Every rank sees its own rank, the world, one root and one token. */
+static void test_env(void **state) {
+  (void)state;
+  char dir[64], path[128], buf[512];
+  make_dir(dir, sizeof dir);
+  setenv("FABENCH_RANK", "99", 1); /* the caller's must not leak through */
+  int n = 2 + rand() % 6;
+  char *argv[] = {"-c",
+                  "echo \"$FABENCH_RANK $FABENCH_WORLD_SIZE $FABENCH_LOCAL_RANK $FABENCH_ROOT "
+                  "$FABENCH_TOKEN $FABENCH_LAUNCHER $FABENCH_TIMEOUT_S\" > \"$0/rank.$FABENCH_RANK\"",
+                  dir, NULL};
+  bench_launch_opts o = {.n = n, .timeout_s = 17};
+  assert_int_equal(bench_launch_prog(&o, "/bin/sh", argv), 0);
+  unsetenv("FABENCH_RANK");
+  char root0[64] = "", token0[64] = "";
+  for (int r = 0; r < n; r++) {
+    snprintf(path, sizeof path, "%s/rank.%d", dir, r);
+    assert_true(read_file(path, buf, sizeof buf) > 0);
+    int rank, size, local, launcher, timeout;
+    char root[64], token[64];
+    assert_int_equal(sscanf(buf, "%d %d %d %63s %63s %d %d", &rank, &size, &local, root, token,
+                            &launcher, &timeout), 7);
+    assert_int_equal(rank, r);
+    assert_int_equal(size, n);
+    assert_int_equal(local, r);
+    assert_int_equal(launcher, 1);
+    assert_int_equal(timeout, 17);
+    assert_int_equal(strlen(token), 32);
+    assert_int_equal(strspn(token, "0123456789abcdef"), 32);
+    int port = 0;
+    assert_int_equal(sscanf(root, "127.0.0.1:%d", &port), 1);
+    assert_true(port > 0 && port < 65536);
+    if (r == 0) {
+      strcpy(root0, root);
+      strcpy(token0, token);
+    }
+    assert_string_equal(root, root0);
+    assert_string_equal(token, token0);
+  }
+  snprintf(path, sizeof path, "%s/rank.%d", dir, n);
+  assert_true(access(path, F_OK) != 0);
+  /* A second job gets another token. */
+  assert_int_equal(bench_launch_prog(&o, "/bin/sh", argv), 0);
+  snprintf(path, sizeof path, "%s/rank.0", dir);
+  read_file(path, buf, sizeof buf);
+  assert_null(strstr(buf, token0));
+  remove_dir(dir);
+}
+
+/* Ranks other than `bad` write their pid and sleep (ignoring SIGTERM when stubborn); `bad`
+ * waits until they all have, then fails with `how` ("exit 7", "kill -9 $$"). */
+static int run_failing(int n, int bad, const char *how, int stubborn, char *dir, char *err,
+                       size_t cap, long *pids) {
+  char script[1024];
+  snprintf(script, sizeof script,
+           "if [ \"$FABENCH_RANK\" = %d ]; then "
+           "  while [ $(ls \"$0\"/pid.[0-9]* 2>/dev/null | wc -l) -lt %d ]; do sleep 0.02; done; %s; "
+           "else echo $$ > \"$0/pid.tmp.$FABENCH_RANK\"; mv \"$0/pid.tmp.$FABENCH_RANK\" "
+           "\"$0/pid.$FABENCH_RANK\"; %s exec sleep 60; fi",
+           bad, n - 1, how, stubborn ? "trap '' TERM;" : "");
+  char *argv[] = {"-c", script, dir, NULL};
+  bench_launch_opts o = {.n = n, .timeout_s = 10};
+  int rc = launch_capture(&o, "/bin/sh", argv, err, cap);
+  for (int r = 0; r < n; r++) {
+    char path[128], buf[64];
+    snprintf(path, sizeof path, "%s/pid.%d", dir, r);
+    pids[r] = read_file(path, buf, sizeof buf) > 0 ? atol(buf) : 0;
+  }
+  return rc;
+}
+
+static void test_failing_rank(void **state) {
+  (void)state;
+  for (int trial = 0; trial < 3; trial++) {
+    char dir[64], err[2048], want[128];
+    long pids[16];
+    make_dir(dir, sizeof dir);
+    int n = 2 + rand() % 7, bad = rand() % n, code = 2 + rand() % 100;
+    char how[32];
+    snprintf(how, sizeof how, "exit %d", code);
+    double t0 = now_s();
+    int rc = run_failing(n, bad, how, 0, dir, err, sizeof err, pids);
+    assert_int_equal(rc, code);
+    assert_true(now_s() - t0 < 10);
+    snprintf(want, sizeof want, "fabench: rank %d (pid ", bad);
+    assert_non_null(strstr(err, want));
+    snprintf(want, sizeof want, ") exited with status %d\n", code);
+    assert_non_null(strstr(err, want));
+    for (int r = 0; r < n; r++) {
+      if (r == bad) continue;
+      assert_true(pids[r] > 0);
+      assert_true(pid_gone(pids[r])); /* stopped and reaped */
+    }
+    remove_dir(dir);
+  }
+}
+
+static void test_killed_rank(void **state) {
+  (void)state;
+  char dir[64], err[2048], want[128];
+  long pids[16];
+  make_dir(dir, sizeof dir);
+  int n = 3 + rand() % 4, bad = rand() % n;
+  /* The others ignore SIGTERM: SIGKILL after the grace must still end them. */
+  double t0 = now_s();
+  int rc = run_failing(n, bad, "kill -9 $$", 1, dir, err, sizeof err, pids);
+  assert_int_equal(rc, 1);
+  assert_true(now_s() - t0 < 15);
+  snprintf(want, sizeof want, "fabench: rank %d (pid ", bad);
+  assert_non_null(strstr(err, want));
+  assert_non_null(strstr(err, ") killed by signal 9\n"));
+  for (int r = 0; r < n; r++)
+    if (r != bad) assert_true(pid_gone(pids[r]));
+  remove_dir(dir);
+}
+
+/* SIGINT / SIGTERM to the launcher reach the ranks; it returns 128 + signal. */
+static void test_launcher_signal(void **state) {
+  (void)state;
+  const int sigs[] = {SIGINT, SIGTERM};
+  for (int s = 0; s < 2; s++) {
+    char dir[64];
+    make_dir(dir, sizeof dir);
+    int n = 3;
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+      char *argv[] = {"-c",
+                      "echo $$ > \"$0/pid.tmp.$FABENCH_RANK\"; mv \"$0/pid.tmp.$FABENCH_RANK\" "
+                      "\"$0/pid.$FABENCH_RANK\"; exec sleep 60",
+                      dir, NULL};
+      bench_launch_opts o = {.n = n, .timeout_s = 10};
+      _exit(bench_launch_prog(&o, "/bin/sh", argv));
+    }
+    long pids[3] = {0};
+    double t0 = now_s();
+    for (int r = 0; r < n; r++) {
+      char path[128], buf[64];
+      snprintf(path, sizeof path, "%s/pid.%d", dir, r);
+      while (read_file(path, buf, sizeof buf) <= 0 && now_s() - t0 < 10) usleep(10000);
+      pids[r] = atol(buf);
+      assert_true(pids[r] > 0);
+    }
+    kill(child, sigs[s]);
+    int st;
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 128 + sigs[s]);
+    assert_true(now_s() - t0 < 10);
+    for (int r = 0; r < n; r++) assert_true(pid_gone(pids[r]));
+    remove_dir(dir);
+  }
+}
+
+/* Through mpirun: every rank runs, with the token; a failing rank fails the run. */
+static void test_mpirun(void **state) {
+  (void)state;
+#ifndef FABENCH_MPIRUN
+  skip(); /* built without MPI */
+#else
+  char dir[64], path[128], buf[256], err[4096];
+  make_dir(dir, sizeof dir);
+  int n = 3;
+  char *argv[] = {"-c",
+                  "echo \"$OMPI_COMM_WORLD_SIZE $FABENCH_TOKEN $FABENCH_LAUNCHER $FABENCH_TIMEOUT_S\""
+                  " > \"$0/rank.$OMPI_COMM_WORLD_RANK\"",
+                  dir, NULL};
+  bench_launch_opts o = {.n = n, .use_mpirun = 1, .timeout_s = 9,
+                         .mpirun_args = " --mca  btl self,tcp "};
+  assert_int_equal(launch_capture(&o, "/bin/sh", argv, err, sizeof err), 0);
+  char token0[64] = "";
+  for (int r = 0; r < n; r++) {
+    snprintf(path, sizeof path, "%s/rank.%d", dir, r);
+    assert_true(read_file(path, buf, sizeof buf) > 0);
+    int size, launcher, timeout;
+    char token[64];
+    assert_int_equal(sscanf(buf, "%d %63s %d %d", &size, token, &launcher, &timeout), 4);
+    assert_int_equal(size, n);
+    assert_int_equal(strlen(token), 32);
+    assert_int_equal(launcher, 1);
+    assert_int_equal(timeout, 9);
+    if (r == 0) strcpy(token0, token);
+    assert_string_equal(token, token0);
+  }
+  char *fail[] = {"-c", "[ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && exit 3; sleep 30", NULL};
+  double t0 = now_s();
+  assert_int_not_equal(launch_capture(&o, "/bin/sh", fail, err, sizeof err), 0);
+  assert_true(now_s() - t0 < 20);
+  assert_non_null(strstr(err, "fabench: mpirun (pid "));
+  remove_dir(dir);
+#endif
+}
+
+int main(void) {
+  srand((unsigned)time(NULL) ^ (unsigned)getpid());
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_strip),          cmocka_unit_test(test_parse_rate),
+      cmocka_unit_test(test_bad_opts),       cmocka_unit_test(test_env),
+      cmocka_unit_test(test_failing_rank),   cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_launcher_signal), cmocka_unit_test(test_mpirun),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
