@@ -113,4 +113,17 @@ int coll_irecv(coll_comm *c, int peer, void *buf, size_t bytes, uint32_t tag, co
 /* Waits for all n requests, within the communicator's timeout. */
 int coll_waitall(coll_comm *c, coll_req *r, int n, coll_err *e);
 
+/* ---- verification: seeded integer-valued inputs whose reductions are exact in every dtype ----
+ * Values lie in [-4, 4] (sum, min, max) or {-2, -1, 1, 2} (prod), so sums over up to 64 ranks
+ * and products over up to 8 ranks are exact even in f16 and bf16. */
+void coll_pattern_fill(void *buf, size_t count, coll_dtype dt, coll_op op, int rank, uint64_t seed);
+/* The value rank `rank` put at element i. */
+double coll_pattern_value(size_t i, coll_dtype dt, coll_op op, int rank, uint64_t seed);
+/* Counts elements of buf that differ from the exact reduction over ranks 0..nranks-1;
+ * *first_bad (may be NULL) gets the first such index. */
+size_t coll_pattern_check(const void *buf, size_t count, coll_dtype dt, coll_op op, int nranks,
+                          uint64_t seed, size_t *first_bad);
+/* Element i of buf as a double. */
+double coll_elem_get(const void *buf, size_t i, coll_dtype dt);
+
 #endif

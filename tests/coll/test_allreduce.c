@@ -1,0 +1,287 @@
+/* Multi-process all-reduce test: for rank counts 1..8, every dtype and op, and the counts
+ * {0, 1, 2, 7, ranks-1, 1000003}, each rank checks every element against a reference computed
+ * here, independently of the collectives (own generator, own arithmetic).
+ * usage: test_allreduce --transport T --algo A [--ranks 1,2,...] [--big N]
+ * tcp/ucx ranks are forked with the environment rendezvous; mpi ranks are started by mpirun. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coll.h"
+
+typedef struct {
+  const char *transport, *algo;
+  int ranks[16], nranks;
+  size_t big;
+  char self[4096];
+} test_cfg;
+
+static test_cfg cfg_g; /* the test binary's configuration (cmocka passes state only) */
+
+/* The test's own data: integer values with exact reductions, not the library's pattern. */
+static double ref_value(size_t i, int rank, int dt, int op) {
+  uint64_t x = (uint64_t)i * 0x9E3779B1u + (uint64_t)(rank + 1) * 0x85EBCA77u + (uint64_t)(dt * 31 + op);
+  x ^= x >> 15;
+  x *= 0x2C1B3C6Du;
+  x ^= x >> 12;
+  if (op == COLL_PROD) return (x & 1 ? 1.0 : 2.0) * (x & 2 ? -1.0 : 1.0);
+  return (double)(int)(x % 7) - 3.0;
+}
+
+static void put(void *b, size_t i, coll_dtype dt, double v) {
+  switch (dt) {
+  case COLL_F32: ((float *)b)[i] = (float)v; break;
+  case COLL_F64: ((double *)b)[i] = v; break;
+  case COLL_I32: ((int32_t *)b)[i] = (int32_t)v; break;
+  case COLL_I64: ((int64_t *)b)[i] = (int64_t)v; break;
+  case COLL_F16: { /* small integers: exact in f16; build the bits by hand */
+    float f = (float)v;
+    uint16_t h = 0;
+    if (f != 0) {
+      uint16_t sign = f < 0 ? 0x8000 : 0;
+      float a = f < 0 ? -f : f;
+      int e = 0;
+      while (a >= 2) a /= 2, e++;
+      uint16_t man = (uint16_t)((a - 1.0f) * 1024.0f);
+      h = (uint16_t)(sign | ((e + 15) << 10) | man);
+    }
+    ((uint16_t *)b)[i] = h;
+    break;
+  }
+  case COLL_BF16: {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    ((uint16_t *)b)[i] = (uint16_t)(u >> 16); /* exact for small integers */
+    break;
+  }
+  default: break;
+  }
+}
+
+static double get(const void *b, size_t i, coll_dtype dt) {
+  switch (dt) {
+  case COLL_F32: return ((const float *)b)[i];
+  case COLL_F64: return ((const double *)b)[i];
+  case COLL_I32: return ((const int32_t *)b)[i];
+  case COLL_I64: return (double)((const int64_t *)b)[i];
+  case COLL_F16: {
+    uint16_t h = ((const uint16_t *)b)[i];
+    if ((h & 0x7fff) == 0) return 0;
+    int e = ((h >> 10) & 31) - 15;
+    double m = 1.0 + (h & 1023) / 1024.0;
+    double v = m;
+    for (; e > 0; e--) v *= 2;
+    for (; e < 0; e++) v /= 2;
+    return h & 0x8000 ? -v : v;
+  }
+  case COLL_BF16: {
+    uint32_t u = (uint32_t)((const uint16_t *)b)[i] << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  default: return 0;
+  }
+}
+
+static double combine(double a, double b, coll_op op) {
+  switch (op) {
+  case COLL_SUM: return a + b;
+  case COLL_PROD: return a * b;
+  case COLL_MIN: return b < a ? b : a;
+  default: return b > a ? b : a;
+  }
+}
+
+/* One rank's whole job; returns the number of wrong elements (or -1 on a failed call). */
+static long run_rank(const test_cfg *cfg) {
+  coll_err e = {{0}};
+  coll_boot *b;
+  coll_comm *c;
+  coll_transport_kind tk;
+  coll_algo algo;
+  if (coll_transport_parse(cfg->transport, &tk) != 0 || coll_algo_parse(cfg->algo, &algo) != 0) {
+    fprintf(stderr, "bad transport/algo\n");
+    return -1;
+  }
+  if (coll_boot_open(&b, COLL_BOOT_AUTO, tk == COLL_MPI, 60000, &e) != 0) {
+    fprintf(stderr, "boot: %s\n", e.msg);
+    return -1;
+  }
+  coll_comm_opts o = {.transport = tk, .timeout_ms = 60000, .chunk_bytes = 64 * 1024};
+  const char *streams = getenv("TEST_TCP_STREAMS");
+  if (streams) o.tcp_streams = atoi(streams);
+  if (coll_comm_open(&c, b, &o, &e) != 0) {
+    fprintf(stderr, "comm: %s\n", e.msg);
+    coll_boot_close(b);
+    return -1;
+  }
+  int n = coll_comm_size(c), me = coll_comm_rank(c);
+  size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big};
+  size_t maxc = cfg->big > 7 ? cfg->big : 7;
+  void *buf = malloc(maxc * 8);
+  double *want = malloc(maxc * sizeof *want);
+  long bad = 0;
+  for (int dt = 0; dt < COLL_NDTYPES && bad >= 0; dt++)
+    for (int op = 0; op < COLL_NOPS && bad >= 0; op++)
+      for (int k = 0; k < 6 && bad >= 0; k++) {
+        size_t cnt = counts[k];
+        for (size_t i = 0; i < cnt; i++) {
+          put(buf, i, (coll_dtype)dt, ref_value(i, me, dt, op));
+          double w = ref_value(i, 0, dt, op);
+          for (int r = 1; r < n; r++) w = combine(w, ref_value(i, r, dt, op), (coll_op)op);
+          want[i] = w;
+        }
+        coll_algo ran;
+        if (coll_allreduce(c, buf, cnt, (coll_dtype)dt, (coll_op)op, algo, &ran, &e) != 0) {
+          fprintf(stderr, "rank %d: allreduce %s/%s count %zu: %s\n", me, coll_dtype_name(dt),
+                  coll_op_name(op), cnt, e.msg);
+          bad = -1;
+          break;
+        }
+        size_t wrong = 0;
+        for (size_t i = 0; i < cnt; i++)
+          if (get(buf, i, (coll_dtype)dt) != want[i]) {
+            if (!wrong)
+              fprintf(stderr, "rank %d of %d: %s %s count %zu: element %zu is %g, want %g\n", me, n,
+                      coll_dtype_name(dt), coll_op_name(op), cnt, i, get(buf, i, (coll_dtype)dt), want[i]);
+            wrong++;
+          }
+        bad += (long)wrong;
+      }
+  free(buf);
+  free(want);
+  coll_comm_close(c);
+  coll_boot_close(b);
+  return bad;
+}
+
+static int child_main(const test_cfg *cfg) {
+  long bad = run_rank(cfg);
+  return bad == 0 ? 0 : 1;
+}
+
+/* Starts n ranks and returns how many failed (a group that outlives its deadline is killed). */
+static int run_group(const test_cfg *cfg, int n) {
+  pid_t pids[64];
+  int np = 0;
+  char port[16];
+  snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000) + n * 7);
+  if (!strcmp(cfg->transport, "mpi")) {
+#ifdef FABENCH_MPIRUN
+    pid_t p = fork();
+    if (p == 0) {
+      char ns[16];
+      snprintf(ns, sizeof ns, "%d", n);
+      setenv("TEST_AR_CHILD", "1", 1);
+      execl(FABENCH_MPIRUN, FABENCH_MPIRUN, "-np", ns, "--oversubscribe", "--bind-to", "none",
+            "--mca", "btl", "self,vader,tcp", cfg->self, "--transport", cfg->transport, "--algo",
+            cfg->algo, "--big", getenv("TEST_AR_BIG"), (char *)NULL);
+      _exit(127);
+    }
+    pids[np++] = p;
+#else
+    return -1;
+#endif
+  } else {
+    char tok[32];
+    snprintf(tok, sizeof tok, "t%d-%d", (int)getpid(), n);
+    for (int r = 0; r < n; r++) {
+      pid_t p = fork();
+      if (p == 0) {
+        char rs[16], ns[16], root[64];
+        snprintf(rs, sizeof rs, "%d", r);
+        snprintf(ns, sizeof ns, "%d", n);
+        snprintf(root, sizeof root, "127.0.0.1:%s", port);
+        setenv("FABENCH_RANK", rs, 1);
+        setenv("FABENCH_WORLD_SIZE", ns, 1);
+        setenv("FABENCH_ROOT", root, 1);
+        setenv("FABENCH_TOKEN", tok, 1);
+        _exit(child_main(cfg));
+      }
+      pids[np++] = p;
+    }
+  }
+  int failed = 0;
+  time_t deadline = time(NULL) + 240;
+  for (int left = np; left > 0;) {
+    int st;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      left--;
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failed++;
+      continue;
+    }
+    if (p < 0 && errno == ECHILD) break;
+    if (time(NULL) > deadline) {
+      fprintf(stderr, "ranks=%d: group still running at the deadline: killed\n", n);
+      for (int i = 0; i < np; i++) kill(pids[i], SIGKILL);
+      failed += left;
+      while (waitpid(-1, &st, 0) > 0) {
+      }
+      break;
+    }
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return failed;
+}
+
+static void test_group(void **state) {
+  int n = *(int *)*state;
+  char name[64];
+  snprintf(name, sizeof name, "%s/%s ranks=%d", cfg_g.transport, cfg_g.algo, n);
+  int failed = run_group(&cfg_g, n);
+  if (failed) fail_msg("%s: %d rank(s) failed", name, failed);
+}
+
+int main(int argc, char **argv) {
+  test_cfg *cfg = &cfg_g;
+  cfg->transport = "tcp";
+  cfg->algo = "ring";
+  cfg->big = 1000003;
+  const char *ranks = "1,2,3,4,5,6,7,8";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--transport")) cfg->transport = argv[i + 1];
+    else if (!strcmp(argv[i], "--algo")) cfg->algo = argv[i + 1];
+    else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
+    else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
+  }
+  if (getenv("TEST_AR_RANKS")) ranks = getenv("TEST_AR_RANKS");
+  if (getenv("TEST_AR_CHILD")) return child_main(cfg);
+  char bigs[32];
+  snprintf(bigs, sizeof bigs, "%zu", cfg->big);
+  setenv("TEST_AR_BIG", bigs, 1);
+  ssize_t l = readlink("/proc/self/exe", cfg->self, sizeof cfg->self - 1);
+  if (l > 0) cfg->self[l] = '\0';
+  coll_transport_kind tk;
+  if (coll_transport_parse(cfg->transport, &tk) != 0 || !coll_transport_built(tk)) {
+    printf("SKIP: transport %s is not built into this fabench\n", cfg->transport);
+    return 0;
+  }
+  char *list = strdup(ranks), *save = NULL;
+  static int vals[16];
+  struct CMUnitTest tests[16];
+  int nt = 0;
+  static char names[16][64];
+  for (char *t = strtok_r(list, ",", &save); t && nt < 16; t = strtok_r(NULL, ",", &save)) {
+    vals[nt] = atoi(t);
+    snprintf(names[nt], sizeof names[nt], "%s_%s_ranks%d", cfg->transport, cfg->algo, vals[nt]);
+    tests[nt] = (struct CMUnitTest){names[nt], test_group, NULL, NULL, &vals[nt]};
+    nt++;
+  }
+  int rc = _cmocka_run_group_tests(cfg->algo, tests, (size_t)nt, NULL, NULL);
+  free(list);
+  return rc;
+}

@@ -1,0 +1,362 @@
+/* Unit tests of the collectives' pieces: reductions and conversions against references, the
+ * pattern checker (it must catch corruption), parsing, and the bootstrap's and transport's
+ * failure paths (wrong token, port in use, unreachable root, dead peer, silent peer). */
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coll.h"
+
+static uint64_t rng_state(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static void test_reduce_f32_f64_int(void **st) {
+  (void)st;
+  enum { N = 1037 };
+  uint64_t s = 42;
+  float a[N], b[N], a0[N];
+  double da[N], db[N];
+  int64_t ia[N], ib[N];
+  for (int op = 0; op < COLL_NOPS; op++) {
+    for (int i = 0; i < N; i++) {
+      a0[i] = a[i] = (float)((int64_t)(rng_state(&s) % 20001) - 10000) / 64.0f;
+      b[i] = (float)((int64_t)(rng_state(&s) % 20001) - 10000) / 64.0f;
+      da[i] = a[i];
+      db[i] = b[i];
+      ia[i] = (int64_t)(rng_state(&s) % 2001) - 1000;
+      ib[i] = (int64_t)(rng_state(&s) % 2001) - 1000;
+    }
+    int64_t ia0[N];
+    memcpy(ia0, ia, sizeof ia);
+    double da0[N];
+    memcpy(da0, da, sizeof da);
+    coll_reduce(a, b, N, COLL_F32, (coll_op)op);
+    coll_reduce(da, db, N, COLL_F64, (coll_op)op);
+    coll_reduce(ia, ib, N, COLL_I64, (coll_op)op);
+    for (int i = 0; i < N; i++) {
+      double x = a0[i], y = b[i], w;
+      int64_t iw;
+      switch (op) {
+      case COLL_SUM: w = x + y; iw = ia0[i] + ib[i]; break;
+      case COLL_PROD: w = x * y; iw = ia0[i] * ib[i]; break;
+      case COLL_MIN: w = x < y ? x : y; iw = ia0[i] < ib[i] ? ia0[i] : ib[i]; break;
+      default: w = x > y ? x : y; iw = ia0[i] > ib[i] ? ia0[i] : ib[i]; break;
+      }
+      assert_true(a[i] == (float)w); /* both sides round the exact result once */
+      assert_true(da[i] == (op == COLL_SUM ? da0[i] + db[i] : op == COLL_PROD ? da0[i] * db[i] : w));
+      assert_true(ia[i] == iw);
+    }
+  }
+}
+
+/* f16: every finite half converts to f32 and back unchanged; rounding is to nearest even. */
+static void test_half_conversions(void **st) {
+  (void)st;
+  for (uint32_t h = 0; h < 65536; h++) {
+    uint16_t x = (uint16_t)h;
+    if (((x >> 10) & 31) == 31) continue; /* inf/nan */
+    float f = coll_f16_to_f32(x);
+    assert_int_equal(coll_f32_to_f16(f), x);
+  }
+  assert_int_equal(coll_f32_to_f16(1.0f), 0x3c00);
+  assert_int_equal(coll_f32_to_f16(65504.0f), 0x7bff);
+  assert_int_equal(coll_f32_to_f16(1e6f), 0x7c00);                /* overflow to inf */
+  assert_int_equal(coll_f32_to_f16(1.0f + 1.0f / 2048.0f), 0x3c00); /* tie to even */
+  assert_int_equal(coll_f32_to_f16(1.0f + 3.0f / 2048.0f), 0x3c02); /* tie to even, up */
+  assert_int_equal(coll_f32_to_bf16(1.0f), 0x3f80);
+  assert_int_equal(coll_f32_to_bf16(1.0f + 1.0f / 256.0f), 0x3f80); /* tie to even */
+  assert_int_equal(coll_f32_to_bf16(1.0f + 3.0f / 256.0f), 0x3f82);
+  assert_true(coll_bf16_to_f32(0xc040) == -3.0f);
+  /* half sums through f32 */
+  uint16_t a[300], b[300];
+  for (int i = 0; i < 300; i++) a[i] = coll_f32_to_f16((float)i), b[i] = coll_f32_to_f16(0.5f);
+  coll_reduce(a, b, 300, COLL_F16, COLL_SUM);
+  for (int i = 0; i < 300; i++) assert_true(coll_f16_to_f32(a[i]) == (float)i + 0.5f);
+}
+
+/* The checker passes an exact reduction and counts every corrupted element. */
+static void test_pattern_checker_catches_corruption(void **st) {
+  (void)st;
+  enum { N = 4099, R = 5 };
+  for (int dt = 0; dt < COLL_NDTYPES; dt++)
+    for (int op = 0; op < COLL_NOPS; op++) {
+      char acc[N * 8], tmp[N * 8];
+      coll_pattern_fill(acc, N, (coll_dtype)dt, (coll_op)op, 0, 7);
+      for (int r = 1; r < R; r++) {
+        coll_pattern_fill(tmp, N, (coll_dtype)dt, (coll_op)op, r, 7);
+        coll_reduce(acc, tmp, N, (coll_dtype)dt, (coll_op)op);
+      }
+      size_t first = 99;
+      assert_int_equal(coll_pattern_check(acc, N, (coll_dtype)dt, (coll_op)op, R, 7, &first), 0);
+      /* one element off by a value the data never produce */
+      size_t es = coll_dtype_size((coll_dtype)dt);
+      char save[8];
+      memcpy(save, acc + 1234 * es, es);
+      coll_pattern_fill(acc + 1234 * es, 1, (coll_dtype)dt, COLL_SUM, 99, 1); /* some other value */
+      double v = coll_elem_get(acc, 1234, (coll_dtype)dt);
+      double ok = 0;
+      memcpy(tmp, save, es);
+      ok = coll_elem_get(tmp, 0, (coll_dtype)dt);
+      if (v == ok) { /* the replacement happened to be right: force a different bit pattern */
+        acc[1234 * es] ^= 0x40;
+      }
+      assert_int_equal(coll_pattern_check(acc, N, (coll_dtype)dt, (coll_op)op, R, 7, &first), 1);
+      assert_int_equal(first, 1234);
+      /* wrong rank count also fails */
+      memcpy(acc + 1234 * es, save, es);
+      assert_true(coll_pattern_check(acc, N, (coll_dtype)dt, (coll_op)op, R - 1, 7, NULL) > 0);
+    }
+}
+
+static void test_parsing(void **st) {
+  (void)st;
+  coll_algo a;
+  assert_int_equal(coll_algo_parse("ring", &a), 0);
+  assert_int_equal(a.kind, COLL_ALGO_RING);
+  assert_int_equal(coll_algo_parse("ps:4", &a), 0);
+  assert_int_equal(a.kind, COLL_ALGO_PS);
+  assert_int_equal(a.param, 4);
+  char buf[32];
+  coll_algo_format(buf, sizeof buf, a);
+  assert_string_equal(buf, "ps:4");
+  assert_int_equal(coll_algo_parse("ps:0", &a), -1);
+  assert_int_equal(coll_algo_parse("ring:2", &a), -1);
+  assert_int_equal(coll_algo_parse("bogus", &a), -1);
+  assert_int_equal(coll_algo_parse("", &a), -1);
+  coll_dtype d;
+  assert_int_equal(coll_dtype_parse("bf16", &d), 0);
+  assert_int_equal(d, COLL_BF16);
+  assert_int_equal(coll_dtype_parse("f8", &d), -1);
+  coll_op o;
+  assert_int_equal(coll_op_parse("max", &o), 0);
+  assert_int_equal(coll_op_parse("avg", &o), -1);
+  coll_transport_kind k;
+  assert_int_equal(coll_transport_parse("tcp", &k), 0);
+  assert_int_equal(coll_transport_parse("ib", &k), -1);
+}
+
+/* ---- multi-process failure paths ---- */
+
+static int free_port(void) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  bind(s, (struct sockaddr *)&a, sizeof a);
+  socklen_t l = sizeof a;
+  getsockname(s, (struct sockaddr *)&a, &l);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+static void set_rank_env(int rank, int size, int port, const char *token) {
+  char v[64];
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("FABENCH_RANK", v, 1);
+  snprintf(v, sizeof v, "%d", size);
+  setenv("FABENCH_WORLD_SIZE", v, 1);
+  snprintf(v, sizeof v, "127.0.0.1:%d", port);
+  setenv("FABENCH_ROOT", v, 1);
+  setenv("FABENCH_TOKEN", token, 1);
+}
+
+/* Runs fn in a child with a pipe for its error text; returns the exit status. */
+typedef int (*child_fn)(int arg, char *err, size_t cap);
+static pid_t spawn(child_fn fn, int arg, int *rfd) {
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    char err[1024] = "";
+    int rc = fn(arg, err, sizeof err);
+    ssize_t w = write(p[1], err, strlen(err));
+    (void)w;
+    _exit(rc);
+  }
+  close(p[1]);
+  *rfd = p[0];
+  return pid;
+}
+
+static int finish(pid_t pid, int rfd, char *out, size_t cap) {
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < cap && (r = read(rfd, out + got, cap - 1 - got)) > 0) got += (size_t)r;
+  out[got] = '\0';
+  close(rfd);
+  int st;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int g_port; /* per test, set before forking */
+
+static int child_boot(int arg, char *err, size_t cap) {
+  /* arg: rank*100 + size*10 + token id */
+  int rank = arg / 100, size = (arg / 10) % 10;
+  set_rank_env(rank, size, g_port, arg % 10 ? "other-job" : "job");
+  coll_boot *b;
+  coll_err e = {{0}};
+  if (coll_boot_open(&b, COLL_BOOT_ENV, 0, 1500, &e) != 0) {
+    snprintf(err, cap, "%s", e.msg);
+    return 1;
+  }
+  coll_boot_close(b);
+  return 0;
+}
+
+static void test_wrong_token_rejected(void **st) {
+  (void)st;
+  g_port = free_port();
+  int f0, f1;
+  pid_t p0 = spawn(child_boot, 0 * 100 + 2 * 10 + 0, &f0);
+  pid_t p1 = spawn(child_boot, 1 * 100 + 2 * 10 + 1, &f1); /* wrong token */
+  char e0[1024], e1[1024];
+  int s1 = finish(p1, f1, e1, sizeof e1), s0 = finish(p0, f0, e0, sizeof e0);
+  assert_int_not_equal(s1, 0);
+  assert_non_null(strstr(e1, "rejected"));
+  assert_non_null(strstr(e1, "wrong job token"));
+  assert_int_not_equal(s0, 0); /* rank 0 never got its peer */
+  assert_non_null(strstr(e0, "missing ranks: 1"));
+}
+
+static void test_port_in_use(void **st) {
+  (void)st;
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+  assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  listen(s, 1);
+  socklen_t l = sizeof a;
+  getsockname(s, (struct sockaddr *)&a, &l);
+  g_port = ntohs(a.sin_port);
+  int f0;
+  pid_t p0 = spawn(child_boot, 0 * 100 + 2 * 10, &f0);
+  char e0[1024];
+  assert_int_not_equal(finish(p0, f0, e0, sizeof e0), 0);
+  assert_non_null(strstr(e0, "rank 0"));
+  assert_non_null(strstr(e0, "in use"));
+  close(s);
+}
+
+static void test_unreachable_root(void **st) {
+  (void)st;
+  g_port = free_port(); /* nobody listens there */
+  int f1;
+  pid_t p1 = spawn(child_boot, 1 * 100 + 2 * 10, &f1);
+  char e1[1024];
+  time_t t0 = time(NULL);
+  assert_int_not_equal(finish(p1, f1, e1, sizeof e1), 0);
+  assert_true(time(NULL) - t0 < 10);
+  assert_non_null(strstr(e1, "rank 1"));
+  assert_non_null(strstr(e1, "cannot reach rank 0"));
+}
+
+/* arg: rank*10 + behaviour (0: take part, 1: die after connecting, 2: connect then stay silent) */
+static int child_collective(int arg, char *err, size_t cap) {
+  int rank = arg / 10, how = arg % 10;
+  set_rank_env(rank, 2, g_port, "job");
+  coll_boot *b;
+  coll_comm *c;
+  coll_err e = {{0}};
+  if (coll_boot_open(&b, COLL_BOOT_ENV, 0, 5000, &e) != 0) {
+    snprintf(err, cap, "%s", e.msg);
+    return 1;
+  }
+  coll_comm_opts o = {.transport = COLL_TCP, .timeout_ms = 1500};
+  if (coll_comm_open(&c, b, &o, &e) != 0) {
+    snprintf(err, cap, "%s", e.msg);
+    return 1;
+  }
+  if (how == 1) raise(SIGKILL);
+  if (how == 2) {
+    sleep(4); /* alive but never joins the collective */
+    return 0;
+  }
+  size_t n = 1 << 22;
+  float *x = calloc(n, sizeof *x);
+  coll_algo ring = {COLL_ALGO_RING, 0};
+  int rc = coll_allreduce(c, x, n, COLL_F32, COLL_SUM, ring, NULL, &e);
+  if (rc != 0) snprintf(err, cap, "%s", e.msg);
+  free(x);
+  coll_comm_close(c);
+  coll_boot_close(b);
+  return rc ? 1 : 0;
+}
+
+static void test_dead_peer_reported(void **st) {
+  (void)st;
+  g_port = free_port();
+  int f0, f1;
+  pid_t p0 = spawn(child_collective, 0 * 10 + 0, &f0);
+  pid_t p1 = spawn(child_collective, 1 * 10 + 1, &f1);
+  char e0[1024], e1[1024];
+  time_t t0 = time(NULL);
+  finish(p1, f1, e1, sizeof e1);
+  assert_int_not_equal(finish(p0, f0, e0, sizeof e0), 0);
+  assert_true(time(NULL) - t0 < 10);
+  assert_non_null(strstr(e0, "rank 1"));
+  assert_non_null(strstr(e0, "closed the connection"));
+}
+
+static void test_silent_peer_times_out(void **st) {
+  (void)st;
+  g_port = free_port();
+  int f0, f1;
+  pid_t p0 = spawn(child_collective, 0 * 10 + 0, &f0);
+  pid_t p1 = spawn(child_collective, 1 * 10 + 2, &f1);
+  char e0[1024], e1[1024];
+  time_t t0 = time(NULL);
+  assert_int_not_equal(finish(p0, f0, e0, sizeof e0), 0);
+  assert_true(time(NULL) - t0 < 4);
+  finish(p1, f1, e1, sizeof e1);
+  assert_non_null(strstr(e0, "timed out"));
+  assert_non_null(strstr(e0, "rank 1"));
+}
+
+static void test_single_world_refused(void **st) {
+  (void)st;
+  setenv("SLURM_NTASKS", "4", 1);
+  unsetenv("FABENCH_RANK");
+  unsetenv("FABENCH_ROOT");
+  unsetenv("FABENCH_WORLD_SIZE");
+  coll_boot *b = NULL;
+  coll_err e = {{0}};
+  assert_int_equal(coll_boot_open(&b, COLL_BOOT_ENV, 0, 1000, &e), -1);
+  assert_non_null(strstr(e.msg, "world of one"));
+  unsetenv("SLURM_NTASKS");
+  assert_int_equal(coll_boot_open(&b, COLL_BOOT_ENV, 0, 1000, &e), 0);
+  assert_int_equal(coll_boot_size(b), 1);
+  coll_boot_close(b);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reduce_f32_f64_int),
+      cmocka_unit_test(test_half_conversions),
+      cmocka_unit_test(test_pattern_checker_catches_corruption),
+      cmocka_unit_test(test_parsing),
+      cmocka_unit_test(test_wrong_token_rejected),
+      cmocka_unit_test(test_port_in_use),
+      cmocka_unit_test(test_unreachable_root),
+      cmocka_unit_test(test_dead_peer_reported),
+      cmocka_unit_test(test_silent_peer_times_out),
+      cmocka_unit_test(test_single_world_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
