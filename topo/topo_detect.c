@@ -452,12 +452,16 @@ int topo_load(topo_info **out, const topo_opts *opts, char *err, size_t errcap) 
   const topo_opts *o = opts ? opts : &defaults;
   if (o->sysfs_root) {
     struct stat sb;
-    if (stat(o->sysfs_root, &sb) != 0 || access(o->sysfs_root, R_OK | X_OK) != 0) {
+    if (stat(o->sysfs_root, &sb) != 0) {
       snprintf(err, errcap, "sysfs root %s: %s", o->sysfs_root, strerror(errno));
       return -1;
     }
     if (!S_ISDIR(sb.st_mode)) {
       snprintf(err, errcap, "sysfs root %s: not a directory", o->sysfs_root);
+      return -1;
+    }
+    if (access(o->sysfs_root, R_OK | X_OK) != 0) {
+      snprintf(err, errcap, "sysfs root %s: %s", o->sysfs_root, strerror(errno));
       return -1;
     }
   }

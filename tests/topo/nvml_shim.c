@@ -1,0 +1,133 @@
+/* A test-only libnvidia-ml.so.1: just enough NVML for topo_nvml_query's dlopen path. What it
+ * reports is chosen per call by FABENCH_NVML_SHIM (read on every call, so one test process can
+ * switch scenarios):
+ *   dgx8        8 GPUs at dgx8.xml's bus ids, each with 5+4+4+5 links to 4 NVSwitches
+ *               (0000:92..95:00.0), NVLink version 6 (4.0); the default
+ *   hidden      as dgx8 but the switches sit at bus ids hwloc does not list (f0..f3)
+ *   pairs       GPU 2k and 2k+1 joined by 4 direct links of version 4 (3.0), no switches
+ *   initfail    nvmlInit_v2 answers NVML_ERROR_DRIVER_NOT_LOADED
+ *   linkerr     nvmlDeviceGetNvLinkState answers NVML_ERROR_UNKNOWN on link 2
+ * Built three times: complete, without the NVLink symbols (SHIM_NO_NVLINK), and without the
+ * required nvmlDeviceGetPciInfo_v3 (SHIM_NO_PCI). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvml_min.h"
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+
+static const unsigned shim_gpu_bus[8] = {0x15, 0x19, 0x35, 0x39, 0x55, 0x59, 0x75, 0x79};
+static const int shim_per_switch[4] = {5, 4, 4, 5};
+
+static const char *shim_mode(void) {
+  const char *m = getenv("FABENCH_NVML_SHIM");
+  return m && *m ? m : "dgx8";
+}
+
+static int shim_index(nvmlDevice_t d) { return (int)(uintptr_t)d - 1; }
+
+static void shim_fill_pci(nvmlPciInfo_t *p, unsigned bus) {
+  memset(p, 0, sizeof *p);
+  p->domain = 0;
+  p->bus = bus;
+  p->device = 0;
+  p->pciDeviceId = 0x233010de;
+  snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "0000:%02x:00.0", bus);
+  snprintf(p->busId, sizeof p->busId, "00000000:%02x:00.0", bus);
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlInit_v2(void) {
+  return strcmp(shim_mode(), "initfail") ? NVML_SUCCESS : NVML_ERROR_DRIVER_NOT_LOADED;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
+
+SHIM_EXPORT const char *nvmlErrorString(nvmlReturn_t r) {
+  switch (r) {
+  case NVML_SUCCESS: return "Success";
+  case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+  case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+  default: return "Unknown Error";
+  }
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n) {
+  *n = 8;
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d) {
+  if (i >= 8) return NVML_ERROR_INVALID_ARGUMENT;
+  *d = (nvmlDevice_t)(uintptr_t)(i + 1);
+  return NVML_SUCCESS;
+}
+
+#ifndef SHIM_NO_PCI
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
+  int i = shim_index(d);
+  if (i < 0 || i >= 8) return NVML_ERROR_INVALID_ARGUMENT;
+  shim_fill_pci(p, shim_gpu_bus[i]);
+  return NVML_SUCCESS;
+}
+#endif
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned len) {
+  (void)d;
+  snprintf(name, len, "NVIDIA H100 80GB HBM3 (shim)");
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
+  m->total = (80ULL << 30) + (unsigned long long)shim_index(d);
+  m->free = m->total;
+  m->used = 0;
+  return NVML_SUCCESS;
+}
+
+#ifndef SHIM_NO_NVLINK
+/* Which remote a link reaches in the current scenario; 0 when the link is off. */
+static int shim_link(int gpu, unsigned link, unsigned *bus) {
+  const char *m = shim_mode();
+  if (!strcmp(m, "pairs")) {
+    if (link >= 4) return 0;
+    *bus = shim_gpu_bus[gpu ^ 1];
+    return 1;
+  }
+  unsigned base = strcmp(m, "hidden") ? 0x92 : 0xf0;
+  unsigned l = link;
+  for (int s = 0; s < 4; s++) {
+    if (l < (unsigned)shim_per_switch[s]) {
+      *bus = base + (unsigned)s;
+      return 1;
+    }
+    l -= (unsigned)shim_per_switch[s];
+  }
+  return 0;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned link,
+                                                  nvmlEnableState_t *st) {
+  if (link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!strcmp(shim_mode(), "linkerr") && link == 2) return NVML_ERROR_UNKNOWN;
+  unsigned bus;
+  *st = shim_link(shim_index(d), link, &bus) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned link,
+                                                             nvmlPciInfo_t *p) {
+  unsigned bus;
+  if (!shim_link(shim_index(d), link, &bus)) return NVML_ERROR_INVALID_ARGUMENT;
+  shim_fill_pci(p, bus);
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t d, unsigned link, unsigned *v) {
+  (void)d;
+  (void)link;
+  *v = strcmp(shim_mode(), "pairs") ? 6 : 4;
+  return NVML_SUCCESS;
+}
+#endif
