@@ -396,6 +396,11 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
 
   /* From here on, signals are taken synchronously (and forwarded to the ranks). */
   sigset_t set, old;
+  /* A caller that ignores SIGCHLD would have its children reaped behind our back. */
+  struct sigaction chld_dfl, chld_old;
+  memset(&chld_dfl, 0, sizeof chld_dfl);
+  chld_dfl.sa_handler = SIG_DFL;
+  sigaction(SIGCHLD, &chld_dfl, &chld_old);
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
@@ -549,5 +554,6 @@ out:
   while (sigtimedwait(&set, NULL, &zero) > 0) {
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
+  sigaction(SIGCHLD, &chld_old, NULL);
   return rc;
 }

@@ -276,6 +276,28 @@ static void test_failing_rank(void **state) {
   assert_int_equal(leftovers((long)getpid()), 0);
 }
 
+/* Two runs at once do not collide (names from the pid, a /24 each). */
+static void test_two_runs(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  pid_t kids[2];
+  for (int k = 0; k < 2; k++) {
+    kids[k] = fork();
+    assert_true(kids[k] >= 0);
+    if (kids[k] == 0) {
+      char *argv[] = {"--peer-rank", NULL};
+      bench_launch_opts o = {.n = 3, .emulate = "1gbit", .timeout_s = 10};
+      _exit(bench_launch_prog(&o, self_exe, argv));
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    int st = wait_limit(kids[k], 30);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(leftovers(kids[k]), 0);
+  }
+}
+
 /* SIGINT or SIGTERM to the launcher: ranks stopped, everything removed. */
 static void test_interrupted(void **state) {
   (void)state;
@@ -522,7 +544,8 @@ int main(int argc, char **argv) {
   srand((unsigned)time(NULL) ^ (unsigned)getpid());
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_setup_teardown), cmocka_unit_test(test_peer_ranks),
-      cmocka_unit_test(test_failing_rank),   cmocka_unit_test(test_interrupted),
+      cmocka_unit_test(test_failing_rank),   cmocka_unit_test(test_two_runs),
+      cmocka_unit_test(test_interrupted),
       cmocka_unit_test(test_stale),          cmocka_unit_test(test_mpi),
       cmocka_unit_test(test_fabench_allreduce), cmocka_unit_test(test_fabench_killed_rank),
   };
