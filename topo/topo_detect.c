@@ -261,6 +261,8 @@ static void topo_nvlink_through_switches(topo_info *ti) {
       if (a > 0 && b > 0) {
         ti->nvlinks[i * n + j] = a < b ? a : b;
         ti->nvvia[i * n + j] = 1;
+        unsigned va = ti->gpu[i].switch_version, vb = ti->gpu[j].switch_version;
+        ti->nvversion[i * n + j] = va < vb ? va : vb;
       }
     }
 }
@@ -275,6 +277,7 @@ static int topo_nvlink_from_nvml(topo_info *ti, const topo_nvml_info *nv) {
     int gi = -1;
     for (int i = 0; i < n; i++)
       if (topo_pci_match(ti->gpu[i].pci.obj, g->domain, g->bus, g->dev, g->func)) gi = i;
+    if (!g->nvlink_known) known = 0;
     if (gi < 0) {
       topo_warn(ti, "NVML GPU %04x:%02x:%02x.%x is not in the PCI tree", g->domain, g->bus,
                 g->dev, g->func);
@@ -283,7 +286,6 @@ static int topo_nvlink_from_nvml(topo_info *ti, const topo_nvml_info *nv) {
     topo_gpu *tg = &ti->gpu[gi];
     if (g->name[0]) topo_copy(tg->model, sizeof tg->model, g->name);
     if (g->mem_bytes > 0) tg->mem_bytes = g->mem_bytes;
-    if (!g->nvlink_known) known = 0;
     for (int l = 0; l < g->nlinks; l++) {
       const topo_nvml_link *lk = &g->links[l];
       int peer = -1;
@@ -296,7 +298,10 @@ static int topo_nvlink_from_nvml(topo_info *ti, const topo_nvml_info *nv) {
       }
       hwloc_obj_t r = hwloc_get_pcidev_by_busid(ti->t, lk->domain, lk->bus, lk->dev, lk->func);
       /* NVSwitches are often hidden from the host's PCI tree: not a GPU and not found is one */
-      if (!r || topo_is_nvswitch(r)) tg->switch_links++;
+      if (!r || topo_is_nvswitch(r)) {
+        tg->switch_links++;
+        if (lk->version > tg->switch_version) tg->switch_version = lk->version;
+      }
     }
   }
   if (!known) return 1;
@@ -352,6 +357,7 @@ static int topo_nvlink_from_hwloc(topo_info *ti) {
         ti->nvversion[gi[i] * n + gi[j]] = links ? ver : 0;
       } else if (gi[j] == -3) {
         ti->gpu[gi[i]].switch_links += links;
+        if (links) ti->gpu[gi[i]].switch_version = ver;
       }
     }
   }

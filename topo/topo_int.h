@@ -124,6 +124,7 @@ typedef struct {
   topo_pcidev pci;
   int nearest_nic;  /* index in nics, -1 none */
   int switch_links; /* NVLinks to NVSwitches; -1 unknown */
+  unsigned switch_version; /* NVML version of those links (0 unknown) */
 } topo_gpu;
 
 struct topo_info {

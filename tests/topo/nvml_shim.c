@@ -19,7 +19,6 @@
 #define SHIM_EXPORT __attribute__((visibility("default")))
 
 static const unsigned shim_gpu_bus[8] = {0x15, 0x19, 0x35, 0x39, 0x55, 0x59, 0x75, 0x79};
-static const int shim_per_switch[4] = {5, 4, 4, 5};
 
 static const char *shim_mode(void) {
   const char *m = getenv("FABENCH_NVML_SHIM");
@@ -87,6 +86,8 @@ SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m
 }
 
 #ifndef SHIM_NO_NVLINK
+static const int shim_per_switch[4] = {5, 4, 4, 5};
+
 /* Which remote a link reaches in the current scenario; 0 when the link is off. */
 static int shim_link(int gpu, unsigned link, unsigned *bus) {
   const char *m = shim_mode();
