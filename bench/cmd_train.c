@@ -164,6 +164,14 @@ static int parse_args(train_args *a, int argc, char **argv) {
     }
   }
   if (optind < argc) BAD("unexpected argument '%s'", argv[optind]);
+  if (a->milestones) {
+    char *items[NN_LR_MAX_MILESTONES], *store;
+    int n = bench_split_list(a->milestones, items, NN_LR_MAX_MILESTONES, &store), ok = n > 0;
+    for (int i = 0; ok && i < n; i++) ok = bench_parse_double(items[i], 0, 1e9, &d) == 0;
+    free(store);
+    if (!ok) BAD("bad --lr-milestones '%s' (epochs, comma separated, at most %d)", a->milestones,
+                 NN_LR_MAX_MILESTONES);
+  }
   /* the model's spelling here; whether that depth exists is the network builder's to say */
   if (!model_spelled_ok(a->model))
     BAD("bad --model '%s' (resnetN or resnetN-wW, e.g. resnet20, resnet18-w4)", a->model);

@@ -8,3 +8,5 @@ fabench_test(test_train_lr SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_lr.c
              LIBS fabench_models TIMEOUT 30)
 fabench_test(test_train_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_ckpt.c
              LIBS fabench_models TIMEOUT 30)
+fabench_test(test_train_cli SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_cli.c
+             LIBS fabench_models ZLIB::ZLIB TIMEOUT 120)

@@ -1,0 +1,385 @@
+/* `fabench train` end to end: bad flags and files give one clear line and the documented exit
+ * status; a tiny run writes its files; a run interrupted by a checkpoint and resumed ends
+ * bit-identical to an uninterrupted one; damaged or mismatched checkpoints are refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "nn_data.h"
+
+static char dir[256];
+static const char *bin;
+
+/* Runs `fabench train ARGS` (stdout+stderr captured); returns the exit status. */
+static int train(char *out, size_t cap, const char *fmt, ...) {
+  char args[4096], cmd[4400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' train %s 2>&1", dir, bin, args);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = 0;
+  while (fgetc(p) != EOF) {
+  }
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void expect(int rc, const char *out, int want_rc, const char *want) {
+  if (rc != want_rc || !strstr(out, want))
+    fail_msg("exit %d (want %d), output lacks '%s':\n%s", rc, want_rc, want, out);
+}
+
+/* Field `col` of data row `row` (0-based) of a CSV written by fabench (no quoting in ours). */
+static int csv_get(char *val, size_t cap, const char *path, int row, const char *col) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[8192];
+  int idx = -1, r = -1, found = -1;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    char *save = NULL;
+    int k = 0;
+    for (char *t = strtok_r(line, ",", &save); t; t = strtok_r(NULL, ",", &save), k++) {
+      if (r == -1 && !strcmp(t, col)) idx = k;
+      if (r == row && k == idx) {
+        snprintf(val, cap, "%s", t);
+        found = 0;
+      }
+    }
+    if (r == row || (r == -1 && idx < 0)) break;
+    r++;
+  }
+  fclose(f);
+  return found;
+}
+
+static int csv_rows(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int n = -1, c;
+  while ((c = fgetc(f)) != EOF) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+static double csv_num(const char *path, int row, const char *col) {
+  char v[256];
+  if (csv_get(v, sizeof v, path, row, col) != 0) fail_msg("%s: no %s in row %d", path, col, row);
+  return strtod(v, NULL);
+}
+
+static void write_gz(const char *path, const uint8_t *p, size_t n) {
+  gzFile f = gzopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(gzwrite(f, p, (unsigned)n), (int)n);
+  gzclose(f);
+}
+
+/* A small Fashion-MNIST look-alike: n images of s x s whose class sets their brightness. */
+static void make_fmnist(const char *sub, int ntrain, int ntest, int s, uint32_t img_magic) {
+  char d[512], p[600];
+  snprintf(d, sizeof d, "%s/%s", dir, sub);
+  mkdir(d, 0755);
+  const char *names[2][2] = {{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"},
+                             {"t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}};
+  uint32_t seed = 7;
+  for (int split = 0; split < 2; split++) {
+    int n = split ? ntest : ntrain;
+    size_t ib = 16 + (size_t)n * s * s;
+    uint8_t *img = malloc(ib), *lab = malloc(8 + (size_t)n);
+    const uint32_t hdr[4] = {img_magic, (uint32_t)n, (uint32_t)s, (uint32_t)s};
+    for (int k = 0; k < 4; k++)
+      for (int b = 0; b < 4; b++) img[4 * k + b] = (uint8_t)(hdr[k] >> (24 - 8 * b));
+    const uint32_t lh[2] = {0x801, (uint32_t)n};
+    for (int k = 0; k < 2; k++)
+      for (int b = 0; b < 4; b++) lab[4 * k + b] = (uint8_t)(lh[k] >> (24 - 8 * b));
+    for (int i = 0; i < n; i++) {
+      seed = seed * 1103515245u + 12345u;
+      int cls = (int)((seed >> 16) % 10);
+      lab[8 + i] = (uint8_t)cls;
+      for (int k = 0; k < s * s; k++) {
+        seed = seed * 1103515245u + 12345u;
+        img[16 + (size_t)i * s * s + k] = (uint8_t)(20 * cls + ((seed >> 16) & 31));
+      }
+    }
+    snprintf(p, sizeof p, "%s/%s", d, names[split][0]);
+    write_gz(p, img, ib);
+    snprintf(p, sizeof p, "%s/%s", d, names[split][1]);
+    write_gz(p, lab, 8 + (size_t)n);
+    free(img);
+    free(lab);
+  }
+}
+
+static int exists(const char *rel) {
+  char p[600];
+  snprintf(p, sizeof p, "%s/%s", dir, rel);
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+
+static void test_bad_flags(void **state) {
+  (void)state;
+  char out[16384];
+  const struct {
+    const char *args, *msg;
+  } cases[] = {
+      {"--batch 0", "--batch"},
+      {"--batch=x", "--batch"},
+      {"--epochs -1", "--epochs"},
+      {"--lr abc", "--lr"},
+      {"--momentum 2", "--momentum"},
+      {"--threads 0", "--threads"},
+      {"--lr-schedule linear", "--lr-schedule"},
+      {"--lr-schedule step --lr-milestones 1,x --data synthetic:1x8x8:3:16", "--lr-milestones"},
+      {"--data imagenet", "--data"},
+      {"--data synthetic:1x8", "--data"},
+      {"--model vgg16", "--model"},
+      {"--frobnicate", "unknown option '--frobnicate'"},
+      {"--save", "needs a value"},
+      {"stray", "unexpected argument"},
+      {"--seed -3", "--seed"},
+      {"--target-acc 1.5", "--target-acc"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int rc = train(out, sizeof out, "--out badflags %s", cases[i].args);
+    expect(rc, out, 2, cases[i].msg);
+    expect(rc, out, 2, "usage: fabench train");
+    assert_false(exists("badflags")); /* nothing written for a refused command */
+  }
+  assert_int_equal(train(out, sizeof out, "--help"), 0);
+  assert_non_null(strstr(out, "--target-acc"));
+}
+
+static void test_bad_files(void **state) {
+  (void)state;
+  char out[16384];
+  const char *small = "--model resnet8-w2 --batch 4 --threads 1 --steps 2 --out badfiles";
+  expect(train(out, sizeof out, "--data fmnist:%s/none %s", dir, small), out, 1, "cannot open");
+  make_fmnist("magic", 20, 8, 8, 0x802);
+  expect(train(out, sizeof out, "--data fmnist:%s/magic %s", dir, small), out, 1, "wrong magic");
+  /* a truncated image file: a gzip whose content stops half-way */
+  make_fmnist("trunc", 20, 8, 8, 0x803);
+  char p[600];
+  snprintf(p, sizeof p, "%s/trunc/train-images-idx3-ubyte.gz", dir);
+  uint8_t hdr[16 + 100] = {0, 0, 8, 3, 0, 0, 0, 20, 0, 0, 0, 8, 0, 0, 0, 8};
+  write_gz(p, hdr, sizeof hdr);
+  expect(train(out, sizeof out, "--data fmnist:%s/trunc %s", dir, small), out, 1, "truncated");
+  /* splits of different image sizes */
+  make_fmnist("shape", 20, 8, 8, 0x803);
+  make_fmnist("shape9", 20, 8, 9, 0x803);
+  char q[600];
+  snprintf(p, sizeof p, "%s/shape9/t10k-images-idx3-ubyte.gz", dir);
+  snprintf(q, sizeof q, "%s/shape/t10k-images-idx3-ubyte.gz", dir);
+  rename(p, q);
+  snprintf(p, sizeof p, "%s/shape9/t10k-labels-idx1-ubyte.gz", dir);
+  snprintf(q, sizeof q, "%s/shape/t10k-labels-idx1-ubyte.gz", dir);
+  rename(p, q);
+  expect(train(out, sizeof out, "--data fmnist:%s/shape %s", dir, small), out, 1,
+         "inconsistent shapes");
+  /* fewer images than one batch */
+  expect(train(out, sizeof out, "--data synthetic:1x8x8:3:3 %s", small), out, 1, "less than one batch");
+  assert_false(exists("badfiles"));
+  /* a depth the builder does not have */
+  expect(train(out, sizeof out, "--data synthetic:1x8x8:3:16 --model resnet7 --batch 4 --threads 1"
+               " --out badfiles"), out, 1, "resnet7");
+}
+
+static void test_tiny_run(void **state) {
+  (void)state;
+  char out[65536], csv[600], v[256];
+  int rc = train(out, sizeof out,
+                 "--model resnet8-w2 --data synthetic:1x8x8:3:64 --batch 8 --epochs 4 --threads 1"
+                 " --warmup-steps 2 --lr 0.05 --eval-every 2 --target-acc 0.01 --no-stop-at-target"
+                 " --out tiny");
+  expect(rc, out, 0, "test acc");
+  assert_non_null(strstr(out, "step       1"));
+  snprintf(csv, sizeof csv, "%s/tiny/train.csv", dir);
+  assert_int_equal(csv_rows(csv), 1);
+  assert_int_equal((int)csv_num(csv, 0, "steps"), 32);
+  assert_int_equal((int)csv_num(csv, 0, "measured_steps"), 30);
+  assert_int_equal((int)csv_num(csv, 0, "batch"), 8);
+  assert_int_equal((int)csv_num(csv, 0, "threads"), 1);
+  assert_true(csv_num(csv, 0, "images_per_s") > 0);
+  double step = csv_num(csv, 0, "step_ms"), parts = csv_num(csv, 0, "data_ms") +
+                csv_num(csv, 0, "fwd_ms") + csv_num(csv, 0, "bwd_ms") + csv_num(csv, 0, "opt_ms");
+  assert_true(parts <= step * 1.0001 && parts > 0.5 * step); /* the parts are the step's */
+  double acc = csv_num(csv, 0, "test_acc");
+  assert_true(acc >= 0 && acc <= 1);
+  assert_true(csv_num(csv, 0, "time_to_target_s") >= 0);
+  assert_int_equal(csv_get(v, sizeof v, csv, 0, "model"), 0);
+  assert_string_equal(v, "resnet8-w2");
+  assert_int_equal(csv_get(v, sizeof v, csv, 0, "backend"), 0);
+  assert_non_null(strstr(v, "oneDNN"));
+  assert_int_equal(csv_get(v, sizeof v, csv, 0, "host"), 0);
+  assert_true(strlen(v) > 0);
+  snprintf(csv, sizeof csv, "%s/tiny/train_eval.csv", dir);
+  assert_int_equal(csv_rows(csv), 2); /* epochs 2 and 4 */
+  snprintf(csv, sizeof csv, "%s/tiny/train_steps.csv", dir);
+  assert_int_equal(csv_rows(csv), 32);
+  assert_int_equal((int)csv_num(csv, 0, "warmup"), 1);
+  assert_int_equal((int)csv_num(csv, 2, "warmup"), 0);
+  assert_int_equal((int)csv_num(csv, 8, "epoch"), 1);
+  assert_int_equal((int)csv_num(csv, 8, "step_in_epoch"), 0);
+  /* cosine over 32 steps, no warm-up */
+  assert_float_equal(csv_num(csv, 0, "lr"), 0.05, 1e-7);
+  assert_float_equal(csv_num(csv, 16, "lr"), 0.025, 1e-7);
+  /* it learns: the class sets the brightness */
+  double first = 0, last = 0;
+  for (int i = 0; i < 4; i++) {
+    first += csv_num(csv, i, "loss");
+    last += csv_num(csv, 28 + i, "loss");
+  }
+  if (!(last < 0.7 * first)) fail_msg("loss %g -> %g: not learning", first / 4, last / 4);
+  char rj[600];
+  snprintf(rj, sizeof rj, "%s/tiny/run.json", dir);
+  FILE *f = fopen(rj, "r");
+  assert_non_null(f);
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  fclose(f);
+  assert_non_null(strstr(out, "\"backend\":\t\"oneDNN"));
+  assert_non_null(strstr(out, "\"params\""));
+  assert_non_null(strstr(out, "\"time_to_target_s\""));
+}
+
+static void load_arenas(const char *path, float **p, float **m, float **b, nn_ckpt_info *info) {
+  char err[1024];
+  assert_int_equal(nn_ckpt_read_info(path, info, err, sizeof err), 0);
+  *p = malloc(info->n_params * 4 + 4);
+  *m = malloc(info->n_momentum * 4 + 4);
+  *b = malloc(info->n_buffers * 4 + 4);
+  nn_ckpt_info got;
+  if (nn_ckpt_load(path, &got, *p, *m, *b, info, err, sizeof err) != 0) fail_msg("%s", err);
+}
+
+static void test_resume_bit_identical(void **state) {
+  (void)state;
+  char out[65536], a[600], b[600];
+  make_fmnist("fm", 44, 12, 10, 0x803); /* 11 steps of 4 per epoch, with crop and flip */
+  const char *cfg = "--model resnet8-w2 --batch 4 --epochs 3 --threads 1 --lr 0.05 --seed 9"
+                    " --warmup-epochs 0.5 --eval-every 1";
+  expect(train(out, sizeof out, "--data fmnist:%s/fm %s --steps 17 --save full.ckpt --out A", dir,
+               cfg), out, 0, "train:");
+  /* interrupted mid-epoch 0, resumed across the epoch boundary to the same step */
+  expect(train(out, sizeof out, "--data fmnist:%s/fm %s --steps 7 --save part.ckpt --out B1", dir,
+               cfg), out, 0, "train:");
+  expect(train(out, sizeof out, "--data fmnist:%s/fm %s --steps 17 --resume part.ckpt"
+               " --save resumed.ckpt --out B2", dir, cfg), out, 0, "from checkpoint");
+  snprintf(a, sizeof a, "%s/full.ckpt", dir);
+  snprintf(b, sizeof b, "%s/resumed.ckpt", dir);
+  float *pa, *ma, *ba, *pb, *mb, *bb;
+  nn_ckpt_info ia, ib;
+  load_arenas(a, &pa, &ma, &ba, &ia);
+  load_arenas(b, &pb, &mb, &bb, &ib);
+  assert_int_equal(ia.global_step, 17);
+  assert_int_equal(ib.global_step, 17);
+  assert_int_equal(ib.epoch, 1);
+  assert_int_equal(ib.step, 6);
+  assert_memory_equal(pa, pb, ia.n_params * 4);
+  assert_memory_equal(ma, mb, ia.n_momentum * 4);
+  assert_memory_equal(ba, bb, ia.n_buffers * 4);
+  /* and the weights did move */
+  float *p0, *m0, *b0;
+  nn_ckpt_info i0;
+  snprintf(b, sizeof b, "%s/part.ckpt", dir);
+  load_arenas(b, &p0, &m0, &b0, &i0);
+  assert_memory_not_equal(p0, pa, ia.n_params * 4);
+  /* the per-step losses after the resume point agree exactly */
+  snprintf(a, sizeof a, "%s/A/train_steps.csv", dir);
+  snprintf(b, sizeof b, "%s/B2/train_steps.csv", dir);
+  assert_int_equal(csv_rows(b), 10);
+  for (int i = 0; i < 10; i++) {
+    char la[64], lb[64], sa[64], sb[64];
+    assert_int_equal(csv_get(la, sizeof la, a, 7 + i, "loss"), 0);
+    assert_int_equal(csv_get(lb, sizeof lb, b, i, "loss"), 0);
+    assert_int_equal(csv_get(sa, sizeof sa, a, 7 + i, "step"), 0);
+    assert_int_equal(csv_get(sb, sizeof sb, b, i, "step"), 0);
+    assert_string_equal(sa, sb);
+    assert_string_equal(la, lb);
+  }
+  free(pa), free(ma), free(ba), free(pb), free(mb), free(bb), free(p0), free(m0), free(b0);
+}
+
+static void test_bad_checkpoints(void **state) {
+  (void)state;
+  char out[65536], p[600];
+  make_fmnist("fm2", 24, 8, 10, 0x803);
+  const char *cfg = "--model resnet8-w2 --batch 4 --epochs 2 --threads 1 --eval-every 0";
+  expect(train(out, sizeof out, "--data fmnist:%s/fm2 %s --steps 3 --save good.ckpt --out C1",
+               dir, cfg), out, 0, "train:");
+  snprintf(p, sizeof p, "%s/good.ckpt", dir);
+  FILE *f = fopen(p, "rb");
+  assert_non_null(f);
+  static uint8_t buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  assert_true(n > 600 && n < sizeof buf);
+
+  snprintf(p, sizeof p, "%s/flip.ckpt", dir);
+  buf[n / 2] ^= 1;
+  f = fopen(p, "wb");
+  fwrite(buf, 1, n, f);
+  fclose(f);
+  buf[n / 2] ^= 1;
+  expect(train(out, sizeof out, "--data fmnist:%s/fm2 %s --resume flip.ckpt --out C2", dir, cfg),
+         out, 1, "corrupted");
+  snprintf(p, sizeof p, "%s/cut.ckpt", dir);
+  f = fopen(p, "wb");
+  fwrite(buf, 1, n - 100, f);
+  fclose(f);
+  expect(train(out, sizeof out, "--data fmnist:%s/fm2 %s --resume cut.ckpt --out C2", dir, cfg),
+         out, 1, "truncated");
+  expect(train(out, sizeof out, "--data fmnist:%s/fm2 %s --resume %s/fm2/t10k-images-idx3-ubyte.gz"
+               " --out C2", dir, cfg, dir), out, 1, "wrong magic");
+  expect(train(out, sizeof out, "--data fmnist:%s/fm2 --model resnet8-w3 --batch 4 --epochs 2"
+               " --threads 1 --resume good.ckpt --out C2", dir), out, 1, "model 'resnet8-w2'");
+  expect(train(out, sizeof out, "--data fmnist:%s/fm2 --model resnet8-w2 --batch 3 --epochs 2"
+               " --threads 1 --resume good.ckpt --out C2", dir), out, 1, "batch 4");
+  expect(train(out, sizeof out, "--data synthetic:1x10x10:10:24 %s --resume good.ckpt --out C2",
+               cfg), out, 1, "checkpoint is for data");
+  expect(train(out, sizeof out, "--data fmnist:%s/fm2 %s --steps 3 --resume good.ckpt --out C2",
+               dir, cfg), out, 1, "nothing left to train");
+  assert_false(exists("C2"));
+}
+
+static int setup(void **state) {
+  (void)state;
+  bin = getenv("FABENCH_BIN");
+  snprintf(dir, sizeof dir, "/tmp/fabench-test-train-XXXXXX");
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  if (!getenv("FABENCH_BIN")) {
+    fprintf(stderr, "FABENCH_BIN is not set (ctest sets it); skipping\n");
+    return 0;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bad_flags),       cmocka_unit_test(test_bad_files),
+      cmocka_unit_test(test_tiny_run),        cmocka_unit_test(test_resume_bit_identical),
+      cmocka_unit_test(test_bad_checkpoints),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
