@@ -11,7 +11,7 @@
 
 static const char topo_usage[] =
     "usage: fabench topo [--json] [--xml FILE] [--input FILE | --synthetic DESC]\n"
-    "                    [--sysfs-root DIR] [--no-nvml] [--out DIR]\n"
+    "                    [--sysfs-root DIR] [--nvml | --no-nvml] [--out DIR]\n"
     "  (default)         readable summary and the GPU/NIC path matrix\n"
     "  --json            the topology as JSON (schema fabench-topo, versioned) on stdout\n"
     "  --xml FILE        also write hwloc's XML of the topology to FILE\n"
@@ -19,6 +19,7 @@ static const char topo_usage[] =
     "  --synthetic DESC  an hwloc synthetic topology, e.g. \"pack:2 core:4 pu:2\"\n"
     "  --sysfs-root DIR  read NIC, InfiniBand and PCIe link state under DIR instead of /\n"
     "                    (with --input, link state is unknown unless this is given)\n"
+    "  --nvml            ask this machine's NVML even with --input (the XML is from here)\n"
     "  --no-nvml         do not load NVML (NVLink then unknown unless the XML has it)\n"
     "  --out DIR         also write DIR/topo.json and DIR/topo-<host>.xml\n";
 
@@ -32,6 +33,7 @@ int bench_cmd_topo(int argc, char **argv) {
     const char **val = NULL;
     if (!strcmp(a, "--json")) json = 1;
     else if (!strcmp(a, "--no-nvml")) o.nvml = TOPO_NVML_OFF;
+    else if (!strcmp(a, "--nvml")) o.nvml = TOPO_NVML_ON;
     else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(topo_usage, stdout);
       return 0;

@@ -1,1 +1,172 @@
-int main(void) { return 0; }
+/* Binding on this machine, checked with sched_getaffinity (not hwloc), and its errors. Each
+ * case restores the test's own affinity. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sched.h>
+
+#include "test_topo_common.h"
+#include "topo_int.h"
+
+static cpu_set_t saved;
+
+static int save(void **state) {
+  (void)state;
+  return sched_getaffinity(0, sizeof saved, &saved);
+}
+
+static int restore(void **state) {
+  (void)state;
+  return sched_setaffinity(0, sizeof saved, &saved);
+}
+
+static int allowed_cpus(int *cpus, int max) {
+  int n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+    if (CPU_ISSET(c, &saved)) cpus[n++] = c;
+  return n;
+}
+
+static void test_parse(void **state) {
+  (void)state;
+  const char *ok[] = {"none", "core", "numa", "nic", "gpu"};
+  for (int i = 0; i < 5; i++) {
+    topo_bind_kind k;
+    char err[128];
+    assert_int_equal(topo_bind_parse(ok[i], &k, err, sizeof err), 0);
+    assert_int_equal((int)k, i);
+  }
+  const char *bad[] = {"", "Core", "cores", "socket", "core,numa", "gpu0", " core"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char err[128] = "";
+    assert_int_equal(topo_bind_parse(bad[i], NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--bind"));
+  }
+  char err[128];
+  assert_int_equal(topo_bind_parse(NULL, NULL, err, sizeof err), -1);
+}
+
+/* One core per rank while ranks fit: every rank gets a single allowed cpu (one PU per core on
+ * this box) and distinct ranks get distinct cores. */
+static void test_core(void **state) {
+  (void)state;
+  int cpus[CPU_SETSIZE];
+  int n = allowed_cpus(cpus, CPU_SETSIZE);
+  assert_true(n >= 1);
+  int size = n < 4 ? n : 4;
+  cpu_set_t seen;
+  CPU_ZERO(&seen);
+  for (int r = 0; r < size; r++) {
+    char desc[256], err[256];
+    assert_int_equal(topo_bind("core", r, size, NULL, desc, sizeof desc, err, sizeof err), 0);
+    cpu_set_t got;
+    assert_int_equal(sched_getaffinity(0, sizeof got, &got), 0);
+    assert_true(CPU_COUNT(&got) >= 1);
+    cpu_set_t both;
+    CPU_AND(&both, &got, &saved);
+    assert_true(CPU_EQUAL(&both, &got)); /* only allowed cpus */
+    CPU_AND(&both, &got, &seen);
+    assert_int_equal(CPU_COUNT(&both), 0); /* not shared with an earlier rank */
+    CPU_OR(&seen, &seen, &got);
+    assert_non_null(strstr(desc, "core:"));
+    /* the description names exactly the cpus the kernel reports */
+    char want[64];
+    int first = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &got)) {
+        first = c;
+        break;
+      }
+    snprintf(want, sizeof want, "cpus=%d", first);
+    assert_non_null(strstr(desc, want));
+    restore(NULL);
+  }
+  /* more ranks than cores: round robin, still one core each */
+  char desc[256], err[256];
+  assert_int_equal(topo_bind("core", n, 2 * n, NULL, desc, sizeof desc, err, sizeof err), 0);
+  cpu_set_t got;
+  sched_getaffinity(0, sizeof got, &got);
+  assert_true(CPU_ISSET(cpus[0], &got));
+}
+
+static void test_numa_and_none(void **state) {
+  (void)state;
+  char desc[256], err[256];
+  assert_int_equal(topo_bind("numa", 0, 1, NULL, desc, sizeof desc, err, sizeof err), 0);
+  assert_non_null(strstr(desc, "numa:"));
+  cpu_set_t got;
+  sched_getaffinity(0, sizeof got, &got);
+  /* one NUMA node here: all allowed cpus of it */
+  topo_info *ti = NULL;
+  assert_int_equal(topo_load(&ti, NULL, err, sizeof err), 0);
+  if (ti->nnuma == 1) assert_true(CPU_EQUAL(&got, &saved));
+  topo_free(ti);
+  restore(NULL);
+  assert_int_equal(topo_bind("none", 0, 1, NULL, desc, sizeof desc, err, sizeof err), 0);
+  assert_int_equal(strncmp(desc, "none cpuset=", 12), 0);
+  sched_getaffinity(0, sizeof got, &got);
+  assert_true(CPU_EQUAL(&got, &saved)); /* untouched */
+}
+
+static void test_nic_gpu(void **state) {
+  (void)state;
+  topo_info *ti = NULL;
+  char err[256], desc[256];
+  assert_int_equal(topo_load(&ti, NULL, err, sizeof err), 0);
+  if (ti->nnics > 0) {
+    assert_int_equal(topo_bind("nic", 0, 1, ti->nic[0].name, desc, sizeof desc, err, sizeof err), 0);
+    assert_non_null(strstr(desc, ti->nic[0].name));
+    cpu_set_t got;
+    sched_getaffinity(0, sizeof got, &got);
+    assert_true(CPU_COUNT(&got) >= 1);
+    restore(NULL);
+    assert_int_equal(topo_bind("nic", 0, 1, "no-such-nic0", desc, sizeof desc, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no-such-nic0"));
+  } else {
+    assert_int_equal(topo_bind("nic", 0, 1, NULL, desc, sizeof desc, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no NIC"));
+  }
+  if (ti->ngpus == 0) {
+    assert_int_equal(topo_bind("gpu", 0, 1, NULL, desc, sizeof desc, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no GPU"));
+  } else {
+    assert_int_equal(topo_bind("gpu", 0, 1, "0", desc, sizeof desc, err, sizeof err), 0);
+    restore(NULL);
+    assert_int_equal(topo_bind("gpu", 0, 1, "999", desc, sizeof desc, err, sizeof err), -1);
+  }
+  topo_free(ti);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  char desc[256], err[256];
+  assert_int_equal(topo_bind("socket", 0, 1, NULL, desc, sizeof desc, err, sizeof err), -1);
+  assert_int_equal(topo_bind("core", 2, 2, NULL, desc, sizeof desc, err, sizeof err), -1);
+  assert_non_null(strstr(err, "rank"));
+  assert_int_equal(topo_bind("core", -1, 2, NULL, desc, sizeof desc, err, sizeof err), -1);
+  assert_int_equal(topo_bind("core", 0, 0, NULL, desc, sizeof desc, err, sizeof err), -1);
+  /* an XML in HWLOC_XMLFILE would make binding a silent no-op: refused */
+  char fx[1024];
+  setenv("HWLOC_XMLFILE", tt_fixture(fx, sizeof fx, "cpuonly.xml"), 1);
+  int rc = topo_bind("core", 0, 1, NULL, desc, sizeof desc, err, sizeof err);
+  unsetenv("HWLOC_XMLFILE");
+  assert_int_equal(rc, -1);
+  assert_non_null(strstr(err, "not this machine"));
+  cpu_set_t got;
+  sched_getaffinity(0, sizeof got, &got);
+  assert_true(CPU_EQUAL(&got, &saved));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse),
+      cmocka_unit_test_setup_teardown(test_core, save, restore),
+      cmocka_unit_test_setup_teardown(test_numa_and_none, save, restore),
+      cmocka_unit_test_setup_teardown(test_nic_gpu, save, restore),
+      cmocka_unit_test_setup_teardown(test_errors, save, restore),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
