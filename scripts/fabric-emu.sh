@@ -6,8 +6,9 @@
 #   links         fb<id>h<r> (root namespace, on the bridge) <-> fb<id>e<r> (in fb<id>n<r>)
 #   bridge        fb<id>br, address 198.18.S.254/24
 #   addresses     198.18.S.(r+1)/24 for rank r, S a free /24 of 198.18.0.0/15 (RFC 2544)
-#   shaping       tc tbf on both ends of every veth: rate RATE, burst max(rate x 1 ms, 64 KiB)
-#                 rounded up, latency 5 ms (the queue tbf holds before dropping)
+#   shaping       tc tbf on both ends of every veth: rate RATE, burst max(rate x 1 ms, 64 KiB),
+#                 latency 5 ms (the queue tbf holds before dropping)
+#   MTU           $FABENCH_EMU_MTU, default 9000 (jumbo frames, as on cluster fabrics)
 # A set whose owner pid is gone is stale: `cleanup` (and every fabench --emulate run) removes it.
 set -euo pipefail
 
@@ -33,7 +34,7 @@ need_tools() {
 # rate_bits RATE -> bits per second; accepts <integer>(kbit|mbit|gbit), like fabench.
 rate_bits() {
   local r=$1 num unit
-  [[ $r =~ ^([0-9]+)(kbit|mbit|gbit)$ ]] || die "bad rate '$r' (use e.g. 500mbit, 1gbit, 10gbit)"
+  [[ $r =~ ^([0-9]+)(kbit|mbit|gbit)$ ]] || { echo "fabric-emu: bad rate '$r' (use e.g. 500mbit, 1gbit, 10gbit)" >&2; exit 2; }
   num=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
   case $unit in
     kbit) echo $((num * 1000)) ;;
@@ -76,8 +77,8 @@ disable_v6() { # disable_v6 [netns] dev-or-default...: no IPv6 link-local chatte
 }
 
 setup() {
-  local n=$1 rate=$2 id=${3:-$PPID} bits burst s base br r
-  [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 250 ] || die "N must be 1..250"
+  local n=$1 rate=$2 id=${3:-$PPID} mtu=${FABENCH_EMU_MTU:-9000} bits burst s base br r
+  [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 250 ] || { echo "fabric-emu: N must be 1..250" >&2; exit 2; }
   [[ $id =~ ^[0-9]+$ ]] || die "ID must be a number"
   bits=$(rate_bits "$rate")
   burst=$((bits / 8 / 1000)); [ "$burst" -ge 65536 ] || burst=65536
@@ -93,7 +94,7 @@ setup() {
     grep -q "^${base//./\\.}\." <<<"$used" || break
   done
   trap 'teardown "$id"' ERR
-  ip link add "$br" type bridge
+  ip link add "$br" mtu "$mtu" type bridge
   disable_v6 "" "$br"
   ip addr add "$base.254/24" dev "$br"
   ip link set "$br" up
@@ -103,7 +104,7 @@ setup() {
     ip netns add "$ns"
     disable_v6 "$ns" default all
     ip -n "$ns" link set lo up
-    ip link add "$h" type veth peer name "$e" netns "$ns"
+    ip link add "$h" mtu "$mtu" type veth peer name "$e" mtu "$mtu" netns "$ns"
     disable_v6 "" "$h"
     ip link set "$h" master "$br" up
     ip -n "$ns" addr add "$base.$((r + 1))/24" dev "$e"
@@ -113,7 +114,7 @@ setup() {
     echo "rank $r: netns $ns dev $e addr $base.$((r + 1)) (host side $h)"
   done
   trap - ERR
-  echo "set $id: bridge $br $base.254/24, $n ranks, tbf rate $rate burst $burst latency 5ms"
+  echo "set $id: bridge $br $base.254/24, $n ranks, mtu $mtu, tbf rate $rate burst $burst latency 5ms"
 }
 
 cmd=${1:-}
