@@ -6,6 +6,13 @@
 
 #include "coll_internal.h"
 
+#if FABENCH_HAVE_MPI
+#include <mpi.h>
+#endif
+#ifdef FABENCH_BUILD_UCX
+#include <ucp/api/ucp.h>
+#endif
+
 int coll_fail(coll_err *e, const char *fmt, ...) {
   if (e) {
     va_list ap;
@@ -296,4 +303,20 @@ int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op
   c->seq++;
   if (c->size == 1 || count == 0) return 0;
   return f(c, buf, count, dt, op, algo.param, e);
+}
+
+void coll_versions(char *out, size_t cap) {
+  size_t off = 0;
+  out[0] = '\0';
+#if FABENCH_HAVE_MPI
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(v, &len);
+  v[strcspn(v, ",\n")] = '\0'; /* first clause: "Open MPI v4.1.4" */
+  off += (size_t)snprintf(out + off, cap - off, "%s", v);
+#endif
+#ifdef FABENCH_BUILD_UCX
+  if (off < cap) off += (size_t)snprintf(out + off, cap - off, "%sUCX %s", off ? "; " : "", ucp_get_version_string());
+#endif
+  (void)off;
 }

@@ -113,6 +113,9 @@ int coll_irecv(coll_comm *c, int peer, void *buf, size_t bytes, uint32_t tag, co
 /* Waits for all n requests, within the communicator's timeout. */
 int coll_waitall(coll_comm *c, coll_req *r, int n, coll_err *e);
 
+/* The communication libraries built in, with versions, e.g. "Open MPI v4.1.4; UCX 1.13.1". */
+void coll_versions(char *out, size_t cap);
+
 /* ---- verification: seeded integer-valued inputs whose reductions are exact in every dtype ----
  * Values lie in [-4, 4] (sum, min, max) or {-2, -1, 1, 2} (prod), so sums over up to 64 ranks
  * and products over up to 8 ranks are exact even in f16 and bf16. */

@@ -1,0 +1,537 @@
+/* fabench allreduce: a verified sweep of sizes x transports x algorithms x dtypes x ops.
+ * Every iteration is timed between barriers; its time is the maximum over ranks. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "coll.h"
+#include "launch.h"
+#include "res.h"
+#include "topo.h"
+
+static const char ar_usage[] =
+    "usage: fabench allreduce [options]\n"
+    "  -n N                  start N local ranks (default: the launcher's world, or 1)\n"
+    "  --transport LIST      tcp,mpi,ucx (default: tcp,mpi when MPI is built, else tcp)\n"
+    "  --algo LIST           ring,rhd,rd,tree,dtree,ps,ps:K,native,auto (default: ring,native)\n"
+    "  --dtype LIST          f32,f64,f16,bf16,i32,i64 (default: f32)\n"
+    "  --op LIST             sum,prod,min,max (default: sum)\n"
+    "  --min-bytes SIZE      smallest buffer, K/M/G suffixes (default: 8)\n"
+    "  --max-bytes SIZE      largest buffer (default: 32M)\n"
+    "  --step-factor F       size multiplier between steps (default: 2)\n"
+    "  --warmup N            warm-up iterations per size (default: 5)\n"
+    "  --iters N             fixed iteration count per size (default: adaptive)\n"
+    "  --time-per-size SEC   adaptive count: about SEC seconds per size (default: 0.5)\n"
+    "  --timing MODE         barrier (each iteration between barriers, max over ranks) or\n"
+    "                        pipelined (back-to-back, mean per operation) (default: barrier)\n"
+    "  --check / --no-check  verify every size element by element (default: on)\n"
+    "  --chunk SIZE          pipelining unit of the algorithms (default: 256K)\n"
+    "  --tcp-streams N       tcp connections per peer (default: 1)\n"
+    "  --mpirun-args ARGS    extra mpirun arguments when -n starts ranks through mpirun\n"
+    "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
+    "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
+    "  --bind HOW            none|core|numa|nic|gpu (default: none)\n"
+    "  --seed N              data seed (default: 1)\n"
+    "  --timeout SEC         every network wait (default: 60)\n"
+    "  --out DIR             run directory (default: results/<UTC>-allreduce)\n";
+
+#define AR_MAX_LIST 16
+
+typedef struct {
+  int nranks;
+  coll_transport_kind transports[AR_MAX_LIST];
+  int ntransports;
+  coll_algo algos[AR_MAX_LIST];
+  int nalgos;
+  coll_dtype dtypes[AR_MAX_LIST];
+  int ndtypes;
+  coll_op ops[AR_MAX_LIST];
+  int nops;
+  uint64_t min_bytes, max_bytes, chunk;
+  double step, time_per_size;
+  long warmup, iters, streams, seed, timeout_s;
+  int pipelined, check;
+  const char *out, *mpirun_args, *emulate, *bind;
+} ar_opts;
+
+static const res_col ar_cols[] = {
+    {"run_id", RES_STR},      {"schema", RES_INT},      {"host_count", RES_INT},
+    {"ranks", RES_INT},       {"fabric", RES_STR},      {"transport", RES_STR},
+    {"algo", RES_STR},        {"dtype", RES_STR},       {"op", RES_STR},
+    {"bytes", RES_INT},       {"count", RES_INT},       {"iters", RES_INT},
+    {"timing", RES_STR},      {"t_min_us", RES_F64},    {"t_p50_us", RES_F64},
+    {"t_p90_us", RES_F64},    {"t_p99_us", RES_F64},    {"t_max_us", RES_F64},
+    {"t_mean_us", RES_F64},   {"t_std_us", RES_F64},    {"algbw_gbps", RES_F64},
+    {"busbw_gbps", RES_F64},  {"errors", RES_INT},      {"algo_ran", RES_STR},
+    {"host", RES_STR},        {"topo_hash", RES_STR},   {"warmup", RES_INT},
+    {"chunk_bytes", RES_INT}, {"tcp_streams", RES_INT}, {"boot", RES_STR},
+};
+
+static int ar_parse(ar_opts *o, int argc, char **argv) {
+  memset(o, 0, sizeof *o);
+  o->min_bytes = 8;
+  o->max_bytes = 32u << 20;
+  o->step = 2;
+  o->time_per_size = 0.5;
+  o->warmup = 5;
+  o->streams = 1;
+  o->seed = 1;
+  o->timeout_s = 60;
+  o->check = 1;
+  o->chunk = 256 * 1024;
+  const char *tl = FABENCH_HAVE_MPI ? "tcp,mpi" : "tcp", *al = "ring,native", *dl = "f32", *ol = "sum";
+  enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
+         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_MPIRUN, O_EMU, O_BIND, O_SEED,
+         O_TIMEOUT, O_OUT, O_HELP };
+  static const struct option lo[] = {
+      {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
+      {"op", 1, 0, O_OP},               {"min-bytes", 1, 0, O_MIN},   {"max-bytes", 1, 0, O_MAX},
+      {"step-factor", 1, 0, O_STEP},    {"warmup", 1, 0, O_WARMUP},   {"iters", 1, 0, O_ITERS},
+      {"time-per-size", 1, 0, O_TPS},   {"timing", 1, 0, O_TIMING},   {"check", 0, 0, O_CHECK},
+      {"no-check", 0, 0, O_NOCHECK},    {"chunk", 1, 0, O_CHUNK},     {"tcp-streams", 1, 0, O_STREAMS},
+      {"mpirun-args", 1, 0, O_MPIRUN},  {"emulate", 1, 0, O_EMU},     {"bind", 1, 0, O_BIND},
+      {"seed", 1, 0, O_SEED},           {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
+      {"ranks", 1, 0, 'n'},             {"help", 0, 0, O_HELP},       {0, 0, 0, 0}};
+  opterr = 0;
+  optind = 1;
+  int ch;
+  long v;
+  while ((ch = getopt_long(argc, argv, ":n:h", lo, NULL)) != -1) {
+    switch (ch) {
+    case 'n':
+      if (bench_parse_int(optarg, 1, 4096, &v)) return bench_usage_error(ar_usage, "-n: '%s' is not a rank count (1..4096)", optarg);
+      o->nranks = (int)v;
+      break;
+    case O_TRANSPORT: tl = optarg; break;
+    case O_ALGO: al = optarg; break;
+    case O_DTYPE: dl = optarg; break;
+    case O_OP: ol = optarg; break;
+    case O_MIN:
+      if (bench_parse_size(optarg, &o->min_bytes)) return bench_usage_error(ar_usage, "--min-bytes: '%s' is not a size", optarg);
+      break;
+    case O_MAX:
+      if (bench_parse_size(optarg, &o->max_bytes)) return bench_usage_error(ar_usage, "--max-bytes: '%s' is not a size", optarg);
+      break;
+    case O_STEP:
+      if (bench_parse_double(optarg, 1.01, 1024, &o->step)) return bench_usage_error(ar_usage, "--step-factor: '%s' must be a number > 1", optarg);
+      break;
+    case O_WARMUP:
+      if (bench_parse_int(optarg, 0, 1000000, &o->warmup)) return bench_usage_error(ar_usage, "--warmup: '%s' is not a count", optarg);
+      break;
+    case O_ITERS:
+      if (bench_parse_int(optarg, 1, 100000000, &o->iters)) return bench_usage_error(ar_usage, "--iters: '%s' is not a count >= 1", optarg);
+      break;
+    case O_TPS:
+      if (bench_parse_double(optarg, 0.001, 3600, &o->time_per_size)) return bench_usage_error(ar_usage, "--time-per-size: '%s' is not a duration in seconds", optarg);
+      break;
+    case O_TIMING:
+      if (!strcmp(optarg, "barrier")) o->pipelined = 0;
+      else if (!strcmp(optarg, "pipelined")) o->pipelined = 1;
+      else return bench_usage_error(ar_usage, "--timing: '%s' is not barrier or pipelined", optarg);
+      break;
+    case O_CHECK: o->check = 1; break;
+    case O_NOCHECK: o->check = 0; break;
+    case O_CHUNK:
+      if (bench_parse_size(optarg, &o->chunk) || o->chunk < 64) return bench_usage_error(ar_usage, "--chunk: '%s' is not a size >= 64", optarg);
+      break;
+    case O_STREAMS:
+      if (bench_parse_int(optarg, 1, 16, &o->streams)) return bench_usage_error(ar_usage, "--tcp-streams: '%s' is not 1..16", optarg);
+      break;
+    case O_MPIRUN: o->mpirun_args = optarg; break;
+    case O_EMU: o->emulate = optarg; break;
+    case O_BIND: {
+      topo_bind_kind k;
+      char err[256];
+      if (topo_bind_parse(optarg, &k, err, sizeof err)) return bench_usage_error(ar_usage, "--bind: %s", err);
+      o->bind = optarg;
+      break;
+    }
+    case O_SEED:
+      if (bench_parse_int(optarg, 0, 1L << 62, &o->seed)) return bench_usage_error(ar_usage, "--seed: '%s' is not a number", optarg);
+      break;
+    case O_TIMEOUT:
+      if (bench_parse_int(optarg, 1, 86400, &o->timeout_s)) return bench_usage_error(ar_usage, "--timeout: '%s' is not seconds (1..86400)", optarg);
+      break;
+    case O_OUT: o->out = optarg; break;
+    case 'h':
+    case O_HELP: fputs(ar_usage, stdout); return 1;
+    case ':': return bench_usage_error(ar_usage, "option '%s' needs a value", argv[optind - 1]);
+    default: return bench_usage_error(ar_usage, "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return bench_usage_error(ar_usage, "unexpected argument '%s'", argv[optind]);
+  if (o->min_bytes > o->max_bytes) return bench_usage_error(ar_usage, "--min-bytes is larger than --max-bytes");
+  if (o->emulate && !o->nranks) return bench_usage_error(ar_usage, "--emulate needs -n");
+
+  char *items[AR_MAX_LIST], *store = NULL;
+  int n = bench_split_list(tl, items, AR_MAX_LIST, &store);
+  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--transport: empty or too long list");
+  for (int i = 0; i < n; i++) {
+    if (coll_transport_parse(items[i], &o->transports[i])) {
+      int rc = bench_usage_error(ar_usage, "--transport: unknown transport '%s'", items[i]);
+      free(store);
+      return rc;
+    }
+    if (!coll_transport_built(o->transports[i])) {
+      int rc = bench_usage_error(ar_usage, "--transport: '%s' is not built into this fabench", items[i]);
+      free(store);
+      return rc;
+    }
+  }
+  o->ntransports = n;
+  free(store);
+  n = bench_split_list(al, items, AR_MAX_LIST, &store);
+  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--algo: empty or too long list");
+  for (int i = 0; i < n; i++)
+    if (coll_algo_parse(items[i], &o->algos[i])) {
+      int rc = bench_usage_error(ar_usage, "--algo: unknown algorithm '%s'", items[i]);
+      free(store);
+      return rc;
+    }
+  o->nalgos = n;
+  free(store);
+  n = bench_split_list(dl, items, AR_MAX_LIST, &store);
+  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--dtype: empty or too long list");
+  for (int i = 0; i < n; i++)
+    if (coll_dtype_parse(items[i], &o->dtypes[i])) {
+      int rc = bench_usage_error(ar_usage, "--dtype: unknown type '%s'", items[i]);
+      free(store);
+      return rc;
+    }
+  o->ndtypes = n;
+  free(store);
+  n = bench_split_list(ol, items, AR_MAX_LIST, &store);
+  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--op: empty or too long list");
+  for (int i = 0; i < n; i++)
+    if (coll_op_parse(items[i], &o->ops[i])) {
+      int rc = bench_usage_error(ar_usage, "--op: unknown reduction '%s'", items[i]);
+      free(store);
+      return rc;
+    }
+  o->nops = n;
+  free(store);
+  return 0;
+}
+
+/* ---- one rank's run ---- */
+
+typedef struct {
+  const ar_opts *o;
+  coll_boot *boot;
+  int rank, size;
+  bench_run run; /* rank 0 only */
+  res_table *tab;
+  double *times, *times_all;
+  size_t times_cap;
+  int progress;
+} ar_ctx;
+
+static int ar_fail(const coll_err *e) { return bench_error("%s", e->msg); }
+
+/* The maximum over ranks of n doubles, in place (control traffic on the measured comm). */
+static int ar_max(coll_comm *c, double *x, size_t n, coll_err *e) {
+  coll_algo ring = {COLL_ALGO_RING, 0};
+  return coll_allreduce(c, x, n, COLL_F64, COLL_MAX, ring, NULL, e);
+}
+
+static int ar_grow(ar_ctx *x, size_t n) {
+  if (n <= x->times_cap) return 0;
+  double *t = realloc(x->times, n * sizeof *t);
+  if (!t) return -1;
+  x->times = t;
+  x->times_cap = n;
+  return 0;
+}
+
+/* Times one (algo, dtype, op, size): fills stats; returns 0 or -1. */
+static int ar_time(ar_ctx *x, coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
+                   coll_algo algo, long *iters_out, res_stats *st, coll_algo *ran, coll_err *e) {
+  const ar_opts *o = x->o;
+  double w0 = res_now();
+  for (long i = 0; i < o->warmup; i++) {
+    if (!o->pipelined && coll_barrier(c, e)) return -1;
+    if (coll_allreduce(c, buf, count, dt, op, algo, ran, e)) return -1;
+  }
+  long iters = o->iters;
+  if (!iters) {
+    /* every rank must run the same count: agree on the slowest rank's estimate */
+    double per = o->warmup ? (res_now() - w0) / (double)o->warmup : 0;
+    if (!o->warmup) {
+      double t0 = res_now();
+      if (coll_barrier(c, e) || coll_allreduce(c, buf, count, dt, op, algo, ran, e)) return -1;
+      per = res_now() - t0;
+    }
+    if (ar_max(c, &per, 1, e)) return -1;
+    double want = o->time_per_size / (per > 1e-7 ? per : 1e-7);
+    iters = want < 5 ? 5 : want > 200000 ? 200000 : (long)want;
+  }
+  if (ar_grow(x, (size_t)iters)) return -1;
+  if (o->pipelined) {
+    if (coll_barrier(c, e)) return -1;
+    double t0 = res_now();
+    for (long i = 0; i < iters; i++)
+      if (coll_allreduce(c, buf, count, dt, op, algo, ran, e)) return -1;
+    double mean = (res_now() - t0) / (double)iters;
+    if (ar_max(c, &mean, 1, e)) return -1;
+    for (long i = 0; i < iters; i++) x->times[i] = mean;
+  } else {
+    for (long i = 0; i < iters; i++) {
+      if (coll_barrier(c, e)) return -1;
+      double t0 = res_now();
+      if (coll_allreduce(c, buf, count, dt, op, algo, ran, e)) return -1;
+      x->times[i] = res_now() - t0;
+    }
+    if (ar_max(c, x->times, (size_t)iters, e)) return -1;
+  }
+  for (long i = 0; i < iters; i++) x->times[i] *= 1e6;
+  res_stats_compute(st, x->times, (size_t)iters);
+  *iters_out = iters;
+  return 0;
+}
+
+/* Fresh pattern, one all-reduce, every element checked; returns wrong elements over all ranks. */
+static int ar_verify(ar_ctx *x, coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
+                     coll_algo algo, uint64_t seed, int64_t *wrong, coll_err *e) {
+  coll_pattern_fill(buf, count, dt, op, x->rank, seed);
+  if (coll_allreduce(c, buf, count, dt, op, algo, NULL, e)) return -1;
+  size_t first = 0;
+  double bad = (double)coll_pattern_check(buf, count, dt, op, x->size, seed, &first);
+  if (bad > 0)
+    fprintf(stderr, "fabench: rank %d (%s): %s %s %s x %zu: %.0f wrong elements, first at %zu\n",
+            x->rank, coll_boot_host(x->boot, x->rank), coll_comm_fabric(c), coll_dtype_name(dt),
+            coll_op_name(op), count, bad, first);
+  coll_algo ring = {COLL_ALGO_RING, 0};
+  if (coll_allreduce(c, &bad, 1, COLL_F64, COLL_SUM, ring, NULL, e)) return -1;
+  *wrong = (int64_t)bad;
+  return 0;
+}
+
+static void ar_header(const ar_ctx *x) {
+  const ar_opts *o = x->o;
+  printf("# fabench allreduce: %d rank(s) on %d host(s), timing %s, check %s\n", x->size,
+         coll_boot_host_count(x->boot), o->pipelined ? "pipelined" : "barrier", o->check ? "on" : "off");
+  printf("# %12s %11s %5s %5s %-22s %-8s %10s %10s %10s %7s\n", "size(B)", "count", "type", "redop",
+         "fabric", "algo", "p50(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  fflush(stdout);
+}
+
+/* Sizes: min, min*f, ... up to max (bytes rounded to whole elements). */
+static uint64_t ar_next_size(uint64_t s, double f, size_t esize) {
+  if (s == 0) return esize;
+  uint64_t n = (uint64_t)ceil((double)s * f);
+  return n > s ? n : s + 1;
+}
+
+static int ar_sweep_comm(ar_ctx *x, coll_comm *c, coll_transport_kind tk, int *wrong_total) {
+  const ar_opts *o = x->o;
+  coll_err e = {{0}};
+  const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC") : coll_comm_fabric(c);
+  size_t maxbytes = (size_t)o->max_bytes + 8;
+  void *buf = NULL;
+  if (posix_memalign(&buf, 64, maxbytes)) return bench_error("rank %d: cannot allocate %zu bytes", x->rank, maxbytes);
+  int rc = 0;
+  for (int a = 0; a < o->nalgos && !rc; a++) {
+    coll_algo algo = o->algos[a];
+    char aname[32];
+    coll_algo_format(aname, sizeof aname, algo);
+    if (!coll_algo_supported(c, algo)) {
+      if (x->rank == 0)
+        printf("# skipping %s/%s: %s\n", coll_transport_name(tk), aname,
+               algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
+                                             : "not available in this build");
+      continue;
+    }
+    for (int d = 0; d < o->ndtypes && !rc; d++)
+      for (int p = 0; p < o->nops && !rc; p++) {
+        coll_dtype dt = o->dtypes[d];
+        coll_op op = o->ops[p];
+        size_t es = coll_dtype_size(dt);
+        for (uint64_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes = ar_next_size(bytes, o->step, es)) {
+          size_t count = (size_t)bytes / es;
+          size_t nbytes = count * es;
+          if (bytes && !count) continue;
+          if (x->progress)
+            fprintf(stderr, "\r%-60s", ""), fprintf(stderr, "\r[%s/%s %s %s %zu B]", coll_transport_name(tk), aname, coll_dtype_name(dt), coll_op_name(op), nbytes);
+          coll_pattern_fill(buf, count, dt, op, x->rank, (uint64_t)o->seed);
+          long iters = 0;
+          res_stats st;
+          coll_algo ran = algo;
+          int64_t wrong = 0;
+          if (ar_time(x, c, buf, count, dt, op, algo, &iters, &st, &ran, &e) ||
+              (o->check && ar_verify(x, c, buf, count, dt, op, algo, (uint64_t)o->seed + bytes, &wrong, &e))) {
+            rc = ar_fail(&e);
+            break;
+          }
+          *wrong_total += wrong > 0;
+          if (x->rank != 0) continue;
+          double t = st.p50 * 1e-6;
+          double algbw = t > 0 ? (double)nbytes / t / 1e9 : 0;
+          double busbw = algbw * 2.0 * (x->size - 1) / x->size;
+          char rname[32];
+          coll_algo_format(rname, sizeof rname, ran);
+          if (x->progress) fprintf(stderr, "\r%-60s\r", "");
+          printf("  %12zu %11zu %5s %5s %-22.22s %-8s %10.2f %10.3f %10.3f %7lld\n", nbytes, count,
+                 coll_dtype_name(dt), coll_op_name(op), fabric, aname, st.p50, algbw, busbw,
+                 (long long)wrong);
+          fflush(stdout);
+          res_table *T = x->tab;
+          res_row_str(T, x->run.run_id);
+          res_row_int(T, RES_SCHEMA_VERSION);
+          res_row_int(T, coll_boot_host_count(x->boot));
+          res_row_int(T, x->size);
+          res_row_str(T, fabric);
+          res_row_str(T, coll_transport_name(tk));
+          res_row_str(T, aname);
+          res_row_str(T, coll_dtype_name(dt));
+          res_row_str(T, coll_op_name(op));
+          res_row_int(T, (int64_t)nbytes);
+          res_row_int(T, (int64_t)count);
+          res_row_int(T, iters);
+          res_row_str(T, o->pipelined ? "pipelined" : "barrier");
+          res_row_f64(T, st.min);
+          res_row_f64(T, st.p50);
+          res_row_f64(T, st.p90);
+          res_row_f64(T, st.p99);
+          res_row_f64(T, st.max);
+          res_row_f64(T, st.mean);
+          res_row_f64(T, st.stddev);
+          res_row_f64(T, algbw);
+          res_row_f64(T, busbw);
+          res_row_int(T, wrong);
+          res_row_str(T, rname);
+          res_row_str(T, x->run.host);
+          res_row_str(T, x->run.topo_hash);
+          res_row_int(T, o->warmup);
+          res_row_int(T, (int64_t)o->chunk);
+          res_row_int(T, o->streams);
+          res_row_str(T, coll_boot_kind_name(x->boot));
+          char err[256];
+          if (res_row_end(T, err, sizeof err)) {
+            rc = bench_error("%s", err);
+            break;
+          }
+        }
+      }
+  }
+  if (x->progress) fprintf(stderr, "\r%-60s\r", "");
+  free(buf);
+  return rc;
+}
+
+static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
+  ar_ctx x = {.o = o};
+  coll_err e = {{0}};
+  int want_mpi = 0;
+  for (int i = 0; i < o->ntransports; i++) want_mpi |= o->transports[i] == COLL_MPI;
+  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)o->timeout_s * 1000, &e)) return ar_fail(&e);
+  x.rank = coll_boot_rank(x.boot);
+  x.size = coll_boot_size(x.boot);
+  int rc = 0;
+  char bind_desc[256] = "none";
+  if (o->bind && strcmp(o->bind, "none")) {
+    char err[256];
+    int local_size = 0;
+    for (int r = 0; r < x.size; r++) local_size += !strcmp(coll_boot_host(x.boot, r), coll_boot_host(x.boot, x.rank));
+    if (topo_bind(o->bind, coll_boot_local_rank(x.boot), local_size, NULL, bind_desc, sizeof bind_desc, err, sizeof err)) {
+      rc = bench_error("rank %d (%s): --bind %s: %s", x.rank, coll_boot_host(x.boot, x.rank), o->bind, err);
+      goto out;
+    }
+  }
+  if (x.rank == 0) {
+    x.progress = isatty(2);
+    if (bench_run_begin(&x.run, o->out, "allreduce", argc, argv)) {
+      rc = 1;
+      goto out;
+    }
+    char err[512];
+    if (res_table_open(&x.tab, x.run.dir, "allreduce", ar_cols, sizeof ar_cols / sizeof *ar_cols, err, sizeof err)) {
+      rc = bench_error("%s", err);
+      goto out;
+    }
+    cJSON *m = x.run.meta;
+    cJSON_AddNumberToObject(m, "ranks", x.size);
+    cJSON_AddNumberToObject(m, "host_count", coll_boot_host_count(x.boot));
+    cJSON_AddStringToObject(m, "bootstrap", coll_boot_kind_name(x.boot));
+    cJSON *hosts = cJSON_AddArrayToObject(m, "rank_hosts");
+    for (int r = 0; r < x.size; r++) cJSON_AddItemToArray(hosts, cJSON_CreateString(coll_boot_host(x.boot, r)));
+    char vers[512];
+    coll_versions(vers, sizeof vers);
+    cJSON_AddStringToObject(m, "library_versions", vers);
+    if (getenv("FABENCH_EMU_RATE")) cJSON_AddStringToObject(m, "emulated_rate", getenv("FABENCH_EMU_RATE"));
+    cJSON_AddItemToObject(m, "fabrics", cJSON_CreateObject());
+    cJSON_AddItemToObject(m, "binding", cJSON_CreateArray());
+    bench_run_write(&x.run);
+    ar_header(&x);
+  }
+  /* every rank's binding, recorded by rank 0 */
+  {
+    char mine[256], *all = malloc((size_t)x.size * sizeof mine);
+    snprintf(mine, sizeof mine, "%s", bind_desc);
+    if (!all || coll_boot_allgather(x.boot, all, mine, sizeof mine, &e)) {
+      free(all);
+      rc = all ? ar_fail(&e) : 1;
+      goto out;
+    }
+    if (x.rank == 0) {
+      cJSON *b = cJSON_GetObjectItem(x.run.meta, "binding");
+      for (int r = 0; r < x.size; r++) cJSON_AddItemToArray(b, cJSON_CreateString(all + (size_t)r * sizeof mine));
+    }
+    free(all);
+  }
+  int wrong = 0;
+  for (int t = 0; t < o->ntransports && !rc; t++) {
+    coll_comm *c;
+    coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->timeout_s * 1000,
+                         .tcp_streams = (int)o->streams, .chunk_bytes = (size_t)o->chunk};
+    if (coll_comm_open(&c, x.boot, &co, &e)) {
+      rc = ar_fail(&e);
+      break;
+    }
+    if (x.rank == 0) {
+      cJSON_AddStringToObject(cJSON_GetObjectItem(x.run.meta, "fabrics"), coll_transport_name(o->transports[t]), coll_comm_fabric(c));
+      bench_run_write(&x.run);
+    }
+    rc = ar_sweep_comm(&x, c, o->transports[t], &wrong);
+    coll_comm_close(c);
+  }
+  if (x.rank == 0 && x.tab) {
+    cJSON_AddStringToObject(x.run.meta, "status", rc ? "failed" : wrong ? "wrong results" : "ok");
+    bench_run_write(&x.run);
+    printf("# %s: %s\n", wrong ? "FAILED: wrong results at some sizes" : rc ? "FAILED" : "all results verified",
+           x.run.dir);
+  }
+  if (!rc && wrong) rc = 1;
+out:
+  if (x.rank == 0) {
+    res_table_close(x.tab);
+    if (x.run.meta) bench_run_end(&x.run);
+  }
+  free(x.times);
+  coll_boot_close(x.boot);
+  return rc;
+}
+
+int bench_cmd_allreduce(int argc, char **argv) {
+  ar_opts o;
+  int rc = ar_parse(&o, argc, argv);
+  if (rc) return rc == 1 ? 0 : rc; /* 1: --help */
+  if (o.nranks > 0) {
+    if (getenv("FABENCH_LAUNCHER")) return bench_error("-n given to a rank that a launcher started");
+    char **rargv = calloc((size_t)argc + 1, sizeof *rargv);
+    if (!rargv) return bench_error("out of memory");
+    for (int i = 0; i < argc; i++) rargv[i] = argv[i];
+    bench_launch_strip(argc, rargv);
+    int use_mpirun = 0;
+    for (int i = 0; i < o.ntransports; i++) use_mpirun |= o.transports[i] == COLL_MPI;
+    bench_launch_opts lo = {.n = o.nranks, .use_mpirun = use_mpirun, .mpirun_args = o.mpirun_args,
+                            .emulate = o.emulate, .timeout_s = (int)o.timeout_s};
+    rc = bench_launch(&lo, rargv);
+    free(rargv);
+    return rc;
+  }
+  return ar_rank_main(&o, argc, argv);
+}

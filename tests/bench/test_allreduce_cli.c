@@ -1,0 +1,316 @@
+/* `fabench allreduce` as a user meets it: bad flags, the files a run leaves (CSV columns and
+ * order, JSONL, run.json), a rank killed mid-run (an error naming it, no hang, rows kept). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+typedef struct {
+  int status; /* exit status, or 128+signal */
+  char out[65536], err[65536];
+  double secs;
+} run_result;
+
+static const char *bin(void) {
+  const char *b = getenv("FABENCH_BIN");
+  return b ? b : "./fabench";
+}
+
+static void slurp(int fd, char *buf, size_t cap) {
+  size_t got = 0;
+  ssize_t r;
+  while ((r = read(fd, buf + got, cap - 1 - got)) > 0 && got + 1 < cap) got += (size_t)r;
+  buf[got] = '\0';
+}
+
+/* Runs fabench with args; kills it after timeout_s. kill_rank >= 0: SIGKILL that rank's process
+ * once the CSV has at least one row. */
+static void run(run_result *r, int timeout_s, int kill_rank, const char *csv_path, char *const args[]) {
+  char ofile[] = "/tmp/fbtestoXXXXXX", efile[] = "/tmp/fbtesteXXXXXX";
+  int ofd = mkstemp(ofile), efd = mkstemp(efile);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid_t p = fork();
+  if (p == 0) {
+    dup2(ofd, 1);
+    dup2(efd, 2);
+    setpgid(0, 0);
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)bin();
+    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(bin(), argv);
+    _exit(127);
+  }
+  int st = 0, killed = 0;
+  for (;;) {
+    pid_t w = waitpid(p, &st, WNOHANG);
+    if (w == p) break;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double el = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (el > timeout_s) {
+      kill(-p, SIGKILL);
+      waitpid(p, &st, 0);
+      break;
+    }
+    if (kill_rank >= 0 && !killed && csv_path) {
+      /* a row on disk: the run is under way; find the rank's process by its environment */
+      FILE *f = fopen(csv_path, "r");
+      int lines = 0, ch;
+      if (f) {
+        while ((ch = fgetc(f)) != EOF) lines += ch == '\n';
+        fclose(f);
+      }
+      if (lines >= 2) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        char want[32];
+        snprintf(want, sizeof want, "FABENCH_RANK=%d", kill_rank);
+        while (d && (de = readdir(d))) {
+          char path[300], env[16384];
+          snprintf(path, sizeof path, "/proc/%s/environ", de->d_name);
+          int fd = open(path, O_RDONLY);
+          if (fd < 0) continue;
+          ssize_t n = read(fd, env, sizeof env - 1);
+          close(fd);
+          if (n <= 0) continue;
+          char tokpath[300];
+          snprintf(tokpath, sizeof tokpath, "/proc/%s/stat", de->d_name);
+          int found = 0;
+          for (ssize_t i = 0; i < n; i += (ssize_t)strlen(env + i) + 1)
+            if (!strcmp(env + i, want)) found = 1;
+          /* only our run's ranks: their process group is the one we made */
+          if (found && getpgid(atoi(de->d_name)) == p) {
+            kill(atoi(de->d_name), SIGKILL);
+            killed = 1;
+          }
+        }
+        if (d) closedir(d);
+      }
+    }
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  r->secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  lseek(ofd, 0, SEEK_SET);
+  lseek(efd, 0, SEEK_SET);
+  slurp(ofd, r->out, sizeof r->out);
+  slurp(efd, r->err, sizeof r->err);
+  close(ofd);
+  close(efd);
+  unlink(ofile);
+  unlink(efile);
+}
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  size_t got = fread(b, 1, (size_t)n, f);
+  b[got] = '\0';
+  fclose(f);
+  return b;
+}
+
+static void expect_usage_error(char *const args[], const char *needle) {
+  run_result *r = calloc(1, sizeof *r);
+  run(r, 30, -1, NULL, args);
+  if (r->status != 2 || !strstr(r->err, needle) || !strstr(r->err, "usage: fabench allreduce"))
+    fail_msg("args '%s': status %d, stderr:\n%s", args[1] ? args[1] : args[0], r->status, r->err);
+  /* one line of error before the usage */
+  assert_true(strncmp(r->err, "fabench: ", 9) == 0);
+  assert_ptr_equal(strchr(r->err, '\n') + 1, strstr(r->err, "usage:"));
+  free(r);
+}
+
+static void test_bad_flags_exit_2(void **st) {
+  (void)st;
+  expect_usage_error((char *[]){"allreduce", "--bogus", NULL}, "unknown option '--bogus'");
+  expect_usage_error((char *[]){"allreduce", "--max-bytes", "12Q", NULL}, "--max-bytes: '12Q'");
+  expect_usage_error((char *[]){"allreduce", "--algo", "ring,nope", NULL}, "unknown algorithm 'nope'");
+  expect_usage_error((char *[]){"allreduce", "--transport", "ib", NULL}, "unknown transport 'ib'");
+  expect_usage_error((char *[]){"allreduce", "-n", "0", NULL}, "-n: '0'");
+  expect_usage_error((char *[]){"allreduce", "--dtype", "f8", NULL}, "unknown type 'f8'");
+  expect_usage_error((char *[]){"allreduce", "--op", "avg", NULL}, "unknown reduction 'avg'");
+  expect_usage_error((char *[]){"allreduce", "--min-bytes", "1M", "--max-bytes", "1K", NULL}, "larger than");
+  expect_usage_error((char *[]){"allreduce", "--timeout", NULL}, "needs a value");
+  expect_usage_error((char *[]){"allreduce", "--emulate", "1gbit", NULL}, "--emulate needs -n");
+  expect_usage_error((char *[]){"allreduce", "--timing", "wall", NULL}, "--timing");
+}
+
+static const char *const issue_cols[] = {
+    "run_id", "schema", "host_count", "ranks", "fabric", "transport", "algo", "dtype", "op", "bytes",
+    "count", "iters", "timing", "t_min_us", "t_p50_us", "t_p90_us", "t_p99_us", "t_max_us",
+    "t_mean_us", "t_std_us", "algbw_gbps", "busbw_gbps", "errors"};
+
+/* A 3-rank run: every row verified, CSV columns in the schema's order, JSONL = CSV rows. */
+static void test_run_files(void **st) {
+  (void)st;
+  char dir[] = "/tmp/fbtestrunXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char out[300];
+  snprintf(out, sizeof out, "%s/r", dir);
+  run_result *r = calloc(1, sizeof *r);
+  run(r, 120, -1, NULL,
+      (char *[]){"allreduce", "-n", "3", "--transport", "tcp", "--algo", "ring,native", "--dtype", "f32,i64",
+                 "--min-bytes", "8", "--max-bytes", "300K", "--step-factor", "4", "--iters", "3", "--out", out, NULL});
+  if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+  assert_non_null(strstr(r->out, "skipping tcp/native"));
+  assert_non_null(strstr(r->out, "all results verified"));
+  char path[400];
+  snprintf(path, sizeof path, "%s/allreduce.csv", out);
+  char *csv = read_file(path);
+  assert_non_null(csv);
+  /* header: the issue's columns first, in order */
+  char *save = NULL, *line = strtok_r(csv, "\n", &save);
+  char *hs = NULL, *tok = strtok_r(line, ",", &hs);
+  for (size_t i = 0; i < sizeof issue_cols / sizeof *issue_cols; i++, tok = strtok_r(NULL, ",", &hs)) {
+    assert_non_null(tok);
+    assert_string_equal(tok, issue_cols[i]);
+  }
+  int rows = 0;
+  /* sizes 8, 32, 128, ..., 131072 (2^3..2^17 by 4x): 8 sizes, 2 dtypes */
+  while ((line = strtok_r(NULL, "\n", &save))) {
+    rows++;
+    int fields = 1;
+    for (char *c = line; *c; c++) fields += *c == ',';
+    assert_int_equal(fields, 30);
+    assert_non_null(strstr(line, ",3,")); /* ranks */
+    char *last_err = NULL, *fs = NULL, *f = strtok_r(line, ",", &fs);
+    for (int i = 0; f; i++, f = strtok_r(NULL, ",", &fs))
+      if (i == 22) last_err = f;
+    assert_non_null(last_err);
+    assert_string_equal(last_err, "0");
+  }
+  assert_int_equal(rows, 16);
+  free(csv);
+  snprintf(path, sizeof path, "%s/allreduce.jsonl", out);
+  char *jl = read_file(path);
+  assert_non_null(jl);
+  assert_int_equal(count_lines(jl), 16);
+  char *js = NULL;
+  for (char *l = strtok_r(jl, "\n", &js); l; l = strtok_r(NULL, "\n", &js)) {
+    cJSON *o = cJSON_Parse(l);
+    assert_non_null(o);
+    assert_int_equal(cJSON_GetObjectItem(o, "ranks")->valueint, 3);
+    assert_int_equal(cJSON_GetObjectItem(o, "errors")->valueint, 0);
+    assert_true(cJSON_GetObjectItem(o, "busbw_gbps")->valuedouble >= 0);
+    cJSON_Delete(o);
+  }
+  free(jl);
+  snprintf(path, sizeof path, "%s/run.json", out);
+  char *rj = read_file(path);
+  cJSON *m = cJSON_Parse(rj);
+  assert_non_null(m);
+  assert_int_equal(cJSON_GetObjectItem(m, "ranks")->valueint, 3);
+  assert_string_equal(cJSON_GetObjectItem(m, "status")->valuestring, "ok");
+  assert_non_null(cJSON_GetObjectItem(m, "topology"));
+  cJSON_Delete(m);
+  free(rj);
+  free(r);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* A rank killed mid-run: the run fails with an error naming that rank, quickly, and the rows
+ * measured before stay on disk. */
+static void test_killed_rank(void **st) {
+  (void)st;
+  char dir[] = "/tmp/fbtestkillXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char out[300], csv[400];
+  snprintf(out, sizeof out, "%s/r", dir);
+  snprintf(csv, sizeof csv, "%s/allreduce.csv", out);
+  run_result *r = calloc(1, sizeof *r);
+  run(r, 60, 1, csv,
+      (char *[]){"allreduce", "-n", "3", "--transport", "tcp", "--algo", "ring", "--min-bytes", "1K",
+                 "--max-bytes", "256M", "--time-per-size", "2", "--timeout", "20", "--out", out, NULL});
+  assert_int_not_equal(r->status, 0);
+  assert_true(r->secs < 30);
+  if (!strstr(r->err, "rank 1")) fail_msg("stderr does not name rank 1:\n%s", r->err);
+  char *c = read_file(csv);
+  assert_non_null(c);
+  assert_true(count_lines(c) >= 2); /* the header and at least one measured row */
+  free(c);
+  free(r);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* Without -n and without a launcher: a world of one runs and says so. */
+static void test_single_rank(void **st) {
+  (void)st;
+  char dir[] = "/tmp/fbtestoneXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  run_result *r = calloc(1, sizeof *r);
+  run(r, 60, -1, NULL,
+      (char *[]){"allreduce", "--transport", "tcp", "--algo", "ring", "--max-bytes", "64", "--iters", "2", "--out", dir, NULL});
+  if (r->status != 0) fail_msg("status %d\n%s", r->status, r->err);
+  assert_non_null(strstr(r->out, "1 rank(s)"));
+  free(r);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* tcp/ring and mpi/native in one run through mpirun (the README's main job, small). */
+static void test_tcp_and_mpi_same_run(void **st) {
+  (void)st;
+#if !FABENCH_HAVE_MPI
+  skip();
+#endif
+  char dir[] = "/tmp/fbtestmpiXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  run_result *r = calloc(1, sizeof *r);
+  run(r, 120, -1, NULL,
+      (char *[]){"allreduce", "-n", "2", "--transport", "tcp,mpi", "--algo", "ring,native", "--max-bytes", "64K",
+                 "--step-factor", "8", "--iters", "3", "--out", dir,
+                 "--mpirun-args", "--mca pml ob1 --mca btl tcp,self", NULL});
+  if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+  assert_non_null(strstr(r->out, "mpi:ob1/tcp,self"));
+  assert_non_null(strstr(r->out, "native"));
+  assert_non_null(strstr(r->out, "tcp:"));
+  free(r);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bad_flags_exit_2),
+      cmocka_unit_test(test_run_files),
+      cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_single_rank),
+      cmocka_unit_test(test_tcp_and_mpi_same_run),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
