@@ -259,6 +259,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
   }
   if (getenv("TEST_AR_RANKS")) ranks = getenv("TEST_AR_RANKS");
+  /* the sanitizer build runs a smaller large count (it is many times slower) */
+  if (getenv("FABENCH_TEST_BIG")) cfg->big = (size_t)strtoull(getenv("FABENCH_TEST_BIG"), NULL, 10);
   if (getenv("TEST_AR_CHILD")) return child_main(cfg);
   char bigs[32];
   snprintf(bigs, sizeof bigs, "%zu", cfg->big);
