@@ -179,7 +179,10 @@ static pid_t launch_spawn(const char *path, char **argv, char **envp, const sigs
   if (getppid() != parent) _exit(127);
   sigprocmask(SIG_SETMASK, mask, NULL);
   execve(path, argv, envp);
-  fprintf(stderr, "fabench: cannot run %s: %s\n", path, strerror(errno));
+  const char *why = strerror(errno);
+  if (write(2, "fabench: cannot run ", 20) < 0 || write(2, path, strlen(path)) < 0 ||
+      write(2, ": ", 2) < 0 || write(2, why, strlen(why)) < 0 || write(2, "\n", 1) < 0) {
+  }
   _exit(127);
 }
 
@@ -415,6 +418,9 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
   if (o->emulate) {
     int stale = bench_emu_cleanup_stale(&emu_store, err, sizeof err);
     if (stale > 0) launch_err("removed %d stale emulated fabric set(s) of runs that are gone", stale);
+    /* A set named after our pid can only be a dead process's whose pid we now have. */
+    emu_store.id = (long)getpid();
+    bench_emu_teardown(&emu_store);
     if (bench_emu_setup(&emu_store, (long)getpid(), o->n, o->emulate, 0, err, sizeof err) < 0) {
       launch_err("%s", err);
       goto out;
