@@ -3,6 +3,8 @@
  * message is accepted. A receive reads header and payload with one recvmsg straight into the
  * user's buffer; a send writes both with one sendmsg: no staging copies. */
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,6 +350,23 @@ static const coll_transport_ops tcp_ops = {
     .close = tcp_close,
 };
 
+/* The interface that holds addr ("lo", "eth0"), or addr itself when none does. */
+static void tcp_ifname(const char *addr, char *out, size_t cap) {
+  snprintf(out, cap, "%s", addr);
+  struct ifaddrs *ifs = NULL;
+  if (getifaddrs(&ifs) != 0) return;
+  for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
+    char host[NI_MAXHOST];
+    socklen_t sl = i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    if (getnameinfo(i->ifa_addr, sl, host, sizeof host, NULL, 0, NI_NUMERICHOST) == 0 && !strcmp(host, addr)) {
+      snprintf(out, cap, "%s", i->ifa_name);
+      break;
+    }
+  }
+  freeifaddrs(ifs);
+}
+
 typedef struct {
   char addr[64];
   int32_t port;
@@ -458,7 +477,9 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
       coll_sock_tune(t->conns[i].fd, sockbuf);
       coll_sock_set_nonblock(t->conns[i].fd);
     }
-  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:%s", mine.addr);
+  char ifn[64];
+  tcp_ifname(mine.addr, ifn, sizeof ifn);
+  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:%s", ifn);
   *out = &t->base;
   return 0;
 fail:
