@@ -162,8 +162,8 @@ static const char *topo_ib_state_name(long v) {
 
 static void topo_find_nics(topo_info *ti) {
   for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(ti->t, o)) != NULL;) {
-    int is_net = o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK;
-    int is_ofed = o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+    int is_net = topo_osdev_is(o, HWLOC_OBJ_OSDEV_NETWORK);
+    int is_ofed = topo_osdev_is(o, HWLOC_OBJ_OSDEV_OPENFABRICS);
     if ((!is_net && !is_ofed) || !o->name) continue;
     hwloc_obj_t pci = topo_pci_parent(o);
     if (!pci) continue; /* virtual interfaces are not fabric ports */
@@ -536,6 +536,12 @@ int topo_load(topo_info **out, const topo_opts *opts, char *err, size_t errcap) 
             hwloc_topology_get_allowed_cpuset(ti->t));
   topo_list(ti->complete_cpuset, sizeof ti->complete_cpuset,
             hwloc_topology_get_complete_cpuset(ti->t));
+  if (mine) {
+    hwloc_bitmap_t b = hwloc_bitmap_alloc();
+    if (b && hwloc_get_cpubind(ti->t, b, HWLOC_CPUBIND_PROCESS) == 0)
+      topo_list(ti->bound_cpuset, sizeof ti->bound_cpuset, b);
+    hwloc_bitmap_free(b);
+  }
 
   topo_find_gpus(ti);
   topo_find_nics(ti);

@@ -24,6 +24,15 @@ static inline void topo_copy(char *dst, size_t cap, const char *src) {
   dst[n] = 0;
 }
 
+/* hwloc 3.0 turns osdev.type (an enum) into the bitmask osdev.types. */
+static inline int topo_osdev_is(hwloc_obj_t o, int kind) {
+#if HWLOC_API_VERSION >= 0x00030000
+  return (o->attr->osdev.types & (unsigned long)kind) != 0;
+#else
+  return o->attr->osdev.type == (hwloc_obj_osdev_type_t)kind;
+#endif
+}
+
 /* ---- sysfs readers: root is a prefix ("" or "/" for the real one); -1 means unknown ---- */
 typedef struct {
   long speed_mbps;    /* /sys/class/net/<if>/speed; <= 0 or unreadable: -1 */
@@ -140,6 +149,7 @@ struct topo_info {
   char pkg_model[TOPO_MAX_PKGS][128];
   struct { unsigned os_index; unsigned long long mem; char cpuset[256]; } numa[TOPO_MAX_NUMA];
   char allowed_cpuset[256]; /* what this process may use (cgroup, Slurm); volatile */
+  char bound_cpuset[256];   /* this process's current binding (this machine only); volatile */
   char complete_cpuset[256];
   int ngpus, nnics;
   topo_gpu gpu[TOPO_MAX_GPUS];

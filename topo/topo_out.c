@@ -79,7 +79,11 @@ static void topo_canon_obj(topo_buf *b, hwloc_obj_t o, int lvl) {
     topo_canon_pci(b, &o->attr->pcidev);
     break;
   case HWLOC_OBJ_OS_DEVICE:
+#if HWLOC_API_VERSION >= 0x00030000
+    topo_bprintf(b, " %s k%lx", o->name ? o->name : "", (unsigned long)o->attr->osdev.types);
+#else
     topo_bprintf(b, " %s k%d", o->name ? o->name : "", (int)o->attr->osdev.type);
+#endif
     break;
   default:
     if (hwloc_obj_type_is_cache(o->type))
@@ -219,6 +223,7 @@ cJSON *topo_json(const topo_info *ti) {
   }
   cJSON_AddStringToObject(cpu, "cpus", ti->complete_cpuset);
   cJSON_AddStringToObject(cpu, "allowed_cpus", ti->allowed_cpuset);
+  topo_json_str_or_null(cpu, "bound_cpus", ti->bound_cpuset);
 
   cJSON *gpus = cJSON_AddArrayToObject(j, "gpus");
   for (int i = 0; i < ti->ngpus; i++) {
