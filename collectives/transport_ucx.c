@@ -8,6 +8,8 @@
  *
  * UCX picks its transports itself and honours UCX_TLS and UCX_NET_DEVICES (ucp_config_read).
  * What it picked is read back from ucp_ep_print_info and kept in the `fabric` string. */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,8 @@
 #define UCX_CTRL_HELLO 1u
 #define UCX_CTRL_CLOSE 2u
 #define UCX_CLOSE_TIMEOUT_MS 10000
+#define UCX_SPIN_US_DEFAULT 200 /* busy-poll this long without progress before sleeping */
+#define UCX_SLEEP_SLICE_MS 10   /* longest sleep between progress calls */
 
 enum { UREQ_PENDING = 1, UREQ_DONE = 2, UREQ_FAILED = 3 };
 
@@ -45,6 +49,8 @@ typedef struct {
   ucp_worker_h worker;
   ucp_ep_h *eps; /* size entries; eps[rank] is made on first use */
   int failed;    /* an error was seen: close without the goodbye barrier */
+  int efd;       /* the worker's event fd (sleeping when idle), -1: spin only */
+  double spin_ms;
 } ucx_tp;
 
 static double ucx_now_ms(void) {
@@ -211,7 +217,8 @@ static int ucx_wait(ucx_tp *u, ucx_req **qs, int n, int timeout_ms, const char *
   double deadline = ucx_now_ms() + (timeout_ms > 0 ? timeout_ms : 60000);
   int first = 0; /* everything before this index has finished */
   int err = 0;
-  for (unsigned spin = 0;; spin++) {
+  double idle_since = -1;
+  for (;;) {
     while (first < n && ucx_poll(u, qs[first], e, &err)) {
       if (err) goto fail;
       if (qs[first]->state == UREQ_FAILED) {
@@ -227,9 +234,14 @@ static int ucx_wait(ucx_tp *u, ucx_req **qs, int n, int timeout_ms, const char *
       if (err) goto fail;
     }
     if (first == n) return 0;
-    while (ucp_worker_progress(u->worker)) {
+    unsigned events = 0, k;
+    while ((k = ucp_worker_progress(u->worker))) events += k;
+    if (events) {
+      idle_since = -1;
+      continue;
     }
-    if ((spin & 63) == 63 && ucx_now_ms() > deadline) {
+    double now = ucx_now_ms();
+    if (now > deadline) {
       ucx_req *q = qs[first];
       u->failed = 1;
       err = coll_fail(e,
@@ -239,6 +251,19 @@ static int ucx_wait(ucx_tp *u, ucx_req **qs, int n, int timeout_ms, const char *
                       q->is_recv ? "receive" : "send", q->bytes, q->tag,
                       q->is_recv ? "from" : "to", q->peer, ucx_host(u, q->peer));
       goto fail;
+    }
+    if (idle_since < 0) {
+      idle_since = now;
+    } else if (u->efd >= 0 && now - idle_since > u->spin_ms) {
+      /* idle for a while: sleep on the worker's events, so ranks that share cores with each
+       * other (or with anything else) do not take each other's time slices */
+      if (ucp_worker_arm(u->worker) == UCS_OK) {
+        struct pollfd pfd = {.fd = u->efd, .events = POLLIN};
+        double left = deadline - now;
+        int ms = left < UCX_SLEEP_SLICE_MS ? (int)left + 1 : UCX_SLEEP_SLICE_MS;
+        if (poll(&pfd, 1, ms) < 0 && errno != EINTR) u->efd = -1; /* spin from now on */
+      }
+      idle_since = -1;
     }
   }
 fail:
@@ -292,9 +317,9 @@ static int ucx_waitall(coll_transport *t, coll_req *r, int n, int timeout_ms, co
   return rc;
 }
 
-/* Every rank tells every peer `what` and hears it back: proves the endpoints work (open) and
- * that nobody still needs us (close). */
-static int ucx_exchange(ucx_tp *u, uint32_t what, int timeout_ms, coll_err *e) {
+/* Every rank tells every peer `what` and (hear_back) hears it from each: proves the endpoints
+ * work (open) and that nobody still needs us (close). */
+static int ucx_exchange(ucx_tp *u, uint32_t what, int hear_back, int timeout_ms, coll_err *e) {
   int n = u->base.size, me = u->base.rank;
   ucx_req *q = calloc((size_t)(2 * n), sizeof *q);
   ucx_req **qs = calloc((size_t)(2 * n), sizeof *qs);
@@ -304,7 +329,7 @@ static int ucx_exchange(ucx_tp *u, uint32_t what, int timeout_ms, coll_err *e) {
     rc = coll_fail(e, "ucx: out of memory");
     goto out;
   }
-  for (int p = 0; p < n && rc == 0; p++) {
+  for (int p = 0; p < n && rc == 0 && hear_back; p++) {
     if (p == me) continue;
     rc = ucx_post_recv(u, p, &in[p], 1, UCX_CTRL_BIT | ucx_tag(p, what), UCX_FULL_MASK, &q[k], e);
     if (rc == 0) qs[k] = &q[k], k++;
@@ -391,11 +416,14 @@ static void ucx_close(coll_transport *t) {
   if (!u) return;
   if (u->worker) {
     coll_err e;
-    if (!u->failed && u->base.size > 1)
-      ucx_exchange(u, UCX_CTRL_CLOSE, UCX_CLOSE_TIMEOUT_MS, &e); /* best effort */
-    /* flush and close every endpoint; a dead peer makes us give up after the timeout */
+    /* best effort; after a failure we only tell the peers, so none waits for us in vain */
+    if (u->base.size > 1)
+      ucx_exchange(u, UCX_CTRL_CLOSE, !u->failed, u->failed ? 200 : UCX_CLOSE_TIMEOUT_MS, &e);
+    /* After the goodbye exchange no traffic is left in either direction, so the endpoints
+     * are closed locally (force): a flushing close would talk to peers that may already have
+     * destroyed their workers, and UCX would log endpoint timeouts for them. */
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                             .flags = u->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+                             .flags = UCP_EP_CLOSE_FLAG_FORCE};
     double deadline = ucx_now_ms() + UCX_CLOSE_TIMEOUT_MS;
     for (int i = 0; u->eps && i < u->base.size; i++) {
       if (!u->eps[i]) continue;
@@ -435,6 +463,7 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
   u->base.rank = rank;
   u->base.size = size;
   u->base.comm = c;
+  u->efd = -1;
   u->eps = calloc((size_t)size, sizeof *u->eps);
   uint64_t *lens = calloc((size_t)size, sizeof *lens);
   unsigned char *all = NULL, *mine = NULL;
@@ -455,7 +484,7 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
   }
   ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
                                    UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-                     .features = UCP_FEATURE_TAG,
+                     .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
                      .estimated_num_eps = (size_t)size,
                      .mt_workers_shared = 0};
   st = ucp_init(&pp, cfg, &u->ctx);
@@ -474,6 +503,12 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
     coll_fail(e, "ucx: rank %d: ucp_worker_create: %s", rank, ucs_status_string(st));
     goto out;
   }
+  /* FABENCH_UCX_SPIN_US: how long to busy-poll before sleeping (-1: never sleep) */
+  u->efd = -1;
+  u->spin_ms = UCX_SPIN_US_DEFAULT / 1000.0;
+  const char *spin = getenv("FABENCH_UCX_SPIN_US");
+  if (spin && *spin) u->spin_ms = atof(spin) / 1000.0;
+  if (u->spin_ms >= 0 && ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
   st = ucp_worker_get_address(u->worker, &addr, &addr_len);
   if (st != UCS_OK) {
     addr = NULL;
@@ -507,7 +542,7 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
       goto out;
     }
   }
-  if (size > 1 && ucx_exchange(u, UCX_CTRL_HELLO, timeout_ms, e) != 0) goto out;
+  if (size > 1 && ucx_exchange(u, UCX_CTRL_HELLO, 1, timeout_ms, e) != 0) goto out;
 
   char fab[sizeof u->base.fabric - 4] = "";
   for (int p = 0; p < size; p++)

@@ -1,0 +1,301 @@
+/* The ucx transport on its own: what it reports as its fabric under UCX_TLS, ordered matching of
+ * many messages of awkward sizes in flight at once (checked against this file's own pattern),
+ * and the errors: a tag or size that differs from the posted receive, and a peer that never
+ * sends (the error names the peer's rank and host). Ranks are forked with the environment
+ * rendezvous. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coll.h"
+
+typedef int (*scenario_fn)(coll_comm *c, int rank, int n, const void *arg);
+
+/* A free TCP port on loopback for the rendezvous. */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || getsockname(fd, (struct sockaddr *)&a, &len)) {
+    if (fd >= 0) close(fd);
+    return 20000 + (int)(getpid() % 20000);
+  }
+  int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+static int child(int rank, int n, const char *root, const char *tls, const char *devs,
+                 int timeout_ms, scenario_fn fn, const void *arg) {
+  char rs[16], ns[16];
+  snprintf(rs, sizeof rs, "%d", rank);
+  snprintf(ns, sizeof ns, "%d", n);
+  setenv("FABENCH_RANK", rs, 1);
+  setenv("FABENCH_WORLD_SIZE", ns, 1);
+  setenv("FABENCH_ROOT", root, 1);
+  setenv("FABENCH_TOKEN", "ucx-test", 1);
+  setenv("UCX_TLS", tls, 1);
+  if (devs)
+    setenv("UCX_NET_DEVICES", devs, 1);
+  else
+    unsetenv("UCX_NET_DEVICES");
+  coll_err e = {{0}};
+  coll_boot *b;
+  if (coll_boot_open(&b, COLL_BOOT_ENV, 0, 20000, &e)) {
+    fprintf(stderr, "rank %d: boot: %s\n", rank, e.msg);
+    return 1;
+  }
+  coll_comm_opts o = {.transport = COLL_UCX, .timeout_ms = timeout_ms};
+  coll_comm *c;
+  if (coll_comm_open(&c, b, &o, &e)) {
+    fprintf(stderr, "rank %d: open: %s\n", rank, e.msg);
+    coll_boot_close(b);
+    return 1;
+  }
+  int rc = fn(c, rank, n, arg);
+  coll_comm_close(c);
+  coll_boot_close(b);
+  return rc;
+}
+
+/* Runs the scenario on n forked ranks; returns how many failed. */
+static int run_ranks(int n, const char *tls, const char *devs, int timeout_ms, scenario_fn fn,
+                     const void *arg) {
+  char root[64];
+  snprintf(root, sizeof root, "127.0.0.1:%d", free_port());
+  pid_t pids[16];
+  for (int r = 0; r < n; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) _exit(child(r, n, root, tls, devs, timeout_ms, fn, arg));
+  }
+  int failed = 0;
+  time_t deadline = time(NULL) + 60;
+  for (int left = n; left > 0;) {
+    int st;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      left--;
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failed++;
+      continue;
+    }
+    if (p < 0 && errno == ECHILD) break;
+    if (time(NULL) > deadline) {
+      for (int i = 0; i < n; i++) kill(pids[i], SIGKILL);
+      while (waitpid(-1, &st, 0) > 0) {
+      }
+      return failed + left;
+    }
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return failed;
+}
+
+/* ---- fabric ---- */
+
+static int sc_fabric(coll_comm *c, int rank, int n, const void *arg) {
+  (void)n;
+  const char *want = arg, *got = coll_comm_fabric(c);
+  int ok;
+  if (!strcmp(want, "shm")) /* shared memory: some of sysv/posix/cma, no network */
+    ok = !strncmp(got, "ucx:", 4) && !strstr(got, "tcp") &&
+         (strstr(got, "sysv") || strstr(got, "posix") || strstr(got, "cma"));
+  else
+    ok = !strcmp(got, want);
+  if (!ok) fprintf(stderr, "rank %d: fabric '%s', expected '%s'\n", rank, got, want);
+  return ok ? 0 : 1;
+}
+
+static void test_fabric_tcp_lo(void **state) {
+  (void)state;
+  assert_int_equal(run_ranks(2, "tcp", "lo", 10000, sc_fabric, "ucx:tcp/lo"), 0);
+}
+
+static void test_fabric_posix(void **state) {
+  (void)state;
+  assert_int_equal(run_ranks(2, "posix,self", NULL, 10000, sc_fabric, "ucx:posix"), 0);
+}
+
+static void test_fabric_shm(void **state) {
+  (void)state;
+  assert_int_equal(run_ranks(3, "sm,self", NULL, 10000, sc_fabric, "shm"), 0);
+}
+
+/* ---- ordered matching under load: every rank sends K messages of awkward sizes to every
+ * rank (itself included), all posted at once; each byte is checked against the pattern ---- */
+
+#define K_MSGS 12
+static size_t msg_size(int from, int to, int k) {
+  static const size_t sizes[] = {0, 1, 7, 8, 93, 94, 4095, 8193, 65537, 262143, 262145, 1000003};
+  return sizes[(size_t)(from * 5 + to * 3 + k) % (sizeof sizes / sizeof *sizes)];
+}
+static unsigned char msg_byte(int from, int to, int k, size_t i) {
+  uint32_t x = (uint32_t)(i * 2654435761u) ^ (uint32_t)(from * 7919 + to * 104729 + k * 15485863);
+  x ^= x >> 13;
+  return (unsigned char)(x * 0x5bd1e995u >> 24);
+}
+
+static int sc_ordered(coll_comm *c, int me, int n, const void *arg) {
+  (void)arg;
+  int total = 2 * n * K_MSGS, k = 0, bad = 0;
+  coll_req *r = calloc((size_t)total, sizeof *r);
+  unsigned char **in = calloc((size_t)(n * K_MSGS), sizeof *in);
+  unsigned char **out = calloc((size_t)(n * K_MSGS), sizeof *out);
+  coll_err e = {{0}};
+  for (int p = 0; p < n; p++)
+    for (int j = 0; j < K_MSGS; j++) {
+      size_t bytes = msg_size(p, me, j);
+      in[p * K_MSGS + j] = malloc(bytes + 1);
+      memset(in[p * K_MSGS + j], 0, bytes + 1);
+      /* the same tag for several messages: order, not the tag, decides the match */
+      if (coll_irecv(c, p, in[p * K_MSGS + j], bytes, (uint32_t)(j % 3), &r[k++], &e)) goto fail;
+    }
+  for (int p = 0; p < n; p++)
+    for (int j = 0; j < K_MSGS; j++) {
+      size_t bytes = msg_size(me, p, j);
+      unsigned char *b = out[p * K_MSGS + j] = malloc(bytes + 1);
+      for (size_t i = 0; i < bytes; i++) b[i] = msg_byte(me, p, j, i);
+      if (coll_isend(c, p, b, bytes, (uint32_t)(j % 3), &r[k++], &e)) goto fail;
+    }
+  if (coll_waitall(c, r, k, &e)) goto fail;
+  for (int p = 0; p < n; p++)
+    for (int j = 0; j < K_MSGS; j++) {
+      size_t bytes = msg_size(p, me, j);
+      for (size_t i = 0; i < bytes; i++)
+        if (in[p * K_MSGS + j][i] != msg_byte(p, me, j, i)) {
+          if (!bad)
+            fprintf(stderr, "rank %d: message %d from %d (%zu bytes) wrong at byte %zu\n", me, j,
+                    p, bytes, i);
+          bad++;
+          break;
+        }
+    }
+  goto done;
+fail:
+  fprintf(stderr, "rank %d: %s\n", me, e.msg);
+  bad = 1;
+done:
+  for (int i = 0; i < n * K_MSGS; i++) free(in[i]), free(out[i]);
+  free(in);
+  free(out);
+  free(r);
+  return bad ? 1 : 0;
+}
+
+static void test_ordered_tcp(void **state) {
+  (void)state;
+  assert_int_equal(run_ranks(3, "tcp", "lo", 20000, sc_ordered, NULL), 0);
+}
+
+static void test_ordered_shm(void **state) {
+  (void)state;
+  assert_int_equal(run_ranks(3, "sm,self", NULL, 20000, sc_ordered, NULL), 0);
+}
+
+/* ---- errors ---- */
+
+typedef struct {
+  size_t send_bytes, recv_bytes;
+  uint32_t send_tag, recv_tag;
+  const char *expect; /* in the receiver's error */
+} mismatch_case;
+
+static int sc_mismatch(coll_comm *c, int me, int n, const void *arg) {
+  (void)n;
+  const mismatch_case *m = arg;
+  unsigned char buf[64] = {0};
+  coll_req r;
+  coll_err e = {{0}};
+  if (me == 0) {
+    if (coll_isend(c, 1, buf, m->send_bytes, m->send_tag, &r, &e) || coll_waitall(c, &r, 1, &e)) {
+      fprintf(stderr, "sender: %s\n", e.msg);
+      return 1;
+    }
+    return 0;
+  }
+  int rc = coll_irecv(c, 0, buf, m->recv_bytes, m->recv_tag, &r, &e);
+  if (rc == 0) rc = coll_waitall(c, &r, 1, &e);
+  if (rc == 0) {
+    fprintf(stderr, "receiver: a mismatched message was accepted\n");
+    return 1;
+  }
+  if (!strstr(e.msg, m->expect) || !strstr(e.msg, "rank 0")) {
+    fprintf(stderr, "receiver: unexpected error: %s\n", e.msg);
+    return 1;
+  }
+  return 0;
+}
+
+static void test_tag_mismatch(void **state) {
+  (void)state;
+  mismatch_case m = {16, 16, 5, 6, "protocol error"};
+  assert_int_equal(run_ranks(2, "sm,self", NULL, 5000, sc_mismatch, &m), 0);
+}
+
+static void test_size_larger_than_posted(void **state) {
+  (void)state;
+  mismatch_case m = {32, 8, 5, 5, "protocol error"};
+  assert_int_equal(run_ranks(2, "tcp", "lo", 5000, sc_mismatch, &m), 0);
+}
+
+static void test_size_smaller_than_posted(void **state) {
+  (void)state;
+  mismatch_case m = {8, 32, 5, 5, "protocol error"};
+  assert_int_equal(run_ranks(2, "sm,self", NULL, 5000, sc_mismatch, &m), 0);
+}
+
+/* Rank 0 leaves without sending; rank 1's receive times out with an error naming rank 0 and
+ * its host. */
+static int sc_silent_peer(coll_comm *c, int me, int n, const void *arg) {
+  (void)n;
+  (void)arg;
+  if (me == 0) _exit(0); /* gone, without a goodbye */
+  unsigned char buf[8];
+  coll_req r;
+  coll_err e = {{0}};
+  if (coll_irecv(c, 0, buf, sizeof buf, 1, &r, &e) == 0 && coll_waitall(c, &r, 1, &e) == 0) {
+    fprintf(stderr, "a receive from a silent peer completed\n");
+    return 1;
+  }
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  if (!strstr(e.msg, "rank 0") || !strstr(e.msg, coll_comm_host(c, 0)) ||
+      strcmp(coll_comm_host(c, 0), host)) {
+    fprintf(stderr, "the error does not name rank 0 on %s: %s\n", host, e.msg);
+    return 1;
+  }
+  return 0;
+}
+
+static void test_silent_peer_times_out(void **state) {
+  (void)state;
+  assert_int_equal(run_ranks(2, "sm,self", NULL, 500, sc_silent_peer, NULL), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fabric_tcp_lo),
+      cmocka_unit_test(test_fabric_posix),
+      cmocka_unit_test(test_fabric_shm),
+      cmocka_unit_test(test_ordered_tcp),
+      cmocka_unit_test(test_ordered_shm),
+      cmocka_unit_test(test_tag_mismatch),
+      cmocka_unit_test(test_size_larger_than_posted),
+      cmocka_unit_test(test_size_smaller_than_posted),
+      cmocka_unit_test(test_silent_peer_times_out),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
