@@ -373,6 +373,12 @@ static void test_mpi(void **state) {
   skip();
 #else
   if (!have_emulation()) skip();
+  /* Open MPI keeps allocations until exit, some in dlopen'ed components that suppressions
+   * cannot name: no leak check in the MPI helper (it is not the code under test). */
+  const char *asan = getenv("ASAN_OPTIONS");
+  char *asan_old = asan ? strdup(asan) : NULL, asan_new[1024];
+  snprintf(asan_new, sizeof asan_new, "%s%sdetect_leaks=0", asan ? asan : "", asan ? ":" : "");
+  setenv("ASAN_OPTIONS", asan_new, 1);
   for (int n = 2; n <= 3; n++) {
     char path[] = "/tmp/fabench-emu-out-XXXXXX";
     int fd = mkstemp(path);
@@ -405,6 +411,9 @@ static void test_mpi(void **state) {
     }
     assert_int_equal(leftovers((long)getpid()), 0);
   }
+  if (asan_old) setenv("ASAN_OPTIONS", asan_old, 1);
+  else unsetenv("ASAN_OPTIONS");
+  free(asan_old);
 #endif
 }
 
