@@ -37,6 +37,11 @@ typedef struct {
 /* Creates the run directory (--out or results/<UTC>-<command>), starts run.json with the common
  * fields, and records this host's topology into it (topo.json, topo-<host>.xml). */
 int bench_run_begin(bench_run *r, const char *out, const char *command, int argc, char **argv);
+/* Multi-host runs: every host's first rank sends its hwloc XML and topology stamp to rank 0,
+ * which writes topo-<host>.xml for each host and a "hosts" list (host, topo_hash, ranks) into
+ * run.json. Collective over the boot world; r is rank 0's run (ignored on other ranks). */
+struct coll_boot;
+int bench_run_gather_hosts(bench_run *r, struct coll_boot *b);
 /* Writes run.json (can be called again to update it) . */
 int bench_run_write(bench_run *r);
 void bench_run_end(bench_run *r);

@@ -467,6 +467,10 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     bench_run_write(&x.run);
     ar_header(&x);
   }
+  if (bench_run_gather_hosts(&x.run, x.boot)) {
+    rc = 1;
+    goto out;
+  }
   /* every rank's binding, recorded by rank 0 */
   {
     char mine[256], *all = malloc((size_t)x.size * sizeof mine);

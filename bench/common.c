@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "coll.h"
 #include "res.h"
 #include "topo.h"
 
@@ -130,4 +131,110 @@ int bench_run_write(bench_run *r) {
 void bench_run_end(bench_run *r) {
   cJSON_Delete(r->meta);
   r->meta = NULL;
+}
+
+typedef struct {
+  uint64_t xml_bytes; /* 0: not a host leader, or its topology could not be read */
+  char host[256];
+  char hash[32];
+} bench_host_stamp;
+
+static char *bench_read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t cap = 0, n = 0, got;
+  do {
+    if (n + 65536 > cap) {
+      char *nb = realloc(buf, cap = cap * 2 + 65536);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return NULL;
+      }
+      buf = nb;
+    }
+    got = fread(buf + n, 1, cap - n, f);
+    n += got;
+  } while (got > 0);
+  fclose(f);
+  *len = n;
+  return buf;
+}
+
+int bench_run_gather_hosts(bench_run *r, struct coll_boot *b) {
+  int me = coll_boot_rank(b), n = coll_boot_size(b);
+  bench_host_stamp mine = {0}, *all = calloc((size_t)n, sizeof *all);
+  char *xml = NULL, *xmls = NULL;
+  coll_err e = {{0}};
+  int rc = -1;
+  if (!all) return bench_error("out of memory"), -1;
+  /* rank 0 recorded its own host in bench_run_begin; other hosts' first ranks record theirs */
+  if (me != 0 && coll_boot_local_rank(b) == 0 && strcmp(coll_boot_host(b, me), coll_boot_host(b, 0))) {
+    char tmp[] = "/tmp/fabench-topo-XXXXXX", err[512];
+    topo_stamp st;
+    cJSON *sum = NULL;
+    if (mkdtemp(tmp) && topo_record(tmp, &st, &sum, err, sizeof err) == 0) {
+      char path[4400];
+      snprintf(path, sizeof path, "%s/topo-%s.xml", tmp, st.host);
+      size_t len = 0;
+      xml = bench_read_all(path, &len);
+      if (xml) mine.xml_bytes = len;
+      snprintf(mine.host, sizeof mine.host, "%s", st.host);
+      snprintf(mine.hash, sizeof mine.hash, "%s", st.hash);
+      unlink(path);
+      rmdir(tmp);
+    } else {
+      bench_error("rank %d (%s): topology not recorded: %s", me, coll_boot_host(b, me), err);
+    }
+    cJSON_Delete(sum);
+  }
+  if (coll_boot_allgather(b, all, &mine, sizeof mine, &e)) goto out;
+  uint64_t maxlen = 0;
+  for (int i = 0; i < n; i++) maxlen = all[i].xml_bytes > maxlen ? all[i].xml_bytes : maxlen;
+  if (maxlen) {
+    /* XML rides a padded all-gather: slow, but once per run and only across hosts */
+    char *pad = calloc(1, maxlen);
+    xmls = malloc((size_t)maxlen * (size_t)n);
+    if (!pad || !xmls) {
+      free(pad);
+      bench_error("out of memory");
+      goto out;
+    }
+    if (xml) memcpy(pad, xml, mine.xml_bytes);
+    int grc = coll_boot_allgather(b, xmls, pad, maxlen, &e);
+    free(pad);
+    if (grc) goto out;
+  }
+  if (me == 0) {
+    cJSON *hosts = cJSON_AddArrayToObject(r->meta, "hosts");
+    for (int i = 0; i < n; i++) {
+      const char *h = i == 0 ? r->host : all[i].host;
+      const char *hash = i == 0 ? r->topo_hash : all[i].hash;
+      if (i != 0 && !all[i].xml_bytes) continue;
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "host", h);
+      cJSON_AddStringToObject(o, "topo_hash", hash);
+      cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
+      for (int k = 0; k < n; k++)
+        if (!strcmp(coll_boot_host(b, k), coll_boot_host(b, i))) cJSON_AddItemToArray(ranks, cJSON_CreateNumber(k));
+      cJSON_AddItemToArray(hosts, o);
+      if (i != 0) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/topo-%s.xml", r->dir, all[i].host);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(xmls + (size_t)i * maxlen, 1, all[i].xml_bytes, f) != all[i].xml_bytes)
+          bench_error("cannot write %s", path);
+        if (f) fclose(f);
+      }
+    }
+    bench_run_write(r);
+  }
+  rc = 0;
+out:
+  if (rc && e.msg[0]) bench_error("%s", e.msg);
+  free(all);
+  free(xml);
+  free(xmls);
+  return rc;
 }
