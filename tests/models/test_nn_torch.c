@@ -1,0 +1,204 @@
+/* Whole networks against PyTorch: fixtures written by scripts/torch_fixture.py (PyTorch in float64)
+ * hold the weights, one batch, the logits, the loss, every gradient, the BN running statistics
+ * after the step, and a 10-step SGD loss trajectory. Every tensor is compared, per arena tensor. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "nn_impl.h"
+
+/* Tolerances come with each fixture: 1e-4 relative (per element, against |ref| + the tensor's rms),
+   or 4x PyTorch's own float32-vs-float64 error where the network is worse conditioned than that
+   (scripts/torch_fixture.py explains); the first is for tensors, the second for the trajectory. */
+#define TOL 1e-4
+
+typedef struct {
+  char name[32];
+  uint32_t dtype, ndim, dims[8];
+  size_t count;
+  void *data;
+} rec;
+
+typedef struct {
+  rec r[32];
+  int n;
+  unsigned char *buf;
+} fixture;
+
+static int load(fixture *f, const char *path) {
+  memset(f, 0, sizeof(*f));
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return -1;
+  fseek(fp, 0, SEEK_END);
+  long sz = ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  f->buf = malloc((size_t)sz);
+  if (!f->buf || fread(f->buf, 1, (size_t)sz, fp) != (size_t)sz) {
+    fclose(fp);
+    return -1;
+  }
+  fclose(fp);
+  unsigned char *p = f->buf, *end = f->buf + sz;
+  uint32_t cnt;
+  if (sz < 12 || memcmp(p, "FBNNFIX1", 8)) return -1;
+  memcpy(&cnt, p + 8, 4);
+  p += 12;
+  for (uint32_t i = 0; i < cnt && i < 32; i++) {
+    rec *r = &f->r[f->n++];
+    uint32_t len;
+    if (end - p < 4) return -1;
+    memcpy(&len, p, 4);
+    if (len >= sizeof(r->name) || end - p < 12 + (long)len) return -1;
+    memcpy(r->name, p + 4, len);
+    p += 4 + len;
+    memcpy(&r->dtype, p, 4);
+    memcpy(&r->ndim, p + 4, 4);
+    p += 8;
+    if (r->ndim > 8 || end - p < 4 * (long)r->ndim) return -1;
+    r->count = 1;
+    for (uint32_t d = 0; d < r->ndim; d++) {
+      memcpy(&r->dims[d], p, 4);
+      r->count *= r->dims[d];
+      p += 4;
+    }
+    size_t bytes = r->count * (r->dtype == 2 ? 1 : 4);
+    if ((size_t)(end - p) < bytes) return -1;
+    r->data = p;
+    p += bytes;
+  }
+  return f->n == (int)cnt ? 0 : -1;
+}
+
+static const rec *get(const fixture *f, const char *name) {
+  for (int i = 0; i < f->n; i++)
+    if (!strcmp(f->r[i].name, name)) return &f->r[i];
+  fail_msg("fixture has no '%s'", name);
+  return NULL;
+}
+
+static const float *getf(const fixture *f, const char *name, size_t count) {
+  const rec *r = get(f, name);
+  if (r->dtype != 0 || r->count != count) fail_msg("fixture '%s': %zu floats, expected %zu", name, r->count, count);
+  return r->data;
+}
+
+static int close_enough(const char *what, const float *got, const float *ref, size_t n, double tol) {
+  double ss = 0, worst = 0;
+  size_t wi = 0;
+  for (size_t i = 0; i < n; i++) ss += (double)ref[i] * ref[i];
+  double rms = n ? sqrt(ss / n) : 0;
+  for (size_t i = 0; i < n; i++) {
+    double e = fabs((double)got[i] - ref[i]) / (fabs(ref[i]) + rms + 1e-30);
+    if (!(e <= worst)) {
+      worst = e;
+      wi = i;
+    }
+  }
+  if (!(worst <= tol)) {
+    print_error("%s: element %zu of %zu: got %.8g, PyTorch %.8g (relative error %.3g)\n", what, wi, n,
+                (double)got[wi], (double)ref[wi], worst);
+    return 0;
+  }
+  return 1;
+}
+
+static void compare_model(const char *model) {
+  char path[512], err[256];
+  const char *src = getenv("FABENCH_SRC");
+  snprintf(path, sizeof(path), "%s/tests/models/fixtures/nn_%s.bin", src ? src : ".", model);
+  fixture f;
+  if (load(&f, path)) fail_msg("cannot read fixture %s (regenerate: /usr/bin/python3 scripts/torch_fixture.py)", path);
+  const rec *mr = get(&f, "model"), *cr = get(&f, "config");
+  assert_int_equal(mr->count, strlen(model));
+  assert_memory_equal(mr->data, model, mr->count);
+  const int32_t *cfg = cr->data;
+  int batch = cfg[4], steps = cfg[5], classes = cfg[3];
+  nn_net_opts o = {.model = model, .in_c = cfg[0], .in_h = cfg[1], .in_w = cfg[2], .classes = classes,
+                   .batch = batch, .threads = 0, .seed = 1};
+  nn_net *net;
+  if (nn_net_create(&net, &o, err, sizeof(err))) fail_msg("%s", err);
+  size_t np, nb;
+  float *params = nn_net_params(net, &np);
+  nn_net_buffers(net, &nb);
+  memcpy(params, getf(&f, "params", np), np * sizeof(float));
+  const float *x = getf(&f, "x", (size_t)batch * cfg[0] * cfg[1] * cfg[2]);
+  const int32_t *labels = get(&f, "labels")->data;
+  const float *sgdv = getf(&f, "sgd", 4);
+  nn_sgd_opts sgd = {sgdv[0], sgdv[1], sgdv[2], sgdv[3] != 0.0f};
+  const float *tolv = getf(&f, "tol", 2);
+  double tol = tolv[0], traj_tol = tolv[1];
+  assert_true(tol >= TOL * 0.999 && traj_tol >= TOL * 0.999); /* 1e-4 at the tightest */
+
+  float loss;
+  int correct, ok = 1;
+  if (nn_net_train_step(net, x, labels, batch, &loss, &correct, NULL, err, sizeof(err))) fail_msg("%s", err);
+  int ln, lc;
+  const float *logits = nn_net_logits(net, &ln, &lc);
+  assert_int_equal(ln, batch);
+  assert_int_equal(lc, classes);
+  char what[128];
+  snprintf(what, sizeof(what), "%s logits", model);
+  ok &= close_enough(what, logits, getf(&f, "logits", (size_t)batch * classes), (size_t)batch * classes, tol);
+  snprintf(what, sizeof(what), "%s loss", model);
+  ok &= close_enough(what, &loss, getf(&f, "loss", 1), 1, tol);
+  const nn_param_info *pi;
+  int nt = nn_net_param_tensors(net, &pi);
+  const float *g = nn_net_grads(net, NULL), *rg = getf(&f, "grads", np);
+  for (int i = 0; i < nt; i++) {
+    snprintf(what, sizeof(what), "%s gradient of tensor %d (%s, layer %d)", model, i, pi[i].kind, pi[i].layer);
+    ok &= close_enough(what, g + pi[i].offset, rg + pi[i].offset, pi[i].count, tol);
+  }
+  snprintf(what, sizeof(what), "%s BN running statistics", model);
+  ok &= close_enough(what, nn_net_buffers(net, NULL), getf(&f, "buffers", nb), nb, tol);
+
+  /* the loss trajectory of `steps` SGD steps on the same batch */
+  const float *ref = getf(&f, "losses", (size_t)steps);
+  float traj[64];
+  traj[0] = loss;
+  nn_sgd_step(net, &sgd);
+  for (int s = 1; s < steps && s < 64; s++) {
+    if (nn_net_train_step(net, x, labels, batch, &traj[s], &correct, NULL, err, sizeof(err))) fail_msg("%s", err);
+    nn_sgd_step(net, &sgd);
+  }
+  assert_true(steps <= 64);
+  snprintf(what, sizeof(what), "%s loss trajectory", model);
+  ok &= close_enough(what, traj, ref, (size_t)steps, traj_tol);
+  nn_net_destroy(net);
+  free(f.buf);
+  if (!ok) fail();
+}
+
+static void test_resnet8_cifar(void **state) {
+  (void)state;
+  compare_model("resnet8-w8");
+}
+static void test_resnet18_narrow(void **state) {
+  (void)state;
+  compare_model("resnet18-w4");
+}
+static void test_resnet50_narrow(void **state) {
+  (void)state;
+  compare_model("resnet50-w2");
+}
+
+/* The comparison must notice a wrong gradient: corrupt one and check it is caught. */
+static void test_detects_corruption(void **state) {
+  (void)state;
+  float a[4] = {1, -2, 3, 0.5f}, b[4] = {1, -2, 3, 0.5f};
+  assert_true(close_enough("same", a, b, 4, TOL));
+  a[3] = 0.5005f;
+  assert_false(close_enough("one element off by 1e-3 (expected to fail)", a, b, 4, TOL));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_resnet8_cifar), cmocka_unit_test(test_resnet18_narrow),
+                                     cmocka_unit_test(test_resnet50_narrow), cmocka_unit_test(test_detects_corruption)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
