@@ -1,0 +1,152 @@
+/* `auto`: picks the all-reduce algorithm per size from an alpha-beta-gamma cost model.
+ *
+ * Notation: p ranks, n bytes per rank, alpha = seconds per message (start-up), beta = seconds
+ * per byte on one link, gamma = seconds per byte reduced, lg = log2, p' = 2^floor(lg p),
+ * f = 1 when p is not a power of two (the MPICH fold), else 0; c = the pipelining unit
+ * (c->chunk_bytes), H = ceil(lg p) the height of our binary trees.
+ *
+ *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005)
+ *         2(p-1) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma
+ *   rhd   (Rabenseifner, TRG 2005): reduce-scatter by recursive halving + all-gather by
+ *         recursive doubling, plus the fold's two whole-vector messages
+ *         2 lg p' alpha + 2 (p'-1)/p' n beta + (p'-1)/p' n gamma + f (2 alpha + 2 n beta + n gamma)
+ *   rd    (TRG 2005) lg p' (alpha + n beta + n gamma) + f (2 alpha + 2 n beta + n gamma)
+ *   tree  (pipelined reduce + broadcast; Sanders-Speck-Traeff 2009, NCCL's tree model): k =
+ *         ceil(n/c) chunks of u = min(n, c) bytes in k + 2H - 1 lockstep steps (algo_tree.c);
+ *         an interior node takes 2 chunks in and 1 out going up and 1 in, 2 out coming down, and
+ *         the two overlap, so each step moves 3u each way and reduces 2u:
+ *         (k + 2H - 1) (alpha + 3 u beta + 2 u gamma)                       ~ 3 n beta for large n
+ *   dtree two trees each carrying n/2 (k = ceil(n/2c), u = min(n/2, c)); a rank is interior in
+ *         one tree (3u each way) and a leaf in the other (1u): 4u per step, 2u reduced:
+ *         (k + 2H - 1) (alpha + 4 u beta + 2 u gamma)                       ~ 2 n beta for large n
+ *   ps:K  (not a candidate: the many-to-one baseline) shards of n/K in chunks of u = min(n/K, c),
+ *         k + 1 steps; a server moves (p-1)u of pushes and (K-1)u of other servers' returns
+ *         each way per step, reducing (p-1)u:
+ *         (k + 1) (alpha + (p + K - 2) u beta + (p - 1) u gamma)            ~ (p-1) n beta, K = 1
+ *
+ * So for small n the alpha terms rule and rd (lg p messages) or rhd (2 lg p, but less data)
+ * win; for large n the beta terms rule and ring and rhd (2 (p-1)/p n, the lower bound) win over
+ * dtree (2n) and tree (3n); the pipelined trees pay 2H - 1 extra steps of alpha, which matters
+ * only in the middle. The defaults below are per fabric; a fitted model (fabench's cost-model
+ * fit) can be handed to coll_auto_pick directly. */
+#include <math.h>
+#include <string.h>
+
+#include "algo_plan.h"
+
+/* Does the fabric string name any of these (comma-separated) words? */
+static int fabric_has(const char *fabric, const char *words) {
+  if (!fabric) return 0;
+  char w[32];
+  for (const char *s = words; *s;) {
+    size_t n = strcspn(s, ",");
+    if (n < sizeof w) {
+      memcpy(w, s, n);
+      w[n] = 0;
+      if (strstr(fabric, w)) return 1;
+    }
+    s += n + (s[n] == ',');
+  }
+  return 0;
+}
+
+void coll_cost_defaults(coll_cost_model *m, coll_transport_kind kind, const char *fabric) {
+  /* Orders of magnitude, refined on this project's 2-core test machine (see the report):
+   * kernel TCP costs tens of microseconds per message, shared memory a few. */
+  m->gamma = 1.0 / 4e9;
+  switch (kind) {
+  case COLL_TCP:
+    if (fabric_has(fabric, ":lo,127.0.0.1")) {
+      m->alpha = 40e-6;
+      m->beta = 1.0 / 1.5e9;
+    } else {
+      m->alpha = 50e-6;
+      m->beta = 1.0 / 1.1e9; /* 10 GbE class */
+    }
+    break;
+  case COLL_UCX:
+  case COLL_MPI:
+    if (fabric_has(fabric, "rc,ud,dc,mlx,ib")) {
+      m->alpha = 3e-6;
+      m->beta = 1.0 / 10e9;
+    } else if (fabric_has(fabric, "tcp")) {
+      m->alpha = 30e-6;
+      m->beta = 1.0 / 1.5e9;
+    } else { /* shared memory: posix, sysv, cma, vader, sm */
+      m->alpha = 3e-6;
+      m->beta = 1.0 / 4e9;
+    }
+    break;
+  case COLL_NCCL:
+    m->alpha = 10e-6;
+    m->beta = 1.0 / 20e9;
+    m->gamma = 1.0 / 200e9;
+    break;
+  default:
+    m->alpha = 50e-6;
+    m->beta = 1.0 / 1e9;
+    break;
+  }
+}
+
+static int ceil_lg(int p) {
+  int h = 0;
+  while ((1 << h) < p) h++;
+  return h;
+}
+
+double coll_cost(coll_algo a, int p, size_t bytes, size_t chunk_bytes, const coll_cost_model *m) {
+  if (p < 2 || bytes == 0) return 0;
+  double n = (double)bytes, al = m->alpha, be = m->beta, ga = m->gamma;
+  double c = chunk_bytes ? (double)chunk_bytes : 256.0 * 1024;
+  int pof2 = 1, lg = 0;
+  while (pof2 * 2 <= p) {
+    pof2 *= 2;
+    lg++;
+  }
+  double fold = pof2 == p ? 0 : 2 * al + 2 * n * be + n * ga;
+  double fr = (double)(pof2 - 1) / pof2, pr = (double)(p - 1) / p;
+  int H = ceil_lg(p);
+  switch (a.kind) {
+  case COLL_ALGO_RING: return 2.0 * (p - 1) * al + 2 * pr * n * be + pr * n * ga;
+  case COLL_ALGO_RHD: return 2.0 * lg * al + 2 * fr * n * be + fr * n * ga + fold;
+  case COLL_ALGO_RD: return lg * (al + n * be + n * ga) + fold;
+  case COLL_ALGO_TREE: {
+    double k = ceil(n / c), u = n < c ? n : c;
+    return (k + 2 * H - 1) * (al + 3 * u * be + 2 * u * ga);
+  }
+  case COLL_ALGO_DTREE: {
+    double h = n / 2, k = ceil(h / c), u = h < c ? h : c;
+    return (k + 2 * H - 1) * (al + 4 * u * be + 2 * u * ga);
+  }
+  case COLL_ALGO_PS: {
+    int K = a.param < 1 ? 1 : a.param > p ? p : a.param;
+    double s = n / K, k = ceil(s / c), u = s < c ? s : c;
+    return (k + 1) * (al + (p + K - 2) * u * be + (p - 1) * u * ga);
+  }
+  default: return INFINITY;
+  }
+}
+
+coll_algo coll_auto_pick(int p, size_t bytes, size_t chunk_bytes, const coll_cost_model *m) {
+  static const coll_algo_kind cand[] = {COLL_ALGO_RING, COLL_ALGO_RHD, COLL_ALGO_RD,
+                                        COLL_ALGO_TREE, COLL_ALGO_DTREE};
+  coll_algo best = {COLL_ALGO_RING, 0};
+  if (p < 2) return best;
+  double tbest = coll_cost(best, p, bytes, chunk_bytes, m);
+  for (size_t i = 1; i < sizeof cand / sizeof cand[0]; i++) {
+    coll_algo a = {cand[i], 0};
+    double t = coll_cost(a, p, bytes, chunk_bytes, m);
+    if (t < tbest) {
+      tbest = t;
+      best = a;
+    }
+  }
+  return best;
+}
+
+coll_algo coll_auto_choose(const coll_comm *c, size_t bytes) {
+  coll_cost_model m;
+  coll_cost_defaults(&m, c->kind, c->tp ? c->tp->fabric : NULL);
+  return coll_auto_pick(c->size, bytes, c->chunk_bytes, &m);
+}

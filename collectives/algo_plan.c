@@ -1,0 +1,115 @@
+/* Planning shared by the all-reduce algorithms: the MPICH fold, binary tree shapes, and a
+ * request set. See algo_plan.h. */
+#include "algo_plan.h"
+
+void coll_fold_plan(coll_fold *f, int size, int rank) {
+  int pof2 = 1;
+  while (pof2 * 2 <= size) pof2 *= 2;
+  f->pof2 = pof2;
+  f->rem = size - pof2;
+  if (rank < 2 * f->rem)
+    f->newrank = (rank % 2) ? rank / 2 : -1;
+  else
+    f->newrank = rank - f->rem;
+}
+
+int coll_fold_real(const coll_fold *f, int newrank) {
+  return newrank < f->rem ? newrank * 2 + 1 : newrank + f->rem;
+}
+
+/* Tree 0, see algo_plan.h, one node at a time. Every rank x below the root owns the aligned
+ * range [x - b + 1, x + b - 1] of the complete tree (b its lowest set bit). Where size cuts the
+ * upper half, the highest existing node of that half's left spine takes its place: it still
+ * covers every rank that exists above x. */
+static void coll_btree0_node(int size, int x, int *parent, int *c0, int *c1) {
+  *parent = *c0 = *c1 = -1;
+  if (size < 2) return;
+  if (x == 0) {
+    int top = 1;
+    while (top * 2 < size) top *= 2;
+    *c0 = top;
+    return;
+  }
+  int b = x & -x;
+  /* Bit 2b set: x is its parent's upper child, x - b. Clear: the lower child of x + b, or,
+   * when x + b does not exist, the spine node adopted by x - b (the root for the top). */
+  if (x & (2 * b))
+    *parent = x - b;
+  else
+    *parent = x + b < size ? x + b : x - b;
+  if (b < 2) return; /* odd ranks are leaves */
+  *c0 = x - b / 2;
+  int step = b / 2;
+  while (step >= 1 && x + step >= size) step /= 2;
+  if (step >= 1) *c1 = x + step;
+}
+
+int coll_btree(int *parent, int *child, int size, int which) {
+  /* Tree 1 relabels tree 0: rank r plays tree-0 node inv(r) and its neighbours map back. */
+  int mirror = size % 2 == 0;
+  for (int r = 0; r < size; r++) {
+    int x = which == 0 ? r : mirror ? size - 1 - r : (r - 1 + size) % size;
+    int nb[3];
+    coll_btree0_node(size, x, &nb[0], &nb[1], &nb[2]);
+    for (int i = 0; i < 3 && which != 0; i++)
+      if (nb[i] >= 0) nb[i] = mirror ? size - 1 - nb[i] : (nb[i] + 1) % size;
+    parent[r] = nb[0];
+    child[2 * r] = nb[1];
+    child[2 * r + 1] = nb[2];
+  }
+  if (which == 0 || size < 2) return 0;
+  return mirror ? size - 1 : 1;
+}
+
+/* Heights need children first; depths need parents first. Trees are small (size ranks), so a
+ * few passes until nothing changes are cheap and need no recursion or stack. */
+void coll_btree_levels(int *height, int *depth, const int *parent, const int *child, int size) {
+  for (int r = 0; r < size; r++) height[r] = depth[r] = 0;
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int r = 0; r < size; r++) {
+      int h = 0, d = parent[r] < 0 ? 0 : depth[parent[r]] + 1;
+      for (int i = 0; i < 2; i++) {
+        int ch = child[2 * r + i];
+        if (ch >= 0 && height[ch] + 1 > h) h = height[ch] + 1;
+      }
+      if (h != height[r] || d != depth[r]) {
+        height[r] = h;
+        depth[r] = d;
+        changed = 1;
+      }
+    }
+  }
+}
+
+int coll_reqset_init(coll_reqset *s, coll_comm *c, int cap, coll_err *e) {
+  s->c = c;
+  s->n = 0;
+  s->cap = cap;
+  s->r = coll_reqs(c, (size_t)cap, e);
+  return s->r ? 0 : -1;
+}
+
+int coll_reqset_send(coll_reqset *s, int peer, const void *buf, size_t bytes, uint32_t tag,
+                     coll_err *e) {
+  if (bytes == 0) return 0;
+  if (s->n >= s->cap) return coll_fail(e, "rank %d: internal: request set full", s->c->rank);
+  if (coll_isend(s->c, peer, buf, bytes, tag, &s->r[s->n], e) != 0) return -1;
+  s->n++;
+  return 0;
+}
+
+int coll_reqset_recv(coll_reqset *s, int peer, void *buf, size_t bytes, uint32_t tag,
+                     coll_err *e) {
+  if (bytes == 0) return 0;
+  if (s->n >= s->cap) return coll_fail(e, "rank %d: internal: request set full", s->c->rank);
+  if (coll_irecv(s->c, peer, buf, bytes, tag, &s->r[s->n], e) != 0) return -1;
+  s->n++;
+  return 0;
+}
+
+int coll_reqset_wait(coll_reqset *s, coll_err *e) {
+  int n = s->n;
+  s->n = 0;
+  return coll_waitall(s->c, s->r, n, e);
+}

@@ -1,0 +1,63 @@
+/* Private to the all-reduce algorithms (algo_*.c) and their unit tests: the pure planning logic
+ * (the MPICH fold, binary tree shapes, the cost model behind `auto`) and a small request set that
+ * skips empty messages. Everything here except the request set is pure, so tests can check it
+ * without a communicator. */
+#ifndef FABENCH_ALGO_PLAN_H
+#define FABENCH_ALGO_PLAN_H
+
+#include "coll_internal.h"
+
+/* ---- the MPICH fold for rank counts that are not a power of two ----
+ * pof2 = 2^floor(lg size), rem = size - pof2. Of the first 2*rem ranks the evens hand their
+ * vector to the odd neighbour and sit out (newrank -1); the odds become newrank rank/2, every
+ * rank >= 2*rem becomes newrank rank - rem. The pof2 newranks then run a power-of-two
+ * algorithm and the odds hand the result back. */
+typedef struct {
+  int pof2, rem;
+  int newrank; /* -1: folded away */
+} coll_fold;
+void coll_fold_plan(coll_fold *f, int size, int rank);
+int coll_fold_real(const coll_fold *f, int newrank); /* the rank that plays newrank */
+
+/* ---- binary trees over `size` ranks ----
+ * Fills parent[size] (-1 at the root) and child[2*size] (child[2r], child[2r+1], -1 if none).
+ * which 0: root 0 with one child, the largest power of two below size; below it an in-order
+ * tree where rank r with lowest set bit b has children r - b/2 and r + b/2 (or the highest
+ * r + b/2^i that exists). Odd ranks are always leaves.
+ * which 1: the complementary tree of NCCL's double binary tree: tree 0 mirrored (r -> size-1-r)
+ * for even sizes, shifted by one (r -> r+1) for odd sizes, so its leaves are tree 0's interior
+ * nodes. No rank has more than two children in the two trees together.
+ * Returns the root. */
+int coll_btree(int *parent, int *child, int size, int which);
+/* Heights (0 at leaves) and depths (0 at the root) of a tree from coll_btree. */
+void coll_btree_levels(int *height, int *depth, const int *parent, const int *child, int size);
+
+/* ---- cost model (algo_auto.c; formulas documented there) ---- */
+typedef struct {
+  double alpha; /* s per message */
+  double beta;  /* s per byte on a link */
+  double gamma; /* s per byte reduced */
+} coll_cost_model;
+/* Defaults for a transport, refined by what the fabric string names (loopback, shm, ib). */
+void coll_cost_defaults(coll_cost_model *m, coll_transport_kind kind, const char *fabric);
+/* Modelled seconds of one all-reduce of `bytes` on p ranks with pipelining unit chunk_bytes. */
+double coll_cost(coll_algo a, int p, size_t bytes, size_t chunk_bytes, const coll_cost_model *m);
+/* The cheapest of ring, rhd, rd, tree, dtree under the model (ring on a tie or for p == 1). */
+coll_algo coll_auto_pick(int p, size_t bytes, size_t chunk_bytes, const coll_cost_model *m);
+
+/* ---- a set of outstanding requests on the communicator's request array ----
+ * Sends and receives of zero bytes are skipped: both ends compute the same lengths. */
+typedef struct {
+  coll_comm *c;
+  coll_req *r;
+  int n, cap;
+} coll_reqset;
+int coll_reqset_init(coll_reqset *s, coll_comm *c, int cap, coll_err *e);
+int coll_reqset_send(coll_reqset *s, int peer, const void *buf, size_t bytes, uint32_t tag,
+                     coll_err *e);
+int coll_reqset_recv(coll_reqset *s, int peer, void *buf, size_t bytes, uint32_t tag,
+                     coll_err *e);
+/* Waits for every request in the set and empties it. */
+int coll_reqset_wait(coll_reqset *s, coll_err *e);
+
+#endif

@@ -1,0 +1,65 @@
+/* Recursive doubling all-reduce: lg p exchanges of the whole vector with partner newrank ^ mask,
+ * after the MPICH fold for rank counts that are not a power of two (algo_plan.h). Latency-optimal
+ * (lg p messages) but every step moves and reduces all n bytes, so it is for small messages.
+ *
+ * Both partners of a step compute the same value: each reduces (lower newrank's vector) op
+ * (higher newrank's vector), in that order, so every rank evaluates one expression tree and the
+ * results are bit-identical also where an op is not commutative bit for bit (signed zeros in
+ * min/max, NaN payloads). */
+#include <string.h>
+
+#include "algo_plan.h"
+
+int coll_ar_rd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
+               coll_err *e) {
+  (void)param;
+  if (c->size < 2 || count == 0) return 0;
+  size_t bytes = count * coll_dtype_size(dt);
+  unsigned char *tmp = coll_scratch(c, 0, bytes, e);
+  coll_reqset rs;
+  if (!tmp || coll_reqset_init(&rs, c, 2, e) != 0) return -1;
+  coll_fold f;
+  coll_fold_plan(&f, c->size, c->rank);
+  uint32_t step = 0;
+
+  /* Fold: evens of the first 2*rem ranks give their vector to the odd neighbour. */
+  if (c->rank < 2 * f.rem) {
+    if (f.newrank < 0) {
+      if (coll_reqset_send(&rs, c->rank + 1, buf, bytes, coll_tag(c, step), e) != 0 ||
+          coll_reqset_wait(&rs, e) != 0)
+        return -1;
+    } else {
+      if (coll_reqset_recv(&rs, c->rank - 1, tmp, bytes, coll_tag(c, step), e) != 0 ||
+          coll_reqset_wait(&rs, e) != 0)
+        return -1;
+      coll_reduce(tmp, buf, count, dt, op); /* lower rank first */
+      memcpy(buf, tmp, bytes);
+    }
+  }
+  step++;
+
+  if (f.newrank >= 0) {
+    for (int mask = 1; mask < f.pof2; mask <<= 1, step++) {
+      int partner = coll_fold_real(&f, f.newrank ^ mask);
+      if (coll_reqset_recv(&rs, partner, tmp, bytes, coll_tag(c, step), e) != 0 ||
+          coll_reqset_send(&rs, partner, buf, bytes, coll_tag(c, step), e) != 0 ||
+          coll_reqset_wait(&rs, e) != 0)
+        return -1;
+      if (f.newrank & mask) { /* partner is the lower: tmp op mine */
+        coll_reduce(tmp, buf, count, dt, op);
+        memcpy(buf, tmp, bytes);
+      } else {
+        coll_reduce(buf, tmp, count, dt, op);
+      }
+    }
+  }
+
+  /* Unfold: the odds hand the result back. Tag by a fixed step so both ends agree. */
+  uint32_t back = 0xfffeu;
+  if (c->rank < 2 * f.rem) {
+    int rc = f.newrank < 0 ? coll_reqset_recv(&rs, c->rank + 1, buf, bytes, coll_tag(c, back), e)
+                           : coll_reqset_send(&rs, c->rank - 1, buf, bytes, coll_tag(c, back), e);
+    if (rc != 0 || coll_reqset_wait(&rs, e) != 0) return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,87 @@
+/* Rabenseifner's all-reduce: a reduce-scatter by recursive halving followed by an all-gather by
+ * recursive doubling (Thakur, Rabenseifner, Gropp 2005), with the MPICH fold for rank counts that
+ * are not a power of two (algo_plan.h). The vector is cut into pof2 blocks (coll_block); after
+ * the halving, newrank i holds block i fully reduced; the doubling then spreads the blocks.
+ * Cost 2 lg p alpha + 2 (p-1)/p n beta + (p-1)/p n gamma for p = 2^k.
+ *
+ * Every block is reduced on exactly one rank and then copied to the others, so all ranks end
+ * with bit-identical results. */
+#include <string.h>
+
+#include "algo_plan.h"
+
+/* Element offset of block a of pof2 (a == pof2 gives the end). */
+static size_t rhd_off(size_t count, int pof2, int a) {
+  if (a >= pof2) return count;
+  size_t off, len;
+  coll_block(count, pof2, a, &off, &len);
+  return off;
+}
+
+int coll_ar_rhd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
+                coll_err *e) {
+  (void)param;
+  if (c->size < 2 || count == 0) return 0;
+  size_t es = coll_dtype_size(dt), bytes = count * es;
+  unsigned char *b = buf;
+  coll_fold f;
+  coll_fold_plan(&f, c->size, c->rank);
+  /* The fold receives a whole vector; the halving at most half of one (plus a block). */
+  size_t tmp_bytes = c->rank < 2 * f.rem ? bytes : (count / 2 + (size_t)f.pof2) * es;
+  unsigned char *tmp = coll_scratch(c, 0, tmp_bytes, e);
+  coll_reqset rs;
+  if (!tmp || coll_reqset_init(&rs, c, 2, e) != 0) return -1;
+  uint32_t step = 0;
+
+  if (c->rank < 2 * f.rem) {
+    if (f.newrank < 0) {
+      if (coll_reqset_send(&rs, c->rank + 1, b, bytes, coll_tag(c, step), e) != 0 ||
+          coll_reqset_wait(&rs, e) != 0)
+        return -1;
+    } else {
+      if (coll_reqset_recv(&rs, c->rank - 1, tmp, bytes, coll_tag(c, step), e) != 0 ||
+          coll_reqset_wait(&rs, e) != 0)
+        return -1;
+      coll_reduce(b, tmp, count, dt, op);
+    }
+  }
+  step++;
+
+  if (f.newrank >= 0) {
+    int nr = f.newrank, lo = 0, hi = f.pof2; /* blocks [lo, hi) are mine to reduce */
+    for (int mask = f.pof2 / 2; mask >= 1; mask >>= 1, step++) {
+      int partner = coll_fold_real(&f, nr ^ mask), mid = (lo + hi) / 2;
+      int keep_lo = (nr & mask) ? mid : lo, keep_hi = (nr & mask) ? hi : mid;
+      int give_lo = (nr & mask) ? lo : mid, give_hi = (nr & mask) ? mid : hi;
+      size_t k0 = rhd_off(count, f.pof2, keep_lo), k1 = rhd_off(count, f.pof2, keep_hi);
+      size_t g0 = rhd_off(count, f.pof2, give_lo), g1 = rhd_off(count, f.pof2, give_hi);
+      if (coll_reqset_recv(&rs, partner, tmp, (k1 - k0) * es, coll_tag(c, step), e) != 0 ||
+          coll_reqset_send(&rs, partner, b + g0 * es, (g1 - g0) * es, coll_tag(c, step), e) != 0 ||
+          coll_reqset_wait(&rs, e) != 0)
+        return -1;
+      coll_reduce(b + k0 * es, tmp, k1 - k0, dt, op);
+      lo = keep_lo;
+      hi = keep_hi;
+    }
+    for (int mask = 1; mask < f.pof2; mask <<= 1, step++) {
+      int partner = coll_fold_real(&f, nr ^ mask);
+      int plo = (nr & mask) ? lo - mask : hi, phi = plo + mask;
+      size_t m0 = rhd_off(count, f.pof2, lo), m1 = rhd_off(count, f.pof2, hi);
+      size_t p0 = rhd_off(count, f.pof2, plo), p1 = rhd_off(count, f.pof2, phi);
+      if (coll_reqset_recv(&rs, partner, b + p0 * es, (p1 - p0) * es, coll_tag(c, step), e) != 0 ||
+          coll_reqset_send(&rs, partner, b + m0 * es, (m1 - m0) * es, coll_tag(c, step), e) != 0 ||
+          coll_reqset_wait(&rs, e) != 0)
+        return -1;
+      if (plo < lo) lo = plo;
+      else hi = phi;
+    }
+  }
+
+  uint32_t back = 0xfffeu;
+  if (c->rank < 2 * f.rem) {
+    int rc = f.newrank < 0 ? coll_reqset_recv(&rs, c->rank + 1, b, bytes, coll_tag(c, back), e)
+                           : coll_reqset_send(&rs, c->rank - 1, b, bytes, coll_tag(c, back), e);
+    if (rc != 0 || coll_reqset_wait(&rs, e) != 0) return -1;
+  }
+  return 0;
+}
