@@ -1,7 +1,879 @@
-/* Placeholder until the p2p subcommand lands; replaced by its owner. */
+/* fabench p2p: point-to-point latency (ping-pong, one-way = round trip / 2) and streaming
+ * bandwidth, unidirectional (a window of messages in flight, then a small ack, as osu_bw) and
+ * bidirectional (both sides stream a window at once, as osu_bibw), swept over sizes, for one
+ * ordered rank pair or every ordered pair in turn (the N x N matrix finds a slow link or host).
+ *
+ * Every rank runs this; rank 0 writes the run directory. For each (pair, test, size) step the
+ * source times, the receivers check the seeded pattern of the timed traffic, the source sends
+ * its figures to rank 0, and all ranks meet in a barrier, so ranks outside the pair only ever
+ * wait one step (within the timeout). */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "bench.h"
+#include "coll.h"
+#include "launch.h"
+#include "res.h"
+#include "topo.h"
+
+#define P2P_MAX_TRANSPORTS 4
+#define P2P_MAX_WINDOW 4096
+#define P2P_MAX_ITERS 200000
+#define P2P_MIN_ITERS 3
+#define P2P_WINDOW_BYTES_CAP ((uint64_t)64 << 20) /* in flight per bw iteration, at most */
+#define P2P_SEED 0x70327021u
+
+enum { P2P_LAT, P2P_BW, P2P_BIBW, P2P_NTESTS };
+static const char *const p2p_test_names[P2P_NTESTS] = {"latency", "bw", "bibw"};
+
+/* Message tags, each checked by the transports against the posted receive. */
+enum { TAG_DATA = 1, TAG_ACK, TAG_ITERS, TAG_ERRS, TAG_RESULT };
+
+static const char p2p_usage[] =
+    "usage: fabench p2p [options]\n"
+    "  -n N                  start N local ranks (default: the launcher's world)\n"
+    "  --transport LIST      tcp,ucx,mpi (default tcp)\n"
+    "  --pairs S,D | all     the ordered pair measured (default 0,1), or every ordered pair\n"
+    "                        in turn (writes p2p_matrix.csv)\n"
+    "  --tests LIST          latency,bw,bibw (default all three)\n"
+    "  --min-bytes B         smallest message (default 1; K/M/G suffixes)\n"
+    "  --max-bytes B         largest message (default 4M)\n"
+    "  --step-factor F       size multiplier between steps, > 1 (default 2)\n"
+    "  --iters N             iterations per size (default: adapt to --time-per-size)\n"
+    "  --time-per-size S     seconds measured per size (default 0.2)\n"
+    "  --warmup N            warm-up iterations per size (default 10 latency, 2 bw/bibw)\n"
+    "  --window N            messages in flight per bw/bibw iteration (default 64; capped so\n"
+    "                        at most 64 MiB are in flight)\n"
+    "  --matrix-bytes B      message size of the bandwidth matrix (default the largest)\n"
+    "  --tcp-streams N       connections per peer for the tcp transport (default 1)\n"
+    "  --timeout S           seconds any wait may take (default 60)\n"
+    "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
+    "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
+    "  --bind HOW            none|core|numa|nic|gpu (default: none)\n"
+    "  --mpirun-args ARGS    extra mpirun arguments (with -n and --transport mpi)\n"
+    "  --out DIR             run directory (default results/<UTC>-p2p)\n";
+
+typedef struct {
+  long nranks; /* -n; 0: the launcher's world */
+  const char *emulate;
+  const char *mpirun_args;
+  const char *bind;
+  coll_transport_kind transports[P2P_MAX_TRANSPORTS];
+  int ntransports;
+  int want_mpi;
+  int pairs_all, src, dst;
+  int tests[P2P_NTESTS]; /* which are on */
+  uint64_t min_bytes, max_bytes, matrix_bytes;
+  double step_factor;
+  long iters;     /* 0: adaptive */
+  double time_per_size;
+  long warmup;    /* -1: per test default */
+  long window;
+  long tcp_streams;
+  long timeout_s;
+  const char *out;
+} p2p_opts;
+
+/* What the source sends rank 0 for one step. */
+typedef struct {
+  double t_min, t_p50, t_p99, t_max, t_mean, t_stddev; /* us per message, one way */
+  double gbps, gbps_mean;                              /* GB/s (1e9 B/s) */
+  int64_t iters, window, errors;
+  char fabric[128];
+} p2p_result;
+
+typedef struct {
+  const p2p_opts *o;
+  coll_comm *c;
+  int rank, size;
+  unsigned char *sbuf, *rbuf, *expect; /* max_bytes each */
+  coll_req *reqs;                      /* 2 * window + 2 */
+  double *samples;                     /* P2P_MAX_ITERS */
+  int64_t bad_bytes;                   /* rank 0: bytes that arrived wrong, over the run */
+  int corrupt;                         /* test hook: damage what arrived before checking */
+  coll_err e;
+} p2p_ctx;
+
+/* Rank 0's side: the tables, the matrices, the run. */
+typedef struct {
+  bench_run run;
+  res_table *tab;
+  FILE *matrix;
+  double *bw, *lat; /* size x size, per transport */
+  uint64_t bw_bytes, lat_bytes;
+} p2p_out;
+
+static const res_col p2p_cols[] = {
+    {"run_id", RES_STR},      {"schema", RES_INT},      {"ranks", RES_INT},
+    {"fabric", RES_STR},      {"transport", RES_STR},   {"test", RES_STR},
+    {"src", RES_INT},         {"dst", RES_INT},         {"bytes", RES_INT},
+    {"iters", RES_INT},       {"t_min_us", RES_F64},    {"t_p50_us", RES_F64},
+    {"t_p99_us", RES_F64},    {"t_max_us", RES_F64},    {"gbps", RES_F64},
+    {"host", RES_STR},        {"topo_hash", RES_STR},   {"window", RES_INT},
+    {"t_mean_us", RES_F64},   {"t_stddev_us", RES_F64}, {"gbps_mean", RES_F64},
+    {"gbit_s", RES_F64},      {"errors", RES_INT},      {"src_host", RES_STR},
+    {"dst_host", RES_STR},    {"link", RES_STR},
+};
+
+/* ---- flags ---- */
+
+static int p2p_parse(p2p_opts *o, int argc, char **argv) {
+  memset(o, 0, sizeof *o);
+  o->transports[0] = COLL_TCP;
+  o->ntransports = 1;
+  o->src = 0;
+  o->dst = 1;
+  for (int t = 0; t < P2P_NTESTS; t++) o->tests[t] = 1;
+  o->min_bytes = 1;
+  o->max_bytes = 4u << 20;
+  o->step_factor = 2.0;
+  o->time_per_size = 0.2;
+  o->warmup = -1;
+  o->window = 64;
+  o->tcp_streams = 1;
+  o->timeout_s = 60;
+  enum { O_TRANSPORT = 256, O_PAIRS, O_TESTS, O_MIN, O_MAX, O_STEP, O_ITERS, O_TIME, O_WARMUP,
+         O_WINDOW, O_MATRIX, O_STREAMS, O_TIMEOUT, O_EMULATE, O_MPIRUN, O_BIND, O_OUT, O_HELP };
+  static const struct option longs[] = {
+      {"ranks", required_argument, NULL, 'n'},
+      {"transport", required_argument, NULL, O_TRANSPORT},
+      {"pairs", required_argument, NULL, O_PAIRS},
+      {"tests", required_argument, NULL, O_TESTS},
+      {"min-bytes", required_argument, NULL, O_MIN},
+      {"max-bytes", required_argument, NULL, O_MAX},
+      {"step-factor", required_argument, NULL, O_STEP},
+      {"iters", required_argument, NULL, O_ITERS},
+      {"time-per-size", required_argument, NULL, O_TIME},
+      {"warmup", required_argument, NULL, O_WARMUP},
+      {"window", required_argument, NULL, O_WINDOW},
+      {"matrix-bytes", required_argument, NULL, O_MATRIX},
+      {"tcp-streams", required_argument, NULL, O_STREAMS},
+      {"timeout", required_argument, NULL, O_TIMEOUT},
+      {"emulate", required_argument, NULL, O_EMULATE},
+      {"mpirun-args", required_argument, NULL, O_MPIRUN},
+      {"bind", required_argument, NULL, O_BIND},
+      {"out", required_argument, NULL, O_OUT},
+      {"help", no_argument, NULL, O_HELP},
+      {NULL, 0, NULL, 0}};
+  opterr = 0;
+  optind = 1;
+  int ch;
+  char *items[16], *store = NULL;
+  while ((ch = getopt_long(argc, argv, "+:n:h", longs, NULL)) != -1) {
+    const char *v = optarg;
+    int n;
+    switch (ch) {
+    case 'n':
+      if (bench_parse_int(v, 1, 4096, &o->nranks)) return bench_usage_error(p2p_usage, "bad -n '%s'", v);
+      break;
+    case O_TRANSPORT:
+      n = bench_split_list(v, items, P2P_MAX_TRANSPORTS, &store);
+      if (n <= 0) {
+        free(store);
+        return bench_usage_error(p2p_usage, "bad --transport '%s'", v);
+      }
+      o->ntransports = 0;
+      o->want_mpi = 0;
+      for (int i = 0; i < n; i++) {
+        coll_transport_kind k;
+        if (coll_transport_parse(items[i], &k) || k == COLL_NCCL) {
+          int rc = bench_usage_error(p2p_usage, "unknown transport '%s' (tcp, ucx, mpi)", items[i]);
+          free(store);
+          return rc;
+        }
+        if (!coll_transport_built(k)) {
+          int rc = bench_usage_error(p2p_usage, "transport '%s' is not built into this fabench",
+                                     items[i]);
+          free(store);
+          return rc;
+        }
+        if (k == COLL_MPI) o->want_mpi = 1;
+        o->transports[o->ntransports++] = k;
+      }
+      free(store);
+      break;
+    case O_PAIRS:
+      if (!strcmp(v, "all")) {
+        o->pairs_all = 1;
+      } else {
+        long s, d;
+        n = bench_split_list(v, items, 2, &store);
+        int ok = n == 2 && !bench_parse_int(items[0], 0, 1 << 20, &s) &&
+                 !bench_parse_int(items[1], 0, 1 << 20, &d) && s != d;
+        free(store);
+        if (!ok) return bench_usage_error(p2p_usage, "bad --pairs '%s' (S,D with S != D, or all)", v);
+        o->pairs_all = 0;
+        o->src = (int)s;
+        o->dst = (int)d;
+      }
+      break;
+    case O_TESTS:
+      n = bench_split_list(v, items, 16, &store);
+      if (n <= 0) {
+        free(store);
+        return bench_usage_error(p2p_usage, "bad --tests '%s'", v);
+      }
+      memset(o->tests, 0, sizeof o->tests);
+      for (int i = 0; i < n; i++) {
+        int t = 0;
+        while (t < P2P_NTESTS && strcmp(items[i], p2p_test_names[t])) t++;
+        if (t == P2P_NTESTS) {
+          int rc = bench_usage_error(p2p_usage, "unknown test '%s' (latency, bw, bibw)", items[i]);
+          free(store);
+          return rc;
+        }
+        o->tests[t] = 1;
+      }
+      free(store);
+      break;
+    case O_MIN:
+      if (bench_parse_size(v, &o->min_bytes) || o->min_bytes < 1)
+        return bench_usage_error(p2p_usage, "bad --min-bytes '%s'", v);
+      break;
+    case O_MAX:
+      if (bench_parse_size(v, &o->max_bytes) || o->max_bytes < 1 || o->max_bytes > (1ull << 30))
+        return bench_usage_error(p2p_usage, "bad --max-bytes '%s' (1 to 1G)", v);
+      break;
+    case O_MATRIX:
+      if (bench_parse_size(v, &o->matrix_bytes) || o->matrix_bytes < 1)
+        return bench_usage_error(p2p_usage, "bad --matrix-bytes '%s'", v);
+      break;
+    case O_STEP:
+      if (bench_parse_double(v, 1.01, 1024, &o->step_factor))
+        return bench_usage_error(p2p_usage, "bad --step-factor '%s' (more than 1)", v);
+      break;
+    case O_ITERS:
+      if (bench_parse_int(v, 1, P2P_MAX_ITERS, &o->iters))
+        return bench_usage_error(p2p_usage, "bad --iters '%s' (1 to %d)", v, P2P_MAX_ITERS);
+      break;
+    case O_TIME:
+      if (bench_parse_double(v, 0.0001, 3600, &o->time_per_size))
+        return bench_usage_error(p2p_usage, "bad --time-per-size '%s'", v);
+      break;
+    case O_WARMUP:
+      if (bench_parse_int(v, 0, 100000, &o->warmup))
+        return bench_usage_error(p2p_usage, "bad --warmup '%s'", v);
+      break;
+    case O_WINDOW:
+      if (bench_parse_int(v, 1, P2P_MAX_WINDOW, &o->window))
+        return bench_usage_error(p2p_usage, "bad --window '%s' (1 to %d)", v, P2P_MAX_WINDOW);
+      break;
+    case O_STREAMS:
+      if (bench_parse_int(v, 1, 64, &o->tcp_streams))
+        return bench_usage_error(p2p_usage, "bad --tcp-streams '%s'", v);
+      break;
+    case O_TIMEOUT:
+      if (bench_parse_int(v, 1, 86400, &o->timeout_s))
+        return bench_usage_error(p2p_usage, "bad --timeout '%s' (seconds)", v);
+      break;
+    case O_EMULATE: o->emulate = v; break;
+    case O_MPIRUN: o->mpirun_args = v; break;
+    case O_BIND: {
+      topo_bind_kind k;
+      char err[256];
+      if (topo_bind_parse(v, &k, err, sizeof err)) return bench_usage_error(p2p_usage, "--bind: %s", err);
+      o->bind = v;
+      break;
+    }
+    case O_OUT: o->out = v; break;
+    case 'h':
+    case O_HELP: fputs(p2p_usage, stdout); return 1; /* caller exits 0 */
+    case ':': return bench_usage_error(p2p_usage, "flag '%s' needs a value", argv[optind - 1]);
+    default: return bench_usage_error(p2p_usage, "unknown flag '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return bench_usage_error(p2p_usage, "unexpected argument '%s'", argv[optind]);
+  if (o->min_bytes > o->max_bytes)
+    return bench_usage_error(p2p_usage, "--min-bytes is larger than --max-bytes");
+  for (int i = 0; i < o->ntransports; i++)
+    for (int j = 0; j < i; j++)
+      if (o->transports[i] == o->transports[j])
+        return bench_usage_error(p2p_usage, "transport '%s' given twice",
+                                 coll_transport_name(o->transports[i]));
+  if (o->pairs_all == 0 && o->nranks && (o->src >= o->nranks || o->dst >= o->nranks))
+    return bench_usage_error(p2p_usage, "--pairs %d,%d needs at least %d ranks", o->src, o->dst,
+                             (o->src > o->dst ? o->src : o->dst) + 1);
+  if (o->emulate && !o->nranks)
+    return bench_usage_error(p2p_usage, "--emulate needs -n N (ranks started by fabench)");
+  return 0;
+}
+
+/* The sizes swept: min, min*f, ... up to max (each step at least one byte more). */
+static int p2p_sizes(const p2p_opts *o, uint64_t **out) {
+  int n = 0, cap = 16;
+  uint64_t *v = malloc(sizeof *v * (size_t)cap);
+  if (!v) return -1;
+  for (double s = (double)o->min_bytes; s <= (double)o->max_bytes + 0.5;) {
+    uint64_t b = (uint64_t)llround(s);
+    if (n == cap) {
+      uint64_t *w = realloc(v, sizeof *v * (size_t)(cap *= 2));
+      if (!w) return free(v), -1;
+      v = w;
+    }
+    v[n++] = b;
+    double next = s * o->step_factor;
+    s = next < (double)b + 1 ? (double)b + 1 : next;
+  }
+  *out = v;
+  return n;
+}
+
+/* ---- the data: a seeded pattern per (sender, receiver, size), checked by the receiver ---- */
+
+static void p2p_pattern(unsigned char *buf, uint64_t bytes, int from, int to) {
+  uint64_t x = P2P_SEED ^ ((uint64_t)from << 40) ^ ((uint64_t)to << 20) ^ bytes;
+  x = x * 0x9e3779b97f4a7c15ull + 1;
+  for (uint64_t i = 0; i < bytes; i += 8) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+    uint64_t k = bytes - i < 8 ? bytes - i : 8;
+    memcpy(buf + i, &x, k);
+  }
+}
+
+/* Receive buffer set so that every byte differs from what should arrive. */
+static void p2p_poison(unsigned char *rbuf, const unsigned char *expect, uint64_t bytes) {
+  for (uint64_t i = 0; i < bytes; i++) rbuf[i] = (unsigned char)~expect[i];
+}
+
+static int64_t p2p_check(const unsigned char *rbuf, const unsigned char *expect, uint64_t bytes) {
+  if (!memcmp(rbuf, expect, bytes)) return 0;
+  int64_t bad = 0;
+  for (uint64_t i = 0; i < bytes; i++) bad += rbuf[i] != expect[i];
+  return bad;
+}
+
+/* ---- one iteration of each test, on either side of the pair ---- */
+
+/* latency: the source sends and waits for the echo; the destination echoes. */
+static int p2p_iter_lat(p2p_ctx *x, int src, int peer, uint64_t bytes) {
+  coll_req *r = x->reqs;
+  if (x->rank == src) {
+    if (coll_irecv(x->c, peer, x->rbuf, bytes, TAG_DATA, &r[0], &x->e) ||
+        coll_isend(x->c, peer, x->sbuf, bytes, TAG_DATA, &r[1], &x->e) ||
+        coll_waitall(x->c, r, 2, &x->e))
+      return -1;
+  } else {
+    if (coll_irecv(x->c, peer, x->rbuf, bytes, TAG_DATA, &r[0], &x->e) ||
+        coll_waitall(x->c, r, 1, &x->e) ||
+        coll_isend(x->c, peer, x->sbuf, bytes, TAG_DATA, &r[1], &x->e) ||
+        coll_waitall(x->c, &r[1], 1, &x->e))
+      return -1;
+  }
+  return 0;
+}
+
+/* bw: the source streams `window` messages and waits for a one-byte ack of the last one. */
+static int p2p_iter_bw(p2p_ctx *x, int src, int peer, uint64_t bytes, int window) {
+  coll_req *r = x->reqs;
+  unsigned char ack = 0;
+  if (x->rank == src) {
+    if (coll_irecv(x->c, peer, &ack, 1, TAG_ACK, &r[window], &x->e)) return -1;
+    for (int i = 0; i < window; i++)
+      if (coll_isend(x->c, peer, x->sbuf, bytes, TAG_DATA, &r[i], &x->e)) return -1;
+    return coll_waitall(x->c, r, window + 1, &x->e);
+  }
+  for (int i = 0; i < window; i++)
+    if (coll_irecv(x->c, peer, x->rbuf, bytes, TAG_DATA, &r[i], &x->e)) return -1;
+  if (coll_waitall(x->c, r, window, &x->e)) return -1;
+  if (coll_isend(x->c, peer, &ack, 1, TAG_ACK, &r[0], &x->e)) return -1;
+  return coll_waitall(x->c, r, 1, &x->e);
+}
+
+/* bibw: both sides stream a window at once. */
+static int p2p_iter_bibw(p2p_ctx *x, int peer, uint64_t bytes, int window) {
+  coll_req *r = x->reqs;
+  for (int i = 0; i < window; i++)
+    if (coll_irecv(x->c, peer, x->rbuf, bytes, TAG_DATA, &r[i], &x->e)) return -1;
+  for (int i = 0; i < window; i++)
+    if (coll_isend(x->c, peer, x->sbuf, bytes, TAG_DATA, &r[window + i], &x->e)) return -1;
+  return coll_waitall(x->c, r, 2 * window, &x->e);
+}
+
+static int p2p_iter(p2p_ctx *x, int test, int src, int peer, uint64_t bytes, int window) {
+  switch (test) {
+  case P2P_LAT: return p2p_iter_lat(x, src, peer, bytes);
+  case P2P_BW: return p2p_iter_bw(x, src, peer, bytes, window);
+  default: return p2p_iter_bibw(x, peer, bytes, window);
+  }
+}
+
+static int p2p_window(const p2p_opts *o, int test, uint64_t bytes) {
+  if (test == P2P_LAT) return 1;
+  uint64_t cap = P2P_WINDOW_BYTES_CAP / bytes;
+  if (cap < 1) cap = 1;
+  return (int)((uint64_t)o->window < cap ? (uint64_t)o->window : cap);
+}
+
+/* One step on a rank of the pair. The source fills *res. */
+static int p2p_step(p2p_ctx *x, int test, int src, int dst, uint64_t bytes, p2p_result *res) {
+  const p2p_opts *o = x->o;
+  int me = x->rank, peer = me == src ? dst : src;
+  int window = p2p_window(o, test, bytes);
+  int receives = test != P2P_BW || me == dst; /* does this side receive data? */
+  long warm = o->warmup >= 0 ? o->warmup : test == P2P_LAT ? 10 : 2;
+  coll_req *r = x->reqs;
+
+  p2p_pattern(x->sbuf, bytes, me, peer);
+  if (receives) p2p_pattern(x->expect, bytes, peer, me);
+
+  double t0 = res_now();
+  for (long i = 0; i < warm; i++)
+    if (p2p_iter(x, test, src, peer, bytes, window)) return -1;
+  double warm_s = res_now() - t0;
+
+  /* the source chooses the count from the warm-up and tells the destination */
+  int64_t iters = o->iters;
+  if (!iters) {
+    if (me == src) {
+      double per = warm > 0 ? warm_s / (double)warm : 0;
+      if (warm == 0) { /* time one iteration to have a figure */
+        t0 = res_now();
+        if (p2p_iter(x, test, src, peer, bytes, window)) return -1;
+        per = res_now() - t0;
+      }
+      double want = per > 0 ? o->time_per_size / per : P2P_MAX_ITERS;
+      iters = want < P2P_MIN_ITERS ? P2P_MIN_ITERS : want > P2P_MAX_ITERS ? P2P_MAX_ITERS : (int64_t)want;
+      if (coll_isend(x->c, peer, &iters, sizeof iters, TAG_ITERS, &r[0], &x->e)) return -1;
+    } else {
+      if (warm == 0 && p2p_iter(x, test, src, peer, bytes, window)) return -1;
+      if (coll_irecv(x->c, peer, &iters, sizeof iters, TAG_ITERS, &r[0], &x->e)) return -1;
+    }
+    if (coll_waitall(x->c, r, 1, &x->e)) return -1;
+    if (iters < 1 || iters > P2P_MAX_ITERS)
+      return bench_error("rank %d: bad iteration count %lld from rank %d", me, (long long)iters,
+                         peer),
+             -1;
+  }
+
+  if (receives) p2p_poison(x->rbuf, x->expect, bytes);
+  double total = 0;
+  for (int64_t i = 0; i < iters; i++) {
+    double a = res_now();
+    if (p2p_iter(x, test, src, peer, bytes, window)) return -1;
+    double t = res_now() - a;
+    total += t;
+    x->samples[i] = t;
+  }
+  /* FABENCH_TEST_CORRUPT: the tests' proof that the check can fail (one byte flipped) */
+  if (receives && x->corrupt) x->rbuf[bytes / 2] ^= 0x40;
+  int64_t errors = receives ? p2p_check(x->rbuf, x->expect, bytes) : 0;
+
+  /* the destination's count of bad bytes goes to the source, which reports the step */
+  if (me == dst) {
+    if (coll_isend(x->c, peer, &errors, sizeof errors, TAG_ERRS, &r[0], &x->e) ||
+        coll_waitall(x->c, r, 1, &x->e))
+      return -1;
+    return 0;
+  }
+  int64_t theirs = 0;
+  if (coll_irecv(x->c, peer, &theirs, sizeof theirs, TAG_ERRS, &r[0], &x->e) ||
+      coll_waitall(x->c, r, 1, &x->e))
+    return -1;
+
+  /* per-message one-way times in us: a round trip is two messages; a window is `window`
+   * messages one after another (in each direction at once for bibw) */
+  double div = test == P2P_LAT ? 2.0 : (double)window;
+  for (int64_t i = 0; i < iters; i++) x->samples[i] = x->samples[i] * 1e6 / div;
+  res_stats st;
+  res_stats_compute(&st, x->samples, (size_t)iters);
+  double dirs = test == P2P_BIBW ? 2.0 : 1.0;
+  memset(res, 0, sizeof *res);
+  res->t_min = st.min;
+  res->t_p50 = st.p50;
+  res->t_p99 = st.p99;
+  res->t_max = st.max;
+  res->t_mean = st.mean;
+  res->t_stddev = st.stddev;
+  res->gbps = st.p50 > 0 ? dirs * (double)bytes / (st.p50 * 1e3) : 0;
+  res->gbps_mean = total > 0 ? dirs * (double)bytes * div * (double)iters / total / 1e9 : 0;
+  res->iters = iters;
+  res->window = window;
+  res->errors = errors + theirs;
+  snprintf(res->fabric, sizeof res->fabric, "%s", coll_comm_fabric(x->c));
+  return 0;
+}
+
+/* ---- rank 0's output ---- */
+
+static void p2p_print_header(const char *transport, const char *fabric) {
+  printf("# transport %s, fabric %s (latency: one-way; bw, bibw: GB/s = 1e9 B/s)\n", transport,
+         fabric);
+  printf("%-8s %4s %4s %11s %8s %6s %10s %10s %10s %9s %6s\n", "test", "src", "dst", "bytes",
+         "iters", "window", "t_min_us", "t_p50_us", "t_p99_us", "GB/s", "errors");
+}
+
+static int p2p_row(p2p_out *po, const p2p_ctx *x, const char *fabric, coll_transport_kind tk,
+                   int test, int src, int dst, uint64_t bytes, const p2p_result *res) {
+  char err[512];
+  res_table *t = po->tab;
+  res_row_str(t, po->run.run_id);
+  res_row_int(t, RES_SCHEMA_VERSION);
+  res_row_int(t, x->size);
+  res_row_str(t, fabric);
+  res_row_str(t, coll_transport_name(tk));
+  res_row_str(t, p2p_test_names[test]);
+  res_row_int(t, src);
+  res_row_int(t, dst);
+  res_row_int(t, (int64_t)bytes);
+  res_row_int(t, res->iters);
+  res_row_f64(t, res->t_min);
+  res_row_f64(t, res->t_p50);
+  res_row_f64(t, res->t_p99);
+  res_row_f64(t, res->t_max);
+  res_row_f64(t, res->gbps);
+  res_row_str(t, po->run.host);
+  res_row_str(t, po->run.topo_hash);
+  res_row_int(t, res->window);
+  res_row_f64(t, res->t_mean);
+  res_row_f64(t, res->t_stddev);
+  res_row_f64(t, res->gbps_mean);
+  res_row_f64(t, res->gbps * 8);
+  res_row_int(t, res->errors);
+  res_row_str(t, coll_comm_host(x->c, src));
+  res_row_str(t, coll_comm_host(x->c, dst));
+  res_row_str(t, res->fabric);
+  if (res_row_end(t, err, sizeof err)) return bench_error("%s", err), -1;
+  printf("%-8s %4d %4d %11llu %8lld %6lld %10.2f %10.2f %10.2f %9.3f %6lld\n",
+         p2p_test_names[test], src, dst, (unsigned long long)bytes, (long long)res->iters,
+         (long long)res->window, res->t_min, res->t_p50, res->t_p99, res->gbps,
+         (long long)res->errors);
+  fflush(stdout);
+  return 0;
+}
+
+/* Appends one N x N block per metric to p2p_matrix.csv: columns transport, metric, bytes,
+ * src, then one per destination rank; the diagonal is empty. */
+static void p2p_matrix_write(p2p_out *po, const char *transport, int n) {
+  const struct {
+    const char *metric;
+    const double *m;
+    uint64_t bytes;
+  } blocks[2] = {{"bw_gbps", po->bw, po->bw_bytes}, {"latency_us", po->lat, po->lat_bytes}};
+  for (int k = 0; k < 2; k++) {
+    if (!blocks[k].bytes) continue;
+    for (int s = 0; s < n; s++) {
+      fprintf(po->matrix, "%s,%s,%llu,%d", transport, blocks[k].metric,
+              (unsigned long long)blocks[k].bytes, s);
+      for (int d = 0; d < n; d++) {
+        double v = blocks[k].m[s * n + d];
+        if (s == d || isnan(v))
+          fputs(",", po->matrix);
+        else
+          fprintf(po->matrix, ",%.6g", v);
+      }
+      fputc('\n', po->matrix);
+    }
+  }
+  fflush(po->matrix);
+}
+
+static void p2p_matrix_print(const p2p_out *po, int n) {
+  if (!po->bw_bytes) return;
+  printf("# bandwidth matrix at %llu bytes, GB/s (row: source, column: destination)\n",
+         (unsigned long long)po->bw_bytes);
+  printf("%6s", "src\\dst");
+  for (int d = 0; d < n; d++) printf(" %8d", d);
+  printf("\n");
+  for (int s = 0; s < n; s++) {
+    printf("%7d", s);
+    for (int d = 0; d < n; d++) {
+      double v = po->bw[s * n + d];
+      if (s == d || isnan(v))
+        printf(" %8s", "-");
+      else
+        printf(" %8.3f", v);
+    }
+    printf("\n");
+  }
+}
+
+/* ---- the run on every rank ---- */
+
+static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, const uint64_t *sizes,
+                             int nsizes) {
+  const p2p_opts *o = x->o;
+  int n = x->size, me = x->rank;
+  const char *emu = getenv("FABENCH_FABRIC");
+  char fabric[160];
+  snprintf(fabric, sizeof fabric, "%s", emu && *emu ? emu : coll_comm_fabric(x->c));
+
+  /* the sizes of the matrices: the largest swept size up to --matrix-bytes, and the smallest */
+  uint64_t mat_bytes = sizes[nsizes - 1];
+  if (o->matrix_bytes) {
+    mat_bytes = sizes[0];
+    for (int i = 0; i < nsizes; i++)
+      if (sizes[i] <= o->matrix_bytes) mat_bytes = sizes[i];
+  }
+  if (me == 0) {
+    p2p_print_header(coll_transport_name(tk), fabric);
+    for (int i = 0; i < n * n; i++) po->bw[i] = po->lat[i] = NAN;
+    po->bw_bytes = o->tests[P2P_BW] ? mat_bytes : 0;
+    po->lat_bytes = o->tests[P2P_LAT] ? sizes[0] : 0;
+  }
+
+  for (int s = 0; s < n; s++) {
+    for (int d = 0; d < n; d++) {
+      if (s == d) continue;
+      if (!o->pairs_all && (s != o->src || d != o->dst)) continue;
+      for (int test = 0; test < P2P_NTESTS; test++) {
+        if (!o->tests[test]) continue;
+        for (int i = 0; i < nsizes; i++) {
+          p2p_result res;
+          if ((me == s || me == d) && p2p_step(x, test, s, d, sizes[i], &res)) return -1;
+          /* the figures go to rank 0 */
+          if (me == s && s != 0) {
+            coll_req r;
+            if (coll_isend(x->c, 0, &res, sizeof res, TAG_RESULT, &r, &x->e) ||
+                coll_waitall(x->c, &r, 1, &x->e))
+              return -1;
+          } else if (me == 0 && s != 0) {
+            coll_req r;
+            if (coll_irecv(x->c, s, &res, sizeof res, TAG_RESULT, &r, &x->e) ||
+                coll_waitall(x->c, &r, 1, &x->e))
+              return -1;
+          }
+          if (me == 0) {
+            res.fabric[sizeof res.fabric - 1] = '\0';
+            if (p2p_row(po, x, fabric, tk, test, s, d, sizes[i], &res)) return -1;
+            if (test == P2P_BW && sizes[i] == po->bw_bytes) po->bw[s * n + d] = res.gbps;
+            if (test == P2P_LAT && sizes[i] == po->lat_bytes) po->lat[s * n + d] = res.t_p50;
+            x->bad_bytes += res.errors;
+            if (res.errors)
+              bench_error("%s %s %d->%d at %llu bytes: %lld bytes arrived wrong",
+                          coll_transport_name(tk), p2p_test_names[test], s, d,
+                          (unsigned long long)sizes[i], (long long)res.errors);
+          }
+          /* the others wait here, one step at a time (so never longer than the timeout) */
+          if (coll_barrier(x->c, &x->e)) return -1;
+        }
+      }
+    }
+  }
+  if (me == 0 && o->pairs_all) {
+    p2p_matrix_write(po, coll_transport_name(tk), n);
+    p2p_matrix_print(po, n);
+  }
+  return 0;
+}
+
+static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
+  coll_err e = {{0}};
+  coll_boot *b = NULL;
+  int timeout_ms = (int)(o->timeout_s * 1000);
+  if (coll_boot_open(&b, COLL_BOOT_AUTO, o->want_mpi, timeout_ms, &e))
+    return bench_error("%s", e.msg);
+  int rank = coll_boot_rank(b), size = coll_boot_size(b);
+  int rc = 1, bad_data = 0;
+  uint64_t *sizes = NULL;
+  p2p_out po;
+  memset(&po, 0, sizeof po);
+  p2p_ctx x;
+  memset(&x, 0, sizeof x);
+  x.o = o;
+  x.rank = rank;
+  x.size = size;
+  x.corrupt = getenv("FABENCH_TEST_CORRUPT") != NULL;
+
+  if (size < 2) {
+    bench_error("p2p needs at least 2 ranks (use -n 2, or start it with a launcher)");
+    goto out;
+  }
+  if (!o->pairs_all && (o->src >= size || o->dst >= size)) {
+    bench_error("--pairs %d,%d: there are only %d ranks", o->src, o->dst, size);
+    rc = 2;
+    goto out;
+  }
+  char bind_desc[256] = "none";
+  if (o->bind && strcmp(o->bind, "none")) {
+    char err[256];
+    int local_size = 0;
+    for (int r = 0; r < size; r++)
+      local_size += !strcmp(coll_boot_host(b, r), coll_boot_host(b, rank));
+    if (topo_bind(o->bind, coll_boot_local_rank(b), local_size, NULL, bind_desc, sizeof bind_desc,
+                  err, sizeof err)) {
+      bench_error("rank %d (%s): --bind %s: %s", rank, coll_boot_host(b, rank), o->bind, err);
+      goto out;
+    }
+  }
+  int nsizes = p2p_sizes(o, &sizes);
+  if (nsizes <= 0) {
+    bench_error("out of memory");
+    goto out;
+  }
+  uint64_t maxb = sizes[nsizes - 1];
+  size_t nreq = 2 * (size_t)o->window + 2;
+  x.sbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);
+  x.rbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);
+  x.expect = malloc(maxb);
+  x.reqs = calloc(nreq, sizeof *x.reqs);
+  x.samples = malloc(sizeof *x.samples * P2P_MAX_ITERS);
+  if (!x.sbuf || !x.rbuf || !x.expect || !x.reqs || !x.samples) {
+    bench_error("rank %d: cannot allocate buffers for %llu-byte messages", rank,
+                (unsigned long long)maxb);
+    goto out;
+  }
+
+  /* rank 0 makes the run directory; the others learn whether that worked */
+  int32_t ok = 1, all_ok[1] = {1};
+  if (rank == 0) {
+    char err[512];
+    po.bw = malloc(sizeof *po.bw * (size_t)size * (size_t)size);
+    po.lat = malloc(sizeof *po.lat * (size_t)size * (size_t)size);
+    ok = po.bw && po.lat && bench_run_begin(&po.run, o->out, "p2p", argc, argv) == 0;
+    if (ok && res_table_open(&po.tab, po.run.dir, "p2p", p2p_cols,
+                             sizeof p2p_cols / sizeof *p2p_cols, err, sizeof err)) {
+      bench_error("%s", err);
+      ok = 0;
+    }
+    if (ok && o->pairs_all) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s/p2p_matrix.csv", po.run.dir);
+      po.matrix = fopen(path, "w");
+      if (!po.matrix) {
+        bench_error("cannot write %s", path);
+        ok = 0;
+      } else {
+        fprintf(po.matrix, "transport,metric,bytes,src");
+        for (int d = 0; d < size; d++) fprintf(po.matrix, ",%d", d);
+        fputc('\n', po.matrix);
+      }
+    }
+  }
+  int32_t *oks = malloc(sizeof *oks * (size_t)size);
+  if (!oks || coll_boot_allgather(b, oks, &ok, sizeof ok, &e)) {
+    bench_error("%s", oks ? e.msg : "out of memory");
+    free(oks);
+    goto out;
+  }
+  all_ok[0] = oks[0];
+  free(oks);
+  if (!all_ok[0]) goto out; /* rank 0 said why */
+
+  /* every rank's binding, recorded by rank 0 */
+  char *binds = malloc((size_t)size * sizeof bind_desc);
+  if (!binds || coll_boot_allgather(b, binds, bind_desc, sizeof bind_desc, &e)) {
+    bench_error("%s", binds ? e.msg : "out of memory");
+    free(binds);
+    goto out;
+  }
+
+  cJSON *meta = NULL, *fabrics = NULL;
+  if (rank == 0) {
+    /* the fields every command records, as `fabench allreduce` does */
+    cJSON *m = po.run.meta;
+    cJSON_AddNumberToObject(m, "ranks", size);
+    cJSON_AddNumberToObject(m, "host_count", coll_boot_host_count(b));
+    cJSON_AddStringToObject(m, "bootstrap", coll_boot_kind_name(b));
+    cJSON *hosts = cJSON_AddArrayToObject(m, "rank_hosts");
+    for (int r = 0; r < size; r++) cJSON_AddItemToArray(hosts, cJSON_CreateString(coll_boot_host(b, r)));
+    char vers[512];
+    coll_versions(vers, sizeof vers);
+    cJSON_AddStringToObject(m, "library_versions", vers);
+    const char *emu = getenv("FABENCH_FABRIC"), *rate = getenv("FABENCH_EMU_RATE");
+    if (emu && *emu) cJSON_AddStringToObject(m, "emulated_fabric", emu);
+    if (rate && *rate) cJSON_AddStringToObject(m, "emulated_rate", rate);
+    fabrics = cJSON_AddObjectToObject(m, "fabrics");
+    cJSON *bd = cJSON_AddArrayToObject(m, "binding");
+    for (int r = 0; r < size; r++)
+      cJSON_AddItemToArray(bd, cJSON_CreateString(binds + (size_t)r * sizeof bind_desc));
+    meta = cJSON_AddObjectToObject(m, "p2p");
+    cJSON_AddStringToObject(meta, "pairs", o->pairs_all ? "all" : "one");
+    if (!o->pairs_all) {
+      cJSON_AddNumberToObject(meta, "src", o->src);
+      cJSON_AddNumberToObject(meta, "dst", o->dst);
+    }
+    cJSON_AddNumberToObject(meta, "min_bytes", (double)sizes[0]);
+    cJSON_AddNumberToObject(meta, "max_bytes", (double)maxb);
+    cJSON_AddNumberToObject(meta, "step_factor", o->step_factor);
+    cJSON_AddNumberToObject(meta, "window", (double)o->window);
+    if (o->iters)
+      cJSON_AddNumberToObject(meta, "iters", (double)o->iters);
+    else
+      cJSON_AddNumberToObject(meta, "time_per_size_s", o->time_per_size);
+    cJSON_AddStringToObject(meta, "gbps_unit", "GB/s (1e9 bytes/s), bytes / one-way time");
+    cJSON_AddStringToObject(meta, "status", "running");
+    bench_run_write(&po.run);
+  }
+  free(binds);
+
+  for (int t = 0; t < o->ntransports; t++) {
+    coll_comm_opts co = {.transport = o->transports[t],
+                         .timeout_ms = timeout_ms,
+                         .tcp_streams = (int)o->tcp_streams};
+    if (coll_comm_open(&x.c, b, &co, &e)) {
+      bench_error("%s", e.msg);
+      goto out;
+    }
+    if (rank == 0) {
+      cJSON_AddStringToObject(fabrics, coll_transport_name(o->transports[t]),
+                              coll_comm_fabric(x.c));
+      bench_run_write(&po.run);
+    }
+    x.e.msg[0] = '\0';
+    int trc = p2p_run_transport(&x, &po, o->transports[t], sizes, nsizes);
+    if (trc) {
+      bench_error("%s", x.e.msg[0] ? x.e.msg : "p2p step failed");
+      coll_comm_close(x.c);
+      x.c = NULL;
+      if (rank == 0) {
+        cJSON_ReplaceItemInObject(meta, "status", cJSON_CreateString("failed"));
+        bench_run_write(&po.run);
+      }
+      goto out;
+    }
+    coll_comm_close(x.c);
+    x.c = NULL;
+  }
+  bad_data = x.bad_bytes != 0;
+  if (rank == 0) {
+    cJSON_AddBoolToObject(meta, "data_ok", !bad_data);
+    cJSON_ReplaceItemInObject(meta, "status", cJSON_CreateString(bad_data ? "wrong data" : "ok"));
+    bench_run_write(&po.run);
+    printf("# results in %s\n", po.run.dir);
+  }
+  rc = bad_data ? 1 : 0;
+  if (bad_data && rank == 0) bench_error("data arrived wrong (see the errors column)");
+
+out:
+  if (po.tab) res_table_close(po.tab);
+  if (po.matrix) fclose(po.matrix);
+  if (rank == 0 && po.run.meta) bench_run_end(&po.run);
+  free(po.bw);
+  free(po.lat);
+  free(sizes);
+  free(x.sbuf);
+  free(x.rbuf);
+  free(x.expect);
+  free(x.reqs);
+  free(x.samples);
+  coll_boot_close(b);
+  return rc;
+}
+
 int bench_cmd_p2p(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  return bench_error("'p2p' is not built yet");
+  p2p_opts o;
+  int prc = p2p_parse(&o, argc, argv);
+  if (prc == 1) return 0; /* --help */
+  if (prc) return prc;
+
+  /* -n N: start the ranks here (unless we are one of them already) */
+  if (o.nranks) {
+    if (getenv("FABENCH_LAUNCHER")) return bench_error("-n given to a rank that a launcher started");
+    char **rank_argv = calloc((size_t)argc + 1, sizeof *rank_argv);
+    if (!rank_argv) return bench_error("out of memory");
+    for (int i = 0; i < argc; i++) rank_argv[i] = argv[i];
+    bench_launch_strip(argc, rank_argv);
+    bench_launch_opts lo = {.n = (int)o.nranks,
+                            .use_mpirun = o.want_mpi,
+                            .mpirun_args = o.mpirun_args,
+                            .emulate = o.emulate,
+                            .timeout_s = (int)o.timeout_s};
+    int rc = bench_launch(&lo, rank_argv);
+    free(rank_argv);
+    return rc;
+  }
+  return p2p_rank_main(&o, argc, argv);
 }

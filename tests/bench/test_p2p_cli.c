@@ -1,0 +1,484 @@
+/* `fabench p2p` as a user meets it: bad flags (exit 2 with the usage), a 2-rank run over tcp and
+ * over ucx (the CSV's columns in order, one row per test and size, sane figures, the JSONL and
+ * run.json), a 3-rank --pairs all run (every ordered pair, the N x N matrices), a receiver that
+ * finds damaged data (the run fails), and a rank killed mid-run (an error, no hang). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+typedef struct {
+  int status; /* exit status, or 128+signal */
+  char out[262144], err[65536];
+} run_result;
+
+static const char *bin(void) {
+  const char *b = getenv("FABENCH_BIN");
+  return b ? b : "./fabench";
+}
+
+static void slurp(int fd, char *buf, size_t cap) {
+  size_t got = 0;
+  ssize_t r;
+  lseek(fd, 0, SEEK_SET);
+  while (got + 1 < cap && (r = read(fd, buf + got, cap - 1 - got)) > 0) got += (size_t)r;
+  buf[got] = '\0';
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Kills the process of rank `rank` in process group pg (our run's ranks only). */
+static int kill_rank_in(pid_t pg, int rank) {
+  char want[32];
+  snprintf(want, sizeof want, "FABENCH_RANK=%d", rank);
+  DIR *d = opendir("/proc");
+  struct dirent *de;
+  int killed = 0;
+  while (d && (de = readdir(d))) {
+    pid_t pid = atoi(de->d_name);
+    if (pid <= 0 || getpgid(pid) != pg) continue;
+    char path[300], env[32768];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, env, sizeof env - 1);
+    close(fd);
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(env + i) + 1)
+      if (!strcmp(env + i, want)) {
+        kill(pid, SIGKILL);
+        killed = 1;
+      }
+  }
+  if (d) closedir(d);
+  return killed;
+}
+
+/* Runs fabench p2p with args (NULL-terminated) and extra environment `env` ("K=V" or NULL).
+ * kill_rank >= 0: that rank is killed once `csv` has a data row. */
+static void run(run_result *r, int timeout_s, const char *env, int kill_rank, const char *csv,
+                char *const args[]) {
+  char ofile[] = "/tmp/fbp2poXXXXXX", efile[] = "/tmp/fbp2peXXXXXX";
+  int ofd = mkstemp(ofile), efd = mkstemp(efile);
+  assert_true(ofd >= 0 && efd >= 0);
+  pid_t p = fork();
+  if (p == 0) {
+    dup2(ofd, 1);
+    dup2(efd, 2);
+    setpgid(0, 0);
+    if (env) putenv((char *)env);
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)bin();
+    argv[n++] = "p2p";
+    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(bin(), argv);
+    _exit(127);
+  }
+  setpgid(p, p);
+  int st = 0, killed = 0;
+  double t0 = now_s();
+  for (;;) {
+    if (waitpid(p, &st, WNOHANG) == p) break;
+    if (now_s() - t0 > timeout_s) {
+      kill(-p, SIGKILL);
+      waitpid(p, &st, 0);
+      fprintf(stderr, "fabench p2p still running after %d s: killed\n", timeout_s);
+      break;
+    }
+    if (kill_rank >= 0 && !killed && csv) {
+      FILE *f = fopen(csv, "r");
+      int lines = 0, ch;
+      if (f) {
+        while ((ch = fgetc(f)) != EOF) lines += ch == '\n';
+        fclose(f);
+      }
+      if (lines >= 2) killed = kill_rank_in(p, kill_rank);
+    }
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  kill(-p, SIGKILL); /* anything left of the run */
+  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  slurp(ofd, r->out, sizeof r->out);
+  slurp(efd, r->err, sizeof r->err);
+  close(ofd);
+  close(efd);
+  unlink(ofile);
+  unlink(efile);
+  if (kill_rank >= 0) assert_true(killed);
+}
+
+static void tmpdir(char *out, size_t cap, const char *tag) {
+  char tmpl[128];
+  snprintf(tmpl, sizeof tmpl, "/tmp/fbp2p-%s-XXXXXX", tag);
+  assert_non_null(mkdtemp(tmpl));
+  snprintf(out, cap, "%s/run", tmpl);
+}
+
+static void rmtree(const char *run_dir) {
+  char cmd[600];
+  const char *slash = strrchr(run_dir, '/');
+  snprintf(cmd, sizeof cmd, "rm -rf '%.*s'", (int)(slash - run_dir), run_dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* ---- a small CSV reader: header names and rows of fields ---- */
+#define MAXF 64
+typedef struct {
+  char *text;
+  char *hdr[MAXF];
+  int nhdr;
+  char *(*rows)[MAXF];
+  int nrows;
+} csv_file;
+
+static int split(char *line, char **f) {
+  int n = 0;
+  for (char *p = line;; p++) {
+    f[n++] = p;
+    p = strchr(p, ',');
+    if (!p || n == MAXF) break;
+    *p = '\0';
+  }
+  return n;
+}
+
+static void csv_read(csv_file *c, const char *path) {
+  memset(c, 0, sizeof *c);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  c->text = calloc(1, (size_t)n + 1);
+  assert_int_equal(fread(c->text, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  int lines = 0;
+  for (long i = 0; i < n; i++) lines += c->text[i] == '\n';
+  c->rows = calloc((size_t)lines + 1, sizeof *c->rows);
+  char *save = NULL, *line = strtok_r(c->text, "\n", &save);
+  assert_non_null(line);
+  c->nhdr = split(line, c->hdr);
+  while ((line = strtok_r(NULL, "\n", &save))) {
+    int k = split(line, c->rows[c->nrows]);
+    assert_int_equal(k, c->nhdr); /* every row has every column */
+    c->nrows++;
+  }
+}
+
+static void csv_free(csv_file *c) {
+  free(c->text);
+  free(c->rows);
+}
+
+static int col(const csv_file *c, const char *name) {
+  for (int i = 0; i < c->nhdr; i++)
+    if (!strcmp(c->hdr[i], name)) return i;
+  fail_msg("no column '%s'", name);
+  return -1;
+}
+
+static const char *cell(const csv_file *c, int row, const char *name) {
+  return c->rows[row][col(c, name)];
+}
+
+static double num(const csv_file *c, int row, const char *name) {
+  return atof(cell(c, row, name));
+}
+
+static int count_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  int n = 0, ch;
+  while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+  fclose(f);
+  return n;
+}
+
+static cJSON *json_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char *buf = calloc(1, 1 << 20);
+  size_t n = fread(buf, 1, (1 << 20) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  cJSON *j = cJSON_Parse(buf);
+  free(buf);
+  assert_non_null(j);
+  return j;
+}
+
+/* The columns the issue names, first and in this order. */
+static const char *const head_cols[] = {"run_id", "schema", "ranks", "fabric", "transport", "test",
+                                        "src", "dst", "bytes", "iters", "t_min_us", "t_p50_us",
+                                        "t_p99_us", "t_max_us", "gbps", "host", "topo_hash"};
+
+/* Checks p2p.csv of a run: columns, every row sane, and rows per (transport, pair) = tests x
+ * sizes with exactly the expected sizes. */
+static void check_csv(const char *dir, int ranks, const char *transports[], int ntransports,
+                      int npairs, const long *sizes, int nsizes) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/p2p.csv", dir);
+  csv_file c;
+  csv_read(&c, path);
+  for (size_t i = 0; i < sizeof head_cols / sizeof *head_cols; i++)
+    assert_string_equal(c.hdr[i], head_cols[i]);
+  assert_int_equal(c.nrows, ntransports * npairs * 3 * nsizes);
+  for (int r = 0; r < c.nrows; r++) {
+    assert_int_equal((int)num(&c, r, "ranks"), ranks);
+    assert_int_equal((int)num(&c, r, "schema"), 1);
+    assert_int_equal((int)num(&c, r, "errors"), 0);
+    const char *test = cell(&c, r, "test");
+    assert_true(!strcmp(test, "latency") || !strcmp(test, "bw") || !strcmp(test, "bibw"));
+    int s = (int)num(&c, r, "src"), d = (int)num(&c, r, "dst");
+    assert_true(s >= 0 && s < ranks && d >= 0 && d < ranks && s != d);
+    double mn = num(&c, r, "t_min_us"), p50 = num(&c, r, "t_p50_us"), p99 = num(&c, r, "t_p99_us"),
+           mx = num(&c, r, "t_max_us"), gbps = num(&c, r, "gbps");
+    assert_true(mn > 0 && mn <= p50 && p50 <= p99 && p99 <= mx);
+    /* gbps is bytes per one-way median time (twice that for bibw) */
+    double want = (!strcmp(test, "bibw") ? 2 : 1) * num(&c, r, "bytes") / (p50 * 1e3);
+    assert_true(gbps > 0 && gbps > 0.999 * want && gbps < 1.001 * want);
+    assert_int_equal((int)num(&c, r, "window"), !strcmp(test, "latency") ? 1 : 64);
+    const char *tr = cell(&c, r, "transport"), *fab = cell(&c, r, "fabric");
+    int known = 0;
+    for (int t = 0; t < ntransports; t++) known |= !strcmp(tr, transports[t]);
+    assert_true(known);
+    /* the fabric names the transport and what it runs on */
+    assert_true(!strncmp(fab, tr, strlen(tr)) && fab[strlen(tr)] == ':' && fab[strlen(tr) + 1]);
+    assert_true(strlen(cell(&c, r, "run_id")) > 8);
+  }
+  /* each (transport, pair, test) has exactly the swept sizes, in order */
+  for (int r = 0; r < c.nrows; r += nsizes)
+    for (int i = 0; i < nsizes; i++) {
+      assert_int_equal((long)num(&c, r + i, "bytes"), sizes[i]);
+      assert_string_equal(cell(&c, r + i, "test"), cell(&c, r, "test"));
+      assert_string_equal(cell(&c, r + i, "src"), cell(&c, r, "src"));
+    }
+  csv_free(&c);
+  snprintf(path, sizeof path, "%s/p2p.jsonl", dir);
+  assert_int_equal(count_lines(path), ntransports * npairs * 3 * nsizes);
+
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  cJSON *j = json_file(path);
+  cJSON *fab = cJSON_GetObjectItem(j, "fabrics");
+  for (int t = 0; t < ntransports; t++) {
+    cJSON *f = cJSON_GetObjectItem(fab, transports[t]);
+    assert_true(cJSON_IsString(f) && !strncmp(f->valuestring, transports[t], strlen(transports[t])));
+  }
+  cJSON *p2p = cJSON_GetObjectItem(j, "p2p");
+  assert_string_equal(cJSON_GetObjectItem(p2p, "status")->valuestring, "ok");
+  assert_int_equal(cJSON_GetObjectItem(j, "ranks")->valueint, ranks);
+  cJSON_Delete(j);
+}
+
+static const long sizes_1_4k[] = {1, 4, 16, 64, 256, 1024, 4096};
+
+static void test_two_ranks_tcp(void **state) {
+  (void)state;
+  char dir[256];
+  tmpdir(dir, sizeof dir, "tcp");
+  run_result r;
+  char *args[] = {"-n", "2", "--transport", "tcp", "--min-bytes", "1", "--max-bytes", "4K",
+                  "--step-factor", "4", "--iters", "20", "--warmup", "2", "--timeout", "20",
+                  "--out", dir, NULL};
+  run(&r, 60, NULL, -1, NULL, args);
+  if (r.status) fprintf(stderr, "%s\n%s\n", r.out, r.err);
+  assert_int_equal(r.status, 0);
+  const char *tr[] = {"tcp"};
+  check_csv(dir, 2, tr, 1, 1, sizes_1_4k, 7);
+  assert_non_null(strstr(r.out, "latency")); /* the table on stdout */
+  char path[600];
+  snprintf(path, sizeof path, "%s/p2p_matrix.csv", dir);
+  assert_true(access(path, F_OK) != 0); /* one pair: no matrix */
+  rmtree(dir);
+}
+
+static void test_two_ranks_ucx_tcp(void **state) {
+  (void)state;
+#ifndef P2P_HAVE_UCX
+  skip();
+#endif
+  char dir[256];
+  tmpdir(dir, sizeof dir, "ucx");
+  run_result r;
+  char *args[] = {"-n", "2", "--transport", "ucx", "--min-bytes", "1", "--max-bytes", "4K",
+                  "--step-factor", "4", "--iters", "20", "--warmup", "2", "--timeout", "20",
+                  "--pairs", "1,0", "--out", dir, NULL};
+  run(&r, 60, "UCX_TLS=tcp", -1, NULL, args);
+  if (r.status) fprintf(stderr, "%s\n%s\n", r.out, r.err);
+  assert_int_equal(r.status, 0);
+  const char *tr[] = {"ucx"};
+  check_csv(dir, 2, tr, 1, 1, sizes_1_4k, 7);
+  char path[600];
+  snprintf(path, sizeof path, "%s/p2p.csv", dir);
+  csv_file c;
+  csv_read(&c, path);
+  for (int i = 0; i < c.nrows; i++) {
+    assert_string_equal(cell(&c, i, "src"), "1"); /* the pair asked for */
+    assert_string_equal(cell(&c, i, "dst"), "0");
+    assert_true(!strncmp(cell(&c, i, "fabric"), "ucx:tcp/", 8)); /* what UCX chose: UCX_TLS */
+  }
+  csv_free(&c);
+  rmtree(dir);
+}
+
+/* 3 ranks, every ordered pair, over tcp and ucx (shared memory): 6 pairs per transport and an
+ * N x N block per transport and metric in p2p_matrix.csv. */
+static void test_three_ranks_all_pairs(void **state) {
+  (void)state;
+#ifndef P2P_HAVE_UCX
+  skip();
+#endif
+  char dir[256];
+  tmpdir(dir, sizeof dir, "all");
+  run_result r;
+  char *args[] = {"-n", "3", "--pairs", "all", "--transport", "tcp,ucx", "--min-bytes", "8",
+                  "--max-bytes", "8K", "--step-factor", "32", "--iters", "10", "--warmup", "1",
+                  "--timeout", "20", "--out", dir, NULL};
+  run(&r, 90, "UCX_TLS=sm,self", -1, NULL, args);
+  if (r.status) fprintf(stderr, "%s\n%s\n", r.out, r.err);
+  assert_int_equal(r.status, 0);
+  const char *tr[] = {"tcp", "ucx"};
+  const long sizes[] = {8, 256, 8192};
+  check_csv(dir, 3, tr, 2, 6, sizes, 3);
+
+  char path[600];
+  snprintf(path, sizeof path, "%s/p2p.csv", dir);
+  csv_file c;
+  csv_read(&c, path);
+  int seen[2][3][3] = {{{0}}};
+  for (int i = 0; i < c.nrows; i++)
+    seen[!strcmp(cell(&c, i, "transport"), "ucx")][(int)num(&c, i, "src")][(int)num(&c, i, "dst")]++;
+  for (int t = 0; t < 2; t++)
+    for (int s = 0; s < 3; s++)
+      for (int d = 0; d < 3; d++) assert_int_equal(seen[t][s][d], s == d ? 0 : 9);
+  csv_free(&c);
+
+  snprintf(path, sizeof path, "%s/p2p_matrix.csv", dir);
+  csv_file m;
+  csv_read(&m, path);
+  const char *mh[] = {"transport", "metric", "bytes", "src", "0", "1", "2"};
+  assert_int_equal(m.nhdr, 7);
+  for (int i = 0; i < 7; i++) assert_string_equal(m.hdr[i], mh[i]);
+  assert_int_equal(m.nrows, 2 * 2 * 3); /* transports x metrics x sources */
+  for (int i = 0; i < m.nrows; i++) {
+    int blk = i / 3, s = i % 3;
+    assert_string_equal(m.rows[i][0], blk / 2 ? "ucx" : "tcp");
+    assert_string_equal(m.rows[i][1], blk % 2 ? "latency_us" : "bw_gbps");
+    assert_int_equal(atol(m.rows[i][2]), blk % 2 ? 8 : 8192); /* latency: smallest; bw: largest */
+    assert_int_equal(atoi(m.rows[i][3]), s);
+    for (int d = 0; d < 3; d++) {
+      const char *v = m.rows[i][4 + d];
+      if (d == s)
+        assert_string_equal(v, "");
+      else
+        assert_true(atof(v) > 0);
+    }
+  }
+  csv_free(&m);
+  rmtree(dir);
+}
+
+/* The receivers' check is live: a flipped byte fails the run and shows in the errors column. */
+static void test_damaged_data_fails(void **state) {
+  (void)state;
+  char dir[256];
+  tmpdir(dir, sizeof dir, "bad");
+  run_result r;
+  char *args[] = {"-n", "2", "--tests", "bw", "--min-bytes", "64", "--max-bytes", "64",
+                  "--iters", "3", "--warmup", "0", "--timeout", "20", "--out", dir, NULL};
+  run(&r, 60, "FABENCH_TEST_CORRUPT=1", -1, NULL, args);
+  assert_int_equal(r.status, 1);
+  assert_non_null(strstr(r.err, "arrived wrong"));
+  char path[600];
+  snprintf(path, sizeof path, "%s/p2p.csv", dir);
+  csv_file c;
+  csv_read(&c, path);
+  assert_int_equal(c.nrows, 1);
+  assert_int_equal((int)num(&c, 0, "errors"), 1);
+  csv_free(&c);
+  rmtree(dir);
+}
+
+/* A rank killed mid-run: fabench says so and exits non-zero, promptly; rows so far are kept. */
+static void test_killed_rank(void **state) {
+  (void)state;
+  char dir[256], csv[600];
+  tmpdir(dir, sizeof dir, "kill");
+  snprintf(csv, sizeof csv, "%s/p2p.csv", dir);
+  run_result r;
+  char *args[] = {"-n", "2", "--tests", "latency", "--max-bytes", "1M", "--time-per-size", "0.3",
+                  "--timeout", "5", "--out", dir, NULL};
+  double t0 = now_s();
+  run(&r, 60, NULL, 1, csv, args);
+  assert_true(now_s() - t0 < 30);
+  assert_true(r.status != 0);
+  assert_non_null(strstr(r.err, "rank 1"));
+  assert_true(count_lines(csv) >= 2);
+  rmtree(dir);
+}
+
+static void expect_usage_error(char *const args[], const char *needle) {
+  run_result r;
+  run(&r, 20, NULL, -1, NULL, args);
+  assert_int_equal(r.status, 2);
+  assert_true(!strncmp(r.err, "fabench: ", 9));
+  assert_non_null(strstr(r.err, "usage: fabench p2p"));
+  char *nl = strchr(r.err, '\n'); /* one line of error before the usage */
+  assert_non_null(nl);
+  assert_true(!strncmp(nl + 1, "usage:", 6));
+  if (needle) assert_non_null(strstr(r.err, needle));
+}
+
+static void test_bad_flags(void **state) {
+  (void)state;
+  expect_usage_error((char *[]){"--bogus", NULL}, "--bogus");
+  expect_usage_error((char *[]){"--window", NULL}, "--window");
+  expect_usage_error((char *[]){"--window", "0", NULL}, "--window");
+  expect_usage_error((char *[]){"--pairs", "1,1", NULL}, "--pairs");
+  expect_usage_error((char *[]){"--pairs", "0,x", NULL}, "--pairs");
+  expect_usage_error((char *[]){"--pairs", "0", NULL}, "--pairs");
+  expect_usage_error((char *[]){"--transport", "carrier-pigeon", NULL}, "carrier-pigeon");
+  expect_usage_error((char *[]){"--transport", "tcp,tcp", NULL}, "twice");
+  expect_usage_error((char *[]){"--tests", "latency,jitter", NULL}, "jitter");
+  expect_usage_error((char *[]){"--min-bytes", "0", NULL}, "--min-bytes");
+  expect_usage_error((char *[]){"--max-bytes", "1.5M", NULL}, "--max-bytes");
+  expect_usage_error((char *[]){"--min-bytes", "8K", "--max-bytes", "1K", NULL}, "larger");
+  expect_usage_error((char *[]){"--step-factor", "1", NULL}, "--step-factor");
+  expect_usage_error((char *[]){"--iters", "-3", NULL}, "--iters");
+  expect_usage_error((char *[]){"--timeout", "soon", NULL}, "--timeout");
+  expect_usage_error((char *[]){"-n", "0", NULL}, "-n");
+  expect_usage_error((char *[]){"-n", "2", "--pairs", "0,2", NULL}, "3 ranks");
+  expect_usage_error((char *[]){"--emulate", "1gbit", NULL}, "-n");
+  expect_usage_error((char *[]){"stray", NULL}, "stray");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bad_flags),
+      cmocka_unit_test(test_two_ranks_tcp),
+      cmocka_unit_test(test_two_ranks_ucx_tcp),
+      cmocka_unit_test(test_three_ranks_all_pairs),
+      cmocka_unit_test(test_damaged_data_fails),
+      cmocka_unit_test(test_killed_rank),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
