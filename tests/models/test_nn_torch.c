@@ -69,11 +69,16 @@ static int load(fixture *f, const char *path) {
       p += 4;
     }
     size_t bytes = r->count * (r->dtype == 2 ? 1 : 4);
-    if ((size_t)(end - p) < bytes) return -1;
-    r->data = p;
+    if ((size_t)(end - p) < bytes || !(r->data = malloc(bytes ? bytes : 1))) return -1;
+    memcpy(r->data, p, bytes); /* records are packed: copy to aligned memory */
     p += bytes;
   }
   return f->n == (int)cnt ? 0 : -1;
+}
+
+static void unload(fixture *f) {
+  for (int i = 0; i < f->n; i++) free(f->r[i].data);
+  free(f->buf);
 }
 
 static const rec *get(const fixture *f, const char *name) {
@@ -171,7 +176,7 @@ static void compare_model(const char *model) {
   snprintf(what, sizeof(what), "%s loss trajectory", model);
   ok &= close_enough(what, traj, ref, (size_t)steps, traj_tol);
   nn_net_destroy(net);
-  free(f.buf);
+  unload(&f);
   if (!ok) fail();
 }
 
