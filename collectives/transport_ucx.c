@@ -10,6 +10,7 @@
  * What it picked is read back from ucp_ep_print_info and kept in the `fabric` string. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -503,9 +504,17 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
     coll_fail(e, "ucx: rank %d: ucp_worker_create: %s", rank, ucs_status_string(st));
     goto out;
   }
-  /* FABENCH_UCX_SPIN_US: how long to busy-poll before sleeping (-1: never sleep) */
+  /* How long to busy-poll before sleeping on the worker's events: a while, unless this host
+   * has more ranks than cores we may run on (then a spinning rank only delays the one it
+   * waits for). FABENCH_UCX_SPIN_US overrides (-1: never sleep). */
   u->efd = -1;
   u->spin_ms = UCX_SPIN_US_DEFAULT / 1000.0;
+  if (c) {
+    int here = 0;
+    for (int r = 0; r < size; r++) here += !strcmp(coll_comm_host(c, r), coll_comm_host(c, rank));
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && here > CPU_COUNT(&set)) u->spin_ms = 0;
+  }
   const char *spin = getenv("FABENCH_UCX_SPIN_US");
   if (spin && *spin) u->spin_ms = atof(spin) / 1000.0;
   if (u->spin_ms >= 0 && ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
