@@ -364,6 +364,8 @@ static int file_exists(const char *p) { return access(p, R_OK) == 0; }
 
 /* Prefers NAME.gz, falls back to the uncompressed NAME; reports the .gz name when neither is. */
 static void idx_path(char *out, size_t cap, const char *dir, const char *name) {
+  snprintf(out, cap, "%s/%s.gz", dir, name);
+  if (file_exists(out)) return;
   snprintf(out, cap, "%s/%s", dir, name);
   if (file_exists(out)) return;
   snprintf(out, cap, "%s/%s.gz", dir, name);
