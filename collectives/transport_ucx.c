@@ -35,7 +35,7 @@ enum { UREQ_PENDING = 1, UREQ_DONE = 2, UREQ_FAILED = 3 };
 /* What lives in the caller's coll_req. */
 typedef struct {
   void *ureq;  /* UCX request while pending, else NULL */
-  ucp_tag_recv_info_t info; /* filled on immediate receive completion */
+  ucp_tag_recv_info_t info; /* a finished receive: the sender's tag and the length */
   size_t bytes;
   uint32_t tag;
   int peer;
