@@ -116,8 +116,7 @@ static coll_algo_fn coll_algo_impl(coll_algo_kind k);
 int coll_algo_supported(const coll_comm *c, coll_algo a) {
   if (a.kind >= COLL_NALGOS) return 0;
   if (a.kind == COLL_ALGO_NATIVE) return c->tp->ops->allreduce != NULL;
-  if (a.kind == COLL_ALGO_AUTO || a.kind == COLL_ALGO_RING) return 1;
-  return coll_algo_impl(a.kind) != NULL;
+  return a.kind == COLL_ALGO_AUTO || coll_algo_impl(a.kind) != NULL;
 }
 
 int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_err *e) {
@@ -267,19 +266,11 @@ int coll_bcast(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e) {
 static coll_algo_fn coll_algo_impl(coll_algo_kind k) {
   switch (k) {
   case COLL_ALGO_RING: return coll_ar_ring;
-#ifdef COLL_HAVE_ALGO_RHD
   case COLL_ALGO_RHD: return coll_ar_rhd;
-#endif
-#ifdef COLL_HAVE_ALGO_RD
   case COLL_ALGO_RD: return coll_ar_rd;
-#endif
-#ifdef COLL_HAVE_ALGO_TREE
   case COLL_ALGO_TREE: return coll_ar_tree;
   case COLL_ALGO_DTREE: return coll_ar_dtree;
-#endif
-#ifdef COLL_HAVE_ALGO_PS
   case COLL_ALGO_PS: return coll_ar_ps;
-#endif
   default: return NULL;
   }
 }
@@ -287,11 +278,7 @@ static coll_algo_fn coll_algo_impl(coll_algo_kind k) {
 int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
                    coll_algo algo, coll_algo *ran, coll_err *e) {
   if (dt >= COLL_NDTYPES || op >= COLL_NOPS) return coll_fail(e, "invalid dtype or op");
-#ifdef COLL_HAVE_ALGO_AUTO
   if (algo.kind == COLL_ALGO_AUTO) algo = coll_auto_choose(c, count * coll_dtype_size(dt));
-#else
-  if (algo.kind == COLL_ALGO_AUTO) algo.kind = COLL_ALGO_RING;
-#endif
   if (ran) *ran = algo;
   if (algo.kind == COLL_ALGO_NATIVE) {
     if (!c->tp->ops->allreduce)
