@@ -7,6 +7,8 @@
  *
  *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005)
  *         2(p-1) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma
+ *         algo_ring.c all-gathers whole vectors when p n <= 64 KiB (its COLL_RING_SMALL):
+ *         (p-1) (alpha + n beta + n gamma)
  *   rhd   (Rabenseifner, TRG 2005): reduce-scatter by recursive halving + all-gather by
  *         recursive doubling, plus the fold's two whole-vector messages
  *         2 lg p' alpha + 2 (p'-1)/p' n beta + (p'-1)/p' n gamma + f (2 alpha + 2 n beta + n gamma)
@@ -108,7 +110,9 @@ double coll_cost(coll_algo a, int p, size_t bytes, size_t chunk_bytes, const col
   double fr = (double)(pof2 - 1) / pof2, pr = (double)(p - 1) / p;
   int H = ceil_lg(p);
   switch (a.kind) {
-  case COLL_ALGO_RING: return 2.0 * (p - 1) * al + 2 * pr * n * be + pr * n * ga;
+  case COLL_ALGO_RING:
+    if (p * n <= 64.0 * 1024) return (p - 1) * (al + n * be + n * ga);
+    return 2.0 * (p - 1) * al + 2 * pr * n * be + pr * n * ga;
   case COLL_ALGO_RHD: return 2.0 * lg * al + 2 * fr * n * be + fr * n * ga + fold;
   case COLL_ALGO_RD: return lg * (al + n * be + n * ga) + fold;
   case COLL_ALGO_TREE: {
