@@ -324,6 +324,36 @@ static void dims4(dnnl_dims_t d, int n, nn_shape s) {
   d[3] = s.w;
 }
 
+/* A k x k convolution (odd k, pad k/2) on a 1x1 input only ever multiplies its centre tap: the
+   others see padding. It runs as a 1x1 convolution on a strided view of the arena (the centre taps),
+   which saves 8/9 of the work and of the weight traffic (ResNet-18's last stage on 28x28 or 32x32
+   images is three 512x512 3x3 convolutions on 1x1 inputs). The other taps' gradients are zero. */
+static int conv_center_only(const nn_net *net, const nn_layer *l) {
+  nn_shape si = net->t.shapes[l->in];
+  return si.h == 1 && si.w == 1 && l->k > 1 && (l->k & 1) && l->pad == l->k / 2;
+}
+
+/* The layer's weights (or gradients) in the arena as oneDNN sees them: OIHW, or the centre taps. */
+static int conv_arena_md(bctx *b, const nn_layer *l, dnnl_memory_desc_t *md) {
+  nn_shape si = b->net->t.shapes[l->in];
+  if (!conv_center_only(b->net, l)) {
+    dnnl_dims_t wd = {l->cout, si.c, l->k, l->k};
+    return md_plain(b, md, 4, wd);
+  }
+  dnnl_dims_t wd = {l->cout, si.c, 1, 1}, ws = {(int64_t)si.c * l->k * l->k, (int64_t)l->k * l->k, 1, 1};
+  DN(dnnl_memory_desc_init_by_strides(md, 4, wd, dnnl_f32, ws));
+  md->offset0 = (l->k / 2) * l->k + l->k / 2;
+  return 0;
+}
+
+/* Kernel, stride and padding the primitive gets. */
+static void conv_geom(const nn_net *net, const nn_layer *l, int64_t *k, dnnl_dims_t st, dnnl_dims_t pad) {
+  int c = conv_center_only(net, l);
+  *k = c ? 1 : l->k;
+  st[0] = st[1] = c ? 1 : l->stride;
+  pad[0] = pad[1] = c ? 0 : l->pad;
+}
+
 /* ------------------------------------------------------------------------------------------------
  * layers: forward builders (in layer order) */
 
@@ -332,12 +362,14 @@ static int conv_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl
   nn_net *net = b->net;
   plan *p = b->p;
   nn_shape si = net->t.shapes[l->in], so = net->t.shapes[l->out];
-  dnnl_dims_t sd, wd = {l->cout, si.c, l->k, l->k}, dd;
-  dnnl_dims_t st = {l->stride, l->stride}, pad = {l->pad, l->pad};
+  int64_t k;
+  dnnl_dims_t sd, dd, st, pad;
+  conv_geom(net, l, &k, st, pad);
+  dnnl_dims_t wd = {l->cout, si.c, k, k};
   dims4(sd, p->n, si);
   dims4(dd, p->n, so);
   dnnl_memory_desc_t smd, wmd, dmd, wplain;
-  if (md_any(b, &smd, 4, sd) || md_any(b, &wmd, 4, wd) || md_any(b, &dmd, 4, dd) || md_plain(b, &wplain, 4, wd))
+  if (md_any(b, &smd, 4, sd) || md_any(b, &wmd, 4, wd) || md_any(b, &dmd, 4, dd) || conv_arena_md(b, l, &wplain))
     return -1;
   dnnl_convolution_desc_t cd;
   DN(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, &smd, &wmd,
@@ -365,12 +397,16 @@ static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_
   nn_net *net = b->net;
   plan *p = b->p;
   nn_shape si = net->t.shapes[l->in];
-  dnnl_dims_t wd = {l->cout, si.c, l->k, l->k};
-  dnnl_dims_t st = {l->stride, l->stride}, pad = {l->pad, l->pad};
+  int64_t k;
+  dnnl_dims_t st, pad;
+  conv_geom(net, l, &k, st, pad);
+  dnnl_dims_t wd = {l->cout, si.c, k, k};
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0);
   const dnnl_memory_desc_t *dmd = &p->vmd[l->out];
   dnnl_memory_desc_t wany, wplain;
-  if (md_any(b, &wany, 4, wd) || md_plain(b, &wplain, 4, wd) || diff_ready(b, l->out, 0)) return -1;
+  if (md_any(b, &wany, 4, wd) || conv_arena_md(b, l, &wplain) || diff_ready(b, l->out, 0)) return -1;
+  if (conv_center_only(net, l)) /* the taps that only see padding: zero gradients, never written */
+    memset(net->grads + net->li[b->layer].poff, 0, net->li[b->layer].pcount * sizeof(float));
   dnnl_memory_t dy = p->dmem[l->out];
 
   /* weights gradient, written to the plain gradient arena */

@@ -144,7 +144,8 @@ static void test_conv(void **state) {
   conv_case((nn_shape){16, 8, 8}, 32, 1, 2, 0, 2, 2);  /* projection shortcut */
   conv_case((nn_shape){3, 23, 21}, 8, 7, 2, 3, 2, 2);  /* torchvision stem */
   conv_case((nn_shape){1, 12, 12}, 6, 3, 1, 1, 5, 3);  /* 1 channel, partial batch (3 of 5) */
-  conv_case((nn_shape){32, 1, 1}, 24, 3, 1, 1, 3, 3);  /* 1x1 spatial with padding (ResNet-18 on 28x28) */
+  conv_case((nn_shape){32, 1, 1}, 24, 3, 1, 1, 3, 3);  /* 1x1 input: only the centre tap (ResNet-18 on 28x28) */
+  conv_case((nn_shape){7, 1, 1}, 9, 5, 2, 2, 2, 2);    /* the same, strided, 5x5 */
 }
 
 static void ref_bn(const lt *T, int relu, const float *gb, double *y, double *dx, double *dg, double *mean,
