@@ -324,32 +324,41 @@ static void dims4(dnnl_dims_t d, int n, nn_shape s) {
   d[3] = s.w;
 }
 
-/* A k x k convolution (odd k, pad k/2) on a 1x1 input only ever multiplies its centre tap: the
-   others see padding. It runs as a 1x1 convolution on a strided view of the arena (the centre taps),
-   which saves 8/9 of the work and of the weight traffic (ResNet-18's last stage on 28x28 or 32x32
-   images is three 512x512 3x3 convolutions on 1x1 inputs). The other taps' gradients are zero. */
-static int conv_center_only(const nn_net *net, const nn_layer *l) {
-  nn_shape si = net->t.shapes[l->in];
-  return si.h == 1 && si.w == 1 && l->k > 1 && (l->k & 1) && l->pad == l->k / 2;
+/* A convolution with a 1x1 output whose window covers the whole (padded) input only ever multiplies
+   the taps that see the input: taps [pad, pad + h) x [pad, pad + w). It runs as an h x w convolution
+   without padding on a strided view of the arena, which skips the work and the weight traffic of
+   the taps that only see padding (ResNet-18's last stage on 28x28 or 32x32 images: 512x512 3x3
+   convolutions on 1x1 inputs use 1 tap of 9, the strided one on 2x2 inputs 4 of 9). The skipped
+   taps' gradients are zero. Returns 1 and the sub-kernel when that applies. */
+static int conv_taps(const nn_net *net, const nn_layer *l, int *kh, int *kw) {
+  nn_shape si = net->t.shapes[l->in], so = net->t.shapes[l->out];
+  *kh = *kw = l->k;
+  if (so.h != 1 || so.w != 1 || l->pad + si.h > l->k || l->pad + si.w > l->k) return 0;
+  if (si.h == l->k && si.w == l->k) return 0; /* nothing to skip */
+  *kh = si.h;
+  *kw = si.w;
+  return 1;
 }
 
-/* The layer's weights (or gradients) in the arena as oneDNN sees them: OIHW, or the centre taps. */
+/* The layer's weights (or gradients) in the arena as oneDNN sees them: OIHW, or the used taps. */
 static int conv_arena_md(bctx *b, const nn_layer *l, dnnl_memory_desc_t *md) {
   nn_shape si = b->net->t.shapes[l->in];
-  if (!conv_center_only(b->net, l)) {
+  int kh, kw;
+  if (!conv_taps(b->net, l, &kh, &kw)) {
     dnnl_dims_t wd = {l->cout, si.c, l->k, l->k};
     return md_plain(b, md, 4, wd);
   }
-  dnnl_dims_t wd = {l->cout, si.c, 1, 1}, ws = {(int64_t)si.c * l->k * l->k, (int64_t)l->k * l->k, 1, 1};
+  dnnl_dims_t wd = {l->cout, si.c, kh, kw}, ws = {(int64_t)si.c * l->k * l->k, (int64_t)l->k * l->k, l->k, 1};
   DN(dnnl_memory_desc_init_by_strides(md, 4, wd, dnnl_f32, ws));
-  md->offset0 = (l->k / 2) * l->k + l->k / 2;
+  md->offset0 = (int64_t)l->pad * l->k + l->pad;
   return 0;
 }
 
 /* Kernel, stride and padding the primitive gets. */
-static void conv_geom(const nn_net *net, const nn_layer *l, int64_t *k, dnnl_dims_t st, dnnl_dims_t pad) {
-  int c = conv_center_only(net, l);
-  *k = c ? 1 : l->k;
+static void conv_geom(const nn_net *net, const nn_layer *l, int64_t *kh, int64_t *kw, dnnl_dims_t st, dnnl_dims_t pad) {
+  int h, w, c = conv_taps(net, l, &h, &w);
+  *kh = h;
+  *kw = w;
   st[0] = st[1] = c ? 1 : l->stride;
   pad[0] = pad[1] = c ? 0 : l->pad;
 }
@@ -362,10 +371,10 @@ static int conv_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl
   nn_net *net = b->net;
   plan *p = b->p;
   nn_shape si = net->t.shapes[l->in], so = net->t.shapes[l->out];
-  int64_t k;
+  int64_t kh, kw;
   dnnl_dims_t sd, dd, st, pad;
-  conv_geom(net, l, &k, st, pad);
-  dnnl_dims_t wd = {l->cout, si.c, k, k};
+  conv_geom(net, l, &kh, &kw, st, pad);
+  dnnl_dims_t wd = {l->cout, si.c, kh, kw};
   dims4(sd, p->n, si);
   dims4(dd, p->n, so);
   dnnl_memory_desc_t smd, wmd, dmd, wplain;
@@ -397,15 +406,16 @@ static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_
   nn_net *net = b->net;
   plan *p = b->p;
   nn_shape si = net->t.shapes[l->in];
-  int64_t k;
+  int64_t kh, kw;
   dnnl_dims_t st, pad;
-  conv_geom(net, l, &k, st, pad);
-  dnnl_dims_t wd = {l->cout, si.c, k, k};
+  conv_geom(net, l, &kh, &kw, st, pad);
+  dnnl_dims_t wd = {l->cout, si.c, kh, kw};
+  int kh_, kw_;
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0);
   const dnnl_memory_desc_t *dmd = &p->vmd[l->out];
   dnnl_memory_desc_t wany, wplain;
   if (md_any(b, &wany, 4, wd) || conv_arena_md(b, l, &wplain) || diff_ready(b, l->out, 0)) return -1;
-  if (conv_center_only(net, l)) /* the taps that only see padding: zero gradients, never written */
+  if (conv_taps(net, l, &kh_, &kw_)) /* the taps that only see padding: zero gradients, never written */
     memset(net->grads + net->li[b->layer].poff, 0, net->li[b->layer].pcount * sizeof(float));
   dnnl_memory_t dy = p->dmem[l->out];
 

@@ -146,6 +146,9 @@ static void test_conv(void **state) {
   conv_case((nn_shape){1, 12, 12}, 6, 3, 1, 1, 5, 3);  /* 1 channel, partial batch (3 of 5) */
   conv_case((nn_shape){32, 1, 1}, 24, 3, 1, 1, 3, 3);  /* 1x1 input: only the centre tap (ResNet-18 on 28x28) */
   conv_case((nn_shape){7, 1, 1}, 9, 5, 2, 2, 2, 2);    /* the same, strided, 5x5 */
+  conv_case((nn_shape){19, 2, 2}, 21, 3, 2, 1, 3, 3);  /* 2x2 input to 1x1 output: 4 taps of 9 */
+  conv_case((nn_shape){4, 2, 3}, 5, 5, 1, 2, 2, 2);    /* 2x3 input, 5x5 with pad 2: not 1x1 out */
+  conv_case((nn_shape){4, 2, 3}, 5, 5, 3, 2, 2, 2);    /* 2x3 input to 1x1 output: 6 taps of 25 */
 }
 
 static void ref_bn(const lt *T, int relu, const float *gb, double *y, double *dx, double *dg, double *mean,
