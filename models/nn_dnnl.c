@@ -52,6 +52,8 @@ typedef struct {
   dnnl_memory_desc_t *vmd;       /* per value: layout chosen by its producer */
   dnnl_memory_t *vmem, *dmem, *dacc;
   int *writers;                  /* build state: consumers that wrote d(value) so far */
+  struct pbuf { void *ptr; size_t size; int used; } *pool; /* gradient buffers, reused once dead */
+  int npool, cappool;
   dnnl_memory_t y, dy;           /* plain output and its gradient (edges) */
   size_t scratch_size;
   dnnl_memory_t scratch;
@@ -267,6 +269,35 @@ static dnnl_memory_t value_as(bctx *b, int v, const dnnl_memory_desc_t *md) {
   return m;
 }
 
+/* A gradient buffer: a dead one of the plan if one is large enough (backward needs a value's
+   gradient only between its first consumer and its producer, so about half the memory goes). */
+static dnnl_memory_t diff_mem(bctx *b, const dnnl_memory_desc_t *md) {
+  plan *p = b->p;
+  size_t need = dnnl_memory_desc_get_size(md);
+  int best = -1;
+  for (int i = 0; i < p->npool; i++)
+    if (!p->pool[i].used && p->pool[i].size >= need && (best < 0 || p->pool[i].size < p->pool[best].size)) best = i;
+  if (best >= 0) {
+    p->pool[best].used = 1;
+    return mem_user(b, md, p->pool[best].ptr);
+  }
+  if (grow((void **)&p->pool, &p->cappool, p->npool + 1, sizeof(*p->pool))) {
+    snprintf(b->err, b->cap, "out of memory");
+    return NULL;
+  }
+  dnnl_memory_t m = mem_new(b, md);
+  if (m) p->pool[p->npool++] = (struct pbuf){ptr_of(m), need, 1};
+  return m;
+}
+
+/* Steps built after this may reuse m's buffer (each gradient memory is released once). */
+static void diff_release(plan *p, dnnl_memory_t m) {
+  if (!m) return;
+  void *h = ptr_of(m);
+  for (int i = 0; i < p->npool; i++)
+    if (p->pool[i].ptr == h) p->pool[i].used = 0;
+}
+
 /* Where a consumer's backward writes d(value v) in layout md. The first consumer (in backward order)
    writes the value's gradient, the second its accumulator; *tgt gets that memory (NULL when the
    gradient is not needed) and *wr the memory to write (a temporary when the layouts differ). */
@@ -274,7 +305,7 @@ static int diff_into(bctx *b, int v, const dnnl_memory_desc_t *md, dnnl_memory_t
   plan *p = b->p;
   *tgt = NULL;
   if (v == 0 && !b->net->o.need_dx) {
-    *wr = mem_new(b, md);
+    *wr = diff_mem(b, md);
     return *wr ? 0 : -1;
   }
   dnnl_memory_t *slot;
@@ -287,15 +318,17 @@ static int diff_into(bctx *b, int v, const dnnl_memory_desc_t *md, dnnl_memory_t
     return -1;
   }
   p->writers[v]++;
-  if (!*slot && !(*slot = mem_new(b, &p->vmd[v]))) return -1;
+  if (!*slot && !(*slot = (v == 0 ? mem_new(b, &p->vmd[v]) : diff_mem(b, &p->vmd[v])))) return -1;
   *tgt = *slot;
-  *wr = dnnl_memory_desc_equal(md, &p->vmd[v]) ? *slot : mem_new(b, md);
+  *wr = dnnl_memory_desc_equal(md, &p->vmd[v]) ? *slot : diff_mem(b, md);
   return *wr ? 0 : -1;
 }
 
 static int diff_done(bctx *b, dnnl_memory_t wr, dnnl_memory_t tgt) {
-  if (!tgt || wr == tgt) return 0;
-  return reorder_step(b, &b->p->bwd, NULL, wr, tgt);
+  if (wr == tgt) return 0;
+  int rc = tgt ? reorder_step(b, &b->p->bwd, NULL, wr, tgt) : 0;
+  diff_release(b->p, wr); /* a temporary, or a gradient nobody wants */
+  return rc;
 }
 
 /* d(value v) complete before its producer's backward reads it: adds the accumulator unless the
@@ -730,6 +763,7 @@ static void plan_free(plan *p) {
   free(p->dmem);
   free(p->dacc);
   free(p->writers);
+  free(p->pool);
   free(p);
 }
 
@@ -785,7 +819,7 @@ static int plan_build(bctx *b) {
   }
   if (p->full) {
     /* gradient edge, then the layers in reverse */
-    if (!(p->dmem[last] = mem_new(b, &p->vmd[last]))) goto out;
+    if (!(p->dmem[last] = diff_mem(b, &p->vmd[last]))) goto out;
     p->writers[last] = 1;
     if (dnnl_memory_desc_equal(&ymd, &p->vmd[last])) {
       p->dy = p->dmem[last];
@@ -805,6 +839,8 @@ static int plan_build(bctx *b) {
       case NN_ADD_RELU: r = add_bwd(b, l); break;
       }
       if (r) goto out;
+      diff_release(p, p->dmem[l->out]); /* its producer was the last to read it */
+      diff_release(p, p->dacc[l->out]);
     }
     b->layer = -1;
     if (net->o.need_dx && diff_ready(b, 0, 0)) goto out;
