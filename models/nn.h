@@ -43,8 +43,10 @@ int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, doubl
                 int *correct, char *err, size_t errcap);
 
 /* Contiguous arenas in the canonical plain layout, ordered by the order backward produces the
-   gradients (last layer first). Writing into the parameter arena is allowed (checkpoint resume):
-   nn_net_params marks the weights as changed. */
+   gradients (last layer first). Writing into the parameter arena is allowed (checkpoint resume,
+   a broadcast of rank 0's weights): nn_net_params marks the weights as changed, so call it after
+   writing through a pointer kept from before (nn_sgd_step marks them too). The gradients of
+   convolution taps that only ever see padding (a 3x3 convolution on a 1x1 input) are exactly zero. */
 float *nn_net_params(nn_net *net, size_t *count);
 float *nn_net_grads(nn_net *net, size_t *count);
 float *nn_net_momentum(nn_net *net, size_t *count);
