@@ -175,6 +175,19 @@ static void compare_model(const char *model) {
   assert_true(steps <= 64);
   snprintf(what, sizeof(what), "%s loss trajectory", model);
   ok &= close_enough(what, traj, ref, (size_t)steps, traj_tol);
+
+  /* inference is per image (running statistics): the batch in two uneven parts, each through a
+     plan of its own size, gives the same summed loss and hits as the whole batch */
+  double whole = 0, parts = 0;
+  int cw = 0, cp = 0, k = batch / 3 + 1;
+  if (nn_net_eval(net, x, labels, batch, &whole, &cw, err, sizeof(err)) ||
+      nn_net_eval(net, x, labels, k, &parts, &cp, err, sizeof(err)) ||
+      nn_net_eval(net, x + (size_t)k * cfg[0] * cfg[1] * cfg[2], labels + k, batch - k, &parts, &cp, err, sizeof(err)))
+    fail_msg("%s", err);
+  float fw = (float)whole, fp = (float)parts;
+  snprintf(what, sizeof(what), "%s eval of a batch in two parts", model);
+  ok &= close_enough(what, &fp, &fw, 1, 1e-5);
+  assert_int_equal(cw, cp);
   nn_net_destroy(net);
   unload(&f);
   if (!ok) fail();
@@ -193,6 +206,34 @@ static void test_resnet50_narrow(void **state) {
   compare_model("resnet50-w2");
 }
 
+/* Bad calls get an error, not a crash. */
+static void test_bad_input(void **state) {
+  (void)state;
+  nn_net_opts o = {.model = "resnet8-w8", .in_c = 3, .in_h = 11, .in_w = 13, .classes = 7, .batch = 4, .threads = 1, .seed = 1};
+  nn_net *net;
+  char err[256];
+  if (nn_net_create(&net, &o, err, sizeof(err))) fail_msg("%s", err);
+  float x[5 * 3 * 11 * 13] = {0}, loss;
+  int32_t labels[5] = {0, 1, 2, 3, 4};
+  int correct;
+  double ls = 0;
+  assert_int_equal(nn_net_train_step(net, x, labels, 5, &loss, &correct, NULL, err, sizeof(err)), -1);
+  assert_non_null(strstr(err, "batch"));
+  assert_int_equal(nn_net_train_step(net, x, labels, 0, &loss, &correct, NULL, err, sizeof(err)), -1);
+  labels[2] = 7;
+  assert_int_equal(nn_net_train_step(net, x, labels, 4, &loss, &correct, NULL, err, sizeof(err)), -1);
+  assert_non_null(strstr(err, "label 7"));
+  labels[2] = -1;
+  assert_int_equal(nn_net_eval(net, x, labels, 4, &ls, &correct, err, sizeof(err)), -1);
+  labels[2] = 2;
+  assert_int_equal(nn_net_eval(net, x, labels, 4, &ls, &correct, err, sizeof(err)), 0);
+  nn_net_destroy(net);
+  o.model = "resnet18";
+  o.in_h = 0;
+  assert_int_equal(nn_net_create(&net, &o, err, sizeof(err)), -1);
+  assert_null(net);
+}
+
 /* The comparison must notice a wrong gradient: corrupt one and check it is caught. */
 static void test_detects_corruption(void **state) {
   (void)state;
@@ -204,6 +245,7 @@ static void test_detects_corruption(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_resnet8_cifar), cmocka_unit_test(test_resnet18_narrow),
-                                     cmocka_unit_test(test_resnet50_narrow), cmocka_unit_test(test_detects_corruption)};
+                                     cmocka_unit_test(test_resnet50_narrow), cmocka_unit_test(test_bad_input),
+                                     cmocka_unit_test(test_detects_corruption)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
