@@ -9,6 +9,7 @@
 
 #include "bench.h"
 #include "coll.h"
+#include "emulate.h"
 #include "launch.h"
 #include "res.h"
 #include "topo.h"
@@ -142,7 +143,12 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       if (bench_parse_int(optarg, 1, 16, &o->streams)) return bench_usage_error(ar_usage, "--tcp-streams: '%s' is not 1..16", optarg);
       break;
     case O_MPIRUN: o->mpirun_args = optarg; break;
-    case O_EMU: o->emulate = optarg; break;
+    case O_EMU: {
+      uint64_t bps;
+      if (bench_emu_parse_rate(optarg, &bps)) return bench_usage_error(ar_usage, "--emulate: '%s' is not a rate (e.g. 500mbit, 1gbit, 10gbit)", optarg);
+      o->emulate = optarg;
+      break;
+    }
     case O_BIND: {
       topo_bind_kind k;
       char err[256];
