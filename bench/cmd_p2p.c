@@ -15,6 +15,7 @@
 
 #include "bench.h"
 #include "coll.h"
+#include "emulate.h"
 #include "launch.h"
 #include "res.h"
 #include "topo.h"
@@ -269,7 +270,13 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
       if (bench_parse_int(v, 1, 86400, &o->timeout_s))
         return bench_usage_error(p2p_usage, "bad --timeout '%s' (seconds)", v);
       break;
-    case O_EMULATE: o->emulate = v; break;
+    case O_EMULATE: {
+      uint64_t bps;
+      if (bench_emu_parse_rate(v, &bps))
+        return bench_usage_error(p2p_usage, "--emulate: '%s' is not a rate (e.g. 500mbit, 1gbit, 10gbit)", v);
+      o->emulate = v;
+      break;
+    }
     case O_MPIRUN: o->mpirun_args = v; break;
     case O_BIND: {
       topo_bind_kind k;
@@ -751,6 +758,9 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   all_ok[0] = oks[0];
   free(oks);
   if (!all_ok[0]) goto out; /* rank 0 said why */
+
+  /* the topology of every host, recorded by rank 0 (collective) */
+  if (bench_run_gather_hosts(&po.run, b)) goto out;
 
   /* every rank's binding, recorded by rank 0 */
   char *binds = malloc((size_t)size * sizeof bind_desc);

@@ -468,6 +468,7 @@ static void test_bad_flags(void **state) {
   expect_usage_error((char *[]){"-n", "0", NULL}, "-n");
   expect_usage_error((char *[]){"-n", "2", "--pairs", "0,2", NULL}, "3 ranks");
   expect_usage_error((char *[]){"--emulate", "1gbit", NULL}, "-n");
+  expect_usage_error((char *[]){"-n", "2", "--emulate", "fast", NULL}, "--emulate");
   expect_usage_error((char *[]){"stray", NULL}, "stray");
 }
 
