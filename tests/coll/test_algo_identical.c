@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -136,10 +139,26 @@ static int rank_main(void) {
   return fails || err ? 1 : 0;
 }
 
+/* A port the kernel just handed out, so that tests running at the same time do not collide
+ * on a port derived from the pid (it is closed again before rank 0 binds it: a small window). */
+static int free_port(void) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(s, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (s >= 0) close(s);
+  return port;
+}
+
 static void test_ranks(void **state) {
   int n = *(int *)*state;
   char port[16], tok[32];
-  snprintf(port, sizeof port, "%d", 21000 + (int)(getpid() % 20000) + n * 13);
+  int pn = free_port();
+  assert_true(pn > 0);
+  snprintf(port, sizeof port, "%d", pn);
   snprintf(tok, sizeof tok, "ident%d-%d", (int)getpid(), n);
   pid_t pids[16];
   for (int r = 0; r < n; r++) {
