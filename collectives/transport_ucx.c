@@ -27,7 +27,8 @@
 #define UCX_CTRL_HELLO 1u
 #define UCX_CTRL_CLOSE 2u
 #define UCX_CLOSE_TIMEOUT_MS 10000
-#define UCX_SPIN_US_DEFAULT 200 /* busy-poll this long without progress before sleeping */
+#define UCX_PURE_SPIN_US 2      /* idle this long: poll only; then also yield the core */
+#define UCX_SPIN_US_DEFAULT 200 /* idle this long: sleep on the worker's events */
 #define UCX_SLEEP_SLICE_MS 10   /* longest sleep between progress calls */
 
 enum { UREQ_PENDING = 1, UREQ_DONE = 2, UREQ_FAILED = 3 };
@@ -255,6 +256,12 @@ static int ucx_wait(ucx_tp *u, ucx_req **qs, int n, int timeout_ms, const char *
     }
     if (idle_since < 0) {
       idle_since = now;
+    } else if (now - idle_since <= UCX_PURE_SPIN_US / 1000.0) {
+      /* a message usually comes within microseconds: just poll */
+    } else if (now - idle_since <= u->spin_ms) {
+      /* still nothing: let a peer that waits for this core run (on a busy machine the
+       * message we wait for may be stuck behind us) */
+      sched_yield();
     } else if (u->efd >= 0 && now - idle_since > u->spin_ms) {
       /* idle for a while: sleep on the worker's events, so ranks that share cores with each
        * other (or with anything else) do not take each other's time slices */
