@@ -17,7 +17,27 @@
 
 #include <dnnl.h>
 #include <dnnl_debug.h>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
+
+/* oneDNN's Debian build runs on OpenMP: its thread count is the calling thread's OpenMP setting,
+   so it is set before every call (train-data may step from another thread than it created on). */
+static void set_threads(int n) {
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
+static int cores(void) {
+#ifdef _OPENMP
+  return omp_get_num_procs();
+#else
+  return 1;
+#endif
+}
 
 #define NN_BN_EPS 1e-5f
 #define NN_BN_MOMENTUM 0.1
@@ -1006,7 +1026,7 @@ static int check_batch(nn_net *net, const void *x, int n, char *err, size_t errc
 }
 
 static int forward(nn_net *net, plan *p, const float *x, int train, char *err, size_t errcap) {
-  omp_set_num_threads(net->o.threads);
+  set_threads(net->o.threads);
   if (dnnl_memory_set_data_handle(p->vmem[0], (void *)x) != dnnl_success) {
     snprintf(err, errcap, "oneDNN: cannot set the input buffer");
     return -1;
@@ -1138,7 +1158,7 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
   nn_net *net = calloc(1, sizeof(*net));
   if (!net) goto oom;
   net->o = *o;
-  if (net->o.threads == 0) net->o.threads = omp_get_num_procs();
+  if (net->o.threads == 0) net->o.threads = cores();
   /* private copy of the table */
   if (nn_table_init(&net->t, t->shapes[0].c, t->shapes[0].h, t->shapes[0].w)) goto oom;
   for (int i = 0; i < t->nlayers; i++)
@@ -1178,7 +1198,7 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
     snprintf(err, errcap, "oneDNN %s creating the CPU engine", dnnl_status2str(s));
     goto fail;
   }
-  omp_set_num_threads(net->o.threads);
+  set_threads(net->o.threads);
   if (!(net->main = plan_new(net, net->o.batch, 1, err, errcap))) goto fail;
   *out = net;
   return 0;
@@ -1241,7 +1261,7 @@ float *nn_net_buffers(nn_net *net, size_t *count) {
 
 void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) {
   if (!net || !o) return;
-  omp_set_num_threads(net->o.threads);
+  set_threads(net->o.threads);
   nn_sgd_apply(net->params, net->grads, net->mom, net->nparams, o);
   net->pver++;
 }
