@@ -6,7 +6,7 @@
 # fabench's figure includes its loader thread (data time); PyTorch's synthetic batch is resident.
 #
 # usage: scripts/bench-train-vs-torch.sh [--fabench PATH] [--repeats R] [--quick]
-#                                        [--only small|large] [--out DIR]
+#                                        [--only small|large] [--threads N] [--out DIR]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,6 +14,7 @@ root=$(dirname "$here")
 fabench="$root/build/fabench"
 repeats=3
 only=""
+only_threads=""
 out=""
 small_steps=30 small_warm=5 large_steps=8 large_warm=2
 usage() { sed -n '8,9p' "$0" | sed 's/^# //' >&2; exit 2; }
@@ -23,6 +24,7 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --quick) repeats=1 small_steps=10 small_warm=3 large_steps=3 large_warm=1; shift ;;
     --only) only=$2; shift 2 ;;
+    --threads) only_threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "bench-train-vs-torch: unknown option '$1'" >&2; usage ;;
@@ -70,6 +72,7 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" > "$out/load.txt"
 for cfg in "${configs[@]}"; do
   read -r model input classes batch threads target size <<< "$cfg"
   [ -n "$only" ] && [ "$only" != "$size" ] && continue
+  [ -n "$only_threads" ] && [ "$only_threads" != "$threads" ] && continue
   if [ "$size" = small ]; then steps=$small_steps warm=$small_warm; else steps=$large_steps warm=$large_warm; fi
   fb=() tv=()
   for r in $(seq 1 "$repeats"); do
