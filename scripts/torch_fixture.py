@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 STEPS = 10
+DRAWS = 16
 
 
 class Basic(nn.Module):
@@ -175,8 +176,8 @@ def record(name, data, dtype):
     return head + body
 
 
-def make(name, build, shape, classes, batch, sgd):
-    torch.manual_seed(1234)
+def draw(seed, build, shape, classes, batch):
+    torch.manual_seed(seed)
     model = build().double()
     with torch.no_grad():  # non-trivial BN affine parameters, so their gradients matter
         for m in model.modules():
@@ -186,6 +187,37 @@ def make(name, build, shape, classes, batch, sgd):
     x = torch.randn(batch, *shape, dtype=torch.float64)
     x = x.float().double()  # the C side gets exactly these float32 values
     labels = torch.randint(0, classes, (batch,))
+    return model, x, labels
+
+
+def relu_margin(model, x):
+    """Smallest |ReLU input| relative to its tensor's rms. An input within float32 rounding of zero
+    flips between implementations and changes the gradients by a finite step (a discontinuity, not
+    an error), so the fixture uses the draw where that is least likely."""
+    margins = []
+    relu = F.relu
+
+    def rec(t, *a, **k):
+        margins.append((t.abs() / t.pow(2).mean().sqrt()).min().item())
+        return relu(t, *a, **k)
+
+    F.relu = rec
+    try:
+        with torch.no_grad():
+            model.train()
+            model(x)
+    finally:
+        F.relu = relu
+    return min(margins)
+
+
+def make(name, build, shape, classes, batch, sgd):
+    best = max(range(1234, 1234 + DRAWS), key=lambda s: relu_margin(*draw(s, build, shape, classes, batch)[:2]))
+    model, x, labels = draw(best, build, shape, classes, batch)
+    margin = relu_margin(model, x)
+    for m in model.modules():  # the margin probe ran a training forward: reset the statistics
+        if isinstance(m, nn.BatchNorm2d):
+            m.reset_running_stats()
     mods = arena_modules(model, x)
     with torch.no_grad():
         for m in mods:  # weights rounded to float32 too, as the C side loads them
@@ -215,7 +247,7 @@ def make(name, build, shape, classes, batch, sgd):
         record("losses", r["losses"], 0),
     ]
     data = b"FBNNFIX1" + struct.pack("<I", len(recs)) + b"".join(recs)
-    return data, params0.numel(), r["losses"].tolist(), tol
+    return data, params0.numel(), r["losses"].tolist(), tol + [margin]
 
 
 def main():
@@ -227,8 +259,8 @@ def main():
         path = os.path.join(out, "nn_%s.bin" % case[0])
         with open(path, "wb") as f:
             f.write(data)
-        print("%s: %d parameters, %d bytes, losses %.4f .. %.4f, tolerances %.2g (tensors) %.2g (trajectory)"
-              % (path, n, len(data), losses[0], losses[-1], tol[0], tol[1]))
+        print("%s: %d parameters, %d bytes, losses %.4f .. %.4f, tolerances %.2g (tensors) %.2g (trajectory), "
+              "ReLU margin %.1e" % (path, n, len(data), losses[0], losses[-1], tol[0], tol[1], tol[2]))
 
 
 if __name__ == "__main__":

@@ -147,6 +147,7 @@ static void test_conv(void **state) {
   conv_case((nn_shape){32, 1, 1}, 24, 3, 1, 1, 3, 3);  /* 1x1 input: only the centre tap (ResNet-18 on 28x28) */
   conv_case((nn_shape){7, 1, 1}, 9, 5, 2, 2, 2, 2);    /* the same, strided, 5x5 */
   conv_case((nn_shape){19, 2, 2}, 21, 3, 2, 1, 3, 3);  /* 2x2 input to 1x1 output: 4 taps of 9 */
+  conv_case((nn_shape){16, 2, 2}, 16, 3, 2, 1, 16, 16); /* the same in ResNet-50-w2 on 32x32 */
   conv_case((nn_shape){4, 2, 3}, 5, 5, 1, 2, 2, 2);    /* 2x3 input, 5x5 with pad 2: not 1x1 out */
   conv_case((nn_shape){4, 2, 3}, 5, 5, 3, 2, 2, 2);    /* 2x3 input to 1x1 output: 6 taps of 25 */
 }

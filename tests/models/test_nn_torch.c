@@ -114,7 +114,7 @@ static int close_enough(const char *what, const float *got, const float *ref, si
   return 1;
 }
 
-static void compare_model(const char *model) {
+static void compare_model(const char *model, int threads) {
   char path[512], err[256];
   const char *src = getenv("FABENCH_SRC");
   snprintf(path, sizeof(path), "%s/tests/models/fixtures/nn_%s.bin", src ? src : ".", model);
@@ -126,7 +126,7 @@ static void compare_model(const char *model) {
   const int32_t *cfg = cr->data;
   int batch = cfg[4], steps = cfg[5], classes = cfg[3];
   nn_net_opts o = {.model = model, .in_c = cfg[0], .in_h = cfg[1], .in_w = cfg[2], .classes = classes,
-                   .batch = batch, .threads = 0, .seed = 1};
+                   .batch = batch, .threads = threads, .seed = 1};
   nn_net *net;
   if (nn_net_create(&net, &o, err, sizeof(err))) fail_msg("%s", err);
   size_t np, nb;
@@ -195,15 +195,15 @@ static void compare_model(const char *model) {
 
 static void test_resnet8_cifar(void **state) {
   (void)state;
-  compare_model("resnet8-w8");
+  compare_model("resnet8-w8", 1);
 }
 static void test_resnet18_narrow(void **state) {
   (void)state;
-  compare_model("resnet18-w4");
+  compare_model("resnet18-w4", 2); /* also the threaded paths */
 }
 static void test_resnet50_narrow(void **state) {
   (void)state;
-  compare_model("resnet50-w2");
+  compare_model("resnet50-w2", 1);
 }
 
 /* Bad calls get an error, not a crash. */
