@@ -6,6 +6,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 #define TCP_HELLO_MAGIC 0x46425448u /* "FBTH" */
 #define TCP_STRIPE_MIN (128u * 1024u) /* smaller messages use one connection */
 #define TCP_MAX_STREAMS 16
-#define TCP_SPIN 200 /* progress attempts before sleeping in poll */
+#define TCP_SPIN 200 /* progress attempts before sleeping in poll, when cores allow */
 
 typedef struct {
   uint32_t magic, tag;
@@ -64,6 +65,7 @@ typedef struct {
   tcp_part *free_parts;
   struct pollfd *pfds;
   tcp_conn **pconns;
+  int spin;          /* idle progress attempts before poll: 0 when ranks outnumber cores */
   int dead;          /* a connection failed: every later call fails with this message */
   char dead_msg[512];
 } tcp_transport;
@@ -305,7 +307,7 @@ static int tcp_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, c
       idle = 0;
       continue;
     }
-    if (++idle < TCP_SPIN) continue;
+    if (++idle < t->spin) continue;
     double now = coll_sock_now();
     if (now >= deadline) {
       const tcp_req *q = (tcp_req *)&r[first];
@@ -402,6 +404,13 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
     t->conns[i].fd = -1;
     t->conns[i].peer = i / t->streams;
   }
+  /* Spinning is cheap latency while every rank has a core; when ranks outnumber the cores a
+   * spinning rank steals the time its peer needs to answer, so sleep in poll at once. */
+  int local = 0;
+  for (int r = 0; r < n; r++) local += !strcmp(cm->hosts[r], cm->hosts[me]);
+  cpu_set_t cs;
+  int ncpu = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 1;
+  t->spin = local <= ncpu ? TCP_SPIN : 0;
   const char *bufenv = getenv("FABENCH_TCP_SOCKBUF");
   int sockbuf = bufenv ? atoi(bufenv) : 0; /* 0: the kernel's autotuning */
 
