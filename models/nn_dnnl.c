@@ -915,6 +915,7 @@ static plan *plan_new(nn_net *net, int n, int full, char *err, size_t errcap) {
 /* The plan for batch n: the main one, or a cached one built on first use (partial batches, eval). */
 static plan *plan_for(nn_net *net, int n, int full, char *err, size_t errcap) {
   net->clock++;
+  set_threads(net->o.threads); /* primitives are laid out for the thread count they are made with */
   if (n == net->o.batch) return net->main;
   int free_slot = -1, oldest = -1;
   for (int i = 0; i < NN_MAX_PLANS; i++) {
