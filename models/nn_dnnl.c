@@ -791,7 +791,7 @@ static int plan_build(bctx *b) {
   nn_net *net = b->net;
   plan *p = b->p;
   const nn_table *t = &net->t;
-  int nl = t->nlayers, nv = t->nvalues, last = t->layers[nl - 1].out;
+  int nl = t->nlayers, last = t->layers[nl - 1].out;
   b->layer = -1;
   dnnl_dims_t xd;
   dims4(xd, p->n, t->shapes[0]);
@@ -878,7 +878,6 @@ static int plan_build(bctx *b) {
       step *s = &lists[k]->v[i];
       if (s->kind == K_PRIM && s->scratch && p->scratch) s->args[s->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->scratch};
     }
-  (void)nv;
   rc = 0;
 out:
   if (fpd)
@@ -942,7 +941,7 @@ static plan *plan_for(nn_net *net, int n, int full, char *err, size_t errcap) {
 /* ------------------------------------------------------------------------------------------------
  * execution */
 
-static int run_list(nn_net *net, const steplist *l, char *err, size_t errcap) {
+static int run_list(nn_net *net, steplist *l, char *err, size_t errcap) {
   for (int i = 0; i < l->n; i++) {
     step *s = &l->v[i];
     size_t n = s->n;
