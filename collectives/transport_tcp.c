@@ -307,7 +307,12 @@ static int tcp_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, c
       idle = 0;
       continue;
     }
-    if (++idle < t->spin) continue;
+    /* spin a little, then spin yielding the core (a peer waiting for it can answer), then
+     * sleep in poll */
+    if (++idle < t->spin) {
+      if (idle > TCP_SPIN / 8) sched_yield();
+      continue;
+    }
     double now = coll_sock_now();
     if (now >= deadline) {
       const tcp_req *q = (tcp_req *)&r[first];
