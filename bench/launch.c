@@ -92,24 +92,25 @@ static void vec_free(launch_vec *a) {
   memset(a, 0, sizeof *a);
 }
 
-/* The variables the launcher sets; copies of the caller's are dropped. */
+/* The variables the launcher sets; copies of the caller's are dropped. The last two are set
+ * only under emulation: otherwise the user's UCX_NET_DEVICES is theirs to keep. */
 static const char *const launch_keys[] = {
     "FABENCH_RANK", "FABENCH_WORLD_SIZE", "FABENCH_LOCAL_RANK", "FABENCH_ROOT",
     "FABENCH_TOKEN", "FABENCH_LAUNCHER", "FABENCH_TIMEOUT_S", "FABENCH_BIND_ADDR",
-    "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", "UCX_NET_DEVICES",
-    "PMIX_MCA_ptl_tcp_if_include", NULL};
+    "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", NULL};
+static const char *const launch_emu_keys[] = {"UCX_NET_DEVICES", "PMIX_MCA_ptl_tcp_if_include", NULL};
 
-static int launch_is_key(const char *kv) {
-  for (int i = 0; launch_keys[i]; i++) {
-    size_t l = strlen(launch_keys[i]);
-    if (!strncmp(kv, launch_keys[i], l) && kv[l] == '=') return 1;
+static int launch_in(const char *kv, const char *const *keys) {
+  for (int i = 0; keys[i]; i++) {
+    size_t l = strlen(keys[i]);
+    if (!strncmp(kv, keys[i], l) && kv[l] == '=') return 1;
   }
   return 0;
 }
 
-static void env_base(launch_vec *env) {
+static void env_base(launch_vec *env, int emulating) {
   for (char **e = environ; e && *e; e++)
-    if (!launch_is_key(*e)) vec_push(env, *e);
+    if (!launch_in(*e, launch_keys) && !(emulating && launch_in(*e, launch_emu_keys))) vec_push(env, *e);
 }
 
 /* ---- bench_launch_strip ---- */
@@ -467,7 +468,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
   int set_ucx_tls = emu && (!ucx_tls || !*ucx_tls);
 
   if (mpirun) {
-    env_base(&env);
+    env_base(&env, emu != NULL);
     vec_pushf(&env, "FABENCH_TOKEN=%s", token);
     vec_pushf(&env, "FABENCH_TIMEOUT_S=%d", o->timeout_s);
     vec_push(&env, "FABENCH_LAUNCHER=1");
@@ -500,7 +501,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
   int started = 0;
   for (int r = 0; r < o->n; r++) {
     launch_vec e = {0}, a = {0};
-    env_base(&e);
+    env_base(&e, emu != NULL);
     vec_pushf(&e, "FABENCH_RANK=%d", r);
     vec_pushf(&e, "FABENCH_WORLD_SIZE=%d", o->n);
     vec_pushf(&e, "FABENCH_LOCAL_RANK=%d", r);
