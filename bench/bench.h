@@ -42,6 +42,21 @@ int bench_run_begin(bench_run *r, const char *out, const char *command, int argc
  * run.json. Collective over the boot world; r is rank 0's run (ignored on other ranks). */
 struct coll_boot;
 int bench_run_gather_hosts(bench_run *r, struct coll_boot *b);
+/* Binds this rank as `how` (--bind) asks, among the ranks on its host; desc gets what it got
+ * ("none" when how is NULL or "none"). 0, or -1 after reporting the error. */
+int bench_bind_rank(struct coll_boot *b, const char *how, char *desc, size_t cap);
+/* The world every multi-rank command records (collective over the boot world): every host's
+ * topology (bench_run_gather_hosts), and on rank 0 run.json's ranks, host_count, bootstrap,
+ * rank_hosts, library_versions, emulation, an empty "fabrics" object for the transports, and
+ * each rank's binding. 0, or -1 after reporting the error. */
+int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc);
+/* -n N: runs this command again as N local ranks (argv without -n/--emulate) and returns the
+ * run's exit status. Refused inside a rank that a launcher started. */
+int bench_relaunch(int argc, char **argv, int n, int use_mpirun, const char *mpirun_args,
+                   const char *emulate, int timeout_s);
+/* Message sizes min, min*f, ... up to max, rounded up to whole elements of esize bytes
+ * (duplicates dropped). Returns the count and a malloc'd array, or -1. */
+int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **out);
 /* Writes run.json (can be called again to update it) . */
 int bench_run_write(bench_run *r);
 void bench_run_end(bench_run *r);

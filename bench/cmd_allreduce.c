@@ -10,7 +10,6 @@
 #include "bench.h"
 #include "coll.h"
 #include "emulate.h"
-#include "launch.h"
 #include "res.h"
 #include "topo.h"
 
@@ -325,13 +324,6 @@ static void ar_header(const ar_ctx *x) {
   fflush(stdout);
 }
 
-/* Sizes: min, min*f, ... up to max (bytes rounded to whole elements). */
-static uint64_t ar_next_size(uint64_t s, double f, size_t esize) {
-  if (s == 0) return esize;
-  uint64_t n = (uint64_t)ceil((double)s * f);
-  return n > s ? n : s + 1;
-}
-
 static int ar_sweep_comm(ar_ctx *x, coll_comm *c, coll_transport_kind tk, int *wrong_total) {
   const ar_opts *o = x->o;
   coll_err e = {{0}};
@@ -356,10 +348,15 @@ static int ar_sweep_comm(ar_ctx *x, coll_comm *c, coll_transport_kind tk, int *w
         coll_dtype dt = o->dtypes[d];
         coll_op op = o->ops[p];
         size_t es = coll_dtype_size(dt);
-        for (uint64_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes = ar_next_size(bytes, o->step, es)) {
-          size_t count = (size_t)bytes / es;
-          size_t nbytes = count * es;
-          if (bytes && !count) continue;
+        uint64_t *sizes = NULL;
+        int nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->step, es, &sizes);
+        if (nsizes < 0) {
+          rc = bench_error("out of memory");
+          break;
+        }
+        for (int si = 0; si < nsizes; si++) {
+          uint64_t bytes = sizes[si];
+          size_t count = (size_t)bytes / es, nbytes = (size_t)bytes;
           if (x->progress)
             fprintf(stderr, "\r%-60s", ""), fprintf(stderr, "\r[%s/%s %s %s %zu B]", coll_transport_name(tk), aname, coll_dtype_name(dt), coll_op_name(op), nbytes);
           coll_pattern_fill(buf, count, dt, op, x->rank, (uint64_t)o->seed);
@@ -421,6 +418,7 @@ static int ar_sweep_comm(ar_ctx *x, coll_comm *c, coll_transport_kind tk, int *w
             break;
           }
         }
+        free(sizes);
       }
   }
   if (x->progress) fprintf(stderr, "\r%-60s\r", "");
@@ -437,15 +435,10 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   x.rank = coll_boot_rank(x.boot);
   x.size = coll_boot_size(x.boot);
   int rc = 0;
-  char bind_desc[256] = "none";
-  if (o->bind && strcmp(o->bind, "none")) {
-    char err[256];
-    int local_size = 0;
-    for (int r = 0; r < x.size; r++) local_size += !strcmp(coll_boot_host(x.boot, r), coll_boot_host(x.boot, x.rank));
-    if (topo_bind(o->bind, coll_boot_local_rank(x.boot), local_size, NULL, bind_desc, sizeof bind_desc, err, sizeof err)) {
-      rc = bench_error("rank %d (%s): --bind %s: %s", x.rank, coll_boot_host(x.boot, x.rank), o->bind, err);
-      goto out;
-    }
+  char bind_desc[256];
+  if (bench_bind_rank(x.boot, o->bind, bind_desc, sizeof bind_desc)) {
+    rc = 1;
+    goto out;
   }
   if (x.rank == 0) {
     x.progress = isatty(2);
@@ -458,39 +451,11 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       rc = bench_error("%s", err);
       goto out;
     }
-    cJSON *m = x.run.meta;
-    cJSON_AddNumberToObject(m, "ranks", x.size);
-    cJSON_AddNumberToObject(m, "host_count", coll_boot_host_count(x.boot));
-    cJSON_AddStringToObject(m, "bootstrap", coll_boot_kind_name(x.boot));
-    cJSON *hosts = cJSON_AddArrayToObject(m, "rank_hosts");
-    for (int r = 0; r < x.size; r++) cJSON_AddItemToArray(hosts, cJSON_CreateString(coll_boot_host(x.boot, r)));
-    char vers[512];
-    coll_versions(vers, sizeof vers);
-    cJSON_AddStringToObject(m, "library_versions", vers);
-    if (getenv("FABENCH_EMU_RATE")) cJSON_AddStringToObject(m, "emulated_rate", getenv("FABENCH_EMU_RATE"));
-    cJSON_AddItemToObject(m, "fabrics", cJSON_CreateObject());
-    cJSON_AddItemToObject(m, "binding", cJSON_CreateArray());
-    bench_run_write(&x.run);
     ar_header(&x);
   }
-  if (bench_run_gather_hosts(&x.run, x.boot)) {
+  if (bench_run_world(&x.run, x.boot, bind_desc)) {
     rc = 1;
     goto out;
-  }
-  /* every rank's binding, recorded by rank 0 */
-  {
-    char mine[256], *all = malloc((size_t)x.size * sizeof mine);
-    snprintf(mine, sizeof mine, "%s", bind_desc);
-    if (!all || coll_boot_allgather(x.boot, all, mine, sizeof mine, &e)) {
-      free(all);
-      rc = all ? ar_fail(&e) : 1;
-      goto out;
-    }
-    if (x.rank == 0) {
-      cJSON *b = cJSON_GetObjectItem(x.run.meta, "binding");
-      for (int r = 0; r < x.size; r++) cJSON_AddItemToArray(b, cJSON_CreateString(all + (size_t)r * sizeof mine));
-    }
-    free(all);
   }
   int wrong = 0;
   for (int t = 0; t < o->ntransports && !rc; t++) {
@@ -530,18 +495,9 @@ int bench_cmd_allreduce(int argc, char **argv) {
   int rc = ar_parse(&o, argc, argv);
   if (rc) return rc == 1 ? 0 : rc; /* 1: --help */
   if (o.nranks > 0) {
-    if (getenv("FABENCH_LAUNCHER")) return bench_error("-n given to a rank that a launcher started");
-    char **rargv = calloc((size_t)argc + 1, sizeof *rargv);
-    if (!rargv) return bench_error("out of memory");
-    for (int i = 0; i < argc; i++) rargv[i] = argv[i];
-    bench_launch_strip(argc, rargv);
     int use_mpirun = 0;
     for (int i = 0; i < o.ntransports; i++) use_mpirun |= o.transports[i] == COLL_MPI;
-    bench_launch_opts lo = {.n = o.nranks, .use_mpirun = use_mpirun, .mpirun_args = o.mpirun_args,
-                            .emulate = o.emulate, .timeout_s = (int)o.timeout_s};
-    rc = bench_launch(&lo, rargv);
-    free(rargv);
-    return rc;
+    return bench_relaunch(argc, argv, o.nranks, use_mpirun, o.mpirun_args, o.emulate, (int)o.timeout_s);
   }
   return ar_rank_main(&o, argc, argv);
 }

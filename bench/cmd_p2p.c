@@ -16,7 +16,6 @@
 #include "bench.h"
 #include "coll.h"
 #include "emulate.h"
-#include "launch.h"
 #include "res.h"
 #include "topo.h"
 
@@ -306,26 +305,6 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
   if (o->emulate && !o->nranks)
     return bench_usage_error(p2p_usage, "--emulate needs -n N (ranks started by fabench)");
   return 0;
-}
-
-/* The sizes swept: min, min*f, ... up to max (each step at least one byte more). */
-static int p2p_sizes(const p2p_opts *o, uint64_t **out) {
-  int n = 0, cap = 16;
-  uint64_t *v = malloc(sizeof *v * (size_t)cap);
-  if (!v) return -1;
-  for (double s = (double)o->min_bytes; s <= (double)o->max_bytes + 0.5;) {
-    uint64_t b = (uint64_t)llround(s);
-    if (n == cap) {
-      uint64_t *w = realloc(v, sizeof *v * (size_t)(cap *= 2));
-      if (!w) return free(v), -1;
-      v = w;
-    }
-    v[n++] = b;
-    double next = s * o->step_factor;
-    s = next < (double)b + 1 ? (double)b + 1 : next;
-  }
-  *out = v;
-  return n;
 }
 
 /* ---- the data: a seeded pattern per (sender, receiver, size), checked by the receiver ---- */
@@ -693,19 +672,9 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     rc = 2;
     goto out;
   }
-  char bind_desc[256] = "none";
-  if (o->bind && strcmp(o->bind, "none")) {
-    char err[256];
-    int local_size = 0;
-    for (int r = 0; r < size; r++)
-      local_size += !strcmp(coll_boot_host(b, r), coll_boot_host(b, rank));
-    if (topo_bind(o->bind, coll_boot_local_rank(b), local_size, NULL, bind_desc, sizeof bind_desc,
-                  err, sizeof err)) {
-      bench_error("rank %d (%s): --bind %s: %s", rank, coll_boot_host(b, rank), o->bind, err);
-      goto out;
-    }
-  }
-  int nsizes = p2p_sizes(o, &sizes);
+  char bind_desc[256];
+  if (bench_bind_rank(b, o->bind, bind_desc, sizeof bind_desc)) goto out;
+  int nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->step_factor, 1, &sizes);
   if (nsizes <= 0) {
     bench_error("out of memory");
     goto out;
@@ -759,36 +728,13 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   free(oks);
   if (!all_ok[0]) goto out; /* rank 0 said why */
 
-  /* the topology of every host, recorded by rank 0 (collective) */
-  if (bench_run_gather_hosts(&po.run, b)) goto out;
-
-  /* every rank's binding, recorded by rank 0 */
-  char *binds = malloc((size_t)size * sizeof bind_desc);
-  if (!binds || coll_boot_allgather(b, binds, bind_desc, sizeof bind_desc, &e)) {
-    bench_error("%s", binds ? e.msg : "out of memory");
-    free(binds);
-    goto out;
-  }
+  /* every host's topology and every rank's binding, recorded by rank 0 (collective) */
+  if (bench_run_world(&po.run, b, bind_desc)) goto out;
 
   cJSON *meta = NULL, *fabrics = NULL;
   if (rank == 0) {
-    /* the fields every command records, as `fabench allreduce` does */
     cJSON *m = po.run.meta;
-    cJSON_AddNumberToObject(m, "ranks", size);
-    cJSON_AddNumberToObject(m, "host_count", coll_boot_host_count(b));
-    cJSON_AddStringToObject(m, "bootstrap", coll_boot_kind_name(b));
-    cJSON *hosts = cJSON_AddArrayToObject(m, "rank_hosts");
-    for (int r = 0; r < size; r++) cJSON_AddItemToArray(hosts, cJSON_CreateString(coll_boot_host(b, r)));
-    char vers[512];
-    coll_versions(vers, sizeof vers);
-    cJSON_AddStringToObject(m, "library_versions", vers);
-    const char *emu = getenv("FABENCH_FABRIC"), *rate = getenv("FABENCH_EMU_RATE");
-    if (emu && *emu) cJSON_AddStringToObject(m, "emulated_fabric", emu);
-    if (rate && *rate) cJSON_AddStringToObject(m, "emulated_rate", rate);
-    fabrics = cJSON_AddObjectToObject(m, "fabrics");
-    cJSON *bd = cJSON_AddArrayToObject(m, "binding");
-    for (int r = 0; r < size; r++)
-      cJSON_AddItemToArray(bd, cJSON_CreateString(binds + (size_t)r * sizeof bind_desc));
+    fabrics = cJSON_GetObjectItem(m, "fabrics");
     meta = cJSON_AddObjectToObject(m, "p2p");
     cJSON_AddStringToObject(meta, "pairs", o->pairs_all ? "all" : "one");
     if (!o->pairs_all) {
@@ -807,7 +753,6 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     cJSON_AddStringToObject(meta, "status", "running");
     bench_run_write(&po.run);
   }
-  free(binds);
 
   for (int t = 0; t < o->ntransports; t++) {
     coll_comm_opts co = {.transport = o->transports[t],
@@ -870,20 +815,7 @@ int bench_cmd_p2p(int argc, char **argv) {
   if (prc) return prc;
 
   /* -n N: start the ranks here (unless we are one of them already) */
-  if (o.nranks) {
-    if (getenv("FABENCH_LAUNCHER")) return bench_error("-n given to a rank that a launcher started");
-    char **rank_argv = calloc((size_t)argc + 1, sizeof *rank_argv);
-    if (!rank_argv) return bench_error("out of memory");
-    for (int i = 0; i < argc; i++) rank_argv[i] = argv[i];
-    bench_launch_strip(argc, rank_argv);
-    bench_launch_opts lo = {.n = (int)o.nranks,
-                            .use_mpirun = o.want_mpi,
-                            .mpirun_args = o.mpirun_args,
-                            .emulate = o.emulate,
-                            .timeout_s = (int)o.timeout_s};
-    int rc = bench_launch(&lo, rank_argv);
-    free(rank_argv);
-    return rc;
-  }
+  if (o.nranks)
+    return bench_relaunch(argc, argv, (int)o.nranks, o.want_mpi, o.mpirun_args, o.emulate, (int)o.timeout_s);
   return p2p_rank_main(&o, argc, argv);
 }

@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "coll.h"
+#include "launch.h"
 #include "res.h"
 #include "topo.h"
 
@@ -237,4 +238,86 @@ out:
   free(xml);
   free(xmls);
   return rc;
+}
+
+int bench_bind_rank(struct coll_boot *b, const char *how, char *desc, size_t cap) {
+  snprintf(desc, cap, "none");
+  if (!how || !strcmp(how, "none")) return 0;
+  int me = coll_boot_rank(b), local_size = 0;
+  for (int r = 0; r < coll_boot_size(b); r++)
+    local_size += !strcmp(coll_boot_host(b, r), coll_boot_host(b, me));
+  char err[256];
+  if (topo_bind(how, coll_boot_local_rank(b), local_size, NULL, desc, cap, err, sizeof err)) {
+    bench_error("rank %d (%s): --bind %s: %s", me, coll_boot_host(b, me), how, err);
+    return -1;
+  }
+  return 0;
+}
+
+int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {
+  if (bench_run_gather_hosts(r, b)) return -1;
+  int n = coll_boot_size(b);
+  char mine[256], *all = malloc((size_t)n * sizeof mine);
+  coll_err e = {{0}};
+  snprintf(mine, sizeof mine, "%s", bind_desc);
+  if (!all || coll_boot_allgather(b, all, mine, sizeof mine, &e)) {
+    bench_error("%s", all ? e.msg : "out of memory");
+    free(all);
+    return -1;
+  }
+  if (coll_boot_rank(b) == 0) {
+    cJSON *m = r->meta;
+    cJSON_AddNumberToObject(m, "ranks", n);
+    cJSON_AddNumberToObject(m, "host_count", coll_boot_host_count(b));
+    cJSON_AddStringToObject(m, "bootstrap", coll_boot_kind_name(b));
+    cJSON *hosts = cJSON_AddArrayToObject(m, "rank_hosts");
+    for (int k = 0; k < n; k++) cJSON_AddItemToArray(hosts, cJSON_CreateString(coll_boot_host(b, k)));
+    char vers[512];
+    coll_versions(vers, sizeof vers);
+    cJSON_AddStringToObject(m, "library_versions", vers);
+    const char *fab = getenv("FABENCH_FABRIC"), *rate = getenv("FABENCH_EMU_RATE");
+    if (fab && *fab) cJSON_AddStringToObject(m, "emulated_fabric", fab);
+    if (rate && *rate) cJSON_AddStringToObject(m, "emulated_rate", rate);
+    cJSON_AddObjectToObject(m, "fabrics");
+    cJSON *bd = cJSON_AddArrayToObject(m, "binding");
+    for (int k = 0; k < n; k++) cJSON_AddItemToArray(bd, cJSON_CreateString(all + (size_t)k * sizeof mine));
+    bench_run_write(r);
+  }
+  free(all);
+  return 0;
+}
+
+int bench_relaunch(int argc, char **argv, int n, int use_mpirun, const char *mpirun_args,
+                   const char *emulate, int timeout_s) {
+  if (getenv("FABENCH_LAUNCHER")) return bench_error("-n given to a rank that a launcher started");
+  char **rargv = calloc((size_t)argc + 1, sizeof *rargv);
+  if (!rargv) return bench_error("out of memory");
+  for (int i = 0; i < argc; i++) rargv[i] = argv[i];
+  bench_launch_strip(argc, rargv);
+  bench_launch_opts lo = {.n = n, .use_mpirun = use_mpirun, .mpirun_args = mpirun_args,
+                          .emulate = emulate, .timeout_s = timeout_s};
+  int rc = bench_launch(&lo, rargv);
+  free(rargv);
+  return rc;
+}
+
+int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **out) {
+  size_t cap = 64, n = 0;
+  uint64_t *v = malloc(cap * sizeof *v);
+  if (!v) return -1;
+  for (uint64_t s = min; s <= max;) {
+    uint64_t b = esize ? (s + esize - 1) / esize * esize : s;
+    if (b <= max && (n == 0 || v[n - 1] != b)) {
+      if (n == cap) {
+        uint64_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+        if (!nv) return free(v), -1;
+        v = nv;
+      }
+      v[n++] = b;
+    }
+    uint64_t next = s == 0 ? (esize ? esize : 1) : (uint64_t)ceil((double)s * f);
+    s = next > s ? next : s + 1;
+  }
+  *out = v;
+  return (int)n;
 }
