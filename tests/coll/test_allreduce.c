@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -176,8 +179,16 @@ static int child_main(const test_cfg *cfg) {
 static int run_group(const test_cfg *cfg, int n) {
   pid_t pids[64];
   int np = 0;
+  /* a port the kernel just handed out, so concurrent tests do not collide */
   char port[16];
-  snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000) + n * 7);
+  {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) || getsockname(s, (struct sockaddr *)&a, &l)) return -1;
+    close(s);
+    snprintf(port, sizeof port, "%d", ntohs(a.sin_port));
+  }
   if (!strcmp(cfg->transport, "mpi")) {
 #ifdef FABENCH_MPIRUN
     pid_t p = fork();
