@@ -156,21 +156,39 @@ static int tcp_irecv(coll_transport *tp, int peer, void *buf, size_t bytes, uint
   return tcp_post(tp, peer, buf, bytes, tag, r, 0, e);
 }
 
+/* What is left of a part on the wire: its header's rest, then its payload's rest. */
+static int tcp_part_iov(tcp_part *p, struct iovec iov[2]) {
+  int n = 0;
+  if (p->hdr_done < sizeof p->hdr) {
+    iov[n].iov_base = (char *)&p->hdr + p->hdr_done;
+    iov[n++].iov_len = sizeof p->hdr - p->hdr_done;
+  }
+  if (p->done < p->len) {
+    iov[n].iov_base = p->buf + p->done;
+    iov[n++].iov_len = p->len - p->done;
+  }
+  return n;
+}
+
+static void tcp_part_advance(tcp_part *p, size_t bytes) {
+  size_t h = sizeof p->hdr - p->hdr_done;
+  if (bytes >= h) {
+    p->hdr_done = sizeof p->hdr;
+    p->done += bytes - h;
+  } else {
+    p->hdr_done += bytes;
+  }
+}
+
+static int tcp_part_done(const tcp_part *p) { return p->hdr_done == sizeof p->hdr && p->done == p->len; }
+
 /* Writes as much of the connection's send queue as the socket takes. 1: progressed. */
 static int tcp_progress_send(tcp_transport *t, tcp_conn *c, coll_err *e, int *err) {
   int moved = 0;
   while (c->sq) {
     tcp_part *p = c->sq;
     struct iovec iov[2];
-    int n = 0;
-    if (p->hdr_done < sizeof p->hdr) {
-      iov[n].iov_base = (char *)&p->hdr + p->hdr_done;
-      iov[n++].iov_len = sizeof p->hdr - p->hdr_done;
-    }
-    if (p->done < p->len) {
-      iov[n].iov_base = p->buf + p->done;
-      iov[n++].iov_len = p->len - p->done;
-    }
+    int n = tcp_part_iov(p, iov);
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t w = n ? sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
     if (w < 0) {
@@ -180,14 +198,8 @@ static int tcp_progress_send(tcp_transport *t, tcp_conn *c, coll_err *e, int *er
       return moved;
     }
     moved = 1;
-    size_t ww = (size_t)w, h = sizeof p->hdr - p->hdr_done;
-    if (ww >= h) {
-      p->hdr_done = sizeof p->hdr;
-      p->done += ww - h;
-    } else {
-      p->hdr_done += ww;
-    }
-    if (p->hdr_done < sizeof p->hdr || p->done < p->len) return moved; /* socket full */
+    tcp_part_advance(p, (size_t)w);
+    if (!tcp_part_done(p)) return moved; /* socket full */
     c->sq = p->next;
     if (!c->sq) c->sq_tail = NULL;
     p->req->parts_left--;
@@ -201,15 +213,7 @@ static int tcp_progress_recv(tcp_transport *t, tcp_conn *c, coll_err *e, int *er
   while (c->rq) {
     tcp_part *p = c->rq;
     struct iovec iov[2];
-    int n = 0;
-    if (p->hdr_done < sizeof p->hdr) {
-      iov[n].iov_base = (char *)&p->hdr + p->hdr_done;
-      iov[n++].iov_len = sizeof p->hdr - p->hdr_done;
-    }
-    if (p->done < p->len) {
-      iov[n].iov_base = p->buf + p->done;
-      iov[n++].iov_len = p->len - p->done;
-    }
+    int n = tcp_part_iov(p, iov);
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t r = recvmsg(c->fd, &mh, MSG_DONTWAIT);
     if (r == 0) {
@@ -224,14 +228,8 @@ static int tcp_progress_recv(tcp_transport *t, tcp_conn *c, coll_err *e, int *er
       return moved;
     }
     moved = 1;
-    size_t rr = (size_t)r, h = sizeof p->hdr - p->hdr_done;
     int hdr_was_partial = p->hdr_done < sizeof p->hdr;
-    if (rr >= h) {
-      p->hdr_done = sizeof p->hdr;
-      p->done += rr - h;
-    } else {
-      p->hdr_done += rr;
-    }
+    tcp_part_advance(p, (size_t)r);
     if (hdr_was_partial && p->hdr_done == sizeof p->hdr) {
       /* the header is validated before the message counts as received */
       const tcp_hdr *x = &p->hdr;
@@ -249,7 +247,7 @@ static int tcp_progress_recv(tcp_transport *t, tcp_conn *c, coll_err *e, int *er
       }
       c->recv_seq++;
     }
-    if (p->hdr_done < sizeof p->hdr || p->done < p->len) return moved;
+    if (!tcp_part_done(p)) return moved;
     c->rq = p->next;
     if (!c->rq) c->rq_tail = NULL;
     p->req->parts_left--;
