@@ -21,7 +21,12 @@
 #define TCP_HELLO_MAGIC 0x46425448u /* "FBTH" */
 #define TCP_STRIPE_MIN (128u * 1024u) /* smaller messages use one connection */
 #define TCP_MAX_STREAMS 16
-#define TCP_SPIN 200 /* progress attempts before sleeping in poll, when cores allow */
+/* Idle waiting, when every rank of the host has a core: spin, then spin yielding the core,
+ * and sleep in poll only after TCP_SPIN_S. Sleeping early costs more than latency on loopback:
+ * the peer's send wakes the sleeper and the scheduler pulls it onto the waker's core
+ * (wake-affine), so both ranks end up sharing one core (measured: 1.4 instead of 2.5 GB/s). */
+#define TCP_SPIN_S 2e-3
+#define TCP_SPIN_PURE 32 /* idle attempts before yielding the core in between */
 
 typedef struct {
   uint32_t magic, tag;
@@ -65,7 +70,7 @@ typedef struct {
   tcp_part *free_parts;
   struct pollfd *pfds;
   tcp_conn **pconns;
-  int spin;          /* idle progress attempts before poll: 0 when ranks outnumber cores */
+  int spin;          /* spin before sleeping; 0 when ranks outnumber cores */
   int dead;          /* a connection failed: every later call fails with this message */
   char dead_msg[512];
 } tcp_transport;
@@ -296,6 +301,7 @@ static int tcp_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, c
   if (t->dead) return coll_fail(e, "%s", t->dead_msg);
   double deadline = coll_sock_now() + timeout_ms / 1000.0;
   int first = 0, idle = 0;
+  double idle_since = 0;
   for (;;) {
     while (first < n && ((tcp_req *)&r[first])->parts_left == 0) first++;
     if (first == n) return 0;
@@ -307,11 +313,12 @@ static int tcp_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, c
     }
     /* spin a little, then spin yielding the core (a peer waiting for it can answer), then
      * sleep in poll */
-    if (++idle < t->spin) {
-      if (idle > TCP_SPIN / 8) sched_yield();
+    double now = coll_sock_now();
+    if (idle++ == 0) idle_since = now;
+    if (t->spin && now - idle_since < TCP_SPIN_S) {
+      if (idle > TCP_SPIN_PURE) sched_yield();
       continue;
     }
-    double now = coll_sock_now();
     if (now >= deadline) {
       const tcp_req *q = (tcp_req *)&r[first];
       return coll_fail(e, "rank %d (%s): timed out after %d ms waiting to %s %zu bytes %s rank %d (%s)",
@@ -413,7 +420,7 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
   for (int r = 0; r < n; r++) local += !strcmp(cm->hosts[r], cm->hosts[me]);
   cpu_set_t cs;
   int ncpu = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 1;
-  t->spin = local <= ncpu ? TCP_SPIN : 0;
+  t->spin = local <= ncpu;
   const char *bufenv = getenv("FABENCH_TCP_SOCKBUF");
   int sockbuf = bufenv ? atoi(bufenv) : 0; /* 0: the kernel's autotuning */
 
