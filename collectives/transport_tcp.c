@@ -22,9 +22,11 @@
 #define TCP_STRIPE_MIN (128u * 1024u) /* smaller messages use one connection */
 #define TCP_MAX_STREAMS 16
 /* Idle waiting, when every rank of the host has a core: spin, then spin yielding the core,
- * and sleep in poll only after TCP_SPIN_S. Sleeping early costs more than latency on loopback:
- * the peer's send wakes the sleeper and the scheduler pulls it onto the waker's core
- * (wake-affine), so both ranks end up sharing one core (measured: 1.4 instead of 2.5 GB/s). */
+ * and sleep in poll only after FABENCH_TCP_SPIN_US (default TCP_SPIN_S). Sleeping early costs
+ * more than latency on loopback: the peer's send wakes the sleeper and the scheduler pulls it
+ * onto the waker's core (wake-affine); once two ranks share a core each waits long enough to
+ * sleep again, and they stay there (measured: 1.4 instead of 2.5 GB/s). Spinning longer (5 or
+ * 20 ms) did not make it rarer on this VM. */
 #define TCP_SPIN_S 2e-3
 #define TCP_SPIN_PURE 32 /* idle attempts before yielding the core in between */
 
@@ -70,7 +72,7 @@ typedef struct {
   tcp_part *free_parts;
   struct pollfd *pfds;
   tcp_conn **pconns;
-  int spin;          /* spin before sleeping; 0 when ranks outnumber cores */
+  double spin_s;     /* spin before sleeping; 0 when ranks outnumber cores */
   int dead;          /* a connection failed: every later call fails with this message */
   char dead_msg[512];
 } tcp_transport;
@@ -315,7 +317,7 @@ static int tcp_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, c
      * sleep in poll */
     double now = coll_sock_now();
     if (idle++ == 0) idle_since = now;
-    if (t->spin && now - idle_since < TCP_SPIN_S) {
+    if (now - idle_since < t->spin_s) {
       if (idle > TCP_SPIN_PURE) sched_yield();
       continue;
     }
@@ -420,7 +422,8 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
   for (int r = 0; r < n; r++) local += !strcmp(cm->hosts[r], cm->hosts[me]);
   cpu_set_t cs;
   int ncpu = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 1;
-  t->spin = local <= ncpu;
+  const char *spin_env = getenv("FABENCH_TCP_SPIN_US");
+  t->spin_s = local > ncpu ? 0 : spin_env ? atof(spin_env) * 1e-6 : TCP_SPIN_S;
   const char *bufenv = getenv("FABENCH_TCP_SOCKBUF");
   int sockbuf = bufenv ? atoi(bufenv) : 0; /* 0: the kernel's autotuning */
 
