@@ -420,8 +420,10 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
    * spinning rank steals the time its peer needs to answer, so sleep in poll at once. */
   int local = 0;
   for (int r = 0; r < n; r++) local += !strcmp(cm->hosts[r], cm->hosts[me]);
-  cpu_set_t cs;
-  int ncpu = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 1;
+  /* the host's cores, not this process's affinity: a rank bound to one core still has a peer
+   * on another */
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu < 1) ncpu = 1;
   const char *spin_env = getenv("FABENCH_TCP_SPIN_US");
   t->spin_s = local > ncpu ? 0 : spin_env ? atof(spin_env) * 1e-6 : TCP_SPIN_S;
   const char *bufenv = getenv("FABENCH_TCP_SOCKBUF");
