@@ -512,15 +512,15 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
     goto out;
   }
   /* How long to busy-poll before sleeping on the worker's events: a while, unless this host
-   * has more ranks than cores we may run on (then a spinning rank only delays the one it
+   * has more ranks than cores (then a spinning rank only delays the one it
    * waits for). FABENCH_UCX_SPIN_US overrides (-1: never sleep). */
   u->efd = -1;
   u->spin_ms = UCX_SPIN_US_DEFAULT / 1000.0;
   if (c) {
     int here = 0;
     for (int r = 0; r < size; r++) here += !strcmp(coll_comm_host(c, r), coll_comm_host(c, rank));
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && here > CPU_COUNT(&set)) u->spin_ms = 0;
+    /* the host's cores, not this rank's affinity: a rank bound to one core has peers on others */
+    if (here > sysconf(_SC_NPROCESSORS_ONLN)) u->spin_ms = 0;
   }
   const char *spin = getenv("FABENCH_UCX_SPIN_US");
   if (spin && *spin) u->spin_ms = atof(spin) / 1000.0;
