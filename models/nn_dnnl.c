@@ -455,6 +455,26 @@ static int conv_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl
   return 0;
 }
 
+/* The data-gradient half that convolution and inner product share: the weights in the layout
+ * the backward-data primitive pd wants, then the input's gradient. Owns pd. */
+static int bwd_data_exec(bctx *b, dnnl_primitive_desc_t pd, dnnl_memory_t wmem, dnnl_memory_t dy, int in,
+                         const dnnl_memory_desc_t *smd) {
+  plan *p = b->p;
+  const dnnl_memory_desc_t *bwq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  dnnl_memory_t bw = wmem;
+  if (!dnnl_memory_desc_equal(bwq, md_of(wmem))) {
+    if (!(bw = mem_new(b, bwq)) || reorder_step(b, &p->bwd, NULL, wmem, bw)) goto fail;
+  }
+  dnnl_memory_t wr, tgt;
+  if (diff_into(b, in, smd, &wr, &tgt)) goto fail;
+  dnnl_exec_arg_t ad[] = {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DIFF_SRC, wr}};
+  if (prim_step(b, &p->bwd, pd, 3, ad)) return -1;
+  return diff_done(b, wr, tgt);
+fail:
+  dnnl_primitive_desc_destroy(pd);
+  return -1;
+}
+
 static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_memory_t csrc, dnnl_memory_t wmem) {
   nn_net *net = b->net;
   plan *p = b->p;
@@ -488,16 +508,7 @@ static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_
   if (l->in == 0 && !net->o.need_dx) return 0;
   DN(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, smd, &wany, dmd, st, pad, pad));
   if (pd_new(b, &pd, &cd, fpd, "convolution backward data")) return -1;
-  const dnnl_memory_desc_t *bwq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  dnnl_memory_t bw = wmem;
-  if (!dnnl_memory_desc_equal(bwq, md_of(wmem))) {
-    if (!(bw = mem_new(b, bwq)) || reorder_step(b, &p->bwd, NULL, wmem, bw)) goto fail;
-  }
-  dnnl_memory_t wr, tgt;
-  if (diff_into(b, l->in, smd, &wr, &tgt)) goto fail;
-  dnnl_exec_arg_t ad[] = {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DIFF_SRC, wr}};
-  if (prim_step(b, &p->bwd, pd, 3, ad)) return -1;
-  return diff_done(b, wr, tgt);
+  return bwd_data_exec(b, pd, wmem, dy, l->in, smd);
 fail:
   dnnl_primitive_desc_destroy(pd);
   return -1;
@@ -714,16 +725,7 @@ static int fc_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_me
   if (l->in == 0 && !net->o.need_dx) return 0;
   DN(dnnl_inner_product_backward_data_desc_init(&d, smd, &wany, &p->vmd[l->out]));
   if (pd_new(b, &pd, &d, fpd, "inner product backward data")) return -1;
-  const dnnl_memory_desc_t *bwq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  dnnl_memory_t bw = wmem;
-  if (!dnnl_memory_desc_equal(bwq, md_of(wmem))) {
-    if (!(bw = mem_new(b, bwq)) || reorder_step(b, &p->bwd, NULL, wmem, bw)) goto fail;
-  }
-  dnnl_memory_t wr, tgt;
-  if (diff_into(b, l->in, smd, &wr, &tgt)) goto fail;
-  dnnl_exec_arg_t ad[] = {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DIFF_SRC, wr}};
-  if (prim_step(b, &p->bwd, pd, 3, ad)) return -1;
-  return diff_done(b, wr, tgt);
+  return bwd_data_exec(b, pd, wmem, dy, l->in, smd);
 fail:
   dnnl_primitive_desc_destroy(pd);
   return -1;
