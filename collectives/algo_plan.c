@@ -1,5 +1,7 @@
 /* Planning shared by the all-reduce algorithms: the MPICH fold, binary tree shapes, and a
  * request set. See algo_plan.h. */
+#include <string.h>
+
 #include "algo_plan.h"
 
 void coll_fold_plan(coll_fold *f, int size, int rank) {
@@ -112,4 +114,30 @@ int coll_reqset_wait(coll_reqset *s, coll_err *e) {
   int n = s->n;
   s->n = 0;
   return coll_waitall(s->c, s->r, n, e);
+}
+
+int coll_fold_in(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, void *tmp,
+                 size_t count, coll_dtype dt, coll_op op, uint32_t step, coll_err *e) {
+  if (c->rank >= 2 * f->rem) return 0;
+  size_t bytes = count * coll_dtype_size(dt);
+  if (f->newrank < 0)
+    return coll_reqset_send(rs, c->rank + 1, buf, bytes, coll_tag(c, step), e) != 0 ||
+                   coll_reqset_wait(rs, e) != 0
+               ? -1
+               : 0;
+  if (coll_reqset_recv(rs, c->rank - 1, tmp, bytes, coll_tag(c, step), e) != 0 ||
+      coll_reqset_wait(rs, e) != 0)
+    return -1;
+  coll_reduce(tmp, buf, count, dt, op); /* lower rank first */
+  memcpy(buf, tmp, bytes);
+  return 0;
+}
+
+int coll_fold_out(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, size_t bytes,
+                  coll_err *e) {
+  if (c->rank >= 2 * f->rem) return 0;
+  const uint32_t back = 0xfffeu;
+  int rc = f->newrank < 0 ? coll_reqset_recv(rs, c->rank + 1, buf, bytes, coll_tag(c, back), e)
+                          : coll_reqset_send(rs, c->rank - 1, buf, bytes, coll_tag(c, back), e);
+  return rc != 0 || coll_reqset_wait(rs, e) != 0 ? -1 : 0;
 }

@@ -60,4 +60,13 @@ int coll_reqset_recv(coll_reqset *s, int peer, void *buf, size_t bytes, uint32_t
 /* Waits for every request in the set and empties it. */
 int coll_reqset_wait(coll_reqset *s, coll_err *e);
 
+/* The fold's two ends, shared by rd and rhd. coll_fold_in: the evens of the first 2*rem ranks
+ * send their vector to the odd neighbour, which makes buf = (even's) op (own): lower rank first,
+ * so every rank evaluates the same expression; tmp holds count elements. coll_fold_out: the
+ * odds hand the result back (a fixed tag step, so both ends agree). */
+int coll_fold_in(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, void *tmp,
+                 size_t count, coll_dtype dt, coll_op op, uint32_t step, coll_err *e);
+int coll_fold_out(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, size_t bytes,
+                  coll_err *e);
+
 #endif

@@ -23,19 +23,7 @@ int coll_ar_rd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
   uint32_t step = 0;
 
   /* Fold: evens of the first 2*rem ranks give their vector to the odd neighbour. */
-  if (c->rank < 2 * f.rem) {
-    if (f.newrank < 0) {
-      if (coll_reqset_send(&rs, c->rank + 1, buf, bytes, coll_tag(c, step), e) != 0 ||
-          coll_reqset_wait(&rs, e) != 0)
-        return -1;
-    } else {
-      if (coll_reqset_recv(&rs, c->rank - 1, tmp, bytes, coll_tag(c, step), e) != 0 ||
-          coll_reqset_wait(&rs, e) != 0)
-        return -1;
-      coll_reduce(tmp, buf, count, dt, op); /* lower rank first */
-      memcpy(buf, tmp, bytes);
-    }
-  }
+  if (coll_fold_in(c, &f, &rs, buf, tmp, count, dt, op, step, e) != 0) return -1;
   step++;
 
   if (f.newrank >= 0) {
@@ -54,12 +42,6 @@ int coll_ar_rd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
     }
   }
 
-  /* Unfold: the odds hand the result back. Tag by a fixed step so both ends agree. */
-  uint32_t back = 0xfffeu;
-  if (c->rank < 2 * f.rem) {
-    int rc = f.newrank < 0 ? coll_reqset_recv(&rs, c->rank + 1, buf, bytes, coll_tag(c, back), e)
-                           : coll_reqset_send(&rs, c->rank - 1, buf, bytes, coll_tag(c, back), e);
-    if (rc != 0 || coll_reqset_wait(&rs, e) != 0) return -1;
-  }
-  return 0;
+  /* Unfold: the odds hand the result back. */
+  return coll_fold_out(c, &f, &rs, buf, bytes, e);
 }

@@ -33,18 +33,7 @@ int coll_ar_rhd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op
   if (!tmp || coll_reqset_init(&rs, c, 2, e) != 0) return -1;
   uint32_t step = 0;
 
-  if (c->rank < 2 * f.rem) {
-    if (f.newrank < 0) {
-      if (coll_reqset_send(&rs, c->rank + 1, b, bytes, coll_tag(c, step), e) != 0 ||
-          coll_reqset_wait(&rs, e) != 0)
-        return -1;
-    } else {
-      if (coll_reqset_recv(&rs, c->rank - 1, tmp, bytes, coll_tag(c, step), e) != 0 ||
-          coll_reqset_wait(&rs, e) != 0)
-        return -1;
-      coll_reduce(b, tmp, count, dt, op);
-    }
-  }
+  if (coll_fold_in(c, &f, &rs, b, tmp, count, dt, op, step, e) != 0) return -1;
   step++;
 
   if (f.newrank >= 0) {
@@ -77,11 +66,5 @@ int coll_ar_rhd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op
     }
   }
 
-  uint32_t back = 0xfffeu;
-  if (c->rank < 2 * f.rem) {
-    int rc = f.newrank < 0 ? coll_reqset_recv(&rs, c->rank + 1, b, bytes, coll_tag(c, back), e)
-                           : coll_reqset_send(&rs, c->rank - 1, b, bytes, coll_tag(c, back), e);
-    if (rc != 0 || coll_reqset_wait(&rs, e) != 0) return -1;
-  }
-  return 0;
+  return coll_fold_out(c, &f, &rs, b, bytes, e);
 }
