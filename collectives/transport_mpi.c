@@ -167,7 +167,7 @@ int coll_mpi_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
   MPI_Initialized(&inited);
   if (!inited) {
     int provided;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
       return coll_fail(e, "MPI_Init_thread failed");
   }
   mpi_transport *t = calloc(1, sizeof *t);
