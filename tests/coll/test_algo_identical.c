@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "coll.h"
+#include "test_ranks.h"
 
 #define COUNT 30011
 
@@ -141,47 +142,24 @@ static int rank_main(void) {
 
 /* A port the kernel just handed out, so that tests running at the same time do not collide
  * on a port derived from the pid (it is closed again before rank 0 binds it: a small window). */
-static int free_port(void) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(s, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  if (s >= 0) close(s);
-  return port;
-}
 
 static void test_ranks(void **state) {
   int n = *(int *)*state;
-  char port[16], tok[32];
-  int pn = free_port();
+  char tok[32];
+  int pn = test_free_port();
   assert_true(pn > 0);
-  snprintf(port, sizeof port, "%d", pn);
   snprintf(tok, sizeof tok, "ident%d-%d", (int)getpid(), n);
   pid_t pids[16];
   for (int r = 0; r < n; r++) {
     pid_t p = fork();
     assert_true(p >= 0);
     if (p == 0) {
-      char rs[16], ns[16], root[64];
-      snprintf(rs, sizeof rs, "%d", r);
-      snprintf(ns, sizeof ns, "%d", n);
-      snprintf(root, sizeof root, "127.0.0.1:%s", port);
-      setenv("FABENCH_RANK", rs, 1);
-      setenv("FABENCH_WORLD_SIZE", ns, 1);
-      setenv("FABENCH_ROOT", root, 1);
-      setenv("FABENCH_TOKEN", tok, 1);
+      test_rank_env(r, n, pn, tok);
       _exit(rank_main());
     }
     pids[r] = p;
   }
-  int failed = 0;
-  for (int r = 0; r < n; r++) {
-    int st;
-    if (waitpid(pids[r], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) failed++;
-  }
+  int failed = test_wait_ranks(pids, n, 120);
   if (failed) fail_msg("%d of %d ranks failed", failed, n);
 }
 

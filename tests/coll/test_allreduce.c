@@ -11,9 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +18,7 @@
 #include <cmocka.h>
 
 #include "coll.h"
+#include "test_ranks.h"
 
 typedef struct {
   const char *transport, *algo;
@@ -180,15 +178,8 @@ static int run_group(const test_cfg *cfg, int n) {
   pid_t pids[64];
   int np = 0;
   /* a port the kernel just handed out, so concurrent tests do not collide */
-  char port[16];
-  {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) || getsockname(s, (struct sockaddr *)&a, &l)) return -1;
-    close(s);
-    snprintf(port, sizeof port, "%d", ntohs(a.sin_port));
-  }
+  int port = test_free_port();
+  if (!port) return -1;
   if (!strcmp(cfg->transport, "mpi")) {
 #ifdef FABENCH_MPIRUN
     pid_t p = fork();
@@ -214,42 +205,13 @@ static int run_group(const test_cfg *cfg, int n) {
     for (int r = 0; r < n; r++) {
       pid_t p = fork();
       if (p == 0) {
-        char rs[16], ns[16], root[64];
-        snprintf(rs, sizeof rs, "%d", r);
-        snprintf(ns, sizeof ns, "%d", n);
-        snprintf(root, sizeof root, "127.0.0.1:%s", port);
-        setenv("FABENCH_RANK", rs, 1);
-        setenv("FABENCH_WORLD_SIZE", ns, 1);
-        setenv("FABENCH_ROOT", root, 1);
-        setenv("FABENCH_TOKEN", tok, 1);
+        test_rank_env(r, n, port, tok);
         _exit(child_main(cfg));
       }
       pids[np++] = p;
     }
   }
-  int failed = 0;
-  time_t deadline = time(NULL) + 240;
-  for (int left = np; left > 0;) {
-    int st;
-    pid_t p = waitpid(-1, &st, WNOHANG);
-    if (p > 0) {
-      left--;
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failed++;
-      continue;
-    }
-    if (p < 0 && errno == ECHILD) break;
-    if (time(NULL) > deadline) {
-      fprintf(stderr, "ranks=%d: group still running at the deadline: killed\n", n);
-      for (int i = 0; i < np; i++) kill(pids[i], SIGKILL);
-      failed += left;
-      while (waitpid(-1, &st, 0) > 0) {
-      }
-      break;
-    }
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
-  return failed;
+  return test_wait_ranks(pids, np, 240);
 }
 
 static void test_group(void **state) {

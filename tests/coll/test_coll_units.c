@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "coll.h"
+#include "test_ranks.h"
 
 static uint64_t rng_state(uint64_t *s) {
   *s ^= *s << 13;
@@ -153,27 +154,6 @@ static void test_parsing(void **st) {
 
 /* ---- multi-process failure paths ---- */
 
-static int free_port(void) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  bind(s, (struct sockaddr *)&a, sizeof a);
-  socklen_t l = sizeof a;
-  getsockname(s, (struct sockaddr *)&a, &l);
-  close(s);
-  return ntohs(a.sin_port);
-}
-
-static void set_rank_env(int rank, int size, int port, const char *token) {
-  char v[64];
-  snprintf(v, sizeof v, "%d", rank);
-  setenv("FABENCH_RANK", v, 1);
-  snprintf(v, sizeof v, "%d", size);
-  setenv("FABENCH_WORLD_SIZE", v, 1);
-  snprintf(v, sizeof v, "127.0.0.1:%d", port);
-  setenv("FABENCH_ROOT", v, 1);
-  setenv("FABENCH_TOKEN", token, 1);
-}
-
 /* Runs fn in a child with a pipe for its error text; returns the exit status. */
 typedef int (*child_fn)(int arg, char *err, size_t cap);
 static pid_t spawn(child_fn fn, int arg, int *rfd) {
@@ -209,7 +189,7 @@ static int g_port; /* per test, set before forking */
 static int child_boot(int arg, char *err, size_t cap) {
   /* arg: rank*100 + size*10 + token id */
   int rank = arg / 100, size = (arg / 10) % 10;
-  set_rank_env(rank, size, g_port, arg % 10 ? "other-job" : "job");
+  test_rank_env(rank, size, g_port, arg % 10 ? "other-job" : "job");
   coll_boot *b;
   coll_err e = {{0}};
   if (coll_boot_open(&b, COLL_BOOT_ENV, 0, 1500, &e) != 0) {
@@ -222,7 +202,7 @@ static int child_boot(int arg, char *err, size_t cap) {
 
 static void test_wrong_token_rejected(void **st) {
   (void)st;
-  g_port = free_port();
+  g_port = test_free_port();
   int f0, f1;
   pid_t p0 = spawn(child_boot, 0 * 100 + 2 * 10 + 0, &f0);
   pid_t p1 = spawn(child_boot, 1 * 100 + 2 * 10 + 1, &f1); /* wrong token */
@@ -255,7 +235,7 @@ static void test_port_in_use(void **st) {
 
 static void test_unreachable_root(void **st) {
   (void)st;
-  g_port = free_port(); /* nobody listens there */
+  g_port = test_free_port(); /* nobody listens there */
   int f1;
   pid_t p1 = spawn(child_boot, 1 * 100 + 2 * 10, &f1);
   char e1[1024];
@@ -269,7 +249,7 @@ static void test_unreachable_root(void **st) {
 /* arg: rank*10 + behaviour (0: take part, 1: die after connecting, 2: connect then stay silent) */
 static int child_collective(int arg, char *err, size_t cap) {
   int rank = arg / 10, how = arg % 10;
-  set_rank_env(rank, 2, g_port, "job");
+  test_rank_env(rank, 2, g_port, "job");
   coll_boot *b;
   coll_comm *c;
   coll_err e = {{0}};
@@ -300,7 +280,7 @@ static int child_collective(int arg, char *err, size_t cap) {
 
 static void test_dead_peer_reported(void **st) {
   (void)st;
-  g_port = free_port();
+  g_port = test_free_port();
   int f0, f1;
   pid_t p0 = spawn(child_collective, 0 * 10 + 0, &f0);
   pid_t p1 = spawn(child_collective, 1 * 10 + 1, &f1);
@@ -315,7 +295,7 @@ static void test_dead_peer_reported(void **st) {
 
 static void test_silent_peer_times_out(void **st) {
   (void)st;
-  g_port = free_port();
+  g_port = test_free_port();
   int f0, f1;
   pid_t p0 = spawn(child_collective, 0 * 10 + 0, &f0);
   pid_t p1 = spawn(child_collective, 1 * 10 + 2, &f1);

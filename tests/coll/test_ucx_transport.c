@@ -21,32 +21,13 @@
 #include <cmocka.h>
 
 #include "coll.h"
+#include "test_ranks.h"
 
 typedef int (*scenario_fn)(coll_comm *c, int rank, int n, const void *arg);
 
-/* A free TCP port on loopback for the rendezvous. */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || getsockname(fd, (struct sockaddr *)&a, &len)) {
-    if (fd >= 0) close(fd);
-    return 20000 + (int)(getpid() % 20000);
-  }
-  int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-static int child(int rank, int n, const char *root, const char *tls, const char *devs,
+static int child(int rank, int n, int port, const char *tls, const char *devs,
                  int timeout_ms, scenario_fn fn, const void *arg) {
-  char rs[16], ns[16];
-  snprintf(rs, sizeof rs, "%d", rank);
-  snprintf(ns, sizeof ns, "%d", n);
-  setenv("FABENCH_RANK", rs, 1);
-  setenv("FABENCH_WORLD_SIZE", ns, 1);
-  setenv("FABENCH_ROOT", root, 1);
-  setenv("FABENCH_TOKEN", "ucx-test", 1);
+  test_rank_env(rank, n, port, "ucx-test");
   setenv("UCX_TLS", tls, 1);
   if (devs)
     setenv("UCX_NET_DEVICES", devs, 1);
@@ -74,34 +55,13 @@ static int child(int rank, int n, const char *root, const char *tls, const char 
 /* Runs the scenario on n forked ranks; returns how many failed. */
 static int run_ranks(int n, const char *tls, const char *devs, int timeout_ms, scenario_fn fn,
                      const void *arg) {
-  char root[64];
-  snprintf(root, sizeof root, "127.0.0.1:%d", free_port());
+  int port = test_free_port();
   pid_t pids[16];
   for (int r = 0; r < n; r++) {
     pids[r] = fork();
-    if (pids[r] == 0) exit(child(r, n, root, tls, devs, timeout_ms, fn, arg)); /* exit: leak checks run */
+    if (pids[r] == 0) exit(child(r, n, port, tls, devs, timeout_ms, fn, arg)); /* exit: leak checks run */
   }
-  int failed = 0;
-  time_t deadline = time(NULL) + 60;
-  for (int left = n; left > 0;) {
-    int st;
-    pid_t p = waitpid(-1, &st, WNOHANG);
-    if (p > 0) {
-      left--;
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failed++;
-      continue;
-    }
-    if (p < 0 && errno == ECHILD) break;
-    if (time(NULL) > deadline) {
-      for (int i = 0; i < n; i++) kill(pids[i], SIGKILL);
-      while (waitpid(-1, &st, 0) > 0) {
-      }
-      return failed + left;
-    }
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
-  return failed;
+  return test_wait_ranks(pids, n, 60);
 }
 
 /* ---- fabric ---- */
