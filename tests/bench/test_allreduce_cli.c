@@ -18,105 +18,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-typedef struct {
-  int status; /* exit status, or 128+signal */
-  char out[65536], err[65536];
-  double secs;
-} run_result;
-
-static const char *bin(void) {
-  const char *b = getenv("FABENCH_BIN");
-  return b ? b : "./fabench";
-}
-
-static void slurp(int fd, char *buf, size_t cap) {
-  size_t got = 0;
-  ssize_t r;
-  while ((r = read(fd, buf + got, cap - 1 - got)) > 0 && got + 1 < cap) got += (size_t)r;
-  buf[got] = '\0';
-}
-
-/* Runs fabench with args; kills it after timeout_s. kill_rank >= 0: SIGKILL that rank's process
- * once the CSV has at least one row. */
-static void run(run_result *r, int timeout_s, int kill_rank, const char *csv_path, char *const args[]) {
-  char ofile[] = "/tmp/fbtestoXXXXXX", efile[] = "/tmp/fbtesteXXXXXX";
-  int ofd = mkstemp(ofile), efd = mkstemp(efile);
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  pid_t p = fork();
-  if (p == 0) {
-    dup2(ofd, 1);
-    dup2(efd, 2);
-    setpgid(0, 0);
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)bin();
-    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    execv(bin(), argv);
-    _exit(127);
-  }
-  int st = 0, killed = 0;
-  for (;;) {
-    pid_t w = waitpid(p, &st, WNOHANG);
-    if (w == p) break;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double el = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    if (el > timeout_s) {
-      kill(-p, SIGKILL);
-      waitpid(p, &st, 0);
-      break;
-    }
-    if (kill_rank >= 0 && !killed && csv_path) {
-      /* a row on disk: the run is under way; find the rank's process by its environment */
-      FILE *f = fopen(csv_path, "r");
-      int lines = 0, ch;
-      if (f) {
-        while ((ch = fgetc(f)) != EOF) lines += ch == '\n';
-        fclose(f);
-      }
-      if (lines >= 2) {
-        DIR *d = opendir("/proc");
-        struct dirent *de;
-        char want[32];
-        snprintf(want, sizeof want, "FABENCH_RANK=%d", kill_rank);
-        while (d && (de = readdir(d))) {
-          char path[300], env[16384];
-          snprintf(path, sizeof path, "/proc/%s/environ", de->d_name);
-          int fd = open(path, O_RDONLY);
-          if (fd < 0) continue;
-          ssize_t n = read(fd, env, sizeof env - 1);
-          close(fd);
-          if (n <= 0) continue;
-          char tokpath[300];
-          snprintf(tokpath, sizeof tokpath, "/proc/%s/stat", de->d_name);
-          int found = 0;
-          for (ssize_t i = 0; i < n; i += (ssize_t)strlen(env + i) + 1)
-            if (!strcmp(env + i, want)) found = 1;
-          /* only our run's ranks: their process group is the one we made */
-          if (found && getpgid(atoi(de->d_name)) == p) {
-            kill(atoi(de->d_name), SIGKILL);
-            killed = 1;
-          }
-        }
-        if (d) closedir(d);
-      }
-    }
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  r->secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  lseek(ofd, 0, SEEK_SET);
-  lseek(efd, 0, SEEK_SET);
-  slurp(ofd, r->out, sizeof r->out);
-  slurp(efd, r->err, sizeof r->err);
-  close(ofd);
-  close(efd);
-  unlink(ofile);
-  unlink(efile);
-}
+#include "cli_run.h"
 
 static int count_lines(const char *s) {
   int n = 0;
@@ -139,7 +41,7 @@ static char *read_file(const char *path) {
 
 static void expect_usage_error(char *const args[], const char *needle) {
   run_result *r = calloc(1, sizeof *r);
-  run(r, 30, -1, NULL, args);
+  cli_run(r, 30, NULL, NULL, -1, NULL, args);
   if (r->status != 2 || !strstr(r->err, needle) || !strstr(r->err, "usage: fabench allreduce"))
     fail_msg("args '%s': status %d, stderr:\n%s", args[1] ? args[1] : args[0], r->status, r->err);
   /* one line of error before the usage */
@@ -176,7 +78,7 @@ static void test_run_files(void **st) {
   char out[300];
   snprintf(out, sizeof out, "%s/r", dir);
   run_result *r = calloc(1, sizeof *r);
-  run(r, 120, -1, NULL,
+  cli_run(r, 120, NULL, NULL, -1, NULL,
       (char *[]){"allreduce", "-n", "3", "--transport", "tcp", "--algo", "ring,native", "--dtype", "f32,i64",
                  "--min-bytes", "8", "--max-bytes", "300K", "--step-factor", "4", "--iters", "3", "--out", out, NULL});
   if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
@@ -248,7 +150,7 @@ static void test_killed_rank(void **st) {
   snprintf(out, sizeof out, "%s/r", dir);
   snprintf(csv, sizeof csv, "%s/allreduce.csv", out);
   run_result *r = calloc(1, sizeof *r);
-  run(r, 60, 1, csv,
+  cli_run(r, 60, NULL, NULL, 1, csv,
       (char *[]){"allreduce", "-n", "3", "--transport", "tcp", "--algo", "ring", "--min-bytes", "1K",
                  "--max-bytes", "256M", "--time-per-size", "2", "--timeout", "20", "--out", out, NULL});
   assert_int_not_equal(r->status, 0);
@@ -270,7 +172,7 @@ static void test_single_rank(void **st) {
   char dir[] = "/tmp/fbtestoneXXXXXX";
   assert_non_null(mkdtemp(dir));
   run_result *r = calloc(1, sizeof *r);
-  run(r, 60, -1, NULL,
+  cli_run(r, 60, NULL, NULL, -1, NULL,
       (char *[]){"allreduce", "--transport", "tcp", "--algo", "ring", "--max-bytes", "64", "--iters", "2", "--out", dir, NULL});
   if (r->status != 0) fail_msg("status %d\n%s", r->status, r->err);
   assert_non_null(strstr(r->out, "1 rank(s)"));
@@ -292,7 +194,7 @@ static void test_tcp_and_mpi_same_run(void **st) {
   char dir[] = "/tmp/fbtestmpiXXXXXX";
   assert_non_null(mkdtemp(dir));
   run_result *r = calloc(1, sizeof *r);
-  run(r, 120, -1, NULL,
+  cli_run(r, 120, NULL, NULL, -1, NULL,
       (char *[]){"allreduce", "-n", "2", "--transport", "tcp,mpi", "--algo", "ring,native", "--max-bytes", "64K",
                  "--step-factor", "8", "--iters", "3", "--out", dir,
                  "--mpirun-args", "--mca pml ob1 --mca btl tcp,self", NULL});

@@ -20,111 +20,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-typedef struct {
-  int status; /* exit status, or 128+signal */
-  char out[262144], err[65536];
-} run_result;
-
-static const char *bin(void) {
-  const char *b = getenv("FABENCH_BIN");
-  return b ? b : "./fabench";
-}
-
-static void slurp(int fd, char *buf, size_t cap) {
-  size_t got = 0;
-  ssize_t r;
-  lseek(fd, 0, SEEK_SET);
-  while (got + 1 < cap && (r = read(fd, buf + got, cap - 1 - got)) > 0) got += (size_t)r;
-  buf[got] = '\0';
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Kills the process of rank `rank` in process group pg (our run's ranks only). */
-static int kill_rank_in(pid_t pg, int rank) {
-  char want[32];
-  snprintf(want, sizeof want, "FABENCH_RANK=%d", rank);
-  DIR *d = opendir("/proc");
-  struct dirent *de;
-  int killed = 0;
-  while (d && (de = readdir(d))) {
-    pid_t pid = atoi(de->d_name);
-    if (pid <= 0 || getpgid(pid) != pg) continue;
-    char path[300], env[32768];
-    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) continue;
-    ssize_t n = read(fd, env, sizeof env - 1);
-    close(fd);
-    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(env + i) + 1)
-      if (!strcmp(env + i, want)) {
-        kill(pid, SIGKILL);
-        killed = 1;
-      }
-  }
-  if (d) closedir(d);
-  return killed;
-}
-
-/* Runs fabench p2p with args (NULL-terminated) and extra environment `env` ("K=V" or NULL).
- * kill_rank >= 0: that rank is killed once `csv` has a data row. */
-static void run(run_result *r, int timeout_s, const char *env, int kill_rank, const char *csv,
-                char *const args[]) {
-  char ofile[] = "/tmp/fbp2poXXXXXX", efile[] = "/tmp/fbp2peXXXXXX";
-  int ofd = mkstemp(ofile), efd = mkstemp(efile);
-  assert_true(ofd >= 0 && efd >= 0);
-  pid_t p = fork();
-  if (p == 0) {
-    dup2(ofd, 1);
-    dup2(efd, 2);
-    setpgid(0, 0);
-    if (env) putenv((char *)env);
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)bin();
-    argv[n++] = "p2p";
-    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    execv(bin(), argv);
-    _exit(127);
-  }
-  setpgid(p, p);
-  int st = 0, killed = 0;
-  double t0 = now_s();
-  for (;;) {
-    if (waitpid(p, &st, WNOHANG) == p) break;
-    if (now_s() - t0 > timeout_s) {
-      kill(-p, SIGKILL);
-      waitpid(p, &st, 0);
-      fprintf(stderr, "fabench p2p still running after %d s: killed\n", timeout_s);
-      break;
-    }
-    if (kill_rank >= 0 && !killed && csv) {
-      FILE *f = fopen(csv, "r");
-      int lines = 0, ch;
-      if (f) {
-        while ((ch = fgetc(f)) != EOF) lines += ch == '\n';
-        fclose(f);
-      }
-      if (lines >= 2) killed = kill_rank_in(p, kill_rank);
-    }
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
-  kill(-p, SIGKILL); /* anything left of the run */
-  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  slurp(ofd, r->out, sizeof r->out);
-  slurp(efd, r->err, sizeof r->err);
-  close(ofd);
-  close(efd);
-  unlink(ofile);
-  unlink(efile);
-  if (kill_rank >= 0) assert_true(killed);
-}
+#include "cli_run.h"
 
 static void tmpdir(char *out, size_t cap, const char *tag) {
   char tmpl[128];
@@ -299,7 +195,7 @@ static void test_two_ranks_tcp(void **state) {
   char *args[] = {"-n", "2", "--transport", "tcp", "--min-bytes", "1", "--max-bytes", "4K",
                   "--step-factor", "4", "--iters", "20", "--warmup", "2", "--timeout", "20",
                   "--out", dir, NULL};
-  run(&r, 60, NULL, -1, NULL, args);
+  cli_run(&r, 60, "p2p", NULL, -1, NULL, args);
   if (r.status) fprintf(stderr, "%s\n%s\n", r.out, r.err);
   assert_int_equal(r.status, 0);
   const char *tr[] = {"tcp"};
@@ -322,7 +218,7 @@ static void test_two_ranks_ucx_tcp(void **state) {
   char *args[] = {"-n", "2", "--transport", "ucx", "--min-bytes", "1", "--max-bytes", "4K",
                   "--step-factor", "4", "--iters", "20", "--warmup", "2", "--timeout", "20",
                   "--pairs", "1,0", "--out", dir, NULL};
-  run(&r, 60, "UCX_TLS=tcp", -1, NULL, args);
+  cli_run(&r, 60, "p2p", "UCX_TLS=tcp", -1, NULL, args);
   if (r.status) fprintf(stderr, "%s\n%s\n", r.out, r.err);
   assert_int_equal(r.status, 0);
   const char *tr[] = {"ucx"};
@@ -353,7 +249,7 @@ static void test_three_ranks_all_pairs(void **state) {
   char *args[] = {"-n", "3", "--pairs", "all", "--transport", "tcp,ucx", "--min-bytes", "8",
                   "--max-bytes", "8K", "--step-factor", "32", "--iters", "10", "--warmup", "1",
                   "--timeout", "20", "--out", dir, NULL};
-  run(&r, 90, "UCX_TLS=sm,self", -1, NULL, args);
+  cli_run(&r, 90, "p2p", "UCX_TLS=sm,self", -1, NULL, args);
   if (r.status) fprintf(stderr, "%s\n%s\n", r.out, r.err);
   assert_int_equal(r.status, 0);
   const char *tr[] = {"tcp", "ucx"};
@@ -405,7 +301,7 @@ static void test_damaged_data_fails(void **state) {
   run_result r;
   char *args[] = {"-n", "2", "--tests", "bw", "--min-bytes", "64", "--max-bytes", "64",
                   "--iters", "3", "--warmup", "0", "--timeout", "20", "--out", dir, NULL};
-  run(&r, 60, "FABENCH_TEST_CORRUPT=1", -1, NULL, args);
+  cli_run(&r, 60, "p2p", "FABENCH_TEST_CORRUPT=1", -1, NULL, args);
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.err, "arrived wrong"));
   char path[600];
@@ -428,7 +324,7 @@ static void test_killed_rank(void **state) {
   char *args[] = {"-n", "2", "--tests", "latency", "--max-bytes", "1M", "--time-per-size", "0.3",
                   "--timeout", "5", "--out", dir, NULL};
   double t0 = now_s();
-  run(&r, 60, NULL, 1, csv, args);
+  cli_run(&r, 60, "p2p", NULL, 1, csv, args);
   assert_true(now_s() - t0 < 30);
   assert_true(r.status != 0);
   assert_non_null(strstr(r.err, "rank 1"));
@@ -438,7 +334,7 @@ static void test_killed_rank(void **state) {
 
 static void expect_usage_error(char *const args[], const char *needle) {
   run_result r;
-  run(&r, 20, NULL, -1, NULL, args);
+  cli_run(&r, 20, "p2p", NULL, -1, NULL, args);
   assert_int_equal(r.status, 2);
   assert_true(!strncmp(r.err, "fabench: ", 9));
   assert_non_null(strstr(r.err, "usage: fabench p2p"));
