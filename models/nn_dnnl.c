@@ -419,6 +419,21 @@ static void conv_geom(const nn_net *net, const nn_layer *l, int64_t *kh, int64_t
 /* ------------------------------------------------------------------------------------------------
  * layers: forward builders (in layer order) */
 
+/* The forward half that convolution and inner product share: the weights in the layout fpd
+ * wants (reordered from the plain arena by the weights step when it differs) and the output. */
+static int fwd_weights_dst(bctx *b, dnnl_primitive_desc_t fpd, dnnl_memory_t wp,
+                           const dnnl_memory_desc_t *wplain, int out, dnnl_memory_t *wmem) {
+  plan *p = b->p;
+  const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0);
+  if (dnnl_memory_desc_equal(wq, wplain)) {
+    *wmem = wp;
+  } else if (!(*wmem = mem_new(b, wq)) || reorder_step(b, &p->wfwd, NULL, wp, *wmem)) {
+    return -1;
+  }
+  p->vmd[out] = *dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0);
+  return (p->vmem[out] = mem_new(b, &p->vmd[out])) ? 0 : -1;
+}
+
 static int conv_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl_memory_t *csrc,
                     dnnl_memory_t *wmem) {
   nn_net *net = b->net;
@@ -440,14 +455,7 @@ static int conv_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl
   if (!(*csrc = value_as(b, l->in, dnnl_primitive_desc_query_md(*fpd, dnnl_query_src_md, 0)))) return -1;
   dnnl_memory_t wp = mem_user(b, &wplain, net->params + net->li[b->layer].poff);
   if (!wp) return -1;
-  const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(*fpd, dnnl_query_weights_md, 0);
-  if (dnnl_memory_desc_equal(wq, &wplain)) {
-    *wmem = wp;
-  } else if (!(*wmem = mem_new(b, wq)) || reorder_step(b, &p->wfwd, NULL, wp, *wmem)) {
-    return -1;
-  }
-  p->vmd[l->out] = *dnnl_primitive_desc_query_md(*fpd, dnnl_query_dst_md, 0);
-  if (!(p->vmem[l->out] = mem_new(b, &p->vmd[l->out]))) return -1;
+  if (fwd_weights_dst(b, *fpd, wp, &wplain, l->out, wmem)) return -1;
   dnnl_primitive_t prim = prim_of(b, *fpd);
   if (!prim) return -1;
   dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, *csrc}, {DNNL_ARG_WEIGHTS, *wmem}, {DNNL_ARG_DST, p->vmem[l->out]}};
@@ -684,14 +692,7 @@ static int fc_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl_m
   dnnl_memory_t wp = mem_user(b, &wplain, net->params + off);
   dnnl_memory_t bias = mem_user(b, &bmd, net->params + off + (size_t)wd[0] * wd[1] * wd[2] * wd[3]);
   if (!wp || !bias) return -1;
-  const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(*fpd, dnnl_query_weights_md, 0);
-  if (dnnl_memory_desc_equal(wq, &wplain)) {
-    *wmem = wp;
-  } else if (!(*wmem = mem_new(b, wq)) || reorder_step(b, &p->wfwd, NULL, wp, *wmem)) {
-    return -1;
-  }
-  p->vmd[l->out] = *dnnl_primitive_desc_query_md(*fpd, dnnl_query_dst_md, 0);
-  if (!(p->vmem[l->out] = mem_new(b, &p->vmd[l->out]))) return -1;
+  if (fwd_weights_dst(b, *fpd, wp, &wplain, l->out, wmem)) return -1;
   dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, *csrc}, {DNNL_ARG_WEIGHTS, *wmem}, {DNNL_ARG_BIAS, bias},
                          {DNNL_ARG_DST, p->vmem[l->out]}};
   dnnl_primitive_t prim = prim_of(b, *fpd);
