@@ -230,7 +230,7 @@ typedef struct {
   int rank, size;
   bench_run run; /* rank 0 only */
   res_table *tab;
-  double *times, *times_all;
+  double *times;
   size_t times_cap;
   int progress;
 } ar_ctx;

@@ -71,7 +71,6 @@ typedef struct {
   tcp_conn *conns;  /* [peer * streams + s]; own rank's entries unused */
   tcp_part *free_parts;
   struct pollfd *pfds;
-  tcp_conn **pconns;
   double spin_s;     /* spin before sleeping; 0 when ranks outnumber cores */
   int dead;          /* a connection failed: every later call fails with this message */
   char dead_msg[512];
@@ -350,7 +349,6 @@ static void tcp_close(coll_transport *tp) {
     }
   free(t->conns);
   free(t->pfds);
-  free(t->pconns);
   free(t);
 }
 
@@ -407,8 +405,7 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
   int total = n * t->streams;
   t->conns = calloc((size_t)total, sizeof *t->conns);
   t->pfds = calloc((size_t)total, sizeof *t->pfds);
-  t->pconns = calloc((size_t)total, sizeof *t->pconns);
-  if (!t->conns || !t->pfds || !t->pconns) {
+  if (!t->conns || !t->pfds) {
     tcp_close(&t->base);
     return coll_fail(e, "out of memory");
   }
