@@ -17,6 +17,8 @@ int bench_cmd_topo(int argc, char **argv);
 int bench_parse_size(const char *s, uint64_t *out);
 int bench_parse_int(const char *s, long min, long max, long *out);
 int bench_parse_double(const char *s, double min, double max, double *out);
+/* A name of 1..maxlen characters from [a-z0-9_-] (a congestion control, ...). */
+int bench_parse_name(const char *s, size_t maxlen);
 /* Splits a comma list into at most max items (pointers into a strdup'd copy in *store). */
 int bench_split_list(const char *s, char **items, int max, char **store);
 

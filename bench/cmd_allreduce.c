@@ -31,6 +31,8 @@ static const char ar_usage[] =
     "  --check / --no-check  verify every size element by element (default: on)\n"
     "  --chunk SIZE          pipelining unit of the algorithms (default: 256K)\n"
     "  --tcp-streams N       tcp connections per peer (default: 1)\n"
+    "  --tcp-cc NAME         congestion control of the tcp sockets, or 'system' for the\n"
+    "                        kernel's default (default: " COLL_TCP_CC_DEFAULT ")\n"
     "  --mpirun-args ARGS    extra mpirun arguments when -n starts ranks through mpirun\n"
     "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
     "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
@@ -55,7 +57,7 @@ typedef struct {
   double step, time_per_size;
   long warmup, iters, streams, seed, timeout_s;
   int pipelined, check;
-  const char *out, *mpirun_args, *emulate, *bind;
+  const char *out, *mpirun_args, *emulate, *bind, *tcp_cc;
 } ar_opts;
 
 static const res_col ar_cols[] = {
@@ -85,7 +87,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   o->chunk = 256 * 1024;
   const char *tl = FABENCH_HAVE_MPI ? "tcp,mpi" : "tcp", *al = "ring,native", *dl = "f32", *ol = "sum";
   enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
-         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_MPIRUN, O_EMU, O_BIND, O_SEED,
+         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_MPIRUN, O_EMU, O_BIND, O_SEED,
          O_TIMEOUT, O_OUT, O_HELP };
   static const struct option lo[] = {
       {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
@@ -95,7 +97,8 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       {"no-check", 0, 0, O_NOCHECK},    {"chunk", 1, 0, O_CHUNK},     {"tcp-streams", 1, 0, O_STREAMS},
       {"mpirun-args", 1, 0, O_MPIRUN},  {"emulate", 1, 0, O_EMU},     {"bind", 1, 0, O_BIND},
       {"seed", 1, 0, O_SEED},           {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
-      {"ranks", 1, 0, 'n'},             {"help", 0, 0, O_HELP},       {0, 0, 0, 0}};
+      {"ranks", 1, 0, 'n'},             {"help", 0, 0, O_HELP},       {"tcp-cc", 1, 0, O_CC},
+      {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch;
@@ -140,6 +143,10 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       break;
     case O_STREAMS:
       if (bench_parse_int(optarg, 1, 16, &o->streams)) return bench_usage_error(ar_usage, "--tcp-streams: '%s' is not 1..16", optarg);
+      break;
+    case O_CC:
+      if (bench_parse_name(optarg, 15)) return bench_usage_error(ar_usage, "--tcp-cc: '%s' is not a congestion control name", optarg);
+      o->tcp_cc = optarg;
       break;
     case O_MPIRUN: o->mpirun_args = optarg; break;
     case O_EMU: {
@@ -461,7 +468,8 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   for (int t = 0; t < o->ntransports && !rc; t++) {
     coll_comm *c;
     coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->timeout_s * 1000,
-                         .tcp_streams = (int)o->streams, .chunk_bytes = (size_t)o->chunk};
+                         .tcp_streams = (int)o->streams, .chunk_bytes = (size_t)o->chunk,
+                         .tcp_cc = o->tcp_cc};
     if (coll_comm_open(&c, x.boot, &co, &e)) {
       rc = ar_fail(&e);
       break;

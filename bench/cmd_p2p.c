@@ -49,6 +49,8 @@ static const char p2p_usage[] =
     "                        at most 64 MiB are in flight)\n"
     "  --matrix-bytes B      message size of the bandwidth matrix (default the largest)\n"
     "  --tcp-streams N       connections per peer for the tcp transport (default 1)\n"
+    "  --tcp-cc NAME         congestion control of the tcp sockets, or 'system' for the\n"
+    "                        kernel's default (default " COLL_TCP_CC_DEFAULT ")\n"
     "  --timeout S           seconds any wait may take (default 60)\n"
     "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
     "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
@@ -73,6 +75,7 @@ typedef struct {
   long warmup;    /* -1: per test default */
   long window;
   long tcp_streams;
+  const char *tcp_cc;
   long timeout_s;
   const char *out;
 } p2p_opts;
@@ -136,7 +139,7 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
   o->tcp_streams = 1;
   o->timeout_s = 60;
   enum { O_TRANSPORT = 256, O_PAIRS, O_TESTS, O_MIN, O_MAX, O_STEP, O_ITERS, O_TIME, O_WARMUP,
-         O_WINDOW, O_MATRIX, O_STREAMS, O_TIMEOUT, O_EMULATE, O_MPIRUN, O_BIND, O_OUT, O_HELP };
+         O_WINDOW, O_MATRIX, O_STREAMS, O_CC, O_TIMEOUT, O_EMULATE, O_MPIRUN, O_BIND, O_OUT, O_HELP };
   static const struct option longs[] = {
       {"ranks", required_argument, NULL, 'n'},
       {"transport", required_argument, NULL, O_TRANSPORT},
@@ -151,6 +154,7 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
       {"window", required_argument, NULL, O_WINDOW},
       {"matrix-bytes", required_argument, NULL, O_MATRIX},
       {"tcp-streams", required_argument, NULL, O_STREAMS},
+      {"tcp-cc", required_argument, NULL, O_CC},
       {"timeout", required_argument, NULL, O_TIMEOUT},
       {"emulate", required_argument, NULL, O_EMULATE},
       {"mpirun-args", required_argument, NULL, O_MPIRUN},
@@ -264,6 +268,11 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
     case O_STREAMS:
       if (bench_parse_int(v, 1, 64, &o->tcp_streams))
         return bench_usage_error(p2p_usage, "bad --tcp-streams '%s'", v);
+      break;
+    case O_CC:
+      if (bench_parse_name(v, 15))
+        return bench_usage_error(p2p_usage, "bad --tcp-cc '%s' (a congestion control name)", v);
+      o->tcp_cc = v;
       break;
     case O_TIMEOUT:
       if (bench_parse_int(v, 1, 86400, &o->timeout_s))
@@ -757,7 +766,8 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   for (int t = 0; t < o->ntransports; t++) {
     coll_comm_opts co = {.transport = o->transports[t],
                          .timeout_ms = timeout_ms,
-                         .tcp_streams = (int)o->tcp_streams};
+                         .tcp_streams = (int)o->tcp_streams,
+                         .tcp_cc = o->tcp_cc};
     if (coll_comm_open(&x.c, b, &co, &e)) {
       bench_error("%s", e.msg);
       goto out;

@@ -58,6 +58,15 @@ int bench_parse_double(const char *s, double min, double max, double *out) {
   return 0;
 }
 
+int bench_parse_name(const char *s, size_t maxlen) {
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n > maxlen) return -1;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+      return -1;
+  return 0;
+}
+
 int bench_split_list(const char *s, char **items, int max, char **store) {
   *store = strdup(s ? s : "");
   if (!*store) return -1;

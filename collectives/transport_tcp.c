@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -493,14 +495,29 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
     t->conns[h.rank * t->streams + h.stream].fd = fd;
   }
   if (lfd >= 0) close(lfd);
+  const char *cc = o->tcp_cc ? o->tcp_cc : COLL_TCP_CC_DEFAULT;
+  char cc_got[32] = "";
   for (int i = 0; i < total; i++)
     if (t->conns[i].fd >= 0) {
       coll_sock_tune(t->conns[i].fd, sockbuf);
       coll_sock_set_nonblock(t->conns[i].fd);
+      if (strcmp(cc, "system") != 0 &&
+          setsockopt(t->conns[i].fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) != 0) {
+        coll_fail(e, "rank %d (%s): tcp congestion control '%s': %s (see "
+                     "/proc/sys/net/ipv4/tcp_available_congestion_control; without CAP_NET_ADMIN "
+                     "only those in tcp_allowed_congestion_control)",
+                  me, cm->hosts[me], cc, strerror(errno));
+        goto fail;
+      }
+      socklen_t gl = sizeof cc_got - 1;
+      if (!cc_got[0] && getsockopt(t->conns[i].fd, IPPROTO_TCP, TCP_CONGESTION, cc_got, &gl) != 0)
+        cc_got[0] = '\0';
     }
   char ifn[64];
   tcp_ifname(mine.addr, ifn, sizeof ifn);
-  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:%s", ifn);
+  /* the congestion control in use (read back), or the one asked for when there is no peer */
+  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:%s/%s", ifn,
+           cc_got[0] ? cc_got : strcmp(cc, "system") ? cc : "system");
   *out = &t->base;
   return 0;
 fail:

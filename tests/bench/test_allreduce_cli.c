@@ -63,6 +63,31 @@ static void test_bad_flags_exit_2(void **st) {
   expect_usage_error((char *[]){"allreduce", "--timeout", NULL}, "needs a value");
   expect_usage_error((char *[]){"allreduce", "--emulate", "1gbit", NULL}, "--emulate needs -n");
   expect_usage_error((char *[]){"allreduce", "--timing", "wall", NULL}, "--timing");
+  expect_usage_error((char *[]){"allreduce", "--tcp-cc", "Bad!", NULL}, "--tcp-cc: 'Bad!'");
+}
+
+/* --tcp-cc: the congestion control asked for is the one the sockets use (read back into the
+ * fabric); one the kernel does not have fails with its name, naming the rank. */
+static void test_tcp_cc(void **st) {
+  (void)st;
+  run_result *r = calloc(1, sizeof *r);
+  char dir[] = "/tmp/fbtestccXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  cli_run(r, 60, NULL, NULL, -1, NULL,
+      (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--algo", "ring", "--max-bytes", "1K",
+                 "--iters", "2", "--tcp-cc", "reno", "--out", dir, NULL});
+  if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+  assert_non_null(strstr(r->out, "tcp:lo/reno"));
+  memset(r, 0, sizeof *r);
+  cli_run(r, 60, NULL, NULL, -1, NULL,
+      (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--algo", "ring", "--max-bytes", "1K",
+                 "--iters", "2", "--tcp-cc", "nosuchcc", "--out", dir, NULL});
+  if (r->status == 0 || !strstr(r->err, "congestion control 'nosuchcc'") || !strstr(r->err, "rank "))
+    fail_msg("status %d\nstderr:\n%s", r->status, r->err);
+  free(r);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
 }
 
 static const char *const issue_cols[] = {
@@ -216,6 +241,7 @@ int main(void) {
       cmocka_unit_test(test_run_files),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_single_rank),
+      cmocka_unit_test(test_tcp_cc),
       cmocka_unit_test(test_tcp_and_mpi_same_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
