@@ -26,10 +26,13 @@ static const char ar_usage[] =
     "  --warmup N            warm-up iterations per size (default: 5)\n"
     "  --iters N             fixed iteration count per size (default: adaptive)\n"
     "  --time-per-size SEC   adaptive count: about SEC seconds per size (default: 0.5)\n"
+    "  --rounds N            the transport/algorithm pairs take turns at each size, N rounds\n"
+    "                        of iters/N each, so drift in the machine's speed hits all alike\n"
+    "                        (default: 5; 1: each pair in one block)\n"
     "  --timing MODE         barrier (each iteration between barriers, max over ranks) or\n"
     "                        pipelined (back-to-back, mean per operation) (default: barrier)\n"
     "  --check / --no-check  verify every size element by element (default: on)\n"
-    "  --chunk SIZE          pipelining unit of the algorithms (default: 256K)\n"
+    "  --chunk SIZE          pipelining unit of the algorithms (default: 256K; ucx: 1M)\n"
     "  --tcp-streams N       tcp connections per peer (default: 1)\n"
     "  --tcp-cc NAME         congestion control of the tcp sockets, or 'system' for the\n"
     "                        kernel's default (default: " COLL_TCP_CC_DEFAULT ")\n"
@@ -55,7 +58,7 @@ typedef struct {
   int nops;
   uint64_t min_bytes, max_bytes, chunk;
   double step, time_per_size;
-  long warmup, iters, streams, seed, timeout_s;
+  long warmup, iters, streams, seed, timeout_s, rounds;
   int pipelined, check;
   const char *out, *mpirun_args, *emulate, *bind, *tcp_cc;
 } ar_opts;
@@ -71,6 +74,7 @@ static const res_col ar_cols[] = {
     {"busbw_gbps", RES_F64},  {"errors", RES_INT},      {"algo_ran", RES_STR},
     {"host", RES_STR},        {"topo_hash", RES_STR},   {"warmup", RES_INT},
     {"chunk_bytes", RES_INT}, {"tcp_streams", RES_INT}, {"boot", RES_STR},
+    {"rounds", RES_INT},
 };
 
 static int ar_parse(ar_opts *o, int argc, char **argv) {
@@ -80,14 +84,14 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   o->step = 2;
   o->time_per_size = 0.5;
   o->warmup = 5;
+  o->rounds = 5;
   o->streams = 1;
   o->seed = 1;
   o->timeout_s = 60;
   o->check = 1;
-  o->chunk = 256 * 1024;
   const char *tl = FABENCH_HAVE_MPI ? "tcp,mpi" : "tcp", *al = "ring,native", *dl = "f32", *ol = "sum";
   enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
-         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_MPIRUN, O_EMU, O_BIND, O_SEED,
+         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_ROUNDS, O_MPIRUN, O_EMU, O_BIND, O_SEED,
          O_TIMEOUT, O_OUT, O_HELP };
   static const struct option lo[] = {
       {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
@@ -98,7 +102,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       {"mpirun-args", 1, 0, O_MPIRUN},  {"emulate", 1, 0, O_EMU},     {"bind", 1, 0, O_BIND},
       {"seed", 1, 0, O_SEED},           {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
       {"ranks", 1, 0, 'n'},             {"help", 0, 0, O_HELP},       {"tcp-cc", 1, 0, O_CC},
-      {0, 0, 0, 0}};
+      {"rounds", 1, 0, O_ROUNDS},       {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch;
@@ -143,6 +147,9 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       break;
     case O_STREAMS:
       if (bench_parse_int(optarg, 1, 16, &o->streams)) return bench_usage_error(ar_usage, "--tcp-streams: '%s' is not 1..16", optarg);
+      break;
+    case O_ROUNDS:
+      if (bench_parse_int(optarg, 1, 1000, &o->rounds)) return bench_usage_error(ar_usage, "--rounds: '%s' is not 1..1000", optarg);
       break;
     case O_CC:
       if (bench_parse_name(optarg, 15)) return bench_usage_error(ar_usage, "--tcp-cc: '%s' is not a congestion control name", optarg);
@@ -237,10 +244,19 @@ typedef struct {
   int rank, size;
   bench_run run; /* rank 0 only */
   res_table *tab;
-  double *times;
-  size_t times_cap;
   int progress;
 } ar_ctx;
+
+/* One (transport, algorithm) pair being measured; its samples are those of the current size. */
+typedef struct {
+  coll_comm *c; /* shared by the cells of one transport */
+  coll_transport_kind tk;
+  coll_algo algo, ran;
+  char aname[32];
+  long iters;
+  double *times; /* microseconds, each the maximum over ranks */
+  size_t ntimes, cap;
+} ar_cell;
 
 static int ar_fail(const coll_err *e) { return bench_error("%s", e->msg); }
 
@@ -250,58 +266,69 @@ static int ar_max(coll_comm *c, double *x, size_t n, coll_err *e) {
   return coll_allreduce(c, x, n, COLL_F64, COLL_MAX, ring, NULL, e);
 }
 
-static int ar_grow(ar_ctx *x, size_t n) {
-  if (n <= x->times_cap) return 0;
-  double *t = realloc(x->times, n * sizeof *t);
+static int ar_cell_grow(ar_cell *k, size_t n) {
+  if (n <= k->cap) return 0;
+  double *t = realloc(k->times, n * sizeof *t);
   if (!t) return -1;
-  x->times = t;
-  x->times_cap = n;
+  k->times = t;
+  k->cap = n;
   return 0;
 }
 
-/* Times one (algo, dtype, op, size): fills stats; returns 0 or -1. */
-static int ar_time(ar_ctx *x, coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
-                   coll_algo algo, long *iters_out, res_stats *st, coll_algo *ran, coll_err *e) {
+/* Warm-up, then the iteration count: --iters, or what fills --time-per-size at the slowest
+ * rank's pace (every rank must run the same count). */
+static int ar_prepare(ar_ctx *x, ar_cell *k, void *buf, size_t count, coll_dtype dt, coll_op op,
+                      coll_err *e) {
   const ar_opts *o = x->o;
+  k->ntimes = 0;
+  k->ran = k->algo;
   double w0 = res_now();
   for (long i = 0; i < o->warmup; i++) {
-    if (!o->pipelined && coll_barrier(c, e)) return -1;
-    if (coll_allreduce(c, buf, count, dt, op, algo, ran, e)) return -1;
+    if (!o->pipelined && coll_barrier(k->c, e)) return -1;
+    if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
   }
-  long iters = o->iters;
-  if (!iters) {
-    /* every rank must run the same count: agree on the slowest rank's estimate */
+  k->iters = o->iters;
+  if (!k->iters) {
     double per = o->warmup ? (res_now() - w0) / (double)o->warmup : 0;
     if (!o->warmup) {
       double t0 = res_now();
-      if (coll_barrier(c, e) || coll_allreduce(c, buf, count, dt, op, algo, ran, e)) return -1;
+      if (coll_barrier(k->c, e) || coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
       per = res_now() - t0;
     }
-    if (ar_max(c, &per, 1, e)) return -1;
+    if (ar_max(k->c, &per, 1, e)) return -1;
     double want = o->time_per_size / (per > 1e-7 ? per : 1e-7);
-    iters = want < 5 ? 5 : want > 200000 ? 200000 : (long)want;
+    k->iters = want < 5 ? 5 : want > 200000 ? 200000 : (long)want;
   }
-  if (ar_grow(x, (size_t)iters)) return -1;
-  if (o->pipelined) {
-    if (coll_barrier(c, e)) return -1;
+  if (ar_cell_grow(k, (size_t)k->iters)) {
+    snprintf(e->msg, sizeof e->msg, "rank %d: out of memory for %ld samples", x->rank, k->iters);
+    return -1;
+  }
+  return 0;
+}
+
+/* n more timed iterations, appended to the cell's samples. */
+static int ar_measure(ar_ctx *x, ar_cell *k, void *buf, size_t count, coll_dtype dt, coll_op op,
+                      long n, coll_err *e) {
+  double *t = k->times + k->ntimes;
+  if (x->o->pipelined) {
+    if (coll_barrier(k->c, e)) return -1;
     double t0 = res_now();
-    for (long i = 0; i < iters; i++)
-      if (coll_allreduce(c, buf, count, dt, op, algo, ran, e)) return -1;
-    double mean = (res_now() - t0) / (double)iters;
-    if (ar_max(c, &mean, 1, e)) return -1;
-    for (long i = 0; i < iters; i++) x->times[i] = mean;
+    for (long i = 0; i < n; i++)
+      if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
+    double mean = (res_now() - t0) / (double)n;
+    if (ar_max(k->c, &mean, 1, e)) return -1;
+    for (long i = 0; i < n; i++) t[i] = mean;
   } else {
-    for (long i = 0; i < iters; i++) {
-      if (coll_barrier(c, e)) return -1;
+    for (long i = 0; i < n; i++) {
+      if (coll_barrier(k->c, e)) return -1;
       double t0 = res_now();
-      if (coll_allreduce(c, buf, count, dt, op, algo, ran, e)) return -1;
-      x->times[i] = res_now() - t0;
+      if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
+      t[i] = res_now() - t0;
     }
-    if (ar_max(c, x->times, (size_t)iters, e)) return -1;
+    if (ar_max(k->c, t, (size_t)n, e)) return -1;
   }
-  for (long i = 0; i < iters; i++) x->times[i] *= 1e6;
-  res_stats_compute(st, x->times, (size_t)iters);
-  *iters_out = iters;
+  for (long i = 0; i < n; i++) t[i] *= 1e6;
+  k->ntimes += (size_t)n;
   return 0;
 }
 
@@ -324,110 +351,122 @@ static int ar_verify(ar_ctx *x, coll_comm *c, void *buf, size_t count, coll_dtyp
 
 static void ar_header(const ar_ctx *x) {
   const ar_opts *o = x->o;
-  printf("# fabench allreduce: %d rank(s) on %d host(s), timing %s, check %s\n", x->size,
-         coll_boot_host_count(x->boot), o->pipelined ? "pipelined" : "barrier", o->check ? "on" : "off");
+  printf("# fabench allreduce: %d rank(s) on %d host(s), timing %s, check %s, %ld round(s)\n", x->size,
+         coll_boot_host_count(x->boot), o->pipelined ? "pipelined" : "barrier", o->check ? "on" : "off",
+         o->rounds);
   printf("# %12s %11s %5s %5s %-22s %-8s %10s %10s %10s %7s\n", "size(B)", "count", "type", "redop",
          "fabric", "algo", "p50(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   fflush(stdout);
 }
 
-static int ar_sweep_comm(ar_ctx *x, coll_comm *c, coll_transport_kind tk, int *wrong_total) {
+/* Prints and writes one measured row (rank 0). */
+static int ar_report(ar_ctx *x, const ar_cell *k, size_t nbytes, size_t count, coll_dtype dt,
+                     coll_op op, int64_t wrong) {
+  const ar_opts *o = x->o;
+  const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC") : coll_comm_fabric(k->c);
+  res_stats st;
+  res_stats_compute(&st, k->times, k->ntimes);
+  double t = st.p50 * 1e-6;
+  double algbw = t > 0 ? (double)nbytes / t / 1e9 : 0;
+  double busbw = algbw * 2.0 * (x->size - 1) / x->size;
+  char rname[32];
+  coll_algo_format(rname, sizeof rname, k->ran);
+  if (x->progress) fprintf(stderr, "\r%-60s\r", "");
+  printf("  %12zu %11zu %5s %5s %-22.22s %-8s %10.2f %10.3f %10.3f %7lld\n", nbytes, count,
+         coll_dtype_name(dt), coll_op_name(op), fabric, k->aname, st.p50, algbw, busbw, (long long)wrong);
+  fflush(stdout);
+  res_table *T = x->tab;
+  res_row_str(T, x->run.run_id);
+  res_row_int(T, RES_SCHEMA_VERSION);
+  res_row_int(T, coll_boot_host_count(x->boot));
+  res_row_int(T, x->size);
+  res_row_str(T, fabric);
+  res_row_str(T, coll_transport_name(k->tk));
+  res_row_str(T, k->aname);
+  res_row_str(T, coll_dtype_name(dt));
+  res_row_str(T, coll_op_name(op));
+  res_row_int(T, (int64_t)nbytes);
+  res_row_int(T, (int64_t)count);
+  res_row_int(T, (int64_t)k->ntimes);
+  res_row_str(T, o->pipelined ? "pipelined" : "barrier");
+  res_row_f64(T, st.min);
+  res_row_f64(T, st.p50);
+  res_row_f64(T, st.p90);
+  res_row_f64(T, st.p99);
+  res_row_f64(T, st.max);
+  res_row_f64(T, st.mean);
+  res_row_f64(T, st.stddev);
+  res_row_f64(T, algbw);
+  res_row_f64(T, busbw);
+  res_row_int(T, wrong);
+  res_row_str(T, rname);
+  res_row_str(T, x->run.host);
+  res_row_str(T, x->run.topo_hash);
+  res_row_int(T, o->warmup);
+  res_row_int(T, (int64_t)coll_comm_chunk(k->c));
+  res_row_int(T, o->streams);
+  res_row_str(T, coll_boot_kind_name(x->boot));
+  res_row_int(T, o->rounds);
+  char err[256];
+  if (res_row_end(T, err, sizeof err)) return bench_error("%s", err);
+  return 0;
+}
+
+/* One size of one dtype/op over every cell. The cells take turns in rounds (each round runs
+ * iters/rounds of every cell), so that a machine whose speed drifts during the run (a noisy
+ * neighbour, the scheduler moving ranks) slows every cell alike and the ratios between them
+ * in one run stay fair; rounds=1 measures each cell in one block. */
+static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t count, coll_dtype dt,
+                   coll_op op, int *wrong_total) {
   const ar_opts *o = x->o;
   coll_err e = {{0}};
-  const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC") : coll_comm_fabric(c);
+  size_t nbytes = count * coll_dtype_size(dt);
+  if (x->progress)
+    fprintf(stderr, "\r%-60s", ""), fprintf(stderr, "\r[%s %s %zu B]", coll_dtype_name(dt), coll_op_name(op), nbytes);
+  for (int i = 0; i < ncells; i++) {
+    coll_pattern_fill(buf, count, dt, op, x->rank, (uint64_t)o->seed);
+    if (ar_prepare(x, &cells[i], buf, count, dt, op, &e)) return ar_fail(&e);
+  }
+  for (long r = 0; r < o->rounds; r++)
+    for (int i = 0; i < ncells; i++) {
+      ar_cell *k = &cells[i];
+      long n = k->iters * (r + 1) / o->rounds - k->iters * r / o->rounds;
+      if (n <= 0) continue;
+      /* one untimed call: the first after another cell pays for its caches and pages */
+      if (r > 0 && o->warmup && coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, &e)) return ar_fail(&e);
+      if (ar_measure(x, k, buf, count, dt, op, n, &e)) return ar_fail(&e);
+    }
+  for (int i = 0; i < ncells; i++) {
+    ar_cell *k = &cells[i];
+    int64_t wrong = 0;
+    if (o->check && ar_verify(x, k->c, buf, count, dt, op, k->algo, (uint64_t)o->seed + nbytes, &wrong, &e))
+      return ar_fail(&e);
+    *wrong_total += wrong > 0;
+    if (x->rank == 0 && ar_report(x, k, nbytes, count, dt, op, wrong)) return 1;
+  }
+  return 0;
+}
+
+static int ar_sweep(ar_ctx *x, ar_cell *cells, int ncells, int *wrong_total) {
+  const ar_opts *o = x->o;
   size_t maxbytes = (size_t)o->max_bytes + 8;
   void *buf = NULL;
   if (posix_memalign(&buf, 64, maxbytes)) return bench_error("rank %d: cannot allocate %zu bytes", x->rank, maxbytes);
   int rc = 0;
-  for (int a = 0; a < o->nalgos && !rc; a++) {
-    coll_algo algo = o->algos[a];
-    char aname[32];
-    coll_algo_format(aname, sizeof aname, algo);
-    if (!coll_algo_supported(c, algo)) {
-      if (x->rank == 0)
-        printf("# skipping %s/%s: %s\n", coll_transport_name(tk), aname,
-               algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
-                                             : "not available in this build");
-      continue;
-    }
-    for (int d = 0; d < o->ndtypes && !rc; d++)
-      for (int p = 0; p < o->nops && !rc; p++) {
-        coll_dtype dt = o->dtypes[d];
-        coll_op op = o->ops[p];
-        size_t es = coll_dtype_size(dt);
-        uint64_t *sizes = NULL;
-        int nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->step, es, &sizes);
-        if (nsizes < 0) {
-          rc = bench_error("out of memory");
-          break;
-        }
-        for (int si = 0; si < nsizes; si++) {
-          uint64_t bytes = sizes[si];
-          size_t count = (size_t)bytes / es, nbytes = (size_t)bytes;
-          if (x->progress)
-            fprintf(stderr, "\r%-60s", ""), fprintf(stderr, "\r[%s/%s %s %s %zu B]", coll_transport_name(tk), aname, coll_dtype_name(dt), coll_op_name(op), nbytes);
-          coll_pattern_fill(buf, count, dt, op, x->rank, (uint64_t)o->seed);
-          long iters = 0;
-          res_stats st;
-          coll_algo ran = algo;
-          int64_t wrong = 0;
-          if (ar_time(x, c, buf, count, dt, op, algo, &iters, &st, &ran, &e) ||
-              (o->check && ar_verify(x, c, buf, count, dt, op, algo, (uint64_t)o->seed + bytes, &wrong, &e))) {
-            rc = ar_fail(&e);
-            break;
-          }
-          *wrong_total += wrong > 0;
-          if (x->rank != 0) continue;
-          double t = st.p50 * 1e-6;
-          double algbw = t > 0 ? (double)nbytes / t / 1e9 : 0;
-          double busbw = algbw * 2.0 * (x->size - 1) / x->size;
-          char rname[32];
-          coll_algo_format(rname, sizeof rname, ran);
-          if (x->progress) fprintf(stderr, "\r%-60s\r", "");
-          printf("  %12zu %11zu %5s %5s %-22.22s %-8s %10.2f %10.3f %10.3f %7lld\n", nbytes, count,
-                 coll_dtype_name(dt), coll_op_name(op), fabric, aname, st.p50, algbw, busbw,
-                 (long long)wrong);
-          fflush(stdout);
-          res_table *T = x->tab;
-          res_row_str(T, x->run.run_id);
-          res_row_int(T, RES_SCHEMA_VERSION);
-          res_row_int(T, coll_boot_host_count(x->boot));
-          res_row_int(T, x->size);
-          res_row_str(T, fabric);
-          res_row_str(T, coll_transport_name(tk));
-          res_row_str(T, aname);
-          res_row_str(T, coll_dtype_name(dt));
-          res_row_str(T, coll_op_name(op));
-          res_row_int(T, (int64_t)nbytes);
-          res_row_int(T, (int64_t)count);
-          res_row_int(T, iters);
-          res_row_str(T, o->pipelined ? "pipelined" : "barrier");
-          res_row_f64(T, st.min);
-          res_row_f64(T, st.p50);
-          res_row_f64(T, st.p90);
-          res_row_f64(T, st.p99);
-          res_row_f64(T, st.max);
-          res_row_f64(T, st.mean);
-          res_row_f64(T, st.stddev);
-          res_row_f64(T, algbw);
-          res_row_f64(T, busbw);
-          res_row_int(T, wrong);
-          res_row_str(T, rname);
-          res_row_str(T, x->run.host);
-          res_row_str(T, x->run.topo_hash);
-          res_row_int(T, o->warmup);
-          res_row_int(T, (int64_t)o->chunk);
-          res_row_int(T, o->streams);
-          res_row_str(T, coll_boot_kind_name(x->boot));
-          char err[256];
-          if (res_row_end(T, err, sizeof err)) {
-            rc = bench_error("%s", err);
-            break;
-          }
-        }
-        free(sizes);
+  for (int d = 0; d < o->ndtypes && !rc; d++)
+    for (int p = 0; p < o->nops && !rc; p++) {
+      coll_dtype dt = o->dtypes[d];
+      size_t es = coll_dtype_size(dt);
+      uint64_t *sizes = NULL;
+      int nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->step, es, &sizes);
+      if (nsizes < 0) {
+        rc = bench_error("out of memory");
+        break;
       }
-  }
+      for (int si = 0; si < nsizes && !rc; si++)
+        rc = ar_size(x, cells, ncells, buf, (size_t)sizes[si] / es, dt, o->ops[p], wrong_total);
+      free(sizes);
+    }
   if (x->progress) fprintf(stderr, "\r%-60s\r", "");
   free(buf);
   return rc;
@@ -441,7 +480,10 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)o->timeout_s * 1000, &e)) return ar_fail(&e);
   x.rank = coll_boot_rank(x.boot);
   x.size = coll_boot_size(x.boot);
-  int rc = 0;
+  int rc = 0, ncells = 0;
+  coll_comm *comms[AR_MAX_LIST] = {0};
+  ar_cell cells[AR_MAX_LIST * AR_MAX_LIST];
+  memset(cells, 0, sizeof cells);
   char bind_desc[256];
   if (bench_bind_rank(x.boot, o->bind, bind_desc, sizeof bind_desc)) {
     rc = 1;
@@ -458,29 +500,44 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       rc = bench_error("%s", err);
       goto out;
     }
+    cJSON_AddNumberToObject(x.run.meta, "rounds", (double)o->rounds);
     ar_header(&x);
   }
   if (bench_run_world(&x.run, x.boot, bind_desc)) {
     rc = 1;
     goto out;
   }
-  int wrong = 0;
+  /* every transport is open for the whole run, so that the cells can take turns */
   for (int t = 0; t < o->ntransports && !rc; t++) {
-    coll_comm *c;
     coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->timeout_s * 1000,
                          .tcp_streams = (int)o->streams, .chunk_bytes = (size_t)o->chunk,
                          .tcp_cc = o->tcp_cc};
-    if (coll_comm_open(&c, x.boot, &co, &e)) {
+    if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
       rc = ar_fail(&e);
       break;
     }
     if (x.rank == 0) {
-      cJSON_AddStringToObject(cJSON_GetObjectItem(x.run.meta, "fabrics"), coll_transport_name(o->transports[t]), coll_comm_fabric(c));
+      cJSON_AddStringToObject(cJSON_GetObjectItem(x.run.meta, "fabrics"), coll_transport_name(o->transports[t]), coll_comm_fabric(comms[t]));
       bench_run_write(&x.run);
     }
-    rc = ar_sweep_comm(&x, c, o->transports[t], &wrong);
-    coll_comm_close(c);
+    for (int a = 0; a < o->nalgos; a++) {
+      ar_cell *k = &cells[ncells];
+      k->c = comms[t];
+      k->tk = o->transports[t];
+      k->algo = o->algos[a];
+      coll_algo_format(k->aname, sizeof k->aname, k->algo);
+      if (coll_algo_supported(k->c, k->algo)) {
+        ncells++;
+      } else if (x.rank == 0) {
+        printf("# skipping %s/%s: %s\n", coll_transport_name(k->tk), k->aname,
+               k->algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
+                                                : "not available in this build");
+        fflush(stdout);
+      }
+    }
   }
+  int wrong = 0;
+  if (!rc) rc = ar_sweep(&x, cells, ncells, &wrong);
   if (x.rank == 0 && x.tab) {
     cJSON_AddStringToObject(x.run.meta, "status", rc ? "failed" : wrong ? "wrong results" : "ok");
     bench_run_write(&x.run);
@@ -489,11 +546,13 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   }
   if (!rc && wrong) rc = 1;
 out:
+  for (int t = 0; t < o->ntransports; t++)
+    if (comms[t]) coll_comm_close(comms[t]);
+  for (int i = 0; i < AR_MAX_LIST * AR_MAX_LIST; i++) free(cells[i].times);
   if (x.rank == 0) {
     res_table_close(x.tab);
     if (x.run.meta) bench_run_end(&x.run);
   }
-  free(x.times);
   coll_boot_close(x.boot);
   return rc;
 }

@@ -129,7 +129,10 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   c->size = coll_boot_size(b);
   c->kind = o->transport;
   c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 60000;
-  c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : 256 * 1024;
+  /* ucx moves large messages by rendezvous (a handshake, then one copy by the receiver):
+   * sub-chunks under 1 MiB cost more in handshakes than pipelining gains (measured at 2
+   * ranks: 0.80-0.86 of MPI_Allreduce at 16 MiB with 256 KiB, 0.93-1.0 with 1 MiB) */
+  c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : o->transport == COLL_UCX ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
   c->hosts = calloc((size_t)c->size, sizeof *c->hosts);
   if (!c->hosts) {
     free(c);
@@ -155,6 +158,8 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   *out = c;
   return 0;
 }
+
+size_t coll_comm_chunk(const coll_comm *c) { return c->chunk_bytes; }
 
 int coll_comm_rank(const coll_comm *c) { return c->rank; }
 int coll_comm_size(const coll_comm *c) { return c->size; }

@@ -65,19 +65,23 @@ typedef struct {
   const char *tcp_bind;  /* address to listen on and advertise; NULL: the boot's own */
   const char *tcp_cc;    /* congestion control of the tcp sockets; NULL: COLL_TCP_CC_DEFAULT,
                             "system": the kernel's default (net.ipv4.tcp_congestion_control) */
-  size_t chunk_bytes;    /* pipelining unit of the algorithms; default 256 KiB when 0 */
+  size_t chunk_bytes;    /* pipelining unit of the algorithms; 0: COLL_CHUNK_DEFAULT, or
+                            COLL_CHUNK_UCX for ucx */
 } coll_comm_opts;
 
 /* reno: built into every kernel and allowed to every user. Pacing controls (bbr, a common
  * system default) pace even loopback and LAN links: 2 MiB all-reduce on loopback took 2x as
  * long under bbr as under reno or cubic. */
 #define COLL_TCP_CC_DEFAULT "reno"
+#define COLL_CHUNK_DEFAULT (256u * 1024u)
+#define COLL_CHUNK_UCX (1024u * 1024u)
 
 typedef struct coll_comm coll_comm;
 int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_err *e);
 int coll_comm_rank(const coll_comm *c);
 int coll_comm_size(const coll_comm *c);
 const char *coll_comm_host(const coll_comm *c, int rank);
+size_t coll_comm_chunk(const coll_comm *c); /* the pipelining unit in use */
 /* What the transport runs on, e.g. "tcp:lo/reno" (interface/congestion control),
  * "ucx:posix", "mpi:ob1/tcp". */
 const char *coll_comm_fabric(const coll_comm *c);

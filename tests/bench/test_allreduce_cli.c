@@ -64,6 +64,7 @@ static void test_bad_flags_exit_2(void **st) {
   expect_usage_error((char *[]){"allreduce", "--emulate", "1gbit", NULL}, "--emulate needs -n");
   expect_usage_error((char *[]){"allreduce", "--timing", "wall", NULL}, "--timing");
   expect_usage_error((char *[]){"allreduce", "--tcp-cc", "Bad!", NULL}, "--tcp-cc: 'Bad!'");
+  expect_usage_error((char *[]){"allreduce", "--rounds", "0", NULL}, "--rounds: '0'");
 }
 
 /* --tcp-cc: the congestion control asked for is the one the sockets use (read back into the
@@ -126,13 +127,18 @@ static void test_run_files(void **st) {
     rows++;
     int fields = 1;
     for (char *c = line; *c; c++) fields += *c == ',';
-    assert_int_equal(fields, 30);
+    assert_int_equal(fields, 31);
     assert_non_null(strstr(line, ",3,")); /* ranks */
-    char *last_err = NULL, *fs = NULL, *f = strtok_r(line, ",", &fs);
-    for (int i = 0; f; i++, f = strtok_r(NULL, ",", &fs))
+    char *last_err = NULL, *iters = NULL, *fs = NULL, *f = strtok_r(line, ",", &fs);
+    for (int i = 0; f; i++, f = strtok_r(NULL, ",", &fs)) {
+      if (i == 11) iters = f;
       if (i == 22) last_err = f;
+    }
     assert_non_null(last_err);
     assert_string_equal(last_err, "0");
+    /* --iters 3 over 5 rounds is still 3 samples in all */
+    assert_non_null(iters);
+    assert_string_equal(iters, "3");
   }
   assert_int_equal(rows, 16);
   free(csv);
