@@ -355,6 +355,7 @@ static void test_bad_flags(void **state) {
   expect_usage_error((char *[]){"--transport", "carrier-pigeon", NULL}, "carrier-pigeon");
   expect_usage_error((char *[]){"--transport", "tcp,tcp", NULL}, "twice");
   expect_usage_error((char *[]){"--tests", "latency,jitter", NULL}, "jitter");
+  expect_usage_error((char *[]){"--tcp-cc", "no/such", NULL}, "--tcp-cc");
   expect_usage_error((char *[]){"--min-bytes", "0", NULL}, "--min-bytes");
   expect_usage_error((char *[]){"--max-bytes", "1.5M", NULL}, "--max-bytes");
   expect_usage_error((char *[]){"--min-bytes", "8K", "--max-bytes", "1K", NULL}, "larger");
