@@ -26,6 +26,8 @@ static const char ar_usage[] =
     "  --warmup N            warm-up iterations per size (default: 5)\n"
     "  --iters N             fixed iteration count per size (default: adaptive)\n"
     "  --time-per-size SEC   adaptive count: about SEC seconds per size (default: 0.5)\n"
+    "  --peer T/A | none     every row's busbw relative to this pair's at the same size, in\n"
+    "                        the same run (default: mpi/native when measured)\n"
     "  --rounds N            the transport/algorithm pairs take turns at each size, N rounds\n"
     "                        of iters/N each, so drift in the machine's speed hits all alike\n"
     "                        (default: 5; 1: each pair in one block)\n"
@@ -61,6 +63,9 @@ typedef struct {
   long warmup, iters, streams, seed, timeout_s, rounds;
   int pipelined, check;
   const char *out, *mpirun_args, *emulate, *bind, *tcp_cc;
+  int has_peer;                   /* rows carry busbw relative to this pair, when measured */
+  coll_transport_kind peer_tk;
+  coll_algo peer_algo;
 } ar_opts;
 
 static const res_col ar_cols[] = {
@@ -74,7 +79,7 @@ static const res_col ar_cols[] = {
     {"busbw_gbps", RES_F64},  {"errors", RES_INT},      {"algo_ran", RES_STR},
     {"host", RES_STR},        {"topo_hash", RES_STR},   {"warmup", RES_INT},
     {"chunk_bytes", RES_INT}, {"tcp_streams", RES_INT}, {"boot", RES_STR},
-    {"rounds", RES_INT},
+    {"rounds", RES_INT},      {"peer", RES_STR},        {"busbw_vs_peer", RES_F64},
 };
 
 static int ar_parse(ar_opts *o, int argc, char **argv) {
@@ -90,8 +95,9 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   o->timeout_s = 60;
   o->check = 1;
   const char *tl = FABENCH_HAVE_MPI ? "tcp,mpi" : "tcp", *al = "ring,native", *dl = "f32", *ol = "sum";
+  const char *peer = NULL; /* NULL: mpi/native when the run measures it */
   enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
-         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_ROUNDS, O_MPIRUN, O_EMU, O_BIND, O_SEED,
+         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_ROUNDS, O_PEER, O_MPIRUN, O_EMU, O_BIND, O_SEED,
          O_TIMEOUT, O_OUT, O_HELP };
   static const struct option lo[] = {
       {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
@@ -102,7 +108,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       {"mpirun-args", 1, 0, O_MPIRUN},  {"emulate", 1, 0, O_EMU},     {"bind", 1, 0, O_BIND},
       {"seed", 1, 0, O_SEED},           {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
       {"ranks", 1, 0, 'n'},             {"help", 0, 0, O_HELP},       {"tcp-cc", 1, 0, O_CC},
-      {"rounds", 1, 0, O_ROUNDS},       {0, 0, 0, 0}};
+      {"rounds", 1, 0, O_ROUNDS},       {"peer", 1, 0, O_PEER},       {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch;
@@ -148,6 +154,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
     case O_STREAMS:
       if (bench_parse_int(optarg, 1, 16, &o->streams)) return bench_usage_error(ar_usage, "--tcp-streams: '%s' is not 1..16", optarg);
       break;
+    case O_PEER: peer = optarg; break;
     case O_ROUNDS:
       if (bench_parse_int(optarg, 1, 1000, &o->rounds)) return bench_usage_error(ar_usage, "--rounds: '%s' is not 1..1000", optarg);
       break;
@@ -233,6 +240,31 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
     }
   o->nops = n;
   free(store);
+  /* the peer: a transport/algorithm pair of this run that every row is compared with */
+  if (peer && !strcmp(peer, "none")) return 0;
+  coll_transport_kind ptk = COLL_MPI;
+  coll_algo pa = {COLL_ALGO_NATIVE, 0};
+  if (peer) {
+    char t[32];
+    const char *slash = strchr(peer, '/');
+    size_t tlen = slash ? (size_t)(slash - peer) : 0;
+    if (!slash || tlen == 0 || tlen >= sizeof t)
+      return bench_usage_error(ar_usage, "--peer: '%s' is not TRANSPORT/ALGO (e.g. mpi/native) or none", peer);
+    memcpy(t, peer, tlen);
+    t[tlen] = '\0';
+    if (coll_transport_parse(t, &ptk) || coll_algo_parse(slash + 1, &pa))
+      return bench_usage_error(ar_usage, "--peer: '%s' is not TRANSPORT/ALGO (e.g. mpi/native) or none", peer);
+  }
+  int in_t = 0, in_a = 0;
+  for (int i = 0; i < o->ntransports; i++) in_t |= o->transports[i] == ptk;
+  for (int i = 0; i < o->nalgos; i++) in_a |= o->algos[i].kind == pa.kind && o->algos[i].param == pa.param;
+  if (in_t && in_a) {
+    o->has_peer = 1;
+    o->peer_tk = ptk;
+    o->peer_algo = pa;
+  } else if (peer) {
+    return bench_usage_error(ar_usage, "--peer: '%s' is not among the --transport and --algo of this run", peer);
+  }
   return 0;
 }
 
@@ -256,6 +288,8 @@ typedef struct {
   long iters;
   double *times; /* microseconds, each the maximum over ranks */
   size_t ntimes, cap;
+  res_stats st;  /* of this size's samples */
+  int is_peer;
 } ar_cell;
 
 static int ar_fail(const coll_err *e) { return bench_error("%s", e->msg); }
@@ -354,26 +388,34 @@ static void ar_header(const ar_ctx *x) {
   printf("# fabench allreduce: %d rank(s) on %d host(s), timing %s, check %s, %ld round(s)\n", x->size,
          coll_boot_host_count(x->boot), o->pipelined ? "pipelined" : "barrier", o->check ? "on" : "off",
          o->rounds);
-  printf("# %12s %11s %5s %5s %-22s %-8s %10s %10s %10s %7s\n", "size(B)", "count", "type", "redop",
-         "fabric", "algo", "p50(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  if (o->has_peer) {
+    char a[32];
+    coll_algo_format(a, sizeof a, o->peer_algo);
+    printf("# vs peer: busbw / %s/%s's busbw at the same size, in this run\n", coll_transport_name(o->peer_tk), a);
+  }
+  printf("# %12s %11s %5s %5s %-22s %-8s %10s %10s %10s %7s %8s\n", "size(B)", "count", "type", "redop",
+         "fabric", "algo", "p50(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "vs peer");
   fflush(stdout);
 }
 
 /* Prints and writes one measured row (rank 0). */
-static int ar_report(ar_ctx *x, const ar_cell *k, size_t nbytes, size_t count, coll_dtype dt,
-                     coll_op op, int64_t wrong) {
+static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nbytes, size_t count,
+                     coll_dtype dt, coll_op op, int64_t wrong) {
   const ar_opts *o = x->o;
   const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC") : coll_comm_fabric(k->c);
-  res_stats st;
-  res_stats_compute(&st, k->times, k->ntimes);
+  res_stats st = k->st;
+  /* busbw ratio = the peer's median time over this one's (same bytes, same ranks) */
+  double vs = peer && st.p50 > 0 ? peer->st.p50 / st.p50 : NAN;
+  char vss[16] = "-";
+  if (isfinite(vs)) snprintf(vss, sizeof vss, "%.2fx", vs);
   double t = st.p50 * 1e-6;
   double algbw = t > 0 ? (double)nbytes / t / 1e9 : 0;
   double busbw = algbw * 2.0 * (x->size - 1) / x->size;
   char rname[32];
   coll_algo_format(rname, sizeof rname, k->ran);
   if (x->progress) fprintf(stderr, "\r%-60s\r", "");
-  printf("  %12zu %11zu %5s %5s %-22.22s %-8s %10.2f %10.3f %10.3f %7lld\n", nbytes, count,
-         coll_dtype_name(dt), coll_op_name(op), fabric, k->aname, st.p50, algbw, busbw, (long long)wrong);
+  printf("  %12zu %11zu %5s %5s %-22.22s %-8s %10.2f %10.3f %10.3f %7lld %8s\n", nbytes, count,
+         coll_dtype_name(dt), coll_op_name(op), fabric, k->aname, st.p50, algbw, busbw, (long long)wrong, vss);
   fflush(stdout);
   res_table *T = x->tab;
   res_row_str(T, x->run.run_id);
@@ -407,6 +449,10 @@ static int ar_report(ar_ctx *x, const ar_cell *k, size_t nbytes, size_t count, c
   res_row_int(T, o->streams);
   res_row_str(T, coll_boot_kind_name(x->boot));
   res_row_int(T, o->rounds);
+  char pname[48] = "";
+  if (peer) snprintf(pname, sizeof pname, "%s/%s", coll_transport_name(peer->tk), peer->aname);
+  res_row_str(T, pname);
+  res_row_f64(T, vs);
   char err[256];
   if (res_row_end(T, err, sizeof err)) return bench_error("%s", err);
   return 0;
@@ -436,13 +482,18 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
       if (r > 0 && o->warmup && coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, &e)) return ar_fail(&e);
       if (ar_measure(x, k, buf, count, dt, op, n, &e)) return ar_fail(&e);
     }
+  const ar_cell *peer = NULL;
+  for (int i = 0; i < ncells; i++) {
+    res_stats_compute(&cells[i].st, cells[i].times, cells[i].ntimes);
+    if (cells[i].is_peer) peer = &cells[i];
+  }
   for (int i = 0; i < ncells; i++) {
     ar_cell *k = &cells[i];
     int64_t wrong = 0;
     if (o->check && ar_verify(x, k->c, buf, count, dt, op, k->algo, (uint64_t)o->seed + nbytes, &wrong, &e))
       return ar_fail(&e);
     *wrong_total += wrong > 0;
-    if (x->rank == 0 && ar_report(x, k, nbytes, count, dt, op, wrong)) return 1;
+    if (x->rank == 0 && ar_report(x, k, peer, nbytes, count, dt, op, wrong)) return 1;
   }
   return 0;
 }
@@ -527,6 +578,8 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       k->algo = o->algos[a];
       coll_algo_format(k->aname, sizeof k->aname, k->algo);
       if (coll_algo_supported(k->c, k->algo)) {
+        k->is_peer = o->has_peer && k->tk == o->peer_tk && k->algo.kind == o->peer_algo.kind &&
+                     k->algo.param == o->peer_algo.param;
         ncells++;
       } else if (x.rank == 0) {
         printf("# skipping %s/%s: %s\n", coll_transport_name(k->tk), k->aname,

@@ -65,6 +65,9 @@ static void test_bad_flags_exit_2(void **st) {
   expect_usage_error((char *[]){"allreduce", "--timing", "wall", NULL}, "--timing");
   expect_usage_error((char *[]){"allreduce", "--tcp-cc", "Bad!", NULL}, "--tcp-cc: 'Bad!'");
   expect_usage_error((char *[]){"allreduce", "--rounds", "0", NULL}, "--rounds: '0'");
+  expect_usage_error((char *[]){"allreduce", "--peer", "mpi", NULL}, "--peer: 'mpi'");
+  expect_usage_error((char *[]){"allreduce", "--transport", "tcp", "--peer", "mpi/native", NULL},
+                     "not among the --transport");
 }
 
 /* --tcp-cc: the congestion control asked for is the one the sockets use (read back into the
@@ -127,7 +130,7 @@ static void test_run_files(void **st) {
     rows++;
     int fields = 1;
     for (char *c = line; *c; c++) fields += *c == ',';
-    assert_int_equal(fields, 31);
+    assert_int_equal(fields, 33);
     assert_non_null(strstr(line, ",3,")); /* ranks */
     char *last_err = NULL, *iters = NULL, *fs = NULL, *f = strtok_r(line, ",", &fs);
     for (int i = 0; f; i++, f = strtok_r(NULL, ",", &fs)) {
@@ -233,7 +236,55 @@ static void test_tcp_and_mpi_same_run(void **st) {
   assert_non_null(strstr(r->out, "mpi:ob1/tcp,self"));
   assert_non_null(strstr(r->out, "native"));
   assert_non_null(strstr(r->out, "tcp:"));
+  assert_non_null(strstr(r->out, "vs peer: busbw / mpi/native"));
   free(r);
+  /* busbw_vs_peer is mpi/native's median time over the row's, size by size */
+  char path[400];
+  snprintf(path, sizeof path, "%s/allreduce.csv", dir);
+  char *csv = read_file(path);
+  assert_non_null(csv);
+  double peer_p50[64] = {0}, p50s[256];
+  long bytes_of[256];
+  double vs_of[256];
+  int nrows = 0;
+  char *save = NULL;
+  strtok_r(csv, "\n", &save); /* header */
+  for (char *line = strtok_r(NULL, "\n", &save); line && nrows < 256; line = strtok_r(NULL, "\n", &save)) {
+    /* the fabric "mpi:ob1/tcp,self" is quoted and holds a comma: split after it (tcp rows
+     * have no quotes and are split from column 0) */
+    char *q = strrchr(line, '"');
+    char *rest = q ? q + 2 : line;
+    char *fs = NULL, *f = strtok_r(rest, ",", &fs);
+    int col = q ? 5 : 0;
+    char transport[16] = "", algo[16] = "";
+    long bytes = 0;
+    double p50 = 0, vs = 0;
+    for (; f; f = strtok_r(NULL, ",", &fs), col++) {
+      if (col == 5) snprintf(transport, sizeof transport, "%s", f);
+      if (col == 6) snprintf(algo, sizeof algo, "%s", f);
+      if (col == 9) bytes = atol(f);
+      if (col == 14) p50 = atof(f);
+      if (col == 32) vs = atof(f);
+    }
+    if (!strcmp(transport, "mpi") && !strcmp(algo, "native")) {
+      int b = 0;
+      while ((1L << b) < bytes) b++;
+      peer_p50[b] = p50;
+    }
+    bytes_of[nrows] = bytes;
+    p50s[nrows] = p50;
+    vs_of[nrows++] = vs;
+  }
+  assert_true(nrows >= 6);
+  for (int i = 0; i < nrows; i++) {
+    int b = 0;
+    while ((1L << b) < bytes_of[i]) b++;
+    assert_true(peer_p50[b] > 0);
+    double want = peer_p50[b] / p50s[i];
+    if (vs_of[i] < want * 0.999 || vs_of[i] > want * 1.001)
+      fail_msg("row %d (%ld bytes): busbw_vs_peer %g, expected %g", i, bytes_of[i], vs_of[i], want);
+  }
+  free(csv);
   unsetenv("ASAN_OPTIONS");
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
