@@ -62,6 +62,7 @@ struct coll_comm {
   coll_transport *tp;
   int timeout_ms;
   size_t chunk_bytes;
+  int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
   char (*hosts)[COLL_HOST_MAX]; /* size entries */
   void *scratch;                /* grows on demand; owned by the communicator */
   size_t scratch_bytes;
