@@ -82,6 +82,8 @@ static const res_col ar_cols[] = {
     {"rounds", RES_INT},      {"peer", RES_STR},        {"busbw_vs_peer", RES_F64},
 };
 
+static int ar_algo_eq(coll_algo a, coll_algo b) { return a.kind == b.kind && a.param == b.param; }
+
 static int ar_parse(ar_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   o->min_bytes = 8;
@@ -257,7 +259,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   }
   int in_t = 0, in_a = 0;
   for (int i = 0; i < o->ntransports; i++) in_t |= o->transports[i] == ptk;
-  for (int i = 0; i < o->nalgos; i++) in_a |= o->algos[i].kind == pa.kind && o->algos[i].param == pa.param;
+  for (int i = 0; i < o->nalgos; i++) in_a |= ar_algo_eq(o->algos[i], pa);
   if (in_t && in_a) {
     o->has_peer = 1;
     o->peer_tk = ptk;
@@ -578,8 +580,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       k->algo = o->algos[a];
       coll_algo_format(k->aname, sizeof k->aname, k->algo);
       if (coll_algo_supported(k->c, k->algo)) {
-        k->is_peer = o->has_peer && k->tk == o->peer_tk && k->algo.kind == o->peer_algo.kind &&
-                     k->algo.param == o->peer_algo.param;
+        k->is_peer = o->has_peer && k->tk == o->peer_tk && ar_algo_eq(k->algo, o->peer_algo);
         ncells++;
       } else if (x.rank == 0) {
         printf("# skipping %s/%s: %s\n", coll_transport_name(k->tk), k->aname,

@@ -9,9 +9,9 @@
  * with bit-identical results.
  *
  * Sub-chunks ramp up: a block's first c->ring_ramp sub-chunks (2 on tcp and mpi, none on
- * ucx; see coll.c) are chunk/4, chunk/2, then chunk-sized. The pipeline cannot start before the first sub-chunk has crossed and been
- * reduced, so a small first one shortens the fill, and large later ones keep the per-message
- * costs low. (At 1 MiB on 2 ranks over tcp the fill was what a slow spell of the machine's
+ * ucx; see coll.c) are chunk/4, chunk/2, then chunk-sized. The pipeline cannot start before
+ * the first sub-chunk has crossed and been reduced, so a small first one shortens the fill,
+ * and large later ones keep the per-message costs low. (At 1 MiB on 2 ranks over tcp the fill was what a slow spell of the machine's
  * cross-core copies stretched: 740 against MPI_Allreduce's 700 us with uniform 256 KiB.)
  *
  * Small messages (n * bytes <= COLL_RING_SMALL) take n-1 ring steps of whole vectors instead

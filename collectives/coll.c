@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll_internal.h"
 
@@ -129,20 +130,27 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   c->size = coll_boot_size(b);
   c->kind = o->transport;
   c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 60000;
-  /* ucx moves large messages by rendezvous (a handshake, then one copy by the receiver):
-   * sub-chunks under 1 MiB cost more in handshakes than pipelining gains (measured at 2
-   * ranks: 0.80-0.86 of MPI_Allreduce at 16 MiB with 256 KiB, 0.93-1.0 with 1 MiB) */
-  c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : o->transport == COLL_UCX ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
-  /* the ring's ramp of small first sub-chunks pays on streamed transports (tcp, mpi); on ucx
-   * every sub-chunk is a rendezvous of its own and the extra ones cost more (2 ranks, 1-2
-   * MiB: 0.92-0.97 of MPI_Allreduce with the ramp, 1.00-1.03 without) */
-  c->ring_ramp = o->transport == COLL_UCX ? 0 : 2;
+  /* ucx moves each large message by rendezvous (a handshake, then one copy by the receiver),
+   * so every extra sub-chunk costs a handshake. Measured at 2 ranks against MPI_Allreduce:
+   * 256 KiB sub-chunks gave 0.80-0.86 at 16 MiB, 1 MiB 0.93-1.0; the ring's ramp of small
+   * first sub-chunks (which pays on the streamed tcp and mpi) gave 0.92-0.97 at 1-2 MiB,
+   * none 1.00-1.03. */
+  int rendezvous = o->transport == COLL_UCX;
+  c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : rendezvous ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
+  c->ring_ramp = rendezvous ? 0 : 2;
   c->hosts = calloc((size_t)c->size, sizeof *c->hosts);
   if (!c->hosts) {
     free(c);
     return coll_fail(e, "out of memory");
   }
-  for (int r = 0; r < c->size; r++) snprintf(c->hosts[r], COLL_HOST_MAX, "%s", coll_boot_host(b, r));
+  int local = 0;
+  for (int r = 0; r < c->size; r++) {
+    snprintf(c->hosts[r], COLL_HOST_MAX, "%s", coll_boot_host(b, r));
+    local += !strcmp(c->hosts[r], c->hosts[c->rank]);
+  }
+  /* the host's cores, not this rank's affinity: a rank bound to one core has peers on others */
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  c->oversubscribed = local > (ncpu > 0 ? ncpu : 1);
   int rc = -1;
   switch (o->transport) {
   case COLL_TCP: rc = coll_tcp_open(&c->tp, c, b, o, e); break;

@@ -63,6 +63,7 @@ struct coll_comm {
   int timeout_ms;
   size_t chunk_bytes;
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
+  int oversubscribed;  /* this rank's host has more ranks than cores: transports must not spin */
   char (*hosts)[COLL_HOST_MAX]; /* size entries */
   void *scratch;                /* grows on demand; owned by the communicator */
   size_t scratch_bytes;

@@ -417,14 +417,8 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
   }
   /* Spinning is cheap latency while every rank has a core; when ranks outnumber the cores a
    * spinning rank steals the time its peer needs to answer, so sleep in poll at once. */
-  int local = 0;
-  for (int r = 0; r < n; r++) local += !strcmp(cm->hosts[r], cm->hosts[me]);
-  /* the host's cores, not this process's affinity: a rank bound to one core still has a peer
-   * on another */
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  if (ncpu < 1) ncpu = 1;
   const char *spin_env = getenv("FABENCH_TCP_SPIN_US");
-  t->spin_s = local > ncpu ? 0 : spin_env ? atof(spin_env) * 1e-6 : TCP_SPIN_S;
+  t->spin_s = cm->oversubscribed ? 0 : spin_env ? atof(spin_env) * 1e-6 : TCP_SPIN_S;
   const char *bufenv = getenv("FABENCH_TCP_SOCKBUF");
   int sockbuf = bufenv ? atoi(bufenv) : 0; /* 0: the kernel's autotuning */
 
@@ -516,8 +510,7 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
   char ifn[64];
   tcp_ifname(mine.addr, ifn, sizeof ifn);
   /* the congestion control in use (read back), or the one asked for when there is no peer */
-  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:%s/%s", ifn,
-           cc_got[0] ? cc_got : strcmp(cc, "system") ? cc : "system");
+  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:%s/%s", ifn, cc_got[0] ? cc_got : cc);
   *out = &t->base;
   return 0;
 fail:

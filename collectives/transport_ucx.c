@@ -517,12 +517,7 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
    * waits for). FABENCH_UCX_SPIN_US overrides (-1: never sleep). */
   u->efd = -1;
   u->spin_ms = UCX_SPIN_US_DEFAULT / 1000.0;
-  if (c) {
-    int here = 0;
-    for (int r = 0; r < size; r++) here += !strcmp(coll_comm_host(c, r), coll_comm_host(c, rank));
-    /* the host's cores, not this rank's affinity: a rank bound to one core has peers on others */
-    if (here > sysconf(_SC_NPROCESSORS_ONLN)) u->spin_ms = 0;
-  }
+  if (c->oversubscribed) u->spin_ms = 0;
   const char *spin = getenv("FABENCH_UCX_SPIN_US");
   if (spin && *spin) u->spin_ms = atof(spin) / 1000.0;
   if (u->spin_ms >= 0 && ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
