@@ -38,6 +38,9 @@ static const char ar_usage[] =
     "  --tcp-streams N       tcp connections per peer (default: 1)\n"
     "  --tcp-cc NAME         congestion control of the tcp sockets, or 'system' for the\n"
     "                        kernel's default (default: " COLL_TCP_CC_DEFAULT ")\n"
+    "  --ucx-map on|off      ucx ranks on one host map each other's buffer (UCX shared\n"
+    "                        memory, ucp_rkey_ptr) and the ring reads its neighbour's\n"
+    "                        partial sums in place; off: UCX copies them (default: on)\n"
     "  --mpirun-args ARGS    extra mpirun arguments when -n starts ranks through mpirun\n"
     "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
     "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
@@ -61,7 +64,7 @@ typedef struct {
   uint64_t min_bytes, max_bytes, chunk;
   double step, time_per_size;
   long warmup, iters, streams, seed, timeout_s, rounds;
-  int pipelined, check;
+  int pipelined, check, no_peer_map;
   const char *out, *mpirun_args, *emulate, *bind, *tcp_cc;
   int has_peer;                   /* rows carry busbw relative to this pair, when measured */
   coll_transport_kind peer_tk;
@@ -99,7 +102,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   const char *tl = FABENCH_HAVE_MPI ? "tcp,mpi" : "tcp", *al = "ring,native", *dl = "f32", *ol = "sum";
   const char *peer = NULL; /* NULL: mpi/native when the run measures it */
   enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
-         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_ROUNDS, O_PEER, O_MPIRUN, O_EMU, O_BIND, O_SEED,
+         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_UCXMAP, O_ROUNDS, O_PEER, O_MPIRUN, O_EMU, O_BIND, O_SEED,
          O_TIMEOUT, O_OUT, O_HELP };
   static const struct option lo[] = {
       {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
@@ -110,7 +113,8 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       {"mpirun-args", 1, 0, O_MPIRUN},  {"emulate", 1, 0, O_EMU},     {"bind", 1, 0, O_BIND},
       {"seed", 1, 0, O_SEED},           {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
       {"ranks", 1, 0, 'n'},             {"help", 0, 0, O_HELP},       {"tcp-cc", 1, 0, O_CC},
-      {"rounds", 1, 0, O_ROUNDS},       {"peer", 1, 0, O_PEER},       {0, 0, 0, 0}};
+      {"rounds", 1, 0, O_ROUNDS},       {"peer", 1, 0, O_PEER},       {"ucx-map", 1, 0, O_UCXMAP},
+      {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch;
@@ -163,6 +167,11 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
     case O_CC:
       if (bench_parse_name(optarg, 15)) return bench_usage_error(ar_usage, "--tcp-cc: '%s' is not a congestion control name", optarg);
       o->tcp_cc = optarg;
+      break;
+    case O_UCXMAP:
+      if (!strcmp(optarg, "on")) o->no_peer_map = 0;
+      else if (!strcmp(optarg, "off")) o->no_peer_map = 1;
+      else return bench_usage_error(ar_usage, "--ucx-map: '%s' is not on or off", optarg);
       break;
     case O_MPIRUN: o->mpirun_args = optarg; break;
     case O_EMU: {
@@ -500,11 +509,8 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
   return 0;
 }
 
-static int ar_sweep(ar_ctx *x, ar_cell *cells, int ncells, int *wrong_total) {
+static int ar_sweep(ar_ctx *x, ar_cell *cells, int ncells, void *buf, int *wrong_total) {
   const ar_opts *o = x->o;
-  size_t maxbytes = (size_t)o->max_bytes + 8;
-  void *buf = NULL;
-  if (posix_memalign(&buf, 64, maxbytes)) return bench_error("rank %d: cannot allocate %zu bytes", x->rank, maxbytes);
   int rc = 0;
   for (int d = 0; d < o->ndtypes && !rc; d++)
     for (int p = 0; p < o->nops && !rc; p++) {
@@ -521,7 +527,6 @@ static int ar_sweep(ar_ctx *x, ar_cell *cells, int ncells, int *wrong_total) {
       free(sizes);
     }
   if (x->progress) fprintf(stderr, "\r%-60s\r", "");
-  free(buf);
   return rc;
 }
 
@@ -534,7 +539,8 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   x.rank = coll_boot_rank(x.boot);
   x.size = coll_boot_size(x.boot);
   int rc = 0, ncells = 0;
-  coll_comm *comms[AR_MAX_LIST] = {0};
+  coll_comm *comms[AR_MAX_LIST] = {0}, *buf_owner = NULL;
+  void *buf = NULL;
   ar_cell cells[AR_MAX_LIST * AR_MAX_LIST];
   memset(cells, 0, sizeof cells);
   char bind_desc[256];
@@ -564,15 +570,12 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   for (int t = 0; t < o->ntransports && !rc; t++) {
     coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->timeout_s * 1000,
                          .tcp_streams = (int)o->streams, .chunk_bytes = (size_t)o->chunk,
-                         .tcp_cc = o->tcp_cc};
+                         .tcp_cc = o->tcp_cc, .no_peer_map = o->no_peer_map};
     if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
       rc = ar_fail(&e);
       break;
     }
-    if (x.rank == 0) {
-      cJSON_AddStringToObject(cJSON_GetObjectItem(x.run.meta, "fabrics"), coll_transport_name(o->transports[t]), coll_comm_fabric(comms[t]));
-      bench_run_write(&x.run);
-    }
+    if (o->transports[t] == COLL_UCX) buf_owner = comms[t];
     for (int a = 0; a < o->nalgos; a++) {
       ar_cell *k = &cells[ncells];
       k->c = comms[t];
@@ -590,8 +593,18 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       }
     }
   }
+  /* The run's one buffer comes from the ucx communicator when there is one (ucx ranks on one
+   * host then map each other's copy: coll_mem_alloc); other transports use it as plain memory. */
+  size_t maxbytes = (size_t)o->max_bytes + 8;
+  if (!rc && buf_owner && !(buf = coll_mem_alloc(buf_owner, maxbytes, &e))) rc = ar_fail(&e);
+  if (!rc && !buf_owner && posix_memalign(&buf, 64, maxbytes))
+    buf = NULL, rc = bench_error("rank %d: cannot allocate %zu bytes", x.rank, maxbytes);
+  for (int t = 0; t < o->ntransports && !rc && x.rank == 0; t++) { /* after the buffer: +rkey_ptr */
+    cJSON_AddStringToObject(cJSON_GetObjectItem(x.run.meta, "fabrics"), coll_transport_name(o->transports[t]), coll_comm_fabric(comms[t]));
+    bench_run_write(&x.run);
+  }
   int wrong = 0;
-  if (!rc) rc = ar_sweep(&x, cells, ncells, &wrong);
+  if (!rc) rc = ar_sweep(&x, cells, ncells, buf, &wrong);
   if (x.rank == 0 && x.tab) {
     cJSON_AddStringToObject(x.run.meta, "status", rc ? "failed" : wrong ? "wrong results" : "ok");
     bench_run_write(&x.run);
@@ -600,6 +613,10 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   }
   if (!rc && wrong) rc = 1;
 out:
+  if (buf_owner)
+    coll_mem_free(buf_owner, buf);
+  else
+    free(buf);
   for (int t = 0; t < o->ntransports; t++)
     if (comms[t]) coll_comm_close(comms[t]);
   for (int i = 0; i < AR_MAX_LIST * AR_MAX_LIST; i++) free(cells[i].times);

@@ -14,6 +14,9 @@
  * and large later ones keep the per-message costs low. (At 1 MiB on 2 ranks over tcp the fill was what a slow spell of the machine's
  * cross-core copies stretched: 740 against MPI_Allreduce's 700 us with uniform 256 KiB.)
  *
+ * On memory that every rank maps (coll_mem_alloc on ucx, one host) the ring reads instead of
+ * receiving: ring_direct below.
+ *
  * Small messages (n * bytes <= COLL_RING_SMALL) take n-1 ring steps of whole vectors instead
  * (a ring all-gather) and every rank reduces them in rank order: n-1 message latencies rather
  * than 2(n-1), still deterministic across ranks. */
@@ -22,6 +25,7 @@
 #include "coll_internal.h"
 
 #define COLL_RING_SMALL (64u * 1024u)
+#define COLL_RING_DIRECT_MIN (16u * 1024u) /* below, ring_small's one exchange is as quick */
 
 static int ring_small(coll_comm *c, char *buf, size_t count, coll_dtype dt, coll_op op, coll_err *e) {
   int n = c->size, r = c->rank;
@@ -105,12 +109,93 @@ static int ring_post_recvs(coll_comm *c, const ring_plan *p, char *buf, char *sc
   return 0;
 }
 
+/* The ring over memory every rank maps (coll_mem_alloc on ucx, one host): the same steps and
+ * the same reduction order as below, but each rank reads its left neighbour's block where it
+ * lies instead of receiving it, so no data crosses the transport, only small tokens. Reduce-
+ * scatter step s reduces block (r-s-1) from the left's copy once the left has finished its step
+ * s-1 (token s; token 0 is the left's hello: it has entered the call, so its buffer holds its
+ * input). Rank r then owns block r+1; all-gather step t copies block (r-t) from the left once
+ * the left has it (token n-1 at t = 0, then token n+t). Two tokens go the other way: nobody
+ * overwrites a block in the all-gather before the right has finished reading its partial sums
+ * (RS done), and nobody returns before the right has finished copying (AG done). */
+typedef struct {
+  uint64_t region, offset, count, kind;
+} ring_hello;
+
+enum { RING_TOK_RS_DONE = 0x4000, RING_TOK_AG_DONE = 0x4001 };
+
+static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t where[2],
+                       size_t count, coll_dtype dt, coll_op op, coll_err *e) {
+  int n = c->size, r = c->rank, next = (r + 1) % n, prev = (r - 1 + n) % n;
+  size_t es = coll_dtype_size(dt);
+  /* every token's send stays posted until the end: 2n + 2 at most */
+  coll_req *sq = coll_reqs(c, (size_t)(2 * n + 4), e);
+  if (!sq) return -1;
+  int ns = 0;
+  uint64_t tok = 0, got = 0;
+  /* Streaming stores from c->ring_stream_bytes (8 MiB) on: a result the neighbour reads next
+   * then comes from memory, not out of this core's cache. On this 2-core VM, whose cross-core
+   * transfers slow down 5x for seconds at a time, cached results at 8-16 MiB gave 0.76-1.11x
+   * MPI_Allreduce in those spells (streamed: 1.67-3.44x), while below 8 MiB streaming lost
+   * (0.81-0.93x in normal times; cached 1.2-2.7x). */
+  int stream = count * es >= c->ring_stream_bytes;
+  ring_hello mine = {where[0], where[1], count, (uint64_t)dt * 64 + (uint64_t)op}, theirs;
+  coll_req rq;
+#define RING_SEND(to, step) coll_isend(c, (to), &tok, sizeof tok, coll_tag(c, (step)), &sq[ns++], e)
+#define RING_WAIT(from, step) \
+  (coll_irecv(c, (from), &got, sizeof got, coll_tag(c, (step)), &rq, e) || coll_waitall(c, &rq, 1, e))
+  if (coll_irecv(c, prev, &theirs, sizeof theirs, coll_tag(c, 0), &rq, e) != 0 ||
+      coll_isend(c, next, &mine, sizeof mine, coll_tag(c, 0), &sq[ns++], e) != 0 ||
+      coll_waitall(c, &rq, 1, e) != 0)
+    return -1;
+  if (memcmp(&theirs, &mine, sizeof mine) != 0)
+    return coll_fail(e,
+                     "ring: rank %d (%s) passed a different buffer or call than rank %d (%s): "
+                     "region %llu offset %llu count %llu, against region %llu offset %llu count "
+                     "%llu (every rank must pass the same place of coll_mem_alloc memory)",
+                     prev, coll_comm_host(c, prev), r, coll_comm_host(c, r),
+                     (unsigned long long)theirs.region, (unsigned long long)theirs.offset,
+                     (unsigned long long)theirs.count, (unsigned long long)mine.region,
+                     (unsigned long long)mine.offset, (unsigned long long)mine.count);
+  for (int s = 0; s < n - 1; s++) {
+    if (s > 0 && RING_WAIT(prev, (uint32_t)s)) return -1;
+    size_t off, len;
+    coll_block(count, n, ((r - s - 1) % n + n) % n, &off, &len);
+    if (stream)
+      coll_reduce_stream(buf + off * es, left + off * es, len, dt, op);
+    else
+      coll_reduce(buf + off * es, left + off * es, len, dt, op);
+    if (RING_SEND(next, (uint32_t)(s + 1))) return -1;
+  }
+  /* with two ranks the left is the right, and its token n-1 says the same as RS done */
+  if (n > 2 && (RING_SEND(prev, RING_TOK_RS_DONE) || RING_WAIT(next, RING_TOK_RS_DONE))) return -1;
+  for (int t = 0; t < n - 1; t++) {
+    if (RING_WAIT(prev, (uint32_t)(t == 0 ? n - 1 : n + t))) return -1;
+    size_t off, len;
+    coll_block(count, n, ((r - t) % n + n) % n, &off, &len);
+    if (stream)
+      coll_copy_stream(buf + off * es, left + off * es, len * es);
+    else
+      memcpy(buf + off * es, left + off * es, len * es);
+    if (t + 1 < n - 1 && RING_SEND(next, (uint32_t)(n + t + 1))) return -1;
+  }
+  if (RING_SEND(prev, RING_TOK_AG_DONE) || RING_WAIT(next, RING_TOK_AG_DONE)) return -1;
+#undef RING_SEND
+#undef RING_WAIT
+  return coll_waitall(c, sq, ns, e);
+}
+
 int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op op, int param,
                  coll_err *e) {
   (void)param;
   char *buf = vbuf;
   int n = c->size, r = c->rank;
   size_t esize = coll_dtype_size(dt);
+  uint64_t where[2];
+  const char *left = count * esize >= COLL_RING_DIRECT_MIN
+                         ? coll_peer_ptr(c, (r - 1 + n) % n, buf, count * esize, where)
+                         : NULL;
+  if (left) return ring_direct(c, buf, left, where, count, dt, op, e);
   if (count * esize * (size_t)n <= COLL_RING_SMALL) return ring_small(c, buf, count, dt, op, e);
 
   ring_plan p = {n, r, count, esize, c->chunk_bytes / esize ? c->chunk_bytes / esize : 1, c->ring_ramp};

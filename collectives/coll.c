@@ -138,6 +138,8 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   int rendezvous = o->transport == COLL_UCX;
   c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : rendezvous ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
   c->ring_ramp = rendezvous ? 0 : 2;
+  const char *sb = getenv("FABENCH_RING_STREAM_BYTES");
+  c->ring_stream_bytes = sb && *sb ? (size_t)strtoull(sb, NULL, 0) : COLL_RING_STREAM_BYTES;
   c->hosts = calloc((size_t)c->size, sizeof *c->hosts);
   if (!c->hosts) {
     free(c);
@@ -172,6 +174,29 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
 }
 
 size_t coll_comm_chunk(const coll_comm *c) { return c->chunk_bytes; }
+
+void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e) {
+  if (c->tp->ops->mem_alloc) return c->tp->ops->mem_alloc(c->tp, bytes, e);
+  void *p = NULL;
+  if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) {
+    coll_fail(e, "rank %d: cannot allocate %zu bytes", c->rank, bytes);
+    return NULL;
+  }
+  return p;
+}
+
+void coll_mem_free(coll_comm *c, void *p) {
+  if (!p) return;
+  if (c->tp->ops->mem_free)
+    c->tp->ops->mem_free(c->tp, p);
+  else
+    free(p);
+}
+
+const void *coll_peer_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]) {
+  if (!c->tp->ops->peer_ptr) return NULL;
+  return c->tp->ops->peer_ptr(c->tp, peer, buf, bytes, where);
+}
 
 int coll_comm_rank(const coll_comm *c) { return c->rank; }
 int coll_comm_size(const coll_comm *c) { return c->size; }

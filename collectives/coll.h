@@ -67,6 +67,7 @@ typedef struct {
                             "system": the kernel's default (net.ipv4.tcp_congestion_control) */
   size_t chunk_bytes;    /* pipelining unit of the algorithms; 0: COLL_CHUNK_DEFAULT, or
                             COLL_CHUNK_UCX for ucx */
+  int no_peer_map;       /* ucx: coll_mem_alloc gives plain memory, peers never map it */
 } coll_comm_opts;
 
 /* reno: built into every kernel and allowed to every user. Pacing controls (bbr, a common
@@ -86,6 +87,15 @@ size_t coll_comm_chunk(const coll_comm *c); /* the pipelining unit in use */
  * "ucx:posix", "mpi:ob1/tcp". */
 const char *coll_comm_fabric(const coll_comm *c);
 void coll_comm_close(coll_comm *c);
+
+/* Memory for buffers to be all-reduced on c. Collective: every rank calls it with the same
+ * bytes, in the same order. On ucx, when every rank can map every other's (one host, UCX's
+ * sysv/posix shared memory), it is a UCX-allocated segment that the peers map (ucp_rkey_ptr),
+ * and the ring then reduces straight from its neighbour's copy instead of receiving it; the
+ * fabric then ends in "+rkey_ptr". Otherwise it is plain 64-byte aligned memory. Ranks must
+ * pass the same place (region and offset) of it to one call. Free before closing c. */
+void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e);
+void coll_mem_free(coll_comm *c, void *p);
 
 /* ---- all-reduce ---- */
 typedef enum {

@@ -27,6 +27,15 @@ typedef struct {
   int (*test)(coll_transport *t, coll_req *r, int *done, coll_err *e);
   /* Blocks until all n complete or timeout_ms passes (an error naming the peer rank and host). */
   int (*waitall)(coll_transport *t, coll_req *r, int n, int timeout_ms, coll_err *e);
+  /* Memory that peers on this host can read in place (collective: every rank, same bytes, same
+   * order), or NULL ops: plain memory. mem_free takes what mem_alloc gave. */
+  void *(*mem_alloc)(coll_transport *t, size_t bytes, coll_err *e);
+  void (*mem_free)(coll_transport *t, void *p);
+  /* Rank `peer`'s copy of [buf, buf + bytes) of a mem_alloc'd region, mapped into this process,
+   * or NULL (not such memory, or not every rank maps every other's). where[0..1] gets the
+   * region's number and the offset, so ranks can check that they pass the same place. */
+  const void *(*peer_ptr)(coll_transport *t, int peer, const void *buf, size_t bytes,
+                          uint64_t where[2]);
   /* The library's own all-reduce, or NULL. */
   int (*allreduce)(coll_transport *t, void *buf, size_t count, coll_dtype dt, coll_op op,
                    coll_err *e);
@@ -54,6 +63,10 @@ int coll_mpi_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
 int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
                   coll_err *e);
 
+/* The ring on mapped memory (algo_ring.c) writes its results with streaming stores from this
+ * buffer size on (FABENCH_RING_STREAM_BYTES overrides). */
+#define COLL_RING_STREAM_BYTES (8u << 20)
+
 /* ---- the communicator ---- */
 #define COLL_HOST_MAX 64
 struct coll_comm {
@@ -63,6 +76,7 @@ struct coll_comm {
   int timeout_ms;
   size_t chunk_bytes;
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
+  size_t ring_stream_bytes; /* mapped ring: from this buffer size on, streaming stores */
   int oversubscribed;  /* this rank's host has more ranks than cores: transports must not spin */
   char (*hosts)[COLL_HOST_MAX]; /* size entries */
   void *scratch;                /* grows on demand; owned by the communicator */
@@ -80,13 +94,22 @@ coll_req *coll_reqs(coll_comm *c, size_t n, coll_err *e);
 /* Scratch space of at least `bytes`, reused across calls (64-byte aligned). which: 0 or 1. */
 void *coll_scratch(coll_comm *c, int which, size_t bytes, coll_err *e);
 
+/* coll_reduce and memcpy with non-temporal stores: the result goes to memory rather than
+ * staying dirty in this core's cache (reduce.c). */
+void coll_reduce_stream(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op);
+void coll_copy_stream(void *dst, const void *src, size_t bytes);
+
+/* The transport's peer_ptr, or NULL when it has none. */
+const void *coll_peer_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]);
+
 /* Tag for step `step` of the current collective call (c->seq is advanced per call). */
 static inline uint32_t coll_tag(const coll_comm *c, uint32_t step) {
   return ((c->seq & 0xffffu) << 16) | (step & 0xffffu);
 }
 
-/* ---- algorithms: in place on count elements, written only against coll_isend/irecv/waitall
- * and coll_reduce. Every one handles any size >= 1 and any count (0, < size, odd). ---- */
+/* ---- algorithms: in place on count elements, written only against coll_isend/irecv/waitall,
+ * coll_reduce and (the ring, on mapped memory) coll_peer_ptr. Every one handles any size >= 1
+ * and any count (0, < size, odd). ---- */
 typedef int (*coll_algo_fn)(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
                             int param, coll_err *e);
 int coll_ar_ring(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,

@@ -161,3 +161,58 @@ void coll_reduce(void *inout, const void *in, size_t count, coll_dtype dt, coll_
   default: break;
   }
 }
+
+/* ---- streaming variants: results that another core reads next go to memory, not to this
+ * core's cache (non-temporal stores). See algo_ring.c for when and why. ---- */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+static void coll_stream_bytes(void *dst, const void *src, size_t bytes) {
+  char *d = dst;
+  const char *s = src;
+#if defined(__SSE2__)
+  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+  if (head > bytes) head = bytes;
+  memcpy(d, s, head);
+  d += head, s += head, bytes -= head;
+  for (; bytes >= 64; d += 64, s += 64, bytes -= 64) {
+    __m128i x0 = _mm_loadu_si128((const __m128i *)s), x1 = _mm_loadu_si128((const __m128i *)(s + 16));
+    __m128i x2 = _mm_loadu_si128((const __m128i *)(s + 32)), x3 = _mm_loadu_si128((const __m128i *)(s + 48));
+    _mm_stream_si128((__m128i *)d, x0);
+    _mm_stream_si128((__m128i *)(d + 16), x1);
+    _mm_stream_si128((__m128i *)(d + 32), x2);
+    _mm_stream_si128((__m128i *)(d + 48), x3);
+  }
+  for (; bytes >= 16; d += 16, s += 16, bytes -= 16)
+    _mm_stream_si128((__m128i *)d, _mm_loadu_si128((const __m128i *)s));
+#endif
+  memcpy(d, s, bytes);
+}
+
+static void coll_stream_fence(void) {
+#if defined(__SSE2__)
+  _mm_sfence(); /* streaming stores are weakly ordered: visible before any later signal */
+#endif
+}
+
+void coll_copy_stream(void *dst, const void *src, size_t bytes) {
+  coll_stream_bytes(dst, src, bytes);
+  coll_stream_fence();
+}
+
+/* Tile by tile: the tile is reduced in L1 with the ordinary kernels, then streamed out. */
+#define COLL_STREAM_TILE 8192
+void coll_reduce_stream(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op) {
+  size_t es = coll_dtype_size(dt), per = COLL_STREAM_TILE / es;
+  _Alignas(64) unsigned char tile[COLL_STREAM_TILE];
+  char *a = inout;
+  const char *b = in;
+  for (size_t s = 0; s < count; s += per) {
+    size_t m = count - s < per ? count - s : per;
+    memcpy(tile, a + s * es, m * es);
+    coll_reduce(tile, b + s * es, m, dt, op);
+    coll_stream_bytes(a + s * es, tile, m * es);
+  }
+  coll_stream_fence();
+}

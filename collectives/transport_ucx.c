@@ -27,6 +27,9 @@
 #define UCX_FULL_MASK 0xffffffffffffffffull
 #define UCX_CTRL_HELLO 1u
 #define UCX_CTRL_CLOSE 2u
+#define UCX_CTRL_RKEY 3u   /* mem_alloc: a region's address and packed key */
+#define UCX_CTRL_MAPPED 4u /* mem_alloc: whether a rank mapped every peer's copy */
+#define UCX_RKEY_MAX 480   /* packed sysv/posix keys are a few dozen bytes */
 #define UCX_CLOSE_TIMEOUT_MS 10000
 #define UCX_PURE_SPIN_US 2      /* idle this long: poll only; then also yield the core */
 #define UCX_SPIN_US_DEFAULT 200 /* idle this long: sleep on the worker's events */
@@ -46,6 +49,24 @@ typedef struct {
 } ucx_req;
 _Static_assert(sizeof(ucx_req) <= sizeof(coll_req), "ucx_req must fit in coll_req");
 
+/* A coll_mem_alloc region. When `mapped`, every rank has mapped every other's copy:
+ * peer[p] is rank p's copy as seen from here (peer[rank] = base). */
+typedef struct {
+  char *base;
+  size_t bytes;
+  ucp_mem_h mh;       /* NULL: plain memory (mapping off, or UCX could not allocate) */
+  ucp_rkey_h *rkeys;  /* size entries, NULL where none */
+  char **peer;        /* size entries */
+  int mapped;
+  uint64_t id;        /* allocation number: equal on every rank for the same region */
+} ucx_region;
+
+/* What a rank tells every peer about its copy of a new region (one control message). */
+typedef struct {
+  uint64_t ok, addr, key_len;
+  unsigned char key[UCX_RKEY_MAX];
+} ucx_rkey_msg;
+
 typedef struct {
   coll_transport base; /* first */
   ucp_context_h ctx;
@@ -54,6 +75,11 @@ typedef struct {
   int failed;    /* an error was seen: close without the goodbye barrier */
   int efd;       /* the worker's event fd (sleeping when idle), -1: spin only */
   double spin_ms;
+  int map;          /* coll_mem_alloc may hand out memory that peers map */
+  int timeout_ms;
+  ucx_region *regions;
+  int nregions, cap_regions;
+  uint64_t next_region;
 } ucx_tp;
 
 static double ucx_now_ms(void) {
@@ -361,6 +387,172 @@ out:
   return rc;
 }
 
+/* Every rank sends `len` bytes to every peer and receives each peer's into all + p * len. */
+static int ucx_ctrl_allgather(ucx_tp *u, uint32_t what, const void *mine, size_t len, void *all,
+                              coll_err *e) {
+  int n = u->base.size, me = u->base.rank, k = 0, rc = 0;
+  ucx_req *q = calloc((size_t)(2 * n), sizeof *q);
+  ucx_req **qs = calloc((size_t)(2 * n), sizeof *qs);
+  if (!q || !qs) {
+    free(q);
+    free(qs);
+    return coll_fail(e, "ucx: out of memory");
+  }
+  memcpy((char *)all + (size_t)me * len, mine, len);
+  for (int p = 0; p < n && rc == 0; p++) {
+    if (p == me) continue;
+    rc = ucx_post_recv(u, p, (char *)all + (size_t)p * len, len, UCX_CTRL_BIT | ucx_tag(p, what),
+                       UCX_FULL_MASK, &q[k], e);
+    if (rc == 0) qs[k] = &q[k], k++;
+  }
+  for (int p = 0; p < n && rc == 0; p++) {
+    if (p == me) continue;
+    rc = ucx_post_send(u, p, mine, len, UCX_CTRL_BIT | ucx_tag(me, what), &q[k], e);
+    if (rc == 0) qs[k] = &q[k], k++;
+  }
+  if (rc != 0)
+    for (int i = 0; i < k; i++) ucx_abandon(u, qs[i]);
+  else
+    rc = ucx_wait(u, qs, k, u->timeout_ms, "exchanging memory keys", e);
+  free(q);
+  free(qs);
+  return rc;
+}
+
+/* ---- memory that peers read in place ----
+ * ucp_mem_map(ALLOCATE) takes the memory from UCX's allocators, shared memory (sysv, posix)
+ * first; its packed key lets a peer on the same host attach the segment (ucp_rkey_ptr), the
+ * single-copy path UCX offers for shared memory. The ring then reads its neighbour's partial
+ * sums where they lie instead of having UCX copy them over (a rendezvous with a CMA copy into
+ * scratch, then a reduction from it): one pass over the data instead of two, no page pinning
+ * and no handshake per message. */
+static void ucx_region_release(ucx_tp *u, ucx_region *g) {
+  for (int p = 0; g->rkeys && p < u->base.size; p++)
+    if (g->rkeys[p]) ucp_rkey_destroy(g->rkeys[p]);
+  if (g->mh)
+    ucp_mem_unmap(u->ctx, g->mh);
+  else
+    free(g->base);
+  free(g->rkeys);
+  free(g->peer);
+  memset(g, 0, sizeof *g);
+}
+
+static void *ucx_mem_alloc(coll_transport *t, size_t bytes, coll_err *e) {
+  ucx_tp *u = (ucx_tp *)t;
+  int n = t->size, me = t->rank;
+  if (u->nregions == u->cap_regions) {
+    int cap = u->cap_regions ? 2 * u->cap_regions : 4;
+    ucx_region *r = realloc(u->regions, (size_t)cap * sizeof *r);
+    if (!r) return coll_fail(e, "ucx: out of memory"), NULL;
+    u->regions = r;
+    u->cap_regions = cap;
+  }
+  ucx_region g = {.id = u->next_region++};
+  g.bytes = bytes ? bytes : 64;
+  g.rkeys = calloc((size_t)n, sizeof *g.rkeys);
+  g.peer = calloc((size_t)n, sizeof *g.peer);
+  ucx_rkey_msg *msg = calloc(1, sizeof *msg), *all = calloc((size_t)n, sizeof *all);
+  unsigned char ok_all = 0, *oks = calloc((size_t)n, 1);
+  if (!g.rkeys || !g.peer || !msg || !all || !oks) {
+    coll_fail(e, "ucx: out of memory");
+    goto fail;
+  }
+  if (u->map && n > 1) {
+    ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                                             UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                                             UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+                               .address = NULL,
+                               .length = g.bytes,
+                               .flags = UCP_MEM_MAP_ALLOCATE};
+    ucp_mem_attr_t at = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
+    void *key = NULL;
+    size_t key_len = 0;
+    if (ucp_mem_map(u->ctx, &mp, &g.mh) != UCS_OK) g.mh = NULL;
+    if (g.mh && ucp_mem_query(g.mh, &at) == UCS_OK && ucp_rkey_pack(u->ctx, g.mh, &key, &key_len) == UCS_OK) {
+      g.base = at.address;
+      if (key_len <= UCX_RKEY_MAX) {
+        msg->ok = 1;
+        msg->addr = (uint64_t)(uintptr_t)g.base;
+        msg->key_len = key_len;
+        memcpy(msg->key, key, key_len);
+      }
+      ucp_rkey_buffer_release(key);
+    } else if (g.mh) {
+      ucp_mem_unmap(u->ctx, g.mh);
+      g.mh = NULL;
+    }
+    /* collective from here on, whatever this rank got: the peers wait for our key */
+    if (ucx_ctrl_allgather(u, UCX_CTRL_RKEY, msg, sizeof *msg, all, e) != 0) goto fail;
+    unsigned char mine = (unsigned char)(msg->ok != 0);
+    for (int p = 0; p < n && mine; p++) {
+      if (p == me) {
+        g.peer[p] = g.base;
+        continue;
+      }
+      void *ptr = NULL;
+      if (!all[p].ok || ucp_ep_rkey_unpack(u->eps[p], all[p].key, &g.rkeys[p]) != UCS_OK ||
+          ucp_rkey_ptr(g.rkeys[p], all[p].addr, &ptr) != UCS_OK)
+        mine = 0; /* another host, a key from another allocator, or no shared memory */
+      g.peer[p] = ptr;
+    }
+    if (ucx_ctrl_allgather(u, UCX_CTRL_MAPPED, &mine, 1, oks, e) != 0) goto fail;
+    ok_all = 1;
+    for (int p = 0; p < n; p++) ok_all &= oks[p];
+  }
+  if (!g.base) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, g.bytes) != 0) {
+      coll_fail(e, "ucx: rank %d: cannot allocate %zu bytes", me, g.bytes);
+      goto fail;
+    }
+    g.base = p;
+  }
+  g.mapped = ok_all;
+  if (g.mapped && !strstr(t->fabric, "+rkey_ptr")) {
+    size_t used = strlen(t->fabric);
+    snprintf(t->fabric + used, sizeof t->fabric - used, "+rkey_ptr");
+  }
+  u->regions[u->nregions++] = g;
+  free(msg);
+  free(all);
+  free(oks);
+  return g.base;
+fail:
+  ucx_region_release(u, &g);
+  free(msg);
+  free(all);
+  free(oks);
+  return NULL;
+}
+
+static void ucx_mem_free(coll_transport *t, void *p) {
+  ucx_tp *u = (ucx_tp *)t;
+  for (int i = 0; i < u->nregions; i++)
+    if (u->regions[i].base == p) {
+      ucx_region_release(u, &u->regions[i]);
+      u->regions[i] = u->regions[--u->nregions];
+      return;
+    }
+}
+
+static const void *ucx_peer_ptr(coll_transport *t, int peer, const void *buf, size_t bytes,
+                                uint64_t where[2]) {
+  ucx_tp *u = (ucx_tp *)t;
+  const char *b = buf;
+  if (peer < 0 || peer >= t->size) return NULL;
+  for (int i = 0; i < u->nregions; i++) {
+    const ucx_region *g = &u->regions[i];
+    if (!g->mapped || b < g->base || b > g->base + g->bytes || bytes > (size_t)(g->base + g->bytes - b))
+      continue;
+    size_t off = (size_t)(b - g->base);
+    where[0] = g->id;
+    where[1] = off;
+    return g->peer[peer] + off;
+  }
+  return NULL;
+}
+
 /* "tcp/lo.0" -> "tcp/lo"; shared memory devices ("memory", "memory0") name no device. */
 static void ucx_lane_name(char *out, size_t cap, const char *tl_dev) {
   char tmp[96];
@@ -428,6 +620,8 @@ static void ucx_close(coll_transport *t) {
     /* best effort; after a failure we only tell the peers, so none waits for us in vain */
     if (u->base.size > 1)
       ucx_exchange(u, UCX_CTRL_CLOSE, !u->failed, u->failed ? 200 : UCX_CLOSE_TIMEOUT_MS, &e);
+    /* regions the caller did not free; keys go before the endpoints they were unpacked on */
+    for (int i = 0; i < u->nregions; i++) ucx_region_release(u, &u->regions[i]);
     /* After the goodbye exchange no traffic is left in either direction, so the endpoints
      * are closed locally (force): a flushing close would talk to peers that may already have
      * destroyed their workers, and UCX would log endpoint timeouts for them. */
@@ -446,6 +640,7 @@ static void ucx_close(coll_transport *t) {
     }
     ucp_worker_destroy(u->worker);
   }
+  free(u->regions);
   if (u->ctx) ucp_cleanup(u->ctx);
   free(u->eps);
   free(u);
@@ -457,6 +652,9 @@ static const coll_transport_ops ucx_ops = {
     .irecv = ucx_irecv,
     .test = ucx_test,
     .waitall = ucx_waitall,
+    .mem_alloc = ucx_mem_alloc,
+    .mem_free = ucx_mem_free,
+    .peer_ptr = ucx_peer_ptr,
     .allreduce = NULL,
     .close = ucx_close,
 };
@@ -473,6 +671,8 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
   u->base.size = size;
   u->base.comm = c;
   u->efd = -1;
+  u->map = !(o && o->no_peer_map);
+  u->timeout_ms = timeout_ms;
   u->eps = calloc((size_t)size, sizeof *u->eps);
   uint64_t *lens = calloc((size_t)size, sizeof *lens);
   unsigned char *all = NULL, *mine = NULL;

@@ -65,6 +65,7 @@ static void test_bad_flags_exit_2(void **st) {
   expect_usage_error((char *[]){"allreduce", "--timing", "wall", NULL}, "--timing");
   expect_usage_error((char *[]){"allreduce", "--tcp-cc", "Bad!", NULL}, "--tcp-cc: 'Bad!'");
   expect_usage_error((char *[]){"allreduce", "--rounds", "0", NULL}, "--rounds: '0'");
+  expect_usage_error((char *[]){"allreduce", "--ucx-map", "maybe", NULL}, "--ucx-map: 'maybe'");
   expect_usage_error((char *[]){"allreduce", "--peer", "mpi", NULL}, "--peer: 'mpi'");
   expect_usage_error((char *[]){"allreduce", "--transport", "tcp", "--peer", "mpi/native", NULL},
                      "not among the --transport");
@@ -88,6 +89,48 @@ static void test_tcp_cc(void **st) {
                  "--iters", "2", "--tcp-cc", "nosuchcc", "--out", dir, NULL});
   if (r->status == 0 || !strstr(r->err, "congestion control 'nosuchcc'") || !strstr(r->err, "rank "))
     fail_msg("status %d\nstderr:\n%s", r->status, r->err);
+  free(r);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* --ucx-map: on (the default) the ucx ranks map each other's buffer and every row says so
+ * (fabric "+rkey_ptr", also in run.json) and is verified, at sizes on both sides of the ring's
+ * small-message and streaming thresholds; off, the fabric is UCX's own. */
+static void test_ucx_map(void **st) {
+  (void)st;
+#if !FABENCH_HAVE_UCX
+  skip();
+#endif
+  char dir[] = "/tmp/fbtestmapXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  run_result *r = calloc(1, sizeof *r);
+  setenv("UCX_TLS", "sm,self", 1);
+  cli_run(r, 120, NULL, NULL, -1, NULL,
+      (char *[]){"allreduce", "-n", "3", "--transport", "ucx", "--algo", "ring", "--min-bytes", "4K",
+                 "--max-bytes", "16M", "--step-factor", "64", "--iters", "2", "--out", dir, NULL});
+  if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+  assert_non_null(strstr(r->out, "all results verified"));
+  int rows = 0;
+  for (const char *p = r->out; (p = strstr(p, " ring ")); p++) rows++;
+  assert_int_equal(rows, 3); /* 4K 256K 16M */
+  for (const char *p = r->out; (p = strstr(p, "ucx:")); p++) assert_true(strstr(p, "+rkey_ptr") < strchr(p, ' '));
+  char path[400];
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  char *meta = read_file(path);
+  assert_non_null(meta);
+  assert_non_null(strstr(meta, "+rkey_ptr"));
+  free(meta);
+  memset(r, 0, sizeof *r);
+  cli_run(r, 120, NULL, NULL, -1, NULL,
+      (char *[]){"allreduce", "-n", "2", "--transport", "ucx", "--algo", "ring", "--min-bytes", "1M",
+                 "--max-bytes", "1M", "--iters", "2", "--ucx-map", "off", "--out", dir, NULL});
+  if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+  assert_non_null(strstr(r->out, "all results verified"));
+  assert_non_null(strstr(r->out, "ucx:"));
+  assert_null(strstr(r->out, "rkey_ptr"));
+  unsetenv("UCX_TLS");
   free(r);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -299,6 +342,7 @@ int main(void) {
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_single_rank),
       cmocka_unit_test(test_tcp_cc),
+      cmocka_unit_test(test_ucx_map),
       cmocka_unit_test(test_tcp_and_mpi_same_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

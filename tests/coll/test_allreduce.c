@@ -1,7 +1,11 @@
 /* Multi-process all-reduce test: for rank counts 1..8, every dtype and op, and the counts
  * {0, 1, 2, 7, ranks-1, 1000003}, each rank checks every element against a reference computed
  * here, independently of the collectives (own generator, own arithmetic).
- * usage: test_allreduce --transport T --algo A [--ranks 1,2,...] [--big N]
+ * usage: test_allreduce --transport T --algo A [--ranks 1,2,...] [--big N] [--mem comm]
+ *        [--mapped yes|no]
+ * --mem comm: the buffer comes from coll_mem_alloc (on ucx, memory the peers map); --mapped:
+ * the fabric must (yes) or must not (no) say that the peers mapped it, so the test knows which
+ * path of the ring it checked.
  * tcp/ucx ranks are forked with the environment rendezvous; mpi ranks are started by mpirun. */
 #include <errno.h>
 #include <setjmp.h>
@@ -24,6 +28,7 @@ typedef struct {
   const char *transport, *algo;
   int ranks[16], nranks;
   size_t big;
+  int mem_comm, mapped; /* mapped: 1 yes, 0 no, -1 unchecked */
   char self[4096];
 } test_cfg;
 
@@ -131,9 +136,17 @@ static long run_rank(const test_cfg *cfg) {
   int n = coll_comm_size(c), me = coll_comm_rank(c);
   size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big};
   size_t maxc = cfg->big > 7 ? cfg->big : 7;
-  void *buf = malloc(maxc * 8);
+  void *buf = cfg->mem_comm ? coll_mem_alloc(c, maxc * 8, &e) : malloc(maxc * 8);
   double *want = malloc(maxc * sizeof *want);
   long bad = 0;
+  if (!buf) {
+    fprintf(stderr, "rank %d: buffer: %s\n", me, e.msg);
+    bad = -1;
+  } else if (cfg->mapped >= 0 && n > 1 && !!strstr(coll_comm_fabric(c), "+rkey_ptr") != cfg->mapped) {
+    fprintf(stderr, "rank %d: fabric %s: the peers %s the buffer, expected otherwise\n", me,
+            coll_comm_fabric(c), cfg->mapped ? "did not map" : "mapped");
+    bad = -1;
+  }
   for (int dt = 0; dt < COLL_NDTYPES && bad >= 0; dt++)
     for (int op = 0; op < COLL_NOPS && bad >= 0; op++)
       for (int k = 0; k < 6 && bad >= 0; k++) {
@@ -161,7 +174,10 @@ static long run_rank(const test_cfg *cfg) {
           }
         bad += (long)wrong;
       }
-  free(buf);
+  if (cfg->mem_comm)
+    coll_mem_free(c, buf);
+  else
+    free(buf);
   free(want);
   coll_comm_close(c);
   coll_boot_close(b);
@@ -227,12 +243,15 @@ int main(int argc, char **argv) {
   cfg->transport = "tcp";
   cfg->algo = "ring";
   cfg->big = 1000003;
+  cfg->mapped = -1;
   const char *ranks = "1,2,3,4,5,6,7,8";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--transport")) cfg->transport = argv[i + 1];
     else if (!strcmp(argv[i], "--algo")) cfg->algo = argv[i + 1];
     else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
     else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--mem")) cfg->mem_comm = !strcmp(argv[i + 1], "comm");
+    else if (!strcmp(argv[i], "--mapped")) cfg->mapped = !strcmp(argv[i + 1], "yes");
   }
   if (getenv("TEST_AR_RANKS")) ranks = getenv("TEST_AR_RANKS");
   /* the sanitizer build runs a smaller large count (it is many times slower) */

@@ -217,6 +217,37 @@ static void test_size_smaller_than_posted(void **state) {
   assert_int_equal(run_ranks(2, "sm,self", NULL, 5000, sc_mismatch, &m), 0);
 }
 
+/* Mapped buffers (coll_mem_alloc): ranks that pass different places of it to one all-reduce
+ * get an error naming the other rank, rather than sums of the wrong elements. */
+static int sc_mapped_elsewhere(coll_comm *c, int me, int n, const void *arg) {
+  (void)n;
+  (void)arg;
+  coll_err e = {{0}};
+  size_t count = 1 << 18;
+  float *buf = coll_mem_alloc(c, count * sizeof *buf + 256, &e);
+  if (!buf) {
+    fprintf(stderr, "rank %d: %s\n", me, e.msg);
+    return 1;
+  }
+  int rc = 1;
+  coll_algo ring = {COLL_ALGO_RING, 0};
+  if (!strstr(coll_comm_fabric(c), "+rkey_ptr"))
+    fprintf(stderr, "rank %d: fabric %s: not mapped\n", me, coll_comm_fabric(c));
+  else if (coll_allreduce(c, buf + 16 * me, count, COLL_F32, COLL_SUM, ring, NULL, &e) == 0)
+    fprintf(stderr, "rank %d: an all-reduce over different places succeeded\n", me);
+  else if (!strstr(e.msg, "different buffer") || !strstr(e.msg, me ? "rank 0" : "rank 1"))
+    fprintf(stderr, "rank %d: unexpected error: %s\n", me, e.msg);
+  else
+    rc = 0;
+  coll_mem_free(c, buf);
+  return rc;
+}
+
+static void test_mapped_places_differ(void **state) {
+  (void)state;
+  assert_int_equal(run_ranks(2, "sm,self", NULL, 5000, sc_mapped_elsewhere, NULL), 0);
+}
+
 /* Rank 0 leaves without sending; rank 1's receive times out with an error naming rank 0 and
  * its host. */
 static int sc_silent_peer(coll_comm *c, int me, int n, const void *arg) {
@@ -256,6 +287,7 @@ int main(void) {
       cmocka_unit_test(test_size_larger_than_posted),
       cmocka_unit_test(test_size_smaller_than_posted),
       cmocka_unit_test(test_silent_peer_times_out),
+      cmocka_unit_test(test_mapped_places_differ),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,16 @@ if(FABENCH_BUILD_UCX OR (FABENCH_HAVE_UCX AND EXISTS ${PROJECT_SOURCE_DIR}/colle
                          ENV "UCX_TLS=tcp" "UCX_NET_DEVICES=lo")
   fabench_allreduce_test(ucx ring NAME coll_allreduce_ucx_sm_ring TIMEOUT 600
                          ENV "UCX_TLS=sm,self")
+  # buffers from coll_mem_alloc: on shared memory the ring reads its neighbour's copy in place
+  # (every rank count; then with streaming stores at every size); over UCX's tcp the peers
+  # cannot map it and the ring must fall back to messages
+  fabench_allreduce_test(ucx ring NAME coll_allreduce_ucx_sm_ring_mapped TIMEOUT 600
+                         ENV "UCX_TLS=sm,self" ARGS --mem comm --mapped yes)
+  fabench_allreduce_test(ucx ring NAME coll_allreduce_ucx_sm_ring_mapped_stream TIMEOUT 600
+                         ENV "UCX_TLS=sm,self" "FABENCH_RING_STREAM_BYTES=0"
+                         ARGS --mem comm --mapped yes --ranks 2,3,5)
+  fabench_allreduce_test(ucx ring NAME coll_allreduce_ucx_tcp_ring_mem TIMEOUT 600
+                         ENV "UCX_TLS=tcp" "UCX_NET_DEVICES=lo" ARGS --mem comm --mapped no --ranks 2,3)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/test_ucx_transport.c)
   fabench_test(test_ucx_transport SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ucx_transport.c
                LIBS fabench_collectives LABELS coll TIMEOUT 120)
