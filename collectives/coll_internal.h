@@ -66,6 +66,8 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
 /* The ring on mapped memory (algo_ring.c) writes its results with streaming stores from this
  * buffer size on (FABENCH_RING_STREAM_BYTES overrides). */
 #define COLL_RING_STREAM_BYTES (8u << 20)
+/* auto runs the ring from this size on when the buffer is mapped (coll.c). */
+#define COLL_AUTO_MAPPED_RING (128u * 1024u)
 
 /* ---- the communicator ---- */
 #define COLL_HOST_MAX 64

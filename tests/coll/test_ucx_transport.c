@@ -243,6 +243,45 @@ static int sc_mapped_elsewhere(coll_comm *c, int me, int n, const void *arg) {
   return rc;
 }
 
+/* auto on a mapped buffer runs the ring (which then reads in place) from 128 KiB on, and the
+ * result is right on every element. */
+static int sc_mapped_auto(coll_comm *c, int me, int n, const void *arg) {
+  (void)arg;
+  coll_err e = {{0}};
+  size_t count = 1 << 18;
+  float *buf = coll_mem_alloc(c, count * sizeof *buf, &e);
+  if (!buf) {
+    fprintf(stderr, "rank %d: %s\n", me, e.msg);
+    return 1;
+  }
+  for (size_t i = 0; i < count; i++) buf[i] = (float)((i * 7 + (size_t)me * 13) % 101);
+  coll_algo autoa = {COLL_ALGO_AUTO, 0}, ran = {COLL_ALGO_NATIVE, 0};
+  int rc = 1;
+  if (coll_allreduce(c, buf, count, COLL_F32, COLL_SUM, autoa, &ran, &e) != 0) {
+    fprintf(stderr, "rank %d: %s\n", me, e.msg);
+  } else if (ran.kind != COLL_ALGO_RING) {
+    fprintf(stderr, "rank %d: auto ran algorithm %d on a mapped 1 MiB buffer, not the ring\n", me, (int)ran.kind);
+  } else {
+    rc = 0;
+    for (size_t i = 0; i < count && !rc; i++) {
+      float want = 0;
+      for (int r = 0; r < n; r++) want += (float)((i * 7 + (size_t)r * 13) % 101);
+      if (buf[i] != want) {
+        fprintf(stderr, "rank %d: element %zu is %g, want %g\n", me, i, buf[i], want);
+        rc = 1;
+      }
+    }
+  }
+  coll_mem_free(c, buf);
+  return rc;
+}
+
+static void test_mapped_auto_runs_ring(void **state) {
+  (void)state;
+  /* 4 ranks: there the model alone picks rhd at 1 MiB */
+  assert_int_equal(run_ranks(4, "sm,self", NULL, 5000, sc_mapped_auto, NULL), 0);
+}
+
 static void test_mapped_places_differ(void **state) {
   (void)state;
   assert_int_equal(run_ranks(2, "sm,self", NULL, 5000, sc_mapped_elsewhere, NULL), 0);
@@ -288,6 +327,7 @@ int main(void) {
       cmocka_unit_test(test_size_smaller_than_posted),
       cmocka_unit_test(test_silent_peer_times_out),
       cmocka_unit_test(test_mapped_places_differ),
+      cmocka_unit_test(test_mapped_auto_runs_ring),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
