@@ -160,7 +160,7 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t
   for (int s = 0; s < n - 1; s++) {
     if (s > 0 && RING_WAIT(prev, (uint32_t)s)) return -1;
     size_t off, len;
-    coll_block(count, n, ((r - s - 1) % n + n) % n, &off, &len);
+    coll_block(count, n, ring_mod(r - s - 1, n), &off, &len);
     if (stream)
       coll_reduce_stream(buf + off * es, left + off * es, len, dt, op);
     else
@@ -172,7 +172,7 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t
   for (int t = 0; t < n - 1; t++) {
     if (RING_WAIT(prev, (uint32_t)(t == 0 ? n - 1 : n + t))) return -1;
     size_t off, len;
-    coll_block(count, n, ((r - t) % n + n) % n, &off, &len);
+    coll_block(count, n, ring_mod(r - t, n), &off, &len);
     if (stream)
       coll_copy_stream(buf + off * es, left + off * es, len * es);
     else

@@ -320,18 +320,7 @@ static coll_algo_fn coll_algo_impl(coll_algo_kind k) {
 int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
                    coll_algo algo, coll_algo *ran, coll_err *e) {
   if (dt >= COLL_NDTYPES || op >= COLL_NOPS) return coll_fail(e, "invalid dtype or op");
-  if (algo.kind == COLL_ALGO_AUTO) {
-    /* The ring on mapped memory (algo_ring.c) moves no data through the transport, which the
-     * cost model of message passing does not describe; measured over ucx on one host it beat
-     * every other algorithm from 128 KiB (4 ranks: 1.67 GB/s busbw against at most 1.42). */
-    size_t bytes = count * coll_dtype_size(dt);
-    uint64_t where[2];
-    if (c->size > 1 && bytes >= COLL_AUTO_MAPPED_RING &&
-        coll_peer_ptr(c, (c->rank + c->size - 1) % c->size, buf, bytes, where))
-      algo = (coll_algo){COLL_ALGO_RING, 0};
-    else
-      algo = coll_auto_choose(c, bytes);
-  }
+  if (algo.kind == COLL_ALGO_AUTO) algo = coll_auto_choose(c, buf, count * coll_dtype_size(dt));
   if (ran) *ran = algo;
   if (algo.kind == COLL_ALGO_NATIVE) {
     if (!c->tp->ops->allreduce)

@@ -66,7 +66,7 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
 /* The ring on mapped memory (algo_ring.c) writes its results with streaming stores from this
  * buffer size on (FABENCH_RING_STREAM_BYTES overrides). */
 #define COLL_RING_STREAM_BYTES (8u << 20)
-/* auto runs the ring from this size on when the buffer is mapped (coll.c). */
+/* auto runs the ring from this size on when the buffer is mapped (algo_auto.c). */
 #define COLL_AUTO_MAPPED_RING (128u * 1024u)
 
 /* ---- the communicator ---- */
@@ -126,8 +126,8 @@ int coll_ar_dtree(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op 
                   coll_err *e);
 int coll_ar_ps(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
                coll_err *e);
-/* auto: returns the algorithm it would run for this size. */
-coll_algo coll_auto_choose(const coll_comm *c, size_t bytes);
+/* auto: returns the algorithm it would run for this size on buf (the ring on a mapped one). */
+coll_algo coll_auto_choose(coll_comm *c, const void *buf, size_t bytes);
 
 /* Split count elements into `parts` nearly equal blocks: block i is [off, off+len). */
 static inline void coll_block(size_t count, int parts, int i, size_t *off, size_t *len) {

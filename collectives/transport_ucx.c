@@ -352,44 +352,11 @@ static int ucx_waitall(coll_transport *t, coll_req *r, int n, int timeout_ms, co
   return rc;
 }
 
-/* Every rank tells every peer `what` and (hear_back) hears it from each: proves the endpoints
- * work (open) and that nobody still needs us (close). */
-static int ucx_exchange(ucx_tp *u, uint32_t what, int hear_back, int timeout_ms, coll_err *e) {
-  int n = u->base.size, me = u->base.rank;
-  ucx_req *q = calloc((size_t)(2 * n), sizeof *q);
-  ucx_req **qs = calloc((size_t)(2 * n), sizeof *qs);
-  unsigned char *in = calloc((size_t)n, 1), out = (unsigned char)what;
-  int k = 0, rc = 0;
-  if (!q || !qs || !in) {
-    rc = coll_fail(e, "ucx: out of memory");
-    goto out;
-  }
-  for (int p = 0; p < n && rc == 0 && hear_back; p++) {
-    if (p == me) continue;
-    rc = ucx_post_recv(u, p, &in[p], 1, UCX_CTRL_BIT | ucx_tag(p, what), UCX_FULL_MASK, &q[k], e);
-    if (rc == 0) qs[k] = &q[k], k++;
-  }
-  for (int p = 0; p < n && rc == 0; p++) {
-    if (p == me) continue;
-    rc = ucx_post_send(u, p, &out, 1, UCX_CTRL_BIT | ucx_tag(me, what), &q[k], e);
-    if (rc == 0) qs[k] = &q[k], k++;
-  }
-  if (rc != 0) {
-    for (int i = 0; i < k; i++) ucx_abandon(u, qs[i]);
-  } else {
-    rc = ucx_wait(u, qs, k, timeout_ms,
-                  what == UCX_CTRL_HELLO ? "connecting to peers" : "closing", e);
-  }
-out:
-  free(q);
-  free(qs);
-  free(in);
-  return rc;
-}
 
-/* Every rank sends `len` bytes to every peer and receives each peer's into all + p * len. */
+/* Every rank sends `len` bytes to every peer and, unless `all` is NULL, receives each peer's
+ * into all + p * len (its own goes to all + rank * len). */
 static int ucx_ctrl_allgather(ucx_tp *u, uint32_t what, const void *mine, size_t len, void *all,
-                              coll_err *e) {
+                              int timeout_ms, const char *doing, coll_err *e) {
   int n = u->base.size, me = u->base.rank, k = 0, rc = 0;
   ucx_req *q = calloc((size_t)(2 * n), sizeof *q);
   ucx_req **qs = calloc((size_t)(2 * n), sizeof *qs);
@@ -398,8 +365,8 @@ static int ucx_ctrl_allgather(ucx_tp *u, uint32_t what, const void *mine, size_t
     free(qs);
     return coll_fail(e, "ucx: out of memory");
   }
-  memcpy((char *)all + (size_t)me * len, mine, len);
-  for (int p = 0; p < n && rc == 0; p++) {
+  if (all) memcpy((char *)all + (size_t)me * len, mine, len);
+  for (int p = 0; p < n && rc == 0 && all; p++) {
     if (p == me) continue;
     rc = ucx_post_recv(u, p, (char *)all + (size_t)p * len, len, UCX_CTRL_BIT | ucx_tag(p, what),
                        UCX_FULL_MASK, &q[k], e);
@@ -413,9 +380,20 @@ static int ucx_ctrl_allgather(ucx_tp *u, uint32_t what, const void *mine, size_t
   if (rc != 0)
     for (int i = 0; i < k; i++) ucx_abandon(u, qs[i]);
   else
-    rc = ucx_wait(u, qs, k, u->timeout_ms, "exchanging memory keys", e);
+    rc = ucx_wait(u, qs, k, timeout_ms, doing, e);
   free(q);
   free(qs);
+  return rc;
+}
+
+/* Every rank tells every peer `what` and (hear_back) hears it from each: proves the endpoints
+ * work (open) and that nobody still needs us (close). */
+static int ucx_exchange(ucx_tp *u, uint32_t what, int hear_back, int timeout_ms, coll_err *e) {
+  unsigned char out = (unsigned char)what, *in = hear_back ? calloc((size_t)u->base.size, 1) : NULL;
+  if (hear_back && !in) return coll_fail(e, "ucx: out of memory");
+  int rc = ucx_ctrl_allgather(u, what, &out, 1, in, timeout_ms,
+                              what == UCX_CTRL_HELLO ? "connecting to peers" : "closing", e);
+  free(in);
   return rc;
 }
 
@@ -483,7 +461,8 @@ static void *ucx_mem_alloc(coll_transport *t, size_t bytes, coll_err *e) {
       g.mh = NULL;
     }
     /* collective from here on, whatever this rank got: the peers wait for our key */
-    if (ucx_ctrl_allgather(u, UCX_CTRL_RKEY, msg, sizeof *msg, all, e) != 0) goto fail;
+    if (ucx_ctrl_allgather(u, UCX_CTRL_RKEY, msg, sizeof *msg, all, u->timeout_ms, "exchanging memory keys", e) != 0)
+      goto fail;
     unsigned char mine = (unsigned char)(msg->ok != 0);
     for (int p = 0; p < n && mine; p++) {
       if (p == me) {
@@ -496,7 +475,8 @@ static void *ucx_mem_alloc(coll_transport *t, size_t bytes, coll_err *e) {
         mine = 0; /* another host, a key from another allocator, or no shared memory */
       g.peer[p] = ptr;
     }
-    if (ucx_ctrl_allgather(u, UCX_CTRL_MAPPED, &mine, 1, oks, e) != 0) goto fail;
+    if (ucx_ctrl_allgather(u, UCX_CTRL_MAPPED, &mine, 1, oks, u->timeout_ms, "exchanging memory keys", e) != 0)
+      goto fail;
     ok_all = 1;
     for (int p = 0; p < n; p++) ok_all &= oks[p];
   }
