@@ -48,11 +48,12 @@ typedef struct { double fwd_s, bwd_s; } nn_step_times;
 int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss,
                       int *correct, nn_step_times *t, char *err, size_t errcap);
 
-/* Called during backward, on the thread that runs it, each time more of the gradient arena is
-   final: its first `ready` floats. Calls within a step never decrease, and the last call of a step
-   gives the whole count, so a data-parallel reducer can start on a bucket while backward goes on.
-   fn NULL: no calls. */
-typedef void (*nn_grad_ready_fn)(void *ctx, size_t ready);
+/* Called during backward, on the thread that runs it, each time a layer's backward has ended
+   (layer: its index in the layer table; -1 for the last call of a step) and with it more of the
+   gradient arena is final: its first `ready` floats. Calls within a step never decrease, and the
+   last call of a step gives the whole count, so a data-parallel reducer can start on a bucket
+   while backward goes on. fn NULL: no calls. */
+typedef void (*nn_grad_ready_fn)(void *ctx, int layer, size_t ready);
 void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx);
 
 /* Inference mode (running statistics): adds the summed loss and the correct count over n images. */
