@@ -35,6 +35,11 @@ typedef struct {
   const nn_arena_alloc *grad_alloc; /* NULL: the net allocates its gradient arena itself */
 } nn_net_opts;
 
+/* The parameter count of a model on an input shape, without building it (the gradient bytes a
+   data-parallel step all-reduces are 4 x this). 0, or -1 with a message in err. */
+int nn_model_param_count(const char *model, int in_c, int in_h, int in_w, int classes,
+                         size_t *count, char *err, size_t errcap);
+
 /* Returns 0, or -1 with a message in err. */
 int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap);
 void nn_net_destroy(nn_net *net);
