@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
+#include "coll.h" /* coll_model: the fitted model is collectives' type, which `auto` takes */
+
 #define RES_SCHEMA_VERSION 1
 
 /* ---- tables: one CSV and one JSONL file with the same rows, flushed row by row ---- */
@@ -88,6 +90,51 @@ cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **ar
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap);
 /* Writes any JSON value to a file, pretty-printed. */
 int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap);
+
+/* ---- the cost model fit (res_fit.c): alpha-beta-gamma per fabric and host count ---- */
+/* One measured point against the fitted model. */
+typedef struct {
+  char algo[16];
+  int ranks;
+  int64_t bytes;
+  double t_us, pred_us, resid; /* resid = (t - pred) / pred */
+  int outlier;                 /* left out of the final fit */
+} res_resid;
+typedef struct {
+  char fabric[160];    /* the rows' fabric string */
+  char transport[16];
+  int host_count;
+  char source[16];     /* "allreduce" (all three fitted from all-reduce rows) or "p2p" */
+  coll_model m;
+  int gamma_fixed;     /* gamma was not identified by the rows: the kernel's rate was used */
+  double r2;           /* of the times (used rows) */
+  double rms_rel;      /* root mean square relative residual (used rows) */
+  size_t n, n_used;
+  int64_t chunk_bytes; /* the all-reduce rows' pipelining unit (0: unknown) */
+  res_resid *resid;
+  size_t nresid;
+} res_fabric_model;
+typedef struct {
+  res_fabric_model *f;
+  size_t n;
+  double gamma_kernel; /* s/byte of the reduction kernel where measured, else NaN */
+} res_model;
+
+/* Fits every (fabric, host_count) of the rows: all-reduce rows (error-free, a named
+ * algorithm, finite median) give alpha, beta and gamma by robust least squares on relative
+ * residuals (Huber weights, outliers beyond 4 MAD left out); fabrics with only p2p rows get
+ * alpha and beta from one-way times (lat and bw tests) and gamma from gamma_kernel. When the
+ * rows cannot tell gamma from beta (e.g. ring and rhd at 2 ranks only), gamma is gamma_kernel
+ * (s/byte; NaN: coll_model_default's). Either rows pointer may be NULL. */
+int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
+            char *err, size_t errcap);
+/* model.json: write, and read back from a file or a directory holding one. */
+int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);
+int res_model_read(res_model *m, const char *path, char *err, size_t errcap);
+/* The model of a fabric: exact fabric and host count, else the same fabric at any host count,
+ * else NULL. */
+const res_fabric_model *res_model_find(const res_model *m, const char *fabric, int host_count);
+void res_model_free(res_model *m);
 
 /* ---- statistics ---- */
 typedef struct {
