@@ -11,6 +11,8 @@ static const char fabench_usage[] =
     "  p2p        point-to-point latency and bandwidth\n"
     "  train      ResNet training (CPU, oneDNN)\n"
     "  topo       this machine's topology (or an hwloc XML's)\n"
+    "  fit        the cost model (alpha, beta, gamma per fabric) from run directories\n"
+
     "  version    print the version\n"
     "fabench <command> --help shows a command's options.\n";
 
@@ -24,6 +26,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "p2p")) return bench_cmd_p2p(argc - 1, argv + 1);
   if (!strcmp(cmd, "train")) return bench_cmd_train(argc - 1, argv + 1);
   if (!strcmp(cmd, "topo")) return bench_cmd_topo(argc - 1, argv + 1);
+  if (!strcmp(cmd, "fit")) return bench_cmd_fit(argc - 1, argv + 1);
+
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
     printf("fabench %s\n", FABENCH_VERSION);
     return 0;

@@ -31,7 +31,9 @@
  * So for small n the alpha terms rule and rd (lg p messages) or rhd (2 lg p, but less data)
  * win; for large n the beta terms rule and ring and rhd (2 (p-1)/p n, the lower bound) win over
  * dtree (2n) and tree (3n); the pipelined trees pay 2H - 1 extra steps of alpha, which matters
- * only in the middle. A communicator's model is the fitted one it was opened with
+ * only in the middle. Every formula adds delta, a cost per call that no algorithm escapes
+ * (on an oversubscribed host: waking the ranks; always: their skew at the start).
+ * A communicator's model is the fitted one it was opened with
  * (coll_comm_opts.model, from `fabench fit`), else its transport's order-of-magnitude
  * default. */
 #include <math.h>
@@ -42,6 +44,7 @@
 void coll_model_default(coll_model *m, coll_transport_kind kind) {
   /* Orders of magnitude on this project's 2-core test machine: kernel TCP costs tens of
    * microseconds per message, UCX and MPI on one host (shared memory) a few. */
+  *m = (coll_model){0};
   m->gamma = 1.0 / 4e9;
   switch (kind) {
   case COLL_TCP:
@@ -71,8 +74,14 @@ static int ceil_lg(int p) {
   return h;
 }
 
+static double coll_model_formula(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
+  return m->delta + coll_model_formula(m, a, p, bytes, chunk_bytes);
+}
+
+static double coll_model_formula(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   double n = (double)bytes, al = m->alpha, be = m->beta, ga = m->gamma;
   double c = chunk_bytes ? (double)chunk_bytes : 256.0 * 1024;
   int pof2 = 1, lg = 0;

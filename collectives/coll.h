@@ -121,12 +121,13 @@ typedef struct coll_model {
   double alpha; /* seconds per message (start-up) */
   double beta;  /* seconds per byte on one link */
   double gamma; /* seconds per byte reduced */
+  double delta; /* seconds per call, whatever the algorithm (waking the ranks, their skew) */
 } coll_model;
 /* Order-of-magnitude defaults of a transport kind, for a communicator that was given no fit. */
 void coll_model_default(coll_model *m, coll_transport_kind kind);
 /* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
  * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native and
- * auto (no formula). Linear in alpha, beta and gamma (the fit relies on it). */
+ * auto (no formula). Linear in alpha, beta, gamma and delta (the fit relies on it). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The cheapest of ring, rhd, rd, tree, dtree under m (ring on a tie or for p < 2). */
 coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes);

@@ -114,13 +114,13 @@ typedef struct {
   res_resid *resid;
   size_t nresid;
 } res_fabric_model;
-typedef struct {
+typedef struct res_model {
   res_fabric_model *f;
   size_t n;
   double gamma_kernel; /* s/byte of the reduction kernel where measured, else NaN */
 } res_model;
 
-/* Fits every (fabric, host_count) of the rows: all-reduce rows (error-free, a named
+/* Fits every (fabric, transport, host_count) of the rows: all-reduce rows (error-free, a named
  * algorithm, finite median) give alpha, beta and gamma by robust least squares on relative
  * residuals (Huber weights, outliers beyond 4 MAD left out); fabrics with only p2p rows get
  * alpha and beta from one-way times (lat and bw tests) and gamma from gamma_kernel. When the
@@ -131,9 +131,10 @@ int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, doub
 /* model.json: write, and read back from a file or a directory holding one. */
 int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);
 int res_model_read(res_model *m, const char *path, char *err, size_t errcap);
-/* The model of a fabric: exact fabric and host count, else the same fabric at any host count,
- * else NULL. */
-const res_fabric_model *res_model_find(const res_model *m, const char *fabric, int host_count);
+/* The model of a fabric and transport (NULL: any): exact host count, else the same fabric at
+ * any host count, else NULL. (Emulated links name one fabric for every transport.) */
+const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
+                                       const char *transport, int host_count);
 void res_model_free(res_model *m);
 
 /* ---- statistics ---- */

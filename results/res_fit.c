@@ -22,8 +22,10 @@ static void rf_errf(char *err, size_t cap, const char *fmt, ...) {
   va_end(ap);
 }
 
+#define RF_NP 4 /* alpha, beta, gamma, delta */
+
 typedef struct {
-  double x[3]; /* design: seconds per unit alpha, beta, gamma */
+  double x[RF_NP]; /* design: seconds per unit alpha, beta, gamma, delta */
   double y;    /* seconds measured */
   double w;    /* robustness weight */
   int out;     /* outlier */
@@ -33,7 +35,7 @@ typedef struct {
 } rf_pt;
 
 /* Solves the k x k system a z = b (Gaussian elimination, partial pivoting); -1 if singular. */
-static int rf_solve(double a[3][3], double b[3], double z[3], int k) {
+static int rf_solve(double a[RF_NP][RF_NP], double b[RF_NP], double z[RF_NP], int k) {
   for (int c = 0; c < k; c++) {
     int piv = c;
     for (int r = c + 1; r < k; r++)
@@ -66,12 +68,12 @@ static int rf_solve(double a[3][3], double b[3], double z[3], int k) {
 /* Weighted least squares of relative residuals over the free parameters (free[j]); fixed
  * ones keep theta[j]. Columns are scaled to unit size so alpha (1e-5) and beta (1e-9) share a
  * well-conditioned system. */
-static int rf_wls(const rf_pt *pt, size_t n, const int free[3], double theta[3]) {
-  int idx[3], k = 0;
-  for (int j = 0; j < 3; j++)
+static int rf_wls(const rf_pt *pt, size_t n, const int free[RF_NP], double theta[RF_NP]) {
+  int idx[RF_NP], k = 0;
+  for (int j = 0; j < RF_NP; j++)
     if (free[j]) idx[k++] = j;
   if (k == 0) return 0;
-  double scale[3] = {0};
+  double scale[RF_NP] = {0};
   for (size_t i = 0; i < n; i++)
     for (int q = 0; q < k; q++) {
       double v = pt[i].x[idx[q]] / pt[i].y;
@@ -79,15 +81,15 @@ static int rf_wls(const rf_pt *pt, size_t n, const int free[3], double theta[3])
     }
   for (int q = 0; q < k; q++)
     if (scale[q] <= 0) return -1;
-  double a[3][3] = {{0}}, b[3] = {0}, z[3] = {0};
+  double a[RF_NP][RF_NP] = {{0}}, b[RF_NP] = {0}, z[RF_NP] = {0};
   size_t used = 0;
   for (size_t i = 0; i < n; i++) {
     if (pt[i].out || pt[i].w <= 0) continue;
     used++;
     double fixed = 0;
-    for (int j = 0; j < 3; j++)
+    for (int j = 0; j < RF_NP; j++)
       if (!free[j]) fixed += pt[i].x[j] * theta[j];
-    double r = (pt[i].y - fixed) / pt[i].y, w = pt[i].w, u[3];
+    double r = (pt[i].y - fixed) / pt[i].y, w = pt[i].w, u[RF_NP];
     for (int q = 0; q < k; q++) u[q] = pt[i].x[idx[q]] / pt[i].y / scale[q];
     for (int q = 0; q < k; q++) {
       b[q] += w * u[q] * r;
@@ -100,8 +102,10 @@ static int rf_wls(const rf_pt *pt, size_t n, const int free[3], double theta[3])
   return 0;
 }
 
-static double rf_pred(const rf_pt *p, const double th[3]) {
-  return p->x[0] * th[0] + p->x[1] * th[1] + p->x[2] * th[2];
+static double rf_pred(const rf_pt *p, const double th[RF_NP]) {
+  double t = 0;
+  for (int j = 0; j < RF_NP; j++) t += p->x[j] * th[j];
+  return t;
 }
 
 static int rf_cmp(const void *a, const void *b) {
@@ -111,7 +115,7 @@ static int rf_cmp(const void *a, const void *b) {
 
 /* Median absolute relative residual of the points not yet outliers, scaled to a standard
  * deviation (1.4826 MAD). */
-static double rf_mad(const rf_pt *pt, size_t n, const double th[3]) {
+static double rf_mad(const rf_pt *pt, size_t n, const double th[RF_NP]) {
   double *r = malloc(n * sizeof *r);
   if (!r) return NAN;
   size_t m = 0;
@@ -129,17 +133,17 @@ static double rf_mad(const rf_pt *pt, size_t n, const double th[3]) {
 /* The robust fit: IRLS with Huber weights (k = 1.345 robust deviations), then points beyond
  * 4 robust deviations are outliers and the fit is repeated without them. Positivity by
  * fixing a negative parameter (gamma at gamma_fix, the others at 0) and refitting. */
-static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, int gamma_free, double th[3],
-                     int *gamma_fixed) {
-  int free[3] = {1, 1, gamma_free};
-  th[0] = th[1] = 0;
+static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, int gamma_free, int delta_free,
+                     double th[RF_NP], int *gamma_fixed) {
+  int free[RF_NP] = {1, 1, gamma_free, delta_free};
+  th[0] = th[1] = th[3] = 0;
   th[2] = gamma_fix;
   for (size_t i = 0; i < n; i++) pt[i].w = 1, pt[i].out = 0;
   for (int pass = 0; pass < 2; pass++) {
     for (int it = 0; it < 20; it++) {
-      double prev[3] = {th[0], th[1], th[2]};
+      double prev[RF_NP] = {th[0], th[1], th[2], th[3]};
       if (rf_wls(pt, n, free, th)) return -1;
-      for (int j = 0; j < 3; j++)
+      for (int j = 0; j < RF_NP; j++)
         if (free[j] && th[j] < 0) {
           free[j] = 0;
           th[j] = j == 2 ? gamma_fix : 0;
@@ -153,7 +157,7 @@ static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, int gamma_free, doub
         pt[i].w = r <= 1.345 ? 1 : 1.345 / r;
       }
       double d = 0;
-      for (int j = 0; j < 3; j++) d += fabs(th[j] - prev[j]) / (fabs(th[j]) + 1e-30);
+      for (int j = 0; j < RF_NP; j++) d += fabs(th[j] - prev[j]) / (fabs(th[j]) + 1e-30);
       if (it > 0 && d < 1e-9) break;
     }
     if (pass == 0) {
@@ -174,7 +178,7 @@ static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, int gamma_free, doub
   return 0;
 }
 
-static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const double th[3]) {
+static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const double th[RF_NP]) {
   f->resid = calloc(n ? n : 1, sizeof *f->resid);
   if (!f->resid) return -1;
   double mean = 0, sr = 0, st = 0, rel = 0;
@@ -221,6 +225,14 @@ static int rf_gamma_identified(const rf_pt *pt, size_t n) {
   return corr < 0.9995;
 }
 
+/* delta and alpha are told apart only by rows with different numbers of start-ups: more than
+ * one rank count or algorithm family. */
+static int rf_delta_identified(const rf_pt *pt, size_t n) {
+  for (size_t i = 1; i < n; i++)
+    if (fabs(pt[i].x[0] - pt[0].x[0]) > 1e-12 * fabs(pt[0].x[0])) return 1;
+  return 0;
+}
+
 static res_fabric_model *rf_add(res_model *m) {
   res_fabric_model *f = realloc(m->f, (m->n + 1) * sizeof *f);
   if (!f) return NULL;
@@ -247,7 +259,9 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_ker
     int64_t chunk = 0;
     for (size_t j = i; j < ar->n; j++) {
       const res_allreduce_row *r = &rows[j];
-      if (done[j] || strcmp(r->fabric, k->fabric) || r->host_count != k->host_count) continue;
+      if (done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) ||
+          r->host_count != k->host_count)
+        continue;
       done[j] = 1;
       coll_algo a;
       const char *an = *r->algo_ran ? r->algo_ran : r->algo;
@@ -255,8 +269,8 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_ker
         continue;
       if (r->errors || r->ranks < 2 || r->bytes <= 0 || !(r->t_p50_us > 0)) continue;
       rf_pt *p = &pt[n++];
-      static const coll_model unit[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-      for (int q = 0; q < 3; q++)
+      static const coll_model unit[RF_NP] = {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}};
+      for (int q = 0; q < RF_NP; q++)
         p->x[q] = coll_model_time(&unit[q], a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
       p->y = r->t_p50_us * 1e-6;
       p->algo = an;
@@ -270,9 +284,9 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_ker
     if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
     coll_model_default(&def, tk);
     double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
-    double th[3];
+    double th[RF_NP];
     int gfixed = 0;
-    if (rf_robust(pt, n, gfix, rf_gamma_identified(pt, n), th, &gfixed)) {
+    if (rf_robust(pt, n, gfix, rf_gamma_identified(pt, n), rf_delta_identified(pt, n), th, &gfixed)) {
       rc = -1;
       rf_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
               (long long)k->host_count);
@@ -288,7 +302,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_ker
     snprintf(f->transport, sizeof f->transport, "%s", k->transport);
     snprintf(f->source, sizeof f->source, "allreduce");
     f->host_count = (int)k->host_count;
-    f->m = (coll_model){th[0], th[1], th[2]};
+    f->m = (coll_model){th[0], th[1], th[2], th[3]};
     f->gamma_fixed = gfixed;
     f->chunk_bytes = chunk;
     if (rf_fill_stats(f, pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
@@ -319,7 +333,8 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     for (size_t j = i; j < pp->n; j++) {
       const res_p2p_row *r = &rows[j];
       int rhc = strcmp(r->src_host, r->dst_host) ? 2 : 1;
-      if (done[j] || strcmp(r->fabric, k->fabric) || rhc != hc) continue;
+      if (done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) || rhc != hc)
+        continue;
       done[j] = 1;
       if (r->errors || r->bytes <= 0) continue;
       double t;
@@ -333,22 +348,22 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
       rf_pt *p = &pt[n++];
       p->x[0] = 1;
       p->x[1] = (double)r->bytes;
-      p->x[2] = 0;
+      p->x[2] = p->x[3] = 0; /* one-way point to point: no reduction, no call of its own */
       p->y = t;
       p->algo = r->test;
       p->ranks = 2;
       p->bytes = r->bytes;
     }
     if (n < 3) continue;
-    if (res_model_find(out, k->fabric, hc)) continue; /* the all-reduce fit is the better one */
+    if (res_model_find(out, k->fabric, k->transport, hc)) continue; /* the all-reduce fit is the better one */
     coll_model def;
     coll_transport_kind tk;
     if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
     coll_model_default(&def, tk);
     double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
-    double th[3];
+    double th[RF_NP];
     int gfixed;
-    if (rf_robust(pt, n, 0, 0, th, &gfixed)) continue;
+    if (rf_robust(pt, n, 0, 0, 0, th, &gfixed)) continue;
     res_fabric_model *f = rf_add(out);
     if (!f) {
       rc = -1;
@@ -359,7 +374,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     snprintf(f->transport, sizeof f->transport, "%s", k->transport);
     snprintf(f->source, sizeof f->source, "p2p");
     f->host_count = hc;
-    f->m = (coll_model){th[0], th[1], gfix};
+    f->m = (coll_model){th[0], th[1], gfix, 0};
     f->gamma_fixed = 1;
     if (rf_fill_stats(f, pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
   }
@@ -384,10 +399,11 @@ fail:
   return -1;
 }
 
-const res_fabric_model *res_model_find(const res_model *m, const char *fabric, int host_count) {
+const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
+                                       const char *transport, int host_count) {
   const res_fabric_model *any = NULL;
   for (size_t i = 0; i < m->n; i++) {
-    if (strcmp(m->f[i].fabric, fabric)) continue;
+    if (strcmp(m->f[i].fabric, fabric) || (transport && strcmp(m->f[i].transport, transport))) continue;
     if (m->f[i].host_count == host_count) return &m->f[i];
     if (!any) any = &m->f[i];
   }
@@ -422,6 +438,7 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     cJSON_AddItemToObject(j, "alpha_us", rf_num(f->m.alpha * 1e6));
     cJSON_AddItemToObject(j, "beta_s_per_byte", rf_num(f->m.beta));
     cJSON_AddItemToObject(j, "gamma_s_per_byte", rf_num(f->m.gamma));
+    cJSON_AddItemToObject(j, "delta_us", rf_num(f->m.delta * 1e6));
     cJSON_AddItemToObject(j, "link_gbps", rf_num(f->m.beta > 0 ? 1e-9 / f->m.beta : NAN));
     cJSON_AddItemToObject(j, "reduce_gbps", rf_num(f->m.gamma > 0 ? 1e-9 / f->m.gamma : NAN));
     cJSON_AddBoolToObject(j, "gamma_fixed", f->gamma_fixed);
@@ -519,7 +536,8 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     double hc = rf_get(j, "host_count"), ch = rf_get(j, "chunk_bytes");
     f->host_count = isfinite(hc) ? (int)hc : 1;
     f->chunk_bytes = isfinite(ch) ? (int64_t)ch : 0;
-    f->m = (coll_model){a * 1e-6, b, g};
+    double dl = rf_get(j, "delta_us");
+    f->m = (coll_model){a * 1e-6, b, g, isfinite(dl) ? dl * 1e-6 : 0};
     f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
     f->r2 = rf_get(j, "r2");
     f->rms_rel = rf_get(j, "rms_rel");

@@ -21,7 +21,7 @@ static void near(double got, double want, double rel, const char *what) {
 /* alpha 10 us, beta 1 ns/B, gamma 0.5 ns/B; n = 1 MiB, c = 256 KiB; values worked by hand. */
 static void test_formulas(void **state) {
   (void)state;
-  coll_model m = {10e-6, 1e-9, 0.5e-9};
+  coll_model m = {10e-6, 1e-9, 0.5e-9, 0};
   size_t n = 1u << 20, c = 256u << 10;
   struct {
     const char *algo;
@@ -51,6 +51,11 @@ static void test_formulas(void **state) {
     else
       near(t, cases[i].us, 1e-9, what);
   }
+  /* delta: once per call */
+  m.delta = 7e-6;
+  coll_algo rd;
+  coll_algo_parse("rd", &rd);
+  near(coll_model_time(&m, rd, 4, n, c) * 1e6, 7 + 2 * (10 + 1048.576 + 524.288), 1e-9, "rd + delta");
   coll_algo nat = {COLL_ALGO_NATIVE, 0};
   assert_true(isinf(coll_model_time(&m, nat, 4, n, c)));
 }
@@ -94,7 +99,7 @@ static res_allreduce_row *synth(const coll_model *truth, size_t *n, const char *
 
 static void test_fit_recovers(void **state) {
   (void)state;
-  coll_model truth = {35e-6, 1.0 / 1.2e9, 1.0 / 5e9};
+  coll_model truth = {35e-6, 1.0 / 1.2e9, 1.0 / 5e9, 60e-6};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
   res_rows ar = {res_schema_allreduce(), rows, n};
@@ -102,11 +107,12 @@ static void test_fit_recovers(void **state) {
   char err[256];
   if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
   assert_int_equal(m.n, 1);
-  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", 1);
+  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", "tcp", 1);
   assert_non_null(f);
   near(f->m.alpha, truth.alpha, 0.05, "alpha");
   near(f->m.beta, truth.beta, 0.05, "beta");
   near(f->m.gamma, truth.gamma, 0.10, "gamma");
+  near(f->m.delta, truth.delta, 0.10, "delta");
   assert_false(f->gamma_fixed);
   assert_true(f->r2 > 0.95);
   size_t outl = 0;
@@ -127,6 +133,7 @@ static void test_fit_recovers(void **state) {
   near(back.f[0].m.alpha, f->m.alpha, 1e-12, "alpha back");
   near(back.f[0].m.beta, f->m.beta, 1e-12, "beta back");
   near(back.f[0].m.gamma, f->m.gamma, 1e-12, "gamma back");
+  near(back.f[0].m.delta, f->m.delta, 1e-12, "delta back");
   assert_int_equal(back.f[0].nresid, f->nresid);
   assert_string_equal(back.f[0].fabric, "tcp:lo/reno");
   res_model_free(&back);
@@ -146,7 +153,7 @@ static void test_fit_recovers(void **state) {
  * still come out right. */
 static void test_fit_gamma_fixed(void **state) {
   (void)state;
-  coll_model truth = {20e-6, 1.0 / 2e9, 1.0 / 6e9};
+  coll_model truth = {20e-6, 1.0 / 2e9, 1.0 / 6e9, 0};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "ucx:tcp");
   size_t k = 0;
@@ -194,13 +201,14 @@ static void test_fit_p2p(void **state) {
   res_model m;
   char err[256];
   if (res_fit(&m, NULL, &pp, 1.0 / 7e9, err, sizeof err)) fail_msg("%s", err);
-  const res_fabric_model *f = res_model_find(&m, "tcp:eth0/reno", 2);
+  const res_fabric_model *f = res_model_find(&m, "tcp:eth0/reno", NULL, 2);
   assert_non_null(f);
   assert_string_equal(f->source, "p2p");
   near(f->m.alpha, 12e-6, 1e-6, "alpha");
   near(f->m.beta, 1 / 3e9, 1e-6, "beta");
   near(f->m.gamma, 1 / 7e9, 1e-12, "gamma");
-  assert_null(res_model_find(&m, "tcp:lo", 1));
+  assert_null(res_model_find(&m, "tcp:lo", NULL, 1));
+  assert_null(res_model_find(&m, "tcp:eth0/reno", "ucx", 2));
   res_model_free(&m);
 }
 
