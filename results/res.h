@@ -137,6 +137,44 @@ const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
                                        const char *transport, int host_count);
 void res_model_free(res_model *m);
 
+/* ---- predictions (res_predict.c): pure functions of the model ---- */
+/* One all-reduce as a job would run it: flat over one fabric, or hierarchical (ranks per node
+ * > 1 and more than one node: a ring reduce-scatter inside the node, algo_inter across nodes
+ * on 1/ranks_per_node of the bytes, a ring all-gather inside the node). */
+typedef struct {
+  const coll_model *intra; /* inside a node (also a flat run's fabric when inter is NULL) */
+  const coll_model *inter; /* between nodes; NULL: one fabric, flat */
+  coll_algo algo;          /* flat algorithm, or the one across nodes when hier */
+  int hier;
+  int ranks, ranks_per_node;
+  size_t chunk_bytes;
+} res_ar_spec;
+/* Seconds of one all-reduce of `bytes` under the spec. A flat run over several nodes is
+ * bound by the inter-node fabric (every ring crosses it). */
+double res_allreduce_time(const res_ar_spec *s, double bytes);
+
+typedef struct {
+  double bytes;    /* the bucket's gradients */
+  double ready_ms; /* from the start of backward until they are complete (one rank) */
+} res_bucket;
+typedef struct {
+  double data_ms, fwd_ms, bwd_ms, opt_ms; /* one rank's step without communication */
+  const res_bucket *buckets;              /* in the order backward completes them */
+  size_t nbuckets;
+  int overlap;   /* buckets are reduced while backward runs (else all after it) */
+  int batch;     /* images per rank per step */
+  res_ar_spec ar;
+} res_step_in;
+typedef struct {
+  double step_ms, comm_ms, exposed_comm_ms; /* comm_ms: the buckets' all-reduce time, summed */
+  double images_per_s;                      /* over all ranks */
+  double scaling_eff;                       /* images/s over ranks x one rank's */
+} res_step_out;
+/* A data-parallel step: one communication thread reduces the buckets in order, each starting
+ * when it is ready and the previous one is done; exposed communication is the time after
+ * backward's end until the last bucket is reduced. */
+void res_predict_step(res_step_out *out, const res_step_in *in);
+
 /* ---- statistics ---- */
 typedef struct {
   size_t n;

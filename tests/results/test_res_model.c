@@ -212,12 +212,66 @@ static void test_fit_p2p(void **state) {
   res_model_free(&m);
 }
 
+/* A hand-built timeline: alpha, gamma and delta 0, beta 1 ns/B, so a 2-rank ring of n bytes
+ * takes n ns (5e6 B = 5 ms). fwd 10, bwd 30 (backward from 10 to 40), opt 2 ms. Buckets ready
+ * 10, 20 and 30 ms into backward, taking 5, 15 and 5 ms. */
+static void test_step_timeline(void **state) {
+  (void)state;
+  coll_model m = {0, 1e-9, 0, 0};
+  res_bucket b[3] = {{5e6, 10}, {15e6, 20}, {5e6, 30}};
+  res_step_in in = {.data_ms = 0, .fwd_ms = 10, .bwd_ms = 30, .opt_ms = 2, .buckets = b,
+                    .nbuckets = 3, .overlap = 1, .batch = 32,
+                    .ar = {.intra = &m, .algo = {COLL_ALGO_RING, 0}, .ranks = 2, .ranks_per_node = 2}};
+  res_step_out o;
+  /* overlap: 10-15, 20-35, 35-40: backward ends at 30, the last bucket at 40: 10 ms exposed */
+  res_predict_step(&o, &in);
+  near(o.comm_ms, 25, 1e-12, "comm");
+  near(o.exposed_comm_ms, 10, 1e-12, "exposed");
+  near(o.step_ms, 52, 1e-12, "step");
+  near(o.images_per_s, 2 * 32 / 0.052, 1e-12, "images/s");
+  near(o.scaling_eff, 42.0 / 52, 1e-12, "efficiency");
+  /* no overlap: all after backward: 30-35, 35-50, 50-55 */
+  in.overlap = 0;
+  res_predict_step(&o, &in);
+  near(o.exposed_comm_ms, 25, 1e-12, "exposed, no overlap");
+  near(o.step_ms, 67, 1e-12, "step, no overlap");
+  /* a bucket ready late (29.5): it waits for backward's data, not the other way round */
+  in.overlap = 1;
+  b[0].ready_ms = 29.5;
+  b[1].ready_ms = 29.6;
+  res_predict_step(&o, &in);
+  near(o.exposed_comm_ms, 29.5 + 25 - 30, 1e-12, "exposed, late buckets");
+  /* one rank: no communication at all */
+  in.ar.ranks = 1;
+  res_predict_step(&o, &in);
+  assert_true(o.exposed_comm_ms == 0 && o.step_ms == 42);
+}
+
+/* Hierarchical: ring reduce-scatter and all-gather in the node around the inter-node
+ * all-reduce of 1/ppn of the bytes; worked by hand. */
+static void test_hier(void **state) {
+  (void)state;
+  coll_model intra = {1e-6, 0.1e-9, 0.05e-9, 2e-6}, inter = {10e-6, 1e-9, 0.05e-9, 5e-6};
+  res_ar_spec s = {.intra = &intra, .inter = &inter, .algo = {COLL_ALGO_RING, 0}, .hier = 1,
+                   .ranks = 16, .ranks_per_node = 4, .chunk_bytes = 256 << 10};
+  double n = 8e6;
+  /* intra RS: 2 + 3*1 + 0.75*8e6*(0.1e-3 + 0.05e-3) us = 905 us; AG: 3 + 0.75*8e6*0.1e-3 = 603 us;
+   * inter ring on 4 nodes of 2e6: 5 + 6*10 + 2*0.75*2e6*1e-3 + 0.75*2e6*0.05e-3 = 3140 us */
+  near(res_allreduce_time(&s, n) * 1e6, 905 + 603 + 3140, 1e-9, "hier ring");
+  s.hier = 0; /* flat: every ring crosses the inter-node links */
+  near(res_allreduce_time(&s, n) * 1e6, 5 + 30 * 10 + 2 * (15.0 / 16) * 8e6 * 1e-3 + (15.0 / 16) * 8e6 * 0.05e-3, 1e-9, "flat");
+  s.ranks = 4; /* one node */
+  near(res_allreduce_time(&s, n) * 1e6, 2 + 6 * 1 + 1.5 * 8e6 * 0.1e-3 + 0.75 * 8e6 * 0.05e-3, 1e-9, "one node");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_formulas),
       cmocka_unit_test(test_fit_recovers),
       cmocka_unit_test(test_fit_gamma_fixed),
       cmocka_unit_test(test_fit_p2p),
+      cmocka_unit_test(test_step_timeline),
+      cmocka_unit_test(test_hier),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
