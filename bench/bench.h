@@ -12,6 +12,7 @@ int bench_cmd_p2p(int argc, char **argv);
 int bench_cmd_train(int argc, char **argv);
 int bench_cmd_topo(int argc, char **argv);
 int bench_cmd_fit(int argc, char **argv);
+int bench_cmd_predict(int argc, char **argv);
 
 /* ---- parsing: each returns 0 or -1 (never prints) ---- */
 /* "8", "64K", "1M", "2G" (powers of two), "1.5M" not allowed. */
@@ -69,6 +70,8 @@ int bench_fit_dirs(struct res_model *m, char **dirs, int ndirs, double gamma_ker
                    size_t cap);
 /* --model-from: a model.json, a directory with one, or a run directory fitted on the spot. */
 int bench_model_load(struct res_model *m, const char *from, char *err, size_t cap);
+/* Runs `gnuplot script` in dir (its output in dir/gnuplot.log). */
+int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap);
 
 /* Writes run.json (can be called again to update it) . */
 int bench_run_write(bench_run *r);

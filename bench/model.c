@@ -1,10 +1,14 @@
 /* Helpers of the commands that use the cost model (fit, allreduce --model-from, predict,
  * report): loading a model from a file or a run directory, and the reduction kernel's rate. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "coll.h"
@@ -79,4 +83,36 @@ int bench_model_load(res_model *m, const char *from, char *err, size_t cap) {
   if (stat(path, &st) == 0) return res_model_read(m, path, err, cap);
   char *dirs[1] = {(char *)from};
   return bench_fit_dirs(m, dirs, 1, bench_gamma_kernel(), err, cap); /* fit it now */
+}
+
+int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap) {
+  /* gnuplot runs in the directory, so the script names its data and outputs plainly */
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, cap, "cannot start gnuplot: %s", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    if (chdir(dir) != 0) _exit(126);
+    int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execlp("gnuplot", "gnuplot", script, (char *)NULL);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+    snprintf(err, cap, "gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox); the data and %s are in %s", script, dir);
+    return -1;
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    snprintf(err, cap, "gnuplot failed on %s/%s (see %s/gnuplot.log)", dir, script, dir);
+    return -1;
+  }
+  return 0;
 }
