@@ -13,6 +13,7 @@ int bench_cmd_train(int argc, char **argv);
 int bench_cmd_topo(int argc, char **argv);
 int bench_cmd_fit(int argc, char **argv);
 int bench_cmd_predict(int argc, char **argv);
+int bench_cmd_report(int argc, char **argv);
 
 /* ---- parsing: each returns 0 or -1 (never prints) ---- */
 /* "8", "64K", "1M", "2G" (powers of two), "1.5M" not allowed. */

@@ -74,7 +74,7 @@ int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, ch
 int bench_model_load(res_model *m, const char *from, char *err, size_t cap) {
   struct stat st;
   if (stat(from, &st) != 0) {
-    snprintf(err, cap, "--model-from: '%s' does not exist", from);
+    snprintf(err, cap, "'%s' does not exist", from);
     return -1;
   }
   if (!S_ISDIR(st.st_mode)) return res_model_read(m, from, err, cap);
