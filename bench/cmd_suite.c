@@ -209,6 +209,40 @@ static void progress(int tty, int i, int n, const char *name, const char *what) 
   }
 }
 
+/* Removes flag and its value from a step's arguments. */
+static void drop_arg(suite_step *s, const char *flag) {
+  for (int i = 0; i + 1 < s->argc; i++)
+    if (!strcmp(s->argv[i], flag)) {
+      free(s->argv[i]);
+      free(s->argv[i + 1]);
+      memmove(&s->argv[i], &s->argv[i + 2], (size_t)(s->argc - i - 2) * sizeof *s->argv);
+      s->argc -= 2;
+      return;
+    }
+}
+
+/* predict's fabrics from the fit: inside a node the fastest of this machine's, between nodes
+ * the slowest emulated link (a cluster's network), when there is one. */
+static void predict_fabrics(suite_step *s, const char *dir) {
+  char p[4200], err[512];
+  snprintf(p, sizeof p, "%s/model.json", dir);
+  res_model m;
+  if (bench_model_load(&m, p, err, sizeof err)) return;
+  const res_fabric_model *intra = NULL, *inter = NULL;
+  for (size_t i = 0; i < m.n; i++) {
+    const res_fabric_model *f = &m.f[i];
+    if (!(f->m.beta > 0)) continue;
+    if (!strncmp(f->fabric, "emu-", 4)) {
+      if (!inter || f->m.beta > inter->m.beta) inter = f;
+    } else if (!intra || f->m.beta < intra->m.beta) {
+      intra = f;
+    }
+  }
+  if (intra) arg(s, "--intra"), arg(s, "%s@%s", p, intra->fabric);
+  if (inter) arg(s, "--inter"), arg(s, "%s@%s", p, inter->fabric);
+  res_model_free(&m);
+}
+
 /* ---- the summary: a row per fabric, from the steps' records ---- */
 
 typedef struct {
@@ -359,7 +393,9 @@ int bench_cmd_suite(int argc, char **argv) {
     const char *ftl = f < 0 ? tl : "tcp";
     s = step_new(steps, &ns, 0, "p2p-%s", tag);
     arg(s, "p2p"), arg(s, "-n"), arg(s, "2"), arg(s, "--transport"), arg(s, "%s", ftl);
-    arg(s, "--max-bytes"), arg(s, "%s", o.quick ? "4M" : "16M"), arg(s, "--timeout"), arg(s, "%s", to);
+    arg(s, "--tests"), arg(s, "latency,bw"), arg(s, "--min-bytes"), arg(s, "8");
+    arg(s, "--max-bytes"), arg(s, "%s", o.quick ? "4M" : "16M"), arg(s, "--step-factor"), arg(s, "4");
+    arg(s, "--time-per-size"), arg(s, "%s", o.quick ? "0.02" : "0.05"), arg(s, "--timeout"), arg(s, "%s", to);
     if (f >= 0) arg(s, "--emulate"), arg(s, "%s", rates[f]);
     s = step_new(steps, &ns, 0, "allreduce-%s", tag);
     arg(s, "allreduce"), arg(s, "-n"), arg(s, "%s", nr), arg(s, "--transport"), arg(s, "%s", ftl);
@@ -372,6 +408,14 @@ int bench_cmd_suite(int argc, char **argv) {
       arg(s, "--warmup"), arg(s, "1"), arg(s, "--iters"), arg(s, "4"), arg(s, "--rounds"), arg(s, "1");
       arg(s, "--emulate"), arg(s, "%s", rates[f]);
     }
+  }
+  /* the cost model from the microbenchmarks, then training per fabric, predicted by it */
+  s = step_new(steps, &ns, 1, "fit");
+  arg(s, "fit"), arg(s, "--out"), arg(s, "%s/model.json", dir);
+  for (int i = 0; i + 1 < ns; i++)
+    if (strncmp(steps[i].name, "topo", 4)) arg(s, "%s/%s", dir, steps[i].name);
+  for (int f = -1; f < nrates; f++) {
+    const char *tag = f < 0 ? "loopback" : rates[f];
     s = step_new(steps, &ns, 0, "train-%s", tag);
     arg(s, "train"), arg(s, "-n"), arg(s, "%s", nr), arg(s, "--transport");
     arg(s, "none,%s", f < 0 ? tl : "tcp");
@@ -380,26 +424,26 @@ int bench_cmd_suite(int argc, char **argv) {
     arg(s, "--steps"), arg(s, "%s", st), arg(s, "--warmup-steps"), arg(s, "%s", warm);
     arg(s, "--eval-every"), arg(s, "0"), arg(s, "--timeout"), arg(s, "%s", to);
     if (f >= 0) arg(s, "--emulate"), arg(s, "%s", rates[f]), arg(s, "--no-single");
+    arg(s, "--model-from"), arg(s, "%s/model.json", dir);
   }
-  /* the model, the predictions and the report, from every run directory of the suite */
-  s = step_new(steps, &ns, 1, "fit");
-  arg(s, "fit"), arg(s, "%s", dir);
+  /* the predictions beyond this machine (their fabrics chosen once the fit is there), and the
+   * report over every run directory */
   s = step_new(steps, &ns, 1, "predict");
-  arg(s, "predict"), arg(s, "--model-from"), arg(s, "%s", dir), arg(s, "--model"), arg(s, "%s", o.model);
-  arg(s, "--ranks"), arg(s, "8,64,512,1024");
+  arg(s, "predict"), arg(s, "--model"), arg(s, "%s", o.model);
+  arg(s, "--profile"), arg(s, "%s/train-loopback", dir), arg(s, "--ranks"), arg(s, "8,64,512,1024");
+  for (int i = 0; i < ns; i++)
+    if (strcmp(steps[i].name, "fit")) arg(&steps[i], "--out"), arg(&steps[i], "%s/%s", dir, steps[i].name);
   s = step_new(steps, &ns, 1, "report");
-  arg(s, "report"), arg(s, "%s", dir);
-  for (int i = 0; i < ns; i++) {
-    if (!strcmp(steps[i].name, "fit") || !strcmp(steps[i].name, "report")) continue;
-    arg(&steps[i], "--out"), arg(&steps[i], "%s/%s", dir, steps[i].name);
-  }
+  arg(s, "report"), arg(s, "--out"), arg(s, "%s/report", dir);
+  for (int i = 0; i + 1 < ns; i++)
+    if (strcmp(steps[i].name, "fit")) arg(s, "%s/%s", dir, steps[i].name);
 
   printf("suite: %s, %d ranks, transports %s, algorithms %s, emulated:", dir, o.nranks, tl, algos);
   for (int f = 0; f < nrates; f++) printf(" %s", rates[f]);
   printf("%s\nsuite: %d steps; each one's output is in %s/<step>.log\n", nrates ? "" : " none",
          ns, dir);
   fflush(stdout);
-  int tty = isatty(2), failed = 0;
+  int tty = isatty(2), failed = 0, fit_ok = steps_done(state, "fit");
   char self[4096];
   ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
   if (sl <= 0) return bench_error("cannot find this program (/proc/self/exe)");
@@ -414,8 +458,12 @@ int bench_cmd_suite(int argc, char **argv) {
       continue;
     }
     progress(tty, i, ns, p->name, "...");
+    suite_step *q = &steps[i];
+    if (!fit_ok) drop_arg(q, "--model-from"); /* train without predictions */
+    if (!strcmp(q->name, "predict") && fit_ok) predict_fabrics(q, dir);
     double ts = res_now();
     int src = step_run(self, p, dir);
+    if (!strcmp(p->name, "fit")) fit_ok = src == 0;
     char what[128];
     snprintf(what, sizeof what, "%s in %.0f s", src == 0 ? "ok" : p->optional ? "failed (optional)" : "FAILED",
              res_now() - ts);

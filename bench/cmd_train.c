@@ -43,6 +43,9 @@ static const char train_usage[] =
     "                       per rank, forward, each layer's backward, each bucket's all-reduce\n"
     "                       on the communication thread, and the waits\n"
     "  --trace-steps N      steps traced after the warm-up [5]\n"
+    "  --model-from DIR|F   every data-parallel row gains the cost model's prediction of its\n"
+    "                       step (from this run's none or one-rank profile and the fitted\n"
+    "                       all-reduce model of its fabric) and the error\n"
     "  --model NAME         resnet18|34|50 (torchvision), resnet20|32|56 (CIFAR), '-wN' sets the\n"
     "                       base width (e.g. resnet20-w4) [resnet20]\n"
     "  --data SPEC          fmnist[:DIR] (default DIR " NN_DATA_FMNIST_DIR "),\n"
@@ -75,7 +78,7 @@ static const char train_usage[] =
 
 typedef struct {
   const char *model, *data, *save, *resume, *out, *milestones;
-  const char *transports, *algos, *emulate, *mpirun_args, *bind, *trace;
+  const char *transports, *algos, *emulate, *mpirun_args, *bind, *trace, *model_from;
   long trace_steps;
   int nranks, no_single, overlap;
   coll_dtype grad_dtype;
@@ -94,7 +97,7 @@ enum {
   O_MODEL = 256, O_DATA, O_BATCH, O_EPOCHS, O_STEPS, O_WSTEPS, O_LR, O_MOM, O_WD, O_NEST, O_SCHED,
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
-  O_FIRSTB, O_NOOVERLAP, O_GDTYPE, O_CHECK, O_EMU, O_MPIRUN, O_CHUNK, O_BIND, O_TIMEOUT, O_TRACE, O_TRACESTEPS
+  O_FIRSTB, O_NOOVERLAP, O_GDTYPE, O_CHECK, O_EMU, O_MPIRUN, O_CHUNK, O_BIND, O_TIMEOUT, O_TRACE, O_TRACESTEPS, O_MODELFROM
 };
 
 static int digits(const char **p) {
@@ -137,6 +140,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
       {"mpirun-args", 1, 0, O_MPIRUN},  {"chunk", 1, 0, O_CHUNK},
       {"bind", 1, 0, O_BIND},           {"timeout", 1, 0, O_TIMEOUT},
       {"trace", 1, 0, O_TRACE},         {"trace-steps", 1, 0, O_TRACESTEPS},
+      {"model-from", 1, 0, O_MODELFROM},
       {0, 0, 0, 0}};
   *a = (train_args){.model = "resnet20", .data = "fmnist", .sched = NN_LR_COSINE, .batch = 128,
                     .epochs = 1, .warmup_steps = 10, .eval_every = 1, .log_every = 20,
@@ -204,6 +208,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
     case O_TIMEOUT: INT(1, 86400, a->timeout_s); break;
     case O_TRACE: a->trace = optarg; break;
     case O_TRACESTEPS: INT(1, 100000, a->trace_steps); break;
+    case O_MODELFROM: a->model_from = optarg; break;
     case O_MODEL: a->model = optarg; break;
     case O_DATA: a->data = optarg; break;
     case O_BATCH: INT(1, 1 << 20, a->batch); break;
@@ -334,6 +339,9 @@ typedef struct {
   int heartbeat;          /* the one-rank run: rank 0 tells the waiting ranks it goes on */
   cJSON *trace;           /* rank 0: the trace events so far (--trace) */
   int same_data;          /* tests (FABENCH_TEST_SAME_DATA=1): every rank reads one rank's data */
+  res_model model;        /* --model-from (n == 0 without) */
+  nn_train_result profile;/* the none run's (else the one rank's): the predictions' compute */
+  int have_profile;
   int role_index;         /* of the pair being trained: its trace's process ids */
 } train_ctx;
 
@@ -442,6 +450,34 @@ static int on_trace(void *ctx, const nn_trace_ev *ev, size_t n) {
   return rc ? bench_error("--trace: %s", err) : 0;
 }
 
+/* The cost model's step for a data-parallel pair: this run's compute profile (the none run on
+ * the same ranks, which shares the cores as training does; else one rank alone) with its
+ * buckets' ready times, and the fitted all-reduce model of the pair's fabric. */
+static void predict_row(res_train_row *row, const train_ctx *x, const nn_train_result *r) {
+  const train_pair *p = x->pair;
+  if (p->role != ROLE_DP || !x->model.n || !x->have_profile) return;
+  const res_fabric_model *fm = res_model_find(&x->model, row->fabric, p->tname, (int)row->host_count);
+  if (!fm) return;
+  const nn_train_result *pr = &x->profile;
+  res_bucket bk[NN_TRAIN_MAX_BUCKETS];
+  double wire = (double)coll_dtype_size(x->a->grad_dtype);
+  for (int k = 0; k < pr->nbuckets; k++)
+    bk[k] = (res_bucket){.bytes = wire * (double)pr->buckets[k].count,
+                         .ready_ms = 1e3 * pr->buckets[k].ready_s};
+  res_step_in in = {.data_ms = 1e3 * pr->data_s, .fwd_ms = 1e3 * pr->fwd_s,
+                    .bwd_ms = 1e3 * pr->bwd_s, .opt_ms = 1e3 * pr->opt_s, .buckets = bk,
+                    .nbuckets = (size_t)pr->nbuckets, .overlap = x->a->overlap,
+                    .batch = (int)x->a->batch,
+                    .ar = {.intra = &fm->m, .algo = p->algo, .ranks = x->ranks,
+                           .ranks_per_node = x->ranks, .chunk_bytes = coll_comm_chunk(p->comm)}};
+  res_step_out out;
+  res_predict_step(&out, &in);
+  row->step_ms_pred = out.step_ms;
+  row->images_per_s_pred = out.images_per_s;
+  row->exposed_comm_ms_pred = out.exposed_comm_ms;
+  row->pred_err = out.step_ms > 0 ? (1e3 * r->step_mean_s - out.step_ms) / out.step_ms : NAN;
+}
+
 /* The pair's train.csv row and its buckets (rank 0). */
 static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opts *so,
                         const nn_lr_sched *sched, int64_t epochs) {
@@ -486,6 +522,7 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
       .train_time_s = r->train_s, .start_step = r->start_step, .end_step = r->end_step,
       .backend = nn_backend_version(), .status = r->status, .step_ms_pred = NAN,
       .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN};
+  predict_row(&row, x, r);
   char err[512];
   if (res_table_put(x->trun, &row, err, sizeof err)) return bench_error("%s", err);
   cJSON *rs = cJSON_GetObjectItem(x->run.meta, "results");
@@ -660,6 +697,10 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     goto out;
   }
   int do_single = x.size > 1 && !a->no_single && !a->save && !a->resume;
+  if (a->model_from && x.rank == 0 && bench_model_load(&x.model, a->model_from, err, sizeof err)) {
+    status = bench_usage_error(train_usage, "--model-from: %s", err);
+    goto out;
+  }
 
   char bind_desc[256];
   if (bench_bind_rank(x.boot, a->bind, bind_desc, sizeof bind_desc)) goto out;
@@ -881,7 +922,11 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
         failed = 1;
         break;
       }
-      if (x.rank == 0) x.single_ips = r.images_per_s;
+      if (x.rank == 0) { /* only rank 0 trained */
+        x.single_ips = r.images_per_s;
+        x.profile = r;
+        x.have_profile = 1;
+      }
     } else {
       t.boot = x.size > 1 ? x.boot : NULL;
       t.comm = p->role == ROLE_DP ? p->comm : NULL;
@@ -893,7 +938,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
         failed = 1;
         break;
       }
-      if (p->role == ROLE_NONE) x.none_ips = r.images_per_s;
+      if (p->role == ROLE_NONE) x.none_ips = r.images_per_s, x.profile = r, x.have_profile = 1;
     }
     if (x.rank == 0 && write_result(&x, &r, &so, &sched, epochs)) failed = 1;
   }
@@ -921,6 +966,7 @@ out:
   nn_data_free(&x.test);
   if (have_run) bench_run_end(&x.run);
   cJSON_Delete(x.trace);
+  if (x.model.n) res_model_free(&x.model);
   coll_boot_close(x.boot);
   return status;
 }
