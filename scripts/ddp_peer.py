@@ -87,6 +87,9 @@ def parse_args(argv):
     ap.add_argument("--timeout", type=float, default=600, help="seconds for the whole run")
     ap.add_argument("--csv", help="append a row to this CSV file")
     ap.add_argument("--log-every", type=int, default=0)
+    ap.add_argument("--test-corrupt-rank", type=int, default=-1, metavar="R",
+                    help="test of the check: rank R perturbs one weight before the final check, "
+                         "which must then fail")
     ap.add_argument("--worker", action="store_true", help="run one rank from RANK/WORLD_SIZE/MASTER_*")
     a = ap.parse_args(argv)
     bad = lambda m: (ap.print_usage(sys.stderr), die(m, 2))
@@ -290,6 +293,9 @@ def worker(a):
             print(f"step {step + 1} loss {loss:.4f} {1e3 * dt:.1f} ms", flush=True)
     wall = time.perf_counter() - t_start
 
+    if rank == a.test_corrupt_rank:
+        with torch.no_grad():
+            next(model.parameters()).view(-1)[0] += 1e-3
     per_rank = [None] * world
     dist.all_gather_object(per_rank, {"wall": wall, "times": times, "loss": loss})
     differ = [] if a.no_sync else identical()
@@ -389,7 +395,7 @@ def launch(a, argv):
         elif a.netns:
             names = a.netns.split(",")
             if len(names) != a.ranks:
-                die(f"--netns names {len(names)} namespaces for -n {a.ranks}", 2)
+                die(f"--netns gives {len(names)} namespace(s) for -n {a.ranks}", 2)
             eps = [(ns,) + netns_endpoint(ns) for ns in names]
         else:
             eps = [(None, "lo", "127.0.0.1")] * a.ranks
