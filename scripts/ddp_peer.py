@@ -150,10 +150,11 @@ def ring_compress_hook(torch, dist, rank, world, wire_dtype):
     import queue
     import threading
 
+    PIECE = 1 << 19  # elements: 1 MiB in 16 bits
     jobs = queue.Queue()
     scratch = {}  # bucket index -> 16-bit send and receive, f32 scratch: no page faults per step
 
-    def ring(buf, index, tag):
+    def ring(buf, index):
         n = buf.numel()
         if index not in scratch or scratch[index][0].numel() != n:
             scratch[index] = (torch.empty(n, dtype=wire_dtype), torch.empty(n, dtype=wire_dtype),
@@ -167,45 +168,50 @@ def ring_compress_hook(torch, dist, rank, world, wire_dtype):
         chunk = lambda t, i: t[bounds[i]:bounds[i + 1]]
         right, left = (rank + 1) % world, (rank - 1) % world
 
-        def exchange(si, ri, t):
-            s = chunk(send, si)
-            s.copy_(chunk(buf, si))
-            w = [dist.isend(s.view(wire), right, tag=t), dist.irecv(chunk(recv, ri).view(wire), left, tag=t)]
-            for x in w:
+        def exchange(s, r):
+            """Send s (16-bit) right while r arrives from the left, in pieces: gloo moves one large
+            message each way at half the link rate on an emulated 1gbit link (192 ms for 11 MB
+            both ways), pieces of 1 MiB at the full rate (93 ms)."""
+            works = []
+            for j, lo in enumerate(range(0, max(s.numel(), r.numel()), PIECE)):
+                t = (tag[0] + j) % (1 << 30)
+                if lo < s.numel():
+                    works.append(dist.isend(s[lo:lo + PIECE].view(wire), right, tag=t))
+                if lo < r.numel():
+                    works.append(dist.irecv(r[lo:lo + PIECE].view(wire), left, tag=t))
+            tag[0] += (bounds[1] + world + PIECE) // PIECE  # more pieces than any chunk has
+            for x in works:
                 x.wait()
-            return chunk(recv, ri)
 
-        for s in range(world - 1):  # reduce-scatter
+        for s in range(world - 1):  # reduce-scatter: partial sums in f32, rounded on the wire
             si, ri = (rank - s) % world, (rank - s - 1) % world
-            r = exchange(si, ri, tag + s)
-            chunk(buf, ri).add_(chunk(tmp, ri).copy_(r))
+            exchange(chunk(send, si).copy_(chunk(buf, si)), chunk(recv, ri))
+            chunk(buf, ri).add_(chunk(tmp, ri).copy_(chunk(recv, ri)))
         own = (rank + 1) % world
         chunk(buf, own).div_(world)
-        chunk(buf, own).copy_(chunk(send, own).copy_(chunk(buf, own)))  # round as the others see it
-        for s in range(world - 1):  # all-gather
+        chunk(send, own).copy_(chunk(buf, own))
+        chunk(buf, own).copy_(chunk(send, own))  # rounded as every other rank will see it
+        for s in range(world - 1):  # all-gather: forward the 16-bit words as they came
             si, ri = (rank + 1 - s) % world, (rank - s) % world
-            chunk(buf, ri).copy_(exchange(si, ri, tag + world + s))
+            exchange(chunk(send if s == 0 else recv, si), chunk(recv, ri))
+            chunk(buf, ri).copy_(chunk(recv, ri))
         return buf
 
     def loop():
         while True:
-            job = jobs.get()
-            if job is None:
-                return
-            buf, index, tag, fut = job
+            buf, index, fut = jobs.get()
             try:
-                fut.set_result(ring(buf, index, tag))
+                fut.set_result(ring(buf, index))
             except Exception as e:  # the step fails with the cause, never hangs
                 fut.set_exception(e)
 
     thread = threading.Thread(target=loop, name="ddp-ring", daemon=True)
     thread.start()
-    calls = [0]
+    tag = [0]  # the next message tag: every rank runs the same exchanges in the same order
 
     def hook(state, bucket):
         fut = torch.futures.Future()
-        calls[0] += 1
-        jobs.put((bucket.buffer(), bucket.index(), (calls[0] % 10000) * 2 * world, fut))
+        jobs.put((bucket.buffer(), bucket.index(), fut))
         return fut
 
     return hook
