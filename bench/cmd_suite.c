@@ -306,6 +306,29 @@ int bench_cmd_suite(int argc, char **argv) {
   suite_opts o;
   int rc = suite_parse(&o, argc, argv);
   if (rc) return rc == 1 ? 0 : rc;
+  /* a resumed suite runs as it was started: its options come from suite.json */
+  cJSON *state = NULL;
+  suite_step steps[SUITE_MAX_STEPS];
+  int ns = 0;
+  char *rargv[64];
+  int rargc = 0;
+  if (o.resume) {
+    const char *rdir = o.resume;
+    if (!(state = state_load(rdir)))
+      return bench_error("--resume %s: no suite.json there (not a suite directory, or unreadable)", rdir);
+    cJSON *av = cJSON_GetObjectItem(state, "argv"), *it;
+    cJSON_ArrayForEach(it, av) {
+      if (!cJSON_IsString(it) || rargc == 62) break;
+      rargv[rargc++] = it->valuestring;
+    }
+    rargv[rargc] = NULL;
+    if (suite_parse(&o, rargc, rargv)) {
+      cJSON_Delete(state);
+      return bench_error("--resume %s: suite.json's command line no longer parses", rdir);
+    }
+    o.out = NULL;
+    o.resume = rdir;
+  }
 
   /* what the machine has */
   char tl[64] = "";
@@ -329,13 +352,17 @@ int bench_cmd_suite(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
       uint64_t bps;
       if (bench_emu_parse_rate(items[i], &bps)) {
+        rc = bench_usage_error(suite_usage, "--emulate: '%s' is not a rate (e.g. 1gbit)", items[i]);
         free(store);
-        return bench_usage_error(suite_usage, "--emulate: '%s' is not a rate (e.g. 1gbit)", items[i]);
+        goto out;
       }
       snprintf(rates[nrates++], sizeof rates[0], "%s", items[i]);
     }
     free(store);
-    if (n <= 0) return bench_usage_error(suite_usage, "--emulate: empty or too long list");
+    if (n <= 0) {
+      rc = bench_usage_error(suite_usage, "--emulate: empty or too long list");
+      goto out;
+    }
     bench_emu m;
     char why[512];
     if (bench_emu_check(&m, why, sizeof why)) {
@@ -345,15 +372,19 @@ int bench_cmd_suite(int argc, char **argv) {
   }
   nn_data_spec spec;
   char err[1024];
-  if (nn_data_parse_spec(&spec, o.data, err, sizeof err))
-    return bench_usage_error(suite_usage, "%s", err);
+  if (nn_data_parse_spec(&spec, o.data, err, sizeof err)) {
+    rc = bench_usage_error(suite_usage, "%s", err);
+    goto out;
+  }
   size_t nparams = 0;
   int classes = spec.kind == NN_DATA_SYNTHETIC ? spec.classes : 10;
   int c = spec.kind == NN_DATA_SYNTHETIC ? spec.c : spec.kind == NN_DATA_FMNIST ? 1 : 3;
   int hw = spec.kind == NN_DATA_SYNTHETIC ? spec.h : spec.kind == NN_DATA_FMNIST ? 28 : 32;
   if (nn_model_param_count(o.model, c, hw, spec.kind == NN_DATA_SYNTHETIC ? spec.w : hw,
-                           classes > 0 ? classes : 10, &nparams, err, sizeof err))
-    return bench_usage_error(suite_usage, "--model: %s", err);
+                           classes > 0 ? classes : 10, &nparams, err, sizeof err)) {
+    rc = bench_usage_error(suite_usage, "--model: %s", err);
+    goto out;
+  }
   double grad_bytes = 4.0 * (double)nparams;
   uint64_t maxb = 4096;
   while ((double)maxb < grad_bytes) maxb *= 2;
@@ -362,11 +393,9 @@ int bench_cmd_suite(int argc, char **argv) {
   if (o.resume) {
     snprintf(dir, sizeof dir, "%s", o.resume);
   } else if (res_run_dir(dir, sizeof dir, o.out, "suite", err, sizeof err)) {
-    return bench_error("%s", err);
+    rc = bench_error("%s", err);
+    goto out;
   }
-  cJSON *state = o.resume ? state_load(dir) : NULL;
-  if (o.resume && !state)
-    return bench_error("--resume %s: no suite.json there (not a suite directory, or unreadable)", dir);
   if (!state) {
     state = cJSON_CreateObject();
     cJSON *cmd = cJSON_AddArrayToObject(state, "argv");
@@ -375,8 +404,6 @@ int bench_cmd_suite(int argc, char **argv) {
   }
 
   /* the plan */
-  suite_step steps[SUITE_MAX_STEPS];
-  int ns = 0;
   suite_step *s = step_new(steps, &ns, 0, "topo");
   arg(s, "topo");
   char nr[24], to[24], th[24], bt[24], st[24], warm[24], mb[32];
@@ -435,8 +462,8 @@ int bench_cmd_suite(int argc, char **argv) {
     if (strcmp(steps[i].name, "fit")) arg(&steps[i], "--out"), arg(&steps[i], "%s/%s", dir, steps[i].name);
   s = step_new(steps, &ns, 1, "report");
   arg(s, "report"), arg(s, "--out"), arg(s, "%s/report", dir);
-  for (int i = 0; i + 1 < ns; i++)
-    if (strcmp(steps[i].name, "fit")) arg(s, "%s/%s", dir, steps[i].name);
+  for (int i = 0; i + 1 < ns; i++) /* the run directories (topo's is a topology's) */
+    if (strcmp(steps[i].name, "fit") && strcmp(steps[i].name, "topo")) arg(s, "%s/%s", dir, steps[i].name);
 
   printf("suite: %s, %d ranks, transports %s, algorithms %s, emulated:", dir, o.nranks, tl, algos);
   for (int f = 0; f < nrates; f++) printf(" %s", rates[f]);
@@ -446,7 +473,10 @@ int bench_cmd_suite(int argc, char **argv) {
   int tty = isatty(2), failed = 0, fit_ok = steps_done(state, "fit");
   char self[4096];
   ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (sl <= 0) return bench_error("cannot find this program (/proc/self/exe)");
+  if (sl <= 0) {
+    rc = bench_error("cannot find this program (/proc/self/exe)");
+    goto out;
+  }
   self[sl] = 0;
   double t0 = res_now();
   char sj[4200];
@@ -486,10 +516,12 @@ int bench_cmd_suite(int argc, char **argv) {
   printf("\nsuite: %s%s\n", dir, failed ? " (some steps FAILED: see their logs; --resume runs them again)" : "");
   struct stat sb;
   char rp[4200];
-  snprintf(rp, sizeof rp, "%s/report.md", dir);
+  snprintf(rp, sizeof rp, "%s/report/report.md", dir);
   if (stat(rp, &sb) == 0) printf("suite: the report is %s\n", rp);
+  rc = failed ? 1 : 0;
+out:
   cJSON_Delete(state);
   for (int i = 0; i < ns; i++)
     for (int k = 0; k < steps[i].argc; k++) free(steps[i].argv[k]);
-  return failed ? 1 : 0;
+  return rc;
 }
