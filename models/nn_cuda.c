@@ -534,18 +534,13 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
   }
   CU(cudaGetLastError(), -1);
   n->state[NN_ARENA_GRADS] = n->grads_host ? HOST_NEWER : DEV_NEWER;
-  /* the host hears of each layer's gradients as they become final, in arena order */
-  size_t done = 0;
-  for (int i = n->t.nlayers - 1; i >= 0; i--) {
+  /* the host hears of each layer's gradients as they become final, in arena order: everything is
+     queued already, so waiting here holds back no device work */
+  for (int i = n->t.nlayers - 1; i >= 0 && n->ready_fn; i--) {
     lstate *L = &n->L[i];
     if (!L->pcount) continue;
-    if (n->ready_fn) {
-      if (cudaEventQuery(L->ready) == cudaErrorNotReady) {
-        if (done) n->ready_fn(n->ready_ctx, done); /* what is final so far, before waiting */
-        CU(cudaEventSynchronize(L->ready), i);
-      }
-      done = L->poff + L->pcount;
-    }
+    CU(cudaEventSynchronize(L->ready), i);
+    n->ready_fn(n->ready_ctx, L->poff + L->pcount);
   }
   CU(cudaStreamSynchronize(n->st), -1);
   if (n->grads_host) CU(cudaStreamSynchronize(n->cp), -1);
