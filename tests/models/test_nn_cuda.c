@@ -39,11 +39,15 @@ static nn_net *gpu_net(int prec) {
   return net;
 }
 
+/* A CPU net, or NULL after printing why (a build without oneDNN). */
 static nn_net *cpu_net(void) {
   nn_net_opts o = opts(NN_DEV_CPU, NN_PREC_FP32);
   nn_net *net = NULL;
   char err[256];
-  if (nn_net_create(&net, &o, err, sizeof err)) fail_msg("%s", err);
+  if (nn_net_create(&net, &o, err, sizeof err)) {
+    if (!strstr(err, "without oneDNN")) fail_msg("%s", err);
+    print_message("[  SKIPPED ] CPU engine: %s\n", err);
+  }
   return net;
 }
 
@@ -96,7 +100,7 @@ static void test_refusal(void **state) {
   }
   o = opts(NN_DEV_CPU, NN_PREC_BF16);
   assert_int_equal(nn_net_create(&net, &o, err, sizeof err), -1);
-  assert_non_null(strstr(err, "fp32"));
+  assert_true(strstr(err, "fp32") || strstr(err, "without oneDNN"));
 }
 
 static void save(nn_net *net, const char *path) {
@@ -128,6 +132,10 @@ static void test_checkpoint_across(void **state) {
   nn_net *g = gpu_net(NN_PREC_FP32);
   if (!g) return;
   nn_net *c = cpu_net();
+  if (!c) {
+    nn_net_destroy(g);
+    return;
+  }
   batches *d = malloc(sizeof *d);
   make_batches(d);
   size_t np, np2;
