@@ -45,6 +45,8 @@ typedef struct {
   cudnnConvolutionFwdAlgo_t fa;
   cudnnConvolutionBwdDataAlgo_t da;
   cudnnConvolutionBwdFilterAlgo_t wa;
+  cudnnMathType_t fm, dm, wm;  /* each algorithm's math type (the descriptors are the layer's,
+                                  shared by the plans: set before each call) */
   size_t ws;
 } convplan;
 
@@ -210,6 +212,10 @@ static int conv_algos(cnet *n, const nn_layer *l, lstate *L, convplan *c, char *
   if (n->o.search && ws_need(n, lim, err, errcap)) return -1;
   void *x = n->val[l->in], *y = n->val[l->out], *dy = n->dval[l->out];
   int fp32 = n->o.precision == NN_PREC_FP32;
+  cudnnMathType_t base = fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH; /* what the query allows */
+  DNN(cudnnSetConvolutionMathType(L->cf, base), i);
+  DNN(cudnnSetConvolutionMathType(L->cd, base), i);
+  DNN(cudnnSetConvolutionMathType(L->cw, base), i);
   {
     cudnnConvolutionFwdAlgoPerf_t pf[NALGO];
     if (n->o.search)
@@ -225,7 +231,7 @@ static int conv_algos(cnet *n, const nn_layer *l, lstate *L, convplan *c, char *
     }
     c->fa = pf[k].algo;
     if (pf[k].memory > c->ws) c->ws = pf[k].memory;
-    if (!fp32) DNN(cudnnSetConvolutionMathType(L->cf, pf[k].mathType), i);
+    c->fm = fp32 ? CUDNN_FMA_MATH : pf[k].mathType;
   }
   {
     cudnnConvolutionBwdFilterAlgoPerf_t pf[NALGO];
@@ -242,7 +248,7 @@ static int conv_algos(cnet *n, const nn_layer *l, lstate *L, convplan *c, char *
     }
     c->wa = pf[k].algo;
     if (pf[k].memory > c->ws) c->ws = pf[k].memory;
-    if (!fp32) DNN(cudnnSetConvolutionMathType(L->cw, pf[k].mathType), i);
+    c->wm = fp32 ? CUDNN_FMA_MATH : pf[k].mathType;
   }
   if (l->in != 0 || n->o.need_dx) {
     cudnnConvolutionBwdDataAlgoPerf_t pf[NALGO];
@@ -259,7 +265,7 @@ static int conv_algos(cnet *n, const nn_layer *l, lstate *L, convplan *c, char *
     }
     c->da = pf[k].algo;
     if (pf[k].memory > c->ws) c->ws = pf[k].memory;
-    if (!fp32) DNN(cudnnSetConvolutionMathType(L->cd, pf[k].mathType), i);
+    c->dm = fp32 ? CUDNN_FMA_MATH : pf[k].mathType;
   }
   return 0;
 }
@@ -404,6 +410,7 @@ static int forward(cnet *n, plan *p, int b, int train, char *err, size_t errcap)
     size_t rows = (size_t)b * si.h * si.w;
     switch (l->op) {
     case NN_CONV:
+      DNN(cudnnSetConvolutionMathType(L->cf, p->cv[i].fm), i);
       DNN(cudnnConvolutionForward(n->dnn, &one, p->cv[i].x, n->val[l->in], L->wd, L->w, L->cf, p->cv[i].fa, n->ws,
                                   n->ws_size, &zero, p->cv[i].y, n->val[l->out]),
           i);
@@ -463,6 +470,7 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
     float beta = L->beta1;
     switch (l->op) {
     case NN_CONV:
+      DNN(cudnnSetConvolutionMathType(L->cw, p->cv[i].wm), i);
       DNN(cudnnConvolutionBackwardFilter(n->dnn, &one, p->cv[i].x, n->val[l->in], p->cv[i].y, n->dval[l->out], L->cw,
                                          p->cv[i].wa, n->ws, n->ws_size, &zero, L->wd, L->dw),
           i);
@@ -502,6 +510,7 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
     if (!need_in) continue;
     switch (l->op) {
     case NN_CONV:
+      DNN(cudnnSetConvolutionMathType(L->cd, p->cv[i].dm), i);
       DNN(cudnnConvolutionBackwardData(n->dnn, &one, L->wd, L->w, p->cv[i].y, n->dval[l->out], L->cd, p->cv[i].da,
                                        n->ws, n->ws_size, &beta, p->cv[i].x, n->dval[l->in]),
           i);
