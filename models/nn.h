@@ -70,7 +70,9 @@ int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n,
 /* Called during backward, on the thread that runs it, each time more of the gradient arena is
    final: its first `ready` floats. Calls within a step never decrease, and the last call of a step
    gives the whole count, so a data-parallel reducer can start on a bucket while backward goes on.
-   fn NULL: no calls. */
+   fn NULL: no calls. GPU nets: the whole backward is queued first, then each layer is reported as
+   its gradients land where they are read (the host arena with host gradients, see nn_net_grads;
+   else device memory, final in stream order), so the waits hold back no device work. */
 typedef void (*nn_grad_ready_fn)(void *ctx, size_t ready);
 void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx);
 
