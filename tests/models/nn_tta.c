@@ -43,6 +43,8 @@ int main(int argc, char **argv) {
   int rc = nn_net_create(&net, &o, err, sizeof err);
   if (rc) {
     fprintf(stderr, "nn_tta: %s\n", err);
+    nn_data_free(&train);
+    nn_data_free(&test);
     return rc == NN_ENODEV ? 3 : 1;
   }
   int64_t spe = nn_data_steps_per_epoch(train.n, 1, o.batch, 1);
@@ -55,16 +57,15 @@ int main(int argc, char **argv) {
                      .eval_every = 1, .target_acc = target, .stop_at_target = 1, .wire = COLL_F32, .overlap = 1,
                      .on_eval = on_eval};
   nn_train_result r;
-  if (nn_train_run(&r, &t, err, sizeof err)) {
-    fprintf(stderr, "nn_tta: %s\n", err);
-    return 1;
-  }
-  printf("%s %s %s: %s after %lld steps, test accuracy %.4f, time to %.2f: %.1f s, train %.1f s, %.0f images/s "
+  rc = nn_train_run(&r, &t, err, sizeof err);
+  if (rc) fprintf(stderr, "nn_tta: %s\n", err);
+  if (!rc)
+    printf("%s %s %s: %s after %lld steps, test accuracy %.4f, time to %.2f: %.1f s, train %.1f s, %.0f images/s "
          "(step p50 %.2f ms)\n",
          argv[1], dev, nn_net_backend(net), r.status, (long long)r.steps, r.test_acc, target, r.time_to_target_s,
          r.train_s, r.images_per_s, 1e3 * r.step_p50_s);
   nn_net_destroy(net);
   nn_data_free(&train);
   nn_data_free(&test);
-  return 0;
+  return rc ? 1 : 0;
 }
