@@ -137,6 +137,10 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
    * none 1.00-1.03. */
   int rendezvous = o->transport == COLL_UCX;
   c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : rendezvous ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
+  if (o->model)
+    c->model = *o->model;
+  else
+    coll_model_default(&c->model, o->transport);
   c->ring_ramp = rendezvous ? 0 : 2;
   const char *sb = getenv("FABENCH_RING_STREAM_BYTES");
   c->ring_stream_bytes = sb && *sb ? (size_t)strtoull(sb, NULL, 0) : COLL_RING_STREAM_BYTES;
@@ -174,6 +178,7 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
 }
 
 size_t coll_comm_chunk(const coll_comm *c) { return c->chunk_bytes; }
+const coll_model *coll_comm_model(const coll_comm *c) { return &c->model; }
 
 void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e) {
   if (c->tp->ops->mem_alloc) return c->tp->ops->mem_alloc(c->tp, bytes, e);

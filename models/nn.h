@@ -54,6 +54,11 @@ typedef struct {
   int gpu;            /* GPU: CUDA device ordinal */
 } nn_net_opts;
 
+/* The parameter count of a model on an input shape, without building it (the gradient bytes a
+   data-parallel step all-reduces are 4 x this). 0, or -1 with a message in err. */
+int nn_model_param_count(const char *model, int in_c, int in_h, int in_w, int classes,
+                         size_t *count, char *err, size_t errcap);
+
 /* Returns 0, NN_ENODEV (no such device), or -1; with a message in err. */
 int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap);
 void nn_net_destroy(nn_net *net);
@@ -67,13 +72,15 @@ typedef struct { double fwd_s, bwd_s; } nn_step_times;
 int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss,
                       int *correct, nn_step_times *t, char *err, size_t errcap);
 
-/* Called during backward, on the thread that runs it, each time more of the gradient arena is
-   final: its first `ready` floats. Calls within a step never decrease, and the last call of a step
-   gives the whole count, so a data-parallel reducer can start on a bucket while backward goes on.
-   fn NULL: no calls. GPU nets: the whole backward is queued first, then each layer is reported as
-   its gradients land where they are read (the host arena with host gradients, see nn_net_grads;
-   else device memory, final in stream order), so the waits hold back no device work. */
-typedef void (*nn_grad_ready_fn)(void *ctx, size_t ready);
+/* Called during backward, on the thread that runs it, each time a layer's backward has ended
+   (layer: its index in the layer table; -1 for the last call of a step) and with it more of the
+   gradient arena is final: its first `ready` floats. Calls within a step never decrease, and the
+   last call of a step gives the whole count, so a data-parallel reducer can start on a bucket
+   while backward goes on. fn NULL: no calls. GPU nets report the layers that have parameters:
+   the whole backward is queued first, then each such layer is reported as its gradients land
+   where they are read (the host arena with host gradients, see nn_net_grads; else device memory,
+   final in stream order), so the waits hold back no device work. */
+typedef void (*nn_grad_ready_fn)(void *ctx, int layer, size_t ready);
 void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx);
 
 /* Inference mode (running statistics): adds the summed loss and the correct count over n images. */

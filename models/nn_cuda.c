@@ -549,11 +549,11 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
     lstate *L = &n->L[i];
     if (!L->pcount) continue;
     CU(cudaEventSynchronize(L->ready), i);
-    n->ready_fn(n->ready_ctx, L->poff + L->pcount);
+    n->ready_fn(n->ready_ctx, i, L->poff + L->pcount);
   }
   CU(cudaStreamSynchronize(n->st), -1);
   if (n->grads_host) CU(cudaStreamSynchronize(n->cp), -1);
-  if (n->ready_fn) n->ready_fn(n->ready_ctx, n->cnt[NN_ARENA_GRADS]);
+  if (n->ready_fn) n->ready_fn(n->ready_ctx, -1, n->cnt[NN_ARENA_GRADS]);
   return 0;
 }
 

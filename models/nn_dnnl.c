@@ -953,7 +953,7 @@ static plan *plan_for(nn_net *net, int n, int full, char *err, size_t errcap) {
 static void grads_ready(nn_net *net, int layer) {
   if (!net->ready_fn || layer < 0) return;
   dnnl_stream_wait(net->strm);
-  net->ready_fn(net->ready_ctx, net->li[layer].poff + net->li[layer].pcount);
+  net->ready_fn(net->ready_ctx, layer, net->li[layer].poff + net->li[layer].pcount);
 }
 
 static int run_list(nn_net *net, steplist *l, int notify, char *err, size_t errcap) {
@@ -1071,7 +1071,7 @@ int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char
 static int backward(nn_net *net, plan *p, char *err, size_t errcap) {
   if (run_list(net, &p->bwd, 1, err, errcap)) return -1;
   dnnl_stream_wait(net->strm);
-  if (net->ready_fn) net->ready_fn(net->ready_ctx, net->nparams);
+  if (net->ready_fn) net->ready_fn(net->ready_ctx, -1, net->nparams);
   return 0;
 }
 

@@ -216,7 +216,6 @@ void nn_reducer_ready(nn_reducer *r, size_t ready) {
   pthread_mutex_unlock(&r->mu);
 }
 
-void nn_reducer_ready_cb(void *reducer, size_t ready) { nn_reducer_ready(reducer, ready); }
 
 int nn_reducer_finish(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errcap) {
   pthread_mutex_lock(&r->mu);

@@ -62,7 +62,5 @@ void nn_reducer_ready(nn_reducer *r, size_t ready);
  * communicator) must not be used again. */
 int nn_reducer_finish(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errcap);
 
-/* nn_grad_ready_fn for nn_net_on_grad_ready, with the reducer as ctx. */
-void nn_reducer_ready_cb(void *reducer, size_t ready);
 
 #endif

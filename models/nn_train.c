@@ -67,7 +67,45 @@ typedef struct {
   double *bready, *bcomm, *bdone;        /* [measured][nbuckets], rank 0's */
   size_t nmeas, cap_meas;
   int nb;
+  /* the trace of this rank */
+  nn_trace_ev *tev;
+  size_t ntev, cap_tev;
+  int tracing;                /* this step is traced */
+  int64_t tstep;
+  double tbase, tlast;        /* run start; end of the last traced span of backward */
 } train_state;
+
+static void trace(train_state *s, const char *name, int tid, double t0, double t1) {
+  if (!s->tracing) return;
+  if (s->ntev == s->cap_tev) {
+    size_t cap = s->cap_tev ? 2 * s->cap_tev : 1024;
+    nn_trace_ev *v = realloc(s->tev, cap * sizeof *v);
+    if (!v) return; /* a shorter trace, not a failed run */
+    s->tev = v;
+    s->cap_tev = cap;
+  }
+  nn_trace_ev *e = &s->tev[s->ntev++];
+  memset(e, 0, sizeof *e);
+  snprintf(e->name, sizeof e->name, "%s", name);
+  e->rank = s->o->rank;
+  e->tid = tid;
+  e->step = s->tstep;
+  e->ts_s = t0 - s->tbase;
+  e->dur_s = t1 - t0;
+}
+
+/* Backward's progress: to the reducer, and a span per layer into the trace. */
+static void on_ready(void *ctx, int layer, size_t ready) {
+  train_state *s = ctx;
+  nn_reducer_ready(s->red, ready);
+  if (s->tracing && layer >= 0) {
+    double t = tr_now();
+    char name[24];
+    snprintf(name, sizeof name, "bwd L%d", layer);
+    trace(s, name, 0, s->tlast, t);
+    s->tlast = t;
+  }
+}
 
 static int ts_fail(train_state *s, const char *fmt, const char *what) {
   snprintf(s->err, s->cap, fmt, what);
@@ -84,9 +122,41 @@ static int gather(train_state *s, void *all, const void *mine, size_t bytes) {
   return 0;
 }
 
+/* Every rank's trace to rank 0 (collective). */
+static int gather_trace(train_state *s) {
+  int w = s->world;
+  int64_t mine = (int64_t)s->ntev, *counts = calloc((size_t)w, sizeof *counts), most = 0;
+  if (!counts) return ts_fail(s, "%s", "out of memory");
+  if (gather(s, counts, &mine, sizeof mine)) {
+    free(counts);
+    return -1;
+  }
+  for (int r = 0; r < w; r++) most = counts[r] > most ? counts[r] : most;
+  size_t per = (size_t)(most ? most : 1);
+  nn_trace_ev *pad = calloc(per, sizeof *pad), *all = calloc(per * (size_t)w, sizeof *all);
+  int rc = -1;
+  if (pad && all) {
+    if (s->ntev) memcpy(pad, s->tev, s->ntev * sizeof *pad);
+    if (!gather(s, all, pad, per * sizeof *pad)) {
+      size_t n = 0; /* packed: rank after rank */
+      for (int r = 0; r < w; r++)
+        for (int64_t i = 0; i < counts[r]; i++) all[n++] = all[(size_t)r * per + (size_t)i];
+      rc = s->o->rank == 0 && s->o->on_trace ? (s->o->on_trace(s->o->ctx, all, n) ? -1 : 0) : 0;
+      if (rc) snprintf(s->err, s->cap, "writing the trace failed");
+    }
+  } else {
+    ts_fail(s, "%s", "out of memory");
+  }
+  free(counts);
+  free(pad);
+  free(all);
+  return rc;
+}
+
 /* Every rank's hash of its parameters; a mismatch names the ranks that differ from rank 0. */
 static int check_params(train_state *s, int64_t step) {
-  if (s->world == 1) return 0;
+  /* without an exchange the ranks' models part ways by design (unless they read alike) */
+  if (s->world == 1 || (!s->o->comm && !s->o->same_data)) return 0;
   size_t np;
   const float *p = nn_net_params(s->o->net, &np);
   uint64_t h = nn_params_hash(p, np), *all = calloc((size_t)s->world, sizeof *all);
@@ -221,6 +291,7 @@ static void ts_free(train_state *s) {
   free(s->bcomm);
   free(s->bdone);
   free(s->all);
+  free(s->tev);
 }
 
 /* Keeps one measured step: every rank's record (all) and rank 0's bucket times. */
@@ -267,7 +338,7 @@ static void summarize(train_state *s, nn_train_result *res, int64_t images) {
   res->step_p90_s = n ? s->step_max[(size_t)ceil(0.9 * (double)n) - 1] : NAN; /* sorted now */
   double *dst[7] = {&res->data_s, &res->load_s, &res->fwd_s, &res->bwd_s,
                     &res->comm_s, &res->exposed_s, &res->opt_s};
-  for (int k = 0; k < 7; k++) *dst[k] = median(s->part[k], n);
+  for (int k = 0; k < 7; k++) *dst[k] = mean(s->part[k], n); /* they add up to the mean step */
   const nn_bucket *b;
   int nb = nn_reducer_buckets(s->red, &b);
   res->nbuckets = nb < NN_TRAIN_MAX_BUCKETS ? nb : NN_TRAIN_MAX_BUCKETS;
@@ -301,7 +372,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   const nn_bucket *bk;
   s.nb = nn_reducer_buckets(s.red, &bk);
   if (s.nb > NN_TRAIN_MAX_BUCKETS) s.nb = NN_TRAIN_MAX_BUCKETS;
-  nn_net_on_grad_ready(o->net, nn_reducer_ready_cb, s.red);
+  nn_net_on_grad_ready(o->net, on_ready, &s);
 
   nn_loader_opts lo = o->loader;
   lo.rank = o->same_data || s.world == 1 ? 0 : o->rank;
@@ -323,6 +394,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   nn_sgd_opts so = o->sgd;
   int64_t gstep = o->start_step, run_steps = 0, images = 0, last_eval = -1;
   double t_start = tr_now();
+  s.tbase = t_start;
   const char *why = "done";
   while (gstep < o->stop_step) {
     double t0 = tr_now();
@@ -333,6 +405,11 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     float loss = 0;
     int correct = 0;
     nn_step_times tm = {0, 0};
+    s.tracing = o->trace_steps > 0 && run_steps >= o->warmup_steps &&
+                run_steps < o->warmup_steps + o->trace_steps;
+    s.tstep = gstep + 1;
+    s.tlast = t1; /* mended below once the forward's end is known */
+    size_t step_ev = s.ntev;
     nn_reducer_begin(s.red);
     if (nn_net_train_step(o->net, b.x, b.labels, b.n, &loss, &correct, &tm, err, errcap)) goto out;
     nn_reducer_stats rs = {0};
@@ -345,6 +422,27 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     so.lr = (float)nn_lr_at(&o->sched, gstep);
     nn_sgd_step(o->net, &so);
     double t3 = tr_now();
+    if (s.tracing) {
+      /* the first layer's backward began when the forward (and loss) ended */
+      if (s.ntev > step_ev) {
+        nn_trace_ev *f = &s.tev[step_ev];
+        double end = f->ts_s + f->dur_s, beg = t1 + tm.fwd_s - s.tbase;
+        f->ts_s = beg < end ? beg : end;
+        f->dur_s = end - f->ts_s;
+      }
+      trace(&s, "data", 0, t0, t1);
+      trace(&s, "fwd", 0, t1, t1 + tm.fwd_s);
+      const nn_bucket *bk2;
+      int nb2 = nn_reducer_buckets(s.red, &bk2);
+      double rb = t1; /* the reducer's clock starts at nn_reducer_begin, just after t1 */
+      for (int k = 0; o->comm && k < nb2; k++) {
+        char name[24];
+        snprintf(name, sizeof name, "allreduce b%d", k);
+        trace(&s, name, 1, rb + bk2[k].start_s, rb + bk2[k].done_s);
+      }
+      trace(&s, "wait", 0, t1 + rs.bwd_end_s, t2);
+      trace(&s, "sgd", 0, t2, t3);
+    }
     int warm = run_steps < o->warmup_steps;
     run_steps++;
     gstep++;
@@ -413,6 +511,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
       save_ckpt(&s, gstep / o->steps_per_epoch, gstep % o->steps_per_epoch, gstep,
                 o->elapsed0 + train_s))
     goto out;
+  if (o->trace_steps > 0 && gather_trace(&s)) goto out;
   if (o->target_acc > 0 && res->time_to_target_s < 0) why = "target not reached";
   res->steps = run_steps;
   res->train_s = o->elapsed0 + train_s;

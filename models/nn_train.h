@@ -34,6 +34,16 @@ typedef struct {
   double loss, acc, secs, elapsed_s;
 } nn_eval_rec;
 
+/* One span of a traced step (Chrome trace events): tid 0 is the training thread (data, fwd, each
+   layer's backward, the wait for the last bucket, sgd), tid 1 the communication thread (each
+   bucket's all-reduce). Seconds from the start of the run on that rank. */
+typedef struct {
+  char name[24];
+  int32_t rank, tid;
+  int64_t step;
+  double ts_s, dur_s;
+} nn_trace_ev;
+
 #define NN_TRAIN_MAX_BUCKETS 256
 typedef struct {
   size_t offset, count;       /* floats of the arena */
@@ -48,7 +58,8 @@ typedef struct {
   double images_per_s;        /* all ranks: global images over the slowest rank's step times */
   double compute_images_per_s;/* the same over fwd + bwd + opt only */
   double step_p50_s, step_mean_s, step_p90_s; /* each step's time: the slowest rank's */
-  double data_s, load_s, fwd_s, bwd_s, comm_s, exposed_s, opt_s; /* medians of the ranks' mean */
+  double data_s, load_s, fwd_s, bwd_s, comm_s, exposed_s, opt_s; /* means over steps and ranks:
+                                                                     they add up to step_mean_s */
   double imbalance_s;         /* median of (slowest rank's step - fastest's) */
   double final_loss, test_loss, test_acc, time_to_target_s, train_s;
   size_t grad_bytes;          /* bytes each rank all-reduced per step */
@@ -92,6 +103,10 @@ typedef struct {
   void *ctx;
   int (*on_step)(void *ctx, const nn_step_rec *ranks, int n);
   int (*on_eval)(void *ctx, const nn_eval_rec *e);
+  /* the trace: the first trace_steps measured steps of every rank, handed to rank 0 at the end
+     (0: no trace; collective) */
+  int64_t trace_steps;
+  int (*on_trace)(void *ctx, const nn_trace_ev *ev, size_t n);
 } nn_train_opts;
 
 /* Trains from the net's current weights. 0 (the result filled on every rank), or -1 with the

@@ -174,8 +174,9 @@ typedef struct {
   int decreasing;
 } ready_log;
 
-static void on_ready(void *ctx, size_t ready) {
+static void on_ready(void *ctx, int layer, size_t ready) {
   ready_log *r = ctx;
+  if (layer < -1) r->decreasing = 1;
   if (ready < r->last) r->decreasing = 1;
   r->last = ready;
   r->calls++;
