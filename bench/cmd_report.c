@@ -261,7 +261,7 @@ static void rp_train(rp_ctx *x) {
   const res_train_row *t = R->rows;
   FILE *d = rp_open(x, "train.dat");
   if (!d) return;
-  fprintf(d, "label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms,step_ms_pred\n");
+  fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms,step_ms_pred\n");
   fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step (ms) | exposed comm (ms) | predicted step (ms) | error | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
@@ -388,22 +388,31 @@ static void rp_heatmap(rp_ctx *x) {
   const res_p2p_matrix_row *m = R->rows;
   FILE *d = rp_open(x, "p2p_matrix.dat");
   if (!d) return;
-  /* the first transport's bandwidth matrix of the first run */
+  /* the first transport's bandwidth matrix of the first run, as a plain matrix (diagonal NaN) */
   const char *tr = NULL, *run = NULL;
   int n = 0;
   for (size_t i = 0; i < R->n; i++)
-    if (!strcmp(m[i].metric, "bw_gbps") && (!tr || (!strcmp(m[i].transport, tr) && !strcmp(m[i].run_id, run)))) {
+    if (!strcmp(m[i].metric, "bw_gbps")) {
       if (!tr) tr = m[i].transport, run = m[i].run_id;
-      fprintf(d, "%lld,%lld,%.6g\n", (long long)m[i].src, (long long)m[i].dst, isfinite(m[i].value) ? m[i].value : 0);
-      if (m[i].ranks > n) n = (int)m[i].ranks;
+      if (!strcmp(m[i].transport, tr) && !strcmp(m[i].run_id, run) && m[i].ranks > n) n = (int)m[i].ranks;
     }
-  for (int i = 0; i < n; i++) fprintf(d, "%d,%d,0\n", i, i);
+  double *g = n > 0 && n <= 4096 ? malloc(sizeof *g * (size_t)n * (size_t)n) : NULL;
+  if (g) {
+    for (int i = 0; i < n * n; i++) g[i] = NAN;
+    for (size_t i = 0; i < R->n; i++)
+      if (!strcmp(m[i].metric, "bw_gbps") && !strcmp(m[i].transport, tr) && !strcmp(m[i].run_id, run) &&
+          m[i].src >= 0 && m[i].src < n && m[i].dst >= 0 && m[i].dst < n)
+        g[m[i].src * n + m[i].dst] = m[i].value;
+    for (int s = 0; s < n; s++)
+      for (int t = 0; t < n; t++) fprintf(d, "%s%.6g%s", t ? " " : "", g[s * n + t], t == n - 1 ? "\n" : "");
+    free(g);
+  }
   fclose(d);
-  if (!tr) return;
+  if (!tr || n == 0) return;
   fprintf(x->md, "\n## Point-to-point matrix\n\nBandwidth between every ordered pair over %s (GB/s; the diagonal is empty).\n", tr);
   rp_plot(x, "p2p_heatmap", "p2p bandwidth (GB/s), row: source, column: destination",
-          "set xlabel 'destination'\nset ylabel 'source'\nset yrange [] reverse\nset palette rgb 33,13,10\n"
-          "plot 'p2p_matrix.dat' using 2:1:3 with image title ''");
+          "set datafile separator whitespace\nset xlabel 'destination'\nset ylabel 'source'\nset yrange [] reverse\n"
+          "set palette rgb 33,13,10\nset xtics 1\nset ytics 1\nplot 'p2p_matrix.dat' matrix with image title ''");
 }
 
 int bench_cmd_report(int argc, char **argv) {
