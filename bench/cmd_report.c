@@ -239,20 +239,12 @@ static size_t rp_buckets(const rp_ctx *x, const res_train_row *one, res_bucket *
   return n;
 }
 
-static double rp_train_pred(const rp_ctx *x, const res_train_row *r, res_step_out *o) {
-  const res_train_row *one = rp_one_rank(x, r->model);
-  const res_fabric_model *f = x->have_model ? res_model_find(&x->model, r->fabric, r->transport, (int)r->host_count) : NULL;
-  coll_algo a;
-  if (!one || !f || r->ranks < 2 || coll_algo_parse(r->algo, &a) || a.kind == COLL_ALGO_AUTO || a.kind == COLL_ALGO_NATIVE)
-    return NAN;
-  static res_bucket b[1024];
-  size_t nb = rp_buckets(x, one, b, 1024);
-  res_step_in in = {.data_ms = isfinite(one->data_ms) ? one->data_ms : 0, .fwd_ms = one->fwd_ms, .bwd_ms = one->bwd_ms,
-                    .opt_ms = isfinite(one->opt_ms) ? one->opt_ms : 0, .buckets = b, .nbuckets = nb,
-                    .overlap = (int)r->overlap, .batch = (int)r->batch,
-                    .ar = {.intra = &f->m, .algo = a, .ranks = (int)r->ranks, .ranks_per_node = (int)r->ranks}};
-  res_predict_step(o, &in);
-  return o->step_ms;
+/* A train row's predicted step: its own column when the run wrote one, else ours. */
+static double rp_train_pred(const rp_ctx *x, const res_train_row *r) {
+  if (isfinite(r->step_ms_pred)) return r->step_ms_pred;
+  res_train_row c = *r;
+  if (res_predict_train_row(&c, rp_one_rank(x, r->model), &x->rec[RP_BUCKETS], x->have_model ? &x->model : NULL)) return NAN;
+  return c.step_ms_pred;
 }
 
 static void rp_train(rp_ctx *x) {
@@ -265,8 +257,7 @@ static void rp_train(rp_ctx *x) {
   fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step (ms) | exposed comm (ms) | predicted step (ms) | error | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
-    res_step_out o;
-    double pred = isfinite(r->step_ms_pred) ? r->step_ms_pred : rp_train_pred(x, r, &o);
+    double pred = rp_train_pred(x, r);
     double step = isfinite(r->step_ms_mean) ? r->step_ms_mean : r->step_ms;
     char label[128];
     snprintf(label, sizeof label, "%s %s p%lld", r->ranks > 1 ? r->transport : "1 rank", r->ranks > 1 ? r->algo : "",
@@ -314,8 +305,7 @@ static void rp_pred_vs_meas(rp_ctx *x) {
   fprintf(d, "\n\n# training steps: measured_us,predicted_us\n");
   const res_train_row *t = x->rec[RP_TRAIN].rows;
   for (size_t i = 0; i < x->rec[RP_TRAIN].n; i++) {
-    res_step_out o;
-    double p = isfinite(t[i].step_ms_pred) ? t[i].step_ms_pred : rp_train_pred(x, &t[i], &o);
+    double p = rp_train_pred(x, &t[i]);
     double s = isfinite(t[i].step_ms_mean) ? t[i].step_ms_mean : t[i].step_ms;
     if (isfinite(p) && s > 0) fprintf(d, "%.6g,%.6g\n", s * 1e3, p * 1e3), nt++;
   }

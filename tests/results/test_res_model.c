@@ -247,6 +247,52 @@ static void test_step_timeline(void **state) {
   assert_true(o.exposed_comm_ms == 0 && o.step_ms == 42);
 }
 
+/* The same timeline through train rows: a one-rank row and its buckets predict a two-rank row. */
+static void test_train_row_prediction(void **state) {
+  (void)state;
+  res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {0, 1e-9, 0, 0}};
+  res_model m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
+  res_train_row one, two;
+  res_row_init(res_schema_train(), &one);
+  res_row_init(res_schema_train(), &two);
+  one.run_id = "r1";
+  one.ranks = 1;
+  one.batch = 32;
+  one.fwd_ms = 10, one.bwd_ms = 30, one.opt_ms = 2, one.data_ms = 0;
+  res_train_buckets_row b[4];
+  const double bytes[4] = {5e6, 15e6, 5e6, 1e9}, ready[4] = {10, 20, 30, 1};
+  for (int i = 0; i < 4; i++) {
+    res_row_init(res_schema_train_buckets(), &b[i]);
+    b[i].run_id = i < 3 ? "r1" : "another run";
+    b[i].ranks = 1;
+    b[i].bucket = i;
+    b[i].bytes = (int64_t)bytes[i];
+    b[i].ready_ms = ready[i];
+  }
+  res_rows br = {res_schema_train_buckets(), b, 4};
+  two.fabric = "emu-1gbit";
+  two.transport = "tcp";
+  two.host_count = 1;
+  two.ranks = 2;
+  two.algo = "ring";
+  two.batch = 32;
+  two.overlap = 1;
+  two.step_ms_mean = 57.2;
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), 0);
+  near(two.step_ms_pred, 52, 1e-12, "step");
+  near(two.exposed_comm_ms_pred, 10, 1e-12, "exposed");
+  near(two.images_per_s_pred, 64 / 0.052, 1e-12, "images/s");
+  near(two.pred_err, 0.1, 1e-12, "error");
+  /* no model for the fabric, or auto: no prediction */
+  two.fabric = "tcp:lo";
+  two.step_ms_pred = NAN;
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), -1);
+  assert_true(isnan(two.step_ms_pred));
+  two.fabric = "emu-1gbit";
+  two.algo = "auto";
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), -1);
+}
+
 /* Hierarchical: ring reduce-scatter and all-gather in the node around the inter-node
  * all-reduce of 1/ppn of the bytes; worked by hand. */
 static void test_hier(void **state) {
@@ -272,6 +318,7 @@ int main(void) {
       cmocka_unit_test(test_fit_p2p),
       cmocka_unit_test(test_step_timeline),
       cmocka_unit_test(test_hier),
+      cmocka_unit_test(test_train_row_prediction),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
