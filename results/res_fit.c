@@ -276,6 +276,10 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_ker
       if (coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
         continue;
       if (r->errors || r->ranks < 2 || r->bytes <= 0 || !(r->t_p50_us > 0)) continue;
+      /* the ring on memory every rank maps (ucx's "+rkey_ptr", from 16 KiB: algo_ring.c)
+       * reads its neighbour's partial sums instead of passing messages; no formula here
+       * describes it, and its rows would drag the fabric's beta toward zero */
+      if (strstr(r->fabric, "+rkey_ptr") && a.kind == COLL_ALGO_RING && r->bytes >= (16 << 10)) continue;
       rf_pt *p = &pt[n++];
       static const coll_model unit[RF_NP] = {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}};
       for (int q = 0; q < RF_NP; q++)
