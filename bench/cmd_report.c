@@ -239,20 +239,12 @@ static size_t rp_buckets(const rp_ctx *x, const res_train_row *one, res_bucket *
   return n;
 }
 
-static double rp_train_pred(const rp_ctx *x, const res_train_row *r, res_step_out *o) {
-  const res_train_row *one = rp_one_rank(x, r->model);
-  const res_fabric_model *f = x->have_model ? res_model_find(&x->model, r->fabric, r->transport, (int)r->host_count) : NULL;
-  coll_algo a;
-  if (!one || !f || r->ranks < 2 || coll_algo_parse(r->algo, &a) || a.kind == COLL_ALGO_AUTO || a.kind == COLL_ALGO_NATIVE)
-    return NAN;
-  static res_bucket b[1024];
-  size_t nb = rp_buckets(x, one, b, 1024);
-  res_step_in in = {.data_ms = isfinite(one->data_ms) ? one->data_ms : 0, .fwd_ms = one->fwd_ms, .bwd_ms = one->bwd_ms,
-                    .opt_ms = isfinite(one->opt_ms) ? one->opt_ms : 0, .buckets = b, .nbuckets = nb,
-                    .overlap = (int)r->overlap, .batch = (int)r->batch,
-                    .ar = {.intra = &f->m, .algo = a, .ranks = (int)r->ranks, .ranks_per_node = (int)r->ranks}};
-  res_predict_step(o, &in);
-  return o->step_ms;
+/* A train row's predicted step: its own column when the run wrote one, else ours. */
+static double rp_train_pred(const rp_ctx *x, const res_train_row *r) {
+  if (isfinite(r->step_ms_pred)) return r->step_ms_pred;
+  res_train_row c = *r;
+  if (res_predict_train_row(&c, rp_one_rank(x, r->model), &x->rec[RP_BUCKETS], x->have_model ? &x->model : NULL)) return NAN;
+  return c.step_ms_pred;
 }
 
 static void rp_train(rp_ctx *x) {
@@ -261,12 +253,11 @@ static void rp_train(rp_ctx *x) {
   const res_train_row *t = R->rows;
   FILE *d = rp_open(x, "train.dat");
   if (!d) return;
-  fprintf(d, "label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms,step_ms_pred\n");
+  fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms,step_ms_pred\n");
   fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step (ms) | exposed comm (ms) | predicted step (ms) | error | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
-    res_step_out o;
-    double pred = isfinite(r->step_ms_pred) ? r->step_ms_pred : rp_train_pred(x, r, &o);
+    double pred = rp_train_pred(x, r);
     double step = isfinite(r->step_ms_mean) ? r->step_ms_mean : r->step_ms;
     char label[128];
     snprintf(label, sizeof label, "%s %s p%lld", r->ranks > 1 ? r->transport : "1 rank", r->ranks > 1 ? r->algo : "",
@@ -314,8 +305,7 @@ static void rp_pred_vs_meas(rp_ctx *x) {
   fprintf(d, "\n\n# training steps: measured_us,predicted_us\n");
   const res_train_row *t = x->rec[RP_TRAIN].rows;
   for (size_t i = 0; i < x->rec[RP_TRAIN].n; i++) {
-    res_step_out o;
-    double p = isfinite(t[i].step_ms_pred) ? t[i].step_ms_pred : rp_train_pred(x, &t[i], &o);
+    double p = rp_train_pred(x, &t[i]);
     double s = isfinite(t[i].step_ms_mean) ? t[i].step_ms_mean : t[i].step_ms;
     if (isfinite(p) && s > 0) fprintf(d, "%.6g,%.6g\n", s * 1e3, p * 1e3), nt++;
   }
@@ -388,22 +378,31 @@ static void rp_heatmap(rp_ctx *x) {
   const res_p2p_matrix_row *m = R->rows;
   FILE *d = rp_open(x, "p2p_matrix.dat");
   if (!d) return;
-  /* the first transport's bandwidth matrix of the first run */
+  /* the first transport's bandwidth matrix of the first run, as a plain matrix (diagonal NaN) */
   const char *tr = NULL, *run = NULL;
   int n = 0;
   for (size_t i = 0; i < R->n; i++)
-    if (!strcmp(m[i].metric, "bw_gbps") && (!tr || (!strcmp(m[i].transport, tr) && !strcmp(m[i].run_id, run)))) {
+    if (!strcmp(m[i].metric, "bw_gbps")) {
       if (!tr) tr = m[i].transport, run = m[i].run_id;
-      fprintf(d, "%lld,%lld,%.6g\n", (long long)m[i].src, (long long)m[i].dst, isfinite(m[i].value) ? m[i].value : 0);
-      if (m[i].ranks > n) n = (int)m[i].ranks;
+      if (!strcmp(m[i].transport, tr) && !strcmp(m[i].run_id, run) && m[i].ranks > n) n = (int)m[i].ranks;
     }
-  for (int i = 0; i < n; i++) fprintf(d, "%d,%d,0\n", i, i);
+  double *g = n > 0 && n <= 4096 ? malloc(sizeof *g * (size_t)n * (size_t)n) : NULL;
+  if (g) {
+    for (int i = 0; i < n * n; i++) g[i] = NAN;
+    for (size_t i = 0; i < R->n; i++)
+      if (!strcmp(m[i].metric, "bw_gbps") && !strcmp(m[i].transport, tr) && !strcmp(m[i].run_id, run) &&
+          m[i].src >= 0 && m[i].src < n && m[i].dst >= 0 && m[i].dst < n)
+        g[m[i].src * n + m[i].dst] = m[i].value;
+    for (int s = 0; s < n; s++)
+      for (int t = 0; t < n; t++) fprintf(d, "%s%.6g%s", t ? " " : "", g[s * n + t], t == n - 1 ? "\n" : "");
+    free(g);
+  }
   fclose(d);
-  if (!tr) return;
+  if (!tr || n == 0) return;
   fprintf(x->md, "\n## Point-to-point matrix\n\nBandwidth between every ordered pair over %s (GB/s; the diagonal is empty).\n", tr);
   rp_plot(x, "p2p_heatmap", "p2p bandwidth (GB/s), row: source, column: destination",
-          "set xlabel 'destination'\nset ylabel 'source'\nset yrange [] reverse\nset palette rgb 33,13,10\n"
-          "plot 'p2p_matrix.dat' using 2:1:3 with image title ''");
+          "set datafile separator whitespace\nset xlabel 'destination'\nset ylabel 'source'\nset yrange [] reverse\n"
+          "set palette rgb 33,13,10\nset xtics 1\nset ytics 1\nplot 'p2p_matrix.dat' matrix with image title ''");
 }
 
 int bench_cmd_report(int argc, char **argv) {
