@@ -370,8 +370,11 @@ typedef struct {
   cJSON *trace;           /* rank 0: the trace events so far (--trace) */
   int same_data;          /* tests (FABENCH_TEST_SAME_DATA=1): every rank reads one rank's data */
   res_model model;        /* --model-from (n == 0 without) */
-  nn_train_result profile;/* the none run's (else the one rank's): the predictions' compute */
-  int have_profile;
+  /* the predictions' compute profile: the none run's rows (the same ranks sharing the cores as
+   * training does), else one rank alone's */
+  res_train_row profile;
+  res_train_buckets_row prof_buckets[NN_TRAIN_MAX_BUCKETS];
+  int have_profile, nprof_buckets;
   int role_index;         /* of the pair being trained: its trace's process ids */
 } train_ctx;
 
@@ -480,34 +483,6 @@ static int on_trace(void *ctx, const nn_trace_ev *ev, size_t n) {
   return rc ? bench_error("--trace: %s", err) : 0;
 }
 
-/* The cost model's step for a data-parallel pair: this run's compute profile (the none run on
- * the same ranks, which shares the cores as training does; else one rank alone) with its
- * buckets' ready times, and the fitted all-reduce model of the pair's fabric. */
-static void predict_row(res_train_row *row, const train_ctx *x, const nn_train_result *r) {
-  const train_pair *p = x->pair;
-  if (p->role != ROLE_DP || !x->model.n || !x->have_profile) return;
-  const res_fabric_model *fm = res_model_find(&x->model, row->fabric, p->tname, (int)row->host_count);
-  if (!fm) return;
-  const nn_train_result *pr = &x->profile;
-  res_bucket bk[NN_TRAIN_MAX_BUCKETS];
-  double wire = (double)coll_dtype_size(x->a->grad_dtype);
-  for (int k = 0; k < pr->nbuckets; k++)
-    bk[k] = (res_bucket){.bytes = wire * (double)pr->buckets[k].count,
-                         .ready_ms = 1e3 * pr->buckets[k].ready_s};
-  res_step_in in = {.data_ms = 1e3 * pr->data_s, .fwd_ms = 1e3 * pr->fwd_s,
-                    .bwd_ms = 1e3 * pr->bwd_s, .opt_ms = 1e3 * pr->opt_s, .buckets = bk,
-                    .nbuckets = (size_t)pr->nbuckets, .overlap = x->a->overlap,
-                    .batch = (int)x->a->batch,
-                    .ar = {.intra = &fm->m, .algo = p->algo, .ranks = x->ranks,
-                           .ranks_per_node = x->ranks, .chunk_bytes = coll_comm_chunk(p->comm)}};
-  res_step_out out;
-  res_predict_step(&out, &in);
-  row->step_ms_pred = out.step_ms;
-  row->images_per_s_pred = out.images_per_s;
-  row->exposed_comm_ms_pred = out.exposed_comm_ms;
-  row->pred_err = out.step_ms > 0 ? (1e3 * r->step_mean_s - out.step_ms) / out.step_ms : NAN;
-}
-
 /* The pair's train.csv row and its buckets (rank 0). */
 static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opts *so,
                         const nn_lr_sched *sched, int64_t epochs) {
@@ -554,7 +529,11 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
       .backend = nn_net_backend(x->net) ? nn_net_backend(x->net) : nn_backend_version(),
       .status = r->status, .step_ms_pred = NAN,
       .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN};
-  predict_row(&row, x, r);
+  if (p->role == ROLE_DP && x->model.n && x->have_profile) {
+    res_rows bk = {.schema = res_schema_train_buckets(), .rows = x->prof_buckets,
+                   .n = (size_t)x->nprof_buckets};
+    res_predict_train_row(&row, &x->profile, &bk, &x->model);
+  }
   char err[512];
   if (res_table_put(x->trun, &row, err, sizeof err)) return bench_error("%s", err);
   cJSON *rs = cJSON_GetObjectItem(x->run.meta, "results");
@@ -583,6 +562,12 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
                                 .comm_ms = p->role == ROLE_DP ? 1e3 * b->comm_s : NAN,
                                 .done_ms = p->role == ROLE_DP ? 1e3 * b->done_s : NAN};
     if (res_table_put(x->tbuckets, &br, err, sizeof err)) return bench_error("%s", err);
+    if (p->role != ROLE_DP && k < NN_TRAIN_MAX_BUCKETS) x->prof_buckets[k] = br;
+  }
+  if (p->role == ROLE_NONE || (p->role == ROLE_SINGLE && !x->have_profile)) {
+    x->profile = row;
+    x->nprof_buckets = r->nbuckets;
+    x->have_profile = 1;
   }
   printf("%-6s %-10s %-8s %d rank(s): %.1f images/s, step %.1f ms (data %.1f, fwd %.1f, bwd %.1f, "
          "comm %.1f, exposed %.1f, opt %.1f)",
@@ -981,11 +966,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
         failed = 1;
         break;
       }
-      if (x.rank == 0) { /* only rank 0 trained */
-        x.single_ips = r.images_per_s;
-        x.profile = r;
-        x.have_profile = 1;
-      }
+      if (x.rank == 0) x.single_ips = r.images_per_s; /* only rank 0 trained */
     } else {
       t.boot = x.size > 1 ? x.boot : NULL;
       t.comm = p->role == ROLE_DP ? p->comm : NULL;
@@ -997,7 +978,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
         failed = 1;
         break;
       }
-      if (p->role == ROLE_NONE) x.none_ips = r.images_per_s, x.profile = r, x.have_profile = 1;
+      if (p->role == ROLE_NONE) x.none_ips = r.images_per_s;
     }
     if (x.rank == 0 && write_result(&x, &r, &so, &sched, epochs)) failed = 1;
   }

@@ -174,9 +174,9 @@ typedef struct {
  * when it is ready and the previous one is done; exposed communication is the time after
  * backward's end until the last bucket is reduced. */
 void res_predict_step(res_step_out *out, const res_step_in *in);
-/* The prediction of a data-parallel train row (ranks > 1, a named algorithm) from a one-rank
- * row of the same model (fwd/bwd/opt/data ms) and its train_buckets rows (ranks 1, the same
- * run_id; NULL or none: gradients ready evenly over backward in the row's bucket plan), under
+/* The prediction of a data-parallel train row (ranks > 1, a named algorithm) from a compute
+ * profile row of the same model (fwd/bwd/opt/data ms: one rank alone, or the same ranks with no
+ * exchange) and its train_buckets rows (the same run_id, ranks and role; NULL or none: gradients ready evenly over backward in the row's bucket plan), under
  * the model of the row's fabric and transport: fills step_ms_pred, images_per_s_pred,
  * exposed_comm_ms_pred and pred_err ((measured - predicted) / predicted, of step_ms_mean, else
  * step_ms). 0, or -1 (fields untouched) when there is no prediction to make. */

@@ -55,17 +55,24 @@ int res_predict_train_row(res_train_row *row, const res_train_row *one, const re
       a.kind == COLL_ALGO_AUTO || a.kind == COLL_ALGO_NATIVE)
     return -1;
   size_t cap = 64, n = 0;
+  /* the profile's buckets hold f32 gradients; 16-bit ones travel in half the bytes */
+  double wire = row->grad_dtype && (!strcmp(row->grad_dtype, "bf16") || !strcmp(row->grad_dtype, "f16")) ? 0.5 : 1.0;
   res_bucket *b = malloc(cap * sizeof *b);
   if (!b) return -1;
   const res_train_buckets_row *k = buckets ? buckets->rows : NULL;
   for (size_t i = 0; k && i < buckets->n; i++) {
-    if (k[i].ranks != 1 || strcmp(k[i].run_id, one->run_id) || !(k[i].bytes > 0) || !isfinite(k[i].ready_ms)) continue;
+    /* the profile's own buckets: its run, rank count and role (one rank alone, or the same
+     * ranks with no exchange) */
+    if (k[i].ranks != one->ranks || strcmp(k[i].run_id, one->run_id) ||
+        (one->role && k[i].role && strcmp(k[i].role, one->role)) || !(k[i].bytes > 0) ||
+        !isfinite(k[i].ready_ms))
+      continue;
     if (n == cap) {
       res_bucket *nb = realloc(b, 2 * cap * sizeof *b);
       if (!nb) return free(b), -1;
       b = nb, cap *= 2;
     }
-    b[n++] = (res_bucket){(double)k[i].bytes, k[i].ready_ms};
+    b[n++] = (res_bucket){wire * (double)k[i].bytes, k[i].ready_ms};
   }
   if (!n) { /* the row's bucket plan, gradients ready evenly over backward */
     double total = (double)row->grad_bytes, off = 0;
