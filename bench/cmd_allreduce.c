@@ -71,20 +71,6 @@ typedef struct {
   coll_algo peer_algo;
 } ar_opts;
 
-static const res_col ar_cols[] = {
-    {"run_id", RES_STR},      {"schema", RES_INT},      {"host_count", RES_INT},
-    {"ranks", RES_INT},       {"fabric", RES_STR},      {"transport", RES_STR},
-    {"algo", RES_STR},        {"dtype", RES_STR},       {"op", RES_STR},
-    {"bytes", RES_INT},       {"count", RES_INT},       {"iters", RES_INT},
-    {"timing", RES_STR},      {"t_min_us", RES_F64},    {"t_p50_us", RES_F64},
-    {"t_p90_us", RES_F64},    {"t_p99_us", RES_F64},    {"t_max_us", RES_F64},
-    {"t_mean_us", RES_F64},   {"t_std_us", RES_F64},    {"algbw_gbps", RES_F64},
-    {"busbw_gbps", RES_F64},  {"errors", RES_INT},      {"algo_ran", RES_STR},
-    {"host", RES_STR},        {"topo_hash", RES_STR},   {"warmup", RES_INT},
-    {"chunk_bytes", RES_INT}, {"tcp_streams", RES_INT}, {"boot", RES_STR},
-    {"rounds", RES_INT},      {"peer", RES_STR},        {"busbw_vs_peer", RES_F64},
-};
-
 static int ar_algo_eq(coll_algo a, coll_algo b) { return a.kind == b.kind && a.param == b.param; }
 
 static int ar_parse(ar_opts *o, int argc, char **argv) {
@@ -428,44 +414,45 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   printf("  %12zu %11zu %5s %5s %-22.22s %-8s %10.2f %10.3f %10.3f %7lld %8s\n", nbytes, count,
          coll_dtype_name(dt), coll_op_name(op), fabric, k->aname, st.p50, algbw, busbw, (long long)wrong, vss);
   fflush(stdout);
-  res_table *T = x->tab;
-  res_row_str(T, x->run.run_id);
-  res_row_int(T, RES_SCHEMA_VERSION);
-  res_row_int(T, coll_boot_host_count(x->boot));
-  res_row_int(T, x->size);
-  res_row_str(T, fabric);
-  res_row_str(T, coll_transport_name(k->tk));
-  res_row_str(T, k->aname);
-  res_row_str(T, coll_dtype_name(dt));
-  res_row_str(T, coll_op_name(op));
-  res_row_int(T, (int64_t)nbytes);
-  res_row_int(T, (int64_t)count);
-  res_row_int(T, (int64_t)k->ntimes);
-  res_row_str(T, o->pipelined ? "pipelined" : "barrier");
-  res_row_f64(T, st.min);
-  res_row_f64(T, st.p50);
-  res_row_f64(T, st.p90);
-  res_row_f64(T, st.p99);
-  res_row_f64(T, st.max);
-  res_row_f64(T, st.mean);
-  res_row_f64(T, st.stddev);
-  res_row_f64(T, algbw);
-  res_row_f64(T, busbw);
-  res_row_int(T, wrong);
-  res_row_str(T, rname);
-  res_row_str(T, x->run.host);
-  res_row_str(T, x->run.topo_hash);
-  res_row_int(T, o->warmup);
-  res_row_int(T, (int64_t)coll_comm_chunk(k->c));
-  res_row_int(T, o->streams);
-  res_row_str(T, coll_boot_kind_name(x->boot));
-  res_row_int(T, o->rounds);
+  res_allreduce_row row;
+  res_row_init(res_schema_allreduce(), &row);
   char pname[48] = "";
   if (peer) snprintf(pname, sizeof pname, "%s/%s", coll_transport_name(peer->tk), peer->aname);
-  res_row_str(T, pname);
-  res_row_f64(T, vs);
+  row.run_id = x->run.run_id;
+  row.schema = RES_SCHEMA_VERSION;
+  row.host_count = coll_boot_host_count(x->boot);
+  row.ranks = x->size;
+  row.fabric = fabric;
+  row.transport = coll_transport_name(k->tk);
+  row.algo = k->aname;
+  row.dtype = coll_dtype_name(dt);
+  row.op = coll_op_name(op);
+  row.bytes = (int64_t)nbytes;
+  row.count = (int64_t)count;
+  row.iters = (int64_t)k->ntimes;
+  row.timing = o->pipelined ? "pipelined" : "barrier";
+  row.t_min_us = st.min;
+  row.t_p50_us = st.p50;
+  row.t_p90_us = st.p90;
+  row.t_p99_us = st.p99;
+  row.t_max_us = st.max;
+  row.t_mean_us = st.mean;
+  row.t_std_us = st.stddev;
+  row.algbw_gbps = algbw;
+  row.busbw_gbps = busbw;
+  row.errors = wrong;
+  row.algo_ran = rname;
+  row.host = x->run.host;
+  row.topo_hash = x->run.topo_hash;
+  row.warmup = o->warmup;
+  row.chunk_bytes = (int64_t)coll_comm_chunk(k->c);
+  row.tcp_streams = o->streams;
+  row.boot = coll_boot_kind_name(x->boot);
+  row.rounds = o->rounds;
+  row.peer = pname;
+  row.busbw_vs_peer = vs;
   char err[256];
-  if (res_row_end(T, err, sizeof err)) return bench_error("%s", err);
+  if (res_table_put(x->tab, &row, err, sizeof err)) return bench_error("%s", err);
   return 0;
 }
 
@@ -555,7 +542,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       goto out;
     }
     char err[512];
-    if (res_table_open(&x.tab, x.run.dir, "allreduce", ar_cols, sizeof ar_cols / sizeof *ar_cols, err, sizeof err)) {
+    if (res_table_open_schema(&x.tab, x.run.dir, res_schema_allreduce(), err, sizeof err)) {
       rc = bench_error("%s", err);
       goto out;
     }

@@ -152,7 +152,7 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   }
   /* the host's cores, not this rank's affinity: a rank bound to one core has peers on others */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  c->oversubscribed = local > (ncpu > 0 ? ncpu : 1);
+  c->oversubscribed = o->no_spin || local > (ncpu > 0 ? ncpu : 1);
   int rc = -1;
   switch (o->transport) {
   case COLL_TCP: rc = coll_tcp_open(&c->tp, c, b, o, e); break;

@@ -68,6 +68,8 @@ typedef struct {
   size_t chunk_bytes;    /* pipelining unit of the algorithms; 0: COLL_CHUNK_DEFAULT, or
                             COLL_CHUNK_UCX for ucx */
   int no_peer_map;       /* ucx: coll_mem_alloc gives plain memory, peers never map it */
+  int no_spin;           /* waits sleep at once instead of spinning first: the rank has other
+                            work for its cores while it waits (training's backward) */
 } coll_comm_opts;
 
 /* reno: built into every kernel and allowed to every user. Pacing controls (bbr, a common

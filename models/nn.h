@@ -12,6 +12,15 @@
 
 typedef struct nn_net nn_net;
 
+/* Memory for the gradient arena from the caller: data parallelism takes it from collectives'
+ * coll_mem_alloc, so ranks on one host can reduce in each other's copy. alloc returns 64-byte
+ * aligned memory of `bytes` or NULL; free takes what alloc gave. */
+typedef struct {
+  void *(*alloc)(void *ctx, size_t bytes);
+  void (*free)(void *ctx, void *p);
+  void *ctx;
+} nn_arena_alloc;
+
 typedef struct {
   const char *model;  /* "resnet18","resnet34","resnet50","resnet101","resnet152" (torchvision);
                          "resnet20","resnet32","resnet56", any 6n+2 depth (He et al. CIFAR);
@@ -23,6 +32,7 @@ typedef struct {
   int threads;        /* oneDNN/OpenMP threads; 0 = all cores */
   uint64_t seed;      /* weight initialisation (PyTorch's default inits: kaiming-uniform a=sqrt(5)
                          for conv/linear, BN weight 1 bias 0) */
+  const nn_arena_alloc *grad_alloc; /* NULL: the net allocates its gradient arena itself */
 } nn_net_opts;
 
 /* Returns 0, or -1 with a message in err. */
@@ -37,6 +47,14 @@ typedef struct { double fwd_s, bwd_s; } nn_step_times;
    accumulated) into the gradient arena. correct = argmax hits. t may be NULL. */
 int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss,
                       int *correct, nn_step_times *t, char *err, size_t errcap);
+
+/* Called during backward, on the thread that runs it, each time a layer's backward has ended
+   (layer: its index in the layer table; -1 for the last call of a step) and with it more of the
+   gradient arena is final: its first `ready` floats. Calls within a step never decrease, and the
+   last call of a step gives the whole count, so a data-parallel reducer can start on a bucket
+   while backward goes on. fn NULL: no calls. */
+typedef void (*nn_grad_ready_fn)(void *ctx, int layer, size_t ready);
+void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx);
 
 /* Inference mode (running statistics): adds the summed loss and the correct count over n images. */
 int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum,
@@ -75,5 +93,6 @@ typedef struct {
 int nn_net_param_tensors(const nn_net *net, const nn_param_info **info);
 
 #include "nn_data.h"
+#include "nn_train.h"
 
 #endif

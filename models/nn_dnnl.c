@@ -103,6 +103,9 @@ struct nn_net {
   uint64_t pver;                 /* bumped whenever the parameter arena may have changed */
   plan *last;                    /* plan of the last forward */
   int last_n;
+  nn_grad_ready_fn ready_fn;     /* backward's progress through the gradient arena */
+  void *ready_ctx;
+  nn_arena_alloc galloc;         /* who owns the gradient arena (alloc NULL: we do) */
 };
 
 /* ------------------------------------------------------------------------------------------------
@@ -944,7 +947,15 @@ static plan *plan_for(nn_net *net, int n, int full, char *err, size_t errcap) {
 /* ------------------------------------------------------------------------------------------------
  * execution */
 
-static int run_list(nn_net *net, steplist *l, char *err, size_t errcap) {
+/* Backward has finished layer `layer` (steps run in falling layer order): every gradient of it and
+   of the layers after it, the arena's prefix up to its end, is final. */
+static void grads_ready(nn_net *net, int layer) {
+  if (!net->ready_fn || layer < 0) return;
+  dnnl_stream_wait(net->strm);
+  net->ready_fn(net->ready_ctx, layer, net->li[layer].poff + net->li[layer].pcount);
+}
+
+static int run_list(nn_net *net, steplist *l, int notify, char *err, size_t errcap) {
   for (int i = 0; i < l->n; i++) {
     step *s = &l->v[i];
     size_t n = s->n;
@@ -962,7 +973,7 @@ static int run_list(nn_net *net, steplist *l, char *err, size_t errcap) {
         snprintf(err, errcap, "oneDNN %s executing layer %d", dnnl_status2str(st), s->layer);
         return -1;
       }
-      continue;
+      break;
     }
     case K_ADD_RELU_FWD: {
       const float *a = s->a, *bb = s->b;
@@ -1010,6 +1021,7 @@ static int run_list(nn_net *net, steplist *l, char *err, size_t errcap) {
       break;
     }
     }
+    if (notify && (i + 1 == l->n || l->v[i + 1].layer != s->layer)) grads_ready(net, s->layer);
   }
   return 0;
 }
@@ -1035,10 +1047,10 @@ static int forward(nn_net *net, plan *p, const float *x, int train, char *err, s
     return -1;
   }
   if (p->wver != net->pver) {
-    if (run_list(net, &p->wfwd, err, errcap)) return -1;
+    if (run_list(net, &p->wfwd, 0, err, errcap)) return -1;
     p->wver = net->pver;
   }
-  if (run_list(net, train ? &p->fwd : &p->fwd_eval, err, errcap)) return -1;
+  if (run_list(net, train ? &p->fwd : &p->fwd_eval, 0, err, errcap)) return -1;
   dnnl_stream_wait(net->strm);
   net->last = p;
   net->last_n = p->n;
@@ -1054,9 +1066,15 @@ int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char
 }
 
 static int backward(nn_net *net, plan *p, char *err, size_t errcap) {
-  if (run_list(net, &p->bwd, err, errcap)) return -1;
+  if (run_list(net, &p->bwd, 1, err, errcap)) return -1;
   dnnl_stream_wait(net->strm);
+  if (net->ready_fn) net->ready_fn(net->ready_ctx, -1, net->nparams);
   return 0;
+}
+
+void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) {
+  net->ready_fn = fn;
+  net->ready_ctx = ctx;
 }
 
 int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
@@ -1189,8 +1207,18 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
     }
   }
   size_t np = net->nparams ? net->nparams : 1, nb = net->nbufs ? net->nbufs : 1;
-  if (!(net->params = calloc(np, sizeof(float))) || !(net->grads = calloc(np, sizeof(float))) ||
-      !(net->mom = calloc(np, sizeof(float))) || !(net->bufs = calloc(nb, sizeof(float))))
+  if (o->grad_alloc) {
+    net->galloc = *o->grad_alloc;
+    if (!(net->grads = net->galloc.alloc(net->galloc.ctx, np * sizeof(float)))) {
+      snprintf(err, errcap, "cannot allocate the gradient arena (%zu bytes)", np * sizeof(float));
+      goto fail;
+    }
+    memset(net->grads, 0, np * sizeof(float));
+  } else if (!(net->grads = calloc(np, sizeof(float)))) {
+    goto oom;
+  }
+  if (!(net->params = calloc(np, sizeof(float))) || !(net->mom = calloc(np, sizeof(float))) ||
+      !(net->bufs = calloc(nb, sizeof(float))))
     goto oom;
   init_params(net);
   dnnl_status_t s;
@@ -1220,7 +1248,8 @@ int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) 
   }
   nn_table t;
   if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
-  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed};
+  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
+                       .grad_alloc = o->grad_alloc};
   int rc = nn_net_create_table(out, &t, &eo, err, errcap);
   nn_table_free(&t);
   return rc;
@@ -1237,7 +1266,10 @@ void nn_net_destroy(nn_net *net) {
   free(net->li);
   free(net->pinfo);
   free(net->params);
-  free(net->grads);
+  if (net->galloc.alloc)
+    net->galloc.free(net->galloc.ctx, net->grads);
+  else
+    free(net->grads);
   free(net->mom);
   free(net->bufs);
   free(net);
@@ -1304,6 +1336,7 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
   return nn_net_create(out, NULL, err, errcap);
 }
 void nn_net_destroy(nn_net *net) { (void)net; }
+void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) { (void)net, (void)fn, (void)ctx; }
 int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
   (void)net, (void)x, (void)n, (void)train, (void)y;
   snprintf(err, errcap, "built without oneDNN");

@@ -38,6 +38,7 @@ size_t nn_layer_param_count(const nn_table *t, int layer);
 typedef struct {
   int batch, threads, need_dx;
   uint64_t seed;
+  const nn_arena_alloc *grad_alloc; /* NULL: calloc */
 } nn_engine_opts;
 int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err,
                         size_t errcap);

@@ -29,6 +29,50 @@ void res_row_f64(res_table *t, double v);
 int res_row_end(res_table *t, char *err, size_t errcap);
 void res_table_close(res_table *t);
 
+/* ---- records: columns defined once (res_rec.h), commands fill a struct ---- */
+typedef struct {
+  const char *name;
+  res_kind kind;
+  size_t offset; /* of the field in the record's row struct */
+} res_field;
+typedef struct {
+  const char *base;       /* file base name: <base>.csv, <base>.jsonl */
+  int version;            /* schema version the columns belong to */
+  const res_field *fields;
+  size_t nfields;
+  size_t row_size;        /* sizeof the row struct */
+} res_schema;
+
+#include "res_rec.h" /* the records: res_<rec>_row and res_schema_<rec>() */
+
+/* A row with every F64 NaN (written as not measured), every INT 0 and every STR NULL. */
+void res_row_init(const res_schema *s, void *row);
+/* Creates <dir>/<base>.csv and <dir>/<base>.jsonl for the record and writes the CSV header. */
+int res_table_open_schema(res_table **out, const char *dir, const res_schema *s, char *err,
+                          size_t errcap);
+/* Writes and flushes one row (a res_<rec>_row of the table's record) to both files. NULL
+ * strings are written as empty, non-finite F64 as an empty CSV field and JSON null. */
+int res_table_put(res_table *t, const void *row, char *err, size_t errcap);
+
+/* Rows read back from a record's CSV or JSONL file. */
+typedef struct {
+  const res_schema *schema;
+  void *rows; /* n rows of schema->row_size bytes: a res_<rec>_row array */
+  size_t n;
+} res_rows;
+/* Reads a record's rows from path: a run directory (<base>.csv, else <base>.jsonl) or a
+ * .csv/.jsonl file. Columns are matched by name; a column the file lacks reads as NaN, 0 or
+ * "" (an older schema); an unknown column, a malformed value, or a schema version newer than
+ * s->version (from a row's schema column or the directory's run.json) is an error. Strings
+ * are owned by out; free with res_rows_free. */
+int res_table_read(res_rows *out, const res_schema *s, const char *path, char *err,
+                   size_t errcap);
+void res_rows_free(res_rows *r);
+/* Moves src's rows to the end of dst (same record; dst may start zeroed). src is left empty. */
+int res_rows_move(res_rows *dst, res_rows *src, char *err, size_t errcap);
+/* Whether path holds the record's file (a directory with <base>.csv or .jsonl, or a file). */
+int res_table_exists(const res_schema *s, const char *path);
+
 /* ---- run directory and metadata ---- */
 /* Makes the run directory: `out` if given, else results/<UTC YYYYmmddTHHMMSSZ>-<command>.
  * Parents are created. Writes the chosen path into dir (cap bytes). */
