@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/random.h>
 #include <time.h>
@@ -24,8 +25,17 @@ typedef struct {
   char *s;
 } res_cell;
 
+/* One CSV and one JSONL file written with plain write(2), so every row reaches the kernel
+ * whole or, when the disk is full, is cut back off: the files never end in a partial line. */
+typedef struct {
+  int fd;
+  off_t good; /* bytes of whole lines written */
+  char path[4096];
+} res_file;
+
 struct res_table {
-  FILE *csv, *jsonl;
+  res_file csv, jsonl;
+  char failed[512]; /* set when a write failed: later rows are refused, leaving no gap */
   res_col cols[RES_MAX_COLS];
   size_t ncols;
   res_cell cells[RES_MAX_COLS];
@@ -69,6 +79,58 @@ static int res_mkdirs(const char *path, char *err, size_t errcap) {
   return 0;
 }
 
+static int res_file_open(res_file *f, const char *dir, const char *base, const char *ext,
+                         char *err, size_t errcap) {
+  f->good = 0;
+  if ((size_t)snprintf(f->path, sizeof f->path, "%s/%s.%s", dir, base, ext) >= sizeof f->path) {
+    res_errf(err, errcap, "path too long: %s/%s.%s", dir, base, ext);
+    f->fd = -1;
+    return -1;
+  }
+  f->fd = open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f->fd < 0) {
+    res_errf(err, errcap, "cannot create '%s': %s", f->path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* Appends n bytes; on a short write (disk full, file too large, I/O error) the file is cut
+ * back to its last whole line and errno says why. */
+static int res_file_append(res_file *f, const char *buf, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(f->fd, buf + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = w < 0 ? errno : ENOSPC;
+      if (ftruncate(f->fd, f->good) == 0) lseek(f->fd, f->good, SEEK_SET);
+      errno = e;
+      return -1;
+    }
+    done += (size_t)w;
+  }
+  f->good += (off_t)n;
+  return 0;
+}
+
+/* Cuts a file back to a length it had (when its twin's write failed), so both stay alike. */
+static void res_file_rewind(res_file *f, off_t len) {
+  if (ftruncate(f->fd, len) == 0) lseek(f->fd, len, SEEK_SET);
+  f->good = len;
+}
+
+static void res_file_close(res_file *f) {
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
+}
+
+static void res_table_fail(res_table *t, const res_file *f, int e, char *err, size_t errcap) {
+  res_errf(t->failed, sizeof t->failed, "cannot write '%s': %s; the rows before are intact",
+           f->path, strerror(e));
+  res_errf(err, errcap, "%s", t->failed);
+}
+
 int res_table_open(res_table **out, const char *dir, const char *base, const res_col *cols,
                    size_t ncols, char *err, size_t errcap) {
   *out = NULL;
@@ -81,27 +143,38 @@ int res_table_open(res_table **out, const char *dir, const char *base, const res
     res_errf(err, errcap, "out of memory");
     return -1;
   }
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s.csv", dir, base);
-  t->csv = fopen(path, "w");
-  if (!t->csv) {
-    res_errf(err, errcap, "cannot create '%s': %s", path, strerror(errno));
-    free(t);
-    return -1;
-  }
-  snprintf(path, sizeof path, "%s/%s.jsonl", dir, base);
-  t->jsonl = fopen(path, "w");
-  if (!t->jsonl) {
-    res_errf(err, errcap, "cannot create '%s': %s", path, strerror(errno));
-    fclose(t->csv);
-    free(t);
-    return -1;
-  }
+  t->csv.fd = t->jsonl.fd = -1;
   memcpy(t->cols, cols, ncols * sizeof *cols);
   t->ncols = ncols;
-  for (size_t i = 0; i < ncols; i++) fprintf(t->csv, "%s%s", i ? "," : "", cols[i].name);
-  fputc('\n', t->csv);
-  fflush(t->csv);
+  size_t hl = 0;
+  for (size_t i = 0; i < ncols; i++) hl += strlen(cols[i].name) + 1;
+  char *head = malloc(hl + 1);
+  if (!head) {
+    res_errf(err, errcap, "out of memory");
+    free(t);
+    return -1;
+  }
+  size_t off = 0;
+  for (size_t i = 0; i < ncols; i++)
+    off += (size_t)sprintf(head + off, "%s%s", i ? "," : "", cols[i].name);
+  head[off++] = '\n';
+  int rc = -1;
+  if (res_file_open(&t->csv, dir, base, "csv", err, errcap) != 0 ||
+      res_file_open(&t->jsonl, dir, base, "jsonl", err, errcap) != 0)
+    goto out;
+  if (res_file_append(&t->csv, head, off) != 0) {
+    res_errf(err, errcap, "cannot write '%s': %s", t->csv.path, strerror(errno));
+    goto out;
+  }
+  rc = 0;
+out:
+  free(head);
+  if (rc != 0) {
+    res_file_close(&t->csv);
+    res_file_close(&t->jsonl);
+    free(t);
+    return -1;
+  }
   *out = t;
   return 0;
 }
@@ -118,7 +191,7 @@ static res_cell *res_next(res_table *t, res_kind k) {
 
 void res_row_str(res_table *t, const char *v) {
   res_cell *c = res_next(t, RES_STR);
-  if (c) c->s = strdup(v ? v : "");
+  if (c && !(c->s = strdup(v ? v : ""))) t->bad = 2; /* out of memory */
 }
 void res_row_int(res_table *t, int64_t v) {
   res_cell *c = res_next(t, RES_INT);
@@ -152,29 +225,31 @@ static void res_row_clear(res_table *t) {
   t->bad = 0;
 }
 
-int res_row_end(res_table *t, char *err, size_t errcap) {
-  if (t->bad || t->filled != t->ncols) {
-    res_errf(err, errcap, "internal: row has %zu of %zu columns or a value of the wrong kind",
-             t->filled, t->ncols);
-    res_row_clear(t);
+/* The row as one CSV line (in a memory stream) and one JSON line; NULL on out of memory. */
+static int res_row_render(const res_table *t, char **csv, size_t *csvlen, char **json) {
+  *csv = *json = NULL;
+  FILE *m = open_memstream(csv, csvlen);
+  cJSON *o = cJSON_CreateObject();
+  if (!m || !o) {
+    if (m) fclose(m);
+    cJSON_Delete(o);
     return -1;
   }
-  cJSON *o = cJSON_CreateObject();
   for (size_t i = 0; i < t->ncols; i++) {
     const res_cell *c = &t->cells[i];
-    if (i) fputc(',', t->csv);
+    if (i) fputc(',', m);
     switch (c->kind) {
     case RES_STR:
-      res_csv_str(t->csv, c->s);
+      res_csv_str(m, c->s);
       cJSON_AddStringToObject(o, t->cols[i].name, c->s);
       break;
     case RES_INT:
-      fprintf(t->csv, "%lld", (long long)c->i);
+      fprintf(m, "%lld", (long long)c->i);
       cJSON_AddNumberToObject(o, t->cols[i].name, (double)c->i);
       break;
     case RES_F64:
       if (isfinite(c->f)) {
-        fprintf(t->csv, "%.6g", c->f);
+        fprintf(m, "%.6g", c->f);
         cJSON_AddNumberToObject(o, t->cols[i].name, c->f);
       } else {
         cJSON_AddNullToObject(o, t->cols[i].name); /* CSV cell stays empty */
@@ -182,20 +257,54 @@ int res_row_end(res_table *t, char *err, size_t errcap) {
       break;
     }
   }
-  fputc('\n', t->csv);
+  fputc('\n', m);
+  int bad = ferror(m);
+  bad |= fclose(m) != 0;
   char *line = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
-  int rc = 0;
-  if (line) {
-    fputs(line, t->jsonl);
-    fputc('\n', t->jsonl);
-    free(line);
+  size_t n = line ? strlen(line) : 0;
+  char *l2 = line ? realloc(line, n + 2) : NULL;
+  if (bad || !l2) {
+    free(l2 ? l2 : line);
+    free(*csv);
+    *csv = NULL;
+    return -1;
   }
-  /* flushed per row so a crash later loses nothing already measured */
-  if (fflush(t->csv) != 0 || fflush(t->jsonl) != 0 || !line) {
-    res_errf(err, errcap, "writing a result row failed: %s", strerror(errno));
-    rc = -1;
+  l2[n] = '\n';
+  l2[n + 1] = '\0';
+  *json = l2;
+  return 0;
+}
+
+int res_row_end(res_table *t, char *err, size_t errcap) {
+  int rc = -1;
+  char *csv = NULL, *json = NULL;
+  size_t csvlen = 0;
+  if (t->failed[0]) {
+    res_errf(err, errcap, "%s", t->failed);
+  } else if (t->bad == 2) {
+    res_errf(err, errcap, "out of memory");
+  } else if (t->bad || t->filled != t->ncols) {
+    res_errf(err, errcap, "internal: row has %zu of %zu columns or a value of the wrong kind",
+             t->filled, t->ncols);
+  } else if (res_row_render(t, &csv, &csvlen, &json) != 0) {
+    res_errf(err, errcap, "out of memory");
+  } else {
+    /* written per row so a crash later loses nothing already measured; a row lands in both
+     * files or in neither */
+    off_t csv_before = t->csv.good;
+    if (res_file_append(&t->csv, csv, csvlen) != 0) {
+      res_table_fail(t, &t->csv, errno, err, errcap);
+    } else if (res_file_append(&t->jsonl, json, strlen(json)) != 0) {
+      int e = errno;
+      res_file_rewind(&t->csv, csv_before);
+      res_table_fail(t, &t->jsonl, e, err, errcap);
+    } else {
+      rc = 0;
+    }
   }
+  free(csv);
+  free(json);
   res_row_clear(t);
   return rc;
 }
@@ -203,8 +312,8 @@ int res_row_end(res_table *t, char *err, size_t errcap) {
 void res_table_close(res_table *t) {
   if (!t) return;
   res_row_clear(t);
-  fclose(t->csv);
-  fclose(t->jsonl);
+  res_file_close(&t->csv);
+  res_file_close(&t->jsonl);
   free(t);
 }
 
@@ -233,7 +342,10 @@ int res_table_put(res_table *t, const void *row, char *err, size_t errcap) {
     const void *p = base + s->fields[i].offset;
     switch (s->fields[i].kind) {
     case RES_STR: res_row_str(t, *(const char *const *)p); break;
-    case RES_INT: res_row_int(t, *(const int64_t *)p); break;
+    case RES_INT:
+      /* the schema column is the record's own version, whatever the command put there */
+      res_row_int(t, strcmp(s->fields[i].name, "schema") ? *(const int64_t *)p : s->version);
+      break;
     case RES_F64: res_row_f64(t, *(const double *)p); break;
     }
   }
@@ -274,11 +386,27 @@ void res_run_id(char *id, size_t cap) {
   snprintf(id, cap, "%s-%08x", ts, r);
 }
 
+/* Whether an environment variable's name says it holds a secret. */
+static int res_env_secret(const char *name, size_t len) {
+  static const char *const words[] = {"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD",
+                                      "CREDENTIAL"};
+  /* Open MPI's PSM key (a per-job shared secret), named for neither */
+  static const char psm[] = "OMPI_MCA_orte_precondition_transports";
+  if (len == sizeof psm - 1 && !strncmp(name, psm, len)) return 1;
+  for (size_t w = 0; w < sizeof words / sizeof *words; w++) {
+    size_t wl = strlen(words[w]);
+    for (size_t i = 0; i + wl <= len; i++)
+      if (!strncasecmp(name + i, words[w], wl)) return 1;
+  }
+  return 0;
+}
+
 static int res_env_keep(const char *kv) {
   static const char *const prefixes[] = {"FABENCH_", "OMPI_",  "UCX_",  "NCCL_",
                                          "SLURM_",   "OMP_",   "HWLOC_", "CUDA_VISIBLE_DEVICES",
                                          "PMIX_MCA_", "DNNL_", "ONEDNN_"};
-  if (strncmp(kv, "FABENCH_TOKEN=", 14) == 0) return 0; /* a secret */
+  const char *eq = strchr(kv, '=');
+  if (!eq || res_env_secret(kv, (size_t)(eq - kv))) return 0;
   for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
     if (strncmp(kv, prefixes[i], strlen(prefixes[i])) == 0) return 1;
   return 0;
@@ -289,8 +417,13 @@ cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **ar
   cJSON_AddNumberToObject(m, "schema", RES_SCHEMA_VERSION);
   cJSON_AddStringToObject(m, "run_id", run_id);
   cJSON_AddStringToObject(m, "command", command);
+  /* the job token must not leak through another variable or the command line either (a long
+   * one only: a short token would match innocent text) */
+  const char *tok = getenv("FABENCH_TOKEN");
+  if (tok && strlen(tok) < 8) tok = NULL;
   cJSON *a = cJSON_AddArrayToObject(m, "argv");
-  for (int i = 0; i < argc; i++) cJSON_AddItemToArray(a, cJSON_CreateString(argv[i]));
+  for (int i = 0; i < argc; i++)
+    cJSON_AddItemToArray(a, cJSON_CreateString(tok && strstr(argv[i], tok) ? "(redacted)" : argv[i]));
   cJSON_AddStringToObject(m, "fabench_version", FABENCH_VERSION);
   time_t now = time(NULL);
   struct tm tm;
@@ -305,7 +438,7 @@ cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **ar
   for (char **e = environ; e && *e; e++) {
     if (!res_env_keep(*e)) continue;
     const char *eq = strchr(*e, '=');
-    if (!eq) continue;
+    if (!eq || (tok && strstr(eq + 1, tok))) continue;
     char key[256];
     size_t kl = (size_t)(eq - *e);
     if (kl >= sizeof key) continue;
@@ -330,7 +463,9 @@ int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errc
     free(txt);
     return -1;
   }
-  int ok = fputs(txt, f) >= 0 && fputc('\n', f) != EOF;
+  int ok = fputs(txt, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0;
+  /* on disk before the rename, so a crash leaves the old file or the new, never an empty one */
+  ok = ok && fsync(fileno(f)) == 0;
   ok = (fclose(f) == 0) && ok;
   free(txt);
   if (!ok || rename(tmp, path) != 0) {

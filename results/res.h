@@ -84,7 +84,10 @@ int res_run_dir(char *dir, size_t cap, const char *out, const char *command, cha
 void res_run_id(char *id, size_t cap);
 /* Starts run.json's object with the fields every command records: schema, run_id, command,
  * argv, fabench version, start time, hostname, and a filtered environment (FABENCH_*, OMPI_*,
- * UCX_*, NCCL_*, SLURM_*, OMP_*, HWLOC_*, CUDA_VISIBLE_DEVICES). Caller adds more fields. */
+ * UCX_*, NCCL_*, SLURM_*, OMP_*, HWLOC_*, CUDA_VISIBLE_DEVICES) without secrets: no variable
+ * whose name holds TOKEN, SECRET, KEY, PASSWORD, PASSWD or CREDENTIAL (any case), nor Open MPI's
+ * PSM key OMPI_MCA_orte_precondition_transports, nor any value or argument holding the job
+ * token FABENCH_TOKEN. Caller adds more fields. */
 cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **argv);
 /* Writes the object as <dir>/run.json (atomically: temp file + rename). */
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap);

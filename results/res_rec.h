@@ -52,23 +52,24 @@
 
 /* train_steps.csv: one row per rank and step. */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \
-  X(STR, run_id) X(INT, rank) X(STR, host) X(STR, transport) X(STR, algo) X(INT, step)         \
-  X(INT, epoch) X(INT, step_in_epoch) X(INT, images) X(F64, loss) X(F64, batch_acc) X(F64, lr) \
-  X(F64, step_ms) X(F64, data_ms) X(F64, load_ms) X(F64, fwd_ms) X(F64, bwd_ms)                \
-  X(F64, comm_ms) X(F64, exposed_comm_ms) X(F64, opt_ms) X(F64, images_per_s) X(INT, warmup)   \
-  X(F64, elapsed_s)
+  X(STR, run_id) X(INT, schema) X(INT, rank) X(STR, host) X(STR, transport) X(STR, algo)      \
+  X(INT, step) X(INT, epoch) X(INT, step_in_epoch) X(INT, images) X(F64, loss)                \
+  X(F64, batch_acc) X(F64, lr) X(F64, step_ms) X(F64, data_ms) X(F64, load_ms) X(F64, fwd_ms) \
+  X(F64, bwd_ms) X(F64, comm_ms) X(F64, exposed_comm_ms) X(F64, opt_ms) X(F64, images_per_s)  \
+  X(INT, warmup) X(F64, elapsed_s)
 
 /* train_eval.csv: one row per evaluation on the test set. */
 #define RES_TRAIN_EVAL_COLS(X)                                                                \
-  X(STR, run_id) X(STR, transport) X(STR, algo) X(INT, epoch) X(INT, step) X(F64, test_loss)   \
-  X(F64, test_acc) X(INT, test_images) X(F64, eval_s) X(F64, elapsed_s)
+  X(STR, run_id) X(INT, schema) X(STR, transport) X(STR, algo) X(INT, epoch) X(INT, step)     \
+  X(F64, test_loss) X(F64, test_acc) X(INT, test_images) X(F64, eval_s) X(F64, elapsed_s)
 
 /* train_buckets.csv: one row per gradient bucket. ready_ms: median time from the start of
  * backward until the bucket's gradients are complete; comm_ms: median all-reduce time of the
  * bucket; done_ms: median time from the start of backward until it is reduced. */
 #define RES_TRAIN_BUCKETS_COLS(X)                                                             \
-  X(STR, run_id) X(STR, role) X(STR, transport) X(STR, algo) X(INT, ranks) X(INT, bucket)      \
-  X(INT, offset_bytes) X(INT, bytes) X(F64, ready_ms) X(F64, comm_ms) X(F64, done_ms)
+  X(STR, run_id) X(INT, schema) X(STR, role) X(STR, transport) X(STR, algo) X(INT, ranks)     \
+  X(INT, bucket) X(INT, offset_bytes) X(INT, bytes) X(F64, ready_ms) X(F64, comm_ms)          \
+  X(F64, done_ms)
 
 /* predict.csv: one row per (rank count, algorithm) of `fabench predict`. inter_gbps_needed:
  * the inter-node link rate (GB/s) at which the step reaches target_eff (inf: not by the link). */

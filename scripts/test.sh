@@ -1,26 +1,59 @@
 #!/usr/bin/env bash
-# Builds fabench and runs the whole test suite (ctest). Installs missing Debian packages first.
-#   scripts/test.sh              release build in build/, every test
-#   scripts/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
+# Builds fabench with warnings as errors and runs the test suite (ctest). Installs missing
+# Debian packages first.
+#   scripts/test.sh                  RelWithDebInfo build in build/, every test
+#   scripts/test.sh --type T         build type T (Debug, Release, RelWithDebInfo, MinSizeRel)
+#                                    in build-<t>/ (build/ for RelWithDebInfo), every test
+#   scripts/test.sh --sanitize       AddressSanitizer + UndefinedBehaviorSanitizer build in
+#                                    build-asan/, every test
+#   scripts/test.sh --clang          clang build (Release unless --type) in build-clang/; every
+#                                    test but the multi-rank all-reduce matrix (coll_allreduce_*),
+#                                    which is the same code the gcc and sanitizer runs cover and
+#                                    most of the suite's time
+# Anything after `--` goes to ctest (e.g. -- -R test_res).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 
+mode=gcc type="" ctest_extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize) mode=asan ;;
+    --clang) mode=clang ;;
+    --type) type="${2:?--type needs a build type}"; shift ;;
+    --) shift; ctest_extra=("$@"); break ;;
+    *) echo "usage: $0 [--sanitize | --clang] [--type BUILD_TYPE] [-- ctest args]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
 jobs=$(nproc 2>/dev/null || echo 2)
-if [ "${1:-}" = "--sanitize" ]; then
-  dir=build-asan
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DFABENCH_SANITIZE=ON >/dev/null
-  # MPI, UCX and hwloc keep allocations until exit by design: only our leaks count.
-  export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
-  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_odr_violation=0"
-  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-  # the sanitizers slow everything several times: the multi-rank all-reduce tests use a
-  # smaller large count and a subset of the rank counts (the release run covers 1..8)
-  export FABENCH_TEST_BIG=${FABENCH_TEST_BIG:-65537}
-  export TEST_AR_RANKS=${TEST_AR_RANKS:-1,2,3,5,8}
-else
-  dir=build
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-fi
+cfg=(-DFABENCH_WERROR=ON)
+case "$mode" in
+  asan)
+    dir=build-asan
+    cfg+=(-DCMAKE_BUILD_TYPE="${type:-Debug}" -DFABENCH_SANITIZE=ON)
+    # MPI, UCX and hwloc keep allocations until exit by design: only our leaks count.
+    export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_odr_violation=0"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    # the sanitizers slow everything several times: the multi-rank all-reduce tests use a
+    # smaller large count and a subset of the rank counts (the release run covers 1..8)
+    export FABENCH_TEST_BIG=${FABENCH_TEST_BIG:-65537}
+    export TEST_AR_RANKS=${TEST_AR_RANKS:-1,2,3,5,8}
+    ;;
+  clang)
+    dir=build-clang
+    export CC=clang CXX=clang++
+    cfg+=(-DCMAKE_BUILD_TYPE="${type:-Release}")
+    [ ${#ctest_extra[@]} -gt 0 ] || ctest_extra=(-E '^coll_allreduce_')
+    ;;
+  *)
+    type=${type:-RelWithDebInfo}
+    if [ "$type" = RelWithDebInfo ]; then dir=build; else dir="build-$(echo "$type" | tr A-Z a-z)"; fi
+    cfg+=(-DCMAKE_BUILD_TYPE="$type")
+    ;;
+esac
+cmake -S . -B "$dir" "${cfg[@]}" >/dev/null
 cmake --build "$dir" -j"$jobs"
-ctest --test-dir "$dir" --output-on-failure --timeout 1200
+ctest --test-dir "$dir" --output-on-failure --timeout 1200 ${ctest_extra[@]+"${ctest_extra[@]}"}

@@ -149,7 +149,7 @@ static void test_train_columns(void **state) {
   assert_string_equal(line, want);
   /* a struct field per column, in order */
   assert_int_equal(res_schema_train()->fields[5].offset, offsetof(res_train_row, ranks));
-  assert_string_equal(res_schema_train_buckets()->fields[8].name, "ready_ms");
+  assert_string_equal(res_schema_train_buckets()->fields[9].name, "ready_ms");
   rmtree(dir);
 }
 
@@ -176,8 +176,8 @@ static void test_written_text(void **state) {
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   buf[n] = '\0';
   fclose(f);
-  assert_string_equal(buf, "run_id,transport,algo,epoch,step,test_loss,test_acc,test_images,eval_s,elapsed_s\n"
-                           "\"id,1\",,ring,3,-7,0.5,,10000,,\n");
+  assert_string_equal(buf, "run_id,schema,transport,algo,epoch,step,test_loss,test_acc,test_images,eval_s,elapsed_s\n"
+                           "\"id,1\",1,,ring,3,-7,0.5,,10000,,\n");
   snprintf(path, sizeof path, "%s/train_eval.jsonl", dir);
   f = fopen(path, "r");
   n = fread(buf, 1, sizeof buf - 1, f);

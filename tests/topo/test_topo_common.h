@@ -39,7 +39,11 @@ static inline void tt_rmtree(const char *dir) {
 }
 
 static inline const char *tt_fixture(char *buf, size_t cap, const char *name) {
-  snprintf(buf, cap, "%s/%s", TOPO_FIXTURES, name);
+  int n = snprintf(buf, cap, "%s/%s", TOPO_FIXTURES, name);
+  if (n < 0 || (size_t)n >= cap) { /* a cut path would name another file */
+    fprintf(stderr, "fixture path too long: %s/%s\n", TOPO_FIXTURES, name);
+    abort();
+  }
   return buf;
 }
 

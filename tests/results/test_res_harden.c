@@ -1,0 +1,288 @@
+/* Records that survive: every record carries its schema version and a newer one is refused;
+ * run.json's environment keeps no secret; a write that fails (file too large, disk full)
+ * is reported and leaves the rows before it whole, in both files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "res.h"
+
+#define R_SCHEMA_FN_(rec, COLS) res_schema_##rec,
+static const res_schema *(*const all_records[])(void) = {RES_RECORDS(R_SCHEMA_FN_)};
+#define NRECORDS (sizeof all_records / sizeof *all_records)
+
+static void tmpdir(char *dir, size_t cap) {
+  snprintf(dir, cap, "/tmp/fabench-resh-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+}
+
+static void rmtree(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  size_t cap = 1 << 20, n;
+  char *b = malloc(cap + 1);
+  assert_non_null(b);
+  n = fread(b, 1, cap, f);
+  fclose(f);
+  b[n] = '\0';
+  if (len) *len = n;
+  return b;
+}
+
+static size_t count_lines(const char *s) {
+  size_t n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static int field_index(const res_schema *s, const char *name) {
+  for (size_t i = 0; i < s->nfields; i++)
+    if (!strcmp(s->fields[i].name, name)) return (int)i;
+  return -1;
+}
+
+/* Every record has a schema column, and res_table_put writes the record's version there
+ * whatever the row says, in CSV and JSONL. */
+static void test_every_record_carries_its_version(void **state) {
+  (void)state;
+  char dir[64], err[256], path[600], want[64];
+  for (size_t k = 0; k < NRECORDS; k++) {
+    const res_schema *s = all_records[k]();
+    int col = field_index(s, "schema");
+    if (col < 0) fail_msg("record %s has no schema column", s->base);
+    assert_int_equal(s->version, RES_SCHEMA_VERSION);
+    tmpdir(dir, sizeof dir);
+    res_table *t;
+    if (res_table_open_schema(&t, dir, s, err, sizeof err)) fail_msg("%s", err);
+    char row[8192] = {0};
+    assert_true(s->row_size <= sizeof row);
+    res_row_init(s, row); /* the schema field stays 0: the writer fills it */
+    if (res_table_put(t, row, err, sizeof err)) fail_msg("%s", err);
+    res_table_close(t);
+    /* CSV: the col-th field of line 2 */
+    snprintf(path, sizeof path, "%s/%s.csv", dir, s->base);
+    char *csv = slurp(path, NULL);
+    const char *p = strchr(csv, '\n');
+    assert_non_null(p);
+    p++;
+    for (int i = 0; i < col; i++) {
+      p = strchr(p, ',');
+      assert_non_null(p);
+      p++;
+    }
+    assert_int_equal(atoi(p), RES_SCHEMA_VERSION);
+    free(csv);
+    snprintf(path, sizeof path, "%s/%s.jsonl", dir, s->base);
+    char *jl = slurp(path, NULL);
+    snprintf(want, sizeof want, "\"schema\":%d", RES_SCHEMA_VERSION);
+    if (!strstr(jl, want)) fail_msg("%s.jsonl lacks %s: %s", s->base, want, jl);
+    free(jl);
+    rmtree(dir);
+  }
+}
+
+/* A file of a newer schema is refused with an error that says so, for every record, from CSV
+ * and from JSONL, with no run.json beside it. */
+static void test_newer_schema_refused_everywhere(void **state) {
+  (void)state;
+  char dir[64], path[600], text[256], err[512];
+  for (size_t k = 0; k < NRECORDS; k++) {
+    const res_schema *s = all_records[k]();
+    tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%s.csv", dir, s->base);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "run_id,schema\nx,%d\n", RES_SCHEMA_VERSION + 1);
+    fclose(f);
+    res_rows got;
+    err[0] = '\0';
+    if (res_table_read(&got, s, path, err, sizeof err) == 0) {
+      res_rows_free(&got);
+      fail_msg("%s: a schema %d CSV was read", s->base, RES_SCHEMA_VERSION + 1);
+    }
+    snprintf(text, sizeof text, "schema version %d is newer", RES_SCHEMA_VERSION + 1);
+    if (!strstr(err, text)) fail_msg("%s: error '%s' lacks '%s'", s->base, err, text);
+    snprintf(path, sizeof path, "%s/%s.jsonl", dir, s->base);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"run_id\":\"x\",\"schema\":%d}\n", RES_SCHEMA_VERSION + 1);
+    fclose(f);
+    err[0] = '\0';
+    if (res_table_read(&got, s, path, err, sizeof err) == 0) {
+      res_rows_free(&got);
+      fail_msg("%s: a schema %d JSONL was read", s->base, RES_SCHEMA_VERSION + 1);
+    }
+    if (!strstr(err, text)) fail_msg("%s: error '%s' lacks '%s'", s->base, err, text);
+    rmtree(dir);
+  }
+}
+
+/* ---- run.json's environment ---- */
+static const char *const secret_vars[][2] = {
+    {"FABENCH_TOKEN", "tok-0123456789abcdef"},
+    {"FABENCH_SECRET_SAUCE", "s1"},
+    {"UCX_API_KEY", "k1"},
+    {"NCCL_PASSWORD", "p1"},
+    {"SLURM_JOB_TOKEN", "t2"},
+    {"OMPI_MCA_orte_precondition_transports", "0123456789abcdef-fedcba9876543210"},
+    {"OMPI_MCA_some_passwd", "p2"},
+    {"SLURM_Key_lowercase", "k2"},
+    {"FABENCH_ROOT_ALIAS", "host:1-tok-0123456789abcdef"}, /* holds the token's value */
+};
+static const char *const kept_vars[][2] = {
+    {"FABENCH_RANK", "3"},
+    {"OMPI_COMM_WORLD_SIZE", "8"},
+    {"UCX_TLS", "sm,tcp"},
+    {"NCCL_DEBUG", "INFO"},
+};
+
+static void test_meta_environment_filtered(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof secret_vars / sizeof *secret_vars; i++)
+    setenv(secret_vars[i][0], secret_vars[i][1], 1);
+  for (size_t i = 0; i < sizeof kept_vars / sizeof *kept_vars; i++)
+    setenv(kept_vars[i][0], kept_vars[i][1], 1);
+  setenv("HOME_UNRELATED_FOR_TEST", "x", 1); /* not a recorded prefix */
+  char *argv[] = {"fabench", "allreduce", "--note=tok-0123456789abcdef", "-n", "2"};
+  cJSON *m = res_meta_new("id", "allreduce", 5, argv);
+  assert_non_null(m);
+  const cJSON *env = cJSON_GetObjectItemCaseSensitive(m, "environment");
+  assert_true(cJSON_IsObject(env));
+  for (size_t i = 0; i < sizeof secret_vars / sizeof *secret_vars; i++)
+    if (cJSON_GetObjectItemCaseSensitive(env, secret_vars[i][0]))
+      fail_msg("run.json records %s", secret_vars[i][0]);
+  for (size_t i = 0; i < sizeof kept_vars / sizeof *kept_vars; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(env, kept_vars[i][0]);
+    if (!cJSON_IsString(v)) fail_msg("run.json lost %s", kept_vars[i][0]);
+    assert_string_equal(v->valuestring, kept_vars[i][1]);
+  }
+  assert_null(cJSON_GetObjectItemCaseSensitive(env, "HOME_UNRELATED_FOR_TEST"));
+  /* nowhere in the whole document: not the token, not the PSM key */
+  char *txt = cJSON_PrintUnformatted(m);
+  assert_null(strstr(txt, "tok-0123456789abcdef"));
+  assert_null(strstr(txt, "0123456789abcdef-fedcba9876543210"));
+  assert_non_null(strstr(txt, "\"-n\",\"2\"")); /* the rest of argv is kept */
+  free(txt);
+  cJSON_Delete(m);
+  for (size_t i = 0; i < sizeof secret_vars / sizeof *secret_vars; i++) unsetenv(secret_vars[i][0]);
+  for (size_t i = 0; i < sizeof kept_vars / sizeof *kept_vars; i++) unsetenv(kept_vars[i][0]);
+  unsetenv("HOME_UNRELATED_FOR_TEST");
+}
+
+/* ---- a write that fails ---- */
+/* Rows go to a table until a write fails under a file-size limit (EFBIG, as a full disk
+ * gives ENOSPC: the same short write). The error names the file and the cause; every row
+ * before it reads back whole from CSV and JSONL; the two files hold the same rows; later
+ * rows are refused rather than written after a gap. */
+static void test_failed_write_keeps_rows(void **state) {
+  (void)state;
+  char dir[64], err[512], path[600];
+  tmpdir(dir, sizeof dir);
+  const res_schema *s = res_schema_allreduce();
+  res_table *t;
+  if (res_table_open_schema(&t, dir, s, err, sizeof err)) fail_msg("%s", err);
+
+  struct rlimit old, lim;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+  void (*oldsig)(int) = signal(SIGXFSZ, SIG_IGN);
+  lim = old;
+  lim.rlim_cur = 20000; /* bytes: a few dozen rows */
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+
+  res_allreduce_row r;
+  int ok = 0, rc = 0;
+  for (int i = 0; i < 1000 && rc == 0; i++) {
+    res_row_init(s, &r);
+    r.run_id = "run";
+    r.transport = "tcp";
+    r.algo = "ring";
+    r.fabric = "tcp:lo, \"quoted\"";
+    r.bytes = (int64_t)i * 4;
+    r.t_p50_us = 1.5 * i;
+    err[0] = '\0';
+    rc = res_table_put(t, &r, err, sizeof err);
+    if (rc == 0) ok++;
+  }
+  int rc2 = res_table_put(t, &r, err, sizeof err); /* the next row after the failure */
+  char err2[512];
+  snprintf(err2, sizeof err2, "%s", err);
+  res_table_close(t);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, oldsig);
+
+  if (rc == 0) fail_msg("1000 rows fit under a 20000-byte limit");
+  assert_true(ok > 3);
+  assert_int_not_equal(rc2, 0);
+  assert_non_null(strstr(err2, "allreduce.jsonl")); /* the JSON line is the longer: it hit first */
+  assert_non_null(strstr(err2, strerror(EFBIG)));
+  assert_non_null(strstr(err2, "intact"));
+
+  /* both files end in a whole line, with the header plus ok rows (CSV) and ok rows (JSONL) */
+  size_t n;
+  snprintf(path, sizeof path, "%s/allreduce.csv", dir);
+  char *csv = slurp(path, &n);
+  assert_true(n > 0 && csv[n - 1] == '\n');
+  assert_int_equal(count_lines(csv), (size_t)ok + 1);
+  free(csv);
+  snprintf(path, sizeof path, "%s/allreduce.jsonl", dir);
+  char *jl = slurp(path, &n);
+  assert_true(n > 0 && jl[n - 1] == '\n');
+  assert_int_equal(count_lines(jl), (size_t)ok);
+  free(jl);
+  /* and they parse, row for row */
+  const char *files[] = {"allreduce.csv", "allreduce.jsonl"};
+  for (int f = 0; f < 2; f++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+    res_rows got;
+    if (res_table_read(&got, s, path, err, sizeof err)) fail_msg("%s: %s", files[f], err);
+    assert_int_equal(got.n, (size_t)ok);
+    const res_allreduce_row *g = got.rows;
+    for (int i = 0; i < ok; i++) {
+      assert_int_equal(g[i].bytes, (int64_t)i * 4);
+      assert_true(g[i].t_p50_us == 1.5 * i);
+      assert_string_equal(g[i].fabric, "tcp:lo, \"quoted\"");
+    }
+    res_rows_free(&got);
+  }
+  rmtree(dir);
+}
+
+/* A table that cannot even be created says which file and why. */
+static void test_open_failure_named(void **state) {
+  (void)state;
+  res_table *t = NULL;
+  char err[512] = "";
+  assert_int_equal(res_table_open_schema(&t, "/nonexistent-dir-fabench", res_schema_p2p(), err,
+                                         sizeof err),
+                   -1);
+  assert_null(t);
+  assert_non_null(strstr(err, "/nonexistent-dir-fabench/p2p.csv"));
+  assert_non_null(strstr(err, strerror(ENOENT)));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_record_carries_its_version),
+      cmocka_unit_test(test_newer_schema_refused_everywhere),
+      cmocka_unit_test(test_meta_environment_filtered),
+      cmocka_unit_test(test_failed_write_keeps_rows),
+      cmocka_unit_test(test_open_failure_named),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
