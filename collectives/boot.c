@@ -108,6 +108,88 @@ static int boot_alloc(coll_boot *b, coll_err *e) {
   return 0;
 }
 
+int coll_boot_admit(coll_boot *b, int fd, const char *tok, double deadline) {
+  char err[512];
+  boot_hello h;
+  boot_reply rep = {.magic = BOOT_MAGIC_REPLY};
+  /* a stranger that connects and says nothing must not stall the rendezvous */
+  double hello_deadline = coll_sock_now() + 5.0 < deadline ? coll_sock_now() + 5.0 : deadline;
+  if (coll_sock_recv_all(fd, &h, sizeof h, hello_deadline, err, sizeof err) != 0) {
+    close(fd);
+    return 0;
+  }
+  h.token[BOOT_TOKEN_MAX - 1] = '\0';
+  h.host[COLL_HOST_MAX - 1] = '\0';
+  if (h.magic != BOOT_MAGIC_HELLO || h.version != BOOT_VERSION)
+    rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "not a fabench bootstrap hello (version %u)", h.version);
+  else if (strcmp(h.token, tok) != 0)
+    rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "wrong job token");
+  else if (h.size != b->size)
+    rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "world size %d differs from rank 0's %d", h.size, b->size);
+  else if (h.rank <= 0 || h.rank >= b->size || b->fds[h.rank] >= 0)
+    rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "rank %d is invalid or already joined", h.rank);
+  if (rep.status) {
+    fprintf(stderr, "fabench: rank 0 (%s): rejected a peer from host '%s': %s\n", b->hosts[0], h.host, rep.reason);
+    coll_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
+    close(fd);
+    return 0;
+  }
+  b->fds[h.rank] = fd;
+  snprintf(b->hosts[h.rank], COLL_HOST_MAX, "%s", h.host);
+  if (!b->local_addr[0]) coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
+  return 1;
+}
+
+int coll_boot_join(coll_boot *b, int fd, const char *tok, double deadline, coll_err *e) {
+  char err[512], me[COLL_HOST_MAX];
+  snprintf(me, sizeof me, "%s", b->hosts[b->rank]); /* b->hosts is overwritten below */
+  int rank = b->rank, size = b->size;
+  b->fds[0] = fd;
+  coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
+  boot_hello h = {.magic = BOOT_MAGIC_HELLO, .version = BOOT_VERSION, .rank = rank, .size = size};
+  snprintf(h.token, sizeof h.token, "%s", tok);
+  snprintf(h.host, sizeof h.host, "%s", me);
+  boot_reply rep;
+  if (coll_sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) != 0 ||
+      coll_sock_recv_all(fd, &rep, sizeof rep, deadline, err, sizeof err) != 0)
+    return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
+                     b->root_desc, err);
+  rep.reason[sizeof rep.reason - 1] = '\0';
+  if (rep.magic != BOOT_MAGIC_REPLY)
+    return coll_fail(e, "rank %d (%s): %s did not answer as a fabench rank 0", rank, me, b->root_desc);
+  if (rep.status != 0)
+    return coll_fail(e, "rank %d (%s): rank 0 at %s rejected this rank: %s", rank, me,
+                     b->root_desc, rep.reason);
+  if (coll_sock_recv_all(fd, b->hosts, (size_t)size * COLL_HOST_MAX, deadline, err, sizeof err) != 0)
+    return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
+                     b->root_desc, err);
+  for (int r = 0; r < size; r++) b->hosts[r][COLL_HOST_MAX - 1] = '\0';
+  return 0;
+}
+
+int coll_boot_from_fds(coll_boot **out, int rank, int size, const int *fds, int timeout_ms,
+                       coll_err *e) {
+  *out = NULL;
+  coll_boot *b = calloc(1, sizeof *b);
+  if (!b) return coll_fail(e, "out of memory");
+  b->kind = COLL_BOOT_ENV;
+  b->rank = rank;
+  b->size = size;
+  b->timeout_ms = timeout_ms;
+  snprintf(b->root_desc, sizeof b->root_desc, "fds");
+  if (rank < 0 || rank >= size || boot_alloc(b, e) != 0) {
+    coll_boot_close(b);
+    return rank < 0 || rank >= size ? coll_fail(e, "bad rank %d of %d", rank, size) : -1;
+  }
+  for (int r = 0; r < size; r++) {
+    snprintf(b->hosts[r], COLL_HOST_MAX, "host%d", r);
+    if (fds) b->fds[r] = fds[r];
+  }
+  boot_fill_locals(b);
+  *out = b;
+  return 0;
+}
+
 static int boot_open_env(coll_boot *b, int rank, int size, const char *root, const char *token,
                          coll_err *e) {
   char rhost[256], err[512];
@@ -152,34 +234,7 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
                             "%d ms; missing ranks:%s",
                          me, joined + 1, size, rport, b->timeout_ms, missing);
       }
-      boot_hello h;
-      boot_reply rep = {.magic = BOOT_MAGIC_REPLY};
-      /* a stranger that connects and says nothing must not stall the rendezvous */
-      double hello_deadline = coll_sock_now() + 5.0 < deadline ? coll_sock_now() + 5.0 : deadline;
-      if (coll_sock_recv_all(fd, &h, sizeof h, hello_deadline, err, sizeof err) != 0) {
-        close(fd);
-        continue;
-      }
-      h.token[BOOT_TOKEN_MAX - 1] = '\0';
-      h.host[COLL_HOST_MAX - 1] = '\0';
-      if (h.magic != BOOT_MAGIC_HELLO || h.version != BOOT_VERSION)
-        rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "not a fabench bootstrap hello (version %u)", h.version);
-      else if (strcmp(h.token, tok) != 0)
-        rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "wrong job token");
-      else if (h.size != size)
-        rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "world size %d differs from rank 0's %d", h.size, size);
-      else if (h.rank <= 0 || h.rank >= size || b->fds[h.rank] >= 0)
-        rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "rank %d is invalid or already joined", h.rank);
-      if (rep.status) {
-        fprintf(stderr, "fabench: rank 0 (%s): rejected a peer from host '%s': %s\n", me, h.host, rep.reason);
-        coll_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
-        close(fd);
-        continue;
-      }
-      b->fds[h.rank] = fd;
-      snprintf(b->hosts[h.rank], COLL_HOST_MAX, "%s", h.host);
-      if (!b->local_addr[0]) coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
-      joined++;
+      joined += coll_boot_admit(b, fd, tok, deadline);
     }
     close(lfd);
     boot_reply ok = {.magic = BOOT_MAGIC_REPLY, .status = 0};
@@ -192,26 +247,7 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
     int fd;
     if (coll_sock_connect(rhost, rport, deadline, &fd, err, sizeof err) != 0)
       return coll_fail(e, "rank %d (%s): cannot reach rank 0 at %s: %s", rank, me, b->root_desc, err);
-    b->fds[0] = fd;
-    coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
-    boot_hello h = {.magic = BOOT_MAGIC_HELLO, .version = BOOT_VERSION, .rank = rank, .size = size};
-    memcpy(h.token, tok, sizeof h.token);
-    snprintf(h.host, sizeof h.host, "%s", me);
-    boot_reply rep;
-    if (coll_sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) != 0 ||
-        coll_sock_recv_all(fd, &rep, sizeof rep, deadline, err, sizeof err) != 0)
-      return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
-                       b->root_desc, err);
-    rep.reason[sizeof rep.reason - 1] = '\0';
-    if (rep.magic != BOOT_MAGIC_REPLY)
-      return coll_fail(e, "rank %d (%s): %s did not answer as a fabench rank 0", rank, me, b->root_desc);
-    if (rep.status != 0)
-      return coll_fail(e, "rank %d (%s): rank 0 at %s rejected this rank: %s", rank, me,
-                       b->root_desc, rep.reason);
-    if (coll_sock_recv_all(fd, b->hosts, (size_t)size * COLL_HOST_MAX, deadline, err, sizeof err) != 0)
-      return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
-                       b->root_desc, err);
-    for (int r = 0; r < size; r++) b->hosts[r][COLL_HOST_MAX - 1] = '\0';
+    if (coll_boot_join(b, fd, tok, deadline, e) != 0) return -1;
   }
   boot_fill_locals(b);
   return 0;
