@@ -9,6 +9,10 @@
 #include <unistd.h>
 #if FABENCH_HAVE_MPI
 #include <mpi.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/eventfd.h>
 #endif
 
 #include "coll_internal.h"
@@ -39,6 +43,18 @@ typedef struct {
   uint64_t bytes;
 } boot_frame;
 
+#if FABENCH_HAVE_MPI
+/* MPI's blocking calls (MPI_Allgather, MPI_Comm_dup, MPI_Allreduce) cannot time out, and a
+ * dead or stopped rank would hold the others in them for ever: a thread watches the call in
+ * progress and aborts the job when it outlasts the timeout. */
+typedef struct {
+  pthread_t th;
+  int started, wake;             /* wake: an eventfd that ends the thread at once */
+  _Atomic(const char *) what;    /* the call in progress, or NULL */
+  _Atomic long long since_ms;    /* when it began (coll_sock_now, ms) */
+} boot_watch;
+#endif
+
 struct coll_boot {
   coll_boot_kind kind; /* ENV or MPI; a world of one is ENV with size 1 */
   int rank, size, local_rank, host_count;
@@ -47,6 +63,9 @@ struct coll_boot {
   int *fds;          /* rank 0: one per peer (index = rank); others: fds[0] to rank 0 */
   char root_desc[300];
   char local_addr[64];
+#if FABENCH_HAVE_MPI
+  boot_watch watch;
+#endif
 };
 
 static double boot_deadline(const coll_boot *b) { return coll_sock_now() + b->timeout_ms / 1000.0; }
@@ -254,6 +273,40 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
 }
 
 #if FABENCH_HAVE_MPI
+static void *boot_watch_main(void *arg) {
+  coll_boot *b = arg;
+  struct pollfd pf = {.fd = b->watch.wake, .events = POLLIN};
+  while (poll(&pf, 1, 100) == 0) {
+    const char *what = atomic_load(&b->watch.what);
+    long long since = atomic_load(&b->watch.since_ms);
+    if (what && (long long)(coll_sock_now() * 1000.0) - since > b->timeout_ms) {
+      fprintf(stderr, "fabench: rank %d (%s): %s did not complete within %d ms (a rank is dead, "
+                      "stopped or unreachable): aborting the MPI job\n",
+              b->rank, b->hosts[b->rank], what, b->timeout_ms);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  return NULL;
+}
+
+void coll_boot_mpi_begin(coll_boot *b, const char *what) {
+  if (!b || !b->watch.started) return;
+  atomic_store(&b->watch.since_ms, (long long)(coll_sock_now() * 1000.0));
+  atomic_store(&b->watch.what, what);
+}
+
+void coll_boot_mpi_end(coll_boot *b) {
+  if (b && b->watch.started) atomic_store(&b->watch.what, (const char *)NULL);
+}
+
+static void boot_watch_stop(coll_boot *b) {
+  if (!b->watch.started) return;
+  uint64_t one = 1;
+  if (write(b->watch.wake, &one, sizeof one) == (ssize_t)sizeof one) pthread_join(b->watch.th, NULL);
+  close(b->watch.wake);
+  b->watch.started = 0;
+}
+
 static int boot_open_mpi(coll_boot *b, coll_err *e) {
   int inited = 0, provided;
   MPI_Initialized(&inited);
@@ -267,10 +320,24 @@ static int boot_open_mpi(coll_boot *b, coll_err *e) {
   if (boot_alloc(b, e) != 0) return -1;
   char me[COLL_HOST_MAX] = "";
   gethostname(me, sizeof me - 1);
+  snprintf(b->hosts[b->rank], COLL_HOST_MAX, "%s", me);
+  if (b->size > 1) {
+    b->watch.wake = eventfd(0, EFD_CLOEXEC);
+    if (b->watch.wake < 0 || pthread_create(&b->watch.th, NULL, boot_watch_main, b) != 0) {
+      if (b->watch.wake >= 0) close(b->watch.wake);
+      return coll_fail(e, "rank %d (%s): cannot start the MPI watchdog", b->rank, me);
+    }
+    b->watch.started = 1;
+  }
+  coll_boot_mpi_begin(b, "MPI_Allgather (bootstrap)");
   MPI_Allgather(me, COLL_HOST_MAX, MPI_CHAR, b->hosts, COLL_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD);
+  coll_boot_mpi_end(b);
   boot_fill_locals(b);
   return 0;
 }
+#else
+void coll_boot_mpi_begin(coll_boot *b, const char *what) { (void)b, (void)what; }
+void coll_boot_mpi_end(coll_boot *b) { (void)b; }
 #endif
 
 static int boot_launched_by_mpi(void) {
@@ -355,7 +422,9 @@ int coll_boot_allgather(coll_boot *b, void *all, const void *mine, size_t bytes,
 #if FABENCH_HAVE_MPI
   if (b->kind == COLL_BOOT_MPI) {
     if (bytes > (size_t)1 << 30) return coll_fail(e, "bootstrap all-gather too large");
+    coll_boot_mpi_begin(b, "MPI_Allgather (bootstrap)");
     MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+    coll_boot_mpi_end(b);
     return 0;
   }
 #endif
@@ -443,8 +512,25 @@ int coll_boot_advertise_addr(const coll_boot *b, char *out, size_t cap, coll_err
                    b->rank, b->hosts[b->rank]);
 }
 
+void coll_boot_abort(coll_boot *b) {
+#if FABENCH_HAVE_MPI
+  if (b && b->kind == COLL_BOOT_MPI && b->size > 1) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) {
+      fflush(NULL);
+      MPI_Abort(MPI_COMM_WORLD, 1); /* the runtime stops every rank; it does not return */
+    }
+  }
+#endif
+  coll_boot_close(b);
+}
+
 void coll_boot_close(coll_boot *b) {
   if (!b) return;
+#if FABENCH_HAVE_MPI
+  boot_watch_stop(b);
+#endif
   if (b->fds)
     for (int i = 0; i < b->size; i++)
       if (b->fds[i] >= 0) close(b->fds[i]);

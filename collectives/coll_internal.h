@@ -66,6 +66,11 @@ int coll_boot_join(coll_boot *b, int fd, const char *tok, double deadline, coll_
 int coll_boot_from_fds(coll_boot **out, int rank, int size, const int *fds, int timeout_ms,
                        coll_err *e);
 
+/* Around a blocking MPI call (what: its name, a literal): the MPI bootstrap's watchdog aborts
+ * the job when the call outlasts the timeout. No-ops for other bootstraps. */
+void coll_boot_mpi_begin(coll_boot *b, const char *what);
+void coll_boot_mpi_end(coll_boot *b);
+
 /* Constructors: connect to every peer, exchanging addresses through the boot's all-gather. */
 int coll_tcp_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
                   coll_err *e);
