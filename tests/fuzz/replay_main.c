@@ -5,8 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fuzz.h"
+
+#define REPLAY_TIMEOUT_S 20
 
 static int run_file(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -40,7 +43,10 @@ static int run_file(const char *path) {
   if (exact) memcpy(exact, buf, n);
   free(buf);
   if (!exact) return -1;
+  /* as libFuzzer's -timeout: an input that takes this long is a finding (SIGALRM ends us) */
+  alarm(REPLAY_TIMEOUT_S);
   LLVMFuzzerTestOneInput(exact, n);
+  alarm(0);
   free(exact);
   return 0;
 }
