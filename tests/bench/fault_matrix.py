@@ -250,6 +250,9 @@ def run_case(binary, cmd, transport, fault, timeout_s, rng, tmp):
         stderr = f.read()
     named = set(int(m) for m in re.findall(r"rank (\d+) \(%s[,)]" % re.escape(HOST), stderr))
     named |= set(int(m) for m in re.findall(r"process rank (\d+) with PID \d+ on node %s" % re.escape(HOST), stderr))
+    crash = re.search(r"stack smashing|Segmentation fault|AddressSanitizer|runtime error:|double free", stderr)
+    if crash:
+        problems.append(f"a process crashed: {crash.group(0)}")
     if fault_at is not None and not problems:
         if not named:
             problems.append("no error names a rank and this host")
