@@ -35,9 +35,9 @@
 #define UCX_PURE_SPIN_US 2      /* idle this long: poll only; then also yield the core */
 #define UCX_SPIN_US_DEFAULT 200 /* idle this long: sleep on the worker's events */
 #define UCX_SLEEP_SLICE_MS 10   /* longest sleep between progress calls */
-/* How often UCX checks that peers on shared memory are alive (its default is 20 s; a peer
- * reached over a network transport is seen gone when its connection breaks, at once).
- * UCX_KEEPALIVE_INTERVAL overrides. */
+/* How often UCX's keepalive probes the peers of endpoints with peer error handling (its default
+ * is 20 s): a dead peer whose connection does not break by itself (a host gone, a link down)
+ * is then reported within about this long. UCX_KEEPALIVE_INTERVAL overrides. */
 #define UCX_KEEPALIVE_DEFAULT "1s"
 
 enum { UREQ_PENDING = 1, UREQ_DONE = 2, UREQ_FAILED = 3 };
@@ -406,9 +406,8 @@ static int ucx_test(coll_transport *t, coll_req *r, int *done, coll_err *e) {
   *done = ucx_poll(u, q, e, &err);
   if (err) return -1;
   if (!*done && u->gone[q->peer] != UCS_OK) {
-    ucx_req *qs[1] = {q};
     int rc = ucx_gone_fail(u, q->peer, q->is_recv ? "receiving" : "sending", q->bytes, e);
-    ucx_abandon(u, qs[0]);
+    ucx_abandon(u, q);
     return rc;
   }
   if (*done && q->state == UREQ_FAILED)

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* Optional, once before the first input (libFuzzer's contract; replay_main.c calls it too). */
+int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
 /* An invariant of the code under test failed: crash, so the fuzzer keeps the input. */
 #define FUZZ_CHECK(cond)                                                                 \

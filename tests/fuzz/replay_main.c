@@ -57,6 +57,7 @@ static int by_name(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   int runs = 0, bad = 0;
+  if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
   for (int i = 1; i < argc; i++) {
     struct stat st;
     if (stat(argv[i], &st) != 0) {
