@@ -557,7 +557,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)o->timeout_s * 1000, &e)) return ar_fail(&e);
   x.rank = coll_boot_rank(x.boot);
   x.size = coll_boot_size(x.boot);
-  int rc = 0, ncells = 0;
+  int rc = 0, ncells = 0, failed = 1;
   coll_comm *comms[AR_MAX_LIST] = {0}, *buf_owner = NULL;
   void *buf = NULL;
   ar_cell cells[AR_MAX_LIST * AR_MAX_LIST];
@@ -636,6 +636,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     printf("# %s: %s\n", wrong ? "FAILED: wrong results at some sizes" : rc ? "FAILED" : "all results verified",
            x.run.dir);
   }
+  failed = rc != 0;
   if (!rc && wrong) rc = 1;
 out:
   if (buf_owner)
@@ -649,8 +650,10 @@ out:
     res_table_close(x.tab);
     if (x.run.meta) bench_run_end(&x.run);
   }
-  coll_boot_close(x.boot);
   res_model_free(&x.model);
+  /* a failure (not wrong results) may leave a rank dead or stopped: MPI must not wait for it */
+  if (failed) coll_boot_abort(x.boot);
+  else coll_boot_close(x.boot);
   return rc;
 }
 

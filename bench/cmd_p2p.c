@@ -658,7 +658,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   if (coll_boot_open(&b, COLL_BOOT_AUTO, o->want_mpi, timeout_ms, &e))
     return bench_error("%s", e.msg);
   int rank = coll_boot_rank(b), size = coll_boot_size(b);
-  int rc = 1, bad_data = 0;
+  int rc = 1, bad_data = 0, failed = 1;
   uint64_t *sizes = NULL;
   p2p_out po;
   memset(&po, 0, sizeof po);
@@ -676,6 +676,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   if (!o->pairs_all && (o->src >= size || o->dst >= size)) {
     bench_error("--pairs %d,%d: there are only %d ranks", o->src, o->dst, size);
     rc = 2;
+    failed = 0; /* every rank refuses alike */
     goto out;
   }
   char bind_desc[256];
@@ -788,6 +789,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     printf("# results in %s\n", po.run.dir);
   }
   rc = bad_data ? 1 : 0;
+  failed = 0;
   if (bad_data && rank == 0) bench_error("data arrived wrong (see the errors column)");
 
 out:
@@ -802,7 +804,9 @@ out:
   free(x.expect);
   free(x.reqs);
   free(x.samples);
-  coll_boot_close(b);
+  /* a failure may leave a rank dead or stopped: MPI must not wait for it */
+  if (failed) coll_boot_abort(b);
+  else coll_boot_close(b);
   return rc;
 }
 

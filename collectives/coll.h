@@ -51,6 +51,9 @@ int coll_boot_host_count(const coll_boot *b);
 int coll_boot_allgather(coll_boot *b, void *all, const void *mine, size_t bytes, coll_err *e);
 int coll_boot_barrier(coll_boot *b, coll_err *e);
 void coll_boot_close(coll_boot *b);
+/* Ends a failed run. Under MPI: MPI_Abort, which stops every rank (MPI_Finalize would wait for
+ * a dead or stopped rank for ever); it does not return. Otherwise coll_boot_close. */
+void coll_boot_abort(coll_boot *b);
 
 /* ---- communicators ---- */
 typedef enum { COLL_TCP, COLL_MPI, COLL_UCX, COLL_NCCL, COLL_NTRANSPORTS } coll_transport_kind;

@@ -55,6 +55,22 @@ struct coll_transport {
  * else this host's first non-loopback IPv4 address. */
 int coll_boot_advertise_addr(const coll_boot *b, char *out, size_t cap, coll_err *e);
 
+/* The environment rendezvous's two ends of one connection (boot.c), apart for tests and fuzzing.
+ * admit (rank 0): reads a hello from fd and accepts it (1: fd is kept as that rank's) or
+ * rejects it (0: fd is answered and closed). join (other ranks): presents this rank on fd to
+ * rank 0 and receives every rank's host. */
+int coll_boot_admit(coll_boot *b, int fd, const char *tok, double deadline);
+int coll_boot_join(coll_boot *b, int fd, const char *tok, double deadline, coll_err *e);
+/* A bootstrap over connections made elsewhere: rank 0 holds fds[r] for each peer r, the others
+ * fds[0] (fds may be NULL: none yet); it takes and closes them. Hosts are "host<r>". */
+int coll_boot_from_fds(coll_boot **out, int rank, int size, const int *fds, int timeout_ms,
+                       coll_err *e);
+
+/* Around a blocking MPI call (what: its name, a literal): the MPI bootstrap's watchdog aborts
+ * the job when the call outlasts the timeout. No-ops for other bootstraps. */
+void coll_boot_mpi_begin(coll_boot *b, const char *what);
+void coll_boot_mpi_end(coll_boot *b);
+
 /* Constructors: connect to every peer, exchanging addresses through the boot's all-gather. */
 int coll_tcp_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
                   coll_err *e);
@@ -62,6 +78,10 @@ int coll_mpi_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
                   coll_err *e);
 int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
                   coll_err *e);
+/* The tcp transport over connections made elsewhere (tests and fuzzing): fds[peer * streams + s],
+ * -1 for this rank's own entries; it takes and closes them. No spinning. */
+int coll_tcp_from_fds(coll_transport **out, const coll_comm *c, int streams, const int *fds,
+                      coll_err *e);
 
 /* The ring on mapped memory (algo_ring.c) writes its results with streaming stores from this
  * buffer size on (FABENCH_RING_STREAM_BYTES overrides). */
