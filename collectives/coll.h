@@ -68,6 +68,8 @@ typedef struct {
   size_t chunk_bytes;    /* pipelining unit of the algorithms; 0: COLL_CHUNK_DEFAULT, or
                             COLL_CHUNK_UCX for ucx */
   int no_peer_map;       /* ucx: coll_mem_alloc gives plain memory, peers never map it */
+  const char *devices;   /* nccl: CUDA devices by local rank ("0,1,2,3"); NULL: local rank
+                            modulo the device count */
 } coll_comm_opts;
 
 /* reno: built into every kernel and allowed to every user. Pacing controls (bbr, a common
@@ -96,6 +98,18 @@ void coll_comm_close(coll_comm *c);
  * pass the same place (region and offset) of it to one call. Free before closing c. */
 void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e);
 void coll_mem_free(coll_comm *c, void *p);
+
+/* ---- device memory (the nccl transport: coll_mem_alloc gives GPU memory) ----
+ * 0 when the transport can run on this machine, else -1 and why (nccl: no CUDA device). */
+int coll_transport_usable(coll_transport_kind k, coll_err *e);
+/* The CUDA device of c's buffers, or -1 when they are host memory. */
+int coll_comm_device(const coll_comm *c);
+/* Copies bytes between host memory and c's (either way, or within); returns when done. */
+int coll_mem_copy(coll_comm *c, void *dst, const void *src, size_t bytes, coll_err *e);
+/* Device time (CUDA events on c's stream) from start to stop; stop waits for the work between
+ * and gives seconds. Device communicators only. */
+int coll_timer_start(coll_comm *c, coll_err *e);
+int coll_timer_stop(coll_comm *c, double *sec, coll_err *e);
 
 /* ---- all-reduce ---- */
 typedef enum {
