@@ -197,6 +197,15 @@ int coll_timer_start(coll_comm *c, coll_err *e) {
   return coll_fail(e, "rank %d: %s has no device timer", c->rank, c->tp->ops->name);
 }
 
+int coll_copy_bench(coll_comm *c, coll_copy_kind k, int peer, size_t bytes, int iters, double *sec,
+                    int64_t *bad, coll_err *e) {
+#ifdef FABENCH_BUILD_NCCL
+  if (c->tp->on_device) return coll_nccl_copy_bench(c->tp, k, peer, bytes, iters, sec, bad, e);
+#endif
+  (void)k, (void)peer, (void)bytes, (void)iters, (void)sec, (void)bad;
+  return coll_fail(e, "rank %d: %s has no GPU to copy on", c->rank, c->tp->ops->name);
+}
+
 int coll_timer_stop(coll_comm *c, double *sec, coll_err *e) {
 #ifdef FABENCH_BUILD_NCCL
   if (c->tp->on_device) return coll_nccl_timer(c->tp, 1, sec, e);

@@ -85,6 +85,8 @@ int coll_nccl_usable(coll_err *e);
 size_t coll_nccl_version(char *out, size_t cap, int sep);
 int coll_nccl_copy_wait(coll_transport *t, void *dst, const void *src, size_t bytes, coll_err *e);
 int coll_nccl_timer(coll_transport *t, int stop, double *sec, coll_err *e);
+int coll_nccl_copy_bench(coll_transport *t, coll_copy_kind k, int peer, size_t bytes, int iters,
+                         double *sec, int64_t *bad, coll_err *e);
 
 /* The ring on mapped memory (algo_ring.c) writes its results with streaming stores from this
  * buffer size on (FABENCH_RING_STREAM_BYTES overrides). */

@@ -655,3 +655,79 @@ out:
   *out = &t->base;
   return 0;
 }
+
+/* ---- the copy ceilings ---- */
+
+int coll_nccl_copy_bench(coll_transport *tp, coll_copy_kind k, int peer, size_t bytes, int iters,
+                         double *sec, int64_t *bad, coll_err *e) {
+  nc_transport *t = (nc_transport *)tp;
+  int dev = t->base.device, ndev = 0;
+  char *src = NULL, *dst = NULL, *host = NULL;
+  int src_host = k == COLL_COPY_H2D, dst_host = k == COLL_COPY_D2H, rc = -1;
+  size_t n = bytes ? bytes : 1;
+  *bad = 0;
+  if (k == COLL_COPY_PEER) {
+    cudaGetDeviceCount(&ndev);
+    if (peer < 0 || peer >= ndev || peer == dev)
+      return coll_fail(e, "rank %d: no other CUDA device %d to copy to (%d device(s))", t->base.rank, peer, ndev);
+    int can = 0;
+    cudaDeviceCanAccessPeer(&can, dev, peer);
+    cudaError_t pe = can ? cudaDeviceEnablePeerAccess(peer, 0) : cudaSuccess;
+    if (pe != cudaSuccess && pe != cudaErrorPeerAccessAlreadyEnabled) {
+      nc_cuda(t, pe, "cudaDeviceEnablePeerAccess");
+      return nc_report(t, e);
+    }
+    cudaGetLastError();
+  }
+  host = malloc(n);
+  if (!host) return coll_fail(e, "rank %d: out of memory", t->base.rank);
+  for (size_t i = 0; i < n; i++) host[i] = (char)(i * 131u + (i >> 12) + 7u); /* not periodic in a page */
+  if ((src_host ? nc_cuda(t, cudaMallocHost((void **)&src, n), "cudaMallocHost")
+                : nc_cuda(t, cudaMalloc((void **)&src, n), "cudaMalloc")))
+    goto out;
+  if (k == COLL_COPY_PEER) {
+    if (nc_cuda(t, cudaSetDevice(peer), "cudaSetDevice") ||
+        nc_cuda(t, cudaMalloc((void **)&dst, n), "cudaMalloc (peer)") ||
+        nc_cuda(t, cudaSetDevice(dev), "cudaSetDevice"))
+      goto out;
+  } else if (dst_host ? nc_cuda(t, cudaMallocHost((void **)&dst, n), "cudaMallocHost")
+                      : nc_cuda(t, cudaMalloc((void **)&dst, n), "cudaMalloc")) {
+    goto out;
+  }
+  if (nc_cuda(t, cudaMemcpy(src, host, n, cudaMemcpyDefault), "cudaMemcpy (source)")) goto out;
+  if (dst_host)
+    memset(dst, 0, n); /* what was not copied cannot pass the check */
+  else if (nc_cuda(t, cudaMemset(dst, 0, n), "cudaMemset"))
+    goto out;
+  for (int i = -2; i < iters; i++) {
+    if (i >= 0 && nc_cuda(t, cudaEventRecord(t->ev[0], t->stream), "cudaEventRecord")) goto out;
+    cudaError_t ce = k == COLL_COPY_PEER ? cudaMemcpyPeerAsync(dst, peer, src, dev, bytes, t->stream)
+                                         : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, t->stream);
+    if (nc_cuda(t, ce, "cudaMemcpyAsync")) goto out;
+    if (i < 0) continue;
+    float ms = 0;
+    if (nc_cuda(t, cudaEventRecord(t->ev[1], t->stream), "cudaEventRecord") || nc_wait(t, t->ev[1], e) ||
+        nc_cuda(t, cudaEventElapsedTime(&ms, t->ev[0], t->ev[1]), "cudaEventElapsedTime"))
+      goto out;
+    sec[i] = (double)ms * 1e-3;
+  }
+  if (nc_wait(t, NULL, e)) goto out;
+  /* the copied bytes, back on the host, against the source */
+  char *back = malloc(n);
+  if (!back) {
+    coll_fail(e, "rank %d: out of memory", t->base.rank);
+    goto out;
+  }
+  if (nc_cuda(t, cudaMemcpy(back, dst, bytes, cudaMemcpyDefault), "cudaMemcpy (check)") == 0) {
+    for (size_t i = 0; i < bytes; i++) *bad += back[i] != host[i];
+    rc = 0;
+  }
+  free(back);
+out:
+  if (rc && t->failed) nc_report(t, e);
+  t->failed = 0;
+  if (src) src_host ? cudaFreeHost(src) : cudaFree(src);
+  if (dst) dst_host ? cudaFreeHost(dst) : cudaFree(dst);
+  free(host);
+  return rc;
+}
