@@ -295,6 +295,48 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
 
 /* ---- one rank's run ---- */
 
+/* What carries a GPU communicator's data, as NCCL would choose it from the path between the
+ * GPUs (rank 0's topology; NCCL's own choice is in its NCCL_DEBUG=INFO log): NVLink, PCIe
+ * peer-to-peer up to a host bridge, shared memory across host bridges or sockets, and between
+ * hosts InfiniBand/RoCE when this host has it, else sockets. Ranks sharing one GPU: CUDA IPC
+ * (path X). The widest path class between neighbouring ranks' GPUs follows a slash
+ * ("nccl:pcie/PXB"); none between hosts. */
+static void ar_gpu_fabric(coll_comm *c, char *fabric, size_t fcap) {
+  char path[16];
+  size_t pcap = sizeof path;
+  static const char *const order[] = {"X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS"};
+  const char *base = coll_comm_fabric(c);
+  int n = coll_comm_size(c), worst = -1, hosts_apart = 0;
+  char err[256], cls[16];
+  topo_info *ti = NULL;
+  path[0] = '\0';
+  snprintf(fabric, fcap, "%s", base);
+  if (topo_load(&ti, NULL, err, sizeof err) != 0) return;
+  for (int r = 0; r < n; r++) {
+    int q = (r + 1) % n;
+    if (strcmp(coll_comm_host(c, r), coll_comm_host(c, q))) {
+      hosts_apart = 1;
+      continue;
+    }
+    if (topo_gpu_path(ti, coll_comm_gpu(c, r), coll_comm_gpu(c, q), cls, sizeof cls)) continue;
+    for (int i = 0; i < 7; i++)
+      if (!strncmp(cls, order[i], strlen(order[i])) && i > worst) {
+        snprintf(path, pcap, "%s", cls);
+        worst = i;
+      }
+  }
+  const char *p2p_off = getenv("NCCL_P2P_DISABLE"), *ib_off = getenv("NCCL_IB_DISABLE");
+  if (!strncmp(base, "nccl:", 5) && n > 1) {
+    const char *what = hosts_apart ? (topo_has_ib(ti) && !(ib_off && atoi(ib_off)) ? "ib" : "socket")
+                       : worst == 1 && !(p2p_off && atoi(p2p_off)) ? "nvlink"
+                       : worst >= 2 && worst <= 4 && !(p2p_off && atoi(p2p_off)) ? "pcie"
+                       : worst >= 0 ? "shm" : "p2p";
+    snprintf(fabric, fcap, "nccl:%s", what);
+  }
+  if (path[0]) snprintf(fabric + strlen(fabric), fcap - strlen(fabric), "/%s", path);
+  topo_free(ti);
+}
+
 typedef struct {
   const ar_opts *o;
   coll_boot *boot;
@@ -316,6 +358,8 @@ typedef struct {
   res_stats st;  /* of this size's samples */
   int is_peer;
   void *dbuf;    /* the device buffer of a device communicator (nccl), else NULL */
+  char gfabric[80]; /* device communicators (rank 0): what carries the data, then the widest
+                       path class between neighbouring ranks' GPUs: "nccl:nvlink/NV18" */
 } ar_cell;
 
 static int ar_fail(const coll_err *e) { return bench_error("%s", e->msg); }
@@ -476,7 +520,9 @@ static void ar_header(const ar_ctx *x) {
 static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nbytes, size_t count,
                      coll_dtype dt, coll_op op, int64_t wrong) {
   const ar_opts *o = x->o;
-  const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC") : coll_comm_fabric(k->c);
+  const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC")
+                       : k->gfabric[0]                    ? k->gfabric
+                                                          : coll_comm_fabric(k->c);
   res_stats st = k->st;
   /* busbw ratio = the peer's median time over this one's (same bytes, same ranks) */
   double vs = peer && st.p50 > 0 ? peer->st.p50 / st.p50 : NAN;
@@ -646,10 +692,13 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       rc = ar_fail(&e);
       break;
     }
+    char gfabric[80] = "";
+    if (dbufs[t] && x.rank == 0) ar_gpu_fabric(comms[t], gfabric, sizeof gfabric);
     for (int a = 0; a < o->nalgos; a++) {
       ar_cell *k = &cells[ncells];
       k->c = comms[t];
       k->dbuf = dbufs[t];
+      snprintf(k->gfabric, sizeof k->gfabric, "%s", gfabric);
       k->tk = o->transports[t];
       k->algo = o->algos[a];
       coll_algo_format(k->aname, sizeof k->aname, k->algo);

@@ -401,6 +401,9 @@ int coll_transport_usable(coll_transport_kind k, coll_err *e) {
 }
 
 int coll_comm_device(const coll_comm *c) { return c->tp->on_device ? c->tp->device : -1; }
+const char *coll_comm_gpu(const coll_comm *c, int rank) {
+  return c->tp->gpus && rank >= 0 && rank < c->size ? c->tp->gpus[rank] : "";
+}
 
 void coll_versions(char *out, size_t cap) {
   size_t off = 0;

@@ -104,6 +104,8 @@ void coll_mem_free(coll_comm *c, void *p);
 int coll_transport_usable(coll_transport_kind k, coll_err *e);
 /* The CUDA device of c's buffers, or -1 when they are host memory. */
 int coll_comm_device(const coll_comm *c);
+/* Rank `rank`'s GPU as a PCI bus id ("0000:17:00.0"), or "" (host memory). */
+const char *coll_comm_gpu(const coll_comm *c, int rank);
 /* Copies bytes between host memory and c's (either way, or within); returns when done. */
 int coll_mem_copy(coll_comm *c, void *dst, const void *src, size_t bytes, coll_err *e);
 /* Device time (CUDA events on c's stream) from start to stop; stop waits for the work between

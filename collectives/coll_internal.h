@@ -59,6 +59,7 @@ struct coll_transport {
   const coll_comm *comm; /* for peer host names in errors */
   char fabric[128];      /* what it runs on, e.g. "tcp:lo" */
   int on_device, device; /* buffers in GPU memory, on this CUDA device (0: host memory) */
+  char (*gpus)[32];      /* device transports: each rank's GPU, as a PCI bus id; else NULL */
   int grouped;           /* sends and receives move only as one group at each wait (NCCL's
                             ncclGroupStart/End): algorithms must post a step's messages and
                             wait them together; the ring then goes step by step */

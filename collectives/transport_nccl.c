@@ -476,6 +476,7 @@ static void nc_close(coll_transport *tp) {
     if (t->ev[i]) cudaEventDestroy(t->ev[i]);
   if (t->stream) cudaStreamDestroy(t->stream);
   if (t->tcp) t->tcp->ops->close(t->tcp);
+  free(t->base.gpus);
   free(t->pend);
   free(t);
 }
@@ -626,6 +627,14 @@ int coll_nccl_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_
     goto out;
   }
   t->ipc = shared;
+  if (!(t->base.gpus = calloc((size_t)n, sizeof *t->base.gpus))) {
+    coll_fail(e, "rank %d: out of memory", me);
+    goto out;
+  }
+  for (int p = 0; p < n; p++) {
+    snprintf(t->base.gpus[p], sizeof t->base.gpus[p], "%s", wh[p].bus);
+    for (char *q = t->base.gpus[p]; *q; q++) *q = (char)(*q >= 'A' && *q <= 'F' ? *q - 'A' + 'a' : *q);
+  }
   if (t->ipc) {
     t->base.ops = &nc_ipc_ops;
     snprintf(t->base.fabric, sizeof t->base.fabric, "cuda-ipc:1gpu");

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "topo_int.h"
 
@@ -177,6 +178,23 @@ static void topo_cell(const topo_info *ti, int i, int j, char *out, size_t cap) 
   topo_path_class c = topo_path(ti, a, b, nvl, &links);
   if (c == TOPO_PATH_NV) snprintf(out, cap, "NV%d", links);
   else snprintf(out, cap, "%s", topo_path_name(c));
+}
+
+int topo_gpu_path(const topo_info *ti, const char *bus_a, const char *bus_b, char *out, size_t cap) {
+  int ia = -1, ib = -1;
+  for (int g = 0; g < ti->ngpus; g++) {
+    if (!strcasecmp(ti->gpu[g].pci.bdf, bus_a)) ia = g;
+    if (!strcasecmp(ti->gpu[g].pci.bdf, bus_b)) ib = g;
+  }
+  if (ia < 0 || ib < 0) return -1;
+  topo_cell(ti, ia, ib, out, cap);
+  return 0;
+}
+
+int topo_has_ib(const topo_info *ti) {
+  for (int k = 0; k < ti->nnics; k++)
+    if (strstr(ti->nic[k].kind, "infiniband") || strstr(ti->nic[k].kind, "roce")) return 1;
+  return 0;
 }
 
 cJSON *topo_json(const topo_info *ti) {
