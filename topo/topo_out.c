@@ -262,6 +262,24 @@ cJSON *topo_json(const topo_info *ti) {
     }
     if (g->switch_links >= 0) cJSON_AddNumberToObject(o, "nvswitch_links", g->switch_links);
     else cJSON_AddNullToObject(o, "nvswitch_links");
+    /* MIG: null when unknown, else the mode and the instances (each a device of its own) */
+    if (g->mig.mode < 0) {
+      cJSON_AddNullToObject(o, "mig");
+    } else {
+      cJSON *mg = cJSON_AddObjectToObject(o, "mig");
+      cJSON_AddBoolToObject(mg, "enabled", g->mig.mode == 1);
+      cJSON *ins = cJSON_AddArrayToObject(mg, "instances");
+      for (int k = 0; k < g->mig.n; k++) {
+        const topo_mig *x = &g->mig.inst[k];
+        cJSON *io = cJSON_CreateObject();
+        cJSON_AddNumberToObject(io, "gpu_instance", x->gi);
+        cJSON_AddNumberToObject(io, "compute_instance", x->ci);
+        cJSON_AddStringToObject(io, "name", x->name);
+        topo_json_str_or_null(io, "uuid", x->uuid);
+        topo_json_num_or_null(io, "memory_bytes", (double)x->mem_bytes);
+        cJSON_AddItemToArray(ins, io);
+      }
+    }
     cJSON_AddItemToArray(gpus, o);
   }
 
@@ -406,6 +424,13 @@ void topo_print(FILE *f, const topo_info *ti) {
             g->pci.numa >= 0 ? g->pci.nodeset : "?");
     topo_print_pcie(f, &g->pci);
     fprintf(f, "  nearest NIC %s\n", g->nearest_nic >= 0 ? ti->nic[g->nearest_nic].name : "none");
+    if (g->mig.mode == 1) fprintf(f, "         MIG enabled, %d instance(s)\n", g->mig.n);
+    for (int k = 0; k < g->mig.n; k++) {
+      const topo_mig *x = &g->mig.inst[k];
+      char mm[32] = "memory unknown";
+      if (x->mem_bytes > 0) topo_human_bytes(mm, sizeof mm, (double)x->mem_bytes);
+      fprintf(f, "         MIG gi %u ci %u  %s  %s  %s\n", x->gi, x->ci, x->name, mm, x->uuid);
+    }
   }
   fprintf(f, "NICs    %d\n", ti->nnics);
   for (int i = 0; i < ti->nnics; i++) {
