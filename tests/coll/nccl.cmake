@@ -16,3 +16,18 @@ if(FABENCH_BUILD_NCCL)
     endif()
   endforeach()
 endif()
+# Without a device (or without CUDA in the build), --transport nccl is one line and exit 3, for
+# allreduce and p2p alike; with a device the check does not apply (skipped).
+set(_nccl_nodev [=[
+for cmd in "allreduce --transport tcp,nccl --max-bytes 64" "p2p --transport nccl --tests d2d"; do
+  "$0" $cmd --out "$1/nodev" >"$1/nodev.out" 2>"$1/nodev.err"; rc=$?
+  if [ $rc -eq 0 ]; then echo "SKIP: a CUDA device is present"; exit 77; fi
+  [ $rc -eq 3 ] || { echo "$cmd: exit $rc, want 3"; cat "$1/nodev.err"; exit 1; }
+  [ "$(wc -l <"$1/nodev.err")" -eq 1 ] || { echo "$cmd: not one line:"; cat "$1/nodev.err"; exit 1; }
+  grep -q "nccl: no CUDA device is present" "$1/nodev.err" || { cat "$1/nodev.err"; exit 1; }
+  [ ! -s "$1/nodev.out" ] || { echo "$cmd: wrote to stdout:"; cat "$1/nodev.out"; exit 1; }
+done
+]=])
+add_test(NAME coll_nccl_no_device COMMAND sh -c "${_nccl_nodev}" $<TARGET_FILE:fabench>
+         ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(coll_nccl_no_device PROPERTIES SKIP_RETURN_CODE 77 LABELS "coll;gpu")
