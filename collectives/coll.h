@@ -1,4 +1,4 @@
-/* collectives: bootstrap, communicators over a transport (tcp, mpi, ucx), all-reduce algorithms
+/* collectives: bootstrap, communicators over a transport (tcp, mpi, ucx, nccl), all-reduce algorithms
  * and reduction kernels. Knows nothing of models or benches. All calls return 0 on success and
  * -1 on failure with the cause (naming ranks and hosts) in the coll_err. */
 #ifndef FABENCH_COLL_H
