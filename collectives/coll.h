@@ -1,4 +1,4 @@
-/* collectives: bootstrap, communicators over a transport (tcp, mpi, ucx), all-reduce algorithms
+/* collectives: bootstrap, communicators over a transport (tcp, mpi, ucx, nccl), all-reduce algorithms
  * and reduction kernels. Knows nothing of models or benches. All calls return 0 on success and
  * -1 on failure with the cause (naming ranks and hosts) in the coll_err. */
 #ifndef FABENCH_COLL_H
@@ -74,6 +74,8 @@ typedef struct {
   int no_spin;           /* waits sleep at once instead of spinning first: the rank has other
                             work for its cores while it waits (training's backward) */
   const struct coll_model *model; /* what `auto` picks by (copied); NULL: coll_model_default */
+  const char *devices;   /* nccl: CUDA devices by local rank ("0,1,2,3"); NULL: local rank
+                            modulo the device count */
 } coll_comm_opts;
 
 /* reno: built into every kernel and allowed to every user. Pacing controls (bbr, a common
@@ -102,6 +104,27 @@ void coll_comm_close(coll_comm *c);
  * pass the same place (region and offset) of it to one call. Free before closing c. */
 void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e);
 void coll_mem_free(coll_comm *c, void *p);
+
+/* ---- device memory (the nccl transport: coll_mem_alloc gives GPU memory) ----
+ * 0 when the transport can run on this machine, else -1 and why (nccl: no CUDA device). */
+int coll_transport_usable(coll_transport_kind k, coll_err *e);
+/* The CUDA device of c's buffers, or -1 when they are host memory. */
+int coll_comm_device(const coll_comm *c);
+/* Rank `rank`'s GPU as a PCI bus id ("0000:17:00.0"), or "" (host memory). */
+const char *coll_comm_gpu(const coll_comm *c, int rank);
+/* Copies bytes between host memory and c's (either way, or within); returns when done. */
+int coll_mem_copy(coll_comm *c, void *dst, const void *src, size_t bytes, coll_err *e);
+/* Device time (CUDA events on c's stream) from start to stop; stop waits for the work between
+ * and gives seconds. Device communicators only. */
+int coll_timer_start(coll_comm *c, coll_err *e);
+int coll_timer_stop(coll_comm *c, double *sec, coll_err *e);
+/* The GPU's copy ceilings, as nvbandwidth measures them: within its memory (D2D), from and to
+ * pinned host memory (H2D, D2H), and to another GPU of this process (PEER: to CUDA device
+ * `peer`). After two warm-up copies, iters copies of `bytes`, each timed with CUDA events,
+ * into sec[0..iters); *bad gets the bytes of the copied data that differ from the source. */
+typedef enum { COLL_COPY_D2D, COLL_COPY_H2D, COLL_COPY_D2H, COLL_COPY_PEER } coll_copy_kind;
+int coll_copy_bench(coll_comm *c, coll_copy_kind k, int peer, size_t bytes, int iters, double *sec,
+                    int64_t *bad, coll_err *e);
 
 /* ---- all-reduce ---- */
 typedef enum {

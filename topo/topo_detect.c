@@ -129,6 +129,7 @@ static void topo_find_gpus(topo_info *ti) {
     g->mem_bytes = -1;
     g->nearest_nic = -1;
     g->switch_links = -1;
+    g->mig.mode = -1;
     /* prefer the CUDA/NVML plugin's objects when an XML carries them */
     for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
       if (c->type != HWLOC_OBJ_OS_DEVICE) continue;
@@ -286,6 +287,7 @@ static int topo_nvlink_from_nvml(topo_info *ti, const topo_nvml_info *nv) {
     topo_gpu *tg = &ti->gpu[gi];
     if (g->name[0]) topo_copy(tg->model, sizeof tg->model, g->name);
     if (g->mem_bytes > 0) tg->mem_bytes = g->mem_bytes;
+    tg->mig = g->mig;
     for (int l = 0; l < g->nlinks; l++) {
       const topo_nvml_link *lk = &g->links[l];
       int peer = -1;
