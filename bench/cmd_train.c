@@ -1000,14 +1000,18 @@ out:
   nn_net_destroy(x.net); /* frees the arena through its communicator: before closing them */
   free(init);
   free(init_bufs);
-  for (int t = 0; t < ntk; t++)
+  for (int t = 0; t < ntk; t++) {
+    if (comms[t] && status == 1) coll_comm_mark_failed(comms[t]);
     if (comms[t]) coll_comm_close(comms[t]);
+  }
   nn_data_free(&x.train);
   nn_data_free(&x.test);
   if (have_run) bench_run_end(&x.run);
   cJSON_Delete(x.trace);
   if (x.model.n) res_model_free(&x.model);
-  coll_boot_close(x.boot);
+  /* a failed run may have a rank dead or stopped: under MPI, abort rather than wait for it */
+  if (status == 1) coll_boot_abort(x.boot);
+  else coll_boot_close(x.boot);
   return status;
 }
 

@@ -249,6 +249,10 @@ const char *coll_comm_host(const coll_comm *c, int rank) {
 }
 const char *coll_comm_fabric(const coll_comm *c) { return c->tp->fabric; }
 
+void coll_comm_mark_failed(coll_comm *c) {
+  if (c) c->failed = 1;
+}
+
 void coll_comm_close(coll_comm *c) {
   if (!c) return;
   if (c->tp && c->tp->ops->dev_free) { /* device scratch goes before the device's context */

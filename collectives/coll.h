@@ -95,6 +95,9 @@ size_t coll_comm_chunk(const coll_comm *c); /* the pipelining unit in use */
  * "ucx:posix", "mpi:ob1/tcp". */
 const char *coll_comm_fabric(const coll_comm *c);
 void coll_comm_close(coll_comm *c);
+/* The run failed outside this communicator (a peer's death seen elsewhere, a failed step):
+ * closing must not wait to say goodbye to peers that may be gone. */
+void coll_comm_mark_failed(coll_comm *c);
 
 /* Memory for buffers to be all-reduced on c. Collective: every rank calls it with the same
  * bytes, in the same order. On ucx, when every rank can map every other's (one host, UCX's

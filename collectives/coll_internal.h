@@ -133,6 +133,7 @@ struct coll_comm {
   void *scratch2;
   size_t scratch2_bytes;
   uint32_t seq; /* per-call tag base, so stale messages are caught */
+  int failed;   /* coll_comm_mark_failed: the transport closes without talking to its peers */
   coll_req *reqs; /* request array reused across calls */
   size_t reqs_cap;
 };

@@ -673,6 +673,7 @@ static void ucx_close(coll_transport *t) {
   if (u->worker) {
     coll_err e;
     /* best effort; after a failure we only tell the peers, so none waits for us in vain */
+    if (u->base.comm && u->base.comm->failed) u->failed = 1; /* the run failed elsewhere */
     if (u->base.size > 1)
       ucx_exchange(u, UCX_CTRL_CLOSE, !u->failed, u->failed ? 200 : UCX_CLOSE_TIMEOUT_MS, &e);
     /* regions the caller did not free; keys go before the endpoints they were unpacked on */
