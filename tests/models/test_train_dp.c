@@ -22,6 +22,7 @@
 #include "../bench/cli_run.h"
 #include "coll.h"
 #include "nn_data.h"
+#include "res.h"
 
 static char dir[256];
 
@@ -43,50 +44,13 @@ static void ok(const run_result *r) {
   if (r->status != 0) fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
 }
 
-/* Field col of data row `row` of a CSV (ours: no quoting); -1 when absent. */
-static int csv_get(char *val, size_t cap, const char *path, int row, const char *col) {
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  char line[16384];
-  int idx = -1, r = -1, found = -1;
-  while (fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = 0;
-    int k = 0;
-    char *p = line;
-    for (;;) {
-      char *c = strchr(p, ',');
-      if (c) *c = 0;
-      if (r == -1 && !strcmp(p, col)) idx = k;
-      if (r == row && k == idx) {
-        size_t len = strlen(p) < cap - 1 ? strlen(p) : cap - 1;
-        memcpy(val, p, len);
-        val[len] = 0;
-        found = 0;
-      }
-      if (!c) break;
-      p = c + 1;
-      k++;
-    }
-    if (r == row) break;
-    r++;
-  }
-  fclose(f);
-  return found;
-}
-
-static int csv_rows(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  int n = -1, c;
-  while ((c = fgetc(f)) != EOF) n += c == '\n';
-  fclose(f);
-  return n;
-}
-
-static double csv_num(const char *path, int row, const char *col) {
-  char v[256];
-  if (csv_get(v, sizeof v, path, row, col)) fail_msg("%s: no %s in row %d", path, col, row);
-  return v[0] ? strtod(v, NULL) : NAN;
+/* A record's rows from a run directory, through results' reader. */
+static res_rows rows_of(const char *run, const res_schema *sch) {
+  char p[600], err[512];
+  res_rows r = {0};
+  snprintf(p, sizeof p, "%s/%s", dir, run);
+  if (res_table_read(&r, sch, p, err, sizeof err)) fail_msg("%s", err);
+  return r;
 }
 
 /* The parameter arena of a checkpoint. */
@@ -152,36 +116,35 @@ static void test_rows_and_shards(void **st) {
             " --bucket-mb 0.01 --first-bucket-mb 0.004 --out %s/rows",
       tl, dir);
   ok(&r);
-  char csv[600], v[256];
-  snprintf(csv, sizeof csv, "%s/rows/train.csv", dir);
   int npairs = coll_transport_built(COLL_UCX) ? 4 : 2;
-  assert_int_equal(csv_rows(csv), 2 + npairs); /* single, none, then every transport x algo */
-  assert_int_equal(csv_get(v, sizeof v, csv, 0, "role"), 0);
-  assert_string_equal(v, "single");
-  assert_int_equal((int)csv_num(csv, 0, "ranks"), 1);
-  assert_int_equal(csv_get(v, sizeof v, csv, 1, "role"), 0);
-  assert_string_equal(v, "none");
+  res_rows rr = rows_of("rows", res_schema_train());
+  const res_train_row *t = rr.rows;
+  assert_int_equal((int)rr.n, 2 + npairs); /* single, none, then every transport x algo */
+  assert_string_equal(t[0].role, "single");
+  assert_int_equal((int)t[0].ranks, 1);
+  assert_string_equal(t[1].role, "none");
   for (int i = 1; i < 2 + npairs; i++) {
-    assert_int_equal((int)csv_num(csv, i, "ranks"), 2);
-    assert_int_equal((int)csv_num(csv, i, "global_batch"), 16);
-    double se = csv_num(csv, i, "scaling_eff"), fe = csv_num(csv, i, "fabric_eff");
+    assert_int_equal((int)t[i].ranks, 2);
+    assert_int_equal((int)t[i].global_batch, 16);
     /* present and positive: their size is the machine's business, not a test's */
-    if (!(se > 0 && isfinite(se) && fe > 0 && isfinite(fe)))
-      fail_msg("row %d: scaling %g fabric %g", i, se, fe);
-    assert_int_equal((int)csv_num(csv, i, "measured_steps"), 6);
+    if (!(t[i].scaling_eff > 0 && isfinite(t[i].scaling_eff) && t[i].fabric_eff > 0 &&
+          isfinite(t[i].fabric_eff)))
+      fail_msg("row %d: scaling %g fabric %g", i, t[i].scaling_eff, t[i].fabric_eff);
+    assert_int_equal((int)t[i].measured_steps, 6);
   }
-  assert_int_equal(csv_get(v, sizeof v, csv, 2, "role"), 0);
-  assert_string_equal(v, "dp");
-  assert_int_equal(csv_get(v, sizeof v, csv, 2, "transport"), 0);
-  assert_string_equal(v, "tcp");
+  assert_string_equal(t[2].role, "dp");
+  assert_string_equal(t[2].transport, "tcp");
   /* the gradient bytes: every parameter once, in f32 */
-  assert_true(csv_num(csv, 2, "grad_bytes") == 4 * csv_num(csv, 2, "params"));
-  assert_true(csv_num(csv, 2, "comm_ms") > 0);
-  assert_true(csv_num(csv, 2, "buckets") >= 2);
-  snprintf(csv, sizeof csv, "%s/rows/train_steps.csv", dir);
-  assert_int_equal(csv_rows(csv), 8 * (1 + 2 * (1 + npairs)));
-  snprintf(csv, sizeof csv, "%s/rows/train_buckets.csv", dir);
-  assert_true(csv_rows(csv) >= 2 * (2 + npairs));
+  assert_true(t[2].grad_bytes == 4 * t[2].params);
+  assert_true(t[2].comm_ms > 0);
+  assert_true(t[2].buckets >= 2);
+  res_rows_free(&rr);
+  rr = rows_of("rows", res_schema_train_steps());
+  assert_int_equal((int)rr.n, 8 * (1 + 2 * (1 + npairs)));
+  res_rows_free(&rr);
+  rr = rows_of("rows", res_schema_train_buckets());
+  assert_true((int)rr.n >= 2 * (2 + npairs));
+  res_rows_free(&rr);
 }
 
 static void test_corrupted_rank_caught(void **st) {
@@ -204,7 +167,9 @@ static void test_killed_rank(void **st) {
   if (r.status == 0) fail_msg("a killed rank went unnoticed");
   if (r.secs > 5 + 10) fail_msg("took %.1f s to notice a killed rank (timeout 5 s)", r.secs);
   if (!strstr(r.err, "rank 1")) fail_msg("stderr does not name rank 1:\n%s", r.err);
-  assert_true(csv_rows(csv) >= 1); /* rows already written stay */
+  res_rows rr = rows_of("killed", res_schema_train_steps()); /* rows already written stay */
+  assert_true(rr.n >= 1);
+  res_rows_free(&rr);
 }
 
 static void test_checkpoint_world(void **st) {
