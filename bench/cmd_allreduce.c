@@ -50,6 +50,9 @@ static const char ar_usage[] =
     "  --bind HOW            none|core|numa|nic|gpu (default: none)\n"
     "  --seed N              data seed (default: 1)\n"
     "  --timeout SEC         every network wait (default: 60)\n"
+    "  --model-from DIR|FILE every row gains the cost model's prediction (t_pred_us) and\n"
+    "                        its error (pred_err); auto picks by this model. A model.json,\n"
+    "                        a directory with one, or a run directory to fit (fabench fit)\n"
     "  --out DIR             run directory (default: results/<UTC>-allreduce)\n";
 
 #define AR_MAX_LIST 16
@@ -68,25 +71,11 @@ typedef struct {
   double step, time_per_size;
   long warmup, iters, streams, seed, timeout_s, rounds;
   int pipelined, check, no_peer_map;
-  const char *out, *mpirun_args, *emulate, *bind, *tcp_cc, *devices;
+  const char *out, *mpirun_args, *emulate, *bind, *tcp_cc, *model_from, *devices;
   int has_peer;                   /* rows carry busbw relative to this pair, when measured */
   coll_transport_kind peer_tk;
   coll_algo peer_algo;
 } ar_opts;
-
-static const res_col ar_cols[] = {
-    {"run_id", RES_STR},      {"schema", RES_INT},      {"host_count", RES_INT},
-    {"ranks", RES_INT},       {"fabric", RES_STR},      {"transport", RES_STR},
-    {"algo", RES_STR},        {"dtype", RES_STR},       {"op", RES_STR},
-    {"bytes", RES_INT},       {"count", RES_INT},       {"iters", RES_INT},
-    {"timing", RES_STR},      {"t_min_us", RES_F64},    {"t_p50_us", RES_F64},
-    {"t_p90_us", RES_F64},    {"t_p99_us", RES_F64},    {"t_max_us", RES_F64},
-    {"t_mean_us", RES_F64},   {"t_std_us", RES_F64},    {"algbw_gbps", RES_F64},
-    {"busbw_gbps", RES_F64},  {"errors", RES_INT},      {"algo_ran", RES_STR},
-    {"host", RES_STR},        {"topo_hash", RES_STR},   {"warmup", RES_INT},
-    {"chunk_bytes", RES_INT}, {"tcp_streams", RES_INT}, {"boot", RES_STR},
-    {"rounds", RES_INT},      {"peer", RES_STR},        {"busbw_vs_peer", RES_F64},
-};
 
 static int ar_algo_eq(coll_algo a, coll_algo b) { return a.kind == b.kind && a.param == b.param; }
 
@@ -106,7 +95,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   const char *peer = NULL; /* NULL: mpi/native when the run measures it */
   enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
          O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_UCXMAP, O_DEVICES, O_ROUNDS, O_PEER, O_MPIRUN, O_EMU, O_BIND, O_SEED,
-         O_TIMEOUT, O_OUT, O_HELP };
+         O_TIMEOUT, O_OUT, O_MODEL, O_HELP };
   static const struct option lo[] = {
       {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
       {"op", 1, 0, O_OP},               {"min-bytes", 1, 0, O_MIN},   {"max-bytes", 1, 0, O_MAX},
@@ -117,7 +106,8 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       {"seed", 1, 0, O_SEED},           {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
       {"ranks", 1, 0, 'n'},             {"help", 0, 0, O_HELP},       {"tcp-cc", 1, 0, O_CC},
       {"rounds", 1, 0, O_ROUNDS},       {"peer", 1, 0, O_PEER},       {"ucx-map", 1, 0, O_UCXMAP},
-      {"devices", 1, 0, O_DEVICES},     {0, 0, 0, 0}};
+      {"model-from", 1, 0, O_MODEL},    {"devices", 1, 0, O_DEVICES},
+      {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch;
@@ -202,6 +192,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       if (bench_parse_int(optarg, 1, 86400, &o->timeout_s)) return bench_usage_error(ar_usage, "--timeout: '%s' is not seconds (1..86400)", optarg);
       break;
     case O_OUT: o->out = optarg; break;
+    case O_MODEL: o->model_from = optarg; break;
     case 'h':
     case O_HELP: fputs(ar_usage, stdout); return 1;
     case ':': return bench_usage_error(ar_usage, "option '%s' needs a value", argv[optind - 1]);
@@ -211,6 +202,13 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   if (optind < argc) return bench_usage_error(ar_usage, "unexpected argument '%s'", argv[optind]);
   if (o->min_bytes > o->max_bytes) return bench_usage_error(ar_usage, "--min-bytes is larger than --max-bytes");
   if (o->emulate && !o->nranks) return bench_usage_error(ar_usage, "--emulate needs -n");
+  if (o->model_from) { /* checked here, once, so that a bad path fails before any rank starts */
+    res_model m;
+    char err[1024];
+    if (bench_model_load(&m, o->model_from, err, sizeof err))
+      return bench_usage_error(ar_usage, "--model-from: %s", err);
+    res_model_free(&m);
+  }
 
   char *items[AR_MAX_LIST], *store = NULL;
   int n = bench_split_list(tl, items, AR_MAX_LIST, &store);
@@ -344,6 +342,7 @@ typedef struct {
   bench_run run; /* rank 0 only */
   res_table *tab;
   int progress;
+  res_model model; /* --model-from (n == 0 without) */
 } ar_ctx;
 
 /* One (transport, algorithm) pair being measured; its samples are those of the current size. */
@@ -537,44 +536,50 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   printf("  %12zu %11zu %5s %5s %-22.22s %-8s %10.2f %10.3f %10.3f %7lld %8s\n", nbytes, count,
          coll_dtype_name(dt), coll_op_name(op), fabric, k->aname, st.p50, algbw, busbw, (long long)wrong, vss);
   fflush(stdout);
-  res_table *T = x->tab;
-  res_row_str(T, x->run.run_id);
-  res_row_int(T, RES_SCHEMA_VERSION);
-  res_row_int(T, coll_boot_host_count(x->boot));
-  res_row_int(T, x->size);
-  res_row_str(T, fabric);
-  res_row_str(T, coll_transport_name(k->tk));
-  res_row_str(T, k->aname);
-  res_row_str(T, coll_dtype_name(dt));
-  res_row_str(T, coll_op_name(op));
-  res_row_int(T, (int64_t)nbytes);
-  res_row_int(T, (int64_t)count);
-  res_row_int(T, (int64_t)k->ntimes);
-  res_row_str(T, o->pipelined ? "pipelined" : "barrier");
-  res_row_f64(T, st.min);
-  res_row_f64(T, st.p50);
-  res_row_f64(T, st.p90);
-  res_row_f64(T, st.p99);
-  res_row_f64(T, st.max);
-  res_row_f64(T, st.mean);
-  res_row_f64(T, st.stddev);
-  res_row_f64(T, algbw);
-  res_row_f64(T, busbw);
-  res_row_int(T, wrong);
-  res_row_str(T, rname);
-  res_row_str(T, x->run.host);
-  res_row_str(T, x->run.topo_hash);
-  res_row_int(T, o->warmup);
-  res_row_int(T, (int64_t)coll_comm_chunk(k->c));
-  res_row_int(T, o->streams);
-  res_row_str(T, coll_boot_kind_name(x->boot));
-  res_row_int(T, o->rounds);
+  res_allreduce_row row;
+  res_row_init(res_schema_allreduce(), &row);
   char pname[48] = "";
   if (peer) snprintf(pname, sizeof pname, "%s/%s", coll_transport_name(peer->tk), peer->aname);
-  res_row_str(T, pname);
-  res_row_f64(T, vs);
+  row.run_id = x->run.run_id;
+  row.schema = RES_SCHEMA_VERSION;
+  row.host_count = coll_boot_host_count(x->boot);
+  row.ranks = x->size;
+  row.fabric = fabric;
+  row.transport = coll_transport_name(k->tk);
+  row.algo = k->aname;
+  row.dtype = coll_dtype_name(dt);
+  row.op = coll_op_name(op);
+  row.bytes = (int64_t)nbytes;
+  row.count = (int64_t)count;
+  row.iters = (int64_t)k->ntimes;
+  row.timing = o->pipelined ? "pipelined" : "barrier";
+  row.t_min_us = st.min;
+  row.t_p50_us = st.p50;
+  row.t_p90_us = st.p90;
+  row.t_p99_us = st.p99;
+  row.t_max_us = st.max;
+  row.t_mean_us = st.mean;
+  row.t_std_us = st.stddev;
+  row.algbw_gbps = algbw;
+  row.busbw_gbps = busbw;
+  row.errors = wrong;
+  row.algo_ran = rname;
+  row.host = x->run.host;
+  row.topo_hash = x->run.topo_hash;
+  row.warmup = o->warmup;
+  row.chunk_bytes = (int64_t)coll_comm_chunk(k->c);
+  row.tcp_streams = o->streams;
+  row.boot = coll_boot_kind_name(x->boot);
+  row.rounds = o->rounds;
+  row.peer = pname;
+  row.busbw_vs_peer = vs;
+  const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk), coll_boot_host_count(x->boot));
+  if (fm) {
+    row.t_pred_us = coll_model_time(&fm->m, k->ran, x->size, nbytes, coll_comm_chunk(k->c)) * 1e6;
+    if (isfinite(row.t_pred_us) && row.t_pred_us > 0) row.pred_err = (st.p50 - row.t_pred_us) / row.t_pred_us;
+  }
   char err[256];
-  if (res_row_end(T, err, sizeof err)) return bench_error("%s", err);
+  if (res_table_put(x->tab, &row, err, sizeof err)) return bench_error("%s", err);
   return 0;
 }
 
@@ -641,6 +646,20 @@ static int ar_sweep(ar_ctx *x, ar_cell *cells, int ncells, void *buf, int *wrong
   return rc;
 }
 
+/* auto's model for a transport: the fitted fabric of that transport on this many hosts (the
+ * fabric string itself is known only once the communicator is open). */
+static const coll_model *ar_model_for(const ar_ctx *x, coll_transport_kind tk) {
+  const char *emu = getenv("FABENCH_FABRIC"), *name = coll_transport_name(tk);
+  const res_fabric_model *any = NULL;
+  for (size_t i = 0; i < x->model.n; i++) {
+    const res_fabric_model *f = &x->model.f[i];
+    if (strcmp(f->transport, name)) continue;
+    if (emu && *emu && !strcmp(f->fabric, emu)) return &f->m;
+    if (f->host_count == coll_boot_host_count(x->boot) && !any) any = f;
+  }
+  return any ? &any->m : NULL;
+}
+
 static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   ar_ctx x = {.o = o};
   coll_err e = {{0}};
@@ -666,7 +685,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       goto out;
     }
     char err[512];
-    if (res_table_open(&x.tab, x.run.dir, "allreduce", ar_cols, sizeof ar_cols / sizeof *ar_cols, err, sizeof err)) {
+    if (res_table_open_schema(&x.tab, x.run.dir, res_schema_allreduce(), err, sizeof err)) {
       rc = bench_error("%s", err);
       goto out;
     }
@@ -677,11 +696,17 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     rc = 1;
     goto out;
   }
+  /* every rank reads the model: auto must pick alike everywhere */
+  if (!rc && o->model_from) {
+    char err[1024];
+    if (bench_model_load(&x.model, o->model_from, err, sizeof err)) rc = bench_error("rank %d: --model-from: %s", x.rank, err);
+  }
   /* every transport is open for the whole run, so that the cells can take turns */
   for (int t = 0; t < o->ntransports && !rc; t++) {
     coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->timeout_s * 1000,
                          .tcp_streams = (int)o->streams, .chunk_bytes = (size_t)o->chunk,
-                         .tcp_cc = o->tcp_cc, .no_peer_map = o->no_peer_map, .devices = o->devices};
+                         .tcp_cc = o->tcp_cc, .no_peer_map = o->no_peer_map, .devices = o->devices,
+                         .model = ar_model_for(&x, o->transports[t])};
     if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
       rc = ar_fail(&e);
       break;
@@ -747,6 +772,7 @@ out:
     if (x.run.meta) bench_run_end(&x.run);
   }
   coll_boot_close(x.boot);
+  res_model_free(&x.model);
   return rc;
 }
 

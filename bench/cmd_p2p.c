@@ -108,23 +108,10 @@ typedef struct {
 /* Rank 0's side: the tables, the matrices, the run. */
 typedef struct {
   bench_run run;
-  res_table *tab;
-  FILE *matrix;
+  res_table *tab, *matrix;
   double *bw, *lat; /* size x size, per transport */
   uint64_t bw_bytes, lat_bytes;
 } p2p_out;
-
-static const res_col p2p_cols[] = {
-    {"run_id", RES_STR},      {"schema", RES_INT},      {"ranks", RES_INT},
-    {"fabric", RES_STR},      {"transport", RES_STR},   {"test", RES_STR},
-    {"src", RES_INT},         {"dst", RES_INT},         {"bytes", RES_INT},
-    {"iters", RES_INT},       {"t_min_us", RES_F64},    {"t_p50_us", RES_F64},
-    {"t_p99_us", RES_F64},    {"t_max_us", RES_F64},    {"gbps", RES_F64},
-    {"host", RES_STR},        {"topo_hash", RES_STR},   {"window", RES_INT},
-    {"t_mean_us", RES_F64},   {"t_stddev_us", RES_F64}, {"gbps_mean", RES_F64},
-    {"gbit_s", RES_F64},      {"errors", RES_INT},      {"src_host", RES_STR},
-    {"dst_host", RES_STR},    {"link", RES_STR},
-};
 
 /* ---- flags ---- */
 
@@ -514,34 +501,35 @@ static void p2p_print_header(const char *transport, const char *fabric) {
 static int p2p_row(p2p_out *po, const p2p_ctx *x, const char *fabric, coll_transport_kind tk,
                    int test, int src, int dst, uint64_t bytes, const p2p_result *res) {
   char err[512];
-  res_table *t = po->tab;
-  res_row_str(t, po->run.run_id);
-  res_row_int(t, RES_SCHEMA_VERSION);
-  res_row_int(t, x->size);
-  res_row_str(t, fabric);
-  res_row_str(t, coll_transport_name(tk));
-  res_row_str(t, p2p_test_names[test]);
-  res_row_int(t, src);
-  res_row_int(t, dst);
-  res_row_int(t, (int64_t)bytes);
-  res_row_int(t, res->iters);
-  res_row_f64(t, res->t_min);
-  res_row_f64(t, res->t_p50);
-  res_row_f64(t, res->t_p99);
-  res_row_f64(t, res->t_max);
-  res_row_f64(t, res->gbps);
-  res_row_str(t, po->run.host);
-  res_row_str(t, po->run.topo_hash);
-  res_row_int(t, res->window);
-  res_row_f64(t, res->t_mean);
-  res_row_f64(t, res->t_stddev);
-  res_row_f64(t, res->gbps_mean);
-  res_row_f64(t, res->gbps * 8);
-  res_row_int(t, res->errors);
-  res_row_str(t, coll_comm_host(x->c, src));
-  res_row_str(t, coll_comm_host(x->c, dst));
-  res_row_str(t, res->fabric);
-  if (res_row_end(t, err, sizeof err)) return bench_error("%s", err), -1;
+  res_p2p_row row;
+  res_row_init(res_schema_p2p(), &row);
+  row.run_id = po->run.run_id;
+  row.schema = RES_SCHEMA_VERSION;
+  row.ranks = x->size;
+  row.fabric = fabric;
+  row.transport = coll_transport_name(tk);
+  row.test = p2p_test_names[test];
+  row.src = src;
+  row.dst = dst;
+  row.bytes = (int64_t)bytes;
+  row.iters = res->iters;
+  row.t_min_us = res->t_min;
+  row.t_p50_us = res->t_p50;
+  row.t_p99_us = res->t_p99;
+  row.t_max_us = res->t_max;
+  row.gbps = res->gbps;
+  row.host = po->run.host;
+  row.topo_hash = po->run.topo_hash;
+  row.window = res->window;
+  row.t_mean_us = res->t_mean;
+  row.t_stddev_us = res->t_stddev;
+  row.gbps_mean = res->gbps_mean;
+  row.gbit_s = res->gbps * 8;
+  row.errors = res->errors;
+  row.src_host = coll_comm_host(x->c, src);
+  row.dst_host = coll_comm_host(x->c, dst);
+  row.link = res->fabric;
+  if (res_table_put(po->tab, &row, err, sizeof err)) return bench_error("%s", err), -1;
   printf("%-8s %4d %4d %11llu %8lld %6lld %10.2f %10.2f %10.2f %9.3f %6lld\n",
          p2p_test_names[test], src, dst, (unsigned long long)bytes, (long long)res->iters,
          (long long)res->window, res->t_min, res->t_p50, res->t_p99, res->gbps,
@@ -550,30 +538,39 @@ static int p2p_row(p2p_out *po, const p2p_ctx *x, const char *fabric, coll_trans
   return 0;
 }
 
-/* Appends one N x N block per metric to p2p_matrix.csv: columns transport, metric, bytes,
- * src, then one per destination rank; the diagonal is empty. */
-static void p2p_matrix_write(p2p_out *po, const char *transport, int n) {
+/* Appends the N x N matrices to p2p_matrix.csv, one row per metric and ordered pair (the
+ * diagonal has none; a pair not measured has an empty value). */
+static int p2p_matrix_write(p2p_out *po, const p2p_ctx *x, const char *transport,
+                            const char *fabric, int n) {
   const struct {
     const char *metric;
     const double *m;
     uint64_t bytes;
   } blocks[2] = {{"bw_gbps", po->bw, po->bw_bytes}, {"latency_us", po->lat, po->lat_bytes}};
+  char err[512];
   for (int k = 0; k < 2; k++) {
     if (!blocks[k].bytes) continue;
-    for (int s = 0; s < n; s++) {
-      fprintf(po->matrix, "%s,%s,%llu,%d", transport, blocks[k].metric,
-              (unsigned long long)blocks[k].bytes, s);
+    for (int s = 0; s < n; s++)
       for (int d = 0; d < n; d++) {
-        double v = blocks[k].m[s * n + d];
-        if (s == d || isnan(v))
-          fputs(",", po->matrix);
-        else
-          fprintf(po->matrix, ",%.6g", v);
+        if (s == d) continue;
+        res_p2p_matrix_row row;
+        res_row_init(res_schema_p2p_matrix(), &row);
+        row.run_id = po->run.run_id;
+        row.schema = RES_SCHEMA_VERSION;
+        row.ranks = n;
+        row.transport = transport;
+        row.fabric = fabric;
+        row.metric = blocks[k].metric;
+        row.bytes = (int64_t)blocks[k].bytes;
+        row.src = s;
+        row.dst = d;
+        row.value = blocks[k].m[s * n + d];
+        row.src_host = coll_comm_host(x->c, s);
+        row.dst_host = coll_comm_host(x->c, d);
+        if (res_table_put(po->matrix, &row, err, sizeof err)) return bench_error("%s", err), -1;
       }
-      fputc('\n', po->matrix);
-    }
   }
-  fflush(po->matrix);
+  return 0;
 }
 
 static void p2p_matrix_print(const p2p_out *po, int n) {
@@ -727,7 +724,7 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
     }
   }
   if (me == 0 && o->pairs_all) {
-    p2p_matrix_write(po, coll_transport_name(tk), n);
+    if (p2p_matrix_write(po, x, coll_transport_name(tk), fabric, n)) return -1;
     p2p_matrix_print(po, n);
   }
   return 0;
@@ -788,23 +785,14 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     po.bw = malloc(sizeof *po.bw * (size_t)size * (size_t)size);
     po.lat = malloc(sizeof *po.lat * (size_t)size * (size_t)size);
     ok = po.bw && po.lat && bench_run_begin(&po.run, o->out, "p2p", argc, argv) == 0;
-    if (ok && res_table_open(&po.tab, po.run.dir, "p2p", p2p_cols,
-                             sizeof p2p_cols / sizeof *p2p_cols, err, sizeof err)) {
+    if (ok && res_table_open_schema(&po.tab, po.run.dir, res_schema_p2p(), err, sizeof err)) {
       bench_error("%s", err);
       ok = 0;
     }
-    if (ok && o->pairs_all) {
-      char path[4200];
-      snprintf(path, sizeof path, "%s/p2p_matrix.csv", po.run.dir);
-      po.matrix = fopen(path, "w");
-      if (!po.matrix) {
-        bench_error("cannot write %s", path);
-        ok = 0;
-      } else {
-        fprintf(po.matrix, "transport,metric,bytes,src");
-        for (int d = 0; d < size; d++) fprintf(po.matrix, ",%d", d);
-        fputc('\n', po.matrix);
-      }
+    if (ok && o->pairs_all &&
+        res_table_open_schema(&po.matrix, po.run.dir, res_schema_p2p_matrix(), err, sizeof err)) {
+      bench_error("%s", err);
+      ok = 0;
     }
   }
   int32_t *oks = malloc(sizeof *oks * (size_t)size);
@@ -884,7 +872,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
 
 out:
   if (po.tab) res_table_close(po.tab);
-  if (po.matrix) fclose(po.matrix);
+  if (po.matrix) res_table_close(po.matrix);
   if (rank == 0 && po.run.meta) bench_run_end(&po.run);
   free(po.bw);
   free(po.lat);

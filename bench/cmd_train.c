@@ -1,6 +1,8 @@
-/* fabench train: ResNet training in one process on the CPU (oneDNN): data, schedule, step log,
- * per-epoch evaluation, checkpoints, and the run directory's train.csv, train_steps.csv,
- * train_eval.csv and run.json. Figures exclude warm-up steps. */
+/* fabench train: ResNet training on the CPU (oneDNN), one process or data-parallel over every
+ * transport and all-reduce algorithm fabench has. This file holds the flags, the order in which
+ * the pairs train and the records; the loop, the reducer, evaluation and checkpoints are models'
+ * (nn_train.c). Files: train.csv (a row per pair, and for one rank alone), train_steps.csv (a
+ * row per step and rank), train_eval.csv, train_buckets.csv, run.json. */
 #include <ctype.h>
 #include <getopt.h>
 #include <math.h>
@@ -10,16 +12,49 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "coll.h"
+#include "emulate.h"
 #include "nn.h"
 #include "res.h"
+#include "topo.h"
 
 static const char train_usage[] =
     "usage: fabench train [options]\n"
+    "  -n N                 start N local ranks and train data-parallel (default: the\n"
+    "                       launcher's world, or one process)\n"
+    "  --transport LIST     tcp,ucx,mpi,none: each trains in turn from the same weights; none\n"
+    "                       trains the same ranks with no gradient exchange (the baseline)\n"
+    "                       [none,tcp,ucx (those built) with several ranks]\n"
+    "  --algo LIST          ring,rhd,rd,tree,dtree,ps,ps:K,native,auto [ring]\n"
+    "  --no-single          skip the one-rank run that scaling efficiency is measured against\n"
+    "  --bucket-mb X        gradient bucket size, MiB [25]\n"
+    "  --first-bucket-mb X  the first (last layers') bucket [1]\n"
+    "  --no-overlap         all-reduce after backward instead of during it\n"
+    "  --grad-dtype T       f32|bf16|f16: the type gradients travel in [f32]\n"
+    "  --check-every K      compare the ranks' parameter hashes every K steps too (always at\n"
+    "                       epoch ends and at the end) [0]\n"
+    "  --emulate RATE       with -n: each rank in its own network namespace, links shaped to\n"
+    "                       RATE (e.g. 1gbit); needs root and iproute2\n"
+    "  --mpirun-args ARGS   extra mpirun arguments when -n starts ranks through mpirun\n"
+    "  --chunk SIZE         pipelining unit of the all-reduce algorithms\n"
+    "  --bind HOW           none|core|numa|nic|gpu [none]\n"
+    "  --timeout SEC        every network wait [60]\n"
+    "  --trace FILE         Chrome trace (Perfetto, chrome://tracing) of the measured steps:\n"
+    "                       per rank, forward, each layer's backward, each bucket's all-reduce\n"
+    "                       on the communication thread, and the waits\n"
+    "  --trace-steps N      steps traced after the warm-up [5]\n"
+    "  --device LIST        cpu|cuda|cpu,cuda: each trains every pair in turn, a row each [cpu]\n"
+    "  --precision P        GPU arithmetic: fp32|tf32|bf16 (bf16 keeps fp32 master weights) [fp32]\n"
+    "  --cudnn-search       GPU: time cuDNN's convolution algorithms instead of its heuristics\n"
+    "  --gpu N              GPU ordinal of every rank [each rank's local rank]\n"
+    "  --model-from DIR|F   every data-parallel row gains the cost model's prediction of its\n"
+    "                       step (from this run's none or one-rank profile and the fitted\n"
+    "                       all-reduce model of its fabric) and the error\n"
     "  --model NAME         resnet18|34|50 (torchvision), resnet20|32|56 (CIFAR), '-wN' sets the\n"
     "                       base width (e.g. resnet20-w4) [resnet20]\n"
     "  --data SPEC          fmnist[:DIR] (default DIR " NN_DATA_FMNIST_DIR "),\n"
     "                       cifar10:DIR, synthetic[:CxHxW[:CLASSES[:N]]] [fmnist]\n"
-    "  --batch N            images per step [128]\n"
+    "  --batch N            images per step and rank [128]\n"
     "  --epochs N           epochs to train; also the schedule's length [1]\n"
     "  --steps N            stop after global step N (throughput runs) [0: whole epochs]\n"
     "  --warmup-steps N     first steps of this run left out of the figures [10]\n"
@@ -31,7 +66,7 @@ static const char train_usage[] =
     "  --warmup-epochs X    linear learning-rate warm-up [0]\n"
     "  --lr-milestones L    step schedule: epochs where lr is multiplied by --lr-gamma [50%,75%]\n"
     "  --lr-gamma X         [0.1]\n"
-    "  --ref-batch N        linear scaling rule: lr x global batch / N [off]\n"
+    "  --ref-batch N        linear scaling rule: lr x global batch (ranks x batch) / N [off]\n"
     "  --threads N          oneDNN/OpenMP threads [all cores]\n"
     "  --seed N             weights, data order and augmentation [1]\n"
     "  --no-augment         no random crop or flip (default: crop and flip on fmnist, cifar10)\n"
@@ -47,6 +82,15 @@ static const char train_usage[] =
 
 typedef struct {
   const char *model, *data, *save, *resume, *out, *milestones;
+  const char *transports, *algos, *emulate, *mpirun_args, *bind, *trace, *model_from;
+  int devices[2], ndevices, precision, cudnn_search;
+  long gpu;                   /* -1: the local rank */
+  long trace_steps;
+  int nranks, no_single, overlap;
+  coll_dtype grad_dtype;
+  double bucket_mb, first_bucket_mb;
+  long check_every, timeout_s;
+  uint64_t chunk;
   nn_lr_kind sched;
   long batch, epochs, steps, warmup_steps, threads, ref_batch, eval_every, log_every, prefetch;
   long crop_pad; /* -1: the data's default */
@@ -58,7 +102,8 @@ typedef struct {
 enum {
   O_MODEL = 256, O_DATA, O_BATCH, O_EPOCHS, O_STEPS, O_WSTEPS, O_LR, O_MOM, O_WD, O_NEST, O_SCHED,
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
-  O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT
+  O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
+  O_FIRSTB, O_NOOVERLAP, O_GDTYPE, O_CHECK, O_EMU, O_MPIRUN, O_CHUNK, O_BIND, O_TIMEOUT, O_TRACE, O_TRACESTEPS, O_MODELFROM, O_DEVICE, O_PREC, O_SEARCH, O_GPU
 };
 
 static int digits(const char **p) {
@@ -93,11 +138,25 @@ static int parse_args(train_args *a, int argc, char **argv) {
       {"save", 1, 0, O_SAVE},           {"resume", 1, 0, O_RESUME},
       {"log-every", 1, 0, O_LOG},       {"prefetch", 1, 0, O_PREFETCH},
       {"out", 1, 0, O_OUT},             {"help", 0, 0, 'h'},
+      {"ranks", 1, 0, 'n'},             {"transport", 1, 0, O_TRANSPORT},
+      {"algo", 1, 0, O_ALGO},           {"no-single", 0, 0, O_NOSINGLE},
+      {"bucket-mb", 1, 0, O_BUCKET},    {"first-bucket-mb", 1, 0, O_FIRSTB},
+      {"no-overlap", 0, 0, O_NOOVERLAP}, {"grad-dtype", 1, 0, O_GDTYPE},
+      {"check-every", 1, 0, O_CHECK},   {"emulate", 1, 0, O_EMU},
+      {"mpirun-args", 1, 0, O_MPIRUN},  {"chunk", 1, 0, O_CHUNK},
+      {"bind", 1, 0, O_BIND},           {"timeout", 1, 0, O_TIMEOUT},
+      {"trace", 1, 0, O_TRACE},         {"trace-steps", 1, 0, O_TRACESTEPS},
+      {"model-from", 1, 0, O_MODELFROM}, {"device", 1, 0, O_DEVICE},
+      {"precision", 1, 0, O_PREC},      {"cudnn-search", 0, 0, O_SEARCH},
+      {"gpu", 1, 0, O_GPU},
       {0, 0, 0, 0}};
   *a = (train_args){.model = "resnet20", .data = "fmnist", .sched = NN_LR_COSINE, .batch = 128,
                     .epochs = 1, .warmup_steps = 10, .eval_every = 1, .log_every = 20,
                     .prefetch = 2, .crop_pad = -1, .lr = 0.1, .momentum = 0.9, .wd = 5e-4,
-                    .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1};
+                    .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1,
+                    .algos = "ring", .overlap = 1, .grad_dtype = COLL_F32, .bucket_mb = 25,
+                    .first_bucket_mb = 1, .timeout_s = 60, .trace_steps = 5,
+                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1};
   optind = 1;
   opterr = 0;
   int c, li = 0;
@@ -118,8 +177,68 @@ static int parse_args(train_args *a, int argc, char **argv) {
           (double)(hi));                                                             \
     dst = d;                                                                          \
   } while (0)
-  while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+  while ((c = getopt_long(argc, argv, ":hn:", opts, &li)) != -1) {
     switch (c) {
+    case 'n':
+      if (bench_parse_int(optarg, 1, 4096, &v)) BAD("-n: '%s' is not a rank count (1..4096)", optarg);
+      a->nranks = (int)v;
+      break;
+    case O_TRANSPORT: a->transports = optarg; break;
+    case O_ALGO: a->algos = optarg; break;
+    case O_NOSINGLE: a->no_single = 1; break;
+    case O_BUCKET: DBL(0.001, 1 << 20, a->bucket_mb); break;
+    case O_FIRSTB: DBL(0.001, 1 << 20, a->first_bucket_mb); break;
+    case O_NOOVERLAP: a->overlap = 0; break;
+    case O_GDTYPE:
+      if (coll_dtype_parse(optarg, &a->grad_dtype) ||
+          (a->grad_dtype != COLL_F32 && a->grad_dtype != COLL_BF16 && a->grad_dtype != COLL_F16))
+        BAD("bad --grad-dtype '%s' (f32, bf16 or f16)", optarg);
+      break;
+    case O_CHECK: INT(0, 1L << 40, a->check_every); break;
+    case O_EMU: {
+      uint64_t bps;
+      if (bench_emu_parse_rate(optarg, &bps))
+        BAD("bad --emulate '%s' (a rate, e.g. 500mbit, 1gbit, 10gbit)", optarg);
+      a->emulate = optarg;
+      break;
+    }
+    case O_MPIRUN: a->mpirun_args = optarg; break;
+    case O_CHUNK:
+      if (bench_parse_size(optarg, &a->chunk) || a->chunk < 64)
+        BAD("bad --chunk '%s' (a size >= 64)", optarg);
+      break;
+    case O_BIND: {
+      topo_bind_kind k;
+      char e2[256];
+      if (topo_bind_parse(optarg, &k, e2, sizeof e2)) BAD("bad --bind: %s", e2);
+      a->bind = optarg;
+      break;
+    }
+    case O_TIMEOUT: INT(1, 86400, a->timeout_s); break;
+    case O_TRACE: a->trace = optarg; break;
+    case O_TRACESTEPS: INT(1, 100000, a->trace_steps); break;
+    case O_MODELFROM: a->model_from = optarg; break;
+    case O_DEVICE: {
+      char *items[3], *store = NULL;
+      int n = bench_split_list(optarg, items, 3, &store), ok = n >= 1 && n <= 2;
+      for (int i = 0; ok && i < n; i++) {
+        ok = !strcmp(items[i], "cpu") || !strcmp(items[i], "cuda");
+        a->devices[i] = !strcmp(items[i], "cuda") ? NN_DEV_CUDA : NN_DEV_CPU;
+        ok = ok && (i == 0 || a->devices[1] != a->devices[0]);
+      }
+      free(store);
+      if (!ok) BAD("bad --device '%s' (cpu, cuda or cpu,cuda)", optarg);
+      a->ndevices = n;
+      break;
+    }
+    case O_PREC:
+      if (!strcmp(optarg, "fp32")) a->precision = NN_PREC_FP32;
+      else if (!strcmp(optarg, "tf32")) a->precision = NN_PREC_TF32;
+      else if (!strcmp(optarg, "bf16")) a->precision = NN_PREC_BF16;
+      else BAD("bad --precision '%s' (fp32, tf32 or bf16)", optarg);
+      break;
+    case O_SEARCH: a->cudnn_search = 1; break;
+    case O_GPU: INT(0, 1023, a->gpu); break;
     case O_MODEL: a->model = optarg; break;
     case O_DATA: a->data = optarg; break;
     case O_BATCH: INT(1, 1 << 20, a->batch); break;
@@ -164,6 +283,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
     }
   }
   if (optind < argc) BAD("unexpected argument '%s'", argv[optind]);
+  if (a->emulate && !a->nranks) BAD("--emulate needs -n");
   if (a->milestones) {
     char *items[NN_LR_MAX_MILESTONES], *store;
     int n = bench_split_list(a->milestones, items, NN_LR_MAX_MILESTONES, &store), ok = n > 0;
@@ -212,75 +332,702 @@ static void data_name(char *out, size_t cap, const nn_data_spec *sp, const nn_da
   }
 }
 
-typedef struct {
-  double loss, acc, secs;
-  int64_t images;
-} eval_result;
+static const char *sched_name(nn_lr_kind k) {
+  return k == NN_LR_CONST ? "const" : k == NN_LR_STEP ? "step" : "cosine";
+}
 
-static int evaluate(eval_result *r, nn_net *net, const nn_dataset *test, int batch, int prefetch,
-                    char *err, size_t errcap) {
-  double t0 = res_now();
-  nn_loader_opts o = {.batch = batch, .world = 1, .epochs = 1, .prefetch = prefetch};
-  nn_loader *l;
-  if (nn_loader_create(&l, test, &o, err, errcap) != 0) return -1;
-  double loss = 0;
-  int64_t correct = 0, seen = 0;
-  for (;;) {
-    nn_batch b;
-    nn_loader_next(l, &b);
-    if (b.n == 0) break;
-    int c = 0;
-    if (nn_net_eval(net, b.x, b.labels, b.n, &loss, &c, err, errcap) != 0) {
-      nn_loader_destroy(l);
-      return -1;
-    }
-    correct += c;
-    seen += b.n;
+/* ---- what one run trains: the roles in turn, each from the same initial weights ---- */
+
+typedef enum { ROLE_SINGLE, ROLE_NONE, ROLE_DP } train_role;
+static const char *const role_names[] = {"single", "none", "dp"};
+
+typedef struct {
+  train_role role;
+  coll_comm *comm;        /* ROLE_DP */
+  coll_transport_kind tk;
+  coll_algo algo;
+  char tname[16], aname[32];
+} train_pair;
+
+#define TRAIN_MAX_PAIRS 64
+
+typedef struct {
+  const train_args *a;
+  coll_boot *boot;
+  int rank, size;
+  bench_run run;          /* rank 0 */
+  res_table *tsteps, *teval, *trun, *tbuckets;
+  nn_net *net;
+  nn_dataset train, test;
+  char dname[2200], shape[64];
+  int crop_pad, augment;
+  size_t np;
+  const train_pair *pair; /* being trained */
+  int ranks;              /* of the pair being trained */
+  int64_t spe;            /* of the pair being trained */
+  double single_ips, none_ips; /* 0 until measured */
+  int heartbeat;          /* the one-rank run: rank 0 tells the waiting ranks it goes on */
+  cJSON *trace;           /* rank 0: the trace events so far (--trace) */
+  int same_data;          /* tests (FABENCH_TEST_SAME_DATA=1): every rank reads one rank's data */
+  res_model model;        /* --model-from (n == 0 without) */
+  nn_train_result profile;/* the none run's (else the one rank's): the predictions' compute */
+  int have_profile;
+  int role_index;         /* of the pair being trained: its trace's process ids */
+} train_ctx;
+
+/* The one-rank run's heartbeat over the bootstrap: rank 0 says 0 (going on), 1 (done) or
+ * 2 (failed) after each of its steps; the other ranks wait in this exchange, so a dead rank 0
+ * is noticed within the timeout, not after the whole run. */
+static int heartbeat(train_ctx *x, int32_t say, int32_t *heard) {
+  int32_t *all = calloc((size_t)x->size, sizeof *all);
+  coll_err e = {{0}};
+  if (!all) return bench_error("out of memory");
+  int rc = coll_boot_allgather(x->boot, all, &say, sizeof say, &e);
+  if (rc) bench_error("%s", e.msg);
+  else if (heard) *heard = all[0];
+  free(all);
+  return rc ? -1 : 0;
+}
+
+static int on_step(void *ctx, const nn_step_rec *rs, int n) {
+  train_ctx *x = ctx;
+  const train_args *a = x->a;
+  char err[512];
+  for (int r = 0; r < n; r++) {
+    const nn_step_rec *q = &rs[r];
+    res_train_steps_row row = {
+        .run_id = x->run.run_id, .rank = q->rank, .host = coll_boot_host(x->boot, q->rank),
+        .transport = x->pair->tname, .algo = x->pair->aname, .step = q->step, .epoch = q->epoch,
+        .step_in_epoch = q->step_in_epoch, .images = q->images, .loss = q->loss,
+        .batch_acc = q->batch_acc, .lr = q->lr, .step_ms = 1e3 * q->step_s,
+        .data_ms = 1e3 * q->data_s, .load_ms = 1e3 * q->load_s, .fwd_ms = 1e3 * q->fwd_s,
+        .bwd_ms = 1e3 * q->bwd_s, .comm_ms = 1e3 * q->comm_s, .exposed_comm_ms = 1e3 * q->exposed_s,
+        .opt_ms = 1e3 * q->opt_s, .images_per_s = q->step_s > 0 ? q->images / q->step_s : 0,
+        .warmup = q->warmup, .elapsed_s = q->elapsed_s};
+    if (res_table_put(x->tsteps, &row, err, sizeof err)) return bench_error("%s", err);
   }
-  nn_loader_destroy(l);
-  r->images = seen;
-  r->loss = seen ? loss / (double)seen : 0;
-  r->acc = seen ? (double)correct / (double)seen : 0;
-  r->secs = res_now() - t0;
+  const nn_step_rec *q = &rs[0];
+  int epoch_end = q->step_in_epoch + 1 == x->spe;
+  if (q->step == 1 || q->step % a->log_every == 0 || epoch_end) {
+    double mx = 0;
+    for (int r = 0; r < n; r++) mx = rs[r].step_s > mx ? rs[r].step_s : mx;
+    printf("%-6s %-10s step %7lld  epoch %lld  %5lld/%lld  loss %.4f  acc %.3f  lr %.4g  "
+           "%.1f img/s  comm %.1f ms (exposed %.1f)\n",
+           role_names[x->pair->role], x->pair->role == ROLE_DP ? x->pair->tname : "-",
+           (long long)q->step, (long long)q->epoch + 1, (long long)q->step_in_epoch + 1,
+           (long long)x->spe, q->loss, q->batch_acc, q->lr, mx > 0 ? n * q->images / mx : 0,
+           1e3 * q->comm_s, 1e3 * q->exposed_s);
+    fflush(stdout);
+  }
+  if (x->heartbeat && x->size > 1 && heartbeat(x, 0, NULL)) return -1;
   return 0;
 }
 
-static double mean_of(const double *x, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += x[i];
-  return n ? s / (double)n : 0;
+static int on_eval(void *ctx, const nn_eval_rec *ev) {
+  train_ctx *x = ctx;
+  printf("%-6s %-10s epoch %lld  test loss %.4f  test acc %.4f  (%lld images, %.1f s)  "
+         "elapsed %.1f s\n",
+         role_names[x->pair->role], x->pair->role == ROLE_DP ? x->pair->tname : "-",
+         (long long)ev->epoch, ev->loss, ev->acc, (long long)ev->images, ev->secs, ev->elapsed_s);
+  fflush(stdout);
+  res_train_eval_row row = {.run_id = x->run.run_id, .transport = x->pair->tname,
+                            .algo = x->pair->aname, .epoch = ev->epoch, .step = ev->step,
+                            .test_loss = ev->loss, .test_acc = ev->acc, .test_images = ev->images,
+                            .eval_s = ev->secs, .elapsed_s = ev->elapsed_s};
+  char err[512];
+  if (res_table_put(x->teval, &row, err, sizeof err)) return bench_error("%s", err);
+  return 0;
 }
 
-static const res_col step_cols[] = {
-    {"run_id", RES_STR},     {"step", RES_INT},       {"epoch", RES_INT},
-    {"step_in_epoch", RES_INT}, {"images", RES_INT},  {"loss", RES_F64},
-    {"batch_acc", RES_F64},  {"lr", RES_F64},         {"step_ms", RES_F64},
-    {"data_ms", RES_F64},    {"load_ms", RES_F64},    {"fwd_ms", RES_F64},
-    {"bwd_ms", RES_F64},     {"opt_ms", RES_F64},     {"images_per_s", RES_F64},
-    {"warmup", RES_INT},     {"elapsed_s", RES_F64}};
-static const res_col eval_cols[] = {
-    {"run_id", RES_STR},   {"epoch", RES_INT},     {"step", RES_INT},
-    {"test_loss", RES_F64}, {"test_acc", RES_F64}, {"test_images", RES_INT},
-    {"eval_s", RES_F64},   {"elapsed_s", RES_F64}};
-static const res_col run_cols[] = {
-    {"run_id", RES_STR},         {"schema", RES_INT},          {"host", RES_STR},
-    {"topo_hash", RES_STR},      {"model", RES_STR},           {"params", RES_INT},
-    {"data", RES_STR},           {"input", RES_STR},           {"classes", RES_INT},
-    {"ranks", RES_INT},          {"batch", RES_INT},           {"global_batch", RES_INT},
-    {"threads", RES_INT},        {"epochs", RES_INT},          {"steps", RES_INT},
-    {"measured_steps", RES_INT}, {"warmup_steps", RES_INT},    {"lr", RES_F64},
-    {"lr_schedule", RES_STR},    {"warmup_epochs", RES_F64},   {"momentum", RES_F64},
-    {"wd", RES_F64},             {"nesterov", RES_INT},        {"augment", RES_STR},
-    {"seed", RES_INT},           {"images_per_s", RES_F64},    {"compute_images_per_s", RES_F64},
-    {"step_ms", RES_F64},        {"step_ms_p50", RES_F64},     {"step_ms_p90", RES_F64},
-    {"data_ms", RES_F64},        {"load_ms", RES_F64},         {"fwd_ms", RES_F64},
-    {"bwd_ms", RES_F64},         {"opt_ms", RES_F64},          {"final_loss", RES_F64},
-    {"test_loss", RES_F64},      {"test_acc", RES_F64},        {"target_acc", RES_F64},
-    {"time_to_target_s", RES_F64}, {"train_time_s", RES_F64},  {"start_step", RES_INT},
-    {"end_step", RES_INT},       {"backend", RES_STR},         {"status", RES_STR}};
+/* Chrome trace events ("X" spans in microseconds): one process per rank and pair, a thread for
+ * compute and one for communication. The file is rewritten after every pair. */
+static int on_trace(void *ctx, const nn_trace_ev *ev, size_t n) {
+  train_ctx *x = ctx;
+  if (!x->trace && !(x->trace = cJSON_CreateArray())) return bench_error("out of memory");
+  for (int r = 0; r < x->ranks; r++) {
+    int pid = 1000 * x->role_index + r;
+    char pname[96];
+    snprintf(pname, sizeof pname, "%s %s/%s rank %d", role_names[x->pair->role], x->pair->tname,
+             x->pair->aname, r);
+    const char *tn[2] = {"training", "communication"};
+    for (int t = -1; t < 2; t++) {
+      cJSON *m = cJSON_CreateObject();
+      cJSON_AddStringToObject(m, "name", t < 0 ? "process_name" : "thread_name");
+      cJSON_AddStringToObject(m, "ph", "M");
+      cJSON_AddNumberToObject(m, "pid", pid);
+      cJSON_AddNumberToObject(m, "tid", t < 0 ? 0 : t);
+      cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "args"), "name", t < 0 ? pname : tn[t]);
+      cJSON_AddItemToArray(x->trace, m);
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "name", ev[i].name);
+    cJSON_AddStringToObject(e, "ph", "X");
+    cJSON_AddNumberToObject(e, "pid", 1000 * x->role_index + ev[i].rank);
+    cJSON_AddNumberToObject(e, "tid", ev[i].tid);
+    cJSON_AddNumberToObject(e, "ts", 1e6 * ev[i].ts_s);
+    cJSON_AddNumberToObject(e, "dur", 1e6 * ev[i].dur_s);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(e, "args"), "step", (double)ev[i].step);
+    cJSON_AddItemToArray(x->trace, e);
+  }
+  cJSON *doc = cJSON_CreateObject();
+  cJSON_AddItemReferenceToObject(doc, "traceEvents", x->trace);
+  cJSON_AddStringToObject(doc, "displayTimeUnit", "ms");
+  char err[512];
+  int rc = res_json_write_file(x->a->trace, doc, err, sizeof err);
+  cJSON_Delete(doc);
+  return rc ? bench_error("--trace: %s", err) : 0;
+}
 
-static const char *sched_name(nn_lr_kind k) {
-  return k == NN_LR_CONST ? "const" : k == NN_LR_STEP ? "step" : "cosine";
+/* The cost model's step for a data-parallel pair: this run's compute profile (the none run on
+ * the same ranks, which shares the cores as training does; else one rank alone) with its
+ * buckets' ready times, and the fitted all-reduce model of the pair's fabric. */
+static void predict_row(res_train_row *row, const train_ctx *x, const nn_train_result *r) {
+  const train_pair *p = x->pair;
+  if (p->role != ROLE_DP || !x->model.n || !x->have_profile) return;
+  const res_fabric_model *fm = res_model_find(&x->model, row->fabric, p->tname, (int)row->host_count);
+  if (!fm) return;
+  const nn_train_result *pr = &x->profile;
+  res_bucket bk[NN_TRAIN_MAX_BUCKETS];
+  double wire = (double)coll_dtype_size(x->a->grad_dtype);
+  for (int k = 0; k < pr->nbuckets; k++)
+    bk[k] = (res_bucket){.bytes = wire * (double)pr->buckets[k].count,
+                         .ready_ms = 1e3 * pr->buckets[k].ready_s};
+  res_step_in in = {.data_ms = 1e3 * pr->data_s, .fwd_ms = 1e3 * pr->fwd_s,
+                    .bwd_ms = 1e3 * pr->bwd_s, .opt_ms = 1e3 * pr->opt_s, .buckets = bk,
+                    .nbuckets = (size_t)pr->nbuckets, .overlap = x->a->overlap,
+                    .batch = (int)x->a->batch,
+                    .ar = {.intra = &fm->m, .algo = p->algo, .ranks = x->ranks,
+                           .ranks_per_node = x->ranks, .chunk_bytes = coll_comm_chunk(p->comm)}};
+  res_step_out out;
+  res_predict_step(&out, &in);
+  row->step_ms_pred = out.step_ms;
+  row->images_per_s_pred = out.images_per_s;
+  row->exposed_comm_ms_pred = out.exposed_comm_ms;
+  row->pred_err = out.step_ms > 0 ? (1e3 * r->step_mean_s - out.step_ms) / out.step_ms : NAN;
+}
+
+/* The pair's train.csv row and its buckets (rank 0). */
+static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opts *so,
+                        const nn_lr_sched *sched, int64_t epochs) {
+  const train_args *a = x->a;
+  const train_pair *p = x->pair;
+  int n = x->ranks;
+  const char *fabric = p->role != ROLE_DP ? "-"
+                       : getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC")
+                                                  : coll_comm_fabric(p->comm);
+  double comm_s = r->comm_s;
+  /* the gradient all-reduce's busbw: its bytes over the time the buckets took, as allreduce */
+  double busbw = comm_s > 0 && n > 1 ? (double)r->grad_bytes / comm_s / 1e9 * 2.0 * (n - 1) / n : NAN;
+  double scaling = x->single_ips > 0 ? r->images_per_s / (n * x->single_ips) : NAN;
+  double fabric_eff = p->role == ROLE_DP && x->none_ips > 0 ? r->images_per_s / x->none_ips
+                      : p->role == ROLE_NONE ? 1.0 : NAN;
+  res_train_row row = {
+      .run_id = x->run.run_id, .schema = RES_SCHEMA_VERSION, .host = x->run.host,
+      .host_count = coll_boot_host_count(x->boot), .topo_hash = x->run.topo_hash, .ranks = n,
+      .role = role_names[p->role], .fabric = fabric, .transport = p->tname, .algo = p->aname,
+      .model = a->model, .params = (int64_t)x->np, .data = x->dname, .input = x->shape,
+      .classes = x->train.classes,
+      .device = nn_net_device(x->net) == NN_DEV_CUDA ? "cuda" : "cpu", .batch = a->batch,
+      .global_batch = (int64_t)n * a->batch, .threads = a->threads,
+      .bucket_mb = p->role == ROLE_DP ? a->bucket_mb : NAN,
+      .first_bucket_mb = p->role == ROLE_DP ? a->first_bucket_mb : NAN,
+      .buckets = r->nbuckets, .overlap = p->role == ROLE_DP ? a->overlap : 0,
+      .grad_dtype = p->role == ROLE_DP ? coll_dtype_name(a->grad_dtype) : "-",
+      .grad_bytes = (int64_t)r->grad_bytes, .epochs = epochs, .steps = r->steps,
+      .measured_steps = r->measured, .warmup_steps = r->steps - r->measured, .lr = sched->base,
+      .lr_schedule = sched_name(a->sched), .warmup_epochs = a->warmup_epochs,
+      .momentum = so->momentum, .wd = so->weight_decay, .nesterov = so->nesterov,
+      .augment = x->crop_pad || x->augment ? "crop+flip" : "none", .seed = (int64_t)a->seed,
+      .images_per_s = r->images_per_s, .images_per_s_rank = r->images_per_s / n,
+      .compute_images_per_s = r->compute_images_per_s, .step_ms = 1e3 * r->step_p50_s,
+      .step_ms_mean = 1e3 * r->step_mean_s, .step_ms_p90 = 1e3 * r->step_p90_s,
+      .data_ms = 1e3 * r->data_s, .load_ms = 1e3 * r->load_s, .fwd_ms = 1e3 * r->fwd_s,
+      .bwd_ms = 1e3 * r->bwd_s, .comm_ms = 1e3 * r->comm_s, .exposed_comm_ms = 1e3 * r->exposed_s,
+      .opt_ms = 1e3 * r->opt_s, .imbalance_ms = 1e3 * r->imbalance_s, .comm_busbw_gbps = busbw,
+      .scaling_eff = scaling, .fabric_eff = fabric_eff, .final_loss = r->final_loss,
+      .test_loss = r->test_loss, .test_acc = r->test_acc,
+      .target_acc = a->target_acc > 0 ? a->target_acc : NAN,
+      .time_to_target_s = r->time_to_target_s >= 0 ? r->time_to_target_s : NAN,
+      .train_time_s = r->train_s, .start_step = r->start_step, .end_step = r->end_step,
+      .backend = nn_net_backend(x->net) ? nn_net_backend(x->net) : nn_backend_version(),
+      .status = r->status, .step_ms_pred = NAN,
+      .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN};
+  predict_row(&row, x, r);
+  char err[512];
+  if (res_table_put(x->trun, &row, err, sizeof err)) return bench_error("%s", err);
+  cJSON *rs = cJSON_GetObjectItem(x->run.meta, "results");
+  if (!rs) rs = cJSON_AddArrayToObject(x->run.meta, "results");
+  cJSON *rj = cJSON_CreateObject();
+  cJSON_AddStringToObject(rj, "role", row.role);
+  cJSON_AddStringToObject(rj, "transport", row.transport);
+  cJSON_AddStringToObject(rj, "algo", row.algo);
+  cJSON_AddStringToObject(rj, "status", r->status);
+  cJSON_AddNumberToObject(rj, "steps", (double)r->steps);
+  cJSON_AddNumberToObject(rj, "end_step", (double)r->end_step);
+  cJSON_AddNumberToObject(rj, "images_per_s", r->images_per_s);
+  cJSON_AddNumberToObject(rj, "step_ms_p50", 1e3 * r->step_p50_s);
+  if (isfinite(r->test_acc)) cJSON_AddNumberToObject(rj, "test_acc", r->test_acc);
+  if (r->time_to_target_s >= 0) cJSON_AddNumberToObject(rj, "time_to_target_s", r->time_to_target_s);
+  cJSON_AddNumberToObject(rj, "train_time_s", r->train_s);
+  cJSON_AddItemToArray(rs, rj);
+  if (bench_run_write(&x->run)) return 1;
+  for (int k = 0; k < r->nbuckets; k++) {
+    const nn_bucket_rec *b = &r->buckets[k];
+    res_train_buckets_row br = {.run_id = x->run.run_id, .role = role_names[p->role],
+                                .transport = p->tname, .algo = p->aname, .ranks = n, .bucket = k,
+                                .offset_bytes = (int64_t)(b->offset * sizeof(float)),
+                                .bytes = (int64_t)(b->count * sizeof(float)),
+                                .ready_ms = 1e3 * b->ready_s,
+                                .comm_ms = p->role == ROLE_DP ? 1e3 * b->comm_s : NAN,
+                                .done_ms = p->role == ROLE_DP ? 1e3 * b->done_s : NAN};
+    if (res_table_put(x->tbuckets, &br, err, sizeof err)) return bench_error("%s", err);
+  }
+  printf("%-6s %-10s %-8s %d rank(s): %.1f images/s, step %.1f ms (data %.1f, fwd %.1f, bwd %.1f, "
+         "comm %.1f, exposed %.1f, opt %.1f)",
+         role_names[p->role], p->tname, p->aname, n, r->images_per_s, 1e3 * r->step_p50_s,
+         1e3 * r->data_s, 1e3 * r->fwd_s, 1e3 * r->bwd_s, 1e3 * r->comm_s, 1e3 * r->exposed_s,
+         1e3 * r->opt_s);
+  if (isfinite(fabric_eff) && p->role == ROLE_DP) printf(", fabric eff %.2f", fabric_eff);
+  if (isfinite(scaling) && p->role != ROLE_SINGLE) printf(", scaling eff %.2f", scaling);
+  if (isfinite(r->test_acc)) printf(", test acc %.4f", r->test_acc);
+  if (a->target_acc > 0) {
+    if (r->time_to_target_s >= 0) printf(", %.4f after %.1f s", a->target_acc, r->time_to_target_s);
+    else printf(", %.4f not reached", a->target_acc);
+  }
+  printf("\n");
+  fflush(stdout);
+  return 0;
+}
+
+/* "none", "tcp", ... into pairs with every algorithm; pairs a transport cannot run are said
+ * and skipped. Returns the count, or -1 after a usage error (rc set). */
+static int make_pairs(train_pair *pairs, const train_args *a, int size, coll_transport_kind *tks,
+                      int *ntk, int *want_mpi, int *rc) {
+  const char *tl = a->transports;
+  char deflt[64] = "none,tcp";
+  if (!tl) {
+    if (coll_transport_built(COLL_UCX)) strcat(deflt, ",ucx");
+    tl = size > 1 ? deflt : "none";
+  }
+  char *items[TRAIN_MAX_PAIRS], *store = NULL, *aitems[16], *astore = NULL;
+  int nt = bench_split_list(tl, items, TRAIN_MAX_PAIRS, &store);
+  int na = bench_split_list(a->algos, aitems, 16, &astore);
+  int np = 0;
+  *ntk = 0;
+  *want_mpi = 0;
+  if (nt <= 0 || na <= 0) {
+    *rc = bench_usage_error(train_usage, nt <= 0 ? "--transport: empty or too long list"
+                                                 : "--algo: empty or too long list");
+    goto fail;
+  }
+  coll_algo algos[16];
+  for (int j = 0; j < na; j++)
+    if (coll_algo_parse(aitems[j], &algos[j])) {
+      *rc = bench_usage_error(train_usage, "--algo: unknown algorithm '%s'", aitems[j]);
+      goto fail;
+    }
+  for (int i = 0; i < nt; i++) {
+    if (!strcmp(items[i], "none")) {
+      pairs[np++] = (train_pair){.role = ROLE_NONE, .tname = "none", .aname = "-"};
+      continue;
+    }
+    coll_transport_kind tk;
+    if (coll_transport_parse(items[i], &tk)) {
+      *rc = bench_usage_error(train_usage, "--transport: unknown transport '%s'", items[i]);
+      goto fail;
+    }
+    if (!coll_transport_built(tk)) {
+      *rc = bench_usage_error(train_usage, "--transport: '%s' is not built into this fabench", items[i]);
+      goto fail;
+    }
+    tks[(*ntk)++] = tk;
+    *want_mpi |= tk == COLL_MPI;
+    for (int j = 0; j < na && np < TRAIN_MAX_PAIRS; j++) {
+      train_pair *p = &pairs[np++];
+      *p = (train_pair){.role = ROLE_DP, .tk = tk, .algo = algos[j]};
+      snprintf(p->tname, sizeof p->tname, "%s", coll_transport_name(tk));
+      coll_algo_format(p->aname, sizeof p->aname, algos[j]);
+    }
+  }
+  free(store);
+  free(astore);
+  return np;
+fail:
+  free(store);
+  free(astore);
+  return -1;
+}
+
+/* The options of the training loop common to every pair. */
+static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
+                      const nn_sgd_opts *so, const nn_ckpt_info *want, int64_t epochs) {
+  const train_args *a = x->a;
+  *t = (nn_train_opts){
+      .net = x->net, .train = &x->train, .test = &x->test,
+      .loader = {.batch = (int)a->batch, .shuffle = 1, .drop_last = 1, .crop_pad = x->crop_pad,
+                 .flip = x->augment, .seed = a->seed, .prefetch = (int)a->prefetch},
+      .same_data = x->same_data,
+      .sched = *sched, .sgd = *so, .epochs = epochs, .warmup_steps = a->warmup_steps,
+      .eval_every = a->eval_every, .target_acc = a->target_acc,
+      .stop_at_target = a->stop_at_target, .check_every = a->check_every, .save = a->save,
+      .ckpt = *want, .rank = x->rank, .world = x->size, .wire = a->grad_dtype,
+      .bucket_bytes = (size_t)(a->bucket_mb * 1048576.0),
+      .first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0), .overlap = a->overlap,
+      .ctx = x, .on_step = on_step, .on_eval = on_eval,
+      .trace_steps = a->trace ? a->trace_steps : 0, .on_trace = on_trace};
+  /* tests: FABENCH_TEST_CORRUPT=RANK:STEP perturbs that rank's weights after that step */
+  const char *cor = getenv("FABENCH_TEST_CORRUPT");
+  long cr, cs;
+  if (cor && sscanf(cor, "%ld:%ld", &cr, &cs) == 2) {
+    t->corrupt_rank = (int)cr;
+    t->corrupt_step = cs;
+  }
+}
+
+static int train_rank_main(train_args *a, int argc, char **argv) {
+  char err[4096];
+  nn_data_spec spec;
+  if (nn_data_parse_spec(&spec, a->data, err, sizeof err) != 0)
+    return bench_usage_error(train_usage, "%s", err);
+  if (a->threads == 0)
+    a->threads = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+  const char *same = getenv("FABENCH_TEST_SAME_DATA");
+  train_ctx x = {.a = a, .same_data = same && !strcmp(same, "1")};
+  coll_err e = {{0}};
+  train_pair pairs[TRAIN_MAX_PAIRS];
+  coll_transport_kind tks[TRAIN_MAX_PAIRS];
+  coll_comm *comms[TRAIN_MAX_PAIRS] = {0}, *owner = NULL;
+  float *init = NULL, *init_bufs = NULL;
+  int ntk = 0, want_mpi = 0, status = 1, have_run = 0, rc = 0;
+  nn_arena_alloc galloc;
+  /* a resumed run continues the checkpoint's data order, so its seed wins */
+  nn_ckpt_info have = {0};
+  if (a->resume) {
+    if (nn_ckpt_read_info(a->resume, &have, err, sizeof err) != 0) return bench_error("%s", err);
+    a->seed = have.seed;
+  }
+
+  /* a dry parse first: usage errors come before any rank starts talking */
+  int npairs = make_pairs(pairs, a, a->nranks ? a->nranks : 2, tks, &ntk, &want_mpi, &rc);
+  if (npairs < 0) return rc;
+  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)a->timeout_s * 1000, &e))
+    return bench_error("%s", e.msg);
+  x.rank = coll_boot_rank(x.boot);
+  x.size = coll_boot_size(x.boot);
+  npairs = make_pairs(pairs, a, x.size, tks, &ntk, &want_mpi, &rc);
+  if (x.size == 1) { /* one process: it trains alone, whatever the list */
+    npairs = 1;
+    pairs[0] = (train_pair){.role = ROLE_SINGLE, .tname = "-", .aname = "-"};
+  }
+  int ntrain = 0;
+  for (int i = 0; i < npairs; i++) ntrain += pairs[i].role != ROLE_SINGLE;
+  if ((a->save || a->resume) && ntrain > 1) {
+    status = bench_usage_error(train_usage, "--save and --resume continue one training: give "
+                                            "one --transport and one --algo");
+    goto out;
+  }
+  int do_single = x.size > 1 && !a->no_single && !a->save && !a->resume;
+  if (a->model_from && x.rank == 0 && bench_model_load(&x.model, a->model_from, err, sizeof err)) {
+    status = bench_usage_error(train_usage, "--model-from: %s", err);
+    goto out;
+  }
+
+  char bind_desc[256];
+  if (bench_bind_rank(x.boot, a->bind, bind_desc, sizeof bind_desc)) goto out;
+  if (x.size > 1)
+    for (int t = 0; t < ntk; t++) {
+      coll_comm_opts co = {.transport = tks[t], .timeout_ms = (int)a->timeout_s * 1000,
+                           .chunk_bytes = (size_t)a->chunk, .no_spin = 1};
+      if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
+        bench_error("%s", e.msg);
+        goto out;
+      }
+      if (tks[t] == COLL_UCX) owner = comms[t];
+      for (int i = 0; i < npairs; i++)
+        if (pairs[i].role == ROLE_DP && pairs[i].tk == tks[t]) pairs[i].comm = comms[t];
+    }
+
+  /* data and the network: every rank alike */
+  if (nn_data_load(&x.train, &x.test, &spec, a->seed, err, sizeof err) != 0) {
+    bench_error("%s", err);
+    goto out;
+  }
+  data_name(x.dname, sizeof x.dname, &spec, &x.train);
+  x.augment = a->augment && spec.kind != NN_DATA_SYNTHETIC;
+  x.crop_pad = a->crop_pad >= 0 ? (int)a->crop_pad
+               : !x.augment ? 0 : spec.kind == NN_DATA_CIFAR10 ? 4 : 2;
+  if (!a->augment) x.crop_pad = 0;
+  snprintf(x.shape, sizeof x.shape, "%dx%dx%d", x.train.c, x.train.h, x.train.w);
+  /* the gradient arena from the ucx communicator when there is one: ranks on one host then
+   * reduce in each other's copy (the other transports use it as plain memory) */
+  galloc = nn_arena_from_comm(owner);
+  nn_net_opts no = {.model = a->model, .in_c = x.train.c, .in_h = x.train.h, .in_w = x.train.w,
+                    .classes = x.train.classes, .batch = (int)a->batch, .threads = (int)a->threads,
+                    .seed = a->seed, .grad_alloc = &galloc, .device = a->devices[0],
+                    .precision = a->precision, .cudnn_search = a->cudnn_search,
+                    .gpu = a->gpu >= 0 ? (int)a->gpu : coll_boot_local_rank(x.boot)};
+  int nrc = nn_net_create(&x.net, &no, err, sizeof err);
+  if (nrc != 0) {
+    bench_error("%s", err);
+    if (nrc == NN_ENODEV) status = 3; /* no such device: not a usage error, not a failure */
+    goto out;
+  }
+  size_t nm, nb;
+  float *params = nn_net_params(x.net, &x.np);
+  float *mom = nn_net_momentum(x.net, &nm);
+  float *bufs = nn_net_buffers(x.net, &nb);
+  /* the job's checkpoint: rank 0 writes it, every rank of a world of this size reads it */
+  nn_ckpt_info want = {.in_c = x.train.c, .in_h = x.train.h, .in_w = x.train.w,
+                       .classes = x.train.classes, .batch = (int)a->batch, .rank = 0,
+                       .world = x.size, .seed = a->seed, .n_params = x.np, .n_momentum = nm,
+                       .n_buffers = nb};
+  snprintf(want.model, sizeof want.model, "%s", a->model);
+  if (strlen(x.dname) >= sizeof want.data || strlen(a->model) >= sizeof want.model) {
+    bench_error("--data or --model too long for a checkpoint (%zu and %zu bytes at most)",
+                sizeof want.data - 1, sizeof want.model - 1);
+    goto out;
+  }
+  memcpy(want.data, x.dname, strlen(x.dname) + 1);
+  if (a->resume && nn_ckpt_load(a->resume, &have, params, mom, bufs, &want, err, sizeof err) != 0) {
+    bench_error("%s", err);
+    goto out;
+  }
+  /* said before anything is written: a shard too small for one batch */
+  if (nn_data_steps_per_epoch(x.train.n, x.same_data ? 1 : x.size, (int)a->batch, 1) < 1) {
+    bench_error("%s: %lld training images is less than one batch of %ld on each of %d rank(s)",
+                x.dname, (long long)x.train.n, a->batch, x.size);
+    goto out;
+  }
+  if (a->resume) { /* what is left to train, said before anything is written */
+    int64_t spe = nn_data_steps_per_epoch(x.train.n, x.size, (int)a->batch, 1);
+    int64_t ep = a->steps && !a->epochs_given && spe > 0 ? (a->steps + spe - 1) / spe : a->epochs;
+    int64_t stop = a->steps && a->steps < ep * spe ? a->steps : ep * spe;
+    if (have.global_step >= stop) {
+      bench_error("checkpoint %s is at step %lld; nothing left to train (stop at %lld)", a->resume,
+                  (long long)have.global_step, (long long)stop);
+      goto out;
+    }
+  }
+  if (x.rank == 0) {
+    if (bench_run_begin(&x.run, a->out, "train", argc, argv) != 0) goto out;
+    have_run = 1;
+  }
+  if (bench_run_world(&x.run, x.boot, bind_desc)) goto out;
+  /* rank 0's weights for everyone (they start alike from the seed; a resumed or changed rank
+   * would not), then kept to restart every pair from */
+  if (x.size > 1 && ntk > 0 &&
+      (coll_bcast(comms[0], params, x.np * sizeof *params, 0, &e) ||
+       coll_bcast(comms[0], bufs, nb * sizeof *bufs, 0, &e))) {
+    bench_error("%s", e.msg);
+    goto out;
+  }
+  nn_net_params(x.net, NULL); /* written through a kept pointer */
+  if (!(init = malloc(x.np * sizeof *init)) || !(init_bufs = malloc((nb ? nb : 1) * sizeof *bufs))) {
+    bench_error("out of memory");
+    goto out;
+  }
+  memcpy(init, params, x.np * sizeof *init);
+  memcpy(init_bufs, bufs, nb * sizeof *bufs);
+  float *init_mom = a->resume ? malloc(x.np * sizeof *init_mom) : NULL;
+  if (init_mom) memcpy(init_mom, mom, x.np * sizeof *init_mom);
+
+  if (x.rank == 0) {
+    cJSON *tj = cJSON_AddObjectToObject(x.run.meta, "train");
+    cJSON_AddStringToObject(tj, "model", a->model);
+    cJSON_AddNumberToObject(tj, "params", (double)x.np);
+    cJSON_AddNumberToObject(tj, "bn_buffers", (double)nb);
+    cJSON_AddStringToObject(tj, "backend", nn_backend_version());
+    cJSON_AddStringToObject(tj, "data", x.dname);
+    cJSON_AddNumberToObject(tj, "train_images", (double)x.train.n);
+    cJSON_AddNumberToObject(tj, "test_images", (double)x.test.n);
+    cJSON_AddStringToObject(tj, "input", x.shape);
+    cJSON_AddNumberToObject(tj, "classes", x.train.classes);
+    cJSON_AddNumberToObject(tj, "ranks", x.size);
+    cJSON_AddNumberToObject(tj, "batch", (double)a->batch);
+    cJSON_AddNumberToObject(tj, "global_batch", (double)a->batch * x.size);
+    cJSON_AddNumberToObject(tj, "threads", (double)a->threads);
+    cJSON_AddNumberToObject(tj, "seed", (double)a->seed);
+    cJSON_AddNumberToObject(tj, "bucket_mb", a->bucket_mb);
+    cJSON_AddNumberToObject(tj, "first_bucket_mb", a->first_bucket_mb);
+    cJSON_AddBoolToObject(tj, "overlap", a->overlap);
+    cJSON_AddStringToObject(tj, "grad_dtype", coll_dtype_name(a->grad_dtype));
+    cJSON_AddStringToObject(tj, "gradients", x.size > 1 ? "averaged over the ranks (all-reduce, "
+                                                          "then 1/N; 16-bit wires: 1/N first)"
+                                                        : "one rank: no averaging");
+    cJSON_AddStringToObject(tj, "batch_norm", "statistics local to each rank (PyTorch DDP)");
+    cJSON *fj = cJSON_GetObjectItem(x.run.meta, "fabrics");
+    for (int t = 0; fj && t < ntk; t++)
+      if (comms[t]) cJSON_AddStringToObject(fj, coll_transport_name(tks[t]), coll_comm_fabric(comms[t]));
+    if (a->resume) cJSON_AddStringToObject(tj, "resumed_from", a->resume);
+    if (bench_run_write(&x.run) != 0) goto out;
+    if (res_table_open_schema(&x.tsteps, x.run.dir, res_schema_train_steps(), err, sizeof err) ||
+        res_table_open_schema(&x.teval, x.run.dir, res_schema_train_eval(), err, sizeof err) ||
+        res_table_open_schema(&x.trun, x.run.dir, res_schema_train(), err, sizeof err) ||
+        res_table_open_schema(&x.tbuckets, x.run.dir, res_schema_train_buckets(), err, sizeof err)) {
+      bench_error("%s", err);
+      goto out;
+    }
+    printf("train: %s (%zu params, %s) on %s %s, %lld images, %d rank(s) x batch %ld, %ld "
+           "thread(s), %s%s\n",
+           a->model, x.np, nn_backend_version(), x.dname, x.shape, (long long)x.train.n, x.size,
+           a->batch, a->threads, x.run.dir, a->resume ? " (from checkpoint)" : "");
+    fflush(stdout);
+  }
+
+  /* the roles in turn: one rank alone, then the pairs (none first: the fabric's denominator) */
+  /* per device (--device cpu,cuda: every pair on each), one rank alone, then the pairs */
+  int order[2 * (TRAIN_MAX_PAIRS + 1)], odev[2 * (TRAIN_MAX_PAIRS + 1)], norder = 0;
+  for (int d = 0; d < a->ndevices; d++) {
+    if (do_single) odev[norder] = a->devices[d], order[norder++] = -1;
+    for (int i = 0; i < npairs; i++)
+      if (pairs[i].role == ROLE_NONE || pairs[i].role == ROLE_SINGLE)
+        odev[norder] = a->devices[d], order[norder++] = i;
+    for (int i = 0; i < npairs; i++)
+      if (pairs[i].role == ROLE_DP) {
+        if (!coll_algo_supported(pairs[i].comm, pairs[i].algo)) {
+          if (x.rank == 0 && d == 0)
+            printf("# skipping %s/%s: %s\n", pairs[i].tname, pairs[i].aname,
+                   pairs[i].algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
+                                                          : "not available in this build");
+          continue;
+        }
+        odev[norder] = a->devices[d], order[norder++] = i;
+      }
+  }
+  static const train_pair single = {.role = ROLE_SINGLE, .tname = "-", .aname = "-"};
+  int failed = 0;
+  for (int oi = 0; oi < norder && !failed; oi++) {
+    const train_pair *p = order[oi] < 0 ? &single : &pairs[order[oi]];
+    x.pair = p;
+    x.role_index = oi;
+    if (odev[oi] != nn_net_device(x.net)) { /* the next device: its own net, the same weights */
+      nn_net_destroy(x.net);
+      x.net = NULL;
+      no.device = odev[oi];
+      int crc = nn_net_create(&x.net, &no, err, sizeof err);
+      if (crc) {
+        bench_error("%s", err);
+        if (crc == NN_ENODEV) status = 3;
+        failed = 1;
+        break;
+      }
+      params = nn_net_params(x.net, NULL);
+      mom = nn_net_momentum(x.net, NULL);
+      bufs = nn_net_buffers(x.net, NULL);
+      x.have_profile = 0;
+      x.single_ips = x.none_ips = 0;
+    }
+    x.ranks = p->role == ROLE_SINGLE ? 1 : x.size;
+    x.spe = nn_data_steps_per_epoch(x.train.n, x.same_data ? 1 : x.ranks, (int)a->batch, 1);
+    /* --steps alone runs as many epochs as it needs; the schedule spans --epochs, or --steps */
+    int64_t epochs = a->epochs;
+    if (a->steps && !a->epochs_given) epochs = (a->steps + x.spe - 1) / x.spe;
+    int64_t horizon = a->epochs_given || !a->steps ? epochs * x.spe : a->steps;
+    int64_t stop = a->steps ? a->steps : epochs * x.spe;
+    if (stop > epochs * x.spe) stop = epochs * x.spe;
+    int64_t start = a->resume ? have.global_step : 0;
+    if (start >= stop) {
+      bench_error("checkpoint %s is at step %lld; nothing left to train (stop at %lld)", a->resume,
+                  (long long)start, (long long)stop);
+      failed = 1;
+      break;
+    }
+    nn_lr_sched sched = {.kind = a->sched, .gamma = a->gamma, .total_steps = horizon,
+                         .base = nn_lr_scaled(a->lr, (int)a->batch * x.ranks, (int)a->ref_batch),
+                         .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)x.spe)};
+    if (a->sched == NN_LR_STEP &&
+        parse_milestones(&sched, a->milestones ? a->milestones : "0.5,0.75", (long)epochs, x.spe)) {
+      status = bench_usage_error(train_usage, "bad --lr-milestones '%s'", a->milestones);
+      goto out;
+    }
+    nn_sgd_opts so = {.momentum = (float)a->momentum, .weight_decay = (float)a->wd,
+                      .nesterov = a->nesterov};
+    /* every pair from the same weights (the calls mark the copies written: a GPU net uploads) */
+    params = nn_net_params(x.net, NULL);
+    mom = nn_net_momentum(x.net, NULL);
+    bufs = nn_net_buffers(x.net, NULL);
+    memcpy(params, init, x.np * sizeof *init);
+    memcpy(bufs, init_bufs, nb * sizeof *bufs);
+    if (init_mom) memcpy(mom, init_mom, x.np * sizeof *mom);
+    else memset(mom, 0, x.np * sizeof *mom);
+
+    nn_train_opts t;
+    loop_opts(&t, &x, &sched, &so, &want, epochs);
+    t.steps_per_epoch = x.spe;
+    t.start_step = start;
+    t.stop_step = stop;
+    t.elapsed0 = a->resume ? have.elapsed_s : 0;
+    nn_train_result r;
+    int trc = 0;
+    if (p->role == ROLE_SINGLE) {
+      /* rank 0 alone; the others wait in its heartbeat */
+      t.boot = NULL;
+      t.world = 1;
+      if (x.rank == 0) {
+        x.heartbeat = 1;
+        trc = nn_train_run(&r, &t, err, sizeof err);
+        x.heartbeat = 0;
+        if (trc) bench_error("one rank alone: %s", err);
+        if (x.size > 1 && heartbeat(&x, trc ? 2 : 1, NULL)) trc = -1;
+      } else {
+        int32_t heard = 0;
+        while (heard == 0)
+          if (heartbeat(&x, 0, &heard)) break;
+        trc = heard == 1 ? 0 : -1;
+      }
+      if (trc) {
+        failed = 1;
+        break;
+      }
+      if (x.rank == 0) { /* only rank 0 trained */
+        x.single_ips = r.images_per_s;
+        x.profile = r;
+        x.have_profile = 1;
+      }
+    } else {
+      t.boot = x.size > 1 ? x.boot : NULL;
+      t.comm = p->role == ROLE_DP ? p->comm : NULL;
+      t.algo = p->algo;
+      t.wire_alloc = &galloc;
+      trc = nn_train_run(&r, &t, err, sizeof err);
+      if (trc) {
+        bench_error("%s %s/%s: %s", role_names[p->role], p->tname, p->aname, err);
+        failed = 1;
+        break;
+      }
+      if (p->role == ROLE_NONE) x.none_ips = r.images_per_s, x.profile = r, x.have_profile = 1;
+    }
+    if (x.rank == 0 && write_result(&x, &r, &so, &sched, epochs)) failed = 1;
+  }
+  free(init_mom);
+  if (x.rank == 0) {
+    cJSON_AddStringToObject(x.run.meta, "status", failed ? "failed" : "ok");
+    if (bench_run_write(&x.run)) failed = 1;
+    printf("train: %s\n", x.run.dir);
+  }
+  if (status != 3) status = failed ? 1 : 0;
+
+out:
+  if (x.rank == 0) {
+    res_table_close(x.tsteps);
+    res_table_close(x.teval);
+    res_table_close(x.trun);
+    res_table_close(x.tbuckets);
+  }
+  nn_net_destroy(x.net); /* frees the arena through its communicator: before closing them */
+  free(init);
+  free(init_bufs);
+  for (int t = 0; t < ntk; t++)
+    if (comms[t]) coll_comm_close(comms[t]);
+  nn_data_free(&x.train);
+  nn_data_free(&x.test);
+  if (have_run) bench_run_end(&x.run);
+  cJSON_Delete(x.trace);
+  if (x.model.n) res_model_free(&x.model);
+  coll_boot_close(x.boot);
+  return status;
 }
 
 int bench_cmd_train(int argc, char **argv) {
@@ -288,443 +1035,14 @@ int bench_cmd_train(int argc, char **argv) {
   int rc = parse_args(&a, argc, argv);
   if (rc == 1) return 0; /* --help */
   if (rc) return rc;
-  char err[4096];
-  nn_data_spec spec;
-  if (nn_data_parse_spec(&spec, a.data, err, sizeof err) != 0)
-    return bench_usage_error(train_usage, "%s", err);
-  if (a.threads == 0) a.threads = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-
-  /* a resumed run continues the checkpoint's data order, so its seed wins */
-  nn_ckpt_info have = {0};
-  if (a.resume) {
-    if (nn_ckpt_read_info(a.resume, &have, err, sizeof err) != 0) return bench_error("%s", err);
-    a.seed = have.seed;
+  if (a.nranks > 0) {
+    int use_mpirun = 0;
+    char *items[TRAIN_MAX_PAIRS], *store = NULL;
+    int n = a.transports ? bench_split_list(a.transports, items, TRAIN_MAX_PAIRS, &store) : 0;
+    for (int i = 0; i < n; i++) use_mpirun |= !strcmp(items[i], "mpi");
+    free(store);
+    return bench_relaunch(argc, argv, a.nranks, use_mpirun, a.mpirun_args, a.emulate,
+                          (int)a.timeout_s);
   }
-
-  nn_dataset train = {0}, test = {0};
-  nn_net *net = NULL;
-  nn_loader *loader = NULL;
-  res_table *tsteps = NULL, *teval = NULL, *trun = NULL;
-  double *st = NULL, *dt = NULL, *ft = NULL, *bt = NULL, *ot = NULL, *lt = NULL;
-  bench_run run = {0};
-  int status = 1, have_run = 0;
-
-  if (nn_data_load(&train, &test, &spec, a.seed, err, sizeof err) != 0) {
-    bench_error("%s", err);
-    goto out;
-  }
-  char dname[2200];
-  data_name(dname, sizeof dname, &spec, &train);
-  int augment = a.augment && spec.kind != NN_DATA_SYNTHETIC;
-  int crop_pad = a.crop_pad >= 0 ? (int)a.crop_pad
-                 : !augment ? 0 : spec.kind == NN_DATA_CIFAR10 ? 4 : 2;
-  if (!a.augment) crop_pad = 0;
-
-  nn_net_opts no = {.model = a.model, .in_c = train.c, .in_h = train.h, .in_w = train.w,
-                    .classes = train.classes, .batch = (int)a.batch, .threads = (int)a.threads,
-                    .seed = a.seed};
-  if (nn_net_create(&net, &no, err, sizeof err) != 0) {
-    bench_error("%s", err);
-    goto out;
-  }
-  size_t np, nm, nb;
-  float *params = nn_net_params(net, &np);
-  float *mom = nn_net_momentum(net, &nm);
-  float *bufs = nn_net_buffers(net, &nb);
-  nn_ckpt_info want = {.in_c = train.c, .in_h = train.h, .in_w = train.w,
-                       .classes = train.classes, .batch = (int)a.batch, .rank = 0, .world = 1,
-                       .seed = a.seed, .n_params = np, .n_momentum = nm, .n_buffers = nb};
-  snprintf(want.model, sizeof want.model, "%s", a.model);
-  if (strlen(dname) >= sizeof want.data || strlen(a.model) >= sizeof want.model) {
-    bench_error("--data or --model too long for a checkpoint (%zu and %zu bytes at most)",
-                sizeof want.data - 1, sizeof want.model - 1);
-    goto out;
-  }
-  memcpy(want.data, dname, strlen(dname) + 1);
-  if (a.resume && nn_ckpt_load(a.resume, &have, params, mom, bufs, &want, err, sizeof err) != 0) {
-    bench_error("%s", err);
-    goto out;
-  }
-  int64_t epoch0 = a.resume ? have.epoch : 0, step0 = a.resume ? have.step : 0;
-  int64_t gstep = a.resume ? have.global_step : 0, start_step = gstep;
-  double elapsed0 = a.resume ? have.elapsed_s : 0;
-
-  nn_loader_opts lo = {.batch = (int)a.batch, .shuffle = 1, .drop_last = 1, .crop_pad = crop_pad,
-                       .flip = augment, .rank = 0, .world = 1, .seed = a.seed, .epoch = epoch0,
-                       .step = step0, .prefetch = (int)a.prefetch};
-  int64_t spe = nn_data_steps_per_epoch(train.n, 1, (int)a.batch, 1);
-  if (spe < 1) {
-    bench_error("%s: %lld training images is less than one batch of %ld", dname,
-                (long long)train.n, a.batch);
-    goto out;
-  }
-  /* --steps alone runs as many epochs as it needs; the schedule spans --epochs, or --steps */
-  long epochs = a.epochs;
-  if (a.steps && !a.epochs_given) epochs = (long)((a.steps + spe - 1) / spe);
-  int64_t horizon = a.epochs_given || !a.steps ? (int64_t)epochs * spe : a.steps;
-  int64_t stop = a.steps ? a.steps : (int64_t)epochs * spe;
-  if (stop > (int64_t)epochs * spe) stop = (int64_t)epochs * spe;
-  if (gstep >= stop) {
-    bench_error("checkpoint %s is at step %lld; nothing left to train (stop at %lld)", a.resume,
-                (long long)gstep, (long long)stop);
-    goto out;
-  }
-  lo.epochs = epochs;
-  if (nn_loader_create(&loader, &train, &lo, err, sizeof err) != 0) {
-    bench_error("%s", err);
-    goto out;
-  }
-
-  nn_lr_sched sched = {.kind = a.sched, .gamma = a.gamma, .total_steps = horizon,
-                       .base = nn_lr_scaled(a.lr, (int)a.batch, (int)a.ref_batch),
-                       .warmup_steps = (int64_t)llround(a.warmup_epochs * (double)spe)};
-  if (a.sched == NN_LR_STEP &&
-      parse_milestones(&sched, a.milestones ? a.milestones : "0.5,0.75", epochs, spe) != 0) {
-    status = bench_usage_error(train_usage, "bad --lr-milestones '%s' (epochs, comma separated)",
-                               a.milestones);
-    goto out;
-  }
-
-  if (bench_run_begin(&run, a.out, "train", argc, argv) != 0) goto out;
-  have_run = 1;
-  cJSON *tj = cJSON_AddObjectToObject(run.meta, "train");
-  cJSON_AddStringToObject(tj, "model", a.model);
-  cJSON_AddNumberToObject(tj, "params", (double)np);
-  cJSON_AddNumberToObject(tj, "bn_buffers", (double)nb);
-  cJSON_AddStringToObject(tj, "backend", nn_backend_version());
-  cJSON_AddStringToObject(tj, "data", dname);
-  cJSON_AddNumberToObject(tj, "train_images", (double)train.n);
-  cJSON_AddNumberToObject(tj, "test_images", (double)test.n);
-  char shape[64];
-  snprintf(shape, sizeof shape, "%dx%dx%d", train.c, train.h, train.w);
-  cJSON_AddStringToObject(tj, "input", shape);
-  cJSON_AddNumberToObject(tj, "classes", train.classes);
-  cJSON_AddNumberToObject(tj, "ranks", 1);
-  cJSON_AddNumberToObject(tj, "batch", (double)a.batch);
-  cJSON_AddNumberToObject(tj, "global_batch", (double)a.batch);
-  cJSON_AddNumberToObject(tj, "threads", (double)a.threads);
-  cJSON_AddNumberToObject(tj, "epochs", (double)epochs);
-  cJSON_AddNumberToObject(tj, "steps_per_epoch", (double)spe);
-  cJSON_AddNumberToObject(tj, "stop_step", (double)stop);
-  cJSON_AddNumberToObject(tj, "warmup_steps_excluded", (double)a.warmup_steps);
-  cJSON_AddNumberToObject(tj, "lr", a.lr);
-  cJSON_AddNumberToObject(tj, "lr_scaled", sched.base);
-  cJSON_AddNumberToObject(tj, "ref_batch", (double)a.ref_batch);
-  cJSON_AddStringToObject(tj, "lr_schedule", sched_name(a.sched));
-  cJSON_AddNumberToObject(tj, "lr_warmup_steps", (double)sched.warmup_steps);
-  cJSON_AddNumberToObject(tj, "momentum", a.momentum);
-  cJSON_AddNumberToObject(tj, "weight_decay", a.wd);
-  cJSON_AddBoolToObject(tj, "nesterov", a.nesterov);
-  cJSON_AddNumberToObject(tj, "seed", (double)a.seed);
-  cJSON_AddNumberToObject(tj, "crop_pad", crop_pad);
-  cJSON_AddBoolToObject(tj, "flip", augment);
-  cJSON_AddStringToObject(tj, "gradients", "one rank: no averaging");
-  if (a.resume) {
-    cJSON_AddStringToObject(tj, "resumed_from", a.resume);
-    cJSON_AddNumberToObject(tj, "resumed_at_step", (double)gstep);
-  }
-  if (bench_run_write(&run) != 0) goto out;
-
-  if (res_table_open(&tsteps, run.dir, "train_steps", step_cols,
-                     sizeof step_cols / sizeof *step_cols, err, sizeof err) != 0 ||
-      res_table_open(&teval, run.dir, "train_eval", eval_cols,
-                     sizeof eval_cols / sizeof *eval_cols, err, sizeof err) != 0 ||
-      res_table_open(&trun, run.dir, "train", run_cols, sizeof run_cols / sizeof *run_cols, err,
-                     sizeof err) != 0) {
-    bench_error("%s", err);
-    goto out;
-  }
-
-  printf("train: %s (%zu params, %s) on %s %s, %lld images, batch %ld, %ld thread(s), %s\n",
-         a.model, np, nn_backend_version(), dname, shape, (long long)train.n, a.batch, a.threads,
-         run.dir);
-  printf("train: %lld steps/epoch, steps %lld..%lld, lr %g (%s, warm-up %lld steps), momentum %g, "
-         "wd %g%s, augment %s, seed %llu%s\n",
-         (long long)spe, (long long)gstep, (long long)stop, sched.base, sched_name(a.sched),
-         (long long)sched.warmup_steps, a.momentum, a.wd, a.nesterov ? " nesterov" : "",
-         crop_pad || augment ? "crop+flip" : "none", (unsigned long long)a.seed,
-         a.resume ? " (from checkpoint)" : "");
-  fflush(stdout);
-
-  size_t cap = (size_t)(stop - gstep);
-  st = malloc(cap * sizeof *st);
-  dt = malloc(cap * sizeof *dt);
-  ft = malloc(cap * sizeof *ft);
-  bt = malloc(cap * sizeof *bt);
-  ot = malloc(cap * sizeof *ot);
-  lt = malloc(cap * sizeof *lt);
-  if (!st || !dt || !ft || !bt || !ot || !lt) {
-    bench_error("out of memory for %zu step records", cap);
-    goto out;
-  }
-  size_t nmeas = 0;
-  int64_t meas_images = 0, run_steps = 0;
-  double final_loss = NAN, test_loss = NAN, test_acc = NAN, to_target = -1;
-  int64_t last_eval_step = -1;
-  const char *why = "done";
-  nn_sgd_opts so = {.momentum = (float)a.momentum, .weight_decay = (float)a.wd,
-                    .nesterov = a.nesterov};
-  double t_start = res_now();
-  int failed = 0;
-
-  while (gstep < stop) {
-    double t0 = res_now();
-    nn_batch b;
-    nn_loader_next(loader, &b);
-    double t1 = res_now();
-    if (b.n == 0) break;
-    float loss = 0;
-    int correct = 0;
-    nn_step_times tm = {0, 0};
-    if (nn_net_train_step(net, b.x, b.labels, b.n, &loss, &correct, &tm, err, sizeof err) != 0) {
-      bench_error("step %lld: %s", (long long)gstep, err);
-      failed = 1;
-      break;
-    }
-    double t2 = res_now();
-    so.lr = (float)nn_lr_at(&sched, gstep);
-    nn_sgd_step(net, &so);
-    double t3 = res_now();
-    double step_s = t3 - t0;
-    int warm = run_steps < a.warmup_steps;
-    if (!warm) {
-      st[nmeas] = step_s;
-      dt[nmeas] = t1 - t0;
-      lt[nmeas] = b.load_s;
-      ft[nmeas] = tm.fwd_s;
-      bt[nmeas] = tm.bwd_s;
-      ot[nmeas] = t3 - t2;
-      nmeas++;
-      meas_images += b.n;
-    }
-    run_steps++;
-    gstep++;
-    final_loss = loss;
-    double elapsed = elapsed0 + (t3 - t_start);
-    res_row_str(tsteps, run.run_id);
-    res_row_int(tsteps, gstep);
-    res_row_int(tsteps, b.epoch);
-    res_row_int(tsteps, b.step);
-    res_row_int(tsteps, b.n);
-    res_row_f64(tsteps, loss);
-    res_row_f64(tsteps, (double)correct / b.n);
-    res_row_f64(tsteps, so.lr);
-    res_row_f64(tsteps, 1e3 * step_s);
-    res_row_f64(tsteps, 1e3 * (t1 - t0));
-    res_row_f64(tsteps, 1e3 * b.load_s);
-    res_row_f64(tsteps, 1e3 * tm.fwd_s);
-    res_row_f64(tsteps, 1e3 * tm.bwd_s);
-    res_row_f64(tsteps, 1e3 * (t3 - t2));
-    res_row_f64(tsteps, b.n / step_s);
-    res_row_int(tsteps, warm);
-    res_row_f64(tsteps, elapsed);
-    if (res_row_end(tsteps, err, sizeof err) != 0) {
-      bench_error("%s", err);
-      failed = 1;
-      break;
-    }
-    if (!isfinite(loss)) {
-      bench_error("step %lld: the loss is %g; training diverged (lower --lr?)", (long long)gstep,
-                  (double)loss);
-      failed = 1;
-      break;
-    }
-    int epoch_end = b.step + 1 == spe;
-    if (run_steps == 1 || gstep % a.log_every == 0 || gstep == stop || epoch_end) {
-      printf("step %7lld  epoch %lld  %5lld/%lld  loss %.4f  acc %.3f  lr %.4g  %.1f img/s  data %.2f ms\n",
-             (long long)gstep, (long long)b.epoch + 1, (long long)b.step + 1, (long long)spe,
-             loss, (double)correct / b.n, so.lr, b.n / step_s, 1e3 * (t1 - t0));
-      fflush(stdout);
-    }
-    if (!epoch_end) continue;
-    int64_t done_epochs = b.epoch + 1;
-    if (a.eval_every > 0 && (done_epochs % a.eval_every == 0 || done_epochs == epochs)) {
-      eval_result er;
-      if (evaluate(&er, net, &test, (int)a.batch, (int)a.prefetch, err, sizeof err) != 0) {
-        bench_error("evaluation: %s", err);
-        failed = 1;
-        break;
-      }
-      test_loss = er.loss;
-      test_acc = er.acc;
-      last_eval_step = gstep;
-      double el = elapsed0 + (res_now() - t_start);
-      printf("epoch %lld/%ld  test loss %.4f  test acc %.4f  (%lld images, %.1f s)  elapsed %.1f s\n",
-             (long long)done_epochs, epochs, er.loss, er.acc, (long long)er.images, er.secs, el);
-      fflush(stdout);
-      res_row_str(teval, run.run_id);
-      res_row_int(teval, done_epochs);
-      res_row_int(teval, gstep);
-      res_row_f64(teval, er.loss);
-      res_row_f64(teval, er.acc);
-      res_row_int(teval, er.images);
-      res_row_f64(teval, er.secs);
-      res_row_f64(teval, el);
-      if (res_row_end(teval, err, sizeof err) != 0) bench_error("%s", err);
-      if (a.target_acc > 0 && to_target < 0 && er.acc >= a.target_acc) {
-        to_target = el;
-        printf("target accuracy %.4f reached after %.1f s (epoch %lld)\n", a.target_acc, el,
-               (long long)done_epochs);
-        if (a.stop_at_target) why = "target reached";
-      }
-    }
-    if (a.save) {
-      nn_ckpt_info ci = want;
-      ci.epoch = done_epochs;
-      ci.step = 0;
-      ci.global_step = gstep;
-      ci.elapsed_s = elapsed0 + (res_now() - t_start);
-      if (nn_ckpt_save(a.save, &ci, params, mom, bufs, err, sizeof err) != 0) {
-        bench_error("%s", err);
-        failed = 1;
-        break;
-      }
-    }
-    if (!strcmp(why, "target reached")) break;
-  }
-  double train_s = res_now() - t_start;
-
-  /* a run cut by --steps mid-epoch still reports where it stands */
-  if (!failed && a.eval_every > 0 && last_eval_step != gstep && strcmp(why, "target reached")) {
-    eval_result er;
-    if (evaluate(&er, net, &test, (int)a.batch, (int)a.prefetch, err, sizeof err) != 0) {
-      bench_error("evaluation: %s", err);
-      failed = 1;
-    } else {
-      test_loss = er.loss;
-      test_acc = er.acc;
-      printf("step %lld  test loss %.4f  test acc %.4f  (%lld images, %.1f s)\n", (long long)gstep,
-             er.loss, er.acc, (long long)er.images, er.secs);
-      res_row_str(teval, run.run_id);
-      res_row_int(teval, gstep / spe);
-      res_row_int(teval, gstep);
-      res_row_f64(teval, er.loss);
-      res_row_f64(teval, er.acc);
-      res_row_int(teval, er.images);
-      res_row_f64(teval, er.secs);
-      res_row_f64(teval, elapsed0 + (res_now() - t_start));
-      if (res_row_end(teval, err, sizeof err) != 0) bench_error("%s", err);
-      if (a.target_acc > 0 && to_target < 0 && er.acc >= a.target_acc)
-        to_target = elapsed0 + (res_now() - t_start);
-    }
-  }
-  if (!failed && a.save && (gstep % spe != 0)) {
-    nn_ckpt_info ci = want;
-    ci.epoch = gstep / spe;
-    ci.step = gstep % spe;
-    ci.global_step = gstep;
-    ci.elapsed_s = elapsed0 + train_s;
-    if (nn_ckpt_save(a.save, &ci, params, mom, bufs, err, sizeof err) != 0) {
-      bench_error("%s", err);
-      failed = 1;
-    }
-  }
-  if (failed) why = "failed";
-  else if (a.target_acc > 0 && to_target < 0) why = "target not reached";
-
-  double sum_st = 0, sum_comp = 0;
-  for (size_t i = 0; i < nmeas; i++) {
-    sum_st += st[i];
-    sum_comp += ft[i] + bt[i] + ot[i];
-  }
-  double ips = sum_st > 0 ? (double)meas_images / sum_st : 0;
-  double cips = sum_comp > 0 ? (double)meas_images / sum_comp : 0;
-  double mean_step = mean_of(st, nmeas), mdata = mean_of(dt, nmeas), mload = mean_of(lt, nmeas);
-  double mf = mean_of(ft, nmeas), mb = mean_of(bt, nmeas), mo = mean_of(ot, nmeas);
-  res_stats ss;
-  res_stats_compute(&ss, st, nmeas);
-
-  res_row_str(trun, run.run_id);
-  res_row_int(trun, RES_SCHEMA_VERSION);
-  res_row_str(trun, run.host);
-  res_row_str(trun, run.topo_hash);
-  res_row_str(trun, a.model);
-  res_row_int(trun, (int64_t)np);
-  res_row_str(trun, dname);
-  res_row_str(trun, shape);
-  res_row_int(trun, train.classes);
-  res_row_int(trun, 1);
-  res_row_int(trun, a.batch);
-  res_row_int(trun, a.batch);
-  res_row_int(trun, a.threads);
-  res_row_int(trun, epochs);
-  res_row_int(trun, run_steps);
-  res_row_int(trun, (int64_t)nmeas);
-  res_row_int(trun, run_steps - (int64_t)nmeas);
-  res_row_f64(trun, sched.base);
-  res_row_str(trun, sched_name(a.sched));
-  res_row_f64(trun, a.warmup_epochs);
-  res_row_f64(trun, a.momentum);
-  res_row_f64(trun, a.wd);
-  res_row_int(trun, a.nesterov);
-  res_row_str(trun, crop_pad || augment ? "crop+flip" : "none");
-  res_row_int(trun, (int64_t)a.seed);
-  res_row_f64(trun, ips);
-  res_row_f64(trun, cips);
-  res_row_f64(trun, 1e3 * mean_step);
-  res_row_f64(trun, 1e3 * ss.p50);
-  res_row_f64(trun, 1e3 * ss.p90);
-  res_row_f64(trun, 1e3 * mdata);
-  res_row_f64(trun, 1e3 * mload);
-  res_row_f64(trun, 1e3 * mf);
-  res_row_f64(trun, 1e3 * mb);
-  res_row_f64(trun, 1e3 * mo);
-  res_row_f64(trun, final_loss);
-  res_row_f64(trun, test_loss);
-  res_row_f64(trun, test_acc);
-  res_row_f64(trun, a.target_acc);
-  res_row_f64(trun, to_target);
-  res_row_f64(trun, elapsed0 + train_s);
-  res_row_int(trun, start_step);
-  res_row_int(trun, gstep);
-  res_row_str(trun, nn_backend_version());
-  res_row_str(trun, why);
-  if (res_row_end(trun, err, sizeof err) != 0) {
-    bench_error("%s", err);
-    failed = 1;
-  }
-
-  cJSON *rj = cJSON_AddObjectToObject(run.meta, "result");
-  cJSON_AddStringToObject(rj, "status", why);
-  cJSON_AddNumberToObject(rj, "steps", (double)run_steps);
-  cJSON_AddNumberToObject(rj, "end_step", (double)gstep);
-  cJSON_AddNumberToObject(rj, "images_per_s", ips);
-  cJSON_AddNumberToObject(rj, "step_ms_p50", 1e3 * ss.p50);
-  if (isfinite(test_acc)) cJSON_AddNumberToObject(rj, "test_acc", test_acc);
-  if (to_target >= 0) cJSON_AddNumberToObject(rj, "time_to_target_s", to_target);
-  cJSON_AddNumberToObject(rj, "train_time_s", elapsed0 + train_s);
-  if (bench_run_write(&run) != 0) failed = 1;
-
-  printf("train: %lld steps, %.1f images/s (compute only %.1f) over %zu measured steps, step %.2f ms "
-         "(data %.2f, fwd %.2f, bwd %.2f, opt %.2f)\n",
-         (long long)run_steps, ips, cips, nmeas, 1e3 * mean_step, 1e3 * mdata, 1e3 * mf, 1e3 * mb,
-         1e3 * mo);
-  if (isfinite(test_acc))
-    printf("train: final loss %.4f, test loss %.4f, test accuracy %.4f", final_loss, test_loss,
-           test_acc);
-  else
-    printf("train: final loss %.4f", final_loss);
-  if (a.target_acc > 0) {
-    if (to_target >= 0) printf(", time to %.4f: %.1f s", a.target_acc, to_target);
-    else printf(", target %.4f not reached", a.target_acc);
-  }
-  printf("\ntrain: %s\n", run.dir);
-  status = failed ? 1 : 0;
-
-out:
-  free(st);
-  free(dt);
-  free(ft);
-  free(bt);
-  free(ot);
-  free(lt);
-  res_table_close(tsteps);
-  res_table_close(teval);
-  res_table_close(trun);
-  nn_loader_destroy(loader);
-  nn_net_destroy(net);
-  nn_data_free(&train);
-  nn_data_free(&test);
-  if (have_run) bench_run_end(&run);
-  return status;
+  return train_rank_main(&a, argc, argv);
 }

@@ -140,6 +140,10 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
    * none 1.00-1.03. */
   int rendezvous = o->transport == COLL_UCX;
   c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : rendezvous ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
+  if (o->model)
+    c->model = *o->model;
+  else
+    coll_model_default(&c->model, o->transport);
   c->ring_ramp = rendezvous ? 0 : 2;
   const char *sb = getenv("FABENCH_RING_STREAM_BYTES");
   c->ring_stream_bytes = sb && *sb ? (size_t)strtoull(sb, NULL, 0) : COLL_RING_STREAM_BYTES;
@@ -155,7 +159,7 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   }
   /* the host's cores, not this rank's affinity: a rank bound to one core has peers on others */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  c->oversubscribed = local > (ncpu > 0 ? ncpu : 1);
+  c->oversubscribed = o->no_spin || local > (ncpu > 0 ? ncpu : 1);
   int rc = -1;
   switch (o->transport) {
   case COLL_TCP: rc = coll_tcp_open(&c->tp, c, b, o, e); break;
@@ -180,6 +184,7 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
 }
 
 size_t coll_comm_chunk(const coll_comm *c) { return c->chunk_bytes; }
+const coll_model *coll_comm_model(const coll_comm *c) { return &c->model; }
 
 int coll_mem_copy(coll_comm *c, void *dst, const void *src, size_t bytes, coll_err *e) {
 #ifdef FABENCH_BUILD_NCCL

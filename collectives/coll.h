@@ -70,6 +70,9 @@ typedef struct {
   int no_peer_map;       /* ucx: coll_mem_alloc gives plain memory, peers never map it */
   const char *devices;   /* nccl: CUDA devices by local rank ("0,1,2,3"); NULL: local rank
                             modulo the device count */
+  int no_spin;           /* waits sleep at once instead of spinning first: the rank has other
+                            work for its cores while it waits (training's backward) */
+  const struct coll_model *model; /* what `auto` picks by (copied); NULL: coll_model_default */
 } coll_comm_opts;
 
 /* reno: built into every kernel and allowed to every user. Pacing controls (bbr, a common
@@ -134,6 +137,27 @@ int coll_algo_parse(const char *s, coll_algo *out); /* "ring", "ps:4", ... */
 void coll_algo_format(char *out, size_t cap, coll_algo a);
 /* Can this communicator run this algorithm? (native needs a library that has one.) */
 int coll_algo_supported(const coll_comm *c, coll_algo a);
+
+/* ---- the cost model: one fabric's alpha-beta-gamma parameters (results/ fits them) ----
+ * The all-reduce formulas per algorithm are documented in algo_auto.c; `auto` picks the
+ * cheapest of ring, rhd, rd, tree and dtree under the communicator's model (the ring on
+ * memory every rank maps is chosen from 128 KiB whatever the model says). */
+typedef struct coll_model {
+  double alpha; /* seconds per message (start-up) */
+  double beta;  /* seconds per byte on one link */
+  double gamma; /* seconds per byte reduced */
+  double delta; /* seconds per call, whatever the algorithm (waking the ranks, their skew) */
+} coll_model;
+/* Order-of-magnitude defaults of a transport kind, for a communicator that was given no fit. */
+void coll_model_default(coll_model *m, coll_transport_kind kind);
+/* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
+ * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native and
+ * auto (no formula). Linear in alpha, beta, gamma and delta (the fit relies on it). */
+double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+/* The cheapest of ring, rhd, rd, tree, dtree under m (ring on a tie or for p < 2). */
+coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes);
+/* The model a communicator's `auto` uses. */
+const coll_model *coll_comm_model(const coll_comm *c);
 
 /* In place on count elements; every rank passes the same count, dtype, op and algo.
  * `ran` (may be NULL) receives the algorithm actually run (auto picks one). */

@@ -103,9 +103,10 @@ struct coll_comm {
   coll_transport *tp;
   int timeout_ms;
   size_t chunk_bytes;
+  coll_model model;    /* auto's parameters */
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
   size_t ring_stream_bytes; /* mapped ring: from this buffer size on, streaming stores */
-  int oversubscribed;  /* this rank's host has more ranks than cores: transports must not spin */
+  int oversubscribed;  /* more ranks than cores on this host, or no_spin: transports must not spin */
   char (*hosts)[COLL_HOST_MAX]; /* size entries */
   void *scratch;                /* grows on demand; owned by the communicator */
   size_t scratch_bytes;

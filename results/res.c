@@ -31,6 +31,7 @@ struct res_table {
   res_cell cells[RES_MAX_COLS];
   size_t filled;
   int bad; /* a value came with the wrong kind or too many values */
+  const res_schema *schema; /* the record, when opened by res_table_open_schema */
 };
 
 static void res_errf(char *err, size_t cap, const char *fmt, ...) {
@@ -205,6 +206,38 @@ void res_table_close(res_table *t) {
   fclose(t->csv);
   fclose(t->jsonl);
   free(t);
+}
+
+int res_table_open_schema(res_table **out, const char *dir, const res_schema *s, char *err,
+                          size_t errcap) {
+  res_col cols[RES_MAX_COLS];
+  *out = NULL;
+  if (s->nfields > RES_MAX_COLS) {
+    res_errf(err, errcap, "table %s: %zu columns (at most %d)", s->base, s->nfields, RES_MAX_COLS);
+    return -1;
+  }
+  for (size_t i = 0; i < s->nfields; i++) cols[i] = (res_col){s->fields[i].name, s->fields[i].kind};
+  if (res_table_open(out, dir, s->base, cols, s->nfields, err, errcap)) return -1;
+  (*out)->schema = s;
+  return 0;
+}
+
+int res_table_put(res_table *t, const void *row, char *err, size_t errcap) {
+  const res_schema *s = t->schema;
+  if (!s) {
+    res_errf(err, errcap, "internal: res_table_put on a table opened without a record");
+    return -1;
+  }
+  const char *base = row;
+  for (size_t i = 0; i < s->nfields; i++) {
+    const void *p = base + s->fields[i].offset;
+    switch (s->fields[i].kind) {
+    case RES_STR: res_row_str(t, *(const char *const *)p); break;
+    case RES_INT: res_row_int(t, *(const int64_t *)p); break;
+    case RES_F64: res_row_f64(t, *(const double *)p); break;
+    }
+  }
+  return res_row_end(t, err, errcap);
 }
 
 int res_run_dir(char *dir, size_t cap, const char *out, const char *command, char *err,

@@ -271,24 +271,25 @@ static void test_three_ranks_all_pairs(void **state) {
   snprintf(path, sizeof path, "%s/p2p_matrix.csv", dir);
   csv_file m;
   csv_read(&m, path);
-  const char *mh[] = {"transport", "metric", "bytes", "src", "0", "1", "2"};
-  assert_int_equal(m.nhdr, 7);
-  for (int i = 0; i < 7; i++) assert_string_equal(m.hdr[i], mh[i]);
-  assert_int_equal(m.nrows, 2 * 2 * 3); /* transports x metrics x sources */
+  const char *mh[] = {"run_id", "schema", "ranks", "transport", "fabric", "metric", "bytes",
+                      "src", "dst", "value", "src_host", "dst_host"};
+  assert_int_equal(m.nhdr, 12);
+  for (int i = 0; i < 12; i++) assert_string_equal(m.hdr[i], mh[i]);
+  assert_int_equal(m.nrows, 2 * 2 * 6); /* transports x metrics x ordered pairs */
+  int mseen[2][2][3][3] = {{{{0}}}};
   for (int i = 0; i < m.nrows; i++) {
-    int blk = i / 3, s = i % 3;
-    assert_string_equal(m.rows[i][0], blk / 2 ? "ucx" : "tcp");
-    assert_string_equal(m.rows[i][1], blk % 2 ? "latency_us" : "bw_gbps");
-    assert_int_equal(atol(m.rows[i][2]), blk % 2 ? 8 : 8192); /* latency: smallest; bw: largest */
-    assert_int_equal(atoi(m.rows[i][3]), s);
-    for (int d = 0; d < 3; d++) {
-      const char *v = m.rows[i][4 + d];
-      if (d == s)
-        assert_string_equal(v, "");
-      else
-        assert_true(atof(v) > 0);
-    }
+    int t = !strcmp(cell(&m, i, "transport"), "ucx"), lat = !strcmp(cell(&m, i, "metric"), "latency_us");
+    assert_true(lat || !strcmp(cell(&m, i, "metric"), "bw_gbps"));
+    assert_int_equal((long)num(&m, i, "bytes"), lat ? 8 : 8192); /* latency: smallest; bw: largest */
+    int s = (int)num(&m, i, "src"), d = (int)num(&m, i, "dst");
+    assert_true(s >= 0 && s < 3 && d >= 0 && d < 3 && s != d);
+    assert_true(num(&m, i, "value") > 0);
+    mseen[t][lat][s][d]++;
   }
+  for (int t = 0; t < 2; t++)
+    for (int k = 0; k < 2; k++)
+      for (int s = 0; s < 3; s++)
+        for (int d = 0; d < 3; d++) assert_int_equal(mseen[t][k][s][d], s != d);
   csv_free(&m);
   rmtree(dir);
 }

@@ -12,4 +12,6 @@ fabench_test(test_train_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_ckpt.c
 if(FABENCH_HAVE_DNNL)
   fabench_test(test_train_cli SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_cli.c
                LIBS fabench_models ZLIB::ZLIB TIMEOUT 120)
+  fabench_test(test_train_dp SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_dp.c
+               LIBS fabench_models fabench_collectives TIMEOUT 900)
 endif()

@@ -1,0 +1,527 @@
+/* models: the training loop, one process or data-parallel (nn_train.h).
+ *
+ * A step: the next batch of this rank's shard, forward, backward with the reducer all-reducing
+ * each finished bucket on its thread, the wait for the last bucket (exposed communication), SGD.
+ * Between steps, over the bootstrap (never the gradient communicator, which its thread owns
+ * during a step): every rank's step record to rank 0, and at checks the parameter hashes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nn.h"
+#include "nn_reducer.h"
+
+static double tr_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- the gradient arena from a communicator ---- */
+
+static void *arena_alloc(void *ctx, size_t bytes) {
+  coll_err e = {{0}};
+  return coll_mem_alloc(ctx, bytes, &e);
+}
+static void arena_free(void *ctx, void *p) { coll_mem_free(ctx, p); }
+static void *plain_alloc(void *ctx, size_t bytes) {
+  (void)ctx;
+  void *p = NULL;
+  return posix_memalign(&p, 64, bytes ? bytes : 64) ? NULL : p;
+}
+static void plain_free(void *ctx, void *p) {
+  (void)ctx;
+  free(p);
+}
+
+nn_arena_alloc nn_arena_from_comm(coll_comm *c) {
+  if (!c) return (nn_arena_alloc){plain_alloc, plain_free, NULL};
+  return (nn_arena_alloc){arena_alloc, arena_free, c};
+}
+
+uint64_t nn_params_hash(const float *p, size_t count) {
+  /* FNV-1a over 32-bit words, then a final mix: any changed bit of any weight changes it */
+  uint64_t h = 0xcbf29ce484222325ull;
+  const uint32_t *w = (const uint32_t *)(const void *)p;
+  for (size_t i = 0; i < count; i++) h = (h ^ w[i]) * 0x100000001b3ull;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
+
+/* ---- the state of one run ---- */
+
+typedef struct {
+  const nn_train_opts *o;
+  nn_reducer *red;
+  char *err;
+  size_t cap;
+  int world;                  /* ranks exchanging (1 alone) */
+  nn_step_rec *all;           /* one step of every rank (rank 0's gather) */
+  /* measured steps, for the result */
+  double *step_max, *step_min, *part[7]; /* data, load, fwd, bwd, comm, exposed, opt */
+  double *comp;
+  double *bready, *bcomm, *bdone;        /* [measured][nbuckets], rank 0's */
+  size_t nmeas, cap_meas;
+  int nb;
+  /* the trace of this rank */
+  nn_trace_ev *tev;
+  size_t ntev, cap_tev;
+  int tracing;                /* this step is traced */
+  int64_t tstep;
+  double tbase, tlast;        /* run start; end of the last traced span of backward */
+} train_state;
+
+static void trace(train_state *s, const char *name, int tid, double t0, double t1) {
+  if (!s->tracing) return;
+  if (s->ntev == s->cap_tev) {
+    size_t cap = s->cap_tev ? 2 * s->cap_tev : 1024;
+    nn_trace_ev *v = realloc(s->tev, cap * sizeof *v);
+    if (!v) return; /* a shorter trace, not a failed run */
+    s->tev = v;
+    s->cap_tev = cap;
+  }
+  nn_trace_ev *e = &s->tev[s->ntev++];
+  memset(e, 0, sizeof *e);
+  snprintf(e->name, sizeof e->name, "%s", name);
+  e->rank = s->o->rank;
+  e->tid = tid;
+  e->step = s->tstep;
+  e->ts_s = t0 - s->tbase;
+  e->dur_s = t1 - t0;
+}
+
+/* Backward's progress: to the reducer, and a span per layer into the trace. */
+static void on_ready(void *ctx, int layer, size_t ready) {
+  train_state *s = ctx;
+  nn_reducer_ready(s->red, ready);
+  if (s->tracing && layer >= 0) {
+    double t = tr_now();
+    char name[24];
+    snprintf(name, sizeof name, "bwd L%d", layer);
+    trace(s, name, 0, s->tlast, t);
+    s->tlast = t;
+  }
+}
+
+static int ts_fail(train_state *s, const char *fmt, const char *what) {
+  snprintf(s->err, s->cap, fmt, what);
+  return -1;
+}
+
+static int gather(train_state *s, void *all, const void *mine, size_t bytes) {
+  coll_err e = {{0}};
+  if (s->world == 1) {
+    memcpy(all, mine, bytes);
+    return 0;
+  }
+  if (coll_boot_allgather(s->o->boot, all, mine, bytes, &e)) return ts_fail(s, "%s", e.msg);
+  return 0;
+}
+
+/* Every rank's trace to rank 0 (collective). */
+static int gather_trace(train_state *s) {
+  int w = s->world;
+  int64_t mine = (int64_t)s->ntev, *counts = calloc((size_t)w, sizeof *counts), most = 0;
+  if (!counts) return ts_fail(s, "%s", "out of memory");
+  if (gather(s, counts, &mine, sizeof mine)) {
+    free(counts);
+    return -1;
+  }
+  for (int r = 0; r < w; r++) most = counts[r] > most ? counts[r] : most;
+  size_t per = (size_t)(most ? most : 1);
+  nn_trace_ev *pad = calloc(per, sizeof *pad), *all = calloc(per * (size_t)w, sizeof *all);
+  int rc = -1;
+  if (pad && all) {
+    if (s->ntev) memcpy(pad, s->tev, s->ntev * sizeof *pad);
+    if (!gather(s, all, pad, per * sizeof *pad)) {
+      size_t n = 0; /* packed: rank after rank */
+      for (int r = 0; r < w; r++)
+        for (int64_t i = 0; i < counts[r]; i++) all[n++] = all[(size_t)r * per + (size_t)i];
+      rc = s->o->rank == 0 && s->o->on_trace ? (s->o->on_trace(s->o->ctx, all, n) ? -1 : 0) : 0;
+      if (rc) snprintf(s->err, s->cap, "writing the trace failed");
+    }
+  } else {
+    ts_fail(s, "%s", "out of memory");
+  }
+  free(counts);
+  free(pad);
+  free(all);
+  return rc;
+}
+
+/* Every rank's hash of its parameters; a mismatch names the ranks that differ from rank 0. */
+static int check_params(train_state *s, int64_t step) {
+  /* without an exchange the ranks' models part ways by design (unless they read alike) */
+  if (s->world == 1 || (!s->o->comm && !s->o->same_data)) return 0;
+  size_t np;
+  const float *p = nn_net_params(s->o->net, &np);
+  uint64_t h = nn_params_hash(p, np), *all = calloc((size_t)s->world, sizeof *all);
+  if (!all) return ts_fail(s, "%s", "out of memory");
+  if (gather(s, all, &h, sizeof h)) {
+    free(all);
+    return -1;
+  }
+  char list[512] = "";
+  size_t len = 0;
+  for (int r = 1; r < s->world; r++)
+    if (all[r] != all[0] && len + 24 < sizeof list)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d (%s)", len ? ", " : "", r,
+                              coll_boot_host(s->o->boot, r));
+  free(all);
+  if (len) {
+    snprintf(s->err, s->cap,
+             "after step %lld the parameters differ between rank 0 (%s) and rank(s) %s: the "
+             "ranks no longer train one model",
+             (long long)step, coll_boot_host(s->o->boot, 0), list);
+    return -1;
+  }
+  return 0;
+}
+
+/* Rank 0's batch-norm running statistics to every rank, so that all evaluate one model. */
+static int share_buffers(train_state *s) {
+  if (s->world == 1) return 0;
+  size_t nb;
+  float *b = nn_net_buffers(s->o->net, &nb);
+  float *all = malloc((size_t)s->world * nb * sizeof *all);
+  if (!all) return ts_fail(s, "%s", "out of memory");
+  int rc = gather(s, all, b, nb * sizeof *b);
+  if (!rc) memcpy(b, all, nb * sizeof *b);
+  free(all);
+  return rc;
+}
+
+/* The test set, each rank a shard, summed over the ranks. */
+static int evaluate(train_state *s, nn_eval_rec *r) {
+  const nn_train_opts *o = s->o;
+  double t0 = tr_now();
+  if (share_buffers(s)) return -1;
+  nn_loader_opts lo = {.batch = o->loader.batch, .world = s->world, .rank = s->world > 1 ? o->rank : 0,
+                       .epochs = 1, .prefetch = o->loader.prefetch > 0 ? o->loader.prefetch : 1};
+  nn_loader *l;
+  double sums[3] = {0, 0, 0}; /* loss, correct, images */
+  if (nn_loader_create(&l, o->test, &lo, s->err, s->cap)) return -1;
+  for (;;) {
+    nn_batch b;
+    nn_loader_next(l, &b);
+    if (b.n == 0) break;
+    double loss = 0;
+    int c = 0;
+    if (nn_net_eval(o->net, b.x, b.labels, b.n, &loss, &c, s->err, s->cap)) {
+      nn_loader_destroy(l);
+      return -1;
+    }
+    sums[0] += loss;
+    sums[1] += c;
+    sums[2] += b.n;
+  }
+  nn_loader_destroy(l);
+  double *all = calloc((size_t)s->world * 3, sizeof *all);
+  if (!all) return ts_fail(s, "%s", "out of memory");
+  if (gather(s, all, sums, sizeof sums)) {
+    free(all);
+    return -1;
+  }
+  double tot[3] = {0, 0, 0};
+  for (int q = 0; q < s->world; q++)
+    for (int k = 0; k < 3; k++) tot[k] += all[3 * q + k];
+  free(all);
+  r->images = (int64_t)tot[2];
+  r->loss = tot[2] > 0 ? tot[0] / tot[2] : NAN;
+  r->acc = tot[2] > 0 ? tot[1] / tot[2] : NAN;
+  r->secs = tr_now() - t0;
+  return 0;
+}
+
+static int save_ckpt(train_state *s, int64_t epoch, int64_t step, int64_t gstep, double elapsed) {
+  const nn_train_opts *o = s->o;
+  if (!o->save || o->rank != 0) return 0;
+  nn_ckpt_info ci = o->ckpt;
+  ci.epoch = epoch;
+  ci.step = step;
+  ci.global_step = gstep;
+  ci.elapsed_s = elapsed;
+  size_t np, nm, nb;
+  float *p = nn_net_params(o->net, &np), *m = nn_net_momentum(o->net, &nm),
+        *b = nn_net_buffers(o->net, &nb);
+  return nn_ckpt_save(o->save, &ci, p, m, b, s->err, s->cap);
+}
+
+static double median(double *x, size_t n) {
+  if (!n) return NAN;
+  for (size_t i = 1; i < n; i++) /* insertion sort: a few thousand values at most */
+    for (size_t j = i; j > 0 && x[j - 1] > x[j]; j--) {
+      double t = x[j];
+      x[j] = x[j - 1];
+      x[j - 1] = t;
+    }
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static double mean(const double *x, size_t n) {
+  double t = 0;
+  for (size_t i = 0; i < n; i++) t += x[i];
+  return n ? t / (double)n : NAN;
+}
+
+static int ts_alloc(train_state *s, size_t cap) {
+  s->cap_meas = cap ? cap : 1;
+  double **v[] = {&s->step_max, &s->step_min, &s->part[0], &s->part[1], &s->part[2], &s->part[3],
+                  &s->part[4], &s->part[5], &s->part[6], &s->comp};
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+    if (!(*v[i] = calloc(s->cap_meas, sizeof(double)))) return -1;
+  size_t nbk = s->cap_meas * (size_t)(s->nb ? s->nb : 1);
+  if (!(s->bready = calloc(nbk, sizeof(double))) || !(s->bcomm = calloc(nbk, sizeof(double))) ||
+      !(s->bdone = calloc(nbk, sizeof(double))) ||
+      !(s->all = calloc((size_t)s->world, sizeof *s->all)))
+    return -1;
+  return 0;
+}
+
+static void ts_free(train_state *s) {
+  free(s->step_max);
+  free(s->step_min);
+  for (int i = 0; i < 7; i++) free(s->part[i]);
+  free(s->comp);
+  free(s->bready);
+  free(s->bcomm);
+  free(s->bdone);
+  free(s->all);
+  free(s->tev);
+}
+
+/* Keeps one measured step: every rank's record (all) and rank 0's bucket times. */
+static void keep(train_state *s, const nn_step_rec *all, double fwd_s) {
+  size_t i = s->nmeas++;
+  double mx = 0, mn = INFINITY, sum[7] = {0}, comp = 0;
+  for (int r = 0; r < s->world; r++) {
+    const nn_step_rec *q = &all[r];
+    mx = q->step_s > mx ? q->step_s : mx;
+    mn = q->step_s < mn ? q->step_s : mn;
+    double p[7] = {q->data_s, q->load_s, q->fwd_s, q->bwd_s, q->comm_s, q->exposed_s, q->opt_s};
+    for (int k = 0; k < 7; k++) sum[k] += p[k];
+    comp = q->fwd_s + q->bwd_s + q->opt_s > comp ? q->fwd_s + q->bwd_s + q->opt_s : comp;
+  }
+  s->step_max[i] = mx;
+  s->step_min[i] = mn;
+  for (int k = 0; k < 7; k++) s->part[k][i] = sum[k] / s->world;
+  s->comp[i] = comp;
+  const nn_bucket *b;
+  int nb = nn_reducer_buckets(s->red, &b);
+  for (int k = 0; k < nb && k < s->nb; k++) {
+    s->bready[(size_t)k * s->cap_meas + i] = b[k].ready_s - fwd_s;
+    s->bcomm[(size_t)k * s->cap_meas + i] = b[k].done_s - b[k].start_s;
+    s->bdone[(size_t)k * s->cap_meas + i] = b[k].done_s > 0 ? b[k].done_s - fwd_s : NAN;
+  }
+}
+
+static void summarize(train_state *s, nn_train_result *res, int64_t images) {
+  size_t n = s->nmeas;
+  double tmax = 0, tcomp = 0;
+  for (size_t i = 0; i < n; i++) {
+    tmax += s->step_max[i];
+    tcomp += s->comp[i];
+  }
+  res->measured = (int64_t)n;
+  res->images_per_s = tmax > 0 ? (double)images / tmax : 0;
+  res->compute_images_per_s = tcomp > 0 ? (double)images / tcomp : 0;
+  res->step_mean_s = mean(s->step_max, n);
+  double *imb = malloc((n ? n : 1) * sizeof *imb);
+  for (size_t i = 0; imb && i < n; i++) imb[i] = s->step_max[i] - s->step_min[i];
+  res->imbalance_s = imb ? median(imb, n) : NAN;
+  free(imb);
+  res->step_p50_s = median(s->step_max, n);
+  res->step_p90_s = n ? s->step_max[(size_t)ceil(0.9 * (double)n) - 1] : NAN; /* sorted now */
+  double *dst[7] = {&res->data_s, &res->load_s, &res->fwd_s, &res->bwd_s,
+                    &res->comm_s, &res->exposed_s, &res->opt_s};
+  for (int k = 0; k < 7; k++) *dst[k] = mean(s->part[k], n); /* they add up to the mean step */
+  const nn_bucket *b;
+  int nb = nn_reducer_buckets(s->red, &b);
+  res->nbuckets = nb < NN_TRAIN_MAX_BUCKETS ? nb : NN_TRAIN_MAX_BUCKETS;
+  for (int k = 0; k < res->nbuckets; k++) {
+    nn_bucket_rec *q = &res->buckets[k];
+    q->offset = b[k].offset;
+    q->count = b[k].count;
+    q->ready_s = median(s->bready + (size_t)k * s->cap_meas, n);
+    q->comm_s = median(s->bcomm + (size_t)k * s->cap_meas, n);
+    q->done_s = median(s->bdone + (size_t)k * s->cap_meas, n);
+  }
+}
+
+int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t errcap) {
+  memset(res, 0, sizeof *res);
+  res->status = "failed";
+  res->final_loss = res->test_loss = res->test_acc = NAN;
+  res->time_to_target_s = -1;
+  res->start_step = res->end_step = o->start_step;
+  train_state s = {.o = o, .err = err, .cap = errcap};
+  s.world = o->boot ? o->world : 1;
+  nn_loader *loader = NULL;
+  int rc = -1;
+
+  size_t np;
+  float *grads = nn_net_grads(o->net, &np);
+  nn_reducer_opts ro = {.comm = o->comm, .algo = o->algo, .wire = o->wire,
+                        .bucket_bytes = o->bucket_bytes, .first_bucket_bytes = o->first_bucket_bytes,
+                        .overlap = o->overlap, .wire_alloc = o->wire_alloc};
+  if (nn_reducer_create(&s.red, &ro, grads, np, err, errcap)) return -1;
+  const nn_bucket *bk;
+  s.nb = nn_reducer_buckets(s.red, &bk);
+  if (s.nb > NN_TRAIN_MAX_BUCKETS) s.nb = NN_TRAIN_MAX_BUCKETS;
+  nn_net_on_grad_ready(o->net, on_ready, &s);
+
+  nn_loader_opts lo = o->loader;
+  lo.rank = o->same_data || s.world == 1 ? 0 : o->rank;
+  lo.world = o->same_data ? 1 : s.world;
+  lo.epochs = o->epochs;
+  lo.epoch = o->start_step / o->steps_per_epoch;
+  lo.step = o->start_step % o->steps_per_epoch;
+  if (nn_loader_create(&loader, o->train, &lo, err, errcap)) goto out;
+  if (nn_loader_steps_per_epoch(loader) != o->steps_per_epoch) {
+    snprintf(err, errcap, "internal: %lld steps per epoch, the caller planned %lld",
+             (long long)nn_loader_steps_per_epoch(loader), (long long)o->steps_per_epoch);
+    goto out;
+  }
+  if (ts_alloc(&s, (size_t)(o->stop_step - o->start_step))) {
+    snprintf(err, errcap, "out of memory for %lld step records", (long long)(o->stop_step - o->start_step));
+    goto out;
+  }
+
+  nn_sgd_opts so = o->sgd;
+  int64_t gstep = o->start_step, run_steps = 0, images = 0, last_eval = -1;
+  double t_start = tr_now();
+  s.tbase = t_start;
+  const char *why = "done";
+  while (gstep < o->stop_step) {
+    double t0 = tr_now();
+    nn_batch b;
+    nn_loader_next(loader, &b);
+    double t1 = tr_now();
+    if (b.n == 0) break;
+    float loss = 0;
+    int correct = 0;
+    nn_step_times tm = {0, 0};
+    s.tracing = o->trace_steps > 0 && run_steps >= o->warmup_steps &&
+                run_steps < o->warmup_steps + o->trace_steps;
+    s.tstep = gstep + 1;
+    s.tlast = t1; /* mended below once the forward's end is known */
+    size_t step_ev = s.ntev;
+    nn_reducer_begin(s.red);
+    if (nn_net_train_step(o->net, b.x, b.labels, b.n, &loss, &correct, &tm, err, errcap)) goto out;
+    nn_reducer_stats rs = {0};
+    char rerr[1024];
+    if (nn_reducer_finish(s.red, &rs, rerr, sizeof rerr)) {
+      snprintf(err, errcap, "step %lld, gradient all-reduce: %s", (long long)gstep + 1, rerr);
+      goto out;
+    }
+    double t2 = tr_now();
+    so.lr = (float)nn_lr_at(&o->sched, gstep);
+    nn_sgd_step(o->net, &so);
+    double t3 = tr_now();
+    if (s.tracing) {
+      /* the first layer's backward began when the forward (and loss) ended */
+      if (s.ntev > step_ev) {
+        nn_trace_ev *f = &s.tev[step_ev];
+        double end = f->ts_s + f->dur_s, beg = t1 + tm.fwd_s - s.tbase;
+        f->ts_s = beg < end ? beg : end;
+        f->dur_s = end - f->ts_s;
+      }
+      trace(&s, "data", 0, t0, t1);
+      trace(&s, "fwd", 0, t1, t1 + tm.fwd_s);
+      const nn_bucket *bk2;
+      int nb2 = nn_reducer_buckets(s.red, &bk2);
+      double rb = t1; /* the reducer's clock starts at nn_reducer_begin, just after t1 */
+      for (int k = 0; o->comm && k < nb2; k++) {
+        char name[24];
+        snprintf(name, sizeof name, "allreduce b%d", k);
+        trace(&s, name, 1, rb + bk2[k].start_s, rb + bk2[k].done_s);
+      }
+      trace(&s, "wait", 0, t1 + rs.bwd_end_s, t2);
+      trace(&s, "sgd", 0, t2, t3);
+    }
+    int warm = run_steps < o->warmup_steps;
+    run_steps++;
+    gstep++;
+    if (o->corrupt_step == gstep && o->corrupt_rank == o->rank) {
+      float *p = nn_net_params(o->net, NULL);
+      p[0] += 1e-3f; /* tests: the hash check must notice */
+    }
+    nn_step_rec me = {.rank = o->rank, .images = b.n, .warmup = warm, .step = gstep,
+                      .epoch = b.epoch, .step_in_epoch = b.step, .loss = loss,
+                      .batch_acc = (double)correct / b.n, .lr = so.lr, .step_s = t3 - t0,
+                      .data_s = t1 - t0, .load_s = b.load_s, .fwd_s = tm.fwd_s, .bwd_s = tm.bwd_s,
+                      .comm_s = rs.comm_s, .exposed_s = rs.exposed_s, .opt_s = t3 - t2,
+                      .elapsed_s = o->elapsed0 + (t3 - t_start)};
+    res->grad_bytes = rs.wire_bytes;
+    if (gather(&s, s.all, &me, sizeof me)) goto out;
+    if (!warm) {
+      keep(&s, s.all, tm.fwd_s);
+      for (int r = 0; r < s.world; r++) images += s.all[r].images;
+    }
+    res->final_loss = loss;
+    res->end_step = gstep;
+    if (o->rank == 0 && o->on_step && o->on_step(o->ctx, s.all, s.world)) {
+      snprintf(err, errcap, "stopped after step %lld", (long long)gstep);
+      goto out;
+    }
+    for (int r = 0; r < s.world; r++)
+      if (!isfinite(s.all[r].loss)) {
+        snprintf(err, errcap, "step %lld: rank %d's loss is %g; training diverged (lower --lr?)",
+                 (long long)gstep, r, s.all[r].loss);
+        goto out;
+      }
+    int epoch_end = b.step + 1 == o->steps_per_epoch;
+    if (epoch_end || gstep == o->stop_step || (o->check_every > 0 && gstep % o->check_every == 0))
+      if (check_params(&s, gstep)) goto out;
+    if (!epoch_end) continue;
+    int64_t done = b.epoch + 1;
+    if (o->eval_every > 0 && (done % o->eval_every == 0 || done == o->epochs)) {
+      nn_eval_rec er = {.epoch = done, .step = gstep};
+      if (evaluate(&s, &er)) goto out;
+      er.elapsed_s = o->elapsed0 + (tr_now() - t_start);
+      last_eval = gstep;
+      res->test_loss = er.loss;
+      res->test_acc = er.acc;
+      if (o->rank == 0 && o->on_eval && o->on_eval(o->ctx, &er)) goto out;
+      if (o->target_acc > 0 && res->time_to_target_s < 0 && er.acc >= o->target_acc) {
+        res->time_to_target_s = er.elapsed_s;
+        if (o->stop_at_target) why = "target reached";
+      }
+    }
+    if (save_ckpt(&s, done, 0, gstep, o->elapsed0 + (tr_now() - t_start))) goto out;
+    if (!strcmp(why, "target reached")) break;
+  }
+  double train_s = tr_now() - t_start;
+  /* a run cut by the step count mid-epoch still reports where it stands */
+  if (o->eval_every > 0 && last_eval != gstep && strcmp(why, "target reached")) {
+    nn_eval_rec er = {.epoch = gstep / o->steps_per_epoch, .step = gstep};
+    if (evaluate(&s, &er)) goto out;
+    er.elapsed_s = o->elapsed0 + (tr_now() - t_start);
+    res->test_loss = er.loss;
+    res->test_acc = er.acc;
+    if (o->rank == 0 && o->on_eval && o->on_eval(o->ctx, &er)) goto out;
+    if (o->target_acc > 0 && res->time_to_target_s < 0 && er.acc >= o->target_acc)
+      res->time_to_target_s = er.elapsed_s;
+  }
+  if (gstep % o->steps_per_epoch != 0 &&
+      save_ckpt(&s, gstep / o->steps_per_epoch, gstep % o->steps_per_epoch, gstep,
+                o->elapsed0 + train_s))
+    goto out;
+  if (o->trace_steps > 0 && gather_trace(&s)) goto out;
+  if (o->target_acc > 0 && res->time_to_target_s < 0) why = "target not reached";
+  res->steps = run_steps;
+  res->train_s = o->elapsed0 + train_s;
+  summarize(&s, res, images);
+  res->status = why;
+  rc = 0;
+out:
+  nn_net_on_grad_ready(o->net, NULL, NULL);
+  nn_loader_destroy(loader);
+  nn_reducer_destroy(s.red);
+  ts_free(&s);
+  return rc;
+}

@@ -1,0 +1,119 @@
+/* models, training side: the training loop, one process or data-parallel over a collectives
+ * communicator. Included at the end of nn.h.
+ *
+ * The loop owns data, steps, the gradient reducer, the optimizer, evaluation, the parameter
+ * check and checkpoints; the caller (bench) owns flags and records, and sees each step and each
+ * evaluation through hooks. Every rank calls nn_train_run with the same options but rank. */
+#ifndef FABENCH_NN_TRAIN_H
+#define FABENCH_NN_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+/* The gradient arena from a communicator's coll_mem_alloc (so ranks on one host over ucx reduce
+ * in each other's copy); c NULL: malloc. */
+nn_arena_alloc nn_arena_from_comm(coll_comm *c);
+
+/* One step of one rank. Times in seconds. */
+typedef struct {
+  int32_t rank, images, warmup;
+  int64_t step;               /* global steps done after this one */
+  int64_t epoch, step_in_epoch;
+  double loss, batch_acc, lr;
+  double step_s;              /* data + fwd + bwd + exposed + opt */
+  double data_s, load_s, fwd_s, bwd_s;
+  double comm_s;              /* the buckets' all-reduce times, added up (overlaps bwd) */
+  double exposed_s;           /* from the end of backward until the last bucket was reduced */
+  double opt_s, elapsed_s;
+} nn_step_rec;
+
+typedef struct {
+  int64_t epoch, step, images;
+  double loss, acc, secs, elapsed_s;
+} nn_eval_rec;
+
+/* One span of a traced step (Chrome trace events): tid 0 is the training thread (data, fwd, each
+   layer's backward, the wait for the last bucket, sgd), tid 1 the communication thread (each
+   bucket's all-reduce). Seconds from the start of the run on that rank. */
+typedef struct {
+  char name[24];
+  int32_t rank, tid;
+  int64_t step;
+  double ts_s, dur_s;
+} nn_trace_ev;
+
+#define NN_TRAIN_MAX_BUCKETS 256
+typedef struct {
+  size_t offset, count;       /* floats of the arena */
+  double ready_s;             /* medians over measured steps, rank 0: backward completed it, */
+  double comm_s;              /* its all-reduce took, */
+  double done_s;              /* it was reduced (both from the start of backward) */
+} nn_bucket_rec;
+
+typedef struct {
+  const char *status;         /* "done", "target reached", "target not reached", "failed" */
+  int64_t steps, measured, start_step, end_step;
+  double images_per_s;        /* all ranks: global images over the slowest rank's step times */
+  double compute_images_per_s;/* the same over fwd + bwd + opt only */
+  double step_p50_s, step_mean_s, step_p90_s; /* each step's time: the slowest rank's */
+  double data_s, load_s, fwd_s, bwd_s, comm_s, exposed_s, opt_s; /* means over steps and ranks:
+                                                                     they add up to step_mean_s */
+  double imbalance_s;         /* median of (slowest rank's step - fastest's) */
+  double final_loss, test_loss, test_acc, time_to_target_s, train_s;
+  size_t grad_bytes;          /* bytes each rank all-reduced per step */
+  int nbuckets;
+  nn_bucket_rec buckets[NN_TRAIN_MAX_BUCKETS];
+} nn_train_result;
+
+typedef struct {
+  nn_net *net;
+  const nn_dataset *train, *test;
+  /* data: batch per rank, augmentation, prefetch; rank and world are filled by the loop */
+  nn_loader_opts loader;
+  int same_data;              /* tests: every rank reads what one rank alone would */
+  nn_lr_sched sched;
+  nn_sgd_opts sgd;            /* lr is set from sched every step */
+  int64_t steps_per_epoch, start_step, stop_step; /* global steps */
+  int64_t epochs;
+  int64_t warmup_steps;       /* first steps of this run left out of the figures */
+  int64_t eval_every;         /* epochs; 0 never */
+  double target_acc;          /* 0: none */
+  int stop_at_target;
+  int64_t check_every;        /* compare parameter hashes every K steps too (0: epochs, end) */
+  const char *save;           /* checkpoint (rank 0 writes) at every epoch end and the end */
+  nn_ckpt_info ckpt;          /* its fixed fields */
+  double elapsed0;            /* training time of the run this one resumes */
+
+  /* data parallelism: boot NULL is one process alone */
+  coll_boot *boot;            /* control traffic: step records, hashes, evaluation sums */
+  int rank, world;
+  coll_comm *comm;            /* gradients; NULL: no exchange (the no-communication baseline) */
+  coll_algo algo;             /* of the gradient all-reduce */
+  coll_dtype wire;            /* the gradients travel as f32, bf16 or f16 */
+  size_t bucket_bytes, first_bucket_bytes;
+  int overlap;
+  const nn_arena_alloc *wire_alloc;
+  int corrupt_rank;           /* tests: this rank's weights are perturbed after step */
+  int64_t corrupt_step;       /* corrupt_step (0: never) */
+
+  /* hooks (rank 0; may be NULL): each step with every rank's record, each evaluation.
+     A non-zero return stops the run as failed (the hook has reported why). */
+  void *ctx;
+  int (*on_step)(void *ctx, const nn_step_rec *ranks, int n);
+  int (*on_eval)(void *ctx, const nn_eval_rec *e);
+  /* the trace: the first trace_steps measured steps of every rank, handed to rank 0 at the end
+     (0: no trace; collective) */
+  int64_t trace_steps;
+  int (*on_trace)(void *ctx, const nn_trace_ev *ev, size_t n);
+} nn_train_opts;
+
+/* Trains from the net's current weights. 0 (the result filled on every rank), or -1 with the
+ * cause in err (a peer's failure names its rank and host). */
+int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t errcap);
+
+/* A 64-bit hash of the parameter arena's bytes (the ranks' check that they agree). */
+uint64_t nn_params_hash(const float *p, size_t count);
+
+#endif

@@ -1,0 +1,455 @@
+/* results: the record descriptors (from res_rec.h) and the one reader of CSV/JSONL rows. */
+#include "res.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- descriptors: one function per record, const data, no state ---- */
+
+#define RES_KIND_STR RES_STR
+#define RES_KIND_INT RES_INT
+#define RES_KIND_F64 RES_F64
+#define RES_FDESC_(kind, name) {#name, RES_KIND_##kind, offsetof(row_t, name)},
+#define RES_SCHEMA_FN_(rec, COLS)                                                             \
+  const res_schema *res_schema_##rec(void) {                                                  \
+    typedef res_##rec##_row row_t;                                                            \
+    static const res_field fields[] = {COLS(RES_FDESC_)};                                     \
+    static const res_schema s = {#rec, RES_SCHEMA_VERSION, fields,                            \
+                                 sizeof fields / sizeof *fields, sizeof(row_t)};              \
+    return &s;                                                                                \
+  }
+RES_RECORDS(RES_SCHEMA_FN_)
+
+void res_row_init(const res_schema *s, void *row) {
+  memset(row, 0, s->row_size);
+  for (size_t i = 0; i < s->nfields; i++)
+    if (s->fields[i].kind == RES_F64) *(double *)((char *)row + s->fields[i].offset) = NAN;
+}
+
+/* ---- reading ---- */
+
+static void rr_errf(char *err, size_t cap, const char *fmt, ...) {
+  if (!err || !cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, cap, fmt, ap);
+  va_end(ap);
+}
+
+static int rr_ends(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int rr_is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int rr_is_file(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The file to read: a directory's <base>.csv, else its <base>.jsonl, else path itself. */
+static int rr_pick(char *file, size_t cap, const res_schema *s, const char *path) {
+  if (rr_is_dir(path)) {
+    snprintf(file, cap, "%s/%s.csv", path, s->base);
+    if (rr_is_file(file)) return 0;
+    snprintf(file, cap, "%s/%s.jsonl", path, s->base);
+    return rr_is_file(file) ? 0 : -1;
+  }
+  snprintf(file, cap, "%s", path);
+  return rr_is_file(file) ? 0 : -1;
+}
+
+int res_table_exists(const res_schema *s, const char *path) {
+  char file[4200];
+  return rr_pick(file, sizeof file, s, path) == 0;
+}
+
+static char *rr_slurp(const char *path, size_t *len, char *err, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    rr_errf(err, cap, "cannot open '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t n = 0, c = 1 << 16;
+  char *b = malloc(c);
+  while (b) {
+    size_t got = fread(b + n, 1, c - n - 1, f);
+    n += got;
+    if (got == 0) break;
+    if (c - n - 1 == 0) {
+      char *nb = realloc(b, c * 2);
+      if (!nb) {
+        free(b);
+        b = NULL;
+        break;
+      }
+      b = nb;
+      c *= 2;
+    }
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (!b || bad) {
+    free(b);
+    rr_errf(err, cap, "cannot read '%s'", path);
+    return NULL;
+  }
+  b[n] = '\0';
+  *len = n;
+  return b;
+}
+
+/* The schema version a file's directory declares in run.json (0 when none is found). */
+static int rr_dir_version(const char *file) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s", file);
+  char *slash = strrchr(path, '/');
+  if (slash)
+    snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "run.json");
+  else
+    snprintf(path, sizeof path, "run.json");
+  size_t n;
+  char *txt = rr_slurp(path, &n, NULL, 0);
+  if (!txt) return 0;
+  cJSON *j = cJSON_Parse(txt);
+  free(txt);
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "schema");
+  int ver = cJSON_IsNumber(v) ? (int)v->valuedouble : 0;
+  cJSON_Delete(j);
+  return ver;
+}
+
+typedef struct {
+  const res_schema *s;
+  const char *file;
+  char *rows;
+  size_t n, cap;
+  int col_of[128]; /* file column -> schema field, -1 when none */
+  size_t ncols;
+} rr_ctx;
+
+static void *rr_new_row(rr_ctx *x) {
+  if (x->n == x->cap) {
+    size_t nc = x->cap ? x->cap * 2 : 64;
+    char *r = realloc(x->rows, nc * x->s->row_size);
+    if (!r) return NULL;
+    x->rows = r;
+    x->cap = nc;
+  }
+  void *row = x->rows + x->n * x->s->row_size;
+  res_row_init(x->s, row);
+  x->n++;
+  return row;
+}
+
+static void rr_free_rows(const res_schema *s, char *rows, size_t n) {
+  for (size_t r = 0; r < n; r++)
+    for (size_t i = 0; i < s->nfields; i++)
+      if (s->fields[i].kind == RES_STR) free(*(char **)(rows + r * s->row_size + s->fields[i].offset));
+  free(rows);
+}
+
+/* Every STR field left NULL (absent from the file) becomes "", so readers need no checks. */
+static int rr_fill_strings(const res_schema *s, void *row) {
+  for (size_t i = 0; i < s->nfields; i++) {
+    if (s->fields[i].kind != RES_STR) continue;
+    char **p = (char **)((char *)row + s->fields[i].offset);
+    if (!*p && !(*p = strdup(""))) return -1;
+  }
+  return 0;
+}
+
+static int rr_version_ok(rr_ctx *x, int64_t v, size_t line, char *err, size_t cap) {
+  if (v > x->s->version) {
+    rr_errf(err, cap, "%s:%zu: schema version %lld is newer than this fabench's %d (%s records); read it with a newer fabench",
+            x->file, line, (long long)v, x->s->version, x->s->base);
+    return -1;
+  }
+  return 0;
+}
+
+/* Stores text into a field; kind decides the parse. */
+static int rr_set(rr_ctx *x, void *row, const res_field *f, const char *txt, size_t line,
+                  char *err, size_t cap) {
+  void *p = (char *)row + f->offset;
+  char *end;
+  switch (f->kind) {
+  case RES_STR: {
+    char *d = strdup(txt);
+    if (!d) return rr_errf(err, cap, "out of memory"), -1;
+    free(*(char **)p);
+    *(char **)p = d;
+    return 0;
+  }
+  case RES_INT: {
+    errno = 0;
+    long long v = strtoll(txt, &end, 10);
+    if (!*txt || *end || errno) {
+      rr_errf(err, cap, "%s:%zu: column %s: '%s' is not an integer", x->file, line, f->name, txt);
+      return -1;
+    }
+    *(int64_t *)p = v;
+    if (!strcmp(f->name, "schema")) return rr_version_ok(x, v, line, err, cap);
+    return 0;
+  }
+  case RES_F64: {
+    if (!*txt) {
+      *(double *)p = NAN; /* not measured */
+      return 0;
+    }
+    double v = strtod(txt, &end);
+    if (*end) {
+      rr_errf(err, cap, "%s:%zu: column %s: '%s' is not a number", x->file, line, f->name, txt);
+      return -1;
+    }
+    *(double *)p = v;
+    return 0;
+  }
+  }
+  return -1;
+}
+
+static int rr_field_index(const res_schema *s, const char *name) {
+  for (size_t i = 0; i < s->nfields; i++)
+    if (!strcmp(s->fields[i].name, name)) return (int)i;
+  return -1;
+}
+
+/* One CSV record (RFC 4180: quoted fields may hold commas, doubled quotes and newlines)
+ * split in place: fields point into buf. Returns the field count, -1 at the end of input. */
+static int rr_csv_record(char **cur, char **fields, int maxf, size_t *line) {
+  char *p = *cur;
+  if (!*p) return -1;
+  int nf = 0;
+  for (;;) {
+    char *out = p, *start = p;
+    if (*p == '"') {
+      p++;
+      for (;;) {
+        if (!*p) break;
+        if (*p == '"') {
+          if (p[1] == '"') {
+            *out++ = '"';
+            p += 2;
+            continue;
+          }
+          p++;
+          break;
+        }
+        if (*p == '\n') (*line)++;
+        *out++ = *p++;
+      }
+      while (*p && *p != ',' && *p != '\n' && *p != '\r') p++; /* junk after the quote */
+    } else {
+      while (*p && *p != ',' && *p != '\n' && *p != '\r') *out++ = *p++;
+    }
+    char sep = *p;
+    *out = '\0';
+    if (nf < maxf) fields[nf] = start;
+    nf++;
+    if (sep == ',') {
+      p++;
+      continue;
+    }
+    /* out may have overwritten the separator: step over it by what it was */
+    if (sep == '\r') {
+      p++;
+      if (*p == '\n') p++;
+    } else if (sep == '\n') {
+      p++;
+    }
+    break;
+  }
+  *cur = p;
+  return nf;
+}
+
+static int rr_read_csv(rr_ctx *x, char *buf, char *err, size_t cap) {
+  char *cur = buf, *f[128];
+  size_t line = 1;
+  int nf = rr_csv_record(&cur, f, 128, &line);
+  if (nf <= 0) {
+    rr_errf(err, cap, "%s: empty file, not a fabench %s table", x->file, x->s->base);
+    return -1;
+  }
+  if (nf > 128) {
+    rr_errf(err, cap, "%s: %d columns, not a fabench %s table", x->file, nf, x->s->base);
+    return -1;
+  }
+  x->ncols = (size_t)nf;
+  int unknown = -1;
+  for (int i = 0; i < nf; i++) {
+    x->col_of[i] = rr_field_index(x->s, f[i]);
+    if (x->col_of[i] < 0 && unknown < 0) unknown = i;
+  }
+  if (x->col_of[0] != 0) {
+    rr_errf(err, cap, "%s: first column '%s' is not '%s': not a fabench %s table", x->file, f[0],
+            x->s->fields[0].name, x->s->base);
+    return -1;
+  }
+  char unknown_name[128] = "";
+  if (unknown >= 0) snprintf(unknown_name, sizeof unknown_name, "%s", f[unknown]);
+  for (;;) {
+    size_t at = ++line;
+    int n = rr_csv_record(&cur, f, 128, &line);
+    if (n < 0) break;
+    if (n == 1 && !*f[0]) continue; /* blank line */
+    if (n != nf) {
+      rr_errf(err, cap, "%s:%zu: %d fields, the header has %d", x->file, at, n, nf);
+      return -1;
+    }
+    void *row = rr_new_row(x);
+    if (!row) return rr_errf(err, cap, "out of memory"), -1;
+    for (int i = 0; i < n; i++)
+      if (x->col_of[i] >= 0 && rr_set(x, row, &x->s->fields[x->col_of[i]], f[i], at, err, cap))
+        return -1;
+    if (unknown >= 0) { /* a newer schema was refused above; otherwise foreign */
+      rr_errf(err, cap, "%s: unknown column '%s': not a fabench %s table of schema %d", x->file,
+              unknown_name, x->s->base, x->s->version);
+      return -1;
+    }
+    if (rr_fill_strings(x->s, row)) return rr_errf(err, cap, "out of memory"), -1;
+  }
+  if (unknown >= 0 && x->n == 0) {
+    rr_errf(err, cap, "%s: unknown column '%s': not a fabench %s table of schema %d", x->file,
+            unknown_name, x->s->base, x->s->version);
+    return -1;
+  }
+  return 0;
+}
+
+static int rr_read_jsonl(rr_ctx *x, char *buf, char *err, size_t cap) {
+  size_t line = 0;
+  for (char *p = buf; *p;) {
+    char *nl = strchr(p, '\n');
+    if (nl) *nl = '\0';
+    line++;
+    char *q = p;
+    p = nl ? nl + 1 : p + strlen(p);
+    while (*q == ' ' || *q == '\t' || *q == '\r') q++;
+    if (!*q) continue;
+    cJSON *o = cJSON_Parse(q);
+    if (!cJSON_IsObject(o)) {
+      cJSON_Delete(o);
+      rr_errf(err, cap, "%s:%zu: not a JSON object", x->file, line);
+      return -1;
+    }
+    void *row = rr_new_row(x);
+    if (!row) {
+      cJSON_Delete(o);
+      return rr_errf(err, cap, "out of memory"), -1;
+    }
+    int rc = 0;
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "schema");
+    if (cJSON_IsNumber(ver)) rc = rr_version_ok(x, (int64_t)ver->valuedouble, line, err, cap);
+    if (!cJSON_GetObjectItemCaseSensitive(o, x->s->fields[0].name) && !rc) {
+      rr_errf(err, cap, "%s:%zu: no '%s': not a fabench %s record", x->file, line,
+              x->s->fields[0].name, x->s->base);
+      rc = -1;
+    }
+    for (const cJSON *it = o->child; it && !rc; it = it->next) {
+      int fi = rr_field_index(x->s, it->string ? it->string : "");
+      if (fi < 0) {
+        rr_errf(err, cap, "%s:%zu: unknown field '%s': not a fabench %s record of schema %d",
+                x->file, line, it->string ? it->string : "", x->s->base, x->s->version);
+        rc = -1;
+        break;
+      }
+      const res_field *f = &x->s->fields[fi];
+      void *dst = (char *)row + f->offset;
+      if (f->kind == RES_STR && cJSON_IsString(it)) {
+        rc = rr_set(x, row, f, it->valuestring, line, err, cap);
+      } else if (f->kind == RES_INT && cJSON_IsNumber(it) && it->valuedouble == floor(it->valuedouble)) {
+        *(int64_t *)dst = (int64_t)it->valuedouble;
+      } else if (f->kind == RES_F64 && cJSON_IsNumber(it)) {
+        *(double *)dst = it->valuedouble;
+      } else if (f->kind == RES_F64 && cJSON_IsNull(it)) {
+        *(double *)dst = NAN;
+      } else {
+        rr_errf(err, cap, "%s:%zu: field %s has the wrong type", x->file, line, f->name);
+        rc = -1;
+      }
+    }
+    cJSON_Delete(o);
+    if (rc) return -1;
+    if (rr_fill_strings(x->s, row)) return rr_errf(err, cap, "out of memory"), -1;
+  }
+  return 0;
+}
+
+int res_table_read(res_rows *out, const res_schema *s, const char *path, char *err,
+                   size_t errcap) {
+  memset(out, 0, sizeof *out);
+  out->schema = s;
+  char file[4200];
+  if (rr_pick(file, sizeof file, s, path)) {
+    if (rr_is_dir(path))
+      rr_errf(err, errcap, "'%s' has no %s.csv or %s.jsonl", path, s->base, s->base);
+    else
+      rr_errf(err, errcap, "'%s': %s", path, rr_is_file(path) || errno != ENOENT ? "not a regular file" : "no such file or directory");
+    return -1;
+  }
+  int dv = rr_dir_version(file);
+  if (dv > s->version) {
+    rr_errf(err, errcap, "%s: its run.json has schema version %d, newer than this fabench's %d; read it with a newer fabench",
+            file, dv, s->version);
+    return -1;
+  }
+  size_t len;
+  char *buf = rr_slurp(file, &len, err, errcap);
+  if (!buf) return -1;
+  if (strlen(buf) != len) {
+    free(buf);
+    rr_errf(err, errcap, "%s: binary data, not a fabench %s table", file, s->base);
+    return -1;
+  }
+  rr_ctx x = {.s = s, .file = file};
+  int rc = rr_ends(file, ".jsonl") || rr_ends(file, ".json") ? rr_read_jsonl(&x, buf, err, errcap)
+                                                              : rr_read_csv(&x, buf, err, errcap);
+  free(buf);
+  if (rc) {
+    /* a half-filled last row may hold NULL strings: free() takes them */
+    rr_free_rows(s, x.rows, x.n);
+    return -1;
+  }
+  out->rows = x.rows;
+  out->n = x.n;
+  return 0;
+}
+
+void res_rows_free(res_rows *r) {
+  if (!r || !r->schema) return;
+  rr_free_rows(r->schema, r->rows, r->n);
+  r->rows = NULL;
+  r->n = 0;
+}
+
+int res_rows_move(res_rows *dst, res_rows *src, char *err, size_t errcap) {
+  if (!dst->schema) dst->schema = src->schema;
+  if (dst->schema != src->schema) {
+    rr_errf(err, errcap, "internal: merging %s rows into %s rows", src->schema->base, dst->schema->base);
+    return -1;
+  }
+  size_t sz = dst->schema->row_size;
+  if (src->n) {
+    char *r = realloc(dst->rows, (dst->n + src->n) * sz);
+    if (!r) return rr_errf(err, errcap, "out of memory"), -1;
+    memcpy(r + dst->n * sz, src->rows, src->n * sz);
+    dst->rows = r;
+    dst->n += src->n;
+  }
+  free(src->rows);
+  src->rows = NULL;
+  src->n = 0;
+  return 0;
+}

@@ -1,0 +1,105 @@
+/* results: the records. Each record's columns are listed once here, as an X-macro
+ * X(KIND, name) with KIND one of STR (const char *), INT (int64_t), F64 (double); the list
+ * gives the row struct res_<record>_row, the CSV/JSONL column order, and the schema
+ * descriptor res_schema_<record>() that res_table_open_schema, res_table_put and
+ * res_table_read take. Included by res.h; not included on its own. */
+#ifndef FABENCH_RES_REC_H
+#define FABENCH_RES_REC_H
+
+/* allreduce.csv: one row per (transport, algorithm, dtype, op, size). t_pred_us and pred_err
+ * are the cost model's prediction of t_p50_us and (measured - predicted) / predicted. */
+#define RES_ALLREDUCE_COLS(X)                                                                 \
+  X(STR, run_id) X(INT, schema) X(INT, host_count) X(INT, ranks) X(STR, fabric)               \
+  X(STR, transport) X(STR, algo) X(STR, dtype) X(STR, op) X(INT, bytes) X(INT, count)          \
+  X(INT, iters) X(STR, timing) X(F64, t_min_us) X(F64, t_p50_us) X(F64, t_p90_us)              \
+  X(F64, t_p99_us) X(F64, t_max_us) X(F64, t_mean_us) X(F64, t_std_us) X(F64, algbw_gbps)      \
+  X(F64, busbw_gbps) X(INT, errors) X(STR, algo_ran) X(STR, host) X(STR, topo_hash)            \
+  X(INT, warmup) X(INT, chunk_bytes) X(INT, tcp_streams) X(STR, boot) X(INT, rounds)           \
+  X(STR, peer) X(F64, busbw_vs_peer) X(F64, t_pred_us) X(F64, pred_err)
+
+/* p2p.csv: one row per (transport, test, pair, size); latency is one-way. */
+#define RES_P2P_COLS(X)                                                                       \
+  X(STR, run_id) X(INT, schema) X(INT, ranks) X(STR, fabric) X(STR, transport) X(STR, test)   \
+  X(INT, src) X(INT, dst) X(INT, bytes) X(INT, iters) X(F64, t_min_us) X(F64, t_p50_us)        \
+  X(F64, t_p99_us) X(F64, t_max_us) X(F64, gbps) X(STR, host) X(STR, topo_hash)                \
+  X(INT, window) X(F64, t_mean_us) X(F64, t_stddev_us) X(F64, gbps_mean) X(F64, gbit_s)        \
+  X(INT, errors) X(STR, src_host) X(STR, dst_host) X(STR, link)
+
+/* p2p_matrix.csv: the all-pairs matrices in tidy form, one row per (transport, metric,
+ * src, dst); metric bw_gbps (at the largest size) or latency_us (at the smallest). */
+#define RES_P2P_MATRIX_COLS(X)                                                                \
+  X(STR, run_id) X(INT, schema) X(INT, ranks) X(STR, transport) X(STR, fabric)                 \
+  X(STR, metric) X(INT, bytes) X(INT, src) X(INT, dst) X(F64, value) X(STR, src_host)          \
+  X(STR, dst_host)
+
+/* train.csv: one row per training run (per rank role). */
+#define RES_TRAIN_COLS(X)                                                                     \
+  X(STR, run_id) X(INT, schema) X(STR, host) X(INT, host_count) X(STR, topo_hash)              \
+  X(INT, ranks) X(STR, role) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, model)       \
+  X(INT, params) X(STR, data) X(STR, input) X(INT, classes) X(STR, device) X(INT, batch)       \
+  X(INT, global_batch) X(INT, threads) X(F64, bucket_mb) X(F64, first_bucket_mb)               \
+  X(INT, buckets) X(INT, overlap) X(STR, grad_dtype) X(INT, grad_bytes) X(INT, epochs)         \
+  X(INT, steps) X(INT, measured_steps) X(INT, warmup_steps) X(F64, lr) X(STR, lr_schedule)     \
+  X(F64, warmup_epochs) X(F64, momentum) X(F64, wd) X(INT, nesterov) X(STR, augment)           \
+  X(INT, seed) X(F64, images_per_s) X(F64, images_per_s_rank) X(F64, compute_images_per_s)     \
+  X(F64, step_ms) X(F64, step_ms_mean) X(F64, step_ms_p90) X(F64, data_ms) X(F64, load_ms)     \
+  X(F64, fwd_ms) X(F64, bwd_ms) X(F64, comm_ms) X(F64, exposed_comm_ms) X(F64, opt_ms)         \
+  X(F64, imbalance_ms) X(F64, comm_busbw_gbps) X(F64, scaling_eff) X(F64, fabric_eff)          \
+  X(F64, final_loss) X(F64, test_loss) X(F64, test_acc) X(F64, target_acc)                     \
+  X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)            \
+  X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)                \
+  X(F64, exposed_comm_ms_pred) X(F64, pred_err)
+
+/* train_steps.csv: one row per rank and step. */
+#define RES_TRAIN_STEPS_COLS(X)                                                               \
+  X(STR, run_id) X(INT, rank) X(STR, host) X(STR, transport) X(STR, algo) X(INT, step)         \
+  X(INT, epoch) X(INT, step_in_epoch) X(INT, images) X(F64, loss) X(F64, batch_acc) X(F64, lr) \
+  X(F64, step_ms) X(F64, data_ms) X(F64, load_ms) X(F64, fwd_ms) X(F64, bwd_ms)                \
+  X(F64, comm_ms) X(F64, exposed_comm_ms) X(F64, opt_ms) X(F64, images_per_s) X(INT, warmup)   \
+  X(F64, elapsed_s)
+
+/* train_eval.csv: one row per evaluation on the test set. */
+#define RES_TRAIN_EVAL_COLS(X)                                                                \
+  X(STR, run_id) X(STR, transport) X(STR, algo) X(INT, epoch) X(INT, step) X(F64, test_loss)   \
+  X(F64, test_acc) X(INT, test_images) X(F64, eval_s) X(F64, elapsed_s)
+
+/* train_buckets.csv: one row per gradient bucket. ready_ms: median time from the start of
+ * backward until the bucket's gradients are complete; comm_ms: median all-reduce time of the
+ * bucket; done_ms: median time from the start of backward until it is reduced. */
+#define RES_TRAIN_BUCKETS_COLS(X)                                                             \
+  X(STR, run_id) X(STR, role) X(STR, transport) X(STR, algo) X(INT, ranks) X(INT, bucket)      \
+  X(INT, offset_bytes) X(INT, bytes) X(F64, ready_ms) X(F64, comm_ms) X(F64, done_ms)
+
+/* predict.csv: one row per (rank count, algorithm) of `fabench predict`. inter_gbps_needed:
+ * the inter-node link rate (GB/s) at which the step reaches target_eff (inf: not by the link). */
+#define RES_PREDICT_COLS(X)                                                                   \
+  X(STR, run_id) X(INT, schema) X(STR, model) X(INT, grad_bytes) X(INT, buckets) X(INT, batch)  \
+  X(INT, ranks) X(INT, ranks_per_node) X(INT, nodes) X(STR, algo) X(STR, intra) X(STR, inter)  \
+  X(INT, overlap) X(F64, compute_ms) X(F64, step_ms) X(F64, comm_ms) X(F64, exposed_comm_ms)   \
+  X(F64, images_per_s) X(F64, scaling_eff) X(F64, inter_gbps) X(F64, target_eff)               \
+  X(F64, inter_gbps_needed)
+
+/* Every record: R(name, COLUMNS). The name is the base of its files (<name>.csv, .jsonl). */
+#define RES_RECORDS(R)                                                                        \
+  R(allreduce, RES_ALLREDUCE_COLS)                                                            \
+  R(p2p, RES_P2P_COLS)                                                                        \
+  R(p2p_matrix, RES_P2P_MATRIX_COLS)                                                          \
+  R(train, RES_TRAIN_COLS)                                                                    \
+  R(train_steps, RES_TRAIN_STEPS_COLS)                                                        \
+  R(train_eval, RES_TRAIN_EVAL_COLS)                                                          \
+  R(train_buckets, RES_TRAIN_BUCKETS_COLS)                                                    \
+  R(predict, RES_PREDICT_COLS)
+
+#define RES_CTYPE_STR const char *
+#define RES_CTYPE_INT int64_t
+#define RES_CTYPE_F64 double
+#define RES_FIELD_(kind, name) RES_CTYPE_##kind name;
+#define RES_ROW_TYPE_(rec, COLS)                                                              \
+  typedef struct {                                                                            \
+    COLS(RES_FIELD_)                                                                          \
+  } res_##rec##_row;                                                                          \
+  const res_schema *res_schema_##rec(void);
+RES_RECORDS(RES_ROW_TYPE_)
+#undef RES_ROW_TYPE_
+
+#endif

@@ -1,0 +1,199 @@
+/* The data-parallel reducer: averaged gradients against a reference computed here in double
+ * (each rank's gradients summed), for 1 to 4 ranks, every algorithm, f32 and 16-bit wires,
+ * overlap on and off, and bucket sizes that cut the arena at awkward places. Ranks are forked
+ * processes on a loopback rendezvous. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../coll/test_ranks.h"
+#include "nn_reducer.h"
+
+/* Rank r's gradient i at step s: non-integer values of both signs and several magnitudes. */
+static float grad_value(int r, size_t i, int s) {
+  double v = sin(0.37 * (double)i + 1.3 * r + 0.7 * s) * (1.0 + (double)((i * 7 + (size_t)r) % 5));
+  return (float)v;
+}
+
+typedef struct {
+  coll_transport_kind tk;
+  const char *algo;
+  coll_dtype wire;
+  int overlap;
+  size_t count, first_bytes, bucket_bytes;
+} red_case;
+
+/* One rank: two steps, backward simulated by ready() calls in uneven strides; 0 when every
+ * averaged element matches the reference. */
+static int rank_main(int rank, int n, const red_case *k) {
+  coll_err e = {{0}};
+  coll_boot *b = NULL;
+  coll_comm *c = NULL;
+  if (coll_boot_open(&b, COLL_BOOT_ENV, 0, 20000, &e)) {
+    fprintf(stderr, "rank %d: %s\n", rank, e.msg);
+    return 2;
+  }
+  coll_comm_opts co = {.transport = k->tk, .timeout_ms = 20000, .no_spin = 1};
+  if (coll_comm_open(&c, b, &co, &e)) {
+    fprintf(stderr, "rank %d: %s\n", rank, e.msg);
+    return 2;
+  }
+  nn_arena_alloc al = nn_arena_from_comm(c);
+  float *g = al.alloc(al.ctx, k->count * sizeof(float));
+  coll_algo a;
+  if (!g || coll_algo_parse(k->algo, &a)) return 2;
+  nn_reducer_opts ro = {.comm = c, .algo = a, .wire = k->wire, .bucket_bytes = k->bucket_bytes,
+                        .first_bucket_bytes = k->first_bytes, .overlap = k->overlap,
+                        .wire_alloc = &al};
+  nn_reducer *r = NULL;
+  char err[1024];
+  if (nn_reducer_create(&r, &ro, g, k->count, err, sizeof err)) {
+    fprintf(stderr, "rank %d: %s\n", rank, err);
+    return 2;
+  }
+  int bad = 0;
+  /* 16-bit wires: each rank's value rounded once (1/N first), then a sum of n such values in
+   * the narrow type, then widened: a few units of the last place of bf16 (2^-8) or f16 (2^-11) */
+  double tol = k->wire == COLL_F32 ? 4e-7 : k->wire == COLL_BF16 ? 3.0 * n / 256.0 : 3.0 * n / 2048.0;
+  for (int s = 0; s < 2 && !bad; s++) {
+    nn_reducer_begin(r);
+    for (size_t i = 0; i < k->count; i++) g[i] = grad_value(rank, i, s);
+    /* backward's layers: uneven prefixes, one of them repeated (no progress) */
+    size_t done = 0, stride = 3;
+    while (done < k->count) {
+      done = done + stride > k->count ? k->count : done + stride;
+      nn_reducer_ready(r, done);
+      nn_reducer_ready(r, done);
+      stride = stride * 3 / 2 + 1;
+    }
+    nn_reducer_stats st;
+    if (nn_reducer_finish(r, &st, err, sizeof err)) {
+      fprintf(stderr, "rank %d: %s\n", rank, err);
+      return 2;
+    }
+    if (st.wire_bytes != k->count * coll_dtype_size(k->wire)) bad++;
+    for (size_t i = 0; i < k->count; i++) {
+      double ref = 0;
+      for (int q = 0; q < n; q++) ref += (double)grad_value(q, i, s);
+      ref /= n;
+      double scale = fabs(ref) > 1 ? fabs(ref) : 1;
+      if (fabs((double)g[i] - ref) > tol * scale * 6) {
+        if (bad < 3)
+          fprintf(stderr, "rank %d/%d %s %s step %d: element %zu is %.9g, reference %.9g\n", rank,
+                  n, k->algo, coll_dtype_name(k->wire), s, i, (double)g[i], ref);
+        bad++;
+      }
+    }
+  }
+  nn_reducer_destroy(r);
+  al.free(al.ctx, g);
+  coll_comm_close(c);
+  coll_boot_close(b);
+  return bad ? 1 : 0;
+}
+
+static int run_case(int n, const red_case *k) {
+  int port = test_free_port();
+  pid_t pids[8];
+  for (int rk = 0; rk < n; rk++) {
+    pids[rk] = fork();
+    if (pids[rk] == 0) {
+      test_rank_env(rk, n, port, "reducer-test");
+      _exit(rank_main(rk, n, k));
+    }
+  }
+  return test_wait_ranks(pids, n, 120);
+}
+
+static void check_transport(coll_transport_kind tk) {
+  if (!coll_transport_built(tk)) {
+    printf("skipped: transport %s is not built\n", coll_transport_name(tk));
+    return;
+  }
+  static const char *algos[] = {"ring", "rhd", "rd", "tree", "dtree", "ps", "ps:2"};
+  /* counts and bucket sizes that cut the arena at odd places: the first bucket 20 floats
+   * (rounded to 16), then 37 (rounded to 32) or larger than the arena */
+  const red_case base[] = {
+      {tk, "ring", COLL_F32, 1, 1001, 80, 148},
+      {tk, "ring", COLL_F32, 0, 1001, 80, 148},
+      {tk, "ring", COLL_F32, 1, 5, 64, 64},
+      {tk, "ring", COLL_BF16, 1, 777, 64, 1024},
+      {tk, "ring", COLL_F16, 1, 777, 4096, 100000},
+  };
+  for (int n = 1; n <= 4; n++)
+    for (size_t i = 0; i < sizeof algos / sizeof *algos; i++)
+      for (size_t j = 0; j < sizeof base / sizeof *base; j++) {
+        if (i > 0 && j > 0 && j != 3) continue; /* every algorithm on f32 and bf16 */
+        red_case k = base[j];
+        k.algo = algos[i];
+        int failed = run_case(n, &k);
+        if (failed)
+          fail_msg("%s %d ranks %s wire %s overlap %d count %zu: %d rank(s) failed",
+                   coll_transport_name(tk), n, k.algo, coll_dtype_name(k.wire), k.overlap,
+                   k.count, failed);
+      }
+}
+
+static void test_tcp(void **st) {
+  (void)st;
+  check_transport(COLL_TCP);
+}
+
+static void test_ucx(void **st) {
+  (void)st;
+  check_transport(COLL_UCX);
+}
+
+/* The reference itself must be able to fail: a reducer without a communicator leaves each
+ * rank's own gradients, which differ from the average over two ranks. */
+static void test_reference_fails_without_exchange(void **st) {
+  (void)st;
+  float g[64];
+  for (int i = 0; i < 64; i++) g[i] = grad_value(0, (size_t)i, 0);
+  nn_reducer_opts ro = {.comm = NULL, .wire = COLL_F32, .overlap = 1};
+  nn_reducer *r;
+  char err[256];
+  assert_int_equal(nn_reducer_create(&r, &ro, g, 64, err, sizeof err), 0);
+  nn_reducer_begin(r);
+  nn_reducer_ready(r, 64);
+  nn_reducer_stats s;
+  assert_int_equal(nn_reducer_finish(r, &s, err, sizeof err), 0);
+  const nn_bucket *b;
+  assert_int_equal(nn_reducer_buckets(r, &b), 1);
+  assert_true(b[0].ready_s > 0);
+  assert_int_equal((int)s.wire_bytes, 0);
+  nn_reducer_destroy(r);
+  int differ = 0;
+  for (size_t i = 0; i < 64; i++) {
+    double ref = 0.5 * ((double)grad_value(0, i, 0) + grad_value(1, i, 0));
+    differ += fabs(g[i] - ref) > 1e-3;
+  }
+  assert_true(differ > 32);
+}
+
+/* A bf16 wire on a reducer refuses other element types. */
+static void test_bad_wire(void **st) {
+  (void)st;
+  float g[4];
+  nn_reducer_opts ro = {.comm = NULL, .wire = COLL_I32};
+  nn_reducer *r;
+  char err[256];
+  assert_int_equal(nn_reducer_create(&r, &ro, g, 4, err, sizeof err), -1);
+  assert_non_null(strstr(err, "f32, bf16 or f16"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reference_fails_without_exchange),
+      cmocka_unit_test(test_bad_wire),
+      cmocka_unit_test(test_tcp),
+      cmocka_unit_test(test_ucx),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,272 @@
+/* `fabench train -n N`: data-parallel training end to end.
+ * - ranks that all read the same data end bit-identical to one rank (averaging identical
+ *   gradients is exact), at 2 and 4 ranks, overlapped or not;
+ * - with different shards the ranks still hold one model (the hash check passes every step),
+ *   and a rank whose weights are corrupted on purpose stops the run naming it;
+ * - a run writes the single, none and per-transport rows with their efficiencies, and the
+ *   per-step rows of every rank;
+ * - a killed rank stops the others with an error naming it, never a hang;
+ * - a checkpoint from another world size is refused. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "../bench/cli_run.h"
+#include "coll.h"
+#include "nn_data.h"
+
+static char dir[256];
+
+static void run(run_result *r, int timeout_s, const char *env, int kill_rank, const char *csv,
+                const char *fmt, ...) {
+  char line[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  char *args[64];
+  int n = 0;
+  for (char *t = strtok(line, " "); t && n < 63; t = strtok(NULL, " ")) args[n++] = t;
+  args[n] = NULL;
+  cli_run(r, timeout_s, "train", env, kill_rank, csv, args);
+}
+
+static void ok(const run_result *r) {
+  if (r->status != 0) fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+}
+
+/* Field col of data row `row` of a CSV (ours: no quoting); -1 when absent. */
+static int csv_get(char *val, size_t cap, const char *path, int row, const char *col) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[16384];
+  int idx = -1, r = -1, found = -1;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    int k = 0;
+    char *p = line;
+    for (;;) {
+      char *c = strchr(p, ',');
+      if (c) *c = 0;
+      if (r == -1 && !strcmp(p, col)) idx = k;
+      if (r == row && k == idx) {
+        size_t len = strlen(p) < cap - 1 ? strlen(p) : cap - 1;
+        memcpy(val, p, len);
+        val[len] = 0;
+        found = 0;
+      }
+      if (!c) break;
+      p = c + 1;
+      k++;
+    }
+    if (r == row) break;
+    r++;
+  }
+  fclose(f);
+  return found;
+}
+
+static int csv_rows(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int n = -1, c;
+  while ((c = fgetc(f)) != EOF) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+static double csv_num(const char *path, int row, const char *col) {
+  char v[256];
+  if (csv_get(v, sizeof v, path, row, col)) fail_msg("%s: no %s in row %d", path, col, row);
+  return v[0] ? strtod(v, NULL) : NAN;
+}
+
+/* The parameter arena of a checkpoint. */
+static float *ckpt_params(const char *name, size_t *n) {
+  char p[600], err[1024];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  nn_ckpt_info info, got;
+  if (nn_ckpt_read_info(p, &info, err, sizeof err)) fail_msg("%s", err);
+  float *w = malloc(info.n_params * 4 + 4), *m = malloc(info.n_momentum * 4 + 4),
+        *b = malloc(info.n_buffers * 4 + 4);
+  if (nn_ckpt_load(p, &got, w, m, b, &info, err, sizeof err)) fail_msg("%s", err);
+  free(m);
+  free(b);
+  *n = info.n_params;
+  return w;
+}
+
+#define SMALL "--model resnet8-w4 --data synthetic:1x8x8:4:96 --batch 8 --threads 1 --eval-every 0"
+
+static void test_same_data_bit_identical(void **st) {
+  (void)st;
+  run_result r;
+  run(&r, 120, NULL, -1, NULL, SMALL " --steps 6 --lr 0.1 --save %s/one.ckpt --out %s/one", dir, dir);
+  ok(&r);
+  size_t n1, n;
+  float *one = ckpt_params("one.ckpt", &n1);
+  const char *cases[][2] = {{"2", "--transport tcp --algo ring"},
+                            {"2", "--transport tcp --algo ring --no-overlap --bucket-mb 0.01"},
+                            {"4", "--transport tcp --algo rhd --bucket-mb 0.003 --first-bucket-mb 0.001"},
+                            {"4", "--transport tcp --algo ring"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    run(&r, 180, "FABENCH_TEST_SAME_DATA=1", -1, NULL,
+        SMALL " --steps 6 --lr 0.1 -n %s %s --save %s/dp%zu.ckpt --out %s/dp%zu", cases[i][0],
+        cases[i][1], dir, i, dir, i);
+    ok(&r);
+    char name[64];
+    snprintf(name, sizeof name, "dp%zu.ckpt", i);
+    float *dp = ckpt_params(name, &n);
+    assert_int_equal(n, n1);
+    size_t diff = 0, first = 0;
+    for (size_t k = 0; k < n; k++)
+      if (memcmp(&dp[k], &one[k], 4) && !diff++) first = k;
+    if (diff)
+      fail_msg("-n %s %s: %zu of %zu parameters differ from one rank's, first %zu (%.9g vs %.9g)",
+               cases[i][0], cases[i][1], diff, n, first, (double)dp[first], (double)one[first]);
+    free(dp);
+  }
+  /* and training moved the weights: the comparison could fail */
+  run(&r, 60, NULL, -1, NULL, SMALL " --steps 1 --lr 0.1 --save %s/init.ckpt --out %s/init", dir, dir);
+  ok(&r);
+  float *init = ckpt_params("init.ckpt", &n);
+  assert_memory_not_equal(init, one, n * 4);
+  free(init);
+  free(one);
+}
+
+static void test_rows_and_shards(void **st) {
+  (void)st;
+  run_result r;
+  const char *tl = coll_transport_built(COLL_UCX) ? "none,tcp,ucx" : "none,tcp";
+  run(&r, 240, NULL, -1, NULL,
+      SMALL " --steps 8 --warmup-steps 2 -n 2 --transport %s --algo ring,ps --check-every 1"
+            " --bucket-mb 0.01 --first-bucket-mb 0.004 --out %s/rows",
+      tl, dir);
+  ok(&r);
+  char csv[600], v[256];
+  snprintf(csv, sizeof csv, "%s/rows/train.csv", dir);
+  int npairs = coll_transport_built(COLL_UCX) ? 4 : 2;
+  assert_int_equal(csv_rows(csv), 2 + npairs); /* single, none, then every transport x algo */
+  assert_int_equal(csv_get(v, sizeof v, csv, 0, "role"), 0);
+  assert_string_equal(v, "single");
+  assert_int_equal((int)csv_num(csv, 0, "ranks"), 1);
+  assert_int_equal(csv_get(v, sizeof v, csv, 1, "role"), 0);
+  assert_string_equal(v, "none");
+  for (int i = 1; i < 2 + npairs; i++) {
+    assert_int_equal((int)csv_num(csv, i, "ranks"), 2);
+    assert_int_equal((int)csv_num(csv, i, "global_batch"), 16);
+    double se = csv_num(csv, i, "scaling_eff"), fe = csv_num(csv, i, "fabric_eff");
+    /* present and positive: their size is the machine's business, not a test's */
+    if (!(se > 0 && isfinite(se) && fe > 0 && isfinite(fe)))
+      fail_msg("row %d: scaling %g fabric %g", i, se, fe);
+    assert_int_equal((int)csv_num(csv, i, "measured_steps"), 6);
+  }
+  assert_int_equal(csv_get(v, sizeof v, csv, 2, "role"), 0);
+  assert_string_equal(v, "dp");
+  assert_int_equal(csv_get(v, sizeof v, csv, 2, "transport"), 0);
+  assert_string_equal(v, "tcp");
+  /* the gradient bytes: every parameter once, in f32 */
+  assert_true(csv_num(csv, 2, "grad_bytes") == 4 * csv_num(csv, 2, "params"));
+  assert_true(csv_num(csv, 2, "comm_ms") > 0);
+  assert_true(csv_num(csv, 2, "buckets") >= 2);
+  snprintf(csv, sizeof csv, "%s/rows/train_steps.csv", dir);
+  assert_int_equal(csv_rows(csv), 8 * (1 + 2 * (1 + npairs)));
+  snprintf(csv, sizeof csv, "%s/rows/train_buckets.csv", dir);
+  assert_true(csv_rows(csv) >= 2 * (2 + npairs));
+}
+
+static void test_corrupted_rank_caught(void **st) {
+  (void)st;
+  run_result r;
+  run(&r, 120, "FABENCH_TEST_CORRUPT=1:3", -1, NULL,
+      SMALL " --steps 8 -n 2 --transport tcp --no-single --check-every 2 --out %s/corrupt", dir);
+  if (r.status == 0) fail_msg("a corrupted rank went unnoticed:\n%s", r.out);
+  if (!strstr(r.err, "after step 4 the parameters differ") || !strstr(r.err, "rank(s) 1 ("))
+    fail_msg("exit %d, stderr lacks the parameter check's error:\n%s", r.status, r.err);
+}
+
+static void test_killed_rank(void **st) {
+  (void)st;
+  run_result r;
+  char csv[600];
+  snprintf(csv, sizeof csv, "%s/killed/train_steps.csv", dir);
+  run(&r, 60, NULL, 1, csv,
+      SMALL " --steps 100000 -n 2 --transport tcp --no-single --timeout 5 --out %s/killed", dir);
+  if (r.status == 0) fail_msg("a killed rank went unnoticed");
+  if (r.secs > 5 + 10) fail_msg("took %.1f s to notice a killed rank (timeout 5 s)", r.secs);
+  if (!strstr(r.err, "rank 1")) fail_msg("stderr does not name rank 1:\n%s", r.err);
+  assert_true(csv_rows(csv) >= 1); /* rows already written stay */
+}
+
+static void test_checkpoint_world(void **st) {
+  (void)st;
+  run_result r;
+  run(&r, 120, NULL, -1, NULL,
+      SMALL " --steps 3 --epochs 2 -n 2 --transport tcp --save %s/two.ckpt --out %s/two", dir, dir);
+  ok(&r);
+  run(&r, 60, NULL, -1, NULL, SMALL " --epochs 2 --resume %s/two.ckpt --out %s/one-of-two", dir, dir);
+  if (r.status == 0 || !strstr(r.err, "world")) fail_msg("exit %d:\n%s", r.status, r.err);
+  /* the same world resumes */
+  run(&r, 120, NULL, -1, NULL,
+      SMALL " --epochs 2 -n 2 --transport tcp --resume %s/two.ckpt --out %s/two-again", dir, dir);
+  ok(&r);
+  /* several pairs cannot continue one checkpoint */
+  run(&r, 60, NULL, -1, NULL,
+      SMALL " --epochs 2 -n 2 --transport tcp,none --resume %s/two.ckpt --out %s/bad", dir, dir);
+  if (r.status != 2 || !strstr(r.err, "one --transport")) fail_msg("exit %d:\n%s", r.status, r.err);
+}
+
+static void test_bad_flags(void **st) {
+  (void)st;
+  run_result r;
+  const char *cases[][2] = {{"--grad-dtype f64", "--grad-dtype"},
+                            {"--transport carrier-pigeon", "unknown transport"},
+                            {"--algo zigzag", "unknown algorithm"},
+                            {"--bucket-mb 0", "--bucket-mb"},
+                            {"--emulate 1gbit", "--emulate needs -n"},
+                            {"--emulate fast -n 2", "--emulate"},
+                            {"-n 0", "-n"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    run(&r, 30, NULL, -1, NULL, SMALL " %s --out %s/bad", cases[i][0], dir);
+    if (r.status != 2 || !strstr(r.err, cases[i][1]))
+      fail_msg("%s: exit %d, stderr:\n%s", cases[i][0], r.status, r.err);
+  }
+}
+
+static int setup(void **st) {
+  (void)st;
+  snprintf(dir, sizeof dir, "/tmp/fabench-test-dp-XXXXXX");
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **st) {
+  (void)st;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  if (!getenv("FABENCH_BIN")) {
+    fprintf(stderr, "FABENCH_BIN is not set (ctest sets it); skipping\n");
+    return 0;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bad_flags),
+      cmocka_unit_test(test_same_data_bit_identical),
+      cmocka_unit_test(test_rows_and_shards),
+      cmocka_unit_test(test_corrupted_rank_caught),
+      cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_checkpoint_world),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

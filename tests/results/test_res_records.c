@@ -1,0 +1,284 @@
+/* The record API: every record's rows written by res_table_put come back equal through
+ * res_table_read from both CSV and JSONL; foreign, malformed and newer files are refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "res.h"
+
+#define R_SCHEMA_FN_(rec, COLS) res_schema_##rec,
+static const res_schema *(*const all_records[])(void) = {RES_RECORDS(R_SCHEMA_FN_)};
+#define NRECORDS (sizeof all_records / sizeof *all_records)
+
+static void tmpdir(char *dir, size_t cap) {
+  snprintf(dir, cap, "/tmp/fabench-res-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+}
+
+static void rmtree(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* Strings that CSV must quote, and ones it must not touch. */
+static const char *const tricky[] = {"plain", "with,comma", "with \"quotes\"", "two\nlines",
+                                     "", "ucx:tcp/lo", " lead and trail ", "semi;colon"};
+#define NTRICKY (sizeof tricky / sizeof *tricky)
+
+/* Row r of a record: a value per field from (r, field index); field 'schema' is the version. */
+static void fill_row(const res_schema *s, void *row, size_t r) {
+  res_row_init(s, row);
+  for (size_t i = 0; i < s->nfields; i++) {
+    void *p = (char *)row + s->fields[i].offset;
+    switch (s->fields[i].kind) {
+    case RES_STR: *(const char **)p = (r + i) % 9 == 8 ? NULL : tricky[(r + i) % NTRICKY]; break;
+    case RES_INT:
+      *(int64_t *)p = !strcmp(s->fields[i].name, "schema") ? s->version
+                                                            : ((int64_t)r - 2) * 1000003 * (int64_t)(i + 1);
+      break;
+    case RES_F64:
+      /* every 5th not measured; others span magnitudes and signs */
+      *(double *)p = (r + i) % 5 == 4 ? NAN : ((double)r - 1.5) * pow(10.0, (double)((int)i % 9) - 4) * 1.2345;
+      break;
+    }
+  }
+}
+
+static void check_equal(const res_schema *s, const void *want, const void *got, int exact) {
+  for (size_t i = 0; i < s->nfields; i++) {
+    const void *a = (const char *)want + s->fields[i].offset, *b = (const char *)got + s->fields[i].offset;
+    switch (s->fields[i].kind) {
+    case RES_STR: {
+      const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+      assert_non_null(y);
+      assert_string_equal(x ? x : "", y); /* NULL is written as empty */
+      break;
+    }
+    case RES_INT: assert_int_equal(*(const int64_t *)a, *(const int64_t *)b); break;
+    case RES_F64: {
+      double x = *(const double *)a, y = *(const double *)b;
+      if (isnan(x)) {
+        assert_true(isnan(y));
+      } else {
+        /* CSV keeps 6 significant digits; cJSON prints 15 when they read back within an ulp */
+        double tol = (exact ? 4e-16 : 1e-5) * fabs(x);
+        if (fabs(x - y) > tol) fail_msg("%s.%s: wrote %.17g, read %.17g", s->base, s->fields[i].name, x, y);
+      }
+      break;
+    }
+    }
+  }
+}
+
+static void test_round_trip_every_record(void **state) {
+  (void)state;
+  enum { NROWS = 7 };
+  for (size_t k = 0; k < NRECORDS; k++) {
+    const res_schema *s = all_records[k]();
+    char dir[64], err[512] = "";
+    tmpdir(dir, sizeof dir);
+    res_table *t;
+    if (res_table_open_schema(&t, dir, s, err, sizeof err)) fail_msg("%s", err);
+    char *rows = calloc(NROWS, s->row_size);
+    for (size_t r = 0; r < NROWS; r++) {
+      fill_row(s, rows + r * s->row_size, r);
+      if (res_table_put(t, rows + r * s->row_size, err, sizeof err)) fail_msg("%s", err);
+    }
+    res_table_close(t);
+    for (int json = 0; json < 2; json++) {
+      char path[600];
+      snprintf(path, sizeof path, "%s/%s.%s", dir, s->base, json ? "jsonl" : "csv");
+      res_rows got;
+      if (res_table_read(&got, s, path, err, sizeof err)) fail_msg("%s", err);
+      assert_ptr_equal(got.schema, s);
+      assert_int_equal(got.n, NROWS);
+      for (size_t r = 0; r < NROWS; r++)
+        check_equal(s, rows + r * s->row_size, (char *)got.rows + r * s->row_size, json);
+      res_rows_free(&got);
+    }
+    /* the directory form reads the CSV */
+    res_rows got;
+    if (res_table_read(&got, s, dir, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(got.n, NROWS);
+    res_rows_free(&got);
+    free(rows);
+    rmtree(dir);
+  }
+}
+
+/* The columns of train.csv, exactly as the training command's consumers expect them. */
+static void test_train_columns(void **state) {
+  (void)state;
+  static const char want[] =
+      "run_id,schema,host,host_count,topo_hash,ranks,role,fabric,transport,algo,model,params,data,"
+      "input,classes,device,batch,global_batch,threads,bucket_mb,first_bucket_mb,buckets,overlap,"
+      "grad_dtype,grad_bytes,epochs,steps,measured_steps,warmup_steps,lr,lr_schedule,warmup_epochs,"
+      "momentum,wd,nesterov,augment,seed,images_per_s,images_per_s_rank,compute_images_per_s,step_ms,"
+      "step_ms_mean,step_ms_p90,data_ms,load_ms,fwd_ms,bwd_ms,comm_ms,exposed_comm_ms,opt_ms,"
+      "imbalance_ms,comm_busbw_gbps,scaling_eff,fabric_eff,final_loss,test_loss,test_acc,target_acc,"
+      "time_to_target_s,train_time_s,start_step,end_step,backend,status,step_ms_pred,"
+      "images_per_s_pred,exposed_comm_ms_pred,pred_err\n";
+  char dir[64], err[256], path[600], line[4096];
+  tmpdir(dir, sizeof dir);
+  res_table *t;
+  if (res_table_open_schema(&t, dir, res_schema_train(), err, sizeof err)) fail_msg("%s", err);
+  res_table_close(t);
+  snprintf(path, sizeof path, "%s/train.csv", dir);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof line, f));
+  fclose(f);
+  assert_string_equal(line, want);
+  /* a struct field per column, in order */
+  assert_int_equal(res_schema_train()->fields[5].offset, offsetof(res_train_row, ranks));
+  assert_string_equal(res_schema_train_buckets()->fields[8].name, "ready_ms");
+  rmtree(dir);
+}
+
+/* A row written as a struct shows in CSV and JSONL as the documented text. */
+static void test_written_text(void **state) {
+  (void)state;
+  char dir[64], err[256], path[600], buf[4096];
+  tmpdir(dir, sizeof dir);
+  res_table *t;
+  if (res_table_open_schema(&t, dir, res_schema_train_eval(), err, sizeof err)) fail_msg("%s", err);
+  res_train_eval_row r;
+  res_row_init(res_schema_train_eval(), &r);
+  r.run_id = "id,1";
+  r.transport = NULL;
+  r.algo = "ring";
+  r.epoch = 3;
+  r.step = -7;
+  r.test_loss = 0.5;
+  r.test_images = 10000;
+  if (res_table_put(t, &r, err, sizeof err)) fail_msg("%s", err);
+  res_table_close(t);
+  snprintf(path, sizeof path, "%s/train_eval.csv", dir);
+  FILE *f = fopen(path, "r");
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  assert_string_equal(buf, "run_id,transport,algo,epoch,step,test_loss,test_acc,test_images,eval_s,elapsed_s\n"
+                           "\"id,1\",,ring,3,-7,0.5,,10000,,\n");
+  snprintf(path, sizeof path, "%s/train_eval.jsonl", dir);
+  f = fopen(path, "r");
+  n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  assert_non_null(strstr(buf, "\"test_acc\":null"));
+  assert_non_null(strstr(buf, "\"transport\":\"\""));
+  assert_non_null(strstr(buf, "\"step\":-7"));
+  rmtree(dir);
+}
+
+static void expect_error(const res_schema *s, const char *path, const char *needle) {
+  res_rows got;
+  char err[512] = "";
+  int rc = res_table_read(&got, s, path, err, sizeof err);
+  if (rc == 0) {
+    res_rows_free(&got);
+    fail_msg("reading %s succeeded; expected an error with '%s'", path, needle);
+  }
+  if (!strstr(err, needle)) fail_msg("error '%s' lacks '%s'", err, needle);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  char dir[64], path[600];
+  tmpdir(dir, sizeof dir);
+  const res_schema *ar = res_schema_allreduce();
+  /* no file */
+  expect_error(ar, dir, "has no allreduce.csv");
+  snprintf(path, sizeof path, "%s/nothing.csv", dir);
+  expect_error(ar, path, "no such file");
+  /* a foreign CSV */
+  write_file(dir, "allreduce.csv", "name,value\na,1\n");
+  expect_error(ar, dir, "not a fabench allreduce table");
+  /* an unknown column, same version */
+  write_file(dir, "allreduce.csv", "run_id,schema,bogus\nx,1,2\n");
+  expect_error(ar, dir, "unknown column 'bogus'");
+  /* a newer schema: refused as newer, not as unknown */
+  char text[256];
+  snprintf(text, sizeof text, "run_id,schema,bogus\nx,%d,2\n", RES_SCHEMA_VERSION + 1);
+  write_file(dir, "allreduce.csv", text);
+  expect_error(ar, dir, "newer than this fabench");
+  snprintf(text, sizeof text, "{\"run_id\":\"x\",\"schema\":%d}\n", RES_SCHEMA_VERSION + 1);
+  write_file(dir, "allreduce.jsonl", text);
+  snprintf(path, sizeof path, "%s/allreduce.jsonl", dir);
+  expect_error(ar, path, "newer than this fabench");
+  /* a malformed value; a ragged row */
+  write_file(dir, "allreduce.csv", "run_id,schema,bytes\nx,1,12q\n");
+  expect_error(ar, dir, "'12q' is not an integer");
+  write_file(dir, "allreduce.csv", "run_id,schema,bytes\nx,1\n");
+  expect_error(ar, dir, "2 fields, the header has 3");
+  write_file(dir, "allreduce.jsonl", "{\"run_id\":\"x\",\"bytes\":\"ten\"}\n");
+  expect_error(ar, path, "field bytes has the wrong type");
+  write_file(dir, "allreduce.jsonl", "not json\n");
+  expect_error(ar, path, "not a JSON object");
+  /* records without a schema column: run.json's version decides */
+  write_file(dir, "train_steps.csv", "run_id,rank\nx,0\n");
+  snprintf(text, sizeof text, "{\"schema\": %d}\n", RES_SCHEMA_VERSION + 1);
+  write_file(dir, "run.json", text);
+  expect_error(res_schema_train_steps(), dir, "run.json has schema version");
+  rmtree(dir);
+}
+
+/* An older file with fewer columns reads, the missing ones as not measured. */
+static void test_older_file_reads(void **state) {
+  (void)state;
+  char dir[64], err[256];
+  tmpdir(dir, sizeof dir);
+  write_file(dir, "allreduce.csv", "run_id,schema,ranks,algo,t_p50_us\nabc,1,4,ring,12.5\r\n\r\nabd,1,2,\"r,d\",\n");
+  res_rows got;
+  if (res_table_read(&got, res_schema_allreduce(), dir, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(got.n, 2);
+  const res_allreduce_row *r = got.rows;
+  assert_string_equal(r[0].run_id, "abc");
+  assert_int_equal(r[0].ranks, 4);
+  assert_true(r[0].t_p50_us == 12.5);
+  assert_true(isnan(r[0].t_pred_us));
+  assert_string_equal(r[0].fabric, "");
+  assert_string_equal(r[1].algo, "r,d");
+  assert_true(isnan(r[1].t_p50_us));
+  res_rows all = {0};
+  assert_int_equal(res_rows_move(&all, &got, err, sizeof err), 0);
+  assert_int_equal(got.n, 0);
+  if (res_table_read(&got, res_schema_allreduce(), dir, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(res_rows_move(&all, &got, err, sizeof err), 0);
+  assert_int_equal(all.n, 4);
+  assert_string_equal(((const res_allreduce_row *)all.rows)[3].run_id, "abd");
+  res_rows_free(&got);
+  res_rows_free(&all);
+  assert_true(res_table_exists(res_schema_allreduce(), dir));
+  assert_false(res_table_exists(res_schema_p2p(), dir));
+  rmtree(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_round_trip_every_record),
+      cmocka_unit_test(test_train_columns),
+      cmocka_unit_test(test_written_text),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_older_file_reads),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
