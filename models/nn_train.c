@@ -363,8 +363,15 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   nn_loader *loader = NULL;
   int rc = -1;
 
-  size_t np;
-  float *grads = nn_net_grads(o->net, &np);
+  /* host gradients only for an exchange over host memory: a GPU net without one keeps them on
+   * the device (the reducer then only times when backward completes each bucket) */
+  size_t np = 0;
+  const nn_param_info *pi;
+  int npi = nn_net_param_tensors(o->net, &pi);
+  for (int i = 0; i < npi; i++) np += pi[i].count;
+  float *grads = NULL;
+  if (o->comm) grads = nn_net_grads(o->net, NULL);
+  else nn_net_grads_on_host(o->net, 0);
   nn_reducer_opts ro = {.comm = o->comm, .algo = o->algo, .wire = o->wire,
                         .bucket_bytes = o->bucket_bytes, .first_bucket_bytes = o->first_bucket_bytes,
                         .overlap = o->overlap, .wire_alloc = o->wire_alloc};
