@@ -418,11 +418,21 @@ static void topo_nearest_nics(topo_info *ti) {
   }
 }
 
-/* hwloc takes a PU or NUMA node without os_index as index 2^32-1 and sizes a bitmap to hold
- * it (half a GiB, a minute of work: found by fuzzing); an index past any machine's is the
- * same. Such files are refused before hwloc sees them. */
+/* What hwloc 2.9 does not survive in an XML file (found by fuzzing), refused before it sees it:
+ * - a PU or NUMA node without os_index: taken as index 2^32-1, with a bitmap sized to hold it
+ *   (half a GiB, a minute of work); an index past any machine's is the same;
+ * - a cpuset without its complete_cpuset, a nodeset without its complete_nodeset: a NULL
+ *   bitmap written to (SIGSEGV in hwloc_insert_object_by_parent). */
 #define TOPO_XML_MAX_INDEX (1u << 20)
-static int topo_xml_indexes_sane(const char *path, char *err, size_t errcap) {
+/* The value of attribute `name` in one tag's text (after any white space), or NULL. */
+static const char *topo_xml_attr(const char *tag, const char *name) {
+  size_t l = strlen(name);
+  for (const char *a = strstr(tag, name); a; a = strstr(a + 1, name))
+    if (a > tag && strchr(" \t\r\n", a[-1]) && a[l] == '=' && a[l + 1] == '"') return a + l + 2;
+  return NULL;
+}
+
+static int topo_xml_sane(const char *path, char *err, size_t errcap) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
@@ -450,15 +460,19 @@ static int topo_xml_indexes_sane(const char *path, char *err, size_t errcap) {
     char *end = strchr(t, '>');
     if (!end) break;
     *end = '\0'; /* the tag alone */
-    const char *type = strstr(t, " type=\"");
-    int needs = type && (!strncmp(type + 7, "PU\"", 3) || !strncmp(type + 7, "NUMANode\"", 9));
-    const char *idx = strstr(t, " os_index=\"");
+    const char *type = topo_xml_attr(t, "type");
+    int needs = type && (!strncmp(type, "PU\"", 3) || !strncmp(type, "NUMANode\"", 9));
+    const char *idx = topo_xml_attr(t, "os_index");
     if (needs && !idx) {
       snprintf(err, errcap, "%s: a PU or NUMA node without os_index", path);
       rc = -1;
-    } else if (idx && strtoul(idx + 11, NULL, 10) >= TOPO_XML_MAX_INDEX) {
-      snprintf(err, errcap, "%s: os_index %.20s is out of range (at most %u)", path, idx + 11,
+    } else if (idx && strtoul(idx, NULL, 10) >= TOPO_XML_MAX_INDEX) {
+      snprintf(err, errcap, "%s: os_index %.20s is out of range (at most %u)", path, idx,
                TOPO_XML_MAX_INDEX - 1);
+      rc = -1;
+    } else if ((topo_xml_attr(t, "cpuset") && !topo_xml_attr(t, "complete_cpuset")) ||
+               (topo_xml_attr(t, "nodeset") && !topo_xml_attr(t, "complete_nodeset"))) {
+      snprintf(err, errcap, "%s: an object with a cpuset or nodeset but not its complete_ set", path);
       rc = -1;
     }
     *end = '>';
@@ -488,7 +502,7 @@ static int topo_load_hwloc(topo_info *ti, const topo_opts *o, char *err, size_t 
       return -1;
     }
     fclose(f);
-    if (topo_xml_indexes_sane(o->xml, err, errcap) != 0) return -1;
+    if (topo_xml_sane(o->xml, err, errcap) != 0) return -1;
     if (hwloc_topology_set_xml(ti->t, o->xml) != 0) {
       snprintf(err, errcap, "%s: not an hwloc XML topology", o->xml);
       return -1;
