@@ -11,6 +11,10 @@ int bench_cmd_allreduce(int argc, char **argv);
 int bench_cmd_p2p(int argc, char **argv);
 int bench_cmd_train(int argc, char **argv);
 int bench_cmd_topo(int argc, char **argv);
+int bench_cmd_suite(int argc, char **argv);
+int bench_cmd_fit(int argc, char **argv);
+int bench_cmd_predict(int argc, char **argv);
+int bench_cmd_report(int argc, char **argv);
 
 /* ---- parsing: each returns 0 or -1 (never prints) ---- */
 /* "8", "64K", "1M", "2G" (powers of two), "1.5M" not allowed. */
@@ -59,6 +63,18 @@ int bench_relaunch(int argc, char **argv, int n, int use_mpirun, const char *mpi
 /* Message sizes min, min*f, ... up to max, rounded up to whole elements of esize bytes
  * (duplicates dropped). Returns the count and a malloc'd array, or -1. */
 int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **out);
+/* ---- the cost model (model.c) ---- */
+struct res_model;
+/* Seconds per byte of the f32 sum kernel over 8 MiB, the best of a few passes (NaN: no memory). */
+double bench_gamma_kernel(void);
+/* Reads the allreduce and p2p rows of run directories and fits them. */
+int bench_fit_dirs(struct res_model *m, char **dirs, int ndirs, double gamma_kernel, char *err,
+                   size_t cap);
+/* --model-from: a model.json, a directory with one, or a run directory fitted on the spot. */
+int bench_model_load(struct res_model *m, const char *from, char *err, size_t cap);
+/* Runs `gnuplot script` in dir (its output in dir/gnuplot.log). */
+int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap);
+
 /* Writes run.json (can be called again to update it) . */
 int bench_run_write(bench_run *r);
 void bench_run_end(bench_run *r);

@@ -16,7 +16,7 @@
 static const char ar_usage[] =
     "usage: fabench allreduce [options]\n"
     "  -n N                  start N local ranks (default: the launcher's world, or 1)\n"
-    "  --transport LIST      tcp,mpi,ucx (default: tcp,mpi when MPI is built, else tcp)\n"
+    "  --transport LIST      tcp,mpi,ucx,nccl (default: tcp,mpi when MPI is built, else tcp)\n"
     "  --algo LIST           ring,rhd,rd,tree,dtree,ps,ps:K,native,auto (default: ring,native)\n"
     "  --dtype LIST          f32,f64,f16,bf16,i32,i64 (default: f32)\n"
     "  --op LIST             sum,prod,min,max (default: sum)\n"
@@ -41,12 +41,18 @@ static const char ar_usage[] =
     "  --ucx-map on|off      ucx ranks on one host map each other's buffer (UCX shared\n"
     "                        memory, ucp_rkey_ptr) and the ring reads its neighbour's\n"
     "                        partial sums in place; off: UCX copies them (default: on)\n"
+    "  --devices LIST        nccl: the CUDA device of each local rank, e.g. 0,1,2,3; ranks\n"
+    "                        on one device share it through CUDA IPC (default: local rank\n"
+    "                        modulo the device count)\n"
     "  --mpirun-args ARGS    extra mpirun arguments when -n starts ranks through mpirun\n"
     "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
     "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
     "  --bind HOW            none|core|numa|nic|gpu (default: none)\n"
     "  --seed N              data seed (default: 1)\n"
     "  --timeout SEC         every network wait (default: 60)\n"
+    "  --model-from DIR|FILE every row gains the cost model's prediction (t_pred_us) and\n"
+    "                        its error (pred_err); auto picks by this model. A model.json,\n"
+    "                        a directory with one, or a run directory to fit (fabench fit)\n"
     "  --out DIR             run directory (default: results/<UTC>-allreduce)\n";
 
 #define AR_MAX_LIST 16
@@ -65,7 +71,7 @@ typedef struct {
   double step, time_per_size;
   long warmup, iters, streams, seed, timeout_s, rounds;
   int pipelined, check, no_peer_map;
-  const char *out, *mpirun_args, *emulate, *bind, *tcp_cc;
+  const char *out, *mpirun_args, *emulate, *bind, *tcp_cc, *model_from, *devices;
   int has_peer;                   /* rows carry busbw relative to this pair, when measured */
   coll_transport_kind peer_tk;
   coll_algo peer_algo;
@@ -88,8 +94,8 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   const char *tl = FABENCH_HAVE_MPI ? "tcp,mpi" : "tcp", *al = "ring,native", *dl = "f32", *ol = "sum";
   const char *peer = NULL; /* NULL: mpi/native when the run measures it */
   enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
-         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_UCXMAP, O_ROUNDS, O_PEER, O_MPIRUN, O_EMU, O_BIND, O_SEED,
-         O_TIMEOUT, O_OUT, O_HELP };
+         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_UCXMAP, O_DEVICES, O_ROUNDS, O_PEER, O_MPIRUN, O_EMU, O_BIND, O_SEED,
+         O_TIMEOUT, O_OUT, O_MODEL, O_HELP };
   static const struct option lo[] = {
       {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
       {"op", 1, 0, O_OP},               {"min-bytes", 1, 0, O_MIN},   {"max-bytes", 1, 0, O_MAX},
@@ -100,6 +106,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       {"seed", 1, 0, O_SEED},           {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
       {"ranks", 1, 0, 'n'},             {"help", 0, 0, O_HELP},       {"tcp-cc", 1, 0, O_CC},
       {"rounds", 1, 0, O_ROUNDS},       {"peer", 1, 0, O_PEER},       {"ucx-map", 1, 0, O_UCXMAP},
+      {"model-from", 1, 0, O_MODEL},    {"devices", 1, 0, O_DEVICES},
       {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
@@ -159,6 +166,11 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       else if (!strcmp(optarg, "off")) o->no_peer_map = 1;
       else return bench_usage_error(ar_usage, "--ucx-map: '%s' is not on or off", optarg);
       break;
+    case O_DEVICES:
+      if (!*optarg || strspn(optarg, "0123456789,") != strlen(optarg))
+        return bench_usage_error(ar_usage, "--devices: '%s' is not a list of CUDA device numbers", optarg);
+      o->devices = optarg;
+      break;
     case O_MPIRUN: o->mpirun_args = optarg; break;
     case O_EMU: {
       uint64_t bps;
@@ -180,6 +192,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       if (bench_parse_int(optarg, 1, 86400, &o->timeout_s)) return bench_usage_error(ar_usage, "--timeout: '%s' is not seconds (1..86400)", optarg);
       break;
     case O_OUT: o->out = optarg; break;
+    case O_MODEL: o->model_from = optarg; break;
     case 'h':
     case O_HELP: fputs(ar_usage, stdout); return 1;
     case ':': return bench_usage_error(ar_usage, "option '%s' needs a value", argv[optind - 1]);
@@ -189,6 +202,13 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   if (optind < argc) return bench_usage_error(ar_usage, "unexpected argument '%s'", argv[optind]);
   if (o->min_bytes > o->max_bytes) return bench_usage_error(ar_usage, "--min-bytes is larger than --max-bytes");
   if (o->emulate && !o->nranks) return bench_usage_error(ar_usage, "--emulate needs -n");
+  if (o->model_from) { /* checked here, once, so that a bad path fails before any rank starts */
+    res_model m;
+    char err[1024];
+    if (bench_model_load(&m, o->model_from, err, sizeof err))
+      return bench_usage_error(ar_usage, "--model-from: %s", err);
+    res_model_free(&m);
+  }
 
   char *items[AR_MAX_LIST], *store = NULL;
   int n = bench_split_list(tl, items, AR_MAX_LIST, &store);
@@ -198,6 +218,12 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       int rc = bench_usage_error(ar_usage, "--transport: unknown transport '%s'", items[i]);
       free(store);
       return rc;
+    }
+    coll_err ue;
+    if (o->transports[i] == COLL_NCCL && coll_transport_usable(COLL_NCCL, &ue)) {
+      free(store);
+      fprintf(stderr, "fabench: %s\n", ue.msg);
+      return 3; /* not a usage error: this machine has no GPU */
     }
     if (!coll_transport_built(o->transports[i])) {
       int rc = bench_usage_error(ar_usage, "--transport: '%s' is not built into this fabench", items[i]);
@@ -267,6 +293,48 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
 
 /* ---- one rank's run ---- */
 
+/* What carries a GPU communicator's data, as NCCL would choose it from the path between the
+ * GPUs (rank 0's topology; NCCL's own choice is in its NCCL_DEBUG=INFO log): NVLink, PCIe
+ * peer-to-peer up to a host bridge, shared memory across host bridges or sockets, and between
+ * hosts InfiniBand/RoCE when this host has it, else sockets. Ranks sharing one GPU: CUDA IPC
+ * (path X). The widest path class between neighbouring ranks' GPUs follows a slash
+ * ("nccl:pcie/PXB"); none between hosts. */
+static void ar_gpu_fabric(coll_comm *c, char *fabric, size_t fcap) {
+  char path[16];
+  size_t pcap = sizeof path;
+  static const char *const order[] = {"X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS"};
+  const char *base = coll_comm_fabric(c);
+  int n = coll_comm_size(c), worst = -1, hosts_apart = 0;
+  char err[256], cls[16];
+  topo_info *ti = NULL;
+  path[0] = '\0';
+  snprintf(fabric, fcap, "%s", base);
+  if (topo_load(&ti, NULL, err, sizeof err) != 0) return;
+  for (int r = 0; r < n; r++) {
+    int q = (r + 1) % n;
+    if (strcmp(coll_comm_host(c, r), coll_comm_host(c, q))) {
+      hosts_apart = 1;
+      continue;
+    }
+    if (topo_gpu_path(ti, coll_comm_gpu(c, r), coll_comm_gpu(c, q), cls, sizeof cls)) continue;
+    for (int i = 0; i < 7; i++)
+      if (!strncmp(cls, order[i], strlen(order[i])) && i > worst) {
+        snprintf(path, pcap, "%s", cls);
+        worst = i;
+      }
+  }
+  const char *p2p_off = getenv("NCCL_P2P_DISABLE"), *ib_off = getenv("NCCL_IB_DISABLE");
+  if (!strncmp(base, "nccl:", 5) && n > 1) {
+    const char *what = hosts_apart ? (topo_has_ib(ti) && !(ib_off && atoi(ib_off)) ? "ib" : "socket")
+                       : worst == 1 && !(p2p_off && atoi(p2p_off)) ? "nvlink"
+                       : worst >= 2 && worst <= 4 && !(p2p_off && atoi(p2p_off)) ? "pcie"
+                       : worst >= 0 ? "shm" : "p2p";
+    snprintf(fabric, fcap, "nccl:%s", what);
+  }
+  if (path[0]) snprintf(fabric + strlen(fabric), fcap - strlen(fabric), "/%s", path);
+  topo_free(ti);
+}
+
 typedef struct {
   const ar_opts *o;
   coll_boot *boot;
@@ -274,6 +342,7 @@ typedef struct {
   bench_run run; /* rank 0 only */
   res_table *tab;
   int progress;
+  res_model model; /* --model-from (n == 0 without) */
 } ar_ctx;
 
 /* One (transport, algorithm) pair being measured; its samples are those of the current size. */
@@ -287,14 +356,60 @@ typedef struct {
   size_t ntimes, cap;
   res_stats st;  /* of this size's samples */
   int is_peer;
+  void *dbuf;    /* the device buffer of a device communicator (nccl), else NULL */
+  char gfabric[80]; /* device communicators (rank 0): what carries the data, then the widest
+                       path class between neighbouring ranks' GPUs: "nccl:nvlink/NV18" */
 } ar_cell;
 
 static int ar_fail(const coll_err *e) { return bench_error("%s", e->msg); }
 
-/* The maximum over ranks of n doubles, in place (control traffic on the measured comm). */
-static int ar_max(coll_comm *c, double *x, size_t n, coll_err *e) {
-  coll_algo ring = {COLL_ALGO_RING, 0};
-  return coll_allreduce(c, x, n, COLL_F64, COLL_MAX, ring, NULL, e);
+/* The maximum (or sum) over ranks of n doubles, in place: control traffic on the measured
+ * comm, or through the bootstrap when the comm's buffers are on a GPU. */
+static int ar_ctl(ar_ctx *x, coll_comm *c, double *v, size_t n, coll_op op, coll_err *e) {
+  if (coll_comm_device(c) < 0) {
+    coll_algo ring = {COLL_ALGO_RING, 0};
+    return coll_allreduce(c, v, n, COLL_F64, op, ring, NULL, e);
+  }
+  double *all = malloc(n * (size_t)x->size * sizeof *all);
+  if (!all) return snprintf(e->msg, sizeof e->msg, "rank %d: out of memory", x->rank), -1;
+  int rc = coll_boot_allgather(x->boot, all, v, n * sizeof *v, e);
+  for (size_t i = 0; !rc && i < n; i++) {
+    v[i] = all[i];
+    for (int r = 1; r < x->size; r++) {
+      double w = all[(size_t)r * n + i];
+      v[i] = op == COLL_SUM ? v[i] + w : w > v[i] ? w : v[i];
+    }
+  }
+  free(all);
+  return rc;
+}
+static int ar_max(ar_ctx *x, coll_comm *c, double *v, size_t n, coll_err *e) {
+  return ar_ctl(x, c, v, n, COLL_MAX, e);
+}
+
+/* The cell's buffer: its device buffer, or the run's host one. */
+static void *ar_buf(const ar_cell *k, void *hbuf) { return k->dbuf ? k->dbuf : hbuf; }
+
+/* Device communicators run asynchronously: wait for what was enqueued. */
+static int ar_sync(ar_cell *k, coll_err *e) {
+  static char none;
+  return k->dbuf ? coll_mem_copy(k->c, &none, &none, 0, e) : 0;
+}
+
+/* One timed all-reduce (seconds): CUDA events around it on a device communicator. */
+static int ar_timed(ar_cell *k, void *buf, size_t count, coll_dtype dt, coll_op op, long n,
+                    double *sec, coll_err *e) {
+  if (k->dbuf) {
+    if (coll_timer_start(k->c, e)) return -1;
+    for (long i = 0; i < n; i++)
+      if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
+    return coll_timer_stop(k->c, sec, e);
+  }
+  double t0 = res_now();
+  for (long i = 0; i < n; i++)
+    if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
+  *sec = res_now() - t0;
+  return 0;
 }
 
 static int ar_cell_grow(ar_cell *k, size_t n) {
@@ -308,9 +423,10 @@ static int ar_cell_grow(ar_cell *k, size_t n) {
 
 /* Warm-up, then the iteration count: --iters, or what fills --time-per-size at the slowest
  * rank's pace (every rank must run the same count). */
-static int ar_prepare(ar_ctx *x, ar_cell *k, void *buf, size_t count, coll_dtype dt, coll_op op,
+static int ar_prepare(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtype dt, coll_op op,
                       coll_err *e) {
   const ar_opts *o = x->o;
+  void *buf = ar_buf(k, hbuf);
   k->ntimes = 0;
   k->ran = k->algo;
   double w0 = res_now();
@@ -318,15 +434,18 @@ static int ar_prepare(ar_ctx *x, ar_cell *k, void *buf, size_t count, coll_dtype
     if (!o->pipelined && coll_barrier(k->c, e)) return -1;
     if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
   }
+  if (ar_sync(k, e)) return -1;
   k->iters = o->iters;
   if (!k->iters) {
     double per = o->warmup ? (res_now() - w0) / (double)o->warmup : 0;
     if (!o->warmup) {
       double t0 = res_now();
-      if (coll_barrier(k->c, e) || coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
+      if (coll_barrier(k->c, e) || coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e) ||
+          ar_sync(k, e))
+        return -1;
       per = res_now() - t0;
     }
-    if (ar_max(k->c, &per, 1, e)) return -1;
+    if (ar_max(x, k->c, &per, 1, e)) return -1;
     double want = o->time_per_size / (per > 1e-7 ? per : 1e-7);
     k->iters = want < 5 ? 5 : want > 200000 ? 200000 : (long)want;
   }
@@ -338,25 +457,20 @@ static int ar_prepare(ar_ctx *x, ar_cell *k, void *buf, size_t count, coll_dtype
 }
 
 /* n more timed iterations, appended to the cell's samples. */
-static int ar_measure(ar_ctx *x, ar_cell *k, void *buf, size_t count, coll_dtype dt, coll_op op,
+static int ar_measure(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtype dt, coll_op op,
                       long n, coll_err *e) {
   double *t = k->times + k->ntimes;
+  void *buf = ar_buf(k, hbuf);
   if (x->o->pipelined) {
-    if (coll_barrier(k->c, e)) return -1;
-    double t0 = res_now();
-    for (long i = 0; i < n; i++)
-      if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
-    double mean = (res_now() - t0) / (double)n;
-    if (ar_max(k->c, &mean, 1, e)) return -1;
+    double mean;
+    if (coll_barrier(k->c, e) || ar_timed(k, buf, count, dt, op, n, &mean, e)) return -1;
+    mean /= (double)n;
+    if (ar_max(x, k->c, &mean, 1, e)) return -1;
     for (long i = 0; i < n; i++) t[i] = mean;
   } else {
-    for (long i = 0; i < n; i++) {
-      if (coll_barrier(k->c, e)) return -1;
-      double t0 = res_now();
-      if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
-      t[i] = res_now() - t0;
-    }
-    if (ar_max(k->c, t, (size_t)n, e)) return -1;
+    for (long i = 0; i < n; i++)
+      if (coll_barrier(k->c, e) || ar_timed(k, buf, count, dt, op, 1, &t[i], e)) return -1;
+    if (ar_max(x, k->c, t, (size_t)n, e)) return -1;
   }
   for (long i = 0; i < n; i++) t[i] *= 1e6;
   k->ntimes += (size_t)n;
@@ -364,18 +478,24 @@ static int ar_measure(ar_ctx *x, ar_cell *k, void *buf, size_t count, coll_dtype
 }
 
 /* Fresh pattern, one all-reduce, every element checked; returns wrong elements over all ranks. */
-static int ar_verify(ar_ctx *x, coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
+static int ar_verify(ar_ctx *x, const ar_cell *k, void *buf, size_t count, coll_dtype dt, coll_op op,
                      coll_algo algo, uint64_t seed, int64_t *wrong, coll_err *e) {
+  coll_comm *c = k->c;
+  size_t nbytes = count * coll_dtype_size(dt);
   coll_pattern_fill(buf, count, dt, op, x->rank, seed);
-  if (coll_allreduce(c, buf, count, dt, op, algo, NULL, e)) return -1;
+  if (k->dbuf) { /* the device's data, copied back after the all-reduce */
+    if (coll_mem_copy(c, k->dbuf, buf, nbytes, e)) return -1;
+    memset(buf, 0xa5, nbytes); /* a result that was never copied back cannot pass */
+  }
+  if (coll_allreduce(c, ar_buf(k, buf), count, dt, op, algo, NULL, e)) return -1;
+  if (k->dbuf && coll_mem_copy(c, buf, k->dbuf, nbytes, e)) return -1;
   size_t first = 0;
   double bad = (double)coll_pattern_check(buf, count, dt, op, x->size, seed, &first);
   if (bad > 0)
     fprintf(stderr, "fabench: rank %d (%s): %s %s %s x %zu: %.0f wrong elements, first at %zu\n",
             x->rank, coll_boot_host(x->boot, x->rank), coll_comm_fabric(c), coll_dtype_name(dt),
             coll_op_name(op), count, bad, first);
-  coll_algo ring = {COLL_ALGO_RING, 0};
-  if (coll_allreduce(c, &bad, 1, COLL_F64, COLL_SUM, ring, NULL, e)) return -1;
+  if (ar_ctl(x, c, &bad, 1, COLL_SUM, e)) return -1;
   *wrong = (int64_t)bad;
   return 0;
 }
@@ -399,7 +519,9 @@ static void ar_header(const ar_ctx *x) {
 static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nbytes, size_t count,
                      coll_dtype dt, coll_op op, int64_t wrong) {
   const ar_opts *o = x->o;
-  const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC") : coll_comm_fabric(k->c);
+  const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC")
+                       : k->gfabric[0]                    ? k->gfabric
+                                                          : coll_comm_fabric(k->c);
   res_stats st = k->st;
   /* busbw ratio = the peer's median time over this one's (same bytes, same ranks) */
   double vs = peer && st.p50 > 0 ? peer->st.p50 / st.p50 : NAN;
@@ -451,6 +573,11 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   row.rounds = o->rounds;
   row.peer = pname;
   row.busbw_vs_peer = vs;
+  const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk), coll_boot_host_count(x->boot));
+  if (fm) {
+    row.t_pred_us = coll_model_time(&fm->m, k->ran, x->size, nbytes, coll_comm_chunk(k->c)) * 1e6;
+    if (isfinite(row.t_pred_us) && row.t_pred_us > 0) row.pred_err = (st.p50 - row.t_pred_us) / row.t_pred_us;
+  }
   char err[256];
   if (res_table_put(x->tab, &row, err, sizeof err)) return bench_error("%s", err);
   return 0;
@@ -469,6 +596,7 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
     fprintf(stderr, "\r%-60s", ""), fprintf(stderr, "\r[%s %s %zu B]", coll_dtype_name(dt), coll_op_name(op), nbytes);
   for (int i = 0; i < ncells; i++) {
     coll_pattern_fill(buf, count, dt, op, x->rank, (uint64_t)o->seed);
+    if (cells[i].dbuf && coll_mem_copy(cells[i].c, cells[i].dbuf, buf, nbytes, &e)) return ar_fail(&e);
     if (ar_prepare(x, &cells[i], buf, count, dt, op, &e)) return ar_fail(&e);
   }
   for (long r = 0; r < o->rounds; r++)
@@ -477,7 +605,8 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
       long n = k->iters * (r + 1) / o->rounds - k->iters * r / o->rounds;
       if (n <= 0) continue;
       /* one untimed call: the first after another cell pays for its caches and pages */
-      if (r > 0 && o->warmup && coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, &e)) return ar_fail(&e);
+      if (r > 0 && o->warmup && coll_allreduce(k->c, ar_buf(k, buf), count, dt, op, k->algo, &k->ran, &e))
+        return ar_fail(&e);
       if (ar_measure(x, k, buf, count, dt, op, n, &e)) return ar_fail(&e);
     }
   const ar_cell *peer = NULL;
@@ -488,7 +617,7 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
   for (int i = 0; i < ncells; i++) {
     ar_cell *k = &cells[i];
     int64_t wrong = 0;
-    if (o->check && ar_verify(x, k->c, buf, count, dt, op, k->algo, (uint64_t)o->seed + nbytes, &wrong, &e))
+    if (o->check && ar_verify(x, k, buf, count, dt, op, k->algo, (uint64_t)o->seed + nbytes, &wrong, &e))
       return ar_fail(&e);
     *wrong_total += wrong > 0;
     if (x->rank == 0 && ar_report(x, k, peer, nbytes, count, dt, op, wrong)) return 1;
@@ -517,6 +646,20 @@ static int ar_sweep(ar_ctx *x, ar_cell *cells, int ncells, void *buf, int *wrong
   return rc;
 }
 
+/* auto's model for a transport: the fitted fabric of that transport on this many hosts (the
+ * fabric string itself is known only once the communicator is open). */
+static const coll_model *ar_model_for(const ar_ctx *x, coll_transport_kind tk) {
+  const char *emu = getenv("FABENCH_FABRIC"), *name = coll_transport_name(tk);
+  const res_fabric_model *any = NULL;
+  for (size_t i = 0; i < x->model.n; i++) {
+    const res_fabric_model *f = &x->model.f[i];
+    if (strcmp(f->transport, name)) continue;
+    if (emu && *emu && !strcmp(f->fabric, emu)) return &f->m;
+    if (f->host_count == coll_boot_host_count(x->boot) && !any) any = f;
+  }
+  return any ? &any->m : NULL;
+}
+
 static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   ar_ctx x = {.o = o};
   coll_err e = {{0}};
@@ -525,9 +668,9 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)o->timeout_s * 1000, &e)) return ar_fail(&e);
   x.rank = coll_boot_rank(x.boot);
   x.size = coll_boot_size(x.boot);
-  int rc = 0, ncells = 0;
+  int rc = 0, ncells = 0, failed = 1;
   coll_comm *comms[AR_MAX_LIST] = {0}, *buf_owner = NULL;
-  void *buf = NULL;
+  void *buf = NULL, *dbufs[AR_MAX_LIST] = {0};
   ar_cell cells[AR_MAX_LIST * AR_MAX_LIST];
   memset(cells, 0, sizeof cells);
   char bind_desc[256];
@@ -553,19 +696,34 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     rc = 1;
     goto out;
   }
+  /* every rank reads the model: auto must pick alike everywhere */
+  if (!rc && o->model_from) {
+    char err[1024];
+    if (bench_model_load(&x.model, o->model_from, err, sizeof err)) rc = bench_error("rank %d: --model-from: %s", x.rank, err);
+  }
   /* every transport is open for the whole run, so that the cells can take turns */
   for (int t = 0; t < o->ntransports && !rc; t++) {
     coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->timeout_s * 1000,
                          .tcp_streams = (int)o->streams, .chunk_bytes = (size_t)o->chunk,
-                         .tcp_cc = o->tcp_cc, .no_peer_map = o->no_peer_map};
+                         .tcp_cc = o->tcp_cc, .no_peer_map = o->no_peer_map,
+                         .model = ar_model_for(&x, o->transports[t]), .devices = o->devices};
     if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
       rc = ar_fail(&e);
       break;
     }
     if (o->transports[t] == COLL_UCX) buf_owner = comms[t];
+    /* a GPU communicator has its own buffer on the device; the host one stages its data */
+    if (coll_comm_device(comms[t]) >= 0 && !(dbufs[t] = coll_mem_alloc(comms[t], (size_t)o->max_bytes + 8, &e))) {
+      rc = ar_fail(&e);
+      break;
+    }
+    char gfabric[80] = "";
+    if (dbufs[t] && x.rank == 0) ar_gpu_fabric(comms[t], gfabric, sizeof gfabric);
     for (int a = 0; a < o->nalgos; a++) {
       ar_cell *k = &cells[ncells];
       k->c = comms[t];
+      k->dbuf = dbufs[t];
+      snprintf(k->gfabric, sizeof k->gfabric, "%s", gfabric);
       k->tk = o->transports[t];
       k->algo = o->algos[a];
       coll_algo_format(k->aname, sizeof k->aname, k->algo);
@@ -598,20 +756,26 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     printf("# %s: %s\n", wrong ? "FAILED: wrong results at some sizes" : rc ? "FAILED" : "all results verified",
            x.run.dir);
   }
+  failed = rc != 0;
   if (!rc && wrong) rc = 1;
 out:
   if (buf_owner)
     coll_mem_free(buf_owner, buf);
   else
     free(buf);
-  for (int t = 0; t < o->ntransports; t++)
+  for (int t = 0; t < o->ntransports; t++) {
+    if (dbufs[t]) coll_mem_free(comms[t], dbufs[t]);
     if (comms[t]) coll_comm_close(comms[t]);
+  }
   for (int i = 0; i < AR_MAX_LIST * AR_MAX_LIST; i++) free(cells[i].times);
   if (x.rank == 0) {
     res_table_close(x.tab);
     if (x.run.meta) bench_run_end(&x.run);
   }
-  coll_boot_close(x.boot);
+  res_model_free(&x.model);
+  /* a failure (not wrong results) may leave a rank dead or stopped: MPI must not wait for it */
+  if (failed) coll_boot_abort(x.boot);
+  else coll_boot_close(x.boot);
   return rc;
 }
 

@@ -26,8 +26,10 @@
 #define P2P_WINDOW_BYTES_CAP ((uint64_t)64 << 20) /* in flight per bw iteration, at most */
 #define P2P_SEED 0x70327021u
 
-enum { P2P_LAT, P2P_BW, P2P_BIBW, P2P_NTESTS };
-static const char *const p2p_test_names[P2P_NTESTS] = {"latency", "bw", "bibw"};
+/* latency, bw, bibw: messages between ranks. d2d, h2d, d2h, peer: the GPU's copy ceilings
+ * (--transport nccl), measured by rank 0 on its device. */
+enum { P2P_LAT, P2P_BW, P2P_BIBW, P2P_NMSG, P2P_D2D = P2P_NMSG, P2P_H2D, P2P_D2H, P2P_PEER, P2P_NTESTS };
+static const char *const p2p_test_names[P2P_NTESTS] = {"latency", "bw", "bibw", "d2d", "h2d", "d2h", "peer"};
 
 /* Message tags, each checked by the transports against the posted receive. */
 enum { TAG_DATA = 1, TAG_ACK, TAG_ITERS, TAG_ERRS, TAG_RESULT };
@@ -35,10 +37,13 @@ enum { TAG_DATA = 1, TAG_ACK, TAG_ITERS, TAG_ERRS, TAG_RESULT };
 static const char p2p_usage[] =
     "usage: fabench p2p [options]\n"
     "  -n N                  start N local ranks (default: the launcher's world)\n"
-    "  --transport LIST      tcp,ucx,mpi (default tcp)\n"
+    "  --transport LIST      tcp,ucx,mpi,nccl (default tcp)\n"
     "  --pairs S,D | all     the ordered pair measured (default 0,1), or every ordered pair\n"
     "                        in turn (writes p2p_matrix.csv)\n"
-    "  --tests LIST          latency,bw,bibw (default all three)\n"
+    "  --tests LIST          latency,bw,bibw (default all three); with --transport nccl\n"
+    "                        also the GPU's copy ceilings: d2d (within its memory; GB/s\n"
+    "                        counts bytes read plus written), h2d, d2h (pinned host memory),\n"
+    "                        peer (to the next GPU of the host)\n"
     "  --min-bytes B         smallest message (default 1; K/M/G suffixes)\n"
     "  --max-bytes B         largest message (default 4M)\n"
     "  --step-factor F       size multiplier between steps, > 1 (default 2)\n"
@@ -116,7 +121,7 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
   o->ntransports = 1;
   o->src = 0;
   o->dst = 1;
-  for (int t = 0; t < P2P_NTESTS; t++) o->tests[t] = 1;
+  for (int t = 0; t < P2P_NMSG; t++) o->tests[t] = 1;
   o->min_bytes = 1;
   o->max_bytes = 4u << 20;
   o->step_factor = 2.0;
@@ -170,10 +175,16 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
       o->want_mpi = 0;
       for (int i = 0; i < n; i++) {
         coll_transport_kind k;
-        if (coll_transport_parse(items[i], &k) || k == COLL_NCCL) {
-          int rc = bench_usage_error(p2p_usage, "unknown transport '%s' (tcp, ucx, mpi)", items[i]);
+        if (coll_transport_parse(items[i], &k)) {
+          int rc = bench_usage_error(p2p_usage, "unknown transport '%s' (tcp, ucx, mpi, nccl)", items[i]);
           free(store);
           return rc;
+        }
+        coll_err ue;
+        if (k == COLL_NCCL && coll_transport_usable(k, &ue)) {
+          free(store);
+          fprintf(stderr, "fabench: %s\n", ue.msg);
+          return 3; /* not a usage error: this machine has no GPU */
         }
         if (!coll_transport_built(k)) {
           int rc = bench_usage_error(p2p_usage, "transport '%s' is not built into this fabench",
@@ -212,7 +223,7 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
         int t = 0;
         while (t < P2P_NTESTS && strcmp(items[i], p2p_test_names[t])) t++;
         if (t == P2P_NTESTS) {
-          int rc = bench_usage_error(p2p_usage, "unknown test '%s' (latency, bw, bibw)", items[i]);
+          int rc = bench_usage_error(p2p_usage, "unknown test '%s' (latency, bw, bibw, d2d, h2d, d2h, peer)", items[i]);
           free(store);
           return rc;
         }
@@ -582,6 +593,61 @@ static void p2p_matrix_print(const p2p_out *po, int n) {
   }
 }
 
+/* ---- the GPU's copy ceilings (rank 0) ---- */
+
+static int p2p_copies(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transport_kind tk, int dev,
+                      const uint64_t *sizes, int nsizes) {
+  const p2p_opts *o = x->o;
+  for (int test = P2P_NMSG; test < P2P_NTESTS; test++) {
+    if (!o->tests[test]) continue;
+    coll_copy_kind k = test == P2P_D2D ? COLL_COPY_D2D : test == P2P_H2D ? COLL_COPY_H2D
+                     : test == P2P_D2H ? COLL_COPY_D2H : COLL_COPY_PEER;
+    int peer = dev + 1;
+    for (int i = 0; i < nsizes; i++) {
+      int64_t bad = 0;
+      double per;
+      /* a first short run sets the count for about --time-per-size */
+      if (coll_copy_bench(x->c, k, peer, sizes[i], 3, x->samples, &bad, &x->e)) {
+        if (k == COLL_COPY_PEER) { /* one GPU: nothing to copy to */
+          printf("# peer skipped: %s\n", x->e.msg);
+          x->e.msg[0] = '\0';
+          break;
+        }
+        return -1;
+      }
+      per = (x->samples[0] + x->samples[1] + x->samples[2]) / 3;
+      double want = per > 0 ? o->time_per_size / per : P2P_MAX_ITERS;
+      int64_t iters = o->iters ? o->iters : want < P2P_MIN_ITERS ? P2P_MIN_ITERS : want > 10000 ? 10000 : (int64_t)want;
+      if (coll_copy_bench(x->c, k, peer, sizes[i], (int)iters, x->samples, &bad, &x->e)) return -1;
+      double total = 0;
+      for (int64_t j = 0; j < iters; j++) total += x->samples[j], x->samples[j] *= 1e6;
+      res_stats st;
+      res_stats_compute(&st, x->samples, (size_t)iters);
+      double traffic = k == COLL_COPY_D2D ? 2.0 : 1.0; /* a copy within one memory reads and writes */
+      p2p_result res;
+      memset(&res, 0, sizeof res);
+      res.t_min = st.min;
+      res.t_p50 = st.p50;
+      res.t_p99 = st.p99;
+      res.t_max = st.max;
+      res.t_mean = st.mean;
+      res.t_stddev = st.stddev;
+      res.gbps = st.p50 > 0 ? traffic * (double)sizes[i] / (st.p50 * 1e3) : 0;
+      res.gbps_mean = total > 0 ? traffic * (double)sizes[i] * (double)iters / total / 1e9 : 0;
+      res.iters = iters;
+      res.window = 1;
+      res.errors = bad;
+      if (k == COLL_COPY_PEER)
+        snprintf(res.fabric, sizeof res.fabric, "gpu%d->gpu%d", dev, peer);
+      else
+        snprintf(res.fabric, sizeof res.fabric, "gpu%d %s", dev, k == COLL_COPY_D2D ? "memory" : "pcie pinned");
+      if (p2p_row(po, x, fabric, tk, test, 0, 0, sizes[i], &res)) return -1;
+      x->bad_bytes += bad;
+    }
+  }
+  return 0;
+}
+
 /* ---- the run on every rank ---- */
 
 static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, const uint64_t *sizes,
@@ -599,6 +665,15 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
     for (int i = 0; i < nsizes; i++)
       if (sizes[i] <= o->matrix_bytes) mat_bytes = sizes[i];
   }
+  int dev = coll_comm_device(x->c), copy_tests = 0, msg_tests = 1;
+  for (int t = P2P_NMSG; t < P2P_NTESTS; t++) copy_tests |= o->tests[t];
+  if (dev >= 0) { /* messages in GPU memory are all-reduce's business here (allreduce --transport nccl) */
+    msg_tests = 0;
+    if (me == 0 && (o->tests[P2P_LAT] || o->tests[P2P_BW] || o->tests[P2P_BIBW]))
+      printf("# %s: latency, bw and bibw run on host buffers only; skipped\n", coll_transport_name(tk));
+  } else if (copy_tests && me == 0) {
+    printf("# %s: d2d, h2d, d2h and peer need GPU buffers (--transport nccl); skipped\n", coll_transport_name(tk));
+  }
   if (me == 0) {
     p2p_print_header(coll_transport_name(tk), fabric);
     for (int i = 0; i < n * n; i++) po->bw[i] = po->lat[i] = NAN;
@@ -606,11 +681,15 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
     po->lat_bytes = o->tests[P2P_LAT] ? sizes[0] : 0;
   }
 
-  for (int s = 0; s < n; s++) {
+  if (dev >= 0 && copy_tests) {
+    if (me == 0 && p2p_copies(x, po, fabric, tk, dev, sizes, nsizes)) return -1;
+    if (coll_barrier(x->c, &x->e)) return -1;
+  }
+  for (int s = 0; s < n && msg_tests; s++) {
     for (int d = 0; d < n; d++) {
       if (s == d) continue;
       if (!o->pairs_all && (s != o->src || d != o->dst)) continue;
-      for (int test = 0; test < P2P_NTESTS; test++) {
+      for (int test = 0; test < P2P_NMSG && msg_tests; test++) {
         if (!o->tests[test]) continue;
         for (int i = 0; i < nsizes; i++) {
           p2p_result res;
@@ -658,7 +737,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   if (coll_boot_open(&b, COLL_BOOT_AUTO, o->want_mpi, timeout_ms, &e))
     return bench_error("%s", e.msg);
   int rank = coll_boot_rank(b), size = coll_boot_size(b);
-  int rc = 1, bad_data = 0;
+  int rc = 1, bad_data = 0, failed = 1;
   uint64_t *sizes = NULL;
   p2p_out po;
   memset(&po, 0, sizeof po);
@@ -669,13 +748,15 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   x.size = size;
   x.corrupt = getenv("FABENCH_TEST_CORRUPT") != NULL;
 
-  if (size < 2) {
+  int only_copies = !o->tests[P2P_LAT] && !o->tests[P2P_BW] && !o->tests[P2P_BIBW];
+  if (size < 2 && !only_copies) {
     bench_error("p2p needs at least 2 ranks (use -n 2, or start it with a launcher)");
     goto out;
   }
-  if (!o->pairs_all && (o->src >= size || o->dst >= size)) {
+  if (!o->pairs_all && !only_copies && (o->src >= size || o->dst >= size)) {
     bench_error("--pairs %d,%d: there are only %d ranks", o->src, o->dst, size);
     rc = 2;
+    failed = 0; /* every rank refuses alike */
     goto out;
   }
   char bind_desc[256];
@@ -788,6 +869,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     printf("# results in %s\n", po.run.dir);
   }
   rc = bad_data ? 1 : 0;
+  failed = 0;
   if (bad_data && rank == 0) bench_error("data arrived wrong (see the errors column)");
 
 out:
@@ -802,7 +884,9 @@ out:
   free(x.expect);
   free(x.reqs);
   free(x.samples);
-  coll_boot_close(b);
+  /* a failure may leave a rank dead or stopped: MPI must not wait for it */
+  if (failed) coll_boot_abort(b);
+  else coll_boot_close(b);
   return rc;
 }
 

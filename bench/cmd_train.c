@@ -43,6 +43,13 @@ static const char train_usage[] =
     "                       per rank, forward, each layer's backward, each bucket's all-reduce\n"
     "                       on the communication thread, and the waits\n"
     "  --trace-steps N      steps traced after the warm-up [5]\n"
+    "  --device LIST        cpu|cuda|cpu,cuda: each trains every pair in turn, a row each [cpu]\n"
+    "  --precision P        GPU arithmetic: fp32|tf32|bf16 (bf16 keeps fp32 master weights) [fp32]\n"
+    "  --cudnn-search       GPU: time cuDNN's convolution algorithms instead of its heuristics\n"
+    "  --gpu N              GPU ordinal of every rank [each rank's local rank]\n"
+    "  --model-from DIR|F   every data-parallel row gains the cost model's prediction of its\n"
+    "                       step (from this run's none or one-rank profile and the fitted\n"
+    "                       all-reduce model of its fabric) and the error\n"
     "  --model NAME         resnet18|34|50 (torchvision), resnet20|32|56 (CIFAR), '-wN' sets the\n"
     "                       base width (e.g. resnet20-w4) [resnet20]\n"
     "  --data SPEC          fmnist[:DIR] (default DIR " NN_DATA_FMNIST_DIR "),\n"
@@ -75,7 +82,9 @@ static const char train_usage[] =
 
 typedef struct {
   const char *model, *data, *save, *resume, *out, *milestones;
-  const char *transports, *algos, *emulate, *mpirun_args, *bind, *trace;
+  const char *transports, *algos, *emulate, *mpirun_args, *bind, *trace, *model_from;
+  int devices[2], ndevices, precision, cudnn_search;
+  long gpu;                   /* -1: the local rank */
   long trace_steps;
   int nranks, no_single, overlap;
   coll_dtype grad_dtype;
@@ -94,7 +103,7 @@ enum {
   O_MODEL = 256, O_DATA, O_BATCH, O_EPOCHS, O_STEPS, O_WSTEPS, O_LR, O_MOM, O_WD, O_NEST, O_SCHED,
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
-  O_FIRSTB, O_NOOVERLAP, O_GDTYPE, O_CHECK, O_EMU, O_MPIRUN, O_CHUNK, O_BIND, O_TIMEOUT, O_TRACE, O_TRACESTEPS
+  O_FIRSTB, O_NOOVERLAP, O_GDTYPE, O_CHECK, O_EMU, O_MPIRUN, O_CHUNK, O_BIND, O_TIMEOUT, O_TRACE, O_TRACESTEPS, O_MODELFROM, O_DEVICE, O_PREC, O_SEARCH, O_GPU
 };
 
 static int digits(const char **p) {
@@ -137,13 +146,17 @@ static int parse_args(train_args *a, int argc, char **argv) {
       {"mpirun-args", 1, 0, O_MPIRUN},  {"chunk", 1, 0, O_CHUNK},
       {"bind", 1, 0, O_BIND},           {"timeout", 1, 0, O_TIMEOUT},
       {"trace", 1, 0, O_TRACE},         {"trace-steps", 1, 0, O_TRACESTEPS},
+      {"model-from", 1, 0, O_MODELFROM}, {"device", 1, 0, O_DEVICE},
+      {"precision", 1, 0, O_PREC},      {"cudnn-search", 0, 0, O_SEARCH},
+      {"gpu", 1, 0, O_GPU},
       {0, 0, 0, 0}};
   *a = (train_args){.model = "resnet20", .data = "fmnist", .sched = NN_LR_COSINE, .batch = 128,
                     .epochs = 1, .warmup_steps = 10, .eval_every = 1, .log_every = 20,
                     .prefetch = 2, .crop_pad = -1, .lr = 0.1, .momentum = 0.9, .wd = 5e-4,
                     .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1,
                     .algos = "ring", .overlap = 1, .grad_dtype = COLL_F32, .bucket_mb = 25,
-                    .first_bucket_mb = 1, .timeout_s = 60, .trace_steps = 5};
+                    .first_bucket_mb = 1, .timeout_s = 60, .trace_steps = 5,
+                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1};
   optind = 1;
   opterr = 0;
   int c, li = 0;
@@ -204,6 +217,28 @@ static int parse_args(train_args *a, int argc, char **argv) {
     case O_TIMEOUT: INT(1, 86400, a->timeout_s); break;
     case O_TRACE: a->trace = optarg; break;
     case O_TRACESTEPS: INT(1, 100000, a->trace_steps); break;
+    case O_MODELFROM: a->model_from = optarg; break;
+    case O_DEVICE: {
+      char *items[3], *store = NULL;
+      int n = bench_split_list(optarg, items, 3, &store), ok = n >= 1 && n <= 2;
+      for (int i = 0; ok && i < n; i++) {
+        ok = !strcmp(items[i], "cpu") || !strcmp(items[i], "cuda");
+        a->devices[i] = !strcmp(items[i], "cuda") ? NN_DEV_CUDA : NN_DEV_CPU;
+        ok = ok && (i == 0 || a->devices[1] != a->devices[0]);
+      }
+      free(store);
+      if (!ok) BAD("bad --device '%s' (cpu, cuda or cpu,cuda)", optarg);
+      a->ndevices = n;
+      break;
+    }
+    case O_PREC:
+      if (!strcmp(optarg, "fp32")) a->precision = NN_PREC_FP32;
+      else if (!strcmp(optarg, "tf32")) a->precision = NN_PREC_TF32;
+      else if (!strcmp(optarg, "bf16")) a->precision = NN_PREC_BF16;
+      else BAD("bad --precision '%s' (fp32, tf32 or bf16)", optarg);
+      break;
+    case O_SEARCH: a->cudnn_search = 1; break;
+    case O_GPU: INT(0, 1023, a->gpu); break;
     case O_MODEL: a->model = optarg; break;
     case O_DATA: a->data = optarg; break;
     case O_BATCH: INT(1, 1 << 20, a->batch); break;
@@ -334,6 +369,12 @@ typedef struct {
   int heartbeat;          /* the one-rank run: rank 0 tells the waiting ranks it goes on */
   cJSON *trace;           /* rank 0: the trace events so far (--trace) */
   int same_data;          /* tests (FABENCH_TEST_SAME_DATA=1): every rank reads one rank's data */
+  res_model model;        /* --model-from (n == 0 without) */
+  /* the predictions' compute profile: the none run's rows (the same ranks sharing the cores as
+   * training does), else one rank alone's */
+  res_train_row profile;
+  res_train_buckets_row prof_buckets[NN_TRAIN_MAX_BUCKETS];
+  int have_profile, nprof_buckets;
   int role_index;         /* of the pair being trained: its trace's process ids */
 } train_ctx;
 
@@ -462,7 +503,8 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
       .host_count = coll_boot_host_count(x->boot), .topo_hash = x->run.topo_hash, .ranks = n,
       .role = role_names[p->role], .fabric = fabric, .transport = p->tname, .algo = p->aname,
       .model = a->model, .params = (int64_t)x->np, .data = x->dname, .input = x->shape,
-      .classes = x->train.classes, .device = "cpu", .batch = a->batch,
+      .classes = x->train.classes,
+      .device = nn_net_device(x->net) == NN_DEV_CUDA ? "cuda" : "cpu", .batch = a->batch,
       .global_batch = (int64_t)n * a->batch, .threads = a->threads,
       .bucket_mb = p->role == ROLE_DP ? a->bucket_mb : NAN,
       .first_bucket_mb = p->role == ROLE_DP ? a->first_bucket_mb : NAN,
@@ -484,8 +526,14 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
       .target_acc = a->target_acc > 0 ? a->target_acc : NAN,
       .time_to_target_s = r->time_to_target_s >= 0 ? r->time_to_target_s : NAN,
       .train_time_s = r->train_s, .start_step = r->start_step, .end_step = r->end_step,
-      .backend = nn_backend_version(), .status = r->status, .step_ms_pred = NAN,
+      .backend = nn_net_backend(x->net) ? nn_net_backend(x->net) : nn_backend_version(),
+      .status = r->status, .step_ms_pred = NAN,
       .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN};
+  if (p->role == ROLE_DP && x->model.n && x->have_profile) {
+    res_rows bk = {.schema = res_schema_train_buckets(), .rows = x->prof_buckets,
+                   .n = (size_t)x->nprof_buckets};
+    res_predict_train_row(&row, &x->profile, &bk, &x->model);
+  }
   char err[512];
   if (res_table_put(x->trun, &row, err, sizeof err)) return bench_error("%s", err);
   cJSON *rs = cJSON_GetObjectItem(x->run.meta, "results");
@@ -514,6 +562,12 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
                                 .comm_ms = p->role == ROLE_DP ? 1e3 * b->comm_s : NAN,
                                 .done_ms = p->role == ROLE_DP ? 1e3 * b->done_s : NAN};
     if (res_table_put(x->tbuckets, &br, err, sizeof err)) return bench_error("%s", err);
+    if (p->role != ROLE_DP && k < NN_TRAIN_MAX_BUCKETS) x->prof_buckets[k] = br;
+  }
+  if (p->role == ROLE_NONE || (p->role == ROLE_SINGLE && !x->have_profile)) {
+    x->profile = row;
+    x->nprof_buckets = r->nbuckets;
+    x->have_profile = 1;
   }
   printf("%-6s %-10s %-8s %d rank(s): %.1f images/s, step %.1f ms (data %.1f, fwd %.1f, bwd %.1f, "
          "comm %.1f, exposed %.1f, opt %.1f)",
@@ -660,6 +714,10 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     goto out;
   }
   int do_single = x.size > 1 && !a->no_single && !a->save && !a->resume;
+  if (a->model_from && x.rank == 0 && bench_model_load(&x.model, a->model_from, err, sizeof err)) {
+    status = bench_usage_error(train_usage, "--model-from: %s", err);
+    goto out;
+  }
 
   char bind_desc[256];
   if (bench_bind_rank(x.boot, a->bind, bind_desc, sizeof bind_desc)) goto out;
@@ -692,9 +750,13 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   galloc = nn_arena_from_comm(owner);
   nn_net_opts no = {.model = a->model, .in_c = x.train.c, .in_h = x.train.h, .in_w = x.train.w,
                     .classes = x.train.classes, .batch = (int)a->batch, .threads = (int)a->threads,
-                    .seed = a->seed, .grad_alloc = &galloc};
-  if (nn_net_create(&x.net, &no, err, sizeof err) != 0) {
+                    .seed = a->seed, .grad_alloc = &galloc, .device = a->devices[0],
+                    .precision = a->precision, .cudnn_search = a->cudnn_search,
+                    .gpu = a->gpu >= 0 ? (int)a->gpu : coll_boot_local_rank(x.boot)};
+  int nrc = nn_net_create(&x.net, &no, err, sizeof err);
+  if (nrc != 0) {
     bench_error("%s", err);
+    if (nrc == NN_ENODEV) status = 3; /* no such device: not a usage error, not a failure */
     goto out;
   }
   size_t nm, nb;
@@ -800,27 +862,48 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   }
 
   /* the roles in turn: one rank alone, then the pairs (none first: the fabric's denominator) */
-  int order[TRAIN_MAX_PAIRS + 1], norder = 0;
-  if (do_single) order[norder++] = -1;
-  for (int i = 0; i < npairs; i++)
-    if (pairs[i].role == ROLE_NONE || pairs[i].role == ROLE_SINGLE) order[norder++] = i;
-  for (int i = 0; i < npairs; i++)
-    if (pairs[i].role == ROLE_DP) {
-      if (!coll_algo_supported(pairs[i].comm, pairs[i].algo)) {
-        if (x.rank == 0)
-          printf("# skipping %s/%s: %s\n", pairs[i].tname, pairs[i].aname,
-                 pairs[i].algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
-                                                        : "not available in this build");
-        continue;
+  /* per device (--device cpu,cuda: every pair on each), one rank alone, then the pairs */
+  int order[2 * (TRAIN_MAX_PAIRS + 1)], odev[2 * (TRAIN_MAX_PAIRS + 1)], norder = 0;
+  for (int d = 0; d < a->ndevices; d++) {
+    if (do_single) odev[norder] = a->devices[d], order[norder++] = -1;
+    for (int i = 0; i < npairs; i++)
+      if (pairs[i].role == ROLE_NONE || pairs[i].role == ROLE_SINGLE)
+        odev[norder] = a->devices[d], order[norder++] = i;
+    for (int i = 0; i < npairs; i++)
+      if (pairs[i].role == ROLE_DP) {
+        if (!coll_algo_supported(pairs[i].comm, pairs[i].algo)) {
+          if (x.rank == 0 && d == 0)
+            printf("# skipping %s/%s: %s\n", pairs[i].tname, pairs[i].aname,
+                   pairs[i].algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
+                                                          : "not available in this build");
+          continue;
+        }
+        odev[norder] = a->devices[d], order[norder++] = i;
       }
-      order[norder++] = i;
-    }
+  }
   static const train_pair single = {.role = ROLE_SINGLE, .tname = "-", .aname = "-"};
   int failed = 0;
   for (int oi = 0; oi < norder && !failed; oi++) {
     const train_pair *p = order[oi] < 0 ? &single : &pairs[order[oi]];
     x.pair = p;
     x.role_index = oi;
+    if (odev[oi] != nn_net_device(x.net)) { /* the next device: its own net, the same weights */
+      nn_net_destroy(x.net);
+      x.net = NULL;
+      no.device = odev[oi];
+      int crc = nn_net_create(&x.net, &no, err, sizeof err);
+      if (crc) {
+        bench_error("%s", err);
+        if (crc == NN_ENODEV) status = 3;
+        failed = 1;
+        break;
+      }
+      params = nn_net_params(x.net, NULL);
+      mom = nn_net_momentum(x.net, NULL);
+      bufs = nn_net_buffers(x.net, NULL);
+      x.have_profile = 0;
+      x.single_ips = x.none_ips = 0;
+    }
     x.ranks = p->role == ROLE_SINGLE ? 1 : x.size;
     x.spe = nn_data_steps_per_epoch(x.train.n, x.same_data ? 1 : x.ranks, (int)a->batch, 1);
     /* --steps alone runs as many epochs as it needs; the schedule spans --epochs, or --steps */
@@ -846,12 +929,14 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     }
     nn_sgd_opts so = {.momentum = (float)a->momentum, .weight_decay = (float)a->wd,
                       .nesterov = a->nesterov};
-    /* every pair from the same weights */
+    /* every pair from the same weights (the calls mark the copies written: a GPU net uploads) */
+    params = nn_net_params(x.net, NULL);
+    mom = nn_net_momentum(x.net, NULL);
+    bufs = nn_net_buffers(x.net, NULL);
     memcpy(params, init, x.np * sizeof *init);
     memcpy(bufs, init_bufs, nb * sizeof *bufs);
     if (init_mom) memcpy(mom, init_mom, x.np * sizeof *mom);
     else memset(mom, 0, x.np * sizeof *mom);
-    nn_net_params(x.net, NULL);
 
     nn_train_opts t;
     loop_opts(&t, &x, &sched, &so, &want, epochs);
@@ -881,7 +966,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
         failed = 1;
         break;
       }
-      if (x.rank == 0) x.single_ips = r.images_per_s;
+      if (x.rank == 0) x.single_ips = r.images_per_s; /* only rank 0 trained */
     } else {
       t.boot = x.size > 1 ? x.boot : NULL;
       t.comm = p->role == ROLE_DP ? p->comm : NULL;
@@ -903,7 +988,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     if (bench_run_write(&x.run)) failed = 1;
     printf("train: %s\n", x.run.dir);
   }
-  status = failed ? 1 : 0;
+  if (status != 3) status = failed ? 1 : 0;
 
 out:
   if (x.rank == 0) {
@@ -915,13 +1000,18 @@ out:
   nn_net_destroy(x.net); /* frees the arena through its communicator: before closing them */
   free(init);
   free(init_bufs);
-  for (int t = 0; t < ntk; t++)
+  for (int t = 0; t < ntk; t++) {
+    if (comms[t] && status == 1) coll_comm_mark_failed(comms[t]);
     if (comms[t]) coll_comm_close(comms[t]);
+  }
   nn_data_free(&x.train);
   nn_data_free(&x.test);
   if (have_run) bench_run_end(&x.run);
   cJSON_Delete(x.trace);
-  coll_boot_close(x.boot);
+  if (x.model.n) res_model_free(&x.model);
+  /* a failed run may have a rank dead or stopped: under MPI, abort rather than wait for it */
+  if (status == 1) coll_boot_abort(x.boot);
+  else coll_boot_close(x.boot);
   return status;
 }
 

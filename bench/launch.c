@@ -284,11 +284,13 @@ static const char *launch_signame(int sig) {
   return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "signal";
 }
 
-/* Sends sig to every live process of the job. */
+/* Sends sig to every live process of the job, and SIGCONT after it: a stopped rank (SIGSTOP,
+ * a debugger gone) would otherwise hold its SIGTERM until the SIGKILL a grace period later. */
 static void launch_signal_all(launch_rank *rk, int n, int sig) {
   for (int i = 0; i < n; i++)
     if (!rk[i].done && rk[i].pid > 0) {
       kill(rk[i].pid, sig);
+      kill(rk[i].pid, SIGCONT);
       rk[i].signaled = 1;
     }
 }
@@ -296,6 +298,8 @@ static void launch_signal_all(launch_rank *rk, int n, int sig) {
 /* Waits for every process; returns the job's exit status. mpirun_mode: rk[0] is mpirun. */
 static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *set) {
   int alive = n, first_fail = -1, interrupted = 0;
+  char host[256] = "";
+  gethostname(host, sizeof host - 1); /* every rank the launcher starts runs here */
   double kill_at = 0; /* when stopping: the SIGKILL deadline */
   while (alive > 0) {
     struct timespec ts = {0, 200 * 1000 * 1000};
@@ -328,15 +332,15 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
       if (first_fail < 0 && !interrupted) {
         first_fail = i;
         if (mpirun_mode)
-          launch_err("mpirun (pid %d) %s", (int)rk[i].pid, what);
+          launch_err("mpirun (pid %d) on %s %s", (int)rk[i].pid, host, what);
         else
-          launch_err("rank %d (pid %d) %s", i, (int)rk[i].pid, what);
+          launch_err("rank %d (%s): pid %d %s", i, host, (int)rk[i].pid, what);
         if (alive > 0) {
           launch_signal_all(rk, n, SIGTERM);
           kill_at = launch_now() + LAUNCH_GRACE_S;
         }
       } else if (!rk[i].signaled && !interrupted) {
-        launch_err("rank %d (pid %d) %s", i, (int)rk[i].pid, what);
+        launch_err("rank %d (%s): pid %d %s", i, host, (int)rk[i].pid, what);
       }
     }
     if (kill_at > 0 && alive > 0 && launch_now() >= kill_at) {

@@ -7,10 +7,15 @@
 static const char fabench_usage[] =
     "usage: fabench <command> [options]\n"
     "commands:\n"
+    "  suite      the main job: topology, microbenchmarks and training per fabric, the cost\n"
+    "             model and the report (no flags needed)\n"
     "  allreduce  all-reduce sweep over transports and algorithms, verified\n"
     "  p2p        point-to-point latency and bandwidth\n"
-    "  train      ResNet training (CPU, oneDNN)\n"
+    "  train      ResNet training (CPU, oneDNN), one process or data-parallel (-n N)\n"
     "  topo       this machine's topology (or an hwloc XML's)\n"
+    "  fit        the cost model (alpha, beta, gamma per fabric) from run directories\n"
+    "  predict    what-if: training throughput at many ranks from the cost model\n"
+    "  report     report.md with plots from one or more run directories\n"
     "  version    print the version\n"
     "fabench <command> --help shows a command's options.\n";
 
@@ -24,6 +29,10 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "p2p")) return bench_cmd_p2p(argc - 1, argv + 1);
   if (!strcmp(cmd, "train")) return bench_cmd_train(argc - 1, argv + 1);
   if (!strcmp(cmd, "topo")) return bench_cmd_topo(argc - 1, argv + 1);
+  if (!strcmp(cmd, "suite")) return bench_cmd_suite(argc - 1, argv + 1);
+  if (!strcmp(cmd, "fit")) return bench_cmd_fit(argc - 1, argv + 1);
+  if (!strcmp(cmd, "predict")) return bench_cmd_predict(argc - 1, argv + 1);
+  if (!strcmp(cmd, "report")) return bench_cmd_report(argc - 1, argv + 1);
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
     printf("fabench %s\n", FABENCH_VERSION);
     return 0;

@@ -5,7 +5,9 @@
  * f = 1 when p is not a power of two (the MPICH fold), else 0; c = the pipelining unit
  * (c->chunk_bytes), H = ceil(lg p) the height of our binary trees.
  *
- *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005)
+ *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005), pipelined: each of the
+ *         2(p-1) steps sends its block of n/p bytes as sub-chunks of c, whose start-ups overlap
+ *         the previous sub-chunk's transfer, so only one start-up per step shows:
  *         2(p-1) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma
  *         algo_ring.c all-gathers whole vectors when p n <= 64 KiB (its COLL_RING_SMALL):
  *         (p-1) (alpha + n beta + n gamma)
@@ -29,55 +31,30 @@
  * So for small n the alpha terms rule and rd (lg p messages) or rhd (2 lg p, but less data)
  * win; for large n the beta terms rule and ring and rhd (2 (p-1)/p n, the lower bound) win over
  * dtree (2n) and tree (3n); the pipelined trees pay 2H - 1 extra steps of alpha, which matters
- * only in the middle. The defaults below are per fabric; a fitted model (fabench's cost-model
- * fit) can be handed to coll_auto_pick directly. */
+ * only in the middle. Every formula adds delta, a cost per call that no algorithm escapes
+ * (on an oversubscribed host: waking the ranks; always: their skew at the start).
+ * A communicator's model is the fitted one it was opened with
+ * (coll_comm_opts.model, from `fabench fit`), else its transport's order-of-magnitude
+ * default. */
 #include <math.h>
 #include <string.h>
 
 #include "algo_plan.h"
 
-/* Does the fabric string name any of these (comma-separated) words? */
-static int fabric_has(const char *fabric, const char *words) {
-  if (!fabric) return 0;
-  char w[32];
-  for (const char *s = words; *s;) {
-    size_t n = strcspn(s, ",");
-    if (n < sizeof w) {
-      memcpy(w, s, n);
-      w[n] = 0;
-      if (strstr(fabric, w)) return 1;
-    }
-    s += n + (s[n] == ',');
-  }
-  return 0;
-}
-
-void coll_cost_defaults(coll_cost_model *m, coll_transport_kind kind, const char *fabric) {
-  /* Orders of magnitude, refined on this project's 2-core test machine (see the report):
-   * kernel TCP costs tens of microseconds per message, shared memory a few. */
+void coll_model_default(coll_model *m, coll_transport_kind kind) {
+  /* Orders of magnitude on this project's 2-core test machine: kernel TCP costs tens of
+   * microseconds per message, UCX and MPI on one host (shared memory) a few. */
+  *m = (coll_model){0};
   m->gamma = 1.0 / 4e9;
   switch (kind) {
   case COLL_TCP:
-    if (fabric_has(fabric, ":lo,127.0.0.1")) {
-      m->alpha = 40e-6;
-      m->beta = 1.0 / 1.5e9;
-    } else {
-      m->alpha = 50e-6;
-      m->beta = 1.0 / 1.1e9; /* 10 GbE class */
-    }
+    m->alpha = 40e-6;
+    m->beta = 1.0 / 1.5e9;
     break;
   case COLL_UCX:
   case COLL_MPI:
-    if (fabric_has(fabric, "rc,ud,dc,mlx,ib")) {
-      m->alpha = 3e-6;
-      m->beta = 1.0 / 10e9;
-    } else if (fabric_has(fabric, "tcp")) {
-      m->alpha = 30e-6;
-      m->beta = 1.0 / 1.5e9;
-    } else { /* shared memory: posix, sysv, cma, vader, sm */
-      m->alpha = 3e-6;
-      m->beta = 1.0 / 4e9;
-    }
+    m->alpha = 3e-6;
+    m->beta = 1.0 / 4e9;
     break;
   case COLL_NCCL:
     m->alpha = 10e-6;
@@ -97,8 +74,14 @@ static int ceil_lg(int p) {
   return h;
 }
 
-double coll_cost(coll_algo a, int p, size_t bytes, size_t chunk_bytes, const coll_cost_model *m) {
+static double coll_model_formula(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+
+double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
+  return m->delta + coll_model_formula(m, a, p, bytes, chunk_bytes);
+}
+
+static double coll_model_formula(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   double n = (double)bytes, al = m->alpha, be = m->beta, ga = m->gamma;
   double c = chunk_bytes ? (double)chunk_bytes : 256.0 * 1024;
   int pof2 = 1, lg = 0;
@@ -132,7 +115,7 @@ double coll_cost(coll_algo a, int p, size_t bytes, size_t chunk_bytes, const col
   }
 }
 
-coll_algo coll_auto_pick(int p, size_t bytes, size_t chunk_bytes, const coll_cost_model *m) {
+coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes) {
   static const coll_algo_kind cand[] = {COLL_ALGO_RING, COLL_ALGO_RHD, COLL_ALGO_RD,
                                         COLL_ALGO_TREE, COLL_ALGO_DTREE};
   coll_algo best = {COLL_ALGO_RING, 0};
@@ -157,7 +140,5 @@ coll_algo coll_auto_choose(coll_comm *c, const void *buf, size_t bytes) {
   if (c->size > 1 && bytes >= COLL_AUTO_MAPPED_RING &&
       coll_peer_ptr(c, (c->rank + c->size - 1) % c->size, buf, bytes, where))
     return (coll_algo){COLL_ALGO_RING, 0};
-  coll_cost_model m;
-  coll_cost_defaults(&m, c->kind, c->tp ? c->tp->fabric : NULL);
-  return coll_auto_pick(c->size, bytes, c->chunk_bytes, &m);
+  return coll_model_pick(&c->model, c->size, bytes, c->chunk_bytes);
 }

@@ -32,18 +32,10 @@ int coll_btree(int *parent, int *child, int size, int which);
 /* Heights (0 at leaves) and depths (0 at the root) of a tree from coll_btree. */
 void coll_btree_levels(int *height, int *depth, const int *parent, const int *child, int size);
 
-/* ---- cost model (algo_auto.c; formulas documented there) ---- */
-typedef struct {
-  double alpha; /* s per message */
-  double beta;  /* s per byte on a link */
-  double gamma; /* s per byte reduced */
-} coll_cost_model;
-/* Defaults for a transport, refined by what the fabric string names (loopback, shm, ib). */
-void coll_cost_defaults(coll_cost_model *m, coll_transport_kind kind, const char *fabric);
-/* Modelled seconds of one all-reduce of `bytes` on p ranks with pipelining unit chunk_bytes. */
-double coll_cost(coll_algo a, int p, size_t bytes, size_t chunk_bytes, const coll_cost_model *m);
-/* The cheapest of ring, rhd, rd, tree, dtree under the model (ring on a tie or for p == 1). */
-coll_algo coll_auto_pick(int p, size_t bytes, size_t chunk_bytes, const coll_cost_model *m);
+/* ---- cost model: coll_model (coll.h); formulas documented in algo_auto.c ---- */
+typedef coll_model coll_cost_model;
+#define coll_cost(a, p, bytes, chunk, m) coll_model_time((m), (a), (p), (bytes), (chunk))
+#define coll_auto_pick(p, bytes, chunk, m) coll_model_pick((m), (p), (bytes), (chunk))
 
 /* ---- a set of outstanding requests on the communicator's request array ----
  * Sends and receives of zero bytes are skipped: both ends compute the same lengths. */

@@ -80,7 +80,7 @@ int coll_ar_ps(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
     if (coll_reqset_wait(&rs, e) != 0) return -1;
     if (mine_n > 0)
       for (int slot = 0; slot < p - 1; slot++)
-        coll_reduce(b + (my_off + mine_first) * es, slots + (size_t)slot * chunk * es, mine_n, dt, op);
+        coll_creduce(c, b + (my_off + mine_first) * es, slots + (size_t)slot * chunk * es, mine_n, dt, op);
   }
   return 0;
 }

@@ -48,7 +48,7 @@ int coll_ar_rhd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op
           coll_reqset_send(&rs, partner, b + g0 * es, (g1 - g0) * es, coll_tag(c, step), e) != 0 ||
           coll_reqset_wait(&rs, e) != 0)
         return -1;
-      coll_reduce(b + k0 * es, tmp, k1 - k0, dt, op);
+      coll_creduce(c, b + k0 * es, tmp, k1 - k0, dt, op);
       lo = keep_lo;
       hi = keep_hi;
     }

@@ -32,7 +32,7 @@ static int ring_small(coll_comm *c, char *buf, size_t count, coll_dtype dt, coll
   size_t bytes = count * coll_dtype_size(dt);
   char *all = coll_scratch(c, 0, bytes * (size_t)n, e);
   if (!all) return -1;
-  memcpy(all + (size_t)r * bytes, buf, bytes);
+  coll_ccopy(c, all + (size_t)r * bytes, buf, bytes);
   int next = (r + 1) % n, prev = (r - 1 + n) % n;
   for (int s = 0; s < n - 1; s++) {
     int sb = ((r - s) % n + n) % n, rb = ((r - s - 1) % n + n) % n;
@@ -42,8 +42,8 @@ static int ring_small(coll_comm *c, char *buf, size_t count, coll_dtype dt, coll
         coll_waitall(c, q, 2, e) != 0)
       return -1;
   }
-  memcpy(buf, all, bytes);
-  for (int k = 1; k < n; k++) coll_reduce(buf, all + (size_t)k * bytes, count, dt, op);
+  coll_ccopy(c, buf, all, bytes);
+  for (int k = 1; k < n; k++) coll_creduce(c, buf, all + (size_t)k * bytes, count, dt, op);
   return 0;
 }
 
@@ -138,7 +138,7 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t
    * transfers slow down 5x for seconds at a time, cached results at 8-16 MiB gave 0.76-1.11x
    * MPI_Allreduce in those spells (streamed: 1.67-3.44x), while below 8 MiB streaming lost
    * (0.81-0.93x in normal times; cached 1.2-2.7x). */
-  int stream = count * es >= c->ring_stream_bytes;
+  int stream = count * es >= c->ring_stream_bytes && !c->tp->on_device; /* GPU: its own kernel */
   ring_hello mine = {where[0], where[1], count, (uint64_t)dt * 64 + (uint64_t)op}, theirs;
   coll_req rq;
 #define RING_SEND(to, step) coll_isend(c, (to), &tok, sizeof tok, coll_tag(c, (step)), &sq[ns++], e)
@@ -164,7 +164,7 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t
     if (stream)
       coll_reduce_stream(buf + off * es, left + off * es, len, dt, op);
     else
-      coll_reduce(buf + off * es, left + off * es, len, dt, op);
+      coll_creduce(c, buf + off * es, left + off * es, len, dt, op);
     if (RING_SEND(next, (uint32_t)(s + 1))) return -1;
   }
   /* with two ranks the left is the right, and its token n-1 says the same as RS done */
@@ -176,13 +176,40 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t
     if (stream)
       coll_copy_stream(buf + off * es, left + off * es, len * es);
     else
-      memcpy(buf + off * es, left + off * es, len * es);
+      coll_ccopy(c, buf + off * es, left + off * es, len * es);
     if (t + 1 < n - 1 && RING_SEND(next, (uint32_t)(n + t + 1))) return -1;
   }
   if (RING_SEND(prev, RING_TOK_AG_DONE) || RING_WAIT(next, RING_TOK_AG_DONE)) return -1;
 #undef RING_SEND
 #undef RING_WAIT
   return coll_waitall(c, sq, ns, e);
+}
+
+/* The ring on a grouped transport (NCCL): each step's receive and send go as one group and the
+ * reduction follows on the same stream, so the pipelining is NCCL's own (its channels and
+ * slices) rather than ours: posting step s+1 before step s completes would put a receive in a
+ * group whose matching send the neighbour issues only in a later group, and the groups of a
+ * ring would then wait on each other for ever. Same blocks, same order as the pipelined ring. */
+static int ring_steps(coll_comm *c, char *buf, size_t count, coll_dtype dt, coll_op op, coll_err *e) {
+  int n = c->size, r = c->rank, next = (r + 1) % n, prev = (r - 1 + n) % n;
+  size_t es = coll_dtype_size(dt);
+  char *scr = coll_scratch(c, 0, (count + (size_t)n - 1) / (size_t)n * es, e);
+  if (!scr) return -1;
+  for (int s = 0; s < 2 * (n - 1); s++) {
+    size_t soff, slen, roff, rlen;
+    coll_block(count, n, ring_mod(r - s, n), &soff, &slen);
+    coll_block(count, n, ring_mod(r - s - 1, n), &roff, &rlen);
+    int rs = s < n - 1;
+    coll_req q[2];
+    int nq = 0;
+    if (rlen && coll_irecv(c, prev, rs ? scr : buf + roff * es, rlen * es, coll_tag(c, (uint32_t)s), &q[nq++], e) != 0)
+      return -1;
+    if (slen && coll_isend(c, next, buf + soff * es, slen * es, coll_tag(c, (uint32_t)s), &q[nq++], e) != 0)
+      return -1;
+    if (coll_waitall(c, q, nq, e) != 0) return -1;
+    if (rs && rlen) coll_creduce(c, buf + roff * es, scr, rlen, dt, op);
+  }
+  return 0;
 }
 
 int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op op, int param,
@@ -197,6 +224,7 @@ int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
                          : NULL;
   if (left) return ring_direct(c, buf, left, where, count, dt, op, e);
   if (count * esize * (size_t)n <= COLL_RING_SMALL) return ring_small(c, buf, count, dt, op, e);
+  if (c->tp->grouped) return ring_steps(c, buf, count, dt, op, e);
 
   ring_plan p = {n, r, count, esize, c->chunk_bytes / esize ? c->chunk_bytes / esize : 1, c->ring_ramp};
   while (p.ramp > 0 && (p.ce >> p.ramp) == 0) p.ramp--;
@@ -234,7 +262,7 @@ int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
       size_t off, rel, len;
       ring_sub(&p, rb, j, &off, &rel, &len);
       if (coll_waitall(c, &rq[s % 2][j], 1, e) != 0) return -1;
-      if (s < n - 1) coll_reduce(buf + off * esize, scr[s % 2] + rel * esize, len, dt, op);
+      if (s < n - 1) coll_creduce(c, buf + off * esize, scr[s % 2] + rel * esize, len, dt, op);
       if (!last) {
         if (coll_isend(c, next, buf + off * esize, len * esize, coll_tag(c, (uint32_t)(s + 1)),
                        &sq[(s + 1) % 2][j], e) != 0)

@@ -126,7 +126,7 @@ static int tree_run(coll_comm *c, unsigned char *buf, size_t count, coll_dtype d
         if (t[w].pending[i] < 0) continue;
         size_t off, len;
         tree_chunk(&t[w], t[w].pending[i], es, &off, &len);
-        coll_reduce(t[w].base + off, t[w].slot[i], len / es, dt, op);
+        coll_creduce(c, t[w].base + off, t[w].slot[i], len / es, dt, op);
       }
     }
   }

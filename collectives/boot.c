@@ -13,6 +13,10 @@
 #include <unistd.h>
 #if FABENCH_HAVE_MPI
 #include <mpi.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/eventfd.h>
 #endif
 
 #include "coll_internal.h"
@@ -43,6 +47,21 @@ typedef struct {
   uint64_t bytes;
 } boot_frame;
 
+#if FABENCH_HAVE_MPI
+/* MPI's blocking calls (MPI_Allgather, MPI_Comm_dup, MPI_Allreduce) cannot time out, and a
+ * dead or stopped rank would hold the others in them for ever: a thread watches the call in
+ * progress and aborts the job when it outlasts the timeout. */
+typedef struct {
+  pthread_t th;
+  int started, wake;             /* wake: an eventfd that ends the thread at once */
+  atomic_int rank;               /* for the message; the launcher's before MPI_Init */
+  char host[COLL_HOST_MAX];
+  atomic_int inited;             /* MPI_Init has returned: MPI_Abort may be called */
+  _Atomic(const char *) what;    /* the call in progress, or NULL */
+  _Atomic long long since_ms;    /* when it began (coll_sock_now, ms) */
+} boot_watch;
+#endif
+
 struct coll_boot {
   coll_boot_kind kind; /* ENV or MPI; a world of one is ENV with size 1 */
   int rank, size, local_rank, host_count;
@@ -51,6 +70,9 @@ struct coll_boot {
   int *fds;          /* rank 0: one per peer (index = rank); others: fds[0] to rank 0 */
   char root_desc[300];
   char local_addr[64];
+#if FABENCH_HAVE_MPI
+  boot_watch watch;
+#endif
 };
 
 static double boot_deadline(const coll_boot *b) { return coll_sock_now() + b->timeout_ms / 1000.0; }
@@ -120,6 +142,26 @@ static int boot_token_eq(const char *a, const char *b) {
   return d == 0;
 }
 
+/* Whether a whole hello may join: 0, or 1 with the reason in rep. */
+static int boot_hello_verdict(const coll_boot *b, boot_hello *h, const char *tok, boot_reply *rep) {
+  h->token[BOOT_TOKEN_MAX - 1] = '\0';
+  h->host[COLL_HOST_MAX - 1] = '\0';
+  rep->status = 1;
+  if (h->magic != BOOT_MAGIC_HELLO)
+    snprintf(rep->reason, sizeof rep->reason, "not a fabench bootstrap hello");
+  else if (h->version != BOOT_VERSION)
+    snprintf(rep->reason, sizeof rep->reason, "bootstrap version %u, rank 0 speaks %u", h->version, BOOT_VERSION);
+  else if (!boot_token_eq(h->token, tok))
+    snprintf(rep->reason, sizeof rep->reason, "wrong job token");
+  else if (h->size != b->size)
+    snprintf(rep->reason, sizeof rep->reason, "world size %d differs from rank 0's %d", h->size, b->size);
+  else if (h->rank <= 0 || h->rank >= b->size || b->fds[h->rank] >= 0)
+    snprintf(rep->reason, sizeof rep->reason, "rank %d is invalid or already joined", h->rank);
+  else
+    rep->status = 0;
+  return rep->status;
+}
+
 /* A connection at rank 0 whose hello is still arriving. */
 typedef struct {
   int fd;
@@ -174,16 +216,7 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
       } else if (p->got < sizeof *h) {
         continue;
       } else {
-        h->token[BOOT_TOKEN_MAX - 1] = '\0';
-        h->host[COLL_HOST_MAX - 1] = '\0';
-        if (h->version != BOOT_VERSION)
-          rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "bootstrap version %u, rank 0 speaks %u", h->version, BOOT_VERSION);
-        else if (!boot_token_eq(h->token, tok))
-          rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "wrong job token");
-        else if (h->size != size)
-          rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "world size %d differs from rank 0's %d", h->size, size);
-        else if (h->rank <= 0 || h->rank >= size || b->fds[h->rank] >= 0)
-          rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "rank %d is invalid or already joined", h->rank);
+        boot_hello_verdict(b, h, tok, &rep);
       }
       if (rep.status) {
         int named = h->magic == BOOT_MAGIC_HELLO; /* garbage has no host worth printing */
@@ -238,6 +271,80 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
                    me, joined + 1, size, rport, b->timeout_ms, missing);
 }
 
+/* One connection, read to its end (blocking, 5 s at most): the fuzz target's entry; the
+ * rendezvous itself reads every connection at once (boot_root_admit). */
+int coll_boot_admit(coll_boot *b, int fd, const char *tok, double deadline) {
+  char err[512];
+  boot_hello h;
+  boot_reply rep = {.magic = BOOT_MAGIC_REPLY};
+  /* a stranger that connects and says nothing must not stall the rendezvous */
+  double hello_deadline = coll_sock_now() + 5.0 < deadline ? coll_sock_now() + 5.0 : deadline;
+  if (coll_sock_recv_all(fd, &h, sizeof h, hello_deadline, err, sizeof err) != 0) {
+    close(fd);
+    return 0;
+  }
+  if (boot_hello_verdict(b, &h, tok, &rep)) {
+    fprintf(stderr, "fabench: rank 0 (%s): rejected a peer from host '%s': %s\n", b->hosts[0], h.host, rep.reason);
+    coll_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
+    close(fd);
+    return 0;
+  }
+  b->fds[h.rank] = fd;
+  snprintf(b->hosts[h.rank], COLL_HOST_MAX, "%s", h.host);
+  if (!b->local_addr[0]) coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
+  return 1;
+}
+
+int coll_boot_join(coll_boot *b, int fd, const char *tok, double deadline, coll_err *e) {
+  char err[512], me[COLL_HOST_MAX];
+  snprintf(me, sizeof me, "%s", b->hosts[b->rank]); /* b->hosts is overwritten below */
+  int rank = b->rank, size = b->size;
+  b->fds[0] = fd;
+  coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
+  boot_hello h = {.magic = BOOT_MAGIC_HELLO, .version = BOOT_VERSION, .rank = rank, .size = size};
+  snprintf(h.token, sizeof h.token, "%s", tok);
+  snprintf(h.host, sizeof h.host, "%s", me);
+  boot_reply rep;
+  if (coll_sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) != 0 ||
+      coll_sock_recv_all(fd, &rep, sizeof rep, deadline, err, sizeof err) != 0)
+    return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
+                     b->root_desc, err);
+  rep.reason[sizeof rep.reason - 1] = '\0';
+  if (rep.magic != BOOT_MAGIC_REPLY)
+    return coll_fail(e, "rank %d (%s): %s did not answer as a fabench rank 0", rank, me, b->root_desc);
+  if (rep.status != 0)
+    return coll_fail(e, "rank %d (%s): rank 0 at %s rejected this rank: %s", rank, me,
+                     b->root_desc, rep.reason);
+  if (coll_sock_recv_all(fd, b->hosts, (size_t)size * COLL_HOST_MAX, deadline, err, sizeof err) != 0)
+    return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
+                     b->root_desc, err);
+  for (int r = 0; r < size; r++) b->hosts[r][COLL_HOST_MAX - 1] = '\0';
+  return 0;
+}
+
+int coll_boot_from_fds(coll_boot **out, int rank, int size, const int *fds, int timeout_ms,
+                       coll_err *e) {
+  *out = NULL;
+  coll_boot *b = calloc(1, sizeof *b);
+  if (!b) return coll_fail(e, "out of memory");
+  b->kind = COLL_BOOT_ENV;
+  b->rank = rank;
+  b->size = size;
+  b->timeout_ms = timeout_ms;
+  snprintf(b->root_desc, sizeof b->root_desc, "fds");
+  if (rank < 0 || rank >= size || boot_alloc(b, e) != 0) {
+    coll_boot_close(b);
+    return rank < 0 || rank >= size ? coll_fail(e, "bad rank %d of %d", rank, size) : -1;
+  }
+  for (int r = 0; r < size; r++) {
+    snprintf(b->hosts[r], COLL_HOST_MAX, "host%d", r);
+    if (fds) b->fds[r] = fds[r];
+  }
+  boot_fill_locals(b);
+  *out = b;
+  return 0;
+}
+
 static int boot_open_env(coll_boot *b, int rank, int size, const char *root, const char *token,
                          coll_err *e) {
   char rhost[256], err[512];
@@ -288,49 +395,88 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
     int fd;
     if (coll_sock_connect(rhost, rport, deadline, &fd, err, sizeof err) != 0)
       return coll_fail(e, "rank %d (%s): cannot reach rank 0 at %s: %s", rank, me, b->root_desc, err);
-    b->fds[0] = fd;
-    coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
-    boot_hello h = {.magic = BOOT_MAGIC_HELLO, .version = BOOT_VERSION, .rank = rank, .size = size};
-    memcpy(h.token, tok, sizeof h.token);
-    snprintf(h.host, sizeof h.host, "%s", me);
-    boot_reply rep;
-    if (coll_sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) != 0 ||
-        coll_sock_recv_all(fd, &rep, sizeof rep, deadline, err, sizeof err) != 0)
-      return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
-                       b->root_desc, err);
-    rep.reason[sizeof rep.reason - 1] = '\0';
-    if (rep.magic != BOOT_MAGIC_REPLY)
-      return coll_fail(e, "rank %d (%s): %s did not answer as a fabench rank 0", rank, me, b->root_desc);
-    if (rep.status != 0)
-      return coll_fail(e, "rank %d (%s): rank 0 at %s rejected this rank: %s", rank, me,
-                       b->root_desc, rep.reason);
-    if (coll_sock_recv_all(fd, b->hosts, (size_t)size * COLL_HOST_MAX, deadline, err, sizeof err) != 0)
-      return coll_fail(e, "rank %d (%s): rendezvous with rank 0 at %s failed: %s", rank, me,
-                       b->root_desc, err);
-    for (int r = 0; r < size; r++) b->hosts[r][COLL_HOST_MAX - 1] = '\0';
+    if (coll_boot_join(b, fd, tok, deadline, e) != 0) return -1;
   }
   boot_fill_locals(b);
   return 0;
 }
 
 #if FABENCH_HAVE_MPI
+static void *boot_watch_main(void *arg) {
+  coll_boot *b = arg;
+  struct pollfd pf = {.fd = b->watch.wake, .events = POLLIN};
+  while (poll(&pf, 1, 100) == 0) {
+    const char *what = atomic_load(&b->watch.what);
+    long long since = atomic_load(&b->watch.since_ms);
+    if (what && (long long)(coll_sock_now() * 1000.0) - since > b->timeout_ms) {
+      fprintf(stderr, "fabench: rank %d (%s): %s did not complete within %d ms (a rank is dead, "
+                      "stopped or unreachable): aborting the MPI job\n",
+              atomic_load(&b->watch.rank), b->watch.host, what, b->timeout_ms);
+      if (atomic_load(&b->watch.inited)) MPI_Abort(MPI_COMM_WORLD, 1);
+      /* stuck in MPI_Init, where MPI_Abort is not allowed: this rank's exit makes the
+       * launcher stop the job, as MPI_Abort would */
+      _exit(1);
+    }
+  }
+  return NULL;
+}
+
+void coll_boot_mpi_begin(coll_boot *b, const char *what) {
+  if (!b || !b->watch.started) return;
+  atomic_store(&b->watch.since_ms, (long long)(coll_sock_now() * 1000.0));
+  atomic_store(&b->watch.what, what);
+}
+
+void coll_boot_mpi_end(coll_boot *b) {
+  if (b && b->watch.started) atomic_store(&b->watch.what, (const char *)NULL);
+}
+
+static void boot_watch_stop(coll_boot *b) {
+  if (!b->watch.started) return;
+  uint64_t one = 1;
+  if (write(b->watch.wake, &one, sizeof one) == (ssize_t)sizeof one) pthread_join(b->watch.th, NULL);
+  close(b->watch.wake);
+  b->watch.started = 0;
+}
+
 static int boot_open_mpi(coll_boot *b, coll_err *e) {
   int inited = 0, provided;
+  char me[COLL_HOST_MAX] = "";
+  gethostname(me, sizeof me - 1);
+  /* watched from the start: MPI_Init itself waits for every rank */
+  int env_rank = -1;
+  boot_env_int("OMPI_COMM_WORLD_RANK", &env_rank);
+  atomic_store(&b->watch.rank, env_rank);
+  snprintf(b->watch.host, sizeof b->watch.host, "%s", me);
+  b->watch.wake = eventfd(0, EFD_CLOEXEC);
+  if (b->watch.wake < 0 || pthread_create(&b->watch.th, NULL, boot_watch_main, b) != 0) {
+    if (b->watch.wake >= 0) close(b->watch.wake);
+    return coll_fail(e, "rank %d (%s): cannot start the MPI watchdog", env_rank, me);
+  }
+  b->watch.started = 1;
   MPI_Initialized(&inited);
+  coll_boot_mpi_begin(b, "MPI_Init");
   /* SERIALIZED, not MULTIPLE: with MULTIPLE, Open MPI's UCX layer takes locks that cost both
    * MPI_Allreduce and our own ucx transport about 3x at 1-16 MiB (measured 2.8 -> 10 GB/s) */
   if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
     return coll_fail(e, "MPI_Init_thread failed");
+  coll_boot_mpi_end(b);
+  atomic_store(&b->watch.inited, 1);
   b->kind = COLL_BOOT_MPI;
   MPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &b->size);
+  atomic_store(&b->watch.rank, b->rank);
   if (boot_alloc(b, e) != 0) return -1;
-  char me[COLL_HOST_MAX] = "";
-  gethostname(me, sizeof me - 1);
+  snprintf(b->hosts[b->rank], COLL_HOST_MAX, "%s", me);
+  coll_boot_mpi_begin(b, "MPI_Allgather (bootstrap)");
   MPI_Allgather(me, COLL_HOST_MAX, MPI_CHAR, b->hosts, COLL_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD);
+  coll_boot_mpi_end(b);
   boot_fill_locals(b);
   return 0;
 }
+#else
+void coll_boot_mpi_begin(coll_boot *b, const char *what) { (void)b, (void)what; }
+void coll_boot_mpi_end(coll_boot *b) { (void)b; }
 #endif
 
 static int boot_launched_by_mpi(void) {
@@ -415,7 +561,9 @@ int coll_boot_allgather(coll_boot *b, void *all, const void *mine, size_t bytes,
 #if FABENCH_HAVE_MPI
   if (b->kind == COLL_BOOT_MPI) {
     if (bytes > (size_t)1 << 30) return coll_fail(e, "bootstrap all-gather too large");
+    coll_boot_mpi_begin(b, "MPI_Allgather (bootstrap)");
     MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+    coll_boot_mpi_end(b);
     return 0;
   }
 #endif
@@ -503,8 +651,25 @@ int coll_boot_advertise_addr(const coll_boot *b, char *out, size_t cap, coll_err
                    b->rank, b->hosts[b->rank]);
 }
 
+void coll_boot_abort(coll_boot *b) {
+#if FABENCH_HAVE_MPI
+  if (b && b->kind == COLL_BOOT_MPI && b->size > 1) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) {
+      fflush(NULL);
+      MPI_Abort(MPI_COMM_WORLD, 1); /* the runtime stops every rank; it does not return */
+    }
+  }
+#endif
+  coll_boot_close(b);
+}
+
 void coll_boot_close(coll_boot *b) {
   if (!b) return;
+#if FABENCH_HAVE_MPI
+  boot_watch_stop(b);
+#endif
   if (b->fds)
     for (int i = 0; i < b->size; i++)
       if (b->fds[i] >= 0) close(b->fds[i]);

@@ -78,6 +78,9 @@ int coll_transport_built(coll_transport_kind k) {
 #ifdef FABENCH_BUILD_UCX
   case COLL_UCX: return 1;
 #endif
+#ifdef FABENCH_BUILD_NCCL
+  case COLL_NCCL: return 1;
+#endif
   default: return 0;
   }
 }
@@ -137,6 +140,10 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
    * none 1.00-1.03. */
   int rendezvous = o->transport == COLL_UCX;
   c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : rendezvous ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
+  if (o->model)
+    c->model = *o->model;
+  else
+    coll_model_default(&c->model, o->transport);
   c->ring_ramp = rendezvous ? 0 : 2;
   const char *sb = getenv("FABENCH_RING_STREAM_BYTES");
   c->ring_stream_bytes = sb && *sb ? (size_t)strtoull(sb, NULL, 0) : COLL_RING_STREAM_BYTES;
@@ -162,6 +169,9 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
 #ifdef FABENCH_BUILD_UCX
   case COLL_UCX: rc = coll_ucx_open(&c->tp, c, b, o, e); break;
 #endif
+#ifdef FABENCH_BUILD_NCCL
+  case COLL_NCCL: rc = coll_nccl_open(&c->tp, c, b, o, e); break;
+#endif
   default: rc = coll_fail(e, "transport '%s' is not built", coll_transport_name(o->transport)); break;
   }
   if (rc != 0) {
@@ -174,6 +184,40 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
 }
 
 size_t coll_comm_chunk(const coll_comm *c) { return c->chunk_bytes; }
+const coll_model *coll_comm_model(const coll_comm *c) { return &c->model; }
+
+int coll_mem_copy(coll_comm *c, void *dst, const void *src, size_t bytes, coll_err *e) {
+#ifdef FABENCH_BUILD_NCCL
+  if (c->tp->on_device) return coll_nccl_copy_wait(c->tp, dst, src, bytes, e);
+#endif
+  (void)e;
+  memcpy(dst, src, bytes);
+  return 0;
+}
+
+int coll_timer_start(coll_comm *c, coll_err *e) {
+#ifdef FABENCH_BUILD_NCCL
+  if (c->tp->on_device) return coll_nccl_timer(c->tp, 0, NULL, e);
+#endif
+  return coll_fail(e, "rank %d: %s has no device timer", c->rank, c->tp->ops->name);
+}
+
+int coll_copy_bench(coll_comm *c, coll_copy_kind k, int peer, size_t bytes, int iters, double *sec,
+                    int64_t *bad, coll_err *e) {
+#ifdef FABENCH_BUILD_NCCL
+  if (c->tp->on_device) return coll_nccl_copy_bench(c->tp, k, peer, bytes, iters, sec, bad, e);
+#endif
+  (void)k, (void)peer, (void)bytes, (void)iters, (void)sec, (void)bad;
+  return coll_fail(e, "rank %d: %s has no GPU to copy on", c->rank, c->tp->ops->name);
+}
+
+int coll_timer_stop(coll_comm *c, double *sec, coll_err *e) {
+#ifdef FABENCH_BUILD_NCCL
+  if (c->tp->on_device) return coll_nccl_timer(c->tp, 1, sec, e);
+#endif
+  (void)sec;
+  return coll_fail(e, "rank %d: %s has no device timer", c->rank, c->tp->ops->name);
+}
 
 void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e) {
   if (c->tp->ops->mem_alloc) return c->tp->ops->mem_alloc(c->tp, bytes, e);
@@ -205,8 +249,17 @@ const char *coll_comm_host(const coll_comm *c, int rank) {
 }
 const char *coll_comm_fabric(const coll_comm *c) { return c->tp->fabric; }
 
+void coll_comm_mark_failed(coll_comm *c) {
+  if (c) c->failed = 1;
+}
+
 void coll_comm_close(coll_comm *c) {
   if (!c) return;
+  if (c->tp && c->tp->ops->dev_free) { /* device scratch goes before the device's context */
+    c->tp->ops->dev_free(c->tp, c->scratch);
+    c->tp->ops->dev_free(c->tp, c->scratch2);
+    c->scratch = c->scratch2 = NULL;
+  }
   if (c->tp) c->tp->ops->close(c->tp);
   free(c->scratch);
   free(c->scratch2);
@@ -222,6 +275,13 @@ void *coll_scratch(coll_comm *c, int which, size_t bytes, coll_err *e) {
   if (*cap < bytes) {
     size_t want = (bytes + 63) & ~(size_t)63;
     void *n = NULL;
+    if (c->tp->ops->dev_alloc) { /* device buffers need device scratch */
+      if (!(n = c->tp->ops->dev_alloc(c->tp, want, e))) return NULL;
+      c->tp->ops->dev_free(c->tp, *p);
+      *p = n;
+      *cap = want;
+      return n;
+    }
     if (posix_memalign(&n, 64, want) != 0) {
       coll_fail(e, "rank %d: cannot allocate %zu bytes of scratch", c->rank, want);
       return NULL;
@@ -331,7 +391,27 @@ int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op
   if (!f) return coll_fail(e, "unknown all-reduce algorithm");
   c->seq++;
   if (c->size == 1 || count == 0) return 0;
-  return f(c, buf, count, dt, op, algo.param, e);
+  int rc = f(c, buf, count, dt, op, algo.param, e);
+  if (c->tp->ops->finish && c->tp->ops->finish(c->tp, rc ? NULL : e) != 0) rc = -1;
+  return rc;
+}
+
+int coll_transport_usable(coll_transport_kind k, coll_err *e) {
+  if (k == COLL_NCCL) {
+#ifdef FABENCH_BUILD_NCCL
+    return coll_nccl_usable(e);
+#else
+    return coll_fail(e, "nccl: no CUDA device is present (this fabench was built without CUDA and NCCL)");
+#endif
+  }
+  if (!coll_transport_built(k))
+    return coll_fail(e, "transport '%s' is not built into this fabench", coll_transport_name(k));
+  return 0;
+}
+
+int coll_comm_device(const coll_comm *c) { return c->tp->on_device ? c->tp->device : -1; }
+const char *coll_comm_gpu(const coll_comm *c, int rank) {
+  return c->tp->gpus && rank >= 0 && rank < c->size ? c->tp->gpus[rank] : "";
 }
 
 void coll_versions(char *out, size_t cap) {
@@ -346,6 +426,9 @@ void coll_versions(char *out, size_t cap) {
 #endif
 #ifdef FABENCH_BUILD_UCX
   if (off < cap) off += (size_t)snprintf(out + off, cap - off, "%sUCX %s", off ? "; " : "", ucp_get_version_string());
+#endif
+#ifdef FABENCH_BUILD_NCCL
+  if (off < cap) off += coll_nccl_version(out + off, cap - off, off > 0);
 #endif
   (void)off;
 }

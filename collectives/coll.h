@@ -1,4 +1,4 @@
-/* collectives: bootstrap, communicators over a transport (tcp, mpi, ucx), all-reduce algorithms
+/* collectives: bootstrap, communicators over a transport (tcp, mpi, ucx, nccl), all-reduce algorithms
  * and reduction kernels. Knows nothing of models or benches. All calls return 0 on success and
  * -1 on failure with the cause (naming ranks and hosts) in the coll_err. */
 #ifndef FABENCH_COLL_H
@@ -51,6 +51,9 @@ int coll_boot_host_count(const coll_boot *b);
 int coll_boot_allgather(coll_boot *b, void *all, const void *mine, size_t bytes, coll_err *e);
 int coll_boot_barrier(coll_boot *b, coll_err *e);
 void coll_boot_close(coll_boot *b);
+/* Ends a failed run. Under MPI: MPI_Abort, which stops every rank (MPI_Finalize would wait for
+ * a dead or stopped rank for ever); it does not return. Otherwise coll_boot_close. */
+void coll_boot_abort(coll_boot *b);
 
 /* ---- communicators ---- */
 typedef enum { COLL_TCP, COLL_MPI, COLL_UCX, COLL_NCCL, COLL_NTRANSPORTS } coll_transport_kind;
@@ -70,6 +73,9 @@ typedef struct {
   int no_peer_map;       /* ucx: coll_mem_alloc gives plain memory, peers never map it */
   int no_spin;           /* waits sleep at once instead of spinning first: the rank has other
                             work for its cores while it waits (training's backward) */
+  const struct coll_model *model; /* what `auto` picks by (copied); NULL: coll_model_default */
+  const char *devices;   /* nccl: CUDA devices by local rank ("0,1,2,3"); NULL: local rank
+                            modulo the device count */
 } coll_comm_opts;
 
 /* reno: built into every kernel and allowed to every user. Pacing controls (bbr, a common
@@ -89,6 +95,9 @@ size_t coll_comm_chunk(const coll_comm *c); /* the pipelining unit in use */
  * "ucx:posix", "mpi:ob1/tcp". */
 const char *coll_comm_fabric(const coll_comm *c);
 void coll_comm_close(coll_comm *c);
+/* The run failed outside this communicator (a peer's death seen elsewhere, a failed step):
+ * closing must not wait to say goodbye to peers that may be gone. */
+void coll_comm_mark_failed(coll_comm *c);
 
 /* Memory for buffers to be all-reduced on c. Collective: every rank calls it with the same
  * bytes, in the same order. On ucx, when every rank can map every other's (one host, UCX's
@@ -98,6 +107,27 @@ void coll_comm_close(coll_comm *c);
  * pass the same place (region and offset) of it to one call. Free before closing c. */
 void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e);
 void coll_mem_free(coll_comm *c, void *p);
+
+/* ---- device memory (the nccl transport: coll_mem_alloc gives GPU memory) ----
+ * 0 when the transport can run on this machine, else -1 and why (nccl: no CUDA device). */
+int coll_transport_usable(coll_transport_kind k, coll_err *e);
+/* The CUDA device of c's buffers, or -1 when they are host memory. */
+int coll_comm_device(const coll_comm *c);
+/* Rank `rank`'s GPU as a PCI bus id ("0000:17:00.0"), or "" (host memory). */
+const char *coll_comm_gpu(const coll_comm *c, int rank);
+/* Copies bytes between host memory and c's (either way, or within); returns when done. */
+int coll_mem_copy(coll_comm *c, void *dst, const void *src, size_t bytes, coll_err *e);
+/* Device time (CUDA events on c's stream) from start to stop; stop waits for the work between
+ * and gives seconds. Device communicators only. */
+int coll_timer_start(coll_comm *c, coll_err *e);
+int coll_timer_stop(coll_comm *c, double *sec, coll_err *e);
+/* The GPU's copy ceilings, as nvbandwidth measures them: within its memory (D2D), from and to
+ * pinned host memory (H2D, D2H), and to another GPU of this process (PEER: to CUDA device
+ * `peer`). After two warm-up copies, iters copies of `bytes`, each timed with CUDA events,
+ * into sec[0..iters); *bad gets the bytes of the copied data that differ from the source. */
+typedef enum { COLL_COPY_D2D, COLL_COPY_H2D, COLL_COPY_D2H, COLL_COPY_PEER } coll_copy_kind;
+int coll_copy_bench(coll_comm *c, coll_copy_kind k, int peer, size_t bytes, int iters, double *sec,
+                    int64_t *bad, coll_err *e);
 
 /* ---- all-reduce ---- */
 typedef enum {
@@ -113,6 +143,27 @@ int coll_algo_parse(const char *s, coll_algo *out); /* "ring", "ps:4", ... */
 void coll_algo_format(char *out, size_t cap, coll_algo a);
 /* Can this communicator run this algorithm? (native needs a library that has one.) */
 int coll_algo_supported(const coll_comm *c, coll_algo a);
+
+/* ---- the cost model: one fabric's alpha-beta-gamma parameters (results/ fits them) ----
+ * The all-reduce formulas per algorithm are documented in algo_auto.c; `auto` picks the
+ * cheapest of ring, rhd, rd, tree and dtree under the communicator's model (the ring on
+ * memory every rank maps is chosen from 128 KiB whatever the model says). */
+typedef struct coll_model {
+  double alpha; /* seconds per message (start-up) */
+  double beta;  /* seconds per byte on one link */
+  double gamma; /* seconds per byte reduced */
+  double delta; /* seconds per call, whatever the algorithm (waking the ranks, their skew) */
+} coll_model;
+/* Order-of-magnitude defaults of a transport kind, for a communicator that was given no fit. */
+void coll_model_default(coll_model *m, coll_transport_kind kind);
+/* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
+ * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native and
+ * auto (no formula). Linear in alpha, beta, gamma and delta (the fit relies on it). */
+double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+/* The cheapest of ring, rhd, rd, tree, dtree under m (ring on a tie or for p < 2). */
+coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes);
+/* The model a communicator's `auto` uses. */
+const coll_model *coll_comm_model(const coll_comm *c);
 
 /* In place on count elements; every rank passes the same count, dtype, op and algo.
  * `ran` (may be NULL) receives the algorithm actually run (auto picks one). */

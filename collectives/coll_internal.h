@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <string.h>
 
 /* Formats the error once; returns -1 so callers can `return coll_fail(e, ...)`. */
 int coll_fail(coll_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -40,6 +41,15 @@ typedef struct {
   int (*allreduce)(coll_transport *t, void *buf, size_t count, coll_dtype dt, coll_op op,
                    coll_err *e);
   void (*close)(coll_transport *t);
+  /* Device transports (nccl; NULL elsewhere): buffers live in GPU memory, and these stand in
+   * for coll_reduce, memcpy and the scratch allocator, ordered on the transport's stream. A
+   * failed launch is kept and returned by `finish`, which ends every all-reduce. */
+  void (*dev_reduce)(coll_transport *t, void *inout, const void *in, size_t count, coll_dtype dt,
+                     coll_op op);
+  void (*dev_copy)(coll_transport *t, void *dst, const void *src, size_t bytes);
+  void *(*dev_alloc)(coll_transport *t, size_t bytes, coll_err *e);
+  void (*dev_free)(coll_transport *t, void *p);
+  int (*finish)(coll_transport *t, coll_err *e);
 } coll_transport_ops;
 
 /* Every transport embeds this first. */
@@ -48,12 +58,33 @@ struct coll_transport {
   int rank, size;
   const coll_comm *comm; /* for peer host names in errors */
   char fabric[128];      /* what it runs on, e.g. "tcp:lo" */
+  int on_device, device; /* buffers in GPU memory, on this CUDA device (0: host memory) */
+  char (*gpus)[32];      /* device transports: each rank's GPU, as a PCI bus id; else NULL */
+  int grouped;           /* sends and receives move only as one group at each wait (NCCL's
+                            ncclGroupStart/End): algorithms must post a step's messages and
+                            wait them together; the ring then goes step by step */
 };
 
 /* Where this rank's transports listen and what they advertise: FABENCH_BIND_ADDR, else the
  * local address of the bootstrap connection, else 127.0.0.1 when every rank is on this host,
  * else this host's first non-loopback IPv4 address. */
 int coll_boot_advertise_addr(const coll_boot *b, char *out, size_t cap, coll_err *e);
+
+/* The environment rendezvous's two ends of one connection (boot.c), apart for tests and fuzzing.
+ * admit (rank 0): reads a hello from fd and accepts it (1: fd is kept as that rank's) or
+ * rejects it (0: fd is answered and closed). join (other ranks): presents this rank on fd to
+ * rank 0 and receives every rank's host. */
+int coll_boot_admit(coll_boot *b, int fd, const char *tok, double deadline);
+int coll_boot_join(coll_boot *b, int fd, const char *tok, double deadline, coll_err *e);
+/* A bootstrap over connections made elsewhere: rank 0 holds fds[r] for each peer r, the others
+ * fds[0] (fds may be NULL: none yet); it takes and closes them. Hosts are "host<r>". */
+int coll_boot_from_fds(coll_boot **out, int rank, int size, const int *fds, int timeout_ms,
+                       coll_err *e);
+
+/* Around a blocking MPI call (what: its name, a literal): the MPI bootstrap's watchdog aborts
+ * the job when the call outlasts the timeout. No-ops for other bootstraps. */
+void coll_boot_mpi_begin(coll_boot *b, const char *what);
+void coll_boot_mpi_end(coll_boot *b);
 
 /* Constructors: connect to every peer, exchanging addresses through the boot's all-gather. */
 int coll_tcp_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
@@ -62,6 +93,21 @@ int coll_mpi_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
                   coll_err *e);
 int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
                   coll_err *e);
+/* The tcp transport over connections made elsewhere (tests and fuzzing): fds[peer * streams + s],
+ * -1 for this rank's own entries; it takes and closes them. No spinning. */
+int coll_tcp_from_fds(coll_transport **out, const coll_comm *c, int streams, const int *fds,
+                      coll_err *e);
+int coll_nccl_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
+                   coll_err *e);
+/* transport_nccl.c: is there a CUDA device; the library's version for coll_versions (returns
+ * the characters written); copies on the device's stream (waits); the stream's event timer
+ * (stop: seconds since start, waited for). */
+int coll_nccl_usable(coll_err *e);
+size_t coll_nccl_version(char *out, size_t cap, int sep);
+int coll_nccl_copy_wait(coll_transport *t, void *dst, const void *src, size_t bytes, coll_err *e);
+int coll_nccl_timer(coll_transport *t, int stop, double *sec, coll_err *e);
+int coll_nccl_copy_bench(coll_transport *t, coll_copy_kind k, int peer, size_t bytes, int iters,
+                         double *sec, int64_t *bad, coll_err *e);
 
 /* The ring on mapped memory (algo_ring.c) writes its results with streaming stores from this
  * buffer size on (FABENCH_RING_STREAM_BYTES overrides). */
@@ -77,6 +123,7 @@ struct coll_comm {
   coll_transport *tp;
   int timeout_ms;
   size_t chunk_bytes;
+  coll_model model;    /* auto's parameters */
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
   size_t ring_stream_bytes; /* mapped ring: from this buffer size on, streaming stores */
   int oversubscribed;  /* more ranks than cores on this host, or no_spin: transports must not spin */
@@ -86,6 +133,7 @@ struct coll_comm {
   void *scratch2;
   size_t scratch2_bytes;
   uint32_t seq; /* per-call tag base, so stale messages are caught */
+  int failed;   /* coll_comm_mark_failed: the transport closes without talking to its peers */
   coll_req *reqs; /* request array reused across calls */
   size_t reqs_cap;
 };
@@ -103,6 +151,21 @@ void coll_copy_stream(void *dst, const void *src, size_t bytes);
 
 /* The transport's peer_ptr, or NULL when it has none. */
 const void *coll_peer_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]);
+
+/* coll_reduce and memcpy on the communicator's memory (the device's, for nccl). */
+static inline void coll_creduce(coll_comm *c, void *inout, const void *in, size_t count,
+                                coll_dtype dt, coll_op op) {
+  if (c->tp->ops->dev_reduce)
+    c->tp->ops->dev_reduce(c->tp, inout, in, count, dt, op);
+  else
+    coll_reduce(inout, in, count, dt, op);
+}
+static inline void coll_ccopy(coll_comm *c, void *dst, const void *src, size_t bytes) {
+  if (c->tp->ops->dev_copy)
+    c->tp->ops->dev_copy(c->tp, dst, src, bytes);
+  else
+    memcpy(dst, src, bytes);
+}
 
 /* Tag for step `step` of the current collective call (c->seq is advanced per call). */
 static inline uint32_t coll_tag(const coll_comm *c, uint32_t step) {

@@ -28,6 +28,7 @@ _Static_assert(sizeof(mpi_req) <= sizeof(coll_req), "mpi_req must fit in coll_re
 typedef struct {
   coll_transport base;
   MPI_Comm comm;
+  coll_boot *boot; /* its watchdog guards MPI_Allreduce */
   MPI_Op half_ops[2][COLL_NOPS]; /* f16 and bf16 reductions (no MPI datatype for them) */
   int tag_ub;
 } mpi_transport;
@@ -127,7 +128,9 @@ static int mpi_allreduce(coll_transport *tp, void *buf, size_t count, coll_dtype
   MPI_Op mop = builtin[op];
   if (dt == COLL_F16) mop = t->half_ops[0][op];
   if (dt == COLL_BF16) mop = t->half_ops[1][op];
+  coll_boot_mpi_begin(t->boot, "MPI_Allreduce");
   int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(dt), mop, t->comm);
+  coll_boot_mpi_end(t->boot);
   return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Allreduce", -1);
 }
 
@@ -246,7 +249,10 @@ int coll_mpi_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
   t->base.size = cm->size;
   t->base.comm = cm;
   /* a communicator of our own, so our messages never meet anyone else's */
+  t->boot = b;
+  coll_boot_mpi_begin(b, "MPI_Comm_dup");
   MPI_Comm_dup(MPI_COMM_WORLD, &t->comm);
+  coll_boot_mpi_end(b);
   MPI_Comm_set_errhandler(t->comm, MPI_ERRORS_RETURN);
   int *ub = NULL, flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);

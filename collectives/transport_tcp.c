@@ -392,29 +392,51 @@ typedef struct {
   int32_t rank, stream, size;
 } tcp_hello;
 
-int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_comm_opts *o,
-                  coll_err *e) {
-  *out = NULL;
+/* The transport without connections: every fd -1. */
+static tcp_transport *tcp_new(const coll_comm *cm, int streams) {
   tcp_transport *t = calloc(1, sizeof *t);
-  if (!t) return coll_fail(e, "out of memory");
+  if (!t) return NULL;
   t->base.ops = &tcp_ops;
   t->base.rank = cm->rank;
   t->base.size = cm->size;
   t->base.comm = cm;
-  int me = cm->rank, n = cm->size;
-  t->streams = o->tcp_streams > 0 ? o->tcp_streams : 1;
+  t->streams = streams > 0 ? streams : 1;
   if (t->streams > TCP_MAX_STREAMS) t->streams = TCP_MAX_STREAMS;
-  int total = n * t->streams;
+  int total = cm->size * t->streams;
   t->conns = calloc((size_t)total, sizeof *t->conns);
   t->pfds = calloc((size_t)total, sizeof *t->pfds);
   if (!t->conns || !t->pfds) {
     tcp_close(&t->base);
-    return coll_fail(e, "out of memory");
+    return NULL;
   }
   for (int i = 0; i < total; i++) {
     t->conns[i].fd = -1;
     t->conns[i].peer = i / t->streams;
   }
+  return t;
+}
+
+int coll_tcp_from_fds(coll_transport **out, const coll_comm *cm, int streams, const int *fds,
+                      coll_err *e) {
+  *out = NULL;
+  tcp_transport *t = tcp_new(cm, streams);
+  if (!t) return coll_fail(e, "out of memory");
+  for (int i = 0; i < cm->size * t->streams; i++) {
+    t->conns[i].fd = fds[i];
+    if (fds[i] >= 0) coll_sock_set_nonblock(fds[i]);
+  }
+  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:fds");
+  *out = &t->base;
+  return 0;
+}
+
+int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_comm_opts *o,
+                  coll_err *e) {
+  *out = NULL;
+  tcp_transport *t = tcp_new(cm, o->tcp_streams);
+  if (!t) return coll_fail(e, "out of memory");
+  int me = cm->rank, n = cm->size;
+  int total = n * t->streams;
   /* Spinning is cheap latency while every rank has a core; when ranks outnumber the cores a
    * spinning rank steals the time its peer needs to answer, so sleep in poll at once. */
   const char *spin_env = getenv("FABENCH_TCP_SPIN_US");

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,10 @@
 #define UCX_PURE_SPIN_US 2      /* idle this long: poll only; then also yield the core */
 #define UCX_SPIN_US_DEFAULT 200 /* idle this long: sleep on the worker's events */
 #define UCX_SLEEP_SLICE_MS 10   /* longest sleep between progress calls */
+/* How often UCX's keepalive probes the peers of endpoints with peer error handling (its default
+ * is 20 s): a dead peer whose connection does not break by itself (a host gone, a link down)
+ * is then reported within about this long. UCX_KEEPALIVE_INTERVAL overrides. */
+#define UCX_KEEPALIVE_DEFAULT "1s"
 
 enum { UREQ_PENDING = 1, UREQ_DONE = 2, UREQ_FAILED = 3 };
 
@@ -72,6 +77,12 @@ typedef struct {
   ucp_context_h ctx;
   ucp_worker_h worker;
   ucp_ep_h *eps; /* size entries; eps[rank] is made on first use */
+  ucs_status_t *gone; /* size entries: UCS_OK, or why the peer is known to have failed */
+  int any_gone;
+  /* Peers on this host talk over shared memory, which has no peer failure handler in UCX
+   * (1.13): their endpoints are made without one and their processes are watched instead. */
+  long *local_pid; /* size entries: the peer's pid when it runs on this host, else 0 */
+  double pid_checked_ms;
   int failed;    /* an error was seen: close without the goodbye barrier */
   int efd;       /* the worker's event fd (sleeping when idle), -1: spin only */
   double spin_ms;
@@ -98,6 +109,46 @@ static const char *ucx_host(const ucx_tp *u, int rank) {
 
 static uint64_t ucx_tag(int src, uint32_t tag) {
   return ((uint64_t)(uint32_t)src << UCX_SRC_SHIFT) | tag;
+}
+
+/* UCX's peer error handling (UCP_ERR_HANDLING_MODE_PEER): called from ucp_worker_progress when
+ * an endpoint's peer is found dead or unreachable, so waits fail at once instead of at the
+ * timeout. The endpoint is unusable from then on. */
+static void ucx_peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status) {
+  ucx_tp *u = arg;
+  for (int p = 0; p < u->base.size; p++)
+    if (u->eps[p] == ep && u->gone[p] == UCS_OK) {
+      u->gone[p] = status != UCS_OK ? status : UCS_ERR_ENDPOINT_TIMEOUT;
+      u->any_gone = 1;
+      u->failed = 1;
+    }
+}
+
+static int ucx_gone_fail(ucx_tp *u, int peer, const char *doing, size_t bytes, coll_err *e) {
+  char why[96];
+  if (u->local_pid[peer] && u->gone[peer] == UCS_ERR_CONNECTION_RESET)
+    snprintf(why, sizeof why, "its process %ld exited", u->local_pid[peer]);
+  else
+    snprintf(why, sizeof why, "UCX peer failure: %s", ucs_status_string(u->gone[peer]));
+  return coll_fail(e, "ucx: rank %d (%s): rank %d (%s) is gone (%s) while %s %zu bytes %s it",
+                   u->base.rank, ucx_host(u, u->base.rank), peer, ucx_host(u, peer), why, doing,
+                   bytes, strcmp(doing, "sending") ? "from" : "to");
+}
+
+/* At most every 100 ms: marks gone the local peers of pending requests whose process is no
+ * more (a killed rank; a stopped one is alive and left to the timeout). */
+static void ucx_check_local_peers(ucx_tp *u, ucx_req **qs, int first, int n, double now) {
+  if (now - u->pid_checked_ms < 100) return;
+  u->pid_checked_ms = now;
+  for (int i = first; i < n; i++) {
+    int p = qs[i]->peer;
+    if (qs[i]->state == UREQ_PENDING && u->local_pid[p] > 0 && u->gone[p] == UCS_OK &&
+        kill((pid_t)u->local_pid[p], 0) != 0 && errno == ESRCH) {
+      u->gone[p] = UCS_ERR_CONNECTION_RESET;
+      u->any_gone = 1;
+      u->failed = 1;
+    }
+  }
 }
 
 static ucp_ep_h ucx_ep(ucx_tp *u, int peer, coll_err *e) {
@@ -129,6 +180,11 @@ static int ucx_post_send(ucx_tp *u, int peer, const void *buf, size_t bytes, uin
                          ucx_req *q, coll_err *e) {
   ucp_ep_h ep = ucx_ep(u, peer, e);
   if (!ep) return -1;
+  if (u->gone[peer] != UCS_OK) {
+    q->ureq = NULL;
+    q->state = UREQ_FAILED;
+    return ucx_gone_fail(u, peer, "sending", bytes, e);
+  }
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE,
                            .memory_type = UCS_MEMORY_TYPE_HOST};
   ucs_status_ptr_t r = ucp_tag_send_nbx(ep, bytes ? buf : (const void *)q, bytes, tag, &p);
@@ -154,6 +210,11 @@ static int ucx_post_recv(ucx_tp *u, int peer, void *buf, size_t bytes, uint64_t 
   if (peer < 0 || peer >= u->base.size)
     return coll_fail(e, "ucx: rank %d: peer rank %d out of range (size %d)", u->base.rank, peer,
                      u->base.size);
+  if (u->gone[peer] != UCS_OK) {
+    q->ureq = NULL;
+    q->state = UREQ_FAILED;
+    return ucx_gone_fail(u, peer, "receiving", bytes, e);
+  }
   memset(&q->info, 0, sizeof q->info);
   /* always a request: the sender's tag and length are then read from it (ucp_tag_recv_request_
    * test), the one place UCX 1.13 reliably reports them */
@@ -265,11 +326,20 @@ static int ucx_wait(ucx_tp *u, ucx_req **qs, int n, int timeout_ms, const char *
     if (first == n) return 0;
     unsigned events = 0, k;
     while ((k = ucp_worker_progress(u->worker))) events += k;
+    /* a receive is posted on the worker, not on an endpoint: UCX does not fail it when its
+     * sender dies, so the requests on a peer its error handler reported are failed here */
+    for (int i = first; u->any_gone && i < n; i++)
+      if (qs[i]->state == UREQ_PENDING && u->gone[qs[i]->peer] != UCS_OK) {
+        err = ucx_gone_fail(u, qs[i]->peer, qs[i]->is_recv ? "receiving" : "sending",
+                            qs[i]->bytes, e);
+        goto fail;
+      }
     if (events) {
       idle_since = -1;
       continue;
     }
     double now = ucx_now_ms();
+    ucx_check_local_peers(u, qs, first, n, now);
     if (now > deadline) {
       ucx_req *q = qs[first];
       u->failed = 1;
@@ -335,6 +405,11 @@ static int ucx_test(coll_transport *t, coll_req *r, int *done, coll_err *e) {
   int err = 0;
   *done = ucx_poll(u, q, e, &err);
   if (err) return -1;
+  if (!*done && u->gone[q->peer] != UCS_OK) {
+    int rc = ucx_gone_fail(u, q->peer, q->is_recv ? "receiving" : "sending", q->bytes, e);
+    ucx_abandon(u, q);
+    return rc;
+  }
   if (*done && q->state == UREQ_FAILED)
     return coll_fail(e, "ucx: rank %d (%s): tested a request that had failed", t->rank,
                      ucx_host(u, t->rank));
@@ -598,6 +673,7 @@ static void ucx_close(coll_transport *t) {
   if (u->worker) {
     coll_err e;
     /* best effort; after a failure we only tell the peers, so none waits for us in vain */
+    if (u->base.comm && u->base.comm->failed) u->failed = 1; /* the run failed elsewhere */
     if (u->base.size > 1)
       ucx_exchange(u, UCX_CTRL_CLOSE, !u->failed, u->failed ? 200 : UCX_CLOSE_TIMEOUT_MS, &e);
     /* regions the caller did not free; keys go before the endpoints they were unpacked on */
@@ -623,6 +699,8 @@ static void ucx_close(coll_transport *t) {
   free(u->regions);
   if (u->ctx) ucp_cleanup(u->ctx);
   free(u->eps);
+  free(u->gone);
+  free(u->local_pid);
   free(u);
 }
 
@@ -654,12 +732,14 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
   u->map = !(o && o->no_peer_map);
   u->timeout_ms = timeout_ms;
   u->eps = calloc((size_t)size, sizeof *u->eps);
-  uint64_t *lens = calloc((size_t)size, sizeof *lens);
+  u->gone = calloc((size_t)size, sizeof *u->gone); /* UCS_OK is 0 */
+  u->local_pid = calloc((size_t)size, sizeof *u->local_pid);
+  uint64_t *lens = calloc((size_t)size * 2, sizeof *lens);
   unsigned char *all = NULL, *mine = NULL;
   ucp_address_t *addr = NULL;
   size_t addr_len = 0;
   int rc = -1;
-  if (!u->eps || !lens) {
+  if (!u->eps || !u->gone || !u->local_pid || !lens) {
     coll_fail(e, "ucx: out of memory");
     goto out;
   }
@@ -671,6 +751,7 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
               ucs_status_string(st));
     goto out;
   }
+  if (!getenv("UCX_KEEPALIVE_INTERVAL")) ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", UCX_KEEPALIVE_DEFAULT);
   ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
                                    UCP_PARAM_FIELD_MT_WORKERS_SHARED,
                      .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
@@ -708,10 +789,18 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
     goto out;
   }
 
-  /* addresses differ in length: all-gather the lengths, then the padded addresses */
-  uint64_t my_len = addr_len, max_len = 0;
-  if (coll_boot_allgather(b, lens, &my_len, sizeof my_len, e) != 0) goto out;
-  for (int i = 0; i < size; i++) max_len = lens[i] > max_len ? lens[i] : max_len;
+  /* addresses differ in length: all-gather the lengths (and pids), then the padded addresses */
+  uint64_t my_len[2] = {addr_len, (uint64_t)getpid()}, max_len = 0;
+  if (coll_boot_allgather(b, lens, my_len, sizeof my_len, e) != 0) goto out;
+  for (int i = 0; i < size; i++) max_len = lens[2 * i] > max_len ? lens[2 * i] : max_len;
+  /* FABENCH_UCX_PEER_ERR: peer (UCX's peer error handling for every peer: UCX then leaves out
+   * transports without it, shared memory among them), none, or auto (default: for peers on
+   * other hosts; those on this host are watched by pid) */
+  const char *pe = getenv("FABENCH_UCX_PEER_ERR");
+  int peer_err_all = pe && !strcmp(pe, "peer"), peer_err_none = pe && !strcmp(pe, "none");
+  for (int p = 0; p < size; p++)
+    if (p != rank && c && !strcmp(coll_comm_host(c, p), coll_comm_host(c, rank)))
+      u->local_pid[p] = (long)lens[2 * p + 1];
   mine = calloc(1, max_len);
   all = calloc((size_t)size, max_len);
   if (!mine || !all) {
@@ -723,9 +812,18 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
 
   for (int p = 0; p < size; p++) {
     if (p == rank) continue;
-    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
-                          .address = (const ucp_address_t *)(all + (size_t)p * max_len)};
-    st = ucp_ep_create(u->worker, &ep, &u->eps[p]);
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER,
+                          .address = (const ucp_address_t *)(all + (size_t)p * max_len),
+                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                          .err_handler = {.cb = ucx_peer_failed, .arg = u}};
+    int want_peer = peer_err_all || (!peer_err_none && !u->local_pid[p]);
+    st = want_peer ? ucp_ep_create(u->worker, &ep, &u->eps[p]) : UCS_ERR_UNSUPPORTED;
+    if (st != UCS_OK && !peer_err_all) { /* no transport with peer failure handling: without */
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+      st = ucp_ep_create(u->worker, &ep, &u->eps[p]);
+    }
     if (st != UCS_OK) {
       u->eps[p] = NULL;
       coll_fail(e, "ucx: rank %d: cannot create an endpoint to rank %d (%s): %s "

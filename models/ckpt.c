@@ -175,42 +175,53 @@ static int read_verified(uint8_t **out, size_t *len, nn_ckpt_info *info, const c
   }
   int ioerr = ferror(f);
   fclose(f);
-  const char *why = NULL;
-  char buf[160];
-  if (ioerr) why = "read error";
-  else if (n < 16) why = "truncated (shorter than its header)";
-  else if (memcmp(p, ckpt_magic, 8) != 0) why = "not a fabench checkpoint (wrong magic)";
-  else {
-    size_t off = 8;
-    uint32_t ver = get_u32(p, &off), hdr = get_u32(p, &off);
-    if (ver != NN_CKPT_VERSION) {
-      snprintf(buf, sizeof buf, "version %u, this fabench reads version %d", ver, NN_CKPT_VERSION);
-      why = buf;
-    } else if (hdr != HDR_BYTES || n < HDR_BYTES + 4) {
-      why = "truncated or damaged header";
-    } else {
-      decode_header(info, p);
-      uint64_t nf = info->n_params + info->n_momentum + info->n_buffers;
-      if (info->n_params > (1ull << 40) || info->n_momentum > (1ull << 40) ||
-          info->n_buffers > (1ull << 40) || n != HDR_BYTES + 4 * nf + 4) {
-        snprintf(buf, sizeof buf, "%s (%zu bytes, its header says %llu)",
-                 n < HDR_BYTES + 4 * nf + 4 ? "truncated" : "wrong length", n,
-                 (unsigned long long)(HDR_BYTES + 4 * nf + 4));
-        why = buf;
-      } else {
-        size_t o2 = n - 4;
-        uint32_t want = get_u32(p, &o2);
-        if ((uint32_t)crc32_z(0L, p, n - 4) != want) why = "corrupted (checksum mismatch)";
-      }
-    }
-  }
-  if (why) {
+  char why[200];
+  if (ioerr) snprintf(why, sizeof why, "read error");
+  if (ioerr || nn_ckpt_parse(info, p, n, why, sizeof why) != 0) {
     snprintf(err, errcap, "checkpoint %s: %s", path, why);
     free(p);
     return -1;
   }
   *out = p;
   *len = n;
+  return 0;
+}
+
+int nn_ckpt_parse(nn_ckpt_info *info, const uint8_t *p, size_t n, char *why, size_t cap) {
+  memset(info, 0, sizeof *info);
+  if (n < 16) {
+    snprintf(why, cap, "truncated (shorter than its header)");
+    return -1;
+  }
+  if (memcmp(p, ckpt_magic, 8) != 0) {
+    snprintf(why, cap, "not a fabench checkpoint (wrong magic)");
+    return -1;
+  }
+  size_t off = 8;
+  uint32_t ver = get_u32(p, &off), hdr = get_u32(p, &off);
+  if (ver != NN_CKPT_VERSION) {
+    snprintf(why, cap, "version %u, this fabench reads version %d", ver, NN_CKPT_VERSION);
+    return -1;
+  }
+  if (hdr != HDR_BYTES || n < HDR_BYTES + 4) {
+    snprintf(why, cap, "truncated or damaged header");
+    return -1;
+  }
+  decode_header(info, p);
+  uint64_t nf = info->n_params + info->n_momentum + info->n_buffers;
+  if (info->n_params > (1ull << 40) || info->n_momentum > (1ull << 40) ||
+      info->n_buffers > (1ull << 40) || n != HDR_BYTES + 4 * nf + 4) {
+    snprintf(why, cap, "%s (%zu bytes, its header says %llu)",
+             n < HDR_BYTES + 4 * nf + 4 ? "truncated" : "wrong length", n,
+             (unsigned long long)(HDR_BYTES + 4 * nf + 4));
+    return -1;
+  }
+  size_t o2 = n - 4;
+  uint32_t want = get_u32(p, &o2);
+  if ((uint32_t)crc32_z(0L, p, n - 4) != want) {
+    snprintf(why, cap, "corrupted (checksum mismatch)");
+    return -1;
+  }
   return 0;
 }
 

@@ -129,8 +129,20 @@ int nn_data_read_idx(nn_dataset *out, const char *images_path, const char *label
   uint8_t *img = NULL, *lab = NULL;
   size_t ilen = 0, llen = 0;
   int rc = -1;
-  if (read_whole(&img, &ilen, images_path, err, errcap) != 0) goto done;
-  if (read_whole(&lab, &llen, labels_path, err, errcap) != 0) goto done;
+  if (read_whole(&img, &ilen, images_path, err, errcap) == 0 &&
+      read_whole(&lab, &llen, labels_path, err, errcap) == 0) {
+    rc = nn_data_parse_idx(out, img, ilen, lab, llen, images_path, labels_path, err, errcap);
+    img = NULL; /* the parser took it */
+  }
+  free(img);
+  free(lab);
+  return rc;
+}
+
+int nn_data_parse_idx(nn_dataset *out, uint8_t *img, size_t ilen, const uint8_t *lab, size_t llen,
+                      const char *images_path, const char *labels_path, char *err, size_t errcap) {
+  memset(out, 0, sizeof *out);
+  int rc = -1;
   if (ilen >= 4 && be32(img) != 0x00000803u) {
     snprintf(err, errcap, "%s: wrong magic 0x%08x (IDX images are 0x00000803)", images_path,
              be32(img));
@@ -201,7 +213,6 @@ int nn_data_read_idx(nn_dataset *out, const char *images_path, const char *label
   rc = 0;
 done:
   free(img);
-  free(lab);
   if (rc != 0) nn_data_free(out);
   return rc;
 }
@@ -213,6 +224,22 @@ int nn_data_read_cifar(nn_dataset *out, const char *const *paths, int npaths, ch
   memset(out, 0, sizeof *out);
   uint8_t *bufs[16] = {0};
   size_t lens[16] = {0};
+  int rc = -1;
+  if (npaths < 1 || npaths > 16) {
+    snprintf(err, errcap, "cifar10: %d files (1 to 16)", npaths);
+    return -1;
+  }
+  int i = 0;
+  while (i < npaths && read_whole(&bufs[i], &lens[i], paths[i], err, errcap) == 0) i++;
+  if (i == npaths)
+    rc = nn_data_parse_cifar(out, (const uint8_t *const *)bufs, lens, paths, npaths, err, errcap);
+  for (i = 0; i < npaths; i++) free(bufs[i]);
+  return rc;
+}
+
+int nn_data_parse_cifar(nn_dataset *out, const uint8_t *const *bufs, const size_t *lens,
+                        const char *const *paths, int npaths, char *err, size_t errcap) {
+  memset(out, 0, sizeof *out);
   int64_t total = 0;
   int rc = -1;
   if (npaths < 1 || npaths > 16) {
@@ -220,7 +247,6 @@ int nn_data_read_cifar(nn_dataset *out, const char *const *paths, int npaths, ch
     return -1;
   }
   for (int i = 0; i < npaths; i++) {
-    if (read_whole(&bufs[i], &lens[i], paths[i], err, errcap) != 0) goto done;
     if (lens[i] == 0 || lens[i] % CIFAR_REC != 0) {
       data_errf(err, errcap, "%s: %s (%zu bytes is not a whole number of %d-byte records)",
                paths[i], lens[i] == 0 ? "empty" : "truncated or not a CIFAR-10 batch", lens[i],
@@ -257,7 +283,6 @@ int nn_data_read_cifar(nn_dataset *out, const char *const *paths, int npaths, ch
   }
   rc = 0;
 done:
-  for (int i = 0; i < npaths; i++) free(bufs[i]);
   if (rc != 0) nn_data_free(out);
   return rc;
 }

@@ -1,9 +1,12 @@
-/* models: ResNets on oneDNN (CPU), their parameter arenas, SGD, and the data API (nn_data.h).
+/* models: ResNets on oneDNN (CPU) or cuDNN/cuBLAS (GPU, NN_DEV_CUDA), their parameter arenas,
+ * SGD, and the data API (nn_data.h).
  *
  * Parameters, gradients and momentum live in three contiguous float arenas in PyTorch's plain layout
  * (OIHW conv weights, [out,in] fc weights, per-channel BN vectors), ordered by the order backward
  * produces the gradients (last layer first; within a layer weight before bias), so gradient buckets
- * for data parallelism are plain views of the arena. Activations stay in oneDNN's blocked layouts. */
+ * for data parallelism are plain views of the arena. Activations stay in oneDNN's blocked layouts
+ * (CPU) or NHWC (GPU). A GPU net keeps the arenas in device memory in that same layout and order,
+ * with host copies that the functions below keep current (see nn_net_params). */
 #ifndef FABENCH_NN_H
 #define FABENCH_NN_H
 
@@ -21,6 +24,16 @@ typedef struct {
   void *ctx;
 } nn_arena_alloc;
 
+enum nn_device { NN_DEV_CPU = 0, NN_DEV_CUDA = 1 };
+/* GPU arithmetic: fp32 (FMA only), tf32 (tensor cores on fp32 data), bf16 (bf16 activations and
+   convolution weights, fp32 master weights, gradients, BN and loss; bf16 keeps fp32's exponent
+   range, so no loss scaling). The CPU computes fp32 only. */
+enum nn_precision { NN_PREC_FP32 = 0, NN_PREC_TF32 = 1, NN_PREC_BF16 = 2 };
+
+/* nn_net_create's return when the device asked for is absent: built without CUDA/cuDNN, no GPU, or
+   no driver (the command's exit status 3). Other failures return -1. */
+#define NN_ENODEV (-3)
+
 typedef struct {
   const char *model;  /* "resnet18","resnet34","resnet50","resnet101","resnet152" (torchvision);
                          "resnet20","resnet32","resnet56", any 6n+2 depth (He et al. CIFAR);
@@ -32,10 +45,21 @@ typedef struct {
   int threads;        /* oneDNN/OpenMP threads; 0 = all cores */
   uint64_t seed;      /* weight initialisation (PyTorch's default inits: kaiming-uniform a=sqrt(5)
                          for conv/linear, BN weight 1 bias 0) */
-  const nn_arena_alloc *grad_alloc; /* NULL: the net allocates its gradient arena itself */
+  const nn_arena_alloc *grad_alloc; /* NULL: the net allocates its gradient arena itself (on a
+                                       GPU net: the host copy of the gradients) */
+  int device;         /* enum nn_device */
+  int precision;      /* enum nn_precision; NN_PREC_FP32 on the CPU */
+  int cudnn_search;   /* GPU: 0 = cuDNN's heuristics pick each convolution's algorithms, 1 = timed
+                         search (cudnnFind*AlgorithmEx); workspace bounded either way */
+  int gpu;            /* GPU: CUDA device ordinal */
 } nn_net_opts;
 
-/* Returns 0, or -1 with a message in err. */
+/* The parameter count of a model on an input shape, without building it (the gradient bytes a
+   data-parallel step all-reduces are 4 x this). 0, or -1 with a message in err. */
+int nn_model_param_count(const char *model, int in_c, int in_h, int in_w, int classes,
+                         size_t *count, char *err, size_t errcap);
+
+/* Returns 0, NN_ENODEV (no such device), or -1; with a message in err. */
 int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap);
 void nn_net_destroy(nn_net *net);
 
@@ -52,7 +76,10 @@ int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n,
    (layer: its index in the layer table; -1 for the last call of a step) and with it more of the
    gradient arena is final: its first `ready` floats. Calls within a step never decrease, and the
    last call of a step gives the whole count, so a data-parallel reducer can start on a bucket
-   while backward goes on. fn NULL: no calls. */
+   while backward goes on. fn NULL: no calls. GPU nets report the layers that have parameters:
+   the whole backward is queued first, then each such layer is reported as its gradients land
+   where they are read (the host arena with host gradients, see nn_net_grads; else device memory,
+   final in stream order), so the waits hold back no device work. */
 typedef void (*nn_grad_ready_fn)(void *ctx, int layer, size_t ready);
 void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx);
 
@@ -64,7 +91,17 @@ int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, doubl
    gradients (last layer first). Writing into the parameter arena is allowed (checkpoint resume,
    a broadcast of rank 0's weights): nn_net_params marks the weights as changed, so call it after
    writing through a pointer kept from before (nn_sgd_step marks them too). The gradients of
-   convolution taps that only ever see padding (a 3x3 convolution on a 1x1 input) are exactly zero. */
+   convolution taps that only ever see padding (a 3x3 convolution on a 1x1 input) are exactly zero.
+
+   GPU nets: these return HOST pointers, host copies of the device arenas. Each call first brings
+   its copy up to date (a download when the device has changed the arena since), then marks the
+   copy as possibly written, so the next device use uploads it: read or write through the pointer
+   after the call and before the next step, SGD or eval (a pointer kept across a step is stale until
+   the next call). nn_net_grads also switches the net to host gradients: from then on every backward
+   copies each layer's gradients into the host arena as they are produced (reported through
+   nn_grad_ready_fn once they are there), and nn_sgd_step reads them back from it, so a reducer of
+   host memory may rewrite them in place. nn_net_grads_on_host(net, 0) switches back (a reducer of
+   device memory: nn_net_device_arena). CPU nets: the arenas themselves. */
 float *nn_net_params(nn_net *net, size_t *count);
 float *nn_net_grads(nn_net *net, size_t *count);
 float *nn_net_momentum(nn_net *net, size_t *count);
@@ -78,6 +115,26 @@ typedef struct { float lr, momentum, weight_decay; int nesterov; } nn_sgd_opts;
 void nn_sgd_step(nn_net *net, const nn_sgd_opts *o);
 
 const char *nn_backend_version(void); /* e.g. "oneDNN 2.6.3" for run.json */
+
+/* GPU nets. On a CPU net these return NULL, 0 or do nothing. */
+enum nn_arena { NN_ARENA_PARAMS, NN_ARENA_GRADS, NN_ARENA_MOMENTUM, NN_ARENA_BUFFERS };
+int nn_net_device(const nn_net *net);            /* enum nn_device */
+/* "cuDNN 9.19.0 cuBLAS 13.0.0 bf16 NVIDIA H100 80GB HBM3" (the net's backend, for records). */
+const char *nn_net_backend(const nn_net *net);
+/* The device arena (its current contents: uploads a host copy marked written first) and the CUDA
+   stream (a cudaStream_t) every device operation of the net runs on, in order. */
+float *nn_net_device_arena(nn_net *net, enum nn_arena a, size_t *count);
+void *nn_net_stream(nn_net *net);
+void nn_net_grads_on_host(nn_net *net, int on);
+/* Every host copy up to date (to_host 1), or every written host copy uploaded (0). */
+int nn_net_sync(nn_net *net, int to_host, char *err, size_t errcap);
+/* Starts copying the next batch to the device on the net's copy stream, overlapping the step that
+   runs meanwhile; the next train step or eval given the same x and n uses it. x must not change
+   until then. Faster from page-locked memory (nn_host_alloc). CPU nets: nothing. */
+int nn_net_prefetch(nn_net *net, const float *x, int n, char *err, size_t errcap);
+/* Page-locked host memory of the net's device (plain malloc for a CPU net), for batches. */
+void *nn_host_alloc(const nn_net *net, size_t bytes);
+void nn_host_free(const nn_net *net, void *p);
 
 /* Additions beyond the issue-5 contract. */
 

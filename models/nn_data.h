@@ -39,6 +39,12 @@ int nn_data_read_idx(nn_dataset *out, const char *images_path, const char *label
 /* CIFAR-10 binary batches: records of 1 label byte and 3x32x32 pixels, concatenated in order. */
 int nn_data_read_cifar(nn_dataset *out, const char *const *paths, int npaths, char *err,
                        size_t errcap);
+/* The same from bytes in memory (the files' contents; names only for messages). The IDX parser
+ * takes img (a malloc'd buffer: it becomes the dataset's pixels, or is freed). */
+int nn_data_parse_idx(nn_dataset *out, uint8_t *img, size_t ilen, const uint8_t *lab, size_t llen,
+                      const char *images_path, const char *labels_path, char *err, size_t errcap);
+int nn_data_parse_cifar(nn_dataset *out, const uint8_t *const *bufs, const size_t *lens,
+                        const char *const *paths, int npaths, char *err, size_t errcap);
 void nn_data_free(nn_dataset *d);
 
 /* ---- epochs, shards and augmentation (pure functions: any rank can recompute them) ---- */
@@ -116,6 +122,9 @@ int nn_ckpt_save(const char *path, const nn_ckpt_info *info, const float *params
                  const float *momentum, const float *buffers, char *err, size_t errcap);
 /* Reads only the header (checksum verified over the whole file). */
 int nn_ckpt_read_info(const char *path, nn_ckpt_info *info, char *err, size_t errcap);
+/* Verifies a checkpoint's bytes (size, magic, version, length, checksum) and decodes its header;
+ * -1 with the reason in why. The arenas follow the header as little-endian float32. */
+int nn_ckpt_parse(nn_ckpt_info *info, const uint8_t *p, size_t n, char *why, size_t cap);
 /* Refuses (-1, naming the first differing field) a checkpoint whose model, shapes, counts, batch,
  * shard or data differ from want. */
 int nn_ckpt_check(const nn_ckpt_info *have, const nn_ckpt_info *want, char *err, size_t errcap);

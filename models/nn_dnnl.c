@@ -86,6 +86,7 @@ typedef struct {
 } layer_info;
 
 struct nn_net {
+  nn_net_head head;              /* zero: a CPU net (nn_impl.h) */
   nn_table t;
   nn_engine_opts o;
   int classes;
@@ -1058,6 +1059,8 @@ static int forward(nn_net *net, plan *p, const float *x, int train, char *err, s
 }
 
 int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
+  if (NN_OPS(net)) return NN_OPS(net)->forward(net, x, n, train, y, err, errcap);
+
   if (check_batch(net, x, n, err, errcap)) return -1;
   plan *p = plan_for(net, n, train, err, errcap);
   if (!p || forward(net, p, x, train, err, errcap)) return -1;
@@ -1073,11 +1076,18 @@ static int backward(nn_net *net, plan *p, char *err, size_t errcap) {
 }
 
 void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) {
+  if (NN_OPS(net)) {
+    NN_OPS(net)->on_grad_ready(net, fn, ctx);
+    return;
+  }
+
   net->ready_fn = fn;
   net->ready_ctx = ctx;
 }
 
 int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
+  if (NN_OPS(net)) return NN_OPS(net)->backward(net, dy, dx, err, errcap);
+
   plan *p = net->last;
   if (!p || !p->full) {
     snprintf(err, errcap, "backward without a training forward");
@@ -1100,6 +1110,8 @@ static int check_labels(nn_net *net, const int32_t *labels, int n, char *err, si
 
 int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
                       nn_step_times *t, char *err, size_t errcap) {
+  if (NN_OPS(net)) return NN_OPS(net)->train_step(net, x, labels, n, loss, correct, t, err, errcap);
+
   if (check_batch(net, x, n, err, errcap) || check_labels(net, labels, n, err, errcap)) return -1;
   if (net->classes <= 0) {
     snprintf(err, errcap, "this network has no classifier");
@@ -1125,6 +1137,7 @@ int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n,
 
 int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
                 char *err, size_t errcap) {
+  if (NN_OPS(net)) return NN_OPS(net)->eval(net, x, labels, n, loss_sum, correct, err, errcap);
   if (check_batch(net, x, n, err, errcap) || check_labels(net, labels, n, err, errcap)) return -1;
   plan *p = plan_for(net, n, 0, err, errcap);
   if (!p || forward(net, p, x, 0, err, errcap)) return -1;
@@ -1145,33 +1158,13 @@ static const char *param_kind(enum nn_op op, int second) {
   return second ? "fc.bias" : "fc.weight";
 }
 
-/* PyTorch's defaults: conv and linear kaiming-uniform(a=sqrt 5), i.e. U(-1/sqrt(fan_in), +), the
-   linear bias the same bound; BN weight 1, bias 0, running mean 0, variance 1. */
-static void init_params(nn_net *net) {
-  uint64_t st = net->o.seed;
-  const nn_table *t = &net->t;
-  for (int i = 0; i < t->nlayers; i++) {
-    const nn_layer *l = &t->layers[i];
-    nn_shape s = t->shapes[l->in];
-    float *w = net->params + net->li[i].poff;
-    size_t cnt = net->li[i].pcount;
-    if (l->op == NN_CONV || l->op == NN_FC) {
-      size_t fan_in = (size_t)s.c * (l->op == NN_CONV ? (size_t)l->k * l->k : (size_t)s.h * s.w);
-      float bound = (float)(1.0 / sqrt((double)fan_in));
-      for (size_t j = 0; j < cnt; j++) w[j] = nn_rand_uniform(&st, -bound, bound);
-    } else if (l->op == NN_BN) {
-      for (int c = 0; c < s.c; c++) {
-        w[c] = 1.0f;
-        w[s.c + c] = 0.0f;
-        net->bufs[net->li[i].boff + c] = 0.0f;
-        net->bufs[net->li[i].boff + s.c + c] = 1.0f;
-      }
-    }
-  }
-}
-
 int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
   *out = NULL;
+  if (o && o->device == NN_DEV_CUDA) return nn_cuda_create_table(out, t, o, err, errcap);
+  if (o && o->precision != NN_PREC_FP32) {
+    snprintf(err, errcap, "the CPU engine computes in fp32 only (tf32 and bf16 are GPU precisions)");
+    return -1;
+  }
   if (!t || t->nlayers <= 0 || !o || o->batch <= 0 || o->threads < 0) {
     snprintf(err, errcap, "bad network options (batch %d, threads %d)", o ? o->batch : 0, o ? o->threads : 0);
     return -1;
@@ -1220,7 +1213,21 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
   if (!(net->params = calloc(np, sizeof(float))) || !(net->mom = calloc(np, sizeof(float))) ||
       !(net->bufs = calloc(nb, sizeof(float))))
     goto oom;
-  init_params(net);
+  {
+    size_t *poff = malloc((size_t)nl * sizeof *poff), *boff = malloc((size_t)nl * sizeof *boff);
+    if (!poff || !boff) {
+      free(poff);
+      free(boff);
+      goto oom;
+    }
+    for (int i = 0; i < nl; i++) {
+      poff[i] = net->li[i].poff;
+      boff[i] = net->li[i].boff;
+    }
+    nn_params_init(&net->t, net->o.seed, poff, boff, net->params, net->bufs);
+    free(poff);
+    free(boff);
+  }
   dnnl_status_t s;
   if ((s = dnnl_engine_create(&net->eng, dnnl_cpu, 0)) != dnnl_success ||
       (s = dnnl_stream_create(&net->strm, net->eng, dnnl_stream_default_flags)) != dnnl_success ||
@@ -1249,13 +1256,19 @@ int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) 
   nn_table t;
   if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
   nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
-                       .grad_alloc = o->grad_alloc};
+                       .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
+                       .search = o->cudnn_search, .gpu = o->gpu};
   int rc = nn_net_create_table(out, &t, &eo, err, errcap);
   nn_table_free(&t);
   return rc;
 }
 
 void nn_net_destroy(nn_net *net) {
+  if (NN_OPS(net)) {
+    NN_OPS(net)->destroy(net);
+    return;
+  }
+
   if (!net) return;
   plan_free(net->main);
   for (int i = 0; i < NN_MAX_PLANS; i++) plan_free(net->cache[i]);
@@ -1276,25 +1289,38 @@ void nn_net_destroy(nn_net *net) {
 }
 
 float *nn_net_params(nn_net *net, size_t *count) {
+  if (NN_OPS(net)) return NN_OPS(net)->arena(net, NN_ARENA_PARAMS, count);
+
   if (count) *count = net ? net->nparams : 0;
   if (!net) return NULL;
   net->pver++; /* the caller may write the weights */
   return net->params;
 }
 float *nn_net_grads(nn_net *net, size_t *count) {
+  if (NN_OPS(net)) return NN_OPS(net)->arena(net, NN_ARENA_GRADS, count);
+
   if (count) *count = net ? net->nparams : 0;
   return net ? net->grads : NULL;
 }
 float *nn_net_momentum(nn_net *net, size_t *count) {
+  if (NN_OPS(net)) return NN_OPS(net)->arena(net, NN_ARENA_MOMENTUM, count);
+
   if (count) *count = net ? net->nparams : 0;
   return net ? net->mom : NULL;
 }
 float *nn_net_buffers(nn_net *net, size_t *count) {
+  if (NN_OPS(net)) return NN_OPS(net)->arena(net, NN_ARENA_BUFFERS, count);
+
   if (count) *count = net ? net->nbufs : 0;
   return net ? net->bufs : NULL;
 }
 
 void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) {
+  if (NN_OPS(net)) {
+    NN_OPS(net)->sgd_step(net, o);
+    return;
+  }
+
   if (!net || !o) return;
   set_threads(net->o.threads);
   nn_sgd_apply(net->params, net->grads, net->mom, net->nparams, o);
@@ -1302,6 +1328,8 @@ void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) {
 }
 
 const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
+  if (NN_OPS(net)) return NN_OPS(net)->logits(net, n, classes);
+
   if (!net || !net->last) {
     if (n) *n = 0;
     return NULL;
@@ -1312,6 +1340,8 @@ const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
 }
 
 int nn_net_param_tensors(const nn_net *net, const nn_param_info **info) {
+  if (NN_OPS(net)) return NN_OPS(net)->param_tensors(net, info);
+
   *info = net ? net->pinfo : NULL;
   return net ? net->npinfo : 0;
 }
@@ -1323,58 +1353,79 @@ const char *nn_backend_version(void) {
   return "oneDNN " NN_STR(DNNL_VERSION_MAJOR) "." NN_STR(DNNL_VERSION_MINOR) "." NN_STR(DNNL_VERSION_PATCH);
 }
 
-#else /* !FABENCH_HAVE_DNNL: the binary links, training reports why it cannot run */
+#else /* !FABENCH_HAVE_DNNL: the binary links; CPU training reports why it cannot run, GPU nets work */
 
-int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
-  (void)o;
+#define NO_DNNL "fabench was built without oneDNN (install libdnnl-dev and re-run cmake)"
+
+int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
   *out = NULL;
-  snprintf(err, errcap, "fabench was built without oneDNN (install libdnnl-dev and re-run cmake)");
+  if (o && o->device == NN_DEV_CUDA) return nn_cuda_create_table(out, t, o, err, errcap);
+  snprintf(err, errcap, NO_DNNL);
   return -1;
 }
-int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
-  (void)t, (void)o;
-  return nn_net_create(out, NULL, err, errcap);
+int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
+  *out = NULL;
+  if (!o || o->device != NN_DEV_CUDA) {
+    snprintf(err, errcap, NO_DNNL);
+    return -1;
+  }
+  nn_table t;
+  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
+  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
+                       .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
+                       .search = o->cudnn_search, .gpu = o->gpu};
+  int rc = nn_cuda_create_table(out, &t, &eo, err, errcap);
+  nn_table_free(&t);
+  return rc;
 }
-void nn_net_destroy(nn_net *net) { (void)net; }
-void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) { (void)net, (void)fn, (void)ctx; }
+/* Every net here is a GPU net (only nn_cuda_create_table makes one). */
+void nn_net_destroy(nn_net *net) {
+  if (NN_OPS(net)) NN_OPS(net)->destroy(net);
+}
+void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) {
+  if (NN_OPS(net)) NN_OPS(net)->on_grad_ready(net, fn, ctx);
+}
 int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
-  (void)net, (void)x, (void)n, (void)train, (void)y;
-  snprintf(err, errcap, "built without oneDNN");
+  if (NN_OPS(net)) return NN_OPS(net)->forward(net, x, n, train, y, err, errcap);
+  snprintf(err, errcap, NO_DNNL);
   return -1;
 }
 int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
-  (void)net, (void)dy, (void)dx;
-  snprintf(err, errcap, "built without oneDNN");
+  if (NN_OPS(net)) return NN_OPS(net)->backward(net, dy, dx, err, errcap);
+  snprintf(err, errcap, NO_DNNL);
   return -1;
 }
 int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
                       nn_step_times *t, char *err, size_t errcap) {
-  (void)net, (void)x, (void)labels, (void)n, (void)loss, (void)correct, (void)t;
-  snprintf(err, errcap, "built without oneDNN");
+  if (NN_OPS(net)) return NN_OPS(net)->train_step(net, x, labels, n, loss, correct, t, err, errcap);
+  snprintf(err, errcap, NO_DNNL);
   return -1;
 }
 int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
                 char *err, size_t errcap) {
-  (void)net, (void)x, (void)labels, (void)n, (void)loss_sum, (void)correct;
-  snprintf(err, errcap, "built without oneDNN");
+  if (NN_OPS(net)) return NN_OPS(net)->eval(net, x, labels, n, loss_sum, correct, err, errcap);
+  snprintf(err, errcap, NO_DNNL);
   return -1;
 }
-static float *no_arena(size_t *count) {
+static float *arena(nn_net *net, enum nn_arena a, size_t *count) {
+  if (NN_OPS(net)) return NN_OPS(net)->arena(net, a, count);
   if (count) *count = 0;
   return NULL;
 }
-float *nn_net_params(nn_net *net, size_t *count) { (void)net; return no_arena(count); }
-float *nn_net_grads(nn_net *net, size_t *count) { (void)net; return no_arena(count); }
-float *nn_net_momentum(nn_net *net, size_t *count) { (void)net; return no_arena(count); }
-float *nn_net_buffers(nn_net *net, size_t *count) { (void)net; return no_arena(count); }
-void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) { (void)net, (void)o; }
+float *nn_net_params(nn_net *net, size_t *count) { return arena(net, NN_ARENA_PARAMS, count); }
+float *nn_net_grads(nn_net *net, size_t *count) { return arena(net, NN_ARENA_GRADS, count); }
+float *nn_net_momentum(nn_net *net, size_t *count) { return arena(net, NN_ARENA_MOMENTUM, count); }
+float *nn_net_buffers(nn_net *net, size_t *count) { return arena(net, NN_ARENA_BUFFERS, count); }
+void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) {
+  if (NN_OPS(net)) NN_OPS(net)->sgd_step(net, o);
+}
 const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
-  (void)net, (void)classes;
+  if (NN_OPS(net)) return NN_OPS(net)->logits(net, n, classes);
   if (n) *n = 0;
   return NULL;
 }
 int nn_net_param_tensors(const nn_net *net, const nn_param_info **info) {
-  (void)net;
+  if (NN_OPS(net)) return NN_OPS(net)->param_tensors(net, info);
   *info = NULL;
   return 0;
 }

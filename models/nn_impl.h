@@ -39,6 +39,7 @@ typedef struct {
   int batch, threads, need_dx;
   uint64_t seed;
   const nn_arena_alloc *grad_alloc; /* NULL: calloc */
+  int device, precision, search, gpu; /* nn_net_opts' */
 } nn_engine_opts;
 int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err,
                         size_t errcap);
@@ -48,6 +49,37 @@ int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char
 /* Backward of the last nn_net_forward(train=1) from a plain dy; writes the gradient arena and,
    with need_dx, dx (plain NCHW). */
 int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap);
+
+/* The GPU engine (nn_cuda.c) behind the same functions: its nets begin with a head whose ops the
+   public functions of nn_dnnl.c dispatch to; a CPU net's head is zero (ops NULL). */
+typedef struct nn_net_ops {
+  void (*destroy)(nn_net *net);
+  int (*train_step)(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
+                    nn_step_times *t, char *err, size_t errcap);
+  int (*eval)(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
+              char *err, size_t errcap);
+  int (*forward)(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap);
+  int (*backward)(nn_net *net, const float *dy, float *dx, char *err, size_t errcap);
+  void (*on_grad_ready)(nn_net *net, nn_grad_ready_fn fn, void *ctx);
+  float *(*arena)(nn_net *net, enum nn_arena a, size_t *count);
+  void (*sgd_step)(nn_net *net, const nn_sgd_opts *o);
+  const float *(*logits)(const nn_net *net, int *n, int *classes);
+  int (*param_tensors)(const nn_net *net, const nn_param_info **info);
+} nn_net_ops;
+typedef struct {
+  int device;                /* enum nn_device */
+  const nn_net_ops *ops;     /* NULL: the oneDNN engine */
+} nn_net_head;
+#define NN_OPS(net) ((net) ? ((const nn_net_head *)(const void *)(net))->ops : NULL)
+
+/* A GPU net over a table: 0, NN_ENODEV or -1 with the cause in err. */
+int nn_cuda_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err,
+                         size_t errcap);
+
+/* PyTorch's default initialisation of a table's parameters (both engines: the same seed gives the
+   same weights), poff/boff each layer's offsets into the arenas. */
+void nn_params_init(const nn_table *t, uint64_t seed, const size_t *poff, const size_t *boff,
+                    float *params, float *bufs);
 
 /* Mean softmax cross-entropy over n rows of logits [n, classes]; dlogits (may be NULL) gets
    d(loss)/d(logits); returns the summed per-row loss in *loss_sum and the argmax hits. */

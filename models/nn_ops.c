@@ -45,6 +45,31 @@ void nn_sgd_apply(float *p, const float *g, float *m, size_t count, const nn_sgd
   }
 }
 
+/* kaiming-uniform(a=sqrt 5) for conv and linear, i.e. U(-1/sqrt(fan_in), +), the linear bias the
+   same bound; BN weight 1, bias 0, running mean 0, variance 1. Layers draw in forward order. */
+void nn_params_init(const nn_table *t, uint64_t seed, const size_t *poff, const size_t *boff,
+                    float *params, float *bufs) {
+  uint64_t st = seed;
+  for (int i = 0; i < t->nlayers; i++) {
+    const nn_layer *l = &t->layers[i];
+    nn_shape s = t->shapes[l->in];
+    float *w = params + poff[i];
+    size_t cnt = nn_layer_param_count(t, i);
+    if (l->op == NN_CONV || l->op == NN_FC) {
+      size_t fan_in = (size_t)s.c * (l->op == NN_CONV ? (size_t)l->k * l->k : (size_t)s.h * s.w);
+      float bound = (float)(1.0 / sqrt((double)fan_in));
+      for (size_t j = 0; j < cnt; j++) w[j] = nn_rand_uniform(&st, -bound, bound);
+    } else if (l->op == NN_BN) {
+      for (int c = 0; c < s.c; c++) {
+        w[c] = 1.0f;
+        w[s.c + c] = 0.0f;
+        bufs[boff[i] + c] = 0.0f;
+        bufs[boff[i] + s.c + c] = 1.0f;
+      }
+    }
+  }
+}
+
 float nn_rand_uniform(uint64_t *s, float lo, float hi) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

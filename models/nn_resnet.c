@@ -204,3 +204,14 @@ unknown:
            model ? model : "(null)");
   return -1;
 }
+
+int nn_model_param_count(const char *model, int in_c, int in_h, int in_w, int classes,
+                         size_t *count, char *err, size_t errcap) {
+  nn_table t;
+  if (nn_table_resnet(&t, model, in_c, in_h, in_w, classes, err, errcap)) return -1;
+  size_t n = 0;
+  for (int i = 0; i < t.nlayers; i++) n += nn_layer_param_count(&t, i);
+  nn_table_free(&t);
+  *count = n;
+  return 0;
+}

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
+#include "coll.h" /* coll_model: the fitted model is collectives' type, which `auto` takes */
+
 #define RES_SCHEMA_VERSION 1
 
 /* ---- tables: one CSV and one JSONL file with the same rows, flushed row by row ---- */
@@ -91,6 +93,98 @@ cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **ar
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap);
 /* Writes any JSON value to a file, pretty-printed. */
 int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap);
+
+/* ---- the cost model fit (res_fit.c): alpha-beta-gamma per fabric and host count ---- */
+/* One measured point against the fitted model. */
+typedef struct {
+  char algo[16];
+  int ranks;
+  int64_t bytes;
+  double t_us, pred_us, resid; /* resid = (t - pred) / pred */
+  int outlier;                 /* left out of the final fit */
+} res_resid;
+typedef struct {
+  char fabric[160];    /* the rows' fabric string */
+  char transport[16];
+  int host_count;
+  char source[16];     /* "allreduce" (all three fitted from all-reduce rows) or "p2p" */
+  coll_model m;
+  int gamma_fixed;     /* gamma was not identified by the rows: the kernel's rate was used */
+  double r2;           /* of the times (used rows) */
+  double rms_rel;      /* root mean square relative residual (used rows) */
+  size_t n, n_used;
+  int64_t chunk_bytes; /* the all-reduce rows' pipelining unit (0: unknown) */
+  res_resid *resid;
+  size_t nresid;
+} res_fabric_model;
+typedef struct res_model {
+  res_fabric_model *f;
+  size_t n;
+  double gamma_kernel; /* s/byte of the reduction kernel where measured, else NaN */
+} res_model;
+
+/* Fits every (fabric, transport, host_count) of the rows: all-reduce rows (error-free, a named
+ * algorithm, finite median) give alpha, beta and gamma by robust least squares on relative
+ * residuals (Huber weights, outliers beyond 4 MAD left out); fabrics with only p2p rows get
+ * alpha and beta from one-way times (lat and bw tests) and gamma from gamma_kernel. When the
+ * rows cannot tell gamma from beta (e.g. ring and rhd at 2 ranks only), gamma is gamma_kernel
+ * (s/byte; NaN: coll_model_default's). Either rows pointer may be NULL. */
+int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
+            char *err, size_t errcap);
+/* model.json: write, and read back from a file or a directory holding one. */
+int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);
+int res_model_read(res_model *m, const char *path, char *err, size_t errcap);
+/* The model of a fabric and transport (NULL: any): exact host count, else the same fabric at
+ * any host count, else NULL. (Emulated links name one fabric for every transport.) */
+const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
+                                       const char *transport, int host_count);
+void res_model_free(res_model *m);
+
+/* ---- predictions (res_predict.c): pure functions of the model ---- */
+/* One all-reduce as a job would run it: flat over one fabric, or hierarchical (ranks per node
+ * > 1 and more than one node: a ring reduce-scatter inside the node, algo_inter across nodes
+ * on 1/ranks_per_node of the bytes, a ring all-gather inside the node). */
+typedef struct {
+  const coll_model *intra; /* inside a node (also a flat run's fabric when inter is NULL) */
+  const coll_model *inter; /* between nodes; NULL: one fabric, flat */
+  coll_algo algo;          /* flat algorithm, or the one across nodes when hier */
+  int hier;
+  int ranks, ranks_per_node;
+  size_t chunk_bytes;
+} res_ar_spec;
+/* Seconds of one all-reduce of `bytes` under the spec. A flat run over several nodes is
+ * bound by the inter-node fabric (every ring crosses it). */
+double res_allreduce_time(const res_ar_spec *s, double bytes);
+
+typedef struct {
+  double bytes;    /* the bucket's gradients */
+  double ready_ms; /* from the start of backward until they are complete (one rank) */
+} res_bucket;
+typedef struct {
+  double data_ms, fwd_ms, bwd_ms, opt_ms; /* one rank's step without communication */
+  const res_bucket *buckets;              /* in the order backward completes them */
+  size_t nbuckets;
+  int overlap;   /* buckets are reduced while backward runs (else all after it) */
+  int batch;     /* images per rank per step */
+  res_ar_spec ar;
+} res_step_in;
+typedef struct {
+  double step_ms, comm_ms, exposed_comm_ms; /* comm_ms: the buckets' all-reduce time, summed */
+  double images_per_s;                      /* over all ranks */
+  double scaling_eff;                       /* images/s over ranks x one rank's */
+} res_step_out;
+/* A data-parallel step: one communication thread reduces the buckets in order, each starting
+ * when it is ready and the previous one is done; exposed communication is the time after
+ * backward's end until the last bucket is reduced. */
+void res_predict_step(res_step_out *out, const res_step_in *in);
+/* The prediction of a data-parallel train row (ranks > 1, a named algorithm) from a compute
+ * profile row of the same model (fwd/bwd/opt/data ms: one rank alone, or the same ranks with no
+ * exchange) and its train_buckets rows (the same run_id, ranks and role; NULL or none: gradients ready evenly over backward in the row's bucket plan), under
+ * the model of the row's fabric and transport: fills step_ms_pred, images_per_s_pred,
+ * exposed_comm_ms_pred and pred_err ((measured - predicted) / predicted, of step_ms_mean, else
+ * step_ms). 0, or -1 (fields untouched) when there is no prediction to make. */
+int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
+                          const res_model *m);
 
 /* ---- statistics ---- */
 typedef struct {

@@ -71,6 +71,15 @@
   X(INT, bucket) X(INT, offset_bytes) X(INT, bytes) X(F64, ready_ms) X(F64, comm_ms)          \
   X(F64, done_ms)
 
+/* predict.csv: one row per (rank count, algorithm) of `fabench predict`. inter_gbps_needed:
+ * the inter-node link rate (GB/s) at which the step reaches target_eff (inf: not by the link). */
+#define RES_PREDICT_COLS(X)                                                                   \
+  X(STR, run_id) X(INT, schema) X(STR, model) X(INT, grad_bytes) X(INT, buckets) X(INT, batch)  \
+  X(INT, ranks) X(INT, ranks_per_node) X(INT, nodes) X(STR, algo) X(STR, intra) X(STR, inter)  \
+  X(INT, overlap) X(F64, compute_ms) X(F64, step_ms) X(F64, comm_ms) X(F64, exposed_comm_ms)   \
+  X(F64, images_per_s) X(F64, scaling_eff) X(F64, inter_gbps) X(F64, target_eff)               \
+  X(F64, inter_gbps_needed)
+
 /* Every record: R(name, COLUMNS). The name is the base of its files (<name>.csv, .jsonl). */
 #define RES_RECORDS(R)                                                                        \
   R(allreduce, RES_ALLREDUCE_COLS)                                                            \
@@ -79,7 +88,8 @@
   R(train, RES_TRAIN_COLS)                                                                    \
   R(train_steps, RES_TRAIN_STEPS_COLS)                                                        \
   R(train_eval, RES_TRAIN_EVAL_COLS)                                                          \
-  R(train_buckets, RES_TRAIN_BUCKETS_COLS)
+  R(train_buckets, RES_TRAIN_BUCKETS_COLS)                                                    \
+  R(predict, RES_PREDICT_COLS)
 
 #define RES_CTYPE_STR const char *
 #define RES_CTYPE_INT int64_t

@@ -17,6 +17,7 @@ PKGS=(
   gnuplot-nox                         # report plots
   dataset-fashion-mnist               # default training data
   python3-torch python3-numpy         # PyTorch peer for the training checks and benchmarks
+  clang libclang-rt-14-dev            # libFuzzer targets (scripts/fuzz.sh, tests/fuzz)
 )
 
 missing=()

@@ -41,6 +41,11 @@ void topo_get_stamp(const topo_info *ti, topo_stamp *st);
 cJSON *topo_json(const topo_info *ti);
 /* Readable summary plus the GPU/NIC path matrix (nvidia-smi topo -m style). */
 void topo_print(FILE *f, const topo_info *ti);
+/* The path between two GPUs given by PCI bus id ("0000:17:00.0"), named as nvidia-smi topo -m
+ * names it ("X", "NV12", "PIX", "PXB", "PHB", "NODE", "SYS"); -1 when either is not here. */
+int topo_gpu_path(const topo_info *ti, const char *bus_a, const char *bus_b, char *out, size_t cap);
+/* 1 when a NIC of the topology is InfiniBand or RoCE. */
+int topo_has_ib(const topo_info *ti);
 /* hwloc's XML of the topology. */
 int topo_write_xml(const topo_info *ti, const char *path, char *err, size_t errcap);
 

@@ -129,6 +129,7 @@ static void topo_find_gpus(topo_info *ti) {
     g->mem_bytes = -1;
     g->nearest_nic = -1;
     g->switch_links = -1;
+    g->mig.mode = -1;
     /* prefer the CUDA/NVML plugin's objects when an XML carries them */
     for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
       if (c->type != HWLOC_OBJ_OS_DEVICE) continue;
@@ -286,6 +287,7 @@ static int topo_nvlink_from_nvml(topo_info *ti, const topo_nvml_info *nv) {
     topo_gpu *tg = &ti->gpu[gi];
     if (g->name[0]) topo_copy(tg->model, sizeof tg->model, g->name);
     if (g->mem_bytes > 0) tg->mem_bytes = g->mem_bytes;
+    tg->mig = g->mig;
     for (int l = 0; l < g->nlinks; l++) {
       const topo_nvml_link *lk = &g->links[l];
       int peer = -1;
@@ -416,6 +418,56 @@ static void topo_nearest_nics(topo_info *ti) {
   }
 }
 
+/* hwloc takes a PU or NUMA node without os_index as index 2^32-1 and sizes a bitmap to hold
+ * it (half a GiB, a minute of work: found by fuzzing); an index past any machine's is the
+ * same. Such files are refused before hwloc sees them. */
+#define TOPO_XML_MAX_INDEX (1u << 20)
+static int topo_xml_indexes_sane(const char *path, char *err, size_t errcap) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
+    return -1;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+    n += got;
+    if (n == cap) {
+      char *nb = cap < (256u << 20) ? realloc(buf, 2 * cap + 1) : NULL;
+      if (!nb) break;
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (!buf) {
+    snprintf(err, errcap, "%s: out of memory", path);
+    return -1;
+  }
+  buf[n] = '\0';
+  int rc = 0;
+  for (char *t = strstr(buf, "<object"); t && !rc; t = strstr(t + 1, "<object")) {
+    char *end = strchr(t, '>');
+    if (!end) break;
+    *end = '\0'; /* the tag alone */
+    const char *type = strstr(t, " type=\"");
+    int needs = type && (!strncmp(type + 7, "PU\"", 3) || !strncmp(type + 7, "NUMANode\"", 9));
+    const char *idx = strstr(t, " os_index=\"");
+    if (needs && !idx) {
+      snprintf(err, errcap, "%s: a PU or NUMA node without os_index", path);
+      rc = -1;
+    } else if (idx && strtoul(idx + 11, NULL, 10) >= TOPO_XML_MAX_INDEX) {
+      snprintf(err, errcap, "%s: os_index %.20s is out of range (at most %u)", path, idx + 11,
+               TOPO_XML_MAX_INDEX - 1);
+      rc = -1;
+    }
+    *end = '>';
+    t = end;
+  }
+  free(buf);
+  return rc;
+}
+
 static int topo_load_hwloc(topo_info *ti, const topo_opts *o, char *err, size_t errcap) {
   if (hwloc_topology_init(&ti->t) != 0) {
     snprintf(err, errcap, "hwloc_topology_init failed");
@@ -436,6 +488,7 @@ static int topo_load_hwloc(topo_info *ti, const topo_opts *o, char *err, size_t 
       return -1;
     }
     fclose(f);
+    if (topo_xml_indexes_sane(o->xml, err, errcap) != 0) return -1;
     if (hwloc_topology_set_xml(ti->t, o->xml) != 0) {
       snprintf(err, errcap, "%s: not an hwloc XML topology", o->xml);
       return -1;

@@ -72,10 +72,23 @@ typedef struct {
   unsigned domain, bus, dev, func;
   unsigned version; /* NVML's value for the link (0 unknown) */
 } topo_nvml_link;
+#define TOPO_MAX_MIG 8 /* an H100 or A100 splits into at most 7 */
+typedef struct {
+  unsigned gi, ci;     /* GPU and compute instance ids */
+  char name[96];       /* "NVIDIA H100 80GB HBM3 MIG 2g.20gb" */
+  char uuid[96];       /* "MIG-..." */
+  long long mem_bytes; /* -1 unknown */
+} topo_mig;
+typedef struct {
+  int mode; /* -1 unknown (no MIG support, or NVML lacks the calls), 0 disabled, 1 enabled */
+  int n;
+  topo_mig inst[TOPO_MAX_MIG];
+} topo_mig_info;
 typedef struct {
   unsigned domain, bus, dev, func;
   char name[96];
   long long mem_bytes; /* -1 unknown */
+  topo_mig_info mig;
   int nlinks;          /* active links listed in links[] */
   int nvlink_known;    /* 0: the NVLink calls were missing or failed */
   topo_nvml_link links[NVML_NVLINK_MAX_LINKS];
@@ -134,6 +147,7 @@ typedef struct {
   int nearest_nic;  /* index in nics, -1 none */
   int switch_links; /* NVLinks to NVSwitches; -1 unknown */
   unsigned switch_version; /* NVML version of those links (0 unknown) */
+  topo_mig_info mig;       /* MIG partitions (NVML); mode -1 unknown */
 } topo_gpu;
 
 struct topo_info {

@@ -18,7 +18,36 @@ typedef struct {
   nvmlDeviceGetNvLinkState_fn lstate;
   nvmlDeviceGetNvLinkVersion_fn lversion;
   nvmlDeviceGetNvLinkRemotePciInfo_v2_fn lremote;
+  nvmlDeviceGetMigMode_fn migmode;
+  nvmlDeviceGetMaxMigDeviceCount_fn migmax;
+  nvmlDeviceGetMigDeviceHandleByIndex_fn mighandle;
+  nvmlDeviceGetGpuInstanceId_fn gi;
+  nvmlDeviceGetComputeInstanceId_fn ci;
+  nvmlDeviceGetUUID_fn uuid;
 } topo_nvml_api;
+
+/* The MIG instances of a GPU: mode -1 when NVML cannot say (no MIG on this GPU or driver). */
+static void topo_nvml_mig(const topo_nvml_api *a, nvmlDevice_t d, topo_mig_info *m) {
+  memset(m, 0, sizeof *m);
+  m->mode = -1;
+  unsigned cur = 0, pend = 0, max = 0;
+  if (!a->migmode || a->migmode(d, &cur, &pend) != NVML_SUCCESS) return;
+  m->mode = cur == 1;
+  if (!m->mode || !a->migmax || !a->mighandle || a->migmax(d, &max) != NVML_SUCCESS) return;
+  for (unsigned i = 0; i < max && m->n < TOPO_MAX_MIG; i++) {
+    nvmlDevice_t md = NULL;
+    if (a->mighandle(d, i, &md) != NVML_SUCCESS) continue; /* an empty slot */
+    topo_mig *x = &m->inst[m->n++];
+    x->mem_bytes = -1;
+    if (a->gi) a->gi(md, &x->gi);
+    if (a->ci) a->ci(md, &x->ci);
+    if (a->name && a->name(md, x->name, sizeof x->name) != NVML_SUCCESS) x->name[0] = 0;
+    if (a->uuid && a->uuid(md, x->uuid, sizeof x->uuid) != NVML_SUCCESS) x->uuid[0] = 0;
+    x->name[sizeof x->name - 1] = x->uuid[sizeof x->uuid - 1] = 0;
+    nvmlMemory_t mm;
+    if (a->mem && a->mem(md, &mm) == NVML_SUCCESS) x->mem_bytes = (long long)mm.total;
+  }
+}
 
 /* dlsym returns void*; the detour through memcpy keeps -Wpedantic-style casts out. */
 static void *topo_sym(void *h, const char *name, void *fp, size_t fpsize) {
@@ -79,6 +108,12 @@ int topo_nvml_query(topo_nvml_info *out, const char *lib, char *err, size_t errc
   TOPO_SYM(h, a.lstate, "nvmlDeviceGetNvLinkState");
   TOPO_SYM(h, a.lversion, "nvmlDeviceGetNvLinkVersion");
   TOPO_SYM(h, a.lremote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  TOPO_SYM(h, a.migmode, "nvmlDeviceGetMigMode");
+  TOPO_SYM(h, a.migmax, "nvmlDeviceGetMaxMigDeviceCount");
+  TOPO_SYM(h, a.mighandle, "nvmlDeviceGetMigDeviceHandleByIndex");
+  TOPO_SYM(h, a.gi, "nvmlDeviceGetGpuInstanceId");
+  TOPO_SYM(h, a.ci, "nvmlDeviceGetComputeInstanceId");
+  TOPO_SYM(h, a.uuid, "nvmlDeviceGetUUID");
 
   nvmlReturn_t r = a.init();
   if (r != NVML_SUCCESS) {
@@ -124,6 +159,7 @@ int topo_nvml_query(topo_nvml_info *out, const char *lib, char *err, size_t errc
     g->name[sizeof g->name - 1] = 0;
     nvmlMemory_t m;
     if (a.mem && a.mem(d, &m) == NVML_SUCCESS) g->mem_bytes = (long long)m.total;
+    topo_nvml_mig(&a, d, &g->mig);
     out->ngpus++;
     if (!a.lstate || !a.lremote) continue;
     g->nvlink_known = 1;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "topo_int.h"
 
@@ -179,6 +180,23 @@ static void topo_cell(const topo_info *ti, int i, int j, char *out, size_t cap) 
   else snprintf(out, cap, "%s", topo_path_name(c));
 }
 
+int topo_gpu_path(const topo_info *ti, const char *bus_a, const char *bus_b, char *out, size_t cap) {
+  int ia = -1, ib = -1;
+  for (int g = 0; g < ti->ngpus; g++) {
+    if (!strcasecmp(ti->gpu[g].pci.bdf, bus_a)) ia = g;
+    if (!strcasecmp(ti->gpu[g].pci.bdf, bus_b)) ib = g;
+  }
+  if (ia < 0 || ib < 0) return -1;
+  topo_cell(ti, ia, ib, out, cap);
+  return 0;
+}
+
+int topo_has_ib(const topo_info *ti) {
+  for (int k = 0; k < ti->nnics; k++)
+    if (strstr(ti->nic[k].kind, "infiniband") || strstr(ti->nic[k].kind, "roce")) return 1;
+  return 0;
+}
+
 cJSON *topo_json(const topo_info *ti) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "schema", "fabench-topo");
@@ -244,6 +262,24 @@ cJSON *topo_json(const topo_info *ti) {
     }
     if (g->switch_links >= 0) cJSON_AddNumberToObject(o, "nvswitch_links", g->switch_links);
     else cJSON_AddNullToObject(o, "nvswitch_links");
+    /* MIG: null when unknown, else the mode and the instances (each a device of its own) */
+    if (g->mig.mode < 0) {
+      cJSON_AddNullToObject(o, "mig");
+    } else {
+      cJSON *mg = cJSON_AddObjectToObject(o, "mig");
+      cJSON_AddBoolToObject(mg, "enabled", g->mig.mode == 1);
+      cJSON *ins = cJSON_AddArrayToObject(mg, "instances");
+      for (int k = 0; k < g->mig.n; k++) {
+        const topo_mig *x = &g->mig.inst[k];
+        cJSON *io = cJSON_CreateObject();
+        cJSON_AddNumberToObject(io, "gpu_instance", x->gi);
+        cJSON_AddNumberToObject(io, "compute_instance", x->ci);
+        cJSON_AddStringToObject(io, "name", x->name);
+        topo_json_str_or_null(io, "uuid", x->uuid);
+        topo_json_num_or_null(io, "memory_bytes", (double)x->mem_bytes);
+        cJSON_AddItemToArray(ins, io);
+      }
+    }
     cJSON_AddItemToArray(gpus, o);
   }
 
@@ -388,6 +424,13 @@ void topo_print(FILE *f, const topo_info *ti) {
             g->pci.numa >= 0 ? g->pci.nodeset : "?");
     topo_print_pcie(f, &g->pci);
     fprintf(f, "  nearest NIC %s\n", g->nearest_nic >= 0 ? ti->nic[g->nearest_nic].name : "none");
+    if (g->mig.mode == 1) fprintf(f, "         MIG enabled, %d instance(s)\n", g->mig.n);
+    for (int k = 0; k < g->mig.n; k++) {
+      const topo_mig *x = &g->mig.inst[k];
+      char mm[32] = "memory unknown";
+      if (x->mem_bytes > 0) topo_human_bytes(mm, sizeof mm, (double)x->mem_bytes);
+      fprintf(f, "         MIG gi %u ci %u  %s  %s  %s\n", x->gi, x->ci, x->name, mm, x->uuid);
+    }
   }
   fprintf(f, "NICs    %d\n", ti->nnics);
   for (int i = 0; i < ti->nnics; i++) {

@@ -207,9 +207,11 @@ static void test_failing_rank(void **state) {
     int rc = run_failing(n, bad, how, 0, dir, err, sizeof err, pids);
     assert_int_equal(rc, code);
     assert_true(now_s() - t0 < 10);
-    snprintf(want, sizeof want, "fabench: rank %d (pid ", bad);
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(want, sizeof want, "fabench: rank %d (%s): pid ", bad, host); /* rank and host */
     assert_non_null(strstr(err, want));
-    snprintf(want, sizeof want, ") exited with status %d\n", code);
+    snprintf(want, sizeof want, " exited with status %d\n", code);
     assert_non_null(strstr(err, want));
     for (int r = 0; r < n; r++) {
       if (r == bad) continue;
@@ -231,9 +233,11 @@ static void test_killed_rank(void **state) {
   int rc = run_failing(n, bad, "kill -9 $$", 1, dir, err, sizeof err, pids);
   assert_int_equal(rc, 1);
   assert_true(now_s() - t0 < 15);
-  snprintf(want, sizeof want, "fabench: rank %d (pid ", bad);
+  char host[64] = "";
+  gethostname(host, sizeof host - 1);
+  snprintf(want, sizeof want, "fabench: rank %d (%s): pid ", bad, host);
   assert_non_null(strstr(err, want));
-  assert_non_null(strstr(err, ") killed by signal 9\n"));
+  assert_non_null(strstr(err, " killed by signal 9\n"));
   for (int r = 0; r < n; r++)
     if (r != bad) assert_true(pid_gone(pids[r]));
   remove_dir(dir);

@@ -6,7 +6,9 @@
  * --mem comm: the buffer comes from coll_mem_alloc (on ucx, memory the peers map); --mapped:
  * the fabric must (yes) or must not (no) say that the peers mapped it, so the test knows which
  * path of the ring it checked.
- * tcp/ucx ranks are forked with the environment rendezvous; mpi ranks are started by mpirun. */
+ * tcp/ucx ranks are forked with the environment rendezvous; mpi ranks are started by mpirun.
+ * nccl: the buffer is on the GPU (coll_mem_alloc); the values go there and come back through
+ * host memory, which is poisoned in between. Without a CUDA device it skips (exit 77). */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -136,13 +138,16 @@ static long run_rank(const test_cfg *cfg) {
   int n = coll_comm_size(c), me = coll_comm_rank(c);
   size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big};
   size_t maxc = cfg->big > 7 ? cfg->big : 7;
-  void *buf = cfg->mem_comm ? coll_mem_alloc(c, maxc * 8, &e) : malloc(maxc * 8);
+  int dev = coll_comm_device(c) >= 0;
+  void *buf = cfg->mem_comm || dev ? coll_mem_alloc(c, maxc * 8, &e) : malloc(maxc * 8);
+  void *hbuf = dev ? malloc(maxc * 8) : buf; /* what the test writes and checks */
   double *want = malloc(maxc * sizeof *want);
   long bad = 0;
-  if (!buf) {
+  if (!buf || !hbuf) {
     fprintf(stderr, "rank %d: buffer: %s\n", me, e.msg);
     bad = -1;
-  } else if (cfg->mapped >= 0 && n > 1 && !!strstr(coll_comm_fabric(c), "+rkey_ptr") != cfg->mapped) {
+  } else if (cfg->mapped >= 0 && n > 1 &&
+             (strstr(coll_comm_fabric(c), "+rkey_ptr") || strstr(coll_comm_fabric(c), "+mapped") ? 1 : 0) != cfg->mapped) {
     fprintf(stderr, "rank %d: fabric %s: the peers %s the buffer, expected otherwise\n", me,
             coll_comm_fabric(c), cfg->mapped ? "did not map" : "mapped");
     bad = -1;
@@ -152,13 +157,21 @@ static long run_rank(const test_cfg *cfg) {
       for (int k = 0; k < 6 && bad >= 0; k++) {
         size_t cnt = counts[k];
         for (size_t i = 0; i < cnt; i++) {
-          put(buf, i, (coll_dtype)dt, ref_value(i, me, dt, op));
+          put(hbuf, i, (coll_dtype)dt, ref_value(i, me, dt, op));
           double w = ref_value(i, 0, dt, op);
           for (int r = 1; r < n; r++) w = combine(w, ref_value(i, r, dt, op), (coll_op)op);
           want[i] = w;
         }
         coll_algo ran;
-        if (coll_allreduce(c, buf, cnt, (coll_dtype)dt, (coll_op)op, algo, &ran, &e) != 0) {
+        size_t nb = cnt * coll_dtype_size((coll_dtype)dt);
+        if (dev && coll_mem_copy(c, buf, hbuf, nb, &e) != 0) {
+          fprintf(stderr, "rank %d: to the device: %s\n", me, e.msg);
+          bad = -1;
+          break;
+        }
+        if (dev) memset(hbuf, 0x5a, nb);
+        if (coll_allreduce(c, buf, cnt, (coll_dtype)dt, (coll_op)op, algo, &ran, &e) != 0 ||
+            (dev && coll_mem_copy(c, hbuf, buf, nb, &e) != 0)) {
           fprintf(stderr, "rank %d: allreduce %s/%s count %zu: %s\n", me, coll_dtype_name(dt),
                   coll_op_name(op), cnt, e.msg);
           bad = -1;
@@ -166,18 +179,19 @@ static long run_rank(const test_cfg *cfg) {
         }
         size_t wrong = 0;
         for (size_t i = 0; i < cnt; i++)
-          if (get(buf, i, (coll_dtype)dt) != want[i]) {
+          if (get(hbuf, i, (coll_dtype)dt) != want[i]) {
             if (!wrong)
               fprintf(stderr, "rank %d of %d: %s %s count %zu: element %zu is %g, want %g\n", me, n,
-                      coll_dtype_name(dt), coll_op_name(op), cnt, i, get(buf, i, (coll_dtype)dt), want[i]);
+                      coll_dtype_name(dt), coll_op_name(op), cnt, i, get(hbuf, i, (coll_dtype)dt), want[i]);
             wrong++;
           }
         bad += (long)wrong;
       }
-  if (cfg->mem_comm)
+  if (cfg->mem_comm || dev)
     coll_mem_free(c, buf);
   else
     free(buf);
+  if (dev) free(hbuf);
   free(want);
   coll_comm_close(c);
   coll_boot_close(b);
@@ -267,6 +281,24 @@ int main(int argc, char **argv) {
     printf("SKIP: transport %s is not built into this fabench\n", cfg->transport);
     return 0;
   }
+  /* Is there a GPU (nccl)? Asked in a child: CUDA does not survive a fork, and the ranks are
+   * forked from this process. */
+  pid_t probe = fork();
+  if (probe == 0) {
+    coll_err ue;
+    if (coll_transport_usable(tk, &ue) != 0) {
+      printf("SKIP: %s\n", ue.msg);
+      fflush(stdout);
+      _exit(77);
+    }
+    _exit(0);
+  }
+  int pst = 0;
+  if (probe < 0 || waitpid(probe, &pst, 0) != probe || !WIFEXITED(pst)) {
+    printf("cannot probe transport %s\n", cfg->transport);
+    return 1;
+  }
+  if (WEXITSTATUS(pst) == 77) return 77;
   char *list = strdup(ranks), *save = NULL;
   static int vals[16];
   struct CMUnitTest tests[16];

@@ -411,7 +411,9 @@ static void test_dead_peer_reported(void **st) {
   assert_int_not_equal(finish(p0, f0, e0, sizeof e0), 0);
   assert_true(time(NULL) - t0 < 10);
   assert_non_null(strstr(e0, "rank 1"));
-  assert_non_null(strstr(e0, "closed the connection"));
+  /* a killed peer shows as a close (FIN) or, when rank 0 was sending, a reset (RST) */
+  if (!strstr(e0, "closed the connection") && !strstr(e0, "Connection reset by peer"))
+    fail_msg("rank 0's error does not say rank 1 went away: %s", e0);
 }
 
 static void test_silent_peer_times_out(void **st) {

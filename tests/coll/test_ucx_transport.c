@@ -315,6 +315,48 @@ static void test_silent_peer_times_out(void **state) {
   assert_int_equal(run_ranks(2, "sm,self", NULL, 500, sc_silent_peer, NULL), 0);
 }
 
+/* Rank 0 is killed after the wire-up; rank 1, waiting with a 20 s timeout, must hear of it
+ * at once (UCX's peer error handling over tcp; the watched pid on shared memory), with an error
+ * naming rank 0 and its host. */
+static int sc_dead_peer(coll_comm *c, int me, int n, const void *arg) {
+  (void)n;
+  const char *cause = arg; /* how it must have been noticed */
+  if (me == 0) {
+    usleep(200 * 1000); /* rank 1 is waiting by now */
+    raise(SIGKILL);
+  }
+  unsigned char buf[8];
+  coll_req r;
+  coll_err e = {{0}};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (coll_irecv(c, 0, buf, sizeof buf, 1, &r, &e) == 0 && coll_waitall(c, &r, 1, &e) == 0) {
+    fprintf(stderr, "a receive from a dead peer completed\n");
+    return 1;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double took = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  if (took > 5.0 || !strstr(e.msg, "is gone") || !strstr(e.msg, cause) || !strstr(e.msg, "rank 0 (") ||
+      !strstr(e.msg, coll_comm_host(c, 0))) {
+    fprintf(stderr, "the dead peer was reported after %.1f s as: %s\n", took, e.msg);
+    return 1;
+  }
+  return 0;
+}
+
+static void test_dead_peer_tcp(void **state) {
+  (void)state;
+  setenv("FABENCH_UCX_PEER_ERR", "peer", 1); /* UCX's handler, as for peers on other hosts */
+  int failed = run_ranks(2, "tcp", "lo", 20000, sc_dead_peer, "UCX peer failure");
+  unsetenv("FABENCH_UCX_PEER_ERR");
+  assert_int_equal(failed, 1); /* rank 0, killed */
+}
+
+static void test_dead_peer_shm(void **state) {
+  (void)state;
+  assert_int_equal(run_ranks(2, "sm,self", NULL, 20000, sc_dead_peer, "exited"), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fabric_tcp_lo),
@@ -326,6 +368,8 @@ int main(void) {
       cmocka_unit_test(test_size_larger_than_posted),
       cmocka_unit_test(test_size_smaller_than_posted),
       cmocka_unit_test(test_silent_peer_times_out),
+      cmocka_unit_test(test_dead_peer_tcp),
+      cmocka_unit_test(test_dead_peer_shm),
       cmocka_unit_test(test_mapped_places_differ),
       cmocka_unit_test(test_mapped_auto_runs_ring),
   };

@@ -1,6 +1,7 @@
-/* Each layer of the oneDNN engine, forward and backward, against double-precision references
- * written here, on random data with awkward sizes (channels that do not fill a 16-wide block, odd
- * spatial sizes, strides and padding, partial batches). Also softmax cross-entropy and SGD. */
+/* Each layer of the oneDNN engine and of the GPU engine (fp32; where a GPU is present, else skipped
+ * with one line), forward and backward, against double-precision references written here, on
+ * random data with awkward sizes (channels that do not fill a 16-wide block, odd spatial sizes,
+ * strides and padding, partial batches). Also softmax cross-entropy and SGD. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,6 +45,28 @@ static void fill(float *v, size_t n, uint64_t *s, float lo, float hi) {
   for (size_t i = 0; i < n; i++) v[i] = nn_rand_uniform(s, lo, hi);
 }
 
+/* The engine a test runs on (its prestate); -1 after skipping: no GPU here. */
+static int device_of(void **state) {
+  int dev = *(const int *)*state;
+  if (dev == NN_DEV_CUDA) {
+    nn_table t;
+    nn_net *net = NULL;
+    char err[256];
+    nn_table_init(&t, 1, 2, 2);
+    nn_table_add(&t, (nn_layer){.op = NN_BN}, err, sizeof err);
+    nn_engine_opts o = {.batch = 1, .device = NN_DEV_CUDA};
+    int rc = nn_net_create_table(&net, &t, &o, err, sizeof err);
+    nn_net_destroy(net);
+    nn_table_free(&t);
+    if (rc == NN_ENODEV) {
+      print_message("[  SKIPPED ] GPU engine: %s\n", err);
+      return -1;
+    }
+    if (rc) fail_msg("%s", err);
+  }
+  return dev;
+}
+
 /* A network made of a few layers on a random input, with random parameters. */
 typedef struct {
   nn_table t;
@@ -55,13 +78,13 @@ typedef struct {
   double *ry, *rdx, *rg; /* references */
 } lt;
 
-static void lt_make(lt *T, const nn_layer *ls, int nl, nn_shape in, int batch, int n, uint64_t seed) {
+static void lt_make(lt *T, int dev, const nn_layer *ls, int nl, nn_shape in, int batch, int n, uint64_t seed) {
   char err[256];
   memset(T, 0, sizeof(*T));
   assert_int_equal(nn_table_init(&T->t, in.c, in.h, in.w), 0);
   for (int i = 0; i < nl; i++)
     if (nn_table_add(&T->t, ls[i], err, sizeof(err)) < 0) fail_msg("%s", err);
-  nn_engine_opts o = {.batch = batch, .threads = 0, .need_dx = 1, .seed = seed};
+  nn_engine_opts o = {.batch = batch, .threads = 0, .need_dx = 1, .seed = seed, .device = dev};
   if (nn_net_create_table(&T->net, &T->t, &o, err, sizeof(err))) fail_msg("%s", err);
   T->n = n;
   T->in = in;
@@ -125,10 +148,10 @@ static void ref_conv(const lt *T, const nn_layer *l, const float *w, double *y, 
         }
 }
 
-static void conv_case(nn_shape in, int cout, int k, int stride, int pad, int batch, int n) {
+static void conv_case(int dev, nn_shape in, int cout, int k, int stride, int pad, int batch, int n) {
   nn_layer l = {.op = NN_CONV, .cout = cout, .k = k, .stride = stride, .pad = pad};
   lt T;
-  lt_make(&T, &l, 1, in, batch, n, (uint64_t)(in.c * 131 + cout * 7 + k + stride + n));
+  lt_make(&T, dev, &l, 1, in, batch, n, (uint64_t)(in.c * 131 + cout * 7 + k + stride + n));
   lt_run(&T, 1);
   ref_conv(&T, &l, T.params, T.ry, T.rdx, T.rg);
   check("conv forward", T.y, T.ry, T.yn);
@@ -138,18 +161,19 @@ static void conv_case(nn_shape in, int cout, int k, int stride, int pad, int bat
 }
 
 static void test_conv(void **state) {
-  (void)state;
-  conv_case((nn_shape){5, 9, 7}, 17, 3, 1, 1, 3, 3);   /* partial blocks, odd sizes */
-  conv_case((nn_shape){16, 8, 8}, 32, 3, 2, 1, 4, 4);  /* a stage's first conv */
-  conv_case((nn_shape){16, 8, 8}, 32, 1, 2, 0, 2, 2);  /* projection shortcut */
-  conv_case((nn_shape){3, 23, 21}, 8, 7, 2, 3, 2, 2);  /* torchvision stem */
-  conv_case((nn_shape){1, 12, 12}, 6, 3, 1, 1, 5, 3);  /* 1 channel, partial batch (3 of 5) */
-  conv_case((nn_shape){32, 1, 1}, 24, 3, 1, 1, 3, 3);  /* 1x1 input: only the centre tap (ResNet-18 on 28x28) */
-  conv_case((nn_shape){7, 1, 1}, 9, 5, 2, 2, 2, 2);    /* the same, strided, 5x5 */
-  conv_case((nn_shape){19, 2, 2}, 21, 3, 2, 1, 3, 3);  /* 2x2 input to 1x1 output: 4 taps of 9 */
-  conv_case((nn_shape){16, 2, 2}, 16, 3, 2, 1, 16, 16); /* the same in ResNet-50-w2 on 32x32 */
-  conv_case((nn_shape){4, 2, 3}, 5, 5, 1, 2, 2, 2);    /* 2x3 input, 5x5 with pad 2: not 1x1 out */
-  conv_case((nn_shape){4, 2, 3}, 5, 5, 3, 2, 2, 2);    /* 2x3 input to 1x1 output: 6 taps of 25 */
+  int dev = device_of(state);
+  if (dev < 0) return;
+  conv_case(dev, (nn_shape){5, 9, 7}, 17, 3, 1, 1, 3, 3);   /* partial blocks, odd sizes */
+  conv_case(dev, (nn_shape){16, 8, 8}, 32, 3, 2, 1, 4, 4);  /* a stage's first conv */
+  conv_case(dev, (nn_shape){16, 8, 8}, 32, 1, 2, 0, 2, 2);  /* projection shortcut */
+  conv_case(dev, (nn_shape){3, 23, 21}, 8, 7, 2, 3, 2, 2);  /* torchvision stem */
+  conv_case(dev, (nn_shape){1, 12, 12}, 6, 3, 1, 1, 5, 3);  /* 1 channel, partial batch (3 of 5) */
+  conv_case(dev, (nn_shape){32, 1, 1}, 24, 3, 1, 1, 3, 3);  /* 1x1 input: only the centre tap (ResNet-18 on 28x28) */
+  conv_case(dev, (nn_shape){7, 1, 1}, 9, 5, 2, 2, 2, 2);    /* the same, strided, 5x5 */
+  conv_case(dev, (nn_shape){19, 2, 2}, 21, 3, 2, 1, 3, 3);  /* 2x2 input to 1x1 output: 4 taps of 9 */
+  conv_case(dev, (nn_shape){16, 2, 2}, 16, 3, 2, 1, 16, 16); /* the same in ResNet-50-w2 on 32x32 */
+  conv_case(dev, (nn_shape){4, 2, 3}, 5, 5, 1, 2, 2, 2);    /* 2x3 input, 5x5 with pad 2: not 1x1 out */
+  conv_case(dev, (nn_shape){4, 2, 3}, 5, 5, 3, 2, 2, 2);    /* 2x3 input to 1x1 output: 6 taps of 25 */
 }
 
 static void ref_bn(const lt *T, int relu, const float *gb, double *y, double *dx, double *dg, double *mean,
@@ -191,10 +215,10 @@ static void ref_bn(const lt *T, int relu, const float *gb, double *y, double *dx
   }
 }
 
-static void bn_case(nn_shape in, int relu, int batch, int n) {
+static void bn_case(int dev, nn_shape in, int relu, int batch, int n) {
   nn_layer l = {.op = NN_BN, .relu = relu};
   lt T;
-  lt_make(&T, &l, 1, in, batch, n, (uint64_t)(in.c * 31 + relu + n));
+  lt_make(&T, dev, &l, 1, in, batch, n, (uint64_t)(in.c * 31 + relu + n));
   uint64_t s = 99;
   for (int c = 0; c < in.c; c++) T.params[c] = nn_rand_uniform(&s, 0.5f, 1.5f);
   /* inputs with a channel offset, so the mean matters */
@@ -208,6 +232,7 @@ static void bn_case(nn_shape in, int relu, int batch, int n) {
   check("bn forward", T.y, T.ry, T.yn);
   check("bn backward data", T.dx, T.rdx, T.xn);
   check("bn backward scale/shift", nn_net_grads(T.net, NULL), T.rg, T.np);
+  bufs = nn_net_buffers(T.net, NULL); /* a GPU net's host copy is brought up to date by the call */
   /* running statistics: PyTorch's momentum 0.1 and unbiased variance */
   double *rs = calloc(nb, sizeof(double));
   double m = (double)n * in.h * in.w;
@@ -218,6 +243,7 @@ static void bn_case(nn_shape in, int relu, int batch, int n) {
   check("bn running statistics", bufs, rs, nb);
   /* inference uses them */
   lt_run(&T, 0);
+  bufs = nn_net_buffers(T.net, NULL);
   size_t hw = (size_t)in.h * in.w;
   for (size_t j = 0; j < T.yn; j++) {
     int c = (int)((j / hw) % in.c);
@@ -232,19 +258,21 @@ static void bn_case(nn_shape in, int relu, int batch, int n) {
 }
 
 static void test_bn(void **state) {
-  (void)state;
-  bn_case((nn_shape){5, 7, 9}, 0, 3, 3);
-  bn_case((nn_shape){5, 7, 9}, 1, 3, 3);
-  bn_case((nn_shape){20, 4, 3}, 1, 6, 4); /* partial batch */
+  int dev = device_of(state);
+  if (dev < 0) return;
+  bn_case(dev, (nn_shape){5, 7, 9}, 0, 3, 3);
+  bn_case(dev, (nn_shape){5, 7, 9}, 1, 3, 3);
+  bn_case(dev, (nn_shape){20, 4, 3}, 1, 6, 4); /* partial batch */
 }
 
 /* Max pooling 3x3/2 with padding (torchvision's), odd sizes so the last window is clipped. */
 static void test_maxpool(void **state) {
-  (void)state;
+  int dev = device_of(state);
+  if (dev < 0) return;
   nn_shape in = {6, 11, 10};
   nn_layer l = {.op = NN_MAXPOOL, .k = 3, .stride = 2, .pad = 1};
   lt T;
-  lt_make(&T, &l, 1, in, 3, 3, 5);
+  lt_make(&T, dev, &l, 1, in, 3, 3, 5);
   lt_run(&T, 1);
   nn_shape o = T.out;
   for (int n = 0; n < T.n; n++)
@@ -273,11 +301,12 @@ static void test_maxpool(void **state) {
 }
 
 static void test_avgpool_fc(void **state) {
-  (void)state;
+  int dev = device_of(state);
+  if (dev < 0) return;
   nn_shape in = {21, 3, 5};
   nn_layer ls[] = {{.op = NN_AVGPOOL, .in = 0}, {.op = NN_FC, .in = 1, .cout = 7}};
   lt T;
-  lt_make(&T, ls, 2, in, 4, 4, 11);
+  lt_make(&T, dev, ls, 2, in, 4, 4, 11);
   lt_run(&T, 1);
   int C = in.c, K = 7, hw = in.h * in.w;
   const float *W = T.params, *bias = T.params + (size_t)K * C;
@@ -317,11 +346,12 @@ static void test_avgpool_fc(void **state) {
 /* Residual add + ReLU where the input feeds both the BN branch and the identity, so its gradient is
    the sum of two consumers' (the accumulation path of every ResNet block input). */
 static void test_residual(void **state) {
-  (void)state;
+  int dev = device_of(state);
+  if (dev < 0) return;
   nn_shape in = {20, 5, 6};
   nn_layer ls[] = {{.op = NN_BN, .in = 0}, {.op = NN_ADD_RELU, .in = 1, .in2 = 0}};
   lt T;
-  lt_make(&T, ls, 2, in, 3, 3, 21);
+  lt_make(&T, dev, ls, 2, in, 3, 3, 21);
   lt_run(&T, 1);
   double *bny = calloc(T.xn, sizeof(double)), *mean = calloc(64, sizeof(double)), *var = calloc(64, sizeof(double));
   /* gradient through the ReLU, then BN backward with it as dy */
@@ -351,11 +381,12 @@ static void test_residual(void **state) {
 
 /* A value read twice by one layer: y = relu(x + x). */
 static void test_add_same(void **state) {
-  (void)state;
+  int dev = device_of(state);
+  if (dev < 0) return;
   nn_shape in = {3, 4, 4};
   nn_layer l = {.op = NN_ADD_RELU, .in = 0, .in2 = 0};
   lt T;
-  lt_make(&T, &l, 1, in, 2, 2, 3);
+  lt_make(&T, dev, &l, 1, in, 2, 2, 3);
   lt_run(&T, 1);
   for (size_t i = 0; i < T.xn; i++) {
     T.ry[i] = T.x[i] > 0 ? 2.0 * T.x[i] : 0;
@@ -427,9 +458,11 @@ static void test_checker_fails(void **state) {
 }
 
 int main(void) {
+  static const int cpu = NN_DEV_CPU, gpu = NN_DEV_CUDA;
+#define BOTH(f) {#f " (cpu)", f, NULL, NULL, (void *)&cpu}, {#f " (gpu)", f, NULL, NULL, (void *)&gpu}
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_conv),     cmocka_unit_test(test_bn),       cmocka_unit_test(test_maxpool),
-      cmocka_unit_test(test_avgpool_fc), cmocka_unit_test(test_residual), cmocka_unit_test(test_add_same),
+      BOTH(test_conv),     BOTH(test_bn),       BOTH(test_maxpool),
+      BOTH(test_avgpool_fc), BOTH(test_residual), BOTH(test_add_same),
       cmocka_unit_test(test_xent),     cmocka_unit_test(test_sgd),      cmocka_unit_test(test_checker_fails),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,9 @@
  *   pairs       GPU 2k and 2k+1 joined by 4 direct links of version 4 (3.0), no switches
  *   initfail    nvmlInit_v2 answers NVML_ERROR_DRIVER_NOT_LOADED
  *   linkerr     nvmlDeviceGetNvLinkState answers NVML_ERROR_UNKNOWN on link 2
+ *   mig         as dgx8, but GPU 0 is in MIG mode with three instances (GPU instances 1, 2
+ *               and 5, slots 0, 1 and 3 of 7; 2g.20gb each) and GPU 1 has MIG switched on
+ *               and no instances yet. In every other scenario MIG is off.
  * Built three times: complete, without the NVLink symbols (SHIM_NO_NVLINK), and without the
  * required nvmlDeviceGetPciInfo_v3 (SHIM_NO_PCI). */
 #include <stdint.h>
@@ -25,7 +28,9 @@ static const char *shim_mode(void) {
   return m && *m ? m : "dgx8";
 }
 
+/* GPU handles are 1..8; MIG instance handles 1000 + 8 * gpu + slot. */
 static int shim_index(nvmlDevice_t d) { return (int)(uintptr_t)d - 1; }
+static int shim_is_mig(nvmlDevice_t d) { return (uintptr_t)d >= 1000; }
 
 static void shim_fill_pci(nvmlPciInfo_t *p, unsigned bus) {
   memset(p, 0, sizeof *p);
@@ -73,15 +78,56 @@ SHIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *
 #endif
 
 SHIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned len) {
-  (void)d;
-  snprintf(name, len, "NVIDIA H100 80GB HBM3 (shim)");
+  snprintf(name, len, "NVIDIA H100 80GB HBM3%s (shim)", shim_is_mig(d) ? " MIG 2g.20gb" : "");
   return NVML_SUCCESS;
 }
 
 SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
-  m->total = (80ULL << 30) + (unsigned long long)shim_index(d);
+  m->total = shim_is_mig(d) ? 20ULL << 30 : (80ULL << 30) + (unsigned long long)shim_index(d);
   m->free = m->total;
   m->used = 0;
+  return NVML_SUCCESS;
+}
+
+static const unsigned shim_mig_gi[7] = {1, 2, 0, 5, 0, 0, 0}; /* GPU 0's slots; 0: empty */
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned *cur, unsigned *pend) {
+  if (shim_is_mig(d)) return NVML_ERROR_INVALID_ARGUMENT;
+  *cur = *pend = !strcmp(shim_mode(), "mig") && shim_index(d) < 2;
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned *n) {
+  (void)d;
+  *n = 7;
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned i,
+                                                              nvmlDevice_t *md) {
+  int g = shim_index(d);
+  if (strcmp(shim_mode(), "mig") || g != 0 || i >= 7 || !shim_mig_gi[i]) return NVML_ERROR_NOT_FOUND;
+  *md = (nvmlDevice_t)(uintptr_t)(1000 + 8 * g + (int)i);
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned *id) {
+  if (!shim_is_mig(d)) return NVML_ERROR_INVALID_ARGUMENT;
+  *id = shim_mig_gi[((uintptr_t)d - 1000) % 8];
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned *id) {
+  if (!shim_is_mig(d)) return NVML_ERROR_INVALID_ARGUMENT;
+  *id = 0;
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned len) {
+  if (shim_is_mig(d))
+    snprintf(uuid, len, "MIG-shim-%u", (unsigned)((uintptr_t)d - 1000));
+  else
+    snprintf(uuid, len, "GPU-shim-%d", shim_index(d));
   return NVML_SUCCESS;
 }
 

@@ -95,6 +95,10 @@ static void test_dgx8(void **state) {
         assert_int_equal(ti->nvvia[a * 8 + b], 1);
       }
     }
+  char cls[16]; /* the public form by bus id, as the nccl transport's ranks report them */
+  assert_int_equal(topo_gpu_path(ti, ti->gpu[0].pci.bdf, ti->gpu[5].pci.bdf, cls, sizeof cls), 0);
+  assert_string_equal(cls, "NV18");
+  assert_int_equal(topo_has_ib(ti), 1);
   /* the fake sysfs: GPU0 idles at Gen1 below its Gen5 max, mlx5_0 runs 400 Gb/s */
   assert_int_equal(ti->gpu[0].pci.link.cur_gen, 1);
   assert_int_equal(ti->gpu[0].pci.link.max_gen, 5);
@@ -148,6 +152,18 @@ static void test_pcie4(void **state) {
   /* symmetric */
   assert_string_equal(pci_path(ti, N0, G1), "PXB");
   assert_string_equal(pci_path(ti, N1, G0), "NODE");
+  /* the public form, by CUDA's bus ids (upper-case hex from cudaDeviceGetPCIBusId too) */
+  char cls[16];
+  assert_int_equal(topo_gpu_path(ti, "0000:03:00.0", "0000:06:00.0", cls, sizeof cls), 0);
+  assert_string_equal(cls, "PXB");
+  assert_int_equal(topo_gpu_path(ti, "0000:03:00.0", "0000:81:00.0", cls, sizeof cls), 0);
+  assert_string_equal(cls, "SYS");
+  assert_int_equal(topo_gpu_path(ti, "0000:03:00.0", "0000:10:00.0", cls, sizeof cls), 0);
+  assert_string_equal(cls, "PHB");
+  assert_int_equal(topo_gpu_path(ti, "0000:10:00.0", "0000:10:00.0", cls, sizeof cls), 0);
+  assert_string_equal(cls, "X");
+  assert_int_equal(topo_gpu_path(ti, "0000:03:00.0", "0000:99:00.0", cls, sizeof cls), -1);
+  assert_int_equal(topo_has_ib(ti), 0); /* three ethernet NICs */
   assert_int_equal(ti->gpu[g0].nearest_nic, n0);
   assert_int_equal(ti->gpu[g1].nearest_nic, n0);
   assert_int_equal(ti->gpu[g2].nearest_nic, n0);

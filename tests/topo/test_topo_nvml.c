@@ -73,6 +73,51 @@ static void test_query_direct(void **state) {
   free(nv);
 }
 
+/* MIG: GPU 0 split into three instances, GPU 1 in MIG mode without any, the rest not in MIG
+ * mode; in the JSON and in the printed summary. */
+static void test_mig(void **state) {
+  (void)state;
+  topo_info *ti = load_nvml("dgx8.xml", "mig", NULL);
+  assert_int_equal(ti->gpu[0].mig.mode, 1);
+  assert_int_equal(ti->gpu[0].mig.n, 3);
+  const unsigned gi[3] = {1, 2, 5};
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(ti->gpu[0].mig.inst[k].gi, gi[k]);
+    assert_true(ti->gpu[0].mig.inst[k].mem_bytes == 20LL << 30);
+    assert_non_null(strstr(ti->gpu[0].mig.inst[k].name, "MIG 2g.20gb"));
+  }
+  assert_string_equal(ti->gpu[0].mig.inst[2].uuid, "MIG-shim-3");
+  assert_int_equal(ti->gpu[1].mig.mode, 1);
+  assert_int_equal(ti->gpu[1].mig.n, 0);
+  assert_int_equal(ti->gpu[2].mig.mode, 0);
+  cJSON *j = topo_json(ti);
+  cJSON *gpus = cJSON_GetObjectItem(j, "gpus");
+  cJSON *m0 = cJSON_GetObjectItem(cJSON_GetArrayItem(gpus, 0), "mig");
+  assert_true(cJSON_IsTrue(cJSON_GetObjectItem(m0, "enabled")));
+  cJSON *ins = cJSON_GetObjectItem(m0, "instances");
+  assert_int_equal(cJSON_GetArraySize(ins), 3);
+  assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(ins, 2), "gpu_instance")->valueint, 5);
+  cJSON *m2 = cJSON_GetObjectItem(cJSON_GetArrayItem(gpus, 2), "mig");
+  assert_true(cJSON_IsFalse(cJSON_GetObjectItem(m2, "enabled")));
+  cJSON_Delete(j);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  topo_print(f, ti);
+  fclose(f);
+  assert_non_null(strstr(buf, "MIG enabled, 3 instance(s)"));
+  assert_non_null(strstr(buf, "MIG gi 5 ci 0"));
+  free(buf);
+  topo_free(ti);
+  /* without NVML's answer (an XML alone) MIG is unknown: null, not "disabled" */
+  ti = load_nvml("dgx8.xml", "mig", "/nonexistent/libnvidia-ml.so.1");
+  assert_int_equal(ti->gpu[0].mig.mode, -1);
+  j = topo_json(ti);
+  assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "gpus"), 0), "mig")));
+  cJSON_Delete(j);
+  topo_free(ti);
+}
+
 static void check_all_pairs(const topo_info *ti, int links, int via) {
   for (int a = 0; a < ti->ngpus; a++)
     for (int b = 0; b < ti->ngpus; b++)
@@ -191,7 +236,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_query_direct),       cmocka_unit_test(test_switches),
       cmocka_unit_test(test_pairs),              cmocka_unit_test(test_failures_fall_back),
-      cmocka_unit_test(test_auto_skips_xml),
+      cmocka_unit_test(test_auto_skips_xml),     cmocka_unit_test(test_mig),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,418 @@
+/* fabench predict: what-if. Training images/s and scaling efficiency at many ranks from a
+ * one-rank compute profile, the bucket plan and the cost model of an intra-node and an
+ * inter-node fabric; and the inter-node link rate a target efficiency needs. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+#include "coll.h"
+#include "res.h"
+
+static const char pr_usage[] =
+    "usage: fabench predict [options]\n"
+    "  --model NAME          resnet18, resnet34, resnet50 (ImageNet) or resnet20 (CIFAR)\n"
+    "                        (default: resnet50)\n"
+    "  --profile DIR         a one-rank `fabench train` run: its fwd/bwd/opt times, gradient\n"
+    "                        size and bucket readiness (train.csv, train_buckets.csv) replace\n"
+    "                        the model's defaults\n"
+    "  --images-per-s-rank R one rank's compute speed without a profile (default: the model's\n"
+    "                        V100-class figure, printed)\n"
+    "  --batch N             images per rank per step (default: 32, or the profile's)\n"
+    "  --ranks LIST          rank counts (default: 8,64,512,1024)\n"
+    "  --ranks-per-node N    ranks per node (default: 8)\n"
+    "  --intra SPEC          the fabric inside a node (default: alpha=5,gbps=50)\n"
+    "  --inter SPEC          the fabric between nodes (default: alpha=10,gbit=100)\n"
+    "                        SPEC: alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s], or\n"
+    "                        a model.json / run directory [@FABRIC] (fitted: fabench fit)\n"
+    "  --algo LIST           ring,rhd,rd,tree,dtree,ps,ps:K and hier:ALG (ring reduce-scatter\n"
+    "                        and all-gather in the node, ALG across nodes)\n"
+    "                        (default: ring,dtree,hier:ring)\n"
+    "  --bucket-mb MB        bucket size (default: 25); --first-bucket-mb MB (default: 1)\n"
+    "  --no-overlap          buckets reduced after backward, not during it\n"
+    "  --target-eff E        the efficiency the link rate is solved for (default: 0.9)\n"
+    "  --no-plot             skip the gnuplot plot\n"
+    "  --out DIR             run directory (default: results/<UTC>-predict)\n";
+
+/* Parameters of the ImageNet ResNets (torchvision's counts) and CIFAR ResNet-20, with a fp32
+ * V100-class training speed per GPU for the default compute time (a stand-in: give a profile
+ * or --images-per-s-rank for your hardware). */
+static const struct {
+  const char *name;
+  double params, ips;
+} pr_models[] = {
+    {"resnet18", 11689512, 1200}, {"resnet34", 21797672, 700},
+    {"resnet50", 25557032, 360},  {"resnet20", 272474, 9000},
+};
+
+#define PR_MAX 32
+
+typedef struct {
+  coll_model m;
+  char desc[200];
+} pr_fabric;
+
+/* alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s] or PATH[@FABRIC]. */
+static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *err, size_t cap) {
+  memset(f, 0, sizeof *f);
+  f->m.gamma = gamma;
+  if (strchr(spec, '=')) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    int have_bw = 0;
+    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+      char *eq = strchr(kv, '='), *end;
+      if (!eq) return snprintf(err, cap, "'%s': '%s' is not KEY=VALUE", spec, kv), -1;
+      *eq = '\0';
+      double v = strtod(eq + 1, &end);
+      if (*end || !(v > 0) || !isfinite(v)) {
+        if (!(strcmp(kv, "alpha") == 0 || strcmp(kv, "delta") == 0) || *end || v < 0)
+          return snprintf(err, cap, "'%s': %s needs a positive number", spec, kv), -1;
+      }
+      if (!strcmp(kv, "alpha")) f->m.alpha = v * 1e-6;
+      else if (!strcmp(kv, "delta")) f->m.delta = v * 1e-6;
+      else if (!strcmp(kv, "gbps")) f->m.beta = 1.0 / (v * 1e9), have_bw = 1;
+      else if (!strcmp(kv, "gbit")) f->m.beta = 8.0 / (v * 1e9), have_bw = 1;
+      else if (!strcmp(kv, "reduce")) f->m.gamma = 1.0 / (v * 1e9);
+      else return snprintf(err, cap, "'%s': unknown key '%s' (alpha, delta, gbps, gbit, reduce)", spec, kv), -1;
+    }
+    if (!have_bw) return snprintf(err, cap, "'%s': needs gbps= or gbit=", spec), -1;
+    snprintf(f->desc, sizeof f->desc, "%s", spec);
+    return 0;
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s", spec);
+  char *at = strrchr(path, '@');
+  const char *want = NULL;
+  if (at) *at = '\0', want = at + 1;
+  res_model m;
+  if (bench_model_load(&m, path, err, cap)) return -1;
+  const res_fabric_model *pick = NULL;
+  for (size_t i = 0; i < m.n && !pick; i++)
+    if (!want || !strcmp(m.f[i].fabric, want)) pick = &m.f[i];
+  if (!pick) {
+    snprintf(err, cap, "'%s': no fabric '%s' in the model (it has %s%s)", spec, want, m.n ? m.f[0].fabric : "none",
+             m.n > 1 ? ", ..." : "");
+    res_model_free(&m);
+    return -1;
+  }
+  f->m = pick->m;
+  snprintf(f->desc, sizeof f->desc, "%s/%s(fit)", pick->fabric, pick->transport);
+  res_model_free(&m);
+  return 0;
+}
+
+typedef struct {
+  char model[32];
+  double grad_bytes, fwd_ms, bwd_ms, opt_ms, data_ms;
+  int batch;
+  res_bucket b[4096];
+  size_t nb;
+} pr_profile;
+
+/* The bucket plan of DESIGN section 4 over gradients that backward completes evenly in time
+ * (no profile): first bucket first_mb, then bucket_mb each. */
+static void pr_even_buckets(pr_profile *p, double bucket_mb, double first_mb) {
+  double off = 0, total = p->grad_bytes;
+  p->nb = 0;
+  while (off < total && p->nb < sizeof p->b / sizeof *p->b) {
+    double sz = (p->nb == 0 ? first_mb : bucket_mb) * 1048576.0;
+    if (sz > total - off) sz = total - off;
+    off += sz;
+    p->b[p->nb++] = (res_bucket){sz, p->bwd_ms * off / total};
+  }
+}
+
+static int pr_load_profile(pr_profile *p, const char *dir, char *err, size_t cap) {
+  res_rows t, bk;
+  if (res_table_read(&t, res_schema_train(), dir, err, cap)) return -1;
+  const res_train_row *one = NULL;
+  for (size_t i = 0; i < t.n; i++) {
+    const res_train_row *r = &((const res_train_row *)t.rows)[i];
+    if (r->ranks == 1 && r->fwd_ms > 0 && r->bwd_ms > 0) one = r;
+  }
+  if (!one) {
+    res_rows_free(&t);
+    snprintf(err, cap, "--profile %s: no one-rank train row with fwd_ms and bwd_ms", dir);
+    return -1;
+  }
+  snprintf(p->model, sizeof p->model, "%s", one->model);
+  p->fwd_ms = one->fwd_ms;
+  p->bwd_ms = one->bwd_ms;
+  p->opt_ms = isfinite(one->opt_ms) ? one->opt_ms : 0;
+  p->data_ms = isfinite(one->data_ms) ? one->data_ms : 0;
+  p->batch = (int)one->batch;
+  p->grad_bytes = (double)one->grad_bytes;
+  res_rows_free(&t);
+  p->nb = 0;
+  if (res_table_exists(res_schema_train_buckets(), dir)) {
+    if (res_table_read(&bk, res_schema_train_buckets(), dir, err, cap)) return -1;
+    for (size_t i = 0; i < bk.n && p->nb < sizeof p->b / sizeof *p->b; i++) {
+      const res_train_buckets_row *r = &((const res_train_buckets_row *)bk.rows)[i];
+      if (r->ranks != 1 || !(r->bytes > 0) || !isfinite(r->ready_ms)) continue;
+      p->b[p->nb++] = (res_bucket){(double)r->bytes, r->ready_ms};
+    }
+    res_rows_free(&bk);
+  }
+  return 0;
+}
+
+typedef struct {
+  coll_algo algo;
+  int hier;
+  char name[24];
+} pr_algo;
+
+static double pr_eff_at(const pr_profile *pf, res_step_in in, coll_model inter, double gbps) {
+  inter.beta = 1.0 / (gbps * 1e9);
+  if (in.ar.inter)
+    in.ar.inter = &inter;
+  else
+    in.ar.intra = &inter;
+  res_step_out o;
+  (void)pf;
+  res_predict_step(&o, &in);
+  return o.scaling_eff;
+}
+
+/* The link rate (GB/s) of the fabric that bounds the run at which efficiency reaches target:
+ * efficiency grows with the rate, so bisect on its logarithm. */
+static double pr_needed(const pr_profile *pf, const res_step_in *in, const coll_model *bound, double target) {
+  double lo = 1e-3, hi = 1e6;
+  if (pr_eff_at(pf, *in, *bound, hi) < target) return INFINITY; /* start-ups or compute bound */
+  if (pr_eff_at(pf, *in, *bound, lo) >= target) return lo;
+  for (int i = 0; i < 80; i++) {
+    double mid = sqrt(lo * hi);
+    if (pr_eff_at(pf, *in, *bound, mid) >= target)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return hi;
+}
+
+static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *err, size_t cap) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/predict.gp", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) return snprintf(err, cap, "cannot write %.900s", path), -1;
+  fprintf(f, "set datafile separator ','\nset key top left\nset logscale x 2\nset grid\n"
+             "set xlabel 'ranks'\n");
+  for (int t = 0; t < 2; t++) {
+    fprintf(f, t ? "set terminal svg size 1000,450 dynamic\nset output 'predict.svg'\n"
+                 : "set terminal pngcairo size 1000,450\nset output 'predict.png'\n");
+    fprintf(f, "set multiplot layout 1,2\nset ylabel 'images/s'\nset logscale y\nplot ");
+    for (int a = 0; a < nalgos; a++)
+      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):18 with linespoints title '%s'",
+              a ? ", " : "", al[a].name, al[a].name);
+    fprintf(f, "\nunset logscale y\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nplot ");
+    for (int a = 0; a < nalgos; a++)
+      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):19 with linespoints title '%s'",
+              a ? ", " : "", al[a].name, al[a].name);
+    fprintf(f, "\nunset yrange\nunset multiplot\n");
+  }
+  fclose(f);
+  return bench_gnuplot(dir, "predict.gp", err, cap);
+}
+
+int bench_cmd_predict(int argc, char **argv) {
+  const char *model = "resnet50", *profile = NULL, *intra_s = "alpha=5,gbps=50", *inter_s = "alpha=10,gbit=100";
+  const char *ranks_s = "8,64,512,1024", *algo_s = "ring,dtree,hier:ring", *out = NULL;
+  double ips = NAN, bucket_mb = 25, first_mb = 1, target = 0.9;
+  long batch = 0, ppn = 8;
+  int overlap = 1, plot = 1;
+  enum { O_MODEL = 256, O_PROFILE, O_IPS, O_BATCH, O_RANKS, O_PPN, O_INTRA, O_INTER, O_ALGO, O_BMB,
+         O_FMB, O_NOOV, O_TARGET, O_NOPLOT, O_OUT, O_HELP };
+  static const struct option lo[] = {
+      {"model", 1, 0, O_MODEL},       {"profile", 1, 0, O_PROFILE},   {"images-per-s-rank", 1, 0, O_IPS},
+      {"batch", 1, 0, O_BATCH},       {"ranks", 1, 0, O_RANKS},       {"ranks-per-node", 1, 0, O_PPN},
+      {"intra", 1, 0, O_INTRA},       {"inter", 1, 0, O_INTER},       {"algo", 1, 0, O_ALGO},
+      {"bucket-mb", 1, 0, O_BMB},     {"first-bucket-mb", 1, 0, O_FMB}, {"no-overlap", 0, 0, O_NOOV},
+      {"target-eff", 1, 0, O_TARGET}, {"no-plot", 0, 0, O_NOPLOT},    {"out", 1, 0, O_OUT},
+      {"help", 0, 0, O_HELP},         {0, 0, 0, 0}};
+  opterr = 0;
+  optind = 1;
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    switch (ch) {
+    case O_MODEL: model = optarg; break;
+    case O_PROFILE: profile = optarg; break;
+    case O_IPS:
+      if (bench_parse_double(optarg, 1e-6, 1e9, &ips)) return bench_usage_error(pr_usage, "--images-per-s-rank: '%s' is not a positive rate", optarg);
+      break;
+    case O_BATCH:
+      if (bench_parse_int(optarg, 1, 1 << 20, &batch)) return bench_usage_error(pr_usage, "--batch: '%s' is not a count >= 1", optarg);
+      break;
+    case O_RANKS: ranks_s = optarg; break;
+    case O_PPN:
+      if (bench_parse_int(optarg, 1, 1 << 16, &ppn)) return bench_usage_error(pr_usage, "--ranks-per-node: '%s' is not a count >= 1", optarg);
+      break;
+    case O_INTRA: intra_s = optarg; break;
+    case O_INTER: inter_s = optarg; break;
+    case O_ALGO: algo_s = optarg; break;
+    case O_BMB:
+      if (bench_parse_double(optarg, 1e-3, 1e6, &bucket_mb)) return bench_usage_error(pr_usage, "--bucket-mb: '%s' is not a size in MB", optarg);
+      break;
+    case O_FMB:
+      if (bench_parse_double(optarg, 1e-3, 1e6, &first_mb)) return bench_usage_error(pr_usage, "--first-bucket-mb: '%s' is not a size in MB", optarg);
+      break;
+    case O_NOOV: overlap = 0; break;
+    case O_TARGET:
+      if (bench_parse_double(optarg, 0.01, 1.0, &target)) return bench_usage_error(pr_usage, "--target-eff: '%s' is not in (0, 1]", optarg);
+      break;
+    case O_NOPLOT: plot = 0; break;
+    case O_OUT: out = optarg; break;
+    case 'h':
+    case O_HELP: fputs(pr_usage, stdout); return 0;
+    case ':': return bench_usage_error(pr_usage, "option '%s' needs a value", argv[optind - 1]);
+    default: return bench_usage_error(pr_usage, "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return bench_usage_error(pr_usage, "unexpected argument '%s'", argv[optind]);
+
+  /* rank counts and algorithms */
+  char *items[PR_MAX], *store = NULL;
+  int ranks[PR_MAX], nranks = bench_split_list(ranks_s, items, PR_MAX, &store);
+  if (nranks <= 0) return free(store), bench_usage_error(pr_usage, "--ranks: empty or too long list");
+  for (int i = 0; i < nranks; i++) {
+    long v;
+    if (bench_parse_int(items[i], 1, 1 << 24, &v)) {
+      int rc = bench_usage_error(pr_usage, "--ranks: '%s' is not a rank count", items[i]);
+      free(store);
+      return rc;
+    }
+    ranks[i] = (int)v;
+  }
+  free(store);
+  pr_algo al[PR_MAX];
+  int nalgos = bench_split_list(algo_s, items, PR_MAX, &store);
+  if (nalgos <= 0) return free(store), bench_usage_error(pr_usage, "--algo: empty or too long list");
+  for (int i = 0; i < nalgos; i++) {
+    const char *a = items[i];
+    al[i].hier = !strncmp(a, "hier:", 5);
+    if (coll_algo_parse(a + (al[i].hier ? 5 : 0), &al[i].algo) || al[i].algo.kind == COLL_ALGO_NATIVE ||
+        al[i].algo.kind == COLL_ALGO_AUTO) {
+      int rc = bench_usage_error(pr_usage, "--algo: '%s' has no cost formula (ring, rhd, rd, tree, dtree, ps, ps:K, hier:ALG)", a);
+      free(store);
+      return rc;
+    }
+    snprintf(al[i].name, sizeof al[i].name, "%s", a);
+  }
+  free(store);
+
+  /* the fabrics and the profile */
+  char err[1024];
+  double gamma = bench_gamma_kernel();
+  pr_fabric intra, inter;
+  if (pr_fabric_parse(&intra, intra_s, gamma, err, sizeof err)) return bench_usage_error(pr_usage, "--intra: %s", err);
+  if (pr_fabric_parse(&inter, inter_s, gamma, err, sizeof err)) return bench_usage_error(pr_usage, "--inter: %s", err);
+  static pr_profile pf; /* 64 KiB of buckets: off the stack */
+  memset(&pf, 0, sizeof pf);
+  const char *compute_src;
+  if (profile) {
+    if (pr_load_profile(&pf, profile, err, sizeof err)) return bench_error("predict: %s", err);
+    if (batch) { /* compute scales with the batch */
+      double s = (double)batch / pf.batch;
+      pf.fwd_ms *= s, pf.bwd_ms *= s, pf.data_ms *= s; /* the optimizer: per parameter */
+      for (size_t i = 0; i < pf.nb; i++) pf.b[i].ready_ms *= s;
+      pf.batch = (int)batch;
+    }
+    if (!pf.nb) pr_even_buckets(&pf, bucket_mb, first_mb);
+    compute_src = "profile";
+  } else {
+    int mi = -1;
+    for (size_t i = 0; i < sizeof pr_models / sizeof *pr_models; i++)
+      if (!strcmp(pr_models[i].name, model)) mi = (int)i;
+    if (mi < 0) return bench_usage_error(pr_usage, "--model: '%s' is not resnet18, resnet34, resnet50 or resnet20", model);
+    snprintf(pf.model, sizeof pf.model, "%s", model);
+    pf.grad_bytes = pr_models[mi].params * 4;
+    pf.batch = batch ? (int)batch : 32;
+    double r = isfinite(ips) ? ips : pr_models[mi].ips;
+    double step = 1e3 * pf.batch / r; /* backward about twice forward */
+    pf.fwd_ms = step / 3;
+    pf.bwd_ms = 2 * step / 3;
+    pr_even_buckets(&pf, bucket_mb, first_mb);
+    compute_src = isfinite(ips) ? "--images-per-s-rank" : "V100-class default";
+  }
+
+  bench_run run;
+  memset(&run, 0, sizeof run);
+  if (res_run_dir(run.dir, sizeof run.dir, out, "predict", err, sizeof err)) return bench_error("%s", err);
+  res_run_id(run.run_id, sizeof run.run_id);
+  cJSON *meta = res_meta_new(run.run_id, "predict", argc, argv);
+  cJSON_AddStringToObject(meta, "intra", intra.desc);
+  cJSON_AddStringToObject(meta, "inter", inter.desc);
+  cJSON_AddStringToObject(meta, "compute", compute_src);
+  res_meta_write(run.dir, meta, err, sizeof err);
+  cJSON_Delete(meta);
+  res_table *tab;
+  if (res_table_open_schema(&tab, run.dir, res_schema_predict(), err, sizeof err)) return bench_error("%s", err);
+
+  double compute = pf.data_ms + pf.fwd_ms + pf.bwd_ms + pf.opt_ms;
+  printf("# fabench predict: %s, %.1f MB of gradients in %zu buckets, batch %d per rank, one rank's step %.1f ms (%s)\n",
+         pf.model, pf.grad_bytes / 1e6, pf.nb, pf.batch, compute, compute_src);
+  printf("# intra-node: %s (alpha %.2f us, %.2f GB/s); inter-node: %s (alpha %.2f us, %.2f GB/s); %ld ranks per node; overlap %s\n",
+         intra.desc, intra.m.alpha * 1e6, 1e-9 / intra.m.beta, inter.desc, inter.m.alpha * 1e6, 1e-9 / inter.m.beta, ppn,
+         overlap ? "on" : "off");
+  printf("  %7s %6s %-12s %10s %10s %10s %12s %6s %14s\n", "ranks", "nodes", "algo", "step(ms)", "comm(ms)",
+         "exposed", "images/s", "eff", "GB/s for eff");
+  int rc = 0;
+  /* algorithm by algorithm, so that each one's rows are consecutive (the plot's lines) */
+  for (int a = 0; a < nalgos && !rc; a++)
+    for (int r = 0; r < nranks && !rc; r++) {
+      int nodes = (ranks[r] + (int)ppn - 1) / (int)ppn;
+      res_step_in in = {.data_ms = pf.data_ms, .fwd_ms = pf.fwd_ms, .bwd_ms = pf.bwd_ms, .opt_ms = pf.opt_ms,
+                        .buckets = pf.b, .nbuckets = pf.nb, .overlap = overlap, .batch = pf.batch,
+                        .ar = {.intra = &intra.m, .inter = nodes > 1 ? &inter.m : NULL, .algo = al[a].algo,
+                               .hier = al[a].hier, .ranks = ranks[r], .ranks_per_node = (int)ppn}};
+      res_step_out o;
+      res_predict_step(&o, &in);
+      const coll_model *bound = nodes > 1 ? &inter.m : &intra.m;
+      double need = pr_needed(&pf, &in, bound, target);
+      char needs[32];
+      if (isfinite(need))
+        snprintf(needs, sizeof needs, "%.3g", need);
+      else
+        snprintf(needs, sizeof needs, "not by link");
+      printf("  %7d %6d %-12s %10.2f %10.2f %10.2f %12.1f %6.3f %14s\n", ranks[r], nodes, al[a].name, o.step_ms,
+             o.comm_ms, o.exposed_comm_ms, o.images_per_s, o.scaling_eff, needs);
+      res_predict_row row;
+      res_row_init(res_schema_predict(), &row);
+      row.run_id = run.run_id;
+      row.schema = RES_SCHEMA_VERSION;
+      row.model = pf.model;
+      row.grad_bytes = (int64_t)pf.grad_bytes;
+      row.buckets = (int64_t)pf.nb;
+      row.batch = pf.batch;
+      row.ranks = ranks[r];
+      row.ranks_per_node = ppn;
+      row.nodes = nodes;
+      row.algo = al[a].name;
+      row.intra = intra.desc;
+      row.inter = inter.desc;
+      row.overlap = overlap;
+      row.compute_ms = compute;
+      row.step_ms = o.step_ms;
+      row.comm_ms = o.comm_ms;
+      row.exposed_comm_ms = o.exposed_comm_ms;
+      row.images_per_s = o.images_per_s;
+      row.scaling_eff = o.scaling_eff;
+      row.inter_gbps = 1e-9 / bound->beta;
+      row.target_eff = target;
+      row.inter_gbps_needed = need; /* empty when no link rate reaches it */
+      if (res_table_put(tab, &row, err, sizeof err)) rc = bench_error("%s", err);
+    }
+  res_table_close(tab);
+  printf("# GB/s for eff: the link rate (inter-node, or intra-node on one node) at which efficiency reaches %.2f\n", target);
+  if (!rc && plot) {
+    if (pr_write_plot(run.dir, nalgos, al, err, sizeof err))
+      fprintf(stderr, "fabench: predict: no plot: %s\n", err);
+    else
+      printf("# plot: %s/predict.png (and .svg)\n", run.dir);
+  }
+  printf("# %s: %s/predict.csv\n", rc ? "FAILED" : "written", run.dir);
+  return rc;
+}

@@ -1,0 +1,466 @@
+/* fabench report: report.md with gnuplot plots (PNG and SVG) from one or more run directories.
+ * Rows of every directory are read with results' one reader and merged; a directory that is
+ * not a fabench run, or whose schema is newer, is refused with the reason. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+#include "coll.h"
+#include "res.h"
+
+static const char rp_usage[] =
+    "usage: fabench report [options] DIR...\n"
+    "  Merges the run directories' records (allreduce, p2p, p2p_matrix, train, train_buckets,\n"
+    "  predict) and writes report.md with plots (PNG and SVG): busbw against size per fabric\n"
+    "  and algorithm with the cost model's curve, latency percentiles, training images/s and\n"
+    "  step breakdown, predicted against measured, scaling efficiency to 1024 ranks, the p2p\n"
+    "  matrix. The model is the first model.json found, else fitted from the rows.\n"
+    "  --out DIR     where to write (default: results/<UTC>-report)\n"
+    "  --no-plot     write report.md and the data, skip gnuplot\n";
+
+enum { RP_AR, RP_P2P, RP_MAT, RP_TRAIN, RP_BUCKETS, RP_PREDICT, RP_NREC };
+
+typedef struct {
+  res_rows rec[RP_NREC];
+  res_model model;
+  int have_model;
+  char model_src[4200];
+  FILE *md;
+  const char *dir;
+  int plot;
+  int nplots;
+  char failed[1024];
+} rp_ctx;
+
+static const res_schema *rp_schema(int k) {
+  switch (k) {
+  case RP_AR: return res_schema_allreduce();
+  case RP_P2P: return res_schema_p2p();
+  case RP_MAT: return res_schema_p2p_matrix();
+  case RP_TRAIN: return res_schema_train();
+  case RP_BUCKETS: return res_schema_train_buckets();
+  default: return res_schema_predict();
+  }
+}
+
+/* Reads one run directory into the merged rows. */
+static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
+  struct stat st;
+  if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) return snprintf(err, cap, "'%s' is not a directory", d), -1;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/run.json", d);
+  if (stat(path, &st) != 0) return snprintf(err, cap, "'%s' is not a fabench run directory (no run.json)", d), -1;
+  int found = 0;
+  for (int k = 0; k < RP_NREC; k++) {
+    if (!res_table_exists(rp_schema(k), d)) continue;
+    res_rows r;
+    if (res_table_read(&r, rp_schema(k), d, err, cap)) return -1;
+    if (res_rows_move(&x->rec[k], &r, err, cap)) return res_rows_free(&r), -1;
+    res_rows_free(&r);
+    found = 1;
+  }
+  snprintf(path, sizeof path, "%s/model.json", d);
+  if (!x->have_model && stat(path, &st) == 0) {
+    if (res_model_read(&x->model, path, err, cap)) return -1;
+    x->have_model = 1;
+    snprintf(x->model_src, sizeof x->model_src, "%s", path);
+    found = 1;
+  }
+  if (!found) return snprintf(err, cap, "'%s' holds no fabench records (allreduce, p2p, train, predict)", d), -1;
+  return 0;
+}
+
+static FILE *rp_open(const rp_ctx *x, const char *name) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", x->dir, name);
+  return fopen(path, "w");
+}
+
+/* Writes NAME.gp around the plot body (run once per terminal) and runs it; the Markdown gets
+ * the PNG and a link to the SVG. */
+static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *body) {
+  char gp[128];
+  snprintf(gp, sizeof gp, "%s.gp", name);
+  FILE *f = rp_open(x, gp);
+  if (!f) return;
+  fprintf(f, "set datafile separator ','\nset grid\nset key outside right top\n");
+  for (int t = 0; t < 2; t++) {
+    fprintf(f, t ? "set terminal svg size 1000,500 dynamic\nset output '%s.svg'\n"
+                 : "set terminal pngcairo size 1000,500\nset output '%s.png'\n",
+            name);
+    fprintf(f, "set title '%s'\n%s\n", title, body);
+  }
+  fclose(f);
+  fprintf(x->md, "\n![%s](%s.png)\n\n[%s.svg](%s.svg)\n", title, name, name, name);
+  x->nplots++;
+  if (!x->plot) return;
+  char err[1024];
+  if (bench_gnuplot(x->dir, gp, err, sizeof err) && !x->failed[0]) snprintf(x->failed, sizeof x->failed, "%s", err);
+}
+
+/* The model's time for an all-reduce row (NaN without a model for its fabric). */
+static double rp_pred_us(const rp_ctx *x, const res_allreduce_row *r) {
+  const res_fabric_model *f = x->have_model ? res_model_find(&x->model, r->fabric, r->transport, (int)r->host_count) : NULL;
+  coll_algo a;
+  const char *an = *r->algo_ran ? r->algo_ran : r->algo;
+  if (!f || coll_algo_parse(an, &a)) return NAN;
+  double t = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
+  return isfinite(t) && t > 0 ? t : NAN;
+}
+
+static int rp_same_group(const res_allreduce_row *a, const res_allreduce_row *b) {
+  return !strcmp(a->fabric, b->fabric) && !strcmp(a->transport, b->transport) && !strcmp(a->algo, b->algo) &&
+         a->ranks == b->ranks && !strcmp(a->dtype, b->dtype) && !strcmp(a->op, b->op);
+}
+
+/* busbw against size and latency percentiles: one data block per group. */
+static void rp_allreduce(rp_ctx *x) {
+  const res_rows *R = &x->rec[RP_AR];
+  if (!R->n) return;
+  const res_allreduce_row *rows = R->rows;
+  FILE *d = rp_open(x, "allreduce.dat");
+  if (!d) return;
+  char *done = calloc(R->n, 1);
+  size_t cap = 1 << 16, len = 0;
+  char *bw = malloc(cap), *lat = malloc(cap);
+  size_t llen = 0;
+  int blk = 0;
+  fprintf(x->md, "\n## All-reduce\n\n| fabric | transport | algo | ranks | sizes | busbw at largest (GB/s) | model error from 1 MiB (median, max) |\n|---|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i < R->n && bw && lat && done; i++) {
+    if (done[i]) continue;
+    const res_allreduce_row *k = &rows[i];
+    fprintf(d, "# %s %s %s p%lld\nbytes,busbw,pred_busbw,p50,p90,p99\n", k->fabric, k->transport, k->algo, (long long)k->ranks);
+    double errs[256], top = 0;
+    size_t ne = 0, nsz = 0;
+    int64_t topb = 0;
+    for (size_t j = i; j < R->n; j++) {
+      if (done[j] || !rp_same_group(&rows[j], k)) continue;
+      done[j] = 1;
+      const res_allreduce_row *r = &rows[j];
+      double pred = rp_pred_us(x, r), f = 2.0 * (r->ranks - 1) / r->ranks;
+      double pbw = isfinite(pred) ? (double)r->bytes / (pred * 1e-6) / 1e9 * f : NAN;
+      fprintf(d, "%lld,%.6g,", (long long)r->bytes, r->busbw_gbps);
+      if (isfinite(pbw)) fprintf(d, "%.6g", pbw);
+      fprintf(d, ",%.6g,%.6g,%.6g\n", r->t_p50_us, r->t_p90_us, r->t_p99_us);
+      nsz++;
+      if (r->bytes >= topb) topb = r->bytes, top = r->busbw_gbps;
+      if (r->bytes >= (1 << 20) && isfinite(pred) && ne < 256) errs[ne++] = fabs(r->t_p50_us - pred) / pred;
+    }
+    fprintf(d, "\n\n");
+    char title[256];
+    snprintf(title, sizeof title, "%s %s p%lld", k->fabric, k->algo, (long long)k->ranks);
+    for (char *c = title; *c; c++)
+      if (*c == '\'' || *c == '_') *c = ' ';
+    if (len + 600 < cap)
+      len += (size_t)snprintf(bw + len, cap - len, "%s'allreduce.dat' index %d using 1:2 with linespoints lc %d title '%s', '' index %d using 1:3 with lines dt 2 lc %d notitle",
+                              blk ? ", " : "", blk, blk + 1, title, blk, blk + 1);
+    if (llen + 600 < cap)
+      llen += (size_t)snprintf(lat + llen, cap - llen, "%s'allreduce.dat' index %d using 1:4 with linespoints lc %d title '%s p50', '' index %d using 1:6 with lines dt 3 lc %d title 'p99'",
+                               blk ? ", " : "", blk, blk + 1, title, blk, blk + 1);
+    blk++;
+    double med = NAN, mx = NAN;
+    if (ne) {
+      /* insertion sort: few sizes */
+      for (size_t a = 1; a < ne; a++)
+        for (size_t b = a; b > 0 && errs[b - 1] > errs[b]; b--) {
+          double t = errs[b];
+          errs[b] = errs[b - 1];
+          errs[b - 1] = t;
+        }
+      med = errs[ne / 2];
+      mx = errs[ne - 1];
+    }
+    fprintf(x->md, "| %s | %s | %s | %lld | %zu | %.3f | ", k->fabric, k->transport, k->algo, (long long)k->ranks, nsz, top);
+    if (ne)
+      fprintf(x->md, "%.1f%%, %.1f%% |\n", 100 * med, 100 * mx);
+    else
+      fprintf(x->md, "- |\n");
+  }
+  fclose(d);
+  if (bw && lat && blk) {
+    char *body = malloc(cap + 512);
+    if (body) {
+      snprintf(body, cap + 512, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'busbw (GB/s)'\nplot %s", bw);
+      rp_plot(x, "busbw", "all-reduce busbw (dashed: cost model)", body);
+      snprintf(body, cap + 512, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'time (us)'\nplot %s", lat);
+      rp_plot(x, "latency", "all-reduce time percentiles (p50, p99)", body);
+      free(body);
+    }
+  }
+  free(bw);
+  free(lat);
+  free(done);
+}
+
+static void rp_model(rp_ctx *x) {
+  if (!x->have_model) {
+    fprintf(x->md, "\n## Cost model\n\nNo model: no model.json and no rows to fit.\n");
+    return;
+  }
+  fprintf(x->md, "\n## Cost model (%s)\n\n| fabric | transport | hosts | source | alpha (us) | delta (us) | link (GB/s) | reduction (GB/s) | R^2 | rms rel. residual | rows used |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+          x->model_src);
+  for (size_t i = 0; i < x->model.n; i++) {
+    const res_fabric_model *f = &x->model.f[i];
+    fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.2f | %.3f | %.3f%s | %.4f | %.3f | %zu/%zu |\n", f->fabric, f->transport,
+            f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, 1e-9 / f->m.beta, 1e-9 / f->m.gamma,
+            f->gamma_fixed ? " (kernel)" : "", f->r2, f->rms_rel, f->n_used, f->n);
+  }
+}
+
+/* A one-rank training profile of a model, for the step predictions. */
+static const res_train_row *rp_one_rank(const rp_ctx *x, const char *model) {
+  const res_train_row *t = x->rec[RP_TRAIN].rows;
+  for (size_t i = 0; i < x->rec[RP_TRAIN].n; i++)
+    if (t[i].ranks == 1 && (!model || !strcmp(t[i].model, model)) && t[i].fwd_ms > 0 && t[i].bwd_ms > 0) return &t[i];
+  return NULL;
+}
+
+/* The buckets of a one-rank run (ready times), else even readiness over backward. */
+static size_t rp_buckets(const rp_ctx *x, const res_train_row *one, res_bucket *b, size_t cap) {
+  size_t n = 0;
+  const res_train_buckets_row *k = x->rec[RP_BUCKETS].rows;
+  for (size_t i = 0; i < x->rec[RP_BUCKETS].n && n < cap; i++)
+    if (k[i].ranks == 1 && !strcmp(k[i].run_id, one->run_id) && isfinite(k[i].ready_ms) && k[i].bytes > 0)
+      b[n++] = (res_bucket){(double)k[i].bytes, k[i].ready_ms};
+  if (n) return n;
+  double total = (double)one->grad_bytes, off = 0;
+  double bmb = isfinite(one->bucket_mb) && one->bucket_mb > 0 ? one->bucket_mb : 25;
+  double fmb = isfinite(one->first_bucket_mb) && one->first_bucket_mb > 0 ? one->first_bucket_mb : 1;
+  while (off < total && n < cap) {
+    double sz = (n ? bmb : fmb) * 1048576.0;
+    if (sz > total - off) sz = total - off;
+    off += sz;
+    b[n++] = (res_bucket){sz, one->bwd_ms * off / total};
+  }
+  return n;
+}
+
+/* A train row's predicted step: its own column when the run wrote one, else ours. */
+static double rp_train_pred(const rp_ctx *x, const res_train_row *r) {
+  if (isfinite(r->step_ms_pred)) return r->step_ms_pred;
+  res_train_row c = *r;
+  if (res_predict_train_row(&c, rp_one_rank(x, r->model), &x->rec[RP_BUCKETS], x->have_model ? &x->model : NULL)) return NAN;
+  return c.step_ms_pred;
+}
+
+static void rp_train(rp_ctx *x) {
+  const res_rows *R = &x->rec[RP_TRAIN];
+  if (!R->n) return;
+  const res_train_row *t = R->rows;
+  FILE *d = rp_open(x, "train.dat");
+  if (!d) return;
+  fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms,step_ms_pred\n");
+  fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step (ms) | exposed comm (ms) | predicted step (ms) | error | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i < R->n; i++) {
+    const res_train_row *r = &t[i];
+    double pred = rp_train_pred(x, r);
+    double step = isfinite(r->step_ms_mean) ? r->step_ms_mean : r->step_ms;
+    char label[128];
+    snprintf(label, sizeof label, "%s %s p%lld", r->ranks > 1 ? r->transport : "1 rank", r->ranks > 1 ? r->algo : "",
+             (long long)r->ranks);
+    for (char *c = label; *c; c++)
+      if (*c == ',' || *c == '\'' || *c == '_') *c = ' ';
+    fprintf(d, "%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,", label, r->images_per_s, isfinite(r->data_ms) ? r->data_ms : 0,
+            r->fwd_ms, r->bwd_ms, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0, isfinite(r->opt_ms) ? r->opt_ms : 0, step);
+    if (isfinite(pred)) fprintf(d, "%.6g", pred);
+    fprintf(d, "\n");
+    fprintf(x->md, "| %s | %lld | %s | %s | %s | %.1f | %.2f | %.2f | ", r->model, (long long)r->ranks, r->fabric, r->transport,
+            r->algo, r->images_per_s, step, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0);
+    if (isfinite(pred))
+      fprintf(x->md, "%.2f | %+.1f%% | ", pred, 100 * (step - pred) / pred);
+    else
+      fprintf(x->md, "- | - | ");
+    if (isfinite(r->fabric_eff))
+      fprintf(x->md, "%.3f |\n", r->fabric_eff);
+    else
+      fprintf(x->md, "- |\n");
+  }
+  fclose(d);
+  rp_plot(x, "train_images", "training images/s",
+          "set style data histograms\nset style fill solid 0.7\nset boxwidth 0.8\nset xtics rotate by -30\nset ylabel 'images/s'\n"
+          "plot 'train.dat' using 2:xtic(1) title 'images/s'");
+  rp_plot(x, "train_breakdown", "training step breakdown (ms)",
+          "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.7\nset boxwidth 0.8\n"
+          "set xtics rotate by -30\nset ylabel 'ms per step'\n"
+          "plot 'train.dat' using 3:xtic(1) title 'data', '' using 4 title 'forward', '' using 5 title 'backward', "
+          "'' using 6 title 'exposed comm', '' using 7 title 'optimizer'");
+}
+
+/* Predicted against measured: every all-reduce row with a prediction, and training steps. */
+static void rp_pred_vs_meas(rp_ctx *x) {
+  FILE *d = rp_open(x, "pred_vs_meas.dat");
+  if (!d) return;
+  size_t n = 0, nt = 0;
+  fprintf(d, "# all-reduce: measured_us,predicted_us\n");
+  const res_allreduce_row *a = x->rec[RP_AR].rows;
+  for (size_t i = 0; i < x->rec[RP_AR].n; i++) {
+    double p = rp_pred_us(x, &a[i]);
+    if (isfinite(p) && a[i].t_p50_us > 0) fprintf(d, "%.6g,%.6g\n", a[i].t_p50_us, p), n++;
+  }
+  if (!n) fprintf(d, "nan,nan\n");
+  fprintf(d, "\n\n# training steps: measured_us,predicted_us\n");
+  const res_train_row *t = x->rec[RP_TRAIN].rows;
+  for (size_t i = 0; i < x->rec[RP_TRAIN].n; i++) {
+    double p = rp_train_pred(x, &t[i]);
+    double s = isfinite(t[i].step_ms_mean) ? t[i].step_ms_mean : t[i].step_ms;
+    if (isfinite(p) && s > 0) fprintf(d, "%.6g,%.6g\n", s * 1e3, p * 1e3), nt++;
+  }
+  if (!nt) fprintf(d, "nan,nan\n");
+  fclose(d);
+  fprintf(x->md, "\n## Predicted against measured\n\n%zu all-reduce rows and %zu training runs with a prediction.\n", n, nt);
+  rp_plot(x, "pred_vs_meas", "predicted against measured (y = x)",
+          "set logscale xy\nset xlabel 'measured (us)'\nset ylabel 'predicted (us)'\nset size ratio -1\n"
+          "plot 'pred_vs_meas.dat' index 0 using 1:2 with points pt 7 ps 0.5 title 'all-reduce', "
+          "'' index 1 using 1:2 with points pt 5 ps 1 title 'training step', x with lines dt 2 lc 'black' title 'y = x'");
+}
+
+/* Scaling efficiency to 1024 ranks: a flat ring over each fitted fabric, with the one-rank
+ * profile measured here (else ResNet-50 at 360 images/s, batch 32). */
+static void rp_scaling(rp_ctx *x) {
+  if (!x->have_model) return;
+  FILE *d = rp_open(x, "scaling.dat");
+  if (!d) return;
+  const res_train_row *one = rp_one_rank(x, NULL);
+  static res_bucket b[1024];
+  size_t nb;
+  double fwd, bwd, opt = 0, data = 0;
+  int batch;
+  char what[128];
+  if (one) {
+    nb = rp_buckets(x, one, b, 1024);
+    fwd = one->fwd_ms, bwd = one->bwd_ms, batch = (int)one->batch;
+    opt = isfinite(one->opt_ms) ? one->opt_ms : 0;
+    data = isfinite(one->data_ms) ? one->data_ms : 0;
+    snprintf(what, sizeof what, "%s one-rank profile measured here", one->model);
+  } else {
+    res_train_row fake;
+    res_row_init(res_schema_train(), &fake);
+    fake.grad_bytes = (int64_t)(25557032.0 * 4);
+    batch = 32;
+    fwd = 1e3 * batch / 360 / 3, bwd = 2 * fwd;
+    fake.bwd_ms = bwd;
+    fake.run_id = "";
+    nb = rp_buckets(x, &fake, b, 1024);
+    snprintf(what, sizeof what, "ResNet-50 at 360 images/s per rank (no one-rank profile in these runs)");
+  }
+  char body[8192];
+  size_t len = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nplot ");
+  for (size_t f = 0; f < x->model.n; f++) {
+    fprintf(d, "# %s\nranks,eff\n", x->model.f[f].fabric);
+    for (int p = 2; p <= 1024; p *= 2) {
+      res_step_in in = {.data_ms = data, .fwd_ms = fwd, .bwd_ms = bwd, .opt_ms = opt, .buckets = b, .nbuckets = nb,
+                        .overlap = 1, .batch = batch,
+                        .ar = {.intra = &x->model.f[f].m, .algo = {COLL_ALGO_RING, 0}, .ranks = p, .ranks_per_node = p}};
+      res_step_out o;
+      res_predict_step(&o, &in);
+      fprintf(d, "%d,%.6g\n", p, o.scaling_eff);
+    }
+    fprintf(d, "\n\n");
+    char t[200];
+    snprintf(t, sizeof t, "%s %s", x->model.f[f].fabric, x->model.f[f].transport);
+    for (char *c = t; *c; c++)
+      if (*c == '\'' || *c == '_') *c = ' ';
+    if (len + 300 < sizeof body)
+      len += (size_t)snprintf(body + len, sizeof body - len, "%s'scaling.dat' index %zu using 1:2 with linespoints title '%s'", f ? ", " : "", f, t);
+  }
+  fclose(d);
+  fprintf(x->md, "\n## Scaling to 1024 ranks (predicted)\n\nA flat ring over each fitted fabric, overlap on, %s.\n", what);
+  rp_plot(x, "scaling", "predicted scaling efficiency, flat ring", body);
+}
+
+static void rp_heatmap(rp_ctx *x) {
+  const res_rows *R = &x->rec[RP_MAT];
+  if (!R->n) return;
+  const res_p2p_matrix_row *m = R->rows;
+  FILE *d = rp_open(x, "p2p_matrix.dat");
+  if (!d) return;
+  /* the first transport's bandwidth matrix of the first run, as a plain matrix (diagonal NaN) */
+  const char *tr = NULL, *run = NULL;
+  int n = 0;
+  for (size_t i = 0; i < R->n; i++)
+    if (!strcmp(m[i].metric, "bw_gbps")) {
+      if (!tr) tr = m[i].transport, run = m[i].run_id;
+      if (!strcmp(m[i].transport, tr) && !strcmp(m[i].run_id, run) && m[i].ranks > n) n = (int)m[i].ranks;
+    }
+  double *g = n > 0 && n <= 4096 ? malloc(sizeof *g * (size_t)n * (size_t)n) : NULL;
+  if (g) {
+    for (int i = 0; i < n * n; i++) g[i] = NAN;
+    for (size_t i = 0; i < R->n; i++)
+      if (!strcmp(m[i].metric, "bw_gbps") && !strcmp(m[i].transport, tr) && !strcmp(m[i].run_id, run) &&
+          m[i].src >= 0 && m[i].src < n && m[i].dst >= 0 && m[i].dst < n)
+        g[m[i].src * n + m[i].dst] = m[i].value;
+    for (int s = 0; s < n; s++)
+      for (int t = 0; t < n; t++) fprintf(d, "%s%.6g%s", t ? " " : "", g[s * n + t], t == n - 1 ? "\n" : "");
+    free(g);
+  }
+  fclose(d);
+  if (!tr || n == 0) return;
+  fprintf(x->md, "\n## Point-to-point matrix\n\nBandwidth between every ordered pair over %s (GB/s; the diagonal is empty).\n", tr);
+  rp_plot(x, "p2p_heatmap", "p2p bandwidth (GB/s), row: source, column: destination",
+          "set datafile separator whitespace\nset xlabel 'destination'\nset ylabel 'source'\nset yrange [] reverse\n"
+          "set palette rgb 33,13,10\nset xtics 1\nset ytics 1\nplot 'p2p_matrix.dat' matrix with image title ''");
+}
+
+int bench_cmd_report(int argc, char **argv) {
+  const char *out = NULL;
+  int plot = 1;
+  enum { O_OUT = 256, O_NOPLOT, O_HELP };
+  static const struct option lo[] = {{"out", 1, 0, O_OUT}, {"no-plot", 0, 0, O_NOPLOT}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+  opterr = 0;
+  optind = 1;
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    switch (ch) {
+    case O_OUT: out = optarg; break;
+    case O_NOPLOT: plot = 0; break;
+    case 'h':
+    case O_HELP: fputs(rp_usage, stdout); return 0;
+    case ':': return bench_usage_error(rp_usage, "option '%s' needs a value", argv[optind - 1]);
+    default: return bench_usage_error(rp_usage, "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind >= argc) return bench_usage_error(rp_usage, "no run directory given");
+  static rp_ctx x;
+  memset(&x, 0, sizeof x);
+  x.plot = plot;
+  for (int k = 0; k < RP_NREC; k++) x.rec[k].schema = rp_schema(k);
+  char err[1024];
+  int rc = 0;
+  for (int i = optind; i < argc && !rc; i++)
+    if (rp_read_dir(&x, argv[i], err, sizeof err)) rc = bench_error("report: %s", err);
+  if (!rc && !x.have_model && (x.rec[RP_AR].n || x.rec[RP_P2P].n)) {
+    if (res_fit(&x.model, &x.rec[RP_AR], &x.rec[RP_P2P], bench_gamma_kernel(), err, sizeof err) == 0) {
+      x.have_model = 1;
+      snprintf(x.model_src, sizeof x.model_src, "fitted from these runs");
+    }
+  }
+  char dir[4096];
+  if (!rc && res_run_dir(dir, sizeof dir, out, "report", err, sizeof err)) rc = bench_error("report: %s", err);
+  if (!rc) {
+    x.dir = dir;
+    x.md = rp_open(&x, "report.md");
+    if (!x.md) rc = bench_error("report: cannot write %s/report.md", dir);
+  }
+  if (!rc) {
+    fprintf(x.md, "# fabench report\n\nRuns:");
+    for (int i = optind; i < argc; i++) fprintf(x.md, " `%s`", argv[i]);
+    fprintf(x.md, "\n\nRows: %zu all-reduce, %zu p2p, %zu p2p matrix, %zu training, %zu bucket, %zu predicted.\n",
+            x.rec[RP_AR].n, x.rec[RP_P2P].n, x.rec[RP_MAT].n, x.rec[RP_TRAIN].n, x.rec[RP_BUCKETS].n, x.rec[RP_PREDICT].n);
+    rp_model(&x);
+    rp_allreduce(&x);
+    rp_train(&x);
+    rp_pred_vs_meas(&x);
+    rp_scaling(&x);
+    rp_heatmap(&x);
+    fclose(x.md);
+    if (x.failed[0]) fprintf(stderr, "fabench: report: plots missing: %s\n", x.failed);
+    printf("# report: %s/report.md (%d plots%s)\n", dir, x.nplots, plot ? "" : ", not drawn");
+  }
+  for (int k = 0; k < RP_NREC; k++) res_rows_free(&x.rec[k]);
+  res_model_free(&x.model);
+  return rc ? rc : x.failed[0] ? 1 : 0;
+}

@@ -1,0 +1,527 @@
+/* fabench suite: the main job. It finds what the machine has (topology, the transports built in,
+ * root for emulated links) and runs, each into a run directory of its own under one suite
+ * directory: topo, p2p, all-reduce per fabric and algorithm, one-rank and data-parallel training
+ * per fabric with the no-communication baseline, then the cost model's fit, the predictions and
+ * the report. Every step is this binary run again as a child (the commands stay the only place
+ * that measures); suite.json records each step as it ends, so --resume skips what is on disk. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "coll.h"
+#include "emulate.h"
+#include "nn.h"
+#include "res.h"
+
+static const char suite_usage[] =
+    "usage: fabench suite [options]\n"
+    "  -n N               ranks of the multi-rank steps [2]\n"
+    "  --transport LIST   tcp,ucx,mpi [those built]\n"
+    "  --algo LIST        all-reduce algorithms measured and fitted [ring,rhd,rd,tree,ps,native]\n"
+    "  --emulate LIST     emulated link rates besides loopback, as root [1gbit,10gbit]; none\n"
+    "  --model NAME       the network trained [resnet18; --quick: resnet20]\n"
+    "  --data SPEC        its data [synthetic:3x32x32; --quick: synthetic:1x28x28]\n"
+    "  --batch N          per rank [32]\n"
+    "  --steps N          training steps per pair [16; --quick: 8]\n"
+    "  --threads N        compute threads per rank [1]\n"
+    "  --quick            a smaller sweep: about 2 minutes here\n"
+    "  --timeout SEC      every network wait of the steps [60]\n"
+    "  --out DIR          suite directory [results/<UTC>-suite]\n"
+    "  --resume DIR       continue an interrupted suite: steps already done are not run again\n";
+
+#define SUITE_MAX_STEPS 48
+#define SUITE_MAX_ARGS 48
+#define SUITE_MAX_RATES 8
+
+typedef struct {
+  char name[64];               /* its run directory under the suite's */
+  char *argv[SUITE_MAX_ARGS];  /* the subcommand and its flags (owned) */
+  int argc;
+  int optional;                /* a failure is said, not fatal (the fit, predictions, report) */
+} suite_step;
+
+typedef struct {
+  int nranks, quick, threads;
+  long steps, batch, timeout_s;
+  const char *transports, *algos, *emulate, *model, *data, *out, *resume;
+} suite_opts;
+
+static int suite_parse(suite_opts *o, int argc, char **argv) {
+  *o = (suite_opts){.nranks = 2, .threads = 1, .batch = 32, .timeout_s = 60};
+  enum { O_T = 256, O_A, O_E, O_M, O_D, O_B, O_S, O_TH, O_Q, O_TO, O_OUT, O_RES, O_H };
+  static const struct option lo[] = {
+      {"transport", 1, 0, O_T}, {"algo", 1, 0, O_A},     {"emulate", 1, 0, O_E},
+      {"model", 1, 0, O_M},     {"data", 1, 0, O_D},     {"batch", 1, 0, O_B},
+      {"steps", 1, 0, O_S},     {"threads", 1, 0, O_TH}, {"quick", 0, 0, O_Q},
+      {"timeout", 1, 0, O_TO},  {"out", 1, 0, O_OUT},    {"resume", 1, 0, O_RES},
+      {"ranks", 1, 0, 'n'},     {"help", 0, 0, O_H},     {0, 0, 0, 0}};
+  opterr = 0;
+  optind = 1;
+  int c;
+  long v;
+  while ((c = getopt_long(argc, argv, ":n:h", lo, NULL)) != -1) {
+    switch (c) {
+    case 'n':
+      if (bench_parse_int(optarg, 2, 256, &v))
+        return bench_usage_error(suite_usage, "-n: '%s' is not a rank count (2..256)", optarg);
+      o->nranks = (int)v;
+      break;
+    case O_T: o->transports = optarg; break;
+    case O_A: o->algos = optarg; break;
+    case O_E: o->emulate = optarg; break;
+    case O_M: o->model = optarg; break;
+    case O_D: o->data = optarg; break;
+    case O_B:
+      if (bench_parse_int(optarg, 1, 1 << 16, &o->batch))
+        return bench_usage_error(suite_usage, "--batch: '%s' is not 1..65536", optarg);
+      break;
+    case O_S:
+      if (bench_parse_int(optarg, 2, 1 << 20, &o->steps))
+        return bench_usage_error(suite_usage, "--steps: '%s' is not 2..1048576", optarg);
+      break;
+    case O_TH:
+      if (bench_parse_int(optarg, 1, 4096, &v))
+        return bench_usage_error(suite_usage, "--threads: '%s' is not 1..4096", optarg);
+      o->threads = (int)v;
+      break;
+    case O_Q: o->quick = 1; break;
+    case O_TO:
+      if (bench_parse_int(optarg, 1, 86400, &o->timeout_s))
+        return bench_usage_error(suite_usage, "--timeout: '%s' is not seconds (1..86400)", optarg);
+      break;
+    case O_OUT: o->out = optarg; break;
+    case O_RES: o->resume = optarg; break;
+    case 'h':
+    case O_H: fputs(suite_usage, stdout); return 1;
+    case ':': return bench_usage_error(suite_usage, "option '%s' needs a value", argv[optind - 1]);
+    default: return bench_usage_error(suite_usage, "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return bench_usage_error(suite_usage, "unexpected argument '%s'", argv[optind]);
+  if (o->out && o->resume) return bench_usage_error(suite_usage, "--out and --resume: give one");
+  if (!o->model) o->model = o->quick ? "resnet20" : "resnet18";
+  if (!o->data) o->data = o->quick ? "synthetic:1x28x28" : "synthetic:3x32x32";
+  if (!o->steps) o->steps = o->quick ? 8 : 16;
+  return 0;
+}
+
+/* ---- steps ---- */
+
+static suite_step *step_new(suite_step *v, int *n, int optional, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static suite_step *step_new(suite_step *v, int *n, int optional, const char *fmt, ...) {
+  if (*n == SUITE_MAX_STEPS) return NULL;
+  suite_step *s = &v[(*n)++];
+  memset(s, 0, sizeof *s);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->name, sizeof s->name, fmt, ap);
+  va_end(ap);
+  s->optional = optional;
+  return s;
+}
+
+static void arg(suite_step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void arg(suite_step *s, const char *fmt, ...) {
+  if (!s || s->argc + 1 >= SUITE_MAX_ARGS) return;
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  s->argv[s->argc++] = strdup(buf);
+}
+
+/* Runs `self step-args --out DIR/name` (or the step's own output flag) with its output in
+ * DIR/name.log; returns its exit status. */
+static int step_run(const char *self, const suite_step *s, const char *dir) {
+  char log[32768];
+  snprintf(log, sizeof log, "%s/%s.log", dir, s->name);
+  int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return bench_error("cannot write %s: %s", log, strerror(errno)), -1;
+  char *argv[SUITE_MAX_ARGS + 2];
+  int n = 0;
+  argv[n++] = (char *)self;
+  for (int i = 0; i < s->argc; i++) argv[n++] = s->argv[i];
+  argv[n] = NULL;
+  fflush(stdout);
+  pid_t p = fork();
+  if (p == 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execv(self, argv);
+    _exit(127);
+  }
+  close(fd);
+  if (p < 0) return bench_error("cannot start %s: %s", s->name, strerror(errno)), -1;
+  int st;
+  while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The last lines of a step's log, indented, for a failure's report. */
+static void log_tail(const char *dir, const char *name) {
+  char p[32768], line[512], ring[6][512];
+  snprintf(p, sizeof p, "%s/%s.log", dir, name);
+  FILE *f = fopen(p, "r");
+  int n = 0;
+  while (f && fgets(line, sizeof line, f)) snprintf(ring[n++ % 6], sizeof ring[0], "%s", line);
+  if (f) fclose(f);
+  for (int i = n > 6 ? n - 6 : 0; i < n; i++) fprintf(stderr, "    %s", ring[i % 6]);
+}
+
+/* suite.json: {"steps": {name: "ok" | "failed" | "skipped"}, ...}, rewritten after each step. */
+static int steps_done(cJSON *state, const char *name) {
+  cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(state, "steps"), name);
+  return cJSON_IsString(v) && !strcmp(v->valuestring, "ok");
+}
+
+static cJSON *state_load(const char *dir) {
+  char p[4200];
+  snprintf(p, sizeof p, "%s/suite.json", dir);
+  FILE *f = fopen(p, "r");
+  if (!f) return NULL;
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return cJSON_Parse(buf);
+}
+
+static void progress(int tty, int i, int n, const char *name, const char *what) {
+  if (tty) {
+    int w = 24, fill = n ? w * i / n : w;
+    fprintf(stderr, "\r[%.*s%*s] %2d/%d %-28.28s %s", fill, "########################", w - fill,
+            "", i, n, name, what);
+    if (strcmp(what, "...")) fputc('\n', stderr);
+  } else if (strcmp(what, "...")) {
+    fprintf(stderr, "suite: %2d/%d %s: %s\n", i, n, name, what);
+  }
+}
+
+/* Removes flag and its value from a step's arguments. */
+static void drop_arg(suite_step *s, const char *flag) {
+  for (int i = 0; i + 1 < s->argc; i++)
+    if (!strcmp(s->argv[i], flag)) {
+      free(s->argv[i]);
+      free(s->argv[i + 1]);
+      memmove(&s->argv[i], &s->argv[i + 2], (size_t)(s->argc - i - 2) * sizeof *s->argv);
+      s->argc -= 2;
+      return;
+    }
+}
+
+/* predict's fabrics from the fit: inside a node the fastest of this machine's, between nodes
+ * the slowest emulated link (a cluster's network), when there is one. */
+static void predict_fabrics(suite_step *s, const char *dir) {
+  char p[4200], err[512];
+  snprintf(p, sizeof p, "%s/model.json", dir);
+  res_model m;
+  if (bench_model_load(&m, p, err, sizeof err)) return;
+  const res_fabric_model *intra = NULL, *inter = NULL;
+  for (size_t i = 0; i < m.n; i++) {
+    const res_fabric_model *f = &m.f[i];
+    if (!(f->m.beta > 0)) continue;
+    if (!strncmp(f->fabric, "emu-", 4)) {
+      if (!inter || f->m.beta > inter->m.beta) inter = f;
+    } else if (!intra || f->m.beta < intra->m.beta) {
+      intra = f;
+    }
+  }
+  if (intra) arg(s, "--intra"), arg(s, "%s@%s", p, intra->fabric);
+  if (inter) arg(s, "--inter"), arg(s, "%s@%s", p, inter->fabric);
+  res_model_free(&m);
+}
+
+/* ---- the summary: a row per fabric, from the steps' records ---- */
+
+typedef struct {
+  char label[64];
+  double busbw, images_s, fabric_eff, exposed_ms, step_ms, pred_ips;
+} suite_fabric;
+
+/* The ring's busbw at the size nearest the gradient's, per transport, from allreduce.csv. */
+static double busbw_at(const char *dir, const char *transport, double bytes) {
+  res_rows rows = {0};
+  char err[512];
+  if (res_table_read(&rows, res_schema_allreduce(), dir, err, sizeof err)) return NAN;
+  const res_allreduce_row *r = rows.rows;
+  double best = NAN, dist = INFINITY;
+  for (size_t i = 0; i < rows.n; i++) {
+    if (strcmp(r[i].transport, transport) || strcmp(r[i].algo, "ring")) continue;
+    double d = fabs(log((double)r[i].bytes / bytes));
+    if (d < dist) dist = d, best = r[i].busbw_gbps;
+  }
+  res_rows_free(&rows);
+  return best;
+}
+
+static void summarize(const char *dir, const suite_opts *o, char rates[][32], int nrates,
+                      double grad_bytes) {
+  printf("\n# fabench suite: %s, %d ranks x batch %ld, gradients %.1f MB\n", o->model, o->nranks,
+         o->batch, grad_bytes / 1e6);
+  printf("# %-22s %12s %12s %10s %10s %12s\n", "fabric", "busbw(GB/s)", "images/s", "fabric_eff",
+         "exposed_ms", "pred img/s");
+  for (int f = -1; f < nrates; f++) {
+    char tdir[4200], adir[4200];
+    const char *tag = f < 0 ? "loopback" : rates[f];
+    snprintf(tdir, sizeof tdir, "%s/train-%s", dir, tag);
+    snprintf(adir, sizeof adir, "%s/allreduce-%s", dir, tag);
+    res_rows rows = {0};
+    char err[512];
+    if (res_table_read(&rows, res_schema_train(), tdir, err, sizeof err)) continue;
+    const res_train_row *r = rows.rows;
+    for (size_t i = 0; i < rows.n; i++) {
+      if (strcmp(r[i].role, "dp")) continue;
+      char label[96];
+      snprintf(label, sizeof label, "%s %s/%s", f < 0 ? "loopback" : r[i].fabric, r[i].transport,
+               r[i].algo);
+      double bw = busbw_at(adir, r[i].transport, grad_bytes);
+      printf("  %-22.22s %12.3f %12.1f %10.2f %10.1f %12.1f\n", label, bw, r[i].images_per_s,
+             r[i].fabric_eff, r[i].exposed_comm_ms, r[i].images_per_s_pred);
+      const char *bound = r[i].exposed_comm_ms > 0.2 * r[i].step_ms ? "link-bound" : "compute-bound";
+      printf("    %s: %s trains at %.2f of its no-communication speed, %s (%.0f of %.0f ms a step "
+             "waits for the all-reduce)%s\n",
+             label, o->model, r[i].fabric_eff, bound, r[i].exposed_comm_ms, r[i].step_ms,
+             isfinite(r[i].images_per_s_pred) ? "" : ".");
+      if (isfinite(r[i].images_per_s_pred))
+        printf("      the cost model predicted %.1f images/s (measured %.1f).\n",
+               r[i].images_per_s_pred, r[i].images_per_s);
+    }
+    res_rows_free(&rows);
+  }
+}
+
+int bench_cmd_suite(int argc, char **argv) {
+  suite_opts o;
+  int rc = suite_parse(&o, argc, argv);
+  if (rc) return rc == 1 ? 0 : rc;
+  /* a resumed suite runs as it was started: its options come from suite.json */
+  cJSON *state = NULL;
+  suite_step steps[SUITE_MAX_STEPS];
+  int ns = 0;
+  char *rargv[64];
+  int rargc = 0;
+  if (o.resume) {
+    const char *rdir = o.resume;
+    if (!(state = state_load(rdir)))
+      return bench_error("--resume %s: no suite.json there (not a suite directory, or unreadable)", rdir);
+    cJSON *av = cJSON_GetObjectItem(state, "argv"), *it;
+    cJSON_ArrayForEach(it, av) {
+      if (!cJSON_IsString(it) || rargc == 62) break;
+      rargv[rargc++] = it->valuestring;
+    }
+    rargv[rargc] = NULL;
+    if (suite_parse(&o, rargc, rargv)) {
+      cJSON_Delete(state);
+      return bench_error("--resume %s: suite.json's command line no longer parses", rdir);
+    }
+    o.out = NULL;
+    o.resume = rdir;
+  }
+
+  /* what the machine has */
+  char tl[64] = "";
+  if (o.transports) {
+    snprintf(tl, sizeof tl, "%s", o.transports);
+  } else {
+    static const coll_transport_kind ks[] = {COLL_TCP, COLL_UCX, COLL_MPI};
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+      if (coll_transport_built(ks[i]))
+        snprintf(tl + strlen(tl), sizeof tl - strlen(tl), "%s%s", *tl ? "," : "",
+                 coll_transport_name(ks[i]));
+  }
+  const char *algos = o.algos ? o.algos : o.quick ? "ring,rhd,ps" : "ring,rhd,rd,tree,ps,native";
+  char rates[SUITE_MAX_RATES][32];
+  int nrates = 0;
+  const char *el = o.emulate ? o.emulate : "1gbit,10gbit";
+  if (o.quick && !o.emulate) el = "1gbit";
+  if (strcmp(el, "none")) {
+    char *items[SUITE_MAX_RATES], *store = NULL;
+    int n = bench_split_list(el, items, SUITE_MAX_RATES, &store);
+    for (int i = 0; i < n; i++) {
+      uint64_t bps;
+      if (bench_emu_parse_rate(items[i], &bps)) {
+        rc = bench_usage_error(suite_usage, "--emulate: '%s' is not a rate (e.g. 1gbit)", items[i]);
+        free(store);
+        goto out;
+      }
+      snprintf(rates[nrates++], sizeof rates[0], "%s", items[i]);
+    }
+    free(store);
+    if (n <= 0) {
+      rc = bench_usage_error(suite_usage, "--emulate: empty or too long list");
+      goto out;
+    }
+    bench_emu m;
+    char why[512];
+    if (bench_emu_check(&m, why, sizeof why)) {
+      printf("suite: no emulated links (%s): loopback only\n", why);
+      nrates = 0;
+    }
+  }
+  nn_data_spec spec;
+  char err[1024];
+  if (nn_data_parse_spec(&spec, o.data, err, sizeof err)) {
+    rc = bench_usage_error(suite_usage, "%s", err);
+    goto out;
+  }
+  size_t nparams = 0;
+  int classes = spec.kind == NN_DATA_SYNTHETIC ? spec.classes : 10;
+  int c = spec.kind == NN_DATA_SYNTHETIC ? spec.c : spec.kind == NN_DATA_FMNIST ? 1 : 3;
+  int hw = spec.kind == NN_DATA_SYNTHETIC ? spec.h : spec.kind == NN_DATA_FMNIST ? 28 : 32;
+  if (nn_model_param_count(o.model, c, hw, spec.kind == NN_DATA_SYNTHETIC ? spec.w : hw,
+                           classes > 0 ? classes : 10, &nparams, err, sizeof err)) {
+    rc = bench_usage_error(suite_usage, "--model: %s", err);
+    goto out;
+  }
+  double grad_bytes = 4.0 * (double)nparams;
+  uint64_t maxb = 4096;
+  while ((double)maxb < grad_bytes) maxb *= 2;
+
+  char dir[4096];
+  if (o.resume) {
+    snprintf(dir, sizeof dir, "%s", o.resume);
+  } else if (res_run_dir(dir, sizeof dir, o.out, "suite", err, sizeof err)) {
+    rc = bench_error("%s", err);
+    goto out;
+  }
+  if (!state) {
+    state = cJSON_CreateObject();
+    cJSON *cmd = cJSON_AddArrayToObject(state, "argv");
+    for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
+    cJSON_AddObjectToObject(state, "steps");
+  }
+
+  /* the plan */
+  suite_step *s = step_new(steps, &ns, 0, "topo");
+  arg(s, "topo");
+  char nr[24], to[24], th[24], bt[24], st[24], warm[24], mb[32];
+  snprintf(nr, sizeof nr, "%d", o.nranks);
+  snprintf(to, sizeof to, "%ld", o.timeout_s);
+  snprintf(th, sizeof th, "%d", o.threads);
+  snprintf(bt, sizeof bt, "%ld", o.batch);
+  snprintf(st, sizeof st, "%ld", o.steps);
+  snprintf(warm, sizeof warm, "%ld", o.steps / 4 > 1 ? o.steps / 4 : 1);
+  snprintf(mb, sizeof mb, "%llu", (unsigned long long)maxb);
+  for (int f = -1; f < nrates; f++) {
+    const char *tag = f < 0 ? "loopback" : rates[f];
+    /* on emulated links shared memory would bypass them: tcp carries every transport there */
+    const char *ftl = f < 0 ? tl : "tcp";
+    s = step_new(steps, &ns, 0, "p2p-%s", tag);
+    arg(s, "p2p"), arg(s, "-n"), arg(s, "2"), arg(s, "--transport"), arg(s, "%s", ftl);
+    arg(s, "--tests"), arg(s, "latency,bw"), arg(s, "--min-bytes"), arg(s, "8");
+    arg(s, "--max-bytes"), arg(s, "%s", o.quick ? "4M" : "16M"), arg(s, "--step-factor"), arg(s, "4");
+    arg(s, "--time-per-size"), arg(s, "%s", o.quick ? "0.02" : "0.05"), arg(s, "--timeout"), arg(s, "%s", to);
+    if (f >= 0) arg(s, "--emulate"), arg(s, "%s", rates[f]);
+    s = step_new(steps, &ns, 0, "allreduce-%s", tag);
+    arg(s, "allreduce"), arg(s, "-n"), arg(s, "%s", nr), arg(s, "--transport"), arg(s, "%s", ftl);
+    arg(s, "--algo"), arg(s, "%s", algos), arg(s, "--min-bytes"), arg(s, "4K");
+    arg(s, "--max-bytes"), arg(s, "%s", f < 0 ? mb : o.quick ? "4M" : "16M");
+    arg(s, "--step-factor"), arg(s, "4"), arg(s, "--timeout"), arg(s, "%s", to);
+    if (f < 0) {
+      arg(s, "--time-per-size"), arg(s, "%s", o.quick ? "0.02" : "0.05"), arg(s, "--rounds"), arg(s, "2");
+    } else { /* a slow link: few iterations, the sizes the fit needs */
+      arg(s, "--warmup"), arg(s, "1"), arg(s, "--iters"), arg(s, "4"), arg(s, "--rounds"), arg(s, "1");
+      arg(s, "--emulate"), arg(s, "%s", rates[f]);
+    }
+  }
+  /* the cost model from the microbenchmarks, then training per fabric, predicted by it */
+  s = step_new(steps, &ns, 1, "fit");
+  arg(s, "fit"), arg(s, "--out"), arg(s, "%s/model.json", dir);
+  for (int i = 0; i + 1 < ns; i++)
+    if (strncmp(steps[i].name, "topo", 4)) arg(s, "%s/%s", dir, steps[i].name);
+  for (int f = -1; f < nrates; f++) {
+    const char *tag = f < 0 ? "loopback" : rates[f];
+    s = step_new(steps, &ns, 0, "train-%s", tag);
+    arg(s, "train"), arg(s, "-n"), arg(s, "%s", nr), arg(s, "--transport");
+    arg(s, "none,%s", f < 0 ? tl : "tcp");
+    arg(s, "--model"), arg(s, "%s", o.model), arg(s, "--data"), arg(s, "%s", o.data);
+    arg(s, "--batch"), arg(s, "%s", bt), arg(s, "--threads"), arg(s, "%s", th);
+    arg(s, "--steps"), arg(s, "%s", st), arg(s, "--warmup-steps"), arg(s, "%s", warm);
+    arg(s, "--eval-every"), arg(s, "0"), arg(s, "--timeout"), arg(s, "%s", to);
+    if (f >= 0) arg(s, "--emulate"), arg(s, "%s", rates[f]), arg(s, "--no-single");
+    arg(s, "--model-from"), arg(s, "%s/model.json", dir);
+  }
+  /* the predictions beyond this machine (their fabrics chosen once the fit is there), and the
+   * report over every run directory */
+  s = step_new(steps, &ns, 1, "predict");
+  arg(s, "predict"), arg(s, "--model"), arg(s, "%s", o.model);
+  arg(s, "--profile"), arg(s, "%s/train-loopback", dir), arg(s, "--ranks"), arg(s, "8,64,512,1024");
+  for (int i = 0; i < ns; i++)
+    if (strcmp(steps[i].name, "fit")) arg(&steps[i], "--out"), arg(&steps[i], "%s/%s", dir, steps[i].name);
+  s = step_new(steps, &ns, 1, "report");
+  arg(s, "report"), arg(s, "--out"), arg(s, "%s/report", dir);
+  for (int i = 0; i + 1 < ns; i++) /* the run directories (topo's is a topology's) */
+    if (strcmp(steps[i].name, "fit") && strcmp(steps[i].name, "topo")) arg(s, "%s/%s", dir, steps[i].name);
+
+  printf("suite: %s, %d ranks, transports %s, algorithms %s, emulated:", dir, o.nranks, tl, algos);
+  for (int f = 0; f < nrates; f++) printf(" %s", rates[f]);
+  printf("%s\nsuite: %d steps; each one's output is in %s/<step>.log\n", nrates ? "" : " none",
+         ns, dir);
+  fflush(stdout);
+  int tty = isatty(2), failed = 0, fit_ok = steps_done(state, "fit");
+  char self[4096];
+  ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (sl <= 0) {
+    rc = bench_error("cannot find this program (/proc/self/exe)");
+    goto out;
+  }
+  self[sl] = 0;
+  double t0 = res_now();
+  char sj[4200];
+  snprintf(sj, sizeof sj, "%s/suite.json", dir);
+  for (int i = 0; i < ns; i++) {
+    const suite_step *p = &steps[i];
+    if (steps_done(state, p->name)) {
+      progress(tty, i + 1, ns, p->name, "done before (resumed)");
+      continue;
+    }
+    progress(tty, i, ns, p->name, "...");
+    suite_step *q = &steps[i];
+    if (!fit_ok) drop_arg(q, "--model-from"); /* train without predictions */
+    if (!strcmp(q->name, "predict") && fit_ok) predict_fabrics(q, dir);
+    double ts = res_now();
+    int src = step_run(self, p, dir);
+    if (!strcmp(p->name, "fit")) fit_ok = src == 0;
+    char what[128];
+    snprintf(what, sizeof what, "%s in %.0f s", src == 0 ? "ok" : p->optional ? "failed (optional)" : "FAILED",
+             res_now() - ts);
+    progress(tty, i + 1, ns, p->name, what);
+    cJSON *sv = cJSON_GetObjectItem(state, "steps");
+    cJSON_DeleteItemFromObject(sv, p->name);
+    cJSON_AddStringToObject(sv, p->name, src == 0 ? "ok" : "failed");
+    if (res_json_write_file(sj, state, err, sizeof err)) {
+      bench_error("%s", err);
+      failed = 1;
+      break;
+    }
+    if (src != 0) {
+      log_tail(dir, p->name);
+      if (!p->optional) failed = 1;
+    }
+  }
+  printf("suite: %.0f s\n", res_now() - t0);
+  summarize(dir, &o, rates, nrates, grad_bytes);
+  printf("\nsuite: %s%s\n", dir, failed ? " (some steps FAILED: see their logs; --resume runs them again)" : "");
+  struct stat sb;
+  char rp[4200];
+  snprintf(rp, sizeof rp, "%s/report/report.md", dir);
+  if (stat(rp, &sb) == 0) printf("suite: the report is %s\n", rp);
+  rc = failed ? 1 : 0;
+out:
+  cJSON_Delete(state);
+  for (int i = 0; i < ns; i++)
+    for (int k = 0; k < steps[i].argc; k++) free(steps[i].argv[k]);
+  return rc;
+}

@@ -1,0 +1,118 @@
+/* Helpers of the commands that use the cost model (fit, allreduce --model-from, predict,
+ * report): loading a model from a file or a run directory, and the reduction kernel's rate. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "coll.h"
+#include "res.h"
+
+double bench_gamma_kernel(void) {
+  /* f32 sum over 8 MiB (beyond the caches, as the large all-reduces are): the best of a few
+   * passes, so a busy core does not inflate it */
+  size_t count = (8u << 20) / sizeof(float);
+  float *a = malloc(count * sizeof *a), *b = malloc(count * sizeof *b);
+  if (!a || !b) {
+    free(a);
+    free(b);
+    return NAN;
+  }
+  for (size_t i = 0; i < count; i++) a[i] = (float)(i & 7), b[i] = 1.0f;
+  double best = INFINITY;
+  for (int rep = 0; rep < 7; rep++) {
+    double t0 = res_now();
+    coll_reduce(a, b, count, COLL_F32, COLL_SUM);
+    double t = res_now() - t0;
+    if (t < best) best = t;
+  }
+  free(a);
+  free(b);
+  return best / (double)(count * sizeof(float));
+}
+
+int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, char *err,
+                   size_t cap) {
+  res_rows ar = {res_schema_allreduce(), NULL, 0}, pp = {res_schema_p2p(), NULL, 0};
+  int rc = 0, found = 0;
+  for (int i = 0; i < ndirs && !rc; i++) {
+    struct stat st;
+    if (stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
+      snprintf(err, cap, "'%s' is not a run directory", dirs[i]);
+      rc = -1;
+      break;
+    }
+    const res_schema *sch[2] = {res_schema_allreduce(), res_schema_p2p()};
+    res_rows *dst[2] = {&ar, &pp};
+    for (int k = 0; k < 2 && !rc; k++) {
+      if (!res_table_exists(sch[k], dirs[i])) continue;
+      res_rows r;
+      if (res_table_read(&r, sch[k], dirs[i], err, cap) || res_rows_move(dst[k], &r, err, cap)) {
+        rc = -1;
+        break;
+      }
+      res_rows_free(&r);
+      found = 1;
+    }
+  }
+  if (!rc && !found) {
+    snprintf(err, cap, "no allreduce.csv or p2p.csv in %s%s: nothing to fit", dirs[0], ndirs > 1 ? " and the others" : "");
+    rc = -1;
+  }
+  if (!rc) rc = res_fit(m, &ar, &pp, gamma_kernel, err, cap);
+  res_rows_free(&ar);
+  res_rows_free(&pp);
+  return rc;
+}
+
+int bench_model_load(res_model *m, const char *from, char *err, size_t cap) {
+  struct stat st;
+  if (stat(from, &st) != 0) {
+    snprintf(err, cap, "'%s' does not exist", from);
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) return res_model_read(m, from, err, cap);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/model.json", from);
+  if (stat(path, &st) == 0) return res_model_read(m, path, err, cap);
+  char *dirs[1] = {(char *)from};
+  return bench_fit_dirs(m, dirs, 1, bench_gamma_kernel(), err, cap); /* fit it now */
+}
+
+int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap) {
+  /* gnuplot runs in the directory, so the script names its data and outputs plainly */
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, cap, "cannot start gnuplot: %s", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    if (chdir(dir) != 0) _exit(126);
+    int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execlp("gnuplot", "gnuplot", script, (char *)NULL);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+    snprintf(err, cap, "gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox); the data and %s are in %s", script, dir);
+    return -1;
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    snprintf(err, cap, "gnuplot failed on %s/%s (see %s/gnuplot.log)", dir, script, dir);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,21 @@
+/* collectives: the CUDA kernels (reduce_cuda.cu), callable from C. Private. The numbers are
+ * coll_dtype's and coll_op's (checked in transport_nccl.c), kept here so nvcc needs no coll.h. */
+#ifndef FABENCH_COLL_CUDA_H
+#define FABENCH_COLL_CUDA_H
+
+#include <stddef.h>
+
+enum { COLL_CUDA_F32, COLL_CUDA_F64, COLL_CUDA_F16, COLL_CUDA_BF16, COLL_CUDA_I32, COLL_CUDA_I64 };
+enum { COLL_CUDA_SUM, COLL_CUDA_PROD, COLL_CUDA_MIN, COLL_CUDA_MAX };
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* inout[i] = inout[i] (op) in[i] on device memory, enqueued on `stream` (a cudaStream_t).
+ * Returns a cudaError_t (0: launched). */
+int coll_cuda_reduce(void *inout, const void *in, size_t count, int dtype, int op, void *stream);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,582 @@
+/* results: the cost-model fit. Every all-reduce formula (coll_model_time) is linear in alpha,
+ * beta and gamma, so a row's design vector is the formula evaluated at the unit models, and
+ * the fit is a linear least-squares problem in three unknowns. Residuals are relative (the
+ * sizes span six decades; absolute residuals would let the largest size decide everything),
+ * weighted by Huber's function and refitted (IRLS); points beyond 4 robust deviations are
+ * outliers and left out. Parameters must be positive: one that comes out negative is fixed
+ * (gamma at the kernel's rate, others at zero) and the rest refitted. */
+#include "res.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void rf_errf(char *err, size_t cap, const char *fmt, ...) {
+  if (!err || !cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, cap, fmt, ap);
+  va_end(ap);
+}
+
+#define RF_NP 4 /* alpha, beta, gamma, delta */
+
+typedef struct {
+  double x[RF_NP]; /* design: seconds per unit alpha, beta, gamma, delta */
+  double y;    /* seconds measured */
+  double den;  /* the residual's scale: the current prediction (at first y) */
+  double w;    /* robustness weight */
+  int out;     /* outlier */
+  const char *algo;
+  int ranks;
+  int64_t bytes;
+} rf_pt;
+
+/* Solves the k x k system a z = b (Gaussian elimination, partial pivoting); -1 if singular. */
+static int rf_solve(double a[RF_NP][RF_NP], double b[RF_NP], double z[RF_NP], int k) {
+  for (int c = 0; c < k; c++) {
+    int piv = c;
+    for (int r = c + 1; r < k; r++)
+      if (fabs(a[r][c]) > fabs(a[piv][c])) piv = r;
+    if (fabs(a[piv][c]) < 1e-300) return -1;
+    if (piv != c) {
+      for (int j = 0; j < k; j++) {
+        double t = a[c][j];
+        a[c][j] = a[piv][j];
+        a[piv][j] = t;
+      }
+      double t = b[c];
+      b[c] = b[piv];
+      b[piv] = t;
+    }
+    for (int r = c + 1; r < k; r++) {
+      double f = a[r][c] / a[c][c];
+      for (int j = c; j < k; j++) a[r][j] -= f * a[c][j];
+      b[r] -= f * b[c];
+    }
+  }
+  for (int c = k - 1; c >= 0; c--) {
+    double s = b[c];
+    for (int j = c + 1; j < k; j++) s -= a[c][j] * z[j];
+    z[c] = s / a[c][c];
+  }
+  return 0;
+}
+
+/* Weighted least squares of relative residuals over the free parameters (free[j]); fixed
+ * ones keep theta[j]. Columns are scaled to unit size so alpha (1e-5) and beta (1e-9) share a
+ * well-conditioned system. */
+static int rf_wls(const rf_pt *pt, size_t n, const int free[RF_NP], double theta[RF_NP]) {
+  int idx[RF_NP], k = 0;
+  for (int j = 0; j < RF_NP; j++)
+    if (free[j]) idx[k++] = j;
+  if (k == 0) return 0;
+  double scale[RF_NP] = {0};
+  for (size_t i = 0; i < n; i++)
+    for (int q = 0; q < k; q++) {
+      double v = pt[i].x[idx[q]] / pt[i].den;
+      if (v > scale[q]) scale[q] = v;
+    }
+  for (int q = 0; q < k; q++)
+    if (scale[q] <= 0) return -1;
+  double a[RF_NP][RF_NP] = {{0}}, b[RF_NP] = {0}, z[RF_NP] = {0};
+  size_t used = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (pt[i].out || pt[i].w <= 0) continue;
+    used++;
+    double fixed = 0;
+    for (int j = 0; j < RF_NP; j++)
+      if (!free[j]) fixed += pt[i].x[j] * theta[j];
+    double r = (pt[i].y - fixed) / pt[i].den, w = pt[i].w, u[RF_NP];
+    for (int q = 0; q < k; q++) u[q] = pt[i].x[idx[q]] / pt[i].den / scale[q];
+    for (int q = 0; q < k; q++) {
+      b[q] += w * u[q] * r;
+      for (int s = 0; s < k; s++) a[q][s] += w * u[q] * u[s];
+    }
+  }
+  if (used < (size_t)k) return -1;
+  if (rf_solve(a, b, z, k)) return -1;
+  for (int q = 0; q < k; q++) theta[idx[q]] = z[q] / scale[q];
+  return 0;
+}
+
+static double rf_pred(const rf_pt *p, const double th[RF_NP]) {
+  double t = 0;
+  for (int j = 0; j < RF_NP; j++) t += p->x[j] * th[j];
+  return t;
+}
+
+static int rf_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median absolute relative residual of the points not yet outliers, scaled to a standard
+ * deviation (1.4826 MAD). */
+static double rf_mad(const rf_pt *pt, size_t n, const double th[RF_NP]) {
+  double *r = malloc(n * sizeof *r);
+  if (!r) return NAN;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!pt[i].out) r[m++] = fabs(pt[i].y - rf_pred(&pt[i], th)) / pt[i].den;
+  double med = NAN;
+  if (m) {
+    qsort(r, m, sizeof *r, rf_cmp);
+    med = m % 2 ? r[m / 2] : 0.5 * (r[m / 2 - 1] + r[m / 2]);
+  }
+  free(r);
+  return 1.4826 * med;
+}
+
+/* The robust fit: IRLS with Huber weights (k = 1.345 robust deviations), then points beyond
+ * 4 robust deviations are outliers and the fit is repeated without them. Positivity by
+ * fixing a negative parameter (gamma at gamma_fix, the others at 0) and refitting. */
+static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, int gamma_free, int delta_free,
+                     double th[RF_NP], int *gamma_fixed) {
+  int free[RF_NP] = {1, 1, gamma_free, delta_free};
+  th[0] = th[1] = th[3] = 0;
+  th[2] = gamma_fix;
+  for (size_t i = 0; i < n; i++) pt[i].w = 1, pt[i].out = 0, pt[i].den = pt[i].y;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int it = 0; it < 20; it++) {
+      double prev[RF_NP] = {th[0], th[1], th[2], th[3]};
+      if (rf_wls(pt, n, free, th)) return -1;
+      for (int j = 0; j < RF_NP; j++)
+        if (free[j] && th[j] < 0) {
+          free[j] = 0;
+          th[j] = j == 2 ? gamma_fix : 0;
+          it = -1; /* start over with this parameter fixed */
+        }
+      if (it < 0) continue;
+      /* residuals relative to the prediction, not the measurement: relative to the
+       * measurement an underestimate costs at most 1 and an overestimate without bound, which
+       * biases the fit low */
+      for (size_t i = 0; i < n; i++) {
+        double pr = rf_pred(&pt[i], th);
+        pt[i].den = pr > 0.05 * pt[i].y ? pr : 0.05 * pt[i].y;
+      }
+      double s = rf_mad(pt, n, th);
+      if (!(s > 1e-12)) break; /* a perfect fit */
+      for (size_t i = 0; i < n; i++) {
+        double r = fabs(pt[i].y - rf_pred(&pt[i], th)) / pt[i].den / s;
+        pt[i].w = r <= 1.345 ? 1 : 1.345 / r;
+      }
+      double d = 0;
+      for (int j = 0; j < RF_NP; j++) d += fabs(th[j] - prev[j]) / (fabs(th[j]) + 1e-30);
+      if (it > 0 && d < 1e-9) break;
+    }
+    if (pass == 0) {
+      double s = rf_mad(pt, n, th);
+      size_t kept = 0;
+      for (size_t i = 0; i < n; i++) {
+        pt[i].out = s > 1e-12 && fabs(pt[i].y - rf_pred(&pt[i], th)) / pt[i].den > 4 * s;
+        kept += !pt[i].out;
+        pt[i].w = 1;
+      }
+      if (kept < 3) {
+        for (size_t i = 0; i < n; i++) pt[i].out = 0;
+        break;
+      }
+    }
+  }
+  *gamma_fixed = !free[2];
+  return 0;
+}
+
+static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const double th[RF_NP]) {
+  f->resid = calloc(n ? n : 1, sizeof *f->resid);
+  if (!f->resid) return -1;
+  double mean = 0, sr = 0, st = 0, rel = 0;
+  size_t used = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!pt[i].out) mean += pt[i].y, used++;
+  mean = used ? mean / (double)used : 0;
+  for (size_t i = 0; i < n; i++) {
+    double pr = rf_pred(&pt[i], th);
+    res_resid *r = &f->resid[i];
+    snprintf(r->algo, sizeof r->algo, "%s", pt[i].algo);
+    r->ranks = pt[i].ranks;
+    r->bytes = pt[i].bytes;
+    r->t_us = pt[i].y * 1e6;
+    r->pred_us = pr * 1e6;
+    r->resid = pr > 0 ? (pt[i].y - pr) / pr : NAN;
+    r->outlier = pt[i].out;
+    if (pt[i].out) continue;
+    sr += (pt[i].y - pr) * (pt[i].y - pr);
+    st += (pt[i].y - mean) * (pt[i].y - mean);
+    rel += r->resid * r->resid;
+  }
+  f->nresid = n;
+  f->n = n;
+  f->n_used = used;
+  f->r2 = st > 0 ? 1 - sr / st : NAN;
+  f->rms_rel = used ? sqrt(rel / (double)used) : NAN;
+  return 0;
+}
+
+/* Does gamma's column carry information of its own? Not when, relative to each point's time,
+ * it is proportional to beta's (one algorithm family at one rank count): then the fit would
+ * trade one for the other. */
+static int rf_gamma_identified(const rf_pt *pt, size_t n) {
+  double sbb = 0, sgg = 0, sbg = 0;
+  for (size_t i = 0; i < n; i++) {
+    double b = pt[i].x[1] / pt[i].y, g = pt[i].x[2] / pt[i].y;
+    sbb += b * b;
+    sgg += g * g;
+    sbg += b * g;
+  }
+  if (sbb <= 0 || sgg <= 0) return 0;
+  double corr = sbg / sqrt(sbb * sgg);
+  return corr < 0.9995;
+}
+
+/* delta and alpha are told apart only by rows with different numbers of start-ups: more than
+ * one rank count or algorithm family. */
+static int rf_delta_identified(const rf_pt *pt, size_t n) {
+  for (size_t i = 1; i < n; i++)
+    if (fabs(pt[i].x[0] - pt[0].x[0]) > 1e-12 * fabs(pt[0].x[0])) return 1;
+  return 0;
+}
+
+static res_fabric_model *rf_add(res_model *m) {
+  res_fabric_model *f = realloc(m->f, (m->n + 1) * sizeof *f);
+  if (!f) return NULL;
+  m->f = f;
+  memset(&f[m->n], 0, sizeof *f);
+  return &f[m->n++];
+}
+
+static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_kernel, char *err,
+                            size_t cap) {
+  const res_allreduce_row *rows = ar->rows;
+  char *done = calloc(ar->n ? ar->n : 1, 1);
+  rf_pt *pt = malloc((ar->n ? ar->n : 1) * sizeof *pt);
+  if (!done || !pt) {
+    free(done);
+    free(pt);
+    return rf_errf(err, cap, "out of memory"), -1;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < ar->n && !rc; i++) {
+    if (done[i]) continue;
+    const res_allreduce_row *k = &rows[i];
+    size_t n = 0;
+    int64_t chunk = 0;
+    for (size_t j = i; j < ar->n; j++) {
+      const res_allreduce_row *r = &rows[j];
+      if (done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) ||
+          r->host_count != k->host_count)
+        continue;
+      done[j] = 1;
+      coll_algo a;
+      const char *an = *r->algo_ran ? r->algo_ran : r->algo;
+      if (coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
+        continue;
+      if (r->errors || r->ranks < 2 || r->bytes <= 0 || !(r->t_p50_us > 0)) continue;
+      /* the ring on memory every rank maps (ucx's "+rkey_ptr", from 16 KiB: algo_ring.c)
+       * reads its neighbour's partial sums instead of passing messages; no formula here
+       * describes it, and its rows would drag the fabric's beta toward zero */
+      if (strstr(r->fabric, "+rkey_ptr") && a.kind == COLL_ALGO_RING && r->bytes >= (16 << 10)) continue;
+      rf_pt *p = &pt[n++];
+      static const coll_model unit[RF_NP] = {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}};
+      for (int q = 0; q < RF_NP; q++)
+        p->x[q] = coll_model_time(&unit[q], a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
+      p->y = r->t_p50_us * 1e-6;
+      p->algo = an;
+      p->ranks = (int)r->ranks;
+      p->bytes = r->bytes;
+      chunk = r->chunk_bytes;
+    }
+    if (n < 3) continue; /* nothing to fit: native only, or too few sizes */
+    coll_model def;
+    coll_transport_kind tk;
+    if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
+    coll_model_default(&def, tk);
+    double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
+    double th[RF_NP];
+    int gfixed = 0;
+    if (rf_robust(pt, n, gfix, rf_gamma_identified(pt, n), rf_delta_identified(pt, n), th, &gfixed)) {
+      rc = -1;
+      rf_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
+              (long long)k->host_count);
+      break;
+    }
+    res_fabric_model *f = rf_add(out);
+    if (!f) {
+      rc = -1;
+      rf_errf(err, cap, "out of memory");
+      break;
+    }
+    snprintf(f->fabric, sizeof f->fabric, "%s", k->fabric);
+    snprintf(f->transport, sizeof f->transport, "%s", k->transport);
+    snprintf(f->source, sizeof f->source, "allreduce");
+    f->host_count = (int)k->host_count;
+    f->m = (coll_model){th[0], th[1], th[2], th[3]};
+    f->gamma_fixed = gfixed;
+    f->chunk_bytes = chunk;
+    if (rf_fill_stats(f, pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
+  }
+  free(done);
+  free(pt);
+  return rc;
+}
+
+/* p2p: one-way time t = alpha + n beta from lat rows (t_p50_us) and bw rows (bytes / rate). */
+static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, char *err,
+                      size_t cap) {
+  const res_p2p_row *rows = pp->rows;
+  char *done = calloc(pp->n ? pp->n : 1, 1);
+  rf_pt *pt = malloc((pp->n ? pp->n : 1) * sizeof *pt);
+  if (!done || !pt) {
+    free(done);
+    free(pt);
+    return rf_errf(err, cap, "out of memory"), -1;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < pp->n && !rc; i++) {
+    if (done[i]) continue;
+    const res_p2p_row *k = &rows[i];
+    /* p2p rows carry no host count: the pair's hosts tell */
+    int hc = strcmp(k->src_host, k->dst_host) ? 2 : 1;
+    size_t n = 0;
+    for (size_t j = i; j < pp->n; j++) {
+      const res_p2p_row *r = &rows[j];
+      int rhc = strcmp(r->src_host, r->dst_host) ? 2 : 1;
+      if (done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) || rhc != hc)
+        continue;
+      done[j] = 1;
+      if (r->errors || r->bytes <= 0) continue;
+      double t;
+      if (!strcmp(r->test, "lat"))
+        t = r->t_p50_us * 1e-6;
+      else if (!strcmp(r->test, "bw") && r->gbps > 0)
+        t = (double)r->bytes / (r->gbps * 1e9);
+      else
+        continue;
+      if (!(t > 0)) continue;
+      rf_pt *p = &pt[n++];
+      p->x[0] = 1;
+      p->x[1] = (double)r->bytes;
+      p->x[2] = p->x[3] = 0; /* one-way point to point: no reduction, no call of its own */
+      p->y = t;
+      p->algo = r->test;
+      p->ranks = 2;
+      p->bytes = r->bytes;
+    }
+    if (n < 3) continue;
+    if (res_model_find(out, k->fabric, k->transport, hc)) continue; /* the all-reduce fit is the better one */
+    coll_model def;
+    coll_transport_kind tk;
+    if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
+    coll_model_default(&def, tk);
+    double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
+    double th[RF_NP];
+    int gfixed;
+    if (rf_robust(pt, n, 0, 0, 0, th, &gfixed)) continue;
+    res_fabric_model *f = rf_add(out);
+    if (!f) {
+      rc = -1;
+      rf_errf(err, cap, "out of memory");
+      break;
+    }
+    snprintf(f->fabric, sizeof f->fabric, "%s", k->fabric);
+    snprintf(f->transport, sizeof f->transport, "%s", k->transport);
+    snprintf(f->source, sizeof f->source, "p2p");
+    f->host_count = hc;
+    f->m = (coll_model){th[0], th[1], gfix, 0};
+    f->gamma_fixed = 1;
+    if (rf_fill_stats(f, pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
+  }
+  free(done);
+  free(pt);
+  return rc;
+}
+
+int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
+            char *err, size_t errcap) {
+  memset(out, 0, sizeof *out);
+  out->gamma_kernel = gamma_kernel;
+  if (allreduce && rf_fit_allreduce(out, allreduce, gamma_kernel, err, errcap)) goto fail;
+  if (p2p && rf_fit_p2p(out, p2p, gamma_kernel, err, errcap)) goto fail;
+  if (out->n == 0) {
+    rf_errf(err, errcap, "nothing to fit: no error-free all-reduce rows of a named algorithm (ring, rhd, ...) or p2p lat/bw rows at 3 or more sizes");
+    goto fail;
+  }
+  return 0;
+fail:
+  res_model_free(out);
+  return -1;
+}
+
+const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
+                                       const char *transport, int host_count) {
+  const res_fabric_model *any = NULL;
+  for (size_t i = 0; i < m->n; i++) {
+    if (strcmp(m->f[i].fabric, fabric) || (transport && strcmp(m->f[i].transport, transport))) continue;
+    if (m->f[i].host_count == host_count) return &m->f[i];
+    if (!any) any = &m->f[i];
+  }
+  return any;
+}
+
+void res_model_free(res_model *m) {
+  if (!m) return;
+  for (size_t i = 0; i < m->n; i++) free(m->f[i].resid);
+  free(m->f);
+  m->f = NULL;
+  m->n = 0;
+}
+
+/* ---- model.json ---- */
+
+static cJSON *rf_num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+
+int res_model_write(const res_model *m, const char *path, char *err, size_t errcap) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "schema", RES_SCHEMA_VERSION);
+  cJSON_AddStringToObject(o, "kind", "fabench-cost-model");
+  cJSON_AddItemToObject(o, "gamma_kernel_s_per_byte", rf_num(m->gamma_kernel));
+  cJSON *arr = cJSON_AddArrayToObject(o, "fabrics");
+  for (size_t i = 0; i < m->n; i++) {
+    const res_fabric_model *f = &m->f[i];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "fabric", f->fabric);
+    cJSON_AddStringToObject(j, "transport", f->transport);
+    cJSON_AddNumberToObject(j, "host_count", f->host_count);
+    cJSON_AddStringToObject(j, "source", f->source);
+    cJSON_AddItemToObject(j, "alpha_us", rf_num(f->m.alpha * 1e6));
+    cJSON_AddItemToObject(j, "beta_s_per_byte", rf_num(f->m.beta));
+    cJSON_AddItemToObject(j, "gamma_s_per_byte", rf_num(f->m.gamma));
+    cJSON_AddItemToObject(j, "delta_us", rf_num(f->m.delta * 1e6));
+    cJSON_AddItemToObject(j, "link_gbps", rf_num(f->m.beta > 0 ? 1e-9 / f->m.beta : NAN));
+    cJSON_AddItemToObject(j, "reduce_gbps", rf_num(f->m.gamma > 0 ? 1e-9 / f->m.gamma : NAN));
+    cJSON_AddBoolToObject(j, "gamma_fixed", f->gamma_fixed);
+    cJSON_AddItemToObject(j, "r2", rf_num(f->r2));
+    cJSON_AddItemToObject(j, "rms_rel", rf_num(f->rms_rel));
+    cJSON_AddNumberToObject(j, "n", (double)f->n);
+    cJSON_AddNumberToObject(j, "n_used", (double)f->n_used);
+    cJSON_AddNumberToObject(j, "chunk_bytes", (double)f->chunk_bytes);
+    cJSON *rs = cJSON_AddArrayToObject(j, "residuals");
+    for (size_t q = 0; q < f->nresid; q++) {
+      const res_resid *r = &f->resid[q];
+      cJSON *x = cJSON_CreateObject();
+      cJSON_AddStringToObject(x, "algo", r->algo);
+      cJSON_AddNumberToObject(x, "ranks", r->ranks);
+      cJSON_AddNumberToObject(x, "bytes", (double)r->bytes);
+      cJSON_AddItemToObject(x, "t_us", rf_num(r->t_us));
+      cJSON_AddItemToObject(x, "pred_us", rf_num(r->pred_us));
+      cJSON_AddItemToObject(x, "resid", rf_num(r->resid));
+      cJSON_AddBoolToObject(x, "outlier", r->outlier);
+      cJSON_AddItemToArray(rs, x);
+    }
+    cJSON_AddItemToArray(arr, j);
+  }
+  int rc = res_json_write_file(path, o, err, errcap);
+  cJSON_Delete(o);
+  return rc;
+}
+
+static double rf_get(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const char *rf_gets(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
+  memset(m, 0, sizeof *m);
+  char file[4200];
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    snprintf(file, sizeof file, "%s/model.json", path);
+  else
+    snprintf(file, sizeof file, "%s", path);
+  FILE *fp = fopen(file, "r");
+  if (!fp) {
+    rf_errf(err, errcap, "no cost model at '%s' (a model.json, or a directory with one: run fabench fit)", path);
+    return -1;
+  }
+  char *txt = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&txt, &len);
+  char buf[65536];
+  size_t got;
+  while (mem && (got = fread(buf, 1, sizeof buf, fp)) > 0) fwrite(buf, 1, got, mem);
+  fclose(fp);
+  if (mem) fclose(mem);
+  cJSON *o = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  const char *kind = rf_gets(o, "kind");
+  if (!o || !kind || strcmp(kind, "fabench-cost-model")) {
+    cJSON_Delete(o);
+    rf_errf(err, errcap, "%s: not a fabench cost model (model.json)", file);
+    return -1;
+  }
+  double ver = rf_get(o, "schema");
+  if (!(ver <= RES_SCHEMA_VERSION)) {
+    cJSON_Delete(o);
+    rf_errf(err, errcap, "%s: schema version %g is newer than this fabench's %d", file, ver, RES_SCHEMA_VERSION);
+    return -1;
+  }
+  m->gamma_kernel = rf_get(o, "gamma_kernel_s_per_byte");
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "fabrics"), *j;
+  int rc = 0;
+  cJSON_ArrayForEach(j, arr) {
+    const char *fab = rf_gets(j, "fabric");
+    double a = rf_get(j, "alpha_us"), b = rf_get(j, "beta_s_per_byte"), g = rf_get(j, "gamma_s_per_byte");
+    if (!fab || !isfinite(a) || !isfinite(b) || !isfinite(g)) {
+      rf_errf(err, errcap, "%s: a fabric entry lacks fabric, alpha_us, beta_s_per_byte or gamma_s_per_byte", file);
+      rc = -1;
+      break;
+    }
+    res_fabric_model *f = rf_add(m);
+    if (!f) {
+      rc = -1;
+      rf_errf(err, errcap, "out of memory");
+      break;
+    }
+    snprintf(f->fabric, sizeof f->fabric, "%s", fab);
+    const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source");
+    snprintf(f->transport, sizeof f->transport, "%s", tr ? tr : "");
+    snprintf(f->source, sizeof f->source, "%s", src ? src : "");
+    double hc = rf_get(j, "host_count"), ch = rf_get(j, "chunk_bytes");
+    f->host_count = isfinite(hc) ? (int)hc : 1;
+    f->chunk_bytes = isfinite(ch) ? (int64_t)ch : 0;
+    double dl = rf_get(j, "delta_us");
+    f->m = (coll_model){a * 1e-6, b, g, isfinite(dl) ? dl * 1e-6 : 0};
+    f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
+    f->r2 = rf_get(j, "r2");
+    f->rms_rel = rf_get(j, "rms_rel");
+    double n = rf_get(j, "n"), nu = rf_get(j, "n_used");
+    f->n = isfinite(n) ? (size_t)n : 0;
+    f->n_used = isfinite(nu) ? (size_t)nu : 0;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "residuals"), *x;
+    int nr = cJSON_GetArraySize(rs);
+    if (nr > 0 && (f->resid = calloc((size_t)nr, sizeof *f->resid))) {
+      cJSON_ArrayForEach(x, rs) {
+        res_resid *r = &f->resid[f->nresid++];
+        const char *al = rf_gets(x, "algo");
+        snprintf(r->algo, sizeof r->algo, "%s", al ? al : "");
+        r->ranks = (int)rf_get(x, "ranks");
+        r->bytes = (int64_t)rf_get(x, "bytes");
+        r->t_us = rf_get(x, "t_us");
+        r->pred_us = rf_get(x, "pred_us");
+        r->resid = rf_get(x, "resid");
+        r->outlier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "outlier"));
+      }
+    }
+  }
+  cJSON_Delete(o);
+  if (!rc && m->n == 0) {
+    rf_errf(err, errcap, "%s: the cost model has no fabrics", file);
+    rc = -1;
+  }
+  if (rc) res_model_free(m);
+  return rc;
+}

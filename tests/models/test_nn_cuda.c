@@ -1,0 +1,296 @@
+/* The GPU engine against the CPU engine and against itself: the same seed gives the same weights;
+ * a checkpoint of either resumes on the other with the same next-step loss; the gradient-ready
+ * callback walks the arena in order and, with host gradients, the host copy holds every gradient
+ * when it is reported; tf32 and bf16 follow fp32; prefetched batches equal uploaded ones. Without
+ * a GPU (or without CUDA in the build) every test but the refusal one skips with one line. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "nn.h"
+
+enum { B = 6, CH = 3, H = 12, W = 11, K = 7 };
+#define MODEL "resnet8-w8"
+
+static nn_net_opts opts(int dev, int prec) {
+  return (nn_net_opts){.model = MODEL, .in_c = CH, .in_h = H, .in_w = W, .classes = K, .batch = B,
+                       .threads = 1, .seed = 7, .device = dev, .precision = prec};
+}
+
+/* A GPU net, or NULL after printing why the test skips. */
+static nn_net *gpu_net(int prec) {
+  nn_net_opts o = opts(NN_DEV_CUDA, prec);
+  nn_net *net = NULL;
+  char err[256];
+  int rc = nn_net_create(&net, &o, err, sizeof err);
+  if (rc == NN_ENODEV) {
+    print_message("[  SKIPPED ] GPU engine: %s\n", err);
+    return NULL;
+  }
+  if (rc) fail_msg("%s", err);
+  return net;
+}
+
+/* A CPU net, or NULL after printing why (a build without oneDNN). */
+static nn_net *cpu_net(void) {
+  nn_net_opts o = opts(NN_DEV_CPU, NN_PREC_FP32);
+  nn_net *net = NULL;
+  char err[256];
+  if (nn_net_create(&net, &o, err, sizeof err)) {
+    if (!strstr(err, "without oneDNN")) fail_msg("%s", err);
+    print_message("[  SKIPPED ] CPU engine: %s\n", err);
+  }
+  return net;
+}
+
+typedef struct {
+  float x[2][B * CH * H * W];
+  int32_t y[2][B];
+} batches;
+
+static void make_batches(batches *d) {
+  uint64_t s = 12345;
+  for (int k = 0; k < 2; k++) {
+    for (size_t i = 0; i < sizeof d->x[k] / sizeof(float); i++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      d->x[k][i] = (float)((s >> 40) & 0xffff) / 32768.0f - 1.0f;
+    }
+    for (int i = 0; i < B; i++) d->y[k][i] = (i * 3 + k) % K;
+  }
+}
+
+static float step(nn_net *net, const batches *d, int k, int sgd) {
+  char err[256];
+  float loss;
+  int c;
+  if (nn_net_train_step(net, d->x[k], d->y[k], B, &loss, &c, NULL, err, sizeof err)) fail_msg("%s", err);
+  nn_sgd_opts o = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f};
+  if (sgd) nn_sgd_step(net, &o);
+  return loss;
+}
+
+static void near(const char *what, double got, double ref, double tol) {
+  if (!(fabs(got - ref) <= tol * (fabs(ref) + 1e-6))) fail_msg("%s: %.8g against %.8g (tolerance %g)", what, got, ref, tol);
+}
+
+/* Without a GPU or CUDA, a GPU net is refused with NN_ENODEV and a reason (exit status 3 in bench);
+   with one, it is made. A CPU net in bf16 is refused as a plain error. */
+static void test_refusal(void **state) {
+  (void)state;
+  nn_net_opts o = opts(NN_DEV_CUDA, NN_PREC_FP32);
+  nn_net *net = NULL;
+  char err[256] = "";
+  int rc = nn_net_create(&net, &o, err, sizeof err);
+  if (rc == NN_ENODEV) {
+    assert_null(net);
+    assert_true(strlen(err) > 10);
+  } else {
+    assert_int_equal(rc, 0);
+    assert_int_equal(nn_net_device(net), NN_DEV_CUDA);
+    assert_non_null(strstr(nn_net_backend(net), "cuDNN"));
+    nn_net_destroy(net);
+  }
+  o = opts(NN_DEV_CPU, NN_PREC_BF16);
+  assert_int_equal(nn_net_create(&net, &o, err, sizeof err), -1);
+  assert_true(strstr(err, "fp32") || strstr(err, "without oneDNN"));
+}
+
+static void save(nn_net *net, const char *path) {
+  char err[256];
+  size_t np, nm, nb;
+  float *p = nn_net_params(net, &np), *m = nn_net_momentum(net, &nm), *b = nn_net_buffers(net, &nb);
+  nn_ckpt_info ci = {.in_c = CH, .in_h = H, .in_w = W, .classes = K, .batch = B, .world = 1, .seed = 7,
+                     .n_params = np, .n_momentum = nm, .n_buffers = nb};
+  snprintf(ci.model, sizeof ci.model, MODEL);
+  snprintf(ci.data, sizeof ci.data, "test");
+  if (nn_ckpt_save(path, &ci, p, m, b, err, sizeof err)) fail_msg("%s", err);
+}
+
+static void load(nn_net *net, const char *path) {
+  char err[256];
+  size_t np, nm, nb;
+  float *p = nn_net_params(net, &np), *m = nn_net_momentum(net, &nm), *b = nn_net_buffers(net, &nb);
+  nn_ckpt_info have, want = {.in_c = CH, .in_h = H, .in_w = W, .classes = K, .batch = B, .world = 1, .seed = 7,
+                             .n_params = np, .n_momentum = nm, .n_buffers = nb};
+  snprintf(want.model, sizeof want.model, MODEL);
+  snprintf(want.data, sizeof want.data, "test");
+  if (nn_ckpt_load(path, &have, p, m, b, &want, err, sizeof err)) fail_msg("%s", err);
+}
+
+/* Same seed, same weights; the same steps give the same losses; a checkpoint written by one engine
+   resumes on the other with the next step's loss agreeing, both ways. */
+static void test_checkpoint_across(void **state) {
+  (void)state;
+  nn_net *g = gpu_net(NN_PREC_FP32);
+  if (!g) return;
+  nn_net *c = cpu_net();
+  if (!c) {
+    nn_net_destroy(g);
+    return;
+  }
+  batches *d = malloc(sizeof *d);
+  make_batches(d);
+  size_t np, np2;
+  const float *pc = nn_net_params(c, &np), *pg = nn_net_params(g, &np2);
+  assert_int_equal(np, np2);
+  assert_memory_equal(pc, pg, np * sizeof(float));
+  for (int s = 0; s < 3; s++) near("loss, CPU against GPU", step(g, d, s & 1, 1), step(c, d, s & 1, 1), 1e-4);
+
+  char pa[64], pb[64];
+  snprintf(pa, sizeof pa, "/tmp/fabench-nncuda-%d-a.ckpt", (int)getpid());
+  snprintf(pb, sizeof pb, "/tmp/fabench-nncuda-%d-b.ckpt", (int)getpid());
+  /* GPU -> CPU: a fresh CPU net from the GPU's checkpoint */
+  save(g, pa);
+  nn_net *c2 = cpu_net();
+  load(c2, pa);
+  near("next loss, GPU checkpoint resumed on the CPU", step(c2, d, 1, 1), step(g, d, 1, 1), 1e-4);
+  /* CPU -> GPU: a fresh GPU net from the CPU's checkpoint */
+  save(c2, pb);
+  nn_net *g2 = gpu_net(NN_PREC_FP32);
+  load(g2, pb);
+  near("next loss, CPU checkpoint resumed on the GPU", step(g2, d, 0, 1), step(c2, d, 0, 1), 1e-4);
+  unlink(pa);
+  unlink(pb);
+  nn_net_destroy(c);
+  nn_net_destroy(c2);
+  nn_net_destroy(g);
+  nn_net_destroy(g2);
+  free(d);
+}
+
+typedef struct {
+  nn_net *net;
+  const float *host;       /* the host gradient arena */
+  int check;               /* look at each reported prefix of the host arena */
+  size_t last, calls, bad; /* bad: a reported prefix not yet in the host arena */
+  int decreasing;
+} ready_log;
+
+static void on_ready(void *ctx, int layer, size_t ready) {
+  ready_log *r = ctx;
+  if (layer < -1) r->decreasing = 1;
+  if (ready < r->last) r->decreasing = 1;
+  r->last = ready;
+  r->calls++;
+  if (r->check)
+    for (size_t i = 0; i < ready; i++)
+      if (isnan(r->host[i])) { /* still the fill: not copied yet */
+        r->bad++;
+        break;
+      }
+}
+
+/* Backward reports a growing prefix ending at the whole arena; with host gradients each reported
+   prefix is already in the host arena (filled with NaN before the step, checked when reported). */
+static void test_grad_ready(void **state) {
+  (void)state;
+  nn_net *g = gpu_net(NN_PREC_FP32);
+  if (!g) return;
+  batches *d = malloc(sizeof *d);
+  make_batches(d);
+  size_t np;
+  const float *host = nn_net_grads(g, &np); /* host gradients from here on */
+  ready_log r = {.net = g, .host = host};
+  nn_net_on_grad_ready(g, on_ready, &r);
+  step(g, d, 0, 0);
+  assert_false(r.decreasing);
+  assert_int_equal(r.last, np);
+  assert_true(r.calls >= 2);
+  float *h = nn_net_grads(g, NULL);
+  memset(h, 0xff, np * sizeof(float)); /* NaNs until backward copies them */
+  r = (ready_log){.net = g, .host = h, .check = 1};
+  step(g, d, 0, 0);
+  assert_int_equal(r.last, np);
+  assert_int_equal(r.bad, 0);
+  nn_net_on_grad_ready(g, NULL, NULL);
+  /* a reducer of host memory rewrites them: SGD uses what is in the host arena */
+  size_t npar;
+  float *p0 = malloc(np * sizeof(float));
+  memcpy(p0, nn_net_params(g, &npar), np * sizeof(float));
+  h = nn_net_grads(g, NULL);
+  for (size_t i = 0; i < np; i++) h[i] = 1.0f;
+  nn_sgd_opts o = {.lr = 0.5f};
+  nn_sgd_step(g, &o);
+  const float *p1 = nn_net_params(g, NULL);
+  for (size_t i = 0; i < np; i += np / 17 + 1) near("SGD from host gradients", p1[i], p0[i] - 0.5f, 1e-6);
+  free(p0);
+  free(d);
+  nn_net_destroy(g);
+}
+
+/* tf32 and bf16 follow fp32 closely on one step and still learn (the loss falls on a fixed batch),
+   also across an evaluation of another batch size (which once broke bf16: a shared descriptor). */
+static void test_precisions(void **state) {
+  (void)state;
+  nn_net *f = gpu_net(NN_PREC_FP32);
+  if (!f) return;
+  batches *d = malloc(sizeof *d);
+  make_batches(d);
+  float ref = step(f, d, 0, 0);
+  const int prec[] = {NN_PREC_TF32, NN_PREC_BF16};
+  const double tol[] = {1e-2, 5e-2};
+  for (int k = 0; k < 2; k++) {
+    nn_net *g = gpu_net(prec[k]);
+    float first = step(g, d, 0, 1), last = first;
+    near(prec[k] == NN_PREC_BF16 ? "bf16 loss against fp32" : "tf32 loss against fp32", first, ref, tol[k]);
+    for (int s = 0; s < 15; s++) {
+      last = step(g, d, 0, 1);
+      if (s == 7) { /* an eval of a partial batch between steps: a second plan of other algorithms */
+        double ls = 0;
+        int c = 0;
+        char err[256];
+        if (nn_net_eval(g, d->x[1], d->y[1], B - 1, &ls, &c, err, sizeof err)) fail_msg("%s", err);
+      }
+    }
+    if (!(last < 0.5f * first)) fail_msg("precision %d: loss %g after 16 steps on one batch, from %g", prec[k], last, first);
+    nn_net_destroy(g);
+  }
+  nn_net_destroy(f);
+  free(d);
+}
+
+/* A prefetched batch (page-locked or not) trains exactly as one uploaded in the step. */
+static void test_prefetch(void **state) {
+  (void)state;
+  nn_net *a = gpu_net(NN_PREC_FP32);
+  if (!a) return;
+  nn_net *b = gpu_net(NN_PREC_FP32);
+  batches *d = malloc(sizeof *d);
+  make_batches(d);
+  float *pinned = nn_host_alloc(b, sizeof d->x[1]);
+  assert_non_null(pinned);
+  memcpy(pinned, d->x[1], sizeof d->x[1]);
+  char err[256];
+  float la[3], lb[3];
+  la[0] = step(a, d, 0, 1);
+  la[1] = step(a, d, 1, 1);
+  la[2] = step(a, d, 0, 1);
+  if (nn_net_prefetch(b, d->x[0], B, err, sizeof err)) fail_msg("%s", err);
+  if (nn_net_prefetch(b, pinned, B, err, sizeof err)) fail_msg("%s", err);
+  lb[0] = step(b, d, 0, 1);
+  int c;
+  if (nn_net_train_step(b, pinned, d->y[1], B, &lb[1], &c, NULL, err, sizeof err)) fail_msg("%s", err);
+  nn_sgd_opts o = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f};
+  nn_sgd_step(b, &o);
+  lb[2] = step(b, d, 0, 1);
+  for (int i = 0; i < 3; i++) near("prefetched against uploaded", lb[i], la[i], 1e-5);
+  nn_host_free(b, pinned);
+  nn_net_destroy(a);
+  nn_net_destroy(b);
+  free(d);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refusal), cmocka_unit_test(test_checkpoint_across),
+                                     cmocka_unit_test(test_grad_ready), cmocka_unit_test(test_precisions),
+                                     cmocka_unit_test(test_prefetch)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,200 @@
+/* fit, predict, report and allreduce --model-from, run as a user runs them: on the fixture
+ * run directory (tests/results/fixtures/make_fixture.py), and on bad or foreign ones. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <sys/stat.h>
+
+#include "cli_run.h"
+#include "res.h"
+
+static void mktmp(char *dir, size_t cap) {
+  snprintf(dir, cap, "/tmp/fabench-mcli-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+}
+
+static void rmtree(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static void put(const char *dir, const char *name, const char *text) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static long fsize(const char *dir, const char *name) {
+  char path[600];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* The report on the fixture run directory draws every plot, as PNG and SVG. */
+static void test_report_every_plot(void **state) {
+  (void)state;
+  char tmp[64], out[128];
+  mktmp(tmp, sizeof tmp);
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 120, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  static const char *plots[] = {"busbw", "latency", "train_images", "train_breakdown", "pred_vs_meas", "scaling", "p2p_heatmap"};
+  char *md = NULL;
+  size_t len = 0;
+  char mdpath[256];
+  snprintf(mdpath, sizeof mdpath, "%s/report.md", out);
+  FILE *f = fopen(mdpath, "r");
+  assert_non_null(f);
+  FILE *m = open_memstream(&md, &len);
+  int c;
+  while ((c = fgetc(f)) != EOF) fputc(c, m);
+  fclose(f);
+  fclose(m);
+  for (size_t i = 0; i < sizeof plots / sizeof *plots; i++) {
+    char png[64], svg[64];
+    snprintf(png, sizeof png, "%s.png", plots[i]);
+    snprintf(svg, sizeof svg, "%s.svg", plots[i]);
+    if (fsize(out, png) < 1000) fail_msg("%s missing or empty", png);
+    if (fsize(out, svg) < 1000) fail_msg("%s missing or empty", svg);
+    if (!strstr(md, png)) fail_msg("report.md does not show %s", png);
+  }
+  /* the fit of the fixture (alpha 30 us, 1.5 GB/s, 5 GB/s reduction, delta 20 us, 3% noise) */
+  assert_non_null(strstr(md, "| tcp:lo/reno | tcp | 1 | allreduce |"));
+  assert_non_null(strstr(md, "2 training runs with a prediction"));
+  free(md);
+  free(r);
+  rmtree(tmp);
+}
+
+/* A missing, foreign or newer run directory is refused with the reason. */
+static void test_report_refuses(void **state) {
+  (void)state;
+  char tmp[64], out[128], foreign[128], newer[128], cmd[600];
+  mktmp(tmp, sizeof tmp);
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){"/nonexistent/run", "--out", out, NULL});
+  assert_int_equal(r->status, 1);
+  assert_non_null(strstr(r->err, "'/nonexistent/run' is not a directory"));
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){tmp, "--out", out, NULL});
+  assert_int_equal(r->status, 1);
+  assert_non_null(strstr(r->err, "not a fabench run directory (no run.json)"));
+  snprintf(foreign, sizeof foreign, "%s/foreign", tmp);
+  mkdir(foreign, 0755);
+  put(foreign, "run.json", "{\"schema\": 1}\n");
+  put(foreign, "allreduce.csv", "name,score\nx,1\n");
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){foreign, "--out", out, NULL});
+  assert_int_equal(r->status, 1);
+  assert_non_null(strstr(r->err, "not a fabench allreduce table"));
+  snprintf(newer, sizeof newer, "%s/newer", tmp);
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && sed -i 's/\"schema\": 1/\"schema\": 99/' '%s/run.json'", FIXTURE_RUN, newer, newer);
+  assert_int_equal(system(cmd), 0);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, newer, "--out", out, NULL});
+  assert_int_equal(r->status, 1);
+  assert_non_null(strstr(r->err, "newer than this fabench"));
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){"--bogus", NULL});
+  assert_int_equal(r->status, 2);
+  free(r);
+  rmtree(tmp);
+}
+
+/* fit writes model.json that reads back with the fixture's parameters; predict writes its rows. */
+static void test_fit_and_predict(void **state) {
+  (void)state;
+  char tmp[64], model[128], out[128], intra[160];
+  mktmp(tmp, sizeof tmp);
+  snprintf(model, sizeof model, "%s/model.json", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", model, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  res_model m;
+  char err[256];
+  if (res_model_read(&m, model, err, sizeof err)) fail_msg("%s", err);
+  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", "tcp", 1);
+  assert_non_null(f);
+  assert_true(fabs(f->m.alpha - 30e-6) < 3e-6);
+  assert_true(fabs(1 / f->m.beta - 1.5e9) < 0.1e9);
+  res_model_free(&m);
+
+  snprintf(out, sizeof out, "%s/pred", tmp);
+  snprintf(intra, sizeof intra, "%s@tcp:lo/reno", model);
+  cli_run(r, 60, "predict", NULL, -1, NULL,
+          (char *[]){"--model", "resnet20", "--ranks", "2,16", "--ranks-per-node", "4", "--intra", intra, "--inter",
+                     "alpha=10,gbit=10", "--algo", "ring,hier:ring", "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  res_rows rows;
+  if (res_table_read(&rows, res_schema_predict(), out, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(rows.n, 4);
+  const res_predict_row *p = rows.rows;
+  for (size_t i = 0; i < rows.n; i++) {
+    assert_true(p[i].scaling_eff > 0 && p[i].scaling_eff <= 1);
+    assert_true(p[i].images_per_s > 0);
+  }
+  /* on one node flat and hierarchical are the same; across 4 nodes of 10 Gbit/s the hierarchy
+   * moves a quarter of the bytes between nodes, so it is faster */
+  assert_true(fabs(p[0].step_ms - p[2].step_ms) < 1e-9);
+  assert_true(p[3].comm_ms < p[1].comm_ms);
+  res_rows_free(&rows);
+  cli_run(r, 60, "predict", NULL, -1, NULL, (char *[]){"--algo", "native", NULL});
+  assert_int_equal(r->status, 2);
+  assert_non_null(strstr(r->err, "no cost formula"));
+  cli_run(r, 60, "predict", NULL, -1, NULL, (char *[]){"--inter", "alpha=3", NULL});
+  assert_int_equal(r->status, 2);
+  free(r);
+  rmtree(tmp);
+}
+
+/* allreduce --model-from: every row carries the prediction and its error. */
+static void test_allreduce_model_from(void **state) {
+  (void)state;
+  char tmp[64], model[128], out[128];
+  mktmp(tmp, sizeof tmp);
+  snprintf(model, sizeof model, "%s/model.json", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", model, NULL});
+  assert_int_equal(r->status, 0);
+  /* the fixture's fabric is tcp:lo/reno: FABENCH_FABRIC names it whatever this host's is */
+  snprintf(out, sizeof out, "%s/ar", tmp);
+  cli_run(r, 120, "allreduce", "FABENCH_FABRIC=tcp:lo/reno", -1, NULL,
+          (char *[]){"-n", "2", "--transport", "tcp", "--algo", "ring,rd,auto", "--min-bytes", "64K", "--max-bytes", "256K",
+                     "--step-factor", "4", "--iters", "3", "--model-from", model, "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  res_rows rows;
+  char err[256];
+  if (res_table_read(&rows, res_schema_allreduce(), out, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(rows.n, 6);
+  const res_allreduce_row *a = rows.rows;
+  for (size_t i = 0; i < rows.n; i++) {
+    assert_true(a[i].t_pred_us > 0);
+    /* both times are written to 6 digits: a loaded machine's 100x error keeps ~1e-5 of it */
+    double want = (a[i].t_p50_us - a[i].t_pred_us) / a[i].t_pred_us;
+    if (!(fabs(a[i].pred_err - want) < 1e-4 * (1 + fabs(want))))
+      fail_msg("pred_err %.9g, from the times %.9g", a[i].pred_err, want);
+  }
+  res_rows_free(&rows);
+  cli_run(r, 60, "allreduce", NULL, -1, NULL, (char *[]){"--model-from", "/nonexistent/model.json", NULL});
+  assert_int_equal(r->status, 2);
+  assert_non_null(strstr(r->err, "does not exist"));
+  free(r);
+  rmtree(tmp);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_report_every_plot),
+      cmocka_unit_test(test_report_refuses),
+      cmocka_unit_test(test_fit_and_predict),
+      cmocka_unit_test(test_allreduce_model_from),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,349 @@
+/* The cost model: each all-reduce formula against hand-computed values; the fit recovers known
+ * alpha, beta and gamma from noisy synthetic rows with outliers; model.json round-trips. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "res.h"
+
+static void near(double got, double want, double rel, const char *what) {
+  if (!(fabs(got - want) <= rel * fabs(want))) fail_msg("%s: got %.9g, want %.9g", what, got, want);
+}
+
+/* alpha 10 us, beta 1 ns/B, gamma 0.5 ns/B; n = 1 MiB, c = 256 KiB; values worked by hand. */
+static void test_formulas(void **state) {
+  (void)state;
+  coll_model m = {10e-6, 1e-9, 0.5e-9, 0};
+  size_t n = 1u << 20, c = 256u << 10;
+  struct {
+    const char *algo;
+    int p;
+    size_t bytes;
+    double us;
+  } cases[] = {
+      {"ring", 4, n, 60 + 1572.864 + 393.216},            /* 2(p-1)a + 2(p-1)/p n b + (p-1)/p n g */
+      {"ring", 4, 8192, 3 * (10 + 8.192 + 4.096)},        /* p n <= 64K: (p-1)(a + n b + n g) */
+      {"rhd", 4, n, 40 + 1572.864 + 393.216},             /* 2 lg p a + ... */
+      {"rhd", 3, n, 20 + 1048.576 + 262.144 + 2641.44},   /* p' = 2, plus the fold 2a + 2nb + ng */
+      {"rd", 4, n, 2 * (10 + 1048.576 + 524.288)},        /* lg p (a + n b + n g) */
+      {"tree", 4, n, 7 * (10 + 786.432 + 262.144)},       /* (k + 2H - 1)(a + 3ub + 2ug), k 4, H 2 */
+      {"dtree", 4, n, 5 * (10 + 1048.576 + 262.144)},     /* k 2 of n/2: (k + 2H - 1)(a + 4ub + 2ug) */
+      {"ps", 4, n, 5 * (10 + 3 * 262.144 + 3 * 131.072)}, /* (k + 1)(a + (p+K-2)ub + (p-1)ug) */
+      {"ps:2", 4, n, 3 * (10 + 4 * 262.144 + 3 * 131.072)},
+      {"ring", 1, n, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    coll_algo a;
+    assert_int_equal(coll_algo_parse(cases[i].algo, &a), 0);
+    char what[64];
+    snprintf(what, sizeof what, "%s p=%d n=%zu", cases[i].algo, cases[i].p, cases[i].bytes);
+    double t = coll_model_time(&m, a, cases[i].p, cases[i].bytes, c) * 1e6;
+    if (cases[i].us == 0)
+      assert_true(t == 0);
+    else
+      near(t, cases[i].us, 1e-9, what);
+  }
+  /* delta: once per call */
+  m.delta = 7e-6;
+  coll_algo rd;
+  coll_algo_parse("rd", &rd);
+  near(coll_model_time(&m, rd, 4, n, c) * 1e6, 7 + 2 * (10 + 1048.576 + 524.288), 1e-9, "rd + delta");
+  coll_algo nat = {COLL_ALGO_NATIVE, 0};
+  assert_true(isinf(coll_model_time(&m, nat, 4, n, c)));
+}
+
+static uint64_t lcg(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s >> 11;
+}
+
+/* Synthetic all-reduce rows of one fabric: ranks 2 and 4, five algorithms, 8 B .. 32 MiB,
+ * +-4% noise, and a few rows 3x too slow (a noisy neighbour). */
+static res_allreduce_row *synth(const coll_model *truth, size_t *n, const char *fabric) {
+  static const char *algos[] = {"ring", "rhd", "rd", "tree", "dtree"};
+  res_allreduce_row *r = calloc(2 * 5 * 23, sizeof *r);
+  uint64_t s = 42;
+  size_t k = 0;
+  for (int p = 2; p <= 4; p += 2)
+    for (int a = 0; a < 5; a++)
+      for (int64_t b = 8; b <= (32 << 20); b *= 2) {
+        res_row_init(res_schema_allreduce(), &r[k]);
+        coll_algo al;
+        coll_algo_parse(algos[a], &al);
+        double t = coll_model_time(truth, al, p, (size_t)b, 256 << 10);
+        double noise = 1 + 0.08 * ((double)(lcg(&s) % 10000) / 10000 - 0.5);
+        if (k % 37 == 5) noise = 3; /* outlier */
+        r[k].run_id = "synthetic";
+        r[k].fabric = fabric;
+        r[k].transport = "tcp";
+        r[k].algo = algos[a];
+        r[k].algo_ran = "";
+        r[k].host_count = 1;
+        r[k].ranks = p;
+        r[k].bytes = b;
+        r[k].chunk_bytes = 256 << 10;
+        r[k].t_p50_us = t * noise * 1e6;
+        k++;
+      }
+  *n = k;
+  return r;
+}
+
+static void test_fit_recovers(void **state) {
+  (void)state;
+  coll_model truth = {35e-6, 1.0 / 1.2e9, 1.0 / 5e9, 60e-6};
+  size_t n;
+  res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
+  res_rows ar = {res_schema_allreduce(), rows, n};
+  res_model m;
+  char err[256];
+  if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(m.n, 1);
+  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", "tcp", 1);
+  assert_non_null(f);
+  near(f->m.alpha, truth.alpha, 0.05, "alpha");
+  near(f->m.beta, truth.beta, 0.05, "beta");
+  near(f->m.gamma, truth.gamma, 0.10, "gamma");
+  near(f->m.delta, truth.delta, 0.10, "delta");
+  assert_false(f->gamma_fixed);
+  assert_true(f->r2 > 0.95);
+  size_t outl = 0;
+  for (size_t i = 0; i < f->nresid; i++) outl += f->resid[i].outlier;
+  assert_true(outl >= 4 && outl < 20); /* the 3x rows, and few others */
+  assert_true(f->rms_rel < 0.05);
+
+  /* model.json round trip */
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/model.json", dir);
+  if (res_model_write(&m, path, err, sizeof err)) fail_msg("%s", err);
+  res_model back;
+  if (res_model_read(&back, dir, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(back.n, 1);
+  near(back.f[0].m.alpha, f->m.alpha, 1e-12, "alpha back");
+  near(back.f[0].m.beta, f->m.beta, 1e-12, "beta back");
+  near(back.f[0].m.gamma, f->m.gamma, 1e-12, "gamma back");
+  near(back.f[0].m.delta, f->m.delta, 1e-12, "delta back");
+  assert_int_equal(back.f[0].nresid, f->nresid);
+  assert_string_equal(back.f[0].fabric, "tcp:lo/reno");
+  res_model_free(&back);
+  /* a foreign file */
+  FILE *fp = fopen(path, "w");
+  fputs("{\"hello\": 1}\n", fp);
+  fclose(fp);
+  assert_int_equal(res_model_read(&back, path, err, sizeof err), -1);
+  assert_non_null(strstr(err, "not a fabench cost model"));
+  unlink(path);
+  rmdir(dir);
+  res_model_free(&m);
+  free(rows);
+}
+
+/* The pipelined ring alone at two ranks cannot tell gamma from beta: gamma is the kernel's, alpha and beta
+ * still come out right. */
+static void test_fit_gamma_fixed(void **state) {
+  (void)state;
+  coll_model truth = {20e-6, 1.0 / 2e9, 1.0 / 6e9, 0};
+  size_t n;
+  res_allreduce_row *rows = synth(&truth, &n, "ucx:tcp");
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (rows[i].ranks == 2 && !strcmp(rows[i].algo, "ring") && rows[i].bytes >= 64 << 10)
+      rows[k++] = rows[i]; /* above the ring's whole-vector exchange: one beta:gamma ratio */
+  res_rows ar = {res_schema_allreduce(), rows, k};
+  res_model m;
+  char err[256];
+  if (res_fit(&m, &ar, NULL, truth.gamma, err, sizeof err)) fail_msg("%s", err);
+  assert_true(m.f[0].gamma_fixed);
+  near(m.f[0].m.gamma, truth.gamma, 1e-12, "gamma");
+  near(m.f[0].m.alpha, truth.alpha, 0.1, "alpha");
+  near(m.f[0].m.beta, truth.beta, 0.05, "beta");
+  res_model_free(&m);
+  /* nothing fittable */
+  res_rows none = {res_schema_allreduce(), rows, 0};
+  assert_int_equal(res_fit(&m, &none, NULL, NAN, err, sizeof err), -1);
+  assert_non_null(strstr(err, "nothing to fit"));
+  free(rows);
+}
+
+/* On mapped ucx memory the ring passes no messages: its rows (10x faster here) stay out of the
+ * fit, which still recovers the message-passing parameters from the other algorithms. */
+static void test_fit_skips_mapped_ring(void **state) {
+  (void)state;
+  coll_model truth = {8e-6, 1.0 / 3e9, 1.0 / 8e9, 5e-6};
+  size_t n;
+  res_allreduce_row *rows = synth(&truth, &n, "ucx:sysv+cma+rkey_ptr");
+  size_t mapped = 0;
+  for (size_t i = 0; i < n; i++) {
+    rows[i].transport = "ucx";
+    if (!strcmp(rows[i].algo, "ring") && rows[i].bytes >= (16 << 10)) rows[i].t_p50_us /= 10, mapped++;
+  }
+  assert_true(mapped > 10);
+  res_rows ar = {res_schema_allreduce(), rows, n};
+  res_model m;
+  char err[256];
+  if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
+  near(m.f[0].m.beta, truth.beta, 0.05, "beta");
+  near(m.f[0].m.alpha, truth.alpha, 0.10, "alpha");
+  assert_int_equal(m.f[0].n, n - mapped);
+  res_model_free(&m);
+  free(rows);
+}
+
+/* p2p rows: one-way latency and bandwidth give alpha and beta. */
+static void test_fit_p2p(void **state) {
+  (void)state;
+  res_p2p_row r[40];
+  size_t k = 0;
+  for (int64_t b = 1; b <= (4 << 20); b *= 4) {
+    for (int t = 0; t < 2; t++) {
+      res_row_init(res_schema_p2p(), &r[k]);
+      double time = 12e-6 + (double)b / 3e9;
+      r[k].run_id = "p";
+      r[k].fabric = "tcp:eth0/reno";
+      r[k].transport = "tcp";
+      r[k].test = t ? "bw" : "lat";
+      r[k].bytes = b;
+      r[k].src_host = "a";
+      r[k].dst_host = "b";
+      r[k].t_p50_us = time * 1e6;
+      r[k].gbps = (double)b / time / 1e9;
+      k++;
+    }
+  }
+  res_rows pp = {res_schema_p2p(), r, k};
+  res_model m;
+  char err[256];
+  if (res_fit(&m, NULL, &pp, 1.0 / 7e9, err, sizeof err)) fail_msg("%s", err);
+  const res_fabric_model *f = res_model_find(&m, "tcp:eth0/reno", NULL, 2);
+  assert_non_null(f);
+  assert_string_equal(f->source, "p2p");
+  near(f->m.alpha, 12e-6, 1e-6, "alpha");
+  near(f->m.beta, 1 / 3e9, 1e-6, "beta");
+  near(f->m.gamma, 1 / 7e9, 1e-12, "gamma");
+  assert_null(res_model_find(&m, "tcp:lo", NULL, 1));
+  assert_null(res_model_find(&m, "tcp:eth0/reno", "ucx", 2));
+  res_model_free(&m);
+}
+
+/* A hand-built timeline: alpha, gamma and delta 0, beta 1 ns/B, so a 2-rank ring of n bytes
+ * takes n ns (5e6 B = 5 ms). fwd 10, bwd 30 (backward from 10 to 40), opt 2 ms. Buckets ready
+ * 10, 20 and 30 ms into backward, taking 5, 15 and 5 ms. */
+static void test_step_timeline(void **state) {
+  (void)state;
+  coll_model m = {0, 1e-9, 0, 0};
+  res_bucket b[3] = {{5e6, 10}, {15e6, 20}, {5e6, 30}};
+  res_step_in in = {.data_ms = 0, .fwd_ms = 10, .bwd_ms = 30, .opt_ms = 2, .buckets = b,
+                    .nbuckets = 3, .overlap = 1, .batch = 32,
+                    .ar = {.intra = &m, .algo = {COLL_ALGO_RING, 0}, .ranks = 2, .ranks_per_node = 2}};
+  res_step_out o;
+  /* overlap: 10-15, 20-35, 35-40: backward ends at 30, the last bucket at 40: 10 ms exposed */
+  res_predict_step(&o, &in);
+  near(o.comm_ms, 25, 1e-12, "comm");
+  near(o.exposed_comm_ms, 10, 1e-12, "exposed");
+  near(o.step_ms, 52, 1e-12, "step");
+  near(o.images_per_s, 2 * 32 / 0.052, 1e-12, "images/s");
+  near(o.scaling_eff, 42.0 / 52, 1e-12, "efficiency");
+  /* no overlap: all after backward: 30-35, 35-50, 50-55 */
+  in.overlap = 0;
+  res_predict_step(&o, &in);
+  near(o.exposed_comm_ms, 25, 1e-12, "exposed, no overlap");
+  near(o.step_ms, 67, 1e-12, "step, no overlap");
+  /* a bucket ready late (29.5): it waits for backward's data, not the other way round */
+  in.overlap = 1;
+  b[0].ready_ms = 29.5;
+  b[1].ready_ms = 29.6;
+  res_predict_step(&o, &in);
+  near(o.exposed_comm_ms, 29.5 + 25 - 30, 1e-12, "exposed, late buckets");
+  /* one rank: no communication at all */
+  in.ar.ranks = 1;
+  res_predict_step(&o, &in);
+  assert_true(o.exposed_comm_ms == 0 && o.step_ms == 42);
+}
+
+/* The same timeline through train rows: a one-rank row and its buckets predict a two-rank row. */
+static void test_train_row_prediction(void **state) {
+  (void)state;
+  res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {0, 1e-9, 0, 0}};
+  res_model m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
+  res_train_row one, two;
+  res_row_init(res_schema_train(), &one);
+  res_row_init(res_schema_train(), &two);
+  one.run_id = "r1";
+  one.ranks = 1;
+  one.batch = 32;
+  one.fwd_ms = 10, one.bwd_ms = 30, one.opt_ms = 2, one.data_ms = 0;
+  res_train_buckets_row b[4];
+  const double bytes[4] = {5e6, 15e6, 5e6, 1e9}, ready[4] = {10, 20, 30, 1};
+  for (int i = 0; i < 4; i++) {
+    res_row_init(res_schema_train_buckets(), &b[i]);
+    b[i].run_id = i < 3 ? "r1" : "another run";
+    b[i].ranks = 1;
+    b[i].bucket = i;
+    b[i].bytes = (int64_t)bytes[i];
+    b[i].ready_ms = ready[i];
+  }
+  res_rows br = {res_schema_train_buckets(), b, 4};
+  two.fabric = "emu-1gbit";
+  two.transport = "tcp";
+  two.host_count = 1;
+  two.ranks = 2;
+  two.algo = "ring";
+  two.batch = 32;
+  two.overlap = 1;
+  two.step_ms_mean = 57.2;
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), 0);
+  near(two.step_ms_pred, 52, 1e-12, "step");
+  near(two.exposed_comm_ms_pred, 10, 1e-12, "exposed");
+  near(two.images_per_s_pred, 64 / 0.052, 1e-12, "images/s");
+  near(two.pred_err, 0.1, 1e-12, "error");
+  /* no model for the fabric, or auto: no prediction */
+  two.fabric = "tcp:lo";
+  two.step_ms_pred = NAN;
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), -1);
+  assert_true(isnan(two.step_ms_pred));
+  two.fabric = "emu-1gbit";
+  two.algo = "auto";
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), -1);
+}
+
+/* Hierarchical: ring reduce-scatter and all-gather in the node around the inter-node
+ * all-reduce of 1/ppn of the bytes; worked by hand. */
+static void test_hier(void **state) {
+  (void)state;
+  coll_model intra = {1e-6, 0.1e-9, 0.05e-9, 2e-6}, inter = {10e-6, 1e-9, 0.05e-9, 5e-6};
+  res_ar_spec s = {.intra = &intra, .inter = &inter, .algo = {COLL_ALGO_RING, 0}, .hier = 1,
+                   .ranks = 16, .ranks_per_node = 4, .chunk_bytes = 256 << 10};
+  double n = 8e6;
+  /* intra RS: 2 + 3*1 + 0.75*8e6*(0.1e-3 + 0.05e-3) us = 905 us; AG: 3 + 0.75*8e6*0.1e-3 = 603 us;
+   * inter ring on 4 nodes of 2e6: 5 + 6*10 + 2*0.75*2e6*1e-3 + 0.75*2e6*0.05e-3 = 3140 us */
+  near(res_allreduce_time(&s, n) * 1e6, 905 + 603 + 3140, 1e-9, "hier ring");
+  s.hier = 0; /* flat: every ring crosses the inter-node links */
+  near(res_allreduce_time(&s, n) * 1e6, 5 + 30 * 10 + 2 * (15.0 / 16) * 8e6 * 1e-3 + (15.0 / 16) * 8e6 * 0.05e-3, 1e-9, "flat");
+  s.ranks = 4; /* one node */
+  near(res_allreduce_time(&s, n) * 1e6, 2 + 6 * 1 + 1.5 * 8e6 * 0.1e-3 + 0.75 * 8e6 * 0.05e-3, 1e-9, "one node");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_formulas),
+      cmocka_unit_test(test_fit_recovers),
+      cmocka_unit_test(test_fit_gamma_fixed),
+      cmocka_unit_test(test_fit_skips_mapped_ring),
+      cmocka_unit_test(test_fit_p2p),
+      cmocka_unit_test(test_step_timeline),
+      cmocka_unit_test(test_hier),
+      cmocka_unit_test(test_train_row_prediction),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
