@@ -142,7 +142,8 @@ static int boot_token_eq(const char *a, const char *b) {
   return d == 0;
 }
 
-/* Whether a whole hello may join: 0, or 1 with the reason in rep. */
+/* Whether a whole hello may join: 0, or 1 with the reason in rep. tok: BOOT_TOKEN_MAX bytes,
+ * zero-padded. */
 static int boot_hello_verdict(const coll_boot *b, boot_hello *h, const char *tok, boot_reply *rep) {
   h->token[BOOT_TOKEN_MAX - 1] = '\0';
   h->host[COLL_HOST_MAX - 1] = '\0';
@@ -283,7 +284,9 @@ int coll_boot_admit(coll_boot *b, int fd, const char *tok, double deadline) {
     close(fd);
     return 0;
   }
-  if (boot_hello_verdict(b, &h, tok, &rep)) {
+  char padded[BOOT_TOKEN_MAX] = ""; /* the verdict compares whole buffers */
+  snprintf(padded, sizeof padded, "%s", tok);
+  if (boot_hello_verdict(b, &h, padded, &rep)) {
     fprintf(stderr, "fabench: rank 0 (%s): rejected a peer from host '%s': %s\n", b->hosts[0], h.host, rep.reason);
     coll_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
     close(fd);
