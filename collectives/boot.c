@@ -2,10 +2,14 @@
  * Environment rendezvous: rank 0 listens at FABENCH_ROOT (or MASTER_ADDR:MASTER_PORT), the
  * others connect and present the job token; every exchange is a star through rank 0. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #if FABENCH_HAVE_MPI
 #include <mpi.h>
@@ -130,6 +134,146 @@ static int boot_alloc(coll_boot *b, coll_err *e) {
   return 0;
 }
 
+/* Token comparison in constant time: every byte is looked at whatever the first mismatch,
+ * so a stranger learns nothing from how long the rejection took. */
+static int boot_token_eq(const char *a, const char *b) {
+  unsigned char d = 0;
+  for (size_t i = 0; i < BOOT_TOKEN_MAX; i++) d |= (unsigned char)(a[i] ^ b[i]);
+  return d == 0;
+}
+
+/* Whether a whole hello may join: 0, or 1 with the reason in rep. tok: BOOT_TOKEN_MAX bytes,
+ * zero-padded. */
+static int boot_hello_verdict(const coll_boot *b, boot_hello *h, const char *tok, boot_reply *rep) {
+  h->token[BOOT_TOKEN_MAX - 1] = '\0';
+  h->host[COLL_HOST_MAX - 1] = '\0';
+  rep->status = 1;
+  if (h->magic != BOOT_MAGIC_HELLO)
+    snprintf(rep->reason, sizeof rep->reason, "not a fabench bootstrap hello");
+  else if (h->version != BOOT_VERSION)
+    snprintf(rep->reason, sizeof rep->reason, "bootstrap version %u, rank 0 speaks %u", h->version, BOOT_VERSION);
+  else if (!boot_token_eq(h->token, tok))
+    snprintf(rep->reason, sizeof rep->reason, "wrong job token");
+  else if (h->size != b->size)
+    snprintf(rep->reason, sizeof rep->reason, "world size %d differs from rank 0's %d", h->size, b->size);
+  else if (h->rank <= 0 || h->rank >= b->size || b->fds[h->rank] >= 0)
+    snprintf(rep->reason, sizeof rep->reason, "rank %d is invalid or already joined", h->rank);
+  else
+    rep->status = 0;
+  return rep->status;
+}
+
+/* A connection at rank 0 whose hello is still arriving. */
+typedef struct {
+  int fd;
+  size_t got;
+  double deadline; /* a stranger that says nothing is dropped then */
+  boot_hello h;
+} boot_pending;
+
+#define BOOT_PENDING_MAX 64 /* more strangers than this at once: the oldest is dropped */
+#define BOOT_HELLO_S 5.0    /* how long one connection may take to say hello */
+
+static void boot_pending_drop(boot_pending *p, int *n, int i) {
+  close(p[i].fd);
+  p[i] = p[--*n];
+}
+
+/* Rank 0 reads every hello at once (poll), so a connection that sends garbage or nothing
+ * never holds up the ranks behind it; returns 0 when every rank has joined. */
+static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadline,
+                           const char *me, int rport, coll_err *e) {
+  boot_pending pend[BOOT_PENDING_MAX];
+  struct pollfd pfd[BOOT_PENDING_MAX + 1];
+  int npend = 0, joined = 0, size = b->size;
+  coll_sock_set_nonblock(lfd);
+  while (joined < size - 1) {
+    double now = coll_sock_now(), wake = deadline;
+    if (now >= deadline) break;
+    for (int i = 0; i < npend; i++) wake = pend[i].deadline < wake ? pend[i].deadline : wake;
+    pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+    for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+    int ms = (int)((wake - now) * 1000.0) + 1;
+    int n = poll(pfd, (nfds_t)npend + 1, ms);
+    if (n < 0 && errno != EINTR) return coll_fail(e, "rank 0 (%s): poll: %s", me, strerror(errno));
+    now = coll_sock_now();
+    /* hellos first (indices shift as entries are dropped: walk down) */
+    for (int i = npend - 1; n > 0 && i >= 0; i--) {
+      if (!(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      boot_pending *p = &pend[i];
+      ssize_t r = recv(p->fd, (char *)&p->h + p->got, sizeof p->h - p->got, 0);
+      if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (r <= 0) { /* closed or failed before a whole hello */
+        boot_pending_drop(pend, &npend, i);
+        continue;
+      }
+      p->got += (size_t)r;
+      boot_hello *h = &p->h;
+      boot_reply rep = {.magic = BOOT_MAGIC_REPLY};
+      if (p->got >= sizeof h->magic && h->magic != BOOT_MAGIC_HELLO) {
+        /* garbage: no need to wait for the rest */
+        rep.status = 1;
+        snprintf(rep.reason, sizeof rep.reason, "not a fabench bootstrap hello");
+      } else if (p->got < sizeof *h) {
+        continue;
+      } else {
+        boot_hello_verdict(b, h, tok, &rep);
+      }
+      if (rep.status) {
+        int named = h->magic == BOOT_MAGIC_HELLO; /* garbage has no host worth printing */
+        fprintf(stderr, "fabench: rank 0 (%s): rejected a connection%s%s%s: %s\n", me,
+                named ? " from host '" : "", named ? h->host : "", named ? "'" : "", rep.reason);
+        /* best effort and without waiting: a stranger gets no time of ours */
+        ssize_t w = send(p->fd, &rep, sizeof rep, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w;
+        boot_pending_drop(pend, &npend, i);
+        continue;
+      }
+      int fd = p->fd;
+      int fl = fcntl(fd, F_GETFL);
+      if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* the rest of the bootstrap blocks */
+      b->fds[h->rank] = fd;
+      snprintf(b->hosts[h->rank], COLL_HOST_MAX, "%s", h->host);
+      if (!b->local_addr[0]) coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
+      joined++;
+      p->fd = -1;
+      pend[i] = pend[--npend];
+    }
+    /* strangers that said too little in time */
+    for (int i = npend - 1; i >= 0; i--)
+      if (now >= pend[i].deadline) boot_pending_drop(pend, &npend, i);
+    /* new connections */
+    if (n > 0 && (pfd[0].revents & POLLIN)) {
+      for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+          if (errno == EINTR || errno == ECONNABORTED) continue;
+          break; /* EAGAIN: none left; other errors: poll again */
+        }
+        if (npend == BOOT_PENDING_MAX) {
+          int oldest = 0;
+          for (int i = 1; i < npend; i++)
+            if (pend[i].deadline < pend[oldest].deadline) oldest = i;
+          boot_pending_drop(pend, &npend, oldest);
+        }
+        double dl = now + BOOT_HELLO_S;
+        pend[npend++] = (boot_pending){.fd = fd, .deadline = dl < deadline ? dl : deadline};
+      }
+    }
+  }
+  for (int i = 0; i < npend; i++) close(pend[i].fd);
+  if (joined == size - 1) return 0;
+  char missing[256] = "";
+  size_t off = 0;
+  for (int r = 1; r < size && off < sizeof missing - 8; r++)
+    if (b->fds[r] < 0) off += (size_t)snprintf(missing + off, sizeof missing - off, " %d", r);
+  return coll_fail(e, "rank 0 (%s): %d of %d ranks joined the rendezvous at port %d within "
+                      "%d ms; missing ranks:%s",
+                   me, joined + 1, size, rport, b->timeout_ms, missing);
+}
+
+/* One connection, read to its end (blocking, 5 s at most): the fuzz target's entry; the
+ * rendezvous itself reads every connection at once (boot_root_admit). */
 int coll_boot_admit(coll_boot *b, int fd, const char *tok, double deadline) {
   char err[512];
   boot_hello h;
@@ -140,17 +284,9 @@ int coll_boot_admit(coll_boot *b, int fd, const char *tok, double deadline) {
     close(fd);
     return 0;
   }
-  h.token[BOOT_TOKEN_MAX - 1] = '\0';
-  h.host[COLL_HOST_MAX - 1] = '\0';
-  if (h.magic != BOOT_MAGIC_HELLO || h.version != BOOT_VERSION)
-    rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "not a fabench bootstrap hello (version %u)", h.version);
-  else if (strcmp(h.token, tok) != 0)
-    rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "wrong job token");
-  else if (h.size != b->size)
-    rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "world size %d differs from rank 0's %d", h.size, b->size);
-  else if (h.rank <= 0 || h.rank >= b->size || b->fds[h.rank] >= 0)
-    rep.status = 1, snprintf(rep.reason, sizeof rep.reason, "rank %d is invalid or already joined", h.rank);
-  if (rep.status) {
+  char padded[BOOT_TOKEN_MAX] = ""; /* the verdict compares whole buffers */
+  snprintf(padded, sizeof padded, "%s", tok);
+  if (boot_hello_verdict(b, &h, padded, &rep)) {
     fprintf(stderr, "fabench: rank 0 (%s): rejected a peer from host '%s': %s\n", b->hosts[0], h.host, rep.reason);
     coll_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
     close(fd);
@@ -236,27 +372,20 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
   snprintf(b->root_desc, sizeof b->root_desc, "%s:%d", rhost, rport);
   double deadline = boot_deadline(b);
   char tok[BOOT_TOKEN_MAX] = "";
+  if (strlen(token) >= sizeof tok) /* a cut token would admit other jobs sharing its start */
+    return coll_fail(e, "rank %d (%s): the job token is %zu characters, at most %d", rank, me,
+                     strlen(token), BOOT_TOKEN_MAX - 1);
   snprintf(tok, sizeof tok, "%s", token);
 
   if (rank == 0) {
     int lfd, bound;
     /* listen on every address: peers may reach the root by any of its names */
-    if (coll_sock_listen(NULL, rport, size, &lfd, &bound, err, sizeof err) != 0)
+    if (coll_sock_listen(NULL, rport, size + BOOT_PENDING_MAX, &lfd, &bound, err, sizeof err) != 0)
       return coll_fail(e, "rank 0 (%s): %s", me, err);
-    int joined = 0;
-    while (joined < size - 1) {
-      int fd;
-      if (coll_sock_accept(lfd, deadline, &fd, err, sizeof err) != 0) {
-        close(lfd);
-        char missing[256] = "";
-        size_t off = 0;
-        for (int r = 1; r < size && off < sizeof missing - 8; r++)
-          if (b->fds[r] < 0) off += (size_t)snprintf(missing + off, sizeof missing - off, " %d", r);
-        return coll_fail(e, "rank 0 (%s): %d of %d ranks joined the rendezvous at port %d within "
-                            "%d ms; missing ranks:%s",
-                         me, joined + 1, size, rport, b->timeout_ms, missing);
-      }
-      joined += coll_boot_admit(b, fd, tok, deadline);
+    int rc = boot_root_admit(b, lfd, tok, deadline, me, rport, e);
+    if (rc != 0) {
+      close(lfd);
+      return rc;
     }
     close(lfd);
     boot_reply ok = {.magic = BOOT_MAGIC_REPLY, .status = 0};

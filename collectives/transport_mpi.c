@@ -2,6 +2,16 @@
  * algorithm. Waits poll MPI_Testall against a deadline, since MPI_Waitall cannot time out. */
 #include <mpi.h>
 #include <stdio.h>
+/* Open MPI's component headers (libopenmpi-dev ships them): to ask which pml and btl it chose */
+#if defined(OPEN_MPI) && __has_include(<ompi/mca/pml/base/base.h>) &&     __has_include(<opal/mca/btl/base/base.h>) && __has_include(<ompi/mca/mtl/base/base.h>)
+#define MPI_FABRIC_FROM_OMPI 1
+#include <dlfcn.h>
+#include <ompi/mca/mtl/base/base.h>
+#include <ompi/mca/pml/base/base.h>
+#include <opal/mca/btl/base/base.h>
+#else
+#define MPI_FABRIC_FROM_OMPI 0
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,16 +157,75 @@ static const coll_transport_ops mpi_ops = {
     .close = mpi_close,
 };
 
-/* What Open MPI was asked to use, from the MCA settings mpirun hands its ranks. */
-static void mpi_fabric(char *out, size_t cap) {
+/* What Open MPI was asked to use, from the MCA settings mpirun hands its ranks: only where
+ * the library cannot be asked (another MPI, or Open MPI's headers missing). */
+static void mpi_fabric_asked(char *out, size_t cap) {
   const char *pml = getenv("OMPI_MCA_pml"), *btl = getenv("OMPI_MCA_btl");
   const char *tls = getenv("OMPI_MCA_pml_ucx_tls");
   if (pml && !strcmp(pml, "ucx"))
-    snprintf(out, cap, "mpi:ucx%s%s", tls ? "/" : "", tls ? tls : "");
+    snprintf(out, cap, "mpi:ucx%s%s?", tls ? "/" : "", tls ? tls : "");
   else if (btl)
-    snprintf(out, cap, "mpi:%s/%s", pml ? pml : "ob1", btl);
+    snprintf(out, cap, "mpi:%s/%s?", pml ? pml : "ob1", btl);
   else
-    snprintf(out, cap, "mpi:%s", pml ? pml : "default");
+    snprintf(out, cap, "mpi:unknown");
+}
+
+#if MPI_FABRIC_FROM_OMPI
+/* A component Open MPI selected, checked to be of the type expected (a layout that changed
+ * under us would fail that check, not print garbage). */
+static const char *mpi_component_name(const mca_base_component_t *c, const char *type) {
+  if (!c || strncmp(c->mca_type_name, type, sizeof c->mca_type_name)) return NULL;
+  if (!memchr(c->mca_component_name, '\0', sizeof c->mca_component_name)) return NULL;
+  return c->mca_component_name[0] ? c->mca_component_name : NULL;
+}
+
+/* What Open MPI uses, asked of the library after MPI_Init: its selected pml (ob1, ucx, cm)
+ * and, under ob1, the byte transfer layers it brought up. ob1 sends to a peer through the
+ * reaching btl of highest exclusivity: on one host that is the best local one (vader over
+ * tcp); across hosts, the network ones too. Under cm, the selected mtl. */
+static int mpi_fabric_selected(char *out, size_t cap, int host_count) {
+  const mca_pml_base_component_t *pmlc = dlsym(RTLD_DEFAULT, "mca_pml_base_selected_component");
+  const char *pml = pmlc ? mpi_component_name(&pmlc->pmlm_version, "pml") : NULL;
+  if (!pml) return -1;
+  if (!strcmp(pml, "cm")) {
+    const mca_mtl_base_component_t *mtl = dlsym(RTLD_DEFAULT, "ompi_mtl_base_selected_component");
+    const mca_mtl_base_component_t *const *pm = (const mca_mtl_base_component_t *const *)mtl;
+    const char *name = pm && *pm ? mpi_component_name(&(*pm)->mtl_version, "mtl") : NULL;
+    snprintf(out, cap, "mpi:cm/%s", name ? name : "?");
+    return 0;
+  }
+  if (strcmp(pml, "ob1") != 0) {
+    snprintf(out, cap, "mpi:%s", pml); /* ucx picks per peer inside UCX: not visible here */
+    return 0;
+  }
+  opal_list_t *mods = dlsym(RTLD_DEFAULT, "mca_btl_base_modules_initialized");
+  if (!mods) return -1;
+  char list[128] = "";
+  const char *best = NULL;
+  uint32_t best_excl = 0;
+  mca_btl_base_selected_module_t *m;
+  OPAL_LIST_FOREACH(m, mods, mca_btl_base_selected_module_t) {
+    const char *name = m->btl_component ? mpi_component_name(&m->btl_component->btl_version, "btl") : NULL;
+    if (!name || !strcmp(name, "self") || !m->btl_module) continue;
+    size_t used = strlen(list);
+    snprintf(list + used, sizeof list - used, "%s%s", used ? "+" : "", name);
+    if (!best || m->btl_module->btl_exclusivity > best_excl) {
+      best = name;
+      best_excl = m->btl_module->btl_exclusivity;
+    }
+  }
+  snprintf(out, cap, "mpi:ob1/%s", host_count > 1 ? (list[0] ? list : "?") : (best ? best : "self"));
+  return 0;
+}
+#endif
+
+static void mpi_fabric(char *out, size_t cap, int host_count) {
+#if MPI_FABRIC_FROM_OMPI
+  if (mpi_fabric_selected(out, cap, host_count) == 0) return;
+#else
+  (void)host_count;
+#endif
+  mpi_fabric_asked(out, cap);
 }
 
 int coll_mpi_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_comm_opts *o,
@@ -192,7 +261,7 @@ int coll_mpi_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
                                           {mpi_bf16_sum, mpi_bf16_prod, mpi_bf16_min, mpi_bf16_max}};
   for (int h = 0; h < 2; h++)
     for (int op = 0; op < COLL_NOPS; op++) MPI_Op_create(fns[h][op], 1, &t->half_ops[h][op]);
-  mpi_fabric(t->base.fabric, sizeof t->base.fabric);
+  mpi_fabric(t->base.fabric, sizeof t->base.fabric, coll_boot_host_count(b));
   *out = &t->base;
   return 0;
 }

@@ -5,6 +5,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config git
+  clang                               # CI's second compiler (clang 14 on Debian 12)
   openmpi-bin libopenmpi-dev          # mpi transport, native MPI_Allreduce, mpirun launcher
   libucx-dev ucx-utils                # ucx transport
   libhwloc-dev hwloc-nox              # topology

@@ -276,7 +276,7 @@ static void test_tcp_and_mpi_same_run(void **st) {
                  "--step-factor", "8", "--iters", "3", "--out", dir,
                  "--mpirun-args", "--mca pml ob1 --mca btl tcp,self", NULL});
   if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
-  assert_non_null(strstr(r->out, "mpi:ob1/tcp,self"));
+  assert_non_null(strstr(r->out, "mpi:ob1/tcp "));
   assert_non_null(strstr(r->out, "native"));
   assert_non_null(strstr(r->out, "tcp:"));
   assert_non_null(strstr(r->out, "vs peer: busbw / mpi/native"));
@@ -293,8 +293,8 @@ static void test_tcp_and_mpi_same_run(void **st) {
   char *save = NULL;
   strtok_r(csv, "\n", &save); /* header */
   for (char *line = strtok_r(NULL, "\n", &save); line && nrows < 256; line = strtok_r(NULL, "\n", &save)) {
-    /* the fabric "mpi:ob1/tcp,self" is quoted and holds a comma: split after it (tcp rows
-     * have no quotes and are split from column 0) */
+    /* a quoted fabric holding a comma: split after it (rows without quotes are split from
+     * column 0) */
     char *q = strrchr(line, '"');
     char *rest = q ? q + 2 : line;
     char *fs = NULL, *f = strtok_r(rest, ",", &fs);
@@ -334,6 +334,40 @@ static void test_tcp_and_mpi_same_run(void **st) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* The mpi fabric is what Open MPI selected, asked of the library, whatever MCA flags were
+ * (or were not) given: default and vader,self use shared memory on one host, tcp,self tcp. */
+static void test_mpi_fabric_from_library(void **st) {
+  (void)st;
+#if !FABENCH_HAVE_MPI
+  skip();
+#endif
+  setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+  static const char *const cases[][2] = {{"", "mpi:ob1/vader"},
+                                         {"--mca btl vader,self", "mpi:ob1/vader"},
+                                         {"--mca btl tcp,self", "mpi:ob1/tcp"}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    char dir[] = "/tmp/fbtestmpifXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    run_result *r = calloc(1, sizeof *r);
+    cli_run(r, 120, NULL, NULL, -1, NULL,
+            (char *[]){"allreduce", "-n", "2", "--transport", "mpi", "--algo", "native",
+                       "--max-bytes", "64", "--iters", "2", "--out", dir, "--mpirun-args",
+                       (char *)cases[k][0], NULL});
+    if (r->status != 0) fail_msg("[%s] status %d\nstderr:\n%s", cases[k][0], r->status, r->err);
+    free(r);
+    char path[400], want[64];
+    snprintf(path, sizeof path, "%s/allreduce.csv", dir);
+    char *csv = read_file(path);
+    assert_non_null(csv);
+    snprintf(want, sizeof want, ",%s,mpi,", cases[k][1]);
+    if (!strstr(csv, want)) fail_msg("[%s] rows lack %s:\n%s", cases[k][0], want, csv);
+    free(csv);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+  }
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -344,6 +378,7 @@ int main(void) {
       cmocka_unit_test(test_tcp_cc),
       cmocka_unit_test(test_ucx_map),
       cmocka_unit_test(test_tcp_and_mpi_same_run),
+      cmocka_unit_test(test_mpi_fabric_from_library),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
