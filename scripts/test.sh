@@ -5,9 +5,11 @@
 #   scripts/test.sh --type T         build type T (Debug, Release, RelWithDebInfo, MinSizeRel)
 #                                    in build-<t>/ (build/ for RelWithDebInfo), every test
 #   scripts/test.sh --sanitize       AddressSanitizer + UndefinedBehaviorSanitizer build in
-#                                    build-asan/, every test
+#                                    build-asan/, every test but the fault matrix (minutes of
+#                                    killed ranks; the gcc run covers it)
 #   scripts/test.sh --clang          clang build (Release unless --type) in build-clang/; every
-#                                    test but the multi-rank all-reduce matrix (coll_allreduce_*),
+#                                    test but the fault matrix and the multi-rank all-reduce
+#                                    matrix (coll_allreduce_*),
 #                                    which is the same code the gcc and sanitizer runs cover and
 #                                    most of the suite's time
 # Anything after `--` goes to ctest (e.g. -- -R test_res).
@@ -41,12 +43,14 @@ case "$mode" in
     # smaller large count and a subset of the rank counts (the release run covers 1..8)
     export FABENCH_TEST_BIG=${FABENCH_TEST_BIG:-65537}
     export TEST_AR_RANKS=${TEST_AR_RANKS:-1,2,3,5,8}
+    # the fault matrix (minutes of killed and stopped ranks) runs in the gcc build only
+    [ ${#ctest_extra[@]} -gt 0 ] || ctest_extra=(-E '^test_fault_matrix$')
     ;;
   clang)
     dir=build-clang
     export CC=clang CXX=clang++
     cfg+=(-DCMAKE_BUILD_TYPE="${type:-Release}")
-    [ ${#ctest_extra[@]} -gt 0 ] || ctest_extra=(-E '^coll_allreduce_')
+    [ ${#ctest_extra[@]} -gt 0 ] || ctest_extra=(-E '^(coll_allreduce_|test_fault_matrix$)')
     ;;
   *)
     type=${type:-RelWithDebInfo}

@@ -251,6 +251,10 @@ def run_case(binary, cmd, transport, fault, timeout_s, rng, tmp):
         stderr = f.read()
     named = set(int(m) for m in re.findall(r"rank (\d+) \(%s[,)]" % re.escape(HOST), stderr))
     named |= set(int(m) for m in re.findall(r"process rank (\d+) with PID \d+ on node %s" % re.escape(HOST), stderr))
+    # Open MPI aborting inside MPI_Init (a link cut while it starts: no fabench code runs yet)
+    # names the rank as a process name, and the launcher names the host mpirun ran on
+    if re.search(r"fabench: mpirun \(pid \d+\) on %s exited" % re.escape(HOST), stderr):
+        named |= set(int(m) for m in re.findall(r"Process name: \[\[\d+,\d+\],(\d+)\]", stderr))
     crash = re.search(r"stack smashing|Segmentation fault|AddressSanitizer|runtime error:|double free", stderr)
     if crash:
         problems.append(f"a process crashed: {crash.group(0)}")
@@ -345,7 +349,7 @@ def main():
                         failed += 1
                         for pr in r["problems"]:
                             print(f"    {pr}")
-                        print("    stderr: " + "\n    stderr: ".join(r["stderr"].strip().splitlines()[-8:]))
+                        print("    stderr: " + "\n    stderr: ".join(r["stderr"].strip().splitlines()[-30:]))
                     sys.stdout.flush()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
