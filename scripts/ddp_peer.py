@@ -12,7 +12,10 @@ Run with Debian's python3-torch (1.13), not the first python3 on PATH:
 --steps counts every step and --warmup-steps of them are left out of the figures, as in fabench.
 --no-sync: every step runs inside DDP's no_sync(), so nothing is exchanged: the no-communication
 baseline (role "ddp-nosync"), the peer of fabench's `--transport none`.
---grad-dtype bf16|f16: DDP's bf16_compress_hook / fp16_compress_hook (gradients travel in 16 bits).
+--grad-dtype bf16|f16: gradients travel in 16 bits through a DDP comm hook. f16: DDP's own
+fp16_compress_hook (gloo all-reduces in f16), or with --f16-hook ring ours. bf16: ours, a ring
+all-reduce on gloo send/recv (ring_compress_hook), because torch 1.13 refuses bf16_compress_hook
+without NCCL and its gloo cannot reduce bf16.
 --emulate RATE: creates N namespaces on a shaped bridge with scripts/fabric-emu.sh (needs root) and
 removes them at the end, also on failure or interruption. --netns NS0,NS1,...: run rank r in an
 existing namespace NSr instead (its first global IPv4 address is used; rank 0's is the master).
@@ -26,6 +29,9 @@ ranks check that their parameters are bit-identical (not in --no-sync, where the
 The launcher starts the ranks as child processes (torchrun-style environment: RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT); `--worker` runs one rank from such an environment, so torchrun can start
 them too: torchrun --nproc_per_node 2 scripts/ddp_peer.py --worker [options].
+
+--self-test: the ring hook against a float64 reference on 1-3 ranks, short DDP runs in f32, bf16
+and f16 ending with identical parameters, and the final check failing on a corrupted rank (~1 min).
 """
 import argparse
 import contextlib
@@ -48,6 +54,15 @@ CSV_COLUMNS = ["ranks", "transport", "algo", "model", "data", "batch", "global_b
                "grad_dtype", "hook", "threads", "steps", "warmup_steps", "measured_steps", "images_per_s",
                "images_per_s_rank", "step_ms", "step_ms_max_rank_p50", "final_loss", "fabric",
                "role", "params_identical", "torch"]
+
+
+def leave(code):
+    """A worker's exit: os._exit, before DDP's and gloo's objects are destroyed. torch 1.13
+    sometimes hangs in those destructors (seen 1 run in 5 with the fp16 hook under load: the main
+    thread returning from worker(), no Python frame below)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def die(msg, code=1):
@@ -90,6 +105,10 @@ def parse_args(argv):
     ap.add_argument("--test-corrupt-rank", type=int, default=-1, metavar="R",
                     help="test of the check: rank R perturbs one weight before the final check, "
                          "which must then fail")
+    ap.add_argument("--self-test", action="store_true",
+                    help="check the ring hook against a float64 reference on 1-3 ranks, short DDP "
+                         "runs (f32, bf16, f16) for identical parameters, and the check's failure")
+    ap.add_argument("--self-test-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help="run one rank from RANK/WORLD_SIZE/MASTER_*")
     a = ap.parse_args(argv)
     bad = lambda m: (ap.print_usage(sys.stderr), die(m, 2))
@@ -217,6 +236,73 @@ def ring_compress_hook(torch, dist, rank, world, wire_dtype):
     return hook
 
 
+def self_test_worker(a):
+    """The ring hook against an independent reference: every rank regenerates every rank's seeded
+    input and sums them in float64; the hook's result must lie within the 16-bit rounding bound
+    (one rounding per hop and one at the end, relative to the sum of magnitudes) and be
+    bit-identical on every rank. Counts: 0, below the rank count, odd, several pieces."""
+    import torch
+    import torch.distributed as dist
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=a.timeout))
+
+    class Bucket:  # what a DDP comm hook sees of a bucket
+        def __init__(self, t, i):
+            self.t, self.i = t, i
+
+        def buffer(self):
+            return self.t
+
+        def index(self):
+            return self.i
+
+    def data(q, n):
+        return torch.randn(n, generator=torch.Generator().manual_seed(1000 * q + n)) * (q + 1)
+
+    # unit roundoff, and the absolute step of the type's subnormals (f16's reach 6e-5)
+    for name, dt, eps, tiny in (("bf16", torch.bfloat16, 2.0 ** -8, 2.0 ** -133),
+                                ("f16", torch.float16, 2.0 ** -11, 2.0 ** -24)):
+        hook = ring_compress_hook(torch, dist, rank, world, dt)
+        for i, n in enumerate((0, 1, world - 1, 5, 1000003, 3 * (1 << 19) + 7)):
+            got = hook(None, Bucket(data(rank, n), i)).wait()
+            xs = [data(q, n).double() for q in range(world)]
+            ref = sum(xs) / world
+            bound = (world + 1) * (eps * sum(x.abs() for x in xs) / world + tiny) if n else ref
+            bad = int((got.double() - ref).abs().gt(bound).sum()) if n else 0
+            zero = got.clone()
+            dist.broadcast(zero, 0)
+            if bad or not torch.equal(zero.view(torch.int32), got.view(torch.int32)):
+                raise RuntimeError(f"ring hook {name}, {n} values: {bad} beyond the rounding bound, "
+                                   f"identical to rank 0: {torch.equal(zero, got)}")
+    if rank == 0:
+        print(f"{PROG}: self-test: ring hook (bf16, f16) on {world} rank(s) within bounds, identical")
+    dist.destroy_process_group()
+    leave(0)
+
+
+def self_test(a, argv):
+    """The hook on 1 to 3 ranks; a short DDP run per gradient type ends with identical parameters;
+    the final check fails when a rank's weights are corrupted on purpose."""
+    base = [x for x in argv if x != "--self-test"]
+    for n in (1, 2, 3):
+        if launch(parse_args(base + ["-n", str(n), "--self-test-worker"]), base + ["-n", str(n), "--self-test-worker"]):
+            die(f"self-test: ring hook on {n} rank(s) failed")
+    small = ["-n", "2", "--model", "resnet8", "--data", "synthetic:3x8x8:4:64", "--batch", "8",
+             "--steps", "3", "--warmup-steps", "1", "--bucket-mb", "0.01"]
+    for g in ("f32", "bf16", "f16"):
+        run = base + small + ["--grad-dtype", g]
+        if launch(parse_args(run), run):
+            die(f"self-test: DDP with --grad-dtype {g} failed")
+    run = base + small + ["--test-corrupt-rank", "1"]
+    print(f"{PROG}: self-test: a corrupted rank must fail the check (errors below expected)", flush=True)
+    if launch(parse_args(run), run) == 0:
+        die("self-test: the parameter check passed a corrupted rank")
+    print(f"{PROG}: self-test passed", flush=True)
+    return 0
+
+
 def worker(a):
     import torch
     import torch.distributed as dist
@@ -341,7 +427,7 @@ def worker(a):
     dist.destroy_process_group()
     if differ:
         raise RuntimeError(f"parameters differ from rank 0's at the end (step {a.steps}) on ranks {differ}")
-    return 0
+    leave(0)  # with the model still referenced (see leave)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,6 +514,10 @@ def launch(a, argv):
                 return 0
             if time.monotonic() > deadline:
                 late = [r for r, c in enumerate(codes) if c is None]
+                for r in late:  # their Python stacks to stderr (faulthandler), then they are killed
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(procs[r].pid, signal.SIGUSR1)
+                time.sleep(1)
                 raise RuntimeError(f"ranks {late} still running after --timeout {a.timeout:g} s")
             time.sleep(0.1)
     except (RuntimeError, KeyboardInterrupt) as e:
@@ -447,11 +537,17 @@ def launch(a, argv):
 
 def main(argv):
     a = parse_args(argv)
+    if a.self_test:
+        return self_test(a, argv)
     if a.worker:
+        import faulthandler
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         try:
-            return worker(a)
+            leave(self_test_worker(a) if a.self_test_worker else worker(a))
         except Exception as e:  # one line naming the rank, host and cause
-            die(f"rank {os.environ.get('RANK', '?')} on {socket.gethostname()}: {e}")
+            print(f"{PROG}: rank {os.environ.get('RANK', '?')} on {socket.gethostname()}: {e}",
+                  file=sys.stderr)
+            leave(1)  # here, while the exception still holds the worker's frame
     return launch(a, argv)
 
 
