@@ -694,8 +694,8 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     a->seed = have.seed;
   }
 
-  /* a dry parse first: usage errors come before any rank starts talking */
-  int npairs = make_pairs(pairs, a, a->nranks ? a->nranks : 2, tks, &ntk, &want_mpi, &rc);
+  /* usage errors before any rank starts talking */
+  int npairs = make_pairs(pairs, a, 2, tks, &ntk, &want_mpi, &rc);
   if (npairs < 0) return rc;
   if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)a->timeout_s * 1000, &e))
     return bench_error("%s", e.msg);
@@ -1021,11 +1021,11 @@ int bench_cmd_train(int argc, char **argv) {
   if (rc == 1) return 0; /* --help */
   if (rc) return rc;
   if (a.nranks > 0) {
-    int use_mpirun = 0;
-    char *items[TRAIN_MAX_PAIRS], *store = NULL;
-    int n = a.transports ? bench_split_list(a.transports, items, TRAIN_MAX_PAIRS, &store) : 0;
-    for (int i = 0; i < n; i++) use_mpirun |= !strcmp(items[i], "mpi");
-    free(store);
+    /* the lists checked here, once, before any rank starts */
+    train_pair pairs[TRAIN_MAX_PAIRS];
+    coll_transport_kind tks[TRAIN_MAX_PAIRS];
+    int ntk, use_mpirun;
+    if (make_pairs(pairs, &a, a.nranks, tks, &ntk, &use_mpirun, &rc) < 0) return rc;
     return bench_relaunch(argc, argv, a.nranks, use_mpirun, a.mpirun_args, a.emulate,
                           (int)a.timeout_s);
   }
