@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -457,23 +459,34 @@ int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errc
     res_errf(err, errcap, "cannot render JSON for '%s'", path);
     return -1;
   }
+  /* a launcher stopping the job (SIGTERM, SIGINT, SIGHUP) waits until the rename: the file is
+   * the old one or the new one, and no .tmp is left behind */
+  sigset_t stop, was;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop, &was);
+  int rc = -1;
   FILE *f = fopen(tmp, "w");
   if (!f) {
     res_errf(err, errcap, "cannot create '%s': %s", tmp, strerror(errno));
-    free(txt);
-    return -1;
+    goto out;
   }
   int ok = fputs(txt, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0;
   /* on disk before the rename, so a crash leaves the old file or the new, never an empty one */
   ok = ok && fsync(fileno(f)) == 0;
   ok = (fclose(f) == 0) && ok;
-  free(txt);
   if (!ok || rename(tmp, path) != 0) {
     res_errf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
     unlink(tmp);
-    return -1;
+    goto out;
   }
-  return 0;
+  rc = 0;
+out:
+  free(txt);
+  pthread_sigmask(SIG_SETMASK, &was, NULL);
+  return rc;
 }
 
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap) {
