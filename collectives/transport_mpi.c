@@ -214,8 +214,9 @@ static int mpi_fabric_selected(char *out, size_t cap, int host_count) {
       best_excl = m->btl_module->btl_exclusivity;
     }
   }
-  snprintf(out, cap, "mpi:ob1/%s", host_count > 1 ? (list[0] ? list : "?") : (best ? best : "self"));
-  return 0;
+  /* a list too long for the column is cut: the return value says so to gcc at -Os */
+  int n = snprintf(out, cap, "mpi:ob1/%s", host_count > 1 ? (list[0] ? list : "?") : (best ? best : "self"));
+  return n < 0 ? -1 : 0;
 }
 #endif
 
