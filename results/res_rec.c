@@ -453,3 +453,18 @@ int res_rows_move(res_rows *dst, res_rows *src, char *err, size_t errcap) {
   src->n = 0;
   return 0;
 }
+
+int res_run_read(res_rows *rows, const res_schema *const *schemas, size_t n, const char *dir,
+                 char *err, size_t errcap) {
+  int found = 0;
+  for (size_t k = 0; k < n; k++) {
+    if (!res_table_exists(schemas[k], dir)) continue;
+    res_rows r;
+    if (res_table_read(&r, schemas[k], dir, err, errcap)) return -1;
+    int rc = res_rows_move(&rows[k], &r, err, errcap);
+    res_rows_free(&r);
+    if (rc) return -1;
+    found++;
+  }
+  return found;
+}
