@@ -39,8 +39,7 @@ double bench_gamma_kernel(void) {
 
 int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, char *err,
                    size_t cap) {
-  const res_schema *sch[2] = {res_schema_allreduce(), res_schema_p2p()};
-  res_rows rows[2] = {{sch[0], NULL, 0}, {sch[1], NULL, 0}}; /* all-reduce, p2p */
+  res_rows ar = {res_schema_allreduce(), NULL, 0}, pp = {res_schema_p2p(), NULL, 0};
   int rc = 0, found = 0;
   for (int i = 0; i < ndirs && !rc; i++) {
     struct stat st;
@@ -49,17 +48,26 @@ int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, ch
       rc = -1;
       break;
     }
-    int got = res_run_read(rows, sch, 2, dirs[i], err, cap);
-    if (got < 0) rc = -1;
-    else found += got;
+    const res_schema *sch[2] = {res_schema_allreduce(), res_schema_p2p()};
+    res_rows *dst[2] = {&ar, &pp};
+    for (int k = 0; k < 2 && !rc; k++) {
+      if (!res_table_exists(sch[k], dirs[i])) continue;
+      res_rows r;
+      if (res_table_read(&r, sch[k], dirs[i], err, cap) || res_rows_move(dst[k], &r, err, cap)) {
+        rc = -1;
+        break;
+      }
+      res_rows_free(&r);
+      found = 1;
+    }
   }
   if (!rc && !found) {
     snprintf(err, cap, "no allreduce.csv or p2p.csv in %s%s: nothing to fit", dirs[0], ndirs > 1 ? " and the others" : "");
     rc = -1;
   }
-  if (!rc) rc = res_fit(m, &rows[0], &rows[1], gamma_kernel, err, cap);
-  res_rows_free(&rows[0]);
-  res_rows_free(&rows[1]);
+  if (!rc) rc = res_fit(m, &ar, &pp, gamma_kernel, err, cap);
+  res_rows_free(&ar);
+  res_rows_free(&pp);
   return rc;
 }
 
