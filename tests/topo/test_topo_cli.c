@@ -35,13 +35,8 @@ static int teardown(void **state) {
 }
 
 static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return strdup("");
-  char *s = calloc(1, 1 << 20);
-  size_t n = fread(s, 1, (1 << 20) - 1, f);
-  s[n] = 0;
-  fclose(f);
-  return s;
+  char *s = tu_slurp(path, NULL);
+  return s ? s : strdup(""); /* a missing output reads as empty */
 }
 
 /* Runs "<bin> <args>" and returns its exit status. */
