@@ -212,6 +212,24 @@ static void test_refusals(void **state) {
   expect_error(ar, dir, "2 fields, the header has 3");
   assert_int_equal(tu_write(dir, "allreduce.jsonl", "{\"run_id\":\"x\",\"bytes\":\"ten\"}\n"), 0);
   expect_error(ar, path, "field bytes has the wrong type");
+  /* integers beyond what a JSON number carries exactly (fuzz findings: converting them was
+   * undefined, and a CSV row's 2^63-1 came back from the JSONL as something else); a run.json
+   * and a row with a schema version past any integer: newer */
+  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,bytes\nx,1,9007199254740993\n"), 0);
+  expect_error(ar, dir, "'9007199254740993' is not an integer within");
+  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,bytes\nx,1,9007199254740992\n"), 0);
+  res_rows ok;
+  char err[512];
+  if (res_table_read(&ok, ar, dir, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(((res_allreduce_row *)ok.rows)[0].bytes, 9007199254740992LL);
+  res_rows_free(&ok);
+  assert_int_equal(tu_write(dir, "allreduce.jsonl", "{\"run_id\":\"x\",\"bytes\":1e300}\n"), 0);
+  expect_error(ar, path, "field bytes has the wrong type");
+  assert_int_equal(tu_write(dir, "allreduce.jsonl", "{\"run_id\":\"x\",\"schema\":1e300}\n"), 0);
+  expect_error(ar, path, "newer than this fabench");
+  assert_int_equal(tu_write(dir, "run.json", "{\"schema\": 1e300}\n"), 0);
+  expect_error(ar, dir, "newer than this fabench");
+  assert_int_equal(tu_write(dir, "run.json", "{\"schema\": 1}\n"), 0);
   assert_int_equal(tu_write(dir, "allreduce.jsonl", "not json\n"), 0);
   expect_error(ar, path, "not a JSON object");
   /* records without a schema column: run.json's version decides */
