@@ -17,6 +17,7 @@ cmake --build build-fuzz -j"$(nproc 2>/dev/null || echo 2)" --target fuzz_all >/
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/fabench-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+export TMPDIR="$work" # a target's scratch files (fuzz_rundir) go with it, also after a crash
 mkdir -p build-fuzz/findings
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_odr_violation=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

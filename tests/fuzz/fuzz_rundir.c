@@ -29,7 +29,7 @@ static const res_schema *fz_schema(size_t k) {
 #define FZ_NREC 6
 
 /* libFuzzer gives the target no context: the scratch directories live for the process */
-static char fz_dir[64], fz_back[96];
+static char fz_dir[4096], fz_back[4200];
 
 static void fz_cleanup(void) {
   if (fz_dir[0]) tu_rmtree(fz_dir);
@@ -38,7 +38,7 @@ static void fz_cleanup(void) {
 /* Empties a directory (one level: report reads no subdirectories). */
 static void fz_empty(const char *dir) {
   static const char *const names[] = {"run.json", "model.json"};
-  char p[256];
+  char p[4300];
   for (size_t i = 0; i < 2; i++) {
     snprintf(p, sizeof p, "%s/%s", dir, names[i]);
     unlink(p);
@@ -54,7 +54,10 @@ static void fz_empty(const char *dir) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  if (!tu_tmpdir(fz_dir, sizeof fz_dir, "fuzz-rundir")) {
+  /* under TMPDIR: scripts/fuzz.sh removes its TMPDIR, also after a crash skipped atexit */
+  const char *tmp = getenv("TMPDIR");
+  snprintf(fz_dir, sizeof fz_dir, "%s/fabench-fuzz-rundir-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(fz_dir)) {
     perror("fuzz_rundir: mkdtemp");
     abort();
   }
@@ -78,7 +81,7 @@ static int fz_allowed(const char *name) {
 
 static void fz_write(const char *name, const uint8_t *d, size_t n) {
   if (!fz_allowed(name)) return;
-  char p[256];
+  char p[4300];
   snprintf(p, sizeof p, "%s/%s", fz_dir, name);
   FILE *f = fopen(p, "wb");
   FUZZ_CHECK(f != NULL);
@@ -143,7 +146,7 @@ static void fz_round_trip(const res_rows *r) {
     FUZZ_CHECK(res_table_put(t, (const char *)r->rows + i * s->row_size, err, sizeof err) == 0);
   res_table_close(t);
   for (int jsonl = 0; jsonl < 2; jsonl++) {
-    char p[256];
+    char p[4300];
     snprintf(p, sizeof p, "%s/%s.%s", fz_back, s->base, jsonl ? "jsonl" : "csv");
     res_rows back;
     int rc = res_table_read(&back, s, p, err, sizeof err);
@@ -175,7 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t k = 0; k < FZ_NREC; k++) res_rows_free(&rows[k]);
   fz_empty(fz_back);
 
-  char path[128];
+  char path[4300];
   snprintf(path, sizeof path, "%s/model.json", fz_dir);
   if (access(path, F_OK) == 0) {
     res_model m;
