@@ -54,15 +54,10 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   char path[4200];
   snprintf(path, sizeof path, "%s/run.json", d);
   if (stat(path, &st) != 0) return snprintf(err, cap, "'%s' is not a fabench run directory (no run.json)", d), -1;
-  int found = 0;
-  for (int k = 0; k < RP_NREC; k++) {
-    if (!res_table_exists(rp_schema(k), d)) continue;
-    res_rows r;
-    if (res_table_read(&r, rp_schema(k), d, err, cap)) return -1;
-    if (res_rows_move(&x->rec[k], &r, err, cap)) return res_rows_free(&r), -1;
-    res_rows_free(&r);
-    found = 1;
-  }
+  const res_schema *sch[RP_NREC];
+  for (int k = 0; k < RP_NREC; k++) sch[k] = rp_schema(k);
+  int found = res_run_read(x->rec, sch, RP_NREC, d, err, cap);
+  if (found < 0) return -1;
   snprintf(path, sizeof path, "%s/model.json", d);
   if (!x->have_model && stat(path, &st) == 0) {
     if (res_model_read(&x->model, path, err, cap)) return -1;

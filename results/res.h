@@ -74,6 +74,11 @@ void res_rows_free(res_rows *r);
 int res_rows_move(res_rows *dst, res_rows *src, char *err, size_t errcap);
 /* Whether path holds the record's file (a directory with <base>.csv or .jsonl, or a file). */
 int res_table_exists(const res_schema *s, const char *path);
+/* Reads a run directory's tables: for each of the n schemas whose file dir holds, its rows are
+ * appended to rows[k] (zeroed, or holding rows of schemas[k]). Returns how many tables were
+ * read, or -1 with err (rows keep what was read before: res_rows_free each). */
+int res_run_read(res_rows *rows, const res_schema *const *schemas, size_t n, const char *dir,
+                 char *err, size_t errcap);
 
 /* ---- run directory and metadata ---- */
 /* Makes the run directory: `out` if given, else results/<UTC YYYYmmddTHHMMSSZ>-<command>.

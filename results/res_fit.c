@@ -7,6 +7,7 @@
  * (gamma at the kernel's rate, others at zero) and the rest refitted. */
 #include "res.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -484,6 +485,18 @@ static double rf_get(const cJSON *o, const char *k) {
   return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
+/* A whole-number field within [lo, hi], def when absent or null; -1 when it holds anything else
+ * (converting a NaN or an out-of-range double is undefined: a fuzz finding). */
+static int rf_getint(const cJSON *o, const char *k, double lo, double hi, double def, double *v) {
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (!j || cJSON_IsNull(j)) {
+    *v = def;
+    return 0;
+  }
+  *v = cJSON_IsNumber(j) ? j->valuedouble : NAN;
+  return *v >= lo && *v <= hi && *v == floor(*v) ? 0 : -1;
+}
+
 static const char *rf_gets(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -535,6 +548,13 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
       rc = -1;
       break;
     }
+    double hc, ch, n, nu;
+    if (rf_getint(j, "host_count", 1, INT_MAX, 1, &hc) || rf_getint(j, "chunk_bytes", 0, 0x1p53, 0, &ch) ||
+        rf_getint(j, "n", 0, 0x1p53, 0, &n) || rf_getint(j, "n_used", 0, 0x1p53, 0, &nu)) {
+      rf_errf(err, errcap, "%s: fabric %s: host_count, chunk_bytes, n or n_used is not a whole number in range", file, fab);
+      rc = -1;
+      break;
+    }
     res_fabric_model *f = rf_add(m);
     if (!f) {
       rc = -1;
@@ -545,17 +565,15 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source");
     snprintf(f->transport, sizeof f->transport, "%s", tr ? tr : "");
     snprintf(f->source, sizeof f->source, "%s", src ? src : "");
-    double hc = rf_get(j, "host_count"), ch = rf_get(j, "chunk_bytes");
-    f->host_count = isfinite(hc) ? (int)hc : 1;
-    f->chunk_bytes = isfinite(ch) ? (int64_t)ch : 0;
+    f->host_count = (int)hc;
+    f->chunk_bytes = (int64_t)ch;
     double dl = rf_get(j, "delta_us");
     f->m = (coll_model){a * 1e-6, b, g, isfinite(dl) ? dl * 1e-6 : 0};
     f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
     f->r2 = rf_get(j, "r2");
     f->rms_rel = rf_get(j, "rms_rel");
-    double n = rf_get(j, "n"), nu = rf_get(j, "n_used");
-    f->n = isfinite(n) ? (size_t)n : 0;
-    f->n_used = isfinite(nu) ? (size_t)nu : 0;
+    f->n = (size_t)n;
+    f->n_used = (size_t)nu;
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "residuals"), *x;
     int nr = cJSON_GetArraySize(rs);
     if (nr > 0 && (f->resid = calloc((size_t)nr, sizeof *f->resid))) {
@@ -563,14 +581,21 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
         res_resid *r = &f->resid[f->nresid++];
         const char *al = rf_gets(x, "algo");
         snprintf(r->algo, sizeof r->algo, "%s", al ? al : "");
-        r->ranks = (int)rf_get(x, "ranks");
-        r->bytes = (int64_t)rf_get(x, "bytes");
+        double rk, by;
+        if (rf_getint(x, "ranks", 0, INT_MAX, 0, &rk) || rf_getint(x, "bytes", 0, 0x1p53, 0, &by)) {
+          rf_errf(err, errcap, "%s: fabric %s: a residual's ranks or bytes is not a whole number in range", file, fab);
+          rc = -1;
+          break;
+        }
+        r->ranks = (int)rk;
+        r->bytes = (int64_t)by;
         r->t_us = rf_get(x, "t_us");
         r->pred_us = rf_get(x, "pred_us");
         r->resid = rf_get(x, "resid");
         r->outlier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "outlier"));
       }
     }
+    if (rc) break;
   }
   cJSON_Delete(o);
   if (!rc && m->n == 0) {

@@ -2,6 +2,7 @@
 #include "res.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -124,7 +125,8 @@ static int rr_dir_version(const char *file) {
   cJSON *j = cJSON_Parse(txt);
   free(txt);
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "schema");
-  int ver = cJSON_IsNumber(v) ? (int)v->valuedouble : 0;
+  double d = cJSON_IsNumber(v) ? v->valuedouble : 0;
+  int ver = d >= INT_MAX ? INT_MAX : d > 0 ? (int)d : 0; /* huge: newer than any */
   cJSON_Delete(j);
   return ver;
 }
@@ -178,6 +180,11 @@ static int rr_version_ok(rr_ctx *x, int64_t v, size_t line, char *err, size_t ca
   return 0;
 }
 
+/* The integers a row may hold: what a JSON number (a double) carries exactly, so that a row read
+ * from either file is written to both and reads back the same (converting a larger double to
+ * int64_t is undefined: a fuzz finding). */
+#define RR_INT_MAX (1LL << 53)
+
 /* Stores text into a field; kind decides the parse. */
 static int rr_set(rr_ctx *x, void *row, const res_field *f, const char *txt, size_t line,
                   char *err, size_t cap) {
@@ -194,8 +201,9 @@ static int rr_set(rr_ctx *x, void *row, const res_field *f, const char *txt, siz
   case RES_INT: {
     errno = 0;
     long long v = strtoll(txt, &end, 10);
-    if (!*txt || *end || errno) {
-      rr_errf(err, cap, "%s:%zu: column %s: '%s' is not an integer", x->file, line, f->name, txt);
+    if (!*txt || *end || errno || v > RR_INT_MAX || v < -RR_INT_MAX) {
+      rr_errf(err, cap, "%s:%zu: column %s: '%s' is not an integer within +-2^53", x->file, line,
+              f->name, txt);
       return -1;
     }
     *(int64_t *)p = v;
@@ -351,7 +359,11 @@ static int rr_read_jsonl(rr_ctx *x, char *buf, char *err, size_t cap) {
     }
     int rc = 0;
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "schema");
-    if (cJSON_IsNumber(ver)) rc = rr_version_ok(x, (int64_t)ver->valuedouble, line, err, cap);
+    if (cJSON_IsNumber(ver)) {
+      double d = ver->valuedouble;
+      rc = rr_version_ok(x, d > RR_INT_MAX ? RR_INT_MAX : d < -RR_INT_MAX ? -RR_INT_MAX : (int64_t)d,
+                         line, err, cap);
+    }
     if (!cJSON_GetObjectItemCaseSensitive(o, x->s->fields[0].name) && !rc) {
       rr_errf(err, cap, "%s:%zu: no '%s': not a fabench %s record", x->file, line,
               x->s->fields[0].name, x->s->base);
@@ -369,7 +381,8 @@ static int rr_read_jsonl(rr_ctx *x, char *buf, char *err, size_t cap) {
       void *dst = (char *)row + f->offset;
       if (f->kind == RES_STR && cJSON_IsString(it)) {
         rc = rr_set(x, row, f, it->valuestring, line, err, cap);
-      } else if (f->kind == RES_INT && cJSON_IsNumber(it) && it->valuedouble == floor(it->valuedouble)) {
+      } else if (f->kind == RES_INT && cJSON_IsNumber(it) && it->valuedouble == floor(it->valuedouble) &&
+                 fabs(it->valuedouble) <= (double)RR_INT_MAX) {
         *(int64_t *)dst = (int64_t)it->valuedouble;
       } else if (f->kind == RES_F64 && cJSON_IsNumber(it)) {
         *(double *)dst = it->valuedouble;
@@ -452,4 +465,19 @@ int res_rows_move(res_rows *dst, res_rows *src, char *err, size_t errcap) {
   src->rows = NULL;
   src->n = 0;
   return 0;
+}
+
+int res_run_read(res_rows *rows, const res_schema *const *schemas, size_t n, const char *dir,
+                 char *err, size_t errcap) {
+  int found = 0;
+  for (size_t k = 0; k < n; k++) {
+    if (!res_table_exists(schemas[k], dir)) continue;
+    res_rows r;
+    if (res_table_read(&r, schemas[k], dir, err, errcap)) return -1;
+    int rc = res_rows_move(&rows[k], &r, err, errcap);
+    res_rows_free(&r);
+    if (rc) return -1;
+    found++;
+  }
+  return found;
 }

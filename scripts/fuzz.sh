@@ -3,13 +3,13 @@
 # committed corpus, then fuzzes each target for SECONDS from a scratch copy of its corpus (the
 # repository's corpus is not changed; findings go to build-fuzz/findings/). Exit status 1 on a
 # finding. CI runs it with the default 20 s per target.
-#   scripts/fuzz.sh [SECONDS] [TARGET...]      targets: idx cifar ckpt tcp boot topo
+#   scripts/fuzz.sh [SECONDS] [TARGET...]      targets: idx cifar ckpt tcp boot topo rundir
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(idx cifar ckpt tcp boot topo)
+[ ${#targets[@]} -gt 0 ] || targets=(idx cifar ckpt tcp boot topo rundir)
 
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABENCH_FUZZ=ON >/dev/null
@@ -17,6 +17,7 @@ cmake --build build-fuzz -j"$(nproc 2>/dev/null || echo 2)" --target fuzz_all >/
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/fabench-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+export TMPDIR="$work" # a target's scratch files (fuzz_rundir) go with it, also after a crash
 mkdir -p build-fuzz/findings
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_odr_violation=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

@@ -418,95 +418,19 @@ static void topo_nearest_nics(topo_info *ti) {
   }
 }
 
-/* What hwloc 2.9 does not survive in an XML file (found by fuzzing), refused before it sees it:
- * - a PU or NUMA node without os_index: taken as index 2^32-1, with a bitmap sized to hold it
- *   (half a GiB, a minute of work); an index past any machine's is the same;
- * - a cpuset without its complete_cpuset, a nodeset without its complete_nodeset: a NULL
- *   bitmap written to (SIGSEGV in hwloc_insert_object_by_parent). */
-#define TOPO_XML_MAX_INDEX (1u << 20)
-/* The value of attribute `name` in one tag's text (after any white space), or NULL. */
-static const char *topo_xml_attr(const char *tag, const char *name) {
-  size_t l = strlen(name);
-  for (const char *a = strstr(tag, name); a; a = strstr(a + 1, name))
-    if (a > tag && strchr(" \t\r\n", a[-1]) && a[l] == '=' && a[l + 1] == '"') return a + l + 2;
-  return NULL;
-}
-
-static int topo_xml_sane(const char *path, char *err, size_t errcap) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
-    return -1;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap + 1);
-  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap) {
-      char *nb = cap < (256u << 20) ? realloc(buf, 2 * cap + 1) : NULL;
-      if (!nb) break;
-      buf = nb;
-      cap *= 2;
-    }
-  }
-  fclose(f);
-  if (!buf) {
-    snprintf(err, errcap, "%s: out of memory", path);
-    return -1;
-  }
-  buf[n] = '\0';
-  int rc = 0;
-  for (char *t = strstr(buf, "<object"); t && !rc; t = strstr(t + 1, "<object")) {
-    char *end = strchr(t, '>');
-    if (!end) break;
-    *end = '\0'; /* the tag alone */
-    const char *type = topo_xml_attr(t, "type");
-    int needs = type && (!strncmp(type, "PU\"", 3) || !strncmp(type, "NUMANode\"", 9));
-    const char *idx = topo_xml_attr(t, "os_index");
-    if (needs && !idx) {
-      snprintf(err, errcap, "%s: a PU or NUMA node without os_index", path);
-      rc = -1;
-    } else if (idx && strtoul(idx, NULL, 10) >= TOPO_XML_MAX_INDEX) {
-      snprintf(err, errcap, "%s: os_index %.20s is out of range (at most %u)", path, idx,
-               TOPO_XML_MAX_INDEX - 1);
-      rc = -1;
-    } else if ((topo_xml_attr(t, "cpuset") && !topo_xml_attr(t, "complete_cpuset")) ||
-               (topo_xml_attr(t, "nodeset") && !topo_xml_attr(t, "complete_nodeset"))) {
-      snprintf(err, errcap, "%s: an object with a cpuset or nodeset but not its complete_ set", path);
-      rc = -1;
-    }
-    *end = '>';
-    t = end;
-  }
-  free(buf);
-  return rc;
-}
-
 static int topo_load_hwloc(topo_info *ti, const topo_opts *o, char *err, size_t errcap) {
   if (hwloc_topology_init(&ti->t) != 0) {
     snprintf(err, errcap, "hwloc_topology_init failed");
     ti->t = NULL;
     return -1;
   }
-  /* before load, also for XML: otherwise PCI/OS devices and NVLink distances vanish */
-  hwloc_topology_set_io_types_filter(ti->t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  /* the whole machine, not only what a cgroup allows: identical nodes must hash alike */
-  hwloc_topology_set_flags(ti->t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
-  /* Linux's own sysfs PCI discovery gives the same tree; the libpciaccess plugin leaks on every
-   * load (LeakSanitizer) and adds only device names. */
-  hwloc_topology_set_components(ti->t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
-  if (o->xml) {
-    FILE *f = fopen(o->xml, "r");
-    if (!f) {
-      snprintf(err, errcap, "cannot read %s: %s", o->xml, strerror(errno));
-      return -1;
-    }
-    fclose(f);
-    if (topo_xml_sane(o->xml, err, errcap) != 0) return -1;
-    if (hwloc_topology_set_xml(ti->t, o->xml) != 0) {
-      snprintf(err, errcap, "%s: not an hwloc XML topology", o->xml);
-      return -1;
-    }
+  topo_hwloc_prepare(ti->t);
+  /* an XML file, ours to read or hwloc's through the environment: outside input (topo_xml.c) */
+  const char *envxml = getenv("HWLOC_XMLFILE");
+  const char *xml = o->xml ? o->xml : !o->synthetic && envxml && *envxml ? envxml : NULL;
+  if (xml) {
+    if (topo_xml_sane(xml, err, errcap) != 0) return -1;
+    if (topo_xml_isolated(ti->t, xml, err, errcap) != 0) return -1;
   } else if (o->synthetic) {
     if (hwloc_topology_set_synthetic(ti->t, o->synthetic) != 0) {
       snprintf(err, errcap, "invalid synthetic topology '%s'", o->synthetic);
@@ -515,7 +439,7 @@ static int topo_load_hwloc(topo_info *ti, const topo_opts *o, char *err, size_t 
   }
   if (hwloc_topology_load(ti->t) != 0) {
     snprintf(err, errcap, "%s: hwloc could not load it (malformed or not an hwloc topology)",
-             o->xml ? o->xml : o->synthetic ? o->synthetic : "this machine");
+             xml ? xml : o->synthetic ? o->synthetic : "this machine");
     return -1;
   }
   return 0;

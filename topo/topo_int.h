@@ -179,6 +179,13 @@ struct topo_info {
 
 topo_path_class topo_path(const topo_info *ti, const topo_pcidev *a, const topo_pcidev *b,
                           int nvl, int *links);
+/* topo_xml.c. The filters and flags of every load (before hwloc_topology_load). */
+void topo_hwloc_prepare(hwloc_topology_t t);
+/* Refuses, with the reason, an XML that hwloc 2.9 is known not to survive (found by fuzzing). */
+int topo_xml_sane(const char *path, char *err, size_t errcap);
+/* Loads path in a child process and sets t (prepared, not loaded) to read hwloc's export of it:
+ * a child that aborts, crashes or hangs is an error here, never a dead process. */
+int topo_xml_isolated(hwloc_topology_t t, const char *path, char *err, size_t errcap);
 /* Appends a warning ("; "-separated). */
 void topo_warn(topo_info *ti, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The canonical, volatile-free description that the hash is taken of (caller frees). */

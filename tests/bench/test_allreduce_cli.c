@@ -19,25 +19,7 @@
 #include <cmocka.h>
 
 #include "cli_run.h"
-
-static int count_lines(const char *s) {
-  int n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
-}
-
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  size_t got = fread(b, 1, (size_t)n, f);
-  b[got] = '\0';
-  fclose(f);
-  return b;
-}
+#include "test_util.h"
 
 static void expect_usage_error(char *const args[], const char *needle) {
   run_result *r = calloc(1, sizeof *r);
@@ -90,9 +72,7 @@ static void test_tcp_cc(void **st) {
   if (r->status == 0 || !strstr(r->err, "congestion control 'nosuchcc'") || !strstr(r->err, "rank "))
     fail_msg("status %d\nstderr:\n%s", r->status, r->err);
   free(r);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* --ucx-map: on (the default) the ucx ranks map each other's buffer and every row says so
@@ -118,7 +98,7 @@ static void test_ucx_map(void **st) {
   for (const char *p = r->out; (p = strstr(p, "ucx:")); p++) assert_true(strstr(p, "+rkey_ptr") < strchr(p, ' '));
   char path[400];
   snprintf(path, sizeof path, "%s/run.json", dir);
-  char *meta = read_file(path);
+  char *meta = tu_slurp(path, NULL);
   assert_non_null(meta);
   assert_non_null(strstr(meta, "+rkey_ptr"));
   free(meta);
@@ -132,9 +112,7 @@ static void test_ucx_map(void **st) {
   assert_null(strstr(r->out, "rkey_ptr"));
   unsetenv("UCX_TLS");
   free(r);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 static const char *const issue_cols[] = {
@@ -158,7 +136,7 @@ static void test_run_files(void **st) {
   assert_non_null(strstr(r->out, "all results verified"));
   char path[400];
   snprintf(path, sizeof path, "%s/allreduce.csv", out);
-  char *csv = read_file(path);
+  char *csv = tu_slurp(path, NULL);
   assert_non_null(csv);
   /* header: the issue's columns first, in order */
   char *save = NULL, *line = strtok_r(csv, "\n", &save);
@@ -189,9 +167,9 @@ static void test_run_files(void **st) {
   assert_int_equal(rows, 16);
   free(csv);
   snprintf(path, sizeof path, "%s/allreduce.jsonl", out);
-  char *jl = read_file(path);
+  char *jl = tu_slurp(path, NULL);
   assert_non_null(jl);
-  assert_int_equal(count_lines(jl), 16);
+  assert_int_equal(tu_count_lines(jl), 16);
   char *js = NULL;
   for (char *l = strtok_r(jl, "\n", &js); l; l = strtok_r(NULL, "\n", &js)) {
     cJSON *o = cJSON_Parse(l);
@@ -203,7 +181,7 @@ static void test_run_files(void **st) {
   }
   free(jl);
   snprintf(path, sizeof path, "%s/run.json", out);
-  char *rj = read_file(path);
+  char *rj = tu_slurp(path, NULL);
   cJSON *m = cJSON_Parse(rj);
   assert_non_null(m);
   assert_int_equal(cJSON_GetObjectItem(m, "ranks")->valueint, 3);
@@ -212,9 +190,7 @@ static void test_run_files(void **st) {
   cJSON_Delete(m);
   free(rj);
   free(r);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* A rank killed mid-run: the run fails with an error naming that rank, quickly, and the rows
@@ -233,14 +209,12 @@ static void test_killed_rank(void **st) {
   assert_int_not_equal(r->status, 0);
   assert_true(r->secs < 30);
   if (!strstr(r->err, "rank 1")) fail_msg("stderr does not name rank 1:\n%s", r->err);
-  char *c = read_file(csv);
+  char *c = tu_slurp(csv, NULL);
   assert_non_null(c);
-  assert_true(count_lines(c) >= 2); /* the header and at least one measured row */
+  assert_true(tu_count_lines(c) >= 2); /* the header and at least one measured row */
   free(c);
   free(r);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* Without -n and without a launcher: a world of one runs and says so. */
@@ -254,9 +228,7 @@ static void test_single_rank(void **st) {
   if (r->status != 0) fail_msg("status %d\n%s", r->status, r->err);
   assert_non_null(strstr(r->out, "1 rank(s)"));
   free(r);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* tcp/ring and mpi/native in one run through mpirun (the README's main job, small). */
@@ -284,7 +256,7 @@ static void test_tcp_and_mpi_same_run(void **st) {
   /* busbw_vs_peer is mpi/native's median time over the row's, size by size */
   char path[400];
   snprintf(path, sizeof path, "%s/allreduce.csv", dir);
-  char *csv = read_file(path);
+  char *csv = tu_slurp(path, NULL);
   assert_non_null(csv);
   double peer_p50[64] = {0}, p50s[256];
   long bytes_of[256];
@@ -329,9 +301,7 @@ static void test_tcp_and_mpi_same_run(void **st) {
   }
   free(csv);
   unsetenv("ASAN_OPTIONS");
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* The mpi fabric is what Open MPI selected, asked of the library, whatever MCA flags were
@@ -357,14 +327,12 @@ static void test_mpi_fabric_from_library(void **st) {
     free(r);
     char path[400], want[64];
     snprintf(path, sizeof path, "%s/allreduce.csv", dir);
-    char *csv = read_file(path);
+    char *csv = tu_slurp(path, NULL);
     assert_non_null(csv);
     snprintf(want, sizeof want, ",%s,mpi,", cases[k][1]);
     if (!strstr(csv, want)) fail_msg("[%s] rows lack %s:\n%s", cases[k][0], want, csv);
     free(csv);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tu_rmtree(dir), 0);
   }
 }
 

@@ -21,19 +21,18 @@
 #include <cmocka.h>
 
 #include "cli_run.h"
+#include "test_util.h"
 
 static void tmpdir(char *out, size_t cap, const char *tag) {
-  char tmpl[128];
-  snprintf(tmpl, sizeof tmpl, "/tmp/fbp2p-%s-XXXXXX", tag);
-  assert_non_null(mkdtemp(tmpl));
-  snprintf(out, cap, "%s/run", tmpl);
+  char top[128];
+  assert_non_null(tu_tmpdir(top, sizeof top, tag));
+  snprintf(out, cap, "%s/run", top);
 }
 
 static void rmtree(const char *run_dir) {
-  char cmd[600];
-  const char *slash = strrchr(run_dir, '/');
-  snprintf(cmd, sizeof cmd, "rm -rf '%.*s'", (int)(slash - run_dir), run_dir);
-  assert_int_equal(system(cmd), 0);
+  char top[600];
+  snprintf(top, sizeof top, "%.*s", (int)(strrchr(run_dir, '/') - run_dir), run_dir);
+  assert_int_equal(tu_rmtree(top), 0);
 }
 
 /* ---- a small CSV reader: header names and rows of fields ---- */
@@ -101,11 +100,10 @@ static double num(const csv_file *c, int row, const char *name) {
 }
 
 static int count_lines(const char *path) {
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  int n = 0, ch;
-  while ((ch = fgetc(f)) != EOF) n += ch == '\n';
-  fclose(f);
+  char *s = tu_slurp(path, NULL);
+  assert_non_null(s);
+  int n = tu_count_lines(s);
+  free(s);
   return n;
 }
 

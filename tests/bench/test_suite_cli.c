@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "cli_run.h"
+#include "test_util.h"
 
 static char dir[256];
 
@@ -95,9 +96,7 @@ static int setup(void **st) {
 
 static int teardown(void **st) {
   (void)st;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tu_rmtree(dir);
 }
 
 int main(void) {

@@ -1,7 +1,8 @@
 /* `fabench topo --input FILE`: an hwloc XML topology, loaded by hwloc and then walked by our
  * analysis (packages, caches, NICs, GPUs, PCI paths, NVLink), printed and turned into JSON. The
  * input is given to topo_load as a file, the way the command gives it (a memfd, nothing on
- * disk). */
+ * disk), so it takes the command's path: hwloc loads it in a child (topo_xml.c), where an
+ * abort or crash of hwloc's becomes an error, and the analysis runs here on hwloc's export. */
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>

@@ -101,4 +101,18 @@ put("topo", "tiny.xml", b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topo
     b'complete_nodeset="0x00000001" gp_index="2" local_memory="1000000"/>\n'
     b'  <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" '
     b'complete_nodeset="0x00000001" gp_index="3"/>\n </object>\n</topology>\n')
+# rundir (fabench report's reader): the files of a run directory, each after a "=== NAME" line.
+# From the report tests' synthetic run (CSV); seed-jsonl and seed-model were cut from real runs'
+# allreduce.jsonl, predict.jsonl and model.json (fabench allreduce, predict, fit).
+run1 = os.path.join(here, "..", "results", "fixtures", "run1")
+def rundir(names):
+    parts = []
+    for n in names:
+        with open(os.path.join(run1, n), "rb") as f:
+            parts.append(b"=== " + n.encode() + b"\n" + f.read())
+    return b"".join(parts)
+put("rundir", "run1", rundir(["run.json", "allreduce.csv", "p2p.csv", "p2p_matrix.csv", "train.csv", "train_buckets.csv"]))
+put("rundir", "allreduce", rundir(["allreduce.csv"]))
+put("rundir", "train", rundir(["run.json", "train.csv", "train_buckets.csv"]))
+put("rundir", "newer-schema", b'=== run.json\n{"schema": 2}\n' + rundir(["p2p.csv"]))
 print("seeds written under", out)

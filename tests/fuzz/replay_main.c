@@ -8,34 +8,15 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "test_util.h"
 
 #define REPLAY_TIMEOUT_S 20
 
 static int run_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "replay: cannot open %s\n", path);
-    return -1;
-  }
-  size_t cap = 1 << 16, n = 0;
-  uint8_t *buf = malloc(cap);
-  for (;;) {
-    if (!buf) break;
-    size_t got = fread(buf + n, 1, cap - n, f);
-    n += got;
-    if (n < cap) break;
-    uint8_t *nb = realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
-  fclose(f);
+  size_t n = 0;
+  char *buf = tu_slurp(path, &n);
   if (!buf) {
-    fprintf(stderr, "replay: out of memory for %s\n", path);
+    fprintf(stderr, "replay: cannot read %s\n", path);
     return -1;
   }
   /* libFuzzer hands a buffer of exactly the input's size: so do we, for ASan's bounds */

@@ -11,26 +11,7 @@
 
 #include "cli_run.h"
 #include "res.h"
-
-static void mktmp(char *dir, size_t cap) {
-  snprintf(dir, cap, "/tmp/fabench-mcli-XXXXXX");
-  assert_non_null(mkdtemp(dir));
-}
-
-static void rmtree(const char *dir) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
-}
-
-static void put(const char *dir, const char *name, const char *text) {
-  char path[600];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
+#include "test_util.h"
 
 static long fsize(const char *dir, const char *name) {
   char path[600];
@@ -43,7 +24,7 @@ static long fsize(const char *dir, const char *name) {
 static void test_report_every_plot(void **state) {
   (void)state;
   char tmp[64], out[128];
-  mktmp(tmp, sizeof tmp);
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
   snprintf(out, sizeof out, "%s/rep", tmp);
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 120, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", out, NULL});
@@ -73,14 +54,14 @@ static void test_report_every_plot(void **state) {
   assert_non_null(strstr(md, "2 training runs with a prediction"));
   free(md);
   free(r);
-  rmtree(tmp);
+  assert_int_equal(tu_rmtree(tmp), 0);
 }
 
 /* A missing, foreign or newer run directory is refused with the reason. */
 static void test_report_refuses(void **state) {
   (void)state;
   char tmp[64], out[128], foreign[128], newer[128], cmd[600];
-  mktmp(tmp, sizeof tmp);
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
   snprintf(out, sizeof out, "%s/rep", tmp);
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){"/nonexistent/run", "--out", out, NULL});
@@ -91,8 +72,8 @@ static void test_report_refuses(void **state) {
   assert_non_null(strstr(r->err, "not a fabench run directory (no run.json)"));
   snprintf(foreign, sizeof foreign, "%s/foreign", tmp);
   mkdir(foreign, 0755);
-  put(foreign, "run.json", "{\"schema\": 1}\n");
-  put(foreign, "allreduce.csv", "name,score\nx,1\n");
+  assert_int_equal(tu_write(foreign, "run.json", "{\"schema\": 1}\n"), 0);
+  assert_int_equal(tu_write(foreign, "allreduce.csv", "name,score\nx,1\n"), 0);
   cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){foreign, "--out", out, NULL});
   assert_int_equal(r->status, 1);
   assert_non_null(strstr(r->err, "not a fabench allreduce table"));
@@ -105,14 +86,14 @@ static void test_report_refuses(void **state) {
   cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){"--bogus", NULL});
   assert_int_equal(r->status, 2);
   free(r);
-  rmtree(tmp);
+  assert_int_equal(tu_rmtree(tmp), 0);
 }
 
 /* fit writes model.json that reads back with the fixture's parameters; predict writes its rows. */
 static void test_fit_and_predict(void **state) {
   (void)state;
   char tmp[64], model[128], out[128], intra[160];
-  mktmp(tmp, sizeof tmp);
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
   snprintf(model, sizeof model, "%s/model.json", tmp);
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", model, NULL});
@@ -151,14 +132,14 @@ static void test_fit_and_predict(void **state) {
   cli_run(r, 60, "predict", NULL, -1, NULL, (char *[]){"--inter", "alpha=3", NULL});
   assert_int_equal(r->status, 2);
   free(r);
-  rmtree(tmp);
+  assert_int_equal(tu_rmtree(tmp), 0);
 }
 
 /* allreduce --model-from: every row carries the prediction and its error. */
 static void test_allreduce_model_from(void **state) {
   (void)state;
   char tmp[64], model[128], out[128];
-  mktmp(tmp, sizeof tmp);
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
   snprintf(model, sizeof model, "%s/model.json", tmp);
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", model, NULL});
@@ -186,7 +167,7 @@ static void test_allreduce_model_from(void **state) {
   assert_int_equal(r->status, 2);
   assert_non_null(strstr(r->err, "does not exist"));
   free(r);
-  rmtree(tmp);
+  assert_int_equal(tu_rmtree(tmp), 0);
 }
 
 int main(void) {

@@ -16,40 +16,11 @@
 #include <unistd.h>
 
 #include "res.h"
+#include "test_util.h"
 
 #define R_SCHEMA_FN_(rec, COLS) res_schema_##rec,
 static const res_schema *(*const all_records[])(void) = {RES_RECORDS(R_SCHEMA_FN_)};
 #define NRECORDS (sizeof all_records / sizeof *all_records)
-
-static void tmpdir(char *dir, size_t cap) {
-  snprintf(dir, cap, "/tmp/fabench-resh-XXXXXX");
-  assert_non_null(mkdtemp(dir));
-}
-
-static void rmtree(const char *dir) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
-}
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  size_t cap = 1 << 20, n;
-  char *b = malloc(cap + 1);
-  assert_non_null(b);
-  n = fread(b, 1, cap, f);
-  fclose(f);
-  b[n] = '\0';
-  if (len) *len = n;
-  return b;
-}
-
-static size_t count_lines(const char *s) {
-  size_t n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
-}
 
 static int field_index(const res_schema *s, const char *name) {
   for (size_t i = 0; i < s->nfields; i++)
@@ -67,7 +38,7 @@ static void test_every_record_carries_its_version(void **state) {
     int col = field_index(s, "schema");
     if (col < 0) fail_msg("record %s has no schema column", s->base);
     assert_int_equal(s->version, RES_SCHEMA_VERSION);
-    tmpdir(dir, sizeof dir);
+    assert_non_null(tu_tmpdir(dir, sizeof dir, "resh"));
     res_table *t;
     if (res_table_open_schema(&t, dir, s, err, sizeof err)) fail_msg("%s", err);
     char row[8192] = {0};
@@ -77,7 +48,8 @@ static void test_every_record_carries_its_version(void **state) {
     res_table_close(t);
     /* CSV: the col-th field of line 2 */
     snprintf(path, sizeof path, "%s/%s.csv", dir, s->base);
-    char *csv = slurp(path, NULL);
+    char *csv = tu_slurp(path, NULL);
+    assert_non_null(csv);
     const char *p = strchr(csv, '\n');
     assert_non_null(p);
     p++;
@@ -89,11 +61,12 @@ static void test_every_record_carries_its_version(void **state) {
     assert_int_equal(atoi(p), RES_SCHEMA_VERSION);
     free(csv);
     snprintf(path, sizeof path, "%s/%s.jsonl", dir, s->base);
-    char *jl = slurp(path, NULL);
+    char *jl = tu_slurp(path, NULL);
+    assert_non_null(jl);
     snprintf(want, sizeof want, "\"schema\":%d", RES_SCHEMA_VERSION);
     if (!strstr(jl, want)) fail_msg("%s.jsonl lacks %s: %s", s->base, want, jl);
     free(jl);
-    rmtree(dir);
+    assert_int_equal(tu_rmtree(dir), 0);
   }
 }
 
@@ -104,7 +77,7 @@ static void test_newer_schema_refused_everywhere(void **state) {
   char dir[64], path[600], text[256], err[512];
   for (size_t k = 0; k < NRECORDS; k++) {
     const res_schema *s = all_records[k]();
-    tmpdir(dir, sizeof dir);
+    assert_non_null(tu_tmpdir(dir, sizeof dir, "resh"));
     snprintf(path, sizeof path, "%s/%s.csv", dir, s->base);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
@@ -129,7 +102,7 @@ static void test_newer_schema_refused_everywhere(void **state) {
       fail_msg("%s: a schema %d JSONL was read", s->base, RES_SCHEMA_VERSION + 1);
     }
     if (!strstr(err, text)) fail_msg("%s: error '%s' lacks '%s'", s->base, err, text);
-    rmtree(dir);
+    assert_int_equal(tu_rmtree(dir), 0);
   }
 }
 
@@ -193,7 +166,7 @@ static void test_meta_environment_filtered(void **state) {
 static void test_failed_write_keeps_rows(void **state) {
   (void)state;
   char dir[64], err[512], path[600];
-  tmpdir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "resh"));
   const res_schema *s = res_schema_allreduce();
   res_table *t;
   if (res_table_open_schema(&t, dir, s, err, sizeof err)) fail_msg("%s", err);
@@ -234,16 +207,18 @@ static void test_failed_write_keeps_rows(void **state) {
   assert_non_null(strstr(err2, "intact"));
 
   /* both files end in a whole line, with the header plus ok rows (CSV) and ok rows (JSONL) */
-  size_t n;
+  size_t n = 0;
   snprintf(path, sizeof path, "%s/allreduce.csv", dir);
-  char *csv = slurp(path, &n);
+  char *csv = tu_slurp(path, &n);
+  assert_non_null(csv);
   assert_true(n > 0 && csv[n - 1] == '\n');
-  assert_int_equal(count_lines(csv), (size_t)ok + 1);
+  assert_int_equal(tu_count_lines(csv), ok + 1);
   free(csv);
   snprintf(path, sizeof path, "%s/allreduce.jsonl", dir);
-  char *jl = slurp(path, &n);
+  char *jl = tu_slurp(path, &n);
+  assert_non_null(jl);
   assert_true(n > 0 && jl[n - 1] == '\n');
-  assert_int_equal(count_lines(jl), (size_t)ok);
+  assert_int_equal(tu_count_lines(jl), ok);
   free(jl);
   /* and they parse, row for row */
   const char *files[] = {"allreduce.csv", "allreduce.jsonl"};
@@ -260,7 +235,7 @@ static void test_failed_write_keeps_rows(void **state) {
     }
     res_rows_free(&got);
   }
-  rmtree(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* A table that cannot even be created says which file and why. */

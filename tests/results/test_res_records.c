@@ -13,30 +13,11 @@
 #include <unistd.h>
 
 #include "res.h"
+#include "test_util.h"
 
 #define R_SCHEMA_FN_(rec, COLS) res_schema_##rec,
 static const res_schema *(*const all_records[])(void) = {RES_RECORDS(R_SCHEMA_FN_)};
 #define NRECORDS (sizeof all_records / sizeof *all_records)
-
-static void tmpdir(char *dir, size_t cap) {
-  snprintf(dir, cap, "/tmp/fabench-res-XXXXXX");
-  assert_non_null(mkdtemp(dir));
-}
-
-static void rmtree(const char *dir) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
-}
-
-static void write_file(const char *dir, const char *name, const char *text) {
-  char path[600];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
 
 /* Strings that CSV must quote, and ones it must not touch. */
 static const char *const tricky[] = {"plain", "with,comma", "with \"quotes\"", "two\nlines",
@@ -94,7 +75,7 @@ static void test_round_trip_every_record(void **state) {
   for (size_t k = 0; k < NRECORDS; k++) {
     const res_schema *s = all_records[k]();
     char dir[64], err[512] = "";
-    tmpdir(dir, sizeof dir);
+    assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
     res_table *t;
     if (res_table_open_schema(&t, dir, s, err, sizeof err)) fail_msg("%s", err);
     char *rows = calloc(NROWS, s->row_size);
@@ -120,7 +101,7 @@ static void test_round_trip_every_record(void **state) {
     assert_int_equal(got.n, NROWS);
     res_rows_free(&got);
     free(rows);
-    rmtree(dir);
+    assert_int_equal(tu_rmtree(dir), 0);
   }
 }
 
@@ -137,7 +118,7 @@ static void test_train_columns(void **state) {
       "time_to_target_s,train_time_s,start_step,end_step,backend,status,step_ms_pred,"
       "images_per_s_pred,exposed_comm_ms_pred,pred_err\n";
   char dir[64], err[256], path[600], line[4096];
-  tmpdir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
   res_table *t;
   if (res_table_open_schema(&t, dir, res_schema_train(), err, sizeof err)) fail_msg("%s", err);
   res_table_close(t);
@@ -150,14 +131,14 @@ static void test_train_columns(void **state) {
   /* a struct field per column, in order */
   assert_int_equal(res_schema_train()->fields[5].offset, offsetof(res_train_row, ranks));
   assert_string_equal(res_schema_train_buckets()->fields[9].name, "ready_ms");
-  rmtree(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* A row written as a struct shows in CSV and JSONL as the documented text. */
 static void test_written_text(void **state) {
   (void)state;
   char dir[64], err[256], path[600], buf[4096];
-  tmpdir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
   res_table *t;
   if (res_table_open_schema(&t, dir, res_schema_train_eval(), err, sizeof err)) fail_msg("%s", err);
   res_train_eval_row r;
@@ -186,7 +167,7 @@ static void test_written_text(void **state) {
   assert_non_null(strstr(buf, "\"test_acc\":null"));
   assert_non_null(strstr(buf, "\"transport\":\"\""));
   assert_non_null(strstr(buf, "\"step\":-7"));
-  rmtree(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 static void expect_error(const res_schema *s, const char *path, const char *needle) {
@@ -203,50 +184,68 @@ static void expect_error(const res_schema *s, const char *path, const char *need
 static void test_refusals(void **state) {
   (void)state;
   char dir[64], path[600];
-  tmpdir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
   const res_schema *ar = res_schema_allreduce();
   /* no file */
   expect_error(ar, dir, "has no allreduce.csv");
   snprintf(path, sizeof path, "%s/nothing.csv", dir);
   expect_error(ar, path, "no such file");
   /* a foreign CSV */
-  write_file(dir, "allreduce.csv", "name,value\na,1\n");
+  assert_int_equal(tu_write(dir, "allreduce.csv", "name,value\na,1\n"), 0);
   expect_error(ar, dir, "not a fabench allreduce table");
   /* an unknown column, same version */
-  write_file(dir, "allreduce.csv", "run_id,schema,bogus\nx,1,2\n");
+  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,bogus\nx,1,2\n"), 0);
   expect_error(ar, dir, "unknown column 'bogus'");
   /* a newer schema: refused as newer, not as unknown */
   char text[256];
   snprintf(text, sizeof text, "run_id,schema,bogus\nx,%d,2\n", RES_SCHEMA_VERSION + 1);
-  write_file(dir, "allreduce.csv", text);
+  assert_int_equal(tu_write(dir, "allreduce.csv", text), 0);
   expect_error(ar, dir, "newer than this fabench");
   snprintf(text, sizeof text, "{\"run_id\":\"x\",\"schema\":%d}\n", RES_SCHEMA_VERSION + 1);
-  write_file(dir, "allreduce.jsonl", text);
+  assert_int_equal(tu_write(dir, "allreduce.jsonl", text), 0);
   snprintf(path, sizeof path, "%s/allreduce.jsonl", dir);
   expect_error(ar, path, "newer than this fabench");
   /* a malformed value; a ragged row */
-  write_file(dir, "allreduce.csv", "run_id,schema,bytes\nx,1,12q\n");
+  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,bytes\nx,1,12q\n"), 0);
   expect_error(ar, dir, "'12q' is not an integer");
-  write_file(dir, "allreduce.csv", "run_id,schema,bytes\nx,1\n");
+  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,bytes\nx,1\n"), 0);
   expect_error(ar, dir, "2 fields, the header has 3");
-  write_file(dir, "allreduce.jsonl", "{\"run_id\":\"x\",\"bytes\":\"ten\"}\n");
+  assert_int_equal(tu_write(dir, "allreduce.jsonl", "{\"run_id\":\"x\",\"bytes\":\"ten\"}\n"), 0);
   expect_error(ar, path, "field bytes has the wrong type");
-  write_file(dir, "allreduce.jsonl", "not json\n");
+  /* integers beyond what a JSON number carries exactly (fuzz findings: converting them was
+   * undefined, and a CSV row's 2^63-1 came back from the JSONL as something else); a run.json
+   * and a row with a schema version past any integer: newer */
+  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,bytes\nx,1,9007199254740993\n"), 0);
+  expect_error(ar, dir, "'9007199254740993' is not an integer within");
+  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,bytes\nx,1,9007199254740992\n"), 0);
+  res_rows ok;
+  char err[512];
+  if (res_table_read(&ok, ar, dir, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(((res_allreduce_row *)ok.rows)[0].bytes, 9007199254740992LL);
+  res_rows_free(&ok);
+  assert_int_equal(tu_write(dir, "allreduce.jsonl", "{\"run_id\":\"x\",\"bytes\":1e300}\n"), 0);
+  expect_error(ar, path, "field bytes has the wrong type");
+  assert_int_equal(tu_write(dir, "allreduce.jsonl", "{\"run_id\":\"x\",\"schema\":1e300}\n"), 0);
+  expect_error(ar, path, "newer than this fabench");
+  assert_int_equal(tu_write(dir, "run.json", "{\"schema\": 1e300}\n"), 0);
+  expect_error(ar, dir, "newer than this fabench");
+  assert_int_equal(tu_write(dir, "run.json", "{\"schema\": 1}\n"), 0);
+  assert_int_equal(tu_write(dir, "allreduce.jsonl", "not json\n"), 0);
   expect_error(ar, path, "not a JSON object");
   /* records without a schema column: run.json's version decides */
-  write_file(dir, "train_steps.csv", "run_id,rank\nx,0\n");
+  assert_int_equal(tu_write(dir, "train_steps.csv", "run_id,rank\nx,0\n"), 0);
   snprintf(text, sizeof text, "{\"schema\": %d}\n", RES_SCHEMA_VERSION + 1);
-  write_file(dir, "run.json", text);
+  assert_int_equal(tu_write(dir, "run.json", text), 0);
   expect_error(res_schema_train_steps(), dir, "run.json has schema version");
-  rmtree(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* An older file with fewer columns reads, the missing ones as not measured. */
 static void test_older_file_reads(void **state) {
   (void)state;
   char dir[64], err[256];
-  tmpdir(dir, sizeof dir);
-  write_file(dir, "allreduce.csv", "run_id,schema,ranks,algo,t_p50_us\nabc,1,4,ring,12.5\r\n\r\nabd,1,2,\"r,d\",\n");
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
+  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,ranks,algo,t_p50_us\nabc,1,4,ring,12.5\r\n\r\nabd,1,2,\"r,d\",\n"), 0);
   res_rows got;
   if (res_table_read(&got, res_schema_allreduce(), dir, err, sizeof err)) fail_msg("%s", err);
   assert_int_equal(got.n, 2);
@@ -269,7 +268,7 @@ static void test_older_file_reads(void **state) {
   res_rows_free(&all);
   assert_true(res_table_exists(res_schema_allreduce(), dir));
   assert_false(res_table_exists(res_schema_p2p(), dir));
-  rmtree(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 int main(void) {

@@ -35,13 +35,8 @@ static int teardown(void **state) {
 }
 
 static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return strdup("");
-  char *s = calloc(1, 1 << 20);
-  size_t n = fread(s, 1, (1 << 20) - 1, f);
-  s[n] = 0;
-  fclose(f);
-  return s;
+  char *s = tu_slurp(path, NULL);
+  return s ? s : strdup(""); /* a missing output reads as empty */
 }
 
 /* Runs "<bin> <args>" and returns its exit status. */
@@ -191,6 +186,10 @@ static void test_bad_files(void **state) {
   expect_error(c, "--sysfs-root /nonexistent/sys", "/nonexistent/sys");
   snprintf(args, sizeof args, "--xml /nonexistent/dir/out.xml");
   assert_int_equal(run(c, TOPO_CLI, args), 1);
+  /* hwloc 2.9 asserts on a bitmap attribute that starts with a comma (a fuzz finding): the
+   * load runs apart, so this is one line of error and exit 1, not SIGABRT */
+  snprintf(args, sizeof args, "--input '%s/regress-hwloc-bitmap-leading-comma.xml'", TOPO_FUZZ_CORPUS);
+  expect_error(c, args, "regress-hwloc-bitmap-leading-comma.xml: malformed XML: hwloc aborted");
 }
 
 /* The real binary, when it is built. */

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "test_util.h"
+
 /* Writes text to root/rel, creating the directories on the way. */
 static inline void tt_write(const char *root, const char *rel, const char *fmt, ...) {
   char path[4096];
@@ -33,9 +35,7 @@ static inline void tt_write(const char *root, const char *rel, const char *fmt, 
 }
 
 static inline void tt_rmtree(const char *dir) {
-  char cmd[4200];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  if (tu_rmtree(dir) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 static inline const char *tt_fixture(char *buf, size_t cap, const char *name) {

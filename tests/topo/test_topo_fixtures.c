@@ -377,15 +377,8 @@ static void test_bad_input(void **state) {
 /* ---- the hash ---- */
 
 static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-  s[n] = 0;
-  fclose(f);
+  char *s = tu_slurp(path, NULL);
+  assert_non_null(s);
   return s;
 }
 
