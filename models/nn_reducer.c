@@ -295,8 +295,12 @@ static void red_advance(nn_reducer *r, size_t ready, int release) {
     if (k->ready_s == 0 && ready >= k->offset + k->count) r->b[i].ready_s = t;
   }
   if (release && ready > r->released) {
+    /* wake the thread only when the bucket it waits for is complete: backward reports every
+     * layer, and a wake-up per layer costs the cores backward runs on */
+    size_t need = r->next < r->nb ? r->b[r->next].offset + r->b[r->next].count : (size_t)-1;
+    int wake = r->released < need && ready >= need;
     r->released = ready;
-    pthread_cond_broadcast(&r->cv);
+    if (wake) pthread_cond_broadcast(&r->cv);
   }
 }
 
