@@ -82,6 +82,7 @@ typedef struct {
   int begun;                  /* this step's reducer step has begun (backward's first report) */
   double t1, t1_prev, fwd_prev; /* this step's time origin; the last step's, and its forward */
   double hook_wait, hook_opt; /* this step's forward: waits for buckets, layer updates */
+  double gap;                 /* the last step's record exchange (a wait for the other ranks) */
   double *front_est;          /* warm-up steps' estimates of the front (floats) */
   size_t nfront;
   /* the trace of this rank */
@@ -581,8 +582,8 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     double hooks = s.hook_wait + s.hook_opt;
     nn_step_rec me = {.rank = o->rank, .images = b.n, .warmup = warm, .step = gstep,
                       .epoch = b.epoch, .step_in_epoch = b.step, .loss = loss,
-                      .batch_acc = (double)correct / b.n, .lr = so.lr, .step_s = t3 - t0,
-                      .data_s = t1 - t0, .load_s = b.load_s, .fwd_s = tm.fwd_s - hooks,
+                      .batch_acc = (double)correct / b.n, .lr = so.lr, .step_s = t3 - t0 + s.gap,
+                      .data_s = t1 - t0 + s.gap, .load_s = b.load_s, .fwd_s = tm.fwd_s - hooks,
                       .bwd_s = tm.bwd_s, .comm_s = comm, .exposed_s = s.hook_wait + wait_end,
                       .opt_s = s.hook_opt + (t3 - t2) - wait_end,
                       .elapsed_s = o->elapsed0 + (t3 - t_start)};
@@ -598,6 +599,9 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
       snprintf(err, errcap, "stopped after step %lld", (long long)gstep);
       goto out;
     }
+    /* wall time between steps: the record's exchange (where the ranks meet, and with
+     * overlap_step where one waits for the other's all-reduce) counts in the next step */
+    s.gap = tr_now() - t3;
     for (int r = 0; r < s.world; r++)
       if (!isfinite(s.all[r].loss)) {
         snprintf(err, errcap, "step %lld: rank %d's loss is %g; training diverged (lower --lr?)",

@@ -22,9 +22,11 @@ typedef struct {
   int64_t step;               /* global steps done after this one */
   int64_t epoch, step_in_epoch;
   double loss, batch_acc, lr;
-  double step_s;              /* data + fwd + bwd + exposed + opt: wall time from this step's
-                                 start to the next's (less the record's gather) */
-  double data_s, load_s, fwd_s, bwd_s;
+  double step_s;              /* data + fwd + bwd + exposed + opt: wall time from the end of
+                                 the last step to the end of this one (less evaluations, checks
+                                 and checkpoints between them) */
+  double data_s, load_s, fwd_s, bwd_s; /* data: the batch, and the last step's record exchange
+                                 with the other ranks (they meet there) */
   double comm_s;              /* the buckets' all-reduce times, added up (overlaps bwd); with
                                  overlap_step those this step waited for: the previous step's,
                                  or its own where it drained */
