@@ -30,6 +30,8 @@ static const char train_usage[] =
     "  --bucket-mb X        gradient bucket size, MiB [25]\n"
     "  --first-bucket-mb X  the first (last layers') bucket [1]\n"
     "  --no-overlap         all-reduce after backward instead of during it\n"
+    "  --overlap-step on|off the next step's forward starts while this step's gradients are\n"
+    "                       still all-reduced, each layer waiting only for its own (CPU) [off]\n"
     "  --grad-dtype T       f32|bf16|f16: the type gradients travel in [f32]\n"
     "  --check-every K      compare the ranks' parameter hashes every K steps too (always at\n"
     "                       epoch ends and at the end) [0]\n"
@@ -86,7 +88,7 @@ typedef struct {
   int devices[2], ndevices, precision, cudnn_search;
   long gpu;                   /* -1: the local rank */
   long trace_steps;
-  int nranks, no_single, overlap;
+  int nranks, no_single, overlap, overlap_step;
   coll_dtype grad_dtype;
   double bucket_mb, first_bucket_mb;
   long check_every, timeout_s;
@@ -103,7 +105,7 @@ enum {
   O_MODEL = 256, O_DATA, O_BATCH, O_EPOCHS, O_STEPS, O_WSTEPS, O_LR, O_MOM, O_WD, O_NEST, O_SCHED,
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
-  O_FIRSTB, O_NOOVERLAP, O_GDTYPE, O_CHECK, O_EMU, O_MPIRUN, O_CHUNK, O_BIND, O_TIMEOUT, O_TRACE, O_TRACESTEPS, O_MODELFROM, O_DEVICE, O_PREC, O_SEARCH, O_GPU
+  O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_GDTYPE, O_CHECK, O_EMU, O_MPIRUN, O_CHUNK, O_BIND, O_TIMEOUT, O_TRACE, O_TRACESTEPS, O_MODELFROM, O_DEVICE, O_PREC, O_SEARCH, O_GPU
 };
 
 static int digits(const char **p) {
@@ -142,6 +144,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
       {"algo", 1, 0, O_ALGO},           {"no-single", 0, 0, O_NOSINGLE},
       {"bucket-mb", 1, 0, O_BUCKET},    {"first-bucket-mb", 1, 0, O_FIRSTB},
       {"no-overlap", 0, 0, O_NOOVERLAP}, {"grad-dtype", 1, 0, O_GDTYPE},
+      {"overlap-step", 1, 0, O_OSTEP},
       {"check-every", 1, 0, O_CHECK},   {"emulate", 1, 0, O_EMU},
       {"mpirun-args", 1, 0, O_MPIRUN},  {"chunk", 1, 0, O_CHUNK},
       {"bind", 1, 0, O_BIND},           {"timeout", 1, 0, O_TIMEOUT},
@@ -189,6 +192,10 @@ static int parse_args(train_args *a, int argc, char **argv) {
     case O_BUCKET: DBL(0.001, 1 << 20, a->bucket_mb); break;
     case O_FIRSTB: DBL(0.001, 1 << 20, a->first_bucket_mb); break;
     case O_NOOVERLAP: a->overlap = 0; break;
+    case O_OSTEP:
+      if (strcmp(optarg, "on") && strcmp(optarg, "off")) BAD("bad --overlap-step '%s' (on or off)", optarg);
+      a->overlap_step = !strcmp(optarg, "on");
+      break;
     case O_GDTYPE:
       if (coll_dtype_parse(optarg, &a->grad_dtype) ||
           (a->grad_dtype != COLL_F32 && a->grad_dtype != COLL_BF16 && a->grad_dtype != COLL_F16))
@@ -660,7 +667,7 @@ static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
       .ckpt = *want, .rank = x->rank, .world = x->size, .wire = a->grad_dtype,
       .bucket_bytes = (size_t)(a->bucket_mb * 1048576.0),
       .first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0), .overlap = a->overlap,
-      .ctx = x, .on_step = on_step, .on_eval = on_eval,
+      .overlap_step = a->overlap_step, .ctx = x, .on_step = on_step, .on_eval = on_eval,
       .trace_steps = a->trace ? a->trace_steps : 0, .on_trace = on_trace};
   /* tests: FABENCH_TEST_CORRUPT=RANK:STEP perturbs that rank's weights after that step */
   const char *cor = getenv("FABENCH_TEST_CORRUPT");
@@ -837,9 +844,10 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     cJSON_AddNumberToObject(tj, "bucket_mb", a->bucket_mb);
     cJSON_AddNumberToObject(tj, "first_bucket_mb", a->first_bucket_mb);
     cJSON_AddBoolToObject(tj, "overlap", a->overlap);
+    cJSON_AddBoolToObject(tj, "overlap_step", a->overlap_step);
     cJSON_AddStringToObject(tj, "grad_dtype", coll_dtype_name(a->grad_dtype));
     cJSON_AddStringToObject(tj, "gradients", x.size > 1 ? "averaged over the ranks (all-reduce, "
-                                                          "then 1/N; 16-bit wires: 1/N first)"
+                                                          "then 1/N in SGD; 16-bit wires: 1/N first)"
                                                         : "one rank: no averaging");
     cJSON_AddStringToObject(tj, "batch_norm", "statistics local to each rank (PyTorch DDP)");
     cJSON *fj = cJSON_GetObjectItem(x.run.meta, "fabrics");

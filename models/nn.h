@@ -83,6 +83,17 @@ int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n,
 typedef void (*nn_grad_ready_fn)(void *ctx, int layer, size_t ready);
 void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx);
 
+/* Called by the training forward (nn_net_train_step), on its thread, just before the forward of
+   each layer that has parameters reads them (layer: its index in the layer table; its parameters
+   are the arena's floats [offset, offset + count)). The hook may wait for them and update them
+   (nn_sgd_step_range): a data-parallel loop lets the next step's forward start while the last
+   step's gradients are still being all-reduced. A non-zero return stops the forward with the
+   hook's message in err. fn NULL: no calls. Returns 0, or -1 where the engine cannot call it
+   (GPU nets: the whole forward is queued at once; the caller must update before the step). */
+typedef int (*nn_fwd_layer_fn)(void *ctx, int layer, size_t offset, size_t count, char *err,
+                               size_t errcap);
+int nn_net_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx);
+
 /* Inference mode (running statistics): adds the summed loss and the correct count over n images. */
 int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum,
                 int *correct, char *err, size_t errcap);
@@ -107,12 +118,21 @@ float *nn_net_grads(nn_net *net, size_t *count);
 float *nn_net_momentum(nn_net *net, size_t *count);
 float *nn_net_buffers(nn_net *net, size_t *count); /* BN running mean/var, for checkpoints */
 
-typedef struct { float lr, momentum, weight_decay; int nesterov; } nn_sgd_opts;
+typedef struct {
+  float lr, momentum, weight_decay;
+  int nesterov;
+  float grad_scale; /* SGD reads each gradient times this: data parallelism's 1/N average folded
+                       into the optimizer's one pass over the arena instead of a pass of its own
+                       (0 means 1; a power of two keeps the average exact) */
+} nn_sgd_opts;
 
 /* torch.optim.SGD semantics (weight decay added to the gradient, momentum buffer, dampening 0,
    nesterov optional). Applies to every parameter (PyTorch's default applies weight decay to BN
    parameters too). */
 void nn_sgd_step(nn_net *net, const nn_sgd_opts *o);
+/* The same on the arenas' floats [offset, offset + count) only (an update layer by layer: the
+   result is bit-identical to nn_sgd_step once every float has been updated once). */
+void nn_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t offset, size_t count);
 
 const char *nn_backend_version(void); /* e.g. "oneDNN 2.6.3" for run.json */
 

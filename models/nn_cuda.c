@@ -696,16 +696,18 @@ static float *c_arena(nn_net *net, enum nn_arena a, size_t *count) {
   return n->h[a];
 }
 
-static void c_sgd_step(nn_net *net, const nn_sgd_opts *o) {
+static void c_sgd_step(nn_net *net, const nn_sgd_opts *o, size_t off, size_t count) {
   cnet *n = C(net);
+  if (off >= n->cnt[NN_ARENA_PARAMS]) return;
+  if (count > n->cnt[NN_ARENA_PARAMS] - off) count = n->cnt[NN_ARENA_PARAMS] - off;
   char err[256];
   size_t errcap = sizeof err;
   if (upload_all(n, err, errcap)) {
     fprintf(stderr, "fabench: %s\n", err);
     return;
   }
-  nnk_sgd(n->d[NN_ARENA_PARAMS], n->d[NN_ARENA_GRADS], n->d[NN_ARENA_MOMENTUM], n->cnt[NN_ARENA_PARAMS], o->lr,
-          o->momentum, o->weight_decay, o->nesterov, n->st);
+  nnk_sgd(n->d[NN_ARENA_PARAMS] + off, n->d[NN_ARENA_GRADS] + off, n->d[NN_ARENA_MOMENTUM] + off, count, o->lr,
+          o->momentum, o->weight_decay, o->nesterov, o->grad_scale != 0.0f ? o->grad_scale : 1.0f, n->st);
   n->state[NN_ARENA_PARAMS] = n->state[NN_ARENA_MOMENTUM] = DEV_NEWER;
   n->pver++;
 }

@@ -59,9 +59,9 @@ void nnk_bias_grad(float *db, const float *dy, int n, int k, cudaStream_t s);
 /* Softmax cross-entropy of rows [n, k]: per-row loss and hit, dlogits = (softmax - onehot) / n. */
 void nnk_xent(float *dlogits, float *rowloss, int *hit, const float *logits, const int *labels, int n,
               int k, cudaStream_t s);
-/* torch.optim.SGD, as nn_sgd_apply. */
+/* torch.optim.SGD, as nn_sgd_apply (gs: the gradient scale, 1 for none). */
 void nnk_sgd(float *p, const float *g, float *m, size_t n, float lr, float mu, float wd, int nesterov,
-             cudaStream_t s);
+             float gs, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -442,9 +442,10 @@ extern "C" void nnk_xent(float *dlogits, float *rowloss, int *hit, const float *
   k_xent<<<n, 256, 0, s>>>(dlogits, rowloss, hit, logits, labels, n, k);
 }
 
-__global__ void k_sgd(float *p, const float *g, float *m, size_t n, float lr, float mu, float wd, int nest) {
+__global__ void k_sgd(float *p, const float *g, float *m, size_t n, float lr, float mu, float wd, int nest,
+                      float gs) {
   GRID_LOOP(i, n) {
-    float d = g[i] + wd * p[i];
+    float d = gs * g[i] + wd * p[i];
     if (mu == 0.0f) {
       p[i] -= lr * d;
     } else {
@@ -455,6 +456,6 @@ __global__ void k_sgd(float *p, const float *g, float *m, size_t n, float lr, fl
   }
 }
 extern "C" void nnk_sgd(float *p, const float *g, float *m, size_t n, float lr, float mu, float wd, int nest,
-                        cudaStream_t s) {
-  k_sgd<<<blocks(n, 256), 256, 0, s>>>(p, g, m, n, lr, mu, wd, nest);
+                        float gs, cudaStream_t s) {
+  k_sgd<<<blocks(n, 256), 256, 0, s>>>(p, g, m, n, lr, mu, wd, nest, gs);
 }

@@ -106,6 +106,8 @@ struct nn_net {
   int last_n;
   nn_grad_ready_fn ready_fn;     /* backward's progress through the gradient arena */
   void *ready_ctx;
+  nn_fwd_layer_fn fwd_fn;        /* the training forward's per-layer hook */
+  void *fwd_ctx;
   nn_arena_alloc galloc;         /* who owns the gradient arena (alloc NULL: we do) */
 };
 
@@ -1041,11 +1043,47 @@ static int check_batch(nn_net *net, const void *x, int n, char *err, size_t errc
   return 0;
 }
 
+/* The training forward with the per-layer hook: before the first step of each layer with
+   parameters, the hook (which may wait for them and update them), then that layer's weight
+   reorders, then its steps. Both lists are in layer order (the output's edge, layer -1, last). */
+static int forward_hooked(nn_net *net, plan *p, char *err, size_t errcap) {
+  steplist one = {0};
+  int w = 0, i = 0;
+  while (i < p->fwd.n) {
+    int layer = p->fwd.v[i].layer, j = i;
+    while (j < p->fwd.n && p->fwd.v[j].layer == layer) j++;
+    if (layer >= 0 && net->li[layer].pcount > 0) {
+      dnnl_stream_wait(net->strm); /* the hook's updates must not race a running primitive */
+      if (net->fwd_fn(net->fwd_ctx, layer, net->li[layer].poff, net->li[layer].pcount, err, errcap))
+        return -1;
+    }
+    while (w < p->wfwd.n && p->wfwd.v[w].layer < layer) w++; /* layers without forward steps */
+    int w0 = w;
+    while (w < p->wfwd.n && p->wfwd.v[w].layer == layer) w++;
+    one.v = p->wfwd.v + w0;
+    one.n = w - w0;
+    if (one.n && run_list(net, &one, 0, err, errcap)) return -1;
+    one.v = p->fwd.v + i;
+    one.n = j - i;
+    if (run_list(net, &one, 0, err, errcap)) return -1;
+    i = j;
+  }
+  p->wver = net->pver;
+  return 0;
+}
+
 static int forward(nn_net *net, plan *p, const float *x, int train, char *err, size_t errcap) {
   set_threads(net->o.threads);
   if (dnnl_memory_set_data_handle(p->vmem[0], (void *)x) != dnnl_success) {
     snprintf(err, errcap, "oneDNN: cannot set the input buffer");
     return -1;
+  }
+  if (train && net->fwd_fn) {
+    if (forward_hooked(net, p, err, errcap)) return -1;
+    dnnl_stream_wait(net->strm);
+    net->last = p;
+    net->last_n = p->n;
+    return 0;
   }
   if (p->wver != net->pver) {
     if (run_list(net, &p->wfwd, 0, err, errcap)) return -1;
@@ -1083,6 +1121,13 @@ void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) {
 
   net->ready_fn = fn;
   net->ready_ctx = ctx;
+}
+
+int nn_net_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx) {
+  if (NN_OPS(net)) return fn ? -1 : 0; /* GPU nets queue their whole forward at once */
+  net->fwd_fn = fn;
+  net->fwd_ctx = ctx;
+  return 0;
 }
 
 int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
@@ -1315,17 +1360,20 @@ float *nn_net_buffers(nn_net *net, size_t *count) {
   return net ? net->bufs : NULL;
 }
 
-void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) {
+void nn_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t off, size_t count) {
   if (NN_OPS(net)) {
-    NN_OPS(net)->sgd_step(net, o);
+    NN_OPS(net)->sgd_step(net, o, off, count);
     return;
   }
 
-  if (!net || !o) return;
+  if (!net || !o || off >= net->nparams) return;
+  if (count > net->nparams - off) count = net->nparams - off;
   set_threads(net->o.threads);
-  nn_sgd_apply(net->params, net->grads, net->mom, net->nparams, o);
+  nn_sgd_apply(net->params + off, net->grads + off, net->mom + off, count, o);
   net->pver++;
 }
+
+void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) { nn_sgd_step_range(net, o, 0, SIZE_MAX); }
 
 const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
   if (NN_OPS(net)) return NN_OPS(net)->logits(net, n, classes);
@@ -1416,8 +1464,14 @@ float *nn_net_params(nn_net *net, size_t *count) { return arena(net, NN_ARENA_PA
 float *nn_net_grads(nn_net *net, size_t *count) { return arena(net, NN_ARENA_GRADS, count); }
 float *nn_net_momentum(nn_net *net, size_t *count) { return arena(net, NN_ARENA_MOMENTUM, count); }
 float *nn_net_buffers(nn_net *net, size_t *count) { return arena(net, NN_ARENA_BUFFERS, count); }
-void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) {
-  if (NN_OPS(net)) NN_OPS(net)->sgd_step(net, o);
+void nn_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t offset, size_t count) {
+  if (NN_OPS(net)) NN_OPS(net)->sgd_step(net, o, offset, count);
+}
+void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) { nn_sgd_step_range(net, o, 0, SIZE_MAX); }
+int nn_net_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx) {
+  (void)net;
+  (void)ctx;
+  return fn ? -1 : 0; /* GPU nets queue their whole forward at once */
 }
 const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
   if (NN_OPS(net)) return NN_OPS(net)->logits(net, n, classes);

@@ -62,7 +62,7 @@ typedef struct nn_net_ops {
   int (*backward)(nn_net *net, const float *dy, float *dx, char *err, size_t errcap);
   void (*on_grad_ready)(nn_net *net, nn_grad_ready_fn fn, void *ctx);
   float *(*arena)(nn_net *net, enum nn_arena a, size_t *count);
-  void (*sgd_step)(nn_net *net, const nn_sgd_opts *o);
+  void (*sgd_step)(nn_net *net, const nn_sgd_opts *o, size_t offset, size_t count); /* a range */
   const float *(*logits)(const nn_net *net, int *n, int *classes);
   int (*param_tensors)(const nn_net *net, const nn_param_info **info);
 } nn_net_ops;

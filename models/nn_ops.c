@@ -27,18 +27,19 @@ void nn_softmax_xent(const float *logits, const int32_t *labels, int n, int clas
   *correct = hits;
 }
 
-/* One pass over the arena: torch.optim.SGD's d = g + wd p; m = mu m + d; d = nesterov ? d + mu m : m. */
+/* One pass over the arena: torch.optim.SGD's d = gs g + wd p; m = mu m + d; d = nesterov ? d + mu m : m. */
 void nn_sgd_apply(float *p, const float *g, float *m, size_t count, const nn_sgd_opts *o) {
   const float lr = o->lr, mu = o->momentum, wd = o->weight_decay;
+  const float gs = o->grad_scale != 0.0f ? o->grad_scale : 1.0f; /* x 1 is exact */
   const int nest = o->nesterov;
   if (mu == 0.0f) {
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < count; i++) p[i] -= lr * (g[i] + wd * p[i]);
+    for (size_t i = 0; i < count; i++) p[i] -= lr * (gs * g[i] + wd * p[i]);
     return;
   }
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < count; i++) {
-    float d = g[i] + wd * p[i];
+    float d = gs * g[i] + wd * p[i];
     float b = mu * m[i] + d;
     m[i] = b;
     p[i] -= lr * (nest ? d + mu * b : b);

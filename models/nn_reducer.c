@@ -16,7 +16,9 @@ struct nn_reducer {
   nn_reducer_opts o;
   float *grads;
   size_t count;
-  nn_bucket *b;
+  size_t front;         /* floats reduced in arena order; the rest in forward order */
+  nn_bucket *b;         /* the plan, in call order, with this step's times */
+  nn_bucket *last;      /* the last completed step's */
   int nb;
   void *wire;           /* 16-bit wire buffer (count elements), or NULL */
   int nranks;
@@ -28,10 +30,11 @@ struct nn_reducer {
   pthread_cond_t cv;
   /* under mu */
   size_t released;      /* floats the communication thread may reduce */
-  int next;             /* first bucket not yet reduced this step */
+  int next;             /* first bucket (call order) not yet reduced this step */
   int active, quit, failed;
-  double t0;            /* nn_reducer_begin */
-  double comm_s;
+  double t0;            /* the step's time origin */
+  double bwd_end;       /* nn_reducer_end_backward, absolute */
+  double comm_s, last_comm_s;
   char err[1024];
 };
 
@@ -41,34 +44,90 @@ static double red_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Buckets of first_bytes, then bucket_bytes, in whole 64-byte lines; the last takes the rest. */
-static int red_plan(nn_reducer *r) {
-  size_t first = r->o.first_bucket_bytes / sizeof(float), rest = r->o.bucket_bytes / sizeof(float);
-  first = first < RED_ALIGN ? RED_ALIGN : first / RED_ALIGN * RED_ALIGN;
-  rest = rest < RED_ALIGN ? RED_ALIGN : rest / RED_ALIGN * RED_ALIGN;
-  int n = 0;
-  for (size_t off = 0; off < r->count || n == 0; n++) off += n == 0 ? first : rest;
-  if (!(r->b = calloc((size_t)n, sizeof *r->b))) return -1;
-  size_t off = 0;
-  for (int i = 0; i < n; i++) {
-    size_t want = i == 0 ? first : rest, left = r->count - off;
-    r->b[i].offset = off;
-    r->b[i].count = want < left ? want : left;
-    off += r->b[i].count;
+static size_t red_floats(size_t bytes) {
+  size_t f = bytes / sizeof(float);
+  return f < RED_ALIGN ? RED_ALIGN : f / RED_ALIGN * RED_ALIGN;
+}
+
+/* The plan of nn_reducer.h into a fresh array: 0, or -1 (out of memory). Called twice: once to
+ * count (out NULL), once to fill. */
+static int red_cut(const nn_reducer *r, size_t front, nn_bucket *out) {
+  size_t first = red_floats(r->o.first_bucket_bytes), rest = red_floats(r->o.bucket_bytes);
+  size_t n = r->count;
+  int k = 0;
+#define PUT(off, cnt)                                                                           \
+  do {                                                                                          \
+    if (out) out[k] = (nn_bucket){.offset = (off), .count = (cnt)};                             \
+    k++;                                                                                        \
+  } while (0)
+  if (front >= n) {
+    /* arena order: first, rest..., and a last bucket of `first` when there is room for it */
+    if (n <= first) {
+      PUT(0, n);
+      return k;
+    }
+    size_t tail = n - first <= first ? 0 : first; /* the last floats, never overlapped */
+    size_t off = 0, end = n - tail;
+    PUT(0, first);
+    off = first;
+    while (off < end) {
+      size_t c = end - off < rest ? end - off : rest;
+      PUT(off, c);
+      off += c;
+    }
+    if (tail) PUT(end, tail);
+    return k;
   }
+  /* front in arena order (aligned up; 0 stays 0), then the rest from the end backwards */
+  size_t f = (front + RED_ALIGN - 1) / RED_ALIGN * RED_ALIGN;
+  if (f > n) f = n;
+  size_t off = 0;
+  for (int i = 0; off < f; i++) {
+    size_t want = i == 0 ? first : rest, c = f - off < want ? f - off : want;
+    PUT(off, c);
+    off += c;
+  }
+  size_t end = n, chunk = first;
+  while (end > f) {
+    size_t beg = end - f <= chunk ? f : (end - chunk) / RED_ALIGN * RED_ALIGN;
+    if (beg < f) beg = f;
+    PUT(beg, end - beg);
+    end = beg;
+    chunk = chunk * 2 < rest ? chunk * 2 : rest;
+  }
+#undef PUT
+  return k;
+}
+
+static int red_plan(nn_reducer *r, size_t front) {
+  int n = red_cut(r, front, NULL);
+  nn_bucket *b = calloc((size_t)n, sizeof *b), *l = calloc((size_t)n, sizeof *l);
+  if (!b || !l) {
+    free(b);
+    free(l);
+    return -1;
+  }
+  red_cut(r, front, b);
+  memcpy(l, b, (size_t)n * sizeof *l);
+  free(r->b);
+  free(r->last);
+  r->b = b;
+  r->last = l;
   r->nb = n;
+  r->front = front;
   return 0;
 }
 
-/* One bucket over the fabric: f32 in place (sum, then 1/N), or through the 16-bit wire buffer
- * (1/N first, as DDP's compression hooks do, so the sum cannot overflow the narrow type). */
+/* One bucket over the fabric: f32 in place (sum, then 1/N unless the optimizer applies it), or
+ * through the 16-bit wire buffer (1/N first, as DDP's compression hooks do, so the sum cannot
+ * overflow the narrow type). */
 static int red_bucket(nn_reducer *r, const nn_bucket *k, coll_err *e) {
   float *g = r->grads + k->offset;
   size_t n = k->count;
   if (n == 0) return 0;
   if (r->o.wire == COLL_F32) {
     if (coll_allreduce(r->o.comm, g, n, COLL_F32, COLL_SUM, r->o.algo, NULL, e)) return -1;
-    if (r->nranks > 1)
+    if (r->nranks > 1 && !r->o.scale_in_sgd)
       for (size_t i = 0; i < n; i++) g[i] *= r->inv_n;
     return 0;
   }
@@ -81,6 +140,12 @@ static int red_bucket(nn_reducer *r, const nn_bucket *k, coll_err *e) {
   if (coll_allreduce(r->o.comm, w, n, r->o.wire, COLL_SUM, r->o.algo, NULL, e)) return -1;
   for (size_t i = 0; i < n; i++) g[i] = bf ? coll_bf16_to_f32(w[i]) : coll_f16_to_f32(w[i]);
   return 0;
+}
+
+/* The step is complete (under mu): its figures become the last step's. */
+static void red_complete(nn_reducer *r) {
+  memcpy(r->last, r->b, (size_t)r->nb * sizeof *r->last);
+  r->last_comm_s = r->comm_s;
 }
 
 static void *red_main(void *arg) {
@@ -108,7 +173,10 @@ static void *red_main(void *arg) {
     } else {
       r->next++;
     }
-    if (r->next == r->nb) r->active = 0;
+    if (r->next == r->nb) {
+      r->active = 0;
+      if (!rc) red_complete(r);
+    }
     pthread_cond_broadcast(&r->cv);
   }
   pthread_mutex_unlock(&r->mu);
@@ -133,7 +201,7 @@ int nn_reducer_create(nn_reducer **out, const nn_reducer_opts *o, float *grads, 
   r->inv_n = 1.0f / (float)r->nranks;
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv, NULL);
-  if (red_plan(r)) goto oom;
+  if (red_plan(r, count)) goto oom;
   if (o->comm && o->wire != COLL_F32) {
     size_t bytes = (count ? count : 1) * sizeof(uint16_t);
     r->wire = o->wire_alloc ? o->wire_alloc->alloc(o->wire_alloc->ctx, bytes) : malloc(bytes);
@@ -178,21 +246,43 @@ void nn_reducer_destroy(nn_reducer *r) {
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
   free(r->b);
+  free(r->last);
   free(r);
 }
 
-int nn_reducer_buckets(const nn_reducer *r, const nn_bucket **b) {
-  *b = r->b;
-  return r->nb;
+int nn_reducer_set_front(nn_reducer *r, size_t front) {
+  pthread_mutex_lock(&r->mu);
+  while (r->have_thread && r->active) pthread_cond_wait(&r->cv, &r->mu);
+  int rc = front == r->front ? 0 : red_plan(r, front);
+  pthread_mutex_unlock(&r->mu);
+  return rc;
 }
 
-void nn_reducer_begin(nn_reducer *r) {
+int nn_reducer_nbuckets(const nn_reducer *r) { return r->nb; }
+
+int nn_reducer_last(nn_reducer *r, nn_bucket *out, int cap, double *comm_s) {
   pthread_mutex_lock(&r->mu);
-  r->t0 = red_now();
+  int n = r->nb;
+  if (out) memcpy(out, r->last, (size_t)(n < cap ? n : cap) * sizeof *out);
+  if (comm_s) *comm_s = r->last_comm_s;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
+float nn_reducer_grad_scale(const nn_reducer *r) {
+  return r->o.scale_in_sgd && r->o.wire == COLL_F32 && r->nranks > 1 ? r->inv_n : 1.0f;
+}
+
+void nn_reducer_begin(nn_reducer *r, double t0) {
+  pthread_mutex_lock(&r->mu);
+  /* the last step's buckets are rewritten by this step's backward: they must be done */
+  while (r->have_thread && r->active) pthread_cond_wait(&r->cv, &r->mu);
+  r->t0 = t0 > 0 ? t0 : red_now();
+  r->bwd_end = 0;
   r->released = 0;
   r->next = 0;
   r->comm_s = 0;
-  r->active = !r->failed;
+  r->active = !r->failed && r->have_thread;
   for (int i = 0; i < r->nb; i++) r->b[i].ready_s = r->b[i].start_s = r->b[i].done_s = 0;
   pthread_mutex_unlock(&r->mu);
 }
@@ -205,8 +295,12 @@ static void red_advance(nn_reducer *r, size_t ready, int release) {
     if (k->ready_s == 0 && ready >= k->offset + k->count) r->b[i].ready_s = t;
   }
   if (release && ready > r->released) {
+    /* wake the thread only when the bucket it waits for is complete: backward reports every
+     * layer, and a wake-up per layer costs the cores backward runs on */
+    size_t need = r->next < r->nb ? r->b[r->next].offset + r->b[r->next].count : (size_t)-1;
+    int wake = r->released < need && ready >= need;
     r->released = ready;
-    pthread_cond_broadcast(&r->cv);
+    if (wake) pthread_cond_broadcast(&r->cv);
   }
 }
 
@@ -216,22 +310,49 @@ void nn_reducer_ready(nn_reducer *r, size_t ready) {
   pthread_mutex_unlock(&r->mu);
 }
 
-
-int nn_reducer_finish(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errcap) {
+void nn_reducer_end_backward(nn_reducer *r) {
   pthread_mutex_lock(&r->mu);
   red_advance(r, r->count, 1);
-  double end = red_now();
+  r->bwd_end = red_now();
+  if (!r->have_thread) red_complete(r); /* no exchange: the ready times are the step's figures */
+  pthread_mutex_unlock(&r->mu);
+}
+
+int nn_reducer_wait_range(nn_reducer *r, size_t offset, size_t count, double *waited_s, char *err,
+                          size_t errcap) {
+  double t = red_now();
+  pthread_mutex_lock(&r->mu);
+  int need = -1; /* the last bucket in call order that holds a float of the range */
+  for (int i = 0; i < r->nb && count; i++)
+    if (r->b[i].offset < offset + count && offset < r->b[i].offset + r->b[i].count) need = i;
+  if (r->have_thread)
+    while (r->active && r->next <= need) pthread_cond_wait(&r->cv, &r->mu);
+  int failed = r->failed;
+  if (failed) snprintf(err, errcap, "%s", r->err);
+  pthread_mutex_unlock(&r->mu);
+  if (waited_s) *waited_s = red_now() - t;
+  return failed ? -1 : 0;
+}
+
+int nn_reducer_drain(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errcap) {
+  pthread_mutex_lock(&r->mu);
+  double t = red_now();
   if (r->have_thread)
     while (r->active) pthread_cond_wait(&r->cv, &r->mu);
   double done = red_now();
   int failed = r->failed;
   if (st) {
-    st->bwd_end_s = end - r->t0;
-    st->exposed_s = done - end;
+    st->bwd_end_s = r->bwd_end > 0 ? r->bwd_end - r->t0 : 0;
+    st->exposed_s = done - t;
     st->comm_s = r->comm_s;
     st->wire_bytes = r->o.comm ? r->count * coll_dtype_size(r->o.wire) : 0;
   }
   if (failed) snprintf(err, errcap, "%s", r->err);
   pthread_mutex_unlock(&r->mu);
   return failed ? -1 : 0;
+}
+
+int nn_reducer_finish(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errcap) {
+  nn_reducer_end_backward(r);
+  return nn_reducer_drain(r, st, err, errcap);
 }

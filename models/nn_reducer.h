@@ -1,12 +1,27 @@
 /* models: the data-parallel gradient reducer (private to models/ and its tests).
  *
  * The gradient arena is in backward order, so backward finishes it front to back. The reducer cuts
- * it into buckets (the first `first_bucket_bytes`, then `bucket_bytes` each; cuts may fall inside
- * a tensor, which is harmless since every rank cuts alike) and a communication thread all-reduces
- * each bucket as soon as backward has reported it complete (nn_reducer_ready), while backward goes
- * on: PyTorch DDP's reducer, on a contiguous arena. Gradients are averaged over the ranks. With a
- * 16-bit wire type each bucket is scaled by 1/N, rounded to bf16 or f16 into a wire buffer,
- * all-reduced there and widened back (DDP's compression hooks): half the bytes on the fabric.
+ * it into buckets (cuts may fall inside a tensor, which is harmless since every rank cuts alike)
+ * and a communication thread all-reduces the buckets, in the plan's order, each as soon as
+ * backward has reported it complete (nn_reducer_ready), while backward goes on: PyTorch DDP's
+ * reducer, on a contiguous arena. With a 16-bit wire type each bucket is scaled by 1/N, rounded to
+ * bf16 or f16 into a wire buffer, all-reduced there and widened back (DDP's compression hooks):
+ * half the bytes on the fabric. An f32 bucket is summed in place; the 1/N is applied there too,
+ * or, with scale_in_sgd, left to the optimizer (nn_reducer_grad_scale), which reads every
+ * gradient anyway: one pass over the arena less.
+ *
+ * The plan (the order of the all-reduce calls is the same on every rank: it depends only on the
+ * sizes and on `front`, never on timing, or the ranks would deadlock):
+ * - front >= count (the default): arena order; the first bucket first_bucket_bytes, then
+ *   bucket_bytes each, and the LAST bucket first_bucket_bytes again. The last floats of the arena
+ *   (the front layers) are the ones backward completes at its very end, so their all-reduce can
+ *   never overlap backward: a small last bucket keeps that exposed part short (with one big
+ *   remainder bucket, 18.7 MB of ResNet-18's 44.7, all of it was exposed).
+ * - front < count (overlapping the next step's forward): the first `front` floats in arena order,
+ *   cut as above but without the small last bucket (they are meant to be reduced while backward
+ *   goes on); then the rest in FORWARD order, from the arena's end towards `front`, in chunks of
+ *   first_bucket_bytes, doubling up to bucket_bytes: the front layers, which the next forward
+ *   needs first, go first, in small pieces, so a big bucket does not hold them back.
  *
  * With no communicator the reducer only records when each bucket became ready: the one-rank
  * profile and the no-communication baseline measure the same timeline without an exchange. */
@@ -25,20 +40,23 @@ typedef struct {
   size_t bucket_bytes;        /* of f32 gradients; 0: 25 MiB */
   size_t first_bucket_bytes;  /* 0: 1 MiB */
   int overlap;                /* 0: nothing starts before backward has ended */
+  int scale_in_sgd;           /* f32: leave the sum; the optimizer applies nn_reducer_grad_scale */
   const nn_arena_alloc *wire_alloc; /* memory of the 16-bit wire buffer (collective, like the
                                        arena's); NULL: malloc */
 } nn_reducer_opts;
 
 typedef struct {
   size_t offset, count;       /* floats of the arena */
-  double ready_s;             /* this step, seconds after nn_reducer_begin: backward completed it */
+  double ready_s;             /* seconds after the step's t0 (nn_reducer_begin): backward
+                                 completed it */
   double start_s, done_s;     /* its all-reduce started and ended (0 without a communicator) */
 } nn_bucket;
 
 typedef struct {
   double comm_s;              /* the buckets' all-reduce times, added up */
-  double exposed_s;           /* from the end of backward until the last bucket was reduced */
-  double bwd_end_s;           /* the end of backward, seconds after nn_reducer_begin */
+  double exposed_s;           /* the time this call waited (finish: from the end of backward until
+                                 the last bucket was reduced) */
+  double bwd_end_s;           /* the end of backward, seconds after the step's t0 */
   size_t wire_bytes;          /* bytes all-reduced this step */
 } nn_reducer_stats;
 
@@ -50,17 +68,36 @@ int nn_reducer_create(nn_reducer **out, const nn_reducer_opts *o, float *grads, 
                       char *err, size_t errcap);
 void nn_reducer_destroy(nn_reducer *r);
 
-/* The bucket plan (times are the last step's). */
-int nn_reducer_buckets(const nn_reducer *r, const nn_bucket **b);
+/* The plan for the steps to come (see above); only between steps, with nothing in flight (after
+ * nn_reducer_finish or nn_reducer_drain). Every rank must pass the same front. 0, or -1 (out of
+ * memory: the old plan stays). */
+int nn_reducer_set_front(nn_reducer *r, size_t front);
+/* The bucket plan, in the order of the all-reduce calls. */
+int nn_reducer_nbuckets(const nn_reducer *r);
+/* The last completed step's buckets, times and summed all-reduce time (a copy: the thread may
+ * be at work on the next step). Returns the bucket count; at most cap are copied. */
+int nn_reducer_last(nn_reducer *r, nn_bucket *out, int cap, double *comm_s);
+/* What the optimizer must multiply the gradients by: 1/N with scale_in_sgd on an f32 wire and
+ * more than one rank, else 1. */
+float nn_reducer_grad_scale(const nn_reducer *r);
 
-/* A step starts: nothing of the arena is final yet. */
-void nn_reducer_begin(nn_reducer *r);
+/* A step starts: nothing of the arena is final yet. t0: the step's time origin (CLOCK_MONOTONIC
+ * seconds; 0: now). Waits first until the previous step's buckets are all reduced (nothing of
+ * the arena may be rewritten before). */
+void nn_reducer_begin(nn_reducer *r, double t0);
 /* Backward's progress: the first `ready` floats are final (nn_grad_ready_fn's contract). */
 void nn_reducer_ready(nn_reducer *r, size_t ready);
-/* Backward has ended: waits until every bucket is averaged over the ranks. 0, or -1 with the
+/* Backward has ended: everything is final; returns at once. */
+void nn_reducer_end_backward(nn_reducer *r);
+/* Waits until every bucket holding a float of [offset, offset + count) is reduced; *waited_s (may
+ * be NULL) gets the time waited. 0, or -1 with the cause in err (as nn_reducer_finish). */
+int nn_reducer_wait_range(nn_reducer *r, size_t offset, size_t count, double *waited_s, char *err,
+                          size_t errcap);
+/* Waits until every bucket of this step is reduced; st gets the step's figures. 0, or -1 with the
  * cause (a peer's failure names the rank and host) in err; after a failure the reducer (and its
  * communicator) must not be used again. */
+int nn_reducer_drain(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errcap);
+/* nn_reducer_end_backward, then nn_reducer_drain. */
 int nn_reducer_finish(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errcap);
-
 
 #endif

@@ -2,6 +2,10 @@
  *
  * A step: the next batch of this rank's shard, forward, backward with the reducer all-reducing
  * each finished bucket on its thread, the wait for the last bucket (exposed communication), SGD.
+ * With overlap_step the step ends with backward: the next step's forward waits, layer by layer,
+ * for the buckets that hold that layer's parameters and updates them then (SGD per range), so the
+ * all-reduce also overlaps the next forward. Before anything that needs final weights or figures
+ * (the parameter check, evaluation, checkpoints, the end) a step drains as before.
  * Between steps, over the bootstrap (never the gradient communicator, which its thread owns
  * during a step): every rank's step record to rank 0, and at checks the parameter hashes. */
 #include <math.h>
@@ -67,6 +71,20 @@ typedef struct {
   double *bready, *bcomm, *bdone;        /* [measured][nbuckets], rank 0's */
   size_t nmeas, cap_meas;
   int nb;
+  /* the buckets of the last completed step, their time origin and forward time */
+  nn_bucket *lastb;
+  double lastb_t1, lastb_fwd, last_comm;
+  /* overlap_step */
+  int hooked;                 /* the net calls on_forward */
+  int ostep;                  /* overlapping from this step on (after the warm-up's profile) */
+  int pending;                /* the last step's update is still to be applied, layer by layer */
+  nn_sgd_opts pso;            /* its options */
+  int begun;                  /* this step's reducer step has begun (backward's first report) */
+  double t1, t1_prev, fwd_prev; /* this step's time origin; the last step's, and its forward */
+  double hook_wait, hook_opt; /* this step's forward: waits for buckets, layer updates */
+  double gap;                 /* the last step's record exchange (a wait for the other ranks) */
+  double *front_est;          /* warm-up steps' estimates of the front (floats) */
+  size_t nfront;
   /* the trace of this rank */
   nn_trace_ev *tev;
   size_t ntev, cap_tev;
@@ -94,9 +112,19 @@ static void trace(train_state *s, const char *name, int tid, double t0, double t
   e->dur_s = t1 - t0;
 }
 
+/* This step's reducer step begins (with overlap_step at backward's first report: by then the
+ * forward has waited for every bucket of the last step); the last step's buckets are kept. */
+static void begin_step(train_state *s) {
+  nn_reducer_begin(s->red, s->t1);
+  s->begun = 1;
+  s->pending = 0;
+  nn_reducer_last(s->red, s->lastb, s->nb, &s->last_comm);
+}
+
 /* Backward's progress: to the reducer, and a span per layer into the trace. */
 static void on_ready(void *ctx, int layer, size_t ready) {
   train_state *s = ctx;
+  if (!s->begun) begin_step(s);
   nn_reducer_ready(s->red, ready);
   if (s->tracing && layer >= 0) {
     double t = tr_now();
@@ -105,6 +133,29 @@ static void on_ready(void *ctx, int layer, size_t ready) {
     trace(s, name, 0, s->tlast, t);
     s->tlast = t;
   }
+}
+
+/* overlap_step: a layer's forward is about to read its parameters: the last step's update of
+ * them, once their buckets are reduced. */
+static int on_forward(void *ctx, int layer, size_t off, size_t count, char *err, size_t cap) {
+  train_state *s = ctx;
+  if (!s->pending) return 0;
+  double w = 0, t = tr_now();
+  char rerr[1024];
+  if (nn_reducer_wait_range(s->red, off, count, &w, rerr, sizeof rerr)) {
+    snprintf(err, cap, "step %lld, gradient all-reduce: %s", (long long)s->tstep - 1, rerr);
+    return -1;
+  }
+  double t2 = tr_now();
+  nn_sgd_step_range(s->o->net, &s->pso, off, count);
+  s->hook_wait += w;
+  s->hook_opt += tr_now() - t2;
+  if (s->tracing && w > 1e-5) {
+    char name[24];
+    snprintf(name, sizeof name, "wait L%d", layer);
+    trace(s, name, 0, t, t2);
+  }
+  return 0;
 }
 
 static int ts_fail(train_state *s, const char *fmt, const char *what) {
@@ -271,13 +322,25 @@ static double mean(const double *x, size_t n) {
 static int ts_alloc(train_state *s, size_t cap) {
   s->cap_meas = cap ? cap : 1;
   double **v[] = {&s->step_max, &s->step_min, &s->part[0], &s->part[1], &s->part[2], &s->part[3],
-                  &s->part[4], &s->part[5], &s->part[6], &s->comp};
+                  &s->part[4], &s->part[5], &s->part[6], &s->comp, &s->front_est};
   for (size_t i = 0; i < sizeof v / sizeof *v; i++)
     if (!(*v[i] = calloc(s->cap_meas, sizeof(double)))) return -1;
+  if (!(s->all = calloc((size_t)s->world, sizeof *s->all))) return -1;
+  return 0;
+}
+
+/* The bucket arrays for the plan in use (it changes once, before the first measured step). */
+static int ts_buckets(train_state *s) {
+  free(s->bready);
+  free(s->bcomm);
+  free(s->bdone);
+  free(s->lastb);
+  s->bready = s->bcomm = s->bdone = NULL;
+  s->nb = nn_reducer_nbuckets(s->red);
   size_t nbk = s->cap_meas * (size_t)(s->nb ? s->nb : 1);
   if (!(s->bready = calloc(nbk, sizeof(double))) || !(s->bcomm = calloc(nbk, sizeof(double))) ||
       !(s->bdone = calloc(nbk, sizeof(double))) ||
-      !(s->all = calloc((size_t)s->world, sizeof *s->all)))
+      !(s->lastb = calloc((size_t)(s->nb ? s->nb : 1), sizeof *s->lastb)))
     return -1;
   return 0;
 }
@@ -290,12 +353,16 @@ static void ts_free(train_state *s) {
   free(s->bready);
   free(s->bcomm);
   free(s->bdone);
+  free(s->lastb);
+  free(s->front_est);
   free(s->all);
   free(s->tev);
 }
 
-/* Keeps one measured step: every rank's record (all) and rank 0's bucket times. */
-static void keep(train_state *s, const nn_step_rec *all, double fwd_s) {
+/* Keeps one measured step: every rank's record (all) and rank 0's bucket times (the last
+ * completed step's, from the start of its backward). */
+static void keep(train_state *s, const nn_step_rec *all) {
+  double fwd_s = s->lastb_fwd;
   size_t i = s->nmeas++;
   double mx = 0, mn = INFINITY, sum[7] = {0}, comp = 0;
   for (int r = 0; r < s->world; r++) {
@@ -310,9 +377,8 @@ static void keep(train_state *s, const nn_step_rec *all, double fwd_s) {
   s->step_min[i] = mn;
   for (int k = 0; k < 7; k++) s->part[k][i] = sum[k] / s->world;
   s->comp[i] = comp;
-  const nn_bucket *b;
-  int nb = nn_reducer_buckets(s->red, &b);
-  for (int k = 0; k < nb && k < s->nb; k++) {
+  const nn_bucket *b = s->lastb;
+  for (int k = 0; k < s->nb; k++) {
     s->bready[(size_t)k * s->cap_meas + i] = b[k].ready_s - fwd_s;
     s->bcomm[(size_t)k * s->cap_meas + i] = b[k].done_s - b[k].start_s;
     s->bdone[(size_t)k * s->cap_meas + i] = b[k].done_s > 0 ? b[k].done_s - fwd_s : NAN;
@@ -339,8 +405,8 @@ static void summarize(train_state *s, nn_train_result *res, int64_t images) {
   double *dst[7] = {&res->data_s, &res->load_s, &res->fwd_s, &res->bwd_s,
                     &res->comm_s, &res->exposed_s, &res->opt_s};
   for (int k = 0; k < 7; k++) *dst[k] = mean(s->part[k], n); /* they add up to the mean step */
-  const nn_bucket *b;
-  int nb = nn_reducer_buckets(s->red, &b);
+  const nn_bucket *b = s->lastb;
+  int nb = s->nb;
   res->nbuckets = nb < NN_TRAIN_MAX_BUCKETS ? nb : NN_TRAIN_MAX_BUCKETS;
   for (int k = 0; k < res->nbuckets; k++) {
     nn_bucket_rec *q = &res->buckets[k];
@@ -350,6 +416,33 @@ static void summarize(train_state *s, nn_train_result *res, int64_t images) {
     q->comm_s = median(s->bcomm + (size_t)k * s->cap_meas, n);
     q->done_s = median(s->bdone + (size_t)k * s->cap_meas, n);
   }
+}
+
+/* A warm-up step's estimate of the front (nn_reducer.h): what the link all-reduces while
+ * backward goes on, from the first bucket's readiness to backward's end, at this step's rate. */
+static void front_estimate(train_state *s, const nn_step_times *tm, double comm_s, size_t count) {
+  if (comm_s <= 0 || !s->nb) return;
+  double ready0 = s->lastb[0].ready_s - tm->fwd_s, window = tm->bwd_s - ready0;
+  double f = (double)count / comm_s * (window > 0 ? window : 0);
+  s->front_est[s->nfront++] = f < (double)count ? f : (double)count;
+}
+
+/* overlap_step from now on, with rank 0's front (the median of its warm-up estimates; the whole
+ * arena without any: the plan then stays in arena order) on every rank, since the order of the
+ * all-reduce calls must be the same everywhere. Collective. */
+static int set_front(train_state *s, size_t count) {
+  double mine = s->nfront ? median(s->front_est, s->nfront) : (double)count;
+  double *all = calloc((size_t)s->world, sizeof *all);
+  if (!all) return ts_fail(s, "%s", "out of memory");
+  int rc = gather(s, all, &mine, sizeof mine);
+  double f = all[0];
+  free(all);
+  if (rc) return -1;
+  size_t front = f >= (double)count ? count : f > 0 ? (size_t)f : 0;
+  if (nn_reducer_set_front(s->red, front) || ts_buckets(s))
+    return ts_fail(s, "%s", "out of memory for the bucket plan");
+  s->ostep = 1;
+  return 0;
 }
 
 int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t errcap) {
@@ -374,12 +467,11 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   else nn_net_grads_on_host(o->net, 0);
   nn_reducer_opts ro = {.comm = o->comm, .algo = o->algo, .wire = o->wire,
                         .bucket_bytes = o->bucket_bytes, .first_bucket_bytes = o->first_bucket_bytes,
-                        .overlap = o->overlap, .wire_alloc = o->wire_alloc};
+                        .overlap = o->overlap, .scale_in_sgd = 1, .wire_alloc = o->wire_alloc};
   if (nn_reducer_create(&s.red, &ro, grads, np, err, errcap)) return -1;
-  const nn_bucket *bk;
-  s.nb = nn_reducer_buckets(s.red, &bk);
-  if (s.nb > NN_TRAIN_MAX_BUCKETS) s.nb = NN_TRAIN_MAX_BUCKETS;
   nn_net_on_grad_ready(o->net, on_ready, &s);
+  /* a GPU net cannot stop its forward layer by layer: it drains every step */
+  s.hooked = o->overlap_step && nn_net_on_forward(o->net, on_forward, &s) == 0;
 
   nn_loader_opts lo = o->loader;
   lo.rank = o->same_data || s.world == 1 ? 0 : o->rank;
@@ -393,17 +485,19 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
              (long long)nn_loader_steps_per_epoch(loader), (long long)o->steps_per_epoch);
     goto out;
   }
-  if (ts_alloc(&s, (size_t)(o->stop_step - o->start_step))) {
+  if (ts_alloc(&s, (size_t)(o->stop_step - o->start_step)) || ts_buckets(&s)) {
     snprintf(err, errcap, "out of memory for %lld step records", (long long)(o->stop_step - o->start_step));
     goto out;
   }
 
   nn_sgd_opts so = o->sgd;
+  so.grad_scale = nn_reducer_grad_scale(s.red);
   int64_t gstep = o->start_step, run_steps = 0, images = 0, last_eval = -1;
   double t_start = tr_now();
   s.tbase = t_start;
   const char *why = "done";
   while (gstep < o->stop_step) {
+    if (s.hooked && !s.ostep && run_steps == o->warmup_steps && set_front(&s, np)) goto out;
     double t0 = tr_now();
     nn_batch b;
     nn_loader_next(loader, &b);
@@ -417,17 +511,42 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     s.tstep = gstep + 1;
     s.tlast = t1; /* mended below once the forward's end is known */
     size_t step_ev = s.ntev;
-    nn_reducer_begin(s.red);
+    int had_pending = s.pending;
+    s.t1 = t1;
+    s.begun = 0;
+    s.hook_wait = s.hook_opt = 0;
+    if (!s.ostep) begin_step(&s);
     if (nn_net_train_step(o->net, b.x, b.labels, b.n, &loss, &correct, &tm, err, errcap)) goto out;
+    if (!s.begun) begin_step(&s);
+    so.lr = (float)nn_lr_at(&o->sched, gstep);
+    int epoch_end = b.step + 1 == o->steps_per_epoch;
+    int check = epoch_end || gstep + 1 == o->stop_step ||
+                (o->check_every > 0 && (gstep + 1) % o->check_every == 0);
+    int drain = !s.ostep || check;
     nn_reducer_stats rs = {0};
     char rerr[1024];
-    if (nn_reducer_finish(s.red, &rs, rerr, sizeof rerr)) {
-      snprintf(err, errcap, "step %lld, gradient all-reduce: %s", (long long)gstep + 1, rerr);
-      goto out;
+    double t2 = tr_now(), comm = had_pending ? s.last_comm : 0, wait_end = 0;
+    nn_reducer_end_backward(s.red);
+    double bwd_end = t2 - t1;
+    if (drain) {
+      if (nn_reducer_drain(s.red, &rs, rerr, sizeof rerr)) {
+        snprintf(err, errcap, "step %lld, gradient all-reduce: %s", (long long)gstep + 1, rerr);
+        goto out;
+      }
+      bwd_end = rs.bwd_end_s;
+      wait_end = rs.exposed_s;
+      comm += rs.comm_s;
+      nn_sgd_step(o->net, &so);
+      /* this step's buckets, for the record */
+      nn_reducer_last(s.red, s.lastb, s.nb, NULL);
+      s.lastb_t1 = t1;
+      s.lastb_fwd = tm.fwd_s;
+    } else {
+      s.pso = so;
+      s.pending = 1;
+      s.lastb_t1 = s.t1_prev; /* begin_step copied the last step's buckets */
+      s.lastb_fwd = s.fwd_prev;
     }
-    double t2 = tr_now();
-    so.lr = (float)nn_lr_at(&o->sched, gstep);
-    nn_sgd_step(o->net, &so);
     double t3 = tr_now();
     if (s.tracing) {
       /* the first layer's backward began when the forward (and loss) ended */
@@ -439,34 +558,39 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
       }
       trace(&s, "data", 0, t0, t1);
       trace(&s, "fwd", 0, t1, t1 + tm.fwd_s);
-      const nn_bucket *bk2;
-      int nb2 = nn_reducer_buckets(s.red, &bk2);
-      double rb = t1; /* the reducer's clock starts at nn_reducer_begin, just after t1 */
-      for (int k = 0; o->comm && k < nb2; k++) {
+      double rb = s.lastb_t1; /* the buckets' time origin: their step's t1 */
+      for (int k = 0; o->comm && k < s.nb; k++) {
         char name[24];
         snprintf(name, sizeof name, "allreduce b%d", k);
-        trace(&s, name, 1, rb + bk2[k].start_s, rb + bk2[k].done_s);
+        trace(&s, name, 1, rb + s.lastb[k].start_s, rb + s.lastb[k].done_s);
       }
-      trace(&s, "wait", 0, t1 + rs.bwd_end_s, t2);
-      trace(&s, "sgd", 0, t2, t3);
+      if (drain) {
+        trace(&s, "wait", 0, t1 + bwd_end, t1 + bwd_end + wait_end);
+        trace(&s, "sgd", 0, t1 + bwd_end + wait_end, t3);
+      }
     }
+    s.t1_prev = t1;
+    s.fwd_prev = tm.fwd_s;
     int warm = run_steps < o->warmup_steps;
+    if (warm && s.hooked && drain && o->comm && run_steps > 0) front_estimate(&s, &tm, rs.comm_s, np);
     run_steps++;
     gstep++;
     if (o->corrupt_step == gstep && o->corrupt_rank == o->rank) {
       float *p = nn_net_params(o->net, NULL);
       p[0] += 1e-3f; /* tests: the hash check must notice */
     }
+    double hooks = s.hook_wait + s.hook_opt;
     nn_step_rec me = {.rank = o->rank, .images = b.n, .warmup = warm, .step = gstep,
                       .epoch = b.epoch, .step_in_epoch = b.step, .loss = loss,
-                      .batch_acc = (double)correct / b.n, .lr = so.lr, .step_s = t3 - t0,
-                      .data_s = t1 - t0, .load_s = b.load_s, .fwd_s = tm.fwd_s, .bwd_s = tm.bwd_s,
-                      .comm_s = rs.comm_s, .exposed_s = rs.exposed_s, .opt_s = t3 - t2,
+                      .batch_acc = (double)correct / b.n, .lr = so.lr, .step_s = t3 - t0 + s.gap,
+                      .data_s = t1 - t0 + s.gap, .load_s = b.load_s, .fwd_s = tm.fwd_s - hooks,
+                      .bwd_s = tm.bwd_s, .comm_s = comm, .exposed_s = s.hook_wait + wait_end,
+                      .opt_s = s.hook_opt + (t3 - t2) - wait_end,
                       .elapsed_s = o->elapsed0 + (t3 - t_start)};
-    res->grad_bytes = rs.wire_bytes;
+    res->grad_bytes = o->comm ? np * coll_dtype_size(o->wire) : 0;
     if (gather(&s, s.all, &me, sizeof me)) goto out;
     if (!warm) {
-      keep(&s, s.all, tm.fwd_s);
+      keep(&s, s.all);
       for (int r = 0; r < s.world; r++) images += s.all[r].images;
     }
     res->final_loss = loss;
@@ -475,15 +599,16 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
       snprintf(err, errcap, "stopped after step %lld", (long long)gstep);
       goto out;
     }
+    /* wall time between steps: the record's exchange (where the ranks meet, and with
+     * overlap_step where one waits for the other's all-reduce) counts in the next step */
+    s.gap = tr_now() - t3;
     for (int r = 0; r < s.world; r++)
       if (!isfinite(s.all[r].loss)) {
         snprintf(err, errcap, "step %lld: rank %d's loss is %g; training diverged (lower --lr?)",
                  (long long)gstep, r, s.all[r].loss);
         goto out;
       }
-    int epoch_end = b.step + 1 == o->steps_per_epoch;
-    if (epoch_end || gstep == o->stop_step || (o->check_every > 0 && gstep % o->check_every == 0))
-      if (check_params(&s, gstep)) goto out;
+    if (check && check_params(&s, gstep)) goto out;
     if (!epoch_end) continue;
     int64_t done = b.epoch + 1;
     if (o->eval_every > 0 && (done % o->eval_every == 0 || done == o->epochs)) {
@@ -501,6 +626,15 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     }
     if (save_ckpt(&s, done, 0, gstep, o->elapsed0 + (tr_now() - t_start))) goto out;
     if (!strcmp(why, "target reached")) break;
+  }
+  if (s.pending) { /* the data ran out mid-overlap: the last update */
+    char rerr[1024];
+    if (nn_reducer_drain(s.red, NULL, rerr, sizeof rerr)) {
+      snprintf(err, errcap, "step %lld, gradient all-reduce: %s", (long long)gstep, rerr);
+      goto out;
+    }
+    nn_sgd_step(o->net, &s.pso);
+    s.pending = 0;
   }
   double train_s = tr_now() - t_start;
   /* a run cut by the step count mid-epoch still reports where it stands */
@@ -527,6 +661,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   rc = 0;
 out:
   nn_net_on_grad_ready(o->net, NULL, NULL);
+  if (s.hooked) nn_net_on_forward(o->net, NULL, NULL);
   nn_loader_destroy(loader);
   nn_reducer_destroy(s.red);
   ts_free(&s);

@@ -22,11 +22,19 @@ typedef struct {
   int64_t step;               /* global steps done after this one */
   int64_t epoch, step_in_epoch;
   double loss, batch_acc, lr;
-  double step_s;              /* data + fwd + bwd + exposed + opt */
-  double data_s, load_s, fwd_s, bwd_s;
-  double comm_s;              /* the buckets' all-reduce times, added up (overlaps bwd) */
-  double exposed_s;           /* from the end of backward until the last bucket was reduced */
-  double opt_s, elapsed_s;
+  double step_s;              /* data + fwd + bwd + exposed + opt: wall time from the end of
+                                 the last step to the end of this one (less evaluations, checks
+                                 and checkpoints between them) */
+  double data_s, load_s, fwd_s, bwd_s; /* data: the batch, and the last step's record exchange
+                                 with the other ranks (they meet there) */
+  double comm_s;              /* the buckets' all-reduce times, added up (overlaps bwd); with
+                                 overlap_step those this step waited for: the previous step's,
+                                 or its own where it drained */
+  double exposed_s;           /* the training thread's waits for the all-reduce: from the end of
+                                 backward until the last bucket was reduced; with overlap_step,
+                                 the forward's waits for its layers' buckets plus any drain */
+  double opt_s, elapsed_s;    /* opt: SGD (with overlap_step: the layer updates in the forward,
+                                 and the whole update where it drained) */
 } nn_step_rec;
 
 typedef struct {
@@ -94,6 +102,10 @@ typedef struct {
   coll_dtype wire;            /* the gradients travel as f32, bf16 or f16 */
   size_t bucket_bytes, first_bucket_bytes;
   int overlap;
+  int overlap_step;           /* the next step's forward starts while this step's gradients are
+                                 still being all-reduced: each layer's forward waits only for its
+                                 own parameters' buckets and updates them (SGD layer by layer);
+                                 CPU nets (a GPU net drains before its forward) */
   const nn_arena_alloc *wire_alloc;
   int corrupt_rank;           /* tests: this rank's weights are perturbed after step */
   int64_t corrupt_step;       /* corrupt_step (0: never) */

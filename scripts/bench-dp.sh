@@ -12,15 +12,17 @@
 # All CSVs and logs go to one results directory: per run a fabench run directory (train.csv) or a
 # DDP CSV, plus summary.csv (part, round, config, figures, ratio) and load.txt.
 #
+# --fabench-args "ARGS" adds ARGS to every fabench run (e.g. "--overlap-step on").
 # usage: scripts/bench-dp.sh [--fabench PATH] [--rounds R] [--steps S] [--warmup-steps W]
 #                            [--parts a,b,c] [--rate RATE] [--emu-transport T] [--quick] [--out DIR]
+#                            [--fabench-args "ARGS"]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 fabench="$root/build/fabench"
-rounds=3 steps=40 warm=10 parts="a,b,c" rate=1gbit emu_transport=tcp out=""
-usage() { sed -n '15,16p' "$0" | sed 's/^# //' >&2; exit 2; }
+rounds=3 steps=40 warm=10 parts="a,b,c" rate=1gbit emu_transport=tcp out="" fargs=""
+usage() { sed -n '16,18p' "$0" | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabench) fabench=$2; shift 2 ;;
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
     --emu-transport) emu_transport=$2; shift 2 ;;
     --quick) rounds=1 steps=20 warm=5; shift ;;
     --out) out=$2; shift 2 ;;
+    --fabench-args) fargs=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "bench-dp: unknown option '$1'" >&2; usage ;;
   esac
@@ -76,7 +79,8 @@ median() { grep -v '^nan$' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print "na
 run_fabench() { # tag args...: run directory $out/<tag>, log beside it
   local tag=$1; shift
   load "fabench $tag"
-  "$fabench" train "$@" "${common[@]}" --data synthetic:3x32x32 --eval-every 0 --no-single \
+  # shellcheck disable=SC2086 # fargs: words on purpose
+  "$fabench" train "$@" "${common[@]}" $fargs --data synthetic:3x32x32 --eval-every 0 --no-single \
     --out "$out/$tag" > "$out/$tag.log" 2>&1 ||
     { echo "bench-dp: fabench $tag failed (see $out/$tag.log)" >&2; return 0; }
 }

@@ -1,7 +1,9 @@
 /* The data-parallel reducer: averaged gradients against a reference computed here in double
  * (each rank's gradients summed), for 1 to 4 ranks, every algorithm, f32 and 16-bit wires,
- * overlap on and off, and bucket sizes that cut the arena at awkward places. Ranks are forked
- * processes on a loopback rendezvous. */
+ * overlap on and off, the 1/N left to the optimizer, plans in arena order and with a front
+ * (the rest in forward order, each range checked as soon as its wait returns), and bucket sizes
+ * that cut the arena at awkward places. Ranks are forked processes on a loopback rendezvous.
+ * The plans themselves are checked against the rule of nn_reducer.h without a communicator. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,7 +29,28 @@ typedef struct {
   coll_dtype wire;
   int overlap;
   size_t count, first_bytes, bucket_bytes;
+  int scale_in_sgd;
+  long front; /* < 0: the default plan */
 } red_case;
+
+/* Checks g[lo, hi) against the reference average of step s, times the reducer's scale. */
+static int check_range(const float *g, size_t lo, size_t hi, int rank, int n, const red_case *k,
+                       int s, double tol, double gscale, const char *when) {
+  int bad = 0;
+  for (size_t i = lo; i < hi; i++) {
+    double ref = 0;
+    for (int q = 0; q < n; q++) ref += (double)grad_value(q, i, s);
+    ref /= n;
+    double scale = fabs(ref) > 1 ? fabs(ref) : 1;
+    if (fabs((double)g[i] * gscale - ref) > tol * scale * 6) {
+      if (bad < 3)
+        fprintf(stderr, "rank %d/%d %s %s step %d %s: element %zu is %.9g, reference %.9g\n", rank,
+                n, k->algo, coll_dtype_name(k->wire), s, when, i, (double)g[i] * gscale, ref);
+      bad++;
+    }
+  }
+  return bad;
+}
 
 /* One rank: two steps, backward simulated by ready() calls in uneven strides; 0 when every
  * averaged element matches the reference. */
@@ -50,19 +73,22 @@ static int rank_main(int rank, int n, const red_case *k) {
   if (!g || coll_algo_parse(k->algo, &a)) return 2;
   nn_reducer_opts ro = {.comm = c, .algo = a, .wire = k->wire, .bucket_bytes = k->bucket_bytes,
                         .first_bucket_bytes = k->first_bytes, .overlap = k->overlap,
-                        .wire_alloc = &al};
+                        .scale_in_sgd = k->scale_in_sgd, .wire_alloc = &al};
   nn_reducer *r = NULL;
   char err[1024];
   if (nn_reducer_create(&r, &ro, g, k->count, err, sizeof err)) {
     fprintf(stderr, "rank %d: %s\n", rank, err);
     return 2;
   }
-  int bad = 0;
+  if (k->front >= 0 && nn_reducer_set_front(r, (size_t)k->front)) return 2;
+  double gscale = nn_reducer_grad_scale(r);
+  /* the optimizer's scale: 1/N exactly when asked on f32 with several ranks, else 1 */
+  int bad = gscale != (k->scale_in_sgd && k->wire == COLL_F32 && n > 1 ? 1.0f / (float)n : 1.0f);
   /* 16-bit wires: each rank's value rounded once (1/N first), then a sum of n such values in
    * the narrow type, then widened: a few units of the last place of bf16 (2^-8) or f16 (2^-11) */
   double tol = k->wire == COLL_F32 ? 4e-7 : k->wire == COLL_BF16 ? 3.0 * n / 256.0 : 3.0 * n / 2048.0;
   for (int s = 0; s < 2 && !bad; s++) {
-    nn_reducer_begin(r);
+    nn_reducer_begin(r, 0);
     for (size_t i = 0; i < k->count; i++) g[i] = grad_value(rank, i, s);
     /* backward's layers: uneven prefixes, one of them repeated (no progress) */
     size_t done = 0, stride = 3;
@@ -73,23 +99,30 @@ static int rank_main(int rank, int n, const red_case *k) {
       stride = stride * 3 / 2 + 1;
     }
     nn_reducer_stats st;
-    if (nn_reducer_finish(r, &st, err, sizeof err)) {
+    if (k->front >= 0) {
+      /* the next forward's order: front layers (the arena's end) first, each range final as
+       * soon as its wait returns, while later buckets may still be in flight */
+      nn_reducer_end_backward(r);
+      size_t step = k->count / 5 + 1;
+      for (size_t hi = k->count; hi > 0 && !bad;) {
+        size_t lo = hi > step ? hi - step : 0;
+        if (nn_reducer_wait_range(r, lo, hi - lo, NULL, err, sizeof err)) {
+          fprintf(stderr, "rank %d: %s\n", rank, err);
+          return 2;
+        }
+        bad += check_range(g, lo, hi, rank, n, k, s, tol, gscale, "after its range's wait");
+        hi = lo;
+      }
+      if (nn_reducer_drain(r, &st, err, sizeof err)) {
+        fprintf(stderr, "rank %d: %s\n", rank, err);
+        return 2;
+      }
+    } else if (nn_reducer_finish(r, &st, err, sizeof err)) {
       fprintf(stderr, "rank %d: %s\n", rank, err);
       return 2;
     }
     if (st.wire_bytes != k->count * coll_dtype_size(k->wire)) bad++;
-    for (size_t i = 0; i < k->count; i++) {
-      double ref = 0;
-      for (int q = 0; q < n; q++) ref += (double)grad_value(q, i, s);
-      ref /= n;
-      double scale = fabs(ref) > 1 ? fabs(ref) : 1;
-      if (fabs((double)g[i] - ref) > tol * scale * 6) {
-        if (bad < 3)
-          fprintf(stderr, "rank %d/%d %s %s step %d: element %zu is %.9g, reference %.9g\n", rank,
-                  n, k->algo, coll_dtype_name(k->wire), s, i, (double)g[i], ref);
-        bad++;
-      }
-    }
+    bad += check_range(g, 0, k->count, rank, n, k, s, tol, gscale, "drained");
   }
   nn_reducer_destroy(r);
   al.free(al.ctx, g);
@@ -120,16 +153,20 @@ static void check_transport(coll_transport_kind tk) {
   /* counts and bucket sizes that cut the arena at odd places: the first bucket 20 floats
    * (rounded to 16), then 37 (rounded to 32) or larger than the arena */
   const red_case base[] = {
-      {tk, "ring", COLL_F32, 1, 1001, 80, 148},
-      {tk, "ring", COLL_F32, 0, 1001, 80, 148},
-      {tk, "ring", COLL_F32, 1, 5, 64, 64},
-      {tk, "ring", COLL_BF16, 1, 777, 64, 1024},
-      {tk, "ring", COLL_F16, 1, 777, 4096, 100000},
+      {tk, "ring", COLL_F32, 1, 1001, 80, 148, 0, -1},
+      {tk, "ring", COLL_F32, 0, 1001, 80, 148, 0, -1},
+      {tk, "ring", COLL_F32, 1, 5, 64, 64, 0, -1},
+      {tk, "ring", COLL_BF16, 1, 777, 64, 1024, 0, -1},
+      {tk, "ring", COLL_F16, 1, 777, 4096, 100000, 0, -1},
+      {tk, "ring", COLL_F32, 1, 1001, 80, 148, 1, -1},   /* 1/N left to the optimizer */
+      {tk, "ring", COLL_F32, 1, 1001, 80, 400, 1, 300},  /* a front, the rest in forward order */
+      {tk, "ring", COLL_F32, 0, 1001, 80, 400, 0, 0},    /* no front: all in forward order */
+      {tk, "ring", COLL_BF16, 1, 2000, 64, 2048, 0, 77}, /* a front inside the first bucket */
   };
   for (int n = 1; n <= 4; n++)
     for (size_t i = 0; i < sizeof algos / sizeof *algos; i++)
       for (size_t j = 0; j < sizeof base / sizeof *base; j++) {
-        if (i > 0 && j > 0 && j != 3) continue; /* every algorithm on f32 and bf16 */
+        if (i > 0 && j > 0 && j != 3 && j != 6) continue; /* every algorithm on f32, bf16, a front */
         red_case k = base[j];
         k.algo = algos[i];
         int failed = run_case(n, &k);
@@ -160,12 +197,12 @@ static void test_reference_fails_without_exchange(void **st) {
   nn_reducer *r;
   char err[256];
   assert_int_equal(nn_reducer_create(&r, &ro, g, 64, err, sizeof err), 0);
-  nn_reducer_begin(r);
+  nn_reducer_begin(r, 0);
   nn_reducer_ready(r, 64);
   nn_reducer_stats s;
   assert_int_equal(nn_reducer_finish(r, &s, err, sizeof err), 0);
-  const nn_bucket *b;
-  assert_int_equal(nn_reducer_buckets(r, &b), 1);
+  nn_bucket b[2];
+  assert_int_equal(nn_reducer_last(r, b, 2, NULL), 1);
   assert_true(b[0].ready_s > 0);
   assert_int_equal((int)s.wire_bytes, 0);
   nn_reducer_destroy(r);
@@ -175,6 +212,56 @@ static void test_reference_fails_without_exchange(void **st) {
     differ += fabs(g[i] - ref) > 1e-3;
   }
   assert_true(differ > 32);
+}
+
+/* The plans against nn_reducer.h's rule, rebuilt here from the sizes: every float in exactly
+ * one bucket; arena order with a last bucket of the first bucket's size; with a front, the
+ * front in arena order, then chunks from the arena's end, growing from the first bucket's size
+ * to the bucket size. */
+static void test_plans(void **st) {
+  (void)st;
+  enum { N = 5000 };
+  static float g[N];
+  nn_reducer_opts ro = {.comm = NULL, .wire = COLL_F32, .overlap = 1,
+                        .first_bucket_bytes = 64 * 4, .bucket_bytes = 1000 * 4};
+  nn_reducer *r;
+  char err[256];
+  assert_int_equal(nn_reducer_create(&r, &ro, g, N, err, sizeof err), 0);
+  nn_bucket b[64];
+  /* arena order: 64, then 992s (1000 rounded down to 16 floats), the last 64 */
+  int nb = nn_reducer_last(r, b, 64, NULL);
+  size_t want_a[] = {64, 992, 992, 992, 992, 904, 64};
+  assert_int_equal(nb, 7);
+  size_t off = 0;
+  for (int i = 0; i < nb; i++) {
+    assert_int_equal(b[i].offset, off);
+    assert_int_equal(b[i].count, want_a[i]);
+    off += b[i].count;
+  }
+  assert_int_equal(off, N);
+  /* front 1500 (aligned up to 1504): 64, 992, 448; then from the end about 64 (cut on a 16-float
+   * line: 72), 128, 256, 512, 992, 992, and the rest down to 1504 */
+  assert_int_equal(nn_reducer_set_front(r, 1500), 0);
+  nb = nn_reducer_last(r, b, 64, NULL);
+  assert_int_equal(nb, nn_reducer_nbuckets(r));
+  size_t want_off[] = {0, 64, 1056, 4928, 4800, 4544, 4032, 3040, 2048, 1504};
+  size_t want_cnt[] = {64, 992, 448, 72, 128, 256, 512, 992, 992, 544};
+  assert_int_equal(nb, 10);
+  for (int i = 0; i < nb; i++) {
+    assert_int_equal(b[i].offset, want_off[i]);
+    assert_int_equal(b[i].count, want_cnt[i]);
+  }
+  /* front 0: all in forward order, the first chunk at the very end */
+  assert_int_equal(nn_reducer_set_front(r, 0), 0);
+  nb = nn_reducer_last(r, b, 64, NULL);
+  assert_int_equal(b[0].offset + b[0].count, N);
+  assert_int_equal(b[nb - 1].offset, 0);
+  size_t total = 0;
+  for (int i = 0; i < nb; i++) total += b[i].count;
+  assert_int_equal(total, N);
+  /* without a communicator range waits return at once */
+  assert_int_equal(nn_reducer_wait_range(r, 0, N, NULL, err, sizeof err), 0);
+  nn_reducer_destroy(r);
 }
 
 /* A bf16 wire on a reducer refuses other element types. */
@@ -192,6 +279,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reference_fails_without_exchange),
       cmocka_unit_test(test_bad_wire),
+      cmocka_unit_test(test_plans),
       cmocka_unit_test(test_tcp),
       cmocka_unit_test(test_ucx),
   };

@@ -1,6 +1,6 @@
 /* `fabench train -n N`: data-parallel training end to end.
  * - ranks that all read the same data end bit-identical to one rank (averaging identical
- *   gradients is exact), at 2 and 4 ranks, overlapped or not;
+ *   gradients is exact), at 2 and 4 ranks, overlapped or not, also with --overlap-step;
  * - with different shards the ranks still hold one model (the hash check passes every step),
  *   and a rank whose weights are corrupted on purpose stops the run naming it;
  * - a run writes the single, none and per-transport rows with their efficiencies, and the
@@ -80,7 +80,14 @@ static void test_same_data_bit_identical(void **st) {
   const char *cases[][2] = {{"2", "--transport tcp --algo ring"},
                             {"2", "--transport tcp --algo ring --no-overlap --bucket-mb 0.01"},
                             {"4", "--transport tcp --algo rhd --bucket-mb 0.003 --first-bucket-mb 0.001"},
-                            {"4", "--transport tcp --algo ring"}};
+                            {"4", "--transport tcp --algo ring"},
+                            /* the next forward overlapping the all-reduce (after 2 warm-up steps
+                               that choose the front), the 1/N in SGD, layer by layer */
+                            {"2", "--transport tcp --algo ring --overlap-step on --warmup-steps 2"},
+                            {"4", "--transport tcp --algo rhd --bucket-mb 0.003 --first-bucket-mb "
+                                  "0.001 --overlap-step on --warmup-steps 1"},
+                            {"2", "--transport tcp --algo ring --overlap-step on --warmup-steps 0 "
+                                  "--check-every 4"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     run(&r, 180, "FABENCH_TEST_SAME_DATA=1", -1, NULL,
         SMALL " --steps 6 --lr 0.1 -n %s %s --save %s/dp%zu.ckpt --out %s/dp%zu", cases[i][0],
@@ -159,17 +166,24 @@ static void test_corrupted_rank_caught(void **st) {
 
 static void test_killed_rank(void **st) {
   (void)st;
-  run_result r;
-  char csv[600];
-  snprintf(csv, sizeof csv, "%s/killed/train_steps.csv", dir);
-  run(&r, 60, NULL, 1, csv,
-      SMALL " --steps 100000 -n 2 --transport tcp --no-single --timeout 5 --out %s/killed", dir);
-  if (r.status == 0) fail_msg("a killed rank went unnoticed");
-  if (r.secs > 5 + 10) fail_msg("took %.1f s to notice a killed rank (timeout 5 s)", r.secs);
-  if (!strstr(r.err, "rank 1")) fail_msg("stderr does not name rank 1:\n%s", r.err);
-  res_rows rr = rows_of("killed", res_schema_train_steps()); /* rows already written stay */
-  assert_true(rr.n >= 1);
-  res_rows_free(&rr);
+  const char *modes[] = {"", " --overlap-step on --warmup-steps 1"};
+  for (int m = 0; m < 2; m++) {
+    run_result r;
+    char csv[600];
+    snprintf(csv, sizeof csv, "%s/killed%d/train_steps.csv", dir, m);
+    run(&r, 60, NULL, 1, csv,
+        SMALL " --steps 100000 -n 2 --transport tcp --no-single --timeout 5%s --out %s/killed%d",
+        modes[m], dir, m);
+    if (r.status == 0) fail_msg("%s: a killed rank went unnoticed", modes[m]);
+    if (r.secs > 5 + 10)
+      fail_msg("%s: took %.1f s to notice a killed rank (timeout 5 s)", modes[m], r.secs);
+    if (!strstr(r.err, "rank 1")) fail_msg("%s: stderr does not name rank 1:\n%s", modes[m], r.err);
+    char name[32];
+    snprintf(name, sizeof name, "killed%d", m);
+    res_rows rr = rows_of(name, res_schema_train_steps()); /* rows already written stay */
+    assert_true(rr.n >= 1);
+    res_rows_free(&rr);
+  }
 }
 
 static void test_checkpoint_world(void **st) {
@@ -198,6 +212,7 @@ static void test_bad_flags(void **st) {
                             {"--algo zigzag", "unknown algorithm"},
                             {"--bucket-mb 0", "--bucket-mb"},
                             {"--emulate 1gbit", "--emulate needs -n"},
+                            {"--overlap-step maybe", "--overlap-step"},
                             {"--emulate fast -n 2", "--emulate"},
                             {"-n 0", "-n"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
