@@ -74,45 +74,90 @@ static int ceil_lg(int p) {
   return h;
 }
 
-static double coll_model_formula(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+/* One call's work at its busiest rank: messages in sequence (start-ups), bytes in sequence on
+ * its link (each way), bytes it reduces. */
+typedef struct {
+  double msgs, link, red;
+} model_terms;
 
-double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
-  if (p < 2 || bytes == 0) return 0;
-  return m->delta + coll_model_formula(m, a, p, bytes, chunk_bytes);
+/* The busiest rank of our binary trees (algo_tree.c): per lockstep step it moves `deg` chunks
+ * each way (a chunk from each child and one from the parent coming down, one to the parent and
+ * one to each child going down) and reduces `red`; H the greatest root height. Summed over the
+ * trees used (tree: 1, dtree: 2). Up to 64 ranks from the real shapes (2 ranks: the root has one
+ * child, so 1 chunk each way, not 3); beyond, the large-p values. */
+static void model_tree_shape(int p, int ntrees, double *deg, double *red, int *H) {
+  enum { MAXP = 64 };
+  if (p > MAXP) {
+    *deg = ntrees == 1 ? 3 : 4;
+    *red = 2;
+    *H = ceil_lg(p);
+    return;
+  }
+  int parent[MAXP], child[2 * MAXP], hgt[MAXP], dep[MAXP], d[MAXP] = {0}, rd[MAXP] = {0};
+  *H = 0;
+  for (int t = 0; t < ntrees; t++) {
+    int root = coll_btree(parent, child, p, t);
+    coll_btree_levels(hgt, dep, parent, child, p);
+    if (hgt[root] > *H) *H = hgt[root];
+    for (int r = 0; r < p; r++) {
+      int nc = (child[2 * r] >= 0) + (child[2 * r + 1] >= 0);
+      d[r] += nc + (parent[r] >= 0);
+      rd[r] += nc;
+    }
+  }
+  *deg = *red = 0;
+  for (int r = 0; r < p; r++)
+    if (d[r] > *deg || (d[r] == *deg && rd[r] > *red)) *deg = d[r], *red = rd[r];
 }
 
-static double coll_model_formula(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
-  double n = (double)bytes, al = m->alpha, be = m->beta, ga = m->gamma;
-  double c = chunk_bytes ? (double)chunk_bytes : 256.0 * 1024;
+static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int mapped) {
   int pof2 = 1, lg = 0;
   while (pof2 * 2 <= p) {
     pof2 *= 2;
     lg++;
   }
-  double fold = pof2 == p ? 0 : 2 * al + 2 * n * be + n * ga;
+  int f = pof2 != p; /* the fold: one whole vector in, reduced, and the result back out */
   double fr = (double)(pof2 - 1) / pof2, pr = (double)(p - 1) / p;
-  int H = ceil_lg(p);
   switch (a.kind) {
   case COLL_ALGO_RING:
-    if (p * n <= 64.0 * 1024) return (p - 1) * (al + n * be + n * ga);
-    return 2.0 * (p - 1) * al + 2 * pr * n * be + pr * n * ga;
-  case COLL_ALGO_RHD: return 2.0 * lg * al + 2 * fr * n * be + fr * n * ga + fold;
-  case COLL_ALGO_RD: return lg * (al + n * be + n * ga) + fold;
-  case COLL_ALGO_TREE: {
-    double k = ceil(n / c), u = n < c ? n : c;
-    return (k + 2 * H - 1) * (al + 3 * u * be + 2 * u * ga);
-  }
+    if (mapped && n >= 16.0 * 1024) /* reads the left's block: reduce in place, copy in place */
+      return (model_terms){2.0 * (p - 1), pr * n, pr * n};
+    if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n};
+    return (model_terms){2.0 * (p - 1), 2 * pr * n, pr * n};
+  case COLL_ALGO_RHD: return (model_terms){2.0 * lg + 2 * f, 2 * fr * n + 2 * f * n, fr * n + f * n};
+  case COLL_ALGO_RD: return (model_terms){lg + 2.0 * f, lg * n + 2 * f * n, lg * n + f * n};
+  case COLL_ALGO_TREE:
   case COLL_ALGO_DTREE: {
-    double h = n / 2, k = ceil(h / c), u = h < c ? h : c;
-    return (k + 2 * H - 1) * (al + 4 * u * be + 2 * u * ga);
+    int nt = a.kind == COLL_ALGO_TREE ? 1 : 2, H;
+    double deg, red, s = n / nt, k = ceil(s / c), u = s < c ? s : c;
+    model_tree_shape(p, nt, &deg, &red, &H);
+    double steps = k + 2 * H - 1;
+    return (model_terms){steps, steps * deg * u, steps * red * u};
   }
   case COLL_ALGO_PS: {
     int K = a.param < 1 ? 1 : a.param > p ? p : a.param;
     double s = n / K, k = ceil(s / c), u = s < c ? s : c;
-    return (k + 1) * (al + (p + K - 2) * u * be + (p - 1) * u * ga);
+    return (model_terms){k + 1, (k + 1) * (p + K - 2) * u, (k + 1) * (p - 1) * u};
   }
-  default: return INFINITY;
+  default: return (model_terms){INFINITY, INFINITY, INFINITY};
   }
+}
+
+double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
+  if (p < 2 || bytes == 0) return 0;
+  double n = (double)bytes, c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
+  model_terms t = model_algo_terms(a, p, n, c, m->mapped);
+  if (!isfinite(t.msgs)) return INFINITY;
+  /* ranks of one host share its cores: CPU work per byte stretches by ranks/cores beyond one
+   * rank per core */
+  int hosts = m->hosts > 1 ? m->hosts : 1, local = (p + hosts - 1) / hosts;
+  double share = m->cores > 0 && local > m->cores ? (double)local / m->cores : 1;
+  /* the host's ranks each hold the vector and a working copy: beyond the cache, every byte
+   * moved or reduced comes from memory */
+  double ws = 2.0 * local * n, beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
+  double t_ = m->delta + t.msgs * m->alpha + t.link * (m->beta + share * m->beta_cpu) + t.red * share * m->gamma;
+  if (beyond > 0 && m->mem != 0) t_ += beyond * share * (t.link + t.red) * m->mem;
+  return t_;
 }
 
 coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes) {

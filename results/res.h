@@ -131,6 +131,19 @@ typedef struct res_model {
  * (s/byte; NaN: coll_model_default's). Either rows pointer may be NULL. */
 int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
             char *err, size_t errcap);
+/* res_fit with its options: the reduction kernel's rate, the cores of the host the rows were
+ * measured on (the ranks of one host share them; 0: unknown, no sharing modelled), and the
+ * smallest size fitted (all-reduce rows below it are left out: 0 fits all). */
+typedef struct {
+  double gamma_kernel;
+  int cores;
+  int64_t min_bytes;
+} res_fit_opts;
+int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
+               char *err, size_t errcap);
+/* The bandwidth (GB/s, 1e9) a model gives one rank's link at this rank count: 1 / (beta +
+ * beta_cpu x the ranks' share of the host's cores). NaN when zero. */
+double res_model_link_gbps(const coll_model *m, int ranks);
 /* model.json: write, and read back from a file or a directory holding one. */
 int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);
 int res_model_read(res_model *m, const char *path, char *err, size_t errcap);
