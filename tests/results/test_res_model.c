@@ -292,9 +292,10 @@ static void test_train_row_prediction(void **state) {
   one.batch = 32;
   one.fwd_ms = 10, one.bwd_ms = 30, one.opt_ms = 2, one.data_ms = 0;
   res_train_buckets_row b[4];
-  const double bytes[4] = {5e6, 15e6, 5e6, 1e9}, ready[4] = {10, 20, 30, 1};
+  const double bytes[4] = {5e6, 15e6, 5e6, 1e9}, ready[4] = {10, 20, 30, 1}, offs[4] = {0, 5e6, 20e6, 0};
   for (int i = 0; i < 4; i++) {
     res_row_init(res_schema_train_buckets(), &b[i]);
+    b[i].offset_bytes = (int64_t)offs[i];
     b[i].run_id = i < 3 ? "r1" : "another run";
     b[i].ranks = 1;
     b[i].bucket = i;
@@ -325,6 +326,56 @@ static void test_train_row_prediction(void **state) {
   assert_int_equal(res_predict_train_row(&two, &one, &br, &m), -1);
 }
 
+/* The plan comes from the data-parallel run's own buckets (what its reducer did), their ready
+ * times from the profile's backward, interpolated by bytes; and backward slows while a
+ * reduction takes CPU beside it. Worked by hand: alpha, gamma, delta 0, beta 1 ns/B, 2 ranks. */
+static void test_train_plan_and_share(void **state) {
+  (void)state;
+  res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9}};
+  res_model m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
+  res_train_row one, two;
+  res_row_init(res_schema_train(), &one);
+  res_row_init(res_schema_train(), &two);
+  one.run_id = "r1", one.role = "none", one.ranks = 2, one.batch = 32;
+  one.fwd_ms = 10, one.bwd_ms = 30, one.opt_ms = 2, one.data_ms = 0;
+  two.run_id = "r1", two.role = "dp", two.fabric = "emu-1gbit", two.transport = "tcp", two.host_count = 1;
+  two.ranks = 2, two.algo = "ring", two.batch = 32, two.overlap = 1, two.step_ms_mean = 57;
+  /* profile (none): arena ends 5e6 at 10 ms, 20e6 at 20, 25e6 at 30; the dp run reduced two
+   * buckets, [0, 10e6) and [10e6, 25e6) */
+  res_train_buckets_row b[5];
+  const char *role[5] = {"none", "none", "none", "dp", "dp"};
+  const double off[5] = {0, 5e6, 20e6, 0, 10e6}, len[5] = {5e6, 15e6, 5e6, 10e6, 15e6}, rdy[5] = {10, 20, 30, 99, 99};
+  for (int i = 0; i < 5; i++) {
+    res_row_init(res_schema_train_buckets(), &b[i]);
+    b[i].run_id = "r1", b[i].role = role[i], b[i].transport = i < 3 ? "none" : "tcp", b[i].algo = "ring";
+    b[i].ranks = 2, b[i].bucket = i % 3, b[i].offset_bytes = (int64_t)off[i], b[i].bytes = (int64_t)len[i];
+    b[i].ready_ms = rdy[i];
+  }
+  res_rows br = {res_schema_train_buckets(), b, 5};
+  /* bucket 0 ready at 10 + 10 x 5/15 = 13.33, reduced 10 ms: done 23.33; bucket 1 ready at 30,
+   * 15 ms: done 45, exposed 15; step 42 + 15 */
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), 0);
+  near(two.step_ms_pred, 57, 1e-12, "step, the run's own plan");
+  near(two.exposed_comm_ms_pred, 15, 1e-12, "exposed");
+  near(two.pred_err, 0, 1e-9, "error");
+  /* share 1: one 5e6 bucket ready at 10 is reduced 10..15 while backward runs at half speed:
+   * backward reaches 30 ms of work at 32.5; the step is 42 + 2.5 */
+  res_bucket one_b = {5e6, 10};
+  res_step_in in = {.fwd_ms = 10, .bwd_ms = 30, .opt_ms = 2, .buckets = &one_b, .nbuckets = 1, .overlap = 1,
+                    .share = 1, .batch = 32, .ar = {.intra = &fm.m, .algo = {COLL_ALGO_RING, 0}, .ranks = 2}};
+  res_step_out o;
+  res_predict_step(&o, &in);
+  near(o.bwd_ms, 32.5, 1e-12, "stretched backward");
+  near(o.step_ms, 44.5, 1e-12, "step with share");
+  near(o.exposed_comm_ms, 0, 1e-12, "nothing exposed");
+  /* the share from a model: all CPU (beta_cpu) on a host whose 2 cores compute: 1 */
+  coll_model cpu = {.beta_cpu = 1e-9, .cores = 2};
+  near(res_comm_share(&cpu, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0), 1, 1e-12, "share all cpu");
+  assert_true(res_comm_share(&fm.m, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0) == 0); /* no cores known */
+  cpu.beta = 1e-9; /* half link, half CPU */
+  near(res_comm_share(&cpu, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0), 0.5, 1e-12, "share half");
+}
+
 /* Hierarchical: ring reduce-scatter and all-gather in the node around the inter-node
  * all-reduce of 1/ppn of the bytes; worked by hand. */
 static void test_hier(void **state) {
@@ -352,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_step_timeline),
       cmocka_unit_test(test_hier),
       cmocka_unit_test(test_train_row_prediction),
+      cmocka_unit_test(test_train_plan_and_share),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
