@@ -5,34 +5,46 @@
  * f = 1 when p is not a power of two (the MPICH fold), else 0; c = the pipelining unit
  * (c->chunk_bytes), H = ceil(lg p) the height of our binary trees.
  *
+ * Each algorithm is counted at its busiest rank: M messages in sequence, L bytes in sequence on
+ * its link (each way), R bytes it reduces; its time is
+ *   delta + M alpha + L (beta + s beta_cpu) + R s gamma + x s (L + R) mem
+ * with s = max(1, ranks per host / cores) (a host's ranks share its cores: moving bytes on one
+ * host and reducing are CPU work) and x = max(0, 1 - cache / (2 x ranks per host x n)) (beyond
+ * the cache every byte comes from memory). Per algorithm (M; L; R):
  *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005), pipelined: each of the
  *         2(p-1) steps sends its block of n/p bytes as sub-chunks of c, whose start-ups overlap
  *         the previous sub-chunk's transfer, so only one start-up per step shows:
- *         2(p-1) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma
+ *         2(p-1); 2 (p-1)/p n; (p-1)/p n
  *         algo_ring.c all-gathers whole vectors when p n <= 64 KiB (its COLL_RING_SMALL):
- *         (p-1) (alpha + n beta + n gamma)
+ *         p-1; (p-1) n; (p-1) n
+ *         on memory every rank maps (m->mapped, from 16 KiB) it reads its left neighbour's
+ *         block in place: reduce-scatter reduces from it, all-gather copies it, tokens only:
+ *         2(p-1); (p-1)/p n; (p-1)/p n
  *   rhd   (Rabenseifner, TRG 2005): reduce-scatter by recursive halving + all-gather by
- *         recursive doubling, plus the fold's two whole-vector messages
- *         2 lg p' alpha + 2 (p'-1)/p' n beta + (p'-1)/p' n gamma + f (2 alpha + 2 n beta + n gamma)
- *   rd    (TRG 2005) lg p' (alpha + n beta + n gamma) + f (2 alpha + 2 n beta + n gamma)
+ *         recursive doubling, plus the fold's two whole-vector messages (f = 1 if p is not a
+ *         power of two): 2 lg p' + 2f; 2 (p'-1)/p' n + 2 f n; (p'-1)/p' n + f n
+ *   rd    (TRG 2005) lg p' + 2f; lg p' n + 2 f n; lg p' n + f n
  *   tree  (pipelined reduce + broadcast; Sanders-Speck-Traeff 2009, NCCL's tree model): k =
- *         ceil(n/c) chunks of u = min(n, c) bytes in k + 2H - 1 lockstep steps (algo_tree.c);
- *         an interior node takes 2 chunks in and 1 out going up and 1 in, 2 out coming down, and
- *         the two overlap, so each step moves 3u each way and reduces 2u:
- *         (k + 2H - 1) (alpha + 3 u beta + 2 u gamma)                       ~ 3 n beta for large n
- *   dtree two trees each carrying n/2 (k = ceil(n/2c), u = min(n/2, c)); a rank is interior in
- *         one tree (3u each way) and a leaf in the other (1u): 4u per step, 2u reduced:
- *         (k + 2H - 1) (alpha + 4 u beta + 2 u gamma)                       ~ 2 n beta for large n
+ *         ceil(n/c) chunks of u = min(n, c) bytes in k + 2H - 1 lockstep steps (algo_tree.c),
+ *         H the root's height; the busiest rank moves d chunks each way per step (its children
+ *         and parent: 3 for an interior node, 1 on 2 ranks where the root has one child) and
+ *         reduces r (its children): (k + 2H - 1); (k + 2H - 1) d u; (k + 2H - 1) r u
+ *         ~ 3 n beta for large n and p
+ *   dtree two trees each carrying n/2 (k = ceil(n/2c), u = min(n/2, c)); d and r summed over
+ *         both trees (interior in one, a leaf in the other: 4 and 2 for large p; 2 and 1 on 2
+ *         ranks) ~ 2 n beta for large n. d, r and H come from coll_btree itself up to 64 ranks.
  *   ps:K  (not a candidate: the many-to-one baseline) shards of n/K in chunks of u = min(n/K, c),
  *         k + 1 steps; a server moves (p-1)u of pushes and (K-1)u of other servers' returns
  *         each way per step, reducing (p-1)u:
- *         (k + 1) (alpha + (p + K - 2) u beta + (p - 1) u gamma)            ~ (p-1) n beta, K = 1
+ *         k + 1; (k + 1) (p + K - 2) u; (k + 1) (p - 1) u                  ~ (p-1) n beta, K = 1
  *
  * So for small n the alpha terms rule and rd (lg p messages) or rhd (2 lg p, but less data)
  * win; for large n the beta terms rule and ring and rhd (2 (p-1)/p n, the lower bound) win over
  * dtree (2n) and tree (3n); the pipelined trees pay 2H - 1 extra steps of alpha, which matters
  * only in the middle. Every formula adds delta, a cost per call that no algorithm escapes
- * (on an oversubscribed host: waking the ranks; always: their skew at the start).
+ * (on an oversubscribed host: waking the ranks; always: their skew at the start). On one host
+ * beta is ~0 and beta_cpu carries the copies; on an emulated or real link beta carries the
+ * link and beta_cpu what the host's CPU adds once ranks outnumber cores.
  * A communicator's model is the fitted one it was opened with
  * (coll_comm_opts.model, from `fabench fit`), else its transport's order-of-magnitude
  * default. */

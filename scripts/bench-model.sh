@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 fabench="$root/build/fabench"
 quick=0 fabrics="" ranks="2,4" transports="tcp,ucx" algos="ring,rhd,rd,tree,dtree,ps" out=""
-usage() { sed -n '21,22p' "$0" | sed 's/^# //' >&2; exit 2; }
+usage() { sed -n '20,21p' "$0" | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabench) fabench=$2; shift 2 ;;
