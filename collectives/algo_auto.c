@@ -7,7 +7,7 @@
  *
  * Each algorithm is counted at its busiest rank: M messages in sequence, L bytes in sequence on
  * its link (each way), R bytes it reduces; its time is
- *   delta + M alpha + L (beta + s beta_cpu) + R s gamma + x s (L + R) mem
+ *   delta + M alpha + L (beta + (s - 1) beta_cpu) + R s gamma + x s (L + R) mem
  * with s = max(1, ranks per host / cores) (a host's ranks share its cores: moving bytes on one
  * host and reducing are CPU work) and x = max(0, 1 - cache / (2 x ranks per host x n)) (beyond
  * the cache every byte comes from memory). Per algorithm (M; L; R):
@@ -42,9 +42,9 @@
  * win; for large n the beta terms rule and ring and rhd (2 (p-1)/p n, the lower bound) win over
  * dtree (2n) and tree (3n); the pipelined trees pay 2H - 1 extra steps of alpha, which matters
  * only in the middle. Every formula adds delta, a cost per call that no algorithm escapes
- * (on an oversubscribed host: waking the ranks; always: their skew at the start). On one host
- * beta is ~0 and beta_cpu carries the copies; on an emulated or real link beta carries the
- * link and beta_cpu what the host's CPU adds once ranks outnumber cores.
+ * (on an oversubscribed host: waking the ranks; always: their skew at the start). beta is a
+ * byte's cost with a core per rank; beta_cpu what each further rank per core adds: on one host
+ * (copies are CPU work) about beta itself, on an emulated or real link about 0.
  * A communicator's model is the fitted one it was opened with
  * (coll_comm_opts.model, from `fabench fit`), else its transport's order-of-magnitude
  * default. */
@@ -167,7 +167,7 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   /* the host's ranks each hold the vector and a working copy: beyond the cache, every byte
    * moved or reduced comes from memory */
   double ws = 2.0 * local * n, beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
-  double t_ = m->delta + t.msgs * m->alpha + t.link * (m->beta + share * m->beta_cpu) + t.red * share * m->gamma;
+  double t_ = m->delta + t.msgs * m->alpha + t.link * (m->beta + (share - 1) * m->beta_cpu) + t.red * share * m->gamma;
   if (beyond > 0 && m->mem != 0) t_ += beyond * share * (t.link + t.red) * m->mem;
   return t_;
 }

@@ -154,8 +154,9 @@ typedef struct coll_model {
   double gamma; /* seconds per byte reduced, on a core of its own */
   double delta; /* seconds per call, whatever the algorithm (waking the ranks, their skew) */
   /* Fitted too, 0 where the rows cannot tell them apart (see algo_auto.c): */
-  double beta_cpu; /* seconds of a host's CPU per byte moved, shared by the ranks of the host:
-                      on one host (loopback, shared memory) moving bytes is CPU work */
+  double beta_cpu; /* seconds per byte moved that each further rank per core of a host adds:
+                      where moving bytes is CPU work (one host: loopback, shared memory) the
+                      ranks share the cores; about 0 where a link bounds it */
   double mem;      /* extra seconds per byte moved or reduced beyond the host's cache */
   /* What the fabric is, not fitted: */
   double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */

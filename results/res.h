@@ -142,7 +142,7 @@ typedef struct {
 int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
                char *err, size_t errcap);
 /* The bandwidth (GB/s, 1e9) a model gives one rank's link at this rank count: 1 / (beta +
- * beta_cpu x the ranks' share of the host's cores). NaN when zero. */
+ * beta_cpu x (the ranks per core of a host - 1) beyond one rank per core). NaN when zero. */
 double res_model_link_gbps(const coll_model *m, int ranks);
 /* model.json: write, and read back from a file or a directory holding one. */
 int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);
@@ -199,8 +199,9 @@ typedef struct {
  * is reduced (overlap_step: until the first layers' bucket is, or the forward has run). */
 void res_predict_step(res_step_out *out, const res_step_in *in);
 /* The communication's CPU share for res_step_in.share: the part of an all-reduce of `bytes`
- * under the model that is host CPU work (beta_cpu and gamma terms), where the host's cores are
- * all busy computing (ranks x threads >= cores); 0 when cores are free or unknown. */
+ * under the model that is host CPU work (per byte moved min(beta, beta_cpu), the gamma and
+ * cache terms), where the host's cores are all busy computing (ranks x threads >= cores); 0
+ * when cores are free or unknown. */
 double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, double bytes, size_t chunk_bytes);
 /* The prediction of a data-parallel train row (ranks > 1, a named algorithm) from a compute
  * profile row of the same model (fwd/bwd/opt/data ms: one rank alone, or the same ranks with no

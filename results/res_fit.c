@@ -518,7 +518,7 @@ void res_model_free(res_model *m) {
 double res_model_link_gbps(const coll_model *m, int ranks) {
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
   double share = m->cores > 0 && local > m->cores ? (double)local / m->cores : 1;
-  double b = m->beta + share * m->beta_cpu;
+  double b = m->beta + (share - 1) * m->beta_cpu;
   return b > 0 ? 1e-9 / b : NAN;
 }
 

@@ -11,7 +11,7 @@
 static double rp_ring_half(const coll_model *m, int p, double n, int reduce) {
   if (p < 2 || n <= 0) return 0;
   double pr = (double)(p - 1) / p, share = m->cores > 0 && p > m->cores ? (double)p / m->cores : 1;
-  return (p - 1) * m->alpha + pr * n * (m->beta + share * m->beta_cpu) + (reduce ? pr * n * share * m->gamma : 0);
+  return (p - 1) * m->alpha + pr * n * (m->beta + (share - 1) * m->beta_cpu) + (reduce ? pr * n * share * m->gamma : 0);
 }
 
 double res_allreduce_time(const res_ar_spec *s, double bytes) {
@@ -92,10 +92,14 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
   if (local * (threads > 0 ? threads : 1) < m->cores) return 0; /* a core is free for the reduction */
   double t = coll_model_time(m, a, ranks, (size_t)bytes, chunk_bytes);
-  coll_model cpu = *m; /* only the CPU terms */
-  cpu.alpha = cpu.beta = cpu.delta = 0;
+  /* the CPU terms: beta_cpu (a byte's CPU cost, which sharing multiplies) for each byte moved,
+   * gamma for each reduced, the cache term */
+  coll_model cpu = *m;
+  cpu.alpha = cpu.delta = 0;
+  cpu.beta = m->beta_cpu < m->beta ? m->beta_cpu : m->beta;
+  cpu.beta_cpu = cpu.beta;
   double c = coll_model_time(&cpu, a, ranks, (size_t)bytes, chunk_bytes);
-  return t > 0 ? c / t : 0;
+  return t > 0 ? (c < t ? c / t : 1) : 0;
 }
 
 /* Adds a bucket to a growing array. */

@@ -369,10 +369,10 @@ static void test_train_plan_and_share(void **state) {
   near(o.step_ms, 44.5, 1e-12, "step with share");
   near(o.exposed_comm_ms, 0, 1e-12, "nothing exposed");
   /* the share from a model: all CPU (beta_cpu) on a host whose 2 cores compute: 1 */
-  coll_model cpu = {.beta_cpu = 1e-9, .cores = 2};
+  coll_model cpu = {.beta = 1e-9, .beta_cpu = 1e-9, .cores = 2};
   near(res_comm_share(&cpu, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0), 1, 1e-12, "share all cpu");
   assert_true(res_comm_share(&fm.m, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0) == 0); /* no cores known */
-  cpu.beta = 1e-9; /* half link, half CPU */
+  cpu.beta = 2e-9; /* half link, half CPU */
   near(res_comm_share(&cpu, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0), 0.5, 1e-12, "share half");
 }
 
