@@ -176,6 +176,37 @@ static void test_fit_gamma_fixed(void **state) {
   free(rows);
 }
 
+/* Ranks beyond the cores: on a host of 2 cores the 4-rank rows move bytes at half the speed
+ * per rank (beta_cpu = beta, all CPU), and beyond a 16 MiB cache every byte costs more (mem).
+ * The fit, told the cores, recovers beta, beta_cpu, the cache size and mem from the noisy rows. */
+static void test_fit_cores_and_cache(void **state) {
+  (void)state;
+  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9, .delta = 10e-6, .beta_cpu = 1.0 / 2e9,
+                      .mem = 1.0 / 4e9, .cache_bytes = 16.0 * 1048576, .cores = 2};
+  size_t n;
+  res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
+  res_rows ar = {res_schema_allreduce(), rows, n};
+  res_model m;
+  char err[256];
+  res_fit_opts o = {.gamma_kernel = NAN, .cores = 2};
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  const res_fabric_model *f = &m.f[0];
+  assert_int_equal(f->m.cores, 2);
+  near(f->m.beta, truth.beta, 0.05, "beta");
+  near(f->m.beta_cpu, truth.beta_cpu, 0.10, "beta_cpu");
+  near(f->m.cache_bytes, truth.cache_bytes, 1e-12, "cache");
+  near(f->m.mem, truth.mem, 0.15, "mem");
+  near(res_model_link_gbps(&f->m, 2), 2.0, 0.05, "link at 2 ranks");
+  near(res_model_link_gbps(&f->m, 4), 1.0, 0.10, "link at 4 ranks: half");
+  res_model_free(&m);
+  /* not told the cores: no sharing, beta_cpu not fitted */
+  o.cores = 0;
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  assert_true(m.f[0].m.beta_cpu == 0);
+  res_model_free(&m);
+  free(rows);
+}
+
 /* On mapped ucx memory the ring reads its neighbour's partial sums in place: (p-1)/p n moved
  * and reduced, no message of data. Its rows (here 2-3x faster than the message-passing ring) are
  * fitted with the others, and the fit recovers the parameters from both kinds. */
@@ -399,6 +430,7 @@ int main(void) {
       cmocka_unit_test(test_fit_recovers),
       cmocka_unit_test(test_fit_gamma_fixed),
       cmocka_unit_test(test_fit_mapped_ring),
+      cmocka_unit_test(test_fit_cores_and_cache),
       cmocka_unit_test(test_fit_p2p),
       cmocka_unit_test(test_step_timeline),
       cmocka_unit_test(test_hier),
