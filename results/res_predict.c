@@ -19,8 +19,11 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   int ppn = s->ranks_per_node > 0 ? s->ranks_per_node : s->ranks;
   if (ppn > s->ranks) ppn = s->ranks;
   int nodes = (s->ranks + ppn - 1) / ppn;
-  const coll_model *inter = s->inter ? s->inter : s->intra;
   if (nodes <= 1) return coll_model_time(s->intra, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
+  /* across nodes: the ranks of a host (its cores, its cache) are those of one node */
+  coll_model im = s->inter ? *s->inter : *s->intra;
+  im.hosts = nodes;
+  const coll_model *inter = &im;
   if (!s->hier || ppn == 1) return coll_model_time(inter, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
   /* hierarchical: the node's ranks each own 1/ppn of the vector across nodes */
   double t = s->intra->delta + rp_ring_half(s->intra, ppn, bytes, 1);
