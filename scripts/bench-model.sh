@@ -12,24 +12,31 @@
 #   ranks:   2 and 4;  sizes: fit 256 KiB to 64 MiB by 4, validation 1 MiB to 64 MiB by 2 (1gbit:
 #            to 8 MiB, 5gbit: to 32 MiB; --quick: to 16 MiB or 4 MiB, validation by 4)
 #   algos:   ring, rhd, rd, tree, dtree, ps
+# Then (unless --no-train) the training step: `fabench train -n 2` ResNet-18 (batch 64, 1 thread,
+# synthetic 3x32x32 data) with none (the profile: same ranks, no exchange), tcp and ucx on
+# loopback, and none and tcp on an emulated 1gbit link, each data-parallel row predicted from
+# the model (--model-from): train/<cell>/train.csv holds step_ms_pred and pred_err, train.txt
+# the table.
 # Outputs in one directory: fit/<cell>/ and val/<cell>/ (run directories), model.json,
 # model_check.csv (every validation row: measured, predicted, error), fit.txt and check.txt (the
 # tables), load.txt (the load average before each run).
-# Runtime on the 2-core test machine: about 9 minutes (--quick: about 3).
+# Runtime on the 2-core test machine (idle): about 15 minutes (--quick: about 6); twice that
+# with other work on the cores.
 #
 # usage: scripts/bench-model.sh [--fabench PATH] [--quick] [--fabrics LIST] [--ranks LIST]
-#                               [--transports LIST] [--algos LIST] [--out DIR]
+#                               [--transports LIST] [--algos LIST] [--no-train] [--out DIR]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 fabench="$root/build/fabench"
-quick=0 fabrics="" ranks="2,4" transports="tcp,ucx" algos="ring,rhd,rd,tree,dtree,ps" out=""
-usage() { sed -n '20,21p' "$0" | sed 's/^# //' >&2; exit 2; }
+quick=0 train=1 fabrics="" ranks="2,4" transports="tcp,ucx" algos="ring,rhd,rd,tree,dtree,ps" out=""
+usage() { sed -n '/^# usage:/,/^set -euo/p' "$0" | grep '^#' | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabench) fabench=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --no-train) train=0; shift ;;
     --fabrics) fabrics=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --transports) transports=$2; shift 2 ;;
@@ -117,6 +124,33 @@ if [ ${#valdirs[@]} -gt 0 ]; then
   for d in "${valdirs[@]}"; do checks+=(--check "$d"); done
   "$fabench" fit --model "$out/model.json" --min-bytes 1M --check-out "$out" "${checks[@]}" |
     tee "$out/check.txt"
+fi
+
+# The training step, predicted from the model and measured: loopback, and 1gbit when emulating.
+if [ $train = 1 ]; then
+  steps=$([ $quick = 1 ] && echo 12 || echo 25) warm=$([ $quick = 1 ] && echo 4 || echo 5)
+  tcells=("lo none,$transports")
+  [[ ,$fabrics, == *,1gbit,* ]] && tcells+=("1gbit none,tcp")
+  mkdir -p "$out/train"
+  echo "# training step: measured (mean) against predicted from the model" > "$out/train.txt"
+  for c in "${tcells[@]}"; do
+    set -- $c
+    args=(train -n 2 --transport "$2" --algo ring --model resnet18 --batch 64 --threads 1 --steps "$steps"
+          --warmup-steps "$warm" --data synthetic:3x32x32 --eval-every 0 --no-single
+          --model-from "$out/model.json" --out "$out/train/$1")
+    [ "$1" = lo ] || args+=(--emulate "$1")
+    load "train $1"
+    echo "bench-model: train $1 ($(($(date +%s) - start)) s)" >&2
+    if ! "$fabench" "${args[@]}" > "$out/train/$1.log" 2>&1; then
+      echo "bench-model: train $1 failed (see $out/train/$1.log)" >&2
+      failed=1
+      continue
+    fi
+    awk -F, -v cell="$1" 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+      $h["role"] == "dp" { printf "  %-6s %-4s %-5s step %8.1f ms  predicted %8.1f ms  error %+6.1f%%  exposed %6.1f (pred %6.1f) ms\n",
+        cell, $h["transport"], $h["algo"], $h["step_ms_mean"], $h["step_ms_pred"], 100 * $h["pred_err"],
+        $h["exposed_comm_ms"], $h["exposed_comm_ms_pred"] }' "$out/train/$1/train.csv" | tee -a "$out/train.txt"
+  done
 fi
 echo "bench-model: $(($(date +%s) - start)) s; results in $out" | tee -a "$out/check.txt"
 exit $failed
