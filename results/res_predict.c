@@ -32,52 +32,62 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   return t;
 }
 
-/* Backward's clock against the wall: it runs at full speed, and at 1 / (1 + share) while a
- * reduction runs (the intervals iv[0..niv), in order, not overlapping). Advances (*w, *p), the
- * wall time and backward's progress (ms of the profile), until progress reaches target. */
-static void rp_advance(double *w, double *p, double target, const double (*iv)[2], size_t niv, double share) {
-  size_t k = 0;
-  while (*p < target) {
-    while (k < niv && iv[k][1] <= *w) k++;
-    int busy = k < niv && iv[k][0] <= *w;
-    double rate = busy ? 1 / (1 + share) : 1;
-    double until = busy ? iv[k][1] : k < niv ? iv[k][0] : INFINITY;
-    double dp = (until - *w) * rate;
-    if (*p + dp >= target) {
-      *w += (target - *p) / rate;
-      *p = target;
-    } else {
-      *w = until;
-      *p += dp;
+void res_predict_step(res_step_out *out, const res_step_in *in) {
+  /* Backward (B ms of work) and the communication thread side by side on the wall clock. Bucket
+   * i needs t[i] ms of reduction once backward has done ready[i] of its work and bucket i-1 is
+   * reduced. While both run they share the cores: each advances at 1 / (1 + share) of its own
+   * speed (share 0: they do not compete). Events: a bucket becomes ready, a reduction ends,
+   * backward ends. */
+  double B = in->bwd_ms, s = in->overlap && in->share > 0 ? in->share : 0;
+  double w = 0, p = 0, end_bwd = B > 0 ? -1 : 0, comm = 0, rem = 0, done = 0, front_done = 0;
+  size_t j = 0, n = in->nbuckets;
+  int active = 0; /* bucket j is being reduced, rem ms of work left */
+  while (p < B || j < n) {
+    if (!active && j < n) {
+      double r = in->overlap ? in->buckets[j].ready_ms : B;
+      if (r > B) r = B;
+      if (r <= p) { /* ready: start it */
+        double t = res_allreduce_time(&in->ar, in->buckets[j].bytes) * 1e3;
+        if (!(t >= 0)) t = 0; /* NaN: no formula; never stall the loop */
+        comm += t;
+        rem = t;
+        active = 1;
+        continue;
+      }
+      w += r - p; /* backward alone until it is */
+      p = r;
+      if (p >= B && end_bwd < 0) end_bwd = w;
+      continue;
+    }
+    if (active && p < B) { /* both: at 1 / (1 + s) each, until one ends */
+      double f = 1 + s, tb = (B - p) * f, tc = rem * f, dt = tb < tc ? tb : tc;
+      w += dt;
+      p += dt / f;
+      rem -= dt / f;
+      if (tb <= tc) p = B, end_bwd = w;
+      if (tc <= tb) rem = 0;
+    } else if (active) { /* backward is done: the reduction alone */
+      w += rem;
+      rem = 0;
+    } else { /* nothing to reduce: backward alone to its end */
+      w += B - p;
+      p = B;
+      end_bwd = w;
+    }
+    if (active && rem <= 0) {
+      active = 0;
+      done = w;
+      j++;
+      /* the last bucket listed holds the first layers (the arena's end): the next forward
+       * needs it first */
+      if (j == n) front_done = w;
     }
   }
-}
-
-void res_predict_step(res_step_out *out, const res_step_in *in) {
-  double (*iv)[2] = in->nbuckets ? malloc(in->nbuckets * sizeof *iv) : NULL;
-  double share = in->overlap && in->share > 0 ? in->share : 0;
-  double w = 0, p = 0, done = 0, comm = 0, front_done = 0, front_off = -1, off = 0;
-  size_t niv = 0;
-  for (size_t i = 0; i < in->nbuckets; i++) {
-    double t = res_allreduce_time(&in->ar, in->buckets[i].bytes) * 1e3;
-    double ready = in->overlap ? in->buckets[i].ready_ms : in->bwd_ms;
-    if (ready > in->bwd_ms) ready = in->bwd_ms;
-    rp_advance(&w, &p, ready, (const double(*)[2])iv, niv, share);
-    double start = w > done ? w : done;
-    done = start + t;
-    comm += t;
-    if (iv) iv[niv][0] = start, iv[niv][1] = done, niv++;
-    /* the bucket with the largest offset holds the first layers: the next forward needs it
-     * first (buckets are listed in reduction order; their offsets accumulate in plan order) */
-    if (off >= front_off) front_off = off, front_done = done;
-    off += in->buckets[i].bytes;
-  }
-  rp_advance(&w, &p, in->bwd_ms, (const double(*)[2])iv, niv, share);
-  free(iv);
-  double end_bwd = w, exposed = in->nbuckets && done > end_bwd ? done - end_bwd : 0;
-  if (in->overlap_step && in->nbuckets) {
-    double a = front_done - end_bwd, b = done - end_bwd - in->fwd_ms;
-    exposed = a > b ? a : b;
+  if (end_bwd < 0) end_bwd = w;
+  double exposed = n && done > end_bwd ? done - end_bwd : 0;
+  if (in->overlap_step && n) {
+    double e1 = front_done - end_bwd, e2 = done - end_bwd - in->fwd_ms;
+    exposed = e1 > e2 ? e1 : e2;
     if (exposed < 0) exposed = 0;
   }
   double compute = in->data_ms + in->fwd_ms + in->bwd_ms + in->opt_ms;

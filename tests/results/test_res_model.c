@@ -389,15 +389,17 @@ static void test_train_plan_and_share(void **state) {
   near(two.step_ms_pred, 57, 1e-12, "step, the run's own plan");
   near(two.exposed_comm_ms_pred, 15, 1e-12, "exposed");
   near(two.pred_err, 0, 1e-9, "error");
-  /* share 1: one 5e6 bucket ready at 10 is reduced 10..15 while backward runs at half speed:
-   * backward reaches 30 ms of work at 32.5; the step is 42 + 2.5 */
+  /* share 1: one 5e6 bucket (5 ms alone) ready at 10; from 10 both run at half speed, so the
+   * reduction ends at 20 with backward at 15 ms of its work, which ends at 35; the step is
+   * 42 + 5, nothing exposed */
   res_bucket one_b = {5e6, 10};
   res_step_in in = {.fwd_ms = 10, .bwd_ms = 30, .opt_ms = 2, .buckets = &one_b, .nbuckets = 1, .overlap = 1,
                     .share = 1, .batch = 32, .ar = {.intra = &fm.m, .algo = {COLL_ALGO_RING, 0}, .ranks = 2}};
   res_step_out o;
   res_predict_step(&o, &in);
-  near(o.bwd_ms, 32.5, 1e-12, "stretched backward");
-  near(o.step_ms, 44.5, 1e-12, "step with share");
+  near(o.bwd_ms, 35, 1e-12, "stretched backward");
+  near(o.step_ms, 47, 1e-12, "step with share");
+  near(o.comm_ms, 5, 1e-12, "comm counts its own work");
   near(o.exposed_comm_ms, 0, 1e-12, "nothing exposed");
   /* the share from a model: all CPU (beta_cpu) on a host whose 2 cores compute: 1 */
   coll_model cpu = {.beta = 1e-9, .beta_cpu = 1e-9, .cores = 2};
