@@ -4,7 +4,8 @@
  * at the unit models, and the fit is a linear least-squares problem. Residuals are relative (the
  * sizes span decades; absolute residuals would let the largest size decide everything),
  * weighted by Huber's function and refitted (IRLS); points beyond 4 robust deviations are
- * outliers and left out. A parameter the rows cannot tell from the others (its column, relative
+ * outliers and left out. gamma is the reduction kernel's rate when one was measured (fitted
+ * only without one). A parameter the rows cannot tell from the others (its column, relative
  * to each time, lies within 3% of the span of the columns already in) is not fitted: gamma is
  * then the kernel's rate, the others 0. Parameters must be positive: one that comes out negative
  * is fixed the same way and the rest refitted. The cache size is not linear: each candidate
@@ -292,6 +293,21 @@ static double rf_score(const rf_pt *pt, size_t n, const double th[RF_NP]) {
   return n ? s / (double)n : INFINITY;
 }
 
+/* A cache size is worth trying only when the rows hold at least two sizes whose working set
+ * (2 x ranks x bytes, as coll_model_time counts it) fits in it and two that are at least twice
+ * beyond it: otherwise its term is a second beta that noise would choose. */
+static int rf_cache_spanned(const res_allreduce_row *const *src, size_t n, double cache) {
+  int64_t in[2] = {-1, -1}, out[2] = {-1, -1};
+  for (size_t i = 0; i < n; i++) {
+    double ws = 2.0 * (double)src[i]->ranks * (double)src[i]->bytes;
+    int64_t *s = ws <= cache ? in : ws >= 2 * cache ? out : NULL;
+    if (!s || src[i]->bytes == s[0] || src[i]->bytes == s[1]) continue;
+    if (s[0] < 0) s[0] = src[i]->bytes;
+    else if (s[1] < 0) s[1] = src[i]->bytes;
+  }
+  return in[1] >= 0 && out[1] >= 0;
+}
+
 static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_opts *o, char *err,
                             size_t cap) {
   const res_allreduce_row *rows = ar->rows;
@@ -334,7 +350,11 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     coll_transport_kind tk;
     if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
     coll_model_default(&def, tk);
-    double gfix = isfinite(o->gamma_kernel) && o->gamma_kernel > 0 ? o->gamma_kernel : def.gamma;
+    /* a reduction rate measured on the spot is taken as gamma: the rows tell gamma from beta
+     * only through algorithms that reduce a different share of what they move, which noise on
+     * a busy machine swamps (fitted, gamma swallowed beta); fitted only without one */
+    int kernel = isfinite(o->gamma_kernel) && o->gamma_kernel > 0;
+    double gfix = kernel ? o->gamma_kernel : def.gamma;
     /* the fabric's structure: ucx on one host maps its peers' buffers ("+rkey_ptr" in the
      * fabric string), and the ring then reads them in place */
     coll_model shape = {0};
@@ -345,17 +365,19 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     int best_gfixed = 0, fitted = 0;
     for (int ci = -1; ci <= 9; ci++) { /* no cache, then 1 MiB .. 512 MiB */
       shape.cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
+      if (ci >= 0 && !rf_cache_spanned(src, n, shape.cache_bytes)) continue;
       rf_design(pt, n, &shape, src);
       int fr[RF_NP];
       rf_identify(pt, n, fr);
+      if (kernel) fr[RF_GAMMA] = 0;
       if (ci >= 0 && !fr[RF_MEM]) continue; /* this cache size changes nothing the rows tell */
       double th[RF_NP];
       int gfixed = 0;
       if (rf_robust(pt, n, gfix, fr, th, &gfixed)) continue;
       double sc = rf_score(pt, n, th);
       if (ci >= 0 && !(th[RF_MEM] > 0)) continue;
-      /* a cache term must earn its parameter: a clearly better fit (by 1% of the residual) */
-      if (sc < (ci < 0 ? best_score : best_score - 0.01)) {
+      /* a cache term must earn its parameter: a clearly better fit (a tenth less residual) */
+      if (sc < (ci < 0 ? best_score : 0.9 * best_score)) {
         best_score = sc;
         memcpy(best_th, th, sizeof best_th);
         best_cache = shape.cache_bytes;
@@ -375,6 +397,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     {
       int fr[RF_NP];
       rf_identify(pt, n, fr);
+      if (kernel) fr[RF_GAMMA] = 0;
       if (!(best_cache > 0)) fr[RF_MEM] = 0;
       double th[RF_NP];
       if (rf_robust(pt, n, gfix, fr, th, &best_gfixed) == 0) memcpy(best_th, th, sizeof th);

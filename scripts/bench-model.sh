@@ -118,7 +118,7 @@ for c in "${cells[@]}"; do
 done
 [ ${#fitdirs[@]} -gt 0 ] || { echo "bench-model: no cell was measured" >&2; exit 1; }
 load fit
-"$fabench" fit --min-bytes 1M --out "$out/model.json" "${fitdirs[@]}" | tee "$out/fit.txt"
+"$fabench" fit --out "$out/model.json" "${fitdirs[@]}" | tee "$out/fit.txt"   # every size measured: 256 KiB up
 if [ ${#valdirs[@]} -gt 0 ]; then
   checks=()
   for d in "${valdirs[@]}"; do checks+=(--check "$d"); done
