@@ -4,8 +4,8 @@
  * at the unit models, and the fit is a linear least-squares problem. Residuals are relative (the
  * sizes span decades; absolute residuals would let the largest size decide everything),
  * weighted by Huber's function and refitted (IRLS); points beyond 4 robust deviations are
- * outliers and left out. gamma is the reduction kernel's rate when one was measured (fitted
- * only without one). A parameter the rows cannot tell from the others (its column, relative
+ * outliers and left out. A fitted gamma that the reduction kernel measured on the spot makes
+ * implausible is replaced by the kernel's rate. A parameter the rows cannot tell from the others (its column, relative
  * to each time, lies within 3% of the span of the columns already in) is not fitted: gamma is
  * then the kernel's rate, the others 0. Parameters must be positive: one that comes out negative
  * is fixed the same way and the rest refitted. The cache size is not linear: each candidate
@@ -293,6 +293,21 @@ static double rf_score(const rf_pt *pt, size_t n, const double th[RF_NP]) {
   return n ? s / (double)n : INFINITY;
 }
 
+/* The robust fit, with gamma checked against the reduction kernel measured on the spot (when
+ * kernel): the rows tell gamma from beta only through algorithms that reduce a different share
+ * of what they move, which noise on a busy machine swamps (fitted gamma came out 40x slower
+ * than the kernel, having swallowed beta). A fitted rate more than 10x slower than the kernel's
+ * (out of cache it is a few times slower) or 2x faster is refitted with the kernel's. */
+static int rf_fit_gamma(rf_pt *pt, size_t n, double gfix, int kernel, const int fr[RF_NP], double th[RF_NP],
+                        int *gfixed) {
+  if (rf_robust(pt, n, gfix, fr, th, gfixed)) return -1;
+  if (!kernel || *gfixed || (th[RF_GAMMA] <= 10 * gfix && th[RF_GAMMA] >= 0.5 * gfix)) return 0;
+  int f2[RF_NP];
+  memcpy(f2, fr, sizeof f2);
+  f2[RF_GAMMA] = 0;
+  return rf_robust(pt, n, gfix, f2, th, gfixed);
+}
+
 /* A cache size is worth trying only when the rows hold at least two sizes whose working set
  * (2 x ranks x bytes, as coll_model_time counts it) fits in it and two that are at least twice
  * beyond it: otherwise its term is a second beta that noise would choose. */
@@ -350,9 +365,6 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     coll_transport_kind tk;
     if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
     coll_model_default(&def, tk);
-    /* a reduction rate measured on the spot is taken as gamma: the rows tell gamma from beta
-     * only through algorithms that reduce a different share of what they move, which noise on
-     * a busy machine swamps (fitted, gamma swallowed beta); fitted only without one */
     int kernel = isfinite(o->gamma_kernel) && o->gamma_kernel > 0;
     double gfix = kernel ? o->gamma_kernel : def.gamma;
     /* the fabric's structure: ucx on one host maps its peers' buffers ("+rkey_ptr" in the
@@ -369,11 +381,10 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
       rf_design(pt, n, &shape, src);
       int fr[RF_NP];
       rf_identify(pt, n, fr);
-      if (kernel) fr[RF_GAMMA] = 0;
       if (ci >= 0 && !fr[RF_MEM]) continue; /* this cache size changes nothing the rows tell */
       double th[RF_NP];
       int gfixed = 0;
-      if (rf_robust(pt, n, gfix, fr, th, &gfixed)) continue;
+      if (rf_fit_gamma(pt, n, gfix, kernel, fr, th, &gfixed)) continue;
       double sc = rf_score(pt, n, th);
       if (ci >= 0 && !(th[RF_MEM] > 0)) continue;
       /* a cache term must earn its parameter: a clearly better fit (a tenth less residual) */
@@ -397,10 +408,9 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     {
       int fr[RF_NP];
       rf_identify(pt, n, fr);
-      if (kernel) fr[RF_GAMMA] = 0;
       if (!(best_cache > 0)) fr[RF_MEM] = 0;
       double th[RF_NP];
-      if (rf_robust(pt, n, gfix, fr, th, &best_gfixed) == 0) memcpy(best_th, th, sizeof th);
+      if (rf_fit_gamma(pt, n, gfix, kernel, fr, th, &best_gfixed) == 0) memcpy(best_th, th, sizeof th);
     }
     res_fabric_model *f = rf_add(out);
     if (!f) {
