@@ -113,7 +113,9 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, int64_t min_byt
   if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, sizeof err)) return bench_error("fit --check: %s", err);
   res_rows_free(&pp);
   res_table *t = NULL;
-  if (out && res_table_open_schema(&t, out, res_schema_model_check(), err, sizeof err)) {
+  char odir[4096];
+  if (out && (res_run_dir(odir, sizeof odir, out, "check", err, sizeof err) ||
+              res_table_open_schema(&t, odir, res_schema_model_check(), err, sizeof err))) {
     res_rows_free(&ar);
     return bench_error("fit --check-out: %s", err);
   }
