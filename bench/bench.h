@@ -67,7 +67,8 @@ int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **o
 struct res_model;
 /* Seconds per byte of the f32 sum kernel over 8 MiB, the best of a few passes (NaN: no memory). */
 double bench_gamma_kernel(void);
-/* Reads the allreduce and p2p rows of run directories and fits them. */
+/* Reads the allreduce and p2p rows of run directories and fits them (the host's cores from the
+ * first directory's run.json). More in model.h. */
 int bench_fit_dirs(struct res_model *m, char **dirs, int ndirs, double gamma_kernel, char *err,
                    size_t cap);
 /* --model-from: a model.json, a directory with one, or a run directory fitted on the spot. */

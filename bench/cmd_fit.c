@@ -1,71 +1,300 @@
-/* fabench fit: the cost model from run directories' allreduce and p2p rows, as model.json. */
+/* fabench fit: the cost model from run directories' allreduce and p2p rows, as model.json; and
+ * the model checked against rows it was not fitted on (--check), the honest error. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "emulate.h"
+#include "model.h"
 #include "res.h"
 
 static const char fit_usage[] =
     "usage: fabench fit [options] DIR...\n"
-    "  Fits alpha (start-up), beta (s/byte) and gamma (reduction s/byte) per fabric and host\n"
-    "  count from the run directories' allreduce.csv (and p2p.csv), and writes model.json.\n"
+    "  Fits alpha (start-up), beta (s/byte), gamma (reduction s/byte), delta (per call), the\n"
+    "  host's CPU cost per byte shared by its ranks and a cache term per fabric and host count\n"
+    "  from the run directories' allreduce.csv (and p2p.csv), and writes model.json.\n"
     "  --out FILE        where to write the model (default: DIR/model.json of the first DIR)\n"
+    "  --min-bytes SIZE  fit only all-reduce rows of at least SIZE bytes (default: 0, all)\n"
+    "  --cores N         CPU cores of the host the rows were measured on (default: from the\n"
+    "                    first DIR's run.json; 0: no sharing of cores modelled)\n"
+    "  --check DIR       predict DIR's all-reduce rows with the model and print the error per\n"
+    "                    fabric, ranks, algorithm and size (repeatable; rows from --min-bytes)\n"
+    "  --check-out DIR   write the checked rows as DIR/model_check.csv (and .jsonl)\n"
+    "  --model FILE      check this model (model.json or a directory with one) instead of\n"
+    "                    fitting: no DIR needed\n"
     "  --gamma-kernel    measure the reduction kernel here, for fabrics whose rows cannot tell\n"
     "                    gamma from beta (default: on)\n"
     "  --no-gamma-kernel use the transport's default gamma instead (fits on another machine)\n";
 
 static void fit_print(const res_model *m) {
-  printf("# %-22s %-5s %5s %-9s %9s %9s %10s %10s %7s %7s %7s\n", "fabric", "trans", "hosts", "source",
-         "alpha(us)", "delta(us)", "link(GB/s)", "red.(GB/s)", "R^2", "rms_rel", "used");
+  printf("# %-22s %-5s %5s %-9s %9s %9s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts", "source",
+         "alpha(us)", "delta(us)", "link(GB/s)", "cpu(GB/s)", "red.(GB/s)", "cache", "R^2", "rms_rel", "used");
   for (size_t i = 0; i < m->n; i++) {
     const res_fabric_model *f = &m->f[i];
-    char used[32];
+    char used[32], cache[16];
     snprintf(used, sizeof used, "%zu/%zu", f->n_used, f->n);
-    printf("  %-22.22s %-5s %5d %-9s %9.2f %9.2f %10.3f %9.3f%s %7.4f %7.3f %7s\n", f->fabric,
+    if (f->m.cache_bytes > 0 && f->m.mem > 0)
+      snprintf(cache, sizeof cache, "%.0fM", f->m.cache_bytes / 1048576);
+    else
+      snprintf(cache, sizeof cache, "-");
+    printf("  %-22.22s %-5s %5d %-9s %9.2f %9.2f %10.3f %10.3f %9.3f%s %8s %7.4f %7.3f %7s\n", f->fabric,
            f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6,
-           1e-9 / f->m.beta, 1e-9 / f->m.gamma, f->gamma_fixed ? "*" : " ", f->r2, f->rms_rel, used);
+           f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY, f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY,
+           1e-9 / f->m.gamma, f->gamma_fixed ? "*" : " ", cache, f->r2, f->rms_rel, used);
   }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
+  printf("# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte moved, shared by its ranks beyond one per core;\n"
+         "# cache: beyond it (the ranks' buffers and copies), bytes come from memory at a fitted extra cost\n");
+}
+
+/* An emulated fabric ("emu-<rate>") against the payload its shaped links can carry: tbf counts
+ * each frame's bytes from the Ethernet header on (14 + MTU), of which MTU - 52 are TCP payload
+ * (20 IP, 20 TCP, 12 timestamp option); ACKs of the other direction share the link too (one of
+ * 66 bytes per two segments, about 0.4% at 9000). */
+static void fit_print_links(const res_model *m, char **dirs, int ndirs) {
+  int header = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    const res_fabric_model *f = &m->f[i];
+    uint64_t bps;
+    if (strncmp(f->fabric, "emu-", 4) || bench_emu_parse_rate(f->fabric + 4, &bps)) continue;
+    int mtu = 0;
+    for (int d = 0; d < ndirs && !mtu; d++) mtu = bench_dir_emu_mtu(dirs[d], f->fabric);
+    if (!mtu) mtu = BENCH_EMU_DEFAULT_MTU;
+    double ceil_gbps = (double)bps / 8 * (mtu - 52) / (mtu + 14) / 1e9;
+    double ack = (double)bps / 8 * (mtu - 52) / (mtu + 14 + 33) / 1e9;
+    double fit = res_model_link_gbps(&f->m, 2);
+    if (!header++)
+      printf("# emulated links: fitted bandwidth (2 ranks) against the TCP payload the shaped rate carries\n"
+             "# %-14s %-5s %5s %10s %10s %10s %8s %8s\n", "fabric", "trans", "mtu", "rate(GB/s)", "ceil(GB/s)",
+             "fit(GB/s)", "fit/ceil", "w/ acks");
+    printf("  %-14s %-5s %5d %10.4f %10.4f %10.4f %8.3f %8.3f\n", f->fabric, f->transport, mtu, (double)bps / 8e9,
+           ceil_gbps, fit, fit / ceil_gbps, fit / ack);
+  }
+  if (header)
+    printf("# ceil: rate x (MTU - 52) / (MTU + 14), what tbf lets through as TCP payload; w/ acks: also one\n"
+           "# 66-byte ACK per two segments of the other direction on the same link\n");
+}
+
+typedef struct {
+  const char *fabric, *transport, *algo;
+  int64_t ranks, bytes;
+  double err;
+} fit_chk;
+
+static int fit_chk_cmp(const void *a, const void *b) {
+  const fit_chk *x = a, *y = b;
+  int c = strcmp(x->fabric, y->fabric);
+  if (!c) c = strcmp(x->transport, y->transport);
+  if (!c) c = (x->ranks > y->ranks) - (x->ranks < y->ranks);
+  if (!c) c = strcmp(x->algo, y->algo);
+  if (!c) c = (x->bytes > y->bytes) - (x->bytes < y->bytes);
+  return c;
+}
+
+static void fit_size(char *s, size_t cap, int64_t b) {
+  if (b >= (1 << 20) && b % (1 << 20) == 0)
+    snprintf(s, cap, "%lldM", (long long)(b >> 20));
+  else if (b >= 1024 && b % 1024 == 0)
+    snprintf(s, cap, "%lldK", (long long)(b >> 10));
+  else
+    snprintf(s, cap, "%lld", (long long)b);
+}
+
+/* Predicts every all-reduce row of the check directories and prints the errors: per fabric,
+ * transport, ranks and algorithm a line of errors by size, then per fabric and transport the
+ * median and largest |error| and how many are within 10%. */
+static int fit_check(const res_model *m, char **dirs, int ndirs, int64_t min_bytes, const char *out) {
+  res_rows ar, pp;
+  char err[1024];
+  if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, sizeof err)) return bench_error("fit --check: %s", err);
+  res_rows_free(&pp);
+  res_table *t = NULL;
+  char odir[4096];
+  if (out && (res_run_dir(odir, sizeof odir, out, "check", err, sizeof err) ||
+              res_table_open_schema(&t, odir, res_schema_model_check(), err, sizeof err))) {
+    res_rows_free(&ar);
+    return bench_error("fit --check-out: %s", err);
+  }
+  fit_chk *c = calloc(ar.n ? ar.n : 1, sizeof *c);
+  size_t n = 0;
+  const res_allreduce_row *rows = ar.rows;
+  for (size_t i = 0; c && i < ar.n; i++) {
+    const res_allreduce_row *r = &rows[i];
+    coll_algo a;
+    const char *an = *r->algo_ran ? r->algo_ran : r->algo;
+    if (r->errors || r->ranks < 2 || r->bytes < min_bytes || !(r->t_p50_us > 0) || coll_algo_parse(an, &a) ||
+        a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
+      continue;
+    const res_fabric_model *f = res_model_find(m, r->fabric, r->transport, (int)r->host_count);
+    if (!f) continue;
+    double pred = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
+    if (!(pred > 0)) continue;
+    c[n] = (fit_chk){r->fabric, r->transport, an, r->ranks, r->bytes, (r->t_p50_us - pred) / pred};
+    if (t) {
+      res_model_check_row k;
+      res_row_init(res_schema_model_check(), &k);
+      k.run_id = r->run_id;
+      k.schema = RES_SCHEMA_VERSION;
+      k.fabric = r->fabric;
+      k.transport = r->transport;
+      k.host_count = r->host_count;
+      k.ranks = r->ranks;
+      k.algo = an;
+      k.bytes = r->bytes;
+      k.t_p50_us = r->t_p50_us;
+      k.t_pred_us = pred;
+      k.pred_err = c[n].err;
+      if (res_table_put(t, &k, err, sizeof err)) {
+        bench_error("fit --check-out: %s", err);
+        break;
+      }
+    }
+    n++;
+  }
+  if (t) res_table_close(t);
+  if (!n) {
+    free(c);
+    res_rows_free(&ar);
+    return bench_error("fit --check: no all-reduce row of a named algorithm%s has a model for its fabric",
+                       min_bytes ? " at --min-bytes or more" : "");
+  }
+  qsort(c, n, sizeof *c, fit_chk_cmp);
+  printf("# out-of-sample error of the model, (measured - predicted) / predicted of the median time\n");
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    printf("  %-22.22s %-4s p%-2lld %-6s", c[i].fabric, c[i].transport, (long long)c[i].ranks, c[i].algo);
+    double worst = 0;
+    for (; j < n && !strcmp(c[j].fabric, c[i].fabric) && !strcmp(c[j].transport, c[i].transport) &&
+           c[j].ranks == c[i].ranks && !strcmp(c[j].algo, c[i].algo);
+         j++) {
+      char sz[32];
+      fit_size(sz, sizeof sz, c[j].bytes);
+      printf(" %s:%+.0f%%", sz, 100 * c[j].err);
+      if (fabs(c[j].err) > worst) worst = fabs(c[j].err);
+    }
+    printf("  max %.0f%%\n", 100 * worst);
+    i = j;
+  }
+  printf("# per fabric: median |error|, largest |error|, rows within 10%%\n");
+  double *e = malloc(n * sizeof *e);
+  for (size_t i = 0; e && i < n;) {
+    size_t j = i, k = 0, ok = 0;
+    for (; j < n && !strcmp(c[j].fabric, c[i].fabric) && !strcmp(c[j].transport, c[i].transport); j++) {
+      e[k++] = fabs(c[j].err);
+      ok += fabs(c[j].err) <= 0.10;
+    }
+    for (size_t a = 1; a < k; a++) /* insertion sort: a fabric has tens of rows */
+      for (size_t b = a; b > 0 && e[b - 1] > e[b]; b--) {
+        double x = e[b];
+        e[b] = e[b - 1];
+        e[b - 1] = x;
+      }
+    double med = k % 2 ? e[k / 2] : 0.5 * (e[k / 2 - 1] + e[k / 2]);
+    printf("  %-22.22s %-4s median %5.1f%%  max %6.1f%%  within 10%%: %zu/%zu\n", c[i].fabric, c[i].transport,
+           100 * med, 100 * e[k - 1], ok, k);
+    i = j;
+  }
+  free(e);
+  free(c);
+  res_rows_free(&ar);
+  return 0;
 }
 
 int bench_cmd_fit(int argc, char **argv) {
-  const char *out = NULL;
+  const char *out = NULL, *model = NULL, *check_out = NULL;
   int kernel = 1;
-  enum { O_OUT = 256, O_K, O_NOK, O_HELP };
-  static const struct option lo[] = {{"out", 1, 0, O_OUT}, {"gamma-kernel", 0, 0, O_K},
+  long cores = -1;
+  uint64_t min_bytes = 0;
+  char **checks = calloc((size_t)argc + 1, sizeof *checks);
+  int nchecks = 0;
+  if (!checks) return bench_error("fit: out of memory");
+  enum { O_OUT = 256, O_K, O_NOK, O_HELP, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL };
+  static const struct option lo[] = {{"out", 1, 0, O_OUT},           {"gamma-kernel", 0, 0, O_K},
                                      {"no-gamma-kernel", 0, 0, O_NOK}, {"help", 0, 0, O_HELP},
-                                     {0, 0, 0, 0}};
+                                     {"min-bytes", 1, 0, O_MIN},       {"cores", 1, 0, O_CORES},
+                                     {"check", 1, 0, O_CHECK},         {"check-out", 1, 0, O_CHECK_OUT},
+                                     {"model", 1, 0, O_MODEL},         {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
-  int ch;
+  int ch, rc = 0;
   while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
     switch (ch) {
     case O_OUT: out = optarg; break;
     case O_K: kernel = 1; break;
     case O_NOK: kernel = 0; break;
+    case O_MIN:
+      if (bench_parse_size(optarg, &min_bytes)) {
+        rc = bench_usage_error(fit_usage, "--min-bytes: '%s' is not a size (e.g. 1M)", optarg);
+        goto out;
+      }
+      break;
+    case O_CORES:
+      if (bench_parse_int(optarg, 0, 1 << 20, &cores)) {
+        rc = bench_usage_error(fit_usage, "--cores: '%s' is not a count from 0", optarg);
+        goto out;
+      }
+      break;
+    case O_CHECK: checks[nchecks++] = optarg; break;
+    case O_CHECK_OUT: check_out = optarg; break;
+    case O_MODEL: model = optarg; break;
     case 'h':
-    case O_HELP: fputs(fit_usage, stdout); return 0;
-    case ':': return bench_usage_error(fit_usage, "option '%s' needs a value", argv[optind - 1]);
-    default: return bench_usage_error(fit_usage, "unknown option '%s'", argv[optind - 1]);
+    case O_HELP: fputs(fit_usage, stdout); goto out;
+    case ':': rc = bench_usage_error(fit_usage, "option '%s' needs a value", argv[optind - 1]); goto out;
+    default: rc = bench_usage_error(fit_usage, "unknown option '%s'", argv[optind - 1]); goto out;
     }
   }
-  if (optind >= argc) return bench_usage_error(fit_usage, "no run directory given");
+  if (model && optind < argc) {
+    rc = bench_usage_error(fit_usage, "--model checks a model: no run directory to fit (got '%s')", argv[optind]);
+    goto out;
+  }
+  if (model && !nchecks) {
+    rc = bench_usage_error(fit_usage, "--model needs --check DIR");
+    goto out;
+  }
+  if (!model && optind >= argc) {
+    rc = bench_usage_error(fit_usage, "no run directory given");
+    goto out;
+  }
+  if (check_out && !nchecks) {
+    rc = bench_usage_error(fit_usage, "--check-out needs --check DIR");
+    goto out;
+  }
   res_model m;
   char err[1024];
-  if (bench_fit_dirs(&m, argv + optind, argc - optind, kernel ? bench_gamma_kernel() : NAN, err, sizeof err))
-    return bench_error("fit: %s", err);
-  char path[4200];
-  if (out)
-    snprintf(path, sizeof path, "%s", out);
-  else
-    snprintf(path, sizeof path, "%s/model.json", argv[optind]);
-  fit_print(&m);
-  int rc = res_model_write(&m, path, err, sizeof err);
+  if (model) {
+    if (bench_model_load(&m, model, err, sizeof err)) {
+      rc = bench_error("fit --model: %s", err);
+      goto out;
+    }
+  } else {
+    res_fit_opts o = {.gamma_kernel = kernel ? bench_gamma_kernel() : NAN,
+                      .cores = cores >= 0 ? (int)cores : bench_dir_cores(argv[optind]),
+                      .min_bytes = (int64_t)min_bytes};
+    if (bench_fit_dirs_ex(&m, argv + optind, argc - optind, &o, err, sizeof err)) {
+      rc = bench_error("fit: %s", err);
+      goto out;
+    }
+    char path[4200];
+    if (out)
+      snprintf(path, sizeof path, "%s", out);
+    else
+      snprintf(path, sizeof path, "%s/model.json", argv[optind]);
+    fit_print(&m);
+    fit_print_links(&m, argv + optind, argc - optind);
+    if (res_model_write(&m, path, err, sizeof err)) {
+      res_model_free(&m);
+      rc = bench_error("fit: %s", err);
+      goto out;
+    }
+    printf("# model: %s\n", path);
+  }
+  if (nchecks) rc = fit_check(&m, checks, nchecks, (int64_t)min_bytes, check_out);
   res_model_free(&m);
-  if (rc) return bench_error("fit: %s", err);
-  printf("# model: %s\n", path);
-  return 0;
+out:
+  free(checks);
+  return rc;
 }

@@ -100,6 +100,10 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
     return -1;
   }
   f->m = pick->m;
+  /* the what-if's nodes give each rank a core (the fitted host's core count does not carry
+   * over) and are counted by --ranks-per-node, not by the fit's host count */
+  f->m.cores = 0;
+  f->m.hosts = 0;
   snprintf(f->desc, sizeof f->desc, "%s/%s(fit)", pick->fabric, pick->transport);
   res_model_free(&m);
   return 0;

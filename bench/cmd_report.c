@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "bench.h"
+#include "model.h"
 #include "coll.h"
 #include "res.h"
 
@@ -189,6 +190,65 @@ static void rp_allreduce(rp_ctx *x) {
   free(bw);
   free(lat);
   free(done);
+}
+
+/* The model's all-reduce error from 1 MiB in plain words, per fabric and transport: how many
+ * rows it predicts within 10%, the median and the worst, and whether that is in-sample. */
+static void rp_model_words(rp_ctx *x) {
+  const res_rows *R = &x->rec[RP_AR];
+  if (!R->n || !x->have_model) return;
+  const res_allreduce_row *rows = R->rows;
+  char *done = calloc(R->n, 1);
+  double *e = malloc(R->n * sizeof *e);
+  if (!done || !e) {
+    free(done);
+    free(e);
+    return;
+  }
+  int any = 0;
+  for (size_t i = 0; i < R->n; i++) {
+    if (done[i]) continue;
+    const res_allreduce_row *k = &rows[i];
+    size_t n = 0, ok = 0;
+    const res_allreduce_row *worst = NULL;
+    double wv = -1;
+    for (size_t j = i; j < R->n; j++) {
+      const res_allreduce_row *r = &rows[j];
+      if (done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport)) continue;
+      done[j] = 1;
+      double p = rp_pred_us(x, r);
+      if (r->bytes < (1 << 20) || r->errors || !isfinite(p) || !(r->t_p50_us > 0)) continue;
+      double v = fabs(r->t_p50_us - p) / p;
+      e[n++] = v;
+      ok += v <= 0.10;
+      if (v > wv) wv = v, worst = r;
+    }
+    if (!n) continue;
+    for (size_t a = 1; a < n; a++)
+      for (size_t b = a; b > 0 && e[b - 1] > e[b]; b--) {
+        double t = e[b];
+        e[b] = e[b - 1];
+        e[b - 1] = t;
+      }
+    if (!any++)
+      fprintf(x->md, "\n### How well the model predicts the all-reduce (from 1 MiB)\n\n");
+    fprintf(x->md,
+            "- **%s** (%s): the model predicts %zu of %zu measured all-reduce times from 1 MiB within 10%%; "
+            "the median error is %.0f%% and the worst %.0f%% (%s on %lld ranks at %.0f MiB). %s\n",
+            k->fabric, k->transport, ok, n, 100 * (n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2])), 100 * wv,
+            *worst->algo_ran ? worst->algo_ran : worst->algo, (long long)worst->ranks, (double)worst->bytes / 1048576,
+            ok == n ? "It can be trusted for these sizes." : 2 * ok >= n ? "Use it for trends, not single figures."
+                                                                          : "Do not rely on it for this fabric.");
+  }
+  if (any)
+    fprintf(x->md, "\nThe model (%s) %s. Errors are (measured - predicted) / predicted of the median time; a "
+                   "busy machine (other processes on the cores) shows up as error.\n",
+            x->model_src,
+            strcmp(x->model_src, "fitted from these runs") ? "may have been fitted on other runs (out-of-sample when it was)"
+                                                          : "was fitted on these same rows: these errors are in-sample, "
+                                                            "an out-of-sample check needs a second run (scripts/bench-model.sh)");
+  free(done);
+  free(e);
 }
 
 static void rp_model(rp_ctx *x) {
@@ -428,7 +488,8 @@ int bench_cmd_report(int argc, char **argv) {
   for (int i = optind; i < argc && !rc; i++)
     if (rp_read_dir(&x, argv[i], err, sizeof err)) rc = bench_error("report: %s", err);
   if (!rc && !x.have_model && (x.rec[RP_AR].n || x.rec[RP_P2P].n)) {
-    if (res_fit(&x.model, &x.rec[RP_AR], &x.rec[RP_P2P], bench_gamma_kernel(), err, sizeof err) == 0) {
+    res_fit_opts fo = {.gamma_kernel = bench_gamma_kernel(), .cores = bench_dir_cores(argv[optind])};
+    if (res_fit_ex(&x.model, &x.rec[RP_AR], &x.rec[RP_P2P], &fo, err, sizeof err) == 0) {
       x.have_model = 1;
       snprintf(x.model_src, sizeof x.model_src, "fitted from these runs");
     }
@@ -447,6 +508,7 @@ int bench_cmd_report(int argc, char **argv) {
             x.rec[RP_AR].n, x.rec[RP_P2P].n, x.rec[RP_MAT].n, x.rec[RP_TRAIN].n, x.rec[RP_BUCKETS].n, x.rec[RP_PREDICT].n);
     rp_model(&x);
     rp_allreduce(&x);
+    rp_model_words(&x);
     rp_train(&x);
     rp_pred_vs_meas(&x);
     rp_scaling(&x);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "model.h"
 #include "coll.h"
 #include "res.h"
 
@@ -37,9 +38,9 @@ double bench_gamma_kernel(void) {
   return best / (double)(count * sizeof(float));
 }
 
-int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, char *err,
-                   size_t cap) {
-  res_rows ar = {res_schema_allreduce(), NULL, 0}, pp = {res_schema_p2p(), NULL, 0};
+int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *err, size_t cap) {
+  *ar = (res_rows){res_schema_allreduce(), NULL, 0};
+  *pp = (res_rows){res_schema_p2p(), NULL, 0};
   int rc = 0, found = 0;
   for (int i = 0; i < ndirs && !rc; i++) {
     struct stat st;
@@ -49,7 +50,7 @@ int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, ch
       break;
     }
     const res_schema *sch[2] = {res_schema_allreduce(), res_schema_p2p()};
-    res_rows *dst[2] = {&ar, &pp};
+    res_rows *dst[2] = {ar, pp};
     for (int k = 0; k < 2 && !rc; k++) {
       if (!res_table_exists(sch[k], dirs[i])) continue;
       res_rows r;
@@ -62,10 +63,67 @@ int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, ch
     }
   }
   if (!rc && !found) {
-    snprintf(err, cap, "no allreduce.csv or p2p.csv in %s%s: nothing to fit", dirs[0], ndirs > 1 ? " and the others" : "");
+    snprintf(err, cap, "no allreduce.csv or p2p.csv in %s%s", dirs[0], ndirs > 1 ? " and the others" : "");
     rc = -1;
   }
-  if (!rc) rc = res_fit(m, &ar, &pp, gamma_kernel, err, cap);
+  if (rc) {
+    res_rows_free(ar);
+    res_rows_free(pp);
+  }
+  return rc;
+}
+
+/* run.json of a run directory, parsed (NULL: none or unreadable). */
+static cJSON *model_run_json(const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char *txt = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&txt, &len);
+  char buf[65536];
+  size_t got;
+  while (mem && (got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, mem);
+  fclose(f);
+  if (mem) fclose(mem);
+  cJSON *o = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  return o;
+}
+
+int bench_dir_cores(const char *dir) {
+  cJSON *o = model_run_json(dir);
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "topology");
+  t = cJSON_GetObjectItemCaseSensitive(t, "summary");
+  t = cJSON_GetObjectItemCaseSensitive(t, "cpu");
+  t = cJSON_GetObjectItemCaseSensitive(t, "cores");
+  int cores = cJSON_IsNumber(t) && t->valuedouble >= 1 ? (int)t->valuedouble : 0;
+  cJSON_Delete(o);
+  return cores;
+}
+
+int bench_dir_emu_mtu(const char *dir, const char *fabric) {
+  cJSON *o = model_run_json(dir);
+  const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, "environment");
+  const cJSON *fab = cJSON_GetObjectItemCaseSensitive(env, "FABENCH_FABRIC");
+  const cJSON *mtu = cJSON_GetObjectItemCaseSensitive(env, "FABENCH_EMU_MTU");
+  int v = 0;
+  if (cJSON_IsString(fab) && !strcmp(fab->valuestring, fabric) && cJSON_IsString(mtu)) v = atoi(mtu->valuestring);
+  cJSON_Delete(o);
+  return v;
+}
+
+int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, char *err,
+                   size_t cap) {
+  res_fit_opts o = {.gamma_kernel = gamma_kernel, .cores = ndirs > 0 ? bench_dir_cores(dirs[0]) : 0};
+  return bench_fit_dirs_ex(m, dirs, ndirs, &o, err, cap);
+}
+
+int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *o, char *err, size_t cap) {
+  res_rows ar, pp;
+  if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, cap)) return -1;
+  int rc = res_fit_ex(m, &ar, &pp, o, err, cap);
   res_rows_free(&ar);
   res_rows_free(&pp);
   return rc;

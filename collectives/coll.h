@@ -151,14 +151,26 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
 typedef struct coll_model {
   double alpha; /* seconds per message (start-up) */
   double beta;  /* seconds per byte on one link */
-  double gamma; /* seconds per byte reduced */
+  double gamma; /* seconds per byte reduced, on a core of its own */
   double delta; /* seconds per call, whatever the algorithm (waking the ranks, their skew) */
+  /* Fitted too, 0 where the rows cannot tell them apart (see algo_auto.c): */
+  double beta_cpu; /* seconds per byte moved that each further rank per core of a host adds:
+                      where moving bytes is CPU work (one host: loopback, shared memory) the
+                      ranks share the cores; about 0 where a link bounds it */
+  double mem;      /* extra seconds per byte moved or reduced beyond the host's cache */
+  /* What the fabric is, not fitted: */
+  double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */
+  int cores;          /* CPU cores of a host; 0: unknown (no sharing modelled) */
+  int hosts;          /* hosts the ranks spread over evenly (0: one) */
+  int mapped;         /* ranks map each other's buffers: the ring reads its neighbour's
+                         partial sums in place from 16 KiB (ucx on one host) */
 } coll_model;
 /* Order-of-magnitude defaults of a transport kind, for a communicator that was given no fit. */
 void coll_model_default(coll_model *m, coll_transport_kind kind);
 /* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
  * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native and
- * auto (no formula). Linear in alpha, beta, gamma and delta (the fit relies on it). */
+ * auto (no formula). Linear in alpha, beta, gamma, delta, beta_cpu and mem for fixed
+ * cache_bytes, cores, hosts and mapped (the fit relies on it). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The cheapest of ring, rhd, rd, tree, dtree under m (ring on a tie or for p < 2). */
 coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes);

@@ -136,6 +136,19 @@ typedef struct res_model {
  * (s/byte; NaN: coll_model_default's). Either rows pointer may be NULL. */
 int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
             char *err, size_t errcap);
+/* res_fit with its options: the reduction kernel's rate, the cores of the host the rows were
+ * measured on (the ranks of one host share them; 0: unknown, no sharing modelled), and the
+ * smallest size fitted (all-reduce rows below it are left out: 0 fits all). */
+typedef struct {
+  double gamma_kernel;
+  int cores;
+  int64_t min_bytes;
+} res_fit_opts;
+int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
+               char *err, size_t errcap);
+/* The bandwidth (GB/s, 1e9) a model gives one rank's link at this rank count: 1 / (beta +
+ * beta_cpu x (the ranks per core of a host - 1) beyond one rank per core). NaN when zero. */
+double res_model_link_gbps(const coll_model *m, int ranks);
 /* model.json: write, and read back from a file or a directory holding one. */
 int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);
 int res_model_read(res_model *m, const char *path, char *err, size_t errcap);
@@ -167,27 +180,44 @@ typedef struct {
 } res_bucket;
 typedef struct {
   double data_ms, fwd_ms, bwd_ms, opt_ms; /* one rank's step without communication */
-  const res_bucket *buckets;              /* in the order backward completes them */
+  const res_bucket *buckets;              /* in the order the reducer reduces them */
   size_t nbuckets;
   int overlap;   /* buckets are reduced while backward runs (else all after it) */
+  int overlap_step; /* the next step's forward starts before the reduction ends: only the
+                       bucket holding the first layers (the last of the arena) must be done
+                       before it, the rest may run under the forward */
+  double share;  /* the communication's CPU work on the compute's cores: while a bucket is
+                    reduced during backward, backward runs at 1 / (1 + share) of its speed
+                    (0: the reduction takes no compute from it) */
   int batch;     /* images per rank per step */
   res_ar_spec ar;
 } res_step_in;
 typedef struct {
   double step_ms, comm_ms, exposed_comm_ms; /* comm_ms: the buckets' all-reduce time, summed */
+  double bwd_ms;                            /* backward, stretched by the reduction beside it */
   double images_per_s;                      /* over all ranks */
   double scaling_eff;                       /* images/s over ranks x one rank's */
 } res_step_out;
 /* A data-parallel step: one communication thread reduces the buckets in order, each starting
- * when it is ready and the previous one is done; exposed communication is the time after
- * backward's end until the last bucket is reduced. */
+ * when it is ready and the previous one is done; backward slows by `share` while a reduction
+ * runs beside it; exposed communication is the time after backward's end until the last bucket
+ * is reduced (overlap_step: until the first layers' bucket is, or the forward has run). */
 void res_predict_step(res_step_out *out, const res_step_in *in);
+/* The communication's CPU share for res_step_in.share: the part of an all-reduce of `bytes`
+ * under the model that is host CPU work (per byte moved min(beta, beta_cpu), the gamma and
+ * cache terms), where the host's cores are all busy computing (ranks x threads >= cores); 0
+ * when cores are free or unknown. */
+double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, double bytes, size_t chunk_bytes);
 /* The prediction of a data-parallel train row (ranks > 1, a named algorithm) from a compute
  * profile row of the same model (fwd/bwd/opt/data ms: one rank alone, or the same ranks with no
- * exchange) and its train_buckets rows (the same run_id, ranks and role; NULL or none: gradients ready evenly over backward in the row's bucket plan), under
- * the model of the row's fabric and transport: fills step_ms_pred, images_per_s_pred,
- * exposed_comm_ms_pred and pred_err ((measured - predicted) / predicted, of step_ms_mean, else
- * step_ms). 0, or -1 (fields untouched) when there is no prediction to make. */
+ * exchange) and train_buckets rows: the bucket plan is the row's own run's buckets (its run_id,
+ * transport, algo and ranks: what its reducer did) when given, else the profile's; gradients
+ * are ready when the profile's backward had completed that much of the arena (its buckets'
+ * ready times, interpolated by bytes). No bucket rows at all: the row's bucket_mb and
+ * first_bucket_mb, ready evenly over backward. Under the model of the row's fabric and
+ * transport: fills step_ms_pred, images_per_s_pred, exposed_comm_ms_pred and pred_err
+ * ((measured - predicted) / predicted, of step_ms_mean, else step_ms). 0, or -1 (fields
+ * untouched) when there is no prediction to make. */
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                           const res_model *m);
 

@@ -1,10 +1,15 @@
-/* results: the cost-model fit. Every all-reduce formula (coll_model_time) is linear in alpha,
- * beta and gamma, so a row's design vector is the formula evaluated at the unit models, and
- * the fit is a linear least-squares problem in three unknowns. Residuals are relative (the
- * sizes span six decades; absolute residuals would let the largest size decide everything),
+/* results: the cost-model fit. Every all-reduce formula (coll_model_time) is linear in its six
+ * parameters (alpha, beta, gamma, delta, beta_cpu, mem) once the fabric's structure is fixed
+ * (cores, hosts, mapped memory, cache size), so a row's design vector is the formula evaluated
+ * at the unit models, and the fit is a linear least-squares problem. Residuals are relative (the
+ * sizes span decades; absolute residuals would let the largest size decide everything),
  * weighted by Huber's function and refitted (IRLS); points beyond 4 robust deviations are
- * outliers and left out. Parameters must be positive: one that comes out negative is fixed
- * (gamma at the kernel's rate, others at zero) and the rest refitted. */
+ * outliers and left out. A fitted gamma that the reduction kernel measured on the spot makes
+ * implausible is replaced by the kernel's rate. A parameter the rows cannot tell from the others (its column, relative
+ * to each time, lies within 3% of the span of the columns already in) is not fitted: gamma is
+ * then the kernel's rate, the others 0. Parameters must be positive: one that comes out negative
+ * is fixed the same way and the rest refitted. The cache size is not linear: each candidate
+ * (none, 1 MiB to 512 MiB) is fitted and the one with the smallest trimmed mean residual kept. */
 #include "res.h"
 
 #include <limits.h>
@@ -23,10 +28,11 @@ static void rf_errf(char *err, size_t cap, const char *fmt, ...) {
   va_end(ap);
 }
 
-#define RF_NP 4 /* alpha, beta, gamma, delta */
+#define RF_NP 6 /* alpha, beta, gamma, delta, beta_cpu, mem */
+enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_DELTA, RF_BCPU, RF_MEM };
 
 typedef struct {
-  double x[RF_NP]; /* design: seconds per unit alpha, beta, gamma, delta */
+  double x[RF_NP]; /* design: seconds per unit of each parameter */
   double y;    /* seconds measured */
   double den;  /* the residual's scale: the current prediction (at first y) */
   double w;    /* robustness weight */
@@ -135,20 +141,21 @@ static double rf_mad(const rf_pt *pt, size_t n, const double th[RF_NP]) {
 /* The robust fit: IRLS with Huber weights (k = 1.345 robust deviations), then points beyond
  * 4 robust deviations are outliers and the fit is repeated without them. Positivity by
  * fixing a negative parameter (gamma at gamma_fix, the others at 0) and refitting. */
-static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, int gamma_free, int delta_free,
+static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, const int free_in[RF_NP],
                      double th[RF_NP], int *gamma_fixed) {
-  int free[RF_NP] = {1, 1, gamma_free, delta_free};
-  th[0] = th[1] = th[3] = 0;
-  th[2] = gamma_fix;
+  int free[RF_NP];
+  for (int j = 0; j < RF_NP; j++) free[j] = free_in[j], th[j] = 0;
+  th[RF_GAMMA] = gamma_fix;
   for (size_t i = 0; i < n; i++) pt[i].w = 1, pt[i].out = 0, pt[i].den = pt[i].y;
   for (int pass = 0; pass < 2; pass++) {
     for (int it = 0; it < 20; it++) {
-      double prev[RF_NP] = {th[0], th[1], th[2], th[3]};
+      double prev[RF_NP];
+      memcpy(prev, th, sizeof prev);
       if (rf_wls(pt, n, free, th)) return -1;
       for (int j = 0; j < RF_NP; j++)
         if (free[j] && th[j] < 0) {
           free[j] = 0;
-          th[j] = j == 2 ? gamma_fix : 0;
+          th[j] = j == RF_GAMMA ? gamma_fix : 0;
           it = -1; /* start over with this parameter fixed */
         }
       if (it < 0) continue;
@@ -183,7 +190,7 @@ static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, int gamma_free, int 
       }
     }
   }
-  *gamma_fixed = !free[2];
+  *gamma_fixed = !free[RF_GAMMA];
   return 0;
 }
 
@@ -218,28 +225,39 @@ static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const d
   return 0;
 }
 
-/* Does gamma's column carry information of its own? Not when, relative to each point's time,
- * it is proportional to beta's (one algorithm family at one rank count): then the fit would
- * trade one for the other. */
-static int rf_gamma_identified(const rf_pt *pt, size_t n) {
-  double sbb = 0, sgg = 0, sbg = 0;
-  for (size_t i = 0; i < n; i++) {
-    double b = pt[i].x[1] / pt[i].y, g = pt[i].x[2] / pt[i].y;
-    sbb += b * b;
-    sgg += g * g;
-    sbg += b * g;
+/* Which parameters the rows determine. alpha and beta always; then, in order, delta (needs
+ * rows with different numbers of start-ups), beta_cpu (rank counts beyond the cores), gamma
+ * (algorithms that reduce a different share of what they move) and mem (sizes on both sides of
+ * the cache), each only when its column, relative to each point's time, keeps more than 3% of
+ * its length outside the span of the columns already in (Gram-Schmidt): otherwise the fit would
+ * trade it for the others. A column that is all zero is not in. */
+static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
+  static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_BCPU, RF_GAMMA, RF_MEM};
+  double *basis = malloc((size_t)RF_NP * (n ? n : 1) * sizeof *basis), *v = malloc((n ? n : 1) * sizeof *v);
+  int nb = 0;
+  for (int j = 0; j < RF_NP; j++) on[j] = 0;
+  for (int q = 0; q < RF_NP && basis && v; q++) {
+    int j = order[q];
+    double len = 0;
+    for (size_t i = 0; i < n; i++) v[i] = pt[i].x[j] / pt[i].y, len += v[i] * v[i];
+    len = sqrt(len);
+    if (!(len > 0)) continue;
+    for (int b = 0; b < nb; b++) { /* remove the parts along the orthonormal basis */
+      double d = 0;
+      for (size_t i = 0; i < n; i++) d += v[i] * basis[(size_t)b * n + i];
+      for (size_t i = 0; i < n; i++) v[i] -= d * basis[(size_t)b * n + i];
+    }
+    double rest = 0;
+    for (size_t i = 0; i < n; i++) rest += v[i] * v[i];
+    rest = sqrt(rest);
+    if (j != RF_ALPHA && j != RF_BETA && !(rest > 0.03 * len)) continue;
+    if (!(rest > 1e-12 * len)) continue;
+    on[j] = 1;
+    for (size_t i = 0; i < n; i++) basis[(size_t)nb * n + i] = v[i] / rest;
+    nb++;
   }
-  if (sbb <= 0 || sgg <= 0) return 0;
-  double corr = sbg / sqrt(sbb * sgg);
-  return corr < 0.9995;
-}
-
-/* delta and alpha are told apart only by rows with different numbers of start-ups: more than
- * one rank count or algorithm family. */
-static int rf_delta_identified(const rf_pt *pt, size_t n) {
-  for (size_t i = 1; i < n; i++)
-    if (fabs(pt[i].x[0] - pt[0].x[0]) > 1e-12 * fabs(pt[0].x[0])) return 1;
-  return 0;
+  free(basis);
+  free(v);
 }
 
 static res_fabric_model *rf_add(res_model *m) {
@@ -250,14 +268,72 @@ static res_fabric_model *rf_add(res_model *m) {
   return &f[m->n++];
 }
 
-static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_kernel, char *err,
+/* The design vectors of a fabric's points for one cache size: the formula at each unit model. */
+static void rf_design(rf_pt *pt, size_t n, const coll_model *shape, const res_allreduce_row *const *src) {
+  for (size_t i = 0; i < n; i++) {
+    const res_allreduce_row *r = src[i];
+    coll_algo a;
+    coll_algo_parse(pt[i].algo, &a);
+    for (int q = 0; q < RF_NP; q++) {
+      coll_model u = *shape;
+      u.alpha = q == RF_ALPHA, u.beta = q == RF_BETA, u.gamma = q == RF_GAMMA, u.delta = q == RF_DELTA;
+      u.beta_cpu = q == RF_BCPU, u.mem = q == RF_MEM;
+      pt[i].x[q] = coll_model_time(&u, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
+    }
+  }
+}
+
+/* The trimmed mean absolute relative residual of every point (outliers included, each capped at
+ * 0.5): what the cache candidates are compared by. */
+static double rf_score(const rf_pt *pt, size_t n, const double th[RF_NP]) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) {
+    double pr = rf_pred(&pt[i], th), r = pr > 0 ? fabs(pt[i].y - pr) / pr : 0.5;
+    s += r < 0.5 ? r : 0.5;
+  }
+  return n ? s / (double)n : INFINITY;
+}
+
+/* The robust fit, with gamma checked against the reduction kernel measured on the spot (when
+ * kernel): the rows tell gamma from beta only through algorithms that reduce a different share
+ * of what they move, which noise on a busy machine swamps (fitted gamma came out 40x slower
+ * than the kernel, having swallowed beta). A fitted rate more than 10x slower than the kernel's
+ * (out of cache it is a few times slower) or 2x faster is refitted with the kernel's. */
+static int rf_fit_gamma(rf_pt *pt, size_t n, double gfix, int kernel, const int fr[RF_NP], double th[RF_NP],
+                        int *gfixed) {
+  if (rf_robust(pt, n, gfix, fr, th, gfixed)) return -1;
+  if (!kernel || *gfixed || (th[RF_GAMMA] <= 10 * gfix && th[RF_GAMMA] >= 0.5 * gfix)) return 0;
+  int f2[RF_NP];
+  memcpy(f2, fr, sizeof f2);
+  f2[RF_GAMMA] = 0;
+  return rf_robust(pt, n, gfix, f2, th, gfixed);
+}
+
+/* A cache size is worth trying only when the rows hold at least two sizes whose working set
+ * (2 x ranks x bytes, as coll_model_time counts it) fits in it and two that are at least twice
+ * beyond it: otherwise its term is a second beta that noise would choose. */
+static int rf_cache_spanned(const res_allreduce_row *const *src, size_t n, double cache) {
+  int64_t in[2] = {-1, -1}, out[2] = {-1, -1};
+  for (size_t i = 0; i < n; i++) {
+    double ws = 2.0 * (double)src[i]->ranks * (double)src[i]->bytes;
+    int64_t *s = ws <= cache ? in : ws >= 2 * cache ? out : NULL;
+    if (!s || src[i]->bytes == s[0] || src[i]->bytes == s[1]) continue;
+    if (s[0] < 0) s[0] = src[i]->bytes;
+    else if (s[1] < 0) s[1] = src[i]->bytes;
+  }
+  return in[1] >= 0 && out[1] >= 0;
+}
+
+static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_opts *o, char *err,
                             size_t cap) {
   const res_allreduce_row *rows = ar->rows;
   char *done = calloc(ar->n ? ar->n : 1, 1);
   rf_pt *pt = malloc((ar->n ? ar->n : 1) * sizeof *pt);
-  if (!done || !pt) {
+  const res_allreduce_row **src = malloc((ar->n ? ar->n : 1) * sizeof *src);
+  if (!done || !pt || !src) {
     free(done);
     free(pt);
+    free(src);
     return rf_errf(err, cap, "out of memory"), -1;
   }
   int rc = 0;
@@ -276,15 +352,9 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_ker
       const char *an = *r->algo_ran ? r->algo_ran : r->algo;
       if (coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
         continue;
-      if (r->errors || r->ranks < 2 || r->bytes <= 0 || !(r->t_p50_us > 0)) continue;
-      /* the ring on memory every rank maps (ucx's "+rkey_ptr", from 16 KiB: algo_ring.c)
-       * reads its neighbour's partial sums instead of passing messages; no formula here
-       * describes it, and its rows would drag the fabric's beta toward zero */
-      if (strstr(r->fabric, "+rkey_ptr") && a.kind == COLL_ALGO_RING && r->bytes >= (16 << 10)) continue;
-      rf_pt *p = &pt[n++];
-      static const coll_model unit[RF_NP] = {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}};
-      for (int q = 0; q < RF_NP; q++)
-        p->x[q] = coll_model_time(&unit[q], a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
+      if (r->errors || r->ranks < 2 || r->bytes <= 0 || r->bytes < o->min_bytes || !(r->t_p50_us > 0)) continue;
+      rf_pt *p = &pt[n];
+      src[n++] = r;
       p->y = r->t_p50_us * 1e-6;
       p->algo = an;
       p->ranks = (int)r->ranks;
@@ -296,14 +366,52 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_ker
     coll_transport_kind tk;
     if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
     coll_model_default(&def, tk);
-    double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
-    double th[RF_NP];
-    int gfixed = 0;
-    if (rf_robust(pt, n, gfix, rf_gamma_identified(pt, n), rf_delta_identified(pt, n), th, &gfixed)) {
+    int kernel = isfinite(o->gamma_kernel) && o->gamma_kernel > 0;
+    double gfix = kernel ? o->gamma_kernel : def.gamma;
+    /* the fabric's structure: ucx on one host maps its peers' buffers ("+rkey_ptr" in the
+     * fabric string), and the ring then reads them in place */
+    coll_model shape = {0};
+    shape.mapped = strstr(k->fabric, "+rkey_ptr") != NULL;
+    shape.cores = o->cores > 0 ? o->cores : 0;
+    shape.hosts = k->host_count > 1 ? (int)k->host_count : 1;
+    double best_score = INFINITY, best_th[RF_NP] = {0}, best_cache = 0;
+    int best_gfixed = 0, fitted = 0;
+    for (int ci = -1; ci <= 9; ci++) { /* no cache, then 1 MiB .. 512 MiB */
+      shape.cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
+      if (ci >= 0 && !rf_cache_spanned(src, n, shape.cache_bytes)) continue;
+      rf_design(pt, n, &shape, src);
+      int fr[RF_NP];
+      rf_identify(pt, n, fr);
+      if (ci >= 0 && !fr[RF_MEM]) continue; /* this cache size changes nothing the rows tell */
+      double th[RF_NP];
+      int gfixed = 0;
+      if (rf_fit_gamma(pt, n, gfix, kernel, fr, th, &gfixed)) continue;
+      double sc = rf_score(pt, n, th);
+      if (ci >= 0 && !(th[RF_MEM] > 0)) continue;
+      /* a cache term must earn its parameter: a clearly better fit (a tenth less residual) */
+      if (sc < (ci < 0 ? best_score : 0.9 * best_score)) {
+        best_score = sc;
+        memcpy(best_th, th, sizeof best_th);
+        best_cache = shape.cache_bytes;
+        best_gfixed = gfixed;
+      }
+      fitted = 1;
+    }
+    if (!fitted) {
       rc = -1;
       rf_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
               (long long)k->host_count);
       break;
+    }
+    shape.cache_bytes = best_cache;
+    rf_design(pt, n, &shape, src);
+    /* the chosen fit again, for its weights and outliers */
+    {
+      int fr[RF_NP];
+      rf_identify(pt, n, fr);
+      if (!(best_cache > 0)) fr[RF_MEM] = 0;
+      double th[RF_NP];
+      if (rf_fit_gamma(pt, n, gfix, kernel, fr, th, &best_gfixed) == 0) memcpy(best_th, th, sizeof th);
     }
     res_fabric_model *f = rf_add(out);
     if (!f) {
@@ -315,13 +423,16 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, double gamma_ker
     snprintf(f->transport, sizeof f->transport, "%s", k->transport);
     snprintf(f->source, sizeof f->source, "allreduce");
     f->host_count = (int)k->host_count;
-    f->m = (coll_model){th[0], th[1], th[2], th[3]};
-    f->gamma_fixed = gfixed;
+    f->m = shape;
+    f->m.alpha = best_th[RF_ALPHA], f->m.beta = best_th[RF_BETA], f->m.gamma = best_th[RF_GAMMA];
+    f->m.delta = best_th[RF_DELTA], f->m.beta_cpu = best_th[RF_BCPU], f->m.mem = best_th[RF_MEM];
+    f->gamma_fixed = best_gfixed;
     f->chunk_bytes = chunk;
-    if (rf_fill_stats(f, pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
+    if (rf_fill_stats(f, pt, n, best_th)) rc = -1, rf_errf(err, cap, "out of memory");
   }
   free(done);
   free(pt);
+  free(src);
   return rc;
 }
 
@@ -361,7 +472,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
       rf_pt *p = &pt[n++];
       p->x[0] = 1;
       p->x[1] = (double)r->bytes;
-      p->x[2] = p->x[3] = 0; /* one-way point to point: no reduction, no call of its own */
+      for (int q = 2; q < RF_NP; q++) p->x[q] = 0; /* one-way point to point: no reduction, no call of its own */
       p->y = t;
       p->algo = r->test;
       p->ranks = 2;
@@ -376,7 +487,8 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
     double th[RF_NP];
     int gfixed;
-    if (rf_robust(pt, n, 0, 0, 0, th, &gfixed)) continue;
+    static const int ab[RF_NP] = {1, 1, 0, 0, 0, 0};
+    if (rf_robust(pt, n, 0, ab, th, &gfixed)) continue;
     res_fabric_model *f = rf_add(out);
     if (!f) {
       rc = -1;
@@ -387,7 +499,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     snprintf(f->transport, sizeof f->transport, "%s", k->transport);
     snprintf(f->source, sizeof f->source, "p2p");
     f->host_count = hc;
-    f->m = (coll_model){th[0], th[1], gfix, 0};
+    f->m = (coll_model){.alpha = th[RF_ALPHA], .beta = th[RF_BETA], .gamma = gfix, .hosts = hc};
     f->gamma_fixed = 1;
     if (rf_fill_stats(f, pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
   }
@@ -398,10 +510,16 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
 
 int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
             char *err, size_t errcap) {
+  res_fit_opts o = {.gamma_kernel = gamma_kernel};
+  return res_fit_ex(out, allreduce, p2p, &o, err, errcap);
+}
+
+int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
+               char *err, size_t errcap) {
   memset(out, 0, sizeof *out);
-  out->gamma_kernel = gamma_kernel;
-  if (allreduce && rf_fit_allreduce(out, allreduce, gamma_kernel, err, errcap)) goto fail;
-  if (p2p && rf_fit_p2p(out, p2p, gamma_kernel, err, errcap)) goto fail;
+  out->gamma_kernel = o->gamma_kernel;
+  if (allreduce && rf_fit_allreduce(out, allreduce, o, err, errcap)) goto fail;
+  if (p2p && rf_fit_p2p(out, p2p, o->gamma_kernel, err, errcap)) goto fail;
   if (out->n == 0) {
     rf_errf(err, errcap, "nothing to fit: no error-free all-reduce rows of a named algorithm (ring, rhd, ...) or p2p lat/bw rows at 3 or more sizes");
     goto fail;
@@ -431,6 +549,13 @@ void res_model_free(res_model *m) {
   m->n = 0;
 }
 
+double res_model_link_gbps(const coll_model *m, int ranks) {
+  int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
+  double share = m->cores > 0 && local > m->cores ? (double)local / m->cores : 1;
+  double b = m->beta + (share - 1) * m->beta_cpu;
+  return b > 0 ? 1e-9 / b : NAN;
+}
+
 /* ---- model.json ---- */
 
 static cJSON *rf_num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
@@ -452,7 +577,12 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     cJSON_AddItemToObject(j, "beta_s_per_byte", rf_num(f->m.beta));
     cJSON_AddItemToObject(j, "gamma_s_per_byte", rf_num(f->m.gamma));
     cJSON_AddItemToObject(j, "delta_us", rf_num(f->m.delta * 1e6));
-    cJSON_AddItemToObject(j, "link_gbps", rf_num(f->m.beta > 0 ? 1e-9 / f->m.beta : NAN));
+    cJSON_AddItemToObject(j, "beta_cpu_s_per_byte", rf_num(f->m.beta_cpu));
+    cJSON_AddItemToObject(j, "mem_s_per_byte", rf_num(f->m.mem));
+    cJSON_AddItemToObject(j, "cache_bytes", rf_num(f->m.cache_bytes));
+    cJSON_AddNumberToObject(j, "cores", f->m.cores);
+    cJSON_AddBoolToObject(j, "mapped", f->m.mapped);
+    cJSON_AddItemToObject(j, "link_gbps", rf_num(res_model_link_gbps(&f->m, 2) ));
     cJSON_AddItemToObject(j, "reduce_gbps", rf_num(f->m.gamma > 0 ? 1e-9 / f->m.gamma : NAN));
     cJSON_AddBoolToObject(j, "gamma_fixed", f->gamma_fixed);
     cJSON_AddItemToObject(j, "r2", rf_num(f->r2));
@@ -567,8 +697,18 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     snprintf(f->source, sizeof f->source, "%s", src ? src : "");
     f->host_count = (int)hc;
     f->chunk_bytes = (int64_t)ch;
-    double dl = rf_get(j, "delta_us");
-    f->m = (coll_model){a * 1e-6, b, g, isfinite(dl) ? dl * 1e-6 : 0};
+    double dl = rf_get(j, "delta_us"), bc = rf_get(j, "beta_cpu_s_per_byte"), me = rf_get(j, "mem_s_per_byte");
+    double cb = rf_get(j, "cache_bytes"), co;
+    if (rf_getint(j, "cores", 0, 1 << 20, 0, &co)) {
+      rf_errf(err, errcap, "%s: fabric %s: cores is not a whole number in range", file, fab);
+      rc = -1;
+      break;
+    }
+    f->m = (coll_model){.alpha = a * 1e-6, .beta = b, .gamma = g, .delta = isfinite(dl) ? dl * 1e-6 : 0,
+                        .beta_cpu = isfinite(bc) ? bc : 0, .mem = isfinite(me) ? me : 0,
+                        .cache_bytes = isfinite(cb) ? cb : 0, .cores = (int)co,
+                        .hosts = f->host_count,
+                        .mapped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "mapped"))};
     f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
     f->r2 = rf_get(j, "r2");
     f->rms_rel = rf_get(j, "rms_rel");

@@ -80,6 +80,12 @@
   X(F64, images_per_s) X(F64, scaling_eff) X(F64, inter_gbps) X(F64, target_eff)               \
   X(F64, inter_gbps_needed)
 
+/* model_check.csv: `fabench fit --check`, one row per all-reduce row predicted by a model it
+ * may not have been fitted on. pred_err = (t_p50_us - t_pred_us) / t_pred_us. */
+#define RES_MODEL_CHECK_COLS(X)                                                               \
+  X(STR, run_id) X(INT, schema) X(STR, fabric) X(STR, transport) X(INT, host_count)            \
+  X(INT, ranks) X(STR, algo) X(INT, bytes) X(F64, t_p50_us) X(F64, t_pred_us) X(F64, pred_err)
+
 /* Every record: R(name, COLUMNS). The name is the base of its files (<name>.csv, .jsonl). */
 #define RES_RECORDS(R)                                                                        \
   R(allreduce, RES_ALLREDUCE_COLS)                                                            \
@@ -89,7 +95,8 @@
   R(train_steps, RES_TRAIN_STEPS_COLS)                                                        \
   R(train_eval, RES_TRAIN_EVAL_COLS)                                                          \
   R(train_buckets, RES_TRAIN_BUCKETS_COLS)                                                    \
-  R(predict, RES_PREDICT_COLS)
+  R(predict, RES_PREDICT_COLS)                                                                \
+  R(model_check, RES_MODEL_CHECK_COLS)
 
 #define RES_CTYPE_STR const char *
 #define RES_CTYPE_INT int64_t

@@ -21,7 +21,7 @@ static void near(double got, double want, double rel, const char *what) {
 /* alpha 10 us, beta 1 ns/B, gamma 0.5 ns/B; n = 1 MiB, c = 256 KiB; values worked by hand. */
 static void test_formulas(void **state) {
   (void)state;
-  coll_model m = {10e-6, 1e-9, 0.5e-9, 0};
+  coll_model m = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .delta = 0};
   size_t n = 1u << 20, c = 256u << 10;
   struct {
     const char *algo;
@@ -99,7 +99,7 @@ static res_allreduce_row *synth(const coll_model *truth, size_t *n, const char *
 
 static void test_fit_recovers(void **state) {
   (void)state;
-  coll_model truth = {35e-6, 1.0 / 1.2e9, 1.0 / 5e9, 60e-6};
+  coll_model truth = {.alpha = 35e-6, .beta = 1.0 / 1.2e9, .gamma = 1.0 / 5e9, .delta = 60e-6};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
   res_rows ar = {res_schema_allreduce(), rows, n};
@@ -153,7 +153,7 @@ static void test_fit_recovers(void **state) {
  * still come out right. */
 static void test_fit_gamma_fixed(void **state) {
   (void)state;
-  coll_model truth = {20e-6, 1.0 / 2e9, 1.0 / 6e9, 0};
+  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9, .delta = 0};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "ucx:tcp");
   size_t k = 0;
@@ -176,26 +176,65 @@ static void test_fit_gamma_fixed(void **state) {
   free(rows);
 }
 
-/* On mapped ucx memory the ring passes no messages: its rows (10x faster here) stay out of the
- * fit, which still recovers the message-passing parameters from the other algorithms. */
-static void test_fit_skips_mapped_ring(void **state) {
+/* Ranks beyond the cores: on a host of 2 cores the 4-rank rows move bytes at half the speed
+ * per rank (beta_cpu = beta, all CPU), and beyond a 16 MiB cache every byte costs more (mem).
+ * The fit, told the cores, recovers beta, beta_cpu, the cache size and mem from the noisy rows. */
+static void test_fit_cores_and_cache(void **state) {
   (void)state;
-  coll_model truth = {8e-6, 1.0 / 3e9, 1.0 / 8e9, 5e-6};
+  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9, .delta = 10e-6, .beta_cpu = 1.0 / 2e9,
+                      .mem = 1.0 / 4e9, .cache_bytes = 16.0 * 1048576, .cores = 2};
+  size_t n;
+  res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
+  res_rows ar = {res_schema_allreduce(), rows, n};
+  res_model m;
+  char err[256];
+  res_fit_opts o = {.gamma_kernel = NAN, .cores = 2};
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  const res_fabric_model *f = &m.f[0];
+  assert_int_equal(f->m.cores, 2);
+  near(f->m.beta, truth.beta, 0.05, "beta");
+  near(f->m.beta_cpu, truth.beta_cpu, 0.10, "beta_cpu");
+  near(f->m.cache_bytes, truth.cache_bytes, 1e-12, "cache");
+  near(f->m.mem, truth.mem, 0.15, "mem");
+  near(res_model_link_gbps(&f->m, 2), 2.0, 0.05, "link at 2 ranks");
+  near(res_model_link_gbps(&f->m, 4), 1.0, 0.10, "link at 4 ranks: half");
+  res_model_free(&m);
+  /* not told the cores: no sharing, beta_cpu not fitted */
+  o.cores = 0;
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  assert_true(m.f[0].m.beta_cpu == 0);
+  res_model_free(&m);
+  free(rows);
+}
+
+/* On mapped ucx memory the ring reads its neighbour's partial sums in place: (p-1)/p n moved
+ * and reduced, no message of data. Its rows (here 2-3x faster than the message-passing ring) are
+ * fitted with the others, and the fit recovers the parameters from both kinds. */
+static void test_fit_mapped_ring(void **state) {
+  (void)state;
+  coll_model truth = {.alpha = 8e-6, .beta = 1.0 / 3e9, .gamma = 1.0 / 8e9, .delta = 5e-6, .mapped = 1};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "ucx:sysv+cma+rkey_ptr");
   size_t mapped = 0;
   for (size_t i = 0; i < n; i++) {
     rows[i].transport = "ucx";
-    if (!strcmp(rows[i].algo, "ring") && rows[i].bytes >= (16 << 10)) rows[i].t_p50_us /= 10, mapped++;
+    mapped += !strcmp(rows[i].algo, "ring") && rows[i].bytes >= (16 << 10);
   }
   assert_true(mapped > 10);
   res_rows ar = {res_schema_allreduce(), rows, n};
   res_model m;
   char err[256];
   if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
+  assert_true(m.f[0].m.mapped);
   near(m.f[0].m.beta, truth.beta, 0.05, "beta");
   near(m.f[0].m.alpha, truth.alpha, 0.10, "alpha");
-  assert_int_equal(m.f[0].n, n - mapped);
+  near(m.f[0].m.gamma, truth.gamma, 0.10, "gamma");
+  assert_int_equal(m.f[0].n, n);
+  /* the mapped ring at 4 ranks, 4 MiB: 6 alpha + 3/4 n (beta + gamma) + delta, by hand */
+  coll_algo ring;
+  coll_algo_parse("ring", &ring);
+  near(coll_model_time(&truth, ring, 4, 4u << 20, 1u << 20) * 1e6, 5 + 48 + 3145.728 * (1e3 / 3e3 + 1e3 / 8e3), 1e-9,
+       "mapped ring");
   res_model_free(&m);
   free(rows);
 }
@@ -241,7 +280,7 @@ static void test_fit_p2p(void **state) {
  * 10, 20 and 30 ms into backward, taking 5, 15 and 5 ms. */
 static void test_step_timeline(void **state) {
   (void)state;
-  coll_model m = {0, 1e-9, 0, 0};
+  coll_model m = {.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
   res_bucket b[3] = {{5e6, 10}, {15e6, 20}, {5e6, 30}};
   res_step_in in = {.data_ms = 0, .fwd_ms = 10, .bwd_ms = 30, .opt_ms = 2, .buckets = b,
                     .nbuckets = 3, .overlap = 1, .batch = 32,
@@ -284,9 +323,10 @@ static void test_train_row_prediction(void **state) {
   one.batch = 32;
   one.fwd_ms = 10, one.bwd_ms = 30, one.opt_ms = 2, one.data_ms = 0;
   res_train_buckets_row b[4];
-  const double bytes[4] = {5e6, 15e6, 5e6, 1e9}, ready[4] = {10, 20, 30, 1};
+  const double bytes[4] = {5e6, 15e6, 5e6, 1e9}, ready[4] = {10, 20, 30, 1}, offs[4] = {0, 5e6, 20e6, 0};
   for (int i = 0; i < 4; i++) {
     res_row_init(res_schema_train_buckets(), &b[i]);
+    b[i].offset_bytes = (int64_t)offs[i];
     b[i].run_id = i < 3 ? "r1" : "another run";
     b[i].ranks = 1;
     b[i].bucket = i;
@@ -317,11 +357,63 @@ static void test_train_row_prediction(void **state) {
   assert_int_equal(res_predict_train_row(&two, &one, &br, &m), -1);
 }
 
+/* The plan comes from the data-parallel run's own buckets (what its reducer did), their ready
+ * times from the profile's backward, interpolated by bytes; and backward slows while a
+ * reduction takes CPU beside it. Worked by hand: alpha, gamma, delta 0, beta 1 ns/B, 2 ranks. */
+static void test_train_plan_and_share(void **state) {
+  (void)state;
+  res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9}};
+  res_model m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
+  res_train_row one, two;
+  res_row_init(res_schema_train(), &one);
+  res_row_init(res_schema_train(), &two);
+  one.run_id = "r1", one.role = "none", one.ranks = 2, one.batch = 32;
+  one.fwd_ms = 10, one.bwd_ms = 30, one.opt_ms = 2, one.data_ms = 0;
+  two.run_id = "r1", two.role = "dp", two.fabric = "emu-1gbit", two.transport = "tcp", two.host_count = 1;
+  two.ranks = 2, two.algo = "ring", two.batch = 32, two.overlap = 1, two.step_ms_mean = 57;
+  /* profile (none): arena ends 5e6 at 10 ms, 20e6 at 20, 25e6 at 30; the dp run reduced two
+   * buckets, [0, 10e6) and [10e6, 25e6) */
+  res_train_buckets_row b[5];
+  const char *role[5] = {"none", "none", "none", "dp", "dp"};
+  const double off[5] = {0, 5e6, 20e6, 0, 10e6}, len[5] = {5e6, 15e6, 5e6, 10e6, 15e6}, rdy[5] = {10, 20, 30, 99, 99};
+  for (int i = 0; i < 5; i++) {
+    res_row_init(res_schema_train_buckets(), &b[i]);
+    b[i].run_id = "r1", b[i].role = role[i], b[i].transport = i < 3 ? "none" : "tcp", b[i].algo = "ring";
+    b[i].ranks = 2, b[i].bucket = i % 3, b[i].offset_bytes = (int64_t)off[i], b[i].bytes = (int64_t)len[i];
+    b[i].ready_ms = rdy[i];
+  }
+  res_rows br = {res_schema_train_buckets(), b, 5};
+  /* bucket 0 ready at 10 + 10 x 5/15 = 13.33, reduced 10 ms: done 23.33; bucket 1 ready at 30,
+   * 15 ms: done 45, exposed 15; step 42 + 15 */
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), 0);
+  near(two.step_ms_pred, 57, 1e-12, "step, the run's own plan");
+  near(two.exposed_comm_ms_pred, 15, 1e-12, "exposed");
+  near(two.pred_err, 0, 1e-9, "error");
+  /* share 1: one 5e6 bucket (5 ms alone) ready at 10; from 10 both run at half speed, so the
+   * reduction ends at 20 with backward at 15 ms of its work, which ends at 35; the step is
+   * 42 + 5, nothing exposed */
+  res_bucket one_b = {5e6, 10};
+  res_step_in in = {.fwd_ms = 10, .bwd_ms = 30, .opt_ms = 2, .buckets = &one_b, .nbuckets = 1, .overlap = 1,
+                    .share = 1, .batch = 32, .ar = {.intra = &fm.m, .algo = {COLL_ALGO_RING, 0}, .ranks = 2}};
+  res_step_out o;
+  res_predict_step(&o, &in);
+  near(o.bwd_ms, 35, 1e-12, "stretched backward");
+  near(o.step_ms, 47, 1e-12, "step with share");
+  near(o.comm_ms, 5, 1e-12, "comm counts its own work");
+  near(o.exposed_comm_ms, 0, 1e-12, "nothing exposed");
+  /* the share from a model: all CPU (beta_cpu) on a host whose 2 cores compute: 1 */
+  coll_model cpu = {.beta = 1e-9, .beta_cpu = 1e-9, .cores = 2};
+  near(res_comm_share(&cpu, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0), 1, 1e-12, "share all cpu");
+  assert_true(res_comm_share(&fm.m, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0) == 0); /* no cores known */
+  cpu.beta = 2e-9; /* half link, half CPU */
+  near(res_comm_share(&cpu, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0), 0.5, 1e-12, "share half");
+}
+
 /* Hierarchical: ring reduce-scatter and all-gather in the node around the inter-node
  * all-reduce of 1/ppn of the bytes; worked by hand. */
 static void test_hier(void **state) {
   (void)state;
-  coll_model intra = {1e-6, 0.1e-9, 0.05e-9, 2e-6}, inter = {10e-6, 1e-9, 0.05e-9, 5e-6};
+  coll_model intra = {.alpha = 1e-6, .beta = 0.1e-9, .gamma = 0.05e-9, .delta = 2e-6}, inter = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.05e-9, .delta = 5e-6};
   res_ar_spec s = {.intra = &intra, .inter = &inter, .algo = {COLL_ALGO_RING, 0}, .hier = 1,
                    .ranks = 16, .ranks_per_node = 4, .chunk_bytes = 256 << 10};
   double n = 8e6;
@@ -339,11 +431,13 @@ int main(void) {
       cmocka_unit_test(test_formulas),
       cmocka_unit_test(test_fit_recovers),
       cmocka_unit_test(test_fit_gamma_fixed),
-      cmocka_unit_test(test_fit_skips_mapped_ring),
+      cmocka_unit_test(test_fit_mapped_ring),
+      cmocka_unit_test(test_fit_cores_and_cache),
       cmocka_unit_test(test_fit_p2p),
       cmocka_unit_test(test_step_timeline),
       cmocka_unit_test(test_hier),
       cmocka_unit_test(test_train_row_prediction),
+      cmocka_unit_test(test_train_plan_and_share),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

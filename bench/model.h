@@ -1,0 +1,17 @@
+/* bench: the cost model's helpers for the commands that fit, check and report it (model.c). */
+#ifndef FABENCH_BENCH_MODEL_H
+#define FABENCH_BENCH_MODEL_H
+
+#include "res.h"
+
+/* bench_fit_dirs with every fit option. */
+int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *o, char *err,
+                      size_t cap);
+/* The allreduce and p2p rows of run directories (either may come back empty; -1 if neither). */
+int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *err, size_t cap);
+/* The CPU cores of the host a run directory was measured on (run.json's topology; 0: unknown). */
+int bench_dir_cores(const char *dir);
+/* The MTU of an emulated fabric's links when the run directory measured that fabric (0: not). */
+int bench_dir_emu_mtu(const char *dir, const char *fabric);
+
+#endif
