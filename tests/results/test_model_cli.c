@@ -141,7 +141,7 @@ static void test_fit_and_predict(void **state) {
 static void test_fit_check(void **state) {
   (void)state;
   char tmp[64], model[128];
-  mktmp(tmp, sizeof tmp);
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
   snprintf(model, sizeof model, "%s/model.json", tmp);
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, "fit", NULL, -1, NULL,
@@ -171,7 +171,7 @@ static void test_fit_check(void **state) {
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--min-bytes", "lots", NULL});
   assert_int_equal(r->status, 2);
   free(r);
-  rmtree(tmp);
+  assert_int_equal(tu_rmtree(tmp), 0);
 }
 
 /* allreduce --model-from: every row carries the prediction and its error. */
