@@ -181,12 +181,14 @@ int res_predict_train_row(res_train_row *row, const res_train_row *one, const re
   }
   for (size_t i = 0, own = n; !own && i < np && !rc; i++) /* else the profile's own plan */
     rc = rp_push(&b, &n, &cap, (res_bucket){wire * (double)pb[i]->bytes, pb[i]->ready_ms});
-  if (!n && !rc) { /* no bucket rows: the row's bucket plan, gradients ready evenly over backward */
+  if (!n && !rc) { /* no bucket rows: the reducer's rule (first F, then B each, and a last F
+                     * again when more than 2F: nn_reducer.h), gradients ready evenly over backward */
     double total = (double)row->grad_bytes, off = 0;
     double bmb = row->bucket_mb > 0 ? row->bucket_mb : 25, fmb = row->first_bucket_mb > 0 ? row->first_bucket_mb : bmb;
+    double tail = total - fmb * 1048576.0 > fmb * 1048576.0 ? fmb * 1048576.0 : 0;
     while (off < total && !rc) {
-      double sz = (n ? bmb : fmb) * 1048576.0;
-      if (sz > total - off) sz = total - off;
+      double sz = (n ? bmb : fmb) * 1048576.0, end = off < total - tail ? total - tail : total;
+      if (sz > end - off) sz = end - off;
       off += sz;
       rc = rp_push(&b, &n, &cap, (res_bucket){wire * sz, one->bwd_ms * off / total});
     }
