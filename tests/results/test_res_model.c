@@ -313,7 +313,7 @@ static void test_step_timeline(void **state) {
 /* The same timeline through train rows: a one-rank row and its buckets predict a two-rank row. */
 static void test_train_row_prediction(void **state) {
   (void)state;
-  res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {0, 1e-9, 0, 0}};
+  res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9}};
   res_model m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
   res_train_row one, two;
   res_row_init(res_schema_train(), &one);
