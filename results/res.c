@@ -10,8 +10,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -451,6 +451,43 @@ cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **ar
   return m;
 }
 
+/* A stop signal (SIGTERM, SIGINT, SIGHUP) that arrives while a JSON file is being replaced waits
+ * until the rename, so the file is the old one or the new one and no .tmp is left behind.
+ * Masking the signal in the writing thread is not enough: the kernel hands a process-directed
+ * signal to any thread that does not mask it (the reducer's, UCX's, OpenMP's), and its default
+ * action ends the whole process mid-write. So a handler defers it instead. These two counters
+ * are process-wide by nature: a signal belongs to the process, not to one run. */
+static atomic_int res_writers;     /* replacements in progress */
+static atomic_int res_pending_sig; /* a stop signal deferred by res_stop_handler, or 0 */
+
+static void res_stop_now(int sig) {
+  signal(sig, SIG_DFL);
+  raise(sig); /* delivered when the handler returns, or at once outside one: the job's status
+               * says which signal ended it, as without the handler */
+}
+
+static void res_stop_handler(int sig) {
+  /* pending first, writers second, and the writer the other way round: one of the two sees
+   * the other, so a signal is never lost between them */
+  atomic_store(&res_pending_sig, sig);
+  if (atomic_load(&res_writers) == 0) res_stop_now(sig);
+}
+
+int res_stop_signals_install(void) {
+  const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+    struct sigaction sa, old;
+    if (sigaction(sigs[i], NULL, &old) != 0) return -1;
+    if (old.sa_handler == SIG_IGN) continue; /* nohup and friends: leave ignored as asked */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = res_stop_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(sigs[i], &sa, NULL) != 0) return -1;
+  }
+  return 0;
+}
+
 int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap) {
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -459,14 +496,7 @@ int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errc
     res_errf(err, errcap, "cannot render JSON for '%s'", path);
     return -1;
   }
-  /* a launcher stopping the job (SIGTERM, SIGINT, SIGHUP) waits until the rename: the file is
-   * the old one or the new one, and no .tmp is left behind */
-  sigset_t stop, was;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop, &was);
+  atomic_fetch_add(&res_writers, 1);
   int rc = -1;
   FILE *f = fopen(tmp, "w");
   if (!f) {
@@ -485,7 +515,10 @@ int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errc
   rc = 0;
 out:
   free(txt);
-  pthread_sigmask(SIG_SETMASK, &was, NULL);
+  if (atomic_fetch_sub(&res_writers, 1) == 1) {
+    int sig = atomic_load(&res_pending_sig);
+    if (sig) res_stop_now(sig);
+  }
   return rc;
 }
 

@@ -94,9 +94,12 @@ void res_run_id(char *id, size_t cap);
  * PSM key OMPI_MCA_orte_precondition_transports, nor any value or argument holding the job
  * token FABENCH_TOKEN. Caller adds more fields. */
 cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **argv);
+/* Makes SIGTERM, SIGINT and SIGHUP wait for a res_json_write_file in progress, in any thread,
+ * then end the process as before (default action). Call once at start, before any thread. */
+int res_stop_signals_install(void);
 /* Writes the object as <dir>/run.json (atomically: temp file + rename). */
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap);
-/* Writes any JSON value to a file, pretty-printed. */
+/* Writes any JSON value to a file, pretty-printed, atomically (temp file + rename). */
 int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap);
 
 /* ---- the cost model fit (res_fit.c): alpha-beta-gamma per fabric and host count ---- */

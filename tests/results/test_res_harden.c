@@ -1,6 +1,7 @@
 /* Records that survive: every record carries its schema version and a newer one is refused;
  * run.json's environment keeps no secret; a write that fails (file too large, disk full)
- * is reported and leaves the rows before it whole, in both files. */
+ * is reported and leaves the rows before it whole, in both files; a stop signal in the middle
+ * of run.json's replacement leaves no temporary file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "res.h"
@@ -251,6 +255,78 @@ static void test_open_failure_named(void **state) {
   assert_non_null(strstr(err, strerror(ENOENT)));
 }
 
+#define STOP_NSTR 8
+#define STOP_STR_LEN (1 << 20)
+
+static void *idle_thread(void *arg) {
+  (void)arg;
+  for (;;) pause(); /* masks nothing: the kernel may hand the process's SIGTERM to this thread */
+  return NULL;
+}
+
+/* The child: rewrites run.json (a few MB, so most of its time is spent inside the write) until
+ * a SIGTERM ends it, with a second thread that masks nothing, as a rank's helper threads. */
+static void stop_child(const char *dir, int ready_fd) {
+  if (res_stop_signals_install() != 0) _exit(3);
+  pthread_t th;
+  if (pthread_create(&th, NULL, idle_thread, NULL) != 0) _exit(3);
+  /* long strings: rendering them is quick next to writing and syncing them */
+  cJSON *v = cJSON_CreateArray();
+  char *big = malloc(STOP_STR_LEN + 1);
+  if (!v || !big) _exit(3);
+  memset(big, 'x', STOP_STR_LEN);
+  big[STOP_STR_LEN] = '\0';
+  for (int i = 0; i < STOP_NSTR; i++) cJSON_AddItemToArray(v, cJSON_CreateString(big));
+  free(big);
+  char path[600], err[256];
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  for (int k = 0;; k++) {
+    if (res_json_write_file(path, v, err, sizeof err) != 0) _exit(4);
+    if (k == 0 && write(ready_fd, "r", 1) != 1) _exit(5);
+  }
+}
+
+/* A SIGTERM at any moment of a JSON file's replacement, in a process with other threads, ends
+ * the process by SIGTERM (as the default action would) and leaves the old file or the new one,
+ * whole, and no temporary file. */
+static void test_stop_signal_waits_for_json_write(void **state) {
+  (void)state;
+  char dir[64], path[600], tmp[600];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "stop"));
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  snprintf(tmp, sizeof tmp, "%s/run.json.tmp", dir);
+  unsigned seed = (unsigned)time(NULL);
+  for (int round = 0; round < 12; round++) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      close(fds[0]);
+      stop_child(dir, fds[1]);
+    }
+    close(fds[1]);
+    char c;
+    assert_int_equal(read(fds[0], &c, 1), 1);
+    close(fds[0]);
+    usleep((useconds_t)(rand_r(&seed) % 40000));
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGTERM)
+      fail_msg("round %d: the child ended with status 0x%x, not by SIGTERM", round, st);
+    if (access(tmp, F_OK) == 0) fail_msg("round %d: %s left behind", round, tmp);
+    size_t len = 0;
+    char *txt = tu_slurp(path, &len);
+    assert_non_null(txt);
+    cJSON *v = cJSON_Parse(txt);
+    if (!v || cJSON_GetArraySize(v) != STOP_NSTR) fail_msg("round %d: run.json is not whole", round);
+    cJSON_Delete(v);
+    free(txt);
+  }
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_record_carries_its_version),
@@ -258,6 +334,7 @@ int main(void) {
       cmocka_unit_test(test_meta_environment_filtered),
       cmocka_unit_test(test_failed_write_keeps_rows),
       cmocka_unit_test(test_open_failure_named),
+      cmocka_unit_test(test_stop_signal_waits_for_json_write),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
