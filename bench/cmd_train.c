@@ -516,6 +516,7 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
       .bucket_mb = p->role == ROLE_DP ? a->bucket_mb : NAN,
       .first_bucket_mb = p->role == ROLE_DP ? a->first_bucket_mb : NAN,
       .buckets = r->nbuckets, .overlap = p->role == ROLE_DP ? a->overlap : 0,
+      .overlap_step = p->role == ROLE_DP ? a->overlap_step : 0,
       .grad_dtype = p->role == ROLE_DP ? coll_dtype_name(a->grad_dtype) : "-",
       .grad_bytes = (int64_t)r->grad_bytes, .epochs = epochs, .steps = r->steps,
       .measured_steps = r->measured, .warmup_steps = r->steps - r->measured, .lr = sched->base,

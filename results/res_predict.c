@@ -197,7 +197,8 @@ int res_predict_train_row(res_train_row *row, const res_train_row *one, const re
   if (rc) return free(b), -1;
   res_step_in in = {.data_ms = (isfinite(one->data_ms) ? one->data_ms : 0) * scale, .fwd_ms = one->fwd_ms * scale,
                     .bwd_ms = one->bwd_ms * scale, .opt_ms = isfinite(one->opt_ms) ? one->opt_ms : 0,
-                    .buckets = b, .nbuckets = n, .overlap = (int)row->overlap, .batch = (int)row->batch,
+                    .buckets = b, .nbuckets = n, .overlap = (int)row->overlap,
+                    .overlap_step = (int)row->overlap_step, .batch = (int)row->batch,
                     .ar = {.intra = &f->m, .algo = a, .ranks = (int)row->ranks, .ranks_per_node = (int)row->ranks,
                            .chunk_bytes = f->chunk_bytes > 0 ? (size_t)f->chunk_bytes : 0}};
   /* the reduction's CPU work slows backward where the host's cores are all computing: its

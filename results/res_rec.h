@@ -38,10 +38,11 @@
   X(INT, ranks) X(STR, role) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, model)       \
   X(INT, params) X(STR, data) X(STR, input) X(INT, classes) X(STR, device) X(INT, batch)       \
   X(INT, global_batch) X(INT, threads) X(F64, bucket_mb) X(F64, first_bucket_mb)               \
-  X(INT, buckets) X(INT, overlap) X(STR, grad_dtype) X(INT, grad_bytes) X(INT, epochs)         \
-  X(INT, steps) X(INT, measured_steps) X(INT, warmup_steps) X(F64, lr) X(STR, lr_schedule)     \
-  X(F64, warmup_epochs) X(F64, momentum) X(F64, wd) X(INT, nesterov) X(STR, augment)           \
-  X(INT, seed) X(F64, images_per_s) X(F64, images_per_s_rank) X(F64, compute_images_per_s)     \
+  X(INT, buckets) X(INT, overlap) X(INT, overlap_step) X(STR, grad_dtype) X(INT, grad_bytes)   \
+  X(INT, epochs) X(INT, steps) X(INT, measured_steps) X(INT, warmup_steps) X(F64, lr)          \
+  X(STR, lr_schedule) X(F64, warmup_epochs) X(F64, momentum) X(F64, wd) X(INT, nesterov)      \
+  X(STR, augment) X(INT, seed) X(F64, images_per_s) X(F64, images_per_s_rank)                  \
+  X(F64, compute_images_per_s)                                                                 \
   X(F64, step_ms) X(F64, step_ms_mean) X(F64, step_ms_p90) X(F64, data_ms) X(F64, load_ms)     \
   X(F64, fwd_ms) X(F64, bwd_ms) X(F64, comm_ms) X(F64, exposed_comm_ms) X(F64, opt_ms)         \
   X(F64, imbalance_ms) X(F64, comm_busbw_gbps) X(F64, scaling_eff) X(F64, fabric_eff)          \

@@ -94,6 +94,18 @@ static void test_same_data_bit_identical(void **st) {
         cases[i][1], dir, i, dir, i);
     ok(&r);
     char name[64];
+    snprintf(name, sizeof name, "dp%zu", i);
+    res_rows rr = rows_of(name, res_schema_train());
+    const res_train_row *t = rr.rows;
+    int want_ostep = strstr(cases[i][1], "--overlap-step on") != NULL, ndp = 0;
+    for (size_t k = 0; k < rr.n; k++) { /* the row says how the step was run */
+      if (strcmp(t[k].role, "dp")) continue;
+      ndp++;
+      assert_int_equal((int)t[k].overlap_step, want_ostep);
+      assert_int_equal((int)t[k].overlap, strstr(cases[i][1], "--no-overlap") == NULL);
+    }
+    assert_int_equal(ndp, 1);
+    res_rows_free(&rr);
     snprintf(name, sizeof name, "dp%zu.ckpt", i);
     float *dp = ckpt_params(name, &n);
     assert_int_equal(n, n1);
