@@ -111,7 +111,7 @@ static void test_train_columns(void **state) {
   static const char want[] =
       "run_id,schema,host,host_count,topo_hash,ranks,role,fabric,transport,algo,model,params,data,"
       "input,classes,device,batch,global_batch,threads,bucket_mb,first_bucket_mb,buckets,overlap,"
-      "grad_dtype,grad_bytes,epochs,steps,measured_steps,warmup_steps,lr,lr_schedule,warmup_epochs,"
+      "overlap_step,grad_dtype,grad_bytes,epochs,steps,measured_steps,warmup_steps,lr,lr_schedule,warmup_epochs,"
       "momentum,wd,nesterov,augment,seed,images_per_s,images_per_s_rank,compute_images_per_s,step_ms,"
       "step_ms_mean,step_ms_p90,data_ms,load_ms,fwd_ms,bwd_ms,comm_ms,exposed_comm_ms,opt_ms,"
       "imbalance_ms,comm_busbw_gbps,scaling_eff,fabric_eff,final_loss,test_loss,test_acc,target_acc,"
