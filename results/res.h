@@ -223,6 +223,12 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
  * untouched) when there is no prediction to make. */
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                           const res_model *m);
+/* The same prediction on a link `factor` times faster than the row's fabric: its beta divided
+ * by factor, but not below the smallest beta of the same transport on one host without
+ * emulation in m (the stack's own cost per byte, which a faster link does not remove). For the
+ * suite's "a 10gbit link would give ..." 0, or -1 (row untouched) as res_predict_train_row. */
+int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
+                               const res_model *m, double factor);
 
 /* ---- statistics ---- */
 typedef struct {

@@ -219,3 +219,22 @@ int res_predict_train_row(res_train_row *row, const res_train_row *one, const re
   row->pred_err = isfinite(meas) && o.step_ms > 0 ? (meas - o.step_ms) / o.step_ms : NAN;
   return 0;
 }
+
+int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
+                               const res_model *m, double factor) {
+  const res_fabric_model *f = m && row->fabric && row->transport
+                                  ? res_model_find(m, row->fabric, row->transport, (int)row->host_count)
+                                  : NULL;
+  if (!f || !(factor > 0)) return -1;
+  double floor = 0;
+  for (size_t i = 0; i < m->n; i++) { /* emulated fabrics are named emu-<rate> (bench/emulate.c) */
+    const res_fabric_model *g = &m->f[i];
+    if (g->host_count <= 1 && !strcmp(g->transport, row->transport) && strncmp(g->fabric, "emu-", 4) &&
+        g->m.beta > 0 && (floor == 0 || g->m.beta < floor))
+      floor = g->m.beta;
+  }
+  res_fabric_model fast = *f;
+  fast.m.beta = f->m.beta / factor > floor ? f->m.beta / factor : floor;
+  res_model one_fabric = {.f = &fast, .n = 1, .gamma_kernel = m->gamma_kernel};
+  return res_predict_train_row(row, one, buckets, &one_fabric);
+}

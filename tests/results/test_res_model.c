@@ -359,7 +359,7 @@ static void test_train_row_prediction(void **state) {
 
 /* The plan comes from the data-parallel run's own buckets (what its reducer did), their ready
  * times from the profile's backward, interpolated by bytes; and backward slows while a
- * reduction takes CPU beside it. Worked by hand: alpha, gamma, delta 0, beta 1 ns/B, 2 ranks. */
+ * reduction takes CPU beside it; the what-if of a faster link. Worked by hand: alpha, gamma, delta 0, beta 1 ns/B, 2 ranks. */
 static void test_train_plan_and_share(void **state) {
   (void)state;
   res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9}};
@@ -407,6 +407,25 @@ static void test_train_plan_and_share(void **state) {
   assert_true(res_comm_share(&fm.m, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0) == 0); /* no cores known */
   cpu.beta = 2e-9; /* half link, half CPU */
   near(res_comm_share(&cpu, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0), 0.5, 1e-12, "share half");
+
+  /* what-if, a link 10x faster: beta 0.1 ns/B, so bucket 1 (ready at 30) takes 1.5 ms: step
+   * 42 + 1.5. The same transport on loopback (0.2 ns/B) bounds it: 3 ms exposed, step 45. */
+  res_train_row fast = two;
+  assert_int_equal(res_predict_train_row_link(&fast, &one, &br, &m, 10), 0);
+  near(fast.step_ms_pred, 43.5, 1e-9, "10x link");
+  near(fast.exposed_comm_ms_pred, 1.5, 1e-9, "10x link exposed");
+  res_fabric_model both[2] = {fm, {.fabric = "tcp:lo", .transport = "tcp", .host_count = 1, .m = {.beta = 0.2e-9}}};
+  res_model m2 = {.f = both, .n = 2, .gamma_kernel = NAN};
+  fast = two;
+  assert_int_equal(res_predict_train_row_link(&fast, &one, &br, &m2, 10), 0);
+  near(fast.step_ms_pred, 45, 1e-9, "10x link, floored by loopback");
+  near(fast.images_per_s_pred, 64 / 0.045, 1e-9, "10x link images/s");
+  /* the model does not know the row's fabric: nothing */
+  fast = two;
+  fast.fabric = "emu-5gbit";
+  fast.step_ms_pred = NAN;
+  assert_int_equal(res_predict_train_row_link(&fast, &one, &br, &m2, 10), -1);
+  assert_true(isnan(fast.step_ms_pred));
 }
 
 /* Hierarchical: ring reduce-scatter and all-gather in the node around the inter-node
