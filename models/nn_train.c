@@ -74,6 +74,8 @@ typedef struct {
   /* the buckets of the last completed step, their time origin and forward time */
   nn_bucket *lastb;
   double lastb_t1, lastb_fwd, last_comm;
+  int64_t lastb_step;         /* the step they belong to */
+  int lastb_traced;           /* in the trace, or not for it: each traced step's buckets go in once */
   /* overlap_step */
   int hooked;                 /* the net calls on_forward */
   int ostep;                  /* overlapping from this step on (after the warm-up's profile) */
@@ -88,13 +90,12 @@ typedef struct {
   /* the trace of this rank */
   nn_trace_ev *tev;
   size_t ntev, cap_tev;
-  int tracing;                /* this step is traced */
+  int tracing, tracing_prev;  /* this step is traced; the last one was */
   int64_t tstep;
   double tbase, tlast;        /* run start; end of the last traced span of backward */
 } train_state;
 
-static void trace(train_state *s, const char *name, int tid, double t0, double t1) {
-  if (!s->tracing) return;
+static void trace_add(train_state *s, const char *name, int tid, double t0, double t1) {
   if (s->ntev == s->cap_tev) {
     size_t cap = s->cap_tev ? 2 * s->cap_tev : 1024;
     nn_trace_ev *v = realloc(s->tev, cap * sizeof *v);
@@ -112,13 +113,35 @@ static void trace(train_state *s, const char *name, int tid, double t0, double t
   e->dur_s = t1 - t0;
 }
 
+static void trace(train_state *s, const char *name, int tid, double t0, double t1) {
+  if (s->tracing) trace_add(s, name, tid, t0, t1);
+}
+
 /* This step's reducer step begins (with overlap_step at backward's first report: by then the
  * forward has waited for every bucket of the last step); the last step's buckets are kept. */
 static void begin_step(train_state *s) {
   nn_reducer_begin(s->red, s->t1);
   s->begun = 1;
+  if (s->pending) { /* the last step's buckets, reduced behind this forward: not traced yet */
+    s->lastb_step = s->tstep - 1;
+    s->lastb_traced = !s->tracing_prev;
+  }
   s->pending = 0;
   nn_reducer_last(s->red, s->lastb, s->nb, &s->last_comm);
+}
+
+/* The buckets in lastb into the trace, on the communication thread's row, labelled with
+ * their own step: with overlap_step they are reduced during the next step. */
+static void trace_buckets(train_state *s, double origin) {
+  if (s->lastb_traced || !s->o->comm) return;
+  s->lastb_traced = 1;
+  for (int k = 0; k < s->nb; k++) {
+    char name[24];
+    snprintf(name, sizeof name, "allreduce b%d", k);
+    size_t at = s->ntev;
+    trace_add(s, name, 1, origin + s->lastb[k].start_s, origin + s->lastb[k].done_s);
+    if (s->ntev > at) s->tev[at].step = s->lastb_step;
+  }
 }
 
 /* Backward's progress: to the reducer, and a span per layer into the trace. */
@@ -342,6 +365,7 @@ static int ts_buckets(train_state *s) {
       !(s->bdone = calloc(nbk, sizeof(double))) ||
       !(s->lastb = calloc((size_t)(s->nb ? s->nb : 1), sizeof *s->lastb)))
     return -1;
+  s->lastb_traced = 1; /* the old plan's buckets went with it */
   return 0;
 }
 
@@ -451,7 +475,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   res->final_loss = res->test_loss = res->test_acc = NAN;
   res->time_to_target_s = -1;
   res->start_step = res->end_step = o->start_step;
-  train_state s = {.o = o, .err = err, .cap = errcap};
+  train_state s = {.o = o, .err = err, .cap = errcap, .lastb_traced = 1};
   s.world = o->boot ? o->world : 1;
   nn_loader *loader = NULL;
   int rc = -1;
@@ -506,6 +530,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     float loss = 0;
     int correct = 0;
     nn_step_times tm = {0, 0};
+    s.tracing_prev = s.tracing;
     s.tracing = o->trace_steps > 0 && run_steps >= o->warmup_steps &&
                 run_steps < o->warmup_steps + o->trace_steps;
     s.tstep = gstep + 1;
@@ -537,8 +562,11 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
       wait_end = rs.exposed_s;
       comm += rs.comm_s;
       nn_sgd_step(o->net, &so);
-      /* this step's buckets, for the record */
+      /* the last step's, if reduced behind this one, then this step's buckets, for the record */
+      trace_buckets(&s, s.t1_prev);
       nn_reducer_last(s.red, s.lastb, s.nb, NULL);
+      s.lastb_step = gstep + 1;
+      s.lastb_traced = !s.tracing;
       s.lastb_t1 = t1;
       s.lastb_fwd = tm.fwd_s;
     } else {
@@ -558,17 +586,12 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
       }
       trace(&s, "data", 0, t0, t1);
       trace(&s, "fwd", 0, t1, t1 + tm.fwd_s);
-      double rb = s.lastb_t1; /* the buckets' time origin: their step's t1 */
-      for (int k = 0; o->comm && k < s.nb; k++) {
-        char name[24];
-        snprintf(name, sizeof name, "allreduce b%d", k);
-        trace(&s, name, 1, rb + s.lastb[k].start_s, rb + s.lastb[k].done_s);
-      }
       if (drain) {
         trace(&s, "wait", 0, t1 + bwd_end, t1 + bwd_end + wait_end);
         trace(&s, "sgd", 0, t1 + bwd_end + wait_end, t3);
       }
     }
+    trace_buckets(&s, s.lastb_t1); /* a traced step's buckets, at their step's origin */
     s.t1_prev = t1;
     s.fwd_prev = tm.fwd_s;
     int warm = run_steps < o->warmup_steps;

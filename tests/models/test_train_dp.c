@@ -6,7 +6,8 @@
  * - a run writes the single, none and per-transport rows with their efficiencies, and the
  *   per-step rows of every rank;
  * - a killed rank stops the others with an error naming it, never a hang;
- * - a checkpoint from another world size is refused. */
+ * - a checkpoint from another world size is refused;
+ * - --trace writes each rank's forward, backward layers, waits and every bucket once. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include "coll.h"
 #include "nn_data.h"
 #include "res.h"
+#include "test_util.h"
 
 static char dir[256];
 
@@ -216,6 +218,107 @@ static void test_checkpoint_world(void **st) {
   if (r.status != 2 || !strstr(r.err, "one --transport")) fail_msg("exit %d:\n%s", r.status, r.err);
 }
 
+/* --trace: Chrome trace events per rank: a forward and the layers' backward on the training
+ * thread, each bucket's all-reduce on the communication thread once, labelled with its own
+ * step (with --overlap-step it is reduced during the next), real spans (no empty ones at the
+ * origin), and the waits for the last bucket. An epoch ends (and drains) inside the traced
+ * steps. */
+static void test_trace(void **st) {
+  (void)st;
+  const char *modes[] = {"", "--overlap-step on"};
+  for (int m = 0; m < 2; m++) {
+    run_result r;
+    run(&r, 180, NULL, -1, NULL,
+        SMALL " --steps 10 --warmup-steps 2 --trace-steps 5 -n 2 --transport tcp --algo ring "
+              "--no-single --bucket-mb 0.01 --first-bucket-mb 0.004 %s --trace %s/t%d.json "
+              "--out %s/trace%d",
+        modes[m], dir, m, dir, m);
+    ok(&r);
+    char p[600];
+    snprintf(p, sizeof p, "%s/t%d.json", dir, m);
+    size_t len = 0;
+    char *txt = tu_slurp(p, &len);
+    if (!txt) fail_msg("%s: no trace written", p);
+    cJSON *doc = cJSON_Parse(txt);
+    free(txt);
+    const cJSON *evs = cJSON_GetObjectItem(doc, "traceEvents");
+    if (!cJSON_IsArray(evs)) fail_msg("%s: no traceEvents array", p);
+    enum { MAXS = 64, MAXB = 64 };
+    int pids[4], npid = 0, fwd[4][MAXS] = {{0}}, bwd[4][MAXS] = {{0}}, ar[4][MAXS][MAXB] = {{{0}}};
+    int waits[4] = {0}, nb = 0;
+    static double fwd_end[4][MAXS], ar_ts[4][MAXS][MAXB];
+    const cJSON *e;
+    cJSON_ArrayForEach(e, evs) {
+      const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+      if (!ph || strcmp(ph, "X")) continue;
+      const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+      int pid = cJSON_GetObjectItem(e, "pid")->valueint, tid = cJSON_GetObjectItem(e, "tid")->valueint;
+      double ts = cJSON_GetObjectItem(e, "ts")->valuedouble, dur = cJSON_GetObjectItem(e, "dur")->valuedouble;
+      int step = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "step")->valueint;
+      assert_non_null(name);
+      int k = 0;
+      while (k < npid && pids[k] != pid) k++;
+      if (k == npid) {
+        assert_true(npid < 4);
+        pids[npid++] = pid;
+      }
+      assert_true(step > 0 && step < MAXS);
+      if (!(ts >= 0 && dur >= 0)) fail_msg("%s: span %s at %g for %g", p, name, ts, dur);
+      int b;
+      if (sscanf(name, "allreduce b%d", &b) == 1) {
+        assert_int_equal(tid, 1);
+        assert_true(b >= 0 && b < MAXB);
+        if (!(dur > 0)) fail_msg("%s: step %d's bucket %d is an empty span at %g", p, step, b, ts);
+        ar[k][step][b]++;
+        ar_ts[k][step][b] = ts;
+        if (b + 1 > nb) nb = b + 1;
+        continue;
+      }
+      assert_int_equal(tid, 0);
+      if (!strcmp(name, "fwd")) fwd[k][step]++, fwd_end[k][step] = ts + dur;
+      else if (!strncmp(name, "bwd L", 5)) bwd[k][step]++;
+      else if (!strcmp(name, "wait")) waits[k]++;
+    }
+    cJSON_Delete(doc);
+    assert_int_equal(npid, 2);
+    assert_true(nb >= 2);
+    for (int k = 0; k < npid; k++) {
+      int traced = 0, with_buckets = 0;
+      for (int s = 1; s < MAXS; s++) {
+        if (fwd[k][s] > 1) fail_msg("%s: rank %d step %d has %d forwards", p, k, s, fwd[k][s]);
+        int any = 0;
+        for (int b = 0; b < nb; b++) {
+          if (ar[k][s][b] > 1) fail_msg("%s: rank %d step %d bucket %d traced %d times", p, k, s, b, ar[k][s][b]);
+          any |= ar[k][s][b];
+        }
+        if (!fwd[k][s]) {
+          if (any) fail_msg("%s: rank %d: buckets of step %d, which is not traced", p, k, s);
+          continue;
+        }
+        traced++;
+        if (!bwd[k][s]) fail_msg("%s: rank %d step %d: no backward layers", p, k, s);
+        if (any) {
+          with_buckets++;
+          for (int b = 0; b < nb; b++) {
+            if (!ar[k][s][b]) fail_msg("%s: rank %d step %d: bucket %d missing", p, k, s, b);
+            /* a step's gradients come from its own backward, after its forward (1 us: the
+             * trace's rounding) */
+            if (ar_ts[k][s][b] < fwd_end[k][s] - 1)
+              fail_msg("%s: rank %d: step %d's bucket %d reduced at %.0f us, before the step's "
+                       "forward ended (%.0f us)", p, k, s, b, ar_ts[k][s][b], fwd_end[k][s]);
+          }
+        }
+      }
+      assert_int_equal(traced, 5);
+      /* also the last traced step's, which --overlap-step reduces during an untraced one */
+      if (with_buckets != traced)
+        fail_msg("%s: rank %d: buckets in %d of %d traced steps", p, k, with_buckets, traced);
+      if (!m) assert_int_equal(waits[k], traced);
+      else assert_true(waits[k] >= 1); /* the epoch's end drains */
+    }
+  }
+}
+
 static void test_bad_flags(void **st) {
   (void)st;
   run_result r;
@@ -259,6 +362,7 @@ int main(void) {
       cmocka_unit_test(test_corrupted_rank_caught),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_checkpoint_world),
+      cmocka_unit_test(test_trace),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
