@@ -381,6 +381,7 @@ typedef struct {
    * training does), else one rank alone's */
   res_train_row profile;
   res_train_buckets_row prof_buckets[NN_TRAIN_MAX_BUCKETS];
+  res_train_buckets_row bk_rows[2 * NN_TRAIN_MAX_BUCKETS]; /* a data-parallel pair's, after the profile's */
   int have_profile, nprof_buckets;
   int role_index;         /* of the pair being trained: its trace's process ids */
 } train_ctx;
@@ -537,9 +538,25 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
       .backend = nn_net_backend(x->net) ? nn_net_backend(x->net) : nn_backend_version(),
       .status = r->status, .step_ms_pred = NAN,
       .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN};
+  /* the pair's buckets, after the profile's: the prediction takes this run's own plan (with
+   * --overlap-step it differs from the profile's) and the profile's ready times */
+  int profile = p->role == ROLE_NONE || (p->role == ROLE_SINGLE && !x->have_profile);
+  res_train_buckets_row *bks = profile ? x->prof_buckets : x->bk_rows;
+  int nbk = r->nbuckets < NN_TRAIN_MAX_BUCKETS ? r->nbuckets : NN_TRAIN_MAX_BUCKETS;
+  int at = p->role == ROLE_DP ? x->nprof_buckets : 0;
+  for (int k = 0; k < at; k++) bks[k] = x->prof_buckets[k];
+  for (int k = 0; k < nbk; k++) {
+    const nn_bucket_rec *b = &r->buckets[k];
+    bks[at + k] = (res_train_buckets_row){
+        .run_id = x->run.run_id, .role = role_names[p->role], .transport = p->tname,
+        .algo = p->aname, .ranks = n, .bucket = k,
+        .offset_bytes = (int64_t)(b->offset * sizeof(float)),
+        .bytes = (int64_t)(b->count * sizeof(float)), .ready_ms = 1e3 * b->ready_s,
+        .comm_ms = p->role == ROLE_DP ? 1e3 * b->comm_s : NAN,
+        .done_ms = p->role == ROLE_DP ? 1e3 * b->done_s : NAN};
+  }
   if (p->role == ROLE_DP && x->model.n && x->have_profile) {
-    res_rows bk = {.schema = res_schema_train_buckets(), .rows = x->prof_buckets,
-                   .n = (size_t)x->nprof_buckets};
+    res_rows bk = {.schema = res_schema_train_buckets(), .rows = bks, .n = (size_t)(at + nbk)};
     res_predict_train_row(&row, &x->profile, &bk, &x->model);
   }
   char err[512];
@@ -560,21 +577,11 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
   cJSON_AddNumberToObject(rj, "train_time_s", r->train_s);
   cJSON_AddItemToArray(rs, rj);
   if (bench_run_write(&x->run)) return 1;
-  for (int k = 0; k < r->nbuckets; k++) {
-    const nn_bucket_rec *b = &r->buckets[k];
-    res_train_buckets_row br = {.run_id = x->run.run_id, .role = role_names[p->role],
-                                .transport = p->tname, .algo = p->aname, .ranks = n, .bucket = k,
-                                .offset_bytes = (int64_t)(b->offset * sizeof(float)),
-                                .bytes = (int64_t)(b->count * sizeof(float)),
-                                .ready_ms = 1e3 * b->ready_s,
-                                .comm_ms = p->role == ROLE_DP ? 1e3 * b->comm_s : NAN,
-                                .done_ms = p->role == ROLE_DP ? 1e3 * b->done_s : NAN};
-    if (res_table_put(x->tbuckets, &br, err, sizeof err)) return bench_error("%s", err);
-    if (p->role != ROLE_DP && k < NN_TRAIN_MAX_BUCKETS) x->prof_buckets[k] = br;
-  }
-  if (p->role == ROLE_NONE || (p->role == ROLE_SINGLE && !x->have_profile)) {
-    x->profile = row;
-    x->nprof_buckets = r->nbuckets;
+  for (int k = 0; k < nbk; k++)
+    if (res_table_put(x->tbuckets, &bks[at + k], err, sizeof err)) return bench_error("%s", err);
+  if (profile) {
+    x->profile = row; /* its buckets are in prof_buckets already (bks) */
+    x->nprof_buckets = nbk;
     x->have_profile = 1;
   }
   printf("%-6s %-10s %-8s %d rank(s): %.1f images/s, step %.1f ms (data %.1f, fwd %.1f, bwd %.1f, "

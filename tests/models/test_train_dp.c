@@ -7,7 +7,8 @@
  *   per-step rows of every rank;
  * - a killed rank stops the others with an error naming it, never a hang;
  * - a checkpoint from another world size is refused;
- * - --trace writes each rank's forward, backward layers, waits and every bucket once. */
+ * - --trace writes each rank's forward, backward layers, waits and every bucket once;
+ * - --model-from predicts a row from its own run's bucket plan. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -218,6 +219,53 @@ static void test_checkpoint_world(void **st) {
   if (r.status != 2 || !strstr(r.err, "one --transport")) fail_msg("exit %d:\n%s", r.status, r.err);
 }
 
+/* train --model-from: a data-parallel row's prediction is the one its run directory's rows
+ * give (the run's own bucket plan, the none row's ready times), as report recomputes it; with
+ * --overlap-step the run's plan is not the profile's. */
+static void test_model_from_own_plan(void **st) {
+  (void)st;
+  run_result r;
+  const char *args = SMALL " --steps 8 --warmup-steps 2 -n 2 --transport none,tcp --algo ring "
+                           "--no-single --bucket-mb 0.01 --first-bucket-mb 0.004 --overlap-step on";
+  /* the fabric's name is this host's (the launcher sets FABENCH_FABRIC): a first run tells it */
+  run(&r, 180, NULL, -1, NULL, "%s --out %s/mf0", args, dir);
+  ok(&r);
+  res_rows rows = rows_of("mf0", res_schema_train());
+  res_fabric_model fm = {.transport = "tcp", .host_count = 1, .source = "allreduce",
+                         .m = {.alpha = 200e-6, .beta = 20e-9, .gamma = 1e-9}};
+  for (size_t i = 0; i < rows.n; i++)
+    if (!strcmp(((const res_train_row *)rows.rows)[i].role, "dp"))
+      snprintf(fm.fabric, sizeof fm.fabric, "%s", ((const res_train_row *)rows.rows)[i].fabric);
+  res_rows_free(&rows);
+  res_model m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
+  char mp[600], err[512];
+  snprintf(mp, sizeof mp, "%s/m.json", dir);
+  if (res_model_write(&m, mp, err, sizeof err)) fail_msg("%s", err);
+  run(&r, 180, NULL, -1, NULL, "%s --model-from %s --out %s/mf", args, mp, dir);
+  ok(&r);
+  rows = rows_of("mf", res_schema_train());
+  res_rows bk = rows_of("mf", res_schema_train_buckets());
+  const res_train_row *t = rows.rows, *none = NULL, *dp = NULL;
+  for (size_t i = 0; i < rows.n; i++) {
+    if (!strcmp(t[i].role, "none")) none = &t[i];
+    if (!strcmp(t[i].role, "dp")) dp = &t[i];
+  }
+  assert_non_null(none);
+  assert_non_null(dp);
+  if (!(dp->step_ms_pred > 0)) fail_msg("no prediction in the row: %g", dp->step_ms_pred);
+  res_model got;
+  if (res_model_read(&got, mp, err, sizeof err)) fail_msg("%s", err);
+  res_train_row again = *dp;
+  again.step_ms_pred = NAN;
+  assert_int_equal(res_predict_train_row(&again, none, &bk, &got), 0);
+  /* the rows hold 6 digits */
+  if (!(fabs(again.step_ms_pred - dp->step_ms_pred) < 1e-4 * dp->step_ms_pred))
+    fail_msg("train predicted %.6g ms, its rows give %.6g ms", dp->step_ms_pred, again.step_ms_pred);
+  res_model_free(&got);
+  res_rows_free(&bk);
+  res_rows_free(&rows);
+}
+
 /* --trace: Chrome trace events per rank: a forward and the layers' backward on the training
  * thread, each bucket's all-reduce on the communication thread once, labelled with its own
  * step (with --overlap-step it is reduced during the next), real spans (no empty ones at the
@@ -363,6 +411,7 @@ int main(void) {
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_checkpoint_world),
       cmocka_unit_test(test_trace),
+      cmocka_unit_test(test_model_from_own_plan),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
