@@ -185,9 +185,10 @@ static void test_allreduce_model_from(void **state) {
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", model, "--no-gamma-kernel", NULL});
   assert_int_equal(r->status, 0);
-  /* the fixture's fabric is tcp:lo/reno: FABENCH_FABRIC names it whatever this host's is */
+  /* the fixture's fabric, tcp:lo/reno, is this host's too: loopback, and reno is the tcp
+   * transport's default congestion control (the launcher sets FABENCH_FABRIC itself) */
   snprintf(out, sizeof out, "%s/ar", tmp);
-  cli_run(r, 120, "allreduce", "FABENCH_FABRIC=tcp:lo/reno", -1, NULL,
+  cli_run(r, 120, "allreduce", NULL, -1, NULL,
           (char *[]){"-n", "2", "--transport", "tcp", "--algo", "ring,rd,auto", "--min-bytes", "64K", "--max-bytes", "256K",
                      "--step-factor", "4", "--iters", "3", "--model-from", model, "--out", out, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
