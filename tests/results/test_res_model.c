@@ -358,8 +358,9 @@ static void test_train_row_prediction(void **state) {
 }
 
 /* The plan comes from the data-parallel run's own buckets (what its reducer did), their ready
- * times from the profile's backward, interpolated by bytes; and backward slows while a
- * reduction takes CPU beside it; the what-if of a faster link. Worked by hand: alpha, gamma, delta 0, beta 1 ns/B, 2 ranks. */
+ * times from the profile's backward, interpolated by bytes; backward slows while a reduction
+ * takes CPU beside it; and the what-if of a faster link. Worked by hand: alpha, gamma, delta 0,
+ * beta 1 ns/B, 2 ranks. */
 static void test_train_plan_and_share(void **state) {
   (void)state;
   res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9}};
