@@ -640,23 +640,15 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     snprintf(file, sizeof file, "%s/model.json", path);
   else
     snprintf(file, sizeof file, "%s", path);
-  FILE *fp = fopen(file, "r");
-  if (!fp) {
+  cJSON *o;
+  int jr = res_json_read_file(file, &o, err, errcap);
+  if (jr == -2) {
     rf_errf(err, errcap, "no cost model at '%s' (a model.json, or a directory with one: run fabench fit)", path);
     return -1;
   }
-  char *txt = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&txt, &len);
-  char buf[65536];
-  size_t got;
-  while (mem && (got = fread(buf, 1, sizeof buf, fp)) > 0) fwrite(buf, 1, got, mem);
-  fclose(fp);
-  if (mem) fclose(mem);
-  cJSON *o = txt ? cJSON_Parse(txt) : NULL;
-  free(txt);
+  if (jr) return -1;
   const char *kind = rf_gets(o, "kind");
-  if (!o || !kind || strcmp(kind, "fabench-cost-model")) {
+  if (!kind || strcmp(kind, "fabench-cost-model")) {
     cJSON_Delete(o);
     rf_errf(err, errcap, "%s: not a fabench cost model (model.json)", file);
     return -1;
