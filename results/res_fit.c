@@ -260,12 +260,19 @@ static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
   free(v);
 }
 
-static res_fabric_model *rf_add(res_model *m) {
+/* A new, zeroed fabric model at the end of m, named; NULL with err when out of memory. */
+static res_fabric_model *rf_add_named(res_model *m, const char *fabric, const char *transport,
+                                      const char *source, int host_count, char *err, size_t cap) {
   res_fabric_model *f = realloc(m->f, (m->n + 1) * sizeof *f);
-  if (!f) return NULL;
+  if (!f) return rf_errf(err, cap, "out of memory"), NULL;
   m->f = f;
-  memset(&f[m->n], 0, sizeof *f);
-  return &f[m->n++];
+  f = &f[m->n++];
+  memset(f, 0, sizeof *f);
+  snprintf(f->fabric, sizeof f->fabric, "%s", fabric);
+  snprintf(f->transport, sizeof f->transport, "%s", transport);
+  snprintf(f->source, sizeof f->source, "%s", source);
+  f->host_count = host_count;
+  return f;
 }
 
 /* The design vectors of a fabric's points for one cache size: the formula at each unit model. */
@@ -413,16 +420,11 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
       double th[RF_NP];
       if (rf_fit_gamma(pt, n, gfix, kernel, fr, th, &best_gfixed) == 0) memcpy(best_th, th, sizeof th);
     }
-    res_fabric_model *f = rf_add(out);
+    res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "allreduce", (int)k->host_count, err, cap);
     if (!f) {
       rc = -1;
-      rf_errf(err, cap, "out of memory");
       break;
     }
-    snprintf(f->fabric, sizeof f->fabric, "%s", k->fabric);
-    snprintf(f->transport, sizeof f->transport, "%s", k->transport);
-    snprintf(f->source, sizeof f->source, "allreduce");
-    f->host_count = (int)k->host_count;
     f->m = shape;
     f->m.alpha = best_th[RF_ALPHA], f->m.beta = best_th[RF_BETA], f->m.gamma = best_th[RF_GAMMA];
     f->m.delta = best_th[RF_DELTA], f->m.beta_cpu = best_th[RF_BCPU], f->m.mem = best_th[RF_MEM];
@@ -489,16 +491,11 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     int gfixed;
     static const int ab[RF_NP] = {1, 1, 0, 0, 0, 0};
     if (rf_robust(pt, n, 0, ab, th, &gfixed)) continue;
-    res_fabric_model *f = rf_add(out);
+    res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "p2p", hc, err, cap);
     if (!f) {
       rc = -1;
-      rf_errf(err, cap, "out of memory");
       break;
     }
-    snprintf(f->fabric, sizeof f->fabric, "%s", k->fabric);
-    snprintf(f->transport, sizeof f->transport, "%s", k->transport);
-    snprintf(f->source, sizeof f->source, "p2p");
-    f->host_count = hc;
     f->m = (coll_model){.alpha = th[RF_ALPHA], .beta = th[RF_BETA], .gamma = gfix, .hosts = hc};
     f->gamma_fixed = 1;
     if (rf_fill_stats(f, pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
@@ -677,17 +674,12 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
       rc = -1;
       break;
     }
-    res_fabric_model *f = rf_add(m);
+    const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source");
+    res_fabric_model *f = rf_add_named(m, fab, tr ? tr : "", src ? src : "", (int)hc, err, errcap);
     if (!f) {
       rc = -1;
-      rf_errf(err, errcap, "out of memory");
       break;
     }
-    snprintf(f->fabric, sizeof f->fabric, "%s", fab);
-    const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source");
-    snprintf(f->transport, sizeof f->transport, "%s", tr ? tr : "");
-    snprintf(f->source, sizeof f->source, "%s", src ? src : "");
-    f->host_count = (int)hc;
     f->chunk_bytes = (int64_t)ch;
     double dl = rf_get(j, "delta_us"), bc = rf_get(j, "beta_cpu_s_per_byte"), me = rf_get(j, "mem_s_per_byte");
     double cb = rf_get(j, "cache_bytes"), co;
