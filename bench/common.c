@@ -79,12 +79,17 @@ int bench_split_list(const char *s, char **items, int max, char **store) {
   return n;
 }
 
-int bench_usage_error(const char *usage, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
+/* "fabench: <message>" and a newline on stderr. */
+static void bench_vline(const char *fmt, va_list ap) {
   fputs("fabench: ", stderr);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
+}
+
+int bench_usage_error(const char *usage, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bench_vline(fmt, ap);
   va_end(ap);
   fputs(usage, stderr);
   return 2;
@@ -93,9 +98,7 @@ int bench_usage_error(const char *usage, const char *fmt, ...) {
 int bench_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("fabench: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  bench_vline(fmt, ap);
   va_end(ap);
   return 1;
 }
