@@ -78,6 +78,25 @@ typedef struct {
 
 static int ar_algo_eq(coll_algo a, coll_algo b) { return a.kind == b.kind && a.param == b.param; }
 
+/* One item of a list flag into element i of its array: 0, or -1 when it is unknown. */
+static int ar_algo_at(const char *s, void *v, int i) { return coll_algo_parse(s, &((coll_algo *)v)[i]); }
+static int ar_dtype_at(const char *s, void *v, int i) { return coll_dtype_parse(s, &((coll_dtype *)v)[i]); }
+static int ar_op_at(const char *s, void *v, int i) { return coll_op_parse(s, &((coll_op *)v)[i]); }
+
+/* A comma list flag of at most AR_MAX_LIST items, each parsed by at() into out: 0 with the
+ * count in *n, or 2 after a usage error naming the flag and the item. */
+static int ar_list(const char *list, const char *flag, const char *what,
+                   int (*at)(const char *, void *, int), void *out, int *n) {
+  char *items[AR_MAX_LIST], *store = NULL;
+  int got = bench_split_list(list, items, AR_MAX_LIST, &store), rc = 0;
+  if (got <= 0) rc = bench_usage_error(ar_usage, "%s: empty or too long list", flag);
+  for (int i = 0; i < got && !rc; i++)
+    if (at(items[i], out, i)) rc = bench_usage_error(ar_usage, "%s: unknown %s '%s'", flag, what, items[i]);
+  free(store);
+  if (!rc) *n = got;
+  return rc;
+}
+
 static int ar_parse(ar_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   bench_rank_opts_init(&o->r);
@@ -173,37 +192,10 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
 
   if ((rc = bench_parse_transports(tl, o->transports, AR_MAX_LIST, &o->ntransports, &o->want_mpi, ar_usage)))
     return rc;
-  char *items[AR_MAX_LIST], *store = NULL;
-  int n = bench_split_list(al, items, AR_MAX_LIST, &store);
-  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--algo: empty or too long list");
-  for (int i = 0; i < n; i++)
-    if (coll_algo_parse(items[i], &o->algos[i])) {
-      rc = bench_usage_error(ar_usage, "--algo: unknown algorithm '%s'", items[i]);
-      free(store);
-      return rc;
-    }
-  o->nalgos = n;
-  free(store);
-  n = bench_split_list(dl, items, AR_MAX_LIST, &store);
-  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--dtype: empty or too long list");
-  for (int i = 0; i < n; i++)
-    if (coll_dtype_parse(items[i], &o->dtypes[i])) {
-      rc = bench_usage_error(ar_usage, "--dtype: unknown type '%s'", items[i]);
-      free(store);
-      return rc;
-    }
-  o->ndtypes = n;
-  free(store);
-  n = bench_split_list(ol, items, AR_MAX_LIST, &store);
-  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--op: empty or too long list");
-  for (int i = 0; i < n; i++)
-    if (coll_op_parse(items[i], &o->ops[i])) {
-      rc = bench_usage_error(ar_usage, "--op: unknown reduction '%s'", items[i]);
-      free(store);
-      return rc;
-    }
-  o->nops = n;
-  free(store);
+  if ((rc = ar_list(al, "--algo", "algorithm", ar_algo_at, o->algos, &o->nalgos)) ||
+      (rc = ar_list(dl, "--dtype", "type", ar_dtype_at, o->dtypes, &o->ndtypes)) ||
+      (rc = ar_list(ol, "--op", "reduction", ar_op_at, o->ops, &o->nops)))
+    return rc;
   /* the peer: a transport/algorithm pair of this run that every row is compared with */
   if (peer && !strcmp(peer, "none")) return 0;
   coll_transport_kind ptk = COLL_MPI;
