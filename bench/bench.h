@@ -34,7 +34,13 @@ int bench_usage_error(const char *usage, const char *fmt, ...)
 /* One-line error on stderr, prefixed with "fabench: "; returns 1. */
 int bench_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- the flags of the commands that start ranks (allreduce, p2p) ---- */
+/* ---- flags ---- */
+/* What every command answers alike, for a getopt_long result (ch) it does not take itself:
+ * -h/--help (long option {"help", 0, 0, 'h'}) prints usage on stdout (1: the command exits 0);
+ * a missing value (':', with ":" leading the optstring) or an unknown flag gets a usage error (2). */
+int bench_flag_common(int ch, char **argv, const char *usage);
+
+/* The flags of the commands that start ranks (allreduce, p2p). */
 /* getopt_long codes of the shared flags, clear of a command's own (256 and up). */
 enum { BENCH_O_EMULATE = 0x4000, BENCH_O_MPIRUN, BENCH_O_BIND, BENCH_O_TIMEOUT, BENCH_O_OUT,
        BENCH_O_TCP_STREAMS, BENCH_O_TCP_CC };

@@ -105,6 +105,12 @@ int bench_error(const char *fmt, ...) {
   return 1;
 }
 
+int bench_flag_common(int ch, char **argv, const char *usage) {
+  if (ch == 'h') return fputs(usage, stdout), 1;
+  if (ch == ':') return bench_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
+  return bench_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+}
+
 void bench_rank_opts_init(bench_rank_opts *r) {
   *r = (bench_rank_opts){.timeout_s = 60, .tcp_streams = 1};
 }
@@ -145,9 +151,7 @@ int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage) 
       return bench_usage_error(usage, "--tcp-cc: '%s' is not a congestion control name", optarg);
     r->tcp_cc = optarg;
     return 0;
-  case 'h': fputs(usage, stdout); return 1;
-  case ':': return bench_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
-  default: return bench_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+  default: return bench_flag_common(ch, argv, usage);
   }
 }
 
