@@ -1276,22 +1276,6 @@ fail:
   return -1;
 }
 
-int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
-  *out = NULL;
-  if (!o) {
-    snprintf(err, errcap, "no network options");
-    return -1;
-  }
-  nn_table t;
-  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
-  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
-                       .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
-                       .search = o->cudnn_search, .gpu = o->gpu};
-  int rc = nn_net_create_table(out, &t, &eo, err, errcap);
-  nn_table_free(&t);
-  return rc;
-}
-
 void nn_net_destroy(nn_net *net) {
   if (NN_OPS(net)) {
     NN_OPS(net)->destroy(net);
@@ -1395,21 +1379,6 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
   snprintf(err, errcap, NO_DNNL);
   return -1;
 }
-int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
-  *out = NULL;
-  if (!o || o->device != NN_DEV_CUDA) {
-    snprintf(err, errcap, NO_DNNL);
-    return -1;
-  }
-  nn_table t;
-  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
-  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
-                       .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
-                       .search = o->cudnn_search, .gpu = o->gpu};
-  int rc = nn_cuda_create_table(out, &t, &eo, err, errcap);
-  nn_table_free(&t);
-  return rc;
-}
 /* Every net here is a GPU net (only nn_cuda_create_table makes one). */
 void nn_net_destroy(nn_net *net) {
   if (NN_OPS(net)) NN_OPS(net)->destroy(net);
@@ -1470,3 +1439,26 @@ int nn_net_param_tensors(const nn_net *net, const nn_param_info **info) {
 const char *nn_backend_version(void) { return "none (built without oneDNN)"; }
 
 #endif
+
+/* Either build: the options' ResNet on the engine nn_net_create_table picks. */
+int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
+  *out = NULL;
+  if (!o) {
+    snprintf(err, errcap, "no network options");
+    return -1;
+  }
+#if !FABENCH_HAVE_DNNL
+  if (o->device != NN_DEV_CUDA) { /* before the table: the model is not the trouble */
+    snprintf(err, errcap, NO_DNNL);
+    return -1;
+  }
+#endif
+  nn_table t;
+  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
+  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
+                       .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
+                       .search = o->cudnn_search, .gpu = o->gpu};
+  int rc = nn_net_create_table(out, &t, &eo, err, errcap);
+  nn_table_free(&t);
+  return rc;
+}
