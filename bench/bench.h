@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
+#include "coll.h" /* coll_transport_kind */
+
 /* Subcommands: each returns the process exit status (0 ok, 1 failure, 2 usage error). */
 int bench_cmd_allreduce(int argc, char **argv);
 int bench_cmd_p2p(int argc, char **argv);
@@ -31,6 +33,49 @@ int bench_usage_error(const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* One-line error on stderr, prefixed with "fabench: "; returns 1. */
 int bench_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- flags ---- */
+/* What every command answers alike, for a getopt_long result (ch) it does not take itself:
+ * -h/--help (long option {"help", 0, 0, 'h'}) prints usage on stdout (1: the command exits 0);
+ * a missing value (':', with ":" leading the optstring) or an unknown flag gets a usage error (2). */
+int bench_flag_common(int ch, char **argv, const char *usage);
+
+/* The flags of the commands that start ranks (allreduce, p2p). */
+/* getopt_long codes of the shared flags, clear of a command's own (256 and up). */
+enum { BENCH_O_EMULATE = 0x4000, BENCH_O_MPIRUN, BENCH_O_BIND, BENCH_O_TIMEOUT, BENCH_O_OUT,
+       BENCH_O_TCP_STREAMS, BENCH_O_TCP_CC };
+/* Entries of a command's struct option list: how its ranks start, where the run goes, help. */
+#define BENCH_RANK_OPTIONS                                                                    \
+  {"ranks", 1, 0, 'n'}, {"emulate", 1, 0, BENCH_O_EMULATE}, {"mpirun-args", 1, 0, BENCH_O_MPIRUN}, \
+      {"bind", 1, 0, BENCH_O_BIND}, {"timeout", 1, 0, BENCH_O_TIMEOUT}, {"out", 1, 0, BENCH_O_OUT}, \
+      {"help", 0, 0, 'h'}
+/* The tcp transport's flags, for a command that opens tcp communicators. */
+#define BENCH_TCP_OPTIONS {"tcp-streams", 1, 0, BENCH_O_TCP_STREAMS}, {"tcp-cc", 1, 0, BENCH_O_TCP_CC}
+typedef struct {
+  int nranks;              /* -n N: ranks started here; 0: the launcher's world */
+  const char *emulate;     /* --emulate RATE (needs -n) */
+  const char *mpirun_args; /* --mpirun-args ARGS */
+  const char *bind;        /* --bind HOW */
+  long timeout_s;          /* --timeout: every network wait (default 60) */
+  const char *out;         /* --out DIR */
+  long tcp_streams;        /* --tcp-streams (default 1) */
+  const char *tcp_cc;      /* --tcp-cc NAME (NULL: the transport's default) */
+} bench_rank_opts;
+/* The defaults. */
+void bench_rank_opts_init(bench_rank_opts *r);
+/* One getopt_long result (ch; the value in optarg) that the command does not take itself: a
+ * shared flag goes into r (0); -h/--help prints usage on stdout (1: the command exits 0); a
+ * bad value, a missing value or an unknown flag gets a usage error (2). */
+int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage);
+/* After the flags: no stray argument, and --emulate only with -n. 0, or 2 after a usage error. */
+int bench_rank_check(const bench_rank_opts *r, int argc, char **argv, const char *usage);
+/* A --transport list of at most max (<= 16) transports, each known and built in: 0; 2 after a usage
+ * error; 3 when it names nccl on a machine without a usable GPU (said on stderr). *want_mpi:
+ * the list holds mpi (the ranks then start through mpirun). */
+int bench_parse_transports(const char *list, coll_transport_kind *out, int max, int *n,
+                           int *want_mpi, const char *usage);
+/* -n N: bench_relaunch with the shared flags. */
+int bench_rank_relaunch(const bench_rank_opts *r, int argc, char **argv, int use_mpirun);
 
 /* ---- a run directory with its metadata ---- */
 typedef struct {

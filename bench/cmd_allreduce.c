@@ -9,7 +9,6 @@
 
 #include "bench.h"
 #include "coll.h"
-#include "emulate.h"
 #include "res.h"
 #include "topo.h"
 
@@ -58,9 +57,9 @@ static const char ar_usage[] =
 #define AR_MAX_LIST 16
 
 typedef struct {
-  int nranks;
+  bench_rank_opts r; /* -n, --emulate, --timeout, --out, --tcp-*, ... */
   coll_transport_kind transports[AR_MAX_LIST];
-  int ntransports;
+  int ntransports, want_mpi;
   coll_algo algos[AR_MAX_LIST];
   int nalgos;
   coll_dtype dtypes[AR_MAX_LIST];
@@ -69,9 +68,9 @@ typedef struct {
   int nops;
   uint64_t min_bytes, max_bytes, chunk;
   double step, time_per_size;
-  long warmup, iters, streams, seed, timeout_s, rounds;
+  long warmup, iters, seed, rounds;
   int pipelined, check, no_peer_map;
-  const char *out, *mpirun_args, *emulate, *bind, *tcp_cc, *model_from, *devices;
+  const char *model_from, *devices;
   int has_peer;                   /* rows carry busbw relative to this pair, when measured */
   coll_transport_kind peer_tk;
   coll_algo peer_algo;
@@ -79,45 +78,54 @@ typedef struct {
 
 static int ar_algo_eq(coll_algo a, coll_algo b) { return a.kind == b.kind && a.param == b.param; }
 
+/* One item of a list flag into element i of its array: 0, or -1 when it is unknown. */
+static int ar_algo_at(const char *s, void *v, int i) { return coll_algo_parse(s, &((coll_algo *)v)[i]); }
+static int ar_dtype_at(const char *s, void *v, int i) { return coll_dtype_parse(s, &((coll_dtype *)v)[i]); }
+static int ar_op_at(const char *s, void *v, int i) { return coll_op_parse(s, &((coll_op *)v)[i]); }
+
+/* A comma list flag of at most AR_MAX_LIST items, each parsed by at() into out: 0 with the
+ * count in *n, or 2 after a usage error naming the flag and the item. */
+static int ar_list(const char *list, const char *flag, const char *what,
+                   int (*at)(const char *, void *, int), void *out, int *n) {
+  char *items[AR_MAX_LIST], *store = NULL;
+  int got = bench_split_list(list, items, AR_MAX_LIST, &store), rc = 0;
+  if (got <= 0) rc = bench_usage_error(ar_usage, "%s: empty or too long list", flag);
+  for (int i = 0; i < got && !rc; i++)
+    if (at(items[i], out, i)) rc = bench_usage_error(ar_usage, "%s: unknown %s '%s'", flag, what, items[i]);
+  free(store);
+  if (!rc) *n = got;
+  return rc;
+}
+
 static int ar_parse(ar_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
+  bench_rank_opts_init(&o->r);
   o->min_bytes = 8;
   o->max_bytes = 32u << 20;
   o->step = 2;
   o->time_per_size = 0.5;
   o->warmup = 5;
   o->rounds = 5;
-  o->streams = 1;
   o->seed = 1;
-  o->timeout_s = 60;
   o->check = 1;
   const char *tl = FABENCH_HAVE_MPI ? "tcp,mpi" : "tcp", *al = "ring,native", *dl = "f32", *ol = "sum";
   const char *peer = NULL; /* NULL: mpi/native when the run measures it */
   enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
-         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_STREAMS, O_CC, O_UCXMAP, O_DEVICES, O_ROUNDS, O_PEER, O_MPIRUN, O_EMU, O_BIND, O_SEED,
-         O_TIMEOUT, O_OUT, O_MODEL, O_HELP };
+         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_UCXMAP, O_DEVICES, O_ROUNDS, O_PEER, O_SEED, O_MODEL };
   static const struct option lo[] = {
       {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
       {"op", 1, 0, O_OP},               {"min-bytes", 1, 0, O_MIN},   {"max-bytes", 1, 0, O_MAX},
       {"step-factor", 1, 0, O_STEP},    {"warmup", 1, 0, O_WARMUP},   {"iters", 1, 0, O_ITERS},
       {"time-per-size", 1, 0, O_TPS},   {"timing", 1, 0, O_TIMING},   {"check", 0, 0, O_CHECK},
-      {"no-check", 0, 0, O_NOCHECK},    {"chunk", 1, 0, O_CHUNK},     {"tcp-streams", 1, 0, O_STREAMS},
-      {"mpirun-args", 1, 0, O_MPIRUN},  {"emulate", 1, 0, O_EMU},     {"bind", 1, 0, O_BIND},
-      {"seed", 1, 0, O_SEED},           {"timeout", 1, 0, O_TIMEOUT}, {"out", 1, 0, O_OUT},
-      {"ranks", 1, 0, 'n'},             {"help", 0, 0, O_HELP},       {"tcp-cc", 1, 0, O_CC},
+      {"no-check", 0, 0, O_NOCHECK},    {"chunk", 1, 0, O_CHUNK},     {"seed", 1, 0, O_SEED},
       {"rounds", 1, 0, O_ROUNDS},       {"peer", 1, 0, O_PEER},       {"ucx-map", 1, 0, O_UCXMAP},
-      {"model-from", 1, 0, O_MODEL},    {"devices", 1, 0, O_DEVICES},
-      {0, 0, 0, 0}};
+      {"model-from", 1, 0, O_MODEL},    {"devices", 1, 0, O_DEVICES}, BENCH_RANK_OPTIONS,
+      BENCH_TCP_OPTIONS,                {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
-  int ch;
-  long v;
+  int ch, rc;
   while ((ch = getopt_long(argc, argv, ":n:h", lo, NULL)) != -1) {
     switch (ch) {
-    case 'n':
-      if (bench_parse_int(optarg, 1, 4096, &v)) return bench_usage_error(ar_usage, "-n: '%s' is not a rank count (1..4096)", optarg);
-      o->nranks = (int)v;
-      break;
     case O_TRANSPORT: tl = optarg; break;
     case O_ALGO: al = optarg; break;
     case O_DTYPE: dl = optarg; break;
@@ -150,16 +158,9 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
     case O_CHUNK:
       if (bench_parse_size(optarg, &o->chunk) || o->chunk < 64) return bench_usage_error(ar_usage, "--chunk: '%s' is not a size >= 64", optarg);
       break;
-    case O_STREAMS:
-      if (bench_parse_int(optarg, 1, 16, &o->streams)) return bench_usage_error(ar_usage, "--tcp-streams: '%s' is not 1..16", optarg);
-      break;
     case O_PEER: peer = optarg; break;
     case O_ROUNDS:
       if (bench_parse_int(optarg, 1, 1000, &o->rounds)) return bench_usage_error(ar_usage, "--rounds: '%s' is not 1..1000", optarg);
-      break;
-    case O_CC:
-      if (bench_parse_name(optarg, 15)) return bench_usage_error(ar_usage, "--tcp-cc: '%s' is not a congestion control name", optarg);
-      o->tcp_cc = optarg;
       break;
     case O_UCXMAP:
       if (!strcmp(optarg, "on")) o->no_peer_map = 0;
@@ -171,37 +172,16 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
         return bench_usage_error(ar_usage, "--devices: '%s' is not a list of CUDA device numbers", optarg);
       o->devices = optarg;
       break;
-    case O_MPIRUN: o->mpirun_args = optarg; break;
-    case O_EMU: {
-      uint64_t bps;
-      if (bench_emu_parse_rate(optarg, &bps)) return bench_usage_error(ar_usage, "--emulate: '%s' is not a rate (e.g. 500mbit, 1gbit, 10gbit)", optarg);
-      o->emulate = optarg;
-      break;
-    }
-    case O_BIND: {
-      topo_bind_kind k;
-      char err[256];
-      if (topo_bind_parse(optarg, &k, err, sizeof err)) return bench_usage_error(ar_usage, "--bind: %s", err);
-      o->bind = optarg;
-      break;
-    }
     case O_SEED:
       if (bench_parse_int(optarg, 0, 1L << 62, &o->seed)) return bench_usage_error(ar_usage, "--seed: '%s' is not a number", optarg);
       break;
-    case O_TIMEOUT:
-      if (bench_parse_int(optarg, 1, 86400, &o->timeout_s)) return bench_usage_error(ar_usage, "--timeout: '%s' is not seconds (1..86400)", optarg);
-      break;
-    case O_OUT: o->out = optarg; break;
     case O_MODEL: o->model_from = optarg; break;
-    case 'h':
-    case O_HELP: fputs(ar_usage, stdout); return 1;
-    case ':': return bench_usage_error(ar_usage, "option '%s' needs a value", argv[optind - 1]);
-    default: return bench_usage_error(ar_usage, "unknown option '%s'", argv[optind - 1]);
+    default:
+      if ((rc = bench_rank_flag(&o->r, ch, argv, ar_usage))) return rc;
     }
   }
-  if (optind < argc) return bench_usage_error(ar_usage, "unexpected argument '%s'", argv[optind]);
+  if ((rc = bench_rank_check(&o->r, argc, argv, ar_usage))) return rc;
   if (o->min_bytes > o->max_bytes) return bench_usage_error(ar_usage, "--min-bytes is larger than --max-bytes");
-  if (o->emulate && !o->nranks) return bench_usage_error(ar_usage, "--emulate needs -n");
   if (o->model_from) { /* checked here, once, so that a bad path fails before any rank starts */
     res_model m;
     char err[1024];
@@ -210,59 +190,12 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
     res_model_free(&m);
   }
 
-  char *items[AR_MAX_LIST], *store = NULL;
-  int n = bench_split_list(tl, items, AR_MAX_LIST, &store);
-  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--transport: empty or too long list");
-  for (int i = 0; i < n; i++) {
-    if (coll_transport_parse(items[i], &o->transports[i])) {
-      int rc = bench_usage_error(ar_usage, "--transport: unknown transport '%s'", items[i]);
-      free(store);
-      return rc;
-    }
-    coll_err ue;
-    if (o->transports[i] == COLL_NCCL && coll_transport_usable(COLL_NCCL, &ue)) {
-      free(store);
-      fprintf(stderr, "fabench: %s\n", ue.msg);
-      return 3; /* not a usage error: this machine has no GPU */
-    }
-    if (!coll_transport_built(o->transports[i])) {
-      int rc = bench_usage_error(ar_usage, "--transport: '%s' is not built into this fabench", items[i]);
-      free(store);
-      return rc;
-    }
-  }
-  o->ntransports = n;
-  free(store);
-  n = bench_split_list(al, items, AR_MAX_LIST, &store);
-  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--algo: empty or too long list");
-  for (int i = 0; i < n; i++)
-    if (coll_algo_parse(items[i], &o->algos[i])) {
-      int rc = bench_usage_error(ar_usage, "--algo: unknown algorithm '%s'", items[i]);
-      free(store);
-      return rc;
-    }
-  o->nalgos = n;
-  free(store);
-  n = bench_split_list(dl, items, AR_MAX_LIST, &store);
-  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--dtype: empty or too long list");
-  for (int i = 0; i < n; i++)
-    if (coll_dtype_parse(items[i], &o->dtypes[i])) {
-      int rc = bench_usage_error(ar_usage, "--dtype: unknown type '%s'", items[i]);
-      free(store);
-      return rc;
-    }
-  o->ndtypes = n;
-  free(store);
-  n = bench_split_list(ol, items, AR_MAX_LIST, &store);
-  if (n <= 0) return free(store), bench_usage_error(ar_usage, "--op: empty or too long list");
-  for (int i = 0; i < n; i++)
-    if (coll_op_parse(items[i], &o->ops[i])) {
-      int rc = bench_usage_error(ar_usage, "--op: unknown reduction '%s'", items[i]);
-      free(store);
-      return rc;
-    }
-  o->nops = n;
-  free(store);
+  if ((rc = bench_parse_transports(tl, o->transports, AR_MAX_LIST, &o->ntransports, &o->want_mpi, ar_usage)))
+    return rc;
+  if ((rc = ar_list(al, "--algo", "algorithm", ar_algo_at, o->algos, &o->nalgos)) ||
+      (rc = ar_list(dl, "--dtype", "type", ar_dtype_at, o->dtypes, &o->ndtypes)) ||
+      (rc = ar_list(ol, "--op", "reduction", ar_op_at, o->ops, &o->nops)))
+    return rc;
   /* the peer: a transport/algorithm pair of this run that every row is compared with */
   if (peer && !strcmp(peer, "none")) return 0;
   coll_transport_kind ptk = COLL_MPI;
@@ -568,7 +501,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   row.topo_hash = x->run.topo_hash;
   row.warmup = o->warmup;
   row.chunk_bytes = (int64_t)coll_comm_chunk(k->c);
-  row.tcp_streams = o->streams;
+  row.tcp_streams = o->r.tcp_streams;
   row.boot = coll_boot_kind_name(x->boot);
   row.rounds = o->rounds;
   row.peer = pname;
@@ -663,9 +596,7 @@ static const coll_model *ar_model_for(const ar_ctx *x, coll_transport_kind tk) {
 static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   ar_ctx x = {.o = o};
   coll_err e = {{0}};
-  int want_mpi = 0;
-  for (int i = 0; i < o->ntransports; i++) want_mpi |= o->transports[i] == COLL_MPI;
-  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)o->timeout_s * 1000, &e)) return ar_fail(&e);
+  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, o->want_mpi, (int)o->r.timeout_s * 1000, &e)) return ar_fail(&e);
   x.rank = coll_boot_rank(x.boot);
   x.size = coll_boot_size(x.boot);
   int rc = 0, ncells = 0, failed = 1;
@@ -674,13 +605,13 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   ar_cell cells[AR_MAX_LIST * AR_MAX_LIST];
   memset(cells, 0, sizeof cells);
   char bind_desc[256];
-  if (bench_bind_rank(x.boot, o->bind, bind_desc, sizeof bind_desc)) {
+  if (bench_bind_rank(x.boot, o->r.bind, bind_desc, sizeof bind_desc)) {
     rc = 1;
     goto out;
   }
   if (x.rank == 0) {
     x.progress = isatty(2);
-    if (bench_run_begin(&x.run, o->out, "allreduce", argc, argv)) {
+    if (bench_run_begin(&x.run, o->r.out, "allreduce", argc, argv)) {
       rc = 1;
       goto out;
     }
@@ -703,9 +634,9 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   }
   /* every transport is open for the whole run, so that the cells can take turns */
   for (int t = 0; t < o->ntransports && !rc; t++) {
-    coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->timeout_s * 1000,
-                         .tcp_streams = (int)o->streams, .chunk_bytes = (size_t)o->chunk,
-                         .tcp_cc = o->tcp_cc, .no_peer_map = o->no_peer_map,
+    coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->r.timeout_s * 1000,
+                         .tcp_streams = (int)o->r.tcp_streams, .chunk_bytes = (size_t)o->chunk,
+                         .tcp_cc = o->r.tcp_cc, .no_peer_map = o->no_peer_map,
                          .model = ar_model_for(&x, o->transports[t]), .devices = o->devices};
     if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
       rc = ar_fail(&e);
@@ -783,10 +714,6 @@ int bench_cmd_allreduce(int argc, char **argv) {
   ar_opts o;
   int rc = ar_parse(&o, argc, argv);
   if (rc) return rc == 1 ? 0 : rc; /* 1: --help */
-  if (o.nranks > 0) {
-    int use_mpirun = 0;
-    for (int i = 0; i < o.ntransports; i++) use_mpirun |= o.transports[i] == COLL_MPI;
-    return bench_relaunch(argc, argv, o.nranks, use_mpirun, o.mpirun_args, o.emulate, (int)o.timeout_s);
-  }
+  if (o.r.nranks > 0) return bench_rank_relaunch(&o.r, argc, argv, o.want_mpi);
   return ar_rank_main(&o, argc, argv);
 }

@@ -212,9 +212,9 @@ int bench_cmd_fit(int argc, char **argv) {
   char **checks = calloc((size_t)argc + 1, sizeof *checks);
   int nchecks = 0;
   if (!checks) return bench_error("fit: out of memory");
-  enum { O_OUT = 256, O_K, O_NOK, O_HELP, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL };
+  enum { O_OUT = 256, O_K, O_NOK, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL };
   static const struct option lo[] = {{"out", 1, 0, O_OUT},           {"gamma-kernel", 0, 0, O_K},
-                                     {"no-gamma-kernel", 0, 0, O_NOK}, {"help", 0, 0, O_HELP},
+                                     {"no-gamma-kernel", 0, 0, O_NOK}, {"help", 0, 0, 'h'},
                                      {"min-bytes", 1, 0, O_MIN},       {"cores", 1, 0, O_CORES},
                                      {"check", 1, 0, O_CHECK},         {"check-out", 1, 0, O_CHECK_OUT},
                                      {"model", 1, 0, O_MODEL},         {0, 0, 0, 0}};
@@ -241,10 +241,10 @@ int bench_cmd_fit(int argc, char **argv) {
     case O_CHECK: checks[nchecks++] = optarg; break;
     case O_CHECK_OUT: check_out = optarg; break;
     case O_MODEL: model = optarg; break;
-    case 'h':
-    case O_HELP: fputs(fit_usage, stdout); goto out;
-    case ':': rc = bench_usage_error(fit_usage, "option '%s' needs a value", argv[optind - 1]); goto out;
-    default: rc = bench_usage_error(fit_usage, "unknown option '%s'", argv[optind - 1]); goto out;
+    default:
+      rc = bench_flag_common(ch, argv, fit_usage);
+      if (rc == 1) rc = 0; /* --help */
+      goto out;
     }
   }
   if (model && optind < argc) {

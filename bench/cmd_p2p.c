@@ -15,9 +15,7 @@
 
 #include "bench.h"
 #include "coll.h"
-#include "emulate.h"
 #include "res.h"
-#include "topo.h"
 
 #define P2P_MAX_TRANSPORTS 4
 #define P2P_MAX_WINDOW 4096
@@ -53,7 +51,7 @@ static const char p2p_usage[] =
     "  --window N            messages in flight per bw/bibw iteration (default 64; capped so\n"
     "                        at most 64 MiB are in flight)\n"
     "  --matrix-bytes B      message size of the bandwidth matrix (default the largest)\n"
-    "  --tcp-streams N       connections per peer for the tcp transport (default 1)\n"
+    "  --tcp-streams N       connections per peer for the tcp transport, 1..16 (default 1)\n"
     "  --tcp-cc NAME         congestion control of the tcp sockets, or 'system' for the\n"
     "                        kernel's default (default " COLL_TCP_CC_DEFAULT ")\n"
     "  --timeout S           seconds any wait may take (default 60)\n"
@@ -64,10 +62,7 @@ static const char p2p_usage[] =
     "  --out DIR             run directory (default results/<UTC>-p2p)\n";
 
 typedef struct {
-  long nranks; /* -n; 0: the launcher's world */
-  const char *emulate;
-  const char *mpirun_args;
-  const char *bind;
+  bench_rank_opts r; /* -n, --emulate, --timeout, --out, --tcp-*, ... */
   coll_transport_kind transports[P2P_MAX_TRANSPORTS];
   int ntransports;
   int want_mpi;
@@ -79,10 +74,6 @@ typedef struct {
   double time_per_size;
   long warmup;    /* -1: per test default */
   long window;
-  long tcp_streams;
-  const char *tcp_cc;
-  long timeout_s;
-  const char *out;
 } p2p_opts;
 
 /* What the source sends rank 0 for one step. */
@@ -117,8 +108,8 @@ typedef struct {
 
 static int p2p_parse(p2p_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
-  o->transports[0] = COLL_TCP;
-  o->ntransports = 1;
+  bench_rank_opts_init(&o->r);
+  const char *tl = "tcp";
   o->src = 0;
   o->dst = 1;
   for (int t = 0; t < P2P_NMSG; t++) o->tests[t] = 1;
@@ -128,12 +119,9 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
   o->time_per_size = 0.2;
   o->warmup = -1;
   o->window = 64;
-  o->tcp_streams = 1;
-  o->timeout_s = 60;
   enum { O_TRANSPORT = 256, O_PAIRS, O_TESTS, O_MIN, O_MAX, O_STEP, O_ITERS, O_TIME, O_WARMUP,
-         O_WINDOW, O_MATRIX, O_STREAMS, O_CC, O_TIMEOUT, O_EMULATE, O_MPIRUN, O_BIND, O_OUT, O_HELP };
+         O_WINDOW, O_MATRIX };
   static const struct option longs[] = {
-      {"ranks", required_argument, NULL, 'n'},
       {"transport", required_argument, NULL, O_TRANSPORT},
       {"pairs", required_argument, NULL, O_PAIRS},
       {"tests", required_argument, NULL, O_TESTS},
@@ -145,14 +133,8 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
       {"warmup", required_argument, NULL, O_WARMUP},
       {"window", required_argument, NULL, O_WINDOW},
       {"matrix-bytes", required_argument, NULL, O_MATRIX},
-      {"tcp-streams", required_argument, NULL, O_STREAMS},
-      {"tcp-cc", required_argument, NULL, O_CC},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"emulate", required_argument, NULL, O_EMULATE},
-      {"mpirun-args", required_argument, NULL, O_MPIRUN},
-      {"bind", required_argument, NULL, O_BIND},
-      {"out", required_argument, NULL, O_OUT},
-      {"help", no_argument, NULL, O_HELP},
+      BENCH_RANK_OPTIONS,
+      BENCH_TCP_OPTIONS,
       {NULL, 0, NULL, 0}};
   opterr = 0;
   optind = 1;
@@ -162,41 +144,7 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
     const char *v = optarg;
     int n;
     switch (ch) {
-    case 'n':
-      if (bench_parse_int(v, 1, 4096, &o->nranks)) return bench_usage_error(p2p_usage, "bad -n '%s'", v);
-      break;
-    case O_TRANSPORT:
-      n = bench_split_list(v, items, P2P_MAX_TRANSPORTS, &store);
-      if (n <= 0) {
-        free(store);
-        return bench_usage_error(p2p_usage, "bad --transport '%s'", v);
-      }
-      o->ntransports = 0;
-      o->want_mpi = 0;
-      for (int i = 0; i < n; i++) {
-        coll_transport_kind k;
-        if (coll_transport_parse(items[i], &k)) {
-          int rc = bench_usage_error(p2p_usage, "unknown transport '%s' (tcp, ucx, mpi, nccl)", items[i]);
-          free(store);
-          return rc;
-        }
-        coll_err ue;
-        if (k == COLL_NCCL && coll_transport_usable(k, &ue)) {
-          free(store);
-          fprintf(stderr, "fabench: %s\n", ue.msg);
-          return 3; /* not a usage error: this machine has no GPU */
-        }
-        if (!coll_transport_built(k)) {
-          int rc = bench_usage_error(p2p_usage, "transport '%s' is not built into this fabench",
-                                     items[i]);
-          free(store);
-          return rc;
-        }
-        if (k == COLL_MPI) o->want_mpi = 1;
-        o->transports[o->ntransports++] = k;
-      }
-      free(store);
-      break;
+    case O_TRANSPORT: tl = v; break;
     case O_PAIRS:
       if (!strcmp(v, "all")) {
         o->pairs_all = 1;
@@ -263,42 +211,14 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
       if (bench_parse_int(v, 1, P2P_MAX_WINDOW, &o->window))
         return bench_usage_error(p2p_usage, "bad --window '%s' (1 to %d)", v, P2P_MAX_WINDOW);
       break;
-    case O_STREAMS:
-      if (bench_parse_int(v, 1, 64, &o->tcp_streams))
-        return bench_usage_error(p2p_usage, "bad --tcp-streams '%s'", v);
-      break;
-    case O_CC:
-      if (bench_parse_name(v, 15))
-        return bench_usage_error(p2p_usage, "bad --tcp-cc '%s' (a congestion control name)", v);
-      o->tcp_cc = v;
-      break;
-    case O_TIMEOUT:
-      if (bench_parse_int(v, 1, 86400, &o->timeout_s))
-        return bench_usage_error(p2p_usage, "bad --timeout '%s' (seconds)", v);
-      break;
-    case O_EMULATE: {
-      uint64_t bps;
-      if (bench_emu_parse_rate(v, &bps))
-        return bench_usage_error(p2p_usage, "--emulate: '%s' is not a rate (e.g. 500mbit, 1gbit, 10gbit)", v);
-      o->emulate = v;
-      break;
-    }
-    case O_MPIRUN: o->mpirun_args = v; break;
-    case O_BIND: {
-      topo_bind_kind k;
-      char err[256];
-      if (topo_bind_parse(v, &k, err, sizeof err)) return bench_usage_error(p2p_usage, "--bind: %s", err);
-      o->bind = v;
-      break;
-    }
-    case O_OUT: o->out = v; break;
-    case 'h':
-    case O_HELP: fputs(p2p_usage, stdout); return 1; /* caller exits 0 */
-    case ':': return bench_usage_error(p2p_usage, "flag '%s' needs a value", argv[optind - 1]);
-    default: return bench_usage_error(p2p_usage, "unknown flag '%s'", argv[optind - 1]);
+    default:
+      if ((n = bench_rank_flag(&o->r, ch, argv, p2p_usage))) return n;
     }
   }
-  if (optind < argc) return bench_usage_error(p2p_usage, "unexpected argument '%s'", argv[optind]);
+  int rc = bench_rank_check(&o->r, argc, argv, p2p_usage);
+  if (!rc) rc = bench_parse_transports(tl, o->transports, P2P_MAX_TRANSPORTS, &o->ntransports, &o->want_mpi, p2p_usage);
+  if (rc) return rc;
+
   if (o->min_bytes > o->max_bytes)
     return bench_usage_error(p2p_usage, "--min-bytes is larger than --max-bytes");
   for (int i = 0; i < o->ntransports; i++)
@@ -306,11 +226,9 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
       if (o->transports[i] == o->transports[j])
         return bench_usage_error(p2p_usage, "transport '%s' given twice",
                                  coll_transport_name(o->transports[i]));
-  if (o->pairs_all == 0 && o->nranks && (o->src >= o->nranks || o->dst >= o->nranks))
+  if (o->pairs_all == 0 && o->r.nranks && (o->src >= o->r.nranks || o->dst >= o->r.nranks))
     return bench_usage_error(p2p_usage, "--pairs %d,%d needs at least %d ranks", o->src, o->dst,
                              (o->src > o->dst ? o->src : o->dst) + 1);
-  if (o->emulate && !o->nranks)
-    return bench_usage_error(p2p_usage, "--emulate needs -n N (ranks started by fabench)");
   return 0;
 }
 
@@ -733,7 +651,7 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
 static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   coll_err e = {{0}};
   coll_boot *b = NULL;
-  int timeout_ms = (int)(o->timeout_s * 1000);
+  int timeout_ms = (int)(o->r.timeout_s * 1000);
   if (coll_boot_open(&b, COLL_BOOT_AUTO, o->want_mpi, timeout_ms, &e))
     return bench_error("%s", e.msg);
   int rank = coll_boot_rank(b), size = coll_boot_size(b);
@@ -760,7 +678,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     goto out;
   }
   char bind_desc[256];
-  if (bench_bind_rank(b, o->bind, bind_desc, sizeof bind_desc)) goto out;
+  if (bench_bind_rank(b, o->r.bind, bind_desc, sizeof bind_desc)) goto out;
   int nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->step_factor, 1, &sizes);
   if (nsizes <= 0) {
     bench_error("out of memory");
@@ -785,7 +703,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     char err[512];
     po.bw = malloc(sizeof *po.bw * (size_t)size * (size_t)size);
     po.lat = malloc(sizeof *po.lat * (size_t)size * (size_t)size);
-    ok = po.bw && po.lat && bench_run_begin(&po.run, o->out, "p2p", argc, argv) == 0;
+    ok = po.bw && po.lat && bench_run_begin(&po.run, o->r.out, "p2p", argc, argv) == 0;
     if (ok && res_table_open_schema(&po.tab, po.run.dir, res_schema_p2p(), err, sizeof err)) {
       bench_error("%s", err);
       ok = 0;
@@ -835,8 +753,8 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   for (int t = 0; t < o->ntransports; t++) {
     coll_comm_opts co = {.transport = o->transports[t],
                          .timeout_ms = timeout_ms,
-                         .tcp_streams = (int)o->tcp_streams,
-                         .tcp_cc = o->tcp_cc};
+                         .tcp_streams = (int)o->r.tcp_streams,
+                         .tcp_cc = o->r.tcp_cc};
     if (coll_comm_open(&x.c, b, &co, &e)) {
       bench_error("%s", e.msg);
       goto out;
@@ -897,7 +815,7 @@ int bench_cmd_p2p(int argc, char **argv) {
   if (prc) return prc;
 
   /* -n N: start the ranks here (unless we are one of them already) */
-  if (o.nranks)
-    return bench_relaunch(argc, argv, (int)o.nranks, o.want_mpi, o.mpirun_args, o.emulate, (int)o.timeout_s);
+  if (o.r.nranks)
+    return bench_rank_relaunch(&o.r, argc, argv, o.want_mpi);
   return p2p_rank_main(&o, argc, argv);
 }

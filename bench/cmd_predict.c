@@ -229,14 +229,14 @@ int bench_cmd_predict(int argc, char **argv) {
   long batch = 0, ppn = 8;
   int overlap = 1, plot = 1;
   enum { O_MODEL = 256, O_PROFILE, O_IPS, O_BATCH, O_RANKS, O_PPN, O_INTRA, O_INTER, O_ALGO, O_BMB,
-         O_FMB, O_NOOV, O_TARGET, O_NOPLOT, O_OUT, O_HELP };
+         O_FMB, O_NOOV, O_TARGET, O_NOPLOT, O_OUT };
   static const struct option lo[] = {
       {"model", 1, 0, O_MODEL},       {"profile", 1, 0, O_PROFILE},   {"images-per-s-rank", 1, 0, O_IPS},
       {"batch", 1, 0, O_BATCH},       {"ranks", 1, 0, O_RANKS},       {"ranks-per-node", 1, 0, O_PPN},
       {"intra", 1, 0, O_INTRA},       {"inter", 1, 0, O_INTER},       {"algo", 1, 0, O_ALGO},
       {"bucket-mb", 1, 0, O_BMB},     {"first-bucket-mb", 1, 0, O_FMB}, {"no-overlap", 0, 0, O_NOOV},
       {"target-eff", 1, 0, O_TARGET}, {"no-plot", 0, 0, O_NOPLOT},    {"out", 1, 0, O_OUT},
-      {"help", 0, 0, O_HELP},         {0, 0, 0, 0}};
+      {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch;
@@ -269,10 +269,10 @@ int bench_cmd_predict(int argc, char **argv) {
       break;
     case O_NOPLOT: plot = 0; break;
     case O_OUT: out = optarg; break;
-    case 'h':
-    case O_HELP: fputs(pr_usage, stdout); return 0;
-    case ':': return bench_usage_error(pr_usage, "option '%s' needs a value", argv[optind - 1]);
-    default: return bench_usage_error(pr_usage, "unknown option '%s'", argv[optind - 1]);
+    default: {
+      int rc = bench_flag_common(ch, argv, pr_usage);
+      return rc == 1 ? 0 : rc; /* 1: --help */
+    }
     }
   }
   if (optind < argc) return bench_usage_error(pr_usage, "unexpected argument '%s'", argv[optind]);

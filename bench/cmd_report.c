@@ -463,8 +463,8 @@ static void rp_heatmap(rp_ctx *x) {
 int bench_cmd_report(int argc, char **argv) {
   const char *out = NULL;
   int plot = 1;
-  enum { O_OUT = 256, O_NOPLOT, O_HELP };
-  static const struct option lo[] = {{"out", 1, 0, O_OUT}, {"no-plot", 0, 0, O_NOPLOT}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+  enum { O_OUT = 256, O_NOPLOT };
+  static const struct option lo[] = {{"out", 1, 0, O_OUT}, {"no-plot", 0, 0, O_NOPLOT}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch;
@@ -472,10 +472,10 @@ int bench_cmd_report(int argc, char **argv) {
     switch (ch) {
     case O_OUT: out = optarg; break;
     case O_NOPLOT: plot = 0; break;
-    case 'h':
-    case O_HELP: fputs(rp_usage, stdout); return 0;
-    case ':': return bench_usage_error(rp_usage, "option '%s' needs a value", argv[optind - 1]);
-    default: return bench_usage_error(rp_usage, "unknown option '%s'", argv[optind - 1]);
+    default: {
+      int rc = bench_flag_common(ch, argv, rp_usage);
+      return rc == 1 ? 0 : rc; /* 1: --help */
+    }
     }
   }
   if (optind >= argc) return bench_usage_error(rp_usage, "no run directory given");

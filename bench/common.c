@@ -1,5 +1,6 @@
 /* Helpers shared by the subcommands: parsing, errors, run directories. */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 
 #include "bench.h"
 #include "coll.h"
+#include "emulate.h"
 #include "launch.h"
 #include "res.h"
 #include "topo.h"
@@ -79,12 +81,17 @@ int bench_split_list(const char *s, char **items, int max, char **store) {
   return n;
 }
 
-int bench_usage_error(const char *usage, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
+/* "fabench: <message>" and a newline on stderr. */
+static void bench_vline(const char *fmt, va_list ap) {
   fputs("fabench: ", stderr);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
+}
+
+int bench_usage_error(const char *usage, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bench_vline(fmt, ap);
   va_end(ap);
   fputs(usage, stderr);
   return 2;
@@ -93,11 +100,94 @@ int bench_usage_error(const char *usage, const char *fmt, ...) {
 int bench_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("fabench: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  bench_vline(fmt, ap);
   va_end(ap);
   return 1;
+}
+
+int bench_flag_common(int ch, char **argv, const char *usage) {
+  if (ch == 'h') return fputs(usage, stdout), 1;
+  if (ch == ':') return bench_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
+  return bench_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+}
+
+void bench_rank_opts_init(bench_rank_opts *r) {
+  *r = (bench_rank_opts){.timeout_s = 60, .tcp_streams = 1};
+}
+
+int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage) {
+  long v;
+  switch (ch) {
+  case 'n':
+    if (bench_parse_int(optarg, 1, 4096, &v)) return bench_usage_error(usage, "-n: '%s' is not a rank count (1..4096)", optarg);
+    r->nranks = (int)v;
+    return 0;
+  case BENCH_O_EMULATE: {
+    uint64_t bps;
+    if (bench_emu_parse_rate(optarg, &bps))
+      return bench_usage_error(usage, "--emulate: '%s' is not a rate (e.g. 500mbit, 1gbit, 10gbit)", optarg);
+    r->emulate = optarg;
+    return 0;
+  }
+  case BENCH_O_MPIRUN: r->mpirun_args = optarg; return 0;
+  case BENCH_O_BIND: {
+    topo_bind_kind k;
+    char err[256];
+    if (topo_bind_parse(optarg, &k, err, sizeof err)) return bench_usage_error(usage, "--bind: %s", err);
+    r->bind = optarg;
+    return 0;
+  }
+  case BENCH_O_TIMEOUT:
+    if (bench_parse_int(optarg, 1, 86400, &r->timeout_s))
+      return bench_usage_error(usage, "--timeout: '%s' is not seconds (1..86400)", optarg);
+    return 0;
+  case BENCH_O_OUT: r->out = optarg; return 0;
+  case BENCH_O_TCP_STREAMS: /* the tcp transport opens at most 16 */
+    if (bench_parse_int(optarg, 1, 16, &r->tcp_streams))
+      return bench_usage_error(usage, "--tcp-streams: '%s' is not 1..16", optarg);
+    return 0;
+  case BENCH_O_TCP_CC:
+    if (bench_parse_name(optarg, 15))
+      return bench_usage_error(usage, "--tcp-cc: '%s' is not a congestion control name", optarg);
+    r->tcp_cc = optarg;
+    return 0;
+  default: return bench_flag_common(ch, argv, usage);
+  }
+}
+
+int bench_rank_check(const bench_rank_opts *r, int argc, char **argv, const char *usage) {
+  if (optind < argc) return bench_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+  if (r->emulate && !r->nranks) return bench_usage_error(usage, "--emulate needs -n");
+  return 0;
+}
+
+int bench_parse_transports(const char *list, coll_transport_kind *out, int max, int *n,
+                           int *want_mpi, const char *usage) {
+  char *items[16], *store = NULL;
+  int got = bench_split_list(list, items, max < 16 ? max : 16, &store), rc = 0;
+  *n = 0;
+  *want_mpi = 0;
+  if (got <= 0) rc = bench_usage_error(usage, "--transport: empty or too long list");
+  for (int i = 0; i < got && !rc; i++) {
+    coll_err ue;
+    if (coll_transport_parse(items[i], &out[i])) {
+      rc = bench_usage_error(usage, "--transport: unknown transport '%s' (tcp, ucx, mpi, nccl)", items[i]);
+    } else if (out[i] == COLL_NCCL && coll_transport_usable(COLL_NCCL, &ue)) {
+      fprintf(stderr, "fabench: %s\n", ue.msg);
+      rc = 3; /* not a usage error: this machine has no GPU */
+    } else if (!coll_transport_built(out[i])) {
+      rc = bench_usage_error(usage, "--transport: '%s' is not built into this fabench", items[i]);
+    } else {
+      *want_mpi |= out[i] == COLL_MPI;
+    }
+  }
+  free(store);
+  if (!rc) *n = got;
+  return rc;
+}
+
+int bench_rank_relaunch(const bench_rank_opts *r, int argc, char **argv, int use_mpirun) {
+  return bench_relaunch(argc, argv, r->nranks, use_mpirun, r->mpirun_args, r->emulate, (int)r->timeout_s);
 }
 
 int bench_run_begin(bench_run *r, const char *out, const char *command, int argc, char **argv) {

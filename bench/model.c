@@ -39,8 +39,8 @@ double bench_gamma_kernel(void) {
 }
 
 int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *err, size_t cap) {
-  *ar = (res_rows){res_schema_allreduce(), NULL, 0};
-  *pp = (res_rows){res_schema_p2p(), NULL, 0};
+  const res_schema *sch[2] = {res_schema_allreduce(), res_schema_p2p()};
+  res_rows rows[2] = {{sch[0], NULL, 0}, {sch[1], NULL, 0}};
   int rc = 0, found = 0;
   for (int i = 0; i < ndirs && !rc; i++) {
     struct stat st;
@@ -49,27 +49,20 @@ int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *er
       rc = -1;
       break;
     }
-    const res_schema *sch[2] = {res_schema_allreduce(), res_schema_p2p()};
-    res_rows *dst[2] = {ar, pp};
-    for (int k = 0; k < 2 && !rc; k++) {
-      if (!res_table_exists(sch[k], dirs[i])) continue;
-      res_rows r;
-      if (res_table_read(&r, sch[k], dirs[i], err, cap) || res_rows_move(dst[k], &r, err, cap)) {
-        rc = -1;
-        break;
-      }
-      res_rows_free(&r);
-      found = 1;
-    }
+    int got = res_run_read(rows, sch, 2, dirs[i], err, cap);
+    if (got < 0) rc = -1;
+    if (got > 0) found = 1;
   }
   if (!rc && !found) {
     snprintf(err, cap, "no allreduce.csv or p2p.csv in %s%s", dirs[0], ndirs > 1 ? " and the others" : "");
     rc = -1;
   }
   if (rc) {
-    res_rows_free(ar);
-    res_rows_free(pp);
+    res_rows_free(&rows[0]);
+    res_rows_free(&rows[1]);
   }
+  *ar = rows[0];
+  *pp = rows[1];
   return rc;
 }
 
@@ -77,19 +70,8 @@ int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *er
 static cJSON *model_run_json(const char *dir) {
   char path[4200];
   snprintf(path, sizeof path, "%s/run.json", dir);
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  char *txt = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&txt, &len);
-  char buf[65536];
-  size_t got;
-  while (mem && (got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, mem);
-  fclose(f);
-  if (mem) fclose(mem);
-  cJSON *o = txt ? cJSON_Parse(txt) : NULL;
-  free(txt);
-  return o;
+  cJSON *o;
+  return res_json_read_file(path, &o, NULL, 0) ? NULL : o;
 }
 
 int bench_dir_cores(const char *dir) {

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn_check.h"
 #include "nn_impl.h"
 
 #if FABENCH_HAVE_CUDA && FABENCH_HAVE_CUDNN
@@ -326,23 +327,6 @@ static plan *plan_for(cnet *n, int b, char *err, size_t errcap) {
 /* ------------------------------------------------------------------------------------------------
  * forward and backward */
 
-static int check_batch(cnet *n, const void *x, int b, char *err, size_t errcap) {
-  if (!x || b <= 0 || b > n->o.batch) {
-    snprintf(err, errcap, "batch of %d images (this network takes 1..%d)", b, n->o.batch);
-    return -1;
-  }
-  return 0;
-}
-
-static int check_labels(cnet *n, const int32_t *labels, int b, char *err, size_t errcap) {
-  for (int i = 0; i < b; i++)
-    if (labels[i] < 0 || labels[i] >= n->classes) {
-      snprintf(err, errcap, "label %d of image %d is outside 0..%d", (int)labels[i], i, n->classes - 1);
-      return -1;
-    }
-  return 0;
-}
-
 static int is_pinned(const void *p) {
   struct cudaPointerAttributes a;
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -583,7 +567,7 @@ static void loss_sum(cnet *n, int b, double *sum, int *hits) {
 static int c_train_step(nn_net *net, const float *x, const int32_t *labels, int b, float *loss, int *correct,
                         nn_step_times *t, char *err, size_t errcap) {
   cnet *n = C(net);
-  if (check_batch(n, x, b, err, errcap) || check_labels(n, labels, b, err, errcap)) return -1;
+  if (nn_check_batch(x, b, n->o.batch, err, errcap) || nn_check_labels(labels, b, n->classes, err, errcap)) return -1;
   if (n->classes <= 0) {
     snprintf(err, errcap, "this network has no classifier");
     return -1;
@@ -615,7 +599,7 @@ static int c_train_step(nn_net *net, const float *x, const int32_t *labels, int 
 static int c_eval(nn_net *net, const float *x, const int32_t *labels, int b, double *loss_sum_out, int *correct,
                   char *err, size_t errcap) {
   cnet *n = C(net);
-  if (check_batch(n, x, b, err, errcap) || check_labels(n, labels, b, err, errcap)) return -1;
+  if (nn_check_batch(x, b, n->o.batch, err, errcap) || nn_check_labels(labels, b, n->classes, err, errcap)) return -1;
   plan *p = plan_for(n, b, err, errcap);
   if (!p || input(n, x, b, err, errcap) || forward(n, p, b, 0, err, errcap) || loss_kernel(n, labels, b, err, errcap))
     return -1;
@@ -631,7 +615,7 @@ static int c_eval(nn_net *net, const float *x, const int32_t *labels, int b, dou
 /* Plain NCHW output of the last value (or [n, cout] logits), for the layer tests. */
 static int c_forward(nn_net *net, const float *x, int b, int train, float *y, char *err, size_t errcap) {
   cnet *n = C(net);
-  if (check_batch(n, x, b, err, errcap)) return -1;
+  if (nn_check_batch(x, b, n->o.batch, err, errcap)) return -1;
   plan *p = plan_for(n, b, err, errcap);
   if (!p || input(n, x, b, err, errcap) || forward(n, p, b, train, err, errcap)) return -1;
   int last = n->t.layers[n->t.nlayers - 1].out;
@@ -1052,7 +1036,7 @@ int nn_net_sync(nn_net *net, int host, char *err, size_t errcap) {
 int nn_net_prefetch(nn_net *net, const float *x, int b, char *err, size_t errcap) {
   if (!NN_OPS(net)) return 0;
   cnet *n = C(net);
-  if (check_batch(n, x, b, err, errcap)) return -1;
+  if (nn_check_batch(x, b, n->o.batch, err, errcap)) return -1;
   return upload(n, x, b, err, errcap) < 0 ? -1 : 0;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "nn_check.h"
 #include "nn_impl.h"
 
 #if FABENCH_HAVE_DNNL
@@ -1035,14 +1036,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int check_batch(nn_net *net, const void *x, int n, char *err, size_t errcap) {
-  if (!x || n <= 0 || n > net->o.batch) {
-    snprintf(err, errcap, "batch of %d images (this network takes 1..%d)", n, net->o.batch);
-    return -1;
-  }
-  return 0;
-}
-
 /* The training forward with the per-layer hook: before the first step of each layer with
    parameters, the hook (which may wait for them and update them), then that layer's weight
    reorders, then its steps. Both lists are in layer order (the output's edge, layer -1, last). */
@@ -1099,7 +1092,7 @@ static int forward(nn_net *net, plan *p, const float *x, int train, char *err, s
 int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
   if (NN_OPS(net)) return NN_OPS(net)->forward(net, x, n, train, y, err, errcap);
 
-  if (check_batch(net, x, n, err, errcap)) return -1;
+  if (nn_check_batch(x, n, net->o.batch, err, errcap)) return -1;
   plan *p = plan_for(net, n, train, err, errcap);
   if (!p || forward(net, p, x, train, err, errcap)) return -1;
   if (y) memcpy(y, ptr_of(p->y), nfloats(p->y) * sizeof(float));
@@ -1144,20 +1137,11 @@ int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t e
   return 0;
 }
 
-static int check_labels(nn_net *net, const int32_t *labels, int n, char *err, size_t errcap) {
-  for (int i = 0; i < n; i++)
-    if (labels[i] < 0 || labels[i] >= net->classes) {
-      snprintf(err, errcap, "label %d of image %d is outside 0..%d", (int)labels[i], i, net->classes - 1);
-      return -1;
-    }
-  return 0;
-}
-
 int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
                       nn_step_times *t, char *err, size_t errcap) {
   if (NN_OPS(net)) return NN_OPS(net)->train_step(net, x, labels, n, loss, correct, t, err, errcap);
 
-  if (check_batch(net, x, n, err, errcap) || check_labels(net, labels, n, err, errcap)) return -1;
+  if (nn_check_batch(x, n, net->o.batch, err, errcap) || nn_check_labels(labels, n, net->classes, err, errcap)) return -1;
   if (net->classes <= 0) {
     snprintf(err, errcap, "this network has no classifier");
     return -1;
@@ -1183,7 +1167,7 @@ int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n,
 int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
                 char *err, size_t errcap) {
   if (NN_OPS(net)) return NN_OPS(net)->eval(net, x, labels, n, loss_sum, correct, err, errcap);
-  if (check_batch(net, x, n, err, errcap) || check_labels(net, labels, n, err, errcap)) return -1;
+  if (nn_check_batch(x, n, net->o.batch, err, errcap) || nn_check_labels(labels, n, net->classes, err, errcap)) return -1;
   plan *p = plan_for(net, n, 0, err, errcap);
   if (!p || forward(net, p, x, 0, err, errcap)) return -1;
   double sum;
@@ -1292,22 +1276,6 @@ fail:
   return -1;
 }
 
-int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
-  *out = NULL;
-  if (!o) {
-    snprintf(err, errcap, "no network options");
-    return -1;
-  }
-  nn_table t;
-  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
-  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
-                       .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
-                       .search = o->cudnn_search, .gpu = o->gpu};
-  int rc = nn_net_create_table(out, &t, &eo, err, errcap);
-  nn_table_free(&t);
-  return rc;
-}
-
 void nn_net_destroy(nn_net *net) {
   if (NN_OPS(net)) {
     NN_OPS(net)->destroy(net);
@@ -1411,21 +1379,6 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
   snprintf(err, errcap, NO_DNNL);
   return -1;
 }
-int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
-  *out = NULL;
-  if (!o || o->device != NN_DEV_CUDA) {
-    snprintf(err, errcap, NO_DNNL);
-    return -1;
-  }
-  nn_table t;
-  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
-  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
-                       .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
-                       .search = o->cudnn_search, .gpu = o->gpu};
-  int rc = nn_cuda_create_table(out, &t, &eo, err, errcap);
-  nn_table_free(&t);
-  return rc;
-}
 /* Every net here is a GPU net (only nn_cuda_create_table makes one). */
 void nn_net_destroy(nn_net *net) {
   if (NN_OPS(net)) NN_OPS(net)->destroy(net);
@@ -1486,3 +1439,26 @@ int nn_net_param_tensors(const nn_net *net, const nn_param_info **info) {
 const char *nn_backend_version(void) { return "none (built without oneDNN)"; }
 
 #endif
+
+/* Either build: the options' ResNet on the engine nn_net_create_table picks. */
+int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
+  *out = NULL;
+  if (!o) {
+    snprintf(err, errcap, "no network options");
+    return -1;
+  }
+#if !FABENCH_HAVE_DNNL
+  if (o->device != NN_DEV_CUDA) { /* before the table: the model is not the trouble */
+    snprintf(err, errcap, NO_DNNL);
+    return -1;
+  }
+#endif
+  nn_table t;
+  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
+  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
+                       .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
+                       .search = o->cudnn_search, .gpu = o->gpu};
+  int rc = nn_net_create_table(out, &t, &eo, err, errcap);
+  nn_table_free(&t);
+  return rc;
+}

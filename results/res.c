@@ -522,6 +522,68 @@ out:
   return rc;
 }
 
+int res_file_read(const char *path, size_t max, char **out, size_t *len, char *err, size_t errcap) {
+  *out = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    res_errf(err, errcap, "cannot open '%s': %s", path, strerror(errno));
+    return -2;
+  }
+  char *txt = NULL;
+  size_t n = 0, cap = 0, lim = max < SIZE_MAX - 2 ? max + 2 : SIZE_MAX; /* max + 1 bytes tell */
+  int oom = 0;
+  while (!feof(f) && !ferror(f) && n <= max) {
+    if (n + 1 >= cap) { /* room for the next read and the terminating NUL */
+      size_t nc = cap ? (cap < lim / 2 ? 2 * cap : lim) : (lim < 65536 ? lim : 65536);
+      char *nt = realloc(txt, nc);
+      if (!nt) {
+        oom = 1;
+        break;
+      }
+      txt = nt, cap = nc;
+    }
+    n += fread(txt + n, 1, cap - n - 1, f);
+  }
+  int bad = ferror(f);
+  fclose(f);
+  int too_large = n > max;
+  if (too_large || oom || bad) {
+    free(txt);
+    if (too_large)
+      res_errf(err, errcap, "'%s' is too large (more than %zu bytes)", path, max);
+    else
+      res_errf(err, errcap, "cannot read '%s': %s", path, oom ? "out of memory" : "read error");
+    return -1;
+  }
+  txt[n] = '\0';
+  *out = txt;
+  *len = n;
+  return 0;
+}
+
+int res_json_read_file(const char *path, cJSON **out, char *err, size_t errcap) {
+  *out = NULL;
+  char *txt;
+  size_t n;
+  int rc = res_file_read(path, RES_JSON_MAX_BYTES, &txt, &n, err, errcap);
+  if (rc) return rc;
+  const char *end = NULL;
+  *out = cJSON_ParseWithLengthOpts(txt, n, &end, 0);
+  if (!*out) {
+    /* where the parser stopped, as line:column, so a hand-edited file can be mended */
+    size_t line = 1, col = 1, at = end && end >= txt && end <= txt + n ? (size_t)(end - txt) : 0;
+    for (size_t i = 0; i < at; i++) {
+      if (txt[i] == '\n') line++, col = 1;
+      else col++;
+    }
+    res_errf(err, errcap, "%s:%zu:%zu: not JSON", path, line, col);
+    rc = -1;
+  }
+  free(txt);
+  return rc;
+}
+
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap) {
   char path[4096];
   snprintf(path, sizeof path, "%s/run.json", dir);

@@ -102,6 +102,16 @@ int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap)
 /* Writes any JSON value to a file, pretty-printed, atomically (temp file + rename). */
 int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap);
 
+/* Reads a whole file of at most max bytes into *out, NUL-terminated (free it), its length in
+ * *len. 0; -2 with err when the file cannot be opened (a caller may word a missing file its
+ * own way); -1 with err when it cannot be read or is larger than max. */
+int res_file_read(const char *path, size_t max, char **out, size_t *len, char *err, size_t errcap);
+/* Reads and parses a JSON file of at most RES_JSON_MAX_BYTES into *out (cJSON_Delete it):
+ * res_file_read's returns, and -1 with err when it is not JSON (err names the line and column
+ * where the parse stopped). *out is NULL on error. */
+#define RES_JSON_MAX_BYTES ((size_t)256 << 20)
+int res_json_read_file(const char *path, cJSON **out, char *err, size_t errcap);
+
 /* ---- the cost model fit (res_fit.c): alpha-beta-gamma per fabric and host count ---- */
 /* One measured point against the fitted model. */
 typedef struct {

@@ -260,12 +260,19 @@ static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
   free(v);
 }
 
-static res_fabric_model *rf_add(res_model *m) {
+/* A new, zeroed fabric model at the end of m, named; NULL with err when out of memory. */
+static res_fabric_model *rf_add_named(res_model *m, const char *fabric, const char *transport,
+                                      const char *source, int host_count, char *err, size_t cap) {
   res_fabric_model *f = realloc(m->f, (m->n + 1) * sizeof *f);
-  if (!f) return NULL;
+  if (!f) return rf_errf(err, cap, "out of memory"), NULL;
   m->f = f;
-  memset(&f[m->n], 0, sizeof *f);
-  return &f[m->n++];
+  f = &f[m->n++];
+  memset(f, 0, sizeof *f);
+  snprintf(f->fabric, sizeof f->fabric, "%s", fabric);
+  snprintf(f->transport, sizeof f->transport, "%s", transport);
+  snprintf(f->source, sizeof f->source, "%s", source);
+  f->host_count = host_count;
+  return f;
 }
 
 /* The design vectors of a fabric's points for one cache size: the formula at each unit model. */
@@ -324,37 +331,52 @@ static int rf_cache_spanned(const res_allreduce_row *const *src, size_t n, doubl
   return in[1] >= 0 && out[1] >= 0;
 }
 
+/* A fit's work over n rows: which rows are grouped already, the points, and (all-reduce) each
+ * point's row. */
+typedef struct {
+  char *done;
+  rf_pt *pt;
+  const res_allreduce_row **src;
+} rf_work;
+
+static void rf_work_free(rf_work *w) {
+  free(w->done);
+  free(w->pt);
+  free(w->src);
+}
+
+static int rf_work_new(rf_work *w, size_t n, int with_src, char *err, size_t cap) {
+  size_t k = n ? n : 1;
+  *w = (rf_work){calloc(k, 1), malloc(k * sizeof *w->pt), with_src ? malloc(k * sizeof *w->src) : NULL};
+  if (w->done && w->pt && (w->src || !with_src)) return 0;
+  rf_work_free(w);
+  return rf_errf(err, cap, "out of memory"), -1;
+}
+
 static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_opts *o, char *err,
                             size_t cap) {
   const res_allreduce_row *rows = ar->rows;
-  char *done = calloc(ar->n ? ar->n : 1, 1);
-  rf_pt *pt = malloc((ar->n ? ar->n : 1) * sizeof *pt);
-  const res_allreduce_row **src = malloc((ar->n ? ar->n : 1) * sizeof *src);
-  if (!done || !pt || !src) {
-    free(done);
-    free(pt);
-    free(src);
-    return rf_errf(err, cap, "out of memory"), -1;
-  }
+  rf_work w;
+  if (rf_work_new(&w, ar->n, 1, err, cap)) return -1;
   int rc = 0;
   for (size_t i = 0; i < ar->n && !rc; i++) {
-    if (done[i]) continue;
+    if (w.done[i]) continue;
     const res_allreduce_row *k = &rows[i];
     size_t n = 0;
     int64_t chunk = 0;
     for (size_t j = i; j < ar->n; j++) {
       const res_allreduce_row *r = &rows[j];
-      if (done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) ||
+      if (w.done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) ||
           r->host_count != k->host_count)
         continue;
-      done[j] = 1;
+      w.done[j] = 1;
       coll_algo a;
       const char *an = *r->algo_ran ? r->algo_ran : r->algo;
       if (coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
         continue;
       if (r->errors || r->ranks < 2 || r->bytes <= 0 || r->bytes < o->min_bytes || !(r->t_p50_us > 0)) continue;
-      rf_pt *p = &pt[n];
-      src[n++] = r;
+      rf_pt *p = &w.pt[n];
+      w.src[n++] = r;
       p->y = r->t_p50_us * 1e-6;
       p->algo = an;
       p->ranks = (int)r->ranks;
@@ -378,15 +400,15 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     int best_gfixed = 0, fitted = 0;
     for (int ci = -1; ci <= 9; ci++) { /* no cache, then 1 MiB .. 512 MiB */
       shape.cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
-      if (ci >= 0 && !rf_cache_spanned(src, n, shape.cache_bytes)) continue;
-      rf_design(pt, n, &shape, src);
+      if (ci >= 0 && !rf_cache_spanned(w.src, n, shape.cache_bytes)) continue;
+      rf_design(w.pt, n, &shape, w.src);
       int fr[RF_NP];
-      rf_identify(pt, n, fr);
+      rf_identify(w.pt, n, fr);
       if (ci >= 0 && !fr[RF_MEM]) continue; /* this cache size changes nothing the rows tell */
       double th[RF_NP];
       int gfixed = 0;
-      if (rf_fit_gamma(pt, n, gfix, kernel, fr, th, &gfixed)) continue;
-      double sc = rf_score(pt, n, th);
+      if (rf_fit_gamma(w.pt, n, gfix, kernel, fr, th, &gfixed)) continue;
+      double sc = rf_score(w.pt, n, th);
       if (ci >= 0 && !(th[RF_MEM] > 0)) continue;
       /* a cache term must earn its parameter: a clearly better fit (a tenth less residual) */
       if (sc < (ci < 0 ? best_score : 0.9 * best_score)) {
@@ -404,35 +426,28 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
       break;
     }
     shape.cache_bytes = best_cache;
-    rf_design(pt, n, &shape, src);
+    rf_design(w.pt, n, &shape, w.src);
     /* the chosen fit again, for its weights and outliers */
     {
       int fr[RF_NP];
-      rf_identify(pt, n, fr);
+      rf_identify(w.pt, n, fr);
       if (!(best_cache > 0)) fr[RF_MEM] = 0;
       double th[RF_NP];
-      if (rf_fit_gamma(pt, n, gfix, kernel, fr, th, &best_gfixed) == 0) memcpy(best_th, th, sizeof th);
+      if (rf_fit_gamma(w.pt, n, gfix, kernel, fr, th, &best_gfixed) == 0) memcpy(best_th, th, sizeof th);
     }
-    res_fabric_model *f = rf_add(out);
+    res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "allreduce", (int)k->host_count, err, cap);
     if (!f) {
       rc = -1;
-      rf_errf(err, cap, "out of memory");
       break;
     }
-    snprintf(f->fabric, sizeof f->fabric, "%s", k->fabric);
-    snprintf(f->transport, sizeof f->transport, "%s", k->transport);
-    snprintf(f->source, sizeof f->source, "allreduce");
-    f->host_count = (int)k->host_count;
     f->m = shape;
     f->m.alpha = best_th[RF_ALPHA], f->m.beta = best_th[RF_BETA], f->m.gamma = best_th[RF_GAMMA];
     f->m.delta = best_th[RF_DELTA], f->m.beta_cpu = best_th[RF_BCPU], f->m.mem = best_th[RF_MEM];
     f->gamma_fixed = best_gfixed;
     f->chunk_bytes = chunk;
-    if (rf_fill_stats(f, pt, n, best_th)) rc = -1, rf_errf(err, cap, "out of memory");
+    if (rf_fill_stats(f, w.pt, n, best_th)) rc = -1, rf_errf(err, cap, "out of memory");
   }
-  free(done);
-  free(pt);
-  free(src);
+  rf_work_free(&w);
   return rc;
 }
 
@@ -440,16 +455,11 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
 static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, char *err,
                       size_t cap) {
   const res_p2p_row *rows = pp->rows;
-  char *done = calloc(pp->n ? pp->n : 1, 1);
-  rf_pt *pt = malloc((pp->n ? pp->n : 1) * sizeof *pt);
-  if (!done || !pt) {
-    free(done);
-    free(pt);
-    return rf_errf(err, cap, "out of memory"), -1;
-  }
+  rf_work w;
+  if (rf_work_new(&w, pp->n, 0, err, cap)) return -1;
   int rc = 0;
   for (size_t i = 0; i < pp->n && !rc; i++) {
-    if (done[i]) continue;
+    if (w.done[i]) continue;
     const res_p2p_row *k = &rows[i];
     /* p2p rows carry no host count: the pair's hosts tell */
     int hc = strcmp(k->src_host, k->dst_host) ? 2 : 1;
@@ -457,9 +467,9 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     for (size_t j = i; j < pp->n; j++) {
       const res_p2p_row *r = &rows[j];
       int rhc = strcmp(r->src_host, r->dst_host) ? 2 : 1;
-      if (done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) || rhc != hc)
+      if (w.done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) || rhc != hc)
         continue;
-      done[j] = 1;
+      w.done[j] = 1;
       if (r->errors || r->bytes <= 0) continue;
       double t;
       if (!strcmp(r->test, "lat"))
@@ -469,7 +479,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
       else
         continue;
       if (!(t > 0)) continue;
-      rf_pt *p = &pt[n++];
+      rf_pt *p = &w.pt[n++];
       p->x[0] = 1;
       p->x[1] = (double)r->bytes;
       for (int q = 2; q < RF_NP; q++) p->x[q] = 0; /* one-way point to point: no reduction, no call of its own */
@@ -488,23 +498,17 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     double th[RF_NP];
     int gfixed;
     static const int ab[RF_NP] = {1, 1, 0, 0, 0, 0};
-    if (rf_robust(pt, n, 0, ab, th, &gfixed)) continue;
-    res_fabric_model *f = rf_add(out);
+    if (rf_robust(w.pt, n, 0, ab, th, &gfixed)) continue;
+    res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "p2p", hc, err, cap);
     if (!f) {
       rc = -1;
-      rf_errf(err, cap, "out of memory");
       break;
     }
-    snprintf(f->fabric, sizeof f->fabric, "%s", k->fabric);
-    snprintf(f->transport, sizeof f->transport, "%s", k->transport);
-    snprintf(f->source, sizeof f->source, "p2p");
-    f->host_count = hc;
     f->m = (coll_model){.alpha = th[RF_ALPHA], .beta = th[RF_BETA], .gamma = gfix, .hosts = hc};
     f->gamma_fixed = 1;
-    if (rf_fill_stats(f, pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
+    if (rf_fill_stats(f, w.pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
   }
-  free(done);
-  free(pt);
+  rf_work_free(&w);
   return rc;
 }
 
@@ -640,23 +644,15 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     snprintf(file, sizeof file, "%s/model.json", path);
   else
     snprintf(file, sizeof file, "%s", path);
-  FILE *fp = fopen(file, "r");
-  if (!fp) {
+  cJSON *o;
+  int jr = res_json_read_file(file, &o, err, errcap);
+  if (jr == -2) {
     rf_errf(err, errcap, "no cost model at '%s' (a model.json, or a directory with one: run fabench fit)", path);
     return -1;
   }
-  char *txt = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&txt, &len);
-  char buf[65536];
-  size_t got;
-  while (mem && (got = fread(buf, 1, sizeof buf, fp)) > 0) fwrite(buf, 1, got, mem);
-  fclose(fp);
-  if (mem) fclose(mem);
-  cJSON *o = txt ? cJSON_Parse(txt) : NULL;
-  free(txt);
+  if (jr) return -1;
   const char *kind = rf_gets(o, "kind");
-  if (!o || !kind || strcmp(kind, "fabench-cost-model")) {
+  if (!kind || strcmp(kind, "fabench-cost-model")) {
     cJSON_Delete(o);
     rf_errf(err, errcap, "%s: not a fabench cost model (model.json)", file);
     return -1;
@@ -685,17 +681,12 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
       rc = -1;
       break;
     }
-    res_fabric_model *f = rf_add(m);
+    const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source");
+    res_fabric_model *f = rf_add_named(m, fab, tr ? tr : "", src ? src : "", (int)hc, err, errcap);
     if (!f) {
       rc = -1;
-      rf_errf(err, errcap, "out of memory");
       break;
     }
-    snprintf(f->fabric, sizeof f->fabric, "%s", fab);
-    const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source");
-    snprintf(f->transport, sizeof f->transport, "%s", tr ? tr : "");
-    snprintf(f->source, sizeof f->source, "%s", src ? src : "");
-    f->host_count = (int)hc;
     f->chunk_bytes = (int64_t)ch;
     double dl = rf_get(j, "delta_us"), bc = rf_get(j, "beta_cpu_s_per_byte"), me = rf_get(j, "mem_s_per_byte");
     double cb = rf_get(j, "cache_bytes"), co;

@@ -75,41 +75,6 @@ int res_table_exists(const res_schema *s, const char *path) {
   return rr_pick(file, sizeof file, s, path) == 0;
 }
 
-static char *rr_slurp(const char *path, size_t *len, char *err, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    rr_errf(err, cap, "cannot open '%s': %s", path, strerror(errno));
-    return NULL;
-  }
-  size_t n = 0, c = 1 << 16;
-  char *b = malloc(c);
-  while (b) {
-    size_t got = fread(b + n, 1, c - n - 1, f);
-    n += got;
-    if (got == 0) break;
-    if (c - n - 1 == 0) {
-      char *nb = realloc(b, c * 2);
-      if (!nb) {
-        free(b);
-        b = NULL;
-        break;
-      }
-      b = nb;
-      c *= 2;
-    }
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (!b || bad) {
-    free(b);
-    rr_errf(err, cap, "cannot read '%s'", path);
-    return NULL;
-  }
-  b[n] = '\0';
-  *len = n;
-  return b;
-}
-
 /* The schema version a file's directory declares in run.json (0 when none is found). */
 static int rr_dir_version(const char *file) {
   char path[4200];
@@ -119,11 +84,8 @@ static int rr_dir_version(const char *file) {
     snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "run.json");
   else
     snprintf(path, sizeof path, "run.json");
-  size_t n;
-  char *txt = rr_slurp(path, &n, NULL, 0);
-  if (!txt) return 0;
-  cJSON *j = cJSON_Parse(txt);
-  free(txt);
+  cJSON *j;
+  if (res_json_read_file(path, &j, NULL, 0)) return 0;
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "schema");
   double d = cJSON_IsNumber(v) ? v->valuedouble : 0;
   int ver = d >= INT_MAX ? INT_MAX : d > 0 ? (int)d : 0; /* huge: newer than any */
@@ -419,8 +381,8 @@ int res_table_read(res_rows *out, const res_schema *s, const char *path, char *e
     return -1;
   }
   size_t len;
-  char *buf = rr_slurp(file, &len, err, errcap);
-  if (!buf) return -1;
+  char *buf;
+  if (res_file_read(file, SIZE_MAX, &buf, &len, err, errcap)) return -1;
   if (strlen(buf) != len) {
     free(buf);
     rr_errf(err, errcap, "%s: binary data, not a fabench %s table", file, s->base);

@@ -2,7 +2,8 @@
  * a checkpoint of either resumes on the other with the same next-step loss; the gradient-ready
  * callback walks the arena in order and, with host gradients, the host copy holds every gradient
  * when it is reported; tf32 and bf16 follow fp32; prefetched batches equal uploaded ones. Without
- * a GPU (or without CUDA in the build) every test but the refusal one skips with one line. */
+ * a GPU (or without CUDA in the build) every test but the refusal one skips with one line; a bad
+ * batch is refused alike by both. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -288,9 +289,36 @@ static void test_prefetch(void **state) {
   free(d);
 }
 
+/* A bad batch is refused with the same words by either engine: a count beyond the net's batch,
+ * a label outside the classes (train step and evaluation). */
+static void test_bad_batch_same(void **state) {
+  (void)state;
+  nn_net *nets[2] = {cpu_net(), gpu_net(NN_PREC_FP32)};
+  static float x[B * CH * H * W];
+  int32_t y[B] = {0};
+  y[2] = K; /* one past the last class */
+  char want_n[128], want_y[128];
+  snprintf(want_n, sizeof want_n, "batch of %d images (this network takes 1..%d)", B + 1, B);
+  snprintf(want_y, sizeof want_y, "label %d of image 2 is outside 0..%d", K, K - 1);
+  for (int e = 0; e < 2; e++) {
+    if (!nets[e]) continue;
+    char err[256] = "";
+    float loss;
+    int correct = 0;
+    double sum = 0;
+    assert_int_equal(nn_net_train_step(nets[e], x, y, B + 1, &loss, &correct, NULL, err, sizeof err), -1);
+    assert_string_equal(err, want_n);
+    assert_int_equal(nn_net_train_step(nets[e], x, y, B, &loss, &correct, NULL, err, sizeof err), -1);
+    assert_string_equal(err, want_y);
+    assert_int_equal(nn_net_eval(nets[e], x, y, B, &sum, &correct, err, sizeof err), -1);
+    assert_string_equal(err, want_y);
+    nn_net_destroy(nets[e]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_refusal), cmocka_unit_test(test_checkpoint_across),
                                      cmocka_unit_test(test_grad_ready), cmocka_unit_test(test_precisions),
-                                     cmocka_unit_test(test_prefetch)};
+                                     cmocka_unit_test(test_prefetch), cmocka_unit_test(test_bad_batch_same)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

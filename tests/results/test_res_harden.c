@@ -1,7 +1,7 @@
 /* Records that survive: every record carries its schema version and a newer one is refused;
  * run.json's environment keeps no secret; a write that fails (file too large, disk full)
  * is reported and leaves the rows before it whole, in both files; a stop signal in the middle
- * of run.json's replacement leaves no temporary file. */
+ * of run.json's replacement leaves no temporary file; a JSON file is read back with clear errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,6 +256,50 @@ static void test_open_failure_named(void **state) {
   assert_non_null(strstr(err, strerror(ENOENT)));
 }
 
+/* A JSON file read back is the value written; a missing file, a file that is not JSON (with
+ * the line and column where it stops) and one past the size limit each get their own error. */
+static void test_json_read_file(void **state) {
+  (void)state;
+  char dir[64], path[600], err[700];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "jsonread"));
+  snprintf(path, sizeof path, "%s/v.json", dir);
+  cJSON *v = cJSON_Parse("{\"a\": [1, 2.5, \"x\"], \"b\": {\"c\": null, \"d\": true}}");
+  assert_non_null(v);
+  assert_int_equal(res_json_write_file(path, v, err, sizeof err), 0);
+  cJSON *back = NULL;
+  if (res_json_read_file(path, &back, err, sizeof err)) fail_msg("%s", err);
+  assert_true(cJSON_Compare(v, back, 1));
+  cJSON_Delete(back);
+  cJSON_Delete(v);
+
+  char missing[700];
+  snprintf(missing, sizeof missing, "%s/none.json", dir);
+  assert_int_equal(res_json_read_file(missing, &back, err, sizeof err), -2);
+  assert_null(back);
+  assert_non_null(strstr(err, missing));
+  assert_non_null(strstr(err, strerror(ENOENT)));
+
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("{\n  \"a\": 1,\n  \"b\": ]\n}\n", f); /* the ']' is line 3, column 8 */
+  fclose(f);
+  assert_int_equal(res_json_read_file(path, &back, err, sizeof err), -1);
+  assert_null(back);
+  char want[700];
+  snprintf(want, sizeof want, "%s:3:8: not JSON", path);
+  if (strcmp(err, want)) fail_msg("got '%s', want '%s'", err, want);
+
+  /* a sparse file one byte past the limit: no disk, and the reader stops at the limit */
+  int fd = open(path, O_WRONLY | O_TRUNC);
+  assert_true(fd >= 0);
+  assert_int_equal(ftruncate(fd, (off_t)RES_JSON_MAX_BYTES + 1), 0);
+  close(fd);
+  assert_int_equal(res_json_read_file(path, &back, err, sizeof err), -1);
+  assert_null(back);
+  assert_non_null(strstr(err, "too large"));
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
 #define STOP_NSTR 8
 #define STOP_STR_LEN (1 << 20)
 
@@ -334,6 +379,7 @@ int main(void) {
       cmocka_unit_test(test_meta_environment_filtered),
       cmocka_unit_test(test_failed_write_keeps_rows),
       cmocka_unit_test(test_open_failure_named),
+      cmocka_unit_test(test_json_read_file),
       cmocka_unit_test(test_stop_signal_waits_for_json_write),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
