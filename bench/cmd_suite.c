@@ -188,16 +188,14 @@ static int steps_done(cJSON *state, const char *name) {
   return cJSON_IsString(v) && !strcmp(v->valuestring, "ok");
 }
 
-static cJSON *state_load(const char *dir) {
+/* suite.json, or NULL with the reason in err */
+static cJSON *state_load(const char *dir, char *err, size_t errcap) {
   char p[4200];
   snprintf(p, sizeof p, "%s/suite.json", dir);
-  FILE *f = fopen(p, "r");
-  if (!f) return NULL;
-  static char buf[1 << 20];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  return cJSON_Parse(buf);
+  cJSON *s = NULL;
+  int rc = res_json_read_file(p, &s, err, errcap);
+  if (rc == -2) snprintf(err, errcap, "no suite.json there (not a suite directory?)");
+  return rc ? NULL : s;
 }
 
 static void progress(int tty, int i, int n, const char *name, const char *what) {
@@ -355,8 +353,9 @@ int bench_cmd_suite(int argc, char **argv) {
   int rargc = 0;
   if (o.resume) {
     const char *rdir = o.resume;
-    if (!(state = state_load(rdir)))
-      return bench_error("--resume %s: no suite.json there (not a suite directory, or unreadable)", rdir);
+    char serr[600];
+    if (!(state = state_load(rdir, serr, sizeof serr)))
+      return bench_error("--resume %s: %s", rdir, serr);
     cJSON *av = cJSON_GetObjectItem(state, "argv"), *it;
     cJSON_ArrayForEach(it, av) {
       if (!cJSON_IsString(it) || rargc == 62) break;

@@ -88,6 +88,14 @@ static void test_bad_flags(void **st) {
     if (r.status != want || !strstr(r.err, cases[i][1]))
       fail_msg("%s: exit %d, stderr:\n%s", cases[i][0], r.status, r.err);
   }
+  /* a suite.json cut short is named, with where it stops being JSON */
+  char sub[300];
+  snprintf(sub, sizeof sub, "%s/cut", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  assert_int_equal(tu_write(sub, "suite.json", "{\"steps\": {\"topo\": \"ok\""), 0);
+  run(&r, "--resume %s", sub);
+  if (r.status != 1 || !strstr(r.err, "suite.json:1:") || !strstr(r.err, "not JSON"))
+    fail_msg("a cut suite.json: exit %d, stderr:\n%s", r.status, r.err);
 }
 
 static int setup(void **st) {
