@@ -83,15 +83,16 @@ static const char train_usage[] =
     "  --out DIR            run directory [results/<UTC>-train]\n";
 
 typedef struct {
-  const char *model, *data, *save, *resume, *out, *milestones;
-  const char *transports, *algos, *emulate, *mpirun_args, *bind, *trace, *model_from;
+  bench_rank_opts r; /* -n, --emulate, --mpirun-args, --bind, --timeout, --out */
+  const char *model, *data, *save, *resume, *milestones;
+  const char *transports, *algos, *trace, *model_from;
   int devices[2], ndevices, precision, cudnn_search;
   long gpu;                   /* -1: the local rank */
   long trace_steps;
-  int nranks, no_single, overlap, overlap_step;
+  int no_single, overlap, overlap_step;
   coll_dtype grad_dtype;
   double bucket_mb, first_bucket_mb;
-  long check_every, timeout_s;
+  long check_every;
   uint64_t chunk;
   nn_lr_kind sched;
   long batch, epochs, steps, warmup_steps, threads, ref_batch, eval_every, log_every, prefetch;
@@ -105,7 +106,8 @@ enum {
   O_MODEL = 256, O_DATA, O_BATCH, O_EPOCHS, O_STEPS, O_WSTEPS, O_LR, O_MOM, O_WD, O_NEST, O_SCHED,
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
-  O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_GDTYPE, O_CHECK, O_EMU, O_MPIRUN, O_CHUNK, O_BIND, O_TIMEOUT, O_TRACE, O_TRACESTEPS, O_MODELFROM, O_DEVICE, O_PREC, O_SEARCH, O_GPU
+  O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM,
+  O_DEVICE, O_PREC, O_SEARCH, O_GPU
 };
 
 static int digits(const char **p) {
@@ -139,15 +141,12 @@ static int parse_args(train_args *a, int argc, char **argv) {
       {"target-acc", 1, 0, O_TARGET},   {"no-stop-at-target", 0, 0, O_NOSTOP},
       {"save", 1, 0, O_SAVE},           {"resume", 1, 0, O_RESUME},
       {"log-every", 1, 0, O_LOG},       {"prefetch", 1, 0, O_PREFETCH},
-      {"out", 1, 0, O_OUT},             {"help", 0, 0, 'h'},
-      {"ranks", 1, 0, 'n'},             {"transport", 1, 0, O_TRANSPORT},
+      BENCH_RANK_OPTIONS,               {"transport", 1, 0, O_TRANSPORT},
       {"algo", 1, 0, O_ALGO},           {"no-single", 0, 0, O_NOSINGLE},
       {"bucket-mb", 1, 0, O_BUCKET},    {"first-bucket-mb", 1, 0, O_FIRSTB},
       {"no-overlap", 0, 0, O_NOOVERLAP}, {"grad-dtype", 1, 0, O_GDTYPE},
       {"overlap-step", 1, 0, O_OSTEP},
-      {"check-every", 1, 0, O_CHECK},   {"emulate", 1, 0, O_EMU},
-      {"mpirun-args", 1, 0, O_MPIRUN},  {"chunk", 1, 0, O_CHUNK},
-      {"bind", 1, 0, O_BIND},           {"timeout", 1, 0, O_TIMEOUT},
+      {"check-every", 1, 0, O_CHECK},   {"chunk", 1, 0, O_CHUNK},
       {"trace", 1, 0, O_TRACE},         {"trace-steps", 1, 0, O_TRACESTEPS},
       {"model-from", 1, 0, O_MODELFROM}, {"device", 1, 0, O_DEVICE},
       {"precision", 1, 0, O_PREC},      {"cudnn-search", 0, 0, O_SEARCH},
@@ -158,11 +157,12 @@ static int parse_args(train_args *a, int argc, char **argv) {
                     .prefetch = 2, .crop_pad = -1, .lr = 0.1, .momentum = 0.9, .wd = 5e-4,
                     .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1,
                     .algos = "ring", .overlap = 1, .grad_dtype = COLL_F32, .bucket_mb = 25,
-                    .first_bucket_mb = 1, .timeout_s = 60, .trace_steps = 5,
+                    .first_bucket_mb = 1, .trace_steps = 5,
                     .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1};
+  bench_rank_opts_init(&a->r);
   optind = 1;
   opterr = 0;
-  int c, li = 0;
+  int c, li = 0, rc;
   long v;
   double d;
 #define BAD(...) return bench_usage_error(train_usage, __VA_ARGS__)
@@ -182,10 +182,6 @@ static int parse_args(train_args *a, int argc, char **argv) {
   } while (0)
   while ((c = getopt_long(argc, argv, ":hn:", opts, &li)) != -1) {
     switch (c) {
-    case 'n':
-      if (bench_parse_int(optarg, 1, 4096, &v)) BAD("-n: '%s' is not a rank count (1..4096)", optarg);
-      a->nranks = (int)v;
-      break;
     case O_TRANSPORT: a->transports = optarg; break;
     case O_ALGO: a->algos = optarg; break;
     case O_NOSINGLE: a->no_single = 1; break;
@@ -202,26 +198,10 @@ static int parse_args(train_args *a, int argc, char **argv) {
         BAD("bad --grad-dtype '%s' (f32, bf16 or f16)", optarg);
       break;
     case O_CHECK: INT(0, 1L << 40, a->check_every); break;
-    case O_EMU: {
-      uint64_t bps;
-      if (bench_emu_parse_rate(optarg, &bps))
-        BAD("bad --emulate '%s' (a rate, e.g. 500mbit, 1gbit, 10gbit)", optarg);
-      a->emulate = optarg;
-      break;
-    }
-    case O_MPIRUN: a->mpirun_args = optarg; break;
     case O_CHUNK:
       if (bench_parse_size(optarg, &a->chunk) || a->chunk < 64)
         BAD("bad --chunk '%s' (a size >= 64)", optarg);
       break;
-    case O_BIND: {
-      topo_bind_kind k;
-      char e2[256];
-      if (topo_bind_parse(optarg, &k, e2, sizeof e2)) BAD("bad --bind: %s", e2);
-      a->bind = optarg;
-      break;
-    }
-    case O_TIMEOUT: INT(1, 86400, a->timeout_s); break;
     case O_TRACE: a->trace = optarg; break;
     case O_TRACESTEPS: INT(1, 100000, a->trace_steps); break;
     case O_MODELFROM: a->model_from = optarg; break;
@@ -283,14 +263,11 @@ static int parse_args(train_args *a, int argc, char **argv) {
     case O_RESUME: a->resume = optarg; break;
     case O_LOG: INT(1, 1L << 40, a->log_every); break;
     case O_PREFETCH: INT(1, 64, a->prefetch); break;
-    case O_OUT: a->out = optarg; break;
-    case 'h': fputs(train_usage, stdout); return 1;
-    case ':': BAD("option %s needs a value", argv[optind - 1]);
-    default: BAD("unknown option '%s'", argv[optind - 1]);
+    default: /* the flags every command that starts ranks shares */
+      if ((rc = bench_rank_flag(&a->r, c, argv, train_usage)) != 0) return rc;
     }
   }
-  if (optind < argc) BAD("unexpected argument '%s'", argv[optind]);
-  if (a->emulate && !a->nranks) BAD("--emulate needs -n");
+  if ((rc = bench_rank_check(&a->r, argc, argv, train_usage)) != 0) return rc;
   if (a->milestones) {
     char *items[NN_LR_MAX_MILESTONES], *store;
     int n = bench_split_list(a->milestones, items, NN_LR_MAX_MILESTONES, &store), ok = n > 0;
@@ -712,7 +689,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   /* usage errors before any rank starts talking */
   int npairs = make_pairs(pairs, a, 2, tks, &ntk, &want_mpi, &rc);
   if (npairs < 0) return rc;
-  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)a->timeout_s * 1000, &e))
+  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)a->r.timeout_s * 1000, &e))
     return bench_error("%s", e.msg);
   x.rank = coll_boot_rank(x.boot);
   x.size = coll_boot_size(x.boot);
@@ -735,10 +712,10 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   }
 
   char bind_desc[256];
-  if (bench_bind_rank(x.boot, a->bind, bind_desc, sizeof bind_desc)) goto out;
+  if (bench_bind_rank(x.boot, a->r.bind, bind_desc, sizeof bind_desc)) goto out;
   if (x.size > 1)
     for (int t = 0; t < ntk; t++) {
-      coll_comm_opts co = {.transport = tks[t], .timeout_ms = (int)a->timeout_s * 1000,
+      coll_comm_opts co = {.transport = tks[t], .timeout_ms = (int)a->r.timeout_s * 1000,
                            .chunk_bytes = (size_t)a->chunk, .no_spin = 1};
       if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
         bench_error("%s", e.msg);
@@ -811,7 +788,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     }
   }
   if (x.rank == 0) {
-    if (bench_run_begin(&x.run, a->out, "train", argc, argv) != 0) goto out;
+    if (bench_run_begin(&x.run, a->r.out, "train", argc, argv) != 0) goto out;
     have_run = 1;
   }
   if (bench_run_world(&x.run, x.boot, bind_desc)) goto out;
@@ -1036,14 +1013,13 @@ int bench_cmd_train(int argc, char **argv) {
   int rc = parse_args(&a, argc, argv);
   if (rc == 1) return 0; /* --help */
   if (rc) return rc;
-  if (a.nranks > 0) {
+  if (a.r.nranks > 0) {
     /* the lists checked here, once, before any rank starts */
     train_pair pairs[TRAIN_MAX_PAIRS];
     coll_transport_kind tks[TRAIN_MAX_PAIRS];
     int ntk, use_mpirun;
-    if (make_pairs(pairs, &a, a.nranks, tks, &ntk, &use_mpirun, &rc) < 0) return rc;
-    return bench_relaunch(argc, argv, a.nranks, use_mpirun, a.mpirun_args, a.emulate,
-                          (int)a.timeout_s);
+    if (make_pairs(pairs, &a, a.r.nranks, tks, &ntk, &use_mpirun, &rc) < 0) return rc;
+    return bench_rank_relaunch(&a.r, argc, argv, use_mpirun);
   }
   return train_rank_main(&a, argc, argv);
 }
