@@ -321,9 +321,11 @@ static void launch_note_children(launch_seen *seen, pid_t parent) {
   if (!d) return;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[320];
-    snprintf(path, sizeof path, "%s/%s/children", dir, e->d_name);
+    char *end;
+    long tid = strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end) continue; /* . and .. */
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%ld/children", (int)parent, tid);
     FILE *f = fopen(path, "r");
     if (!f) continue;
     int pid;
