@@ -7,6 +7,7 @@
 #include "launch.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -295,13 +296,88 @@ static void launch_signal_all(launch_rank *rk, int n, int sig) {
     }
 }
 
+/* LLVM's OpenMP runtime (libomp, which a clang build links) registers every process in
+ * /dev/shm/__KMP_REGISTERED_LIB_<pid>_<uid> and removes that file at exit; a rank killed by a
+ * signal leaves it for good (libomp reclaims one only when a later process gets the same pid).
+ * Once the rank is reaped, no process has its pid: the file is stale and the launcher, the one
+ * that knows the pid, removes it. No file (GNU libgomp, a clean exit): nothing happens. */
+static void launch_forget_omp(pid_t pid) {
+  char path[96];
+  snprintf(path, sizeof path, "/dev/shm/__KMP_REGISTERED_LIB_%d_%d", (int)pid, (int)getuid());
+  unlink(path);
+}
+
+/* Through mpirun the ranks are mpirun's children, not ours: note their pids (the children of
+ * each of its threads) while they run, so their libomp files can go once they are gone. */
+typedef struct {
+  pid_t pid[LAUNCH_MAX_RANKS];
+  int n;
+} launch_seen;
+
+static void launch_note_children(launch_seen *seen, pid_t parent) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/task", (int)parent);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char *end;
+    long tid = strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end) continue; /* . and .. */
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%ld/children", (int)parent, tid);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    int pid;
+    while (fscanf(f, "%d", &pid) == 1) {
+      int known = 0;
+      for (int i = 0; i < seen->n && !known; i++) known = seen->pid[i] == pid;
+      if (!known && seen->n < LAUNCH_MAX_RANKS) seen->pid[seen->n++] = pid;
+    }
+    fclose(f);
+  }
+  closedir(d);
+}
+
+/* After mpirun: a rank it reaped is gone; one it left running (mpirun need not wait for ranks
+ * it stopped) is now our child, as the launcher is their subreaper in mpirun mode: reap it, with
+ * SIGKILL after the grace. Either way, once its pid is free, its libomp file goes. */
+static void launch_reap_orphans(const launch_seen *seen) {
+  char done[LAUNCH_MAX_RANKS] = {0};
+  int left = seen->n, killed = 0;
+  double kill_at = launch_now() + LAUNCH_GRACE_S;
+  while (left > 0) {
+    for (int i = 0; i < seen->n; i++) {
+      if (done[i]) continue;
+      int st;
+      pid_t p = waitpid(seen->pid[i], &st, WNOHANG);
+      if (p == 0) continue; /* our child, still running */
+      if (p < 0 && errno == EINTR) continue;
+      /* p < 0: not our child; its pid is free unless some later process took it */
+      if (p > 0 || (kill(seen->pid[i], 0) < 0 && errno == ESRCH)) launch_forget_omp(seen->pid[i]);
+      done[i] = 1;
+      left--;
+    }
+    if (left == 0) break;
+    if (!killed && launch_now() >= kill_at) {
+      for (int i = 0; i < seen->n; i++)
+        if (!done[i]) kill(seen->pid[i], SIGKILL);
+      killed = 1;
+    }
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 /* Waits for every process; returns the job's exit status. mpirun_mode: rk[0] is mpirun. */
 static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *set) {
   int alive = n, first_fail = -1, interrupted = 0;
   char host[256] = "";
   gethostname(host, sizeof host - 1); /* every rank the launcher starts runs here */
   double kill_at = 0; /* when stopping: the SIGKILL deadline */
+  launch_seen *seen = mpirun_mode ? calloc(1, sizeof *seen) : NULL;
   while (alive > 0) {
+    if (seen && !rk[0].done) launch_note_children(seen, rk[0].pid);
     struct timespec ts = {0, 200 * 1000 * 1000};
     siginfo_t info;
     int sig = sigtimedwait(set, &info, &ts);
@@ -326,6 +402,7 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
         st = 0x7f00;
       }
       rk[i].status = st;
+      if (p > 0 && WIFSIGNALED(st)) launch_forget_omp(p);
       if (!launch_failed(st)) continue;
       char what[64];
       launch_describe(what, sizeof what, st);
@@ -347,6 +424,10 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
       launch_signal_all(rk, n, SIGKILL);
       kill_at = launch_now() + 3600; /* SIGKILL is final; just reap */
     }
+  }
+  if (seen) {
+    launch_reap_orphans(seen);
+    free(seen);
   }
   if (first_fail >= 0) {
     int st = rk[first_fail].status;
@@ -493,12 +574,17 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
       launch_err("out of memory");
       goto out;
     }
+    /* Ranks mpirun leaves behind come to us, not to init, to be reaped (launch_reap_orphans). */
+    int was_reaper = 0;
+    prctl(PR_GET_CHILD_SUBREAPER, &was_reaper);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     rk[0].pid = launch_spawn(argv.v[0], argv.v, env.v, &old);
     if (rk[0].pid < 0) {
       launch_err("cannot start mpirun: %s", strerror(errno));
-      goto out;
+    } else {
+      rc = launch_wait(rk, 1, 1, &set);
     }
-    rc = launch_wait(rk, 1, 1, &set);
+    prctl(PR_SET_CHILD_SUBREAPER, was_reaper);
     goto out;
   }
 

@@ -7,7 +7,8 @@
 #   scripts/test.sh --sanitize       AddressSanitizer + UndefinedBehaviorSanitizer build in
 #                                    build-asan/, every test but the fault matrix (minutes of
 #                                    killed ranks; the gcc run covers it)
-#   scripts/test.sh --clang          clang build (Release unless --type) in build-clang/; every
+#   scripts/test.sh --clang          clang build (Release unless --type) in build-clang/
+#                                    (build-clang-<t>/ when --type names another type); every
 #                                    test but the fault matrix and the multi-rank all-reduce
 #                                    matrix (coll_allreduce_*),
 #                                    which is the same code the gcc and sanitizer runs cover and
@@ -47,9 +48,12 @@ case "$mode" in
     [ ${#ctest_extra[@]} -gt 0 ] || ctest_extra=(-E '^test_fault_matrix$')
     ;;
   clang)
-    dir=build-clang
+    # one build dir per type, so several clang types can sit side by side; CI's plain
+    # --clang keeps build-clang/
+    type=${type:-Release}
+    if [ "$type" = Release ]; then dir=build-clang; else dir="build-clang-$(echo "$type" | tr A-Z a-z)"; fi
     export CC=clang CXX=clang++
-    cfg+=(-DCMAKE_BUILD_TYPE="${type:-Release}")
+    cfg+=(-DCMAKE_BUILD_TYPE="$type")
     [ ${#ctest_extra[@]} -gt 0 ] || ctest_extra=(-E '^(coll_allreduce_|test_fault_matrix$)')
     ;;
   *)

@@ -207,7 +207,7 @@ def run_case(binary, cmd, transport, fault, timeout_s, rng, tmp):
     with open(errpath, "wb") as err, open(os.devnull, "wb") as null:
         p = subprocess.Popen(argv, stdout=null, stderr=err, env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
                                                                      OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
-    problems, token, ranks, pids, tree = [], None, None, set(), set()
+    problems, token, ranks, pids, tree, mpi_job = [], None, None, set(), set(), None
     start = time.monotonic()
     while ranks is None and p.poll() is None and time.monotonic() - start < 30:
         ranks = find_ranks(p.pid, binary, n)
@@ -216,7 +216,13 @@ def run_case(binary, cmd, transport, fault, timeout_s, rng, tmp):
     if ranks is None:
         problems.append("the ranks never all started" if p.poll() is None else f"exited ({p.returncode}) before the fault")
     else:
-        token = environ(ranks[0]).get("FABENCH_TOKEN")
+        env0 = environ(ranks[0])
+        token = env0.get("FABENCH_TOKEN")
+        # Open MPI names its shared-memory segments after the job id, in hex
+        # (vader_segment.<host>.<...>.<jobid>.<local rank>)
+        jobid = env0.get("OMPI_MCA_ess_base_jobid", "")
+        if jobid.isdigit():
+            mpi_job = format(int(jobid), "x")
         pids = set(ranks.values())
         time.sleep(delay)
         tree = set(descendants(p.pid, procs()))  # mpirun and its helpers too
@@ -288,7 +294,14 @@ def run_case(binary, cmd, transport, fault, timeout_s, rng, tmp):
     if re.search(r"\bfb%d[a-z]" % p.pid, links):
         problems.append("emulated links left in the root namespace")
     held = open_paths()
-    orphans = [s for s in listing("/dev/shm") - shm_before if f"/dev/shm/{s}" not in held]
+    ours = pids | tree | {p.pid}
+    # fabench itself makes no segments; its libraries name theirs after the process (libomp:
+    # __KMP_REGISTERED_LIB_<pid>_<uid>) or the MPI job. Only a segment named after one of the
+    # job's processes, its token or MPI job id is the job's: another test's, made meanwhile
+    # (ctest -j), is not blamed.
+    marks = {str(x) for x in ours} | {m for m in (token, mpi_job) if m}
+    orphans = [s for s in listing("/dev/shm") - shm_before if f"/dev/shm/{s}" not in held
+               and marks & set(re.split(r"[^0-9A-Za-z]+", s))]
     if orphans:
         problems.append(f"shared memory left: {sorted(orphans)}")
         for s in orphans:
@@ -296,7 +309,6 @@ def run_case(binary, cmd, transport, fault, timeout_s, rng, tmp):
                 os.unlink(f"/dev/shm/{s}")
             except OSError:
                 pass
-    ours = pids | tree | {p.pid}
     sysv = [k for k, cpid in sysv_shm().items() if k not in sysv_before and cpid in ours]
     if sysv:
         problems.append(f"System V shared memory left: {sysv}")

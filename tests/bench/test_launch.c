@@ -320,6 +320,57 @@ static void test_mpirun(void **state) {
 #endif
 }
 
+/* A rank that dies by a signal leaves LLVM libomp's registration file,
+ * /dev/shm/__KMP_REGISTERED_LIB_<pid>_<uid> (libomp removes it only at a clean exit): the
+ * launcher removes it once the rank is reaped, started directly or through mpirun, and leaves
+ * every other process's alone. The ranks here write such a file the way libomp names it. */
+static void check_omp_files(int use_mpirun) {
+  char dir[64], path[128], buf[64], err[4096];
+  make_dir(dir, sizeof dir);
+  int n = 3;
+  char *argv[] = {"-c",
+                  "r=${FABENCH_RANK:-$OMPI_COMM_WORLD_RANK}; echo $$ > \"$0/pid.$r\"; "
+                  "echo x > /dev/shm/__KMP_REGISTERED_LIB_$$_$(id -u); "
+                  "[ \"$r\" = 1 ] && { sleep 1; kill -9 $$; }; exec sleep 30",
+                  dir, NULL};
+  /* someone else's file (a live process that is no rank: ours) stays */
+  char other[96];
+  snprintf(other, sizeof other, "/dev/shm/__KMP_REGISTERED_LIB_%d_%d", (int)getppid(), (int)getuid());
+  int other_fd = open(other, O_CREAT | O_EXCL | O_WRONLY, 0600);
+  bench_launch_opts o = {.n = n, .timeout_s = 9, .use_mpirun = use_mpirun,
+                         .mpirun_args = use_mpirun ? " --mca btl self,tcp " : NULL};
+  double t0 = now_s();
+  assert_int_not_equal(launch_capture(&o, "/bin/sh", argv, err, sizeof err), 0);
+  assert_true(now_s() - t0 < 20);
+  int seen = 0;
+  for (int r = 0; r < n; r++) {
+    snprintf(path, sizeof path, "%s/pid.%d", dir, r);
+    if (read_file(path, buf, sizeof buf) <= 0) continue; /* stopped before it began */
+    seen++;
+    char kmp[96];
+    snprintf(kmp, sizeof kmp, "/dev/shm/__KMP_REGISTERED_LIB_%ld_%d", atol(buf), (int)getuid());
+    int left = access(kmp, F_OK) == 0;
+    unlink(kmp);
+    assert_false(left);
+  }
+  assert_true(seen >= 2); /* rank 1 and one more at least ran: the test tested something */
+  if (other_fd >= 0) {
+    close(other_fd);
+    int kept = access(other, F_OK) == 0;
+    unlink(other);
+    assert_true(kept);
+  }
+  remove_dir(dir);
+}
+
+static void test_omp_files(void **state) {
+  (void)state;
+  check_omp_files(0);
+#ifdef FABENCH_MPIRUN
+  check_omp_files(1);
+#endif
+}
+
 int main(void) {
   srand((unsigned)time(NULL) ^ (unsigned)getpid());
   const struct CMUnitTest tests[] = {
@@ -327,6 +378,7 @@ int main(void) {
       cmocka_unit_test(test_bad_opts),       cmocka_unit_test(test_env),
       cmocka_unit_test(test_failing_rank),   cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_launcher_signal), cmocka_unit_test(test_mpirun),
+      cmocka_unit_test(test_omp_files),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
