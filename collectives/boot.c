@@ -250,6 +250,7 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
           if (errno == EINTR || errno == ECONNABORTED) continue;
           break; /* EAGAIN: none left; other errors: poll again */
         }
+        coll_sock_tune(fd, 0); /* no Nagle: see coll_sock_connect */
         if (npend == BOOT_PENDING_MAX) {
           int oldest = 0;
           for (int i = 1; i < npend; i++)

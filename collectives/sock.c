@@ -126,6 +126,7 @@ int coll_sock_accept(int lfd, double deadline, int *fd, char *err, size_t cap) {
       snprintf(err, cap, "accept: %s", strerror(errno));
       return -1;
     }
+    coll_sock_tune(s, 0); /* see coll_sock_connect */
     *fd = s;
     return 0;
   }
@@ -169,6 +170,11 @@ int coll_sock_connect(const char *host, int port, double deadline, int *fd, char
       if (r == 0) {
         int fl = fcntl(s, F_GETFL);
         fcntl(s, F_SETFL, fl & ~O_NONBLOCK);
+        /* every socket here carries framed messages written in parts (a header, then the
+         * payload): with Nagle's algorithm the second part waits for the peer's ACK, which a
+         * delayed ACK holds up to 40 ms (seen on emulated links: the bootstrap's per-step
+         * exchange took 44-71 ms instead of 1) */
+        coll_sock_tune(s, 0);
         freeaddrinfo(res);
         *fd = s;
         return 0;
