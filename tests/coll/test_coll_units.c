@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 
 #include "coll.h"
 #include "coll_internal.h" /* the streaming kernels */
+#include "sock.h"
 #include "test_ranks.h"
 
 static uint64_t rng_state(uint64_t *s) {
@@ -336,6 +338,28 @@ static void test_wrong_token_rejected(void **st) {
   assert_non_null(strstr(e0, "missing ranks: 1"));
 }
 
+/* Both ends of a connection have Nagle's algorithm off: a frame is written in parts (header,
+ * payload), and with Nagle the second part waits for an ACK the peer may delay 40 ms. */
+static void test_sockets_no_nagle(void **st) {
+  (void)st;
+  char err[256];
+  int lfd, port, c, a;
+  assert_int_equal(coll_sock_listen("127.0.0.1", 0, 1, &lfd, &port, err, sizeof err), 0);
+  double dl = coll_sock_now() + 5;
+  if (coll_sock_connect("127.0.0.1", port, dl, &c, err, sizeof err)) fail_msg("%s", err);
+  if (coll_sock_accept(lfd, dl, &a, err, sizeof err)) fail_msg("%s", err);
+  int fds[2] = {c, a};
+  for (int i = 0; i < 2; i++) {
+    int v = 0;
+    socklen_t l = sizeof v;
+    assert_int_equal(getsockopt(fds[i], IPPROTO_TCP, TCP_NODELAY, &v, &l), 0);
+    if (!v) fail_msg("the %s end has Nagle on", i ? "accepting" : "connecting");
+  }
+  close(c);
+  close(a);
+  close(lfd);
+}
+
 static void test_port_in_use(void **st) {
   (void)st;
   int s = socket(AF_INET, SOCK_STREAM, 0);
@@ -459,6 +483,7 @@ int main(void) {
       cmocka_unit_test(test_parsing),
       cmocka_unit_test(test_wrong_token_rejected),
       cmocka_unit_test(test_port_in_use),
+      cmocka_unit_test(test_sockets_no_nagle),
       cmocka_unit_test(test_strangers_do_not_delay),
       cmocka_unit_test(test_token_last_byte),
       cmocka_unit_test(test_unreachable_root),
