@@ -63,11 +63,13 @@ typedef struct {
 typedef struct {
   const char *status;         /* "done", "target reached", "target not reached", "failed" */
   int64_t steps, measured, start_step, end_step;
-  double images_per_s;        /* all ranks: global images over the slowest rank's step times */
-  double compute_images_per_s;/* the same over fwd + bwd + opt only */
-  double step_p50_s, step_mean_s, step_p90_s; /* each step's time: the slowest rank's */
+  double images_per_s;        /* all ranks: global images over the measured steps' wall time (the
+                                 longest of the ranks' summed steps), as the DDP peer counts */
+  double compute_images_per_s;/* global images over the slowest rank's fwd + bwd + opt, summed */
+  double step_p50_s, step_mean_s, step_p90_s; /* a step's period: the mean over ranks of the time
+                                 between their consecutive step ends (mean: wall time / steps) */
   double data_s, load_s, fwd_s, bwd_s, comm_s, exposed_s, opt_s; /* means over steps and ranks:
-                                                                     they add up to step_mean_s */
+                                                                     they add up to the mean step */
   double imbalance_s;         /* median of (slowest rank's step - fastest's) */
   double final_loss, test_loss, test_acc, time_to_target_s, train_s;
   size_t grad_bytes;          /* bytes each rank all-reduced per step */

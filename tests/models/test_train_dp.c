@@ -160,9 +160,41 @@ static void test_rows_and_shards(void **st) {
   assert_true(t[2].grad_bytes == 4 * t[2].params);
   assert_true(t[2].comm_ms > 0);
   assert_true(t[2].buckets >= 2);
-  res_rows_free(&rr);
-  rr = rows_of("rows", res_schema_train_steps());
-  assert_int_equal((int)rr.n, 8 * (1 + 2 * (1 + npairs)));
+  res_rows ss = rows_of("rows", res_schema_train_steps());
+  assert_int_equal((int)ss.n, 8 * (1 + 2 * (1 + npairs)));
+  /* throughput is wall time's: global images over the longest of the ranks' summed measured
+   * steps (not each step's slowest rank, summed, which counts a wait twice); the mean step is
+   * that wall time per step, and the p50 lies between the fastest and slowest step periods */
+  const res_train_steps_row *sr = ss.rows;
+  for (int i = 2; i < 2 + npairs; i++) {
+    double wall[2] = {0, 0}, per[8] = {0};
+    int64_t images = 0, nper = 0;
+    for (size_t k = 0; k < ss.n; k++) {
+      const res_train_steps_row *q = &sr[k];
+      if (strcmp(q->transport, t[i].transport) || strcmp(q->algo, t[i].algo) || q->warmup) continue;
+      assert_true(q->rank >= 0 && q->rank < 2 && q->step >= 1 && q->step <= 8);
+      wall[q->rank] += q->step_ms;
+      per[q->step - 1] += q->step_ms / 2;
+      images += q->images;
+    }
+    double w = wall[0] > wall[1] ? wall[0] : wall[1], lo = INFINITY, hi = 0;
+    for (int k = 0; k < 8; k++)
+      if (per[k] > 0) {
+        nper++;
+        lo = per[k] < lo ? per[k] : lo;
+        hi = per[k] > hi ? per[k] : hi;
+      }
+    assert_int_equal((int)nper, 6);
+    assert_int_equal((int)images, 6 * 16);
+    double want = 1e3 * (double)images / w;
+    if (fabs(t[i].images_per_s / want - 1) > 2e-5 || fabs(t[i].step_ms_mean / (w / 6) - 1) > 2e-5 ||
+        t[i].step_ms < lo * (1 - 1e-5) || t[i].step_ms > hi * (1 + 1e-5))
+      fail_msg("row %d (%s/%s): %.6g images/s, mean step %.6g, p50 %.6g ms; from train_steps: "
+               "%.6g images/s, mean %.6g, periods %.6g..%.6g ms",
+               i, t[i].transport, t[i].algo, t[i].images_per_s, t[i].step_ms_mean, t[i].step_ms,
+               want, w / 6, lo, hi);
+  }
+  res_rows_free(&ss);
   res_rows_free(&rr);
   rr = rows_of("rows", res_schema_train_buckets());
   assert_true((int)rr.n >= 2 * (2 + npairs));
