@@ -29,6 +29,10 @@ float coll_f16_to_f32(uint16_t h);
 uint16_t coll_f32_to_f16(float f);
 float coll_bf16_to_f32(uint16_t h);
 uint16_t coll_f32_to_bf16(float f);
+/* The same over arrays, vectorized: dst[i] = to_half(src[i] * scale) and dst[i] =
+ * to_f32(src[i]), dt COLL_BF16 or COLL_F16 (gradients onto a 16-bit wire and back). */
+void coll_f32_to_half_n(uint16_t *dst, const float *src, size_t n, float scale, coll_dtype dt);
+void coll_half_to_f32_n(float *dst, const uint16_t *src, size_t n, coll_dtype dt);
 
 /* ---- bootstrap: who we are, and a slow all-gather to exchange endpoint addresses ---- */
 typedef enum { COLL_BOOT_AUTO, COLL_BOOT_ENV, COLL_BOOT_MPI } coll_boot_kind;

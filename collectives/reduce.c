@@ -80,6 +80,21 @@ uint16_t coll_f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
+void coll_f32_to_half_n(uint16_t *restrict dst, const float *restrict src, size_t n, float scale,
+                        coll_dtype dt) {
+  if (dt == COLL_BF16)
+    for (size_t i = 0; i < n; i++) dst[i] = coll_f32_to_bf16(src[i] * scale);
+  else
+    for (size_t i = 0; i < n; i++) dst[i] = coll_f32_to_f16(src[i] * scale);
+}
+
+void coll_half_to_f32_n(float *restrict dst, const uint16_t *restrict src, size_t n, coll_dtype dt) {
+  if (dt == COLL_BF16)
+    for (size_t i = 0; i < n; i++) dst[i] = coll_bf16_to_f32(src[i]);
+  else
+    for (size_t i = 0; i < n; i++) dst[i] = coll_f16_to_f32(src[i]);
+}
+
 #define COLL_DEF_REDUCE(T, NAME)                                                          \
   static void NAME##_sum(T *restrict a, const T *restrict b, size_t n) {                  \
     for (size_t i = 0; i < n; i++) a[i] += b[i];                                          \

@@ -131,14 +131,11 @@ static int red_bucket(nn_reducer *r, const nn_bucket *k, coll_err *e) {
       for (size_t i = 0; i < n; i++) g[i] *= r->inv_n;
     return 0;
   }
+  /* the conversions hold the link idle: collectives' vectorized loops, not a call a float */
   uint16_t *w = (uint16_t *)r->wire + k->offset;
-  int bf = r->o.wire == COLL_BF16;
-  for (size_t i = 0; i < n; i++) {
-    float v = g[i] * r->inv_n;
-    w[i] = bf ? coll_f32_to_bf16(v) : coll_f32_to_f16(v);
-  }
+  coll_f32_to_half_n(w, g, n, r->inv_n, r->o.wire);
   if (coll_allreduce(r->o.comm, w, n, r->o.wire, COLL_SUM, r->o.algo, NULL, e)) return -1;
-  for (size_t i = 0; i < n; i++) g[i] = bf ? coll_bf16_to_f32(w[i]) : coll_f16_to_f32(w[i]);
+  coll_half_to_f32_n(g, w, n, r->o.wire);
   return 0;
 }
 

@@ -5,12 +5,15 @@
 # ones), so that a slow spell of the machine hits both. Each round's figures and ratios are
 # printed; the summary is the median over rounds of each ratio (not the ratio of medians).
 #   (a) loopback, 2 ranks: fabench over tcp, ucx and none against DDP and DDP in no_sync()
-#   (b) emulated RATE (default 1gbit), 2 ranks: fabench f32 and bf16 against DDP and DDP+bf16 hook
+#   (b) emulated RATE (default 1gbit), 2 ranks: fabench f32 and bf16 against DDP and DDP+bf16 hook,
+#       and each step against max(compute step, the gradient all-reduce alone on the same link):
+#       a none run and `fabench allreduce` at the gradient's size, in the same round
 #   (c) emulated RATE: fabench with ring, rhd, ps and ps:4 on 4 ranks, ring and ps on 2 ranks
 #       (images/s, step, comm and exposed comm from train.csv), DDP f32 on 4 ranks for reference
 # (b) and (c) need root, ip and tc (they make network namespaces, removed at the end).
 # All CSVs and logs go to one results directory: per run a fabench run directory (train.csv) or a
-# DDP CSV, plus summary.csv (part, round, config, figures, ratio) and load.txt.
+# DDP CSV, plus summary.csv (part, round, config, figures, ratio) and load.txt. In part (b)'s
+# "-step" rows the peer is the bound in ms and comm_ms the all-reduce alone.
 #
 # --fabench-args "ARGS" adds ARGS to every fabench run (e.g. "--overlap-step on").
 # usage: scripts/bench-dp.sh [--fabench PATH] [--rounds R] [--steps S] [--warmup-steps W]
@@ -22,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 fabench="$root/build/fabench"
 rounds=3 steps=40 warm=10 parts="a,b,c" rate=1gbit emu_transport=tcp out="" fargs=""
-usage() { sed -n '16,18p' "$0" | sed 's/^# //' >&2; exit 2; }
+usage() { sed -n '19,21p' "$0" | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabench) fabench=$2; shift 2 ;;
@@ -84,6 +87,13 @@ run_fabench() { # tag args...: run directory $out/<tag>, log beside it
     --out "$out/$tag" > "$out/$tag.log" 2>&1 ||
     { echo "bench-dp: fabench $tag failed (see $out/$tag.log)" >&2; return 0; }
 }
+run_allreduce() { # tag args...: an allreduce run directory $out/<tag> over the emulated link
+  local tag=$1; shift
+  load "allreduce $tag"
+  "$fabench" allreduce -n 2 --emulate "$rate" --transport "$emu_transport" --algo ring \
+    --warmup 1 --iters 5 --rounds 1 --no-check "$@" --out "$out/$tag" > "$out/$tag.log" 2>&1 ||
+    { echo "bench-dp: allreduce $tag failed (see $out/$tag.log)" >&2; return 0; }
+}
 run_ddp() { # tag args...: CSV $out/<tag>.csv, log beside it
   local tag=$1; shift
   load "ddp $tag"
@@ -95,7 +105,7 @@ run_ddp() { # tag args...: CSV $out/<tag>.csv, log beside it
 in_turn() { if [ $(($1 % 2)) -eq 1 ]; then $2; $3; else $3; $2; fi; }
 row() { echo "$*" | tr ' ' ',' >> "$summary"; }
 fmt() { awk -v v="$1" 'BEGIN { if (v == "nan") print "-"; else printf "%.1f", v }'; }
-fmt3() { awk -v v="$1" 'BEGIN { if (v == "nan") print "-"; else printf "%.3f", v }'; }
+fmt3() { awk -v v="$1" 'BEGIN { if (v == "nan" || v == "") print "-"; else printf "%.3f", v }'; }
 
 part_a() {
   local r=$1 d="a-r$r"
@@ -122,23 +132,40 @@ part_a() {
 
 part_b() {
   local r=$1 d="b-r$r"
-  fb() { run_fabench "$d-fabench-f32" -n 2 --emulate "$rate" --transport "$emu_transport" --algo ring
-         run_fabench "$d-fabench-bf16" -n 2 --emulate "$rate" --transport "$emu_transport" --algo ring --grad-dtype bf16; }
+  fb() { run_fabench "$d-fabench-f32" -n 2 --emulate "$rate" --transport "$emu_transport,none" --algo ring
+         run_fabench "$d-fabench-bf16" -n 2 --emulate "$rate" --transport "$emu_transport" --algo ring --grad-dtype bf16
+         # the gradient all-reduce alone on the same link, at the size training sends
+         local gb
+         gb=$(col "$out/$d-fabench-f32/train.csv" grad_bytes transport="$emu_transport")
+         if [ "$gb" != nan ]; then
+           run_allreduce "$d-allreduce-f32" --dtype f32 --min-bytes "$gb" --max-bytes "$gb"
+           run_allreduce "$d-allreduce-bf16" --dtype bf16 --min-bytes $((gb / 2)) --max-bytes $((gb / 2))
+         fi; }
   db() { run_ddp "$d-ddp-f32" -n 2 --emulate "$rate"; run_ddp "$d-ddp-bf16" -n 2 --emulate "$rate" --grad-dtype bf16; }
   in_turn "$r" fb db
   local d32 d16 line="(b) round $r, $rate:"
   d32=$(col "$out/$d-ddp-f32.csv" images_per_s)
   d16=$(col "$out/$d-ddp-bf16.csv" images_per_s)
   line+=" DDP f32 $(fmt "$d32"), DDP bf16 $(fmt "$d16")"
+  # issue 10's bound: step <= 1.05 x max(compute step = the none row's, all-reduce alone)
+  local comp tc="transport=$emu_transport"
+  comp=$(col "$out/$d-fabench-f32/train.csv" step_ms transport=none)
   for g in f32 bf16; do
-    local f="$out/$d-fabench-$g/train.csv" ips
-    ips=$(col "$f" images_per_s)
+    local f="$out/$d-fabench-$g/train.csv" ips ar bound step
+    ips=$(col "$f" images_per_s "$tc")
+    step=$(col "$f" step_ms "$tc")
+    ar=$(awk -v v="$(col "$out/$d-allreduce-$g/allreduce.csv" t_p50_us)" 'BEGIN { print (v == "nan" ? v : v / 1e3) }')
+    bound=$(awk -v a="$comp" -v b="$ar" 'BEGIN { print ((a == "nan" || b == "nan") ? "nan" : (a + 0 > b + 0 ? a : b)) }')
+    row b "$r" "emu-$rate-2-fabench-$g-step" "$ips" max-compute-allreduce-ms "$bound" \
+      "$(ratio "$step" "$bound")" "$step" "$ar" "$(col "$f" exposed_comm_ms "$tc")" nan
     for peer in f32 bf16; do
       local p=$d32; [ $peer = bf16 ] && p=$d16
-      row b "$r" "emu-$rate-2-fabench-$g" "$ips" "ddp-$peer" "$p" "$(ratio "$ips" "$p")" \
-        "$(col "$f" step_ms)" "$(col "$f" comm_ms)" "$(col "$f" exposed_comm_ms)" "$(col "$f" fabric_eff)"
+      row b "$r" "emu-$rate-2-fabench-$g" "$ips" "ddp-$peer" "$p" "$(ratio "$ips" "$p")" "$step" \
+        "$(col "$f" comm_ms "$tc")" "$(col "$f" exposed_comm_ms "$tc")" "$(col "$f" fabric_eff "$tc")"
     done
-    line+="; fabench $g $(fmt "$ips") (x$(ratio "$ips" "$d32") DDP f32, x$(ratio "$ips" "$d16") DDP bf16; step $(fmt "$(col "$f" step_ms)") ms, comm $(fmt "$(col "$f" comm_ms)"), exposed $(fmt "$(col "$f" exposed_comm_ms)"))"
+    line+="; fabench $g $(fmt "$ips") (x$(ratio "$ips" "$d32") DDP f32, x$(ratio "$ips" "$d16") DDP bf16;"
+    line+=" step $(fmt "$step") ms = x$(ratio "$step" "$bound") max(compute $(fmt "$comp"), all-reduce $(fmt "$ar")),"
+    line+=" comm $(fmt "$(col "$f" comm_ms "$tc")"), exposed $(fmt "$(col "$f" exposed_comm_ms "$tc")"))"
   done
   echo "$line"
 }

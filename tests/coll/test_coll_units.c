@@ -135,6 +135,50 @@ static void test_half_conversions(void **st) {
   for (int i = 0; i < 300; i++) a[i] = coll_f32_to_f16((float)i), b[i] = coll_f32_to_f16(0.5f);
   coll_reduce(a, b, 300, COLL_F16, COLL_SUM);
   for (int i = 0; i < 300; i++) assert_true(coll_f16_to_f32(a[i]) == (float)i + 0.5f);
+
+  /* the array forms (vectorized) equal the scalar ones bit for bit: awkward lengths and start
+   * offsets, nan, infinities, subnormals, ties and a scale that rounds */
+  enum { N = 4099 };
+  float *f = malloc((N + 1) * sizeof *f), *back = malloc((N + 1) * sizeof *back);
+  uint16_t *h = malloc((N + 1) * sizeof *h);
+  assert_non_null(f);
+  assert_non_null(h);
+  assert_non_null(back);
+  uint32_t seed = 12345;
+  for (int i = 0; i <= N; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    uint32_t bits = seed;
+    memcpy(&f[i], &bits, sizeof bits);
+  }
+  f[1] = NAN, f[2] = INFINITY, f[3] = -INFINITY, f[4] = 1e-41f, f[5] = 1.0f + 1.0f / 256.0f;
+  f[6] = 65504.0f, f[7] = -0.0f, f[8] = 1.0f + 1.0f / 2048.0f;
+  const coll_dtype dts[] = {COLL_BF16, COLL_F16};
+  const float scales[] = {1.0f, 0.5f, 1.0f / 3.0f};
+  const size_t lens[] = {0, 1, 7, 33, 1000, N};
+  for (int d = 0; d < 2; d++)
+    for (int s = 0; s < 3; s++)
+      for (size_t l = 0; l < sizeof lens / sizeof *lens; l++)
+        for (int off = 0; off < 2; off++) {
+          size_t n = lens[l] - (lens[l] && off ? 1 : 0);
+          memset(h, 0xab, (N + 1) * sizeof *h);
+          coll_f32_to_half_n(h + off, f + off, n, scales[s], dts[d]);
+          for (size_t i = 0; i < n; i++) {
+            float v = f[off + i] * scales[s];
+            uint16_t want = dts[d] == COLL_BF16 ? coll_f32_to_bf16(v) : coll_f32_to_f16(v);
+            if (h[off + i] != want)
+              fail_msg("%s x %g, n %zu, element %zu (%a): 0x%04x, scalar 0x%04x",
+                       coll_dtype_name(dts[d]), (double)scales[s], n, i, (double)v, h[off + i], want);
+          }
+          if (n < (size_t)N + 1 - off) assert_int_equal(h[off + n], 0xabab); /* no further */
+          coll_half_to_f32_n(back + off, h + off, n, dts[d]);
+          for (size_t i = 0; i < n; i++) {
+            float want = dts[d] == COLL_BF16 ? coll_bf16_to_f32(h[off + i]) : coll_f16_to_f32(h[off + i]);
+            assert_memory_equal(&back[off + i], &want, sizeof want);
+          }
+        }
+  free(f);
+  free(h);
+  free(back);
 }
 
 /* The checker passes an exact reduction and counts every corrupted element. */
