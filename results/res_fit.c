@@ -365,10 +365,10 @@ static double rf_emu_burst(const char *fabric) {
   return b < 65536 ? 65536 : b;
 }
 
-/* Rows of an emulated fabric shorter than RF_BURSTS bursts are left out when two sizes or more are
- * longer: after the barrier before each call the shaper's bucket is full and the first burst
- * passes unshaped, so a short transfer measures the credit, not the link (a 1 MiB all-reduce
- * on 1gbit ran 12% faster than the rate), and a line through them overstates the bandwidth. */
+/* Rows of an emulated fabric shorter than RF_BURSTS bursts are left out when three sizes or more
+ * are longer (two cannot pin the line): after the barrier before each call the shaper's bucket
+ * is full, and a transfer within it passes unshaped (a 16 KiB all-reduce on 1gbit ran at 0.97
+ * GB/s, 8x the rate), so short rows measure the shaper's credit, not the link. */
 #define RF_BURSTS 8
 
 static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_opts *o, char *err,
@@ -382,13 +382,13 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     const res_allreduce_row *k = &rows[i];
     size_t n = 0;
     int64_t chunk = 0;
-    /* the emulated link's short rows out, if at least 2 sizes are long enough */
+    /* the emulated link's short rows out, if at least 3 sizes are long enough */
     int64_t floor = 0;
     double burst = rf_emu_burst(k->fabric);
     if (burst > 0) {
-      int64_t sizes[2] = {0, 0};
+      int64_t sizes[3] = {0, 0, 0};
       int ns = 0;
-      for (size_t j = i; j < ar->n && ns < 2; j++) {
+      for (size_t j = i; j < ar->n && ns < 3; j++) {
         const res_allreduce_row *r = &rows[j];
         if (w.done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) ||
             r->host_count != k->host_count || (double)r->bytes < RF_BURSTS * burst)
@@ -397,7 +397,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
         for (int s = 0; s < ns; s++) seen |= sizes[s] == r->bytes;
         if (!seen) sizes[ns++] = r->bytes;
       }
-      if (ns >= 2) floor = (int64_t)ceil(RF_BURSTS * burst);
+      if (ns >= 3) floor = (int64_t)ceil(RF_BURSTS * burst);
     }
     for (size_t j = i; j < ar->n; j++) {
       const res_allreduce_row *r = &rows[j];
@@ -435,10 +435,9 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     double best_score = INFINITY, best_th[RF_NP] = {0}, best_cache = 0;
     int best_gfixed = 0, fitted = 0;
     /* An emulated link (bench/emulate.c names it emu-<rate>) is the bottleneck, not the host's
-     * memory; its shaper lets a burst through unshaped after every idle gap, so short transfers
-     * look as if they came from a cache. A cache term fitted to that took half the link's cost
-     * per byte (a 1gbit link fitted at 0.21 GB/s plus a memory term), and the what-if of a faster
-     * link, which scales beta only, kept the rest. */
+     * memory. Its short rows, faster than the rate, looked like a cache to the fit: the suite's
+     * 1gbit link came out at 0.21 GB/s plus a memory term, which the faster-link what-if, scaling
+     * beta only, kept. */
     int emulated = !strncmp(k->fabric, "emu-", 4);
     for (int ci = -1; ci <= (emulated ? -1 : 9); ci++) { /* no cache, then 1 MiB .. 512 MiB */
       shape.cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
