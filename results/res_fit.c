@@ -371,6 +371,12 @@ static double rf_emu_burst(const char *fabric) {
  * GB/s, 8x the rate), so short rows measure the shaper's credit, not the link. */
 #define RF_BURSTS 8
 
+/* r is a row of k's fabric, transport and host count */
+static int rf_same_cell(const res_allreduce_row *r, const res_allreduce_row *k) {
+  return !strcmp(r->fabric, k->fabric) && !strcmp(r->transport, k->transport) &&
+         r->host_count == k->host_count;
+}
+
 static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_opts *o, char *err,
                             size_t cap) {
   const res_allreduce_row *rows = ar->rows;
@@ -383,29 +389,25 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     size_t n = 0;
     int64_t chunk = 0;
     /* the emulated link's short rows out, if at least 3 sizes are long enough */
-    int64_t floor = 0;
+    int64_t short_below = 0;
     double burst = rf_emu_burst(k->fabric);
     if (burst > 0) {
       int64_t sizes[3] = {0, 0, 0};
       int ns = 0;
       for (size_t j = i; j < ar->n && ns < 3; j++) {
         const res_allreduce_row *r = &rows[j];
-        if (w.done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) ||
-            r->host_count != k->host_count || (double)r->bytes < RF_BURSTS * burst)
-          continue;
+        if (w.done[j] || !rf_same_cell(r, k) || (double)r->bytes < RF_BURSTS * burst) continue;
         int seen = 0;
         for (int s = 0; s < ns; s++) seen |= sizes[s] == r->bytes;
         if (!seen) sizes[ns++] = r->bytes;
       }
-      if (ns >= 3) floor = (int64_t)ceil(RF_BURSTS * burst);
+      if (ns >= 3) short_below = (int64_t)ceil(RF_BURSTS * burst);
     }
     for (size_t j = i; j < ar->n; j++) {
       const res_allreduce_row *r = &rows[j];
-      if (w.done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) ||
-          r->host_count != k->host_count)
-        continue;
+      if (w.done[j] || !rf_same_cell(r, k)) continue;
       w.done[j] = 1;
-      if (r->bytes < floor) continue;
+      if (r->bytes < short_below) continue;
       coll_algo a;
       const char *an = *r->algo_ran ? r->algo_ran : r->algo;
       if (coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
