@@ -202,6 +202,7 @@ def run_case(binary, cmd, transport, fault, timeout_s, rng, tmp):
     victim = rng.randrange(n)
     delay = rng.uniform(0.2, 2.5)
     shm_before, tmp_before = listing("/dev/shm"), listing(tempfile.gettempdir())
+    sess_before = mpi_sessions()
     sysv_before = set(sysv_shm())
     errpath = os.path.join(tmp, "stderr.txt")
     with open(errpath, "wb") as err, open(os.devnull, "wb") as null:
@@ -317,13 +318,20 @@ def run_case(binary, cmd, transport, fault, timeout_s, rng, tmp):
         path = os.path.join(tmpdir, name)
         if any(str(x) in name for x in ours) and path not in held:
             problems.append(f"temporary file left: {path}")
-    for sess in [d for d in listing(tmpdir) if d.startswith("ompi.") or d.startswith("prte.")]:
-        for name in listing(os.path.join(tmpdir, sess)):
-            if any(name == f"pid.{x}" for x in ours):
-                problems.append(f"MPI session directory left: {os.path.join(tmpdir, sess, name)}")
+    # only new ones: pids wrap (pid_max 32768 here), so an old run's pid.N can share a pid of ours
+    for path in mpi_sessions() - sess_before:
+        if any(os.path.basename(path) == f"pid.{x}" for x in ours):
+            problems.append(f"MPI session directory left: {path}")
     problems += check_rows(outdir)
     return dict(victim=victim, delay=delay, rc=rc, took=took, named=sorted(named), problems=problems,
                 stderr=stderr)
+
+
+def mpi_sessions():
+    """Open MPI's per-process session directories: <tmp>/ompi.*/pid.N and prte.*/pid.N."""
+    tmpdir = tempfile.gettempdir()
+    return {os.path.join(tmpdir, s, name) for s in listing(tmpdir) if s.startswith(("ompi.", "prte."))
+            for name in listing(os.path.join(tmpdir, s))}
 
 
 def main():
