@@ -47,7 +47,8 @@ static void fit_print(const res_model *m) {
   }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
-  printf("# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte moved, shared by its ranks beyond one per core;\n"
+  printf("# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
+         "# slower of its busiest link and its host's CPU);\n"
          "# cache: beyond it (the ranks' buffers and copies), bytes come from memory at a fitted extra cost\n");
 }
 

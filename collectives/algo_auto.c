@@ -6,33 +6,39 @@
  * (c->chunk_bytes), H = ceil(lg p) the height of our binary trees.
  *
  * Each algorithm is counted at its busiest rank: M messages in sequence, L bytes in sequence on
- * its link (each way), R bytes it reduces; its time is
- *   delta + M alpha + L (beta + (s - 1) beta_cpu) + R s gamma + x s (L + R) mem
- * with s = max(1, ranks per host / cores) (a host's ranks share its cores: moving bytes on one
- * host and reducing are CPU work) and x = max(0, 1 - cache / (2 x ranks per host x n)) (beyond
- * the cache every byte comes from memory). Per algorithm (M; L; R):
+ * its link (each way), R bytes it reduces; and over all ranks S, the bytes sent in one call. Its
+ * time is
+ *   delta + M alpha + max(L beta, S_h beta_cpu / c_h) + R s gamma + x s (L + R) mem
+ * with S_h = S / hosts the bytes a host's ranks send and c_h = min(ranks per host, cores) the
+ * cores they send them with: moving bytes is CPU work too (kernel copies, shared memory), and
+ * the slower of the busiest link and the host's CPU bounds a call. s = max(1, ranks per host /
+ * cores) (a host's ranks share its cores for reducing) and x = max(0, 1 - cache / (2 x ranks
+ * per host x n)) (beyond the cache every byte comes from memory). S is 2 (p-1) n for every
+ * algorithm below except where said (each byte goes to the others once up and once down).
+ * Per algorithm (M; L; R):
  *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005), pipelined: each of the
  *         2(p-1) steps sends its block of n/p bytes as sub-chunks of c, whose start-ups overlap
  *         the previous sub-chunk's transfer, so only one start-up per step shows:
  *         2(p-1); 2 (p-1)/p n; (p-1)/p n
  *         algo_ring.c all-gathers whole vectors when p n <= 64 KiB (its COLL_RING_SMALL):
- *         p-1; (p-1) n; (p-1) n
+ *         p-1; (p-1) n; (p-1) n; S = p (p-1) n
  *         on memory every rank maps (m->mapped, from 16 KiB) it reads its left neighbour's
  *         block in place: reduce-scatter reduces from it, all-gather copies it, tokens only:
- *         2(p-1); (p-1)/p n; (p-1)/p n
+ *         2(p-1); (p-1)/p n; (p-1)/p n; S = (p-1) n
  *   rhd   (Rabenseifner, TRG 2005): reduce-scatter by recursive halving + all-gather by
  *         recursive doubling, plus the fold's two whole-vector messages (f = 1 if p is not a
- *         power of two): 2 lg p' + 2f; 2 (p'-1)/p' n + 2 f n; (p'-1)/p' n + f n
- *   rd    (TRG 2005) lg p' + 2f; lg p' n + 2 f n; lg p' n + f n
+ *         power of two): 2 lg p' + 2f; 2 (p'-1)/p' n + 2 f n; (p'-1)/p' n + f n;
+ *         S = 2 (p'-1) n + 2 (p-p') n
+ *   rd    (TRG 2005) lg p' + 2f; lg p' n + 2 f n; lg p' n + f n; S = p' lg p' n + 2 (p-p') n
  *   tree  (pipelined reduce + broadcast; Sanders-Speck-Traeff 2009, NCCL's tree model): k =
  *         ceil(n/c) chunks of u = min(n, c) bytes in k + 2H - 1 lockstep steps (algo_tree.c),
- *         H the root's height; the busiest rank moves d chunks each way per step (its children
- *         and parent: 3 for an interior node, 1 on 2 ranks where the root has one child) and
- *         reduces r (its children): (k + 2H - 1); (k + 2H - 1) d u; (k + 2H - 1) r u
- *         ~ 3 n beta for large n and p
- *   dtree two trees each carrying n/2 (k = ceil(n/2c), u = min(n/2, c)); d and r summed over
- *         both trees (interior in one, a leaf in the other: 4 and 2 for large p; 2 and 1 on 2
- *         ranks) ~ 2 n beta for large n. d, r and H come from coll_btree itself up to 64 ranks.
+ *         H the root's height; each step costs the chunks its busiest rank moves one way (in
+ *         the steady state 3 for an interior node: its children and parent; 1 on 2 ranks) and
+ *         reduces, summed over the steps from the schedule (model_tree_sched):
+ *         (k + 2H - 1); sum_s link_s u; sum_s red_s u        ~ 3 n beta for large n and p
+ *   dtree two trees each carrying n/2 (k = ceil(n/2c), u = min(n/2, c)), both in each step (an
+ *         interior node of one is a leaf of the other: 4 chunks each way for large p, 2 on 2
+ *         ranks) ~ 2 n beta for large n.
  *   ps:K  (not a candidate: the many-to-one baseline) shards of n/K in chunks of u = min(n/K, c),
  *         k + 1 steps; a server moves (p-1)u of pushes and (K-1)u of other servers' returns
  *         each way per step, reducing (p-1)u:
@@ -43,8 +49,11 @@
  * dtree (2n) and tree (3n); the pipelined trees pay 2H - 1 extra steps of alpha, which matters
  * only in the middle. Every formula adds delta, a cost per call that no algorithm escapes
  * (on an oversubscribed host: waking the ranks; always: their skew at the start). beta is a
- * byte's cost with a core per rank; beta_cpu what each further rank per core adds: on one host
- * (copies are CPU work) about beta itself, on an emulated or real link about 0.
+ * byte's cost on a link; beta_cpu a byte's CPU cost to send and receive, which a host's cores
+ * share. The bound shows where ranks outnumber cores: on 4 ranks of a 2-core host, the ring
+ * (L = 1.5 n, S_h / c_h = 3 n) is CPU-bound where the tree (L = 3 n) is not, which measured
+ * over tcp on an emulated 5gbit link and on loopback (4 ranks: the ring as slow as the tree,
+ * where an extra per-byte cost on every link made the tree 2x slower).
  * A communicator's model is the fitted one it was opened with
  * (coll_comm_opts.model, from `fabench fit`), else its transport's order-of-magnitude
  * default. */
@@ -89,37 +98,63 @@ static int ceil_lg(int p) {
 /* One call's work at its busiest rank: messages in sequence (start-ups), bytes in sequence on
  * its link (each way), bytes it reduces. */
 typedef struct {
-  double msgs, link, red;
+  double msgs, link, red, sent; /* sent: by all ranks */
 } model_terms;
 
-/* The busiest rank of our binary trees (algo_tree.c): per lockstep step it moves `deg` chunks
- * each way (a chunk from each child and one from the parent coming down, one to the parent and
- * one to each child going down) and reduces `red`; H the greatest root height. Summed over the
- * trees used (tree: 1, dtree: 2). Up to 64 ranks from the real shapes (2 ranks: the root has one
- * child, so 1 chunk each way, not 3); beyond, the large-p values. */
-static void model_tree_shape(int p, int ntrees, double *deg, double *red, int *H) {
+/* Our binary trees (algo_tree.c) carrying k chunks each, step by step: in step s a rank of
+ * height h and depth d receives chunk s - h_c from each child c and sends chunk s - h up, then
+ * receives chunk s - H - d + 1 from its parent and sends chunk s - H - d to its children (H the
+ * root's height). A step costs what its busiest rank moves one way (in or out, whichever is
+ * more) and reduces; *link and *red get those summed over the k + 2H - 1 steps, in chunks, and
+ * *H the greatest root height. Counting step by step, not the steady state's load at every
+ * step, matters where k is small: dtree on 4 ranks at 2 chunks a tree costs 2.25 n, not 4.75
+ * (measured 2.3 on an emulated link). Steps 2H .. k-1 all carry the steady load, so beyond
+ * k = 2H + 2 each further chunk adds one such step. Up to 64 ranks from coll_btree's shapes;
+ * beyond, the large-p steady loads (3 chunks each way for tree, 4 for dtree) at every step. */
+static void model_tree_sched(int p, int ntrees, double k, double *link, double *red, int *H) {
   enum { MAXP = 64 };
   if (p > MAXP) {
-    *deg = ntrees == 1 ? 3 : 4;
-    *red = 2;
     *H = ceil_lg(p);
+    double steps = k + 2 * *H - 1;
+    *link = steps * (ntrees == 1 ? 3 : 4);
+    *red = steps * 2;
     return;
   }
-  int parent[MAXP], child[2 * MAXP], hgt[MAXP], dep[MAXP], d[MAXP] = {0}, rd[MAXP] = {0};
+  int parent[2][MAXP], child[2][2 * MAXP], hgt[2][MAXP], dep[2][MAXP], root[2];
   *H = 0;
   for (int t = 0; t < ntrees; t++) {
-    int root = coll_btree(parent, child, p, t);
-    coll_btree_levels(hgt, dep, parent, child, p);
-    if (hgt[root] > *H) *H = hgt[root];
-    for (int r = 0; r < p; r++) {
-      int nc = (child[2 * r] >= 0) + (child[2 * r + 1] >= 0);
-      d[r] += nc + (parent[r] >= 0);
-      rd[r] += nc;
-    }
+    root[t] = coll_btree(parent[t], child[t], p, t);
+    coll_btree_levels(hgt[t], dep[t], parent[t], child[t], p);
+    if (hgt[t][root[t]] > *H) *H = hgt[t][root[t]];
   }
-  *deg = *red = 0;
-  for (int r = 0; r < p; r++)
-    if (d[r] > *deg || (d[r] == *deg && rd[r] > *red)) *deg = d[r], *red = rd[r];
+  long kk = (long)k, ks = kk > 2L * *H + 2 ? 2L * *H + 2 : kk, steps = ks + 2L * *H - 1;
+  double lk = 0, rk = 0, lsteady = 0, rsteady = 0;
+  for (long s = 0; s < steps; s++) {
+    double lmax = 0, rmax = 0;
+    for (int r = 0; r < p; r++) {
+      int in = 0, out = 0, up = 0;
+      for (int t = 0; t < ntrees; t++) {
+        int h = hgt[t][r], Ht = hgt[t][root[t]], d = dep[t][r];
+        for (int i = 0; i < 2; i++) {
+          int ch = child[t][2 * r + i];
+          if (ch < 0) continue;
+          up += s - hgt[t][ch] >= 0 && s - hgt[t][ch] < ks;
+          out += s - Ht - d >= 0 && s - Ht - d < ks;
+        }
+        if (parent[t][r] >= 0) {
+          out += s - h >= 0 && s - h < ks;
+          in += s - Ht - d + 1 >= 0 && s - Ht - d + 1 < ks;
+        }
+      }
+      in += up;
+      if ((in > out ? in : out) > lmax) lmax = in > out ? in : out;
+      if (up > rmax) rmax = up;
+    }
+    lk += lmax, rk += rmax;
+    if (s == 2L * *H) lsteady = lmax, rsteady = rmax;
+  }
+  *link = lk + (double)(kk - ks) * lsteady;
+  *red = rk + (double)(kk - ks) * rsteady;
 }
 
 static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int mapped) {
@@ -129,29 +164,31 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
     lg++;
   }
   int f = pof2 != p; /* the fold: one whole vector in, reduced, and the result back out */
-  double fr = (double)(pof2 - 1) / pof2, pr = (double)(p - 1) / p;
+  double fr = (double)(pof2 - 1) / pof2, pr = (double)(p - 1) / p, all = 2.0 * (p - 1) * n;
+  double fold = 2.0 * (p - pof2) * n; /* the fold's ranks: a vector in and the result out */
   switch (a.kind) {
   case COLL_ALGO_RING:
     if (mapped && n >= 16.0 * 1024) /* reads the left's block: reduce in place, copy in place */
-      return (model_terms){2.0 * (p - 1), pr * n, pr * n};
-    if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n};
-    return (model_terms){2.0 * (p - 1), 2 * pr * n, pr * n};
-  case COLL_ALGO_RHD: return (model_terms){2.0 * lg + 2 * f, 2 * fr * n + 2 * f * n, fr * n + f * n};
-  case COLL_ALGO_RD: return (model_terms){lg + 2.0 * f, lg * n + 2 * f * n, lg * n + f * n};
+      return (model_terms){2.0 * (p - 1), pr * n, pr * n, (p - 1) * n};
+    if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n, p * (p - 1) * n};
+    return (model_terms){2.0 * (p - 1), 2 * pr * n, pr * n, all};
+  case COLL_ALGO_RHD:
+    return (model_terms){2.0 * lg + 2 * f, 2 * fr * n + 2 * f * n, fr * n + f * n, 2.0 * (pof2 - 1) * n + fold};
+  case COLL_ALGO_RD:
+    return (model_terms){lg + 2.0 * f, lg * n + 2 * f * n, lg * n + f * n, (double)pof2 * lg * n + fold};
   case COLL_ALGO_TREE:
   case COLL_ALGO_DTREE: {
     int nt = a.kind == COLL_ALGO_TREE ? 1 : 2, H;
-    double deg, red, s = n / nt, k = ceil(s / c), u = s < c ? s : c;
-    model_tree_shape(p, nt, &deg, &red, &H);
-    double steps = k + 2 * H - 1;
-    return (model_terms){steps, steps * deg * u, steps * red * u};
+    double link, red, s = n / nt, k = ceil(s / c), u = s < c ? s : c;
+    model_tree_sched(p, nt, k, &link, &red, &H);
+    return (model_terms){k + 2 * H - 1, link * u, red * u, all};
   }
   case COLL_ALGO_PS: {
     int K = a.param < 1 ? 1 : a.param > p ? p : a.param;
     double s = n / K, k = ceil(s / c), u = s < c ? s : c;
-    return (model_terms){k + 1, (k + 1) * (p + K - 2) * u, (k + 1) * (p - 1) * u};
+    return (model_terms){k + 1, (k + 1) * (p + K - 2) * u, (k + 1) * (p - 1) * u, all};
   }
-  default: return (model_terms){INFINITY, INFINITY, INFINITY};
+  default: return (model_terms){INFINITY, INFINITY, INFINITY, INFINITY};
   }
 }
 
@@ -160,14 +197,16 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   double n = (double)bytes, c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
   model_terms t = model_algo_terms(a, p, n, c, m->mapped);
   if (!isfinite(t.msgs)) return INFINITY;
-  /* ranks of one host share its cores: CPU work per byte stretches by ranks/cores beyond one
-   * rank per core */
+  /* ranks of one host share its cores: the reductions stretch by ranks/cores beyond one rank
+   * per core, and the bytes its ranks send are sent with at most its cores */
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (p + hosts - 1) / hosts;
   double share = m->cores > 0 && local > m->cores ? (double)local / m->cores : 1;
+  double senders = m->cores > 0 && local > m->cores ? m->cores : local;
+  double link = t.link * m->beta, cpu = t.sent / hosts / senders * m->beta_cpu;
   /* the host's ranks each hold the vector and a working copy: beyond the cache, every byte
    * moved or reduced comes from memory */
   double ws = 2.0 * local * n, beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
-  double t_ = m->delta + t.msgs * m->alpha + t.link * (m->beta + (share - 1) * m->beta_cpu) + t.red * share * m->gamma;
+  double t_ = m->delta + t.msgs * m->alpha + (link > cpu ? link : cpu) + t.red * share * m->gamma;
   if (beyond > 0 && m->mem != 0) t_ += beyond * share * (t.link + t.red) * m->mem;
   return t_;
 }

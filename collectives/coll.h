@@ -158,9 +158,9 @@ typedef struct coll_model {
   double gamma; /* seconds per byte reduced, on a core of its own */
   double delta; /* seconds per call, whatever the algorithm (waking the ranks, their skew) */
   /* Fitted too, 0 where the rows cannot tell them apart (see algo_auto.c): */
-  double beta_cpu; /* seconds per byte moved that each further rank per core of a host adds:
-                      where moving bytes is CPU work (one host: loopback, shared memory) the
-                      ranks share the cores; about 0 where a link bounds it */
+  double beta_cpu; /* CPU seconds per byte a rank sends (kernel copies, shared memory, both
+                      ends): a host sends its ranks' bytes with at most its cores, and a call
+                      is bound by the slower of that and the busiest link; 0: no such bound */
   double mem;      /* extra seconds per byte moved or reduced beyond the host's cache */
   /* What the fabric is, not fitted: */
   double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */
@@ -173,8 +173,8 @@ typedef struct coll_model {
 void coll_model_default(coll_model *m, coll_transport_kind kind);
 /* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
  * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native and
- * auto (no formula). Linear in alpha, beta, gamma, delta, beta_cpu and mem for fixed
- * cache_bytes, cores, hosts and mapped (the fit relies on it). */
+ * auto (no formula). Linear in alpha, beta, gamma, delta and mem for fixed cache_bytes, cores,
+ * hosts, mapped and ratio beta_cpu / beta (the fit relies on it). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The cheapest of ring, rhd, rd, tree, dtree under m (ring on a tie or for p < 2). */
 coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes);

@@ -159,8 +159,8 @@ typedef struct {
 } res_fit_opts;
 int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
                char *err, size_t errcap);
-/* The bandwidth (GB/s, 1e9) a model gives one rank's link at this rank count: 1 / (beta +
- * beta_cpu x (the ranks per core of a host - 1) beyond one rank per core). NaN when zero. */
+/* The bandwidth (GB/s, 1e9) a model gives one rank's link in a ring at this rank count: 1 /
+ * max(beta, beta_cpu x the host's ranks per core it sends with, at least 1). NaN when zero. */
 double res_model_link_gbps(const coll_model *m, int ranks);
 /* model.json: write, and read back from a file or a directory holding one. */
 int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);

@@ -1,15 +1,17 @@
-/* results: the cost-model fit. Every all-reduce formula (coll_model_time) is linear in its six
- * parameters (alpha, beta, gamma, delta, beta_cpu, mem) once the fabric's structure is fixed
- * (cores, hosts, mapped memory, cache size), so a row's design vector is the formula evaluated
- * at the unit models, and the fit is a linear least-squares problem. Residuals are relative (the
+/* results: the cost-model fit. Every all-reduce formula (coll_model_time) is linear in its five
+ * parameters (alpha, beta, gamma, delta, mem) once the fabric's structure is fixed (cores,
+ * hosts, mapped memory, cache size, and the ratio of the host's CPU cost per byte sent to the
+ * link's, beta_cpu / beta), so a row's design vector is the formula evaluated at the unit
+ * models, and the fit is a linear least-squares problem. Residuals are relative (the
  * sizes span decades; absolute residuals would let the largest size decide everything),
  * weighted by Huber's function and refitted (IRLS); points beyond 4 robust deviations are
  * outliers and left out. A fitted gamma that the reduction kernel measured on the spot makes
  * implausible is replaced by the kernel's rate. A parameter the rows cannot tell from the others (its column, relative
  * to each time, lies within 3% of the span of the columns already in) is not fitted: gamma is
  * then the kernel's rate, the others 0. Parameters must be positive: one that comes out negative
- * is fixed the same way and the rest refitted. The cache size is not linear: each candidate
- * (none, 1 MiB to 512 MiB) is fitted and the one with the smallest trimmed mean residual kept. */
+ * is fixed the same way and the rest refitted. The cache size and the CPU ratio are not linear:
+ * each candidate (cache: none, 1 MiB to 512 MiB; ratio: none, 1/4 to 10 in steps of 10%) is
+ * fitted and the one with the smallest trimmed mean residual kept. */
 #include "res.h"
 
 #include <limits.h>
@@ -28,8 +30,8 @@ static void rf_errf(char *err, size_t cap, const char *fmt, ...) {
   va_end(ap);
 }
 
-#define RF_NP 6 /* alpha, beta, gamma, delta, beta_cpu, mem */
-enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_DELTA, RF_BCPU, RF_MEM };
+#define RF_NP 5 /* alpha, beta, gamma, delta, mem */
+enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_DELTA, RF_MEM };
 
 typedef struct {
   double x[RF_NP]; /* design: seconds per unit of each parameter */
@@ -226,13 +228,13 @@ static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const d
 }
 
 /* Which parameters the rows determine. alpha and beta always; then, in order, delta (needs
- * rows with different numbers of start-ups), beta_cpu (rank counts beyond the cores), gamma
+ * rows with different numbers of start-ups), gamma
  * (algorithms that reduce a different share of what they move) and mem (sizes on both sides of
  * the cache), each only when its column, relative to each point's time, keeps more than 3% of
  * its length outside the span of the columns already in (Gram-Schmidt): otherwise the fit would
  * trade it for the others. A column that is all zero is not in. */
 static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
-  static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_BCPU, RF_GAMMA, RF_MEM};
+  static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_GAMMA, RF_MEM};
   double *basis = malloc((size_t)RF_NP * (n ? n : 1) * sizeof *basis), *v = malloc((n ? n : 1) * sizeof *v);
   int nb = 0;
   for (int j = 0; j < RF_NP; j++) on[j] = 0;
@@ -275,7 +277,8 @@ static res_fabric_model *rf_add_named(res_model *m, const char *fabric, const ch
   return f;
 }
 
-/* The design vectors of a fabric's points for one cache size: the formula at each unit model. */
+/* The design vectors of a fabric's points for one cache size and CPU ratio (shape->beta_cpu
+ * holds beta_cpu / beta): the formula at each unit model. */
 static void rf_design(rf_pt *pt, size_t n, const coll_model *shape, const res_allreduce_row *const *src) {
   for (size_t i = 0; i < n; i++) {
     const res_allreduce_row *r = src[i];
@@ -284,7 +287,7 @@ static void rf_design(rf_pt *pt, size_t n, const coll_model *shape, const res_al
     for (int q = 0; q < RF_NP; q++) {
       coll_model u = *shape;
       u.alpha = q == RF_ALPHA, u.beta = q == RF_BETA, u.gamma = q == RF_GAMMA, u.delta = q == RF_DELTA;
-      u.beta_cpu = q == RF_BCPU, u.mem = q == RF_MEM;
+      u.beta_cpu = q == RF_BETA ? shape->beta_cpu : 0, u.mem = q == RF_MEM;
       pt[i].x[q] = coll_model_time(&u, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
     }
   }
@@ -371,6 +374,11 @@ static double rf_emu_burst(const char *fabric) {
  * GB/s, 8x the rate), so short rows measure the shaper's credit, not the link. */
 #define RF_BURSTS 8
 
+/* The CPU ratios beta_cpu / beta tried: RF_RATIO0 x RF_RATIO_STEP^i, i < RF_NRATIO (1/4 to 10). */
+#define RF_RATIO0 0.25
+#define RF_RATIO_STEP 1.1
+#define RF_NRATIO 40
+
 /* r is a row of k's fabric, transport and host count */
 static int rf_same_cell(const res_allreduce_row *r, const res_allreduce_row *k) {
   return !strcmp(r->fabric, k->fabric) && !strcmp(r->transport, k->transport) &&
@@ -434,34 +442,38 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     shape.mapped = strstr(k->fabric, "+rkey_ptr") != NULL;
     shape.cores = o->cores > 0 ? o->cores : 0;
     shape.hosts = k->host_count > 1 ? (int)k->host_count : 1;
-    double best_score = INFINITY, best_th[RF_NP] = {0}, best_cache = 0;
+    double best_score = INFINITY, best_th[RF_NP] = {0}, best_cache = 0, best_ratio = 0;
     int best_gfixed = 0, fitted = 0;
     /* An emulated link (bench/emulate.c names it emu-<rate>) is the bottleneck, not the host's
      * memory. Its short rows, faster than the rate, looked like a cache to the fit: the suite's
      * 1gbit link came out at 0.21 GB/s plus a memory term, which the faster-link what-if, scaling
      * beta only, kept. */
     int emulated = !strncmp(k->fabric, "emu-", 4);
-    for (int ci = -1; ci <= (emulated ? -1 : 9); ci++) { /* no cache, then 1 MiB .. 512 MiB */
-      shape.cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
-      if (ci >= 0 && !rf_cache_spanned(w.src, n, shape.cache_bytes)) continue;
-      rf_design(w.pt, n, &shape, w.src);
-      int fr[RF_NP];
-      rf_identify(w.pt, n, fr);
-      if (ci >= 0 && !fr[RF_MEM]) continue; /* this cache size changes nothing the rows tell */
-      double th[RF_NP];
-      int gfixed = 0;
-      if (rf_fit_gamma(w.pt, n, gfix, kernel, fr, th, &gfixed)) continue;
-      double sc = rf_score(w.pt, n, th);
-      if (ci >= 0 && !(th[RF_MEM] > 0)) continue;
-      /* a cache term must earn its parameter: a clearly better fit (a tenth less residual) */
-      if (sc < (ci < 0 ? best_score : 0.9 * best_score)) {
-        best_score = sc;
-        memcpy(best_th, th, sizeof best_th);
-        best_cache = shape.cache_bytes;
-        best_gfixed = gfixed;
+    for (int ri = -1; ri < RF_NRATIO; ri++) /* no CPU bound, then 1/4 .. 10 x beta */
+      for (int ci = -1; ci <= (emulated ? -1 : 9); ci++) { /* no cache, then 1 MiB .. 512 MiB */
+        shape.beta_cpu = ri < 0 ? 0 : RF_RATIO0 * pow(RF_RATIO_STEP, ri);
+        shape.cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
+        if (ci >= 0 && !rf_cache_spanned(w.src, n, shape.cache_bytes)) continue;
+        rf_design(w.pt, n, &shape, w.src);
+        int fr[RF_NP];
+        rf_identify(w.pt, n, fr);
+        if (ci >= 0 && !fr[RF_MEM]) continue; /* this cache size changes nothing the rows tell */
+        double th[RF_NP];
+        int gfixed = 0;
+        if (rf_fit_gamma(w.pt, n, gfix, kernel, fr, th, &gfixed)) continue;
+        if (ci >= 0 && !(th[RF_MEM] > 0)) continue;
+        /* a cache or a CPU bound must earn its place: a clearly better fit (a tenth less
+         * residual each) */
+        double sc = rf_score(w.pt, n, th) / ((ci >= 0 ? 0.9 : 1) * (ri >= 0 ? 0.9 : 1));
+        if (sc < best_score) {
+          best_score = sc;
+          memcpy(best_th, th, sizeof best_th);
+          best_cache = shape.cache_bytes;
+          best_ratio = shape.beta_cpu;
+          best_gfixed = gfixed;
+        }
+        fitted = 1;
       }
-      fitted = 1;
-    }
     if (!fitted) {
       rc = -1;
       rf_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
@@ -469,6 +481,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
       break;
     }
     shape.cache_bytes = best_cache;
+    shape.beta_cpu = best_ratio;
     rf_design(w.pt, n, &shape, w.src);
     /* the chosen fit again, for its weights and outliers */
     {
@@ -485,7 +498,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     }
     f->m = shape;
     f->m.alpha = best_th[RF_ALPHA], f->m.beta = best_th[RF_BETA], f->m.gamma = best_th[RF_GAMMA];
-    f->m.delta = best_th[RF_DELTA], f->m.beta_cpu = best_th[RF_BCPU], f->m.mem = best_th[RF_MEM];
+    f->m.delta = best_th[RF_DELTA], f->m.beta_cpu = best_ratio * best_th[RF_BETA], f->m.mem = best_th[RF_MEM];
     f->gamma_fixed = best_gfixed;
     f->chunk_bytes = chunk;
     if (rf_fill_stats(f, w.pt, n, best_th)) rc = -1, rf_errf(err, cap, "out of memory");
@@ -540,7 +553,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
     double th[RF_NP];
     int gfixed;
-    static const int ab[RF_NP] = {1, 1, 0, 0, 0, 0};
+    static const int ab[RF_NP] = {1, 1, 0, 0, 0};
     if (rf_robust(w.pt, n, 0, ab, th, &gfixed)) continue;
     res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "p2p", hc, err, cap);
     if (!f) {
@@ -597,9 +610,11 @@ void res_model_free(res_model *m) {
 }
 
 double res_model_link_gbps(const coll_model *m, int ranks) {
+  /* the ring's: a rank sends 2 (p-1)/p n on its link, its host 2 (p-1) n / hosts with
+   * min(local, cores) cores */
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
-  double share = m->cores > 0 && local > m->cores ? (double)local / m->cores : 1;
-  double b = m->beta + (share - 1) * m->beta_cpu;
+  double senders = m->cores > 0 && local > m->cores ? m->cores : local;
+  double cpu = m->beta_cpu * local / senders, b = m->beta > cpu ? m->beta : cpu;
   return b > 0 ? 1e-9 / b : NAN;
 }
 

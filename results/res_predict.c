@@ -7,11 +7,14 @@
 #include <string.h>
 
 /* A ring reduce-scatter or all-gather on p ranks of one node, n bytes in all: p - 1 steps of
- * n/p (the node's ranks share its cores as in coll_model_time). */
+ * n/p (the node's ranks share its cores as in coll_model_time: they send (p-1) n with at most
+ * its cores). */
 static double rp_ring_half(const coll_model *m, int p, double n, int reduce) {
   if (p < 2 || n <= 0) return 0;
-  double pr = (double)(p - 1) / p, share = m->cores > 0 && p > m->cores ? (double)p / m->cores : 1;
-  return (p - 1) * m->alpha + pr * n * (m->beta + (share - 1) * m->beta_cpu) + (reduce ? pr * n * share * m->gamma : 0);
+  int many = m->cores > 0 && p > m->cores;
+  double pr = (double)(p - 1) / p, share = many ? (double)p / m->cores : 1, senders = many ? m->cores : p;
+  double link = pr * n * m->beta, cpu = (p - 1) * n / senders * m->beta_cpu;
+  return (p - 1) * m->alpha + (link > cpu ? link : cpu) + (reduce ? pr * n * share * m->gamma : 0);
 }
 
 double res_allreduce_time(const res_ar_spec *s, double bytes) {
@@ -105,12 +108,10 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
   if (local * (threads > 0 ? threads : 1) < m->cores) return 0; /* a core is free for the reduction */
   double t = coll_model_time(m, a, ranks, (size_t)bytes, chunk_bytes);
-  /* the CPU terms: beta_cpu (a byte's CPU cost, which sharing multiplies) for each byte moved,
-   * gamma for each reduced, the cache term */
+  /* the CPU terms: beta_cpu for each byte sent (the host's cores share it), gamma for each
+   * reduced, the cache term */
   coll_model cpu = *m;
-  cpu.alpha = cpu.delta = 0;
-  cpu.beta = m->beta_cpu < m->beta ? m->beta_cpu : m->beta;
-  cpu.beta_cpu = cpu.beta;
+  cpu.alpha = cpu.delta = cpu.beta = 0;
   double c = coll_model_time(&cpu, a, ranks, (size_t)bytes, chunk_bytes);
   return t > 0 ? (c < t ? c / t : 1) : 0;
 }

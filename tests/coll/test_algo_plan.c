@@ -135,13 +135,14 @@ static void test_cost_model(void **state) {
     coll_algo psp = {COLL_ALGO_PS, p};
     r = coll_cost(psp, p, big, chunk, &m) / coll_cost(ring, p, big, chunk, &m);
     assert_true(r > 0.9 && r < 1.6);
-    /* double binary tree: 2n beta against 3n beta for one tree (on 2 ranks both trees are one
-     * edge: n each way either way, but dtree splits the reduction between the two roots) */
+    /* double binary tree: 2n beta against 3n beta for one tree, and n gamma against 2n (on 2
+     * ranks both trees are one edge: n each way either way, but dtree splits the reduction
+     * between the two roots) */
     r = coll_cost(tree, p, big, chunk, &m) / coll_cost(dtree, p, big, chunk, &m);
     if (p == 2)
       assert_true(r > 1.0 && r < 1.25);
     else
-      if (!(r > (p == 3 ? 1.25 : 1.3) && r < 1.6)) fail_msg("p %d tree/dtree %.3f", p, r); /* 3: tree 0 is a chain */
+      if (!(r > (p == 3 ? 1.25 : 1.3) && r < 1.65)) fail_msg("p %d tree/dtree %.3f", p, r); /* 3: tree 0 is a chain */
     /* rd moves lg p whole vectors: never better than rhd for large messages */
     assert_true(coll_cost(rd, p, big, chunk, &m) >= coll_cost(rhd, p, big, chunk, &m));
   }
