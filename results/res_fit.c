@@ -449,7 +449,14 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
      * 1gbit link came out at 0.21 GB/s plus a memory term, which the faster-link what-if, scaling
      * beta only, kept. */
     int emulated = !strncmp(k->fabric, "emu-", 4);
-    for (int ri = -1; ri < RF_NRATIO; ri++) /* no CPU bound, then 1/4 .. 10 x beta */
+    /* The CPU bound differs from the link's bytes only where a host's ranks outnumber its
+     * cores; elsewhere a ratio would merely hide what the formulas miss (at 2 ranks on 2 cores
+     * it absorbed the trees' pipeline fill: a 1gbit link fitted as CPU-bound at 0.124 GB/s, and
+     * a 10x faster link then gained nothing) */
+    int crowded = 0;
+    for (size_t j = 0; j < n && shape.cores > 0; j++)
+      crowded |= (w.pt[j].ranks + shape.hosts - 1) / shape.hosts > shape.cores;
+    for (int ri = -1; ri < (crowded ? RF_NRATIO : 0); ri++) /* no CPU bound, then 1/4 .. 10 x beta */
       for (int ci = -1; ci <= (emulated ? -1 : 9); ci++) { /* no cache, then 1 MiB .. 512 MiB */
         shape.beta_cpu = ri < 0 ? 0 : RF_RATIO0 * pow(RF_RATIO_STEP, ri);
         shape.cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
