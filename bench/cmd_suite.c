@@ -280,7 +280,9 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
                           double busbw) {
   printf("  %-22.22s %12.3f %12.1f %10.2f %10.1f %12.1f\n", label, busbw, r->images_per_s,
          r->fabric_eff, r->exposed_comm_ms, r->images_per_s_pred);
-  int link_bound = r->exposed_comm_ms > 0.2 * r->step_ms;
+  double step, base;
+  res_bound bound = res_train_bound(r, none, &step, &base);
+  int link_bound = bound == RES_BOUND_LINK;
   char whatif[160] = "";
   uint64_t bps = 0;
   res_train_row fast = *r;
@@ -298,9 +300,15 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
              "machine's noise; more --steps narrow it)", r->fabric_eff);
   else
     snprintf(speed, sizeof speed, "at %.2f of its no-communication speed", r->fabric_eff);
-  printf("    %s: %s trains %s, %s (%.0f of %.0f ms a step waits for the all-reduce)%s.\n", label,
-         o->model, speed, link_bound ? "link-bound" : "compute-bound", r->exposed_comm_ms,
-         r->step_ms, whatif);
+  char why[200];
+  if (bound == RES_BOUND_CORES)
+    snprintf(why, sizeof why, "slowed by the exchange's CPU work on the same cores (a step takes %.0f ms against "
+             "%.0f with no communication, %.0f of it waiting for the all-reduce)", step, base,
+             r->exposed_comm_ms);
+  else
+    snprintf(why, sizeof why, "%s (%.0f of %.0f ms a step waits for the all-reduce)",
+             link_bound ? "link-bound" : "compute-bound", r->exposed_comm_ms, r->step_ms);
+  printf("    %s: %s trains %s, %s%s.\n", label, o->model, speed, why, whatif);
   if (isfinite(r->images_per_s_pred))
     printf("      the cost model predicted %.1f images/s (measured %.1f).\n", r->images_per_s_pred,
            r->images_per_s);

@@ -233,6 +233,14 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
  * untouched) when there is no prediction to make. */
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                           const res_model *m);
+/* What bounds a data-parallel row, against the same ranks with no communication (none may be
+ * NULL): the link where over a fifth of the step waits for the all-reduce; the cores where,
+ * without that wait, the step still outgrew the no-communication step by over a tenth (the
+ * exchange's CPU work, kernel copies and reductions, slows the compute on the same cores);
+ * else the compute. Steps are compared by step_ms_mean, the wall time per step (step_ms where a
+ * row has none); *step and *base (may be NULL) get the two compared (NaN without none). */
+typedef enum { RES_BOUND_COMPUTE, RES_BOUND_LINK, RES_BOUND_CORES } res_bound;
+res_bound res_train_bound(const res_train_row *r, const res_train_row *none, double *step, double *base);
 /* The same prediction on a link `factor` times faster than the row's fabric: its beta divided
  * by factor, but not below the smallest beta of the same transport on one host without
  * emulation in m (the stack's own cost per byte, which a faster link does not remove). For the

@@ -103,6 +103,16 @@ void res_predict_step(res_step_out *out, const res_step_in *in) {
   out->scaling_eff = out->step_ms > 0 ? compute / out->step_ms : NAN;
 }
 
+res_bound res_train_bound(const res_train_row *r, const res_train_row *none, double *step, double *base) {
+  double s = r->step_ms_mean > 0 ? r->step_ms_mean : r->step_ms;
+  double b = none ? (none->step_ms_mean > 0 ? none->step_ms_mean : none->step_ms) : NAN;
+  if (step) *step = s;
+  if (base) *base = b;
+  if (r->exposed_comm_ms > 0.2 * s) return RES_BOUND_LINK;
+  if (b > 0 && s - b - r->exposed_comm_ms > 0.1 * s) return RES_BOUND_CORES;
+  return RES_BOUND_COMPUTE;
+}
+
 double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, double bytes, size_t chunk_bytes) {
   if (!(m->cores > 0) || ranks < 2 || bytes <= 0) return 0;
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;

@@ -258,6 +258,29 @@ static void test_fit_no_cpu_bound_within_cores(void **state) {
   res_model_free(&m);
 }
 
+/* What bounds a data-parallel row, from the suite's own rows: emulated 1gbit (324 of 396 ms
+ * waiting: the link), 10gbit (91 ms against 54 with no communication, 13 waiting: the cores
+ * the exchange's CPU work shares with compute), ucx on loopback (66 against 59, 5 waiting). */
+static void test_train_bound(void **state) {
+  (void)state;
+  res_train_row none = {.step_ms = 53, .step_ms_mean = 54}, link = {.step_ms = 396, .step_ms_mean = 396, .exposed_comm_ms = 324};
+  res_train_row cores = {.step_ms = 90, .step_ms_mean = 91, .exposed_comm_ms = 13};
+  res_train_row fine = {.step_ms = 66, .step_ms_mean = 66, .exposed_comm_ms = 5};
+  res_train_row none2 = {.step_ms = 59, .step_ms_mean = 59};
+  double step, base;
+  assert_int_equal(res_train_bound(&link, &none, &step, &base), RES_BOUND_LINK);
+  assert_int_equal(res_train_bound(&cores, &none, &step, &base), RES_BOUND_CORES);
+  near(step, 91, 0, "step");
+  near(base, 54, 0, "base");
+  assert_int_equal(res_train_bound(&fine, &none2, NULL, NULL), RES_BOUND_COMPUTE);
+  /* without the no-communication row nothing tells the cores' share */
+  assert_int_equal(res_train_bound(&cores, NULL, &step, &base), RES_BOUND_COMPUTE);
+  assert_true(isnan(base));
+  /* rows without step_ms_mean (older schema) compare step_ms */
+  res_train_row old = {.step_ms = 91, .exposed_comm_ms = 13}, old_none = {.step_ms = 54};
+  assert_int_equal(res_train_bound(&old, &old_none, NULL, NULL), RES_BOUND_CORES);
+}
+
 /* An emulated 1gbit link: after the barrier before each call the shaper's bucket (125 kB) is
  * full, so every call's first 125 kB pass unshaped. Rows with that credit, fitted as they are,
  * overstate the link (alpha would have to be negative); the fit leaves the emulated fabric's
@@ -534,6 +557,7 @@ int main(void) {
       cmocka_unit_test(test_fit_emulated_burst),
       cmocka_unit_test(test_fit_cores_and_cache),
       cmocka_unit_test(test_fit_no_cpu_bound_within_cores),
+      cmocka_unit_test(test_train_bound),
       cmocka_unit_test(test_fit_p2p),
       cmocka_unit_test(test_step_timeline),
       cmocka_unit_test(test_hier),
