@@ -217,10 +217,11 @@ typedef struct {
  * is reduced (overlap_step: until the first layers' bucket is, or the forward has run). */
 void res_predict_step(res_step_out *out, const res_step_in *in);
 /* The communication's CPU share for res_step_in.share: the part of an all-reduce of `bytes`
- * under the model that is host CPU work (per byte moved min(beta, beta_cpu), the gamma and
- * cache terms), where the host's cores are all busy computing (ranks x threads >= cores); 0
- * when cores are free or unknown. */
-double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, double bytes, size_t chunk_bytes);
+ * under the model that is host CPU work (cpu_beta per byte on the busiest link, or the host's
+ * CPU bound beta_cpu, whichever is more; the gamma and cache terms), where the host's cores are
+ * all busy computing (ranks x threads >= cores); 0 when cores are free or unknown. */
+double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, double bytes, size_t chunk_bytes,
+                      double cpu_beta);
 /* The prediction of a data-parallel train row (ranks > 1, a named algorithm) from a compute
  * profile row of the same model (fwd/bwd/opt/data ms: one rank alone, or the same ranks with no
  * exchange) and train_buckets rows: the bucket plan is the row's own run's buckets (its run_id,

@@ -12,11 +12,12 @@
 #   ranks:   2 and 4;  sizes: fit 256 KiB to 64 MiB by 4, validation 1 MiB to 64 MiB by 2 (1gbit:
 #            to 8 MiB, 5gbit: to 32 MiB; --quick: to 16 MiB or 4 MiB, validation by 4)
 #   algos:   ring, rhd, rd, tree, dtree, ps
-# Then (unless --no-train) the training step: `fabench train -n 2` ResNet-18 (batch 64, 1 thread,
-# synthetic 3x32x32 data) with none (the profile: same ranks, no exchange), tcp and ucx on
-# loopback, and none and tcp on an emulated 1gbit link, each data-parallel row predicted from
-# the model (--model-from): train/<cell>/train.csv holds step_ms_pred and pred_err, train.txt
-# the table.
+# Then (unless --no-train) the training step, on every fabric and rank count above, for
+# ResNet-18 and ResNet-20 (--train-models; batch 64 per rank, 1 thread, synthetic 3x32x32
+# data): `fabench train -n N` with none (the profile: the same ranks, no exchange) and each
+# transport, each data-parallel row predicted from the model (--model-from):
+# train/<cell>/train.csv holds step_ms_pred and pred_err, train.txt the table and the median
+# |error| per fabric. (--quick: 2 ranks and ResNet-18 only.)
 # Outputs in one directory: fit/<cell>/ and val/<cell>/ (run directories), model.json,
 # model_check.csv (every validation row: measured, predicted, error), fit.txt and check.txt (the
 # tables), load.txt (the load average before each run).
@@ -25,19 +26,22 @@
 # passes, timed separately with an earlier size plan, took 25 minutes at load 5-12).
 #
 # usage: scripts/bench-model.sh [--fabench PATH] [--quick] [--fabrics LIST] [--ranks LIST]
-#                               [--transports LIST] [--algos LIST] [--no-train] [--out DIR]
+#                               [--transports LIST] [--algos LIST] [--no-train]
+#                               [--train-models LIST] [--out DIR]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 fabench="$root/build/fabench"
 quick=0 train=1 fabrics="" ranks="2,4" transports="tcp,ucx" algos="ring,rhd,rd,tree,dtree,ps" out=""
+tmodels=""
 usage() { sed -n '/^# usage:/,/^set -euo/p' "$0" | grep '^#' | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabench) fabench=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --no-train) train=0; shift ;;
+    --train-models) tmodels=$2; shift 2 ;;
     --fabrics) fabrics=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --transports) transports=$2; shift 2 ;;
@@ -127,31 +131,45 @@ if [ ${#valdirs[@]} -gt 0 ]; then
     tee "$out/check.txt"
 fi
 
-# The training step, predicted from the model and measured: loopback, and 1gbit when emulating.
+# The training step, predicted from the model and measured: each fabric, rank count and model.
 if [ $train = 1 ]; then
   steps=$([ $quick = 1 ] && echo 12 || echo 25) warm=$([ $quick = 1 ] && echo 4 || echo 5)
-  tcells=("lo none,$transports")
-  [[ ,$fabrics, == *,1gbit,* ]] && tcells+=("1gbit none,tcp")
+  tranks=$ranks
+  [ $quick = 1 ] && tranks=2 && tmodels=${tmodels:-resnet18}
+  tmodels=${tmodels:-resnet18,resnet20}
+  [[ $tmodels =~ ^(resnet[0-9]+)(,resnet[0-9]+)*$ ]] || { echo "bench-model: bad --train-models '$tmodels'" >&2; usage; }
   mkdir -p "$out/train"
   echo "# training step: measured (mean) against predicted from the model" > "$out/train.txt"
-  for c in "${tcells[@]}"; do
-    set -- $c
-    args=(train -n 2 --transport "$2" --algo ring --model resnet18 --batch 64 --threads 1 --steps "$steps"
-          --warmup-steps "$warm" --data synthetic:3x32x32 --eval-every 0 --no-single
-          --model-from "$out/model.json" --out "$out/train/$1")
-    [ "$1" = lo ] || args+=(--emulate "$1")
-    load "train $1"
-    echo "bench-model: train $1 ($(($(date +%s) - start)) s)" >&2
-    if ! "$fabench" "${args[@]}" > "$out/train/$1.log" 2>&1; then
-      echo "bench-model: train $1 failed (see $out/train/$1.log)" >&2
-      failed=1
-      continue
-    fi
-    awk -F, -v cell="$1" 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
-      $h["role"] == "dp" { printf "  %-6s %-4s %-5s step %8.1f ms  predicted %8.1f ms  error %+6.1f%%  exposed %6.1f (pred %6.1f) ms\n",
-        cell, $h["transport"], $h["algo"], $h["step_ms_mean"], $h["step_ms_pred"], 100 * $h["pred_err"],
-        $h["exposed_comm_ms"], $h["exposed_comm_ms_pred"] }' "$out/train/$1/train.csv" | tee -a "$out/train.txt"
+  for f in ${fabrics//,/ }; do
+    for n in ${tranks//,/ }; do
+      for mdl in ${tmodels//,/ }; do
+        cell="$f-p$n-$mdl"
+        args=(train -n "$n" --transport "none,$transports" --algo ring --model "$mdl" --batch 64 --threads 1
+              --steps "$steps" --warmup-steps "$warm" --data synthetic:3x32x32 --eval-every 0 --no-single
+              --model-from "$out/model.json" --out "$out/train/$cell")
+        [ "$f" = lo ] || args+=(--emulate "$f")
+        load "train $cell"
+        echo "bench-model: train $cell ($(($(date +%s) - start)) s)" >&2
+        if ! "$fabench" "${args[@]}" > "$out/train/$cell.log" 2>&1; then
+          echo "bench-model: train $cell failed (see $out/train/$cell.log)" >&2
+          failed=1
+          continue
+        fi
+        awk -F, -v cell="$f" -v mdl="$mdl" 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+          $h["role"] == "dp" { printf "  %-6s %-9s p%-2s %-4s %-5s step %8.1f ms  predicted %8.1f ms  error %+6.1f%%  exposed %6.1f (pred %6.1f) ms\n",
+            cell, mdl, $h["ranks"], $h["transport"], $h["algo"], $h["step_ms_mean"], $h["step_ms_pred"],
+            100 * $h["pred_err"], $h["exposed_comm_ms"], $h["exposed_comm_ms_pred"] }' \
+          "$out/train/$cell/train.csv" | tee -a "$out/train.txt"
+      done
+    done
   done
+  # per fabric and transport: the median |error| and how many within 10%
+  grep -v '^#' "$out/train.txt" | awk '{ e = $13; sub(/%/, "", e); e += 0; print $1 " " $4, (e < 0 ? -e : e) }' |
+    sort -k1,1 -k2,2 -k3,3n |
+    awk '{ k = $1 " " $2; v[k, ++n[k]] = $3; w[k] += $3 <= 10 }
+      END { for (k in n) { m = n[k]; med = m % 2 ? v[k, (m + 1) / 2] : (v[k, m / 2] + v[k, m / 2 + 1]) / 2;
+              printf "  %-12s median |error| %5.1f%%  within 10%%: %d/%d\n", k, med, w[k], m } }' |
+    sort | { echo "# per fabric and transport"; cat; } | tee -a "$out/train.txt"
 fi
 echo "bench-model: $(($(date +%s) - start)) s; results in $out" | tee -a "$out/check.txt"
 exit $failed

@@ -506,10 +506,35 @@ static void test_train_plan_and_share(void **state) {
   near(o.exposed_comm_ms, 0, 1e-12, "nothing exposed");
   /* the share from a model: all CPU (beta_cpu) on a host whose 2 cores compute: 1 */
   coll_model cpu = {.beta = 1e-9, .beta_cpu = 1e-9, .cores = 2};
-  near(res_comm_share(&cpu, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0), 1, 1e-12, "share all cpu");
-  assert_true(res_comm_share(&fm.m, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0) == 0); /* no cores known */
+  coll_algo ring = {COLL_ALGO_RING, 0};
+  near(res_comm_share(&cpu, ring, 2, 1, 8e6, 0, 0), 1, 1e-12, "share all cpu");
+  assert_true(res_comm_share(&fm.m, ring, 2, 1, 8e6, 0, 1e-9) == 0); /* no cores known */
   cpu.beta = 2e-9; /* half link, half CPU */
-  near(res_comm_share(&cpu, (coll_algo){COLL_ALGO_RING, 0}, 2, 1, 8e6, 0), 0.5, 1e-12, "share half");
+  near(res_comm_share(&cpu, ring, 2, 1, 8e6, 0, 0), 0.5, 1e-12, "share half");
+  /* the link's bytes as CPU work (loopback): all of it, or half at half the cost */
+  coll_model lo = {.beta = 1e-9, .cores = 2};
+  near(res_comm_share(&lo, ring, 2, 1, 8e6, 0, 1e-9), 1, 1e-12, "share, the link all CPU");
+  near(res_comm_share(&lo, ring, 2, 1, 8e6, 0, 0.5e-9), 0.5, 1e-12, "share, half the link's cost");
+
+  /* on loopback moving bytes is all CPU: share 1 where both cores compute. Bucket 0 (10 ms of
+   * work) from 13.33 runs beside backward, both at half speed: it ends at 33.33, backward at
+   * 40 (10 ms stretched); bucket 1 (15 ms) from 40 to 55: 15 exposed, step 42 + 10 + 15 */
+  res_fabric_model lofm = {.fabric = "tcp:lo/reno", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9, .cores = 2}};
+  res_model lom = {.f = &lofm, .n = 1, .gamma_kernel = NAN};
+  res_train_row lorow = two;
+  lorow.fabric = "tcp:lo/reno";
+  assert_int_equal(res_predict_train_row(&lorow, &one, &br, &lom), 0);
+  near(lorow.step_ms_pred, 67, 1e-9, "loopback: the exchange's CPU share");
+  near(lorow.exposed_comm_ms_pred, 15, 1e-9, "loopback exposed");
+  /* an emulated link's bytes cost the CPU the same transport costs on loopback: 0.5 ns/B of
+   * its 1 ns/B (share 0.5, from 13.33 bucket 0 at 2/3 speed for 15 ms, backward at 2/3 too:
+   * 10 ms of work, ends at 35; bucket 1 from 35 to 50: step 42 + 5 + 15) */
+  res_fabric_model pair[2] = {{.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9, .cores = 2}},
+                              {.fabric = "tcp:lo/reno", .transport = "tcp", .host_count = 1, .m = {.beta = 0.5e-9, .cores = 2}}};
+  res_model em = {.f = pair, .n = 2, .gamma_kernel = NAN};
+  res_train_row erow = two;
+  assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
+  near(erow.step_ms_pred, 62, 1e-9, "emulated: the loopback stack's CPU share");
 
   /* what-if, a link 10x faster: beta 0.1 ns/B, so bucket 1 (ready at 30) takes 1.5 ms: step
    * 42 + 1.5. The same transport on loopback (0.2 ns/B) bounds it: 3 ms exposed, step 45. */
