@@ -489,10 +489,12 @@ int bench_cmd_report(int argc, char **argv) {
     if (rp_read_dir(&x, argv[i], err, sizeof err)) rc = bench_error("report: %s", err);
   if (!rc && !x.have_model && (x.rec[RP_AR].n || x.rec[RP_P2P].n)) {
     res_fit_opts fo = {.gamma_kernel = bench_gamma_kernel(), .cores = bench_dir_cores(argv[optind])};
-    if (res_fit_ex(&x.model, &x.rec[RP_AR], &x.rec[RP_P2P], &fo, err, sizeof err) == 0) {
+    if (bench_fit_bursts(&fo, argv + optind, argc - optind) == 0 &&
+        res_fit_ex(&x.model, &x.rec[RP_AR], &x.rec[RP_P2P], &fo, err, sizeof err) == 0) {
       x.have_model = 1;
       snprintf(x.model_src, sizeof x.model_src, "fitted from these runs");
     }
+    bench_fit_bursts_free(&fo);
   }
   char dir[4096];
   if (!rc && res_run_dir(dir, sizeof dir, out, "report", err, sizeof err)) rc = bench_error("report: %s", err);

@@ -98,7 +98,7 @@ static void vec_free(launch_vec *a) {
 static const char *const launch_keys[] = {
     "FABENCH_RANK", "FABENCH_WORLD_SIZE", "FABENCH_LOCAL_RANK", "FABENCH_ROOT",
     "FABENCH_TOKEN", "FABENCH_LAUNCHER", "FABENCH_TIMEOUT_S", "FABENCH_BIND_ADDR",
-    "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", NULL};
+    "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", NULL};
 static const char *const launch_emu_keys[] = {"UCX_NET_DEVICES", "PMIX_MCA_ptl_tcp_if_include", NULL};
 
 static int launch_in(const char *kv, const char *const *keys) {
@@ -244,7 +244,7 @@ static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *
     snprintf(nspre, sizeof nspre, "fb%ldn", emu->id);
     snprintf(devpre, sizeof devpre, "fb%lde", emu->id);
     static const char *const emu_exported[] = {"FABENCH_FABRIC", "FABENCH_EMU_RATE",
-                                               "FABENCH_EMU_MTU", "PMIX_MCA_ptl_tcp_if_include",
+                                               "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", "PMIX_MCA_ptl_tcp_if_include",
                                                "UCX_TLS", NULL};
     for (int i = 0; emu_exported[i]; i++) {
       vec_push(a, "-x");
@@ -540,11 +540,12 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
     launch_err("out of memory");
     goto out;
   }
-  char root_addr[64] = "127.0.0.1", fabric[64] = "", mtu[16] = "", subnet[32] = "";
+  char root_addr[64] = "127.0.0.1", fabric[64] = "", mtu[16] = "", burst[24] = "", subnet[32] = "";
   if (emu) {
     bench_emu_addr(emu, 0, root_addr, sizeof root_addr);
     snprintf(fabric, sizeof fabric, "emu-%s", emu->rate);
     snprintf(mtu, sizeof mtu, "%d", emu->mtu);
+    snprintf(burst, sizeof burst, "%llu", (unsigned long long)emu->burst);
     bench_emu_subnet(emu, subnet, sizeof subnet);
   }
   /* Under emulation UCX must not use shared memory or cross-memory attach between ranks (they
@@ -564,6 +565,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
       vec_pushf(&env, "FABENCH_FABRIC=%s", fabric);
       vec_pushf(&env, "FABENCH_EMU_RATE=%s", emu->rate);
       vec_pushf(&env, "FABENCH_EMU_MTU=%s", mtu);
+      vec_pushf(&env, "FABENCH_EMU_BURST=%s", burst); /* run.json records it for the fit */
       /* PMIx listens on loopback only by default; ranks in their namespaces reach the root
        * namespace through the bridge's address. */
       vec_pushf(&env, "PMIX_MCA_ptl_tcp_if_include=%s", subnet);
@@ -609,6 +611,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
       vec_pushf(&e, "FABENCH_FABRIC=%s", fabric);
       vec_pushf(&e, "FABENCH_EMU_RATE=%s", emu->rate);
       vec_pushf(&e, "FABENCH_EMU_MTU=%s", mtu);
+      vec_pushf(&e, "FABENCH_EMU_BURST=%s", burst);
       vec_pushf(&e, "UCX_NET_DEVICES=%s", dev);
       if (set_ucx_tls) vec_push(&e, "UCX_TLS=self,tcp");
       /* ip netns exec (not a bare setns): it also remounts /sys for the namespace, where UCX

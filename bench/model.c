@@ -85,15 +85,48 @@ int bench_dir_cores(const char *dir) {
   return cores;
 }
 
-int bench_dir_emu_mtu(const char *dir, const char *fabric) {
+/* The emulated fabric a run directory measured, from the environment its ranks ran with
+ * (run.json): its name, links' MTU and shaper burst in bytes (0 where not recorded); 0 if the
+ * run was not emulated. */
+static int model_dir_emu(const char *dir, char *fabric, size_t cap, int *mtu, double *burst) {
   cJSON *o = model_run_json(dir);
   const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, "environment");
   const cJSON *fab = cJSON_GetObjectItemCaseSensitive(env, "FABENCH_FABRIC");
-  const cJSON *mtu = cJSON_GetObjectItemCaseSensitive(env, "FABENCH_EMU_MTU");
-  int v = 0;
-  if (cJSON_IsString(fab) && !strcmp(fab->valuestring, fabric) && cJSON_IsString(mtu)) v = atoi(mtu->valuestring);
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(env, "FABENCH_EMU_MTU");
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(env, "FABENCH_EMU_BURST");
+  int emu = cJSON_IsString(fab) && *fab->valuestring;
+  if (emu) snprintf(fabric, cap, "%s", fab->valuestring);
+  *mtu = emu && cJSON_IsString(m) ? atoi(m->valuestring) : 0;
+  *burst = emu && cJSON_IsString(b) ? strtod(b->valuestring, NULL) : 0;
+  if (!(*burst > 0)) *burst = 0;
   cJSON_Delete(o);
-  return v;
+  return emu;
+}
+
+int bench_fit_bursts(res_fit_opts *o, char *const *dirs, int ndirs) {
+  res_fit_burst *b = calloc(ndirs > 0 ? (size_t)ndirs : 1, sizeof *b);
+  o->bursts = b;
+  o->nbursts = 0;
+  if (!b) return -1;
+  for (int d = 0; d < ndirs; d++) {
+    int mtu;
+    res_fit_burst *x = &b[o->nbursts];
+    if (model_dir_emu(dirs[d], x->fabric, sizeof x->fabric, &mtu, &x->bytes) && x->bytes > 0) o->nbursts++;
+  }
+  return 0;
+}
+
+void bench_fit_bursts_free(res_fit_opts *o) {
+  free((void *)o->bursts);
+  o->bursts = NULL;
+  o->nbursts = 0;
+}
+
+int bench_dir_emu_mtu(const char *dir, const char *fabric) {
+  char fab[64];
+  int mtu;
+  double burst;
+  return model_dir_emu(dir, fab, sizeof fab, &mtu, &burst) && !strcmp(fab, fabric) ? mtu : 0;
 }
 
 int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, char *err,
@@ -105,7 +138,11 @@ int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, ch
 int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *o, char *err, size_t cap) {
   res_rows ar, pp;
   if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, cap)) return -1;
-  int rc = res_fit_ex(m, &ar, &pp, o, err, cap);
+  res_fit_opts with = *o;
+  int rc = bench_fit_bursts(&with, dirs, ndirs);
+  if (rc) snprintf(err, cap, "out of memory");
+  else rc = res_fit_ex(m, &ar, &pp, &with, err, cap);
+  bench_fit_bursts_free(&with);
   res_rows_free(&ar);
   res_rows_free(&pp);
   return rc;

@@ -13,5 +13,10 @@ int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *er
 int bench_dir_cores(const char *dir);
 /* The MTU of an emulated fabric's links when the run directory measured that fabric (0: not). */
 int bench_dir_emu_mtu(const char *dir, const char *fabric);
+/* Sets o->bursts to the emulated links' shaper bursts the run directories recorded (their
+ * ranks' FABENCH_EMU_BURST in run.json), for the fit; -1 when out of memory. Release with
+ * bench_fit_bursts_free. */
+int bench_fit_bursts(res_fit_opts *o, char *const *dirs, int ndirs);
+void bench_fit_bursts_free(res_fit_opts *o);
 
 #endif

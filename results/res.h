@@ -149,13 +149,22 @@ typedef struct res_model {
  * (s/byte; NaN: coll_model_default's). Either rows pointer may be NULL. */
 int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
             char *err, size_t errcap);
+/* An emulated fabric's shaper burst in bytes, as its run recorded it. */
+typedef struct {
+  char fabric[64];
+  double bytes;
+} res_fit_burst;
 /* res_fit with its options: the reduction kernel's rate, the cores of the host the rows were
- * measured on (the ranks of one host share them; 0: unknown, no sharing modelled), and the
- * smallest size fitted (all-reduce rows below it are left out: 0 fits all). */
+ * measured on (the ranks of one host share them; 0: unknown, no sharing modelled), the
+ * smallest size fitted (all-reduce rows below it are left out: 0 fits all), and the emulated
+ * fabrics' bursts (an emulated fabric's rows shorter than 8 bursts are left out where 3 sizes
+ * or more are longer; a fabric not listed keeps every row). */
 typedef struct {
   double gamma_kernel;
   int cores;
   int64_t min_bytes;
+  const res_fit_burst *bursts;
+  size_t nbursts;
 } res_fit_opts;
 int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
                char *err, size_t errcap);

@@ -356,16 +356,11 @@ static int rf_work_new(rf_work *w, size_t n, int with_src, char *err, size_t cap
   return rf_errf(err, cap, "out of memory"), -1;
 }
 
-/* An emulated fabric's shaper burst in bytes (0: not emulated). bench/emulate.c names the
- * fabric emu-<rate> and gives tbf a bucket of max(1 ms of the rate, 64 KiB). */
-static double rf_emu_burst(const char *fabric) {
-  if (strncmp(fabric, "emu-", 4)) return 0;
-  char *end;
-  double v = strtod(fabric + 4, &end);
-  double unit = !strcmp(end, "kbit") ? 1e3 : !strcmp(end, "mbit") ? 1e6 : !strcmp(end, "gbit") ? 1e9 : 0;
-  if (!(v > 0) || unit == 0) return 0;
-  double b = v * unit / 8 / 1000;
-  return b < 65536 ? 65536 : b;
+/* An emulated fabric's shaper burst in bytes, as its run recorded it (0: none recorded). */
+static double rf_emu_burst(const res_fit_opts *o, const char *fabric) {
+  for (size_t i = 0; i < o->nbursts; i++)
+    if (!strcmp(o->bursts[i].fabric, fabric)) return o->bursts[i].bytes;
+  return 0;
 }
 
 /* Rows of an emulated fabric shorter than RF_BURSTS bursts are left out when three sizes or more
@@ -398,7 +393,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     int64_t chunk = 0;
     /* the emulated link's short rows out, if at least 3 sizes are long enough */
     int64_t short_below = 0;
-    double burst = rf_emu_burst(k->fabric);
+    double burst = rf_emu_burst(o, k->fabric);
     if (burst > 0) {
       int64_t sizes[3] = {0, 0, 0};
       int ns = 0;
