@@ -298,7 +298,9 @@ static size_t rp_buckets(const rp_ctx *x, const res_train_row *one, res_bucket *
 static double rp_train_pred(const rp_ctx *x, const res_train_row *r) {
   if (isfinite(r->step_ms_pred)) return r->step_ms_pred;
   res_train_row c = *r;
-  if (res_predict_train_row(&c, rp_one_rank(x, r->model), &x->rec[RP_BUCKETS], x->have_model ? &x->model : NULL)) return NAN;
+  const res_train_row *prof = res_train_profile(&x->rec[RP_TRAIN], r);
+  if (!prof) prof = rp_one_rank(x, r->model);
+  if (res_predict_train_row(&c, prof, &x->rec[RP_BUCKETS], x->have_model ? &x->model : NULL)) return NAN;
   return c.step_ms_pred;
 }
 

@@ -223,7 +223,8 @@ typedef struct {
 /* A data-parallel step: one communication thread reduces the buckets in order, each starting
  * when it is ready and the previous one is done; backward slows by `share` while a reduction
  * runs beside it; exposed communication is the time after backward's end until the last bucket
- * is reduced (overlap_step: until the first layers' bucket is, or the forward has run). */
+ * is reduced (overlap_step: until the first layers' bucket is, or the forward has run); the
+ * wait for data hides behind the exposed communication (the loader has its own thread). */
 void res_predict_step(res_step_out *out, const res_step_in *in);
 /* The communication's CPU share for res_step_in.share: the part of an all-reduce of `bytes`
  * under the model that is host CPU work (cpu_beta per byte on the busiest link, or the host's
@@ -243,6 +244,10 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
  * untouched) when there is no prediction to make. */
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                           const res_model *m);
+/* A data-parallel row's compute profile among train rows, as `train` takes it: its run's
+ * no-communication row (role none) at the same rank count, the ranks sharing the cores as they
+ * did; NULL if there is none. */
+const res_train_row *res_train_profile(const res_rows *train, const res_train_row *r);
 /* What bounds a data-parallel row, against the same ranks with no communication (none may be
  * NULL): the link where over a fifth of the step waits for the all-reduce; the cores where,
  * without that wait, the step still outgrew the no-communication step by over a tenth (the

@@ -281,6 +281,21 @@ static void test_train_bound(void **state) {
   assert_int_equal(res_train_bound(&old, &old_none, NULL, NULL), RES_BOUND_CORES);
 }
 
+/* A data-parallel row's profile: its run's none row at its rank count, not another run's or
+ * another rank count's (4 ranks on 2 cores compute at half the speed of 2). */
+static void test_train_profile(void **state) {
+  (void)state;
+  res_train_row t[4] = {{.run_id = "a", .role = "none", .ranks = 4, .fwd_ms = 60, .bwd_ms = 120},
+                        {.run_id = "b", .role = "none", .ranks = 2, .fwd_ms = 25, .bwd_ms = 55},
+                        {.run_id = "a", .role = "none", .ranks = 2, .fwd_ms = 30, .bwd_ms = 60},
+                        {.run_id = "a", .role = "dp", .ranks = 2, .fwd_ms = 31, .bwd_ms = 70}};
+  res_rows rows = {res_schema_train(), t, 4};
+  assert_ptr_equal(res_train_profile(&rows, &t[3]), &t[2]);
+  t[2].ranks = 4;
+  t[0].ranks = 8;
+  assert_null(res_train_profile(&rows, &t[3]));
+}
+
 /* An emulated 1gbit link: after the barrier before each call the shaper's bucket (125 kB) is
  * full, so every call's first 125 kB pass unshaped. Rows with that credit, fitted as they are,
  * overstate the link (alpha would have to be negative); told the burst its run recorded, the
@@ -398,6 +413,16 @@ static void test_step_timeline(void **state) {
   near(o.step_ms, 52, 1e-12, "step");
   near(o.images_per_s, 2 * 32 / 0.052, 1e-12, "images/s");
   near(o.scaling_eff, 42.0 / 52, 1e-12, "efficiency");
+  /* the wait for data (its own thread) hides behind the 10 ms exposed: 4 ms of it entirely,
+   * 14 ms down to 4 */
+  in.data_ms = 4;
+  res_predict_step(&o, &in);
+  near(o.step_ms, 52, 1e-12, "data hidden");
+  near(o.scaling_eff, 46.0 / 52, 1e-12, "efficiency against the profile's step with its data");
+  in.data_ms = 14;
+  res_predict_step(&o, &in);
+  near(o.step_ms, 56, 1e-12, "data partly hidden");
+  in.data_ms = 0;
   /* no overlap: all after backward: 30-35, 35-50, 50-55 */
   in.overlap = 0;
   res_predict_step(&o, &in);
@@ -586,6 +611,7 @@ int main(void) {
       cmocka_unit_test(test_fit_cores_and_cache),
       cmocka_unit_test(test_fit_no_cpu_bound_within_cores),
       cmocka_unit_test(test_train_bound),
+      cmocka_unit_test(test_train_profile),
       cmocka_unit_test(test_fit_p2p),
       cmocka_unit_test(test_step_timeline),
       cmocka_unit_test(test_hier),
