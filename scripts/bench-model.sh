@@ -21,9 +21,9 @@
 # Outputs in one directory: fit/<cell>/ and val/<cell>/ (run directories), model.json,
 # model_check.csv (every validation row: measured, predicted, error), fit.txt and check.txt (the
 # tables), load.txt (the load average before each run).
-# Runtime on the 2-core test machine: --quick took 152 s at load 0.3-3.7 and 7 minutes at load
-# 10-14; the full run was not timed whole here: about 20 minutes estimated at load 10 (its
-# passes, timed separately with an earlier size plan, took 25 minutes at load 5-12).
+# Runtime on the 2-core test machine, nothing else running: the full run 571 s (the all-reduce
+# passes 290 s, the 12 training cells 280 s); --quick took 152 s at load 0.3-3.7 before the
+# training cells grew.
 #
 # usage: scripts/bench-model.sh [--fabench PATH] [--quick] [--fabrics LIST] [--ranks LIST]
 #                               [--transports LIST] [--algos LIST] [--no-train]
