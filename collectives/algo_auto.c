@@ -236,5 +236,9 @@ coll_algo coll_auto_choose(coll_comm *c, const void *buf, size_t bytes) {
   if (c->size > 1 && bytes >= COLL_AUTO_MAPPED_RING &&
       coll_peer_ptr(c, (c->rank + c->size - 1) % c->size, buf, bytes, where))
     return (coll_algo){COLL_ALGO_RING, 0};
-  return coll_model_pick(&c->model, c->size, bytes, c->chunk_bytes);
+  if (bytes == 0 || bytes != c->auto_bytes) {
+    c->auto_algo = coll_model_pick(&c->model, c->size, bytes, c->chunk_bytes);
+    c->auto_bytes = bytes;
+  }
+  return c->auto_algo;
 }

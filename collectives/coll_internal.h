@@ -123,7 +123,9 @@ struct coll_comm {
   coll_transport *tp;
   int timeout_ms;
   size_t chunk_bytes;
-  coll_model model;    /* auto's parameters */
+  coll_model model;    /* auto's parameters (fixed once open) */
+  size_t auto_bytes;   /* auto's last size and its pick: a call repeats its size, and the pick */
+  coll_algo auto_algo; /* walks the trees' schedule (12 us at 64 ranks); auto_bytes 0: none */
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
   size_t ring_stream_bytes; /* mapped ring: from this buffer size on, streaming stores */
   int oversubscribed;  /* more ranks than cores on this host, or no_spin: transports must not spin */
