@@ -282,11 +282,10 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
          r->fabric_eff, r->exposed_comm_ms, r->images_per_s_pred);
   double step, base;
   res_bound bound = res_train_bound(r, none, &step, &base);
-  int link_bound = bound == RES_BOUND_LINK;
   char whatif[160] = "";
   uint64_t bps = 0;
   res_train_row fast = *r;
-  if (link_bound && none && m && none->images_per_s > 0 && !strncmp(r->fabric, "emu-", 4) &&
+  if (bound == RES_BOUND_LINK && none && m && none->images_per_s > 0 && !strncmp(r->fabric, "emu-", 4) &&
       !bench_emu_parse_rate(r->fabric + 4, &bps) &&
       !res_predict_train_row_link(&fast, none, buckets, m, 10) && fast.images_per_s_pred > 0) {
     char to[32];
@@ -307,7 +306,7 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
              r->exposed_comm_ms);
   else
     snprintf(why, sizeof why, "%s (%.0f of %.0f ms a step waits for the all-reduce)",
-             link_bound ? "link-bound" : "compute-bound", r->exposed_comm_ms, r->step_ms);
+             bound == RES_BOUND_LINK ? "link-bound" : "compute-bound", r->exposed_comm_ms, r->step_ms);
   printf("    %s: %s trains %s, %s%s.\n", label, o->model, speed, why, whatif);
   if (isfinite(r->images_per_s_pred))
     printf("      the cost model predicted %.1f images/s (measured %.1f).\n", r->images_per_s_pred,

@@ -200,15 +200,6 @@ static double rp_cpu_beta(const res_model *m, const res_fabric_model *f) {
   return b;
 }
 
-static int rp_predict_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
-                          const res_fabric_model *f, double cpu_beta);
-
-int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
-                          const res_model *m) {
-  const res_fabric_model *f = m ? res_model_find(m, row->fabric, row->transport, (int)row->host_count) : NULL;
-  return f ? rp_predict_row(row, one, buckets, f, rp_cpu_beta(m, f)) : -1;
-}
-
 /* The prediction of a data-parallel row on fabric f, whose link's bytes cost cpu_beta of CPU. */
 static int rp_predict_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                           const res_fabric_model *f, double cpu_beta) {
@@ -283,6 +274,12 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
   row->exposed_comm_ms_pred = o.exposed_comm_ms;
   row->pred_err = isfinite(meas) && o.step_ms > 0 ? (meas - o.step_ms) / o.step_ms : NAN;
   return 0;
+}
+
+int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
+                          const res_model *m) {
+  const res_fabric_model *f = m ? res_model_find(m, row->fabric, row->transport, (int)row->host_count) : NULL;
+  return f ? rp_predict_row(row, one, buckets, f, rp_cpu_beta(m, f)) : -1;
 }
 
 int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
