@@ -308,13 +308,50 @@ static void launch_forget_omp(pid_t pid) {
 }
 
 /* Through mpirun the ranks are mpirun's children, not ours: note their pids (the children of
- * each of its threads) while they run, so their libomp files can go once they are gone. */
+ * each of its threads) while they run, so their libomp files can go once they are gone, and
+ * which rank ended first. mpirun names a rank that died, but not always: under load its
+ * "process rank N ... exited on signal" line can go missing when another rank's exit reaches it
+ * first. The first rank to end while the others ran is then the launcher's to name. */
 typedef struct {
   pid_t pid[LAUNCH_MAX_RANKS];
+  int rank[LAUNCH_MAX_RANKS]; /* -1 until its environment (after exec) tells */
+  char gone[LAUNCH_MAX_RANKS];
   int n;
+  int first, first_alone; /* index of the first rank seen gone; 1: no other went with it */
+  double first_at;
 } launch_seen;
 
-static void launch_note_children(launch_seen *seen, pid_t parent) {
+/* OMPI_COMM_WORLD_RANK from a process's environment; -1 if it has none (yet). */
+static int launch_rank_of(pid_t pid) {
+  char path[64], buf[1 << 15];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t k = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (k <= 0) return -1;
+  buf[k] = 0;
+  static const char key[] = "OMPI_COMM_WORLD_RANK=";
+  for (char *e = buf; e < buf + k; e += strlen(e) + 1)
+    if (!strncmp(e, key, sizeof key - 1)) return atoi(e + sizeof key - 1);
+  return -1;
+}
+
+/* Gone: no such process, or a zombie mpirun has not reaped yet. */
+static int launch_gone(pid_t pid) {
+  char path[64], st[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 1;
+  ssize_t k = read(fd, st, sizeof st - 1);
+  close(fd);
+  if (k <= 0) return 1;
+  st[k] = 0;
+  char *paren = strrchr(st, ')');
+  return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+static void launch_note_children(launch_seen *seen, pid_t parent, double t0) {
   char dir[64];
   snprintf(dir, sizeof dir, "/proc/%d/task", (int)parent);
   DIR *d = opendir(dir);
@@ -332,11 +369,32 @@ static void launch_note_children(launch_seen *seen, pid_t parent) {
     while (fscanf(f, "%d", &pid) == 1) {
       int known = 0;
       for (int i = 0; i < seen->n && !known; i++) known = seen->pid[i] == pid;
-      if (!known && seen->n < LAUNCH_MAX_RANKS) seen->pid[seen->n++] = pid;
+      if (!known && seen->n < LAUNCH_MAX_RANKS) {
+        seen->rank[seen->n] = -1;
+        seen->pid[seen->n++] = pid;
+      }
     }
     fclose(f);
   }
   closedir(d);
+  int went = -1, nwent = 0, live = 0;
+  for (int i = 0; i < seen->n; i++) {
+    if (seen->gone[i]) continue;
+    if (seen->rank[i] < 0) seen->rank[i] = launch_rank_of(seen->pid[i]);
+    if (seen->rank[i] < 0) continue; /* not a rank, or not exec'd yet */
+    if (launch_gone(seen->pid[i])) {
+      seen->gone[i] = 1;
+      went = i;
+      nwent++;
+    } else {
+      live++;
+    }
+  }
+  if (nwent > 0 && seen->first < 0) {
+    seen->first = went;
+    seen->first_alone = nwent == 1 && live > 0;
+    seen->first_at = launch_now() - t0;
+  }
 }
 
 /* After mpirun: a rank it reaped is gone; one it left running (mpirun need not wait for ranks
@@ -376,8 +434,10 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
   gethostname(host, sizeof host - 1); /* every rank the launcher starts runs here */
   double kill_at = 0; /* when stopping: the SIGKILL deadline */
   launch_seen *seen = mpirun_mode ? calloc(1, sizeof *seen) : NULL;
+  if (seen) seen->first = -1;
+  double t0 = launch_now();
   while (alive > 0) {
-    if (seen && !rk[0].done) launch_note_children(seen, rk[0].pid);
+    if (seen && !rk[0].done) launch_note_children(seen, rk[0].pid, t0);
     struct timespec ts = {0, 200 * 1000 * 1000};
     siginfo_t info;
     int sig = sigtimedwait(set, &info, &ts);
@@ -408,9 +468,12 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
       launch_describe(what, sizeof what, st);
       if (first_fail < 0 && !interrupted) {
         first_fail = i;
-        if (mpirun_mode)
+        if (mpirun_mode) {
           launch_err("mpirun (pid %d) on %s %s", (int)rk[i].pid, host, what);
-        else
+          if (seen && seen->first >= 0 && seen->first_alone)
+            launch_err("rank %d (%s): pid %d was the first rank here to end, %.2f s into the job",
+                       seen->rank[seen->first], host, (int)seen->pid[seen->first], seen->first_at);
+        } else
           launch_err("rank %d (%s): pid %d %s", i, host, (int)rk[i].pid, what);
         if (alive > 0) {
           launch_signal_all(rk, n, SIGTERM);

@@ -270,6 +270,11 @@ def run_case(binary, cmd, transport, fault, timeout_s, rng, tmp):
             problems.append("no error names a rank and this host")
         elif fault == "kill" and victim not in named:
             problems.append(f"the killed rank {victim} is not named (named: {sorted(named)})")
+        # the launcher's own line (mpirun's can go missing): when it names a first rank to
+        # end, that must be the one killed
+        first = re.findall(r"rank (\d+) \(%s\): pid \d+ was the first rank here to end" % re.escape(HOST), stderr)
+        if fault == "kill" and first and int(first[0]) != victim:
+            problems.append(f"the launcher names rank {first[0]} as the first to end, not the killed {victim}")
     # what is left behind
     time.sleep(0.3)
     if token:
