@@ -97,7 +97,7 @@ static void vec_free(launch_vec *a) {
  * only under emulation: otherwise the user's UCX_NET_DEVICES is theirs to keep. */
 static const char *const launch_keys[] = {
     "FABENCH_RANK", "FABENCH_WORLD_SIZE", "FABENCH_LOCAL_RANK", "FABENCH_ROOT",
-    "FABENCH_TOKEN", "FABENCH_LAUNCHER", "FABENCH_TIMEOUT_S", "FABENCH_BIND_ADDR",
+    "FABENCH_TOKEN", "FABENCH_LAUNCHER", "FABENCH_TIMEOUT_S", "FABENCH_BIND_ADDR", "FABENCH_ROOT_FD",
     "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", NULL};
 static const char *const launch_emu_keys[] = {"UCX_NET_DEVICES", "PMIX_MCA_ptl_tcp_if_include", NULL};
 
@@ -155,21 +155,27 @@ static int launch_token(char *out, size_t cap) {
   return 0;
 }
 
-/* A port that is free on loopback now (rank 0 binds it a moment later). */
-static int launch_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+/* Rank 0's rendezvous socket, listening on a free loopback port, made here and inherited by rank
+ * 0 (FABENCH_ROOT_FD): a port the launcher only found free could be taken by another process
+ * before rank 0 bound it (CI saw "Address already in use"). Not close-on-exec until rank 0 is
+ * started. The fd, or -1 with errno. */
+static int launch_root_socket(int backlog, int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   struct sockaddr_in sa;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof sa;
-  int port = -1;
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-      getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-    port = ntohs(sa.sin_port);
-  close(fd);
-  return port;
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, backlog) != 0 ||
+      getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
+  *port = ntohs(sa.sin_port);
+  return fd;
 }
 
 static pid_t launch_spawn(const char *path, char **argv, char **envp, const sigset_t *mask) {
@@ -564,6 +570,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
   launch_rank *rk = NULL;
   launch_vec env = {0}, argv = {0};
   char token[40] = {0};
+  int port = LAUNCH_EMU_ROOT_PORT, root_fd = -1;
   if (o->emulate) {
     int stale = bench_emu_cleanup_stale(&emu_store, err, sizeof err);
     if (stale > 0) launch_err("removed %d stale emulated fabric set(s) of runs that are gone", stale);
@@ -593,9 +600,8 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
     launch_err("no random bytes for the job token: %s", strerror(errno));
     goto out;
   }
-  int port = emu ? LAUNCH_EMU_ROOT_PORT : launch_free_port();
-  if (port < 0) {
-    launch_err("no free port on 127.0.0.1 for the rendezvous: %s", strerror(errno));
+  if (!emu && !mpirun && (root_fd = launch_root_socket(o->n + 64, &port)) < 0) {
+    launch_err("cannot listen on 127.0.0.1 for the rendezvous: %s", strerror(errno));
     goto out;
   }
   rk = calloc((size_t)o->n, sizeof *rk);
@@ -664,6 +670,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
     vec_pushf(&e, "FABENCH_TOKEN=%s", token);
     vec_push(&e, "FABENCH_LAUNCHER=1");
     vec_pushf(&e, "FABENCH_TIMEOUT_S=%d", o->timeout_s);
+    if (r == 0 && root_fd >= 0) vec_pushf(&e, "FABENCH_ROOT_FD=%d", root_fd);
     const char *path = prog;
     if (emu) {
       char addr[64], dev[32], ns[32];
@@ -698,7 +705,10 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
     }
     rk[r].pid = pid;
     started++;
+    if (r == 0 && root_fd >= 0) fcntl(root_fd, F_SETFD, FD_CLOEXEC); /* rank 0's alone */
   }
+  if (root_fd >= 0) close(root_fd); /* rank 0 holds it now */
+  root_fd = -1;
   if (started < o->n) {
     launch_signal_all(rk, started, SIGKILL);
     launch_wait(rk, started, 0, &set);
@@ -708,6 +718,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
   rc = launch_wait(rk, o->n, 0, &set);
 
 out:
+  if (root_fd >= 0) close(root_fd);
   if (emu) bench_emu_teardown(emu);
   free(rk);
   vec_free(&env);

@@ -380,9 +380,17 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
 
   if (rank == 0) {
     int lfd, bound;
-    /* listen on every address: peers may reach the root by any of its names */
-    if (coll_sock_listen(NULL, rport, size + BOOT_PENDING_MAX, &lfd, &bound, err, sizeof err) != 0)
+    const char *inherited = boot_env("FABENCH_ROOT_FD");
+    if (inherited) {
+      /* the launcher's own socket, listening since before any rank started: its port cannot
+       * have been taken meanwhile, as a port it had only found free could */
+      if (coll_sock_adopt_listener(inherited, rport, &lfd) != 0)
+        return coll_fail(e, "rank 0 (%s): FABENCH_ROOT_FD=%s is not a socket listening on port %d", me,
+                         inherited, rport);
+    } else if (coll_sock_listen(NULL, rport, size + BOOT_PENDING_MAX, &lfd, &bound, err, sizeof err) != 0) {
+      /* listen on every address: peers may reach the root by any of its names */
       return coll_fail(e, "rank 0 (%s): %s", me, err);
+    }
     int rc = boot_root_admit(b, lfd, tok, deadline, me, rport, e);
     if (rc != 0) {
       close(lfd);

@@ -105,6 +105,25 @@ int coll_sock_listen(const char *host, int port, int backlog, int *fd, int *boun
   return 0;
 }
 
+int coll_sock_adopt_listener(const char *fd_text, int port, int *fd) {
+  char *end;
+  long v = strtol(fd_text, &end, 10);
+  if (end == fd_text || *end || v < 3 || v > 1 << 20) return -1;
+  int s = (int)v, on = 0;
+  socklen_t ol = sizeof on;
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  if (fcntl(s, F_SETFD, FD_CLOEXEC) != 0 || getsockopt(s, SOL_SOCKET, SO_ACCEPTCONN, &on, &ol) != 0 || !on ||
+      getsockname(s, (struct sockaddr *)&ss, &sl) != 0 ||
+      (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
+    return -1;
+  int bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
+  if (bound != port) return -1;
+  *fd = s;
+  return 0;
+}
+
 int coll_sock_accept(int lfd, double deadline, int *fd, char *err, size_t cap) {
   for (;;) {
     struct pollfd p = {.fd = lfd, .events = POLLIN};
@@ -130,6 +149,18 @@ int coll_sock_accept(int lfd, double deadline, int *fd, char *err, size_t cap) {
     *fd = s;
     return 0;
   }
+}
+
+/* A connection to a local port nobody listens on can get that same port as its own ephemeral
+ * one and connect to itself (TCP's simultaneous open): the port is then taken, and the rank that
+ * was about to listen there fails with "Address already in use". */
+static int sock_self_connected(int s) {
+  struct sockaddr_storage a, b;
+  socklen_t la = sizeof a, lb = sizeof b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  return getsockname(s, (struct sockaddr *)&a, &la) == 0 && getpeername(s, (struct sockaddr *)&b, &lb) == 0 &&
+         la == lb && memcmp(&a, &b, la) == 0;
 }
 
 int coll_sock_connect(const char *host, int port, double deadline, int *fd, char *err, size_t cap) {
@@ -166,6 +197,10 @@ int coll_sock_connect(const char *host, int port, double deadline, int *fd, char
           r = -1;
           errno = ETIMEDOUT;
         }
+      }
+      if (r == 0 && sock_self_connected(s)) {
+        r = -1;
+        errno = ECONNREFUSED; /* nobody listens yet: retry, as for a refusal */
       }
       if (r == 0) {
         int fl = fcntl(s, F_GETFL);

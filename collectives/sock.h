@@ -9,6 +9,9 @@ double coll_sock_now(void);
 /* Listens on host:port (port 0: any); writes the bound port. host NULL or "": all addresses. */
 int coll_sock_listen(const char *host, int port, int backlog, int *fd, int *bound_port, char *err,
                      size_t cap);
+/* A listening socket handed down by the launcher (as text, from the environment): 0 if it is one
+ * bound to port, and then it closes on exec; -1 otherwise. */
+int coll_sock_adopt_listener(const char *fd_text, int port, int *fd);
 /* Accepts one connection before the deadline. */
 int coll_sock_accept(int lfd, double deadline, int *fd, char *err, size_t cap);
 /* Connects to host:port, retrying refused connections until the deadline. */

@@ -123,7 +123,8 @@ static void test_bad_opts(void **state) {
   assert_non_null(strstr(err, "fast"));
 }
 
-/* Every rank sees its own rank, the world, one root and one token. */
+/* Every rank sees its own rank, the world, one root and one token; rank 0 alone inherits the
+ * rendezvous socket, already listening (FABENCH_ROOT_FD), and no other rank holds a socket. */
 static void test_env(void **state) {
   (void)state;
   char dir[64], path[128], buf[512];
@@ -132,7 +133,8 @@ static void test_env(void **state) {
   int n = 2 + rand() % 6;
   char *argv[] = {"-c",
                   "echo \"$FABENCH_RANK $FABENCH_WORLD_SIZE $FABENCH_LOCAL_RANK $FABENCH_ROOT "
-                  "$FABENCH_TOKEN $FABENCH_LAUNCHER $FABENCH_TIMEOUT_S\" > \"$0/rank.$FABENCH_RANK\"",
+                  "$FABENCH_TOKEN $FABENCH_LAUNCHER $FABENCH_TIMEOUT_S ${FABENCH_ROOT_FD:--} "
+                  "$(ls -l /proc/$$/fd | grep -c socket:)\" > \"$0/rank.$FABENCH_RANK\"",
                   dir, NULL};
   bench_launch_opts o = {.n = n, .timeout_s = 17};
   assert_int_equal(bench_launch_prog(&o, "/bin/sh", argv), 0);
@@ -141,10 +143,17 @@ static void test_env(void **state) {
   for (int r = 0; r < n; r++) {
     snprintf(path, sizeof path, "%s/rank.%d", dir, r);
     assert_true(read_file(path, buf, sizeof buf) > 0);
-    int rank, size, local, launcher, timeout;
-    char root[64], token[64];
-    assert_int_equal(sscanf(buf, "%d %d %d %63s %63s %d %d", &rank, &size, &local, root, token,
-                            &launcher, &timeout), 7);
+    int rank, size, local, launcher, timeout, sockets;
+    char root[64], token[64], rootfd[16];
+    assert_int_equal(sscanf(buf, "%d %d %d %63s %63s %d %d %15s %d", &rank, &size, &local, root, token,
+                            &launcher, &timeout, rootfd, &sockets), 9);
+    if (r == 0) {
+      assert_true(atoi(rootfd) > 2);
+      assert_int_equal(sockets, 1);
+    } else {
+      assert_string_equal(rootfd, "-");
+      assert_int_equal(sockets, 0);
+    }
     assert_int_equal(rank, r);
     assert_int_equal(size, n);
     assert_int_equal(local, r);

@@ -1,6 +1,12 @@
 /* Unit tests of the collectives' pieces: reductions and conversions against references, the
  * pattern checker (it must catch corruption), parsing, and the bootstrap's and transport's
- * failure paths (wrong token, port in use, unreachable root, dead peer, silent peer). */
+ * failure paths (wrong token, port in use, self-connection, inherited root socket, unreachable
+ * root, dead peer, silent peer). */
+#define _GNU_SOURCE 1
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -501,6 +507,79 @@ static void test_silent_peer_times_out(void **st) {
   assert_non_null(strstr(e0, "rank 1"));
 }
 
+/* Rank 0 takes the launcher's listening socket (FABENCH_ROOT_FD) only if it listens on the
+ * rendezvous port; anything else is a clear error, not a rendezvous that never comes. */
+static void test_inherited_root_socket(void **st) {
+  (void)st;
+  char err[256], txt[16];
+  int lfd, port, got = -1;
+  assert_int_equal(coll_sock_listen("127.0.0.1", 0, 4, &lfd, &port, err, sizeof err), 0);
+  fcntl(lfd, F_SETFD, 0); /* as inherited: not close-on-exec */
+  snprintf(txt, sizeof txt, "%d", lfd);
+  assert_int_equal(coll_sock_adopt_listener(txt, port, &got), 0);
+  assert_int_equal(got, lfd);
+  assert_true(fcntl(lfd, F_GETFD) & FD_CLOEXEC); /* not passed on to rank 0's own children */
+  assert_int_equal(coll_sock_adopt_listener(txt, port == 65535 ? 1 : port + 1, &got), -1);
+  const char *junk[] = {"", "x", "3x", "-1", "2", "99999999"};
+  for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++)
+    assert_int_equal(coll_sock_adopt_listener(junk[i], port, &got), -1);
+  int plain = socket(AF_INET, SOCK_STREAM, 0); /* a socket, but not listening */
+  snprintf(txt, sizeof txt, "%d", plain);
+  assert_int_equal(coll_sock_adopt_listener(txt, 0, &got), -1);
+  /* the bootstrap names the variable */
+  char root[64];
+  snprintf(root, sizeof root, "127.0.0.1:%d", port);
+  setenv("FABENCH_RANK", "0", 1);
+  setenv("FABENCH_WORLD_SIZE", "2", 1);
+  setenv("FABENCH_ROOT", root, 1);
+  setenv("FABENCH_ROOT_FD", txt, 1);
+  coll_boot *b = NULL;
+  coll_err e = {{0}};
+  assert_int_equal(coll_boot_open(&b, COLL_BOOT_ENV, 0, 1000, &e), -1);
+  assert_non_null(strstr(e.msg, "FABENCH_ROOT_FD"));
+  unsetenv("FABENCH_ROOT_FD");
+  unsetenv("FABENCH_ROOT");
+  unsetenv("FABENCH_RANK");
+  unsetenv("FABENCH_WORLD_SIZE");
+  close(plain);
+  close(lfd);
+}
+
+/* A connection to a local port nobody listens on may pick that port as its own and connect to
+ * itself; that is no rendezvous (and it takes the port rank 0 was about to listen on). Forced in
+ * a network namespace of our own whose ephemeral range is that one port. Needs root. */
+static int child_self_connect(void) {
+  if (unshare(CLONE_NEWNET) != 0) return 77;
+  int s = socket(AF_INET, SOCK_DGRAM, 0);
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0) return 77;
+  ifr.ifr_flags |= IFF_UP;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) return 77;
+  close(s);
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "w");
+  if (!f || fprintf(f, "40000 40000\n") < 0 || fclose(f) != 0) return 77;
+  int fd = -1;
+  char err[256] = "";
+  /* the one port goes into TIME_WAIT after a refused self-connection: later tries fail to
+   * find a local port; what matters is that none succeeds */
+  return coll_sock_connect("127.0.0.1", 40000, coll_sock_now() + 0.5, &fd, err, sizeof err) == 0;
+}
+
+static void test_no_self_connect(void **st) {
+  (void)st;
+  if (geteuid() != 0) skip();
+  pid_t p = fork();
+  if (p == 0) _exit(child_self_connect());
+  int status = 0;
+  waitpid(p, &status, 0);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) skip(); /* no namespace here (a container) */
+  if (WEXITSTATUS(status) == 1) fail_msg("connected to itself on its own port");
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_single_world_refused(void **st) {
   (void)st;
   setenv("SLURM_NTASKS", "4", 1);
@@ -533,6 +612,8 @@ int main(void) {
       cmocka_unit_test(test_unreachable_root),
       cmocka_unit_test(test_dead_peer_reported),
       cmocka_unit_test(test_silent_peer_times_out),
+      cmocka_unit_test(test_inherited_root_socket),
+      cmocka_unit_test(test_no_self_connect),
       cmocka_unit_test(test_single_world_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
