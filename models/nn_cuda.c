@@ -768,12 +768,6 @@ static const nn_net_ops cuda_ops = {c_destroy,       c_train_step, c_eval,     c
 /* ------------------------------------------------------------------------------------------------
  * creation */
 
-static const char *param_kind(enum nn_op op, int second) {
-  if (op == NN_CONV) return "conv.weight";
-  if (op == NN_BN) return second ? "bn.bias" : "bn.weight";
-  return second ? "fc.bias" : "fc.weight";
-}
-
 static cudaError_t dmalloc(void **p, size_t bytes) { return cudaMalloc(p, bytes > 0 ? bytes : 1); }
 #define DMALLOC(ptr, bytes, layer) CU(dmalloc((void **)&(ptr), (bytes)), layer)
 
@@ -835,23 +829,18 @@ static int create(cnet *n, const nn_table *t, const nn_engine_opts *o, char *err
   if (!(n->L = calloc((size_t)nl, sizeof(*n->L))) || !(n->pinfo = calloc(2 * (size_t)nl, sizeof(*n->pinfo))) ||
       !(n->val = calloc((size_t)nv, sizeof(void *))) || !(n->dval = calloc((size_t)nv, sizeof(void *))))
     goto oom;
-  /* arena order: reverse layer order (backward's), weight before bias: as the CPU engine */
-  size_t np = 0, nb = 0;
-  for (int i = nl - 1; i >= 0; i--) {
-    const nn_layer *l = &n->t.layers[i];
-    size_t c = nn_layer_param_count(&n->t, i);
-    n->L[i].poff = np;
-    n->L[i].pcount = c;
-    if (c) {
-      size_t first = l->op == NN_BN ? c / 2 : l->op == NN_FC ? c - (size_t)l->cout : c;
-      n->pinfo[n->npinfo++] = (nn_param_info){param_kind(l->op, 0), i, np, first};
-      if (first < c) n->pinfo[n->npinfo++] = (nn_param_info){param_kind(l->op, 1), i, np + first, c - first};
+  /* arena order: nn_arena_layout's, as the CPU engine */
+  size_t np, nb;
+  {
+    size_t *off = malloc(3 * (size_t)nl * sizeof *off);
+    if (!off) goto oom;
+    n->npinfo = nn_arena_layout(&n->t, off, off + nl, off + 2 * nl, n->pinfo, &np, &nb);
+    for (int i = 0; i < nl; i++) {
+      n->L[i].poff = off[i];
+      n->L[i].boff = off[nl + i];
+      n->L[i].pcount = off[2 * nl + i];
     }
-    np += c;
-    if (l->op == NN_BN) {
-      n->L[i].boff = nb;
-      nb += 2 * (size_t)n->t.shapes[l->in].c;
-    }
+    free(off);
   }
   /* backward writes the first consumer's gradient of a value and adds the later ones' */
   {
@@ -903,21 +892,7 @@ static int create(cnet *n, const nn_table *t, const nn_engine_opts *o, char *err
     }
     memset(n->h[a], 0, n->cnt[a] * sizeof(float));
   }
-  {
-    size_t *poff = malloc((size_t)nl * sizeof *poff), *boff = malloc((size_t)nl * sizeof *boff);
-    if (!poff || !boff) {
-      free(poff);
-      free(boff);
-      goto oom;
-    }
-    for (int i = 0; i < nl; i++) {
-      poff[i] = n->L[i].poff;
-      boff[i] = n->L[i].boff;
-    }
-    nn_params_init(&n->t, o->seed, poff, boff, n->h[NN_ARENA_PARAMS], n->h[NN_ARENA_BUFFERS]);
-    free(poff);
-    free(boff);
-  }
+  if (nn_params_init(&n->t, o->seed, n->h[NN_ARENA_PARAMS], n->h[NN_ARENA_BUFFERS])) goto oom;
   for (int a = 0; a < 4; a++) n->state[a] = HOST_NEWER;
 
   /* activations and their gradients, for the largest batch */

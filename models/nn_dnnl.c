@@ -1181,12 +1181,6 @@ int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, doubl
 /* ------------------------------------------------------------------------------------------------
  * creation */
 
-static const char *param_kind(enum nn_op op, int second) {
-  if (op == NN_CONV) return "conv.weight";
-  if (op == NN_BN) return second ? "bn.bias" : "bn.weight";
-  return second ? "fc.bias" : "fc.weight";
-}
-
 int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
   *out = NULL;
   if (o && o->device == NN_DEV_CUDA) return nn_cuda_create_table(out, t, o, err, errcap);
@@ -1211,22 +1205,13 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
   int nl = net->t.nlayers;
   if (!(net->li = calloc((size_t)nl, sizeof(*net->li))) || !(net->pinfo = calloc(2 * (size_t)nl, sizeof(*net->pinfo))))
     goto oom;
-  /* arena order: reverse layer order (backward's), weight before bias */
-  for (int i = nl - 1; i >= 0; i--) {
-    const nn_layer *l = &net->t.layers[i];
-    size_t c = nn_layer_param_count(&net->t, i);
-    net->li[i].poff = net->nparams;
-    net->li[i].pcount = c;
-    if (c) {
-      size_t first = l->op == NN_BN ? c / 2 : l->op == NN_FC ? c - (size_t)l->cout : c;
-      net->pinfo[net->npinfo++] = (nn_param_info){param_kind(l->op, 0), i, net->nparams, first};
-      if (first < c) net->pinfo[net->npinfo++] = (nn_param_info){param_kind(l->op, 1), i, net->nparams + first, c - first};
-    }
-    net->nparams += c;
-    if (l->op == NN_BN) {
-      net->li[i].boff = net->nbufs;
-      net->nbufs += 2 * (size_t)net->t.shapes[l->in].c;
-    }
+  {
+    size_t *off = malloc(3 * (size_t)nl * sizeof *off);
+    if (!off) goto oom;
+    net->npinfo = nn_arena_layout(&net->t, off, off + nl, off + 2 * nl, net->pinfo, &net->nparams, &net->nbufs);
+    for (int i = 0; i < nl; i++)
+      net->li[i] = (layer_info){.poff = off[i], .boff = off[nl + i], .pcount = off[2 * nl + i]};
+    free(off);
   }
   size_t np = net->nparams ? net->nparams : 1, nb = net->nbufs ? net->nbufs : 1;
   if (o->grad_alloc) {
@@ -1242,21 +1227,7 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
   if (!(net->params = calloc(np, sizeof(float))) || !(net->mom = calloc(np, sizeof(float))) ||
       !(net->bufs = calloc(nb, sizeof(float))))
     goto oom;
-  {
-    size_t *poff = malloc((size_t)nl * sizeof *poff), *boff = malloc((size_t)nl * sizeof *boff);
-    if (!poff || !boff) {
-      free(poff);
-      free(boff);
-      goto oom;
-    }
-    for (int i = 0; i < nl; i++) {
-      poff[i] = net->li[i].poff;
-      boff[i] = net->li[i].boff;
-    }
-    nn_params_init(&net->t, net->o.seed, poff, boff, net->params, net->bufs);
-    free(poff);
-    free(boff);
-  }
+  if (nn_params_init(&net->t, net->o.seed, net->params, net->bufs)) goto oom;
   dnnl_status_t s;
   if ((s = dnnl_engine_create(&net->eng, dnnl_cpu, 0)) != dnnl_success ||
       (s = dnnl_stream_create(&net->strm, net->eng, dnnl_stream_default_flags)) != dnnl_success ||

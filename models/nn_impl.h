@@ -76,10 +76,16 @@ typedef struct {
 int nn_cuda_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err,
                          size_t errcap);
 
+/* The arenas' layout, the same in both engines: parameters in reverse layer order (backward's),
+   each layer's weight before its bias; batch norm's running statistics in the buffer arena.
+   poff, boff and pcount (nlayers each) get each layer's offsets and parameter count, pinfo
+   (room for 2 x nlayers) the tensors; returns their number, the arenas' sizes in *np, *nb. */
+int nn_arena_layout(const nn_table *t, size_t *poff, size_t *boff, size_t *pcount, nn_param_info *pinfo,
+                    size_t *np, size_t *nb);
+
 /* PyTorch's default initialisation of a table's parameters (both engines: the same seed gives the
-   same weights), poff/boff each layer's offsets into the arenas. */
-void nn_params_init(const nn_table *t, uint64_t seed, const size_t *poff, const size_t *boff,
-                    float *params, float *bufs);
+   same weights) into arenas laid out as nn_arena_layout says: 0, or -1 (out of memory). */
+int nn_params_init(const nn_table *t, uint64_t seed, float *params, float *bufs);
 
 /* Mean softmax cross-entropy over n rows of logits [n, classes]; dlogits (may be NULL) gets
    d(loss)/d(logits); returns the summed per-row loss in *loss_sum and the argmax hits. */

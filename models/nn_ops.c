@@ -1,5 +1,6 @@
 /* models: the parts that are ours rather than oneDNN's: softmax cross-entropy, SGD, the RNG. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "nn_impl.h"
 
@@ -46,10 +47,50 @@ void nn_sgd_apply(float *p, const float *g, float *m, size_t count, const nn_sgd
   }
 }
 
+static const char *param_kind(enum nn_op op, int second) {
+  if (op == NN_CONV) return "conv.weight";
+  if (op == NN_BN) return second ? "bn.bias" : "bn.weight";
+  return second ? "fc.bias" : "fc.weight";
+}
+
+int nn_arena_layout(const nn_table *t, size_t *poff, size_t *boff, size_t *pcount, nn_param_info *pinfo,
+                    size_t *np, size_t *nb) {
+  int k = 0;
+  *np = *nb = 0;
+  for (int i = t->nlayers - 1; i >= 0; i--) {
+    const nn_layer *l = &t->layers[i];
+    size_t c = nn_layer_param_count(t, i);
+    poff[i] = *np;
+    pcount[i] = c;
+    boff[i] = 0;
+    if (c) {
+      size_t first = l->op == NN_BN ? c / 2 : l->op == NN_FC ? c - (size_t)l->cout : c;
+      pinfo[k++] = (nn_param_info){param_kind(l->op, 0), i, *np, first};
+      if (first < c) pinfo[k++] = (nn_param_info){param_kind(l->op, 1), i, *np + first, c - first};
+    }
+    *np += c;
+    if (l->op == NN_BN) {
+      boff[i] = *nb;
+      *nb += 2 * (size_t)t->shapes[l->in].c;
+    }
+  }
+  return k;
+}
+
 /* kaiming-uniform(a=sqrt 5) for conv and linear, i.e. U(-1/sqrt(fan_in), +), the linear bias the
    same bound; BN weight 1, bias 0, running mean 0, variance 1. Layers draw in forward order. */
-void nn_params_init(const nn_table *t, uint64_t seed, const size_t *poff, const size_t *boff,
-                    float *params, float *bufs) {
+int nn_params_init(const nn_table *t, uint64_t seed, float *params, float *bufs) {
+  size_t nl = (size_t)t->nlayers, np, nb;
+  size_t *off = malloc(3 * nl * sizeof *off);
+  nn_param_info *pinfo = malloc(2 * nl * sizeof *pinfo);
+  if (!off || !pinfo) {
+    free(off);
+    free(pinfo);
+    return -1;
+  }
+  const size_t *poff = off, *boff = off + nl;
+  nn_arena_layout(t, off, off + nl, off + 2 * nl, pinfo, &np, &nb);
+  free(pinfo);
   uint64_t st = seed;
   for (int i = 0; i < t->nlayers; i++) {
     const nn_layer *l = &t->layers[i];
@@ -69,6 +110,8 @@ void nn_params_init(const nn_table *t, uint64_t seed, const size_t *poff, const 
       }
     }
   }
+  free(off);
+  return 0;
 }
 
 float nn_rand_uniform(uint64_t *s, float lo, float hi) {
