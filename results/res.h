@@ -153,12 +153,15 @@ int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, doub
 typedef struct {
   char fabric[64];
   double bytes;
+  double ceil_beta; /* seconds per byte of TCP payload its shaped links carry at most; 0: unknown */
 } res_fit_burst;
 /* res_fit with its options: the reduction kernel's rate, the cores of the host the rows were
  * measured on (the ranks of one host share them; 0: unknown, no sharing modelled), the
  * smallest size fitted (all-reduce rows below it are left out: 0 fits all), and the emulated
- * fabrics' bursts (an emulated fabric's rows shorter than 8 bursts are left out where 3 sizes
- * or more are longer; a fabric not listed keeps every row). */
+ * fabrics' shapers (an emulated fabric's rows shorter than 8 bursts are left out where some
+ * size is longer; one fitted slower than its ceiling with no more ranks than cores is bound by
+ * the host's CPU: its link is the ceiling, its CPU cost the rest; a fabric not listed keeps
+ * every row and its fit). */
 typedef struct {
   double gamma_kernel;
   int cores;

@@ -258,6 +258,54 @@ static void test_fit_no_cpu_bound_within_cores(void **state) {
   res_model_free(&m);
 }
 
+/* An emulated link fitted slower than its shaper's ceiling, at 2 ranks on 2 cores, is split
+ * into the ceiling (its link) and the host's CPU (the rest): the rows' calls are predicted as
+ * before. Without a known ceiling, or at it, the fit stays as fitted. */
+static void test_fit_emulated_cpu_bound(void **state) {
+  (void)state;
+  static const char *algos[] = {"ring", "rhd", "rd", "tree", "dtree"};
+  const double ceil_beta = 8.0 * (9000 + 14) / (10e9 * (9000 - 52)); /* 10gbit, MTU 9000 */
+  coll_algo ring = {COLL_ALGO_RING, 0};
+  for (int c = 0; c < 3; c++) { /* 0: slower than the ceiling; 1: no ceiling known; 2: at it */
+    coll_model truth = {.alpha = 20e-6, .beta = c == 2 ? 1.01 * ceil_beta : 1.0 / 1.057e9, .gamma = 1.0 / 6e9};
+    res_allreduce_row rows[5 * 10];
+    size_t n = 0;
+    for (int a = 0; a < 5; a++)
+      for (int64_t b = 64 << 10; b <= (32 << 20); b *= 2, n++) {
+        res_row_init(res_schema_allreduce(), &rows[n]);
+        rows[n].run_id = "synthetic";
+        rows[n].fabric = "emu-10gbit";
+        rows[n].transport = "tcp";
+        rows[n].algo = algos[a];
+        rows[n].algo_ran = "";
+        rows[n].host_count = 1;
+        rows[n].ranks = 2;
+        rows[n].bytes = b;
+        rows[n].chunk_bytes = 256 << 10;
+        coll_algo al;
+        coll_algo_parse(algos[a], &al);
+        rows[n].t_p50_us = coll_model_time(&truth, al, 2, (size_t)b, 256 << 10) * 1e6;
+      }
+    res_rows ar = {res_schema_allreduce(), rows, n};
+    res_model m;
+    char err[256];
+    res_fit_burst b = {"emu-10gbit", 1250000, c == 1 ? 0 : ceil_beta};
+    res_fit_opts o = {.gamma_kernel = NAN, .cores = 2, .bursts = &b, .nbursts = 1};
+    if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+    const coll_model *f = &m.f[0].m;
+    if (c == 0) {
+      near(f->beta, ceil_beta, 1e-9, "the link: the ceiling");
+      near(f->beta_cpu, truth.beta, 0.03, "the CPU: the rest");
+    } else {
+      assert_true(f->beta_cpu == 0);
+      near(f->beta, truth.beta, 0.03, "beta");
+    }
+    near(coll_model_time(f, ring, 2, 32u << 20, 256 << 10), coll_model_time(&truth, ring, 2, 32u << 20, 256 << 10),
+         0.03, "a 2-rank call");
+    res_model_free(&m);
+  }
+}
+
 /* What bounds a data-parallel row, from the suite's own rows: emulated 1gbit (324 of 396 ms
  * waiting: the link), 10gbit (91 ms against 54 with no communication, 13 waiting: the cores
  * the exchange's CPU work shares with compute), ucx on loopback (66 against 59, 5 waiting). */
@@ -316,7 +364,7 @@ static void test_fit_emulated_burst(void **state) {
     res_rows ar = {res_schema_allreduce(), rows, n};
     res_model m;
     char err[256];
-    res_fit_burst b = {"emu-1gbit", burst};
+    res_fit_burst b = {"emu-1gbit", burst, 0};
     res_fit_opts o = {.gamma_kernel = truth.gamma, .bursts = &b, .nbursts = emu};
     if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
     double rel = fabs(m.f[0].m.beta / truth.beta - 1);
@@ -610,6 +658,7 @@ int main(void) {
       cmocka_unit_test(test_fit_emulated_burst),
       cmocka_unit_test(test_fit_cores_and_cache),
       cmocka_unit_test(test_fit_no_cpu_bound_within_cores),
+      cmocka_unit_test(test_fit_emulated_cpu_bound),
       cmocka_unit_test(test_train_bound),
       cmocka_unit_test(test_train_profile),
       cmocka_unit_test(test_fit_p2p),
