@@ -1,5 +1,6 @@
 /* results: tables, run directories, metadata and statistics. */
 #include "res.h"
+#include "res_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +47,7 @@ struct res_table {
   const res_schema *schema; /* the record, when opened by res_table_open_schema */
 };
 
-static void res_errf(char *err, size_t cap, const char *fmt, ...) {
+void res_errf(char *err, size_t cap, const char *fmt, ...) {
   if (!err || !cap) return;
   va_list ap;
   va_start(ap, fmt);

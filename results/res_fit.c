@@ -13,6 +13,7 @@
  * each candidate (cache: none, 1 MiB to 512 MiB; ratio: none, 1/4 to 10 in steps of 10%) is
  * fitted and the one with the smallest trimmed mean residual kept. */
 #include "res.h"
+#include "res_internal.h"
 
 #include <limits.h>
 #include <math.h>
@@ -22,13 +23,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void rf_errf(char *err, size_t cap, const char *fmt, ...) {
-  if (!err || !cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, cap, fmt, ap);
-  va_end(ap);
-}
 
 #define RF_NP 5 /* alpha, beta, gamma, delta, mem */
 enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_DELTA, RF_MEM };
@@ -266,7 +260,7 @@ static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
 static res_fabric_model *rf_add_named(res_model *m, const char *fabric, const char *transport,
                                       const char *source, int host_count, char *err, size_t cap) {
   res_fabric_model *f = realloc(m->f, (m->n + 1) * sizeof *f);
-  if (!f) return rf_errf(err, cap, "out of memory"), NULL;
+  if (!f) return res_errf(err, cap, "out of memory"), NULL;
   m->f = f;
   f = &f[m->n++];
   memset(f, 0, sizeof *f);
@@ -353,7 +347,7 @@ static int rf_work_new(rf_work *w, size_t n, int with_src, char *err, size_t cap
   *w = (rf_work){calloc(k, 1), malloc(k * sizeof *w->pt), with_src ? malloc(k * sizeof *w->src) : NULL};
   if (w->done && w->pt && (w->src || !with_src)) return 0;
   rf_work_free(w);
-  return rf_errf(err, cap, "out of memory"), -1;
+  return res_errf(err, cap, "out of memory"), -1;
 }
 
 /* An emulated fabric's shaper, as its run recorded it (NULL: none recorded). */
@@ -482,7 +476,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
       }
     if (!fitted) {
       rc = -1;
-      rf_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
+      res_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
               (long long)k->host_count);
       break;
     }
@@ -518,7 +512,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     }
     f->gamma_fixed = best_gfixed;
     f->chunk_bytes = chunk;
-    if (rf_fill_stats(f, w.pt, n, best_th)) rc = -1, rf_errf(err, cap, "out of memory");
+    if (rf_fill_stats(f, w.pt, n, best_th)) rc = -1, res_errf(err, cap, "out of memory");
   }
   rf_work_free(&w);
   return rc;
@@ -579,7 +573,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     }
     f->m = (coll_model){.alpha = th[RF_ALPHA], .beta = th[RF_BETA], .gamma = gfix, .hosts = hc};
     f->gamma_fixed = 1;
-    if (rf_fill_stats(f, w.pt, n, th)) rc = -1, rf_errf(err, cap, "out of memory");
+    if (rf_fill_stats(f, w.pt, n, th)) rc = -1, res_errf(err, cap, "out of memory");
   }
   rf_work_free(&w);
   return rc;
@@ -598,7 +592,7 @@ int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, c
   if (allreduce && rf_fit_allreduce(out, allreduce, o, err, errcap)) goto fail;
   if (p2p && rf_fit_p2p(out, p2p, o->gamma_kernel, err, errcap)) goto fail;
   if (out->n == 0) {
-    rf_errf(err, errcap, "nothing to fit: no error-free all-reduce rows of a named algorithm (ring, rhd, ...) or p2p lat/bw rows at 3 or more sizes");
+    res_errf(err, errcap, "nothing to fit: no error-free all-reduce rows of a named algorithm (ring, rhd, ...) or p2p lat/bw rows at 3 or more sizes");
     goto fail;
   }
   return 0;
@@ -722,20 +716,20 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
   cJSON *o;
   int jr = res_json_read_file(file, &o, err, errcap);
   if (jr == -2) {
-    rf_errf(err, errcap, "no cost model at '%s' (a model.json, or a directory with one: run fabench fit)", path);
+    res_errf(err, errcap, "no cost model at '%s' (a model.json, or a directory with one: run fabench fit)", path);
     return -1;
   }
   if (jr) return -1;
   const char *kind = rf_gets(o, "kind");
   if (!kind || strcmp(kind, "fabench-cost-model")) {
     cJSON_Delete(o);
-    rf_errf(err, errcap, "%s: not a fabench cost model (model.json)", file);
+    res_errf(err, errcap, "%s: not a fabench cost model (model.json)", file);
     return -1;
   }
   double ver = rf_get(o, "schema");
   if (!(ver <= RES_SCHEMA_VERSION)) {
     cJSON_Delete(o);
-    rf_errf(err, errcap, "%s: schema version %g is newer than this fabench's %d", file, ver, RES_SCHEMA_VERSION);
+    res_errf(err, errcap, "%s: schema version %g is newer than this fabench's %d", file, ver, RES_SCHEMA_VERSION);
     return -1;
   }
   m->gamma_kernel = rf_get(o, "gamma_kernel_s_per_byte");
@@ -745,14 +739,14 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     const char *fab = rf_gets(j, "fabric");
     double a = rf_get(j, "alpha_us"), b = rf_get(j, "beta_s_per_byte"), g = rf_get(j, "gamma_s_per_byte");
     if (!fab || !isfinite(a) || !isfinite(b) || !isfinite(g)) {
-      rf_errf(err, errcap, "%s: a fabric entry lacks fabric, alpha_us, beta_s_per_byte or gamma_s_per_byte", file);
+      res_errf(err, errcap, "%s: a fabric entry lacks fabric, alpha_us, beta_s_per_byte or gamma_s_per_byte", file);
       rc = -1;
       break;
     }
     double hc, ch, n, nu;
     if (rf_getint(j, "host_count", 1, INT_MAX, 1, &hc) || rf_getint(j, "chunk_bytes", 0, 0x1p53, 0, &ch) ||
         rf_getint(j, "n", 0, 0x1p53, 0, &n) || rf_getint(j, "n_used", 0, 0x1p53, 0, &nu)) {
-      rf_errf(err, errcap, "%s: fabric %s: host_count, chunk_bytes, n or n_used is not a whole number in range", file, fab);
+      res_errf(err, errcap, "%s: fabric %s: host_count, chunk_bytes, n or n_used is not a whole number in range", file, fab);
       rc = -1;
       break;
     }
@@ -766,7 +760,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     double dl = rf_get(j, "delta_us"), bc = rf_get(j, "beta_cpu_s_per_byte"), me = rf_get(j, "mem_s_per_byte");
     double cb = rf_get(j, "cache_bytes"), co;
     if (rf_getint(j, "cores", 0, 1 << 20, 0, &co)) {
-      rf_errf(err, errcap, "%s: fabric %s: cores is not a whole number in range", file, fab);
+      res_errf(err, errcap, "%s: fabric %s: cores is not a whole number in range", file, fab);
       rc = -1;
       break;
     }
@@ -789,7 +783,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
         snprintf(r->algo, sizeof r->algo, "%s", al ? al : "");
         double rk, by;
         if (rf_getint(x, "ranks", 0, INT_MAX, 0, &rk) || rf_getint(x, "bytes", 0, 0x1p53, 0, &by)) {
-          rf_errf(err, errcap, "%s: fabric %s: a residual's ranks or bytes is not a whole number in range", file, fab);
+          res_errf(err, errcap, "%s: fabric %s: a residual's ranks or bytes is not a whole number in range", file, fab);
           rc = -1;
           break;
         }
@@ -805,7 +799,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
   }
   cJSON_Delete(o);
   if (!rc && m->n == 0) {
-    rf_errf(err, errcap, "%s: the cost model has no fabrics", file);
+    res_errf(err, errcap, "%s: the cost model has no fabrics", file);
     rc = -1;
   }
   if (rc) res_model_free(m);

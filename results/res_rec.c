@@ -1,5 +1,6 @@
 /* results: the record descriptors (from res_rec.h) and the one reader of CSV/JSONL rows. */
 #include "res.h"
+#include "res_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -35,13 +36,6 @@ void res_row_init(const res_schema *s, void *row) {
 
 /* ---- reading ---- */
 
-static void rr_errf(char *err, size_t cap, const char *fmt, ...) {
-  if (!err || !cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, cap, fmt, ap);
-  va_end(ap);
-}
 
 static int rr_ends(const char *s, const char *suf) {
   size_t a = strlen(s), b = strlen(suf);
@@ -135,7 +129,7 @@ static int rr_fill_strings(const res_schema *s, void *row) {
 
 static int rr_version_ok(rr_ctx *x, int64_t v, size_t line, char *err, size_t cap) {
   if (v > x->s->version) {
-    rr_errf(err, cap, "%s:%zu: schema version %lld is newer than this fabench's %d (%s records); read it with a newer fabench",
+    res_errf(err, cap, "%s:%zu: schema version %lld is newer than this fabench's %d (%s records); read it with a newer fabench",
             x->file, line, (long long)v, x->s->version, x->s->base);
     return -1;
   }
@@ -155,7 +149,7 @@ static int rr_set(rr_ctx *x, void *row, const res_field *f, const char *txt, siz
   switch (f->kind) {
   case RES_STR: {
     char *d = strdup(txt);
-    if (!d) return rr_errf(err, cap, "out of memory"), -1;
+    if (!d) return res_errf(err, cap, "out of memory"), -1;
     free(*(char **)p);
     *(char **)p = d;
     return 0;
@@ -164,7 +158,7 @@ static int rr_set(rr_ctx *x, void *row, const res_field *f, const char *txt, siz
     errno = 0;
     long long v = strtoll(txt, &end, 10);
     if (!*txt || *end || errno || v > RR_INT_MAX || v < -RR_INT_MAX) {
-      rr_errf(err, cap, "%s:%zu: column %s: '%s' is not an integer within +-2^53", x->file, line,
+      res_errf(err, cap, "%s:%zu: column %s: '%s' is not an integer within +-2^53", x->file, line,
               f->name, txt);
       return -1;
     }
@@ -179,7 +173,7 @@ static int rr_set(rr_ctx *x, void *row, const res_field *f, const char *txt, siz
     }
     double v = strtod(txt, &end);
     if (*end) {
-      rr_errf(err, cap, "%s:%zu: column %s: '%s' is not a number", x->file, line, f->name, txt);
+      res_errf(err, cap, "%s:%zu: column %s: '%s' is not a number", x->file, line, f->name, txt);
       return -1;
     }
     *(double *)p = v;
@@ -249,11 +243,11 @@ static int rr_read_csv(rr_ctx *x, char *buf, char *err, size_t cap) {
   size_t line = 1;
   int nf = rr_csv_record(&cur, f, 128, &line);
   if (nf <= 0) {
-    rr_errf(err, cap, "%s: empty file, not a fabench %s table", x->file, x->s->base);
+    res_errf(err, cap, "%s: empty file, not a fabench %s table", x->file, x->s->base);
     return -1;
   }
   if (nf > 128) {
-    rr_errf(err, cap, "%s: %d columns, not a fabench %s table", x->file, nf, x->s->base);
+    res_errf(err, cap, "%s: %d columns, not a fabench %s table", x->file, nf, x->s->base);
     return -1;
   }
   x->ncols = (size_t)nf;
@@ -263,7 +257,7 @@ static int rr_read_csv(rr_ctx *x, char *buf, char *err, size_t cap) {
     if (x->col_of[i] < 0 && unknown < 0) unknown = i;
   }
   if (x->col_of[0] != 0) {
-    rr_errf(err, cap, "%s: first column '%s' is not '%s': not a fabench %s table", x->file, f[0],
+    res_errf(err, cap, "%s: first column '%s' is not '%s': not a fabench %s table", x->file, f[0],
             x->s->fields[0].name, x->s->base);
     return -1;
   }
@@ -275,23 +269,23 @@ static int rr_read_csv(rr_ctx *x, char *buf, char *err, size_t cap) {
     if (n < 0) break;
     if (n == 1 && !*f[0]) continue; /* blank line */
     if (n != nf) {
-      rr_errf(err, cap, "%s:%zu: %d fields, the header has %d", x->file, at, n, nf);
+      res_errf(err, cap, "%s:%zu: %d fields, the header has %d", x->file, at, n, nf);
       return -1;
     }
     void *row = rr_new_row(x);
-    if (!row) return rr_errf(err, cap, "out of memory"), -1;
+    if (!row) return res_errf(err, cap, "out of memory"), -1;
     for (int i = 0; i < n; i++)
       if (x->col_of[i] >= 0 && rr_set(x, row, &x->s->fields[x->col_of[i]], f[i], at, err, cap))
         return -1;
     if (unknown >= 0) { /* a newer schema was refused above; otherwise foreign */
-      rr_errf(err, cap, "%s: unknown column '%s': not a fabench %s table of schema %d", x->file,
+      res_errf(err, cap, "%s: unknown column '%s': not a fabench %s table of schema %d", x->file,
               unknown_name, x->s->base, x->s->version);
       return -1;
     }
-    if (rr_fill_strings(x->s, row)) return rr_errf(err, cap, "out of memory"), -1;
+    if (rr_fill_strings(x->s, row)) return res_errf(err, cap, "out of memory"), -1;
   }
   if (unknown >= 0 && x->n == 0) {
-    rr_errf(err, cap, "%s: unknown column '%s': not a fabench %s table of schema %d", x->file,
+    res_errf(err, cap, "%s: unknown column '%s': not a fabench %s table of schema %d", x->file,
             unknown_name, x->s->base, x->s->version);
     return -1;
   }
@@ -311,13 +305,13 @@ static int rr_read_jsonl(rr_ctx *x, char *buf, char *err, size_t cap) {
     cJSON *o = cJSON_Parse(q);
     if (!cJSON_IsObject(o)) {
       cJSON_Delete(o);
-      rr_errf(err, cap, "%s:%zu: not a JSON object", x->file, line);
+      res_errf(err, cap, "%s:%zu: not a JSON object", x->file, line);
       return -1;
     }
     void *row = rr_new_row(x);
     if (!row) {
       cJSON_Delete(o);
-      return rr_errf(err, cap, "out of memory"), -1;
+      return res_errf(err, cap, "out of memory"), -1;
     }
     int rc = 0;
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "schema");
@@ -327,14 +321,14 @@ static int rr_read_jsonl(rr_ctx *x, char *buf, char *err, size_t cap) {
                          line, err, cap);
     }
     if (!cJSON_GetObjectItemCaseSensitive(o, x->s->fields[0].name) && !rc) {
-      rr_errf(err, cap, "%s:%zu: no '%s': not a fabench %s record", x->file, line,
+      res_errf(err, cap, "%s:%zu: no '%s': not a fabench %s record", x->file, line,
               x->s->fields[0].name, x->s->base);
       rc = -1;
     }
     for (const cJSON *it = o->child; it && !rc; it = it->next) {
       int fi = rr_field_index(x->s, it->string ? it->string : "");
       if (fi < 0) {
-        rr_errf(err, cap, "%s:%zu: unknown field '%s': not a fabench %s record of schema %d",
+        res_errf(err, cap, "%s:%zu: unknown field '%s': not a fabench %s record of schema %d",
                 x->file, line, it->string ? it->string : "", x->s->base, x->s->version);
         rc = -1;
         break;
@@ -351,13 +345,13 @@ static int rr_read_jsonl(rr_ctx *x, char *buf, char *err, size_t cap) {
       } else if (f->kind == RES_F64 && cJSON_IsNull(it)) {
         *(double *)dst = NAN;
       } else {
-        rr_errf(err, cap, "%s:%zu: field %s has the wrong type", x->file, line, f->name);
+        res_errf(err, cap, "%s:%zu: field %s has the wrong type", x->file, line, f->name);
         rc = -1;
       }
     }
     cJSON_Delete(o);
     if (rc) return -1;
-    if (rr_fill_strings(x->s, row)) return rr_errf(err, cap, "out of memory"), -1;
+    if (rr_fill_strings(x->s, row)) return res_errf(err, cap, "out of memory"), -1;
   }
   return 0;
 }
@@ -369,14 +363,14 @@ int res_table_read(res_rows *out, const res_schema *s, const char *path, char *e
   char file[4200];
   if (rr_pick(file, sizeof file, s, path)) {
     if (rr_is_dir(path))
-      rr_errf(err, errcap, "'%s' has no %s.csv or %s.jsonl", path, s->base, s->base);
+      res_errf(err, errcap, "'%s' has no %s.csv or %s.jsonl", path, s->base, s->base);
     else
-      rr_errf(err, errcap, "'%s': %s", path, rr_is_file(path) || errno != ENOENT ? "not a regular file" : "no such file or directory");
+      res_errf(err, errcap, "'%s': %s", path, rr_is_file(path) || errno != ENOENT ? "not a regular file" : "no such file or directory");
     return -1;
   }
   int dv = rr_dir_version(file);
   if (dv > s->version) {
-    rr_errf(err, errcap, "%s: its run.json has schema version %d, newer than this fabench's %d; read it with a newer fabench",
+    res_errf(err, errcap, "%s: its run.json has schema version %d, newer than this fabench's %d; read it with a newer fabench",
             file, dv, s->version);
     return -1;
   }
@@ -385,7 +379,7 @@ int res_table_read(res_rows *out, const res_schema *s, const char *path, char *e
   if (res_file_read(file, SIZE_MAX, &buf, &len, err, errcap)) return -1;
   if (strlen(buf) != len) {
     free(buf);
-    rr_errf(err, errcap, "%s: binary data, not a fabench %s table", file, s->base);
+    res_errf(err, errcap, "%s: binary data, not a fabench %s table", file, s->base);
     return -1;
   }
   rr_ctx x = {.s = s, .file = file};
@@ -412,13 +406,13 @@ void res_rows_free(res_rows *r) {
 int res_rows_move(res_rows *dst, res_rows *src, char *err, size_t errcap) {
   if (!dst->schema) dst->schema = src->schema;
   if (dst->schema != src->schema) {
-    rr_errf(err, errcap, "internal: merging %s rows into %s rows", src->schema->base, dst->schema->base);
+    res_errf(err, errcap, "internal: merging %s rows into %s rows", src->schema->base, dst->schema->base);
     return -1;
   }
   size_t sz = dst->schema->row_size;
   if (src->n) {
     char *r = realloc(dst->rows, (dst->n + src->n) * sz);
-    if (!r) return rr_errf(err, errcap, "out of memory"), -1;
+    if (!r) return res_errf(err, errcap, "out of memory"), -1;
     memcpy(r + dst->n * sz, src->rows, src->n * sz);
     dst->rows = r;
     dst->n += src->n;
