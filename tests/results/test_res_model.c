@@ -221,6 +221,30 @@ static void test_fit_cores_and_cache(void **state) {
   free(rows);
 }
 
+/* Rows of 2 ranks on an emulated link, five algorithms at 64 KiB to 32 MiB: each algorithm's
+ * own time (each), or the ring's for all. Returns how many (50). */
+static size_t emu_rows(res_allreduce_row rows[50], const coll_model *truth, const char *fabric, int each) {
+  static const char *algos[] = {"ring", "rhd", "rd", "tree", "dtree"};
+  size_t n = 0;
+  for (int a = 0; a < 5; a++)
+    for (int64_t b = 64 << 10; b <= (32 << 20); b *= 2, n++) {
+      res_row_init(res_schema_allreduce(), &rows[n]);
+      rows[n].run_id = "synthetic";
+      rows[n].fabric = fabric;
+      rows[n].transport = "tcp";
+      rows[n].algo = algos[a];
+      rows[n].algo_ran = "";
+      rows[n].host_count = 1;
+      rows[n].ranks = 2;
+      rows[n].bytes = b;
+      rows[n].chunk_bytes = 256 << 10;
+      coll_algo al;
+      coll_algo_parse(each ? algos[a] : "ring", &al);
+      rows[n].t_p50_us = coll_model_time(truth, al, 2, (size_t)b, 256 << 10) * 1e6;
+    }
+  return n;
+}
+
 /* Rows of 2 ranks on 2 cores cannot tell a CPU bound from the link, so the fit leaves beta_cpu
  * out. Here every algorithm takes the ring's time, the trees showing no pipeline fill (as over
  * TCP, whose buffers let a step's sends finish early): a CPU ratio above 1 would hide the
@@ -229,25 +253,9 @@ static void test_fit_cores_and_cache(void **state) {
  * link then gained nothing). */
 static void test_fit_no_cpu_bound_within_cores(void **state) {
   (void)state;
-  static const char *algos[] = {"ring", "rhd", "rd", "tree", "dtree"};
   coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 0.125e9, .gamma = 1.0 / 6e9};
-  coll_algo ring = {COLL_ALGO_RING, 0};
-  res_allreduce_row rows[5 * 10];
-  size_t n = 0;
-  for (int a = 0; a < 5; a++)
-    for (int64_t b = 64 << 10; b <= (32 << 20); b *= 2, n++) {
-      res_row_init(res_schema_allreduce(), &rows[n]);
-      rows[n].run_id = "synthetic";
-      rows[n].fabric = "emu-1gbit";
-      rows[n].transport = "tcp";
-      rows[n].algo = algos[a];
-      rows[n].algo_ran = "";
-      rows[n].host_count = 1;
-      rows[n].ranks = 2;
-      rows[n].bytes = b;
-      rows[n].chunk_bytes = 256 << 10;
-      rows[n].t_p50_us = coll_model_time(&truth, ring, 2, (size_t)b, 256 << 10) * 1e6;
-    }
+  res_allreduce_row rows[50];
+  size_t n = emu_rows(rows, &truth, "emu-1gbit", 0);
   res_rows ar = {res_schema_allreduce(), rows, n};
   res_model m;
   char err[256];
@@ -263,29 +271,12 @@ static void test_fit_no_cpu_bound_within_cores(void **state) {
  * before. Without a known ceiling, or at it, the fit stays as fitted. */
 static void test_fit_emulated_cpu_bound(void **state) {
   (void)state;
-  static const char *algos[] = {"ring", "rhd", "rd", "tree", "dtree"};
   const double ceil_beta = 8.0 * (9000 + 14) / (10e9 * (9000 - 52)); /* 10gbit, MTU 9000 */
   coll_algo ring = {COLL_ALGO_RING, 0};
   for (int c = 0; c < 3; c++) { /* 0: slower than the ceiling; 1: no ceiling known; 2: at it */
     coll_model truth = {.alpha = 20e-6, .beta = c == 2 ? 1.01 * ceil_beta : 1.0 / 1.057e9, .gamma = 1.0 / 6e9};
-    res_allreduce_row rows[5 * 10];
-    size_t n = 0;
-    for (int a = 0; a < 5; a++)
-      for (int64_t b = 64 << 10; b <= (32 << 20); b *= 2, n++) {
-        res_row_init(res_schema_allreduce(), &rows[n]);
-        rows[n].run_id = "synthetic";
-        rows[n].fabric = "emu-10gbit";
-        rows[n].transport = "tcp";
-        rows[n].algo = algos[a];
-        rows[n].algo_ran = "";
-        rows[n].host_count = 1;
-        rows[n].ranks = 2;
-        rows[n].bytes = b;
-        rows[n].chunk_bytes = 256 << 10;
-        coll_algo al;
-        coll_algo_parse(algos[a], &al);
-        rows[n].t_p50_us = coll_model_time(&truth, al, 2, (size_t)b, 256 << 10) * 1e6;
-      }
+    res_allreduce_row rows[50];
+    size_t n = emu_rows(rows, &truth, "emu-10gbit", 1);
     res_rows ar = {res_schema_allreduce(), rows, n};
     res_model m;
     char err[256];
