@@ -600,7 +600,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
     launch_err("no random bytes for the job token: %s", strerror(errno));
     goto out;
   }
-  if (!emu && !mpirun && (root_fd = launch_root_socket(o->n + 64, &port)) < 0) {
+  if (!emu && !mpirun && o->n > 1 && (root_fd = launch_root_socket(o->n + 64, &port)) < 0) {
     launch_err("cannot listen on 127.0.0.1 for the rendezvous: %s", strerror(errno));
     goto out;
   }
