@@ -25,9 +25,10 @@ static const char fit_usage[] =
     "  --check-out DIR   write the checked rows as DIR/model_check.csv (and .jsonl)\n"
     "  --model FILE      check this model (model.json or a directory with one) instead of\n"
     "                    fitting: no DIR needed\n"
-    "  --gamma-kernel    measure the reduction kernel here, for fabrics whose rows cannot tell\n"
-    "                    gamma from beta (default: on)\n"
-    "  --no-gamma-kernel use the transport's default gamma instead (fits on another machine)\n";
+    "  --gamma-kernel    check gamma against the reduction kernel's rate, for fabrics whose rows\n"
+    "                    cannot tell gamma from beta: as the runs recorded it (run.json's\n"
+    "                    reduce_gbps), else measured here (default: on)\n"
+    "  --no-gamma-kernel use the transport's default gamma instead\n";
 
 static void fit_print(const res_model *m) {
   printf("# %-22s %-5s %5s %-9s %9s %9s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts", "source",

@@ -353,6 +353,29 @@ int bench_bind_rank(struct coll_boot *b, const char *how, char *desc, size_t cap
   return 0;
 }
 
+double bench_gamma_kernel(void) {
+  /* f32 sum over 8 MiB (beyond the caches, as the large all-reduces are): the best of a few
+   * passes, so a busy core does not inflate it */
+  size_t count = (8u << 20) / sizeof(float);
+  float *a = malloc(count * sizeof *a), *b = malloc(count * sizeof *b);
+  if (!a || !b) {
+    free(a);
+    free(b);
+    return NAN;
+  }
+  for (size_t i = 0; i < count; i++) a[i] = (float)(i & 7), b[i] = 1.0f;
+  double best = INFINITY;
+  for (int rep = 0; rep < 7; rep++) {
+    double t0 = res_now();
+    coll_reduce(a, b, count, COLL_F32, COLL_SUM);
+    double t = res_now() - t0;
+    if (t < best) best = t;
+  }
+  free(a);
+  free(b);
+  return best / (double)(count * sizeof(float));
+}
+
 int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {
   if (bench_run_gather_hosts(r, b)) return -1;
   int n = coll_boot_size(b);
@@ -374,6 +397,11 @@ int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {
     char vers[512];
     coll_versions(vers, sizeof vers);
     cJSON_AddStringToObject(m, "library_versions", vers);
+    /* the reduction kernel's rate where and when the rows are measured: fit checks gamma
+     * against it, and measuring it at fit time instead made two fits of the same rows differ
+     * (28-45 GB/s on this VM moved a fitted 1gbit ucx link from 1.02 to 1.06 of its ceiling) */
+    double g = bench_gamma_kernel();
+    if (g > 0 && isfinite(g)) cJSON_AddNumberToObject(m, "reduce_gbps", 1e-9 / g);
     const char *fab = getenv("FABENCH_FABRIC"), *rate = getenv("FABENCH_EMU_RATE");
     if (fab && *fab) cJSON_AddStringToObject(m, "emulated_fabric", fab);
     if (rate && *rate) cJSON_AddStringToObject(m, "emulated_rate", rate);

@@ -16,29 +16,6 @@
 #include "coll.h"
 #include "res.h"
 
-double bench_gamma_kernel(void) {
-  /* f32 sum over 8 MiB (beyond the caches, as the large all-reduces are): the best of a few
-   * passes, so a busy core does not inflate it */
-  size_t count = (8u << 20) / sizeof(float);
-  float *a = malloc(count * sizeof *a), *b = malloc(count * sizeof *b);
-  if (!a || !b) {
-    free(a);
-    free(b);
-    return NAN;
-  }
-  for (size_t i = 0; i < count; i++) a[i] = (float)(i & 7), b[i] = 1.0f;
-  double best = INFINITY;
-  for (int rep = 0; rep < 7; rep++) {
-    double t0 = res_now();
-    coll_reduce(a, b, count, COLL_F32, COLL_SUM);
-    double t = res_now() - t0;
-    if (t < best) best = t;
-  }
-  free(a);
-  free(b);
-  return best / (double)(count * sizeof(float));
-}
-
 int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *err, size_t cap) {
   const res_schema *sch[2] = {res_schema_allreduce(), res_schema_p2p()};
   res_rows rows[2] = {{sch[0], NULL, 0}, {sch[1], NULL, 0}};
@@ -141,10 +118,31 @@ int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, ch
   return bench_fit_dirs_ex(m, dirs, ndirs, &o, err, cap);
 }
 
+/* The reduction kernel's cost per byte the runs recorded (run.json's reduce_gbps; the middle
+ * one over the directories), or NAN where none did. */
+static double model_dirs_gamma(char *const *dirs, int ndirs) {
+  double *v = calloc(ndirs > 0 ? (size_t)ndirs : 1, sizeof *v);
+  size_t n = 0;
+  for (int d = 0; v && d < ndirs; d++) {
+    cJSON *o = model_run_json(dirs[d]);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "reduce_gbps");
+    if (cJSON_IsNumber(g) && g->valuedouble > 0 && isfinite(g->valuedouble)) v[n++] = 1e-9 / g->valuedouble;
+    cJSON_Delete(o);
+  }
+  res_stats st = {0};
+  if (n) res_stats_compute(&st, v, n);
+  free(v);
+  return n ? st.p50 : NAN;
+}
+
 int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *o, char *err, size_t cap) {
   res_rows ar, pp;
   if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, cap)) return -1;
   res_fit_opts with = *o;
+  if (isfinite(with.gamma_kernel)) { /* the rate the runs recorded, where they did */
+    double rec = model_dirs_gamma(dirs, ndirs);
+    if (rec > 0) with.gamma_kernel = rec;
+  }
   int rc = bench_fit_bursts(&with, dirs, ndirs);
   if (rc) snprintf(err, cap, "out of memory");
   else rc = res_fit_ex(m, &ar, &pp, &with, err, cap);

@@ -176,6 +176,37 @@ static void test_fit_check(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* fit takes the reduction kernel's rate a run recorded (run.json's reduce_gbps) over one
+ * measured now, so two fits of the same rows agree; a run records it. */
+static void test_fit_recorded_kernel(void **state) {
+  (void)state;
+  char tmp[64], dir[128], cmd[512], model[160];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(dir, sizeof dir, "%s/run", tmp);
+  snprintf(model, sizeof model, "%s/model.json", tmp);
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && sed -i '0,/\"schema\": 1,/s//\"schema\": 1, \"reduce_gbps\": 12.345,/' '%s/run.json'",
+           FIXTURE_RUN, dir, dir);
+  assert_int_equal(system(cmd), 0);
+  run_result *r = calloc(1, sizeof *r);
+  for (int i = 0; i < 2; i++) {
+    cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){dir, "--out", model, NULL});
+    if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+    if (!strstr(r->out, "reduction kernel (f32 sum, 8 MiB): 12.345 GB/s")) fail_msg("not the recorded rate:\n%s", r->out);
+  }
+  snprintf(dir, sizeof dir, "%s/ar", tmp);
+  cli_run(r, 120, "allreduce", NULL, -1, NULL,
+          (char *[]){"-n", "2", "--transport", "tcp", "--algo", "ring", "--max-bytes", "64K", "--iters", "2", "--out", dir, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  char path[192];
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  char *js = tu_slurp(path, NULL);
+  assert_non_null(js);
+  assert_non_null(strstr(js, "\"reduce_gbps\""));
+  free(js);
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 /* allreduce --model-from: every row carries the prediction and its error. */
 static void test_allreduce_model_from(void **state) {
   (void)state;
@@ -218,6 +249,7 @@ int main(void) {
       cmocka_unit_test(test_report_refuses),
       cmocka_unit_test(test_fit_and_predict),
       cmocka_unit_test(test_fit_check),
+      cmocka_unit_test(test_fit_recorded_kernel),
       cmocka_unit_test(test_allreduce_model_from),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
