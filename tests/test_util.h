@@ -72,6 +72,16 @@ static inline char *tu_slurp(const char *path, size_t *len) {
   return b;
 }
 
+/* Whether dir/name holds needle. */
+static inline int tu_file_has(const char *dir, const char *name, const char *needle) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char *t = tu_slurp(path, NULL);
+  int has = t && strstr(t, needle);
+  free(t);
+  return has;
+}
+
 /* How many '\n' the text holds. */
 static inline int tu_count_lines(const char *s) {
   int n = 0;
