@@ -23,7 +23,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-
 #define RF_NP 5 /* alpha, beta, gamma, delta, mem */
 enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_DELTA, RF_MEM };
 

@@ -36,7 +36,6 @@ void res_row_init(const res_schema *s, void *row) {
 
 /* ---- reading ---- */
 
-
 static int rr_ends(const char *s, const char *suf) {
   size_t a = strlen(s), b = strlen(suf);
   return a >= b && !strcmp(s + a - b, suf);
