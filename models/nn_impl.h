@@ -79,7 +79,8 @@ int nn_cuda_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *
 /* The arenas' layout, the same in both engines: parameters in reverse layer order (backward's),
    each layer's weight before its bias; batch norm's running statistics in the buffer arena.
    poff, boff and pcount (nlayers each) get each layer's offsets and parameter count, pinfo
-   (room for 2 x nlayers) the tensors; returns their number, the arenas' sizes in *np, *nb. */
+   (room for 2 x nlayers, or NULL) the tensors; returns their number, the arenas' sizes in *np,
+   *nb. */
 int nn_arena_layout(const nn_table *t, size_t *poff, size_t *boff, size_t *pcount, nn_param_info *pinfo,
                     size_t *np, size_t *nb);
 

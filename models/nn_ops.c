@@ -63,7 +63,7 @@ int nn_arena_layout(const nn_table *t, size_t *poff, size_t *boff, size_t *pcoun
     poff[i] = *np;
     pcount[i] = c;
     boff[i] = 0;
-    if (c) {
+    if (c && pinfo) {
       size_t first = l->op == NN_BN ? c / 2 : l->op == NN_FC ? c - (size_t)l->cout : c;
       pinfo[k++] = (nn_param_info){param_kind(l->op, 0), i, *np, first};
       if (first < c) pinfo[k++] = (nn_param_info){param_kind(l->op, 1), i, *np + first, c - first};
@@ -82,15 +82,9 @@ int nn_arena_layout(const nn_table *t, size_t *poff, size_t *boff, size_t *pcoun
 int nn_params_init(const nn_table *t, uint64_t seed, float *params, float *bufs) {
   size_t nl = (size_t)t->nlayers, np, nb;
   size_t *off = malloc(3 * nl * sizeof *off);
-  nn_param_info *pinfo = malloc(2 * nl * sizeof *pinfo);
-  if (!off || !pinfo) {
-    free(off);
-    free(pinfo);
-    return -1;
-  }
+  if (!off) return -1;
   const size_t *poff = off, *boff = off + nl;
-  nn_arena_layout(t, off, off + nl, off + 2 * nl, pinfo, &np, &nb);
-  free(pinfo);
+  nn_arena_layout(t, off, off + nl, off + 2 * nl, NULL, &np, &nb);
   uint64_t st = seed;
   for (int i = 0; i < t->nlayers; i++) {
     const nn_layer *l = &t->layers[i];
