@@ -172,6 +172,8 @@ static void test_conv(void **state) {
   conv_case(dev, (nn_shape){7, 1, 1}, 9, 5, 2, 2, 2, 2);    /* the same, strided, 5x5 */
   conv_case(dev, (nn_shape){19, 2, 2}, 21, 3, 2, 1, 3, 3);  /* 2x2 input to 1x1 output: 4 taps of 9 */
   conv_case(dev, (nn_shape){16, 2, 2}, 16, 3, 2, 1, 16, 16); /* the same in ResNet-50-w2 on 32x32 */
+  conv_case(dev, (nn_shape){32, 2, 2}, 32, 3, 1, 1, 4, 4);  /* ResNet-18's last stage on 32x32: 2x2, 3x3 pad 1 (on
+                                                               AVX2 the weights' gradient by GEMM, nn_dnnl.c) */
   conv_case(dev, (nn_shape){4, 2, 3}, 5, 5, 1, 2, 2, 2);    /* 2x3 input, 5x5 with pad 2: not 1x1 out */
   conv_case(dev, (nn_shape){4, 2, 3}, 5, 5, 3, 2, 2, 2);    /* 2x3 input to 1x1 output: 6 taps of 25 */
 }
