@@ -366,6 +366,58 @@ static void test_fit_emulated_burst(void **state) {
   }
 }
 
+/* bench-model's 5gbit cell: fit sizes 256 KiB to 16 MiB by 4, a 625 kB burst, so only 16 MiB is
+ * beyond 8 bursts. One size does not tell alpha from beta: the bar halves until two sizes pass
+ * (4 and 16 MiB). And the shaper banks the pauses of a pipelined reduction: a 2-rank ring took
+ * exactly the link's time, so rows made with no reduction cost must fit to the link within 3%
+ * with gamma hidden (0), though the kernel's gamma is given. The same rows under a name that is
+ * not emulated keep the kernel's gamma, and their beta comes out too fast: the test tells the
+ * two apart. */
+static void test_fit_emulated_hidden_reduction(void **state) {
+  (void)state;
+  const double ceil_beta = 8.0 * (9000 + 14) / (5e9 * (9000 - 52));
+  static const char *algos[] = {"ring", "rhd", "tree", "dtree", "ps"};
+  coll_model truth = {.beta = ceil_beta};
+  for (int emu = 1; emu >= 0; emu--) {
+    res_allreduce_row rows[20];
+    size_t n = 0;
+    for (int a = 0; a < 5; a++)
+      for (int64_t b = 256 << 10; b <= (16 << 20); b *= 4, n++) {
+        res_row_init(res_schema_allreduce(), &rows[n]);
+        rows[n].run_id = "synthetic";
+        rows[n].fabric = emu ? "emu-5gbit" : "tcp:eth0/reno";
+        rows[n].transport = "tcp";
+        rows[n].algo = algos[a];
+        rows[n].algo_ran = "";
+        rows[n].host_count = 1;
+        rows[n].ranks = 2;
+        rows[n].bytes = b;
+        rows[n].chunk_bytes = 256 << 10;
+        coll_algo al;
+        coll_algo_parse(algos[a], &al);
+        rows[n].t_p50_us = coll_model_time(&truth, al, 2, (size_t)b, 256 << 10) * 1e6;
+      }
+    res_rows ar = {res_schema_allreduce(), rows, n};
+    res_model m;
+    char err[256];
+    res_fit_burst b = {"emu-5gbit", 625000, ceil_beta};
+    res_fit_opts o = {.gamma_kernel = 1.0 / 6.9e9, .cores = 2, .bursts = &b, .nbursts = 1};
+    if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+    const res_fabric_model *f = &m.f[0];
+    double rel = fabs(f->m.beta / truth.beta - 1);
+    if (emu) {
+      assert_int_equal(f->n, 10); /* 4 and 16 MiB */
+      if (rel > 0.03) fail_msg("emulated: beta %.4g, truth %.4g", f->m.beta, truth.beta);
+      assert_true(f->m.gamma == 0);
+    } else {
+      assert_int_equal(f->n, 20);
+      assert_true(f->m.gamma > 0);
+      if (rel < 0.03) fail_msg("not emulated: the kernel's gamma should pull beta off: %.4g", f->m.beta);
+    }
+    res_model_free(&m);
+  }
+}
+
 /* On mapped ucx memory the ring reads its neighbour's partial sums in place: (p-1)/p n moved
  * and reduced, no message of data. Its rows (here 2-3x faster than the message-passing ring) are
  * fitted with the others, and the fit recovers the parameters from both kinds. */
@@ -647,6 +699,7 @@ int main(void) {
       cmocka_unit_test(test_fit_gamma_fixed),
       cmocka_unit_test(test_fit_mapped_ring),
       cmocka_unit_test(test_fit_emulated_burst),
+      cmocka_unit_test(test_fit_emulated_hidden_reduction),
       cmocka_unit_test(test_fit_cores_and_cache),
       cmocka_unit_test(test_fit_no_cpu_bound_within_cores),
       cmocka_unit_test(test_fit_emulated_cpu_bound),
