@@ -313,6 +313,16 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
            r->images_per_s);
 }
 
+/* The largest all-reduce on an emulated link: 16 MiB (--quick: 4 MiB), or more where that
+ * leaves fewer than two sizes of at least 8 of its shaper's bursts, which the fit needs to
+ * tell the link from the shaper's credit (res_fit.c); at most 256 MiB. */
+static uint64_t suite_emu_max(const char *rate, int quick) {
+  uint64_t bps = 0, max = quick ? 4u << 20 : 16u << 20;
+  if (bench_emu_parse_rate(rate, &bps)) return max;
+  while (max < (256u << 20) && (double)max / 4 < 8.0 * (double)bench_emu_burst(bps)) max *= 4;
+  return max;
+}
+
 static void summarize(const char *dir, const suite_opts *o, char rates[][32], int nrates,
                       double grad_bytes) {
   printf("\n# fabench suite: %s, %d ranks x batch %ld, gradients %.1f MB\n", o->model, o->nranks,
@@ -453,14 +463,13 @@ int bench_cmd_suite(int argc, char **argv) {
   /* the plan */
   suite_step *s = step_new(steps, &ns, 0, "topo");
   arg(s, "topo");
-  char nr[24], to[24], th[24], bt[24], st[24], warm[24], mb[32];
+  char nr[24], to[24], th[24], bt[24], st[24], warm[24];
   snprintf(nr, sizeof nr, "%d", o.nranks);
   snprintf(to, sizeof to, "%ld", o.timeout_s);
   snprintf(th, sizeof th, "%d", o.threads);
   snprintf(bt, sizeof bt, "%ld", o.batch);
   snprintf(st, sizeof st, "%ld", o.steps);
   snprintf(warm, sizeof warm, "%ld", o.steps / 4 > 1 ? o.steps / 4 : 1);
-  snprintf(mb, sizeof mb, "%llu", (unsigned long long)maxb);
   for (int f = -1; f < nrates; f++) {
     const char *tag = f < 0 ? "loopback" : rates[f];
     /* on emulated links shared memory would bypass them: tcp carries every transport there */
@@ -474,7 +483,7 @@ int bench_cmd_suite(int argc, char **argv) {
     s = step_new(steps, &ns, 0, "allreduce-%s", tag);
     arg(s, "allreduce"), arg(s, "-n"), arg(s, "%s", nr), arg(s, "--transport"), arg(s, "%s", ftl);
     arg(s, "--algo"), arg(s, "%s", algos), arg(s, "--min-bytes"), arg(s, "4K");
-    arg(s, "--max-bytes"), arg(s, "%s", f < 0 ? mb : o.quick ? "4M" : "16M");
+    arg(s, "--max-bytes"), arg(s, "%llu", (unsigned long long)(f < 0 ? maxb : suite_emu_max(rates[f], o.quick)));
     arg(s, "--step-factor"), arg(s, "4"), arg(s, "--timeout"), arg(s, "%s", to);
     if (f < 0) {
       arg(s, "--time-per-size"), arg(s, "%s", o.quick ? "0.02" : "0.05"), arg(s, "--rounds"), arg(s, "2");

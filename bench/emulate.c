@@ -137,6 +137,14 @@ static int emu_find_tool(const char *name, char *out, size_t cap) {
   return -1;
 }
 
+/* The bucket holds 1 ms of traffic (>= rate/HZ for HZ >= 1000; tbf's watchdog is an hrtimer
+ * anyway) and at least 64 KiB so a whole GSO super-packet passes without being split. More
+ * would let idle gaps (barriers) bank credit and inflate short transfers. */
+uint64_t bench_emu_burst(uint64_t bps) {
+  uint64_t b = bps / 8 / 1000;
+  return b < 65536 ? 65536 : b;
+}
+
 int bench_emu_check(bench_emu *m, char *err, size_t cap) {
   if (geteuid() != 0) {
     snprintf(err, cap, "--emulate needs root (network namespaces and tc); run as root");
@@ -366,11 +374,7 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, cha
   m->n = n;
   m->mtu = mtu;
   snprintf(m->rate, sizeof m->rate, "%s", rate);
-  /* The bucket holds 1 ms of traffic (>= rate/HZ for HZ >= 1000; tbf's watchdog is an hrtimer
-   * anyway) and at least 64 KiB so a whole GSO super-packet passes without being split. More
-   * would let idle gaps (barriers) bank credit and inflate short transfers. */
-  m->burst = m->rate_bps / 8 / 1000;
-  if (m->burst < 65536) m->burst = 65536;
+  m->burst = bench_emu_burst(m->rate_bps);
 
   char ns[32], dev[32], host[32], br[32], addr[64], pre[32], mtus[16], burst[32];
   snprintf(br, sizeof br, "fb%ldbr", id);

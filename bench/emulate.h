@@ -34,6 +34,9 @@ typedef struct {
  * to 400gbit. Returns 0, or -1 for anything else. */
 int bench_emu_parse_rate(const char *s, uint64_t *bps);
 
+/* The tbf bucket, in bytes, that a link of bps gets. */
+uint64_t bench_emu_burst(uint64_t bps);
+
 /* Root and iproute2 present? 0, or -1 with the reason. Fills m->ip and m->tc. */
 int bench_emu_check(bench_emu *m, char *err, size_t cap);
 
