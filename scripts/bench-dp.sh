@@ -64,7 +64,8 @@ common=(--model resnet18 --batch 64 --threads 1 --steps "$steps" --warmup-steps 
 load() { echo "$(date -u +%H:%M:%S) $1: load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/load.txt"; }
 
 # col FILE COLUMN [KEY=VALUE...]: COLUMN of the first row whose columns match every KEY=VALUE
-# (rows whose role is "single" are skipped); "nan" when there is none. Columns by name.
+# (rows whose role is "single" are skipped); "nan" when there is none or it is empty (a run
+# without its none row has no fabric_eff). Columns by name.
 col() {
   local f=$1 c=$2; shift 2
   [ -s "$f" ] || { echo nan; return; }
@@ -73,7 +74,7 @@ col() {
     { if ("role" in h && $h["role"] == "single") next
       ok = 1
       for (k = 1; k <= n; k++) { split(cs[k], kv, "="); if (!(kv[1] in h) || $h[kv[1]] != kv[2]) ok = 0 }
-      if (ok && (want in h)) { print $h[want]; found = 1; exit } }
+      if (ok && (want in h)) { print ($h[want] == "" ? "nan" : $h[want]); found = 1; exit } }
     END { if (!found) print "nan" }' "$f"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b + 0 <= 0) print "nan"; else printf "%.3f", a / b }'; }
