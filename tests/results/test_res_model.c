@@ -223,25 +223,30 @@ static void test_fit_cores_and_cache(void **state) {
 
 /* Rows of 2 ranks on an emulated link, five algorithms at 64 KiB to 32 MiB: each algorithm's
  * own time (each), or the ring's for all. Returns how many (50). */
+/* A 2-rank tcp row of algo on fabric, its time truth's for the formula of `as`. */
+static void syn_row(res_allreduce_row *r, const char *fabric, const char *algo, int64_t bytes,
+                    const coll_model *truth, const char *as) {
+  res_row_init(res_schema_allreduce(), r);
+  r->run_id = "synthetic";
+  r->fabric = fabric;
+  r->transport = "tcp";
+  r->algo = algo;
+  r->algo_ran = "";
+  r->host_count = 1;
+  r->ranks = 2;
+  r->bytes = bytes;
+  r->chunk_bytes = 256 << 10;
+  coll_algo al;
+  coll_algo_parse(as, &al);
+  r->t_p50_us = coll_model_time(truth, al, 2, (size_t)bytes, 256 << 10) * 1e6;
+}
+
 static size_t emu_rows(res_allreduce_row rows[50], const coll_model *truth, const char *fabric, int each) {
   static const char *algos[] = {"ring", "rhd", "rd", "tree", "dtree"};
   size_t n = 0;
   for (int a = 0; a < 5; a++)
-    for (int64_t b = 64 << 10; b <= (32 << 20); b *= 2, n++) {
-      res_row_init(res_schema_allreduce(), &rows[n]);
-      rows[n].run_id = "synthetic";
-      rows[n].fabric = fabric;
-      rows[n].transport = "tcp";
-      rows[n].algo = algos[a];
-      rows[n].algo_ran = "";
-      rows[n].host_count = 1;
-      rows[n].ranks = 2;
-      rows[n].bytes = b;
-      rows[n].chunk_bytes = 256 << 10;
-      coll_algo al;
-      coll_algo_parse(each ? algos[a] : "ring", &al);
-      rows[n].t_p50_us = coll_model_time(truth, al, 2, (size_t)b, 256 << 10) * 1e6;
-    }
+    for (int64_t b = 64 << 10; b <= (32 << 20); b *= 2, n++)
+      syn_row(&rows[n], fabric, algos[a], b, truth, each ? algos[a] : "ring");
   return n;
 }
 
@@ -382,21 +387,8 @@ static void test_fit_emulated_hidden_reduction(void **state) {
     res_allreduce_row rows[20];
     size_t n = 0;
     for (int a = 0; a < 5; a++)
-      for (int64_t b = 256 << 10; b <= (16 << 20); b *= 4, n++) {
-        res_row_init(res_schema_allreduce(), &rows[n]);
-        rows[n].run_id = "synthetic";
-        rows[n].fabric = emu ? "emu-5gbit" : "tcp:eth0/reno";
-        rows[n].transport = "tcp";
-        rows[n].algo = algos[a];
-        rows[n].algo_ran = "";
-        rows[n].host_count = 1;
-        rows[n].ranks = 2;
-        rows[n].bytes = b;
-        rows[n].chunk_bytes = 256 << 10;
-        coll_algo al;
-        coll_algo_parse(algos[a], &al);
-        rows[n].t_p50_us = coll_model_time(&truth, al, 2, (size_t)b, 256 << 10) * 1e6;
-      }
+      for (int64_t b = 256 << 10; b <= (16 << 20); b *= 4, n++)
+        syn_row(&rows[n], emu ? "emu-5gbit" : "tcp:eth0/reno", algos[a], b, &truth, algos[a]);
     res_rows ar = {res_schema_allreduce(), rows, n};
     res_model m;
     char err[256];
