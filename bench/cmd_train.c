@@ -361,6 +361,7 @@ typedef struct {
   res_train_buckets_row bk_rows[2 * NN_TRAIN_MAX_BUCKETS]; /* a data-parallel pair's, after the profile's */
   int have_profile, nprof_buckets;
   int role_index;         /* of the pair being trained: its trace's process ids */
+  int slow_said;          /* the warning about oneDNN's reference code is out */
 } train_ctx;
 
 /* The one-rank run's heartbeat over the bootstrap: rank 0 says 0 (going on), 1 (done) or
@@ -395,6 +396,13 @@ static int on_step(void *ctx, const nn_step_rec *rs, int n) {
     if (res_table_put(x->tsteps, &row, err, sizeof err)) return bench_error("%s", err);
   }
   const nn_step_rec *q = &rs[0];
+  const char *slow;
+  int nslow = nn_net_slow_primitives(x->net, &slow);
+  if (nslow && !x->slow_said) { /* the step's plan is built: a figure far below this CPU's, said why */
+    x->slow_said = 1;
+    fprintf(stderr, "train: warning: oneDNN runs %d primitive(s) on its reference code on this CPU (the first: %s): "
+            "expect steps many times slower\n", nslow, slow);
+  }
   int epoch_end = q->step_in_epoch + 1 == x->spe;
   if (q->step == 1 || q->step % a->log_every == 0 || epoch_end) {
     double mx = 0;

@@ -135,6 +135,10 @@ void nn_sgd_step(nn_net *net, const nn_sgd_opts *o);
 void nn_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t offset, size_t count);
 
 const char *nn_backend_version(void); /* e.g. "oneDNN 2.6.3" for run.json */
+/* How many of the primitives built so far run on the CPU backend's reference code (hundreds of
+ * times slower than its JIT ones: oneDNN's kernels for this CPU's ISA refuse a shape); *first
+ * (if given) names the first. 0 for GPU nets. */
+int nn_net_slow_primitives(const nn_net *net, const char **first);
 
 /* GPU nets. On a CPU net these return NULL, 0 or do nothing. */
 enum nn_arena { NN_ARENA_PARAMS, NN_ARENA_GRADS, NN_ARENA_MOMENTUM, NN_ARENA_BUFFERS };

@@ -110,6 +110,8 @@ struct nn_net {
   nn_fwd_layer_fn fwd_fn;        /* the training forward's per-layer hook */
   void *fwd_ctx;
   nn_arena_alloc galloc;         /* who owns the gradient arena (alloc NULL: we do) */
+  int nslow;                     /* primitives built on oneDNN's reference code (pd_is_ref) */
+  char slow[96];                 /* the first of them */
 };
 
 /* ------------------------------------------------------------------------------------------------
@@ -213,6 +215,14 @@ static int md_any(bctx *b, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dim
   return 0;
 }
 
+/* oneDNN's reference implementation: right, but hundreds of times slower than its JIT or GEMM
+ * ones (conv_bwdw_plain; nn_net_slow_primitives). */
+static int pd_is_ref(const_dnnl_primitive_desc_t pd) {
+  const char *s = NULL;
+  return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) == dnnl_success && s &&
+         !strncmp(s, "ref", 3);
+}
+
 /* Creates the primitive of a descriptor and remembers the largest scratchpad. */
 static dnnl_primitive_t prim_of(bctx *b, dnnl_primitive_desc_t pd) {
   plan *p = b->p;
@@ -226,6 +236,11 @@ static dnnl_primitive_t prim_of(bctx *b, dnnl_primitive_desc_t pd) {
   if (s != dnnl_success) {
     snprintf(b->err, b->cap, "oneDNN %s creating a primitive at layer %d", dnnl_status2str(s), b->layer);
     return NULL;
+  }
+  if (pd_is_ref(pd) && b->net->nslow++ == 0) {
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(b->net->slow, sizeof b->net->slow, "layer %d, %s", b->layer, impl ? impl : "?");
   }
   if (grow((void **)&p->prims, &p->capprims, p->nprims + 1, sizeof(*p->prims))) {
     dnnl_primitive_destroy(prim);
@@ -488,14 +503,6 @@ static int bwd_data_exec(bctx *b, dnnl_primitive_desc_t pd, dnnl_memory_t wmem, 
 fail:
   dnnl_primitive_desc_destroy(pd);
   return -1;
-}
-
-/* oneDNN's reference implementation: right, but hundreds of times slower than its JIT or GEMM
- * ones (pd_is_ref, conv_bwdw_plain). */
-static int pd_is_ref(const_dnnl_primitive_desc_t pd) {
-  const char *s = NULL;
-  return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) == dnnl_success && s &&
-         !strncmp(s, "ref", 3);
 }
 
 /* On AVX2 (no AVX-512) oneDNN 2.6's JIT weights gradient refuses some blocked shapes (ResNet-18's
@@ -1317,6 +1324,13 @@ void nn_net_destroy(nn_net *net) {
   free(net);
 }
 
+int nn_net_slow_primitives(const nn_net *net, const char **first) {
+  if (first) *first = "";
+  if (!net || NN_OPS(net)) return 0;
+  if (first) *first = net->slow;
+  return net->nslow;
+}
+
 float *nn_net_params(nn_net *net, size_t *count) {
   if (NN_OPS(net)) return NN_OPS(net)->arena(net, NN_ARENA_PARAMS, count);
 
@@ -1453,6 +1467,10 @@ int nn_net_param_tensors(const nn_net *net, const nn_param_info **info) {
   return 0;
 }
 const char *nn_backend_version(void) { return "none (built without oneDNN)"; }
+int nn_net_slow_primitives(const nn_net *net, const char **first) {
+  if (first) *first = "";
+  return (void)net, 0;
+}
 
 #endif
 
