@@ -397,8 +397,8 @@ static int on_step(void *ctx, const nn_step_rec *rs, int n) {
   }
   const nn_step_rec *q = &rs[0];
   const char *slow;
-  int nslow = nn_net_slow_primitives(x->net, &slow);
-  if (nslow && !x->slow_said) { /* the step's plan is built: a figure far below this CPU's, said why */
+  int nslow = x->slow_said ? 0 : nn_net_slow_primitives(x->net, &slow);
+  if (nslow) { /* the step's plan is built: a figure far below this CPU's, said why (once) */
     x->slow_said = 1;
     fprintf(stderr, "train: warning: oneDNN runs %d primitive(s) on its reference code on this CPU (the first: %s): "
             "expect steps many times slower\n", nslow, slow);

@@ -215,13 +215,15 @@ static int md_any(bctx *b, dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dim
   return 0;
 }
 
+/* The implementation oneDNN chose ("jit:avx2", "ref:any", ...; "?" if it does not say). */
+static const char *pd_impl(const_dnnl_primitive_desc_t pd) {
+  const char *s = NULL;
+  return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) == dnnl_success && s ? s : "?";
+}
+
 /* oneDNN's reference implementation: right, but hundreds of times slower than its JIT or GEMM
  * ones (conv_bwdw_plain; nn_net_slow_primitives). */
-static int pd_is_ref(const_dnnl_primitive_desc_t pd) {
-  const char *s = NULL;
-  return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) == dnnl_success && s &&
-         !strncmp(s, "ref", 3);
-}
+static int pd_is_ref(const_dnnl_primitive_desc_t pd) { return !strncmp(pd_impl(pd), "ref", 3); }
 
 /* Creates the primitive of a descriptor and remembers the largest scratchpad. */
 static dnnl_primitive_t prim_of(bctx *b, dnnl_primitive_desc_t pd) {
@@ -237,11 +239,8 @@ static dnnl_primitive_t prim_of(bctx *b, dnnl_primitive_desc_t pd) {
     snprintf(b->err, b->cap, "oneDNN %s creating a primitive at layer %d", dnnl_status2str(s), b->layer);
     return NULL;
   }
-  if (pd_is_ref(pd) && b->net->nslow++ == 0) {
-    const char *impl = NULL;
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    snprintf(b->net->slow, sizeof b->net->slow, "layer %d, %s", b->layer, impl ? impl : "?");
-  }
+  if (pd_is_ref(pd) && b->net->nslow++ == 0)
+    snprintf(b->net->slow, sizeof b->net->slow, "layer %d, %s", b->layer, pd_impl(pd));
   if (grow((void **)&p->prims, &p->capprims, p->nprims + 1, sizeof(*p->prims))) {
     dnnl_primitive_destroy(prim);
     snprintf(b->err, b->cap, "out of memory");
