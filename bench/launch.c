@@ -137,7 +137,7 @@ typedef struct {
   pid_t pid;
   int done;     /* reaped */
   int status;   /* from waitpid */
-  int signaled; /* we sent it a signal to stop it */
+  int signaled; /* the last signal we sent it to stop it (0: none) */
 } launch_rank;
 
 static int launch_token(char *out, size_t cap) {
@@ -298,7 +298,7 @@ static void launch_signal_all(launch_rank *rk, int n, int sig) {
     if (!rk[i].done && rk[i].pid > 0) {
       kill(rk[i].pid, sig);
       kill(rk[i].pid, SIGCONT);
-      rk[i].signaled = 1;
+      rk[i].signaled = sig;
     }
 }
 
@@ -485,7 +485,9 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
           launch_signal_all(rk, n, SIGTERM);
           kill_at = launch_now() + LAUNCH_GRACE_S;
         }
-      } else if (!rk[i].signaled && !interrupted) {
+      } else if (!interrupted && (!rk[i].signaled || (WIFSIGNALED(st) && WTERMSIG(st) != rk[i].signaled))) {
+        /* also one that died of another signal than ours: it ended on its own, perhaps first
+         * (a killed ucx rank is reaped after the peer its death made abort) */
         launch_err("rank %d (%s): pid %d %s", i, host, (int)rk[i].pid, what);
       }
     }
