@@ -390,8 +390,9 @@ static int on_step(void *ctx, const nn_step_rec *rs, int n) {
         .step_in_epoch = q->step_in_epoch, .images = q->images, .loss = q->loss,
         .batch_acc = q->batch_acc, .lr = q->lr, .step_ms = 1e3 * q->step_s,
         .data_ms = 1e3 * q->data_s, .load_ms = 1e3 * q->load_s, .fwd_ms = 1e3 * q->fwd_s,
-        .bwd_ms = 1e3 * q->bwd_s, .comm_ms = 1e3 * q->comm_s, .exposed_comm_ms = 1e3 * q->exposed_s,
-        .opt_ms = 1e3 * q->opt_s, .images_per_s = q->step_s > 0 ? q->images / q->step_s : 0,
+        .bwd_ms = 1e3 * q->bwd_s, .comm_ms = 1e3 * q->comm_s, .comm_cpu_ms = 1e3 * q->comm_cpu_s,
+        .exposed_comm_ms = 1e3 * q->exposed_s, .opt_ms = 1e3 * q->opt_s,
+        .images_per_s = q->step_s > 0 ? q->images / q->step_s : 0,
         .warmup = q->warmup, .elapsed_s = q->elapsed_s};
     if (res_table_put(x->tsteps, &row, err, sizeof err)) return bench_error("%s", err);
   }
@@ -513,8 +514,9 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
       .compute_images_per_s = r->compute_images_per_s, .step_ms = 1e3 * r->step_p50_s,
       .step_ms_mean = 1e3 * r->step_mean_s, .step_ms_p90 = 1e3 * r->step_p90_s,
       .data_ms = 1e3 * r->data_s, .load_ms = 1e3 * r->load_s, .fwd_ms = 1e3 * r->fwd_s,
-      .bwd_ms = 1e3 * r->bwd_s, .comm_ms = 1e3 * r->comm_s, .exposed_comm_ms = 1e3 * r->exposed_s,
-      .opt_ms = 1e3 * r->opt_s, .imbalance_ms = 1e3 * r->imbalance_s, .comm_busbw_gbps = busbw,
+      .bwd_ms = 1e3 * r->bwd_s, .comm_ms = 1e3 * r->comm_s, .comm_cpu_ms = 1e3 * r->comm_cpu_s,
+      .exposed_comm_ms = 1e3 * r->exposed_s, .opt_ms = 1e3 * r->opt_s,
+      .imbalance_ms = 1e3 * r->imbalance_s, .comm_busbw_gbps = busbw,
       .scaling_eff = scaling, .fabric_eff = fabric_eff, .final_loss = r->final_loss,
       .test_loss = r->test_loss, .test_acc = r->test_acc,
       .target_acc = a->target_acc > 0 ? a->target_acc : NAN,
@@ -570,10 +572,10 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
     x->have_profile = 1;
   }
   printf("%-6s %-10s %-8s %d rank(s): %.1f images/s, step %.1f ms (data %.1f, fwd %.1f, bwd %.1f, "
-         "comm %.1f, exposed %.1f, opt %.1f)",
+         "comm %.1f using %.1f of CPU, exposed %.1f, opt %.1f)",
          role_names[p->role], p->tname, p->aname, n, r->images_per_s, 1e3 * r->step_p50_s,
-         1e3 * r->data_s, 1e3 * r->fwd_s, 1e3 * r->bwd_s, 1e3 * r->comm_s, 1e3 * r->exposed_s,
-         1e3 * r->opt_s);
+         1e3 * r->data_s, 1e3 * r->fwd_s, 1e3 * r->bwd_s, 1e3 * r->comm_s, 1e3 * r->comm_cpu_s,
+         1e3 * r->exposed_s, 1e3 * r->opt_s);
   if (isfinite(fabric_eff) && p->role == ROLE_DP) printf(", fabric eff %.2f", fabric_eff);
   if (isfinite(scaling) && p->role != ROLE_SINGLE) printf(", scaling eff %.2f", scaling);
   if (isfinite(r->test_acc)) printf(", test acc %.4f", r->test_acc);

@@ -35,12 +35,21 @@ struct nn_reducer {
   double t0;            /* the step's time origin */
   double bwd_end;       /* nn_reducer_end_backward, absolute */
   double comm_s, last_comm_s;
+  double cpu_s, last_cpu_s;  /* the thread's CPU time on the buckets */
   char err[1024];
 };
 
 static double red_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* This thread's CPU time, user and system: the transport's copies and the reductions, which on
+ * cores shared with backward come out of backward's time. */
+static double red_cpu(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -143,10 +152,12 @@ static int red_bucket(nn_reducer *r, const nn_bucket *k, coll_err *e) {
 static void red_complete(nn_reducer *r) {
   memcpy(r->last, r->b, (size_t)r->nb * sizeof *r->last);
   r->last_comm_s = r->comm_s;
+  r->last_cpu_s = r->cpu_s;
 }
 
 static void *red_main(void *arg) {
   nn_reducer *r = arg;
+  pthread_setname_np(pthread_self(), "fabench-comm"); /* for top -H, perf and gdb */
   pthread_mutex_lock(&r->mu);
   for (;;) {
     while (!r->quit && !(r->active && r->next < r->nb &&
@@ -156,13 +167,15 @@ static void *red_main(void *arg) {
     nn_bucket *k = &r->b[r->next];
     pthread_mutex_unlock(&r->mu);
     coll_err e = {{0}};
-    double s = red_now();
+    double s = red_now(), c = red_cpu();
     int rc = red_bucket(r, k, &e);
     double d = red_now();
+    c = red_cpu() - c;
     pthread_mutex_lock(&r->mu);
     k->start_s = s - r->t0;
     k->done_s = d - r->t0;
     r->comm_s += d - s;
+    r->cpu_s += c;
     if (rc) {
       r->failed = 1;
       snprintf(r->err, sizeof r->err, "%s", e.msg);
@@ -257,11 +270,15 @@ int nn_reducer_set_front(nn_reducer *r, size_t front) {
 
 int nn_reducer_nbuckets(const nn_reducer *r) { return r->nb; }
 
-int nn_reducer_last(nn_reducer *r, nn_bucket *out, int cap, double *comm_s) {
+int nn_reducer_last(nn_reducer *r, nn_bucket *out, int cap, nn_reducer_stats *st) {
   pthread_mutex_lock(&r->mu);
   int n = r->nb;
   if (out) memcpy(out, r->last, (size_t)(n < cap ? n : cap) * sizeof *out);
-  if (comm_s) *comm_s = r->last_comm_s;
+  if (st) {
+    memset(st, 0, sizeof *st);
+    st->comm_s = r->last_comm_s;
+    st->comm_cpu_s = r->last_cpu_s;
+  }
   pthread_mutex_unlock(&r->mu);
   return n;
 }
@@ -279,6 +296,7 @@ void nn_reducer_begin(nn_reducer *r, double t0) {
   r->released = 0;
   r->next = 0;
   r->comm_s = 0;
+  r->cpu_s = 0;
   r->active = !r->failed && r->have_thread;
   for (int i = 0; i < r->nb; i++) r->b[i].ready_s = r->b[i].start_s = r->b[i].done_s = 0;
   pthread_mutex_unlock(&r->mu);
@@ -342,6 +360,7 @@ int nn_reducer_drain(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errc
     st->bwd_end_s = r->bwd_end > 0 ? r->bwd_end - r->t0 : 0;
     st->exposed_s = done - t;
     st->comm_s = r->comm_s;
+    st->comm_cpu_s = r->cpu_s;
     st->wire_bytes = r->o.comm ? r->count * coll_dtype_size(r->o.wire) : 0;
   }
   if (failed) snprintf(err, errcap, "%s", r->err);

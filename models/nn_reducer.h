@@ -54,6 +54,7 @@ typedef struct {
 
 typedef struct {
   double comm_s;              /* the buckets' all-reduce times, added up */
+  double comm_cpu_s;          /* the communication thread's CPU time on them (user + system) */
   double exposed_s;           /* the time this call waited (finish: from the end of backward until
                                  the last bucket was reduced) */
   double bwd_end_s;           /* the end of backward, seconds after the step's t0 */
@@ -74,9 +75,10 @@ void nn_reducer_destroy(nn_reducer *r);
 int nn_reducer_set_front(nn_reducer *r, size_t front);
 /* The bucket plan, in the order of the all-reduce calls. */
 int nn_reducer_nbuckets(const nn_reducer *r);
-/* The last completed step's buckets, times and summed all-reduce time (a copy: the thread may
- * be at work on the next step). Returns the bucket count; at most cap are copied. */
-int nn_reducer_last(nn_reducer *r, nn_bucket *out, int cap, double *comm_s);
+/* The last completed step's buckets and times, and in st (if not NULL) its summed all-reduce
+ * time and CPU time (a copy: the thread may be at work on the next step). Returns the bucket
+ * count; at most cap are copied. */
+int nn_reducer_last(nn_reducer *r, nn_bucket *out, int cap, nn_reducer_stats *st);
 /* What the optimizer must multiply the gradients by: 1/N with scale_in_sgd on an f32 wire and
  * more than one rank, else 1. */
 float nn_reducer_grad_scale(const nn_reducer *r);

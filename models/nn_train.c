@@ -58,6 +58,8 @@ uint64_t nn_params_hash(const float *p, size_t count) {
 
 /* ---- the state of one run ---- */
 
+#define TR_PARTS 8
+
 typedef struct {
   const nn_train_opts *o;
   nn_reducer *red;
@@ -66,7 +68,8 @@ typedef struct {
   int world;                  /* ranks exchanging (1 alone) */
   nn_step_rec *all;           /* one step of every rank (rank 0's gather) */
   /* measured steps, for the result */
-  double *step_per, *step_max, *step_min, *part[7]; /* data, load, fwd, bwd, comm, exposed, opt */
+  /* data, load, fwd, bwd, comm, exposed, opt, comm_cpu */
+  double *step_per, *step_max, *step_min, *part[TR_PARTS];
   double *rank_wall;          /* [world]: each rank's measured steps, summed */
   double *comp;
   double *bready, *bcomm, *bdone;        /* [measured][nbuckets], rank 0's */
@@ -74,7 +77,8 @@ typedef struct {
   int nb;
   /* the buckets of the last completed step, their time origin and forward time */
   nn_bucket *lastb;
-  double lastb_t1, lastb_fwd, last_comm;
+  double lastb_t1, lastb_fwd;
+  nn_reducer_stats last_rs;   /* its all-reduce and CPU times */
   int64_t lastb_step;         /* the step they belong to */
   int lastb_traced;           /* in the trace, or not for it: each traced step's buckets go in once */
   /* overlap_step */
@@ -128,7 +132,7 @@ static void begin_step(train_state *s) {
     s->lastb_traced = !s->tracing_prev;
   }
   s->pending = 0;
-  nn_reducer_last(s->red, s->lastb, s->nb, &s->last_comm);
+  nn_reducer_last(s->red, s->lastb, s->nb, &s->last_rs);
 }
 
 /* The buckets in lastb into the trace, on the communication thread's row, labelled with
@@ -345,11 +349,11 @@ static double mean(const double *x, size_t n) {
 
 static int ts_alloc(train_state *s, size_t cap) {
   s->cap_meas = cap ? cap : 1;
-  double **v[] = {&s->step_per, &s->step_max, &s->step_min, &s->part[0], &s->part[1],
-                  &s->part[2],   &s->part[3],   &s->part[4],   &s->part[5], &s->part[6],
-                  &s->comp,      &s->front_est};
+  double **v[] = {&s->step_per, &s->step_max, &s->step_min, &s->comp, &s->front_est};
   for (size_t i = 0; i < sizeof v / sizeof *v; i++)
     if (!(*v[i] = calloc(s->cap_meas, sizeof(double)))) return -1;
+  for (int k = 0; k < TR_PARTS; k++)
+    if (!(s->part[k] = calloc(s->cap_meas, sizeof(double)))) return -1;
   if (!(s->all = calloc((size_t)s->world, sizeof *s->all))) return -1;
   if (!(s->rank_wall = calloc((size_t)s->world, sizeof *s->rank_wall))) return -1;
   return 0;
@@ -377,7 +381,7 @@ static void ts_free(train_state *s) {
   free(s->step_max);
   free(s->step_min);
   free(s->rank_wall);
-  for (int i = 0; i < 7; i++) free(s->part[i]);
+  for (int i = 0; i < TR_PARTS; i++) free(s->part[i]);
   free(s->comp);
   free(s->bready);
   free(s->bcomm);
@@ -393,21 +397,22 @@ static void ts_free(train_state *s) {
 static void keep(train_state *s, const nn_step_rec *all) {
   double fwd_s = s->lastb_fwd;
   size_t i = s->nmeas++;
-  double mx = 0, mn = INFINITY, sum[7] = {0}, comp = 0, per = 0;
+  double mx = 0, mn = INFINITY, sum[TR_PARTS] = {0}, comp = 0, per = 0;
   for (int r = 0; r < s->world; r++) {
     const nn_step_rec *q = &all[r];
     s->rank_wall[r] += q->step_s;
     per += q->step_s / s->world;
     mx = q->step_s > mx ? q->step_s : mx;
     mn = q->step_s < mn ? q->step_s : mn;
-    double p[7] = {q->data_s, q->load_s, q->fwd_s, q->bwd_s, q->comm_s, q->exposed_s, q->opt_s};
-    for (int k = 0; k < 7; k++) sum[k] += p[k];
+    double p[TR_PARTS] = {q->data_s, q->load_s,    q->fwd_s, q->bwd_s,
+                          q->comm_s, q->exposed_s, q->opt_s, q->comm_cpu_s};
+    for (int k = 0; k < TR_PARTS; k++) sum[k] += p[k];
     comp = q->fwd_s + q->bwd_s + q->opt_s > comp ? q->fwd_s + q->bwd_s + q->opt_s : comp;
   }
   s->step_per[i] = per;
   s->step_max[i] = mx;
   s->step_min[i] = mn;
-  for (int k = 0; k < 7; k++) s->part[k][i] = sum[k] / s->world;
+  for (int k = 0; k < TR_PARTS; k++) s->part[k][i] = sum[k] / s->world;
   s->comp[i] = comp;
   const nn_bucket *b = s->lastb;
   for (int k = 0; k < s->nb; k++) {
@@ -436,9 +441,10 @@ static void summarize(train_state *s, nn_train_result *res, int64_t images) {
   free(imb);
   res->step_p50_s = median(s->step_per, n);
   res->step_p90_s = n ? s->step_per[(size_t)ceil(0.9 * (double)n) - 1] : NAN; /* sorted now */
-  double *dst[7] = {&res->data_s, &res->load_s, &res->fwd_s, &res->bwd_s,
-                    &res->comm_s, &res->exposed_s, &res->opt_s};
-  for (int k = 0; k < 7; k++) *dst[k] = mean(s->part[k], n); /* they add up to the mean step */
+  double *dst[TR_PARTS] = {&res->data_s, &res->load_s,    &res->fwd_s, &res->bwd_s,
+                           &res->comm_s, &res->exposed_s, &res->opt_s, &res->comm_cpu_s};
+  /* means: all but load, comm and comm_cpu (inside the others) add up to the mean step */
+  for (int k = 0; k < TR_PARTS; k++) *dst[k] = mean(s->part[k], n);
   const nn_bucket *b = s->lastb;
   int nb = s->nb;
   res->nbuckets = nb < NN_TRAIN_MAX_BUCKETS ? nb : NN_TRAIN_MAX_BUCKETS;
@@ -560,7 +566,9 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     int drain = !s.ostep || check;
     nn_reducer_stats rs = {0};
     char rerr[1024];
-    double t2 = tr_now(), comm = had_pending ? s.last_comm : 0, wait_end = 0;
+    double t2 = tr_now(), wait_end = 0;
+    double comm = had_pending ? s.last_rs.comm_s : 0;
+    double comm_cpu = had_pending ? s.last_rs.comm_cpu_s : 0;
     nn_reducer_end_backward(s.red);
     double bwd_end = t2 - t1;
     if (drain) {
@@ -571,6 +579,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
       bwd_end = rs.bwd_end_s;
       wait_end = rs.exposed_s;
       comm += rs.comm_s;
+      comm_cpu += rs.comm_cpu_s;
       nn_sgd_step(o->net, &so);
       /* the last step's, if reduced behind this one, then this step's buckets, for the record */
       trace_buckets(&s, s.t1_prev);
@@ -617,7 +626,8 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
                       .epoch = b.epoch, .step_in_epoch = b.step, .loss = loss,
                       .batch_acc = (double)correct / b.n, .lr = so.lr, .step_s = t3 - t0 + s.gap,
                       .data_s = t1 - t0 + s.gap, .load_s = b.load_s, .fwd_s = tm.fwd_s - hooks,
-                      .bwd_s = tm.bwd_s, .comm_s = comm, .exposed_s = s.hook_wait + wait_end,
+                      .bwd_s = tm.bwd_s, .comm_s = comm, .comm_cpu_s = comm_cpu,
+                      .exposed_s = s.hook_wait + wait_end,
                       .opt_s = s.hook_opt + (t3 - t2) - wait_end,
                       .elapsed_s = o->elapsed0 + (t3 - t_start)};
     res->grad_bytes = o->comm ? np * coll_dtype_size(o->wire) : 0;

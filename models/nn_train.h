@@ -30,6 +30,8 @@ typedef struct {
   double comm_s;              /* the buckets' all-reduce times, added up (overlaps bwd); with
                                  overlap_step those this step waited for: the previous step's,
                                  or its own where it drained */
+  double comm_cpu_s;          /* the communication thread's CPU time on them: on cores that
+                                 backward shares, what the exchange takes out of compute */
   double exposed_s;           /* the training thread's waits for the all-reduce: from the end of
                                  backward until the last bucket was reduced; with overlap_step,
                                  the forward's waits for its layers' buckets plus any drain */
@@ -68,8 +70,10 @@ typedef struct {
   double compute_images_per_s;/* global images over the slowest rank's fwd + bwd + opt, summed */
   double step_p50_s, step_mean_s, step_p90_s; /* a step's period: the mean over ranks of the time
                                  between their consecutive step ends (mean: wall time / steps) */
-  double data_s, load_s, fwd_s, bwd_s, comm_s, exposed_s, opt_s; /* means over steps and ranks:
-                                                                     they add up to the mean step */
+  /* means over steps and ranks; all but load and comm (inside the others) add up to the mean
+     step */
+  double data_s, load_s, fwd_s, bwd_s, comm_s, exposed_s, opt_s;
+  double comm_cpu_s;          /* mean over steps and ranks of nn_step_rec's */
   double imbalance_s;         /* median of (slowest rank's step - fastest's) */
   double final_loss, test_loss, test_acc, time_to_target_s, train_s;
   size_t grad_bytes;          /* bytes each rank all-reduced per step */

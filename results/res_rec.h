@@ -44,9 +44,9 @@
   X(STR, augment) X(INT, seed) X(F64, images_per_s) X(F64, images_per_s_rank)                  \
   X(F64, compute_images_per_s)                                                                 \
   X(F64, step_ms) X(F64, step_ms_mean) X(F64, step_ms_p90) X(F64, data_ms) X(F64, load_ms)     \
-  X(F64, fwd_ms) X(F64, bwd_ms) X(F64, comm_ms) X(F64, exposed_comm_ms) X(F64, opt_ms)         \
-  X(F64, imbalance_ms) X(F64, comm_busbw_gbps) X(F64, scaling_eff) X(F64, fabric_eff)          \
-  X(F64, final_loss) X(F64, test_loss) X(F64, test_acc) X(F64, target_acc)                     \
+  X(F64, fwd_ms) X(F64, bwd_ms) X(F64, comm_ms) X(F64, comm_cpu_ms) X(F64, exposed_comm_ms)    \
+  X(F64, opt_ms) X(F64, imbalance_ms) X(F64, comm_busbw_gbps) X(F64, scaling_eff)              \
+  X(F64, fabric_eff) X(F64, final_loss) X(F64, test_loss) X(F64, test_acc) X(F64, target_acc)  \
   X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)            \
   X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)                \
   X(F64, exposed_comm_ms_pred) X(F64, pred_err)
@@ -56,8 +56,8 @@
   X(STR, run_id) X(INT, schema) X(INT, rank) X(STR, host) X(STR, transport) X(STR, algo)      \
   X(INT, step) X(INT, epoch) X(INT, step_in_epoch) X(INT, images) X(F64, loss)                \
   X(F64, batch_acc) X(F64, lr) X(F64, step_ms) X(F64, data_ms) X(F64, load_ms) X(F64, fwd_ms) \
-  X(F64, bwd_ms) X(F64, comm_ms) X(F64, exposed_comm_ms) X(F64, opt_ms) X(F64, images_per_s)  \
-  X(INT, warmup) X(F64, elapsed_s)
+  X(F64, bwd_ms) X(F64, comm_ms) X(F64, comm_cpu_ms) X(F64, exposed_comm_ms) X(F64, opt_ms)   \
+  X(F64, images_per_s) X(INT, warmup) X(F64, elapsed_s)
 
 /* train_eval.csv: one row per evaluation on the test set. */
 #define RES_TRAIN_EVAL_COLS(X)                                                                \

@@ -122,6 +122,17 @@ static int rank_main(int rank, int n, const red_case *k) {
       return 2;
     }
     if (st.wire_bytes != k->count * coll_dtype_size(k->wire)) bad++;
+    /* the thread's CPU time: some with a peer to exchange with or a wire type to convert to,
+     * never more than the wall time it spent; the last step's copy says the same */
+    nn_reducer_stats ls;
+    nn_reducer_last(r, NULL, 0, &ls);
+    if (!(st.comm_cpu_s >= 0 && st.comm_cpu_s <= st.comm_s + 1e-3) ||
+        ((n > 1 || k->wire != COLL_F32) && !(st.comm_cpu_s > 0)) ||
+        ls.comm_cpu_s != st.comm_cpu_s || ls.comm_s != st.comm_s) {
+      fprintf(stderr, "rank %d/%d step %d: comm %.6f s, CPU %.6f s (last step: %.6f, %.6f)\n",
+              rank, n, s, st.comm_s, st.comm_cpu_s, ls.comm_s, ls.comm_cpu_s);
+      bad++;
+    }
     bad += check_range(g, 0, k->count, rank, n, k, s, tol, gscale, "drained");
   }
   nn_reducer_destroy(r);

@@ -113,7 +113,8 @@ static void test_train_columns(void **state) {
       "input,classes,device,batch,global_batch,threads,bucket_mb,first_bucket_mb,buckets,overlap,"
       "overlap_step,grad_dtype,grad_bytes,epochs,steps,measured_steps,warmup_steps,lr,lr_schedule,warmup_epochs,"
       "momentum,wd,nesterov,augment,seed,images_per_s,images_per_s_rank,compute_images_per_s,step_ms,"
-      "step_ms_mean,step_ms_p90,data_ms,load_ms,fwd_ms,bwd_ms,comm_ms,exposed_comm_ms,opt_ms,"
+      "step_ms_mean,step_ms_p90,data_ms,load_ms,fwd_ms,bwd_ms,comm_ms,comm_cpu_ms,exposed_comm_ms,"
+      "opt_ms,"
       "imbalance_ms,comm_busbw_gbps,scaling_eff,fabric_eff,final_loss,test_loss,test_acc,target_acc,"
       "time_to_target_s,train_time_s,start_step,end_step,backend,status,step_ms_pred,"
       "images_per_s_pred,exposed_comm_ms_pred,pred_err\n";
