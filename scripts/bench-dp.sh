@@ -7,7 +7,10 @@
 #   (a) loopback, 2 ranks: fabench over tcp, ucx and none against DDP and DDP in no_sync()
 #   (b) emulated RATE (default 1gbit), 2 ranks: fabench f32 and bf16 against DDP and DDP+bf16 hook,
 #       and each step against max(compute step, the gradient all-reduce alone on the same link):
-#       a none run and `fabench allreduce` at the gradient's size, in the same round
+#       a none run and `fabench allreduce` at the gradient's size, in the same round; and against
+#       the shared-core bound max(compute step + the communication thread's CPU time (comm_cpu_ms),
+#       all-reduce alone): where the ranks' threads share cores the exchange's CPU comes out of
+#       compute, and no overlap can hide that
 #   (c) emulated RATE: fabench with ring, rhd, ps and ps:4 on 4 ranks, ring and ps on 2 ranks
 #       (images/s, step, comm and exposed comm from train.csv), DDP f32 on 4 ranks for reference
 # (b) and (c) need root, ip and tc (they make network namespaces, removed at the end).
@@ -16,16 +19,17 @@
 # "-step" rows the peer is the bound in ms and comm_ms the all-reduce alone.
 #
 # --fabench-args "ARGS" adds ARGS to every fabench run (e.g. "--overlap-step on").
+# --bind core binds rank r of both fabench and DDP to the r-th core (default none: neither).
 # usage: scripts/bench-dp.sh [--fabench PATH] [--rounds R] [--steps S] [--warmup-steps W]
 #                            [--parts a,b,c] [--rate RATE] [--emu-transport T] [--quick] [--out DIR]
-#                            [--fabench-args "ARGS"]
+#                            [--fabench-args "ARGS"] [--bind none|core]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 fabench="$root/build/fabench"
-rounds=3 steps=40 warm=10 parts="a,b,c" rate=1gbit emu_transport=tcp out="" fargs=""
-usage() { sed -n '19,21p' "$0" | sed 's/^# //' >&2; exit 2; }
+rounds=3 steps=40 warm=10 parts="a,b,c" rate=1gbit emu_transport=tcp out="" fargs="" bind=none
+usage() { sed -n '23,25p' "$0" | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabench) fabench=$2; shift 2 ;;
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
     --quick) rounds=1 steps=20 warm=5; shift ;;
     --out) out=$2; shift 2 ;;
     --fabench-args) fargs=$2; shift 2 ;;
+    --bind) bind=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "bench-dp: unknown option '$1'" >&2; usage ;;
   esac
@@ -46,6 +51,7 @@ done
 [[ $steps =~ ^[1-9][0-9]*$ && $warm =~ ^[0-9]+$ ]] && [ "$warm" -lt "$steps" ] ||
   { echo "bench-dp: --steps must be > --warmup-steps >= 0" >&2; usage; }
 [[ $parts =~ ^[abc](,[abc])*$ ]] || { echo "bench-dp: bad --parts '$parts' (a,b,c)" >&2; usage; }
+[[ $bind =~ ^(none|core)$ ]] || { echo "bench-dp: bad --bind '$bind' (none or core)" >&2; usage; }
 [[ $rate =~ ^[0-9]+(kbit|mbit|gbit)$ ]] || { echo "bench-dp: bad --rate '$rate' (e.g. 1gbit)" >&2; usage; }
 [ -x "$fabench" ] || { echo "bench-dp: no fabench binary at $fabench (--fabench PATH)" >&2; exit 1; }
 py=/usr/bin/python3   # Debian's, where python3-torch lives; not the first python3 on PATH
@@ -60,7 +66,7 @@ mkdir -p "$out"
 summary="$out/summary.csv"
 echo "part,round,config,fabench_images_per_s,peer,peer_images_per_s,ratio,step_ms,comm_ms,exposed_comm_ms,fabric_eff" > "$summary"
 
-common=(--model resnet18 --batch 64 --threads 1 --steps "$steps" --warmup-steps "$warm")
+common=(--model resnet18 --batch 64 --threads 1 --steps "$steps" --warmup-steps "$warm" --bind "$bind")
 load() { echo "$(date -u +%H:%M:%S) $1: load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/load.txt"; }
 
 # col FILE COLUMN [KEY=VALUE...]: COLUMN of the first row whose columns match every KEY=VALUE
@@ -109,14 +115,16 @@ fmt() { awk -v v="$1" 'BEGIN { if (v == "nan") print "-"; else printf "%.1f", v 
 fmt3() { awk -v v="$1" 'BEGIN { if (v == "nan" || v == "") print "-"; else printf "%.3f", v }'; }
 
 part_a() {
-  local r=$1 d="a-r$r"
+  local r=$1 d
+  d="a-r$r"
   fa() { run_fabench "$d-fabench" -n 2 --transport tcp,ucx,none --algo ring; }
   da() { run_ddp "$d-ddp" -n 2; run_ddp "$d-ddp-nosync" -n 2 --no-sync; }
   in_turn "$r" fa da
   local f="$out/$d-fabench/train.csv" ddp nos
   ddp=$(col "$out/$d-ddp.csv" images_per_s)
   nos=$(col "$out/$d-ddp-nosync.csv" images_per_s)
-  local line="(a) round $r: DDP $(fmt "$ddp"), DDP no_sync $(fmt "$nos") (DDP fabric_eff $(ratio "$ddp" "$nos"))"
+  local line
+  line="(a) round $r: DDP $(fmt "$ddp"), DDP no_sync $(fmt "$nos") (DDP fabric_eff $(ratio "$ddp" "$nos"))"
   for t in tcp ucx none; do
     local ips peer pname
     ips=$(col "$f" images_per_s transport=$t)
@@ -132,7 +140,8 @@ part_a() {
 }
 
 part_b() {
-  local r=$1 d="b-r$r"
+  local r=$1 d
+  d="b-r$r"
   fb() { run_fabench "$d-fabench-f32" -n 2 --emulate "$rate" --transport "$emu_transport,none" --algo ring
          run_fabench "$d-fabench-bf16" -n 2 --emulate "$rate" --transport "$emu_transport" --algo ring --grad-dtype bf16
          # the gradient all-reduce alone on the same link, at the size training sends
@@ -152,13 +161,18 @@ part_b() {
   local comp tc="transport=$emu_transport"
   comp=$(col "$out/$d-fabench-f32/train.csv" step_ms transport=none)
   for g in f32 bf16; do
-    local f="$out/$d-fabench-$g/train.csv" ips ar bound step
+    local f="$out/$d-fabench-$g/train.csv" ips ar bound step cpu shared
     ips=$(col "$f" images_per_s "$tc")
     step=$(col "$f" step_ms "$tc")
     ar=$(awk -v v="$(col "$out/$d-allreduce-$g/allreduce.csv" t_p50_us)" 'BEGIN { print (v == "nan" ? v : v / 1e3) }')
     bound=$(awk -v a="$comp" -v b="$ar" 'BEGIN { print ((a == "nan" || b == "nan") ? "nan" : (a + 0 > b + 0 ? a : b)) }')
     row b "$r" "emu-$rate-2-fabench-$g-step" "$ips" max-compute-allreduce-ms "$bound" \
       "$(ratio "$step" "$bound")" "$step" "$ar" "$(col "$f" exposed_comm_ms "$tc")" nan
+    cpu=$(col "$f" comm_cpu_ms "$tc")
+    shared=$(awk -v a="$comp" -v c="$cpu" -v b="$ar" 'BEGIN { if (a == "nan" || c == "nan" || b == "nan") print "nan";
+                                                          else print (a + c > b + 0 ? a + c : b) }')
+    row b "$r" "emu-$rate-2-fabench-$g-step-shared" "$ips" max-compute+commcpu-allreduce-ms "$shared" \
+      "$(ratio "$step" "$shared")" "$step" "$ar" "$(col "$f" exposed_comm_ms "$tc")" nan
     for peer in f32 bf16; do
       local p=$d32; [ $peer = bf16 ] && p=$d16
       row b "$r" "emu-$rate-2-fabench-$g" "$ips" "ddp-$peer" "$p" "$(ratio "$ips" "$p")" "$step" \
@@ -166,13 +180,15 @@ part_b() {
     done
     line+="; fabench $g $(fmt "$ips") (x$(ratio "$ips" "$d32") DDP f32, x$(ratio "$ips" "$d16") DDP bf16;"
     line+=" step $(fmt "$step") ms = x$(ratio "$step" "$bound") max(compute $(fmt "$comp"), all-reduce $(fmt "$ar")),"
+    line+=" x$(ratio "$step" "$shared") max(compute + comm CPU $(fmt "$cpu"), all-reduce),"
     line+=" comm $(fmt "$(col "$f" comm_ms "$tc")"), exposed $(fmt "$(col "$f" exposed_comm_ms "$tc")"))"
   done
   echo "$line"
 }
 
 part_c() {
-  local r=$1 d="c-r$r"
+  local r=$1 d
+  d="c-r$r"
   fc() { run_fabench "$d-fabench-n4" -n 4 --emulate "$rate" --transport "$emu_transport" --algo ring,rhd,ps,ps:4
          run_fabench "$d-fabench-n2" -n 2 --emulate "$rate" --transport "$emu_transport" --algo ring,ps; }
   dc() { run_ddp "$d-ddp-n4" -n 4 --emulate "$rate"; }
@@ -183,12 +199,12 @@ part_c() {
   for cfg in 4:ring 4:rhd 4:ps 4:ps:4 2:ring 2:ps; do
     local n=${cfg%%:*} algo=${cfg#*:} f ips
     f="$out/$d-fabench-n$n/train.csv"
-    ips=$(col "$f" images_per_s algo=$algo)
+    ips=$(col "$f" images_per_s algo="$algo")
     local peer=ddp-n4 p=$ddp
     [ "$n" = 4 ] || peer=- p=nan
-    row c "$r" "emu-$rate-$n-$algo" "$ips" "$peer" "$p" "$(ratio "$ips" "$p")" "$(col "$f" step_ms algo=$algo)" \
-      "$(col "$f" comm_ms algo=$algo)" "$(col "$f" exposed_comm_ms algo=$algo)" "$(col "$f" fabric_eff algo=$algo)"
-    line+="; n$n $algo $(fmt "$ips") (comm $(fmt "$(col "$f" comm_ms algo=$algo)") exposed $(fmt "$(col "$f" exposed_comm_ms algo=$algo)") ms)"
+    row c "$r" "emu-$rate-$n-$algo" "$ips" "$peer" "$p" "$(ratio "$ips" "$p")" "$(col "$f" step_ms algo="$algo")" \
+      "$(col "$f" comm_ms algo="$algo")" "$(col "$f" exposed_comm_ms algo="$algo")" "$(col "$f" fabric_eff algo="$algo")"
+    line+="; n$n $algo $(fmt "$ips") (comm $(fmt "$(col "$f" comm_ms algo="$algo")") exposed $(fmt "$(col "$f" exposed_comm_ms algo="$algo")") ms)"
   done
   echo "$line"
 }
@@ -203,13 +219,13 @@ load end
 # The table: per configuration, the median over rounds of fabench's images/s, the peer's, and of
 # the per-round ratio.
 echo
-printf '%-4s %-30s %12s %-11s %12s %8s %9s %9s %9s %7s\n' part config "fabench im/s" peer "peer im/s" \
+printf '%-4s %-37s %12s %-32s %12s %8s %9s %9s %9s %7s\n' part config "fabench im/s" peer "peer im/s" \
   ratio step_ms comm_ms exposed fab_eff
 awk -F, 'NR > 1 { k = $1 "," $3 "," $5; if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
          END { for (i = 1; i <= n; i++) print order[i] }' "$summary" |
 while IFS=, read -r part cfg peer; do
   m() { awk -F, -v p="$part" -v c="$cfg" -v q="$peer" -v k="$1" 'NR > 1 && $1 == p && $3 == c && $5 == q { print $k }' "$summary" | median; }
-  printf '%-4s %-30s %12s %-11s %12s %8s %9s %9s %9s %7s\n' "$part" "$cfg" "$(fmt "$(m 4)")" "$peer" \
+  printf '%-4s %-37s %12s %-32s %12s %8s %9s %9s %9s %7s\n' "$part" "$cfg" "$(fmt "$(m 4)")" "$peer" \
     "$(fmt "$(m 6)")" "$(fmt3 "$(m 7)")" "$(fmt "$(m 8)")" "$(fmt "$(m 9)")" "$(fmt "$(m 10)")" "$(fmt3 "$(m 11)")"
 done | tee "$out/table.txt"
 echo

@@ -90,6 +90,8 @@ def parse_args(argv):
                     help="f16: DDP's fp16_compress_hook (gloo all-reduce in f16) or our ring hook; "
                          "bf16 always uses the ring hook")
     ap.add_argument("--no-sync", action="store_true", help="every step inside no_sync()")
+    ap.add_argument("--bind", default="none", choices=["none", "core"],
+                    help="core: rank r on the r-th allowed CPU (as fabench --bind core)")
     ap.add_argument("--broadcast-buffers", action="store_true",
                     help="DDP broadcasts rank 0's BN buffers each forward (default off: BN stays "
                          "local, as in fabench)")
@@ -304,6 +306,9 @@ def self_test(a, argv):
 
 
 def worker(a):
+    if a.bind == "core":  # before torch starts its threads, so they inherit it
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[int(os.environ["RANK"]) % len(cpus)]})
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
