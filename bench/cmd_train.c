@@ -30,8 +30,10 @@ static const char train_usage[] =
     "  --bucket-mb X        gradient bucket size, MiB [25]\n"
     "  --first-bucket-mb X  the first (last layers') bucket [1]\n"
     "  --no-overlap         all-reduce after backward instead of during it\n"
-    "  --overlap-step on|off the next step's forward starts while this step's gradients are\n"
-    "                       still all-reduced, each layer waiting only for its own (CPU) [off]\n"
+    "  --overlap-step on|off|auto  the next step's forward starts while this step's gradients\n"
+    "                       are still all-reduced, each layer waiting only for its own (CPU);\n"
+    "                       auto: on after the warm-up where backward cannot hide the\n"
+    "                       all-reduce [auto]\n"
     "  --grad-dtype T       f32|bf16|f16: the type gradients travel in [f32]\n"
     "  --check-every K      compare the ranks' parameter hashes every K steps too (always at\n"
     "                       epoch ends and at the end) [0]\n"
@@ -156,8 +158,8 @@ static int parse_args(train_args *a, int argc, char **argv) {
                     .epochs = 1, .warmup_steps = 10, .eval_every = 1, .log_every = 20,
                     .prefetch = 2, .crop_pad = -1, .lr = 0.1, .momentum = 0.9, .wd = 5e-4,
                     .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1,
-                    .algos = "ring", .overlap = 1, .grad_dtype = COLL_F32, .bucket_mb = 25,
-                    .first_bucket_mb = 1, .trace_steps = 5,
+                    .algos = "ring", .overlap = 1, .overlap_step = NN_OSTEP_AUTO,
+                    .grad_dtype = COLL_F32, .bucket_mb = 25, .first_bucket_mb = 1, .trace_steps = 5,
                     .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1};
   bench_rank_opts_init(&a->r);
   optind = 1;
@@ -189,8 +191,11 @@ static int parse_args(train_args *a, int argc, char **argv) {
     case O_FIRSTB: DBL(0.001, 1 << 20, a->first_bucket_mb); break;
     case O_NOOVERLAP: a->overlap = 0; break;
     case O_OSTEP:
-      if (strcmp(optarg, "on") && strcmp(optarg, "off")) BAD("bad --overlap-step '%s' (on or off)", optarg);
-      a->overlap_step = !strcmp(optarg, "on");
+      if (strcmp(optarg, "on") && strcmp(optarg, "off") && strcmp(optarg, "auto"))
+        BAD("bad --overlap-step '%s' (on, off or auto)", optarg);
+      a->overlap_step = !strcmp(optarg, "on")    ? NN_OSTEP_ON
+                        : !strcmp(optarg, "off") ? NN_OSTEP_OFF
+                                                 : NN_OSTEP_AUTO;
       break;
     case O_GDTYPE:
       if (coll_dtype_parse(optarg, &a->grad_dtype) ||
@@ -503,7 +508,7 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
       .bucket_mb = p->role == ROLE_DP ? a->bucket_mb : NAN,
       .first_bucket_mb = p->role == ROLE_DP ? a->first_bucket_mb : NAN,
       .buckets = r->nbuckets, .overlap = p->role == ROLE_DP ? a->overlap : 0,
-      .overlap_step = p->role == ROLE_DP ? a->overlap_step : 0,
+      .overlap_step = p->role == ROLE_DP ? r->overlap_step : 0,
       .grad_dtype = p->role == ROLE_DP ? coll_dtype_name(a->grad_dtype) : "-",
       .grad_bytes = (int64_t)r->grad_bytes, .epochs = epochs, .steps = r->steps,
       .measured_steps = r->measured, .warmup_steps = r->steps - r->measured, .lr = sched->base,
@@ -839,7 +844,9 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     cJSON_AddNumberToObject(tj, "bucket_mb", a->bucket_mb);
     cJSON_AddNumberToObject(tj, "first_bucket_mb", a->first_bucket_mb);
     cJSON_AddBoolToObject(tj, "overlap", a->overlap);
-    cJSON_AddBoolToObject(tj, "overlap_step", a->overlap_step);
+    cJSON_AddStringToObject(tj, "overlap_step", a->overlap_step == NN_OSTEP_ON    ? "on"
+                                                : a->overlap_step == NN_OSTEP_OFF ? "off"
+                                                                                  : "auto");
     cJSON_AddStringToObject(tj, "grad_dtype", coll_dtype_name(a->grad_dtype));
     cJSON_AddStringToObject(tj, "gradients", x.size > 1 ? "averaged over the ranks (all-reduce, "
                                                           "then 1/N in SGD; 16-bit wires: 1/N first)"

@@ -469,7 +469,8 @@ static void front_estimate(train_state *s, const nn_step_times *tm, double comm_
 
 /* overlap_step from now on, with rank 0's front (the median of its warm-up estimates; the whole
  * arena without any: the plan then stays in arena order) on every rank, since the order of the
- * all-reduce calls must be the same everywhere. Collective. */
+ * all-reduce calls must be the same everywhere; with NN_OSTEP_AUTO only if that front is short
+ * of the arena (every rank decides on rank 0's figure). Collective. */
 static int set_front(train_state *s, size_t count) {
   double mine = s->nfront ? median(s->front_est, s->nfront) : (double)count;
   double *all = calloc((size_t)s->world, sizeof *all);
@@ -479,6 +480,11 @@ static int set_front(train_state *s, size_t count) {
   free(all);
   if (rc) return -1;
   size_t front = f >= (double)count ? count : f > 0 ? (size_t)f : 0;
+  if (s->o->overlap_step == NN_OSTEP_AUTO && front >= count) {
+    nn_net_on_forward(s->o->net, NULL, NULL); /* backward hides the all-reduce: stay off */
+    s->hooked = 0;
+    return 0;
+  }
   if (nn_reducer_set_front(s->red, front) || ts_buckets(s))
     return ts_fail(s, "%s", "out of memory for the bucket plan");
   s->ostep = 1;
@@ -700,6 +706,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   res->steps = run_steps;
   res->train_s = o->elapsed0 + train_s;
   summarize(&s, res, images);
+  res->overlap_step = s.ostep;
   res->status = why;
   rc = 0;
 out:

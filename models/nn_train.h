@@ -16,6 +16,12 @@
  * in each other's copy); c NULL: malloc. */
 nn_arena_alloc nn_arena_from_comm(coll_comm *c);
 
+/* overlap_step: off; on (after the warm-up); auto: on after the warm-up only where rank 0's
+ * profile says the link cannot reduce the gradients within backward (the front is less than the
+ * arena), since where it can, overlapping the forward hides nothing and its per-layer waits and
+ * updates cost a little (loopback: fabric efficiency 0.76-0.93 on, 0.81-0.97 off). */
+enum { NN_OSTEP_OFF = 0, NN_OSTEP_ON = 1, NN_OSTEP_AUTO = 2 };
+
 /* One step of one rank. Times in seconds. */
 typedef struct {
   int32_t rank, images, warmup;
@@ -74,6 +80,7 @@ typedef struct {
      step */
   double data_s, load_s, fwd_s, bwd_s, comm_s, exposed_s, opt_s;
   double comm_cpu_s;          /* mean over steps and ranks of nn_step_rec's */
+  int overlap_step;           /* the next forward overlapped the all-reduce (auto: as decided) */
   double imbalance_s;         /* median of (slowest rank's step - fastest's) */
   double final_loss, test_loss, test_acc, time_to_target_s, train_s;
   size_t grad_bytes;          /* bytes each rank all-reduced per step */
@@ -108,10 +115,10 @@ typedef struct {
   coll_dtype wire;            /* the gradients travel as f32, bf16 or f16 */
   size_t bucket_bytes, first_bucket_bytes;
   int overlap;
-  int overlap_step;           /* the next step's forward starts while this step's gradients are
-                                 still being all-reduced: each layer's forward waits only for its
-                                 own parameters' buckets and updates them (SGD layer by layer);
-                                 CPU nets (a GPU net drains before its forward) */
+  int overlap_step;           /* NN_OSTEP_*: the next step's forward starts while this step's
+                                 gradients are still being all-reduced: each layer's forward waits
+                                 only for its own parameters' buckets and updates them (SGD layer
+                                 by layer); CPU nets (a GPU net drains before its forward) */
   const nn_arena_alloc *wire_alloc;
   int corrupt_rank;           /* tests: this rank's weights are perturbed after step */
   int64_t corrupt_step;       /* corrupt_step (0: never) */
