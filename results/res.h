@@ -208,9 +208,10 @@ typedef struct {
   const res_bucket *buckets;              /* in the order the reducer reduces them */
   size_t nbuckets;
   int overlap;   /* buckets are reduced while backward runs (else all after it) */
-  int overlap_step; /* the next step's forward starts before the reduction ends: only the
-                       bucket holding the first layers (the last of the arena) must be done
-                       before it, the rest may run under the forward */
+  int overlap_step; /* the next step's forward starts before the reduction ends: it needs
+                       each bucket when it reaches the bucket's layers (the first layers'
+                       at once, the last layers' at its end), in proportion to when backward
+                       had completed the bucket */
   double share;  /* the communication's CPU work on the compute's cores: while a bucket is
                     reduced during backward, backward runs at 1 / (1 + share) of its speed
                     (0: the reduction takes no compute from it) */
@@ -226,7 +227,7 @@ typedef struct {
 /* A data-parallel step: one communication thread reduces the buckets in order, each starting
  * when it is ready and the previous one is done; backward slows by `share` while a reduction
  * runs beside it; exposed communication is the time after backward's end until the last bucket
- * is reduced (overlap_step: until the first layers' bucket is, or the forward has run); the
+ * is reduced (overlap_step: the forward's longest wait for a bucket its layers need); the
  * wait for data hides behind the exposed communication (the loader has its own thread). */
 void res_predict_step(res_step_out *out, const res_step_in *in);
 /* The communication's CPU share for res_step_in.share: the part of an all-reduce of `bytes`

@@ -517,6 +517,25 @@ static void test_step_timeline(void **state) {
   b[1].ready_ms = 29.6;
   res_predict_step(&o, &in);
   near(o.exposed_comm_ms, 29.5 + 25 - 30, 1e-12, "exposed, late buckets");
+  /* overlap_step, with the plan that puts the first layers' bucket (ready at backward's end)
+   * before the middle one: 10-15, 30-35, 35-50. The next forward (10 ms, the reverse of
+   * backward) needs each bucket when it has done the work backward had left when the bucket
+   * was ready: 10 x (1 - 10/30), 0 and 10 x (1 - 20/30) ms in; its longest wait is for the
+   * middle bucket, 50 - 30 - 3.33 ms. Without it, everything after backward is exposed. */
+  res_bucket f[3] = {{5e6, 10}, {5e6, 30}, {15e6, 20}};
+  in.buckets = f;
+  res_predict_step(&o, &in);
+  near(o.exposed_comm_ms, 20, 1e-12, "exposed, forward-order plan");
+  in.overlap_step = 1;
+  res_predict_step(&o, &in);
+  near(o.exposed_comm_ms, 20 - 10.0 / 3, 1e-12, "exposed, overlap_step");
+  near(o.step_ms, 42 + 20 - 10.0 / 3, 1e-12, "step, overlap_step");
+  /* the arena-order plan: the last bucket holds the first layers, needed at once: 40 - 30 */
+  res_bucket g[3] = {{5e6, 10}, {15e6, 20}, {5e6, 30}};
+  in.buckets = g;
+  res_predict_step(&o, &in);
+  near(o.exposed_comm_ms, 10, 1e-12, "exposed, overlap_step, arena order");
+  in.overlap_step = 0;
   /* one rank: no communication at all */
   in.ar.ranks = 1;
   res_predict_step(&o, &in);
