@@ -213,8 +213,8 @@ typedef struct {
                        at once, the last layers' at its end), in proportion to when backward
                        had completed the bucket */
   double share;  /* the communication's CPU work on the compute's cores: while a bucket is
-                    reduced during backward, backward runs at 1 / (1 + share) of its speed
-                    (0: the reduction takes no compute from it) */
+                    reduced during backward (or, with overlap_step, the next forward), that
+                    runs at 1 / (1 + share) of its speed (0: the reduction takes no compute) */
   int batch;     /* images per rank per step */
   res_ar_spec ar;
 } res_step_in;

@@ -92,8 +92,14 @@ void res_predict_step(res_step_out *out, const res_step_in *in) {
   }
   if (end_bwd < 0) end_bwd = w;
   double exposed = n && done > end_bwd ? done - end_bwd : 0;
-  /* overlap_step: each wait of the forward delays the rest of it, so the longest is the one */
-  if (in->overlap_step && n) exposed = late > end_bwd ? late - end_bwd : 0;
+  /* overlap_step: each wait of the forward delays the rest of it, so the longest is the one;
+   * the reductions that run under the forward take their share of its cores too */
+  double under_fwd = 0;
+  if (in->overlap_step && n) {
+    exposed = late > end_bwd ? late - end_bwd : 0;
+    under_fwd = done - end_bwd - exposed;
+    under_fwd = under_fwd < 0 ? 0 : under_fwd > in->fwd_ms ? in->fwd_ms : under_fwd;
+  }
   /* the loader prepares the next batch on its own thread, so the wait for it that the profile
    * measured hides behind the wait for the all-reduce (4 ranks on 2 cores: 17.6 ms a step
    * without communication, 2.7 with 15 ms exposed) */
@@ -102,7 +108,7 @@ void res_predict_step(res_step_out *out, const res_step_in *in) {
   out->comm_ms = comm;
   out->bwd_ms = end_bwd;
   out->exposed_comm_ms = exposed;
-  out->step_ms = compute + (end_bwd - in->bwd_ms) + exposed;
+  out->step_ms = compute + (end_bwd - in->bwd_ms) + exposed + s * under_fwd;
   int ranks = in->ar.ranks > 0 ? in->ar.ranks : 1;
   out->images_per_s = out->step_ms > 0 ? 1e3 * in->batch * ranks / out->step_ms : NAN;
   out->scaling_eff = out->step_ms > 0 ? alone / out->step_ms : NAN;

@@ -535,6 +535,17 @@ static void test_step_timeline(void **state) {
   in.buckets = g;
   res_predict_step(&o, &in);
   near(o.exposed_comm_ms, 10, 1e-12, "exposed, overlap_step, arena order");
+  /* the forward-order plan again, with the reductions' CPU share 0.5: 10-17.5 (backward at
+   * 2/3 speed reaches 15), backward alone to 32.5, then 32.5-37.5 and 37.5-52.5; waits 37.5
+   * and 52.5 - 3.33 after backward: 16.67 exposed; the 3.33 ms of reduction left under the
+   * forward slow it by half of that */
+  in.buckets = f;
+  in.share = 0.5;
+  res_predict_step(&o, &in);
+  near(o.exposed_comm_ms, 52.5 - 10.0 / 3 - 32.5, 1e-12, "exposed, overlap_step, share");
+  near(o.step_ms, 42 + 2.5 + (52.5 - 10.0 / 3 - 32.5) + 0.5 * 10.0 / 3, 1e-12,
+       "step, overlap_step, share");
+  in.share = 0;
   in.overlap_step = 0;
   /* one rank: no communication at all */
   in.ar.ranks = 1;
