@@ -400,6 +400,41 @@ static int64_t rf_short_below(const res_allreduce_row *rows, size_t nrows, size_
   return 0;
 }
 
+/* The best candidate shape of a cell so far (rf_try_shape). */
+typedef struct {
+  double score, th[RF_NP], cache, ratio, g; /* its residual score, parameters, cache, CPU ratio, gamma */
+  int gfixed, fitted;                       /* gamma from the kernel; any candidate fitted at all */
+} rf_best;
+
+/* One candidate: CPU ratio index ri (-1: no CPU bound, then 1/4 .. 10 x beta), cache index ci
+ * (-1: none, then 1 MiB .. 512 MiB) and gamma g, fitted to the cell's points and kept in b
+ * where it scores better. A cache or a CPU bound must earn its place: a clearly better fit (a
+ * tenth less residual each). */
+static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci, double g, int kernel,
+                         rf_best *b) {
+  shape->beta_cpu = ri < 0 ? 0 : RF_RATIO0 * pow(RF_RATIO_STEP, ri);
+  shape->cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
+  if (ci >= 0 && !rf_cache_spanned(w->src, n, shape->cache_bytes)) return;
+  rf_design(w->pt, n, shape, w->src);
+  int fr[RF_NP];
+  rf_identify(w->pt, n, fr);
+  if (ci >= 0 && !fr[RF_MEM]) return; /* this cache size changes nothing the rows tell */
+  double th[RF_NP];
+  int gfixed = 0;
+  if (rf_fit_gamma(w->pt, n, g, kernel, fr, th, &gfixed)) return;
+  if (ci >= 0 && !(th[RF_MEM] > 0)) return;
+  double sc = rf_score(w->pt, n, th) / ((ci >= 0 ? 0.9 : 1) * (ri >= 0 ? 0.9 : 1));
+  if (sc < b->score) {
+    b->score = sc;
+    memcpy(b->th, th, sizeof b->th);
+    b->cache = shape->cache_bytes;
+    b->ratio = shape->beta_cpu;
+    b->gfixed = gfixed;
+    b->g = g;
+  }
+  b->fitted = 1;
+}
+
 static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_opts *o, char *err,
                             size_t cap) {
   const res_allreduce_row *rows = ar->rows;
@@ -445,8 +480,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     shape.mapped = strstr(k->fabric, "+rkey_ptr") != NULL;
     shape.cores = o->cores > 0 ? o->cores : 0;
     shape.hosts = k->host_count > 1 ? (int)k->host_count : 1;
-    double best_score = INFINITY, best_th[RF_NP] = {0}, best_cache = 0, best_ratio = 0;
-    int best_gfixed = 0, fitted = 0;
+    rf_best b = {.score = INFINITY, .g = gfix};
     /* An emulated link (bench/emulate.c names it emu-<rate>) is the bottleneck, not the host's
      * memory. Its short rows, faster than the rate, looked like a cache to the fit: the suite's
      * 1gbit link came out at 0.21 GB/s plus a memory term, which the faster-link what-if, scaling
@@ -463,52 +497,26 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
      * spent after it, so a pipelined reduction's chunks cost the link nothing: a 2-rank ring over
      * 5gbit took 1.000 of the ceiling's time from 1 to 32 MiB, and the kernel's gamma added to
      * it made the fit put the link at 1.06-1.12 of its ceiling. gamma 0 is tried beside it. */
-    double best_g = gfix;
-    for (int gi = 0; gi < (emulated ? 2 : 1); gi++) {
-      for (int ri = -1; ri < (crowded ? RF_NRATIO : 0); ri++) /* no CPU bound, then 1/4 .. 10 x beta */
-        for (int ci = -1; ci <= (emulated ? -1 : 9); ci++) { /* no cache, then 1 MiB .. 512 MiB */
-          double g = gi ? 0 : gfix;
-          shape.beta_cpu = ri < 0 ? 0 : RF_RATIO0 * pow(RF_RATIO_STEP, ri);
-          shape.cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
-          if (ci >= 0 && !rf_cache_spanned(w.src, n, shape.cache_bytes)) continue;
-          rf_design(w.pt, n, &shape, w.src);
-          int fr[RF_NP];
-          rf_identify(w.pt, n, fr);
-          if (ci >= 0 && !fr[RF_MEM]) continue; /* this cache size changes nothing the rows tell */
-          double th[RF_NP];
-          int gfixed = 0;
-          if (rf_fit_gamma(w.pt, n, g, kernel, fr, th, &gfixed)) continue;
-          if (ci >= 0 && !(th[RF_MEM] > 0)) continue;
-          /* a cache or a CPU bound must earn its place: a clearly better fit (a tenth less
-           * residual each) */
-          double sc = rf_score(w.pt, n, th) / ((ci >= 0 ? 0.9 : 1) * (ri >= 0 ? 0.9 : 1));
-          if (sc < best_score) {
-            best_score = sc;
-            memcpy(best_th, th, sizeof best_th);
-            best_cache = shape.cache_bytes;
-            best_ratio = shape.beta_cpu;
-            best_gfixed = gfixed;
-            best_g = g;
-          }
-          fitted = 1;
-        }
-    }
-    if (!fitted) {
+    for (int gi = 0; gi < (emulated ? 2 : 1); gi++)
+      for (int ri = -1; ri < (crowded ? RF_NRATIO : 0); ri++)
+        for (int ci = -1; ci <= (emulated ? -1 : 9); ci++)
+          rf_try_shape(&w, n, &shape, ri, ci, gi ? 0 : gfix, kernel, &b);
+    if (!b.fitted) {
       rc = -1;
       res_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
               (long long)k->host_count);
       break;
     }
-    shape.cache_bytes = best_cache;
-    shape.beta_cpu = best_ratio;
+    shape.cache_bytes = b.cache;
+    shape.beta_cpu = b.ratio;
     rf_design(w.pt, n, &shape, w.src);
     /* the chosen fit again, for its weights and outliers */
     {
       int fr[RF_NP];
       rf_identify(w.pt, n, fr);
-      if (!(best_cache > 0)) fr[RF_MEM] = 0;
+      if (!(b.cache > 0)) fr[RF_MEM] = 0;
       double th[RF_NP];
-      if (rf_fit_gamma(w.pt, n, best_g, kernel, fr, th, &best_gfixed) == 0) memcpy(best_th, th, sizeof th);
+      if (rf_fit_gamma(w.pt, n, b.g, kernel, fr, th, &b.gfixed) == 0) memcpy(b.th, th, sizeof th);
     }
     res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "allreduce", (int)k->host_count, err, cap);
     if (!f) {
@@ -516,22 +524,22 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
       break;
     }
     f->m = shape;
-    f->m.alpha = best_th[RF_ALPHA], f->m.beta = best_th[RF_BETA], f->m.gamma = best_th[RF_GAMMA];
-    f->m.delta = best_th[RF_DELTA], f->m.beta_cpu = best_ratio * best_th[RF_BETA], f->m.mem = best_th[RF_MEM];
+    f->m.alpha = b.th[RF_ALPHA], f->m.beta = b.th[RF_BETA], f->m.gamma = b.th[RF_GAMMA];
+    f->m.delta = b.th[RF_DELTA], f->m.beta_cpu = b.ratio * b.th[RF_BETA], f->m.mem = b.th[RF_MEM];
     /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
      * back by the host's CPU (the emulated stack's, 1 ns a byte, against loopback's 0.2): the
      * link is the ceiling, the CPU the rest. The rows' calls are predicted as before (at most
      * one rank a core, both bounds take the same bytes), but a training step now knows the
      * exchange's CPU work (the suite's 10gbit step: 97 ms predicted against 106, not 76) and a
      * faster link stops at the CPU. */
-    if (emulated && !crowded && shape.cores > 0 && !(best_ratio > 0) && shaper && shaper->ceil_beta > 0 &&
+    if (emulated && !crowded && shape.cores > 0 && !(b.ratio > 0) && shaper && shaper->ceil_beta > 0 &&
         f->m.beta > RF_BELOW_CEIL * shaper->ceil_beta) {
       f->m.beta_cpu = f->m.beta;
       f->m.beta = shaper->ceil_beta;
     }
-    f->gamma_fixed = best_gfixed;
+    f->gamma_fixed = b.gfixed;
     f->chunk_bytes = chunk;
-    if (rf_fill_stats(f, w.pt, n, best_th)) rc = -1, res_errf(err, cap, "out of memory");
+    if (rf_fill_stats(f, w.pt, n, b.th)) rc = -1, res_errf(err, cap, "out of memory");
   }
   rf_work_free(&w);
   return rc;
