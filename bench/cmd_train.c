@@ -50,7 +50,8 @@ static const char train_usage[] =
     "  --device LIST        cpu|cuda|cpu,cuda: each trains every pair in turn, a row each [cpu]\n"
     "  --precision P        GPU arithmetic: fp32|tf32|bf16 (bf16 keeps fp32 master weights) [fp32]\n"
     "  --cudnn-search       GPU: time cuDNN's convolution algorithms instead of its heuristics\n"
-    "  --gpu N              GPU ordinal of every rank [each rank's local rank]\n"
+    "  --gpu N              GPU ordinal of every rank [each rank's local rank modulo the\n"
+    "                       GPU count: ranks beyond it share GPUs]\n"
     "  --model-from DIR|F   every data-parallel row gains the cost model's prediction of its\n"
     "                       step (from this run's none or one-rank profile and the fitted\n"
     "                       all-reduce model of its fabric) and the error\n"
@@ -759,8 +760,14 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
                     .classes = x.train.classes, .batch = (int)a->batch, .threads = (int)a->threads,
                     .seed = a->seed, .grad_alloc = &galloc, .device = a->devices[0],
                     .precision = a->precision, .cudnn_search = a->cudnn_search,
-                    .gpu = a->gpu >= 0 ? (int)a->gpu : coll_boot_local_rank(x.boot)};
-  int nrc = nn_net_create(&x.net, &no, err, sizeof err);
+                    .gpu = a->gpu >= 0 ? (int)a->gpu : coll_boot_local_rank(x.boot), .gpu_of_rank = a->gpu < 0};
+  /* every device of the list before the first trains: cpu,cuda must not fail after the CPU's run */
+  int nrc = 0;
+  for (int d = 0; d < a->ndevices && !nrc; d++) {
+    int gpu = no.gpu;
+    nrc = nn_device_check(a->devices[d], &gpu, no.gpu_of_rank, err, sizeof err);
+  }
+  if (!nrc) nrc = nn_net_create(&x.net, &no, err, sizeof err);
   if (nrc != 0) {
     bench_error("%s", err);
     if (nrc == NN_ENODEV) status = 3; /* no such device: not a usage error, not a failure */
@@ -830,7 +837,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     cJSON_AddStringToObject(tj, "model", a->model);
     cJSON_AddNumberToObject(tj, "params", (double)x.np);
     cJSON_AddNumberToObject(tj, "bn_buffers", (double)nb);
-    cJSON_AddStringToObject(tj, "backend", nn_backend_version());
+    cJSON_AddStringToObject(tj, "backend", nn_net_backend(x.net));
     cJSON_AddStringToObject(tj, "data", x.dname);
     cJSON_AddNumberToObject(tj, "train_images", (double)x.train.n);
     cJSON_AddNumberToObject(tj, "test_images", (double)x.test.n);
@@ -866,7 +873,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     }
     printf("train: %s (%zu params, %s) on %s %s, %lld images, %d rank(s) x batch %ld, %ld "
            "thread(s), %s%s\n",
-           a->model, x.np, nn_backend_version(), x.dname, x.shape, (long long)x.train.n, x.size,
+           a->model, x.np, nn_net_backend(x.net), x.dname, x.shape, (long long)x.train.n, x.size,
            a->batch, a->threads, x.run.dir, a->resume ? " (from checkpoint)" : "");
     fflush(stdout);
   }

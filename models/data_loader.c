@@ -126,7 +126,13 @@ static void *producer(void *arg) {
 
 static void free_loader(nn_loader *l) {
   if (l->x)
-    for (int i = 0; i < l->nslots; i++) free(l->x[i]);
+    for (int i = 0; i < l->nslots; i++) {
+      if (!l->x[i]) continue;
+      if (l->o.host_free)
+        l->o.host_free(l->o.host_ctx, l->x[i]);
+      else
+        free(l->x[i]);
+    }
   if (l->lab)
     for (int i = 0; i < l->nslots; i++) free(l->lab[i]);
   free(l->x);
@@ -140,7 +146,7 @@ int nn_loader_create(nn_loader **out, const nn_dataset *d, const nn_loader_opts 
                      size_t errcap) {
   *out = NULL;
   if (o->batch < 1 || o->world < 1 || o->rank < 0 || o->rank >= o->world || o->crop_pad < 0 ||
-      o->prefetch < 1 || o->epoch < 0 || o->step < 0 || d->c < 1 || d->c > 3) {
+      o->prefetch < 1 || o->epoch < 0 || o->step < 0 || d->c < 1 || d->c > 3 || !o->host_alloc != !o->host_free) {
     snprintf(err, errcap, "loader: bad options (batch %d, rank %d of %d, pad %d, prefetch %d)",
              o->batch, o->rank, o->world, o->crop_pad, o->prefetch);
     return -1;
@@ -175,7 +181,8 @@ int nn_loader_create(nn_loader **out, const nn_dataset *d, const nn_loader_opts 
   l->meta = calloc((size_t)l->nslots, sizeof *l->meta);
   int ok = l->perm && l->x && l->lab && l->meta;
   for (int i = 0; ok && i < l->nslots; i++) {
-    l->x[i] = malloc((size_t)o->batch * l->per * sizeof(float));
+    size_t xb = (size_t)o->batch * l->per * sizeof(float);
+    l->x[i] = o->host_alloc ? o->host_alloc(o->host_ctx, xb) : malloc(xb);
     l->lab[i] = malloc((size_t)o->batch * sizeof(int32_t));
     ok = l->x[i] && l->lab[i];
   }
@@ -213,6 +220,14 @@ void nn_loader_next(nn_loader *l, nn_batch *b) {
     memset(b, 0, sizeof *b);
   }
   pthread_mutex_unlock(&l->mu);
+}
+
+int nn_loader_peek(nn_loader *l, nn_batch *b) {
+  pthread_mutex_lock(&l->mu);
+  int ready = l->produced > l->consumed;
+  if (ready) *b = l->meta[l->consumed % l->nslots];
+  pthread_mutex_unlock(&l->mu);
+  return ready;
 }
 
 int64_t nn_loader_steps_per_epoch(const nn_loader *l) { return l->spe; }

@@ -51,7 +51,8 @@ typedef struct {
   int precision;      /* enum nn_precision; NN_PREC_FP32 on the CPU */
   int cudnn_search;   /* GPU: 0 = cuDNN's heuristics pick each convolution's algorithms, 1 = timed
                          search (cudnnFind*AlgorithmEx); workspace bounded either way */
-  int gpu;            /* GPU: CUDA device ordinal */
+  int gpu;            /* GPU: CUDA device ordinal, or with gpu_of_rank a local rank */
+  int gpu_of_rank;    /* 1: the device is gpu modulo the device count (ranks share GPUs) */
 } nn_net_opts;
 
 /* The parameter count of a model on an input shape, without building it (the gradient bytes a
@@ -140,6 +141,10 @@ const char *nn_backend_version(void); /* e.g. "oneDNN 2.6.3" for run.json */
  * (if given) names the first. 0 for GPU nets. */
 int nn_net_slow_primitives(const nn_net *net, const char **first);
 
+/* 0 when a net can be made on device (enum nn_device; the CPU always), else NN_ENODEV and why.
+   For CUDA, *gpu is the ordinal, or with of_rank a local rank, made an ordinal (modulo the count). */
+int nn_device_check(int device, int *gpu, int of_rank, char *err, size_t errcap);
+
 /* GPU nets. On a CPU net these return NULL, 0 or do nothing. */
 enum nn_arena { NN_ARENA_PARAMS, NN_ARENA_GRADS, NN_ARENA_MOMENTUM, NN_ARENA_BUFFERS };
 int nn_net_device(const nn_net *net);            /* enum nn_device */
@@ -156,9 +161,11 @@ int nn_net_sync(nn_net *net, int to_host, char *err, size_t errcap);
    runs meanwhile; the next train step or eval given the same x and n uses it. x must not change
    until then. Faster from page-locked memory (nn_host_alloc). CPU nets: nothing. */
 int nn_net_prefetch(nn_net *net, const float *x, int n, char *err, size_t errcap);
-/* Page-locked host memory of the net's device (plain malloc for a CPU net), for batches. */
+/* Page-locked host memory of the net's device (plain malloc for a CPU net), for batches. Freeing
+   it waits for a prefetch from it and forgets it, so new memory at that address is never taken
+   for the old batch. */
 void *nn_host_alloc(const nn_net *net, size_t bytes);
-void nn_host_free(const nn_net *net, void *p);
+void nn_host_free(nn_net *net, void *p);
 
 /* Additions beyond the issue-5 contract. */
 

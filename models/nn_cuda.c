@@ -951,24 +951,16 @@ int nn_cuda_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *
     snprintf(err, errcap, "unknown precision %d", o->precision);
     return -1;
   }
-  int ndev = 0;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess || ndev == 0) {
-    snprintf(err, errcap, "no CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
-    cudaGetLastError();
-    return NN_ENODEV;
-  }
-  if (o->gpu < 0 || o->gpu >= ndev) {
-    snprintf(err, errcap, "no CUDA device %d (this machine has %d)", o->gpu, ndev);
-    return NN_ENODEV;
-  }
+  nn_engine_opts eo = *o;
+  int rc = nn_device_check(NN_DEV_CUDA, &eo.gpu, eo.gpu_of_rank, err, errcap);
+  if (rc) return rc;
   cnet *n = calloc(1, sizeof(*n));
   if (!n) {
     snprintf(err, errcap, "out of memory");
     return -1;
   }
   n->head = (nn_net_head){NN_DEV_CUDA, &cuda_ops};
-  if (create(n, t, o, err, errcap)) {
+  if (create(n, t, &eo, err, errcap)) {
     c_destroy((nn_net *)(void *)n);
     return -1;
   }
@@ -977,6 +969,23 @@ int nn_cuda_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *
 }
 
 /* GPU-only entry points of nn.h */
+
+int nn_device_check(int device, int *gpu, int of_rank, char *err, size_t errcap) {
+  if (device != NN_DEV_CUDA) return 0;
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess || ndev == 0) {
+    snprintf(err, errcap, "no CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    cudaGetLastError();
+    return NN_ENODEV;
+  }
+  if (of_rank && *gpu >= 0) *gpu %= ndev;
+  if (*gpu < 0 || *gpu >= ndev) {
+    snprintf(err, errcap, "no CUDA device %d (this machine has %d)", *gpu, ndev);
+    return NN_ENODEV;
+  }
+  return 0;
+}
 
 float *nn_net_device_arena(nn_net *net, enum nn_arena a, size_t *count) {
   if (count) *count = 0;
@@ -1021,11 +1030,19 @@ void *nn_host_alloc(const nn_net *net, size_t bytes) {
   return cudaMallocHost(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
 }
 
-void nn_host_free(const nn_net *net, void *p) {
-  if (!NN_OPS(net))
+void nn_host_free(nn_net *net, void *p) {
+  if (!NN_OPS(net)) {
     free(p);
-  else if (p)
-    cudaFreeHost(p);
+    return;
+  }
+  if (!p) return;
+  cnet *n = C(net);
+  for (int s = 0; s < 2; s++)
+    if (n->slot[s].pending && n->slot[s].x == p) {
+      cudaStreamSynchronize(n->cp);
+      n->slot[s].pending = 0;
+    }
+  cudaFreeHost(p);
 }
 
 int nn_net_device(const nn_net *net) { return NN_OPS(net) ? NN_DEV_CUDA : NN_DEV_CPU; }
@@ -1037,6 +1054,12 @@ const char *nn_net_backend(const nn_net *net) { return NN_OPS(net) ? CC(net)->na
 int nn_cuda_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
   (void)t, (void)o;
   *out = NULL;
+  snprintf(err, errcap, "fabench was built without CUDA and cuDNN: no GPU training (--device cpu works)");
+  return NN_ENODEV;
+}
+int nn_device_check(int device, int *gpu, int of_rank, char *err, size_t errcap) {
+  (void)gpu, (void)of_rank;
+  if (device != NN_DEV_CUDA) return 0;
   snprintf(err, errcap, "fabench was built without CUDA and cuDNN: no GPU training (--device cpu works)");
   return NN_ENODEV;
 }
@@ -1052,7 +1075,7 @@ int nn_net_prefetch(nn_net *net, const float *x, int b, char *err, size_t errcap
   return (void)net, (void)x, (void)b, (void)err, (void)errcap, 0;
 }
 void *nn_host_alloc(const nn_net *net, size_t bytes) { return (void)net, malloc(bytes); }
-void nn_host_free(const nn_net *net, void *p) { (void)net, free(p); }
+void nn_host_free(nn_net *net, void *p) { (void)net, free(p); }
 int nn_net_device(const nn_net *net) { return (void)net, NN_DEV_CPU; }
 const char *nn_net_backend(const nn_net *net) { return (void)net, nn_backend_version(); }
 

@@ -70,6 +70,11 @@ typedef struct {
   int64_t epoch, step;    /* start position (resume): epoch, and step within it */
   int64_t epochs;         /* stop after this epoch count (absolute; 0: endless) */
   int prefetch;           /* batches prepared ahead, >= 1 */
+  /* where batches live (NULL: malloc/free); a GPU net gives page-locked memory, so a batch's
+   * upload is one asynchronous copy that overlaps the step before it */
+  void *(*host_alloc)(void *ctx, size_t bytes);
+  void (*host_free)(void *ctx, void *p);
+  void *host_ctx;
 } nn_loader_opts;
 
 typedef struct {
@@ -86,6 +91,9 @@ int nn_loader_create(nn_loader **out, const nn_dataset *d, const nn_loader_opts 
                      size_t errcap);
 /* Blocks until the next batch is ready. Its memory stays valid until the next call. */
 void nn_loader_next(nn_loader *l, nn_batch *b);
+/* The batch the next nn_loader_next will return, if it is ready (1), without waiting or taking
+ * it (0: not ready or no more). Its memory stays valid until the call after that one. */
+int nn_loader_peek(nn_loader *l, nn_batch *b);
 int64_t nn_loader_steps_per_epoch(const nn_loader *l);
 void nn_loader_destroy(nn_loader *l);
 

@@ -1490,7 +1490,7 @@ int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) 
   if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
   nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
                        .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
-                       .search = o->cudnn_search, .gpu = o->gpu};
+                       .search = o->cudnn_search, .gpu = o->gpu, .gpu_of_rank = o->gpu_of_rank};
   int rc = nn_net_create_table(out, &t, &eo, err, errcap);
   nn_table_free(&t);
   return rc;

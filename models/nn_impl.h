@@ -39,7 +39,7 @@ typedef struct {
   int batch, threads, need_dx;
   uint64_t seed;
   const nn_arena_alloc *grad_alloc; /* NULL: calloc */
-  int device, precision, search, gpu; /* nn_net_opts' */
+  int device, precision, search, gpu, gpu_of_rank; /* nn_net_opts' */
 } nn_engine_opts;
 int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err,
                         size_t errcap);

@@ -23,6 +23,17 @@ static double tr_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* ---- batches in the net's host memory (page-locked for a GPU net) ---- */
+
+static void *tr_host_alloc(void *net, size_t bytes) { return nn_host_alloc(net, bytes); }
+static void tr_host_free(void *net, void *p) { nn_host_free(net, p); }
+
+static void tr_host_mem(nn_loader_opts *lo, nn_net *net) {
+  lo->host_alloc = tr_host_alloc;
+  lo->host_free = tr_host_free;
+  lo->host_ctx = net;
+}
+
 /* ---- the gradient arena from a communicator ---- */
 
 static void *arena_alloc(void *ctx, size_t bytes) {
@@ -281,6 +292,7 @@ static int evaluate(train_state *s, nn_eval_rec *r) {
   if (share_buffers(s)) return -1;
   nn_loader_opts lo = {.batch = o->loader.batch, .world = s->world, .rank = s->world > 1 ? o->rank : 0,
                        .epochs = 1, .prefetch = o->loader.prefetch > 0 ? o->loader.prefetch : 1};
+  tr_host_mem(&lo, o->net);
   nn_loader *l;
   double sums[3] = {0, 0, 0}; /* loss, correct, images */
   if (nn_loader_create(&l, o->test, &lo, s->err, s->cap)) return -1;
@@ -525,6 +537,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   lo.epochs = o->epochs;
   lo.epoch = o->start_step / o->steps_per_epoch;
   lo.step = o->start_step % o->steps_per_epoch;
+  tr_host_mem(&lo, o->net);
   if (nn_loader_create(&loader, o->train, &lo, err, errcap)) goto out;
   if (nn_loader_steps_per_epoch(loader) != o->steps_per_epoch) {
     snprintf(err, errcap, "internal: %lld steps per epoch, the caller planned %lld",
@@ -549,6 +562,12 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     nn_loader_next(loader, &b);
     double t1 = tr_now();
     if (b.n == 0) break;
+    /* a GPU net uploads the next batch on its copy stream while this step computes; not after
+     * the last step, whose upload nothing would wait for */
+    nn_batch nb;
+    if (gstep + 1 < o->stop_step && nn_loader_peek(loader, &nb) && nb.n > 0 &&
+        nn_net_prefetch(o->net, nb.x, nb.n, err, errcap))
+      goto out;
     float loss = 0;
     int correct = 0;
     nn_step_times tm = {0, 0};

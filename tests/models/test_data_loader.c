@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* usleep */
 /* The loader: permutations, rank shards, augmentation and normalization against a reference
  * written here (padding built explicitly, in double), resume positions and prefetch depths. */
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -300,6 +302,68 @@ static void test_eval_pass_and_bad_options(void **state) {
   nn_data_free(&d);
 }
 
+/* Batches in the caller's memory, and a look at the next batch that neither waits nor takes it. */
+typedef struct {
+  int allocs, frees;
+  size_t bytes;
+} host_count;
+
+static void *count_alloc(void *ctx, size_t bytes) {
+  host_count *c = ctx;
+  c->allocs++;
+  c->bytes = bytes;
+  return malloc(bytes);
+}
+
+static void count_free(void *ctx, void *p) {
+  ((host_count *)ctx)->frees++;
+  free(p);
+}
+
+static void test_host_memory_and_peek(void **state) {
+  (void)state;
+  nn_dataset d = random_dataset(10, 1, 3, 3);
+  host_count hc = {0};
+  nn_loader_opts o = {.batch = 4, .world = 1, .epochs = 1, .prefetch = 2, .host_alloc = count_alloc,
+                      .host_free = count_free, .host_ctx = &hc};
+  nn_loader *l;
+  char err[256];
+  assert_int_equal(nn_loader_create(&l, &d, &o, err, sizeof err), 0);
+  assert_int_equal(hc.allocs, 3); /* prefetch + the one held */
+  assert_int_equal(hc.bytes, 4 * 9 * sizeof(float));
+  nn_batch peeked = {0}, got;
+  for (int b = 0; b < 3; b++) {
+    if (b > 0) assert_true(peeked.n > 0); /* the step before saw this batch */
+    nn_loader_next(l, &got);
+    assert_int_equal(got.step, b);
+    if (b > 0) {
+      assert_ptr_equal(peeked.x, got.x);
+      assert_int_equal(peeked.step, got.step);
+      assert_int_equal(peeked.n, got.n);
+    }
+    for (int k = 0; k < got.n; k++) assert_int_equal(got.labels[k], d.labels[b * 4 + k]);
+    /* the loader thread has room for the next batch; wait for it (a second at most) */
+    memset(&peeked, 0, sizeof peeked);
+    for (int t = 0; t < 1000 && b < 2 && !nn_loader_peek(l, &peeked); t++) usleep(1000);
+    if (b < 2) assert_int_equal(peeked.step, b + 1);
+    nn_batch again;
+    if (b < 2) { /* peeking does not take it */
+      assert_int_equal(nn_loader_peek(l, &again), 1);
+      assert_ptr_equal(again.x, peeked.x);
+    }
+  }
+  nn_batch end;
+  for (int t = 0; t < 50; t++) assert_int_equal(nn_loader_peek(l, &end), 0); /* no more */
+  nn_loader_next(l, &end);
+  assert_int_equal(end.n, 0);
+  nn_loader_destroy(l);
+  assert_int_equal(hc.frees, 3);
+
+  o.host_free = NULL; /* one without the other */
+  assert_int_equal(nn_loader_create(&l, &d, &o, err, sizeof err), -1);
+  nn_data_free(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_perm),
@@ -308,6 +372,7 @@ int main(void) {
       cmocka_unit_test(test_shards),
       cmocka_unit_test(test_resume_and_prefetch),
       cmocka_unit_test(test_eval_pass_and_bad_options),
+      cmocka_unit_test(test_host_memory_and_peek),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

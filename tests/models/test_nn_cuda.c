@@ -284,6 +284,19 @@ static void test_prefetch(void **state) {
   lb[2] = step(b, d, 0, 1);
   for (int i = 0; i < 3; i++) near("prefetched against uploaded", lb[i], la[i], 1e-5);
   nn_host_free(b, pinned);
+  /* a prefetch never used, its memory freed: memory given again at that address holds another
+   * batch, which must be uploaded afresh (the training loop's last prefetch when it stops early) */
+  float *p1 = nn_host_alloc(b, sizeof d->x[1]);
+  memcpy(p1, d->x[1], sizeof d->x[1]);
+  if (nn_net_prefetch(b, p1, B, err, sizeof err)) fail_msg("%s", err);
+  nn_host_free(b, p1);
+  float *p2 = nn_host_alloc(b, sizeof d->x[0]);
+  memcpy(p2, d->x[0], sizeof d->x[0]);
+  la[0] = step(a, d, 0, 1);
+  if (nn_net_train_step(b, p2, d->y[0], B, &lb[0], &c, NULL, err, sizeof err)) fail_msg("%s", err);
+  nn_sgd_step(b, &o);
+  near("a fresh batch at a freed prefetch's address", lb[0], la[0], 1e-5);
+  nn_host_free(b, p2);
   nn_net_destroy(a);
   nn_net_destroy(b);
   free(d);

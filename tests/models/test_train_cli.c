@@ -173,6 +173,24 @@ static void test_bad_flags(void **state) {
   assert_non_null(strstr(out, "--target-acc"));
 }
 
+/* Without a CUDA device, --device cpu,cuda says so in one line and exit status 3 before the CPU
+ * trains (it used to train the CPU's row first and fail after it). */
+static void test_no_device_first(void **state) {
+  (void)state;
+  char out[16384];
+  int rc = train(out, sizeof out, "--out nodev --device cpu,cuda --data synthetic:1x8x8:3:32 --model resnet20-w4 "
+                 "--batch 8 --steps 2 --eval-every 0 --threads 1");
+  if (rc == 0) {
+    print_message("[  SKIPPED ] a CUDA device is present\n");
+    return;
+  }
+  expect(rc, out, 3, "CUDA");
+  assert_null(strstr(out, "train:")); /* nothing trained, no header */
+  int lines = 0;
+  for (const char *c = out; *c; c++) lines += *c == '\n';
+  assert_int_equal(lines, 1);
+}
+
 static void test_bad_files(void **state) {
   (void)state;
   char out[16384];
@@ -393,7 +411,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_flags),       cmocka_unit_test(test_bad_files),
       cmocka_unit_test(test_tiny_run),        cmocka_unit_test(test_resume_bit_identical),
-      cmocka_unit_test(test_bad_checkpoints),
+      cmocka_unit_test(test_bad_checkpoints), cmocka_unit_test(test_no_device_first),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
