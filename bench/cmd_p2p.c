@@ -16,6 +16,7 @@
 #include "bench.h"
 #include "coll.h"
 #include "res.h"
+#include "topo.h"
 
 #define P2P_MAX_TRANSPORTS 4
 #define P2P_MAX_WINDOW 4096
@@ -25,9 +26,15 @@
 #define P2P_SEED 0x70327021u
 
 /* latency, bw, bibw: messages between ranks. d2d, h2d, d2h, peer: the GPU's copy ceilings
- * (--transport nccl), measured by rank 0 on its device. */
-enum { P2P_LAT, P2P_BW, P2P_BIBW, P2P_NMSG, P2P_D2D = P2P_NMSG, P2P_H2D, P2P_D2H, P2P_PEER, P2P_NTESTS };
-static const char *const p2p_test_names[P2P_NTESTS] = {"latency", "bw", "bibw", "d2d", "h2d", "d2h", "peer"};
+ * (--transport nccl), measured by rank 0 on its device, in coll_copy_kind's order; -sm: the
+ * same copies by the SMs. */
+enum {
+  P2P_LAT, P2P_BW, P2P_BIBW, P2P_NMSG, P2P_D2D = P2P_NMSG, P2P_H2D, P2P_D2H, P2P_PEER, P2P_D2D_SM,
+  P2P_H2D_SM, P2P_D2H_SM, P2P_NTESTS
+};
+_Static_assert(P2P_D2H_SM - P2P_D2D == COLL_COPY_D2H_SM - COLL_COPY_D2D, "copy tests follow coll_copy_kind");
+static const char *const p2p_test_names[P2P_NTESTS] = {"latency", "bw",  "bibw",   "d2d",    "h2d",
+                                                       "d2h",     "peer", "d2d-sm", "h2d-sm", "d2h-sm"};
 
 /* Message tags, each checked by the transports against the posted receive. */
 enum { TAG_DATA = 1, TAG_ACK, TAG_ITERS, TAG_ERRS, TAG_RESULT };
@@ -41,7 +48,8 @@ static const char p2p_usage[] =
     "  --tests LIST          latency,bw,bibw (default all three); with --transport nccl\n"
     "                        also the GPU's copy ceilings: d2d (within its memory; GB/s\n"
     "                        counts bytes read plus written), h2d, d2h (pinned host memory),\n"
-    "                        peer (to the next GPU of the host)\n"
+    "                        peer (to the next GPU of the host); d2d-sm, h2d-sm, d2h-sm:\n"
+    "                        the same copies by a kernel instead of the copy engines\n"
     "  --min-bytes B         smallest message (default 1; K/M/G suffixes)\n"
     "  --max-bytes B         largest message (default 4M)\n"
     "  --step-factor F       size multiplier between steps, > 1 (default 2)\n"
@@ -171,7 +179,8 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
         int t = 0;
         while (t < P2P_NTESTS && strcmp(items[i], p2p_test_names[t])) t++;
         if (t == P2P_NTESTS) {
-          int rc = bench_usage_error(p2p_usage, "unknown test '%s' (latency, bw, bibw, d2d, h2d, d2h, peer)", items[i]);
+          int rc = bench_usage_error(p2p_usage, "unknown test '%s' (latency, bw, bibw, d2d, h2d, d2h, peer, "
+                                     "d2d-sm, h2d-sm, d2h-sm)", items[i]);
           free(store);
           return rc;
         }
@@ -513,13 +522,35 @@ static void p2p_matrix_print(const p2p_out *po, int n) {
 
 /* ---- the GPU's copy ceilings (rank 0) ---- */
 
+/* The host copies' best GB/s against what the GPU's PCIe link carries (from topo/). */
+static void p2p_pcie_share(p2p_ctx *x, const double *best) {
+  char err[256];
+  topo_info *ti = NULL;
+  int gen = -1, width = -1;
+  double link = -1;
+  if (topo_load(&ti, NULL, err, sizeof err) == 0)
+    link = topo_gpu_pcie_gbs(ti, coll_comm_gpu(x->c, 0), &gen, &width);
+  topo_free(ti);
+  if (link <= 0) {
+    printf("# the GPU's PCIe link is unknown to topo/ (%s): no share of it\n", coll_comm_gpu(x->c, 0));
+    return;
+  }
+  printf("# PCIe Gen%d x%d carries %.1f GB/s each way; best of the sizes:", gen, width, link);
+  for (int t = P2P_D2D; t < P2P_NTESTS; t++)
+    if (best[t] > 0 && t != P2P_D2D && t != P2P_D2D_SM && t != P2P_PEER)
+      printf(" %s %.1f (%.0f%%)", p2p_test_names[t], best[t], 100 * best[t] / link);
+  printf("\n");
+}
+
 static int p2p_copies(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transport_kind tk, int dev,
                       const uint64_t *sizes, int nsizes) {
   const p2p_opts *o = x->o;
+  double best[P2P_NTESTS] = {0};
+  int host = 0;
   for (int test = P2P_NMSG; test < P2P_NTESTS; test++) {
     if (!o->tests[test]) continue;
-    coll_copy_kind k = test == P2P_D2D ? COLL_COPY_D2D : test == P2P_H2D ? COLL_COPY_H2D
-                     : test == P2P_D2H ? COLL_COPY_D2H : COLL_COPY_PEER;
+    coll_copy_kind k = (coll_copy_kind)(COLL_COPY_D2D + (test - P2P_D2D));
+    int within = k == COLL_COPY_D2D || k == COLL_COPY_D2D_SM, sm = k >= COLL_COPY_D2D_SM;
     int peer = dev + 1;
     for (int i = 0; i < nsizes; i++) {
       int64_t bad = 0;
@@ -541,7 +572,7 @@ static int p2p_copies(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transpor
       for (int64_t j = 0; j < iters; j++) total += x->samples[j], x->samples[j] *= 1e6;
       res_stats st;
       res_stats_compute(&st, x->samples, (size_t)iters);
-      double traffic = k == COLL_COPY_D2D ? 2.0 : 1.0; /* a copy within one memory reads and writes */
+      double traffic = within ? 2.0 : 1.0; /* a copy within one memory reads and writes */
       p2p_result res;
       memset(&res, 0, sizeof res);
       res.t_min = st.min;
@@ -558,11 +589,15 @@ static int p2p_copies(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transpor
       if (k == COLL_COPY_PEER)
         snprintf(res.fabric, sizeof res.fabric, "gpu%d->gpu%d", dev, peer);
       else
-        snprintf(res.fabric, sizeof res.fabric, "gpu%d %s", dev, k == COLL_COPY_D2D ? "memory" : "pcie pinned");
+        snprintf(res.fabric, sizeof res.fabric, "gpu%d %s%s", dev, within ? "memory" : "pcie pinned",
+                 sm ? " by SMs" : "");
       if (p2p_row(po, x, fabric, tk, test, 0, 0, sizes[i], &res)) return -1;
       x->bad_bytes += bad;
+      if (res.gbps > best[test]) best[test] = res.gbps;
+      host |= !within && k != COLL_COPY_PEER;
     }
   }
+  if (host) p2p_pcie_share(x, best);
   return 0;
 }
 

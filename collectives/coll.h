@@ -127,9 +127,14 @@ int coll_timer_start(coll_comm *c, coll_err *e);
 int coll_timer_stop(coll_comm *c, double *sec, coll_err *e);
 /* The GPU's copy ceilings, as nvbandwidth measures them: within its memory (D2D), from and to
  * pinned host memory (H2D, D2H), and to another GPU of this process (PEER: to CUDA device
- * `peer`). After two warm-up copies, iters copies of `bytes`, each timed with CUDA events,
- * into sec[0..iters); *bad gets the bytes of the copied data that differ from the source. */
-typedef enum { COLL_COPY_D2D, COLL_COPY_H2D, COLL_COPY_D2H, COLL_COPY_PEER } coll_copy_kind;
+ * `peer`), by the copy engines (cudaMemcpy) or, the _SM kinds, by a kernel of ours that loads
+ * and stores 16 bytes a thread (pinned host memory read or written over PCIe by the SMs).
+ * After two warm-up copies, iters copies of `bytes`, each timed with CUDA events, into
+ * sec[0..iters); *bad gets the bytes of the copied data that differ from the source. */
+typedef enum {
+  COLL_COPY_D2D, COLL_COPY_H2D, COLL_COPY_D2H, COLL_COPY_PEER, COLL_COPY_D2D_SM, COLL_COPY_H2D_SM,
+  COLL_COPY_D2H_SM
+} coll_copy_kind;
 int coll_copy_bench(coll_comm *c, coll_copy_kind k, int peer, size_t bytes, int iters, double *sec,
                     int64_t *bad, coll_err *e);
 

@@ -1,4 +1,4 @@
-/* collectives: the CUDA kernels (reduce_cuda.cu), callable from C. Private. The numbers are
+/* collectives: the CUDA kernels (reduce_cuda.cu: reductions and a copy), callable from C. Private. The numbers are
  * coll_dtype's and coll_op's (checked in transport_nccl.c), kept here so nvcc needs no coll.h. */
 #ifndef FABENCH_COLL_CUDA_H
 #define FABENCH_COLL_CUDA_H
@@ -14,6 +14,8 @@ extern "C" {
 /* inout[i] = inout[i] (op) in[i] on device memory, enqueued on `stream` (a cudaStream_t).
  * Returns a cudaError_t (0: launched). */
 int coll_cuda_reduce(void *inout, const void *in, size_t count, int dtype, int op, void *stream);
+/* dst = src, bytes of them, by a kernel (either may be pinned host memory); as above. */
+int coll_cuda_copy(void *dst, const void *src, size_t bytes, void *stream);
 #ifdef __cplusplus
 }
 #endif

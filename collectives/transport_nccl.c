@@ -672,6 +672,8 @@ int coll_nccl_copy_bench(coll_transport *tp, coll_copy_kind k, int peer, size_t 
   nc_transport *t = (nc_transport *)tp;
   int dev = t->base.device, ndev = 0;
   char *src = NULL, *dst = NULL, *host = NULL;
+  int sm = k >= COLL_COPY_D2D_SM; /* the same copies by a kernel */
+  if (sm) k = (coll_copy_kind)(k - COLL_COPY_D2D_SM);
   int src_host = k == COLL_COPY_H2D, dst_host = k == COLL_COPY_D2H, rc = -1;
   size_t n = bytes ? bytes : 1;
   *bad = 0;
@@ -710,9 +712,10 @@ int coll_nccl_copy_bench(coll_transport *tp, coll_copy_kind k, int peer, size_t 
     goto out;
   for (int i = -2; i < iters; i++) {
     if (i >= 0 && nc_cuda(t, cudaEventRecord(t->ev[0], t->stream), "cudaEventRecord")) goto out;
-    cudaError_t ce = k == COLL_COPY_PEER ? cudaMemcpyPeerAsync(dst, peer, src, dev, bytes, t->stream)
-                                         : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, t->stream);
-    if (nc_cuda(t, ce, "cudaMemcpyAsync")) goto out;
+    cudaError_t ce = sm ? (cudaError_t)coll_cuda_copy(dst, src, bytes, t->stream)
+                     : k == COLL_COPY_PEER ? cudaMemcpyPeerAsync(dst, peer, src, dev, bytes, t->stream)
+                                           : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, t->stream);
+    if (nc_cuda(t, ce, sm ? "coll_cuda_copy" : "cudaMemcpyAsync")) goto out;
     if (i < 0) continue;
     float ms = 0;
     if (nc_cuda(t, cudaEventRecord(t->ev[1], t->stream), "cudaEventRecord") || nc_wait(t, t->ev[1], e) ||

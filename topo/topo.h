@@ -44,6 +44,9 @@ void topo_print(FILE *f, const topo_info *ti);
 /* The path between two GPUs given by PCI bus id ("0000:17:00.0"), named as nvidia-smi topo -m
  * names it ("X", "NV12", "PIX", "PXB", "PHB", "NODE", "SYS"); -1 when either is not here. */
 int topo_gpu_path(const topo_info *ti, const char *bus_a, const char *bus_b, char *out, size_t cap);
+/* The PCIe link of that GPU at its maximum generation and width (sysfs, else NVML), and the
+ * GB/s it carries each way after line encoding (Gen5 x16: 63.0); -1 (gen, width -1) unknown. */
+double topo_gpu_pcie_gbs(const topo_info *ti, const char *bus, int *gen, int *width);
 /* 1 when a NIC of the topology is InfiniBand or RoCE. */
 int topo_has_ib(const topo_info *ti);
 /* hwloc's XML of the topology. */

@@ -288,6 +288,12 @@ static int topo_nvlink_from_nvml(topo_info *ti, const topo_nvml_info *nv) {
     if (g->name[0]) topo_copy(tg->model, sizeof tg->model, g->name);
     if (g->mem_bytes > 0) tg->mem_bytes = g->mem_bytes;
     tg->mig = g->mig;
+    topo_pcie_link *pl = &tg->pci.link; /* sysfs first; a VM's often says nothing */
+    if (pl->max_gen < 1 && g->pcie_gen > 0) {
+      pl->max_gen = g->pcie_gen;
+      pl->max_gts = topo_pcie_gts(g->pcie_gen);
+    }
+    if (pl->max_width < 1 && g->pcie_width > 0) pl->max_width = g->pcie_width;
     for (int l = 0; l < g->nlinks; l++) {
       const topo_nvml_link *lk = &g->links[l];
       int peer = -1;

@@ -66,6 +66,7 @@ typedef struct {
 /* /sys/bus/pci/devices/<bdf>/{max,current}_link_{speed,width}. Returns 0 if any was read. */
 int topo_sysfs_pcie(const char *root, const char *bdf, topo_pcie_link *out);
 int topo_pcie_gen(double gts);
+double topo_pcie_gts(int gen); /* -1 unknown */
 
 /* ---- NVML through dlopen ---- */
 typedef struct {
@@ -88,6 +89,7 @@ typedef struct {
   unsigned domain, bus, dev, func;
   char name[96];
   long long mem_bytes; /* -1 unknown */
+  int pcie_gen, pcie_width; /* the link's maximum generation and lanes; -1 unknown */
   topo_mig_info mig;
   int nlinks;          /* active links listed in links[] */
   int nvlink_known;    /* 0: the NVLink calls were missing or failed */

@@ -24,6 +24,8 @@ typedef struct {
   nvmlDeviceGetGpuInstanceId_fn gi;
   nvmlDeviceGetComputeInstanceId_fn ci;
   nvmlDeviceGetUUID_fn uuid;
+  nvmlDeviceGetMaxPcieLinkGeneration_fn pgen;
+  nvmlDeviceGetMaxPcieLinkWidth_fn pwidth;
 } topo_nvml_api;
 
 /* The MIG instances of a GPU: mode -1 when NVML cannot say (no MIG on this GPU or driver). */
@@ -114,6 +116,8 @@ int topo_nvml_query(topo_nvml_info *out, const char *lib, char *err, size_t errc
   TOPO_SYM(h, a.gi, "nvmlDeviceGetGpuInstanceId");
   TOPO_SYM(h, a.ci, "nvmlDeviceGetComputeInstanceId");
   TOPO_SYM(h, a.uuid, "nvmlDeviceGetUUID");
+  TOPO_SYM(h, a.pgen, "nvmlDeviceGetMaxPcieLinkGeneration");
+  TOPO_SYM(h, a.pwidth, "nvmlDeviceGetMaxPcieLinkWidth");
 
   nvmlReturn_t r = a.init();
   if (r != NVML_SUCCESS) {
@@ -159,6 +163,9 @@ int topo_nvml_query(topo_nvml_info *out, const char *lib, char *err, size_t errc
     g->name[sizeof g->name - 1] = 0;
     nvmlMemory_t m;
     if (a.mem && a.mem(d, &m) == NVML_SUCCESS) g->mem_bytes = (long long)m.total;
+    unsigned pv = 0;
+    g->pcie_gen = a.pgen && a.pgen(d, &pv) == NVML_SUCCESS && pv > 0 ? (int)pv : -1;
+    g->pcie_width = a.pwidth && a.pwidth(d, &pv) == NVML_SUCCESS && pv > 0 ? (int)pv : -1;
     topo_nvml_mig(&a, d, &g->mig);
     out->ngpus++;
     if (!a.lstate || !a.lremote) continue;

@@ -191,6 +191,20 @@ int topo_gpu_path(const topo_info *ti, const char *bus_a, const char *bus_b, cha
   return 0;
 }
 
+double topo_gpu_pcie_gbs(const topo_info *ti, const char *bus, int *gen, int *width) {
+  *gen = *width = -1;
+  for (int g = 0; g < ti->ngpus; g++) {
+    const topo_pcie_link *l = &ti->gpu[g].pci.link;
+    if (strcasecmp(ti->gpu[g].pci.bdf, bus) || l->max_gen < 1 || l->max_width < 1) continue;
+    *gen = l->max_gen;
+    *width = l->max_width;
+    /* line encoding: 8b/10b to Gen2, 128b/130b to Gen5, Gen6's FLITs carry 242 of 256 bytes */
+    double enc = l->max_gen <= 2 ? 0.8 : l->max_gen <= 5 ? 128.0 / 130.0 : 242.0 / 256.0;
+    return topo_pcie_gts(l->max_gen) * enc * l->max_width / 8.0;
+  }
+  return -1;
+}
+
 int topo_has_ib(const topo_info *ti) {
   for (int k = 0; k < ti->nnics; k++)
     if (strstr(ti->nic[k].kind, "infiniband") || strstr(ti->nic[k].kind, "roce")) return 1;

@@ -159,6 +159,11 @@ int topo_sysfs_ib_netdevs(const char *root, const char *hca, char *buf, size_t c
   return n;
 }
 
+double topo_pcie_gts(int gen) {
+  static const double g[] = {2.5, 5.0, 8.0, 16.0, 32.0, 64.0};
+  return gen >= 1 && gen <= 6 ? g[gen - 1] : -1;
+}
+
 int topo_pcie_gen(double gts) {
   static const double g[] = {2.5, 5.0, 8.0, 16.0, 32.0, 64.0};
   for (int i = 0; i < 6; i++)

@@ -89,6 +89,19 @@ SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m
   return NVML_SUCCESS;
 }
 
+/* Gen5 x16 links, but the last GPU's are unknown to NVML */
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned *gen) {
+  if (shim_index(d) == 7) return NVML_ERROR_NOT_SUPPORTED;
+  *gen = 5;
+  return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned *width) {
+  if (shim_index(d) == 7) return NVML_ERROR_NOT_SUPPORTED;
+  *width = 16;
+  return NVML_SUCCESS;
+}
+
 static const unsigned shim_mig_gi[7] = {1, 2, 0, 5, 0, 0, 0}; /* GPU 0's slots; 0: empty */
 
 SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned *cur, unsigned *pend) {

@@ -137,6 +137,14 @@ static void test_switches(void **state) {
     assert_true(ti->gpu[g].mem_bytes == (80LL << 30) + g);
   }
   check_all_pairs(ti, 18, 1);
+  /* an XML has no sysfs: the PCIe links come from NVML (Gen5 x16: 32 GT/s x 128/130 x 16 / 8) */
+  int gen = 0, width = 0;
+  assert_float_equal(topo_gpu_pcie_gbs(ti, "0000:15:00.0", &gen, &width), 63.015, 1e-3);
+  assert_int_equal(gen, 5);
+  assert_int_equal(width, 16);
+  assert_true(topo_gpu_pcie_gbs(ti, "0000:79:00.0", &gen, &width) < 0); /* NVML did not say */
+  assert_int_equal(gen, -1);
+  assert_true(topo_gpu_pcie_gbs(ti, "0000:99:00.0", &gen, &width) < 0); /* no such GPU */
   cJSON *j = topo_json(ti);
   cJSON *p0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "nvlink"), "pairs"), 0);
   assert_string_equal(cJSON_GetObjectItem(p0, "version")->valuestring, "4.0");
