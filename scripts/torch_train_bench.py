@@ -5,6 +5,12 @@ momentum, the same thread count; warm-up steps excluded, figures as fabench comp
 Run with Debian's python3-torch (1.13, on oneDNN 2.6):
     /usr/bin/python3 scripts/torch_train_bench.py --model resnet18 --shape 1x28x28 --batch 64 --threads 1
 
+and against `fabench train --device cuda --precision P` on a CUDA build of PyTorch (2.x):
+    python3 scripts/torch_train_bench.py --device cuda --precision P --model resnet50 \
+        --shape 3x224x224 --batch 128
+where P is fp32 (TF32 off), tf32 or bf16 (autocast, fp32 master weights); channels-last (NHWC, as
+fabench's GPU engine) is the default on cuda.
+
 The last line is parseable: `torch_train_bench: images_per_s=... step_ms_p50=... ...` followed by
 the same figures as one JSON object on a line starting with `RESULT `.
 
@@ -14,6 +20,7 @@ the first convolution taking 1 or 3 channels. resnet20/32/56 are He et al. 2016 
 projection shortcuts. A "-wN" suffix sets the base width, as in fabench.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -169,7 +176,12 @@ def main():
     ap.add_argument("--shape", default="1x28x28", help="CxHxW")
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32",
+                    help="cuda only; fp32 turns TF32 off")
+    ap.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                    help="NHWC model and input (default: on for cuda, off for cpu)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="cpu only")
     ap.add_argument("--steps", type=int, default=30, help="measured steps")
     ap.add_argument("--warmup-steps", type=int, default=5, help="extra steps, not measured")
     ap.add_argument("--lr", type=float, default=0.1)
@@ -185,27 +197,51 @@ def main():
         raise SystemExit(f"torch_train_bench: bad --shape {a.shape!r} (CxHxW)")
     if a.batch < 1 or a.threads < 1 or a.steps < 1 or a.warmup_steps < 0:
         raise SystemExit("torch_train_bench: --batch, --threads, --steps must be >= 1")
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        why = "no GPU is visible" if torch.version.cuda else "it is built without CUDA"
+        raise SystemExit(f"torch_train_bench: --device cuda, but torch {torch.__version__}: {why}")
+    if not cuda and a.precision != "fp32":
+        raise SystemExit(f"torch_train_bench: --precision {a.precision} needs --device cuda")
+    channels_last = cuda if a.channels_last is None else a.channels_last
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
 
-    torch.set_num_threads(a.threads)
-    torch.set_num_interop_threads(1)
+    if cuda:
+        # explicit, as the defaults differ by version; bf16 keeps its remaining fp32 ops strict
+        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+        # the peer's best setting: cuDNN times its algorithms (in warm-up), as fabench --cudnn-search
+        torch.backends.cudnn.benchmark = True
+    else:
+        torch.set_num_threads(a.threads)
+        torch.set_num_interop_threads(1)
     torch.manual_seed(a.seed)
-    model = build(a.model, c, a.classes).train()
+    model = build(a.model, c, a.classes).train().to(a.device, memory_format=fmt)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.wd,
                           nesterov=a.nesterov)
     # synthetic data made once, as tf_cnn_benchmarks and Horovod's synthetic benchmark do
-    x = torch.randn(a.batch, c, h, w)
-    y = torch.randint(0, a.classes, (a.batch,))
+    x = torch.randn(a.batch, c, h, w, device=a.device).contiguous(memory_format=fmt)
+    y = torch.randint(0, a.classes, (a.batch,), device=a.device)
+    # bf16 mixed precision: the weights and the optimizer stay fp32, bf16 needs no loss scaling
+    autocast = contextlib.nullcontext
+    if a.precision == "bf16":
+        autocast = lambda: torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    # kernels run asynchronously: wait for them at each step boundary so the clock sees them
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     times, loss = [], math.nan
     for step in range(a.warmup_steps + a.steps):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        out = model(x)
-        l = F.cross_entropy(out, y)
+        with autocast():
+            out = model(x)
+            l = F.cross_entropy(out, y)
         l.backward()
         opt.step()
         loss = l.item()
+        sync()
         dt = time.perf_counter() - t0
         if step >= a.warmup_steps:
             times.append(dt)
@@ -214,6 +250,7 @@ def main():
 
     res = {
         "model": a.model, "input": a.shape, "classes": a.classes, "batch": a.batch,
+        "device": a.device, "precision": a.precision, "channels_last": channels_last,
         "threads": a.threads, "params": params, "measured_steps": len(times),
         "warmup_steps": a.warmup_steps,
         "images_per_s": a.batch * len(times) / sum(times),
@@ -222,6 +259,9 @@ def main():
         "final_loss": loss, "torch": torch.__version__,
         "mkldnn": torch.backends.mkldnn.is_available(),
     }
+    if cuda:  # no spaces: the first line is key=value pairs split on spaces
+        res.update(gpu=torch.cuda.get_device_name().replace(" ", "_"), cuda=torch.version.cuda,
+                   cudnn=torch.backends.cudnn.version())
     print("torch_train_bench: " + " ".join(f"{k}={v}" for k, v in res.items()))
     print("RESULT " + json.dumps(res), flush=True)
 

@@ -1,0 +1,93 @@
+#!/bin/bash
+# fabench's GPU checks and figures in one call (a lent GPU machine is paid by the minute): the
+# GPU tests, the copy ceilings, the ring over CUDA IPC, ResNet-50 training against the PyTorch
+# peer, time to 91% on Fashion-MNIST on the GPU against the CPU, and two ranks sharing the GPU.
+# usage: scripts/gpu-check.sh BIN_DIR OUT_DIR [FMNIST_DIR]
+# Run from the source tree. BIN_DIR holds fabench, test_allreduce, test_nn_cuda, test_nn_layers,
+# test_nn_torch and nn_bench (and lib/ with any shared library the machine lacks); CUDA's
+# libraries are taken from there, the toolkit, or the nvidia-* Python wheels. Each part logs to
+# OUT_DIR (env.txt, tests.log, copy.log, bench.log, train.log, cputta.log) as it goes, and the
+# run directories end in OUT_DIR/results.tgz. Nothing starts after DEADLINE seconds [420].
+set -u
+bin=$(cd "$1" && pwd); out=$2; fmnist=${3:-/usr/share/datasets/fashion-mnist}
+mkdir -p "$out"
+T0=$(date +%s); el() { echo "[t=$(($(date +%s) - T0))s]"; }
+libdirs=$(find /usr/local/cuda*/lib* /usr/lib /opt /usr/local/lib \( -name 'libcudnn.so.9' -o -name 'libcublas.so.13' \
+  -o -name 'libnccl.so.2' -o -name 'libcudart.so.13' \) -exec dirname {} + 2>/dev/null | sort -u | tr '\n' ':')
+export LD_LIBRARY_PATH="$bin/lib:${libdirs}${LD_LIBRARY_PATH:-}"
+export FABENCH_SRC=$PWD FABENCH_BIN=$bin/fabench
+res=$(mktemp -d /tmp/fabench-gpu.XXXXXX)
+t() {
+  local s=$1; shift
+  if (($(date +%s) - T0 > ${DEADLINE:-420})); then echo "== skipped (deadline) $*"; return; fi
+  echo "== $(el) $*"; timeout "$s" "$@"; echo "rc=$? $(el)"
+}
+{
+  date -u; uname -r; nproc
+  nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max,clocks.max.memory,mig.mode.current --format=csv
+  ldd "$bin/fabench" | grep -E "not found|cudnn|cublas|nccl|cudart|dnnl"
+  python3 -c "import torch; print('torch', torch.__version__, 'cuDNN', torch.backends.cudnn.version())"
+  "$bin/fabench" topo
+} > "$out/env.txt" 2>&1
+# MPS lets ranks sharing the GPU run their kernels side by side; off again if a probe fails
+mps=0
+if nvidia-cuda-mps-control -d 2>/dev/null; then
+  if timeout 60 "$bin/fabench" p2p --transport nccl --tests d2d --min-bytes 1M --max-bytes 1M --out "$res/probe" >/dev/null 2>&1; then
+    mps=1
+  else
+    echo quit | nvidia-cuda-mps-control
+  fi
+fi
+echo "MPS: $mps" >> "$out/env.txt"
+# the CPU's time to 91% on all cores but four, while the GPU's work runs on those four
+n=$(nproc); G=(taskset -c 0-3); C=(taskset -c "4-$((n - 1))")
+((n >= 8)) || { G=(); C=(); }
+( t 330 "${C[@]}" "$bin/fabench" train --device cpu --threads $((n >= 8 ? n - 4 : n)) --model resnet20 --data "fmnist:$fmnist" \
+    --batch 128 --epochs 5 --target-acc 0.91 --log-every 100 --out "$res/tta-cpu" > "$out/cputta.log" 2>&1 ) &
+cpu=$!
+{
+  t 120 "${G[@]}" "$bin/test_nn_cuda"
+  t 120 "${G[@]}" "$bin/test_nn_layers"
+  t 120 "${G[@]}" "$bin/test_nn_torch"
+  t 60 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo native --ranks 1
+  t 90 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo ring --ranks 1,2,3,4 --mem comm --mapped yes --big 100003
+  for a in rhd tree ps:2; do t 60 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo $a --ranks 2,3 --mem comm --big 100003; done
+  t 90 "${G[@]}" "$bin/fabench" allreduce -n 3 --transport nccl --algo ring,rhd --dtype f32,f64,f16,bf16,i32,i64 \
+    --op sum,prod,min,max --min-bytes 4 --max-bytes 4M --step-factor 37 --iters 3 --rounds 1 --out "$res/ar3"
+} > "$out/tests.log" 2>&1
+{
+  for p in bf16 tf32 fp32; do
+    t 60 "${G[@]}" "$bin/nn_bench" resnet50 3x224x224 1000 128 0 25 5 $p
+    t 90 "${G[@]}" python3 scripts/torch_train_bench.py --device cuda --precision $p --model resnet50 --shape 3x224x224 \
+      --classes 1000 --batch 128 --steps 25 --warmup-steps 5
+  done
+  for p in bf16 tf32; do
+    t 90 "${G[@]}" "$bin/fabench" train --device cuda --precision $p --model resnet50 --data synthetic:3x224x224:1000 \
+      --batch 128 --epochs 20 --steps 45 --warmup-steps 10 --eval-every 0 --out "$res/tr50-$p"
+  done
+} > "$out/bench.log" 2>&1
+{
+  t 60 "${G[@]}" "$bin/fabench" p2p --transport nccl --tests d2d,h2d,d2h,d2d-sm,h2d-sm,d2h-sm --min-bytes 1M --max-bytes 1G \
+    --step-factor 4 --time-per-size 0.2 --out "$res/p2p"
+  t 60 "${G[@]}" "$bin/fabench" allreduce --transport nccl --algo native --min-bytes 64K --max-bytes 1G --step-factor 16 \
+    --time-per-size 0.1 --rounds 1 --out "$res/ar1"
+  for r in 2 4; do
+    t 90 "${G[@]}" "$bin/fabench" allreduce -n $r --transport nccl --algo ring --min-bytes 64K --max-bytes 1G --step-factor 4 \
+      --time-per-size 0.2 --rounds 1 --out "$res/ar$r"
+  done
+} > "$out/copy.log" 2>&1
+{
+  for p in fp32 bf16; do
+    t 90 "${G[@]}" "$bin/fabench" train --device cuda --precision $p --model resnet20 --data "fmnist:$fmnist" --batch 128 \
+      --epochs 5 --target-acc 0.91 --log-every 100 --out "$res/tta-$p"
+  done
+  t 90 "${G[@]}" "$bin/fabench" train -n 2 --device cuda --transport none,tcp,nccl --model resnet20 --data synthetic:3x32x32 \
+    --batch 128 --steps 40 --warmup-steps 10 --eval-every 0 --out "$res/dp"
+  wait $cpu
+  t 60 "$bin/fabench" train --device cpu,cuda --model resnet20 --data "fmnist:$fmnist" --batch 128 --steps 150 \
+    --warmup-steps 20 --eval-every 0 --log-every 50 --out "$res/cpucuda"
+} > "$out/train.log" 2>&1
+((mps)) && echo quit | nvidia-cuda-mps-control
+tar -C "$res" -czf "$out/results.tgz" . && rm -rf "$res"
+grep -hE "rc=[1-9]|FAILED|skipped" "$out"/*.log
+echo "done $(el)"
