@@ -69,6 +69,9 @@ void bench_rank_opts_init(bench_rank_opts *r);
 int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage);
 /* After the flags: no stray argument, and --emulate only with -n. 0, or 2 after a usage error. */
 int bench_rank_check(const bench_rank_opts *r, int argc, char **argv, const char *usage);
+/* One transport of a --transport list: 0 when built in and usable here; 2 after a usage error;
+ * 3 for nccl on a machine without a usable GPU (said on stderr, one line). */
+int bench_transport_check(coll_transport_kind tk, const char *usage);
 /* A --transport list of at most max (<= 16) transports, each known and built in: 0; 2 after a usage
  * error; 3 when it names nccl on a machine without a usable GPU (said on stderr). *want_mpi:
  * the list holds mpi (the ranks then start through mpirun). */

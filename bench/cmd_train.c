@@ -631,10 +631,7 @@ static int make_pairs(train_pair *pairs, const train_args *a, int size, coll_tra
       *rc = bench_usage_error(train_usage, "--transport: unknown transport '%s'", items[i]);
       goto fail;
     }
-    if (!coll_transport_built(tk)) {
-      *rc = bench_usage_error(train_usage, "--transport: '%s' is not built into this fabench", items[i]);
-      goto fail;
-    }
+    if ((*rc = bench_transport_check(tk, train_usage))) goto fail;
     tks[(*ntk)++] = tk;
     *want_mpi |= tk == COLL_MPI;
     for (int j = 0; j < na && np < TRAIN_MAX_PAIRS; j++) {
@@ -1043,6 +1040,14 @@ int bench_cmd_train(int argc, char **argv) {
     coll_transport_kind tks[TRAIN_MAX_PAIRS];
     int ntk, use_mpirun;
     if (make_pairs(pairs, &a, a.r.nranks, tks, &ntk, &use_mpirun, &rc) < 0) return rc;
+    char err[256];
+    for (int d = 0; d < a.ndevices; d++) { /* one line here, not one a rank */
+      int gpu = a.gpu >= 0 ? (int)a.gpu : 0;
+      if (nn_device_check(a.devices[d], &gpu, a.gpu < 0, err, sizeof err) == NN_ENODEV) {
+        fprintf(stderr, "fabench: %s\n", err);
+        return 3;
+      }
+    }
     return bench_rank_relaunch(&a.r, argc, argv, use_mpirun);
   }
   return train_rank_main(&a, argc, argv);

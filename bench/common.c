@@ -161,6 +161,17 @@ int bench_rank_check(const bench_rank_opts *r, int argc, char **argv, const char
   return 0;
 }
 
+int bench_transport_check(coll_transport_kind tk, const char *usage) {
+  coll_err ue;
+  if (tk == COLL_NCCL && coll_transport_usable(COLL_NCCL, &ue)) {
+    fprintf(stderr, "fabench: %s\n", ue.msg);
+    return 3; /* not a usage error: this machine has no GPU */
+  }
+  if (!coll_transport_built(tk))
+    return bench_usage_error(usage, "--transport: '%s' is not built into this fabench", coll_transport_name(tk));
+  return 0;
+}
+
 int bench_parse_transports(const char *list, coll_transport_kind *out, int max, int *n,
                            int *want_mpi, const char *usage) {
   char *items[16], *store = NULL;
@@ -169,17 +180,10 @@ int bench_parse_transports(const char *list, coll_transport_kind *out, int max, 
   *want_mpi = 0;
   if (got <= 0) rc = bench_usage_error(usage, "--transport: empty or too long list");
   for (int i = 0; i < got && !rc; i++) {
-    coll_err ue;
-    if (coll_transport_parse(items[i], &out[i])) {
+    if (coll_transport_parse(items[i], &out[i]))
       rc = bench_usage_error(usage, "--transport: unknown transport '%s' (tcp, ucx, mpi, nccl)", items[i]);
-    } else if (out[i] == COLL_NCCL && coll_transport_usable(COLL_NCCL, &ue)) {
-      fprintf(stderr, "fabench: %s\n", ue.msg);
-      rc = 3; /* not a usage error: this machine has no GPU */
-    } else if (!coll_transport_built(out[i])) {
-      rc = bench_usage_error(usage, "--transport: '%s' is not built into this fabench", items[i]);
-    } else {
+    else if (!(rc = bench_transport_check(out[i], usage)))
       *want_mpi |= out[i] == COLL_MPI;
-    }
   }
   free(store);
   if (!rc) *n = got;

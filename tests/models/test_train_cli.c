@@ -173,22 +173,26 @@ static void test_bad_flags(void **state) {
   assert_non_null(strstr(out, "--target-acc"));
 }
 
-/* Without a CUDA device, --device cpu,cuda says so in one line and exit status 3 before the CPU
- * trains (it used to train the CPU's row first and fail after it). */
+/* Without a CUDA device, a GPU run says so in one line and exit status 3 before anything trains:
+ * --device cpu,cuda used to train the CPU's row first and fail after it, and with -n every rank
+ * said it (and nccl's absence was exit status 1). */
 static void test_no_device_first(void **state) {
   (void)state;
-  char out[16384];
-  int rc = train(out, sizeof out, "--out nodev --device cpu,cuda --data synthetic:1x8x8:3:32 --model resnet20-w4 "
-                 "--batch 8 --steps 2 --eval-every 0 --threads 1");
-  if (rc == 0) {
-    print_message("[  SKIPPED ] a CUDA device is present\n");
-    return;
+  const char *runs[] = {"--device cpu,cuda", "-n 2 --device cuda --transport tcp", "-n 2 --transport none,nccl"};
+  for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+    char out[16384];
+    int rc = train(out, sizeof out, "--out nodev %s --data synthetic:1x8x8:3:32 --model resnet20-w4 --batch 8 "
+                   "--steps 2 --eval-every 0 --threads 1", runs[i]);
+    if (rc == 0) {
+      print_message("[  SKIPPED ] a CUDA device is present\n");
+      return;
+    }
+    expect(rc, out, 3, "CUDA");
+    assert_null(strstr(out, "train:")); /* nothing trained, no header */
+    int lines = 0;
+    for (const char *c = out; *c; c++) lines += *c == '\n';
+    if (lines != 1) fail_msg("%s: %d lines:\n%s", runs[i], lines, out);
   }
-  expect(rc, out, 3, "CUDA");
-  assert_null(strstr(out, "train:")); /* nothing trained, no header */
-  int lines = 0;
-  for (const char *c = out; *c; c++) lines += *c == '\n';
-  assert_int_equal(lines, 1);
 }
 
 static void test_bad_files(void **state) {
