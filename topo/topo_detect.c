@@ -288,7 +288,7 @@ static int topo_nvlink_from_nvml(topo_info *ti, const topo_nvml_info *nv) {
     if (g->name[0]) topo_copy(tg->model, sizeof tg->model, g->name);
     if (g->mem_bytes > 0) tg->mem_bytes = g->mem_bytes;
     tg->mig = g->mig;
-    topo_pcie_link *pl = &tg->pci.link; /* sysfs first; a VM's often says nothing */
+    topo_pcie_link *pl = &tg->pci.link; /* sysfs first; NVML where sysfs could not read it */
     if (pl->max_gen < 1 && g->pcie_gen > 0) {
       pl->max_gen = g->pcie_gen;
       pl->max_gts = topo_pcie_gts(g->pcie_gen);
