@@ -522,7 +522,7 @@ static void p2p_matrix_print(const p2p_out *po, int n) {
 
 /* ---- the GPU's copy ceilings (rank 0) ---- */
 
-/* The host copies' best GB/s against what the GPU's PCIe link carries (from topo/). */
+/* The host copies' best GB/s (best[test], 0 for the others) against what the GPU's PCIe link carries (from topo/). */
 static void p2p_pcie_share(p2p_ctx *x, const double *best) {
   char err[256];
   topo_info *ti = NULL;
@@ -537,15 +537,14 @@ static void p2p_pcie_share(p2p_ctx *x, const double *best) {
   }
   printf("# PCIe Gen%d x%d carries %.1f GB/s each way; best of the sizes:", gen, width, link);
   for (int t = P2P_D2D; t < P2P_NTESTS; t++)
-    if (best[t] > 0 && t != P2P_D2D && t != P2P_D2D_SM && t != P2P_PEER)
-      printf(" %s %.1f (%.0f%%)", p2p_test_names[t], best[t], 100 * best[t] / link);
+    if (best[t] > 0) printf(" %s %.1f (%.0f%%)", p2p_test_names[t], best[t], 100 * best[t] / link);
   printf("\n");
 }
 
 static int p2p_copies(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transport_kind tk, int dev,
                       const uint64_t *sizes, int nsizes) {
   const p2p_opts *o = x->o;
-  double best[P2P_NTESTS] = {0};
+  double best[P2P_NTESTS] = {0}; /* the host copies' */
   int host = 0;
   for (int test = P2P_NMSG; test < P2P_NTESTS; test++) {
     if (!o->tests[test]) continue;
@@ -593,8 +592,7 @@ static int p2p_copies(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transpor
                  sm ? " by SMs" : "");
       if (p2p_row(po, x, fabric, tk, test, 0, 0, sizes[i], &res)) return -1;
       x->bad_bytes += bad;
-      if (res.gbps > best[test]) best[test] = res.gbps;
-      host |= !within && k != COLL_COPY_PEER;
+      if (!within && k != COLL_COPY_PEER && res.gbps > best[test]) best[test] = res.gbps, host = 1;
     }
   }
   if (host) p2p_pcie_share(x, best);

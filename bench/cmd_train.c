@@ -105,6 +105,21 @@ typedef struct {
   uint64_t seed;
 } train_args;
 
+/* --overlap-step's words, indexed by NN_OSTEP_* */
+static const char *const ostep_names[] = {"off", "on", "auto"};
+_Static_assert(NN_OSTEP_OFF == 0 && NN_OSTEP_ON == 1 && NN_OSTEP_AUTO == 2, "ostep_names follows NN_OSTEP_*");
+
+/* 0 when every device of the list can train here, else NN_ENODEV and why: a rank's GPU is --gpu,
+ * or its local rank modulo the GPU count */
+static int devices_usable(const train_args *a, int local_rank, char *err, size_t errcap) {
+  for (int d = 0; d < a->ndevices; d++) {
+    int gpu = a->gpu >= 0 ? (int)a->gpu : local_rank;
+    int rc = nn_device_check(a->devices[d], &gpu, a->gpu < 0, err, errcap);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 enum {
   O_MODEL = 256, O_DATA, O_BATCH, O_EPOCHS, O_STEPS, O_WSTEPS, O_LR, O_MOM, O_WD, O_NEST, O_SCHED,
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
@@ -191,13 +206,13 @@ static int parse_args(train_args *a, int argc, char **argv) {
     case O_BUCKET: DBL(0.001, 1 << 20, a->bucket_mb); break;
     case O_FIRSTB: DBL(0.001, 1 << 20, a->first_bucket_mb); break;
     case O_NOOVERLAP: a->overlap = 0; break;
-    case O_OSTEP:
-      if (strcmp(optarg, "on") && strcmp(optarg, "off") && strcmp(optarg, "auto"))
-        BAD("bad --overlap-step '%s' (on, off or auto)", optarg);
-      a->overlap_step = !strcmp(optarg, "on")    ? NN_OSTEP_ON
-                        : !strcmp(optarg, "off") ? NN_OSTEP_OFF
-                                                 : NN_OSTEP_AUTO;
+    case O_OSTEP: {
+      int k = 0;
+      while (k < 3 && strcmp(optarg, ostep_names[k])) k++;
+      if (k == 3) BAD("bad --overlap-step '%s' (on, off or auto)", optarg);
+      a->overlap_step = k;
       break;
+    }
     case O_GDTYPE:
       if (coll_dtype_parse(optarg, &a->grad_dtype) ||
           (a->grad_dtype != COLL_F32 && a->grad_dtype != COLL_BF16 && a->grad_dtype != COLL_F16))
@@ -759,11 +774,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
                     .precision = a->precision, .cudnn_search = a->cudnn_search,
                     .gpu = a->gpu >= 0 ? (int)a->gpu : coll_boot_local_rank(x.boot), .gpu_of_rank = a->gpu < 0};
   /* every device of the list before the first trains: cpu,cuda must not fail after the CPU's run */
-  int nrc = 0;
-  for (int d = 0; d < a->ndevices && !nrc; d++) {
-    int gpu = no.gpu;
-    nrc = nn_device_check(a->devices[d], &gpu, no.gpu_of_rank, err, sizeof err);
-  }
+  int nrc = devices_usable(a, coll_boot_local_rank(x.boot), err, sizeof err);
   if (!nrc) nrc = nn_net_create(&x.net, &no, err, sizeof err);
   if (nrc != 0) {
     bench_error("%s", err);
@@ -848,9 +859,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     cJSON_AddNumberToObject(tj, "bucket_mb", a->bucket_mb);
     cJSON_AddNumberToObject(tj, "first_bucket_mb", a->first_bucket_mb);
     cJSON_AddBoolToObject(tj, "overlap", a->overlap);
-    cJSON_AddStringToObject(tj, "overlap_step", a->overlap_step == NN_OSTEP_ON    ? "on"
-                                                : a->overlap_step == NN_OSTEP_OFF ? "off"
-                                                                                  : "auto");
+    cJSON_AddStringToObject(tj, "overlap_step", ostep_names[a->overlap_step]);
     cJSON_AddStringToObject(tj, "grad_dtype", coll_dtype_name(a->grad_dtype));
     cJSON_AddStringToObject(tj, "gradients", x.size > 1 ? "averaged over the ranks (all-reduce, "
                                                           "then 1/N in SGD; 16-bit wires: 1/N first)"
@@ -1041,12 +1050,9 @@ int bench_cmd_train(int argc, char **argv) {
     int ntk, use_mpirun;
     if (make_pairs(pairs, &a, a.r.nranks, tks, &ntk, &use_mpirun, &rc) < 0) return rc;
     char err[256];
-    for (int d = 0; d < a.ndevices; d++) { /* one line here, not one a rank */
-      int gpu = a.gpu >= 0 ? (int)a.gpu : 0;
-      if (nn_device_check(a.devices[d], &gpu, a.gpu < 0, err, sizeof err) == NN_ENODEV) {
-        fprintf(stderr, "fabench: %s\n", err);
-        return 3;
-      }
+    if (devices_usable(&a, 0, err, sizeof err)) { /* one line here, not one a rank */
+      fprintf(stderr, "fabench: %s\n", err);
+      return 3;
     }
     return bench_rank_relaunch(&a.r, argc, argv, use_mpirun);
   }

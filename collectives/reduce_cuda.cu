@@ -1,4 +1,5 @@
-// Reduction kernels on the GPU: inout[i] = inout[i] (op) in[i], the device twin of reduce.c.
+// The collectives' GPU kernels. Reductions: inout[i] = inout[i] (op) in[i], the device twin of
+// reduce.c; and a copy, for the copy ceilings done by the SMs (coll_cuda_copy).
 // f16 and bf16 are computed in f32 and rounded to nearest even, as on the CPU, so a device
 // all-reduce gives the same bits as a host one. One grid-stride kernel per (type, op). The
 // reduction is memory-bound (two loads and a store per element): where both buffers are 16-byte
@@ -13,6 +14,11 @@
 #include "coll_cuda.h"
 
 namespace {
+
+// both 16-byte aligned: the kernels can move 16 bytes an access
+bool aligned16(const void *a, const void *b) {
+  return ((reinterpret_cast<size_t>(a) | reinterpret_cast<size_t>(b)) & 15) == 0;
+}
 
 template <typename T> struct Acc { typedef T type; };
 template <> struct Acc<__half> { typedef float type; };
@@ -68,7 +74,7 @@ void launch_op(T *o, const T *i, size_t n, cudaStream_t s) {
   // enough blocks to fill the GPU (132 SMs x 4 on an H100), each then loops
   const size_t most = 2048;
   constexpr int K = 16 / sizeof(T);
-  if (((reinterpret_cast<size_t>(o) | reinterpret_cast<size_t>(i)) & 15) == 0) {
+  if (aligned16(o, i)) {
     size_t nvec = n / K, want = (nvec + threads - 1) / threads;
     unsigned blocks = (unsigned)(want < 1 ? 1 : want < most ? want : most); // the tail (< K) needs one
     reduce_vec_kernel<T, OP><<<blocks, threads, 0, s>>>(o, i, nvec, n);
@@ -118,7 +124,7 @@ extern "C" int coll_cuda_copy(void *dst, const void *src, size_t bytes, void *st
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const int threads = 512;
   size_t head = 0;
-  if (((reinterpret_cast<size_t>(dst) | reinterpret_cast<size_t>(src)) & 15) == 0) {
+  if (aligned16(dst, src)) {
     size_t nvec = bytes / 16, want = (nvec + threads - 1) / threads;
     if (nvec) {
       copy_vec_kernel<<<(unsigned)(want < 4096 ? want : 4096), threads, 0, s>>>(

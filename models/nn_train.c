@@ -555,6 +555,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   double t_start = tr_now();
   s.tbase = t_start;
   const char *why = "done";
+  int upload_ahead = nn_net_device(o->net) == NN_DEV_CUDA;
   while (gstep < o->stop_step) {
     if (s.hooked && !s.ostep && run_steps == o->warmup_steps && set_front(&s, np)) goto out;
     double t0 = tr_now();
@@ -565,7 +566,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     /* a GPU net uploads the next batch on its copy stream while this step computes; not after
      * the last step, whose upload nothing would wait for */
     nn_batch nb;
-    if (gstep + 1 < o->stop_step && nn_loader_peek(loader, &nb) && nb.n > 0 &&
+    if (upload_ahead && gstep + 1 < o->stop_step && nn_loader_peek(loader, &nb) && nb.n > 0 &&
         nn_net_prefetch(o->net, nb.x, nb.n, err, errcap))
       goto out;
     float loss = 0;
