@@ -133,18 +133,10 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   c->size = coll_boot_size(b);
   c->kind = o->transport;
   c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 60000;
-  /* ucx moves each large message by rendezvous (a handshake, then one copy by the receiver),
-   * so every extra sub-chunk costs a handshake. Measured at 2 ranks against MPI_Allreduce:
-   * 256 KiB sub-chunks gave 0.80-0.86 at 16 MiB, 1 MiB 0.93-1.0; the ring's ramp of small
-   * first sub-chunks (which pays on the streamed tcp and mpi) gave 0.92-0.97 at 1-2 MiB,
-   * none 1.00-1.03. */
-  int rendezvous = o->transport == COLL_UCX;
-  c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : rendezvous ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
   if (o->model)
     c->model = *o->model;
   else
     coll_model_default(&c->model, o->transport);
-  c->ring_ramp = rendezvous ? 0 : 2;
   const char *sb = getenv("FABENCH_RING_STREAM_BYTES");
   c->ring_stream_bytes = sb && *sb ? (size_t)strtoull(sb, NULL, 0) : COLL_RING_STREAM_BYTES;
   c->hosts = calloc((size_t)c->size, sizeof *c->hosts);
@@ -179,6 +171,13 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
     free(c);
     return -1;
   }
+  /* A transport that moves each large message by rendezvous (a handshake, then one copy by the
+   * receiver) pays a handshake per sub-chunk. Measured on ucx over shared memory at 2 ranks
+   * against MPI_Allreduce: 256 KiB sub-chunks gave 0.80-0.86 at 16 MiB, 1 MiB 0.93-1.0; the
+   * ring's ramp of small first sub-chunks (which pays on streamed transports) gave 0.92-0.97 at
+   * 1-2 MiB, none 1.00-1.03. */
+  c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : c->tp->rendezvous ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
+  c->ring_ramp = c->tp->rendezvous ? 0 : 2;
   *out = c;
   return 0;
 }

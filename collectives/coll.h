@@ -73,7 +73,7 @@ typedef struct {
   const char *tcp_cc;    /* congestion control of the tcp sockets; NULL: COLL_TCP_CC_DEFAULT,
                             "system": the kernel's default (net.ipv4.tcp_congestion_control) */
   size_t chunk_bytes;    /* pipelining unit of the algorithms; 0: COLL_CHUNK_DEFAULT, or
-                            COLL_CHUNK_UCX for ucx */
+                            COLL_CHUNK_UCX for ucx over shared memory or RDMA (rendezvous) */
   int no_peer_map;       /* ucx: coll_mem_alloc gives plain memory, peers never map it */
   int no_spin;           /* waits sleep at once instead of spinning first: the rank has other
                             work for its cores while it waits (training's backward) */

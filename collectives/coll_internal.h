@@ -63,6 +63,9 @@ struct coll_transport {
   int grouped;           /* sends and receives move only as one group at each wait (NCCL's
                             ncclGroupStart/End): algorithms must post a step's messages and
                             wait them together; the ring then goes step by step */
+  int rendezvous;        /* a large message waits for a handshake with its receiver (ucx over
+                            shared memory or RDMA): the algorithms' chunks are then best large
+                            (COLL_CHUNK_UCX) and the ring's ramp of small first chunks costs */
 };
 
 /* Where this rank's transports listen and what they advertise: FABENCH_BIND_ADDR, else the

@@ -217,6 +217,83 @@ static void test_size_smaller_than_posted(void **state) {
   assert_int_equal(run_ranks(2, "sm,self", NULL, 5000, sc_mismatch, &m), 0);
 }
 
+/* ---- tcp alone: large messages go eager ----
+ * Rank 1 sends 1 MiB while rank 0 stays away from its worker for 2 s. Eager, the send is on
+ * its way (written to the socket) at once; by rendezvous it waits for rank 0's reply, which
+ * cannot come before rank 0 posts its receive (a protocol check: 1.2 s is 1000x what 1 MiB
+ * takes on loopback). The chunk follows: 256 KiB where messages stream, 1 MiB where each
+ * costs a handshake. A user's UCX_RNDV_THRESH is kept. */
+typedef struct {
+  int eager;    /* expected: 1 the send completes before the receiver posts */
+  size_t chunk; /* expected coll_comm_chunk */
+} eager_case;
+
+static int sc_eager(coll_comm *c, int me, int n, const void *arg) {
+  (void)n;
+  const eager_case *w = arg;
+  coll_err e = {{0}};
+  size_t bytes = 1 << 20;
+  unsigned char *b = malloc(bytes);
+  int bad = 0;
+  if (coll_comm_chunk(c) != w->chunk) {
+    fprintf(stderr, "rank %d: chunk %zu, expected %zu\n", me, coll_comm_chunk(c), w->chunk);
+    bad = 1;
+  }
+  coll_req r;
+  if (me == 1) {
+    for (size_t i = 0; i < bytes; i++) b[i] = (unsigned char)(i * 31 + 7);
+    if (coll_isend(c, 0, b, bytes, 9, &r, &e)) goto fail;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (coll_waitall(c, &r, 1, &e)) goto fail;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double took = (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9;
+    int early = took < 1.2; /* the receiver posts after 2 s */
+    if (early != w->eager) {
+      fprintf(stderr, "rank 1: the send took %.2f s with the receiver away for 2 s (expected %s)\n",
+              took, w->eager ? "eager: at once" : "rendezvous: until it posts");
+      bad = 1;
+    }
+  } else {
+    sleep(2);
+    memset(b, 0, bytes);
+    if (coll_irecv(c, 1, b, bytes, 9, &r, &e) || coll_waitall(c, &r, 1, &e)) goto fail;
+    for (size_t i = 0; i < bytes; i++)
+      if (b[i] != (unsigned char)(i * 31 + 7)) {
+        fprintf(stderr, "rank 0: byte %zu wrong\n", i);
+        bad = 1;
+        break;
+      }
+  }
+  free(b);
+  return bad;
+fail:
+  fprintf(stderr, "rank %d: %s\n", me, e.msg);
+  free(b);
+  return 1;
+}
+
+static void test_tcp_alone_goes_eager(void **state) {
+  (void)state;
+  eager_case w = {1, COLL_CHUNK_DEFAULT};
+  assert_int_equal(run_ranks(2, "tcp", "lo", 20000, sc_eager, &w), 0);
+}
+
+static void test_tcp_user_threshold_kept(void **state) {
+  (void)state;
+  eager_case w = {0, COLL_CHUNK_UCX};
+  setenv("UCX_RNDV_THRESH", "16k", 1);
+  int failed = run_ranks(2, "tcp", "lo", 20000, sc_eager, &w);
+  unsetenv("UCX_RNDV_THRESH");
+  assert_int_equal(failed, 0);
+}
+
+static void test_shm_keeps_rendezvous(void **state) {
+  (void)state;
+  eager_case w = {0, COLL_CHUNK_UCX};
+  assert_int_equal(run_ranks(2, "posix,self", NULL, 20000, sc_eager, &w), 0);
+}
+
 /* Mapped buffers (coll_mem_alloc): ranks that pass different places of it to one all-reduce
  * get an error naming the other rank, rather than sums of the wrong elements. */
 static int sc_mapped_elsewhere(coll_comm *c, int me, int n, const void *arg) {
@@ -372,6 +449,9 @@ int main(void) {
       cmocka_unit_test(test_dead_peer_shm),
       cmocka_unit_test(test_mapped_places_differ),
       cmocka_unit_test(test_mapped_auto_runs_ring),
+      cmocka_unit_test(test_tcp_alone_goes_eager),
+      cmocka_unit_test(test_tcp_user_threshold_kept),
+      cmocka_unit_test(test_shm_keeps_rendezvous),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
