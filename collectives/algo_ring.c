@@ -3,8 +3,8 @@
  * reduced sub-chunk is forwarded as soon as it is ready (no barrier between steps).
  *
  * Step s (0 <= s < 2(n-1)) sends block (r - s) mod n and receives block (r - s - 1) mod n;
- * the first n-1 steps reduce what they receive (into place, from a double-buffered scratch),
- * the last n-1 receive straight into place. The block received at step s is the one sent at
+ * the first n-1 steps reduce what they receive (into place, from a few scratch slots that stay
+ * in cache; ring_flow), the last n-1 receive straight into place. The block received at step s is the one sent at
  * step s+1. Each block is reduced once, in ring order, then copied around, so every rank ends
  * with bit-identical results.
  *
@@ -26,6 +26,7 @@
 
 #define COLL_RING_SMALL (64u * 1024u)
 #define COLL_RING_DIRECT_MIN (16u * 1024u) /* below, ring_small's one exchange is as quick */
+#define RING_SLOTS 4 /* receives in flight, and sends ahead of them (ring_flow) */
 
 static int ring_small(coll_comm *c, char *buf, size_t count, coll_dtype dt, coll_op op, coll_err *e) {
   int n = c->size, r = c->rank;
@@ -93,18 +94,66 @@ static void ring_sub(const ring_plan *p, int b, size_t j, size_t *off, size_t *r
   *len = blen - *rel < sl ? blen - *rel : sl;
 }
 
-/* Posts the receives of step s: into scratch while reducing, into place while gathering. */
-static int ring_post_recvs(coll_comm *c, const ring_plan *p, char *buf, char *scr[2], coll_req *rq[2],
-                           int s, int prev, coll_dtype dt, coll_err *e) {
-  (void)dt;
-  int rb = ring_mod(p->r - s - 1, p->n);
-  size_t ns = ring_nsub(p, rb);
-  for (size_t j = 0; j < ns; j++) {
-    size_t off, rel, len;
-    ring_sub(p, rb, j, &off, &rel, &len);
-    char *dst = s < p->n - 1 ? scr[s % 2] + rel * p->esize : buf + off * p->esize;
-    if (coll_irecv(c, prev, dst, len * p->esize, coll_tag(c, (uint32_t)s), &rq[s % 2][j], e) != 0)
+/* The pipelined ring's messages, each direction one sequence in step order: sends carry block
+ * (r - s) of step s (at step 0 this rank's own block, later what it has just reduced or
+ * received), receives block (r - s - 1); the left's sends are this rank's receives, one for
+ * one. A cursor walks one sequence (shift 0: sends, 1: receives), skipping empty blocks. */
+typedef struct {
+  int s, shift; /* step; 0 for the sends, 1 for the receives */
+  size_t j, k;  /* sub-chunk within the step's block; place in the sequence */
+} ring_cursor;
+
+/* Normalises cur to a sub-chunk that exists and gives its element offset and length; 0, or 1
+ * past the last step. */
+static int ring_at(const ring_plan *p, ring_cursor *cur, size_t *off, size_t *len) {
+  int nsteps = 2 * (p->n - 1), b;
+  for (;; cur->s++, cur->j = 0) {
+    if (cur->s >= nsteps) return 1;
+    b = ring_mod(p->r - cur->s - cur->shift, p->n);
+    if (cur->j < ring_nsub(p, b)) break;
+  }
+  size_t rel;
+  ring_sub(p, b, cur->j, off, &rel, len);
+  return 0;
+}
+
+/* Flow control: receive k is posted once receive k - RING_SLOTS has been consumed, so its
+ * slot is free: a reduce-scatter receive lands in scratch slot k % RING_SLOTS, which stays in
+ * cache, where a block-sized scratch sent every received byte through memory and back. Send m
+ * is posted no more than RING_SLOTS ahead of the receives consumed, and past step 0 once what
+ * it forwards has been consumed; sends are not reordered, so a step's messages still follow
+ * the step before's on the wire. Pushing a whole block at once had it wait in socket buffers,
+ * out of cache, until the neighbour read it. */
+typedef struct {
+  coll_comm *c;
+  const ring_plan *p;
+  char *buf, *slots;
+  coll_req *rq, *sq; /* RING_SLOTS receives, 2 RING_SLOTS sends (in flight, in order) */
+  ring_cursor rcv, snd;
+  size_t own, consumed, reaped; /* sends of step 0; receives consumed; sends waited for */
+  int next, prev;
+} ring_flow;
+
+static int ring_pump(ring_flow *f, coll_err *e) {
+  const ring_plan *p = f->p;
+  size_t off, len;
+  while (f->rcv.k < f->consumed + RING_SLOTS && !ring_at(p, &f->rcv, &off, &len)) {
+    size_t slot = f->rcv.k % RING_SLOTS;
+    char *dst = f->rcv.s < p->n - 1 ? f->slots + slot * p->ce * p->esize : f->buf + off * p->esize;
+    if (coll_irecv(f->c, f->prev, dst, len * p->esize, coll_tag(f->c, (uint32_t)f->rcv.s), &f->rq[slot], e) != 0)
       return -1;
+    f->rcv.j++, f->rcv.k++;
+  }
+  while (f->snd.k < f->consumed + RING_SLOTS && (f->snd.k < f->own || f->snd.k - f->own < f->consumed) &&
+         !ring_at(p, &f->snd, &off, &len)) {
+    if (f->snd.k - f->reaped == 2 * RING_SLOTS) { /* its request slot: the send 2 RING_SLOTS back */
+      if (coll_waitall(f->c, &f->sq[f->reaped % (2 * RING_SLOTS)], 1, e) != 0) return -1;
+      f->reaped++;
+    }
+    if (coll_isend(f->c, f->next, f->buf + off * p->esize, len * p->esize,
+                   coll_tag(f->c, (uint32_t)f->snd.s), &f->sq[f->snd.k % (2 * RING_SLOTS)], e) != 0)
+      return -1;
+    f->snd.j++, f->snd.k++;
   }
   return 0;
 }
@@ -228,49 +277,24 @@ int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
 
   ring_plan p = {n, r, count, esize, c->chunk_bytes / esize ? c->chunk_bytes / esize : 1, c->ring_ramp};
   while (p.ramp > 0 && (p.ce >> p.ramp) == 0) p.ramp--;
-  size_t maxlen = (count + (size_t)n - 1) / (size_t)n;
-  size_t msub = (maxlen + p.ce - 1) / p.ce + (size_t)p.ramp;
-  char *scr[2];
-  scr[0] = coll_scratch(c, 0, maxlen * esize, e);
-  scr[1] = coll_scratch(c, 1, maxlen * esize, e);
-  coll_req *reqs = coll_reqs(c, 4 * msub, e);
-  if (!scr[0] || !scr[1] || !reqs) return -1;
-  coll_req *rq[2] = {reqs, reqs + msub}, *sq[2] = {reqs + 2 * msub, reqs + 3 * msub};
-  size_t sq_n[2] = {0, 0};
-  int next = (r + 1) % n, prev = (r - 1 + n) % n, nsteps = 2 * (n - 1);
-
-  if (ring_post_recvs(c, &p, buf, scr, rq, 0, prev, dt, e) != 0) return -1;
-  {
-    size_t ns = ring_nsub(&p, r);
-    for (size_t j = 0; j < ns; j++) {
-      size_t off, rel, len;
-      ring_sub(&p, r, j, &off, &rel, &len);
-      if (coll_isend(c, next, buf + off * esize, len * esize, coll_tag(c, 0), &sq[0][j], e) != 0) return -1;
-    }
-    sq_n[0] = ns;
+  char *slots = coll_scratch(c, 0, RING_SLOTS * p.ce * esize, e);
+  coll_req *reqs = coll_reqs(c, 3 * RING_SLOTS, e);
+  if (!slots || !reqs) return -1;
+  ring_flow f = {c, &p, buf, slots, reqs, reqs + RING_SLOTS, {0, 1, 0, 0}, {0, 0, 0, 0},
+                 0, 0, 0, (r + 1) % n, (r - 1 + n) % n};
+  f.own = ring_nsub(&p, r);
+  if (ring_pump(&f, e) != 0) return -1;
+  ring_cursor at = {0, 1, 0, 0}; /* the next receive to consume */
+  size_t off, len;
+  while (!ring_at(&p, &at, &off, &len)) {
+    size_t slot = at.k % RING_SLOTS;
+    if (coll_waitall(c, &f.rq[slot], 1, e) != 0) return -1;
+    if (at.s < n - 1) coll_creduce(c, buf + off * esize, slots + slot * p.ce * esize, len, dt, op);
+    at.j++, at.k++;
+    f.consumed++;
+    if (ring_pump(&f, e) != 0) return -1;
   }
-  for (int s = 0; s < nsteps; s++) {
-    int rb = ring_mod(r - s - 1, n), last = s + 1 == nsteps;
-    if (!last) {
-      if (ring_post_recvs(c, &p, buf, scr, rq, s + 1, prev, dt, e) != 0) return -1;
-      /* the send slots of step s+1 were used by step s-1: those sends must be done */
-      if (coll_waitall(c, sq[(s + 1) % 2], (int)sq_n[(s + 1) % 2], e) != 0) return -1;
-      sq_n[(s + 1) % 2] = 0;
-    }
-    size_t ns = ring_nsub(&p, rb);
-    for (size_t j = 0; j < ns; j++) {
-      size_t off, rel, len;
-      ring_sub(&p, rb, j, &off, &rel, &len);
-      if (coll_waitall(c, &rq[s % 2][j], 1, e) != 0) return -1;
-      if (s < n - 1) coll_creduce(c, buf + off * esize, scr[s % 2] + rel * esize, len, dt, op);
-      if (!last) {
-        if (coll_isend(c, next, buf + off * esize, len * esize, coll_tag(c, (uint32_t)(s + 1)),
-                       &sq[(s + 1) % 2][j], e) != 0)
-          return -1;
-        sq_n[(s + 1) % 2]++;
-      }
-    }
-  }
-  if (coll_waitall(c, sq[0], (int)sq_n[0], e) != 0) return -1;
-  return coll_waitall(c, sq[1], (int)sq_n[1], e);
+  for (; f.reaped < f.snd.k; f.reaped++)
+    if (coll_waitall(c, &f.sq[f.reaped % (2 * RING_SLOTS)], 1, e) != 0) return -1;
+  return 0;
 }
