@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -14,16 +15,35 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A port the kernel just handed out on 127.0.0.1 (0 on failure). */
+/* A free port on 127.0.0.1 for a rendezvous (0 on failure). It lies below the kernel's ephemeral
+ * range (net.ipv4.ip_local_port_range): a port probed there and closed again could be handed to
+ * any outgoing connection of a test running beside this one before rank 0 listens on it. The
+ * candidates start at a place drawn from the pid and the clock, so parallel tests spread out. */
 static inline int test_free_port(void) {
-  int s = socket(AF_INET, SOCK_STREAM, 0), port = 0;
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t l = sizeof a;
-  if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(s, (struct sockaddr *)&a, &l) == 0)
-    port = ntohs(a.sin_port);
-  if (s >= 0) close(s);
-  return port;
+  int lo = 32768;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    if (fscanf(f, "%d", &lo) != 1) lo = 32768;
+    fclose(f);
+  }
+  int first = 10000, span = lo - first;
+  if (span < 1000) first = 1024, span = lo - first; /* a widened ephemeral range */
+  if (span < 100) return 0;
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  unsigned x = (unsigned)getpid() * 2654435761u ^ (unsigned)t.tv_nsec;
+  for (int i = 0; i < 200; i++) {
+    x = x * 1103515245u + 12345u;
+    int port = first + (int)((x >> 8) % (unsigned)span);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    if (ok) return port;
+  }
+  return 0;
 }
 
 /* FABENCH_RANK/WORLD_SIZE/ROOT/TOKEN for one rank of a loopback rendezvous at port. */
