@@ -791,9 +791,8 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
   u->base.rendezvous = 1;
   if (st == UCS_OK && !getenv("UCX_RNDV_THRESH") && ucx_tcp_only(u->ctx)) {
     ucp_cleanup(u->ctx);
-    ucp_config_modify(cfg, "RNDV_THRESH", "inf");
+    u->base.rendezvous = ucp_config_modify(cfg, "RNDV_THRESH", "inf") != UCS_OK;
     st = ucp_init(&pp, cfg, &u->ctx);
-    u->base.rendezvous = 0;
   }
   ucp_config_release(cfg);
   if (st != UCS_OK) {
