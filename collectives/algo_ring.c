@@ -26,7 +26,6 @@
 
 #define COLL_RING_SMALL (64u * 1024u)
 #define COLL_RING_DIRECT_MIN (16u * 1024u) /* below, ring_small's one exchange is as quick */
-#define RING_SLOTS 4 /* receives in flight, and sends ahead of them (ring_flow) */
 
 static int ring_small(coll_comm *c, char *buf, size_t count, coll_dtype dt, coll_op op, coll_err *e) {
   int n = c->size, r = c->rank;
@@ -117,10 +116,10 @@ static int ring_at(const ring_plan *p, ring_cursor *cur, size_t *off, size_t *le
   return 0;
 }
 
-/* Flow control: receive k is posted once receive k - RING_SLOTS has been consumed, so its
- * slot is free: a reduce-scatter receive lands in scratch slot k % RING_SLOTS, which stays in
+/* Flow control: receive k is posted once receive k - COLL_RING_SLOTS has been consumed, so its
+ * slot is free: a reduce-scatter receive lands in scratch slot k % COLL_RING_SLOTS, which stays in
  * cache, where a block-sized scratch sent every received byte through memory and back. Send m
- * is posted no more than RING_SLOTS ahead of the receives consumed, and past step 0 once what
+ * is posted no more than COLL_RING_SLOTS ahead of the receives consumed, and past step 0 once what
  * it forwards has been consumed; sends are not reordered, so a step's messages still follow
  * the step before's on the wire. Pushing a whole block at once had it wait in socket buffers,
  * out of cache, until the neighbour read it. */
@@ -128,7 +127,7 @@ typedef struct {
   coll_comm *c;
   const ring_plan *p;
   char *buf, *slots;
-  coll_req *rq, *sq; /* RING_SLOTS receives, 2 RING_SLOTS sends (in flight, in order) */
+  coll_req *rq, *sq; /* COLL_RING_SLOTS receives, 2 COLL_RING_SLOTS sends (in flight, in order) */
   ring_cursor rcv, snd;
   size_t own, consumed, reaped; /* sends of step 0; receives consumed; sends waited for */
   int next, prev;
@@ -137,21 +136,21 @@ typedef struct {
 static int ring_pump(ring_flow *f, coll_err *e) {
   const ring_plan *p = f->p;
   size_t off, len;
-  while (f->rcv.k < f->consumed + RING_SLOTS && !ring_at(p, &f->rcv, &off, &len)) {
-    size_t slot = f->rcv.k % RING_SLOTS;
+  while (f->rcv.k < f->consumed + COLL_RING_SLOTS && !ring_at(p, &f->rcv, &off, &len)) {
+    size_t slot = f->rcv.k % COLL_RING_SLOTS;
     char *dst = f->rcv.s < p->n - 1 ? f->slots + slot * p->ce * p->esize : f->buf + off * p->esize;
     if (coll_irecv(f->c, f->prev, dst, len * p->esize, coll_tag(f->c, (uint32_t)f->rcv.s), &f->rq[slot], e) != 0)
       return -1;
     f->rcv.j++, f->rcv.k++;
   }
-  while (f->snd.k < f->consumed + RING_SLOTS && (f->snd.k < f->own || f->snd.k - f->own < f->consumed) &&
+  while (f->snd.k < f->consumed + COLL_RING_SLOTS && (f->snd.k < f->own || f->snd.k - f->own < f->consumed) &&
          !ring_at(p, &f->snd, &off, &len)) {
-    if (f->snd.k - f->reaped == 2 * RING_SLOTS) { /* its request slot: the send 2 RING_SLOTS back */
-      if (coll_waitall(f->c, &f->sq[f->reaped % (2 * RING_SLOTS)], 1, e) != 0) return -1;
+    if (f->snd.k - f->reaped == 2 * COLL_RING_SLOTS) { /* its request slot: the send 2 COLL_RING_SLOTS back */
+      if (coll_waitall(f->c, &f->sq[f->reaped % (2 * COLL_RING_SLOTS)], 1, e) != 0) return -1;
       f->reaped++;
     }
     if (coll_isend(f->c, f->next, f->buf + off * p->esize, len * p->esize,
-                   coll_tag(f->c, (uint32_t)f->snd.s), &f->sq[f->snd.k % (2 * RING_SLOTS)], e) != 0)
+                   coll_tag(f->c, (uint32_t)f->snd.s), &f->sq[f->snd.k % (2 * COLL_RING_SLOTS)], e) != 0)
       return -1;
     f->snd.j++, f->snd.k++;
   }
@@ -277,17 +276,17 @@ int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
 
   ring_plan p = {n, r, count, esize, c->chunk_bytes / esize ? c->chunk_bytes / esize : 1, c->ring_ramp};
   while (p.ramp > 0 && (p.ce >> p.ramp) == 0) p.ramp--;
-  char *slots = coll_scratch(c, 0, RING_SLOTS * p.ce * esize, e);
-  coll_req *reqs = coll_reqs(c, 3 * RING_SLOTS, e);
+  char *slots = coll_scratch(c, 0, COLL_RING_SLOTS * p.ce * esize, e);
+  coll_req *reqs = coll_reqs(c, 3 * COLL_RING_SLOTS, e);
   if (!slots || !reqs) return -1;
-  ring_flow f = {c, &p, buf, slots, reqs, reqs + RING_SLOTS, {0, 1, 0, 0}, {0, 0, 0, 0},
+  ring_flow f = {c, &p, buf, slots, reqs, reqs + COLL_RING_SLOTS, {0, 1, 0, 0}, {0, 0, 0, 0},
                  0, 0, 0, (r + 1) % n, (r - 1 + n) % n};
   f.own = ring_nsub(&p, r);
   if (ring_pump(&f, e) != 0) return -1;
   ring_cursor at = {0, 1, 0, 0}; /* the next receive to consume */
   size_t off, len;
   while (!ring_at(&p, &at, &off, &len)) {
-    size_t slot = at.k % RING_SLOTS;
+    size_t slot = at.k % COLL_RING_SLOTS;
     if (coll_waitall(c, &f.rq[slot], 1, e) != 0) return -1;
     if (at.s < n - 1) coll_creduce(c, buf + off * esize, slots + slot * p.ce * esize, len, dt, op);
     at.j++, at.k++;
@@ -295,6 +294,6 @@ int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
     if (ring_pump(&f, e) != 0) return -1;
   }
   for (; f.reaped < f.snd.k; f.reaped++)
-    if (coll_waitall(c, &f.sq[f.reaped % (2 * RING_SLOTS)], 1, e) != 0) return -1;
+    if (coll_waitall(c, &f.sq[f.reaped % (2 * COLL_RING_SLOTS)], 1, e) != 0) return -1;
   return 0;
 }

@@ -181,6 +181,9 @@ void coll_model_default(coll_model *m, coll_transport_kind kind);
  * auto (no formula). Linear in alpha, beta, gamma, delta and mem for fixed cache_bytes, cores,
  * hosts, mapped and ratio beta_cpu / beta (the fit relies on it). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+/* The working set that m->cache_bytes is compared with: twice what a host's ranks receive into
+ * at once (whole vectors for rd, halves for rhd, a few chunks for the pipelined algorithms). */
+double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The cheapest of ring, rhd, rd, tree, dtree under m (ring on a tie or for p < 2). */
 coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes);
 /* The model a communicator's `auto` uses. */

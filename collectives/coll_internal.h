@@ -115,6 +115,8 @@ int coll_nccl_copy_bench(coll_transport *t, coll_copy_kind k, int peer, size_t b
 /* The ring on mapped memory (algo_ring.c) writes its results with streaming stores from this
  * buffer size on (FABENCH_RING_STREAM_BYTES overrides). */
 #define COLL_RING_STREAM_BYTES (8u << 20)
+/* The pipelined ring's sub-chunks in flight each way (algo_ring.c's ring_flow). */
+#define COLL_RING_SLOTS 4
 /* auto runs the ring from this size on when the buffer is mapped (algo_auto.c). */
 #define COLL_AUTO_MAPPED_RING (128u * 1024u)
 

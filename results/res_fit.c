@@ -313,12 +313,16 @@ static int rf_fit_gamma(rf_pt *pt, size_t n, double gfix, int kernel, const int 
 }
 
 /* A cache size is worth trying only when the rows hold at least two sizes whose working set
- * (2 x ranks x bytes, as coll_model_time counts it) fits in it and two that are at least twice
- * beyond it: otherwise its term is a second beta that noise would choose. */
-static int rf_cache_spanned(const res_allreduce_row *const *src, size_t n, double cache) {
+ * (coll_model_ws, per algorithm) fits in it and two that are at least twice beyond it:
+ * otherwise its term is a second beta that noise would choose. */
+static int rf_cache_spanned(const rf_pt *pt, const res_allreduce_row *const *src, size_t n,
+                            const coll_model *shape) {
   int64_t in[2] = {-1, -1}, out[2] = {-1, -1};
+  double cache = shape->cache_bytes;
   for (size_t i = 0; i < n; i++) {
-    double ws = 2.0 * (double)src[i]->ranks * (double)src[i]->bytes;
+    coll_algo a;
+    if (coll_algo_parse(pt[i].algo, &a) != 0) continue;
+    double ws = coll_model_ws(shape, a, (int)src[i]->ranks, (size_t)src[i]->bytes, (size_t)src[i]->chunk_bytes);
     int64_t *s = ws <= cache ? in : ws >= 2 * cache ? out : NULL;
     if (!s || src[i]->bytes == s[0] || src[i]->bytes == s[1]) continue;
     if (s[0] < 0) s[0] = src[i]->bytes;
@@ -414,7 +418,7 @@ static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci
                          rf_best *b) {
   shape->beta_cpu = ri < 0 ? 0 : RF_RATIO0 * pow(RF_RATIO_STEP, ri);
   shape->cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
-  if (ci >= 0 && !rf_cache_spanned(w->src, n, shape->cache_bytes)) return;
+  if (ci >= 0 && !rf_cache_spanned(w->pt, w->src, n, shape)) return;
   rf_design(w->pt, n, shape, w->src);
   int fr[RF_NP];
   rf_identify(w->pt, n, fr);

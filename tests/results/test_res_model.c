@@ -71,6 +71,22 @@ static void test_formulas(void **state) {
   near(coll_model_time(&cpu, tree, 4, n, c) * 1e6, 70 + 17 * 262.144 + 2 * 9 * 131.072, 1e-9, "tree, link-bound");
   /* 2 ranks: a core each, the ring sends n per rank: 0.8 n, under the link's n */
   near(coll_model_time(&cpu, ring, 2, n, c) * 1e6, 20 + 1048.576 + 262.144, 1e-9, "ring on 2 ranks");
+  /* A 2 MiB cache, 0.25 ns per byte beyond it, n = 1 MiB on 2 ranks. Working sets (twice what
+   * the host's ranks receive into at once): rd lands the whole vector, 2 x 2 x n = 4 MiB, half
+   * beyond the cache, so its n moved and n reduced each pay half of mem; rhd lands halves,
+   * 2 MiB, in the cache; the tree two chunks a rank. The ring at 4 MiB lands four chunks of
+   * min(c, n/p) = 256 KiB: 4 MiB, half beyond, for its 4 MiB moved and 2 MiB reduced. */
+  coll_model mc = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .mem = 0.25e-9, .cache_bytes = 2.0 * 1048576};
+  coll_algo rhd;
+  coll_algo_parse("rhd", &rhd);
+  near(coll_model_ws(&mc, rd, 2, n, c), 4.0 * n, 1e-12, "rd's working set");
+  near(coll_model_ws(&mc, rhd, 2, n, c), 2.0 * n, 1e-12, "rhd's working set");
+  near(coll_model_ws(&mc, tree, 2, n, c), 8.0 * c, 1e-12, "tree's working set: two chunk slots a rank");
+  near(coll_model_time(&mc, rd, 2, n, c) * 1e6, 10 + 1048.576 + 524.288 + 0.5 * 2 * 1048.576 * 0.25, 1e-9,
+       "rd beyond the cache");
+  near(coll_model_time(&mc, rhd, 2, n, c) * 1e6, 20 + 1048.576 + 262.144, 1e-9, "rhd within it");
+  near(coll_model_time(&mc, ring, 2, 4 * n, c) * 1e6,
+       20 + 4194.304 + 1048.576 + 0.5 * (4194.304 + 2097.152) * 0.25, 1e-9, "ring, 4 MiB: slots of 256 KiB");
 }
 
 static uint64_t lcg(uint64_t *s) {
