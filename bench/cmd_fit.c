@@ -54,7 +54,7 @@ static void fit_print(const res_model *m) {
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
   printf("# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
          "# slower of its busiest link and its host's CPU);\n"
-         "# cache: beyond it (the ranks' buffers and copies), bytes come from memory at a fitted extra cost;\n"
+         "# cache: beyond it (what the ranks receive into at once), bytes come from memory at a fitted extra cost;\n"
          "# red. hidden: an emulated link's shaper banks the pauses of a pipelined reduction (res_fit.c)\n");
 }
 
