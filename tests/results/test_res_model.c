@@ -69,6 +69,11 @@ static void test_formulas(void **state) {
   coll_algo_parse("tree", &tree);
   near(coll_model_time(&cpu, ring, 4, n, c) * 1e6, 60 + 3 * 1048.576 * 0.8 + 2 * 393.216, 1e-9, "ring, CPU-bound");
   near(coll_model_time(&cpu, tree, 4, n, c) * 1e6, 70 + 17 * 262.144 + 2 * 9 * 131.072, 1e-9, "tree, link-bound");
+  /* ps: only its server reduces, on a core of its own: (k + 1) = 5 steps of 3 chunks on the
+   * server's link (over the CPU's 3 n x 0.8) and 3 chunks reduced, not stretched by 2 */
+  coll_algo ps;
+  coll_algo_parse("ps", &ps);
+  near(coll_model_time(&cpu, ps, 4, n, c) * 1e6, 50 + 15 * 262.144 + 15 * 131.072, 1e-9, "ps: one reducer");
   /* 2 ranks: a core each, the ring sends n per rank: 0.8 n, under the link's n */
   near(coll_model_time(&cpu, ring, 2, n, c) * 1e6, 20 + 1048.576 + 262.144, 1e-9, "ring on 2 ranks");
   /* A 2 MiB cache, 0.25 ns per byte beyond it, n = 1 MiB on 2 ranks. Working sets (twice what
