@@ -13,10 +13,10 @@
  * cores they send them with: moving bytes is CPU work too (kernel copies, shared memory), and
  * the slower of the busiest link and the host's CPU bounds a call. s = max(1, reducers per
  * host / cores) (the reducers share the host's cores: every rank, but a parameter server's K
- * servers only) and x = max(0, 1 - cache / (2 x ranks
- * per host x land)), land the bytes a rank receives into at once: n for rd, n/2 for rhd (n with
- * the fold), p n for the ring's small case, n on mapped memory, a few chunks for the pipelined
- * algorithms (beyond the cache every byte comes from memory). S is 2 (p-1) n for every
+ * servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)), land the bytes a rank
+ * receives into at once: n for rd, n/2 for rhd (n with the fold), p n for the ring's small
+ * case, n on mapped memory, a few chunks for the pipelined algorithms (beyond the cache every
+ * byte comes from memory). S is 2 (p-1) n for every
  * algorithm below except where said (each byte goes to the others once up and once down).
  * Per algorithm (M; L; R):
  *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005), pipelined: each of the
@@ -102,7 +102,8 @@ static int ceil_lg(int p) {
  * its link (each way), bytes it reduces. */
 typedef struct {
   double msgs, link, red, sent; /* sent: by all ranks */
-  double land; /* bytes a rank receives into at once (its messages in flight): its cache need */
+  double land;  /* bytes a rank receives into at once (its messages in flight): its cache need */
+  int reducers; /* ranks that reduce (0: all): a parameter server's servers */
 } model_terms;
 
 /* Our binary trees (algo_tree.c) carrying k chunks each, step by step: in step s a rank of
@@ -173,27 +174,27 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
   switch (a.kind) {
   case COLL_ALGO_RING:
     if (mapped && n >= 16.0 * 1024) /* reads the left's block: reduce in place, copy in place */
-      return (model_terms){2.0 * (p - 1), pr * n, pr * n, (p - 1) * n, n};
-    if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n, p * (p - 1) * n, p * n};
-    return (model_terms){2.0 * (p - 1), 2 * pr * n, pr * n, all, COLL_RING_SLOTS * (c < n / p ? c : n / p)};
+      return (model_terms){2.0 * (p - 1), pr * n, pr * n, (p - 1) * n, n, 0};
+    if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n, p * (p - 1) * n, p * n, 0};
+    return (model_terms){2.0 * (p - 1), 2 * pr * n, pr * n, all, COLL_RING_SLOTS * (c < n / p ? c : n / p), 0};
   case COLL_ALGO_RHD:
     return (model_terms){2.0 * lg + 2 * f, 2 * fr * n + 2 * f * n, fr * n + f * n, 2.0 * (pof2 - 1) * n + fold,
-                         f ? n : n / 2};
+                         f ? n : n / 2, 0};
   case COLL_ALGO_RD:
-    return (model_terms){lg + 2.0 * f, lg * n + 2 * f * n, lg * n + f * n, (double)pof2 * lg * n + fold, n};
+    return (model_terms){lg + 2.0 * f, lg * n + 2 * f * n, lg * n + f * n, (double)pof2 * lg * n + fold, n, 0};
   case COLL_ALGO_TREE:
   case COLL_ALGO_DTREE: {
     int nt = a.kind == COLL_ALGO_TREE ? 1 : 2, H;
     double link, red, s = n / nt, k = ceil(s / c), u = s < c ? s : c;
     model_tree_sched(p, nt, k, &link, &red, &H);
-    return (model_terms){k + 2 * H - 1, link * u, red * u, all, 2.0 * nt * u};
+    return (model_terms){k + 2 * H - 1, link * u, red * u, all, 2.0 * nt * u, 0};
   }
   case COLL_ALGO_PS: {
     int K = a.param < 1 ? 1 : a.param > p ? p : a.param;
     double s = n / K, k = ceil(s / c), u = s < c ? s : c;
-    return (model_terms){k + 1, (k + 1) * (p + K - 2) * u, (k + 1) * (p - 1) * u, all, (p - 1) * u};
+    return (model_terms){k + 1, (k + 1) * (p + K - 2) * u, (k + 1) * (p - 1) * u, all, (p - 1) * u, K};
   }
-  default: return (model_terms){INFINITY, INFINITY, INFINITY, INFINITY, INFINITY};
+  default: return (model_terms){INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, 0};
   }
 }
 
@@ -215,8 +216,7 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
    * server's K servers are its only reducers; the workers wait asleep (measured: ps on 4 ranks
    * of 2 cores 13-68% faster than the stretch by 2 made it) */
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (p + hosts - 1) / hosts;
-  int reducers = a.kind == COLL_ALGO_PS ? (a.param < 1 ? 1 : a.param > p ? p : a.param) : local;
-  if (reducers > local) reducers = local;
+  int reducers = t.reducers > 0 && t.reducers < local ? t.reducers : local;
   double share = m->cores > 0 && reducers > m->cores ? (double)reducers / m->cores : 1;
   double senders = m->cores > 0 && local > m->cores ? m->cores : local;
   double link = t.link * m->beta, cpu = t.sent / hosts / senders * m->beta_cpu;
@@ -225,7 +225,8 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
    * algorithms land chunks that stay in cache; rd and rhd land whole vectors and halves
    * (measured on loopback: rd's busbw fell from 2.2 to 1.2 GB/s between 1 and 16 MiB where the
    * tree's stayed at 2.0-2.1) */
-  double ws = coll_model_ws(m, a, p, bytes, chunk_bytes), beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
+  double ws = coll_model_ws(m, a, p, bytes, chunk_bytes);
+  double beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
   double t_ = m->delta + t.msgs * m->alpha + (link > cpu ? link : cpu) + t.red * share * m->gamma;
   if (beyond > 0 && m->mem != 0) t_ += beyond * share * (t.link + t.red) * m->mem;
   return t_;
