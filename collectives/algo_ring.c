@@ -4,9 +4,9 @@
  *
  * Step s (0 <= s < 2(n-1)) sends block (r - s) mod n and receives block (r - s - 1) mod n;
  * the first n-1 steps reduce what they receive (into place, from a few scratch slots that stay
- * in cache; ring_flow), the last n-1 receive straight into place. The block received at step s is the one sent at
- * step s+1. Each block is reduced once, in ring order, then copied around, so every rank ends
- * with bit-identical results.
+ * in cache; ring_flow), the last n-1 receive straight into place. The block received at step s
+ * is the one sent at step s+1. Each block is reduced once, in ring order, then copied around,
+ * so every rank ends with bit-identical results.
  *
  * Sub-chunks ramp up: a block's first c->ring_ramp sub-chunks (2 on tcp and mpi, none on
  * ucx; see coll.c) are chunk/4, chunk/2, then chunk-sized. The pipeline cannot start before
@@ -117,33 +117,39 @@ static int ring_at(const ring_plan *p, ring_cursor *cur, size_t *off, size_t *le
 }
 
 /* Flow control: receive k is posted once receive k - COLL_RING_SLOTS has been consumed, so its
- * slot is free: a reduce-scatter receive lands in scratch slot k % COLL_RING_SLOTS, which stays in
- * cache, where a block-sized scratch sent every received byte through memory and back. Send m
- * is posted no more than COLL_RING_SLOTS ahead of the receives consumed, and past step 0 once what
- * it forwards has been consumed; sends are not reordered, so a step's messages still follow
- * the step before's on the wire. Pushing a whole block at once had it wait in socket buffers,
- * out of cache, until the neighbour read it. */
+ * slot is free: a reduce-scatter receive lands in scratch slot k % COLL_RING_SLOTS, which stays
+ * in cache, where a block-sized scratch sent every received byte through memory and back. Send
+ * m is posted no more than COLL_RING_SLOTS ahead of the receives consumed, and past step 0 once
+ * what it forwards has been consumed; sends are not reordered, so a step's messages still
+ * follow the step before's on the wire. Pushing a whole block at once had it wait in socket
+ * buffers, out of cache, until the neighbour read it. */
 typedef struct {
   coll_comm *c;
   const ring_plan *p;
   char *buf, *slots;
-  coll_req *rq, *sq; /* COLL_RING_SLOTS receives, 2 COLL_RING_SLOTS sends (in flight, in order) */
-  ring_cursor rcv, snd;
-  size_t own, consumed, reaped; /* sends of step 0; receives consumed; sends waited for */
+  coll_req *rq, *sq;         /* COLL_RING_SLOTS receives, 2 COLL_RING_SLOTS sends (in order) */
+  ring_cursor rcv, snd, use; /* the next receive to post, send to post, receive to consume */
+  size_t own, reaped;        /* sends of step 0; sends waited for */
   int next, prev;
 } ring_flow;
+
+/* Scratch slot of receive k. */
+static char *ring_slot(const ring_flow *f, size_t k) {
+  return f->slots + k % COLL_RING_SLOTS * f->p->ce * f->p->esize;
+}
 
 static int ring_pump(ring_flow *f, coll_err *e) {
   const ring_plan *p = f->p;
   size_t off, len;
-  while (f->rcv.k < f->consumed + COLL_RING_SLOTS && !ring_at(p, &f->rcv, &off, &len)) {
-    size_t slot = f->rcv.k % COLL_RING_SLOTS;
-    char *dst = f->rcv.s < p->n - 1 ? f->slots + slot * p->ce * p->esize : f->buf + off * p->esize;
-    if (coll_irecv(f->c, f->prev, dst, len * p->esize, coll_tag(f->c, (uint32_t)f->rcv.s), &f->rq[slot], e) != 0)
+  size_t consumed = f->use.k;
+  while (f->rcv.k < consumed + COLL_RING_SLOTS && !ring_at(p, &f->rcv, &off, &len)) {
+    char *dst = f->rcv.s < p->n - 1 ? ring_slot(f, f->rcv.k) : f->buf + off * p->esize;
+    if (coll_irecv(f->c, f->prev, dst, len * p->esize, coll_tag(f->c, (uint32_t)f->rcv.s),
+                   &f->rq[f->rcv.k % COLL_RING_SLOTS], e) != 0)
       return -1;
     f->rcv.j++, f->rcv.k++;
   }
-  while (f->snd.k < f->consumed + COLL_RING_SLOTS && (f->snd.k < f->own || f->snd.k - f->own < f->consumed) &&
+  while (f->snd.k < consumed + COLL_RING_SLOTS && (f->snd.k < f->own || f->snd.k - f->own < consumed) &&
          !ring_at(p, &f->snd, &off, &len)) {
     if (f->snd.k - f->reaped == 2 * COLL_RING_SLOTS) { /* its request slot: the send 2 COLL_RING_SLOTS back */
       if (coll_waitall(f->c, &f->sq[f->reaped % (2 * COLL_RING_SLOTS)], 1, e) != 0) return -1;
@@ -279,18 +285,15 @@ int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
   char *slots = coll_scratch(c, 0, COLL_RING_SLOTS * p.ce * esize, e);
   coll_req *reqs = coll_reqs(c, 3 * COLL_RING_SLOTS, e);
   if (!slots || !reqs) return -1;
-  ring_flow f = {c, &p, buf, slots, reqs, reqs + COLL_RING_SLOTS, {0, 1, 0, 0}, {0, 0, 0, 0},
-                 0, 0, 0, (r + 1) % n, (r - 1 + n) % n};
-  f.own = ring_nsub(&p, r);
+  ring_flow f = {.c = c, .p = &p, .buf = buf, .slots = slots, .rq = reqs, .sq = reqs + COLL_RING_SLOTS,
+                 .rcv = {.shift = 1}, .use = {.shift = 1}, .own = ring_nsub(&p, r),
+                 .next = (r + 1) % n, .prev = (r - 1 + n) % n};
   if (ring_pump(&f, e) != 0) return -1;
-  ring_cursor at = {0, 1, 0, 0}; /* the next receive to consume */
   size_t off, len;
-  while (!ring_at(&p, &at, &off, &len)) {
-    size_t slot = at.k % COLL_RING_SLOTS;
-    if (coll_waitall(c, &f.rq[slot], 1, e) != 0) return -1;
-    if (at.s < n - 1) coll_creduce(c, buf + off * esize, slots + slot * p.ce * esize, len, dt, op);
-    at.j++, at.k++;
-    f.consumed++;
+  while (!ring_at(&p, &f.use, &off, &len)) {
+    if (coll_waitall(c, &f.rq[f.use.k % COLL_RING_SLOTS], 1, e) != 0) return -1;
+    if (f.use.s < n - 1) coll_creduce(c, buf + off * esize, ring_slot(&f, f.use.k), len, dt, op);
+    f.use.j++, f.use.k++;
     if (ring_pump(&f, e) != 0) return -1;
   }
   for (; f.reaped < f.snd.k; f.reaped++)
