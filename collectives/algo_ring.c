@@ -171,14 +171,24 @@ static int ring_pump(ring_flow *f, coll_err *e) {
  * input). Rank r then owns block r+1; all-gather step t copies block (r-t) from the left once
  * the left has it (token n-1 at t = 0, then token n+t). Two tokens go the other way: nobody
  * overwrites a block in the all-gather before the right has finished reading its partial sums
- * (RS done), and nobody returns before the right has finished copying (AG done). */
+ * (RS done), and nobody returns before the right has finished copying (AG done).
+ * Where the transport has marks (CUDA IPC), "finished" is a mark: each token is sent once its
+ * step is queued, with the mark of the same number, and its receiver's GPU waits for the mark
+ * instead of its host waiting for the GPU, so the steps run back to back on the device. Every
+ * wait on a rank's marks is queued before that rank can pass AG done, so none of them is
+ * recorded again, by the next call, before its waiter has queued its wait.
+ * Where the transport reduces into two places (dev_reduce2) and `right` maps the right's buffer,
+ * the last reduce-scatter step writes its block into the right's copy too, which is the right's
+ * all-gather step 0: that copy's read is saved (two ranks move 4S bytes instead of 5S) and so is
+ * a step. The right has read that block of ours at its step 0, long before: our last step
+ * follows it through the chain of tokens around the ring. */
 typedef struct {
   uint64_t region, offset, count, kind;
 } ring_hello;
 
 enum { RING_TOK_RS_DONE = 0x4000, RING_TOK_AG_DONE = 0x4001 };
 
-static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t where[2],
+static int ring_direct(coll_comm *c, char *buf, const char *left, char *right, const uint64_t where[2],
                        size_t count, coll_dtype dt, coll_op op, coll_err *e) {
   int n = c->size, r = c->rank, next = (r + 1) % n, prev = (r - 1 + n) % n;
   size_t es = coll_dtype_size(dt);
@@ -195,10 +205,18 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t
   int stream = count * es >= c->ring_stream_bytes && !c->tp->on_device; /* GPU: its own kernel */
   ring_hello mine = {where[0], where[1], count, (uint64_t)dt * 64 + (uint64_t)op}, theirs;
   coll_req rq;
-#define RING_SEND(to, step) coll_isend(c, (to), &tok, sizeof tok, coll_tag(c, (step)), &sq[ns++], e)
-#define RING_WAIT(from, step) \
-  (coll_irecv(c, (from), &got, sizeof got, coll_tag(c, (step)), &rq, e) || coll_waitall(c, &rq, 1, e))
+  coll_transport *tp = c->tp;
+  int mk = tp->marks >= 2 * n + 1; /* tokens 0..2n-2, then RS done and AG done */
+#define RING_MARK(step) \
+  ((step) == RING_TOK_RS_DONE ? 2 * n - 1 : (step) == RING_TOK_AG_DONE ? 2 * n : (int)(step))
+#define RING_SEND(to, step)                                            \
+  ((mk && tp->ops->dev_mark(tp, RING_MARK(step), e) != 0) ||           \
+   coll_isend(c, (to), &tok, sizeof tok, coll_tag(c, (step)), &sq[ns++], e))
+#define RING_WAIT(from, step)                                                                \
+  (coll_irecv(c, (from), &got, sizeof got, coll_tag(c, (step)), &rq, e) ||                   \
+   coll_waitall(c, &rq, 1, e) || (mk && tp->ops->dev_after(tp, (from), RING_MARK(step), e) != 0))
   if (coll_irecv(c, prev, &theirs, sizeof theirs, coll_tag(c, 0), &rq, e) != 0 ||
+      (mk && tp->ops->dev_mark(tp, 0, e) != 0) ||
       coll_isend(c, next, &mine, sizeof mine, coll_tag(c, 0), &sq[ns++], e) != 0 ||
       coll_waitall(c, &rq, 1, e) != 0)
     return -1;
@@ -211,11 +229,14 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t
                      (unsigned long long)theirs.region, (unsigned long long)theirs.offset,
                      (unsigned long long)theirs.count, (unsigned long long)mine.region,
                      (unsigned long long)mine.offset, (unsigned long long)mine.count);
+  if (mk && tp->ops->dev_after(tp, prev, 0, e) != 0) return -1;
   for (int s = 0; s < n - 1; s++) {
     if (s > 0 && RING_WAIT(prev, (uint32_t)s)) return -1;
     size_t off, len;
     coll_block(count, n, ring_mod(r - s - 1, n), &off, &len);
-    if (stream)
+    if (right && s == n - 2)
+      tp->ops->dev_reduce2(tp, buf + off * es, right + off * es, left + off * es, len, dt, op);
+    else if (stream)
       coll_reduce_stream(buf + off * es, left + off * es, len, dt, op);
     else
       coll_creduce(c, buf + off * es, left + off * es, len, dt, op);
@@ -227,13 +248,16 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, const uint64_t
     if (RING_WAIT(prev, (uint32_t)(t == 0 ? n - 1 : n + t))) return -1;
     size_t off, len;
     coll_block(count, n, ring_mod(r - t, n), &off, &len);
-    if (stream)
+    if (right && t == 0)
+      ; /* the left wrote it here in its last reduce-scatter step */
+    else if (stream)
       coll_copy_stream(buf + off * es, left + off * es, len * es);
     else
       coll_ccopy(c, buf + off * es, left + off * es, len * es);
     if (t + 1 < n - 1 && RING_SEND(next, (uint32_t)(n + t + 1))) return -1;
   }
   if (RING_SEND(prev, RING_TOK_AG_DONE) || RING_WAIT(next, RING_TOK_AG_DONE)) return -1;
+#undef RING_MARK
 #undef RING_SEND
 #undef RING_WAIT
   return coll_waitall(c, sq, ns, e);
@@ -276,7 +300,11 @@ int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
   const char *left = count * esize >= COLL_RING_DIRECT_MIN
                          ? coll_peer_ptr(c, (r - 1 + n) % n, buf, count * esize, where)
                          : NULL;
-  if (left) return ring_direct(c, buf, left, where, count, dt, op, e);
+  if (left) {
+    uint64_t w[2];
+    char *right = c->tp->ops->dev_reduce2 ? (char *)coll_peer_ptr(c, (r + 1) % n, buf, count * esize, w) : NULL;
+    return ring_direct(c, buf, left, right, where, count, dt, op, e);
+  }
   if (count * esize * (size_t)n <= COLL_RING_SMALL) return ring_small(c, buf, count, dt, op, e);
   if (c->tp->grouped) return ring_steps(c, buf, count, dt, op, e);
 

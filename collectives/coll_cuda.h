@@ -14,6 +14,8 @@ extern "C" {
 /* inout[i] = inout[i] (op) in[i] on device memory, enqueued on `stream` (a cudaStream_t).
  * Returns a cudaError_t (0: launched). */
 int coll_cuda_reduce(void *inout, const void *in, size_t count, int dtype, int op, void *stream);
+/* The same, the result also written to out2 (which may be `in`). */
+int coll_cuda_reduce2(void *inout, void *out2, const void *in, size_t count, int dtype, int op, void *stream);
 /* dst = src, bytes of them, by a kernel (either may be pinned host memory); as above. */
 int coll_cuda_copy(void *dst, const void *src, size_t bytes, void *stream);
 #ifdef __cplusplus

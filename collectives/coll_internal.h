@@ -47,8 +47,18 @@ typedef struct {
   void (*dev_reduce)(coll_transport *t, void *inout, const void *in, size_t count, coll_dtype dt,
                      coll_op op);
   void (*dev_copy)(coll_transport *t, void *dst, const void *src, size_t bytes);
+  /* dev_reduce whose result also goes to out2 (which may be `in`), or NULL. */
+  void (*dev_reduce2)(coll_transport *t, void *inout, void *out2, const void *in, size_t count,
+                      coll_dtype dt, coll_op op);
   void *(*dev_alloc)(coll_transport *t, size_t bytes, coll_err *e);
   void (*dev_free)(coll_transport *t, void *p);
+  /* Marks (where base.marks > 0): dev_mark records mark `slot` (< base.marks) after the work
+   * queued on this rank's stream so far, and dev_after orders this rank's later work after rank
+   * `peer`'s last recording of its mark `slot`, on the GPU: a token saying "marked" then hands
+   * work on without the host waiting for it. Without marks every dev_reduce and dev_copy has
+   * finished when it returns. */
+  int (*dev_mark)(coll_transport *t, int slot, coll_err *e);
+  int (*dev_after)(coll_transport *t, int peer, int slot, coll_err *e);
   int (*finish)(coll_transport *t, coll_err *e);
 } coll_transport_ops;
 
@@ -66,6 +76,7 @@ struct coll_transport {
   int rendezvous;        /* a large message waits for a handshake with its receiver (ucx over
                             shared memory or RDMA): the algorithms' chunks are then best large
                             (COLL_CHUNK_UCX) and the ring's ramp of small first chunks costs */
+  int marks;             /* dev_mark's slots (0: none); set once mapped memory exists */
 };
 
 /* Where this rank's transports listen and what they advertise: FABENCH_BIND_ADDR, else the

@@ -1,5 +1,7 @@
 // The collectives' GPU kernels. Reductions: inout[i] = inout[i] (op) in[i], the device twin of
-// reduce.c; and a copy, for the copy ceilings done by the SMs (coll_cuda_copy).
+// reduce.c, optionally written to a second place too (the mapped ring's last reduce-scatter step
+// hands its block to the right neighbour that way); and a copy, for the copy ceilings done by
+// the SMs (coll_cuda_copy).
 // f16 and bf16 are computed in f32 and rounded to nearest even, as on the CPU, so a device
 // all-reduce gives the same bits as a host one. One grid-stride kernel per (type, op). The
 // reduction is memory-bound (two loads and a store per element): where both buffers are 16-byte
@@ -41,20 +43,26 @@ template <typename A> __device__ A apply(A a, A b, int op) {
   }
 }
 
-template <typename T, int OP>
-__global__ void reduce_kernel(T *__restrict__ inout, const T *__restrict__ in, size_t n) {
+// TWO: the result goes to out2 as well. out2 may be `in` (the ring's two ranks: the neighbour's
+// block is read and overwritten by the same thread), so neither is __restrict__.
+template <typename T, int OP, bool TWO>
+__global__ void reduce_kernel(T *__restrict__ inout, T *out2, const T *in, size_t n) {
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (; i < n; i += stride) inout[i] = down<T>(apply(up(inout[i]), up(in[i]), OP));
+  for (; i < n; i += stride) {
+    T v = down<T>(apply(up(inout[i]), up(in[i]), OP));
+    inout[i] = v;
+    if (TWO) out2[i] = v;
+  }
 }
 
 // nvec 16-byte vectors, then the n - nvec*K elements after them one a thread
-template <typename T, int OP>
-__global__ void reduce_vec_kernel(T *__restrict__ inout, const T *__restrict__ in, size_t nvec, size_t n) {
+template <typename T, int OP, bool TWO>
+__global__ void reduce_vec_kernel(T *__restrict__ inout, T *out2, const T *in, size_t nvec, size_t n) {
   constexpr int K = 16 / sizeof(T);
   size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t stride = (size_t)gridDim.x * blockDim.x;
-  uint4 *vo = reinterpret_cast<uint4 *>(inout);
+  uint4 *vo = reinterpret_cast<uint4 *>(inout), *v2 = reinterpret_cast<uint4 *>(out2);
   const uint4 *vi = reinterpret_cast<const uint4 *>(in);
   for (size_t i = t; i < nvec; i += stride) {
     uint4 a = vo[i], b = vi[i];
@@ -63,39 +71,57 @@ __global__ void reduce_vec_kernel(T *__restrict__ inout, const T *__restrict__ i
 #pragma unroll
     for (int k = 0; k < K; k++) pa[k] = down<T>(apply(up(pa[k]), up(pb[k]), OP));
     vo[i] = a;
+    if (TWO) v2[i] = a;
   }
   size_t j = nvec * K + t;
-  if (j < n) inout[j] = down<T>(apply(up(inout[j]), up(in[j]), OP));
+  if (j < n) {
+    T v = down<T>(apply(up(inout[j]), up(in[j]), OP));
+    inout[j] = v;
+    if (TWO) out2[j] = v;
+  }
 }
 
-template <typename T, int OP>
-void launch_op(T *o, const T *i, size_t n, cudaStream_t s) {
+template <typename T, int OP, bool TWO>
+void launch_op(T *o, T *o2, const T *i, size_t n, cudaStream_t s) {
   const int threads = 512;
   // enough blocks to fill the GPU (132 SMs x 4 on an H100), each then loops
   const size_t most = 2048;
   constexpr int K = 16 / sizeof(T);
-  if (aligned16(o, i)) {
+  if (aligned16(o, i) && (!TWO || aligned16(o2, o))) {
     size_t nvec = n / K, want = (nvec + threads - 1) / threads;
     unsigned blocks = (unsigned)(want < 1 ? 1 : want < most ? want : most); // the tail (< K) needs one
-    reduce_vec_kernel<T, OP><<<blocks, threads, 0, s>>>(o, i, nvec, n);
+    reduce_vec_kernel<T, OP, TWO><<<blocks, threads, 0, s>>>(o, o2, i, nvec, n);
   } else {
     size_t want = (n + threads - 1) / threads;
-    reduce_kernel<T, OP><<<(unsigned)(want < most ? want : most), threads, 0, s>>>(o, i, n);
+    reduce_kernel<T, OP, TWO><<<(unsigned)(want < most ? want : most), threads, 0, s>>>(o, o2, i, n);
   }
 }
 
-template <typename T>
-cudaError_t launch(void *inout, const void *in, size_t n, int op, cudaStream_t s) {
-  T *o = static_cast<T *>(inout);
+template <typename T, bool TWO>
+cudaError_t launch(void *inout, void *out2, const void *in, size_t n, int op, cudaStream_t s) {
+  T *o = static_cast<T *>(inout), *o2 = static_cast<T *>(out2);
   const T *i = static_cast<const T *>(in);
   switch (op) {
-  case COLL_CUDA_SUM: launch_op<T, COLL_CUDA_SUM>(o, i, n, s); break;
-  case COLL_CUDA_PROD: launch_op<T, COLL_CUDA_PROD>(o, i, n, s); break;
-  case COLL_CUDA_MIN: launch_op<T, COLL_CUDA_MIN>(o, i, n, s); break;
-  case COLL_CUDA_MAX: launch_op<T, COLL_CUDA_MAX>(o, i, n, s); break;
+  case COLL_CUDA_SUM: launch_op<T, COLL_CUDA_SUM, TWO>(o, o2, i, n, s); break;
+  case COLL_CUDA_PROD: launch_op<T, COLL_CUDA_PROD, TWO>(o, o2, i, n, s); break;
+  case COLL_CUDA_MIN: launch_op<T, COLL_CUDA_MIN, TWO>(o, o2, i, n, s); break;
+  case COLL_CUDA_MAX: launch_op<T, COLL_CUDA_MAX, TWO>(o, o2, i, n, s); break;
   default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+template <bool TWO>
+cudaError_t launch_type(void *inout, void *out2, const void *in, size_t count, int dtype, int op, cudaStream_t s) {
+  switch (dtype) {
+  case COLL_CUDA_F32: return launch<float, TWO>(inout, out2, in, count, op, s);
+  case COLL_CUDA_F64: return launch<double, TWO>(inout, out2, in, count, op, s);
+  case COLL_CUDA_F16: return launch<__half, TWO>(inout, out2, in, count, op, s);
+  case COLL_CUDA_BF16: return launch<__nv_bfloat16, TWO>(inout, out2, in, count, op, s);
+  case COLL_CUDA_I32: return launch<int, TWO>(inout, out2, in, count, op, s);
+  case COLL_CUDA_I64: return launch<long long, TWO>(inout, out2, in, count, op, s);
+  default: return cudaErrorInvalidValue;
+  }
 }
 
 // Four 16-byte loads in flight a thread before their stores: reads over PCIe wait ~1 us, and
@@ -143,14 +169,11 @@ extern "C" int coll_cuda_copy(void *dst, const void *src, size_t bytes, void *st
 extern "C" int coll_cuda_reduce(void *inout, const void *in, size_t count, int dtype, int op,
                                 void *stream) {
   if (count == 0) return 0;
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  switch (dtype) {
-  case COLL_CUDA_F32: return (int)launch<float>(inout, in, count, op, s);
-  case COLL_CUDA_F64: return (int)launch<double>(inout, in, count, op, s);
-  case COLL_CUDA_F16: return (int)launch<__half>(inout, in, count, op, s);
-  case COLL_CUDA_BF16: return (int)launch<__nv_bfloat16>(inout, in, count, op, s);
-  case COLL_CUDA_I32: return (int)launch<int>(inout, in, count, op, s);
-  case COLL_CUDA_I64: return (int)launch<long long>(inout, in, count, op, s);
-  default: return (int)cudaErrorInvalidValue;
-  }
+  return (int)launch_type<false>(inout, nullptr, in, count, dtype, op, static_cast<cudaStream_t>(stream));
+}
+
+extern "C" int coll_cuda_reduce2(void *inout, void *out2, const void *in, size_t count, int dtype, int op,
+                                 void *stream) {
+  if (count == 0) return 0;
+  return (int)launch_type<true>(inout, out2, in, count, dtype, op, static_cast<cudaStream_t>(stream));
 }

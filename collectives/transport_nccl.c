@@ -13,8 +13,10 @@
  *   exports each rank's buffer (cudaIpcGetMemHandle) and every rank opens every other's, so the
  *   ring reads its neighbour's partial sums in place on the device, as the ucx ring does on
  *   mapped host memory. Other device messages go through host memory over the tcp transport.
- *   Here every reduction and copy waits for the stream, because the ring's tokens (host
- *   messages) tell the neighbour that the data is there.
+ *   The ring's tokens (host messages) tell the neighbour that a step is done: with marks
+ *   (interprocess CUDA events, dev_mark/dev_after) a token goes as soon as the step is queued
+ *   and the neighbour's stream waits for the event, so the GPU runs the steps back to back;
+ *   where the events cannot be shared, every reduction and copy waits for the stream first.
  * Host memory (barriers, tokens) always goes over an inner tcp transport. The unique id and the
  * device map are exchanged through the bootstrap. */
 #include <sched.h>
@@ -82,6 +84,10 @@ typedef struct {
   int nregions;
   uint64_t next_id;
   int timeout_ms;
+  int marks_tried;     /* the marks were set up (base.marks > 0) or refused: once */
+  cudaEvent_t *mark;   /* shared GPU: this rank's base.marks interprocess events */
+  cudaEvent_t *peer_mark; /* [p * base.marks + slot]: rank p's, opened here */
+  int stuck;           /* the GPU's work did not finish in time: close() must not wait for it */
   int failed;          /* a CUDA or NCCL call failed: finish() reports it once */
   char why[1024];
 } nc_transport;
@@ -129,6 +135,7 @@ static int nc_wait(nc_transport *t, cudaEvent_t ev, coll_err *e) {
     if ((spin & 1023) == 1023) {
       if (nc_now_ms() - t0 > t->timeout_ms) {
         if (t->nccl) ncclCommAbort(t->nccl), t->nccl = NULL;
+        t->stuck = 1;
         return coll_fail(e, "rank %d (%s): the GPU's work did not finish within %d ms (a peer stopped or "
                             "sent a different message?)",
                          t->base.rank, nc_host_name(t), t->timeout_ms);
@@ -279,23 +286,34 @@ static int nc_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, co
   return 0;
 }
 
-static void nc_dev_reduce(coll_transport *tp, void *inout, const void *in, size_t count, coll_dtype dt,
-                          coll_op op) {
-  nc_transport *t = (nc_transport *)tp;
+/* inout = inout (op) in, and out2 too where it is not NULL. */
+static void nc_reduce_to(nc_transport *t, void *inout, void *out2, const void *in, size_t count, coll_dtype dt,
+                         coll_op op) {
   if (t->failed || count == 0) return;
-  if (nc_cuda(t, (cudaError_t)coll_cuda_reduce(inout, in, count, (int)dt, (int)op, t->stream), "reduction kernel"))
-    return;
-  if (t->ipc) {
+  int rc = out2 ? coll_cuda_reduce2(inout, out2, in, count, (int)dt, (int)op, t->stream)
+                : coll_cuda_reduce(inout, in, count, (int)dt, (int)op, t->stream);
+  if (nc_cuda(t, (cudaError_t)rc, "reduction kernel")) return;
+  if (t->ipc && !t->base.marks) {
     coll_err e;
     if (nc_wait(t, NULL, &e)) nc_note(t, "reduction kernel", e.msg);
   }
+}
+
+static void nc_dev_reduce(coll_transport *tp, void *inout, const void *in, size_t count, coll_dtype dt,
+                          coll_op op) {
+  nc_reduce_to((nc_transport *)tp, inout, NULL, in, count, dt, op);
+}
+
+static void nc_dev_reduce2(coll_transport *tp, void *inout, void *out2, const void *in, size_t count,
+                           coll_dtype dt, coll_op op) {
+  nc_reduce_to((nc_transport *)tp, inout, out2, in, count, dt, op);
 }
 
 static void nc_dev_copy(coll_transport *tp, void *dst, const void *src, size_t bytes) {
   nc_transport *t = (nc_transport *)tp;
   if (t->failed || bytes == 0) return;
   if (nc_cuda(t, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, t->stream), "cudaMemcpyAsync")) return;
-  if (t->ipc) {
+  if (t->ipc && !t->base.marks) {
     coll_err e;
     if (nc_wait(t, NULL, &e)) nc_note(t, "cudaMemcpyAsync", e.msg);
   }
@@ -380,6 +398,78 @@ static void nc_region_unmap(nc_transport *t, nc_region *g) {
   g->peer = NULL;
 }
 
+static void nc_marks_close(nc_transport *t) {
+  int n = t->base.size, k = 2 * n + 2;
+  if (t->peer_mark)
+    for (int i = 0; i < n * k; i++)
+      if (t->peer_mark[i]) cudaEventDestroy(t->peer_mark[i]);
+  if (t->mark)
+    for (int i = 0; i < k; i++)
+      if (t->mark[i]) cudaEventDestroy(t->mark[i]);
+  free(t->peer_mark), free(t->mark);
+  t->peer_mark = t->mark = NULL;
+  t->base.marks = 0;
+}
+
+/* The marks (coll_internal.h) of the shared GPU: 2n + 2 interprocess events a rank (the ring
+ * uses 2n + 1), every rank opening every other's. Collective, like the mapping it follows; off
+ * where any rank cannot share its events, or where FABENCH_IPC_EVENTS=0 (the ring then waits
+ * on the host at every step, as a comparison or a way round a driver that mishandles them). */
+static int nc_marks_open(nc_transport *t, coll_err *e) {
+  int n = t->base.size, me = t->base.rank, k = 2 * n + 2;
+  t->marks_tried = 1;
+  const char *env = getenv("FABENCH_IPC_EVENTS");
+  size_t one = sizeof(uint64_t) + (size_t)k * sizeof(cudaIpcEventHandle_t);
+  char *all = calloc((size_t)n, one);
+  uint64_t *oks = calloc((size_t)n, sizeof *oks);
+  t->mark = calloc((size_t)k, sizeof *t->mark);
+  t->peer_mark = calloc((size_t)(n * k), sizeof *t->peer_mark);
+  if (!all || !oks || !t->mark || !t->peer_mark) {
+    free(all), free(oks), nc_marks_close(t);
+    return coll_fail(e, "rank %d: out of memory", me);
+  }
+  char *mine = all + (size_t)me * one;
+  uint64_t ok = !(env && !strcmp(env, "0"));
+  for (int i = 0; i < k && ok; i++)
+    ok = cudaEventCreateWithFlags(&t->mark[i], cudaEventDisableTiming | cudaEventInterprocess) == cudaSuccess &&
+         cudaIpcGetEventHandle((cudaIpcEventHandle_t *)(mine + sizeof ok) + i, t->mark[i]) == cudaSuccess;
+  cudaGetLastError();
+  memcpy(mine, &ok, sizeof ok);
+  int rc = nc_ctrl_allgather(t, all, mine, one, e);
+  uint64_t opened = ok;
+  for (int p = 0; p < n && !rc && opened; p++) {
+    const char *h = all + (size_t)p * one;
+    memcpy(&opened, h, sizeof opened);
+    for (int i = 0; i < k && opened && p != me; i++)
+      opened = cudaIpcOpenEventHandle(&t->peer_mark[p * k + i], ((const cudaIpcEventHandle_t *)(h + sizeof ok))[i]) ==
+               cudaSuccess;
+  }
+  cudaGetLastError();
+  if (!rc) rc = nc_ctrl_allgather(t, oks, &opened, sizeof opened, e);
+  int every = !rc;
+  for (int p = 0; p < n && every; p++) every = oks[p] != 0;
+  free(all), free(oks);
+  if (every)
+    t->base.marks = k;
+  else
+    nc_marks_close(t);
+  return rc;
+}
+
+static int nc_dev_mark(coll_transport *tp, int slot, coll_err *e) {
+  nc_transport *t = (nc_transport *)tp;
+  if (nc_cuda(t, cudaEventRecord(t->mark[slot], t->stream), "cudaEventRecord (a mark)")) return nc_report(t, e);
+  return 0;
+}
+
+static int nc_dev_after(coll_transport *tp, int peer, int slot, coll_err *e) {
+  nc_transport *t = (nc_transport *)tp;
+  if (nc_cuda(t, cudaStreamWaitEvent(t->stream, t->peer_mark[peer * t->base.marks + slot], 0),
+              "cudaStreamWaitEvent (a peer's mark)"))
+    return nc_report(t, e);
+  return 0;
+}
+
 static void *nc_mem_alloc(coll_transport *tp, size_t bytes, coll_err *e) {
   nc_transport *t = (nc_transport *)tp;
   int n = t->base.size, me = t->base.rank;
@@ -433,6 +523,7 @@ static void *nc_mem_alloc(coll_transport *tp, size_t bytes, coll_err *e) {
   if (!every) nc_region_unmap(t, g); /* plain device memory: staged messages, no in-place ring */
   else if (!strstr(t->base.fabric, "+mapped"))
     strncat(t->base.fabric, "+mapped", sizeof t->base.fabric - strlen(t->base.fabric) - 1);
+  if (!rc && every && !t->marks_tried) rc = nc_marks_open(t, e);
   if (rc) return NULL;
   return g->base;
 }
@@ -465,16 +556,24 @@ static const void *nc_peer_ptr(coll_transport *tp, int peer, const void *buf, si
 
 static void nc_close(coll_transport *tp) {
   nc_transport *t = (nc_transport *)tp;
-  if (t->stream) cudaStreamSynchronize(t->stream);
-  for (int i = 0; i < t->nregions; i++) {
-    nc_region_unmap(t, &t->regions[i]);
-    cudaFree(t->regions[i].base);
+  /* A stream stuck on a stopped peer would hold every call below for ever: the process's exit
+   * frees the GPU's side then. */
+  if (!t->stuck) {
+    if (t->stream) cudaStreamSynchronize(t->stream);
+    for (int i = 0; i < t->nregions; i++) {
+      nc_region_unmap(t, &t->regions[i]);
+      cudaFree(t->regions[i].base);
+    }
+    if (t->nccl) ncclCommDestroy(t->nccl);
+    nc_marks_close(t);
+    for (int i = 0; i < 2; i++)
+      if (t->ev[i]) cudaEventDestroy(t->ev[i]);
+    if (t->stream) cudaStreamDestroy(t->stream);
+  } else {
+    for (int i = 0; i < t->nregions; i++) free(t->regions[i].peer);
+    free(t->mark), free(t->peer_mark);
   }
   free(t->regions);
-  if (t->nccl) ncclCommDestroy(t->nccl);
-  for (int i = 0; i < 2; i++)
-    if (t->ev[i]) cudaEventDestroy(t->ev[i]);
-  if (t->stream) cudaStreamDestroy(t->stream);
   if (t->tcp) t->tcp->ops->close(t->tcp);
   free(t->base.gpus);
   free(t->pend);
@@ -512,8 +611,11 @@ static const coll_transport_ops nc_ipc_ops = {
     .close = nc_close,
     .dev_reduce = nc_dev_reduce,
     .dev_copy = nc_dev_copy,
+    .dev_reduce2 = nc_dev_reduce2,
     .dev_alloc = nc_dev_alloc,
     .dev_free = nc_dev_free,
+    .dev_mark = nc_dev_mark,
+    .dev_after = nc_dev_after,
     .finish = nc_finish,
 };
 

@@ -8,6 +8,7 @@
 # libraries are taken from there, the toolkit, or the nvidia-* Python wheels. Each part logs to
 # OUT_DIR (env.txt, tests.log, copy.log, bench.log, train.log, cputta.log) as it goes, and the
 # run directories end in OUT_DIR/results.tgz. Nothing starts after DEADLINE seconds [420].
+# nvbandwidth (NVBANDWIDTH=PATH, or on the PATH) runs beside the copy ceilings where present.
 set -u
 bin=$(cd "$1" && pwd); out=$2; fmnist=${3:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$out"
@@ -51,6 +52,8 @@ cpu=$!
   t 120 "${G[@]}" "$bin/test_nn_torch"
   t 60 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo native --ranks 1
   t 90 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo ring --ranks 1,2,3,4 --mem comm --mapped yes --big 100003
+  FABENCH_IPC_EVENTS=0 t 90 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo ring --ranks 2,3 --mem comm --mapped yes \
+    --big 100003
   for a in rhd tree ps:2; do t 60 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo $a --ranks 2,3 --mem comm --big 100003; done
   t 90 "${G[@]}" "$bin/fabench" allreduce -n 3 --transport nccl --algo ring,rhd --dtype f32,f64,f16,bf16,i32,i64 \
     --op sum,prod,min,max --min-bytes 4 --max-bytes 4M --step-factor 37 --iters 3 --rounds 1 --out "$res/ar3"
@@ -69,6 +72,9 @@ cpu=$!
 {
   t 60 "${G[@]}" "$bin/fabench" p2p --transport nccl --tests d2d,h2d,d2h,d2d-sm,h2d-sm,d2h-sm --min-bytes 1M --max-bytes 1G \
     --step-factor 4 --time-per-size 0.2 --out "$res/p2p"
+  nvbw=${NVBANDWIDTH:-$(command -v nvbandwidth)}
+  [ -n "$nvbw" ] && t 60 "${G[@]}" "$nvbw" -b 1024 -t device_local_copy host_to_device_memcpy_ce device_to_host_memcpy_ce \
+    host_to_device_memcpy_sm device_to_host_memcpy_sm
   t 60 "${G[@]}" "$bin/fabench" allreduce --transport nccl --algo native --min-bytes 64K --max-bytes 1G --step-factor 16 \
     --time-per-size 0.1 --rounds 1 --out "$res/ar1"
   for r in 2 4; do
