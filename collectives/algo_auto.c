@@ -26,8 +26,10 @@
  *         algo_ring.c all-gathers whole vectors when p n <= 64 KiB (its COLL_RING_SMALL):
  *         p-1; (p-1) n; (p-1) n; S = p (p-1) n
  *         on memory every rank maps (m->mapped, from 16 KiB) it reads its left neighbour's
- *         block in place: reduce-scatter reduces from it, all-gather copies it, tokens only:
- *         2(p-1); (p-1)/p n; (p-1)/p n; S = (p-1) n
+ *         block in place: reduce-scatter reduces from it, all-gather copies it, tokens only;
+ *         the last reduce-scatter step also writes the right's copy, which is one step less
+ *         (the block it writes stands for the copy it saves):
+ *         2p-3; (p-1)/p n; (p-1)/p n; S = (p-1) n
  *   rhd   (Rabenseifner, TRG 2005): reduce-scatter by recursive halving + all-gather by
  *         recursive doubling, plus the fold's two whole-vector messages (f = 1 if p is not a
  *         power of two): 2 lg p' + 2f; 2 (p'-1)/p' n + 2 f n; (p'-1)/p' n + f n;
@@ -174,7 +176,7 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
   switch (a.kind) {
   case COLL_ALGO_RING:
     if (mapped && n >= 16.0 * 1024) /* reads the left's block: reduce in place, copy in place */
-      return (model_terms){2.0 * (p - 1), pr * n, pr * n, (p - 1) * n, n, 0};
+      return (model_terms){p > 1 ? 2.0 * p - 3 : 0, pr * n, pr * n, (p - 1) * n, n, 0};
     if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n, p * (p - 1) * n, p * n, 0};
     return (model_terms){2.0 * (p - 1), 2 * pr * n, pr * n, all, COLL_RING_SLOTS * (c < n / p ? c : n / p), 0};
   case COLL_ALGO_RHD:

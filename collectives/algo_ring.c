@@ -177,11 +177,11 @@ static int ring_pump(ring_flow *f, coll_err *e) {
  * instead of its host waiting for the GPU, so the steps run back to back on the device. Every
  * wait on a rank's marks is queued before that rank can pass AG done, so none of them is
  * recorded again, by the next call, before its waiter has queued its wait.
- * Where the transport reduces into two places (dev_reduce2) and `right` maps the right's buffer,
- * the last reduce-scatter step writes its block into the right's copy too, which is the right's
- * all-gather step 0: that copy's read is saved (two ranks move 4S bytes instead of 5S) and so is
- * a step. The right has read that block of ours at its step 0, long before: our last step
- * follows it through the chain of tokens around the ring. */
+ * Where `right` maps the right's buffer too, the last reduce-scatter step writes its block into
+ * the right's copy as well, which is the right's all-gather step 0: that copy's read is saved
+ * (two ranks move 4S bytes through memory instead of 5S) and so is a step. The right has read
+ * that block of ours at its step 0, long before: our last step follows it through the chain of
+ * tokens around the ring. */
 typedef struct {
   uint64_t region, offset, count, kind;
 } ring_hello;
@@ -234,9 +234,12 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, char *right, c
     if (s > 0 && RING_WAIT(prev, (uint32_t)s)) return -1;
     size_t off, len;
     coll_block(count, n, ring_mod(r - s - 1, n), &off, &len);
-    if (right && s == n - 2)
-      tp->ops->dev_reduce2(tp, buf + off * es, right + off * es, left + off * es, len, dt, op);
-    else if (stream)
+    if (right && s == n - 2) {
+      if (tp->on_device)
+        tp->ops->dev_reduce2(tp, buf + off * es, right + off * es, left + off * es, len, dt, op);
+      else
+        coll_reduce2(buf + off * es, right + off * es, left + off * es, len, dt, op, stream);
+    } else if (stream)
       coll_reduce_stream(buf + off * es, left + off * es, len, dt, op);
     else
       coll_creduce(c, buf + off * es, left + off * es, len, dt, op);
@@ -302,7 +305,9 @@ int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
                          : NULL;
   if (left) {
     uint64_t w[2];
-    char *right = c->tp->ops->dev_reduce2 ? (char *)coll_peer_ptr(c, (r + 1) % n, buf, count * esize, w) : NULL;
+    char *right = !c->tp->on_device || c->tp->ops->dev_reduce2
+                      ? (char *)coll_peer_ptr(c, (r + 1) % n, buf, count * esize, w)
+                      : NULL;
     return ring_direct(c, buf, left, right, where, count, dt, op, e);
   }
   if (count * esize * (size_t)n <= COLL_RING_SMALL) return ring_small(c, buf, count, dt, op, e);

@@ -166,6 +166,8 @@ void *coll_scratch(coll_comm *c, int which, size_t bytes, coll_err *e);
  * staying dirty in this core's cache (reduce.c). */
 void coll_reduce_stream(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op);
 void coll_copy_stream(void *dst, const void *src, size_t bytes);
+/* inout = inout (op) in, written to out2 as well (which may be `in`); streamed where `stream`. */
+void coll_reduce2(void *inout, void *out2, const void *in, size_t count, coll_dtype dt, coll_op op, int stream);
 
 /* The transport's peer_ptr, or NULL when it has none. */
 const void *coll_peer_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]);

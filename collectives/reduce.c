@@ -231,3 +231,26 @@ void coll_reduce_stream(void *inout, const void *in, size_t count, coll_dtype dt
   }
   coll_stream_fence();
 }
+
+/* The mapped ring's last reduce-scatter step, which hands its block to the right neighbour too:
+ * each tile is reduced and then, still in L1, written to the second place (both streamed where
+ * `stream`). out2 may be `in` (two ranks): a tile of it is read before it is overwritten. */
+void coll_reduce2(void *inout, void *out2, const void *in, size_t count, coll_dtype dt, coll_op op, int stream) {
+  size_t es = coll_dtype_size(dt), per = COLL_STREAM_TILE / es;
+  _Alignas(64) unsigned char tile[COLL_STREAM_TILE];
+  char *a = inout, *o = out2;
+  const char *b = in;
+  for (size_t s = 0; s < count; s += per) {
+    size_t m = count - s < per ? count - s : per;
+    if (stream) {
+      memcpy(tile, a + s * es, m * es);
+      coll_reduce(tile, b + s * es, m, dt, op);
+      coll_stream_bytes(a + s * es, tile, m * es);
+      coll_stream_bytes(o + s * es, tile, m * es);
+    } else {
+      coll_reduce(a + s * es, b + s * es, m, dt, op);
+      memcpy(o + s * es, a + s * es, m * es);
+    }
+  }
+  if (stream) coll_stream_fence();
+}

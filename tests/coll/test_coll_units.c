@@ -118,6 +118,46 @@ static void test_stream_kernels(void **st) {
   free(ref);
 }
 
+/* coll_reduce2 (the mapped ring's last reduce-scatter step): both destinations get what
+ * coll_reduce gives, cached and streamed, at every dtype, op, length and alignment, also where
+ * the second destination is the input itself (two ranks); no byte outside them changes. */
+static void test_reduce2(void **st) {
+  (void)st;
+  enum { N = 70000, PAD = 64, SZ = N * 8 + 2 * PAD };
+  uint64_t s = 11;
+  unsigned char *a = malloc(SZ), *b = malloc(SZ), *o = malloc(SZ), *ref = malloc(SZ), *refb = malloc(SZ),
+                *refo = malloc(SZ);
+  assert_true(a && b && o && ref && refb && refo);
+  static const size_t counts[] = {0, 1, 3, 17, 1025, 4099, 65537};
+  for (int dt = 0; dt < COLL_NDTYPES; dt++)
+    for (int op = 0; op < COLL_NOPS; op++)
+      for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
+        for (int stream = 0; stream < 2; stream++)
+          for (int alias = 0; alias < 2; alias++) {
+            size_t es = coll_dtype_size((coll_dtype)dt), cnt = counts[k], off = PAD + (size_t)(k % 3) * es;
+            for (size_t i = 0; i < SZ; i++) {
+              a[i] = (unsigned char)rng_state(&s);
+              b[i] = (unsigned char)rng_state(&s);
+              o[i] = (unsigned char)rng_state(&s);
+            }
+            if (dt == COLL_F16 || dt == COLL_BF16) /* finite halves */
+              for (size_t i = 1; i < SZ; i += 2) a[i] &= 0xbf, b[i] &= 0xbf;
+            if (dt == COLL_F32 || dt == COLL_F64)
+              for (size_t i = es - 1; i < SZ; i += es) a[i] &= 0xbf, b[i] &= 0xbf;
+            memcpy(ref, a, SZ);
+            memcpy(refb, b, SZ);
+            memcpy(refo, o, SZ);
+            coll_reduce(ref + off, b + off + es, cnt, (coll_dtype)dt, (coll_op)op);
+            unsigned char *out2 = alias ? b + off + es : o + off + 2 * es;
+            memcpy((alias ? refb + off + es : refo + off + 2 * es), ref + off, cnt * es);
+            coll_reduce2(a + off, out2, b + off + es, cnt, (coll_dtype)dt, (coll_op)op, stream);
+            assert_memory_equal(a, ref, SZ);
+            assert_memory_equal(b, refb, SZ);
+            assert_memory_equal(o, refo, SZ);
+          }
+  free(a), free(b), free(o), free(ref), free(refb), free(refo);
+}
+
 /* f16: every finite half converts to f32 and back unchanged; rounding is to nearest even. */
 static void test_half_conversions(void **st) {
   (void)st;
@@ -602,6 +642,7 @@ int main(void) {
       cmocka_unit_test(test_reduce_f32_f64_int),
       cmocka_unit_test(test_half_conversions),
       cmocka_unit_test(test_stream_kernels),
+      cmocka_unit_test(test_reduce2),
       cmocka_unit_test(test_pattern_checker_catches_corruption),
       cmocka_unit_test(test_parsing),
       cmocka_unit_test(test_wrong_token_rejected),
