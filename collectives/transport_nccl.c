@@ -398,8 +398,11 @@ static void nc_region_unmap(nc_transport *t, nc_region *g) {
   g->peer = NULL;
 }
 
+/* The marks a rank of n makes: the ring's 2n + 1 (tokens 0..2n-2, RS done, AG done), rounded up. */
+static int nc_mark_slots(int n) { return 2 * n + 2; }
+
 static void nc_marks_close(nc_transport *t) {
-  int n = t->base.size, k = 2 * n + 2;
+  int n = t->base.size, k = nc_mark_slots(n);
   if (t->peer_mark)
     for (int i = 0; i < n * k; i++)
       if (t->peer_mark[i]) cudaEventDestroy(t->peer_mark[i]);
@@ -411,12 +414,12 @@ static void nc_marks_close(nc_transport *t) {
   t->base.marks = 0;
 }
 
-/* The marks (coll_internal.h) of the shared GPU: 2n + 2 interprocess events a rank (the ring
- * uses 2n + 1), every rank opening every other's. Collective, like the mapping it follows; off
+/* The marks (coll_internal.h) of the shared GPU: nc_mark_slots interprocess events a rank,
+ * every rank opening every other's. Collective, like the mapping it follows; off
  * where any rank cannot share its events, or where FABENCH_IPC_EVENTS=0 (the ring then waits
  * on the host at every step, as a comparison or a way round a driver that mishandles them). */
 static int nc_marks_open(nc_transport *t, coll_err *e) {
-  int n = t->base.size, me = t->base.rank, k = 2 * n + 2;
+  int n = t->base.size, me = t->base.rank, k = nc_mark_slots(n);
   t->marks_tried = 1;
   const char *env = getenv("FABENCH_IPC_EVENTS");
   size_t one = sizeof(uint64_t) + (size_t)k * sizeof(cudaIpcEventHandle_t);
@@ -436,7 +439,7 @@ static int nc_marks_open(nc_transport *t, coll_err *e) {
   cudaGetLastError();
   memcpy(mine, &ok, sizeof ok);
   int rc = nc_ctrl_allgather(t, all, mine, one, e);
-  uint64_t opened = ok;
+  uint64_t opened = ok; /* every rank so far made its events, and this one opened them */
   for (int p = 0; p < n && !rc && opened; p++) {
     const char *h = all + (size_t)p * one;
     memcpy(&opened, h, sizeof opened);
