@@ -481,18 +481,24 @@ static void front_estimate(train_state *s, const nn_step_times *tm, double comm_
 
 /* overlap_step from now on, with rank 0's front (the median of its warm-up estimates; the whole
  * arena without any: the plan then stays in arena order) on every rank, since the order of the
- * all-reduce calls must be the same everywhere; with NN_OSTEP_AUTO only if that front is short
- * of the arena (every rank decides on rank 0's figure). Collective. */
+ * all-reduce calls must be the same everywhere. With NN_OSTEP_AUTO only if even rank 0's best
+ * estimate is short of the arena: one warm-up step on a slow spell of a fast link must not turn
+ * it on, while on a link too slow for backward to hide no step shows the whole arena reduced
+ * (every rank decides on rank 0's figures). Collective. */
 static int set_front(train_state *s, size_t count) {
-  double mine = s->nfront ? median(s->front_est, s->nfront) : (double)count;
-  double *all = calloc((size_t)s->world, sizeof *all);
+  double mine[2] = {(double)count, (double)count}; /* median, best */
+  if (s->nfront) {
+    mine[0] = median(s->front_est, s->nfront); /* sorts */
+    mine[1] = s->front_est[s->nfront - 1];
+  }
+  double *all = calloc((size_t)s->world * 2, sizeof *all);
   if (!all) return ts_fail(s, "%s", "out of memory");
-  int rc = gather(s, all, &mine, sizeof mine);
-  double f = all[0];
+  int rc = gather(s, all, mine, sizeof mine);
+  double f = all[0], best = all[1];
   free(all);
   if (rc) return -1;
   size_t front = f >= (double)count ? count : f > 0 ? (size_t)f : 0;
-  if (s->o->overlap_step == NN_OSTEP_AUTO && front >= count) {
+  if (s->o->overlap_step == NN_OSTEP_AUTO && best >= (double)count) {
     nn_net_on_forward(s->o->net, NULL, NULL); /* backward hides the all-reduce: stay off */
     s->hooked = 0;
     return 0;
