@@ -23,6 +23,9 @@ static const char fit_usage[] =
     "  --check DIR       predict DIR's all-reduce rows with the model and print the error per\n"
     "                    fabric, ranks, algorithm and size (repeatable; rows from --min-bytes)\n"
     "  --check-out DIR   write the checked rows as DIR/model_check.csv (and .jsonl)\n"
+    "  --repeat DIR      runs that measured some checked rows again (the fit set, minutes\n"
+    "                    before): per fabric, how far the machine moved between the two,\n"
+    "                    the floor under any model's error (repeatable)\n"
     "  --model FILE      check this model (model.json or a directory with one) instead of\n"
     "                    fitting: no DIR needed\n"
     "  --gamma-kernel    check gamma against the reduction kernel's rate, for fabrics whose rows\n"
@@ -89,7 +92,7 @@ static void fit_print_links(const res_model *m, char **dirs, int ndirs) {
 typedef struct {
   const char *fabric, *transport, *algo;
   int64_t ranks, bytes;
-  double err;
+  double err, again; /* again: measured against the same row in --repeat's runs (NaN: none) */
 } fit_chk;
 
 static int fit_chk_cmp(const void *a, const void *b) {
@@ -111,14 +114,46 @@ static void fit_size(char *s, size_t cap, int64_t b) {
     snprintf(s, cap, "%lld", (long long)b);
 }
 
+/* The median of x[0..k) (sorted in place). */
+static double fit_median(double *x, size_t k) {
+  for (size_t a = 1; a < k; a++) /* insertion sort: a fabric has tens of rows */
+    for (size_t b = a; b > 0 && x[b - 1] > x[b]; b--) {
+      double v = x[b];
+      x[b] = x[b - 1];
+      x[b - 1] = v;
+    }
+  return k % 2 ? x[k / 2] : 0.5 * (x[k / 2 - 1] + x[k / 2]);
+}
+
+/* The same measurement (fabric, transport, hosts, ranks, algorithm, size) in the --repeat rows:
+ * r's time against it, or NaN. */
+static double fit_again(const res_allreduce_row *r, const char *an, const res_rows *rep) {
+  const res_allreduce_row *q = rep->rows;
+  for (size_t i = 0; i < rep->n; i++) {
+    const char *qa = *q[i].algo_ran ? q[i].algo_ran : q[i].algo;
+    if (!q[i].errors && q[i].t_p50_us > 0 && q[i].bytes == r->bytes && q[i].ranks == r->ranks &&
+        q[i].host_count == r->host_count && !strcmp(qa, an) && !strcmp(q[i].transport, r->transport) &&
+        !strcmp(q[i].fabric, r->fabric))
+      return (r->t_p50_us - q[i].t_p50_us) / q[i].t_p50_us;
+  }
+  return NAN;
+}
+
 /* Predicts every all-reduce row of the check directories and prints the errors: per fabric,
  * transport, ranks and algorithm a line of errors by size, then per fabric and transport the
- * median and largest |error| and how many are within 10%. */
-static int fit_check(const res_model *m, char **dirs, int ndirs, int64_t min_bytes, const char *out) {
-  res_rows ar, pp;
+ * median and largest |error| and how many are within 10%; with repeat directories, also how much
+ * the rows measured in both moved. */
+static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, int nreps, int64_t min_bytes,
+                     const char *out) {
+  res_rows ar, pp, rep = {0};
   char err[1024];
   if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, sizeof err)) return bench_error("fit --check: %s", err);
   res_rows_free(&pp);
+  if (nreps && bench_read_dirs(&rep, &pp, reps, nreps, err, sizeof err)) {
+    res_rows_free(&ar);
+    return bench_error("fit --repeat: %s", err);
+  }
+  if (nreps) res_rows_free(&pp);
   res_table *t = NULL;
   char odir[4096];
   if (out && (res_run_dir(odir, sizeof odir, out, "check", err, sizeof err) ||
@@ -140,7 +175,8 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, int64_t min_byt
     if (!f) continue;
     double pred = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
     if (!(pred > 0)) continue;
-    c[n] = (fit_chk){r->fabric, r->transport, an, r->ranks, r->bytes, (r->t_p50_us - pred) / pred};
+    c[n] = (fit_chk){r->fabric, r->transport, an, r->ranks, r->bytes, (r->t_p50_us - pred) / pred,
+                     fit_again(r, an, &rep)};
     if (t) {
       res_model_check_row k;
       res_row_init(res_schema_model_check(), &k);
@@ -166,6 +202,7 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, int64_t min_byt
   if (!n) {
     free(c);
     res_rows_free(&ar);
+    res_rows_free(&rep);
     return bench_error("fit --check: no all-reduce row of a named algorithm%s has a model for its fabric",
                        min_bytes ? " at --min-bytes or more" : "");
   }
@@ -186,28 +223,31 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, int64_t min_byt
     printf("  max %.0f%%\n", 100 * worst);
     i = j;
   }
-  printf("# per fabric: median |error|, largest |error|, rows within 10%%\n");
-  double *e = malloc(n * sizeof *e);
+  printf("# per fabric: median |error|, largest |error|, rows within 10%%%s\n",
+         nreps ? "; again: the rows --repeat measured too, median |difference| between the two runs and how "
+                 "many within 10% (the machine's own drift)" : "");
+  double *e = malloc(2 * n * sizeof *e), *g = e ? e + n : NULL;
   for (size_t i = 0; e && i < n;) {
-    size_t j = i, k = 0, ok = 0;
+    size_t j = i, k = 0, ok = 0, ng = 0, gok = 0;
     for (; j < n && !strcmp(c[j].fabric, c[i].fabric) && !strcmp(c[j].transport, c[i].transport); j++) {
       e[k++] = fabs(c[j].err);
       ok += fabs(c[j].err) <= 0.10;
-    }
-    for (size_t a = 1; a < k; a++) /* insertion sort: a fabric has tens of rows */
-      for (size_t b = a; b > 0 && e[b - 1] > e[b]; b--) {
-        double x = e[b];
-        e[b] = e[b - 1];
-        e[b - 1] = x;
+      if (isfinite(c[j].again)) {
+        g[ng++] = fabs(c[j].again);
+        gok += fabs(c[j].again) <= 0.10;
       }
-    double med = k % 2 ? e[k / 2] : 0.5 * (e[k / 2 - 1] + e[k / 2]);
-    printf("  %-22.22s %-4s median %5.1f%%  max %6.1f%%  within 10%%: %zu/%zu\n", c[i].fabric, c[i].transport,
+    }
+    double med = fit_median(e, k);
+    printf("  %-22.22s %-4s median %5.1f%%  max %6.1f%%  within 10%%: %zu/%zu", c[i].fabric, c[i].transport,
            100 * med, 100 * e[k - 1], ok, k);
+    if (ng) printf("   again: median %5.1f%%  within 10%%: %zu/%zu", 100 * fit_median(g, ng), gok, ng);
+    printf("\n");
     i = j;
   }
   free(e);
   free(c);
   res_rows_free(&ar);
+  res_rows_free(&rep);
   return 0;
 }
 
@@ -216,15 +256,16 @@ int bench_cmd_fit(int argc, char **argv) {
   int kernel = 1;
   long cores = -1;
   uint64_t min_bytes = 0;
-  char **checks = calloc((size_t)argc + 1, sizeof *checks);
-  int nchecks = 0;
+  char **checks = calloc(2 * ((size_t)argc + 1), sizeof *checks), **reps = checks + argc + 1;
+  int nchecks = 0, nreps = 0;
   if (!checks) return bench_error("fit: out of memory");
-  enum { O_OUT = 256, O_K, O_NOK, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL };
+  enum { O_OUT = 256, O_K, O_NOK, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL, O_REPEAT };
   static const struct option lo[] = {{"out", 1, 0, O_OUT},           {"gamma-kernel", 0, 0, O_K},
                                      {"no-gamma-kernel", 0, 0, O_NOK}, {"help", 0, 0, 'h'},
                                      {"min-bytes", 1, 0, O_MIN},       {"cores", 1, 0, O_CORES},
                                      {"check", 1, 0, O_CHECK},         {"check-out", 1, 0, O_CHECK_OUT},
-                                     {"model", 1, 0, O_MODEL},         {0, 0, 0, 0}};
+                                     {"model", 1, 0, O_MODEL},         {"repeat", 1, 0, O_REPEAT},
+                                     {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch, rc = 0;
@@ -247,6 +288,7 @@ int bench_cmd_fit(int argc, char **argv) {
       break;
     case O_CHECK: checks[nchecks++] = optarg; break;
     case O_CHECK_OUT: check_out = optarg; break;
+    case O_REPEAT: reps[nreps++] = optarg; break;
     case O_MODEL: model = optarg; break;
     default:
       rc = bench_flag_common(ch, argv, fit_usage);
@@ -258,16 +300,16 @@ int bench_cmd_fit(int argc, char **argv) {
     rc = bench_usage_error(fit_usage, "--model checks a model: no run directory to fit (got '%s')", argv[optind]);
     goto out;
   }
+  if ((check_out || nreps) && !nchecks) {
+    rc = bench_usage_error(fit_usage, "%s needs --check DIR", check_out ? "--check-out" : "--repeat");
+    goto out;
+  }
   if (model && !nchecks) {
     rc = bench_usage_error(fit_usage, "--model needs --check DIR");
     goto out;
   }
   if (!model && optind >= argc) {
     rc = bench_usage_error(fit_usage, "no run directory given");
-    goto out;
-  }
-  if (check_out && !nchecks) {
-    rc = bench_usage_error(fit_usage, "--check-out needs --check DIR");
     goto out;
   }
   res_model m;
@@ -299,7 +341,7 @@ int bench_cmd_fit(int argc, char **argv) {
     }
     printf("# model: %s\n", path);
   }
-  if (nchecks) rc = fit_check(&m, checks, nchecks, (int64_t)min_bytes, check_out);
+  if (nchecks) rc = fit_check(&m, checks, nchecks, reps, nreps, (int64_t)min_bytes, check_out);
   res_model_free(&m);
 out:
   free(checks);

@@ -5,7 +5,8 @@
 # as error, as it would for a user). `fabench fit` fits the model on the fit set only; `fabench
 # fit --model M --check` predicts every validation row and prints the error per fabric, transport,
 # ranks, algorithm and size (out-of-sample), and the fitted bandwidth of each emulated link
-# against the payload its shaped rate can carry.
+# against the payload its shaped rate can carry. The sizes both passes measure (1, 4, 16 and
+# 64 MiB) show the machine's own drift beside the model's error ("again" in check.txt).
 #   fabrics: lo (tcp and ucx on loopback/shared memory), and with root emulated links (each rank
 #            in its own network namespace, tbf at RATE on every link; namespaces made and removed
 #            by fabench): 1gbit and 5gbit by default
@@ -127,6 +128,7 @@ load fit
 if [ ${#valdirs[@]} -gt 0 ]; then
   checks=()
   for d in "${valdirs[@]}"; do checks+=(--check "$d"); done
+  for d in "${fitdirs[@]}"; do checks+=(--repeat "$d"); done # the sizes both passes measured: the drift
   "$fabench" fit --model "$out/model.json" --min-bytes 1M --check-out "$out" "${checks[@]}" |
     tee "$out/check.txt"
 fi

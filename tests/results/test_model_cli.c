@@ -162,9 +162,32 @@ static void test_fit_check(void **state) {
     /* the error is the measured against the predicted, recomputed here (CSV keeps 6 digits) */
     assert_true(fabs(k[i].pred_err - (k[i].t_p50_us - k[i].t_pred_us) / k[i].t_pred_us) < 1e-4);
   }
-  res_rows_free(&rows);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--check", FIXTURE_RUN, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (strstr(r->out, "again:")) fail_msg("'again' without --repeat:\n%s", r->out);
+  /* --repeat: the same rows measured again, here a copy whose times are all 1.25x; a row with no
+   * twin (the copy's 1 MiB rows removed) is not counted */
+  char again[128], cmd[1024];
+  snprintf(again, sizeof again, "%s/again", tmp);
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s' && cp '%s/run.json' '%s/' && awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) "
+           "{ if ($i == \"t_p50_us\") c = i; if ($i == \"bytes\") b = i } if (!c || !b) exit 1; print; next } "
+           "$b != 1048576 { $c = $c * 1.25; print }' "
+           "'%s/allreduce.csv' > '%s/allreduce.csv'",
+           again, FIXTURE_RUN, again, FIXTURE_RUN, again);
+  assert_int_equal(system(cmd), 0);
+  cli_run(r, 60, "fit", NULL, -1, NULL,
+          (char *[]){"--model", model, "--min-bytes", "1M", "--check", FIXTURE_RUN, "--repeat", again, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  const char *line = strstr(r->out, "again: median");
+  if (!line || !strstr(line, "20.0%  within 10%: 0/")) fail_msg("--repeat: a 1.25x copy, expected 20.0%%:\n%s", r->out);
+  int ng = 0, nrows = 0;
+  for (size_t i = 0; i < rows.n; i++) nrows += k[i].bytes != (1 << 20);
+  if (sscanf(strstr(line, "0/"), "0/%d", &ng) != 1 || ng != nrows) fail_msg("--repeat: %d twins, expected %d:\n%s", ng, nrows, r->out);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--repeat", again, NULL});
+  assert_int_equal(r->status, 2);
+  assert_non_null(strstr(r->err, "--repeat needs --check"));
+  res_rows_free(&rows);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, NULL});
   assert_int_equal(r->status, 2);
   assert_non_null(strstr(r->err, "--model needs --check"));
