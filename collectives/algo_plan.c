@@ -128,8 +128,7 @@ int coll_fold_in(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, v
   if (coll_reqset_recv(rs, c->rank - 1, tmp, bytes, coll_tag(c, step), e) != 0 ||
       coll_reqset_wait(rs, e) != 0)
     return -1;
-  coll_creduce(c, tmp, buf, count, dt, op); /* lower rank first */
-  coll_ccopy(c, buf, tmp, bytes);
+  coll_creduce_rev(c, buf, tmp, count, dt, op); /* lower rank first */
   return 0;
 }
 

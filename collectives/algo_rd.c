@@ -34,8 +34,7 @@ int coll_ar_rd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
           coll_reqset_wait(&rs, e) != 0)
         return -1;
       if (f.newrank & mask) { /* partner is the lower: tmp op mine */
-        coll_creduce(c, tmp, buf, count, dt, op);
-        coll_ccopy(c, buf, tmp, bytes);
+        coll_creduce_rev(c, buf, tmp, count, dt, op);
       } else {
         coll_creduce(c, buf, tmp, count, dt, op);
       }

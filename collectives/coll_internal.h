@@ -169,6 +169,9 @@ void coll_copy_stream(void *dst, const void *src, size_t bytes);
 /* inout = inout (op) in, written to out2 as well (which may be `in`); streamed where `stream`. */
 void coll_reduce2(void *inout, void *out2, const void *in, size_t count, coll_dtype dt, coll_op op, int stream);
 
+/* inout = in (op) inout: the result where the right operand was (reduce.c). */
+void coll_reduce_rev(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op);
+
 /* The transport's peer_ptr, or NULL when it has none. */
 const void *coll_peer_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]);
 
@@ -185,6 +188,19 @@ static inline void coll_ccopy(coll_comm *c, void *dst, const void *src, size_t b
     c->tp->ops->dev_copy(c->tp, dst, src, bytes);
   else
     memcpy(dst, src, bytes);
+}
+/* inout = in (op) inout, where the lower rank's vector must come first so that partners agree bit
+ * for bit; `in` may be overwritten (the device's kernel writes the result there as well). */
+static inline void coll_creduce_rev(coll_comm *c, void *inout, void *in, size_t count, coll_dtype dt,
+                                    coll_op op) {
+  if (c->tp->ops->dev_reduce2) {
+    c->tp->ops->dev_reduce2(c->tp, in, inout, inout, count, dt, op);
+  } else if (c->tp->ops->dev_reduce) {
+    c->tp->ops->dev_reduce(c->tp, in, inout, count, dt, op);
+    coll_ccopy(c, inout, in, count * coll_dtype_size(dt));
+  } else {
+    coll_reduce_rev(inout, in, count, dt, op);
+  }
 }
 
 /* Tag for step `step` of the current collective call (c->seq is advanced per call). */

@@ -232,6 +232,22 @@ void coll_reduce_stream(void *inout, const void *in, size_t count, coll_dtype dt
   coll_stream_fence();
 }
 
+/* inout = in (op) inout, the operands in that order (rd's upper partner, the fold's odd rank): each
+ * tile of `in` is reduced with inout's in L1 and written back, one pass where a reduction into a
+ * scratch and a copy back took two. */
+void coll_reduce_rev(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op) {
+  size_t es = coll_dtype_size(dt), per = COLL_STREAM_TILE / es;
+  _Alignas(64) unsigned char tile[COLL_STREAM_TILE];
+  char *a = inout;
+  const char *b = in;
+  for (size_t s = 0; s < count; s += per) {
+    size_t m = count - s < per ? count - s : per;
+    memcpy(tile, b + s * es, m * es);
+    coll_reduce(tile, a + s * es, m, dt, op);
+    memcpy(a + s * es, tile, m * es);
+  }
+}
+
 /* The mapped ring's last reduce-scatter step, which hands its block to the right neighbour too:
  * each tile is reduced and then, still in L1, written to the second place (both streamed where
  * `stream`). out2 may be `in` (two ranks): a tile of it is read before it is overwritten. */

@@ -158,6 +158,48 @@ static void test_reduce2(void **st) {
   free(a), free(b), free(o), free(ref), free(refb), free(refo);
 }
 
+/* coll_reduce_rev(x, y) leaves y op x in x, the operands in that order, at every dtype, op,
+ * length and alignment: against coll_reduce(copy of y, x). Signed zeros and NaNs of both signs
+ * in the floats make min, max and sum depend on the order, and the test counts that some cases
+ * did (else it could not tell the order). */
+static void test_reduce_rev(void **st) {
+  (void)st;
+  enum { N = 70000, PAD = 64, SZ = N * 8 + 2 * PAD };
+  uint64_t s = 12;
+  unsigned char *a = malloc(SZ), *b = malloc(SZ), *ref = malloc(SZ), *refb = malloc(SZ), *fwd = malloc(SZ);
+  assert_true(a && b && ref && refb && fwd);
+  static const size_t counts[] = {0, 1, 3, 17, 1025, 4099, 65537};
+  int ordered = 0;
+  for (int dt = 0; dt < COLL_NDTYPES; dt++)
+    for (int op = 0; op < COLL_NOPS; op++)
+      for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+        size_t es = coll_dtype_size((coll_dtype)dt), cnt = counts[k], off = PAD + (size_t)(k % 3) * es;
+        for (size_t i = 0; i < SZ; i++) a[i] = (unsigned char)rng_state(&s), b[i] = (unsigned char)rng_state(&s);
+        if (dt == COLL_F32 || dt == COLL_F64)
+          for (size_t i = 0; i + es <= SZ; i += es) {
+            unsigned r = (unsigned)(rng_state(&s) % 8);
+            unsigned char *x = (r & 1) ? a + i : b + i;
+            if (r < 4) memset(x, 0, es - 1), x[es - 1] = r & 2 ? 0x80 : 0; /* +-0 */
+            else if (r < 6) memset(x, 0xff, es), x[es - 1] = r & 2 ? 0xff : 0x7f; /* NaNs */
+            else x[es - 1] &= 0xbf;
+          }
+        if (dt == COLL_F16 || dt == COLL_BF16) /* finite halves */
+          for (size_t i = 1; i < SZ; i += 2) a[i] &= 0xbf, b[i] &= 0xbf;
+        memcpy(ref, a, SZ);
+        memcpy(refb, b, SZ);
+        memcpy(fwd, a, SZ);
+        memcpy(ref + off, b + off + es, cnt * es);
+        coll_reduce(ref + off, a + off, cnt, (coll_dtype)dt, (coll_op)op);
+        coll_reduce(fwd + off, b + off + es, cnt, (coll_dtype)dt, (coll_op)op);
+        ordered += memcmp(ref, fwd, SZ) != 0;
+        coll_reduce_rev(a + off, b + off + es, cnt, (coll_dtype)dt, (coll_op)op);
+        assert_memory_equal(a, ref, SZ);
+        assert_memory_equal(b, refb, SZ);
+      }
+  assert_true(ordered > 0);
+  free(a), free(b), free(ref), free(refb), free(fwd);
+}
+
 /* f16: every finite half converts to f32 and back unchanged; rounding is to nearest even. */
 static void test_half_conversions(void **st) {
   (void)st;
@@ -643,6 +685,7 @@ int main(void) {
       cmocka_unit_test(test_half_conversions),
       cmocka_unit_test(test_stream_kernels),
       cmocka_unit_test(test_reduce2),
+      cmocka_unit_test(test_reduce_rev),
       cmocka_unit_test(test_pattern_checker_catches_corruption),
       cmocka_unit_test(test_parsing),
       cmocka_unit_test(test_wrong_token_rejected),
