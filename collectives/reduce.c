@@ -216,57 +216,42 @@ void coll_copy_stream(void *dst, const void *src, size_t bytes) {
   coll_stream_fence();
 }
 
-/* Tile by tile: the tile is reduced in L1 with the ordinary kernels, then streamed out. */
+/* Tile by tile: a tile of `first` is reduced with `second`'s in L1 by the ordinary kernels, then
+ * written to out (and out2 unless NULL), streamed where `stream`. An output may be either input:
+ * each tile is read before it is written. */
 #define COLL_STREAM_TILE 8192
-void coll_reduce_stream(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op) {
+static void coll_reduce_tiles(char *out, char *out2, const char *first, const char *second, size_t count,
+                              coll_dtype dt, coll_op op, int stream) {
   size_t es = coll_dtype_size(dt), per = COLL_STREAM_TILE / es;
   _Alignas(64) unsigned char tile[COLL_STREAM_TILE];
-  char *a = inout;
-  const char *b = in;
   for (size_t s = 0; s < count; s += per) {
-    size_t m = count - s < per ? count - s : per;
-    memcpy(tile, a + s * es, m * es);
-    coll_reduce(tile, b + s * es, m, dt, op);
-    coll_stream_bytes(a + s * es, tile, m * es);
-  }
-  coll_stream_fence();
-}
-
-/* inout = in (op) inout, the operands in that order (rd's upper partner, the fold's odd rank): each
- * tile of `in` is reduced with inout's in L1 and written back, one pass where a reduction into a
- * scratch and a copy back took two. */
-void coll_reduce_rev(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op) {
-  size_t es = coll_dtype_size(dt), per = COLL_STREAM_TILE / es;
-  _Alignas(64) unsigned char tile[COLL_STREAM_TILE];
-  char *a = inout;
-  const char *b = in;
-  for (size_t s = 0; s < count; s += per) {
-    size_t m = count - s < per ? count - s : per;
-    memcpy(tile, b + s * es, m * es);
-    coll_reduce(tile, a + s * es, m, dt, op);
-    memcpy(a + s * es, tile, m * es);
-  }
-}
-
-/* The mapped ring's last reduce-scatter step, which hands its block to the right neighbour too:
- * each tile is reduced and then, still in L1, written to the second place (both streamed where
- * `stream`). out2 may be `in` (two ranks): a tile of it is read before it is overwritten. */
-void coll_reduce2(void *inout, void *out2, const void *in, size_t count, coll_dtype dt, coll_op op, int stream) {
-  size_t es = coll_dtype_size(dt), per = COLL_STREAM_TILE / es;
-  _Alignas(64) unsigned char tile[COLL_STREAM_TILE];
-  char *a = inout, *o = out2;
-  const char *b = in;
-  for (size_t s = 0; s < count; s += per) {
-    size_t m = count - s < per ? count - s : per;
-    if (stream) {
-      memcpy(tile, a + s * es, m * es);
-      coll_reduce(tile, b + s * es, m, dt, op);
-      coll_stream_bytes(a + s * es, tile, m * es);
-      coll_stream_bytes(o + s * es, tile, m * es);
-    } else {
-      coll_reduce(a + s * es, b + s * es, m, dt, op);
-      memcpy(o + s * es, a + s * es, m * es);
+    size_t m = count - s < per ? count - s : per, off = s * es;
+    memcpy(tile, first + off, m * es);
+    coll_reduce(tile, second + off, m, dt, op);
+    for (int k = 0; k < 2; k++) {
+      char *o = k ? out2 : out;
+      if (!o) continue;
+      if (stream)
+        coll_stream_bytes(o + off, tile, m * es);
+      else
+        memcpy(o + off, tile, m * es);
     }
   }
   if (stream) coll_stream_fence();
+}
+
+void coll_reduce_stream(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op) {
+  coll_reduce_tiles(inout, NULL, inout, in, count, dt, op, 1);
+}
+
+/* inout = in (op) inout, the operands in that order (rd's upper partner, the fold's odd rank): one
+ * pass where a reduction into a scratch and a copy back took two. */
+void coll_reduce_rev(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op) {
+  coll_reduce_tiles(inout, NULL, in, inout, count, dt, op, 0);
+}
+
+/* The mapped ring's last reduce-scatter step, which hands its block to the right neighbour too:
+ * the tile, still in L1, is written to the second place as well. out2 may be `in` (two ranks). */
+void coll_reduce2(void *inout, void *out2, const void *in, size_t count, coll_dtype dt, coll_op op, int stream) {
+  coll_reduce_tiles(inout, out2, inout, in, count, dt, op, stream);
 }
