@@ -48,17 +48,19 @@ static void fit_print(const res_model *m) {
       snprintf(cache, sizeof cache, "%.0fM", f->m.cache_bytes / 1048576);
     else
       snprintf(cache, sizeof cache, "-");
-    printf("  %-22.22s %-5s %5d %-9s %9.2f %9.2f %10.3f %10.3f %9s%s %8s %7.4f %7.3f %7s\n", f->fabric,
+    printf("  %-22.22s %-5s %5d %-9s %9.2f %9.2f %10.3f %10.3f %9s%s%s %7s %7.4f %7.3f %7s\n", f->fabric,
            f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6,
            f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY, f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY,
-           red, f->gamma_fixed && f->m.gamma > 0 ? "*" : " ", cache, f->r2, f->rms_rel, used);
+           red, f->gamma_fixed && f->m.gamma > 0 ? "*" : " ", f->m.red_hidden ? "h" : " ", cache, f->r2, f->rms_rel,
+           used);
   }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
   printf("# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
          "# slower of its busiest link and its host's CPU);\n"
          "# cache: beyond it (what the ranks receive into at once), bytes come from memory at a fitted extra cost;\n"
-         "# red. hidden: an emulated link's shaper banks the pauses of a pipelined reduction (res_fit.c)\n");
+         "# red. h: an emulated link's shaper banks the pauses of a pipelined reduction (ring, trees, ps), not\n"
+         "# those of rd's and rhd's between their exchanges (res_fit.c)\n");
 }
 
 /* An emulated fabric ("emu-<rate>") against the payload its shaped links can carry: tbf counts

@@ -260,10 +260,11 @@ static void rp_model(rp_ctx *x) {
           x->model_src);
   for (size_t i = 0; i < x->model.n; i++) {
     const res_fabric_model *f = &x->model.f[i];
-    char red[40];
-    if (f->m.gamma > 0)
-      snprintf(red, sizeof red, "%.3f%s", 1e-9 / f->m.gamma, f->gamma_fixed ? " (kernel)" : "");
-    else /* res_fit.c: an emulated link's shaper banks a pipelined reduction's pauses */
+    char red[80];
+    if (f->m.gamma > 0) /* res_fit.c: an emulated link's shaper banks a pipelined reduction's pauses */
+      snprintf(red, sizeof red, "%.3f%s%s", 1e-9 / f->m.gamma, f->gamma_fixed ? " (kernel)" : "",
+               f->m.red_hidden ? ", pipelined: hidden by the shaper" : "");
+    else
       snprintf(red, sizeof red, "hidden by the shaper");
     fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.2f | %.3f | %s | %.4f | %.3f | %zu/%zu |\n", f->fabric, f->transport,
             f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, 1e-9 / f->m.beta, red, f->r2, f->rms_rel,

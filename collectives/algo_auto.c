@@ -164,7 +164,7 @@ static void model_tree_sched(int p, int ntrees, double k, double *link, double *
   *red = rk + (double)(kk - ks) * rsteady;
 }
 
-static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int mapped) {
+static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int mapped, int hidden) {
   int pof2 = 1, lg = 0;
   while (pof2 * 2 <= p) {
     pof2 *= 2;
@@ -178,7 +178,7 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
     if (mapped && n >= 16.0 * 1024) /* reads the left's block: reduce in place, copy in place */
       return (model_terms){p > 1 ? 2.0 * p - 3 : 0, pr * n, pr * n, (p - 1) * n, n, 0};
     if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n, p * (p - 1) * n, p * n, 0};
-    return (model_terms){2.0 * (p - 1), 2 * pr * n, pr * n, all, COLL_RING_SLOTS * (c < n / p ? c : n / p), 0};
+    return (model_terms){2.0 * (p - 1), 2 * pr * n, hidden ? 0 : pr * n, all, COLL_RING_SLOTS * (c < n / p ? c : n / p), 0};
   case COLL_ALGO_RHD:
     return (model_terms){2.0 * lg + 2 * f, 2 * fr * n + 2 * f * n, fr * n + f * n, 2.0 * (pof2 - 1) * n + fold,
                          f ? n : n / 2, 0};
@@ -189,12 +189,12 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
     int nt = a.kind == COLL_ALGO_TREE ? 1 : 2, H;
     double link, red, s = n / nt, k = ceil(s / c), u = s < c ? s : c;
     model_tree_sched(p, nt, k, &link, &red, &H);
-    return (model_terms){k + 2 * H - 1, link * u, red * u, all, 2.0 * nt * u, 0};
+    return (model_terms){k + 2 * H - 1, link * u, hidden ? 0 : red * u, all, 2.0 * nt * u, 0};
   }
   case COLL_ALGO_PS: {
     int K = a.param < 1 ? 1 : a.param > p ? p : a.param;
     double s = n / K, k = ceil(s / c), u = s < c ? s : c;
-    return (model_terms){k + 1, (k + 1) * (p + K - 2) * u, (k + 1) * (p - 1) * u, all, (p - 1) * u, K};
+    return (model_terms){k + 1, (k + 1) * (p + K - 2) * u, hidden ? 0 : (k + 1) * (p - 1) * u, all, (p - 1) * u, K};
   }
   default: return (model_terms){INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, 0};
   }
@@ -203,7 +203,7 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
 double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
   double c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
-  model_terms t = model_algo_terms(a, p, (double)bytes, c, m->mapped);
+  model_terms t = model_algo_terms(a, p, (double)bytes, c, m->mapped, m->red_hidden);
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (p + hosts - 1) / hosts;
   return 2.0 * local * t.land;
 }
@@ -211,7 +211,7 @@ double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
   double n = (double)bytes, c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
-  model_terms t = model_algo_terms(a, p, n, c, m->mapped);
+  model_terms t = model_algo_terms(a, p, n, c, m->mapped, m->red_hidden);
   if (!isfinite(t.msgs)) return INFINITY;
   /* ranks of one host share its cores: the reductions stretch by reducers/cores beyond one
    * per core, and the bytes its ranks send are sent with at most its cores. A parameter

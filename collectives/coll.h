@@ -173,6 +173,9 @@ typedef struct coll_model {
   int hosts;          /* hosts the ranks spread over evenly (0: one) */
   int mapped;         /* ranks map each other's buffers: the ring reads its neighbour's
                          partial sums in place from 16 KiB (ucx on one host) */
+  int red_hidden;     /* the link banks the pauses of a pipelined reduction (a shaper's bucket):
+                         ring, tree, dtree and ps reduce at no cost to the call; rd and rhd,
+                         which reduce between their exchanges, still pay gamma */
 } coll_model;
 /* Order-of-magnitude defaults of a transport kind, for a communicator that was given no fit. */
 void coll_model_default(coll_model *m, coll_transport_kind kind);

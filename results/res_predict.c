@@ -143,6 +143,7 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
    * cores share it), gamma for each reduced, the cache term */
   coll_model cpu = *m;
   cpu.alpha = cpu.delta = 0;
+  cpu.red_hidden = 0; /* a reduction the link does not feel still takes the cores' time */
   cpu.beta = cpu_beta < m->beta ? cpu_beta : m->beta;
   double c = coll_model_time(&cpu, a, ranks, (size_t)bytes, chunk_bytes);
   return t > 0 ? (c < t ? c / t : 1) : 0;
@@ -183,9 +184,10 @@ static double rp_stack_beta(const res_model *m, const char *transport) {
   double b = 0;
   for (size_t i = 0; i < m->n; i++) {
     const res_fabric_model *g = &m->f[i];
-    if (g->host_count <= 1 && !strcmp(g->transport, transport) && strncmp(g->fabric, "emu-", 4) && g->m.beta > 0 &&
-        (b == 0 || g->m.beta < b))
-      b = g->m.beta;
+    double c = g->m.beta_cpu > g->m.beta ? g->m.beta_cpu : g->m.beta; /* a CPU-bound stack: its bound */
+    if (g->host_count <= 1 && !strcmp(g->transport, transport) && strncmp(g->fabric, "emu-", 4) && c > 0 &&
+        (b == 0 || c < b))
+      b = c;
   }
   return b;
 }

@@ -394,39 +394,62 @@ static void test_fit_emulated_burst(void **state) {
 
 /* bench-model's 5gbit cell: fit sizes 256 KiB to 16 MiB by 4, a 625 kB burst, so only 16 MiB is
  * beyond 8 bursts. One size does not tell alpha from beta: the bar halves until two sizes pass
- * (4 and 16 MiB). And the shaper banks the pauses of a pipelined reduction: a 2-rank ring took
- * exactly the link's time, so rows made with no reduction cost must fit to the link within 3%
- * with gamma hidden (0), though the kernel's gamma is given. The same rows under a name that is
- * not emulated keep the kernel's gamma, and their beta comes out too fast: the test tells the
- * two apart. */
+ * (4 and 16 MiB). And the shaper banks the pauses of a pipelined reduction (a 2-rank ring took
+ * exactly the link's time) but not the reductions rd and rhd do between their exchanges: rows
+ * made so (red_hidden, the kernel's gamma) must fit to the link within 3% with red_hidden found
+ * and gamma the kernel's. The same rows under a name that is not emulated are fitted with every
+ * reduction paid, and their beta comes out too fast: the test tells the two apart. */
 static void test_fit_emulated_hidden_reduction(void **state) {
   (void)state;
-  const double ceil_beta = 8.0 * (9000 + 14) / (5e9 * (9000 - 52));
-  static const char *algos[] = {"ring", "rhd", "tree", "dtree", "ps"};
-  coll_model truth = {.beta = ceil_beta};
+  const double ceil_beta = 8.0 * (9000 + 14) / (5e9 * (9000 - 52)), kern = 1.0 / 6.9e9;
+  static const char *algos[] = {"ring", "rhd", "rd", "tree", "dtree", "ps"};
+  coll_model truth = {.beta = ceil_beta, .gamma = kern, .red_hidden = 1}, bare = truth;
+  bare.gamma = 0;
+  /* by hand: the pipelined algorithms pay no reduction, rd on 2 ranks reduces n, rhd n/2 */
+  for (int a = 0; a < 6; a++) {
+    coll_algo al;
+    coll_algo_parse(algos[a], &al);
+    double d = coll_model_time(&truth, al, 2, 16u << 20, 256 << 10) - coll_model_time(&bare, al, 2, 16u << 20, 256 << 10);
+    double want = !strcmp(algos[a], "rd") ? (16 << 20) * kern : !strcmp(algos[a], "rhd") ? (8 << 20) * kern : 0;
+    if (fabs(d - want) > 1e-12) fail_msg("%s: reduction %.6g s, by hand %.6g", algos[a], d, want);
+  }
   for (int emu = 1; emu >= 0; emu--) {
-    res_allreduce_row rows[20];
+    res_allreduce_row rows[24];
     size_t n = 0;
-    for (int a = 0; a < 5; a++)
+    for (int a = 0; a < 6; a++)
       for (int64_t b = 256 << 10; b <= (16 << 20); b *= 4, n++)
         syn_row(&rows[n], emu ? "emu-5gbit" : "tcp:eth0/reno", algos[a], b, &truth, algos[a]);
     res_rows ar = {res_schema_allreduce(), rows, n};
     res_model m;
     char err[256];
     res_fit_burst b = {"emu-5gbit", 625000, ceil_beta};
-    res_fit_opts o = {.gamma_kernel = 1.0 / 6.9e9, .cores = 2, .bursts = &b, .nbursts = 1};
+    res_fit_opts o = {.gamma_kernel = kern, .cores = 2, .bursts = &b, .nbursts = 1};
     if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
     const res_fabric_model *f = &m.f[0];
     double rel = fabs(f->m.beta / truth.beta - 1);
     if (emu) {
-      assert_int_equal(f->n, 10); /* 4 and 16 MiB */
+      assert_int_equal(f->n, 12); /* 4 and 16 MiB */
       if (rel > 0.03) fail_msg("emulated: beta %.4g, truth %.4g", f->m.beta, truth.beta);
-      assert_true(f->m.gamma == 0);
+      assert_true(f->m.red_hidden);
+      near(f->m.gamma, kern, 1e-12, "gamma: the kernel's");
     } else {
-      assert_int_equal(f->n, 20);
+      assert_int_equal(f->n, 24);
+      assert_false(f->m.red_hidden);
       assert_true(f->m.gamma > 0);
-      if (rel < 0.03) fail_msg("not emulated: the kernel's gamma should pull beta off: %.4g", f->m.beta);
+      if (rel < 0.03) fail_msg("not emulated: every reduction paid should pull beta off: %.4g", f->m.beta);
     }
+    /* model.json keeps it */
+    char dir[64], path[128];
+    snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/model.json", dir);
+    if (res_model_write(&m, path, err, sizeof err)) fail_msg("%s", err);
+    res_model back;
+    if (res_model_read(&back, dir, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(back.f[0].m.red_hidden, f->m.red_hidden);
+    res_model_free(&back);
+    unlink(path);
+    rmdir(dir);
     res_model_free(&m);
   }
 }
