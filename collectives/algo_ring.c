@@ -234,12 +234,9 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, char *right, c
     if (s > 0 && RING_WAIT(prev, (uint32_t)s)) return -1;
     size_t off, len;
     coll_block(count, n, ring_mod(r - s - 1, n), &off, &len);
-    if (right && s == n - 2) {
-      if (tp->on_device)
-        tp->ops->dev_reduce2(tp, buf + off * es, right + off * es, left + off * es, len, dt, op);
-      else
-        coll_reduce2(buf + off * es, right + off * es, left + off * es, len, dt, op, stream);
-    } else if (stream)
+    if (right && s == n - 2)
+      coll_creduce2(c, buf + off * es, right + off * es, left + off * es, len, dt, op, stream);
+    else if (stream)
       coll_reduce_stream(buf + off * es, left + off * es, len, dt, op);
     else
       coll_creduce(c, buf + off * es, left + off * es, len, dt, op);
@@ -305,9 +302,7 @@ int coll_ar_ring(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
                          : NULL;
   if (left) {
     uint64_t w[2];
-    char *right = !c->tp->on_device || c->tp->ops->dev_reduce2
-                      ? (char *)coll_peer_ptr(c, (r + 1) % n, buf, count * esize, w)
-                      : NULL;
+    char *right = (char *)coll_peer_ptr(c, (r + 1) % n, buf, count * esize, w);
     return ring_direct(c, buf, left, right, where, count, dt, op, e);
   }
   if (count * esize * (size_t)n <= COLL_RING_SMALL) return ring_small(c, buf, count, dt, op, e);

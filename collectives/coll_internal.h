@@ -47,7 +47,7 @@ typedef struct {
   void (*dev_reduce)(coll_transport *t, void *inout, const void *in, size_t count, coll_dtype dt,
                      coll_op op);
   void (*dev_copy)(coll_transport *t, void *dst, const void *src, size_t bytes);
-  /* dev_reduce whose result also goes to out2 (which may be `in`), or NULL. */
+  /* dev_reduce whose result also goes to out2 (which may be `in`); with dev_reduce or neither. */
   void (*dev_reduce2)(coll_transport *t, void *inout, void *out2, const void *in, size_t count,
                       coll_dtype dt, coll_op op);
   void *(*dev_alloc)(coll_transport *t, size_t bytes, coll_err *e);
@@ -189,18 +189,22 @@ static inline void coll_ccopy(coll_comm *c, void *dst, const void *src, size_t b
   else
     memcpy(dst, src, bytes);
 }
+/* coll_reduce2 on the communicator's memory (`stream` only on the host's). */
+static inline void coll_creduce2(coll_comm *c, void *inout, void *out2, const void *in, size_t count,
+                                 coll_dtype dt, coll_op op, int stream) {
+  if (c->tp->ops->dev_reduce2)
+    c->tp->ops->dev_reduce2(c->tp, inout, out2, in, count, dt, op);
+  else
+    coll_reduce2(inout, out2, in, count, dt, op, stream);
+}
 /* inout = in (op) inout, where the lower rank's vector must come first so that partners agree bit
  * for bit; `in` may be overwritten (the device's kernel writes the result there as well). */
 static inline void coll_creduce_rev(coll_comm *c, void *inout, void *in, size_t count, coll_dtype dt,
                                     coll_op op) {
-  if (c->tp->ops->dev_reduce2) {
+  if (c->tp->ops->dev_reduce2)
     c->tp->ops->dev_reduce2(c->tp, in, inout, inout, count, dt, op);
-  } else if (c->tp->ops->dev_reduce) {
-    c->tp->ops->dev_reduce(c->tp, in, inout, count, dt, op);
-    coll_ccopy(c, inout, in, count * coll_dtype_size(dt));
-  } else {
+  else
     coll_reduce_rev(inout, in, count, dt, op);
-  }
 }
 
 /* Tag for step `step` of the current collective call (c->seq is advanced per call). */

@@ -596,6 +596,7 @@ static const coll_transport_ops nc_ops = {
     .close = nc_close,
     .dev_reduce = nc_dev_reduce,
     .dev_copy = nc_dev_copy,
+    .dev_reduce2 = nc_dev_reduce2,
     .dev_alloc = nc_dev_alloc,
     .dev_free = nc_dev_free,
     .finish = nc_finish,

@@ -510,8 +510,10 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
      * a few rd and rhd rows would otherwise trade it for the CPU bound. */
     for (int gi = 0; gi < (emulated ? 2 : 1); gi++)
       for (int ri = -1; ri < (crowded ? RF_NRATIO : 0); ri++)
-        for (int ci = -1; ci <= (emulated ? -1 : 9); ci++)
-          shape.red_hidden = gi, rf_try_shape(&w, n, &shape, ri, ci, gfix, kernel, &b);
+        for (int ci = -1; ci <= (emulated ? -1 : 9); ci++) {
+          shape.red_hidden = gi;
+          rf_try_shape(&w, n, &shape, ri, ci, gfix, kernel, &b);
+        }
     if (!b.fitted) {
       rc = -1;
       res_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
