@@ -144,14 +144,13 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
     free(c);
     return coll_fail(e, "out of memory");
   }
-  int local = 0;
-  for (int r = 0; r < c->size; r++) {
-    snprintf(c->hosts[r], COLL_HOST_MAX, "%s", coll_boot_host(b, r));
-    local += !strcmp(c->hosts[r], c->hosts[c->rank]);
-  }
+  for (int r = 0; r < c->size; r++) snprintf(c->hosts[r], COLL_HOST_MAX, "%s", coll_boot_host(b, r));
+  /* counted once every host is known: a rank compared with its own entry before filling it
+   * saw only the ranks above it, so the last ranks of a crowded host spun */
+  for (int r = 0; r < c->size; r++) c->local_size += !strcmp(c->hosts[r], c->hosts[c->rank]);
   /* the host's cores, not this rank's affinity: a rank bound to one core has peers on others */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  c->oversubscribed = o->no_spin || local > (ncpu > 0 ? ncpu : 1);
+  c->oversubscribed = o->no_spin || c->local_size > (ncpu > 0 ? ncpu : 1);
   int rc = -1;
   switch (o->transport) {
   case COLL_TCP: rc = coll_tcp_open(&c->tp, c, b, o, e); break;
@@ -246,6 +245,7 @@ int coll_comm_size(const coll_comm *c) { return c->size; }
 const char *coll_comm_host(const coll_comm *c, int rank) {
   return rank >= 0 && rank < c->size ? c->hosts[rank] : "?";
 }
+int coll_comm_local_size(const coll_comm *c) { return c->local_size; }
 const char *coll_comm_fabric(const coll_comm *c) { return c->tp->fabric; }
 
 void coll_comm_mark_failed(coll_comm *c) {

@@ -94,6 +94,8 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
 int coll_comm_rank(const coll_comm *c);
 int coll_comm_size(const coll_comm *c);
 const char *coll_comm_host(const coll_comm *c, int rank);
+/* Ranks on this rank's host (itself included); with more than its cores, no transport spins. */
+int coll_comm_local_size(const coll_comm *c);
 size_t coll_comm_chunk(const coll_comm *c); /* the pipelining unit in use */
 /* What the transport runs on, e.g. "tcp:lo/reno" (interface/congestion control),
  * "ucx:posix", "mpi:ob1/tcp". */

@@ -144,6 +144,7 @@ struct coll_comm {
   coll_algo auto_algo; /* walks the trees' schedule (12 us at 64 ranks); auto_bytes 0: none */
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
   size_t ring_stream_bytes; /* mapped ring: from this buffer size on, streaming stores */
+  int local_size;      /* ranks on this rank's host */
   int oversubscribed;  /* more ranks than cores on this host, or no_spin: transports must not spin */
   char (*hosts)[COLL_HOST_MAX]; /* size entries */
   void *scratch;                /* grows on demand; owned by the communicator */

@@ -555,6 +555,46 @@ static int child_collective(int arg, char *err, size_t cap) {
   return rc ? 1 : 0;
 }
 
+/* arg: rank*10 + size. Every rank of one host counts all of them: the count decides whether
+ * the transports may spin, and a rank that saw only the ranks above it spun on a crowded host. */
+static int child_local_size(int arg, char *err, size_t cap) {
+  int rank = arg / 10, size = arg % 10;
+  test_rank_env(rank, size, g_port, "job");
+  coll_boot *b;
+  coll_comm *c;
+  coll_err e = {{0}};
+  if (coll_boot_open(&b, COLL_BOOT_ENV, 0, 5000, &e) != 0) {
+    snprintf(err, cap, "%s", e.msg);
+    return 1;
+  }
+  coll_comm_opts o = {.transport = COLL_TCP, .timeout_ms = 5000};
+  if (coll_comm_open(&c, b, &o, &e) != 0) {
+    snprintf(err, cap, "%s", e.msg);
+    coll_boot_close(b);
+    return 1;
+  }
+  int local = coll_comm_local_size(c), rc = local == size ? 0 : 1;
+  if (rc) snprintf(err, cap, "rank %d of %d counts %d ranks on its host", rank, size, local);
+  coll_comm_close(c);
+  coll_boot_close(b);
+  return rc;
+}
+
+static void test_local_size_every_rank(void **st) {
+  (void)st;
+  for (int size = 2; size <= 4; size++) {
+    g_port = test_free_port();
+    pid_t p[4];
+    int f[4];
+    for (int r = 0; r < size; r++) p[r] = spawn(child_local_size, r * 10 + size, &f[r]);
+    for (int r = size - 1; r >= 0; r--) {
+      char msg[1024];
+      int rc = finish(p[r], f[r], msg, sizeof msg);
+      if (rc) fail_msg("%d ranks, rank %d: exit %d: %s", size, r, rc, msg);
+    }
+  }
+}
+
 static void test_dead_peer_reported(void **st) {
   (void)st;
   g_port = test_free_port();
@@ -695,6 +735,7 @@ int main(void) {
       cmocka_unit_test(test_token_last_byte),
       cmocka_unit_test(test_unreachable_root),
       cmocka_unit_test(test_dead_peer_reported),
+      cmocka_unit_test(test_local_size_every_rank),
       cmocka_unit_test(test_silent_peer_times_out),
       cmocka_unit_test(test_inherited_root_socket),
       cmocka_unit_test(test_no_self_connect),
