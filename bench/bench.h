@@ -111,6 +111,10 @@ int bench_relaunch(int argc, char **argv, int n, int use_mpirun, const char *mpi
 /* Message sizes min, min*f, ... up to max, rounded up to whole elements of esize bytes
  * (duplicates dropped). Returns the count and a malloc'd array, or -1. */
 int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **out);
+/* CPU seconds this host's cores have been busy since boot (/proc/stat: user, nice, system,
+ * irq and softirq, so the kernel's network work in any context counts; not steal or idle),
+ * in jiffies; NaN where unreadable. */
+double bench_host_cpu_s(void);
 /* ---- the cost model (model.c) ---- */
 struct res_model;
 /* Seconds per byte of the f32 sum kernel over 8 MiB, the best of a few passes (NaN: no memory). */

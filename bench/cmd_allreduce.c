@@ -290,6 +290,8 @@ typedef struct {
   size_t ntimes, cap;
   res_stats st;  /* of this size's samples */
   int is_peer;
+  double cpu_s;  /* rank 0: its host's busy CPU seconds over this size's timed iterations */
+  long cpu_n;    /* the iterations they cover; -1: not measurable (a rank spins, no /proc) */
   void *dbuf;    /* the device buffer of a device communicator (nccl), else NULL */
   char gfabric[80]; /* device communicators (rank 0): what carries the data, then the widest
                        path class between neighbouring ranks' GPUs: "nccl:nvlink/NV18" */
@@ -363,6 +365,8 @@ static int ar_prepare(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
   void *buf = ar_buf(k, hbuf);
   k->ntimes = 0;
   k->ran = k->algo;
+  k->cpu_s = 0;
+  k->cpu_n = x->rank == 0 && !k->dbuf && coll_comm_sleeps(k->c) ? 0 : -1;
   double w0 = res_now();
   for (long i = 0; i < o->warmup; i++) {
     if (!o->pipelined && coll_barrier(k->c, e)) return -1;
@@ -395,16 +399,24 @@ static int ar_measure(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
                       long n, coll_err *e) {
   double *t = k->times + k->ntimes;
   void *buf = ar_buf(k, hbuf);
+  double cpu0 = k->cpu_n >= 0 ? bench_host_cpu_s() : NAN, mean = 0;
   if (x->o->pipelined) {
-    double mean;
     if (coll_barrier(k->c, e) || ar_timed(k, buf, count, dt, op, n, &mean, e)) return -1;
-    mean /= (double)n;
-    if (ar_max(x, k->c, &mean, 1, e)) return -1;
-    for (long i = 0; i < n; i++) t[i] = mean;
   } else {
     for (long i = 0; i < n; i++)
       if (coll_barrier(k->c, e) || ar_timed(k, buf, count, dt, op, 1, &t[i], e)) return -1;
-    if (ar_max(x, k->c, t, (size_t)n, e)) return -1;
+  }
+  if (k->cpu_n >= 0) {
+    double cpu = bench_host_cpu_s() - cpu0;
+    k->cpu_s += cpu;
+    k->cpu_n = isfinite(cpu) ? k->cpu_n + n : -1;
+  }
+  if (x->o->pipelined) {
+    mean /= (double)n;
+    if (ar_max(x, k->c, &mean, 1, e)) return -1;
+    for (long i = 0; i < n; i++) t[i] = mean;
+  } else if (ar_max(x, k->c, t, (size_t)n, e)) {
+    return -1;
   }
   for (long i = 0; i < n; i++) t[i] *= 1e6;
   k->ntimes += (size_t)n;
@@ -507,6 +519,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   row.rounds = o->rounds;
   row.peer = pname;
   row.busbw_vs_peer = vs;
+  if (k->cpu_n > 0) row.host_cpu_us = k->cpu_s / (double)k->cpu_n * 1e6;
   const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk), coll_boot_host_count(x->boot));
   if (fm) {
     row.t_pred_us = coll_model_time(&fm->m, k->ran, x->size, nbytes, coll_comm_chunk(k->c)) * 1e6;

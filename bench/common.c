@@ -357,6 +357,17 @@ int bench_bind_rank(struct coll_boot *b, const char *how, char *desc, size_t cap
   return 0;
 }
 
+double bench_host_cpu_s(void) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return NAN;
+  unsigned long long user, nice, sys, idle, iowait, irq, softirq;
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq, &softirq);
+  fclose(f);
+  long hz = sysconf(_SC_CLK_TCK);
+  if (n != 7 || hz <= 0) return NAN;
+  return (double)(user + nice + sys + irq + softirq) / (double)hz;
+}
+
 double bench_gamma_kernel(void) {
   /* f32 sum over 8 MiB (beyond the caches, as the large all-reduces are): the best of a few
    * passes, so a busy core does not inflate it */

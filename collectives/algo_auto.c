@@ -208,6 +208,17 @@ double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size
   return 2.0 * local * t.land;
 }
 
+void coll_model_host_bytes(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes,
+                           double *sent, double *reduced) {
+  *sent = *reduced = 0;
+  if (p < 2 || bytes == 0) return;
+  double c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
+  model_terms t = model_algo_terms(a, p, (double)bytes, c, m->mapped, 0);
+  int hosts = m->hosts > 1 ? m->hosts : 1, local = (p + hosts - 1) / hosts;
+  *sent = t.sent / hosts;
+  *reduced = t.red * (t.reducers > 0 && t.reducers < local ? t.reducers : local);
+}
+
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
   double n = (double)bytes, c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;

@@ -246,6 +246,7 @@ const char *coll_comm_host(const coll_comm *c, int rank) {
   return rank >= 0 && rank < c->size ? c->hosts[rank] : "?";
 }
 int coll_comm_local_size(const coll_comm *c) { return c->local_size; }
+int coll_comm_sleeps(const coll_comm *c) { return c->tp->sleeps; }
 const char *coll_comm_fabric(const coll_comm *c) { return c->tp->fabric; }
 
 void coll_comm_mark_failed(coll_comm *c) {

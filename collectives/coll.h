@@ -96,6 +96,9 @@ int coll_comm_size(const coll_comm *c);
 const char *coll_comm_host(const coll_comm *c, int rank);
 /* Ranks on this rank's host (itself included); with more than its cores, no transport spins. */
 int coll_comm_local_size(const coll_comm *c);
+/* 1 where a waiting rank sleeps at once and never spins (tcp and ucx with more ranks than
+ * cores, or no_spin): the host's busy CPU time during a call is then the call's own work. */
+int coll_comm_sleeps(const coll_comm *c);
 size_t coll_comm_chunk(const coll_comm *c); /* the pipelining unit in use */
 /* What the transport runs on, e.g. "tcp:lo/reno" (interface/congestion control),
  * "ucx:posix", "mpi:ob1/tcp". */
@@ -189,6 +192,10 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
 /* The working set that m->cache_bytes is compared with: twice what a host's ranks receive into
  * at once (whole vectors for rd, halves for rhd, a few chunks for the pipelined algorithms). */
 double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+/* What one call asks of a host's CPUs under the formulas: the bytes its ranks send (S / hosts)
+ * and the bytes they reduce (R at each reducing rank of the host). */
+void coll_model_host_bytes(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes,
+                           double *sent, double *reduced);
 /* The cheapest of ring, rhd, rd, tree, dtree under m (ring on a tie or for p < 2). */
 coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes);
 /* The model a communicator's `auto` uses. */

@@ -77,6 +77,8 @@ struct coll_transport {
                             shared memory or RDMA): the algorithms' chunks are then best large
                             (COLL_CHUNK_UCX) and the ring's ramp of small first chunks costs */
   int marks;             /* dev_mark's slots (0: none); set once mapped memory exists */
+  int sleeps;            /* a waiting rank sleeps at once, never spins: the host's busy time
+                            during a call is the call's work (coll_comm_sleeps) */
 };
 
 /* Where this rank's transports listen and what they advertise: FABENCH_BIND_ADDR, else the

@@ -441,6 +441,7 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
    * spinning rank steals the time its peer needs to answer, so sleep in poll at once. */
   const char *spin_env = getenv("FABENCH_TCP_SPIN_US");
   t->spin_s = cm->oversubscribed ? 0 : spin_env ? atof(spin_env) * 1e-6 : TCP_SPIN_S;
+  t->base.sleeps = !(t->spin_s > 0);
   const char *bufenv = getenv("FABENCH_TCP_SOCKBUF");
   int sockbuf = bufenv ? atoi(bufenv) : 0; /* 0: the kernel's autotuning */
 

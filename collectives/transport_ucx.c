@@ -818,6 +818,7 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
   const char *spin = getenv("FABENCH_UCX_SPIN_US");
   if (spin && *spin) u->spin_ms = atof(spin) / 1000.0;
   if (u->spin_ms >= 0 && ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
+  u->base.sleeps = u->spin_ms == 0 && u->efd >= 0; /* a few microseconds of polling aside */
   st = ucp_worker_get_address(u->worker, &addr, &addr_len);
   if (st != UCS_OK) {
     addr = NULL;

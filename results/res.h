@@ -132,6 +132,10 @@ typedef struct {
   double rms_rel;      /* root mean square relative residual (used rows) */
   size_t n, n_used;
   int64_t chunk_bytes; /* the all-reduce rows' pipelining unit (0: unknown) */
+  double cpu_byte;     /* host CPU seconds per byte the host's ranks send (kernel, shaper and
+                          library work, its reductions at the kernel's rate apart): the median
+                          over rows from 1 MiB with host_cpu_us (measured where no rank spun);
+                          0: none. Only the training step's share of the cores uses it */
   res_resid *resid;
   size_t nresid;
 } res_fabric_model;

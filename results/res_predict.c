@@ -149,6 +149,22 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
   return t > 0 ? (c < t ? c / t : 1) : 0;
 }
 
+/* The share from the fabric's measured host CPU cost (cpu_byte): the CPU seconds a host spends
+ * on an all-reduce of `bytes` (what its ranks send at cpu_byte, what they reduce at gamma), over
+ * the call's seconds, spread over its cores; 0 where a core is free. NaN: not measured. */
+static double rp_measured_share(const res_fabric_model *f, coll_algo a, int ranks, int threads, double bytes,
+                                size_t chunk_bytes) {
+  const coll_model *m = &f->m;
+  if (!(f->cpu_byte > 0)) return NAN;
+  if (!(m->cores > 0) || ranks < 2 || bytes <= 0) return 0;
+  int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
+  if (local * (threads > 0 ? threads : 1) < m->cores) return 0;
+  double sent, red, t = coll_model_time(m, a, ranks, (size_t)bytes, chunk_bytes);
+  coll_model_host_bytes(m, a, ranks, (size_t)bytes, chunk_bytes, &sent, &red);
+  double s = t > 0 ? (sent * f->cpu_byte + red * m->gamma) / (m->cores * t) : 0;
+  return s < 1 ? s : 1;
+}
+
 /* Adds a bucket to a growing array. */
 static int rp_push(res_bucket **b, size_t *n, size_t *cap, res_bucket x) {
   if (*n == *cap) {
@@ -273,7 +289,8 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
     b[i].ready_ms *= scale;
     if (b[i].bytes > big) big = b[i].bytes;
   }
-  in.share = res_comm_share(&f->m, a, (int)row->ranks, (int)row->threads, big, in.ar.chunk_bytes, cpu_beta);
+  in.share = rp_measured_share(f, a, (int)row->ranks, (int)row->threads, big, in.ar.chunk_bytes);
+  if (isnan(in.share)) in.share = res_comm_share(&f->m, a, (int)row->ranks, (int)row->threads, big, in.ar.chunk_bytes, cpu_beta);
   res_step_out o;
   res_predict_step(&o, &in);
   free(b);
@@ -300,5 +317,6 @@ int res_predict_train_row_link(res_train_row *row, const res_train_row *one, con
   double floor = rp_stack_beta(m, row->transport);
   res_fabric_model fast = *f;
   fast.m.beta = f->m.beta / factor > floor ? f->m.beta / factor : floor;
+  fast.cpu_byte = 0; /* measured on this link's shaper, not on the faster one */
   return rp_predict_row(row, one, buckets, &fast, rp_cpu_beta(m, f));
 }

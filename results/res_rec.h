@@ -7,7 +7,9 @@
 #define FABENCH_RES_REC_H
 
 /* allreduce.csv: one row per (transport, algorithm, dtype, op, size). t_pred_us and pred_err
- * are the cost model's prediction of t_p50_us and (measured - predicted) / predicted. */
+ * are the cost model's prediction of t_p50_us and (measured - predicted) / predicted.
+ * host_cpu_us: CPU time rank 0's host was busy per call over the timed iterations (all its
+ * cores, the kernel's network work included), where no rank spins while it waits; else empty. */
 #define RES_ALLREDUCE_COLS(X)                                                                 \
   X(STR, run_id) X(INT, schema) X(INT, host_count) X(INT, ranks) X(STR, fabric)               \
   X(STR, transport) X(STR, algo) X(STR, dtype) X(STR, op) X(INT, bytes) X(INT, count)          \
@@ -15,7 +17,7 @@
   X(F64, t_p99_us) X(F64, t_max_us) X(F64, t_mean_us) X(F64, t_std_us) X(F64, algbw_gbps)      \
   X(F64, busbw_gbps) X(INT, errors) X(STR, algo_ran) X(STR, host) X(STR, topo_hash)            \
   X(INT, warmup) X(INT, chunk_bytes) X(INT, tcp_streams) X(STR, boot) X(INT, rounds)           \
-  X(STR, peer) X(F64, busbw_vs_peer) X(F64, t_pred_us) X(F64, pred_err)
+  X(STR, peer) X(F64, busbw_vs_peer) X(F64, t_pred_us) X(F64, pred_err) X(F64, host_cpu_us)
 
 /* p2p.csv: one row per (transport, test, pair, size); latency is one-way. */
 #define RES_P2P_COLS(X)                                                                       \

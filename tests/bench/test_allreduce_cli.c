@@ -146,7 +146,7 @@ static void test_run_files(void **st) {
     rows++;
     int fields = 1;
     for (char *c = line; *c; c++) fields += *c == ',';
-    assert_int_equal(fields, 35); /* res_rec.h: RES_ALLREDUCE_COLS */
+    assert_int_equal(fields, 36); /* res_rec.h: RES_ALLREDUCE_COLS */
     assert_non_null(strstr(line, ",3,")); /* ranks */
     char *last_err = NULL, *iters = NULL, *fs = NULL, *f = strtok_r(line, ",", &fs);
     for (int i = 0; f; i++, f = strtok_r(NULL, ",", &fs)) {
@@ -184,6 +184,53 @@ static void test_run_files(void **st) {
   assert_non_null(cJSON_GetObjectItem(m, "topology"));
   cJSON_Delete(m);
   free(rj);
+  free(r);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
+/* host_cpu_us of one run's rows: how many are numbers (>= 0) and how many are above zero. */
+static void cpu_rows(const char *out, int *numbers, int *positive) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/allreduce.jsonl", out);
+  char *jl = tu_slurp(path, NULL), *js = NULL;
+  assert_non_null(jl);
+  *numbers = *positive = 0;
+  for (char *l = strtok_r(jl, "\n", &js); l; l = strtok_r(NULL, "\n", &js)) {
+    cJSON *o = cJSON_Parse(l);
+    assert_non_null(o);
+    const cJSON *c = cJSON_GetObjectItem(o, "host_cpu_us");
+    *numbers += cJSON_IsNumber(c) && c->valuedouble >= 0;
+    *positive += cJSON_IsNumber(c) && c->valuedouble > 0;
+    cJSON_Delete(o);
+  }
+  free(jl);
+}
+
+/* The host's busy CPU per call is recorded where no rank spins (here tcp told not to), and left
+ * empty where ranks spin while they wait (2 ranks with a core each), where it would be the
+ * spinning's and not the call's. */
+static void test_host_cpu(void **st) {
+  (void)st;
+  char dir[] = "/tmp/fbtestcpuXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char out[300];
+  run_result *r = calloc(1, sizeof *r);
+  for (int spin = 0; spin < 2; spin++) {
+    if (spin && sysconf(_SC_NPROCESSORS_ONLN) < 2) break; /* 2 ranks on 1 core never spin */
+    snprintf(out, sizeof out, "%s/r%d", dir, spin);
+    cli_run(r, 120, NULL, spin ? "FABENCH_TCP_SPIN_US=2000" : "FABENCH_TCP_SPIN_US=0", -1, NULL,
+        (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--algo", "ring,rd", "--min-bytes", "2M",
+                   "--max-bytes", "8M", "--step-factor", "4", "--iters", "30", "--no-check", "--out", out, NULL});
+    if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+    int numbers, positive;
+    cpu_rows(out, &numbers, &positive);
+    if (spin) {
+      assert_int_equal(numbers, 0);
+    } else {
+      assert_int_equal(numbers, 4);
+      assert_int_equal(positive, 4); /* 30 calls of 2 MiB: several jiffies */
+    }
+  }
   free(r);
   assert_int_equal(tu_rmtree(dir), 0);
 }
@@ -336,6 +383,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_flags_exit_2),
       cmocka_unit_test(test_run_files),
+      cmocka_unit_test(test_host_cpu),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_single_rank),
       cmocka_unit_test(test_tcp_cc),

@@ -323,6 +323,70 @@ static void test_fit_emulated_cpu_bound(void **state) {
   }
 }
 
+/* The host's CPU per byte sent, from rows with host_cpu_us: 4 ranks on 2 cores, ring, rd and
+ * tree from 256 KiB to 16 MiB, each row's CPU the bytes its host sent at 1.2 ns plus what it
+ * reduced at the kernel's rate, 5% noise either way. The fit recovers 1.2 ns from the rows of 1 MiB
+ * up (those below carry a CPU time 10x too high, as a jiffy's rounding could); rows without
+ * host_cpu_us leave it 0; model.json keeps it. */
+static void test_fit_cpu_byte(void **state) {
+  (void)state;
+  const double c = 1.2e-9, g = 1.0 / 4e9;
+  coll_model truth = {.alpha = 30e-6, .beta = 1.0 / 0.125e9, .gamma = g, .cores = 2};
+  static const char *algos[] = {"ring", "rd", "tree"};
+  res_allreduce_row rows[30];
+  size_t n = 0;
+  for (int with = 0; with < 2; with++) {
+    n = 0;
+    for (int a = 0; a < 3; a++)
+      for (int64_t b = 256 << 10; b <= (16 << 20); b *= 2, n++) {
+        res_allreduce_row *r = &rows[n];
+        syn_row(r, "emu-1gbit", algos[a], b, &truth, algos[a]);
+        r->ranks = 4;
+        coll_algo al;
+        coll_algo_parse(algos[a], &al);
+        r->t_p50_us = coll_model_time(&truth, al, 4, (size_t)b, 256 << 10) * 1e6;
+        double sent, red;
+        coll_model_host_bytes(&truth, al, 4, (size_t)b, 256 << 10, &sent, &red);
+        assert_true(sent > 0 && red > 0);
+        if (with) r->host_cpu_us = (sent * c + red * g) * 1e6 * (1 + 0.05 * (double)((int)(n % 3) - 1)) * (b < (1 << 20) ? 10 : 1);
+      }
+    res_rows ar = {res_schema_allreduce(), rows, n};
+    res_model m;
+    char err[256];
+    res_fit_opts o = {.gamma_kernel = g, .cores = 2};
+    if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+    if (!with) {
+      assert_true(m.f[0].cpu_byte == 0);
+      res_model_free(&m);
+      continue;
+    }
+    near(m.f[0].cpu_byte, c, 0.01, "cpu per byte sent");
+    char dir[64], path[128];
+    snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/model.json", dir);
+    if (res_model_write(&m, path, err, sizeof err)) fail_msg("%s", err);
+    res_model back;
+    if (res_model_read(&back, dir, err, sizeof err)) fail_msg("%s", err);
+    near(back.f[0].cpu_byte, m.f[0].cpu_byte, 1e-12, "model.json");
+    res_model_free(&back);
+    unlink(path);
+    rmdir(dir);
+    res_model_free(&m);
+  }
+  /* what a host sends and reduces, by hand: ring on 4 ranks of one host sends 2 (p-1) n and
+   * reduces (p-1)/p n at each rank; on 2 hosts each sends half */
+  coll_algo ring = {COLL_ALGO_RING, 0};
+  double sent, red;
+  coll_model_host_bytes(&truth, ring, 4, 1 << 20, 256 << 10, &sent, &red);
+  near(sent, 6.0 * (1 << 20), 1e-12, "ring sent");
+  near(red, 3.0 * (1 << 20), 1e-12, "ring reduced");
+  truth.hosts = 2;
+  coll_model_host_bytes(&truth, ring, 4, 1 << 20, 256 << 10, &sent, &red);
+  near(sent, 3.0 * (1 << 20), 1e-12, "ring sent per host");
+  near(red, 1.5 * (1 << 20), 1e-12, "ring reduced per host");
+}
+
 /* What bounds a data-parallel row, from the suite's own rows: emulated 1gbit (324 of 396 ms
  * waiting: the link), 10gbit (91 ms against 54 with no communication, 13 waiting: the cores
  * the exchange's CPU work shares with compute), ucx on loopback (66 against 59, 5 waiting). */
@@ -721,6 +785,16 @@ static void test_train_plan_and_share(void **state) {
   res_train_row erow = two;
   assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
   near(erow.step_ms_pred, 62, 1e-9, "emulated: the loopback stack's CPU share");
+  /* measured on the link (cpu_byte 0.25 ns a byte sent), that is the share, not the loopback's:
+   * the largest bucket (15e6) sends 30e6 from the host, 7.5 ms of CPU over its 15 ms on 2 cores:
+   * 0.25. Bucket 0 (10 ms) from 13.33 beside backward, both at 0.8: it ends at 25.83, backward
+   * at 23.33 of its work, alone to 30 at 32.5; bucket 1 (15 ms) to 47.5: step 42 + 2.5 + 15 */
+  pair[0].cpu_byte = 0.25e-9;
+  erow = two;
+  assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
+  near(erow.step_ms_pred, 59.5, 1e-9, "emulated: the link's measured CPU share");
+  near(erow.exposed_comm_ms_pred, 15, 1e-9, "emulated, measured: exposed");
+  pair[0].cpu_byte = 0;
 
   /* what-if, a link 10x faster: beta 0.1 ns/B, so bucket 1 (ready at 30) takes 1.5 ms: step
    * 42 + 1.5. The same transport on loopback (0.2 ns/B) bounds it: 3 ms exposed, step 45. */
@@ -770,6 +844,7 @@ int main(void) {
       cmocka_unit_test(test_fit_cores_and_cache),
       cmocka_unit_test(test_fit_no_cpu_bound_within_cores),
       cmocka_unit_test(test_fit_emulated_cpu_bound),
+      cmocka_unit_test(test_fit_cpu_byte),
       cmocka_unit_test(test_train_bound),
       cmocka_unit_test(test_train_profile),
       cmocka_unit_test(test_fit_p2p),
