@@ -523,22 +523,31 @@ static void test_unreachable_root(void **st) {
   assert_non_null(strstr(e1, "cannot reach rank 0"));
 }
 
+/* Rank `rank` of `size` through the environment rendezvous, with a tcp communicator whose
+ * waits time out after timeout_ms. 0, or 1 with the error in err. */
+static int child_open_tcp(int rank, int size, int timeout_ms, coll_boot **b, coll_comm **c, char *err, size_t cap) {
+  test_rank_env(rank, size, g_port, "job");
+  coll_err e = {{0}};
+  if (coll_boot_open(b, COLL_BOOT_ENV, 0, 5000, &e) != 0) {
+    snprintf(err, cap, "%s", e.msg);
+    return 1;
+  }
+  coll_comm_opts o = {.transport = COLL_TCP, .timeout_ms = timeout_ms};
+  if (coll_comm_open(c, *b, &o, &e) != 0) {
+    snprintf(err, cap, "%s", e.msg);
+    coll_boot_close(*b);
+    return 1;
+  }
+  return 0;
+}
+
 /* arg: rank*10 + behaviour (0: take part, 1: die after connecting, 2: connect then stay silent) */
 static int child_collective(int arg, char *err, size_t cap) {
   int rank = arg / 10, how = arg % 10;
-  test_rank_env(rank, 2, g_port, "job");
   coll_boot *b;
   coll_comm *c;
   coll_err e = {{0}};
-  if (coll_boot_open(&b, COLL_BOOT_ENV, 0, 5000, &e) != 0) {
-    snprintf(err, cap, "%s", e.msg);
-    return 1;
-  }
-  coll_comm_opts o = {.transport = COLL_TCP, .timeout_ms = 1500};
-  if (coll_comm_open(&c, b, &o, &e) != 0) {
-    snprintf(err, cap, "%s", e.msg);
-    return 1;
-  }
+  if (child_open_tcp(rank, 2, 1500, &b, &c, err, cap)) return 1;
   if (how == 1) raise(SIGKILL);
   if (how == 2) {
     sleep(4); /* alive but never joins the collective */
@@ -559,20 +568,9 @@ static int child_collective(int arg, char *err, size_t cap) {
  * the transports may spin, and a rank that saw only the ranks above it spun on a crowded host. */
 static int child_local_size(int arg, char *err, size_t cap) {
   int rank = arg / 10, size = arg % 10;
-  test_rank_env(rank, size, g_port, "job");
   coll_boot *b;
   coll_comm *c;
-  coll_err e = {{0}};
-  if (coll_boot_open(&b, COLL_BOOT_ENV, 0, 5000, &e) != 0) {
-    snprintf(err, cap, "%s", e.msg);
-    return 1;
-  }
-  coll_comm_opts o = {.transport = COLL_TCP, .timeout_ms = 5000};
-  if (coll_comm_open(&c, b, &o, &e) != 0) {
-    snprintf(err, cap, "%s", e.msg);
-    coll_boot_close(b);
-    return 1;
-  }
+  if (child_open_tcp(rank, size, 5000, &b, &c, err, cap)) return 1;
   int local = coll_comm_local_size(c), rc = local == size ? 0 : 1;
   if (rc) snprintf(err, cap, "rank %d of %d counts %d ranks on its host", rank, size, local);
   coll_comm_close(c);

@@ -19,6 +19,18 @@ static void near(double got, double want, double rel, const char *what) {
 }
 
 /* alpha 10 us, beta 1 ns/B, gamma 0.5 ns/B; n = 1 MiB, c = 256 KiB; values worked by hand. */
+/* m through model.json and back: written to a fresh directory, read from it, removed. */
+static void model_back(const res_model *m, res_model *back) {
+  char dir[64], path[128], err[256];
+  snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/model.json", dir);
+  if (res_model_write(m, path, err, sizeof err)) fail_msg("%s", err);
+  if (res_model_read(back, dir, err, sizeof err)) fail_msg("%s", err);
+  unlink(path);
+  rmdir(dir);
+}
+
 static void test_formulas(void **state) {
   (void)state;
   coll_model m = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .delta = 0};
@@ -361,17 +373,10 @@ static void test_fit_cpu_byte(void **state) {
       continue;
     }
     near(m.f[0].cpu_byte, c, 0.01, "cpu per byte sent");
-    char dir[64], path[128];
-    snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/model.json", dir);
-    if (res_model_write(&m, path, err, sizeof err)) fail_msg("%s", err);
     res_model back;
-    if (res_model_read(&back, dir, err, sizeof err)) fail_msg("%s", err);
+    model_back(&m, &back);
     near(back.f[0].cpu_byte, m.f[0].cpu_byte, 1e-12, "model.json");
     res_model_free(&back);
-    unlink(path);
-    rmdir(dir);
     res_model_free(&m);
   }
   /* what a host sends and reduces, by hand: ring on 4 ranks of one host sends 2 (p-1) n and
@@ -503,17 +508,10 @@ static void test_fit_emulated_hidden_reduction(void **state) {
       if (rel < 0.03) fail_msg("not emulated: every reduction paid should pull beta off: %.4g", f->m.beta);
     }
     /* model.json keeps it */
-    char dir[64], path[128];
-    snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/model.json", dir);
-    if (res_model_write(&m, path, err, sizeof err)) fail_msg("%s", err);
     res_model back;
-    if (res_model_read(&back, dir, err, sizeof err)) fail_msg("%s", err);
+    model_back(&m, &back);
     assert_int_equal(back.f[0].m.red_hidden, f->m.red_hidden);
     res_model_free(&back);
-    unlink(path);
-    rmdir(dir);
     res_model_free(&m);
   }
 }
