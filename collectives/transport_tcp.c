@@ -31,6 +31,12 @@
  * 20 ms) did not make it rarer on this VM. */
 #define TCP_SPIN_S 2e-3
 #define TCP_SPIN_PURE 32 /* idle attempts before yielding the core in between */
+/* Sleeping for a part, wake when this much of it is readable (SO_RCVLOWAT; less when less is
+ * left): the part completes no sooner, and a slow link's trickle wakes the rank once per this
+ * many bytes instead of once per packet. Emulated 1gbit, 2 ranks, 16 MiB: the host's CPU per
+ * call 40 -> 32 ms for the ring, 44 -> 23 ms for the tree, the time the same; the kernel still
+ * wakes a reader whose window is closing (tcp_data_ready). */
+#define TCP_LOWAT_MAX (256 * 1024)
 
 typedef struct {
   uint32_t magic, tag;
@@ -65,6 +71,7 @@ typedef struct {
   tcp_part *sq, *sq_tail; /* sends in post order */
   tcp_part *rq, *rq_tail; /* receives in post order */
   uint32_t send_seq, recv_seq;
+  int lowat; /* the socket's SO_RCVLOWAT as last set (0: the kernel's, 1) */
 } tcp_conn;
 
 typedef struct {
@@ -291,6 +298,11 @@ static void tcp_sleep(tcp_transport *t, int ms) {
   for (int i = 0; i < total; i++) {
     tcp_conn *c = &t->conns[i];
     if (c->fd < 0 || (!c->rq && !c->sq)) continue;
+    if (c->rq) { /* wake for what the part still needs, up to TCP_LOWAT_MAX */
+      size_t left = sizeof c->rq->hdr - c->rq->hdr_done + c->rq->len - c->rq->done;
+      int want = left < TCP_LOWAT_MAX ? (int)left : TCP_LOWAT_MAX;
+      if (want != c->lowat && setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) c->lowat = want;
+    }
     t->pfds[n].fd = c->fd;
     t->pfds[n].events = (short)((c->rq ? POLLIN : 0) | (c->sq ? POLLOUT : 0));
     t->pfds[n].revents = 0;
