@@ -372,7 +372,10 @@ static int ucx_wait(ucx_tp *u, ucx_req **qs, int n, int timeout_ms, const char *
         struct pollfd pfd = {.fd = u->efd, .events = POLLIN};
         double left = deadline - now;
         int ms = left < UCX_SLEEP_SLICE_MS ? (int)left + 1 : UCX_SLEEP_SLICE_MS;
-        if (poll(&pfd, 1, ms) < 0 && errno != EINTR) u->efd = -1; /* spin from now on */
+        if (poll(&pfd, 1, ms) < 0 && errno != EINTR) { /* spin from now on */
+          u->efd = -1;
+          u->base.sleeps = 0;
+        }
       }
       idle_since = -1;
     }
