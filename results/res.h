@@ -133,7 +133,7 @@ typedef struct {
   size_t n, n_used;
   int64_t chunk_bytes; /* the all-reduce rows' pipelining unit (0: unknown) */
   double cpu_byte;     /* host CPU seconds per byte the host's ranks send (kernel, shaper and
-                          library work, its reductions at the kernel's rate apart): the median
+                          library work, its reductions at the model's gamma apart): the median
                           over rows from 1 MiB with host_cpu_us (measured where no rank spun);
                           0: none. Only the training step's share of the cores uses it */
   res_resid *resid;

@@ -443,11 +443,12 @@ static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci
 }
 
 /* A fabric's host CPU cost per byte sent (res_fabric_model.cpu_byte) from its rows' host_cpu_us:
- * what is left after the reductions at gamma, over the bytes the host's ranks sent, median of
- * the rows from 1 MiB (a jiffy's granularity matters less there); 0 without such rows. Why
- * measured and not fitted from times: on an emulated link the CPU bound never binds, yet a
- * 1gbit link cost 1.19 CPU ms per MB sent against 0.85 at 5gbit and 0.44 on loopback (4 ranks
- * over tcp, 2 cores), and that work slows a training step's compute. */
+ * what is left after the reductions at the model's gamma (the training step's share adds them
+ * back at the same rate), over the bytes the host's ranks sent, median of the rows from 1 MiB
+ * (a jiffy's granularity matters less there); 0 without such rows. Why measured and not fitted
+ * from times: on an emulated link the CPU bound never binds, yet the slower the shaper the more
+ * CPU a byte costs (bench-model, 4 ranks over tcp on 2 cores: 1gbit 0.93 ns a byte sent, 5gbit
+ * 0.68, loopback 0.39), and that work slows a training step's compute. */
 static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const coll_model *m, double gamma) {
   double *v = malloc((n ? n : 1) * sizeof *v);
   size_t k = 0;
@@ -583,7 +584,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     }
     f->gamma_fixed = b.gfixed;
     f->chunk_bytes = chunk;
-    f->cpu_byte = rf_cpu_byte(w.src, n, &f->m, kernel ? o->gamma_kernel : f->m.gamma);
+    f->cpu_byte = rf_cpu_byte(w.src, n, &f->m, f->m.gamma);
     if (rf_fill_stats(f, w.pt, n, b.th)) rc = -1, res_errf(err, cap, "out of memory");
   }
   rf_work_free(&w);
