@@ -118,9 +118,7 @@ int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, ch
   return bench_fit_dirs_ex(m, dirs, ndirs, &o, err, cap);
 }
 
-/* The reduction kernel's cost per byte the runs recorded (run.json's reduce_gbps; the middle
- * one over the directories), or NAN where none did. */
-static double model_dirs_gamma(char *const *dirs, int ndirs) {
+double bench_dirs_gamma(char *const *dirs, int ndirs) {
   double *v = calloc(ndirs > 0 ? (size_t)ndirs : 1, sizeof *v);
   size_t n = 0;
   for (int d = 0; v && d < ndirs; d++) {
@@ -140,7 +138,7 @@ int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *
   if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, cap)) return -1;
   res_fit_opts with = *o;
   if (isfinite(with.gamma_kernel)) { /* the rate the runs recorded, where they did */
-    double rec = model_dirs_gamma(dirs, ndirs);
+    double rec = bench_dirs_gamma(dirs, ndirs);
     if (rec > 0) with.gamma_kernel = rec;
   }
   int rc = bench_fit_bursts(&with, dirs, ndirs);
