@@ -394,29 +394,33 @@ static int ar_prepare(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
   return 0;
 }
 
+/* The host's busy CPU since cpu0 into the cell's account of n more iterations (where it keeps
+ * one: rank 0, no rank spinning); an unreadable /proc/stat ends the account. */
+static void ar_cpu_add(ar_cell *k, double cpu0, long n) {
+  if (k->cpu_n < 0) return;
+  double cpu = bench_host_cpu_s() - cpu0;
+  k->cpu_s += cpu;
+  k->cpu_n = isfinite(cpu) ? k->cpu_n + n : -1;
+}
+
 /* n more timed iterations, appended to the cell's samples. */
 static int ar_measure(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtype dt, coll_op op,
                       long n, coll_err *e) {
   double *t = k->times + k->ntimes;
   void *buf = ar_buf(k, hbuf);
-  double cpu0 = k->cpu_n >= 0 ? bench_host_cpu_s() : NAN, mean = 0;
+  double cpu0 = k->cpu_n >= 0 ? bench_host_cpu_s() : NAN;
   if (x->o->pipelined) {
+    double mean;
     if (coll_barrier(k->c, e) || ar_timed(k, buf, count, dt, op, n, &mean, e)) return -1;
-  } else {
-    for (long i = 0; i < n; i++)
-      if (coll_barrier(k->c, e) || ar_timed(k, buf, count, dt, op, 1, &t[i], e)) return -1;
-  }
-  if (k->cpu_n >= 0) {
-    double cpu = bench_host_cpu_s() - cpu0;
-    k->cpu_s += cpu;
-    k->cpu_n = isfinite(cpu) ? k->cpu_n + n : -1;
-  }
-  if (x->o->pipelined) {
+    ar_cpu_add(k, cpu0, n);
     mean /= (double)n;
     if (ar_max(x, k->c, &mean, 1, e)) return -1;
     for (long i = 0; i < n; i++) t[i] = mean;
-  } else if (ar_max(x, k->c, t, (size_t)n, e)) {
-    return -1;
+  } else {
+    for (long i = 0; i < n; i++)
+      if (coll_barrier(k->c, e) || ar_timed(k, buf, count, dt, op, 1, &t[i], e)) return -1;
+    ar_cpu_add(k, cpu0, n);
+    if (ar_max(x, k->c, t, (size_t)n, e)) return -1;
   }
   for (long i = 0; i < n; i++) t[i] *= 1e6;
   k->ntimes += (size_t)n;

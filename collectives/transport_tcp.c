@@ -195,7 +195,9 @@ static void tcp_part_advance(tcp_part *p, size_t bytes) {
   }
 }
 
-static int tcp_part_done(const tcp_part *p) { return p->hdr_done == sizeof p->hdr && p->done == p->len; }
+/* Bytes of a part still to cross: its header's rest and its payload's rest. */
+static size_t tcp_part_left(const tcp_part *p) { return sizeof p->hdr - p->hdr_done + p->len - p->done; }
+static int tcp_part_done(const tcp_part *p) { return tcp_part_left(p) == 0; }
 
 /* Writes as much of the connection's send queue as the socket takes. 1: progressed. */
 static int tcp_progress_send(tcp_transport *t, tcp_conn *c, coll_err *e, int *err) {
@@ -299,7 +301,7 @@ static void tcp_sleep(tcp_transport *t, int ms) {
     tcp_conn *c = &t->conns[i];
     if (c->fd < 0 || (!c->rq && !c->sq)) continue;
     if (c->rq) { /* wake for what the part still needs, up to TCP_LOWAT_MAX */
-      size_t left = sizeof c->rq->hdr - c->rq->hdr_done + c->rq->len - c->rq->done;
+      size_t left = tcp_part_left(c->rq);
       int want = left < TCP_LOWAT_MAX ? (int)left : TCP_LOWAT_MAX;
       if (want != c->lowat && setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) c->lowat = want;
     }

@@ -133,11 +133,17 @@ res_bound res_train_bound(const res_train_row *r, const res_train_row *none, dou
   return RES_BOUND_COMPUTE;
 }
 
-double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, double bytes, size_t chunk_bytes,
-                      double cpu_beta) {
+/* Do the communication's CPU work and the compute share cores: every core of a host (known)
+ * computing, an exchange (ranks > 1) of some bytes. Else a core is free for it, or none known. */
+static int rp_cores_shared(const coll_model *m, int ranks, int threads, double bytes) {
   if (!(m->cores > 0) || ranks < 2 || bytes <= 0) return 0;
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
-  if (local * (threads > 0 ? threads : 1) < m->cores) return 0; /* a core is free for the reduction */
+  return local * (threads > 0 ? threads : 1) >= m->cores;
+}
+
+double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, double bytes, size_t chunk_bytes,
+                      double cpu_beta) {
+  if (!rp_cores_shared(m, ranks, threads, bytes)) return 0;
   double t = coll_model_time(m, a, ranks, (size_t)bytes, chunk_bytes);
   /* the CPU terms: cpu_beta for each byte on the link, or beta_cpu for each sent (the host's
    * cores share it), gamma for each reduced, the cache term */
@@ -156,9 +162,7 @@ static double rp_measured_share(const res_fabric_model *f, coll_algo a, int rank
                                 size_t chunk_bytes) {
   const coll_model *m = &f->m;
   if (!(f->cpu_byte > 0)) return NAN;
-  if (!(m->cores > 0) || ranks < 2 || bytes <= 0) return 0;
-  int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
-  if (local * (threads > 0 ? threads : 1) < m->cores) return 0;
+  if (!rp_cores_shared(m, ranks, threads, bytes)) return 0;
   double sent, red, t = coll_model_time(m, a, ranks, (size_t)bytes, chunk_bytes);
   coll_model_host_bytes(m, a, ranks, (size_t)bytes, chunk_bytes, &sent, &red);
   double s = t > 0 ? (sent * f->cpu_byte + red * m->gamma) / (m->cores * t) : 0;
