@@ -27,9 +27,16 @@
  *         p-1; (p-1) n; (p-1) n; S = p (p-1) n
  *         on memory every rank maps (m->mapped, from 16 KiB) it reads its left neighbour's
  *         block in place: reduce-scatter reduces from it, all-gather copies it, tokens only;
- *         the last reduce-scatter step also writes the right's copy, which is one step less
- *         (the block it writes stands for the copy it saves):
- *         2p-3; (p-1)/p n; (p-1)/p n; S = (p-1) n
+ *         the last reduce-scatter step also writes the right's copy, which is one step less.
+ *         No byte crosses the transport, so none is on a link or sent (S = 0): the call is
+ *         memory work on the ranks' cores, counted in reductions' worth of memory streams (a
+ *         reduction reads two and writes one): p-1 reductions of n/p, one extra write, p-2
+ *         copies (two streams each), (5p-6)/3 streams of n/p:
+ *         2p-3; 0; (5p-6)/(3p) n
+ *         (counted as a link's bytes and sent bytes before, its cost hung on the transport's
+ *         beta and CPU bound: on loopback over ucx the 2-rank ring took 0.47-0.82 of what the
+ *         fit predicted, which pulled the fitted beta, and rd and rhd came out up to 86% slower
+ *         than predicted)
  *   rhd   (Rabenseifner, TRG 2005): reduce-scatter by recursive halving + all-gather by
  *         recursive doubling, plus the fold's two whole-vector messages (f = 1 if p is not a
  *         power of two): 2 lg p' + 2f; 2 (p'-1)/p' n + 2 f n; (p'-1)/p' n + f n;
@@ -176,7 +183,7 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
   switch (a.kind) {
   case COLL_ALGO_RING:
     if (mapped && n >= 16.0 * 1024) /* reads the left's block: reduce in place, copy in place */
-      return (model_terms){p > 1 ? 2.0 * p - 3 : 0, pr * n, pr * n, (p - 1) * n, n, 0};
+      return (model_terms){p > 1 ? 2.0 * p - 3 : 0, 0, (5.0 * p - 6) / (3.0 * p) * n, 0, n, 0};
     if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n, p * (p - 1) * n, p * n, 0};
     return (model_terms){2.0 * (p - 1), 2 * pr * n, hidden ? 0 : pr * n, all, COLL_RING_SLOTS * (c < n / p ? c : n / p), 0};
   case COLL_ALGO_RHD:

@@ -10,7 +10,7 @@
  * to each time, lies within 3% of the span of the columns already in) is not fitted: gamma is
  * then the kernel's rate, the others 0. Parameters must be positive: one that comes out negative
  * is fixed the same way and the rest refitted. The cache size and the CPU ratio are not linear:
- * each candidate (cache: none, 1 MiB to 512 MiB; ratio: none, 1/4 to 10 in steps of 10%) is
+ * each candidate (cache: none, 1 MiB to 512 MiB by factors of sqrt 2; ratio: none, 1/4 to 10 in steps of 10%) is
  * fitted and the one with the smallest trimmed mean residual kept. */
 #include "res.h"
 #include "res_internal.h"
@@ -412,13 +412,17 @@ typedef struct {
 } rf_best;
 
 /* One candidate: CPU ratio index ri (-1: no CPU bound, then 1/4 .. 10 x beta), cache index ci
- * (-1: none, then 1 MiB .. 512 MiB) and gamma g, fitted to the cell's points and kept in b
+ * (-1: none, then 1 MiB .. 512 MiB by factors of sqrt 2) and gamma g, fitted to the cell's points and kept in b
  * where it scores better. A cache or a CPU bound must earn its place: a clearly better fit (a
  * tenth less residual each). */
 static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci, double g, int kernel,
                          rf_best *b) {
   shape->beta_cpu = ri < 0 ? 0 : RF_RATIO0 * pow(RF_RATIO_STEP, ri);
-  shape->cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * (double)(1u << ci);
+  /* by sqrt 2: the working sets of power-of-two sizes are powers of two, so with candidates
+   * by 2 each row lay exactly on one, and a cache that ends between two could only be put on
+   * one side or the other (loopback over ucx: 16 MiB, where rd at 2-4 MiB was already 37-86%
+   * slower than that predicted) */
+  shape->cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * pow(2, ci / 2.0);
   if (ci >= 0 && !rf_cache_spanned(w->pt, w->src, n, shape)) return;
   rf_design(w->pt, n, shape, w->src);
   int fr[RF_NP];
@@ -540,7 +544,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
      * a few rd and rhd rows would otherwise trade it for the CPU bound. */
     for (int gi = 0; gi < (emulated ? 2 : 1); gi++)
       for (int ri = -1; ri < (crowded ? RF_NRATIO : 0); ri++)
-        for (int ci = -1; ci <= (emulated ? -1 : 9); ci++) {
+        for (int ci = -1; ci <= (emulated ? -1 : 18); ci++) {
           shape.red_hidden = gi;
           rf_try_shape(&w, n, &shape, ri, ci, gfix, kernel, &b);
         }
