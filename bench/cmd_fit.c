@@ -34,8 +34,8 @@ static const char fit_usage[] =
     "  --no-gamma-kernel use the transport's default gamma instead\n";
 
 static void fit_print(const res_model *m) {
-  printf("# %-22s %-5s %5s %-9s %9s %9s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts", "source",
-         "alpha(us)", "delta(us)", "link(GB/s)", "cpu(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "cache", "R^2", "rms_rel",
+  printf("# %-22s %-5s %5s %-9s %9s %9s %8s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
+         "source", "alpha(us)", "delta(us)", "wake(us)", "link(GB/s)", "cpu(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "cache", "R^2", "rms_rel",
          "used");
   for (size_t i = 0; i < m->n; i++) {
     const res_fabric_model *f = &m->f[i];
@@ -50,15 +50,16 @@ static void fit_print(const res_model *m) {
       snprintf(cache, sizeof cache, "%.0fM", f->m.cache_bytes / 1048576);
     else
       snprintf(cache, sizeof cache, "-");
-    printf("  %-22.22s %-5s %5d %-9s %9.2f %9.2f %10.3f %10.3f %10s %9s%s%s %7s %7.4f %7.3f %7s\n", f->fabric,
-           f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6,
+    printf("  %-22.22s %-5s %5d %-9s %9.2f %9.2f %8.2f %10.3f %10.3f %10s %9s%s%s %7s %7.4f %7.3f %7s\n", f->fabric,
+           f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
            f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY, f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY,
            hcpu, red, f->gamma_fixed && f->m.gamma > 0 ? "*" : " ", f->m.red_hidden ? "h" : " ", cache, f->r2, f->rms_rel,
            used);
   }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
-  printf("# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
+  printf("# wake: each message in sequence where a host's ranks outnumber its cores (they wait asleep);\n"
+         "# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
          "# slower of its busiest link and its host's CPU); hcpu: bytes the host's ranks send per CPU second,\n"
          "# measured (host_cpu_us, where no rank spun; -: none): the CPU a training step's compute loses to them;\n"
          "# cache: beyond it (what the ranks receive into at once), bytes come from memory at a fitted extra cost;\n"

@@ -256,7 +256,7 @@ static void rp_model(rp_ctx *x) {
     fprintf(x->md, "\n## Cost model\n\nNo model: no model.json and no rows to fit.\n");
     return;
   }
-  fprintf(x->md, "\n## Cost model (%s)\n\n| fabric | transport | hosts | source | alpha (us) | delta (us) | link (GB/s) | reduction (GB/s) | host CPU per byte sent (ns) | R^2 | rms rel. residual | rows used |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+  fprintf(x->md, "\n## Cost model (%s)\n\n| fabric | transport | hosts | source | alpha (us) | delta (us) | wake-up per message, crowded (us) | link (GB/s) | reduction (GB/s) | host CPU per byte sent (ns) | R^2 | rms rel. residual | rows used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
           x->model_src);
   for (size_t i = 0; i < x->model.n; i++) {
     const res_fabric_model *f = &x->model.f[i];
@@ -267,8 +267,9 @@ static void rp_model(rp_ctx *x) {
                f->m.red_hidden ? ", pipelined: hidden by the shaper" : "");
     else
       snprintf(red, sizeof red, "hidden by the shaper");
-    fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.2f | %.3f | %s | %s | %.4f | %.3f | %zu/%zu |\n", f->fabric,
-            f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, 1e-9 / f->m.beta, red, cpu,
+    fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.2f | %.2f | %.3f | %s | %s | %.4f | %.3f | %zu/%zu |\n", f->fabric,
+            f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
+            1e-9 / f->m.beta, red, cpu,
             f->r2, f->rms_rel, f->n_used, f->n);
   }
 }

@@ -172,12 +172,16 @@ typedef struct coll_model {
                       ends): a host sends its ranks' bytes with at most its cores, and a call
                       is bound by the slower of that and the busiest link; 0: no such bound */
   double mem;      /* extra seconds per byte moved or reduced beyond the host's cache */
+  double wake;     /* extra seconds per message in sequence where a host's ranks outnumber its
+                      cores: the waiting rank sleeps, and its peer's message must wake it */
   /* What the fabric is, not fitted: */
   double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */
   int cores;          /* CPU cores of a host; 0: unknown (no sharing modelled) */
   int hosts;          /* hosts the ranks spread over evenly (0: one) */
   int mapped;         /* ranks map each other's buffers: the ring reads its neighbour's
                          partial sums in place from 16 KiB (ucx on one host) */
+  double burst;      /* bytes a link banks while it idles: an emulated link's shaper bucket (0:
+                         a real link, which banks nothing) */
   int red_hidden;     /* the link banks the pauses of a pipelined reduction (a shaper's bucket):
                          ring, tree, dtree and ps reduce at no cost to the call; rd and rhd,
                          which reduce between their exchanges, still pay gamma */
@@ -186,7 +190,7 @@ typedef struct coll_model {
 void coll_model_default(coll_model *m, coll_transport_kind kind);
 /* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
  * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native and
- * auto (no formula). Linear in alpha, beta, gamma, delta and mem for fixed cache_bytes, cores,
+ * auto (no formula). Linear in alpha, beta, gamma, delta, mem and wake for fixed cache_bytes, cores,
  * hosts, mapped and ratio beta_cpu / beta (the fit relies on it). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The working set that m->cache_bytes is compared with: twice what a host's ranks receive into

@@ -1,5 +1,5 @@
-/* results: the cost-model fit. Every all-reduce formula (coll_model_time) is linear in its five
- * parameters (alpha, beta, gamma, delta, mem) once the fabric's structure is fixed (cores,
+/* results: the cost-model fit. Every all-reduce formula (coll_model_time) is linear in its six
+ * parameters (alpha, beta, gamma, delta, mem, wake) once the fabric's structure is fixed (cores,
  * hosts, mapped memory, cache size, and the ratio of the host's CPU cost per byte sent to the
  * link's, beta_cpu / beta), so a row's design vector is the formula evaluated at the unit
  * models, and the fit is a linear least-squares problem. Residuals are relative (the
@@ -23,8 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define RF_NP 5 /* alpha, beta, gamma, delta, mem */
-enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_DELTA, RF_MEM };
+#define RF_NP 6 /* alpha, beta, gamma, delta, mem, wake */
+enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_DELTA, RF_MEM, RF_WAKE };
 
 typedef struct {
   double x[RF_NP]; /* design: seconds per unit of each parameter */
@@ -222,12 +222,12 @@ static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const d
 
 /* Which parameters the rows determine. alpha and beta always; then, in order, delta (needs
  * rows with different numbers of start-ups), gamma
- * (algorithms that reduce a different share of what they move) and mem (sizes on both sides of
- * the cache), each only when its column, relative to each point's time, keeps more than 3% of
+ * (algorithms that reduce a different share of what they move), mem (sizes on both sides of
+ * the cache) and wake (rows with more ranks than cores beside rows with fewer), each only when its column, relative to each point's time, keeps more than 3% of
  * its length outside the span of the columns already in (Gram-Schmidt): otherwise the fit would
  * trade it for the others. A column that is all zero is not in. */
 static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
-  static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_GAMMA, RF_MEM};
+  static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_GAMMA, RF_MEM, RF_WAKE};
   double *basis = malloc((size_t)RF_NP * (n ? n : 1) * sizeof *basis), *v = malloc((n ? n : 1) * sizeof *v);
   int nb = 0;
   for (int j = 0; j < RF_NP; j++) on[j] = 0;
@@ -280,7 +280,7 @@ static void rf_design(rf_pt *pt, size_t n, const coll_model *shape, const res_al
     for (int q = 0; q < RF_NP; q++) {
       coll_model u = *shape;
       u.alpha = q == RF_ALPHA, u.beta = q == RF_BETA, u.gamma = q == RF_GAMMA, u.delta = q == RF_DELTA;
-      u.beta_cpu = q == RF_BETA ? shape->beta_cpu : 0, u.mem = q == RF_MEM;
+      u.beta_cpu = q == RF_BETA ? shape->beta_cpu : 0, u.mem = q == RF_MEM, u.wake = q == RF_WAKE;
       pt[i].x[q] = coll_model_time(&u, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
     }
   }
@@ -521,6 +521,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     shape.mapped = strstr(k->fabric, "+rkey_ptr") != NULL;
     shape.cores = o->cores > 0 ? o->cores : 0;
     shape.hosts = k->host_count > 1 ? (int)k->host_count : 1;
+    shape.burst = shaper ? shaper->bytes : 0; /* what its links bank while they idle */
     rf_best b = {.score = INFINITY, .g = gfix};
     /* An emulated link (bench/emulate.c names it emu-<rate>) is the bottleneck, not the host's
      * memory. Its short rows, faster than the rate, looked like a cache to the fit: the suite's
@@ -575,6 +576,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     f->m = shape;
     f->m.alpha = b.th[RF_ALPHA], f->m.beta = b.th[RF_BETA], f->m.gamma = b.th[RF_GAMMA];
     f->m.delta = b.th[RF_DELTA], f->m.beta_cpu = b.ratio * b.th[RF_BETA], f->m.mem = b.th[RF_MEM];
+    f->m.wake = b.th[RF_WAKE];
     /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
      * back by the host's CPU (the emulated stack's, 1 ns a byte, against loopback's 0.2): the
      * link is the ceiling, the CPU the rest. The rows' calls are predicted as before (at most
@@ -729,6 +731,8 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     cJSON_AddItemToObject(j, "delta_us", rf_num(f->m.delta * 1e6));
     cJSON_AddItemToObject(j, "beta_cpu_s_per_byte", rf_num(f->m.beta_cpu));
     cJSON_AddItemToObject(j, "mem_s_per_byte", rf_num(f->m.mem));
+    cJSON_AddItemToObject(j, "wake_us", rf_num(f->m.wake * 1e6));
+    cJSON_AddItemToObject(j, "burst_bytes", rf_num(f->m.burst));
     cJSON_AddItemToObject(j, "cache_bytes", rf_num(f->m.cache_bytes));
     cJSON_AddNumberToObject(j, "cores", f->m.cores);
     cJSON_AddBoolToObject(j, "mapped", f->m.mapped);
@@ -837,7 +841,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     }
     f->chunk_bytes = (int64_t)ch;
     double dl = rf_get(j, "delta_us"), bc = rf_get(j, "beta_cpu_s_per_byte"), me = rf_get(j, "mem_s_per_byte");
-    double cb = rf_get(j, "cache_bytes"), co;
+    double cb = rf_get(j, "cache_bytes"), wk = rf_get(j, "wake_us"), bu = rf_get(j, "burst_bytes"), co;
     if (rf_getint(j, "cores", 0, 1 << 20, 0, &co)) {
       res_errf(err, errcap, "%s: fabric %s: cores is not a whole number in range", file, fab);
       rc = -1;
@@ -845,6 +849,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     }
     f->m = (coll_model){.alpha = a * 1e-6, .beta = b, .gamma = g, .delta = isfinite(dl) ? dl * 1e-6 : 0,
                         .beta_cpu = isfinite(bc) ? bc : 0, .mem = isfinite(me) ? me : 0,
+                        .wake = wk > 0 ? wk * 1e-6 : 0, .burst = bu > 0 ? bu : 0,
                         .cache_bytes = isfinite(cb) ? cb : 0, .cores = (int)co,
                         .hosts = f->host_count,
                         .mapped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "mapped")),

@@ -18,7 +18,6 @@ static void near(double got, double want, double rel, const char *what) {
   if (!(fabs(got - want) <= rel * fabs(want))) fail_msg("%s: got %.9g, want %.9g", what, got, want);
 }
 
-/* alpha 10 us, beta 1 ns/B, gamma 0.5 ns/B; n = 1 MiB, c = 256 KiB; values worked by hand. */
 /* m through model.json and back: written to a fresh directory, read from it, removed. */
 static void model_back(const res_model *m, res_model *back) {
   char dir[64], path[128], err[256];
@@ -31,6 +30,7 @@ static void model_back(const res_model *m, res_model *back) {
   rmdir(dir);
 }
 
+/* alpha 10 us, beta 1 ns/B, gamma 0.5 ns/B; n = 1 MiB, c = 256 KiB; values worked by hand. */
 static void test_formulas(void **state) {
   (void)state;
   coll_model m = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .delta = 0};
@@ -104,6 +104,30 @@ static void test_formulas(void **state) {
   near(coll_model_time(&mc, rhd, 2, n, c) * 1e6, 20 + 1048.576 + 262.144, 1e-9, "rhd within it");
   near(coll_model_time(&mc, ring, 2, 4 * n, c) * 1e6,
        20 + 4194.304 + 1048.576 + 0.5 * (4194.304 + 2097.152) * 0.25, 1e-9, "ring, 4 MiB: slots of 256 KiB");
+  /* wake: 40 us for each message in sequence, only where the ranks outnumber the cores (4 on
+   * 2): the ring's 6 steps, rd's 2; 2 ranks on 2 cores wait awake */
+  coll_model asleep = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .cores = 2, .wake = 40e-6}, awake = asleep;
+  awake.wake = 0;
+  near(coll_model_time(&asleep, ring, 4, n, c) * 1e6, coll_model_time(&awake, ring, 4, n, c) * 1e6 + 6 * 40, 1e-9,
+       "ring, wake");
+  /* rd on 4 ranks: 2 exchanges of n, each reducing n at half a core */
+  near(coll_model_time(&asleep, rd, 4, n, c) * 1e6, 2 * (10 + 40 + 1048.576 + 2 * 524.288), 1e-9, "rd, wake");
+  near(coll_model_time(&asleep, rd, 2, n, c) * 1e6, 10 + 1048.576 + 524.288, 1e-9, "rd on 2 ranks: no wake");
+  /* burst: a shaped link banks up to 125 kB while it idles. The 2-rank tree and ps (one
+   * server) send each of k = 4 chunks up one direction and back down the other in k + 1 = 5
+   * steps: each direction idles one chunk a call, so the link carries 5 chunks less the
+   * 125 kB banked; with a bucket larger than a chunk, the whole chunk. The dtree (both
+   * directions busy), the tree on 4 ranks and the ring bank nothing. */
+  coll_model sh = {.beta = 1e-9, .burst = 125000}, none = {.beta = 1e-9};
+  coll_algo dtree;
+  coll_algo_parse("dtree", &dtree);
+  near(coll_model_time(&sh, tree, 2, n, c) * 1e6, 5 * 262.144 - 125, 1e-9, "tree on 2 ranks, banked");
+  near(coll_model_time(&sh, ps, 2, n, c) * 1e6, 5 * 262.144 - 125, 1e-9, "ps on 2 ranks, banked");
+  sh.burst = 625000;
+  near(coll_model_time(&sh, tree, 2, n, c) * 1e6, 4 * 262.144, 1e-9, "tree on 2 ranks, a chunk banked");
+  near(coll_model_time(&sh, dtree, 2, n, c), coll_model_time(&none, dtree, 2, n, c), 1e-12, "dtree banks nothing");
+  near(coll_model_time(&sh, tree, 4, n, c), coll_model_time(&none, tree, 4, n, c), 1e-12, "tree on 4 ranks");
+  near(coll_model_time(&sh, ring, 2, n, c), coll_model_time(&none, ring, 2, n, c), 1e-12, "ring banks nothing");
 }
 
 static uint64_t lcg(uint64_t *s) {
@@ -229,7 +253,7 @@ static void test_fit_gamma_fixed(void **state) {
 static void test_fit_cores_and_cache(void **state) {
   (void)state;
   coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9, .delta = 10e-6, .beta_cpu = 0.4e-9,
-                      .mem = 1.0 / 4e9, .cache_bytes = 16.0 * 1048576, .cores = 2};
+                      .mem = 1.0 / 4e9, .cache_bytes = 16.0 * 1048576, .cores = 2, .wake = 40e-6};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
   res_rows ar = {res_schema_allreduce(), rows, n};
@@ -245,6 +269,11 @@ static void test_fit_cores_and_cache(void **state) {
   near(f->m.mem, truth.mem, 0.15, "mem");
   near(res_model_link_gbps(&f->m, 2), 2.0, 0.05, "link at 2 ranks");
   near(res_model_link_gbps(&f->m, 4), 1.25, 0.10, "link at 4 ranks: the CPU's 1 / (2 x 0.4 ns)");
+  near(f->m.wake, truth.wake, 0.15, "wake");
+  res_model back;
+  model_back(&m, &back);
+  near(back.f[0].m.wake, f->m.wake, 1e-12, "wake back");
+  res_model_free(&back);
   res_model_free(&m);
   /* not told the cores: no sharing, beta_cpu not fitted */
   o.cores = 0;
@@ -438,8 +467,9 @@ static void test_train_profile(void **state) {
  * apart. */
 static void test_fit_emulated_burst(void **state) {
   (void)state;
-  coll_model truth = {.alpha = 30e-6, .beta = 1.0 / 0.125e9, .gamma = 1.0 / 6e9, .delta = 0};
   const double burst = 125000;
+  /* the truth banks the 2-rank tree's idle chunk too (coll_model.burst) */
+  coll_model truth = {.alpha = 30e-6, .beta = 1.0 / 0.125e9, .gamma = 1.0 / 6e9, .delta = 0, .burst = burst};
   for (int emu = 1; emu >= 0; emu--) {
     size_t n;
     res_allreduce_row *rows = synth(&truth, &n, "emu-1gbit");
@@ -455,6 +485,13 @@ static void test_fit_emulated_burst(void **state) {
     if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
     double rel = fabs(m.f[0].m.beta / truth.beta - 1);
     if (emu && rel > 0.03) fail_msg("emulated: beta %.4g, truth %.4g", m.f[0].m.beta, truth.beta);
+    assert_true(m.f[0].m.burst == (emu ? burst : 0)); /* the shaper's, as its run recorded it */
+    if (emu) {
+      res_model back;
+      model_back(&m, &back);
+      assert_true(back.f[0].m.burst == burst);
+      res_model_free(&back);
+    }
     if (!emu && rel < 0.03) fail_msg("the credit should pull an unfiltered fit off: beta %.4g", m.f[0].m.beta);
     res_model_free(&m);
     free(rows);
