@@ -10,8 +10,8 @@
  * to each time, lies within 3% of the span of the columns already in) is not fitted: gamma is
  * then the kernel's rate, the others 0. Parameters must be positive: one that comes out negative
  * is fixed the same way and the rest refitted. The cache size and the CPU ratio are not linear:
- * each candidate (cache: none, 1 MiB to 512 MiB by factors of sqrt 2; ratio: none, 1/4 to 10 in steps of 10%) is
- * fitted and the one with the smallest trimmed mean residual kept. */
+ * each candidate (cache: none, 1 MiB to 512 MiB by factors of sqrt 2; ratio: none, 1/4 to 10
+ * in steps of 10%) is fitted and the one with the smallest trimmed mean residual kept. */
 #include "res.h"
 #include "res_internal.h"
 
@@ -221,11 +221,11 @@ static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const d
 }
 
 /* Which parameters the rows determine. alpha and beta always; then, in order, delta (needs
- * rows with different numbers of start-ups), gamma
- * (algorithms that reduce a different share of what they move), mem (sizes on both sides of
- * the cache) and wake (rows with more ranks than cores beside rows with fewer), each only when its column, relative to each point's time, keeps more than 3% of
- * its length outside the span of the columns already in (Gram-Schmidt): otherwise the fit would
- * trade it for the others. A column that is all zero is not in. */
+ * rows with different numbers of start-ups), gamma (algorithms that reduce a different share of
+ * what they move), mem (sizes on both sides of the cache) and wake (rows with more ranks than
+ * cores beside rows with fewer), each only when its column, relative to each point's time,
+ * keeps more than 3% of its length outside the span of the columns already in (Gram-Schmidt):
+ * otherwise the fit would trade it for the others. A column that is all zero is not in. */
 static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
   static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_GAMMA, RF_MEM, RF_WAKE};
   double *basis = malloc((size_t)RF_NP * (n ? n : 1) * sizeof *basis), *v = malloc((n ? n : 1) * sizeof *v);
@@ -412,8 +412,8 @@ typedef struct {
 } rf_best;
 
 /* One candidate: CPU ratio index ri (-1: no CPU bound, then 1/4 .. 10 x beta), cache index ci
- * (-1: none, then 1 MiB .. 512 MiB by factors of sqrt 2) and gamma g, fitted to the cell's points and kept in b
- * where it scores better. A cache or a CPU bound must earn its place: a clearly better fit (a
+ * (-1: none, then 1 MiB .. 512 MiB by factors of sqrt 2) and gamma g, fitted to the cell's
+ * points and kept in b where it scores better. A cache or a CPU bound must earn its place: a clearly better fit (a
  * tenth less residual each). */
 static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci, double g, int kernel,
                          rf_best *b) {
