@@ -8,13 +8,14 @@
 
 /* A ring reduce-scatter or all-gather on p ranks of one node, n bytes in all: p - 1 steps of
  * n/p (the node's ranks share its cores as in coll_model_time: they send (p-1) n with at most
- * its cores). */
+ * its cores, and where they outnumber them each step wakes a sleeping rank). */
 static double rp_ring_half(const coll_model *m, int p, double n, int reduce) {
   if (p < 2 || n <= 0) return 0;
   int many = m->cores > 0 && p > m->cores;
   double pr = (double)(p - 1) / p, share = many ? (double)p / m->cores : 1, senders = many ? m->cores : p;
   double link = pr * n * m->beta, cpu = (p - 1) * n / senders * m->beta_cpu;
-  return (p - 1) * m->alpha + (link > cpu ? link : cpu) + (reduce ? pr * n * share * m->gamma : 0);
+  return (p - 1) * (m->alpha + (many ? m->wake : 0)) + (link > cpu ? link : cpu) +
+         (reduce ? pr * n * share * m->gamma : 0);
 }
 
 double res_allreduce_time(const res_ar_spec *s, double bytes) {

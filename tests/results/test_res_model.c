@@ -863,6 +863,12 @@ static void test_hier(void **state) {
   /* intra RS: 2 + 3*1 + 0.75*8e6*(0.1e-3 + 0.05e-3) us = 905 us; AG: 3 + 0.75*8e6*0.1e-3 = 603 us;
    * inter ring on 4 nodes of 2e6: 5 + 6*10 + 2*0.75*2e6*1e-3 + 0.75*2e6*0.05e-3 = 3140 us */
   near(res_allreduce_time(&s, n) * 1e6, 905 + 603 + 3140, 1e-9, "hier ring");
+  /* 4 ranks a node on 2 cores that sleep: each of the node's 3 + 3 ring steps wakes one */
+  intra.cores = 2;
+  double awake = res_allreduce_time(&s, n);
+  intra.wake = 30e-6;
+  near((res_allreduce_time(&s, n) - awake) * 1e6, 6 * 30, 1e-9, "hier ring, the node's ranks asleep");
+  intra.cores = 0, intra.wake = 0;
   s.hier = 0; /* flat: every ring crosses the inter-node links */
   near(res_allreduce_time(&s, n) * 1e6, 5 + 30 * 10 + 2 * (15.0 / 16) * 8e6 * 1e-3 + (15.0 / 16) * 8e6 * 0.05e-3, 1e-9, "flat");
   s.ranks = 4; /* one node */
