@@ -22,9 +22,9 @@
 # Outputs in one directory: fit/<cell>/ and val/<cell>/ (run directories), model.json,
 # model_check.csv (every validation row: measured, predicted, error), fit.txt and check.txt (the
 # tables), load.txt (the load average before each run).
-# Runtime on the 2-core test machine, nothing else running: the full run 571 s (the all-reduce
-# passes 290 s, the 12 training cells 280 s); --quick took 152 s at load 0.3-3.7 before the
-# training cells grew.
+# Runtime on the 2-core test machine, nothing else running: the full run 990 s (the all-reduce
+# passes 312 s, the 12 training cells, 24 rows, 678 s); --quick took 152 s at load 0.3-3.7
+# when the training cells were fewer.
 #
 # usage: scripts/bench-model.sh [--fabench PATH] [--quick] [--fabrics LIST] [--ranks LIST]
 #                               [--transports LIST] [--algos LIST] [--no-train]
