@@ -187,7 +187,9 @@ static double pr_eff_at(const pr_profile *pf, res_step_in in, coll_model inter, 
 static double pr_needed(const pr_profile *pf, const res_step_in *in, const coll_model *bound, double target) {
   double lo = 1e-3, hi = 1e6;
   if (pr_eff_at(pf, *in, *bound, hi) < target) return INFINITY; /* start-ups or compute bound */
-  if (pr_eff_at(pf, *in, *bound, lo) >= target) return lo;
+  /* reached at 1 MB/s already: the link does not bound it (one rank, or a ring on mapped
+   * memory, which moves nothing over a link); 0 says any rate, not the search's bound */
+  if (pr_eff_at(pf, *in, *bound, lo) >= target) return 0;
   for (int i = 0; i < 80; i++) {
     double mid = sqrt(lo * hi);
     if (pr_eff_at(pf, *in, *bound, mid) >= target)
@@ -377,7 +379,9 @@ int bench_cmd_predict(int argc, char **argv) {
       const coll_model *bound = nodes > 1 ? &inter.m : &intra.m;
       double need = pr_needed(&pf, &in, bound, target);
       char needs[32];
-      if (isfinite(need))
+      if (need == 0)
+        snprintf(needs, sizeof needs, "any");
+      else if (isfinite(need))
         snprintf(needs, sizeof needs, "%.3g", need);
       else
         snprintf(needs, sizeof needs, "not by link");
@@ -406,7 +410,7 @@ int bench_cmd_predict(int argc, char **argv) {
       row.scaling_eff = o.scaling_eff;
       row.inter_gbps = 1e-9 / bound->beta;
       row.target_eff = target;
-      row.inter_gbps_needed = need; /* empty when no link rate reaches it */
+      row.inter_gbps_needed = need; /* empty when no link rate reaches it, 0 when any does */
       if (res_table_put(tab, &row, err, sizeof err)) rc = bench_error("%s", err);
     }
   res_table_close(tab);

@@ -75,7 +75,8 @@
   X(F64, done_ms)
 
 /* predict.csv: one row per (rank count, algorithm) of `fabench predict`. inter_gbps_needed:
- * the inter-node link rate (GB/s) at which the step reaches target_eff (inf: not by the link). */
+ * the inter-node link rate (GB/s) at which the step reaches target_eff (inf: not by the link;
+ * 0: at any rate, the link does not bound it). */
 #define RES_PREDICT_COLS(X)                                                                   \
   X(STR, run_id) X(INT, schema) X(STR, model) X(INT, grad_bytes) X(INT, buckets) X(INT, batch)  \
   X(INT, ranks) X(INT, ranks_per_node) X(INT, nodes) X(STR, algo) X(STR, intra) X(STR, inter)  \
