@@ -326,7 +326,7 @@ int bench_cmd_fit(int argc, char **argv) {
       goto out;
     }
   } else {
-    res_fit_opts o = {.gamma_kernel = kernel ? bench_gamma_kernel() : NAN,
+    res_fit_opts o = {.gamma_kernel = kernel ? bench_fit_gamma(argv + optind, argc - optind) : NAN,
                       .cores = cores >= 0 ? (int)cores : bench_dir_cores(argv[optind]),
                       .min_bytes = (int64_t)min_bytes};
     if (bench_fit_dirs_ex(&m, argv + optind, argc - optind, &o, err, sizeof err)) {

@@ -498,9 +498,8 @@ int bench_cmd_report(int argc, char **argv) {
   for (int i = optind; i < argc && !rc; i++)
     if (rp_read_dir(&x, argv[i], err, sizeof err)) rc = bench_error("report: %s", err);
   if (!rc && !x.have_model && (x.rec[RP_AR].n || x.rec[RP_P2P].n)) {
-    /* the kernel's rate the runs recorded, as fit takes it (measured now only where none did) */
-    double g = bench_dirs_gamma(argv + optind, argc - optind);
-    res_fit_opts fo = {.gamma_kernel = g > 0 ? g : bench_gamma_kernel(), .cores = bench_dir_cores(argv[optind])};
+    res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + optind, argc - optind),
+                       .cores = bench_dir_cores(argv[optind])};
     if (bench_fit_bursts(&fo, argv + optind, argc - optind) == 0 &&
         res_fit_ex(&x.model, &x.rec[RP_AR], &x.rec[RP_P2P], &fo, err, sizeof err) == 0) {
       x.have_model = 1;

@@ -118,7 +118,8 @@ int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, ch
   return bench_fit_dirs_ex(m, dirs, ndirs, &o, err, cap);
 }
 
-double bench_dirs_gamma(char *const *dirs, int ndirs) {
+/* The kernel's cost per byte the runs recorded, or NAN where none did. */
+static double model_dirs_gamma(char *const *dirs, int ndirs) {
   double *v = calloc(ndirs > 0 ? (size_t)ndirs : 1, sizeof *v);
   size_t n = 0;
   for (int d = 0; v && d < ndirs; d++) {
@@ -133,14 +134,15 @@ double bench_dirs_gamma(char *const *dirs, int ndirs) {
   return n ? st.p50 : NAN;
 }
 
+double bench_fit_gamma(char *const *dirs, int ndirs) {
+  double rec = model_dirs_gamma(dirs, ndirs);
+  return rec > 0 ? rec : bench_gamma_kernel();
+}
+
 int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *o, char *err, size_t cap) {
   res_rows ar, pp;
   if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, cap)) return -1;
   res_fit_opts with = *o;
-  if (isfinite(with.gamma_kernel)) { /* the rate the runs recorded, where they did */
-    double rec = bench_dirs_gamma(dirs, ndirs);
-    if (rec > 0) with.gamma_kernel = rec;
-  }
   int rc = bench_fit_bursts(&with, dirs, ndirs);
   if (rc) snprintf(err, cap, "out of memory");
   else rc = res_fit_ex(m, &ar, &pp, &with, err, cap);
@@ -161,7 +163,7 @@ int bench_model_load(res_model *m, const char *from, char *err, size_t cap) {
   snprintf(path, sizeof path, "%s/model.json", from);
   if (stat(path, &st) == 0) return res_model_read(m, path, err, cap);
   char *dirs[1] = {(char *)from};
-  return bench_fit_dirs(m, dirs, 1, bench_gamma_kernel(), err, cap); /* fit it now */
+  return bench_fit_dirs(m, dirs, 1, bench_fit_gamma(dirs, 1), err, cap); /* fit it now */
 }
 
 int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap) {

@@ -9,10 +9,10 @@ int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *
                       size_t cap);
 /* The allreduce and p2p rows of run directories (either may come back empty; -1 if neither). */
 int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *err, size_t cap);
-/* The reduction kernel's cost per byte the runs recorded (run.json's reduce_gbps; the middle
- * one over the directories), or NAN where none did: fits take it over one measured now, so two
- * fits of the same rows agree. */
-double bench_dirs_gamma(char *const *dirs, int ndirs);
+/* The reduction kernel's cost per byte for a fit of run directories: the one the runs recorded
+ * (run.json's reduce_gbps; the middle one over the directories), so that two fits of the same
+ * rows agree; measured now (bench_gamma_kernel) only where none did. */
+double bench_fit_gamma(char *const *dirs, int ndirs);
 /* The CPU cores of the host a run directory was measured on (run.json's topology; 0: unknown). */
 int bench_dir_cores(const char *dir);
 /* The MTU of an emulated fabric's links when the run directory measured that fabric (0: not). */

@@ -60,7 +60,7 @@ static void test_report_every_plot(void **state) {
   const char *row = strstr(md, "| tcp:lo/reno | tcp | 1 | allreduce |");
   assert_non_null(row);
   /* the host's CPU per byte sent, from the 4-rank rows' host_cpu_us (5 ns; the reductions are
-   * taken out at the kernel's rate, which this machine measures, not the fixture's) */
+   * taken out at the model's gamma, fitted beside the rate the run records) */
   double cpu = NAN;
   for (int bar = 1; bar < 10 && row; bar++) row = strchr(row + 1, '|'); /* to the 10th cell's bar */
   if (row) cpu = atof(row + 1);
