@@ -127,7 +127,7 @@ static void test_fit_and_predict(void **state) {
   snprintf(intra, sizeof intra, "%s@tcp:lo/reno", model);
   cli_run(r, 60, "predict", NULL, -1, NULL,
           (char *[]){"--model", "resnet20", "--ranks", "2,16", "--ranks-per-node", "4", "--intra", intra, "--inter",
-                     "alpha=10,gbit=10", "--algo", "ring,hier:ring", "--no-plot", "--out", out, NULL});
+                     "alpha=10,gbit=10,reduce=20", "--algo", "ring,hier:ring", "--no-plot", "--out", out, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
   res_rows rows;
   if (res_table_read(&rows, res_schema_predict(), out, err, sizeof err)) fail_msg("%s", err);
@@ -143,17 +143,18 @@ static void test_fit_and_predict(void **state) {
   assert_true(p[3].comm_ms < p[1].comm_ms);
   res_rows_free(&rows);
   /* one rank needs no link: any rate reaches the target, said as such, not as the rate search's
-   * lower bound (it printed 0.001) */
+   * lower bound (it printed 0.001). The reduction rate is given: measured on the spot, a sanitizer
+   * build's kernel alone keeps 2 ranks under the target ("not by link"). */
   snprintf(out, sizeof out, "%s/pred1", tmp);
   cli_run(r, 60, "predict", NULL, -1, NULL,
-          (char *[]){"--model", "resnet20", "--ranks", "1,2", "--intra", "alpha=5,gbps=50", "--no-plot", "--out", out, NULL});
+          (char *[]){"--model", "resnet20", "--ranks", "1,2", "--intra", "alpha=5,gbps=50,reduce=20", "--no-plot", "--out", out, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
   if (res_table_read(&rows, res_schema_predict(), out, err, sizeof err)) fail_msg("%s", err);
   assert_true(rows.n >= 2);
   p = rows.rows;
   assert_int_equal(p[0].ranks, 1);
   assert_true(p[0].inter_gbps_needed == 0);
-  assert_true(p[1].inter_gbps_needed > 0.001);
+  assert_true(isfinite(p[1].inter_gbps_needed) && p[1].inter_gbps_needed > 0.001);
   assert_non_null(strstr(r->out, " any\n"));
   res_rows_free(&rows);
   cli_run(r, 60, "predict", NULL, -1, NULL, (char *[]){"--algo", "native", NULL});
