@@ -222,6 +222,11 @@ static void test_host_cpu(void **st) {
         (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--algo", "ring,rd", "--min-bytes", "4M",
                    "--max-bytes", "16M", "--step-factor", "4", "--iters", "30", "--no-check", "--out", out, NULL});
     if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+    /* nothing was checked, so nothing is said to be verified */
+    assert_null(strstr(r->out, "verified"));
+    assert_non_null(strstr(r->out, "results not checked (--no-check)"));
+    assert_true(tu_file_has(out, "run.json", "\"check\":\tfalse"));
+    assert_false(tu_file_has(out, "run.json", "\"check\":\ttrue"));
     int numbers, positive;
     cpu_rows(out, &numbers, &positive);
     if (spin) {
