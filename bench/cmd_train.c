@@ -69,7 +69,8 @@ static const char train_usage[] =
     "  --nesterov           Nesterov momentum\n"
     "  --lr-schedule S      const|step|cosine [cosine]\n"
     "  --warmup-epochs X    linear learning-rate warm-up [0]\n"
-    "  --lr-milestones L    step schedule: epochs where lr is multiplied by --lr-gamma [50%,75%]\n"
+    "  --lr-milestones L    step schedule: epochs where lr is multiplied by --lr-gamma, e.g.\n"
+    "                       30,60 or fractions of --epochs 0.5,0.75 [0.5,0.75]\n"
     "  --lr-gamma X         [0.1]\n"
     "  --ref-batch N        linear scaling rule: lr x global batch (ranks x batch) / N [off]\n"
     "  --threads N          oneDNN/OpenMP threads [all cores]\n"
@@ -297,6 +298,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
     if (!ok) BAD("bad --lr-milestones '%s' (epochs, comma separated, at most %d)", a->milestones,
                  NN_LR_MAX_MILESTONES);
   }
+  if (a->target_acc > 0 && a->eval_every == 0) BAD("--target-acc needs test-set evaluation (--eval-every >= 1)");
   /* the model's spelling here; whether that depth exists is the network builder's to say */
   if (!model_spelled_ok(a->model))
     BAD("bad --model '%s' (resnetN or resnetN-wW, e.g. resnet20, resnet18-w4)", a->model);
@@ -383,6 +385,7 @@ typedef struct {
   int have_profile, nprof_buckets;
   int role_index;         /* of the pair being trained: its trace's process ids */
   int slow_said;          /* the warning about oneDNN's reference code is out */
+  double alive_said;      /* when on_alive last sent the heartbeat */
 } train_ctx;
 
 /* The one-rank run's heartbeat over the bootstrap: rank 0 says 0 (going on), 1 (done) or
@@ -439,6 +442,17 @@ static int on_step(void *ctx, const nn_step_rec *rs, int n) {
   }
   if (x->heartbeat && x->size > 1 && heartbeat(x, 0, NULL)) return -1;
   return 0;
+}
+
+/* The one-rank run's evaluation: its batches keep the heartbeat going (the waiting ranks would
+ * time out on a test set that takes longer than --timeout), at most once a second. */
+static int on_alive(void *ctx) {
+  train_ctx *x = ctx;
+  if (!x->heartbeat || x->size < 2) return 0;
+  double now = res_now();
+  if (now - x->alive_said < 1) return 0;
+  x->alive_said = now;
+  return heartbeat(x, 0, NULL);
 }
 
 static int on_eval(void *ctx, const nn_eval_rec *ev) {
@@ -512,7 +526,7 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
   double busbw = comm_s > 0 && n > 1 ? (double)r->grad_bytes / comm_s / 1e9 * 2.0 * (n - 1) / n : NAN;
   double scaling = x->single_ips > 0 ? r->images_per_s / (n * x->single_ips) : NAN;
   double fabric_eff = p->role == ROLE_DP && x->none_ips > 0 ? r->images_per_s / x->none_ips
-                      : p->role == ROLE_NONE ? 1.0 : NAN;
+                      : p->role == ROLE_NONE && r->measured > 0 ? 1.0 : NAN;
   res_train_row row = {
       .run_id = x->run.run_id, .schema = RES_SCHEMA_VERSION, .host = x->run.host,
       .host_count = coll_boot_host_count(x->boot), .topo_hash = x->run.topo_hash, .ranks = n,
@@ -592,11 +606,14 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
     x->nprof_buckets = nbk;
     x->have_profile = 1;
   }
-  printf("%-6s %-10s %-8s %d rank(s): %.1f images/s, step %.1f ms (data %.1f, fwd %.1f, bwd %.1f, "
-         "comm %.1f using %.1f of CPU, exposed %.1f, opt %.1f)",
-         role_names[p->role], p->tname, p->aname, n, r->images_per_s, 1e3 * r->step_p50_s,
-         1e3 * r->data_s, 1e3 * r->fwd_s, 1e3 * r->bwd_s, 1e3 * r->comm_s, 1e3 * r->comm_cpu_s,
-         1e3 * r->exposed_s, 1e3 * r->opt_s);
+  printf("%-6s %-10s %-8s %d rank(s): ", role_names[p->role], p->tname, p->aname, n);
+  if (r->measured == 0) /* no figure, rather than a throughput of 0 */
+    printf("no step timed, every step was a warm-up step (--warmup-steps %ld)", (long)a->warmup_steps);
+  else
+    printf("%.1f images/s, step %.1f ms (data %.1f, fwd %.1f, bwd %.1f, comm %.1f using %.1f of CPU, "
+           "exposed %.1f, opt %.1f)",
+           r->images_per_s, 1e3 * r->step_p50_s, 1e3 * r->data_s, 1e3 * r->fwd_s, 1e3 * r->bwd_s,
+           1e3 * r->comm_s, 1e3 * r->comm_cpu_s, 1e3 * r->exposed_s, 1e3 * r->opt_s);
   if (isfinite(fabric_eff) && p->role == ROLE_DP) printf(", fabric eff %.2f", fabric_eff);
   if (isfinite(scaling) && p->role != ROLE_SINGLE) printf(", scaling eff %.2f", scaling);
   if (isfinite(r->test_acc)) printf(", test acc %.4f", r->test_acc);
@@ -637,6 +654,11 @@ static int make_pairs(train_pair *pairs, const train_args *a, int size, coll_tra
       goto fail;
     }
   for (int i = 0; i < nt; i++) {
+    /* every pair gets a row and a communicator: more than the table holds is refused, not cut */
+    if (np + (strcmp(items[i], "none") ? na : 1) > TRAIN_MAX_PAIRS) {
+      *rc = bench_usage_error(train_usage, "--transport x --algo: more than %d pairs", TRAIN_MAX_PAIRS);
+      goto fail;
+    }
     if (!strcmp(items[i], "none")) {
       pairs[np++] = (train_pair){.role = ROLE_NONE, .tname = "none", .aname = "-"};
       continue;
@@ -649,7 +671,7 @@ static int make_pairs(train_pair *pairs, const train_args *a, int size, coll_tra
     if ((*rc = bench_transport_check(tk, train_usage))) goto fail;
     tks[(*ntk)++] = tk;
     *want_mpi |= tk == COLL_MPI;
-    for (int j = 0; j < na && np < TRAIN_MAX_PAIRS; j++) {
+    for (int j = 0; j < na; j++) {
       train_pair *p = &pairs[np++];
       *p = (train_pair){.role = ROLE_DP, .tk = tk, .algo = algos[j]};
       snprintf(p->tname, sizeof p->tname, "%s", coll_transport_name(tk));
@@ -680,7 +702,7 @@ static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
       .ckpt = *want, .rank = x->rank, .world = x->size, .wire = a->grad_dtype,
       .bucket_bytes = (size_t)(a->bucket_mb * 1048576.0),
       .first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0), .overlap = a->overlap,
-      .overlap_step = a->overlap_step, .ctx = x, .on_step = on_step, .on_eval = on_eval,
+      .overlap_step = a->overlap_step, .ctx = x, .on_step = on_step, .on_eval = on_eval, .on_alive = on_alive,
       .trace_steps = a->trace ? a->trace_steps : 0, .on_trace = on_trace};
   /* tests: FABENCH_TEST_CORRUPT=RANK:STEP perturbs that rank's weights after that step */
   const char *cor = getenv("FABENCH_TEST_CORRUPT");
@@ -906,6 +928,11 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   }
   static const train_pair single = {.role = ROLE_SINGLE, .tname = "-", .aname = "-"};
   int failed = 0;
+  if (norder == 0) { /* every pair skipped and no one-rank run: a run with no row is no success */
+    fflush(stdout); /* the skipped pairs' lines first */
+    if (x.rank == 0) bench_error("train: nothing to train: every transport/algorithm pair was skipped (above)");
+    failed = 1;
+  }
   for (int oi = 0; oi < norder && !failed; oi++) {
     const train_pair *p = order[oi] < 0 ? &single : &pairs[order[oi]];
     x.pair = p;

@@ -309,6 +309,10 @@ static int evaluate(train_state *s, nn_eval_rec *r) {
     sums[0] += loss;
     sums[1] += c;
     sums[2] += b.n;
+    if (o->rank == 0 && o->on_alive && o->on_alive(o->ctx)) {
+      nn_loader_destroy(l);
+      return ts_fail(s, "%s", "stopped during the evaluation");
+    }
   }
   nn_loader_destroy(l);
   double *all = calloc((size_t)s->world * 3, sizeof *all);
@@ -444,8 +448,9 @@ static void summarize(train_state *s, nn_train_result *res, int64_t images) {
   for (int r = 0; r < s->world; r++) wall = s->rank_wall[r] > wall ? s->rank_wall[r] : wall;
   for (size_t i = 0; i < n; i++) tcomp += s->comp[i];
   res->measured = (int64_t)n;
-  res->images_per_s = wall > 0 ? (double)images / wall : 0;
-  res->compute_images_per_s = tcomp > 0 ? (double)images / tcomp : 0;
+  /* no step timed (all were warm-up): no figure, not a throughput of 0 */
+  res->images_per_s = wall > 0 ? (double)images / wall : NAN;
+  res->compute_images_per_s = tcomp > 0 ? (double)images / tcomp : NAN;
   res->step_mean_s = n ? wall / (double)n : NAN;
   double *imb = malloc((n ? n : 1) * sizeof *imb);
   for (size_t i = 0; imb && i < n; i++) imb[i] = s->step_max[i] - s->step_min[i];
@@ -505,6 +510,7 @@ static int set_front(train_state *s, size_t count) {
   }
   if (nn_reducer_set_front(s->red, front) || ts_buckets(s))
     return ts_fail(s, "%s", "out of memory for the bucket plan");
+  if (s->nb > NN_TRAIN_MAX_BUCKETS) return ts_fail(s, "%s", "the forward's split gives more buckets than are recorded");
   s->ostep = 1;
   return 0;
 }
@@ -552,6 +558,13 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   }
   if (ts_alloc(&s, (size_t)(o->stop_step - o->start_step)) || ts_buckets(&s)) {
     snprintf(err, errcap, "out of memory for %lld step records", (long long)(o->stop_step - o->start_step));
+    goto out;
+  }
+  /* every rank plans the same buckets, so every rank stops here alike; the records hold at most
+   * NN_TRAIN_MAX_BUCKETS, and a plan cut short would mislead the predictions that read it */
+  if (s.nb > NN_TRAIN_MAX_BUCKETS) {
+    snprintf(err, errcap, "the bucket sizes give %d buckets, more than the %d recorded: raise --bucket-mb or --first-bucket-mb",
+             s.nb, NN_TRAIN_MAX_BUCKETS);
     goto out;
   }
 

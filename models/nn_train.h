@@ -129,6 +129,9 @@ typedef struct {
   void *ctx;
   int (*on_step)(void *ctx, const nn_step_rec *ranks, int n);
   int (*on_eval)(void *ctx, const nn_eval_rec *e);
+  /* rank 0 during an evaluation, after each batch: ranks that wait for it alone can be told it
+     is alive (a long test set outlasted their timeout) */
+  int (*on_alive)(void *ctx);
   /* the trace: the first trace_steps measured steps of every rank, handed to rank 0 at the end
      (0: no trace; collective) */
   int64_t trace_steps;

@@ -162,6 +162,10 @@ static void test_bad_flags(void **state) {
       {"stray", "unexpected argument"},
       {"--seed -3", "--seed"},
       {"--target-acc 1.5", "--target-acc"},
+      {"--target-acc 0.5 --eval-every 0", "--eval-every"}, /* a target never evaluated */
+      /* more pairs than a run holds: refused, not cut short (65 pairs crashed rank 0) */
+      {"-n 2 --transport tcp,tcp,tcp,tcp,none --algo ring,rhd,rd,tree,dtree,ps,ps:2,ps:3,ps:4,ps:5,"
+       "ps:6,ps:7,ps:8,ps:9,ps:10,ps:11", "more than 64 pairs"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     int rc = train(out, sizeof out, "--out badflags %s", cases[i].args);
@@ -285,6 +289,41 @@ static void test_tiny_run(void **state) {
   assert_non_null(strstr(out, "\"backend\":\t\"oneDNN"));
   assert_non_null(strstr(out, "\"params\""));
   assert_non_null(strstr(out, "\"time_to_target_s\""));
+}
+
+/* Runs that time nothing or train nothing say so: no throughput of 0 in the row, no success for
+ * a run without rows, and no bucket plan cut short in the records. */
+static void test_nothing_measured(void **state) {
+  (void)state;
+  char out[65536], csv[600], v[256];
+  const char *small = "--model resnet8-w2 --data synthetic:1x8x8:3:64 --batch 8 --threads 1 --eval-every 0";
+  /* every step a warm-up step (default 10) */
+  int rc = train(out, sizeof out, "%s --steps 3 --out allwarm", small);
+  expect(rc, out, 0, "no step timed");
+  snprintf(csv, sizeof csv, "%s/allwarm/train.csv", dir);
+  assert_int_equal(csv_rows(csv), 1);
+  assert_int_equal((int)csv_num(csv, 0, "measured_steps"), 0);
+  assert_int_equal(csv_get(v, sizeof v, csv, 0, "images_per_s"), 0);
+  assert_string_equal(v, ""); /* not measured, not 0 */
+  /* every pair skipped and no one-rank run */
+  rc = train(out, sizeof out, "-n 2 %s --steps 2 --transport tcp --algo native --no-single --out noneleft", small);
+  expect(rc, out, 1, "nothing to train");
+  /* 1 KiB buckets of ResNet-20's 1 MB: more buckets than the records hold */
+  rc = train(out, sizeof out, "-n 2 --model resnet20 --data synthetic:1x8x8:3:64 --batch 8 --threads 1 --eval-every 0"
+             " --steps 2 --transport tcp --no-single --bucket-mb 0.001 --first-bucket-mb 0.001 --out manyb");
+  expect(rc, out, 1, "raise --bucket-mb");
+}
+
+/* The one-rank run's evaluation takes longer than --timeout: the waiting ranks are told rank 0
+ * is alive (they timed out on it, and the run failed, before on_alive). */
+static void test_single_eval_outlasts_timeout(void **state) {
+  (void)state;
+  char out[65536];
+  /* 1000 test images of 3x32x32 through ResNet-20 on one thread: seconds, against 2 */
+  int rc = train(out, sizeof out, "-n 2 --model resnet20 --data synthetic:3x32x32:10:4000 --batch 32 --threads 1"
+                 " --warmup-steps 1 --steps 2 --transport tcp --timeout 2 --out longeval");
+  expect(rc, out, 0, "test acc");
+  if (!strstr(out, "single")) fail_msg("no one-rank run:\n%s", out);
 }
 
 static void load_arenas(const char *path, float **p, float **m, float **b, nn_ckpt_info *info) {
@@ -416,6 +455,7 @@ int main(void) {
       cmocka_unit_test(test_bad_flags),       cmocka_unit_test(test_bad_files),
       cmocka_unit_test(test_tiny_run),        cmocka_unit_test(test_resume_bit_identical),
       cmocka_unit_test(test_bad_checkpoints), cmocka_unit_test(test_no_device_first),
+      cmocka_unit_test(test_nothing_measured), cmocka_unit_test(test_single_eval_outlasts_timeout),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
