@@ -1,12 +1,14 @@
 /* fabench report: report.md with gnuplot plots (PNG and SVG) from one or more run directories.
  * Rows of every directory are read with results' one reader and merged; a directory that is
  * not a fabench run, or whose schema is newer, is refused with the reason. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "model.h"
@@ -35,6 +37,7 @@ typedef struct {
   int plot;
   int nplots;
   char failed[1024];
+  char werr[1024]; /* the first file that could not be written, and why */
 } rp_ctx;
 
 static const res_schema *rp_schema(int k) {
@@ -70,15 +73,38 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   return 0;
 }
 
-static FILE *rp_open(const rp_ctx *x, const char *name) {
+static void rp_write_failed(rp_ctx *x, const char *name, int e) {
+  if (!x->werr[0]) snprintf(x->werr, sizeof x->werr, "cannot write %s/%s: %s", x->dir, name, e ? strerror(e) : "write error");
+}
+
+static FILE *rp_open(rp_ctx *x, const char *name) {
   char path[4200];
   snprintf(path, sizeof path, "%s/%s", x->dir, name);
-  return fopen(path, "w");
+  FILE *f = fopen(path, "w");
+  if (!f) rp_write_failed(x, name, errno);
+  return f;
+}
+
+/* Closes a file rp_open opened; a write that failed on the way (full disk, file size limit)
+ * shows in its error flag or in the last flush. 0 when all of it was written. */
+static int rp_close(rp_ctx *x, FILE *f, const char *name) {
+  int bad = ferror(f);
+  errno = 0;
+  if (fclose(f) != 0 || bad) {
+    rp_write_failed(x, name, errno);
+    return -1;
+  }
+  return 0;
 }
 
 /* Writes NAME.gp around the plot body (run once per terminal) and runs it; the Markdown gets
- * the PNG and a link to the SVG. */
-static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *body) {
+ * the PNG and a link to the SVG. A plot of no points (npoints: those its axes can show) is
+ * not drawn, and the Markdown says so: gnuplot fails on it, on a log scale above all. */
+static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *body, size_t npoints) {
+  if (!npoints) {
+    fprintf(x->md, "\n*%s*: not drawn, nothing to plot.\n", title);
+    return;
+  }
   char gp[128];
   snprintf(gp, sizeof gp, "%s.gp", name);
   FILE *f = rp_open(x, gp);
@@ -90,7 +116,7 @@ static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *
             name);
     fprintf(f, "set title '%s'\n%s\n", title, body);
   }
-  fclose(f);
+  if (rp_close(x, f, gp)) return;
   fprintf(x->md, "\n![%s](%s.png)\n\n[%s.svg](%s.svg)\n", title, name, name, name);
   x->nplots++;
   if (!x->plot) return;
@@ -123,13 +149,15 @@ static void rp_allreduce(rp_ctx *x) {
   char *done = calloc(R->n, 1);
   size_t cap = 1 << 16, len = 0;
   char *bw = malloc(cap), *lat = malloc(cap);
-  size_t llen = 0;
-  int blk = 0;
-  fprintf(x->md, "\n## All-reduce\n\n| fabric | transport | algo | ranks | sizes | busbw at largest (GB/s) | model error from 1 MiB (median, max) |\n|---|---|---|---|---|---|---|\n");
+  size_t llen = 0, nbw = 0, nlat = 0;
+  int blk = 0, mixed = 0; /* mixed: the rows hold more than one dtype or op, the keys name them */
+  for (size_t i = 1; i < R->n; i++) mixed |= strcmp(rows[i].dtype, rows[0].dtype) || strcmp(rows[i].op, rows[0].op);
+  fprintf(x->md, "\n## All-reduce\n\n| fabric | transport | algo | dtype | op | ranks | sizes | busbw at largest (GB/s) | model error from 1 MiB (median, max) |\n|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n && bw && lat && done; i++) {
     if (done[i]) continue;
     const res_allreduce_row *k = &rows[i];
-    fprintf(d, "# %s %s %s p%lld\nbytes,busbw,pred_busbw,p50,p90,p99\n", k->fabric, k->transport, k->algo, (long long)k->ranks);
+    fprintf(d, "# %s %s %s %s %s p%lld\nbytes,busbw,pred_busbw,p50,p90,p99\n", k->fabric, k->transport, k->algo, k->dtype,
+            k->op, (long long)k->ranks);
     double errs[256], top = 0;
     size_t ne = 0, nsz = 0;
     int64_t topb = 0;
@@ -143,12 +171,16 @@ static void rp_allreduce(rp_ctx *x) {
       if (isfinite(pbw)) fprintf(d, "%.6g", pbw);
       fprintf(d, ",%.6g,%.6g,%.6g\n", r->t_p50_us, r->t_p90_us, r->t_p99_us);
       nsz++;
+      /* what the log-log plots can show: a 1-rank all-reduce's busbw is 0 */
+      nbw += r->bytes > 0 && (r->busbw_gbps > 0 || pbw > 0);
+      nlat += r->bytes > 0 && (r->t_p50_us > 0 || r->t_p99_us > 0);
       if (r->bytes >= topb) topb = r->bytes, top = r->busbw_gbps;
       if (r->bytes >= (1 << 20) && isfinite(pred) && ne < 256) errs[ne++] = fabs(r->t_p50_us - pred) / pred;
     }
     fprintf(d, "\n\n");
     char title[256];
-    snprintf(title, sizeof title, "%s %s p%lld", k->fabric, k->algo, (long long)k->ranks);
+    snprintf(title, sizeof title, "%s %s p%lld%s%s%s%s", k->fabric, k->algo, (long long)k->ranks, mixed ? " " : "",
+             mixed ? k->dtype : "", mixed ? " " : "", mixed ? k->op : "");
     for (char *c = title; *c; c++)
       if (*c == '\'' || *c == '_') *c = ' ';
     if (len + 600 < cap)
@@ -170,20 +202,21 @@ static void rp_allreduce(rp_ctx *x) {
       med = errs[ne / 2];
       mx = errs[ne - 1];
     }
-    fprintf(x->md, "| %s | %s | %s | %lld | %zu | %.3f | ", k->fabric, k->transport, k->algo, (long long)k->ranks, nsz, top);
+    fprintf(x->md, "| %s | %s | %s | %s | %s | %lld | %zu | %.3f | ", k->fabric, k->transport, k->algo, k->dtype, k->op,
+            (long long)k->ranks, nsz, top);
     if (ne)
       fprintf(x->md, "%.1f%%, %.1f%% |\n", 100 * med, 100 * mx);
     else
       fprintf(x->md, "- |\n");
   }
-  fclose(d);
+  rp_close(x, d, "allreduce.dat");
   if (bw && lat && blk) {
     char *body = malloc(cap + 512);
     if (body) {
       snprintf(body, cap + 512, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'busbw (GB/s)'\nplot %s", bw);
-      rp_plot(x, "busbw", "all-reduce busbw (dashed: cost model)", body);
+      rp_plot(x, "busbw", "all-reduce busbw (dashed: cost model)", body, nbw);
       snprintf(body, cap + 512, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'time (us)'\nplot %s", lat);
-      rp_plot(x, "latency", "all-reduce time percentiles (p50, p99)", body);
+      rp_plot(x, "latency", "all-reduce time percentiles (p50, p99)", body, nlat);
       free(body);
     }
   }
@@ -319,6 +352,7 @@ static void rp_train(rp_ctx *x) {
   FILE *d = rp_open(x, "train.dat");
   if (!d) return;
   fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms,step_ms_pred\n");
+  size_t nimg = 0;
   fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step (ms) | exposed comm (ms) | predicted step (ms) | error | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
@@ -333,6 +367,7 @@ static void rp_train(rp_ctx *x) {
             r->fwd_ms, r->bwd_ms, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0, isfinite(r->opt_ms) ? r->opt_ms : 0, step);
     if (isfinite(pred)) fprintf(d, "%.6g", pred);
     fprintf(d, "\n");
+    nimg += isfinite(r->images_per_s);
     fprintf(x->md, "| %s | %lld | %s | %s | %s | %.1f | %.2f | %.2f | ", r->model, (long long)r->ranks, r->fabric, r->transport,
             r->algo, r->images_per_s, step, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0);
     if (isfinite(pred))
@@ -344,15 +379,15 @@ static void rp_train(rp_ctx *x) {
     else
       fprintf(x->md, "- |\n");
   }
-  fclose(d);
+  rp_close(x, d, "train.dat");
   rp_plot(x, "train_images", "training images/s",
           "set style data histograms\nset style fill solid 0.7\nset boxwidth 0.8\nset xtics rotate by -30\nset ylabel 'images/s'\n"
-          "plot 'train.dat' using 2:xtic(1) title 'images/s'");
+          "plot 'train.dat' using 2:xtic(1) title 'images/s'", nimg);
   rp_plot(x, "train_breakdown", "training step breakdown (ms)",
           "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.7\nset boxwidth 0.8\n"
           "set xtics rotate by -30\nset ylabel 'ms per step'\n"
           "plot 'train.dat' using 3:xtic(1) title 'data', '' using 4 title 'forward', '' using 5 title 'backward', "
-          "'' using 6 title 'exposed comm', '' using 7 title 'optimizer'");
+          "'' using 6 title 'exposed comm', '' using 7 title 'optimizer'", R->n); /* NaN parts are written 0 */
 }
 
 /* Predicted against measured: every all-reduce row with a prediction, and training steps. */
@@ -372,15 +407,20 @@ static void rp_pred_vs_meas(rp_ctx *x) {
   for (size_t i = 0; i < x->rec[RP_TRAIN].n; i++) {
     double p = rp_train_pred(x, &t[i]);
     double s = isfinite(t[i].step_ms_mean) ? t[i].step_ms_mean : t[i].step_ms;
-    if (isfinite(p) && s > 0) fprintf(d, "%.6g,%.6g\n", s * 1e3, p * 1e3), nt++;
+    if (isfinite(p) && p > 0 && s > 0) fprintf(d, "%.6g,%.6g\n", s * 1e3, p * 1e3), nt++;
   }
   if (!nt) fprintf(d, "nan,nan\n");
-  fclose(d);
+  rp_close(x, d, "pred_vs_meas.dat");
   fprintf(x->md, "\n## Predicted against measured\n\n%zu all-reduce rows and %zu training runs with a prediction.\n", n, nt);
-  rp_plot(x, "pred_vs_meas", "predicted against measured (y = x)",
-          "set logscale xy\nset xlabel 'measured (us)'\nset ylabel 'predicted (us)'\nset size ratio -1\n"
-          "plot 'pred_vs_meas.dat' index 0 using 1:2 with points pt 7 ps 0.5 title 'all-reduce', "
-          "'' index 1 using 1:2 with points pt 5 ps 1 title 'training step', x with lines dt 2 lc 'black' title 'y = x'");
+  /* only the blocks with points: one of none is a warning in gnuplot.log */
+  char body[1024];
+  size_t len = (size_t)snprintf(body, sizeof body, "set logscale xy\nset xlabel 'measured (us)'\nset ylabel 'predicted (us)'\nset size ratio -1\nplot ");
+  if (n)
+    len += (size_t)snprintf(body + len, sizeof body - len, "'pred_vs_meas.dat' index 0 using 1:2 with points pt 7 ps 0.5 title 'all-reduce', ");
+  if (nt)
+    len += (size_t)snprintf(body + len, sizeof body - len, "'pred_vs_meas.dat' index 1 using 1:2 with points pt 5 ps 1 title 'training step', ");
+  snprintf(body + len, sizeof body - len, "x with lines dt 2 lc 'black' title 'y = x'");
+  rp_plot(x, "pred_vs_meas", "predicted against measured (y = x)", body, n + nt);
 }
 
 /* Scaling efficiency to 1024 ranks: a flat ring over each fitted fabric, with the one-rank
@@ -413,7 +453,7 @@ static void rp_scaling(rp_ctx *x) {
     snprintf(what, sizeof what, "ResNet-50 at 360 images/s per rank (no one-rank profile in these runs)");
   }
   char body[8192];
-  size_t len = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nplot ");
+  size_t npts = 0, len = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nplot ");
   for (size_t f = 0; f < x->model.n; f++) {
     fprintf(d, "# %s\nranks,eff\n", x->model.f[f].fabric);
     for (int p = 2; p <= 1024; p *= 2) {
@@ -423,6 +463,7 @@ static void rp_scaling(rp_ctx *x) {
       res_step_out o;
       res_predict_step(&o, &in);
       fprintf(d, "%d,%.6g\n", p, o.scaling_eff);
+      npts += isfinite(o.scaling_eff);
     }
     fprintf(d, "\n\n");
     char t[200];
@@ -432,9 +473,9 @@ static void rp_scaling(rp_ctx *x) {
     if (len + 300 < sizeof body)
       len += (size_t)snprintf(body + len, sizeof body - len, "%s'scaling.dat' index %zu using 1:2 with linespoints title '%s'", f ? ", " : "", f, t);
   }
-  fclose(d);
+  rp_close(x, d, "scaling.dat");
   fprintf(x->md, "\n## Scaling to 1024 ranks (predicted)\n\nA flat ring over each fitted fabric, overlap on, %s.\n", what);
-  rp_plot(x, "scaling", "predicted scaling efficiency, flat ring", body);
+  rp_plot(x, "scaling", "predicted scaling efficiency, flat ring", body, npts);
 }
 
 static void rp_heatmap(rp_ctx *x) {
@@ -446,6 +487,7 @@ static void rp_heatmap(rp_ctx *x) {
   /* the first transport's bandwidth matrix of the first run, as a plain matrix (diagonal NaN) */
   const char *tr = NULL, *run = NULL;
   int n = 0;
+  size_t npts = 0;
   for (size_t i = 0; i < R->n; i++)
     if (!strcmp(m[i].metric, "bw_gbps")) {
       if (!tr) tr = m[i].transport, run = m[i].run_id;
@@ -459,15 +501,18 @@ static void rp_heatmap(rp_ctx *x) {
           m[i].src >= 0 && m[i].src < n && m[i].dst >= 0 && m[i].dst < n)
         g[m[i].src * n + m[i].dst] = m[i].value;
     for (int s = 0; s < n; s++)
-      for (int t = 0; t < n; t++) fprintf(d, "%s%.6g%s", t ? " " : "", g[s * n + t], t == n - 1 ? "\n" : "");
+      for (int t = 0; t < n; t++) {
+        fprintf(d, "%s%.6g%s", t ? " " : "", g[s * n + t], t == n - 1 ? "\n" : "");
+        npts += isfinite(g[s * n + t]);
+      }
     free(g);
   }
-  fclose(d);
+  rp_close(x, d, "p2p_matrix.dat");
   if (!tr || n == 0) return;
   fprintf(x->md, "\n## Point-to-point matrix\n\nBandwidth between every ordered pair over %s (GB/s; the diagonal is empty).\n", tr);
   rp_plot(x, "p2p_heatmap", "p2p bandwidth (GB/s), row: source, column: destination",
           "set datafile separator whitespace\nset xlabel 'destination'\nset ylabel 'source'\nset yrange [] reverse\n"
-          "set palette rgb 33,13,10\nset xtics 1\nset ytics 1\nplot 'p2p_matrix.dat' matrix with image title ''");
+          "set palette rgb 33,13,10\nset xtics 1\nset ytics 1\nplot 'p2p_matrix.dat' matrix with image title ''", npts);
 }
 
 int bench_cmd_report(int argc, char **argv) {
@@ -511,8 +556,12 @@ int bench_cmd_report(int argc, char **argv) {
   if (!rc && res_run_dir(dir, sizeof dir, out, "report", err, sizeof err)) rc = bench_error("report: %s", err);
   if (!rc) {
     x.dir = dir;
+    /* gnuplot appends to its log: start it afresh, for this report's plots only */
+    char log[4200];
+    snprintf(log, sizeof log, "%s/gnuplot.log", dir);
+    if (plot) unlink(log);
     x.md = rp_open(&x, "report.md");
-    if (!x.md) rc = bench_error("report: cannot write %s/report.md", dir);
+    if (!x.md) rc = bench_error("report: %s", x.werr);
   }
   if (!rc) {
     fprintf(x.md, "# fabench report\n\nRuns:");
@@ -526,9 +575,12 @@ int bench_cmd_report(int argc, char **argv) {
     rp_pred_vs_meas(&x);
     rp_scaling(&x);
     rp_heatmap(&x);
-    fclose(x.md);
+    rp_close(&x, x.md, "report.md");
     if (x.failed[0]) fprintf(stderr, "fabench: report: plots missing: %s\n", x.failed);
-    printf("# report: %s/report.md (%d plots%s)\n", dir, x.nplots, plot ? "" : ", not drawn");
+    if (x.werr[0])
+      rc = bench_error("report: %s", x.werr);
+    else
+      printf("# report: %s/report.md (%d plots%s)\n", dir, x.nplots, plot ? "" : ", not drawn");
   }
   for (int k = 0; k < RP_NREC; k++) res_rows_free(&x.rec[k]);
   res_model_free(&x.model);

@@ -175,8 +175,11 @@ int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap) {
   }
   if (pid == 0) {
     if (chdir(dir) != 0) _exit(126);
-    int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* appended, each script's output under its name: a later plot must not wipe the text
+     * that explains an earlier one's failure */
+    int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
+      dprintf(fd, "# gnuplot %s\n", script);
       dup2(fd, 1);
       dup2(fd, 2);
       close(fd);
@@ -192,7 +195,7 @@ int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap) {
     return -1;
   }
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    snprintf(err, cap, "gnuplot failed on %s/%s (see %s/gnuplot.log)", dir, script, dir);
+    snprintf(err, cap, "gnuplot failed on %s/%s (see %s/gnuplot.log, after '# gnuplot %s')", dir, script, dir, script);
     return -1;
   }
   return 0;

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "cli_run.h"
@@ -99,6 +100,95 @@ static void test_report_refuses(void **state) {
   assert_non_null(strstr(r->err, "newer than this fabench"));
   cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){"--bogus", NULL});
   assert_int_equal(r->status, 2);
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* A plot with nothing to show is not drawn, and report.md says so: gnuplot fails on a log
+ * scale with no point, which made report exit 1 on any run without predictions. A training
+ * run alone (the fixture's train rows), a predict run alone, and a one-rank all-reduce, whose
+ * busbw is 0 for the log-log busbw plot. */
+static void test_report_nothing_to_plot(void **state) {
+  (void)state;
+  char tmp[64], train[128], pred[128], one[128], out[128], cmd[1024];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(train, sizeof train, "%s/train", tmp);
+  snprintf(pred, sizeof pred, "%s/pred", tmp);
+  snprintf(one, sizeof one, "%s/one", tmp);
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/run.json' '%s/train.csv' '%s/train_buckets.csv' '%s/'", train,
+           FIXTURE_RUN, FIXTURE_RUN, FIXTURE_RUN, train);
+  assert_int_equal(system(cmd), 0);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "predict", NULL, -1, NULL,
+          (char *[]){"--model", "resnet20", "--ranks", "2", "--intra", "alpha=5,gbps=50,reduce=20", "--no-plot", "--out", pred, NULL});
+  if (r->status) fail_msg("predict: status %d\n%s\n%s", r->status, r->out, r->err);
+  cli_run(r, 60, "allreduce", NULL, -1, NULL,
+          (char *[]){"-n", "1", "--transport", "tcp", "--algo", "ring", "--max-bytes", "4K", "--iters", "2", "--out", one, NULL});
+  if (r->status) fail_msg("allreduce: status %d\n%s\n%s", r->status, r->out, r->err);
+  const char *dirs[] = {train, pred, one};
+  for (int i = 0; i < 3; i++) {
+    snprintf(out, sizeof out, "%s/rep%d", tmp, i);
+    cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){(char *)dirs[i], "--out", out, NULL});
+    if (r->status) fail_msg("report %s: status %d\n%s\n%s", dirs[i], r->status, r->out, r->err);
+    if (!tu_file_has(out, "report.md", "*predicted against measured (y = x)*: not drawn, nothing to plot."))
+      fail_msg("report %s: no word of the empty plot", dirs[i]);
+    assert_false(tu_file_has(out, "report.md", "pred_vs_meas.png"));
+    assert_int_equal(fsize(out, "pred_vs_meas.png"), -1);
+  }
+  snprintf(out, sizeof out, "%s/rep0", tmp);
+  if (fsize(out, "train_images.png") < 1000) fail_msg("train_images.png missing or empty");
+  snprintf(out, sizeof out, "%s/rep2", tmp);
+  assert_true(tu_file_has(out, "report.md", "*all-reduce busbw (dashed: cost model)*: not drawn"));
+  if (fsize(out, "latency.png") < 1000) fail_msg("latency.png missing or empty");
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* A file report cannot write in full (here past a 1 KiB file size limit, SIGXFSZ ignored as
+ * a shell's ulimit -f leaves it) is an error naming it and the cause, not a cut report.md. */
+static void test_report_write_fails(void **state) {
+  (void)state;
+  char tmp[64], out[128];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  struct rlimit was, lim;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &was), 0);
+  lim = was;
+  lim.rlim_cur = 1024;
+  void (*old)(int) = signal(SIGXFSZ, SIG_IGN);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0); /* inherited by the command */
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &was), 0);
+  signal(SIGXFSZ, old);
+  if (r->status != 1 || !strstr(r->err, "fabench: report: cannot write ") || !strstr(r->err, out) ||
+      !strstr(r->err, ": File too large"))
+    fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_null(strstr(r->out, "# report:"));
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* Rows of two dtypes are told apart: the All-reduce table has a row per dtype, and the plots'
+ * keys name it (here the fixture's rows again as f64). */
+static void test_report_dtypes(void **state) {
+  (void)state;
+  char tmp[64], run[128], out[128], cmd[1024];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(run, sizeof run, "%s/run", tmp);
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  snprintf(cmd, sizeof cmd,
+           "cp -r '%s' '%s' && awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == \"dtype\") c = i; "
+           "if (!c) exit 1; print; next } { print; $c = \"f64\"; print }' '%s/allreduce.csv' > '%s/allreduce.csv'",
+           FIXTURE_RUN, run, FIXTURE_RUN, run);
+  assert_int_equal(system(cmd), 0);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "report.md", "| tcp:lo/reno | tcp | ring | f32 | sum | 2 | 7 |"));
+  assert_true(tu_file_has(out, "report.md", "| tcp:lo/reno | tcp | ring | f64 | sum | 2 | 7 |"));
+  assert_true(tu_file_has(out, "busbw.gp", "title 'tcp:lo/reno ring p2 f32 sum'"));
+  assert_true(tu_file_has(out, "busbw.gp", "title 'tcp:lo/reno ring p2 f64 sum'"));
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
 }
@@ -294,6 +384,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_report_every_plot),
       cmocka_unit_test(test_report_refuses),
+      cmocka_unit_test(test_report_nothing_to_plot),
+      cmocka_unit_test(test_report_write_fails),
+      cmocka_unit_test(test_report_dtypes),
       cmocka_unit_test(test_fit_and_predict),
       cmocka_unit_test(test_fit_check),
       cmocka_unit_test(test_fit_recorded_kernel),
