@@ -6,7 +6,8 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "coll.h" /* coll_transport_kind */
+#include "coll.h"   /* coll_transport_kind */
+#include "launch.h" /* bench_launch_own */
 
 /* Subcommands: each returns the process exit status (0 ok, 1 failure, 2 usage error). */
 int bench_cmd_allreduce(int argc, char **argv);
@@ -19,9 +20,15 @@ int bench_cmd_predict(int argc, char **argv);
 int bench_cmd_report(int argc, char **argv);
 
 /* ---- parsing: each returns 0 or -1 (never prints) ---- */
-/* "8", "64K", "1M", "2G" (powers of two), "1.5M" not allowed. */
+/* The largest size (and train's seed): 8 PiB, beyond any buffer, exact in run.json's numbers,
+ * and far enough from 2^64 that sizes stepped up from it cannot wrap. */
+#define BENCH_SIZE_MAX (1ull << 53)
+/* "8", "64K", "1M", "2G" (powers of two) up to BENCH_SIZE_MAX; "1.5M", " 8", "+8", "-8" not
+ * allowed. */
 int bench_parse_size(const char *s, uint64_t *out);
+/* Digits with an optional '-' (no space, '+' or other base), min..max. */
 int bench_parse_int(const char *s, long min, long max, long *out);
+/* A finite decimal number ("0.5", "1e-3"; not "nan", "inf", hex or space), min..max. */
 int bench_parse_double(const char *s, double min, double max, double *out);
 /* A name of 1..maxlen characters from [a-z0-9_-] (a congestion control, ...). */
 int bench_parse_name(const char *s, size_t maxlen);
@@ -33,6 +40,9 @@ int bench_usage_error(const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* One-line error on stderr, prefixed with "fabench: "; returns 1. */
 int bench_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* After a command's output: 0 when all of stdout reached it, else 1 after an error naming
+ * the command (a full disk or a closed pipe under stdout loses the output). */
+int bench_stdout_check(const char *command);
 
 /* ---- flags ---- */
 /* What every command answers alike, for a getopt_long result (ch) it does not take itself:
@@ -60,6 +70,7 @@ typedef struct {
   const char *out;         /* --out DIR */
   long tcp_streams;        /* --tcp-streams (default 1) */
   const char *tcp_cc;      /* --tcp-cc NAME (NULL: the transport's default) */
+  bench_launch_own own;    /* the argv elements of -n and --emulate, left out of the ranks' */
 } bench_rank_opts;
 /* The defaults. */
 void bench_rank_opts_init(bench_rank_opts *r);
@@ -104,12 +115,13 @@ int bench_bind_rank(struct coll_boot *b, const char *how, char *desc, size_t cap
  * rank_hosts, library_versions, emulation, an empty "fabrics" object for the transports, and
  * each rank's binding. 0, or -1 after reporting the error. */
 int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc);
-/* -n N: runs this command again as N local ranks (argv without -n/--emulate) and returns the
- * run's exit status. Refused inside a rank that a launcher started. */
-int bench_relaunch(int argc, char **argv, int n, int use_mpirun, const char *mpirun_args,
-                   const char *emulate, int timeout_s);
-/* Message sizes min, min*f, ... up to max, rounded up to whole elements of esize bytes
- * (duplicates dropped). Returns the count and a malloc'd array, or -1. */
+/* -n N: runs this command again as N local ranks (argv without the elements own noted: -n,
+ * --emulate) and returns the run's exit status. Refused inside a rank that a launcher started. */
+int bench_relaunch(int argc, char **argv, const bench_launch_own *own, int n, int use_mpirun,
+                   const char *mpirun_args, const char *emulate, int timeout_s);
+/* Message sizes min, min*f, ... up to max (at most BENCH_SIZE_MAX), rounded up to whole
+ * elements of esize bytes (duplicates dropped). Returns the count (0: no whole element fits
+ * between min and max) and a malloc'd array, or -1. */
 int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **out);
 /* CPU seconds this host's cores have been busy since boot (/proc/stat: user, nice, system,
  * irq and softirq, so the kernel's network work in any context counts; not steal or idle),

@@ -73,6 +73,7 @@ typedef struct {
   int pipelined, check, no_peer_map;
   const char *model_from, *devices;
   int has_peer;                   /* rows carry busbw relative to this pair, when measured */
+  int peer_given;                 /* --peer named it: it must run, not just be asked for */
   coll_transport_kind peer_tk;
   coll_algo peer_algo;
 } ar_opts;
@@ -197,6 +198,17 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       (rc = ar_list(dl, "--dtype", "type", ar_dtype_at, o->dtypes, &o->ndtypes)) ||
       (rc = ar_list(ol, "--op", "reduction", ar_op_at, o->ops, &o->nops)))
     return rc;
+  /* a type whose elements do not fit between the bounds would leave its sweep empty */
+  for (int d = 0; d < o->ndtypes; d++) {
+    uint64_t *sizes = NULL;
+    size_t es = coll_dtype_size(o->dtypes[d]);
+    int n = bench_sizes(o->min_bytes, o->max_bytes, o->step, es, &sizes);
+    free(sizes);
+    if (n == 0) /* (-1, no memory, is the sweep's to report) */
+      return bench_usage_error(ar_usage, "--dtype %s: no size from --min-bytes %llu to --max-bytes %llu holds a whole %zu-byte element",
+                               coll_dtype_name(o->dtypes[d]), (unsigned long long)o->min_bytes,
+                               (unsigned long long)o->max_bytes, es);
+  }
   /* the peer: a transport/algorithm pair of this run that every row is compared with */
   if (peer && !strcmp(peer, "none")) return 0;
   coll_transport_kind ptk = COLL_MPI;
@@ -217,6 +229,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   for (int i = 0; i < o->nalgos; i++) in_a |= ar_algo_eq(o->algos[i], pa);
   if (in_t && in_a) {
     o->has_peer = 1;
+    o->peer_given = peer != NULL;
     o->peer_tk = ptk;
     o->peer_algo = pa;
   } else if (peer) {
@@ -613,13 +626,32 @@ static const coll_model *ar_model_for(const ar_ctx *x, coll_transport_kind tk) {
   return any ? &any->m : NULL;
 }
 
+/* Which pairs run is known only once the communicators are open (native needs a library that
+ * has one), and every rank built the same cells: 0, or 2 on every rank (a usage error, said
+ * once by rank 0) when no pair is left to measure or the --peer asked for was skipped. */
+static int ar_cells_check(const ar_ctx *x, const ar_cell *cells, int ncells) {
+  const ar_opts *o = x->o;
+  int peer = 0;
+  for (int i = 0; i < ncells; i++) peer |= cells[i].is_peer;
+  if (ncells && (peer || !o->peer_given)) return 0;
+  if (x->rank == 0 && !ncells) {
+    bench_error("nothing to measure: every --transport/--algo pair was skipped");
+  } else if (x->rank == 0) {
+    char a[32];
+    coll_algo_format(a, sizeof a, o->peer_algo);
+    bench_error("--peer: %s/%s was skipped, so no row could be compared with it: name a pair that runs, or none",
+                coll_transport_name(o->peer_tk), a);
+  }
+  return 2;
+}
+
 static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   ar_ctx x = {.o = o};
   coll_err e = {{0}};
   if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, o->want_mpi, (int)o->r.timeout_s * 1000, &e)) return ar_fail(&e);
   x.rank = coll_boot_rank(x.boot);
   x.size = coll_boot_size(x.boot);
-  int rc = 0, ncells = 0, failed = 1;
+  int rc = 0, ncells = 0, failed = 1, agreed = 0; /* agreed: every rank stops alike */
   coll_comm *comms[AR_MAX_LIST] = {0}, *buf_owner = NULL;
   void *buf = NULL, *dbufs[AR_MAX_LIST] = {0};
   ar_cell cells[AR_MAX_LIST * AR_MAX_LIST];
@@ -691,6 +723,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       }
     }
   }
+  if (!rc && (rc = ar_cells_check(&x, cells, ncells))) agreed = 1;
   /* The run's one buffer comes from the ucx communicator when there is one (ucx ranks on one
    * host then map each other's copy: coll_mem_alloc); other transports use it as plain memory. */
   size_t maxbytes = (size_t)o->max_bytes + 8;
@@ -710,7 +743,10 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
            wrong ? "FAILED: wrong results at some sizes" : rc ? "FAILED" : o->check ? "all results verified" : "done, results not checked (--no-check)",
            x.run.dir);
   }
-  failed = rc != 0;
+  failed = rc != 0 && !agreed;
+  /* rank 0 has said why and written run.json before any rank exits: the launcher stops the
+   * others at the first that ends */
+  if (agreed && coll_boot_barrier(x.boot, &e)) failed = 1;
   if (!rc && wrong) rc = 1;
 out:
   if (buf_owner)

@@ -169,6 +169,8 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, in
   }
   fit_chk *c = calloc(ar.n ? ar.n : 1, sizeof *c);
   size_t n = 0;
+  int failed = !c;
+  if (!c) bench_error("fit --check: out of memory");
   const res_allreduce_row *rows = ar.rows;
   for (size_t i = 0; c && i < ar.n; i++) {
     const res_allreduce_row *r = &rows[i];
@@ -199,12 +201,19 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, in
       k.pred_err = c[n].err;
       if (res_table_put(t, &k, err, sizeof err)) {
         bench_error("fit --check-out: %s", err);
+        failed = 1;
         break;
       }
     }
     n++;
   }
   if (t) res_table_close(t);
+  if (failed) { /* a summary of the rows before the failure would pass for the whole check */
+    free(c);
+    res_rows_free(&ar);
+    res_rows_free(&rep);
+    return 1;
+  }
   if (!n) {
     free(c);
     res_rows_free(&ar);
@@ -349,6 +358,7 @@ int bench_cmd_fit(int argc, char **argv) {
   }
   if (nchecks) rc = fit_check(&m, checks, nchecks, reps, nreps, (int64_t)min_bytes, check_out);
   res_model_free(&m);
+  if (bench_stdout_check("fit")) rc = 1;
 out:
   free(checks);
   return rc;

@@ -64,14 +64,15 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
     snprintf(buf, sizeof buf, "%s", spec);
     int have_bw = 0;
     for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-      char *eq = strchr(kv, '='), *end;
+      char *eq = strchr(kv, '=');
       if (!eq) return snprintf(err, cap, "'%s': '%s' is not KEY=VALUE", spec, kv), -1;
       *eq = '\0';
-      double v = strtod(eq + 1, &end);
-      if (*end || !(v > 0) || !isfinite(v)) {
-        if (!(strcmp(kv, "alpha") == 0 || strcmp(kv, "delta") == 0) || *end || v < 0)
-          return snprintf(err, cap, "'%s': %s needs a positive number", spec, kv), -1;
-      }
+      /* times may be 0 (no start-up, no per-call cost); rates may not: they divide. 1e12 keeps
+       * every time and rate derived from them finite. */
+      int may_be_0 = !strcmp(kv, "alpha") || !strcmp(kv, "delta");
+      double v;
+      if (bench_parse_double(eq + 1, 0, 1e12, &v) || (!may_be_0 && v == 0))
+        return snprintf(err, cap, "'%s': %s needs a number %s 0 to 1e12", spec, kv, may_be_0 ? "from" : "above"), -1;
       if (!strcmp(kv, "alpha")) f->m.alpha = v * 1e-6;
       else if (!strcmp(kv, "delta")) f->m.delta = v * 1e-6;
       else if (!strcmp(kv, "gbps")) f->m.beta = 1.0 / (v * 1e9), have_bw = 1;
@@ -422,5 +423,5 @@ int bench_cmd_predict(int argc, char **argv) {
       printf("# plot: %s/predict.png (and .svg)\n", run.dir);
   }
   printf("# %s: %s/predict.csv\n", rc ? "FAILED" : "written", run.dir);
-  return rc;
+  return bench_stdout_check("predict") || rc;
 }

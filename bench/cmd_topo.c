@@ -93,6 +93,7 @@ int bench_cmd_topo(int argc, char **argv) {
   } else {
     topo_print(stdout, ti);
   }
+  rc = bench_stdout_check("topo");
 done:
   cJSON_Delete(j);
   topo_free(ti);

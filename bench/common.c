@@ -16,12 +16,21 @@
 #include "res.h"
 #include "topo.h"
 
+/* strto* skip leading space and take a sign (strtoull wraps "-5" to 2^64 - 5), and strtod
+ * also takes "nan", "inf" and hex: a number here is what a user types, only chars, starting
+ * with a digit (after a '-', or a '.' where chars has one). */
+static int bench_plain_number(const char *s, const char *chars) {
+  const char *d = s + (*s == '-' && strchr(chars, '-'));
+  if (*d == '.' && strchr(chars, '.')) d++;
+  return *d >= '0' && *d <= '9' && s[strspn(s, chars)] == '\0';
+}
+
 int bench_parse_size(const char *s, uint64_t *out) {
-  if (!s || !*s) return -1;
+  if (!s || *s < '0' || *s > '9') return -1;
   errno = 0;
   char *end;
   unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || s[0] == '-') return -1;
+  if (errno) return -1;
   unsigned shift = 0;
   if (*end) {
     switch (*end) {
@@ -35,13 +44,14 @@ int bench_parse_size(const char *s, uint64_t *out) {
     if (*end == 'B') end++;
     if (*end) return -1;
   }
-  if (shift && v > (ULLONG_MAX >> shift)) return -1;
+  /* the bound also keeps size + slack and size * step (bench_sizes) from wrapping */
+  if (v > (BENCH_SIZE_MAX >> shift)) return -1;
   *out = (uint64_t)v << shift;
   return 0;
 }
 
 int bench_parse_int(const char *s, long min, long max, long *out) {
-  if (!s || !*s) return -1;
+  if (!s || !bench_plain_number(s, "-0123456789")) return -1;
   errno = 0;
   char *end;
   long v = strtol(s, &end, 10);
@@ -51,7 +61,7 @@ int bench_parse_int(const char *s, long min, long max, long *out) {
 }
 
 int bench_parse_double(const char *s, double min, double max, double *out) {
-  if (!s || !*s) return -1;
+  if (!s || !bench_plain_number(s, "-+.0123456789eE")) return -1;
   errno = 0;
   char *end;
   double v = strtod(s, &end);
@@ -105,6 +115,12 @@ int bench_error(const char *fmt, ...) {
   return 1;
 }
 
+int bench_stdout_check(const char *command) {
+  errno = 0;
+  if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+  return bench_error("%s: cannot write standard output: %s", command, errno ? strerror(errno) : "write error");
+}
+
 int bench_flag_common(int ch, char **argv, const char *usage) {
   if (ch == 'h') return fputs(usage, stdout), 1;
   if (ch == ':') return bench_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
@@ -121,12 +137,14 @@ int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage) 
   case 'n':
     if (bench_parse_int(optarg, 1, 4096, &v)) return bench_usage_error(usage, "-n: '%s' is not a rank count (1..4096)", optarg);
     r->nranks = (int)v;
+    bench_launch_note(&r->own, argv, optind, optarg);
     return 0;
   case BENCH_O_EMULATE: {
     uint64_t bps;
     if (bench_emu_parse_rate(optarg, &bps))
       return bench_usage_error(usage, "--emulate: '%s' is not a rate (e.g. 500mbit, 1gbit, 10gbit)", optarg);
     r->emulate = optarg;
+    bench_launch_note(&r->own, argv, optind, optarg);
     return 0;
   }
   case BENCH_O_MPIRUN: r->mpirun_args = optarg; return 0;
@@ -191,7 +209,7 @@ int bench_parse_transports(const char *list, coll_transport_kind *out, int max, 
 }
 
 int bench_rank_relaunch(const bench_rank_opts *r, int argc, char **argv, int use_mpirun) {
-  return bench_relaunch(argc, argv, r->nranks, use_mpirun, r->mpirun_args, r->emulate, (int)r->timeout_s);
+  return bench_relaunch(argc, argv, &r->own, r->nranks, use_mpirun, r->mpirun_args, r->emulate, (int)r->timeout_s);
 }
 
 int bench_run_begin(bench_run *r, const char *out, const char *command, int argc, char **argv) {
@@ -429,13 +447,14 @@ int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {
   return 0;
 }
 
-int bench_relaunch(int argc, char **argv, int n, int use_mpirun, const char *mpirun_args,
-                   const char *emulate, int timeout_s) {
+int bench_relaunch(int argc, char **argv, const bench_launch_own *own, int n, int use_mpirun,
+                   const char *mpirun_args, const char *emulate, int timeout_s) {
   if (getenv("FABENCH_LAUNCHER")) return bench_error("-n given to a rank that a launcher started");
+  if (own->over) return bench_error("-n and --emulate given too many times");
   char **rargv = calloc((size_t)argc + 1, sizeof *rargv);
   if (!rargv) return bench_error("out of memory");
   for (int i = 0; i < argc; i++) rargv[i] = argv[i];
-  bench_launch_strip(argc, rargv);
+  bench_launch_strip(argc, rargv, own);
   bench_launch_opts lo = {.n = n, .use_mpirun = use_mpirun, .mpirun_args = mpirun_args,
                           .emulate = emulate, .timeout_s = timeout_s};
   int rc = bench_launch(&lo, rargv);
@@ -445,6 +464,7 @@ int bench_relaunch(int argc, char **argv, int n, int use_mpirun, const char *mpi
 
 int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **out) {
   size_t cap = 64, n = 0;
+  if (max > BENCH_SIZE_MAX) return -1; /* s * f must not pass 2^64 */
   uint64_t *v = malloc(cap * sizeof *v);
   if (!v) return -1;
   for (uint64_t s = min; s <= max;) {

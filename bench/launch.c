@@ -115,18 +115,27 @@ static void env_base(launch_vec *env, int emulating) {
 }
 
 /* ---- bench_launch_strip ---- */
-int bench_launch_strip(int argc, char **argv) {
+void bench_launch_note(bench_launch_own *own, char *const *argv, int next, const char *value) {
+  int last = next - 1;
+  /* a value of its own element ("-n" "4") follows the option; else both share one ("-n4") */
+  int first = last > 1 && value == argv[last] ? last - 1 : last;
+  for (int i = first; i <= last && i > 0; i++) {
+    if (own->n == BENCH_LAUNCH_OWN_MAX) {
+      own->over = 1;
+      return;
+    }
+    own->arg[own->n++] = argv[i];
+  }
+}
+
+int bench_launch_strip(int argc, char **argv, const bench_launch_own *own) {
+  if (own->over) return -1;
   int out = 0;
   for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (i > 0 && (!strcmp(a, "-n") || !strcmp(a, "--ranks") || !strcmp(a, "--emulate"))) {
-      if (i + 1 < argc) i++;
-      continue;
-    }
-    if (i > 0 && ((!strncmp(a, "-n", 2) && a[2]) || !strncmp(a, "--emulate=", 10) ||
-                  !strncmp(a, "--ranks=", 8)))
-      continue;
-    argv[out++] = argv[i];
+    int drop = 0;
+    /* by identity, not by content: the same text elsewhere is another option's value */
+    for (int k = 0; k < own->n && !drop; k++) drop = argv[i] == own->arg[k];
+    if (!drop) argv[out++] = argv[i];
   }
   argv[out] = NULL;
   return out;

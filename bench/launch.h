@@ -24,8 +24,24 @@ int bench_launch(const bench_launch_opts *o, char *const rank_argv[]);
  * `prog rank_argv...`. For tests, which launch small programs of their own. */
 int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const rank_argv[]);
 
-/* Removes "-n N", "-nN", "--ranks N", "--emulate R" and "--emulate=R" from argv (in place,
- * argv stays NULL-terminated) and returns the new argc. */
-int bench_launch_strip(int argc, char **argv);
+/* The launcher's own options (-n/--ranks, --emulate) as the command's getopt_long parsed them:
+ * the argv elements to leave out of the ranks' argv. Noted by the parser, not found by looking
+ * at the strings, so that another option's value that only looks like one ("--mpirun-args
+ * '-npernode 2'", "--out -n") stays. */
+#define BENCH_LAUNCH_OWN_MAX 32
+typedef struct {
+  const char *arg[BENCH_LAUNCH_OWN_MAX];
+  int n;
+  int over; /* more than BENCH_LAUNCH_OWN_MAX elements: not all noted */
+} bench_launch_own;
+
+/* Right after getopt_long returned one of those options (with its required value), given the
+ * optind (next) and optarg (value) it left: notes the elements it took ("-n" "4", "-n4",
+ * "--ranks=4"). */
+void bench_launch_note(bench_launch_own *own, char *const *argv, int next, const char *value);
+
+/* Removes the elements noted in own from argv (in place, argv stays NULL-terminated) and
+ * returns the new argc; -1 (argv untouched) when own could not note them all. */
+int bench_launch_strip(int argc, char **argv, const bench_launch_own *own);
 
 #endif

@@ -51,6 +51,64 @@ static void test_bad_flags_exit_2(void **st) {
   expect_usage_error((char *[]){"allreduce", "--peer", "mpi", NULL}, "--peer: 'mpi'");
   expect_usage_error((char *[]){"allreduce", "--transport", "tcp", "--peer", "mpi/native", NULL},
                      "not among the --transport");
+  /* strtoull took " -5" as 2^64 - 5 and 2^64 - 1 as a size: max + 8 wrapped and the size
+   * sweep never ended */
+  expect_usage_error((char *[]){"allreduce", "--max-bytes", " -5", NULL}, "--max-bytes: ' -5'");
+  expect_usage_error((char *[]){"allreduce", "--max-bytes", "18446744073709551615", NULL}, "--max-bytes: '1844");
+  expect_usage_error((char *[]){"allreduce", "--max-bytes", "8388609G", NULL}, "--max-bytes: '8388609G'");
+  expect_usage_error((char *[]){"allreduce", "--min-bytes", "+8", NULL}, "--min-bytes: '+8'");
+  expect_usage_error((char *[]){"allreduce", "--seed", " -1", NULL}, "--seed: ' -1'");
+  expect_usage_error((char *[]){"allreduce", "--step-factor", "nan", NULL}, "--step-factor: 'nan'");
+  /* a type with no whole element between the bounds measured nothing and said "verified" */
+  expect_usage_error((char *[]){"allreduce", "--transport", "tcp", "--min-bytes", "1", "--max-bytes", "2",
+                                "--dtype", "f64", NULL},
+                     "--dtype f64: no size from --min-bytes 1 to --max-bytes 2");
+}
+
+/* What the flags ask for but no rank can run (tcp has no native all-reduce) is found once the
+ * communicators are open: every rank stops before measuring, exit 2, one error, run.json
+ * "failed"; once such runs passed as "ok" with no rows. */
+static void expect_nothing_runs(const char *what, char *const extra[], const char *needle) {
+  char dir[] = "/tmp/fbtestnoneXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char out[300];
+  snprintf(out, sizeof out, "%s/r", dir);
+  char *args[32] = {"allreduce", "-n", "2", "--transport", "tcp", "--max-bytes", "64", "--iters", "2", "--out", out};
+  int n = 11;
+  for (int i = 0; extra[i]; i++) args[n++] = extra[i];
+  args[n] = NULL;
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, NULL, NULL, -1, NULL, args);
+  if (r->status != 2 || !strstr(r->err, needle))
+    fail_msg("%s: status %d\nstdout:\n%s\nstderr:\n%s", what, r->status, r->out, r->err);
+  assert_null(strstr(r->out, "verified"));
+  assert_null(strstr(strstr(r->err, needle) + 1, needle)); /* said once, not once a rank */
+  assert_true(tu_file_has(out, "run.json", "\"failed\""));
+  free(r);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
+static void test_nothing_runs(void **st) {
+  (void)st;
+  expect_nothing_runs("no pair", (char *[]){"--algo", "native", NULL}, "nothing to measure");
+  expect_nothing_runs("skipped peer", (char *[]){"--peer", "tcp/native", NULL}, "--peer: tcp/native was skipped");
+}
+
+/* -n comes out of the ranks' arguments, a value of another option that looks like it does not:
+ * "--mpirun-args '-npernode 2'" once lost its value and the ranks failed on a stray '1K'. */
+static void test_option_values_kept(void **st) {
+  (void)st;
+  char dir[] = "/tmp/fbtestargXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, NULL, NULL, -1, NULL,
+      (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--algo", "ring", "--mpirun-args", "-npernode 2",
+                 "--max-bytes", "1K", "--min-bytes", "1K", "--iters", "2", "--out", dir, NULL});
+  if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+  assert_non_null(strstr(r->out, "2 rank(s)"));
+  assert_non_null(strstr(r->out, "all results verified"));
+  free(r);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* --tcp-cc: the congestion control asked for is the one the sockets use (read back into the
@@ -387,6 +445,8 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_flags_exit_2),
+      cmocka_unit_test(test_nothing_runs),
+      cmocka_unit_test(test_option_values_kept),
       cmocka_unit_test(test_run_files),
       cmocka_unit_test(test_host_cpu),
       cmocka_unit_test(test_killed_rank),
