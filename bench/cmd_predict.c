@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "bench.h"
@@ -222,6 +223,8 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
     fprintf(f, "\nunset yrange\nunset multiplot\n");
   }
   fclose(f);
+  snprintf(path, sizeof path, "%s/gnuplot.log", dir); /* bench_gnuplot appends: this run's only */
+  unlink(path);
   return bench_gnuplot(dir, "predict.gp", err, cap);
 }
 

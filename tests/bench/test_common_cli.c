@@ -140,11 +140,37 @@ static void test_predict_spec_numbers(void **st) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
+/* --out naming another command's run directory: refused, the run in it untouched (p2p once
+ * replaced an allreduce run's run.json beside its allreduce.csv, and fit read the mix); the
+ * same command again may reuse it. */
+static void test_out_of_another_command(void **st) {
+  (void)st;
+  char dir[] = "/tmp/fbcmnoutXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  run_result *r = calloc(1, sizeof *r);
+  char *const ar[] = {"-n", "1", "--transport", "tcp", "--algo", "ring", "--min-bytes", "1K", "--max-bytes", "1K",
+                      "--out", dir, NULL};
+  cli_run(r, 60, "allreduce", NULL, -1, NULL, ar);
+  if (r->status != 0) fail_msg("status %d, stderr:\n%s", r->status, r->err);
+  cli_run(r, 60, "p2p", NULL, -1, NULL, (char *[]){"-n", "2", "--transport", "tcp", "--max-bytes", "1K", "--out", dir, NULL});
+  if (r->status != 1 || !strstr(r->err, "holds a `allreduce` run"))
+    fail_msg("status %d, stderr:\n%s", r->status, r->err);
+  assert_true(tu_file_has(dir, "run.json", "\"command\":\t\"allreduce\""));
+  char p2p[300];
+  snprintf(p2p, sizeof p2p, "%s/p2p.csv", dir);
+  assert_int_not_equal(access(p2p, F_OK), 0);
+  cli_run(r, 60, "allreduce", NULL, -1, NULL, ar);
+  if (r->status != 0) fail_msg("status %d, stderr:\n%s", r->status, r->err);
+  free(r);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stdout_full),
       cmocka_unit_test(test_fit_check_out_fails),
       cmocka_unit_test(test_predict_spec_numbers),
+      cmocka_unit_test(test_out_of_another_command),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
