@@ -825,8 +825,17 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   }
   /* said before anything is written: a shard too small for one batch */
   if (nn_data_steps_per_epoch(x.train.n, x.same_data ? 1 : x.size, (int)a->batch, 1) < 1) {
-    bench_error("%s: %lld training images is less than one batch of %ld on each of %d rank(s)",
-                x.dname, (long long)x.train.n, a->batch, x.size);
+    if (x.rank == 0) /* every rank stops alike: said once */
+      bench_error("%s: %lld training images is less than one batch of %ld on each of %d rank(s)",
+                  x.dname, (long long)x.train.n, a->batch, x.size);
+    goto out;
+  }
+  /* the ranks evaluate shards of the test set, which the loader refuses empty: said here, not
+   * after the training (as "less than one batch") */
+  if (a->eval_every > 0 && x.size > 1 && !x.same_data && x.test.n < x.size) {
+    if (x.rank == 0) /* every rank stops alike: said once */
+      bench_error("%s: %lld test images for %d ranks: each rank evaluates a share of at least one "
+                  "(or --eval-every 0)", x.dname, (long long)x.test.n, x.size);
     goto out;
   }
   if (a->resume) { /* what is left to train, said before anything is written */

@@ -312,6 +312,12 @@ static void test_nothing_measured(void **state) {
   rc = train(out, sizeof out, "-n 2 --model resnet20 --data synthetic:1x8x8:3:64 --batch 8 --threads 1 --eval-every 0"
              " --steps 2 --transport tcp --no-single --bucket-mb 0.001 --first-bucket-mb 0.001 --out manyb");
   expect(rc, out, 1, "raise --bucket-mb");
+  /* one test image for two ranks: said before training, once, not as a loader's batch error after it */
+  rc = train(out, sizeof out, "-n 2 %s --steps 2 --transport tcp --no-single --eval-every 1 --data synthetic:1x8x8:3:4"
+             " --batch 2 --out tinytest", "--model resnet8-w2 --threads 1");
+  expect(rc, out, 1, "1 test images for 2 ranks");
+  assert_null(strstr(strstr(out, "test images") + 1, "test images"));
+  assert_null(strstr(out, "step       1"));
 }
 
 /* The one-rank run's evaluation takes longer than --timeout: the waiting ranks are told rank 0
