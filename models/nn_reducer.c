@@ -358,7 +358,7 @@ int nn_reducer_drain(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errc
   int failed = r->failed;
   if (st) {
     st->bwd_end_s = r->bwd_end > 0 ? r->bwd_end - r->t0 : 0;
-    st->exposed_s = done - t;
+    st->exposed_s = r->o.comm ? done - t : 0; /* no exchange (none, one rank): nothing to wait for */
     st->comm_s = r->comm_s;
     st->comm_cpu_s = r->cpu_s;
     st->wire_bytes = r->o.comm ? r->count * coll_dtype_size(r->o.wire) : 0;
