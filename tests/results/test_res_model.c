@@ -587,7 +587,10 @@ static void test_fit_mapped_ring(void **state) {
   free(rows);
 }
 
-/* p2p rows: one-way latency and bandwidth give alpha and beta. */
+/* p2p rows: the ping-pong's one-way latency gives alpha and beta; the streaming test, whose
+ * small messages overlap in its window (here 0.1 us each), is left out beside it (the fit read
+ * "lat", a name fabench never wrote, so it fitted the stream alone: alpha 0.17 us on loopback),
+ * and stands in where no latency was measured. */
 static void test_fit_p2p(void **state) {
   (void)state;
   res_p2p_row r[40];
@@ -595,11 +598,11 @@ static void test_fit_p2p(void **state) {
   for (int64_t b = 1; b <= (4 << 20); b *= 4) {
     for (int t = 0; t < 2; t++) {
       res_row_init(res_schema_p2p(), &r[k]);
-      double time = 12e-6 + (double)b / 3e9;
+      double time = (t ? 0.1e-6 : 12e-6) + (double)b / 3e9;
       r[k].run_id = "p";
       r[k].fabric = "tcp:eth0/reno";
       r[k].transport = "tcp";
-      r[k].test = t ? "bw" : "lat";
+      r[k].test = t ? "bw" : "latency";
       r[k].bytes = b;
       r[k].src_host = "a";
       r[k].dst_host = "b";
@@ -620,6 +623,17 @@ static void test_fit_p2p(void **state) {
   near(f->m.gamma, 1 / 7e9, 1e-12, "gamma");
   assert_null(res_model_find(&m, "tcp:lo", NULL, 1));
   assert_null(res_model_find(&m, "tcp:eth0/reno", "ucx", 2));
+  res_model_free(&m);
+  /* the stream alone: its rows are all there is */
+  size_t nb = 0;
+  for (size_t i = 0; i < k; i++)
+    if (!strcmp(r[i].test, "bw")) r[nb++] = r[i];
+  pp.n = nb;
+  if (res_fit(&m, NULL, &pp, 1.0 / 7e9, err, sizeof err)) fail_msg("%s", err);
+  f = res_model_find(&m, "tcp:eth0/reno", NULL, 2);
+  assert_non_null(f);
+  near(f->m.beta, 1 / 3e9, 1e-6, "beta from the stream");
+  assert_true(f->m.alpha < 1e-6);
   res_model_free(&m);
 }
 
