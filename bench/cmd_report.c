@@ -478,6 +478,81 @@ static void rp_scaling(rp_ctx *x) {
   rp_plot(x, "scaling", "predicted scaling efficiency, flat ring", body, npts);
 }
 
+/* Point to point: per fabric, transport, test and pair, the smallest size's one-way latency and
+ * the largest size's bandwidth, and the curves against size (latency from the latency test,
+ * GB/s from the others), one data block per group. */
+enum { RP_P2P_ROWS = 48 }; /* table rows; an all-pairs run's many pairs are the heatmap's */
+static void rp_p2p(rp_ctx *x) {
+  const res_rows *R = &x->rec[RP_P2P];
+  if (!R->n) return;
+  const res_p2p_row *rows = R->rows;
+  FILE *d = rp_open(x, "p2p.dat");
+  char *done = calloc(R->n, 1);
+  size_t cap = 1 << 15, llen = 0, blen = 0, nlat = 0, nbw = 0;
+  char *lat = malloc(cap), *bw = malloc(cap);
+  int blk = 0, shown = 0, more = 0;
+  if (d && done && lat && bw) {
+    fprintf(x->md, "\n## Point to point\n\n| fabric | transport | test | pair | sizes | one-way latency at smallest, p50 (us) | GB/s at largest |\n"
+                   "|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < R->n; i++) {
+      if (done[i]) continue;
+      const res_p2p_row *k = &rows[i];
+      int is_lat = !strcmp(k->test, "latency");
+      fprintf(d, "# %s %s %s %lld-%lld\nbytes,t_p50_us,gbps\n", k->fabric, k->transport, k->test, (long long)k->src,
+              (long long)k->dst);
+      const res_p2p_row *lo = NULL, *hi = NULL;
+      size_t nsz = 0, npts = 0;
+      for (size_t j = i; j < R->n; j++) {
+        const res_p2p_row *r = &rows[j];
+        if (done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) || strcmp(r->test, k->test) ||
+            r->src != k->src || r->dst != k->dst)
+          continue;
+        done[j] = 1;
+        fprintf(d, "%lld,%.6g,%.6g\n", (long long)r->bytes, r->t_p50_us, r->gbps);
+        nsz++;
+        npts += r->bytes > 0 && (is_lat ? r->t_p50_us > 0 : r->gbps > 0);
+        if (!lo || r->bytes < lo->bytes) lo = r;
+        if (!hi || r->bytes > hi->bytes) hi = r;
+      }
+      fprintf(d, "\n\n");
+      char title[200];
+      snprintf(title, sizeof title, "%s %s %s %lld-%lld", k->fabric, k->transport, k->test, (long long)k->src, (long long)k->dst);
+      for (char *c = title; *c; c++)
+        if (*c == '\'' || *c == '_') *c = ' ';
+      char *buf = is_lat ? lat : bw;
+      size_t *len = is_lat ? &llen : &blen;
+      if (*len + 300 < cap)
+        *len += (size_t)snprintf(buf + *len, cap - *len, "%s'p2p.dat' index %d using 1:%d with linespoints title '%s'",
+                                 *len ? ", " : "", blk, is_lat ? 2 : 3, title);
+      *(is_lat ? &nlat : &nbw) += npts;
+      blk++;
+      if (shown == RP_P2P_ROWS) {
+        more++;
+        continue;
+      }
+      shown++;
+      /* a streaming test's time per message at the smallest size is no latency: left out */
+      char l[32] = "-";
+      if (is_lat) snprintf(l, sizeof l, "%.2f", lo->t_p50_us);
+      fprintf(x->md, "| %s | %s | %s | %lld-%lld | %zu | %s | %.3f |\n", k->fabric, k->transport, k->test, (long long)k->src,
+              (long long)k->dst, nsz, l, hi->gbps);
+    }
+    if (more) fprintf(x->md, "\n%d more in p2p.csv.\n", more);
+  }
+  if (d) rp_close(x, d, "p2p.dat");
+  char *body = lat && bw && blk ? malloc(cap + 256) : NULL;
+  if (body) {
+    snprintf(body, cap + 256, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'one-way latency p50 (us)'\nset key top left\nplot %s", lat);
+    rp_plot(x, "p2p_latency", "p2p one-way latency (p50)", body, nlat);
+    snprintf(body, cap + 256, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'GB/s'\nset key top left\nplot %s", bw);
+    rp_plot(x, "p2p_bw", "p2p bandwidth", body, nbw);
+    free(body);
+  }
+  free(done);
+  free(lat);
+  free(bw);
+}
+
 static void rp_heatmap(rp_ctx *x) {
   const res_rows *R = &x->rec[RP_MAT];
   if (!R->n) return;
@@ -574,6 +649,7 @@ int bench_cmd_report(int argc, char **argv) {
     rp_train(&x);
     rp_pred_vs_meas(&x);
     rp_scaling(&x);
+    rp_p2p(&x);
     rp_heatmap(&x);
     rp_close(&x, x.md, "report.md");
     if (x.failed[0]) fprintf(stderr, "fabench: report: plots missing: %s\n", x.failed);
