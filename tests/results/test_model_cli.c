@@ -37,7 +37,7 @@ static void test_report_every_plot(void **state) {
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 120, "report", NULL, -1, NULL, (char *[]){run, "--out", out, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
-  static const char *plots[] = {"busbw", "latency", "train_images", "train_breakdown", "pred_vs_meas", "scaling", "p2p_heatmap"};
+  static const char *plots[] = {"busbw", "latency", "train_images", "train_breakdown", "pred_vs_meas", "scaling", "p2p_heatmap", "p2p_latency", "p2p_bw"};
   char *md = NULL;
   size_t len = 0;
   char mdpath[256];
@@ -57,6 +57,9 @@ static void test_report_every_plot(void **state) {
     if (fsize(out, svg) < 1000) fail_msg("%s missing or empty", svg);
     if (!strstr(md, png)) fail_msg("report.md does not show %s", png);
   }
+  /* the p2p table: the ping-pong's latency at its smallest size, no latency for the stream */
+  assert_non_null(strstr(md, "| tcp:lo/reno | tcp | latency | 0-1 | 5 | 12.00 |"));
+  assert_non_null(strstr(md, "| tcp:lo/reno | tcp | bw | 0-1 | 5 | - |"));
   /* the fit of the fixture (alpha 30 us, 1.5 GB/s, 5 GB/s reduction, delta 20 us, 3% noise) */
   const char *row = strstr(md, "| tcp:lo/reno | tcp | 1 | allreduce |");
   assert_non_null(row);
