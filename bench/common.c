@@ -209,6 +209,10 @@ int bench_parse_transports(const char *list, coll_transport_kind *out, int max, 
 }
 
 int bench_rank_relaunch(const bench_rank_opts *r, int argc, char **argv, int use_mpirun) {
+  if (r->mpirun_args && !use_mpirun) /* accepted and dropped, it once looked applied */
+    return bench_error("--mpirun-args: -n starts these ranks without mpirun (no mpi transport), so "
+                       "they would be ignored; leave them out"),
+           2;
   return bench_relaunch(argc, argv, &r->own, r->nranks, use_mpirun, r->mpirun_args, r->emulate, (int)r->timeout_s);
 }
 

@@ -102,11 +102,16 @@ static void test_option_values_kept(void **st) {
   assert_non_null(mkdtemp(dir));
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, NULL, NULL, -1, NULL,
-      (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--algo", "ring", "--mpirun-args", "-npernode 2",
+      (char *[]){"allreduce", "-n", "2", "--transport", "tcp,mpi", "--algo", "ring", "--mpirun-args", "-npernode 2",
                  "--max-bytes", "1K", "--min-bytes", "1K", "--iters", "2", "--out", dir, NULL});
   if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
   assert_non_null(strstr(r->out, "2 rank(s)"));
   assert_non_null(strstr(r->out, "all results verified"));
+  /* without mpirun to take them they were accepted and dropped: now said */
+  cli_run(r, 60, NULL, NULL, -1, NULL,
+      (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--mpirun-args", "--bogus", "--max-bytes", "1K", NULL});
+  assert_int_equal(r->status, 2);
+  assert_non_null(strstr(r->err, "--mpirun-args: -n starts these ranks without mpirun"));
   free(r);
   assert_int_equal(tu_rmtree(dir), 0);
 }
