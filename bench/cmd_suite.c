@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,7 +38,8 @@ static const char suite_usage[] =
     "  --quick            a smaller sweep: about 2 minutes here\n"
     "  --timeout SEC      every network wait of the steps [60]\n"
     "  --out DIR          suite directory [results/<UTC>-suite]\n"
-    "  --resume DIR       continue an interrupted suite: steps already done are not run again\n";
+    "  --resume DIR       continue an interrupted suite with its own flags (give no others): steps\n"
+    "                     already done are not run again\n";
 
 #define SUITE_MAX_STEPS 48
 #define SUITE_MAX_ARGS 48
@@ -66,9 +69,10 @@ static int suite_parse(suite_opts *o, int argc, char **argv) {
       {"ranks", 1, 0, 'n'},     {"help", 0, 0, O_H},     {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
-  int c;
+  int c, others = 0;
   long v;
   while ((c = getopt_long(argc, argv, ":n:h", lo, NULL)) != -1) {
+    others += c != O_RES;
     switch (c) {
     case 'n':
       if (bench_parse_int(optarg, 2, 256, &v))
@@ -107,7 +111,10 @@ static int suite_parse(suite_opts *o, int argc, char **argv) {
     }
   }
   if (optind < argc) return bench_usage_error(suite_usage, "unexpected argument '%s'", argv[optind]);
-  if (o->out && o->resume) return bench_usage_error(suite_usage, "--out and --resume: give one");
+  /* a resumed suite takes every flag from its suite.json: one given here would be ignored */
+  if (o->resume && others)
+    return bench_usage_error(suite_usage, "--resume continues with the suite's own flags (its suite.json's): "
+                                          "give --resume DIR alone");
   if (!o->model) o->model = o->quick ? "resnet20" : "resnet18";
   if (!o->data) o->data = o->quick ? "synthetic:1x28x28" : "synthetic:3x32x32";
   /* enough steps that the VM's slow spells of seconds average out: with 8 a pair's fabric
@@ -143,9 +150,15 @@ static void arg(suite_step *s, const char *fmt, ...) {
   s->argv[s->argc++] = strdup(buf);
 }
 
+#define SUITE_GRACE_S 10.0 /* a forwarded signal to SIGKILL: the step's -n launcher stops its ranks in 3 */
+
 /* Runs `self step-args --out DIR/name` (or the step's own output flag) with its output in
- * DIR/name.log; returns its exit status. */
-static int step_run(const char *self, const suite_step *s, const char *dir) {
+ * DIR/name.log; returns its exit status. sigs (SIGINT, SIGTERM, SIGHUP, SIGCHLD) are blocked by
+ * the caller: one of the first three is forwarded to the step, which is waited for (a step left
+ * running would go on writing into the suite directory, and a --resume would run it twice), and
+ * set in *interrupted; a second one, or the step outliving SUITE_GRACE_S, gets it SIGKILL. */
+static int step_run(const char *self, const suite_step *s, const char *dir, const sigset_t *sigs,
+                    const sigset_t *old_mask, int *interrupted) {
   char log[32768];
   snprintf(log, sizeof log, "%s/%s.log", dir, s->name);
   int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -156,8 +169,13 @@ static int step_run(const char *self, const suite_step *s, const char *dir) {
   for (int i = 0; i < s->argc; i++) argv[n++] = s->argv[i];
   argv[n] = NULL;
   fflush(stdout);
+  pid_t parent = getpid();
   pid_t p = fork();
   if (p == 0) {
+    /* the step ends with the suite even when the suite is SIGKILLed (it forwards the rest) */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
     dup2(fd, 1);
     dup2(fd, 2);
     execv(self, argv);
@@ -165,21 +183,52 @@ static int step_run(const char *self, const suite_step *s, const char *dir) {
   }
   close(fd);
   if (p < 0) return bench_error("cannot start %s: %s", s->name, strerror(errno)), -1;
-  int st;
-  while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
+  int st = 0;
+  double kill_at = 0;
+  for (;;) {
+    pid_t w = waitpid(p, &st, WNOHANG);
+    if (w == p) break;
+    if (w < 0 && errno != EINTR) { /* not ours any more (SIGCHLD ignored above us): lost */
+      st = 0x7f00;
+      break;
+    }
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    int sig = sigtimedwait(sigs, NULL, &ts);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      if (*interrupted) {
+        kill(p, SIGKILL);
+      } else {
+        *interrupted = sig;
+        kill(p, sig == SIGHUP ? SIGTERM : sig);
+        kill_at = res_now() + SUITE_GRACE_S;
+      }
+    }
+    if (kill_at > 0 && res_now() >= kill_at) {
+      kill(p, SIGKILL);
+      kill_at = res_now() + 3600; /* SIGKILL is final; just reap */
+    }
   }
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* The last lines of a step's log, indented, for a failure's report. */
+/* A failed step's report: the log's first error lines ("fabench: ...", which a usage error's
+ * usage text would push out of the tail), then its last lines, indented. */
 static void log_tail(const char *dir, const char *name) {
-  char p[32768], line[512], ring[6][512];
+  char p[32768], line[512], ring[6][512], errs[3][512];
+  int errat[3], nerr = 0, n = 0;
   snprintf(p, sizeof p, "%s/%s.log", dir, name);
   FILE *f = fopen(p, "r");
-  int n = 0;
-  while (f && fgets(line, sizeof line, f)) snprintf(ring[n++ % 6], sizeof ring[0], "%s", line);
+  while (f && fgets(line, sizeof line, f)) {
+    if (nerr < 3 && !strncmp(line, "fabench:", 8))
+      errat[nerr] = n, snprintf(errs[nerr++], sizeof errs[0], "%s", line);
+    snprintf(ring[n++ % 6], sizeof ring[0], "%s", line);
+  }
   if (f) fclose(f);
-  for (int i = n > 6 ? n - 6 : 0; i < n; i++) fprintf(stderr, "    %s", ring[i % 6]);
+  int from = n > 6 ? n - 6 : 0, shown = 0;
+  for (int i = 0; i < nerr; i++)
+    if (errat[i] < from) fprintf(stderr, "    %s", errs[i]), shown = 1; /* the tail shows the rest */
+  if (shown) fprintf(stderr, "    ...\n");
+  for (int i = from; i < n; i++) fprintf(stderr, "    %s", ring[i % 6]);
 }
 
 /* suite.json: {"steps": {name: "ok" | "failed" | "skipped"}, ...}, rewritten after each step. */
@@ -250,15 +299,15 @@ typedef struct {
   double busbw, images_s, fabric_eff, exposed_ms, step_ms, pred_ips;
 } suite_fabric;
 
-/* The ring's busbw at the size nearest the gradient's, per transport, from allreduce.csv. */
-static double busbw_at(const char *dir, const char *transport, double bytes) {
+/* An algorithm's busbw at the size nearest the gradient's, per transport, from allreduce.csv. */
+static double busbw_at(const char *dir, const char *transport, const char *algo, double bytes) {
   res_rows rows = {0};
   char err[512];
   if (res_table_read(&rows, res_schema_allreduce(), dir, err, sizeof err)) return NAN;
   const res_allreduce_row *r = rows.rows;
   double best = NAN, dist = INFINITY;
   for (size_t i = 0; i < rows.n; i++) {
-    if (strcmp(r[i].transport, transport) || strcmp(r[i].algo, "ring")) continue;
+    if (strcmp(r[i].transport, transport) || strcmp(r[i].algo, algo)) continue;
     double d = fabs(log((double)r[i].bytes / bytes));
     if (d < dist) dist = d, best = r[i].busbw_gbps;
   }
@@ -324,10 +373,12 @@ static uint64_t suite_emu_max(const char *rate, int quick) {
 }
 
 static void summarize(const char *dir, const suite_opts *o, char rates[][32], int nrates,
-                      double grad_bytes) {
+                      double grad_bytes, const char *talgo) {
   printf("\n# fabench suite: %s, %d ranks x batch %ld, gradients %.1f MB\n", o->model, o->nranks,
          o->batch, grad_bytes / 1e6);
-  printf("# %-22s %12s %12s %10s %10s %12s\n", "fabric", "busbw(GB/s)", "images/s", "fabric_eff",
+  char bcol[32]; /* the busbw is the training's algorithm's, at the gradients' size */
+  snprintf(bcol, sizeof bcol, "%s GB/s", talgo);
+  printf("# %-22s %12s %12s %10s %10s %12s\n", "fabric", bcol, "images/s", "fabric_eff",
          "exposed_ms", "pred img/s");
   char mpath[4200], err[512];
   snprintf(mpath, sizeof mpath, "%s/model.json", dir);
@@ -350,7 +401,7 @@ static void summarize(const char *dir, const suite_opts *o, char rates[][32], in
       snprintf(label, sizeof label, "%s %s/%s", f < 0 ? "loopback" : r[i].fabric, r[i].transport,
                r[i].algo);
       summarize_row(label, o, &r[i], none, have_buckets ? &buckets : NULL, have_model ? &model : NULL,
-                    busbw_at(adir, r[i].transport, grad_bytes));
+                    busbw_at(adir, r[i].transport, r[i].algo, grad_bytes));
     }
     res_rows_free(&buckets);
     res_rows_free(&rows);
@@ -373,12 +424,23 @@ int bench_cmd_suite(int argc, char **argv) {
     char serr[600];
     if (!(state = state_load(rdir, serr, sizeof serr)))
       return bench_error("--resume %s: %s", rdir, serr);
+    /* without its command line the suite's flags are unknown: the defaults would run another
+     * suite (as root, the emulated one) into this directory */
     cJSON *av = cJSON_GetObjectItem(state, "argv"), *it;
+    int bad = !cJSON_IsArray(av) || cJSON_GetArraySize(av) < 1 || cJSON_GetArraySize(av) > 62;
     cJSON_ArrayForEach(it, av) {
-      if (!cJSON_IsString(it) || rargc == 62) break;
+      if (bad || !cJSON_IsString(it)) {
+        bad = 1;
+        break;
+      }
       rargv[rargc++] = it->valuestring;
     }
     rargv[rargc] = NULL;
+    if (bad) {
+      cJSON_Delete(state);
+      return bench_error("--resume %s: its suite.json has no \"argv\" (the suite's command line as a list of "
+                         "strings), so its flags are unknown; start a new suite with --out", rdir);
+    }
     if (suite_parse(&o, rargc, rargv)) {
       cJSON_Delete(state);
       return bench_error("--resume %s: suite.json's command line no longer parses", rdir);
@@ -399,6 +461,28 @@ int bench_cmd_suite(int argc, char **argv) {
                  coll_transport_name(ks[i]));
   }
   const char *algos = o.algos ? o.algos : o.quick ? "ring,rhd,ps" : "ring,rhd,rd,tree,ps,native";
+  /* names checked before any step runs, not by the step that first uses them */
+  if (o.transports) {
+    coll_transport_kind tks[16];
+    int ntk, want_mpi;
+    if ((rc = bench_parse_transports(o.transports, tks, 16, &ntk, &want_mpi, suite_usage))) goto out;
+  }
+  /* training uses ring, the train command's own, when it is measured, else the first measured */
+  char talgo[32] = "";
+  {
+    char *items[16], *store = NULL;
+    int na = bench_split_list(algos, items, 16, &store);
+    coll_algo a;
+    if (na <= 0) rc = bench_usage_error(suite_usage, "--algo: empty or too long list");
+    for (int i = 0; i < na && !rc; i++) {
+      if (coll_algo_parse(items[i], &a))
+        rc = bench_usage_error(suite_usage, "--algo: unknown algorithm '%s'", items[i]);
+      else if (i == 0 || !strcmp(items[i], "ring"))
+        snprintf(talgo, sizeof talgo, "%s", items[i]);
+    }
+    free(store);
+    if (rc) goto out;
+  }
   char rates[SUITE_MAX_RATES][32];
   int nrates = 0;
   const char *el = o.emulate ? o.emulate : "1gbit,10gbit";
@@ -505,7 +589,7 @@ int bench_cmd_suite(int argc, char **argv) {
     arg(s, "--model"), arg(s, "%s", o.model), arg(s, "--data"), arg(s, "%s", o.data);
     arg(s, "--batch"), arg(s, "%s", bt), arg(s, "--threads"), arg(s, "%s", th);
     arg(s, "--steps"), arg(s, "%s", st), arg(s, "--warmup-steps"), arg(s, "%s", warm);
-    arg(s, "--eval-every"), arg(s, "0"), arg(s, "--timeout"), arg(s, "%s", to);
+    arg(s, "--eval-every"), arg(s, "0"), arg(s, "--timeout"), arg(s, "%s", to), arg(s, "--algo"), arg(s, "%s", talgo);
     if (f >= 0) arg(s, "--emulate"), arg(s, "%s", rates[f]), arg(s, "--no-single");
     arg(s, "--model-from"), arg(s, "%s/model.json", dir);
   }
@@ -537,8 +621,26 @@ int bench_cmd_suite(int argc, char **argv) {
   double t0 = res_now();
   char sj[4200];
   snprintf(sj, sizeof sj, "%s/suite.json", dir);
+  /* From here on, signals are taken synchronously and forwarded to the running step (as the -n
+   * launcher does for its ranks); SIGCHLD at its default, or the step is reaped behind our back. */
+  sigset_t sigs, old_mask;
+  struct sigaction chld_dfl = {.sa_handler = SIG_DFL}, chld_old;
+  sigaction(SIGCHLD, &chld_dfl, &chld_old);
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
+  sigaddset(&sigs, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &sigs, &old_mask);
+  int interrupted = 0;
+  const char *stopped_in = NULL;
   for (int i = 0; i < ns; i++) {
     const suite_step *p = &steps[i];
+    struct timespec zero = {0, 0};
+    int sig;
+    while (!interrupted && (sig = sigtimedwait(&sigs, NULL, &zero)) > 0) /* one between steps */
+      if (sig != SIGCHLD) interrupted = sig;
+    if (interrupted) break;
     if (steps_done(state, p->name)) {
       progress(tty, i + 1, ns, p->name, "done before (resumed)");
       continue;
@@ -548,18 +650,24 @@ int bench_cmd_suite(int argc, char **argv) {
     if (!fit_ok) drop_arg(q, "--model-from"); /* train without predictions */
     if (!strcmp(q->name, "predict") && fit_ok) predict_fabrics(q, dir);
     double ts = res_now();
-    int src = step_run(self, p, dir);
+    int src = step_run(self, p, dir, &sigs, &old_mask, &interrupted);
     if (!strcmp(p->name, "fit")) fit_ok = src == 0;
     char what[128];
-    snprintf(what, sizeof what, "%s in %.0f s", src == 0 ? "ok" : p->optional ? "failed (optional)" : "FAILED",
+    snprintf(what, sizeof what, "%s in %.0f s",
+             src == 0 ? "ok" : interrupted ? "interrupted" : p->optional ? "failed (optional)" : "FAILED",
              res_now() - ts);
     progress(tty, i + 1, ns, p->name, what);
     cJSON *sv = cJSON_GetObjectItem(state, "steps");
     cJSON_DeleteItemFromObject(sv, p->name);
-    cJSON_AddStringToObject(sv, p->name, src == 0 ? "ok" : "failed");
+    /* a step that ended ok despite the signal is done; one cut short runs again on --resume */
+    cJSON_AddStringToObject(sv, p->name, src == 0 ? "ok" : interrupted ? "interrupted" : "failed");
     if (res_json_write_file(sj, state, err, sizeof err)) {
       bench_error("%s", err);
       failed = 1;
+      break;
+    }
+    if (interrupted) {
+      stopped_in = p->name;
       break;
     }
     if (src != 0) {
@@ -567,8 +675,22 @@ int bench_cmd_suite(int argc, char **argv) {
       if (!p->optional) failed = 1;
     }
   }
+  {
+    struct timespec zero = {0, 0}; /* pending ones taken: unblocked they would kill us now */
+    while (sigtimedwait(&sigs, NULL, &zero) > 0) {
+    }
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    sigaction(SIGCHLD, &chld_old, NULL);
+  }
+  if (interrupted) {
+    fprintf(stderr, "fabench: suite: stopped by %s%s%s; the steps done are kept: --resume %s runs the rest\n",
+            interrupted == SIGINT ? "SIGINT" : interrupted == SIGTERM ? "SIGTERM" : "SIGHUP",
+            stopped_in ? " during " : "", stopped_in ? stopped_in : "", dir);
+    rc = 128 + interrupted;
+    goto out;
+  }
   printf("suite: %.0f s\n", res_now() - t0);
-  summarize(dir, &o, rates, nrates, grad_bytes);
+  summarize(dir, &o, rates, nrates, grad_bytes, talgo);
   printf("\nsuite: %s%s\n", dir, failed ? " (some steps FAILED: see their logs; --resume runs them again)" : "");
   struct stat sb;
   char rp[4200];

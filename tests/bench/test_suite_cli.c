@@ -1,5 +1,7 @@
 /* `fabench suite`: a small suite runs every step into its directory and prints the per-fabric
- * summary; --resume runs only the steps that are not done; bad flags give the usage. */
+ * summary; --resume runs only the steps that are not done; bad flags give the usage; a failed
+ * step's error is shown; a killed suite leaves no step running. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -74,12 +76,115 @@ static void test_small_suite_and_resume(void **st) {
   if (r.status != 0) fail_msg("exit %d\n%s", r.status, r.err);
   if (!strstr(r.err, "allreduce-loopback: done before") || strstr(r.err, "train-loopback: done before"))
     fail_msg("resume did not run just the undone step:\n%s", r.err);
+  /* flags given with --resume would be ignored: refused; --help still answers */
+  run(&r, "--resume %s/s --steps 3", dir);
+  if (r.status != 2 || !strstr(r.err, "suite's own flags"))
+    fail_msg("--resume with --steps: exit %d, stderr:\n%s", r.status, r.err);
+  run(&r, "--resume %s/s --help", dir);
+  if (r.status != 0 || !strstr(r.out, "usage: fabench suite")) fail_msg("--resume --help: exit %d", r.status);
+}
+
+/* The busbw column is the training's algorithm's, also where --algo leaves out ring. */
+static void test_busbw_of_the_algorithm_trained(void **st) {
+  (void)st;
+  run_result r;
+  run(&r, SMALL " --algo rhd --out %s/rhd", dir);
+  if (r.status != 0) fail_msg("exit %d\n%s\n%s", r.status, r.out, r.err);
+  const char *row = strstr(r.out, "\n  loopback tcp/rhd");
+  double busbw = NAN;
+  if (!strstr(r.out, "rhd GB/s") || !row || sscanf(row + 3 + 22, "%lf", &busbw) != 1 || !isfinite(busbw))
+    fail_msg("no rhd busbw in the summary:\n%s", r.out);
+}
+
+/* A step failing with a usage error: its error line is shown, not only the usage's tail. */
+static void test_failed_step_says_why(void **st) {
+  (void)st;
+  run_result r;
+  run(&r, SMALL " --transport tcp,tcp --out %s/f", dir);
+  if (r.status != 1 || !strstr(r.err, "p2p-loopback: FAILED") || !strstr(r.err, "    fabench: transport 'tcp' given twice"))
+    fail_msg("exit %d, stderr:\n%s", r.status, r.err);
+}
+
+/* The processes whose command line holds s: the suite's steps and their ranks (their --out). */
+static int procs_with(const char *s, int kill_them) {
+  DIR *d = opendir("/proc");
+  struct dirent *de;
+  int n = 0;
+  while (d && (de = readdir(d))) {
+    pid_t pid = atoi(de->d_name);
+    char p[64], cmd[8192];
+    if (pid <= 0 || pid == getpid()) continue;
+    snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
+    int fd = open(p, O_RDONLY);
+    if (fd < 0) continue;
+    ssize_t k = read(fd, cmd, sizeof cmd - 1);
+    close(fd);
+    for (ssize_t i = 0; i < k; i++)
+      if (!cmd[i]) cmd[i] = ' ';
+    cmd[k > 0 ? k : 0] = 0;
+    if (strstr(cmd, s)) {
+      n++;
+      if (kill_them) kill(pid, SIGKILL);
+    }
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+/* SIGTERM to the suite during a step: the step and its ranks stop with it (left running they
+ * would write into the suite directory, and a --resume would run the step twice). */
+static void test_killed_suite_leaves_no_step(void **st) {
+  (void)st;
+  char out[300], line[4096];
+  snprintf(out, sizeof out, "%s/k", dir);
+  snprintf(line, sizeof line, "%s", SMALL);
+  char *args[64];
+  int n = 0;
+  args[n++] = (char *)bin();
+  args[n++] = "suite";
+  for (char *t = strtok(line, " "); t && n < 60; t = strtok(NULL, " ")) args[n++] = t;
+  args[n++] = "--out";
+  args[n++] = out;
+  args[n] = NULL;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int nul = open("/dev/null", O_WRONLY);
+    dup2(nul, 1);
+    dup2(nul, 2);
+    execv(bin(), args);
+    _exit(127);
+  }
+  /* into p2p, the longest step of the small suite (about 2 s) */
+  char p2p[400];
+  snprintf(p2p, sizeof p2p, "%s/p2p-loopback", out);
+  double t0 = now_s();
+  while (now_s() - t0 < 30 && !procs_with(p2p, 0)) usleep(20000);
+  usleep(200000);
+  kill(pid, SIGTERM);
+  int ws;
+  assert_int_equal(waitpid(pid, &ws, 0), pid);
+  usleep(300000);
+  int left = procs_with(out, 1);
+  if (left) fail_msg("%d step process(es) outlived the killed suite", left);
+  if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 128 + SIGTERM) fail_msg("the suite's status %#x after SIGTERM", ws);
+  char p[400];
+  snprintf(p, sizeof p, "%s/suite.json", out);
+  FILE *f = fopen(p, "r");
+  static char buf[65536];
+  size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  buf[k] = 0;
+  if (!strstr(buf, "\"topo\":\t\"ok\"") || strstr(buf, "\"p2p-loopback\":\t\"ok\""))
+    fail_msg("suite.json after the kill:\n%s", buf);
 }
 
 static void test_bad_flags(void **st) {
   (void)st;
   run_result r;
   const char *cases[][2] = {{"-n 1", "-n"}, {"--emulate fast", "--emulate"},
+                            {SMALL " --algo bogus", "--algo: unknown algorithm 'bogus'"},
+                            {SMALL " --transport bogus", "--transport: unknown transport 'bogus'"},
                             {"--model vgg", "--model"}, {"--frob", "unknown option"},
                             {"--resume /nonexistent-suite", "no suite.json"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -96,6 +201,19 @@ static void test_bad_flags(void **st) {
   run(&r, "--resume %s", sub);
   if (r.status != 1 || !strstr(r.err, "suite.json:1:") || !strstr(r.err, "not JSON"))
     fail_msg("a cut suite.json: exit %d, stderr:\n%s", r.status, r.err);
+  /* one without its command line: its flags are unknown, not the defaults (every step a default
+   * suite could have is marked done, so that without the check nothing runs either) */
+  snprintf(sub, sizeof sub, "%s/noargv", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  assert_int_equal(tu_write(sub, "suite.json",
+                            "{\"steps\": {\"topo\": \"ok\", \"p2p-loopback\": \"ok\", \"allreduce-loopback\": \"ok\", "
+                            "\"p2p-1gbit\": \"ok\", \"allreduce-1gbit\": \"ok\", \"p2p-10gbit\": \"ok\", "
+                            "\"allreduce-10gbit\": \"ok\", \"fit\": \"ok\", \"train-loopback\": \"ok\", "
+                            "\"train-1gbit\": \"ok\", \"train-10gbit\": \"ok\", \"predict\": \"ok\", \"report\": \"ok\"}}"),
+                   0);
+  run(&r, "--resume %s", sub);
+  if (r.status != 1 || !strstr(r.err, "no \"argv\""))
+    fail_msg("a suite.json without argv: exit %d, stderr:\n%s", r.status, r.err);
 }
 
 static int setup(void **st) {
@@ -115,6 +233,9 @@ int main(void) {
     return 0;
   }
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_flags),
-                                     cmocka_unit_test(test_small_suite_and_resume)};
+                                     cmocka_unit_test(test_small_suite_and_resume),
+                                     cmocka_unit_test(test_busbw_of_the_algorithm_trained),
+                                     cmocka_unit_test(test_failed_step_says_why),
+                                     cmocka_unit_test(test_killed_suite_leaves_no_step)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
