@@ -179,6 +179,13 @@ static void boot_pending_drop(boot_pending *p, int *n, int i) {
   p[i] = p[--*n];
 }
 
+int coll_boot_wait_ms(double now, double wake, double deadline) {
+  double s = (wake < deadline ? wake : deadline) - now;
+  if (!(s > 0)) return 0; /* already due: poll(-1) would wait for ever */
+  if (s > 3600.0) s = 3600.0; /* keep the int in range; the loop waits again */
+  return (int)(s * 1000.0) + 1; /* rounded up: waking a little early would only spin */
+}
+
 /* Rank 0 reads every hello at once (poll), so a connection that sends garbage or nothing
  * never holds up the ranks behind it; returns 0 when every rank has joined. */
 static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadline,
@@ -190,11 +197,14 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
   while (joined < size - 1) {
     double now = coll_sock_now(), wake = deadline;
     if (now >= deadline) break;
+    /* against this now, not the last pass's: a pass delayed past a stranger's deadline
+     * (preempted, a slow accept) must drop it, not wait on it */
+    for (int i = npend - 1; i >= 0; i--)
+      if (now >= pend[i].deadline) boot_pending_drop(pend, &npend, i);
     for (int i = 0; i < npend; i++) wake = pend[i].deadline < wake ? pend[i].deadline : wake;
     pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
     for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
-    int ms = (int)((wake - now) * 1000.0) + 1;
-    int n = poll(pfd, (nfds_t)npend + 1, ms);
+    int n = poll(pfd, (nfds_t)npend + 1, coll_boot_wait_ms(now, wake, deadline));
     if (n < 0 && errno != EINTR) return coll_fail(e, "rank 0 (%s): poll: %s", me, strerror(errno));
     now = coll_sock_now();
     /* hellos first (indices shift as entries are dropped: walk down) */
@@ -349,8 +359,9 @@ int coll_boot_from_fds(coll_boot **out, int rank, int size, const int *fds, int 
   return 0;
 }
 
-static int boot_open_env(coll_boot *b, int rank, int size, const char *root, const char *token,
-                         coll_err *e) {
+/* root_var: the variable(s) root came from, for the message when it is no host:port */
+static int boot_open_env(coll_boot *b, int rank, int size, const char *root, const char *root_var,
+                         const char *token, coll_err *e) {
   char rhost[256], err[512];
   int rport;
   char me[COLL_HOST_MAX] = "";
@@ -368,8 +379,8 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
     return 0;
   }
   if (!root || coll_sock_split(root, rhost, sizeof rhost, &rport) != 0)
-    return coll_fail(e, "rank %d (%s): bad or missing rendezvous address '%s' (want host:port)",
-                     rank, me, root ? root : "");
+    return coll_fail(e, "rank %d (%s): bad or missing rendezvous address %s='%s' (want host:port)",
+                     rank, me, root_var ? root_var : "FABENCH_ROOT", root ? root : "");
   snprintf(b->root_desc, sizeof b->root_desc, "%s:%d", rhost, rport);
   double deadline = boot_deadline(b);
   char tok[BOOT_TOKEN_MAX] = "";
@@ -496,6 +507,33 @@ static int boot_launched_by_mpi(void) {
          boot_env("SLURM_PROCID");
 }
 
+/* torchrun sets all four, also when it runs inside sbatch or under mpirun: its rendezvous,
+ * not the outer launcher's, is the one its processes share. */
+static int boot_launched_by_torchrun(void) {
+  return boot_env("RANK") && boot_env("WORLD_SIZE") && boot_env("MASTER_ADDR") && boot_env("MASTER_PORT");
+}
+
+/* The rank and world size a launcher gave in rvar and svar: 1 when both are good, 0 when rvar
+ * is unset, -1 (with e naming the variables) when rvar is set but either is not a rank of a
+ * world. A launcher that names a rank and no size is a mistake, not a world of one. */
+static int boot_env_rank_size(const char *rvar, const char *svar, const char *me, int *rank,
+                              int *size, coll_err *e) {
+  if (!boot_env(rvar)) return 0;
+  if (boot_env_int(rvar, rank) != 1)
+    return coll_fail(e, "bootstrap (%s): %s='%s' is not a rank (want an integer >= 0)", me, rvar,
+                     boot_env(rvar));
+  if (!boot_env(svar))
+    return coll_fail(e, "bootstrap (%s): %s=%d is set but %s is not: give the number of ranks", me,
+                     rvar, *rank, svar);
+  if (boot_env_int(svar, size) != 1 || *size < 1)
+    return coll_fail(e, "bootstrap (%s): %s='%s' is not a world size (want an integer >= 1)", me,
+                     svar, boot_env(svar));
+  if (*rank >= *size)
+    return coll_fail(e, "bootstrap (%s): rank %d is outside the world of %d (%s=%d, %s=%d)", me,
+                     *rank, *size, rvar, *rank, svar, *size);
+  return 1;
+}
+
 int coll_boot_open(coll_boot **out, coll_boot_kind kind, int want_mpi, int timeout_ms, coll_err *e) {
   *out = NULL;
   coll_boot *b = calloc(1, sizeof *b);
@@ -504,7 +542,7 @@ int coll_boot_open(coll_boot **out, coll_boot_kind kind, int want_mpi, int timeo
   int rc;
   (void)want_mpi;
   if (kind == COLL_BOOT_AUTO) {
-    if (boot_env("FABENCH_RANK")) kind = COLL_BOOT_ENV;
+    if (boot_env("FABENCH_RANK") || boot_launched_by_torchrun()) kind = COLL_BOOT_ENV;
     else if (FABENCH_HAVE_MPI && boot_launched_by_mpi()) kind = COLL_BOOT_MPI;
     else kind = COLL_BOOT_ENV;
   }
@@ -518,29 +556,51 @@ int coll_boot_open(coll_boot **out, coll_boot_kind kind, int want_mpi, int timeo
   } else {
     /* rank and size: ours, torchrun's, Slurm's, Open MPI's; the root: ours or torchrun's */
     int rank = -1, size = -1;
-    const char *root = boot_env("FABENCH_ROOT");
-    char rootbuf[300];
-    if (boot_env_int("FABENCH_RANK", &rank) < 0 || boot_env_int("FABENCH_WORLD_SIZE", &size) < 0) {
-      rc = coll_fail(e, "FABENCH_RANK / FABENCH_WORLD_SIZE must be non-negative integers");
+    char me[COLL_HOST_MAX] = "", rootbuf[300];
+    gethostname(me, sizeof me - 1);
+    const char *root = boot_env("FABENCH_ROOT"), *root_var = "FABENCH_ROOT";
+    const char *rvar = "FABENCH_RANK", *svar = "FABENCH_WORLD_SIZE";
+    int given = boot_env_rank_size(rvar, svar, me, &rank, &size, e);
+    if (given == 0) {
+      rvar = "RANK", svar = "WORLD_SIZE";
+      given = boot_env_rank_size(rvar, svar, me, &rank, &size, e);
+    }
+    if (given < 0) {
+      rc = -1;
       goto done;
     }
-    if (rank < 0) boot_env_int("RANK", &rank), boot_env_int("WORLD_SIZE", &size);
+    /* Slurm's and Open MPI's own variables only count with a rendezvous address: without
+     * one, boot_check_single says why a world of one will not do */
     if (rank < 0) boot_env_int("SLURM_PROCID", &rank), boot_env_int("SLURM_NTASKS", &size);
     if (rank < 0) boot_env_int("OMPI_COMM_WORLD_RANK", &rank), boot_env_int("OMPI_COMM_WORLD_SIZE", &size);
-    if (!root && boot_env("MASTER_ADDR") && boot_env("MASTER_PORT")) {
-      snprintf(rootbuf, sizeof rootbuf, "%s:%s", boot_env("MASTER_ADDR"), boot_env("MASTER_PORT"));
+    if (!root && (boot_env("MASTER_ADDR") || boot_env("MASTER_PORT"))) {
+      snprintf(rootbuf, sizeof rootbuf, "%s:%s", boot_env("MASTER_ADDR") ? boot_env("MASTER_ADDR") : "",
+               boot_env("MASTER_PORT") ? boot_env("MASTER_PORT") : "");
       root = rootbuf;
+      root_var = "MASTER_ADDR/MASTER_PORT";
     }
-    if (rank < 0 || size < 1 || (size > 1 && !root)) {
+    int port = 0;
+    if (given && size > 1 && root == rootbuf && !boot_env("MASTER_ADDR")) {
+      rc = coll_fail(e, "bootstrap (%s): MASTER_PORT=%s is set but MASTER_ADDR is not", me,
+                     boot_env("MASTER_PORT"));
+    } else if (given && size > 1 && root == rootbuf &&
+               (boot_env_int("MASTER_PORT", &port) != 1 || port < 1 || port > 65535)) {
+      rc = coll_fail(e, "bootstrap (%s): MASTER_PORT='%s' is not a port (want 1-65535)", me,
+                     boot_env("MASTER_PORT") ? boot_env("MASTER_PORT") : "");
+    } else if (given && size > 1 && !root) {
+      rc = coll_fail(e, "bootstrap (%s): %s=%d of %s=%d but no rendezvous address: set "
+                        "FABENCH_ROOT=host:port (or MASTER_ADDR and MASTER_PORT)",
+                     me, rvar, rank, svar, size);
+    } else if (rank < 0 || size < 1 || (size > 1 && !root)) {
       rc = boot_check_single(e);
-      if (rc == 0) rc = boot_open_env(b, 0, 1, NULL, "", e); /* a world of one */
+      if (rc == 0) rc = boot_open_env(b, 0, 1, NULL, NULL, "", e); /* a world of one */
     } else {
       /* the token ties ranks to one job; without FABENCH_TOKEN, a job id stands in */
       const char *tok = boot_env("FABENCH_TOKEN");
       if (!tok) tok = boot_env("TORCHELASTIC_RUN_ID");
       if (!tok) tok = boot_env("SLURM_JOB_ID");
       if (!tok) tok = "fabench";
-      rc = boot_open_env(b, rank, size, root, tok, e);
+      rc = boot_open_env(b, rank, size, root, root_var, tok, e);
     }
   }
 done:

@@ -92,6 +92,9 @@ int coll_boot_advertise_addr(const coll_boot *b, char *out, size_t cap, coll_err
  * rank 0 and receives every rank's host. */
 int coll_boot_admit(coll_boot *b, int fd, const char *tok, double deadline);
 int coll_boot_join(coll_boot *b, int fd, const char *tok, double deadline, coll_err *e);
+/* How long rank 0's rendezvous may sleep in poll (ms, >= 0, not past deadline but for
+ * rounding up) until wake, the first of its deadlines; times in seconds (coll_sock_now). */
+int coll_boot_wait_ms(double now, double wake, double deadline);
 /* A bootstrap over connections made elsewhere: rank 0 holds fds[r] for each peer r, the others
  * fds[0] (fds may be NULL: none yet); it takes and closes them. Hosts are "host<r>". */
 int coll_boot_from_fds(coll_boot **out, int rank, int size, const int *fds, int timeout_ms,

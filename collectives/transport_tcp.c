@@ -21,6 +21,7 @@
 
 #define TCP_MAGIC 0x46425450u       /* "FBTP" */
 #define TCP_HELLO_MAGIC 0x46425448u /* "FBTH" */
+#define TCP_HELLO_S 5.0 /* how long one accepted connection may take to say hello */
 #define TCP_STRIPE_MIN (128u * 1024u) /* smaller messages use one connection */
 #define TCP_MAX_STREAMS 16
 /* Idle waiting, when every rank of the host has a core: spin, then spin yielding the core,
@@ -513,10 +514,26 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
     int fd;
     tcp_hello h;
     if (coll_sock_accept(lfd, deadline, &fd, err, sizeof err) != 0) {
-      coll_fail(e, "rank %d (%s): waiting for tcp connections from higher ranks: %s", me, cm->hosts[me], err);
+      char missing[256] = "";
+      size_t off = 0;
+      for (int r = me + 1; r < n && off < sizeof missing - 32; r++)
+        for (int s = 0; s < t->streams && off < sizeof missing - 32; s++)
+          if (t->conns[r * t->streams + s].fd < 0) {
+            if (t->streams > 1)
+              off += (size_t)snprintf(missing + off, sizeof missing - off, " %d (%s, stream %d)", r,
+                                      cm->hosts[r], s);
+            else
+              off += (size_t)snprintf(missing + off, sizeof missing - off, " %d (%s)", r, cm->hosts[r]);
+          }
+      coll_fail(e, "rank %d (%s): waiting for tcp connections from higher ranks: %s; missing ranks:%s",
+                me, cm->hosts[me], err, missing);
       goto fail;
     }
-    if (coll_sock_recv_all(fd, &h, sizeof h, deadline, err, sizeof err) != 0 || h.magic != TCP_HELLO_MAGIC ||
+    /* a connection that says nothing (a port scanner, a stuck peer) is dropped after a few
+     * seconds, not waited on until the setup's deadline with the real ranks queued behind it */
+    double hello_dl = coll_sock_now() + TCP_HELLO_S;
+    if (hello_dl > deadline) hello_dl = deadline;
+    if (coll_sock_recv_all(fd, &h, sizeof h, hello_dl, err, sizeof err) != 0 || h.magic != TCP_HELLO_MAGIC ||
         h.size != n || h.rank <= me || h.rank >= n || h.stream < 0 || h.stream >= t->streams ||
         t->conns[h.rank * t->streams + h.stream].fd >= 0) {
       close(fd); /* not one of ours, or a duplicate: ignore it and keep waiting */
@@ -526,6 +543,7 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
     t->conns[h.rank * t->streams + h.stream].fd = fd;
   }
   if (lfd >= 0) close(lfd);
+  lfd = -1; /* the failure paths below close it again otherwise: maybe another thread's fd */
   const char *cc = o->tcp_cc ? o->tcp_cc : COLL_TCP_CC_DEFAULT;
   char cc_got[32] = "";
   for (int i = 0; i < total; i++)

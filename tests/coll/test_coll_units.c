@@ -716,6 +716,112 @@ static void test_single_world_refused(void **st) {
   coll_boot_close(b);
 }
 
+/* Rank 0's rendezvous never asks poll to wait for ever (a negative timeout): a pass delayed
+ * past a deadline waits 0 ms, and no wait outlasts the overall deadline. */
+static void test_boot_wait_ms(void **st) {
+  (void)st;
+  assert_int_equal(coll_boot_wait_ms(100.0, 99.0, 160.0), 0);   /* a stranger's, 1 s ago */
+  assert_int_equal(coll_boot_wait_ms(100.0, 100.0, 160.0), 0);
+  assert_int_equal(coll_boot_wait_ms(100.0, 160.0, 99.5), 0);   /* the rendezvous's, passed */
+  int ms = coll_boot_wait_ms(100.0, 101.0, 160.0);
+  assert_true(ms >= 1000 && ms <= 1001);
+  ms = coll_boot_wait_ms(100.0, 105.0, 100.25);                 /* capped by the deadline */
+  assert_true(ms >= 250 && ms <= 251);
+  assert_true(coll_boot_wait_ms(0.0, 1e9, 1e9) > 0);            /* no int overflow */
+}
+
+static void clear_launch_env(void) {
+  static const char *const vars[] = {"FABENCH_RANK", "FABENCH_WORLD_SIZE", "FABENCH_ROOT",
+                                     "FABENCH_TOKEN", "RANK", "WORLD_SIZE", "MASTER_ADDR",
+                                     "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "PMI_RANK",
+                                     "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) unsetenv(vars[i]);
+}
+
+/* A launcher's rank without a world it fits in is an error naming the variables, never a
+ * silent world of one; each case is "NAME=VALUE ..." and what the message must contain. */
+static void test_env_rank_size_checked(void **st) {
+  (void)st;
+  static const char *const cases[][2] = {
+      {"FABENCH_RANK=0 FABENCH_WORLD_SIZE=0 FABENCH_ROOT=127.0.0.1:29811", "FABENCH_WORLD_SIZE='0'"},
+      {"FABENCH_RANK=1 FABENCH_ROOT=127.0.0.1:29811", "FABENCH_WORLD_SIZE is not"},
+      {"FABENCH_RANK=abc FABENCH_WORLD_SIZE=2", "FABENCH_RANK='abc'"},
+      {"FABENCH_RANK=2 FABENCH_WORLD_SIZE=2 FABENCH_ROOT=127.0.0.1:29811", "FABENCH_RANK=2, FABENCH_WORLD_SIZE=2"},
+      {"FABENCH_RANK=1 FABENCH_WORLD_SIZE=2", "no rendezvous address"},
+      {"FABENCH_RANK=1 FABENCH_WORLD_SIZE=2 FABENCH_ROOT=127.0.0.1", "FABENCH_ROOT='127.0.0.1'"},
+      {"RANK=1 WORLD_SIZE=abc MASTER_ADDR=127.0.0.1 MASTER_PORT=29816", "WORLD_SIZE='abc'"},
+      {"RANK=1 WORLD_SIZE=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29816", "WORLD_SIZE='0'"},
+      {"RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29816", "WORLD_SIZE is not"},
+      {"RANK=1", "WORLD_SIZE is not"},
+      {"RANK=x WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29816", "RANK='x'"},
+      {"RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=abc", "MASTER_PORT='abc'"},
+      {"RANK=1 WORLD_SIZE=2 MASTER_PORT=29816", "MASTER_ADDR is not"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    clear_launch_env();
+    char env[256], *save = NULL;
+    snprintf(env, sizeof env, "%s", cases[i][0]);
+    for (char *kv = strtok_r(env, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+      char *eq = strchr(kv, '=');
+      *eq = '\0';
+      setenv(kv, eq + 1, 1);
+    }
+    coll_boot *b = NULL;
+    coll_err e = {{0}};
+    if (coll_boot_open(&b, COLL_BOOT_AUTO, 0, 1000, &e) != -1) {
+      int n = b ? coll_boot_size(b) : 0;
+      coll_boot_close(b);
+      fail_msg("%s: accepted (a world of %d)", cases[i][0], n);
+    }
+    if (!strstr(e.msg, cases[i][1])) fail_msg("%s: '%s' does not say %s", cases[i][0], e.msg, cases[i][1]);
+  }
+  clear_launch_env();
+  coll_boot *b = NULL; /* no launcher at all: a world of one */
+  coll_err e = {{0}};
+  assert_int_equal(coll_boot_open(&b, COLL_BOOT_AUTO, 0, 1000, &e), 0);
+  assert_int_equal(coll_boot_size(b), 1);
+  coll_boot_close(b);
+}
+
+/* torchrun inside sbatch (or mpirun): Slurm's and PMI's variables are there too, but the
+ * ranks meet at MASTER_ADDR:MASTER_PORT, not in MPI_Init. */
+static int child_torchrun_in_slurm(int rank, char *err, size_t cap) {
+  char v[32];
+  clear_launch_env();
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("RANK", v, 1);
+  setenv("SLURM_PROCID", v, 1);
+  setenv("PMI_RANK", v, 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("SLURM_NTASKS", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  snprintf(v, sizeof v, "%d", g_port);
+  setenv("MASTER_PORT", v, 1);
+  coll_boot *b;
+  coll_err e = {{0}};
+  if (coll_boot_open(&b, COLL_BOOT_AUTO, 0, 3000, &e) != 0) {
+    snprintf(err, cap, "%s", e.msg);
+    return 1;
+  }
+  int ok = coll_boot_rank(b) == rank && coll_boot_size(b) == 2 &&
+           !strcmp(coll_boot_kind_name(b), "env") && coll_boot_barrier(b, &e) == 0;
+  snprintf(err, cap, "rank %d of %d by %s %s", coll_boot_rank(b), coll_boot_size(b),
+           coll_boot_kind_name(b), e.msg);
+  coll_boot_close(b);
+  return ok ? 0 : 1;
+}
+
+static void test_torchrun_in_slurm(void **st) {
+  (void)st;
+  g_port = test_free_port();
+  int f0, f1;
+  pid_t p0 = spawn(child_torchrun_in_slurm, 0, &f0);
+  pid_t p1 = spawn(child_torchrun_in_slurm, 1, &f1);
+  char e0[1024], e1[1024];
+  int r0 = finish(p0, f0, e0, sizeof e0), r1 = finish(p1, f1, e1, sizeof e1);
+  if (r0 || r1) fail_msg("rank 0: %d %s; rank 1: %d %s", r0, e0, r1, e1);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -738,6 +844,9 @@ int main(void) {
       cmocka_unit_test(test_inherited_root_socket),
       cmocka_unit_test(test_no_self_connect),
       cmocka_unit_test(test_single_world_refused),
+      cmocka_unit_test(test_boot_wait_ms),
+      cmocka_unit_test(test_env_rank_size_checked),
+      cmocka_unit_test(test_torchrun_in_slurm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
