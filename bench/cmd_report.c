@@ -124,6 +124,17 @@ static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *
   if (bench_gnuplot(x->dir, gp, err, sizeof err) && !x->failed[0]) snprintf(x->failed, sizeof x->failed, "%s", err);
 }
 
+/* A log-log plot against bytes of the given plot clauses (npoints: those it can show). */
+static void rp_against_size(rp_ctx *x, const char *name, const char *title, const char *ylabel, const char *extra,
+                            const char *plots, size_t npoints) {
+  size_t cap = strlen(plots) + strlen(ylabel) + strlen(extra) + 128;
+  char *body = malloc(cap);
+  if (!body) return;
+  snprintf(body, cap, "set logscale xy\nset xlabel 'bytes'\nset ylabel '%s'\n%splot %s", ylabel, extra, plots);
+  rp_plot(x, name, title, body, npoints);
+  free(body);
+}
+
 /* The model's time for an all-reduce row (NaN without a model for its fabric). */
 static double rp_pred_us(const rp_ctx *x, const res_allreduce_row *r) {
   const res_fabric_model *f = x->have_model ? res_model_find(&x->model, r->fabric, r->transport, (int)r->host_count) : NULL;
@@ -211,14 +222,8 @@ static void rp_allreduce(rp_ctx *x) {
   }
   rp_close(x, d, "allreduce.dat");
   if (bw && lat && blk) {
-    char *body = malloc(cap + 512);
-    if (body) {
-      snprintf(body, cap + 512, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'busbw (GB/s)'\nplot %s", bw);
-      rp_plot(x, "busbw", "all-reduce busbw (dashed: cost model)", body, nbw);
-      snprintf(body, cap + 512, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'time (us)'\nplot %s", lat);
-      rp_plot(x, "latency", "all-reduce time percentiles (p50, p99)", body, nlat);
-      free(body);
-    }
+    rp_against_size(x, "busbw", "all-reduce busbw (dashed: cost model)", "busbw (GB/s)", "", bw, nbw);
+    rp_against_size(x, "latency", "all-reduce time percentiles (p50, p99)", "time (us)", "", lat, nlat);
   }
   free(bw);
   free(lat);
@@ -540,13 +545,9 @@ static void rp_p2p(rp_ctx *x) {
     if (more) fprintf(x->md, "\n%d more in p2p.csv.\n", more);
   }
   if (d) rp_close(x, d, "p2p.dat");
-  char *body = lat && bw && blk ? malloc(cap + 256) : NULL;
-  if (body) {
-    snprintf(body, cap + 256, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'one-way latency p50 (us)'\nset key top left\nplot %s", lat);
-    rp_plot(x, "p2p_latency", "p2p one-way latency (p50)", body, nlat);
-    snprintf(body, cap + 256, "set logscale xy\nset xlabel 'bytes'\nset ylabel 'GB/s'\nset key top left\nplot %s", bw);
-    rp_plot(x, "p2p_bw", "p2p bandwidth", body, nbw);
-    free(body);
+  if (lat && bw && blk) {
+    rp_against_size(x, "p2p_latency", "p2p one-way latency (p50)", "one-way latency p50 (us)", "set key top left\n", lat, nlat);
+    rp_against_size(x, "p2p_bw", "p2p bandwidth", "GB/s", "set key top left\n", bw, nbw);
   }
   free(done);
   free(lat);
