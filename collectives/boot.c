@@ -534,6 +534,25 @@ static int boot_env_rank_size(const char *rvar, const char *svar, const char *me
   return 1;
 }
 
+/* A launcher that named a world of several ranks (rvar, svar) must give its rendezvous
+ * address, and torchrun's (from_master: MASTER_ADDR/MASTER_PORT) in both of its parts. */
+static int boot_env_root_check(const char *root, int from_master, const char *rvar, int rank,
+                               const char *svar, int size, const char *me, coll_err *e) {
+  if (!root)
+    return coll_fail(e, "bootstrap (%s): %s=%d of %s=%d but no rendezvous address: set "
+                        "FABENCH_ROOT=host:port (or MASTER_ADDR and MASTER_PORT)",
+                     me, rvar, rank, svar, size);
+  if (!from_master) return 0;
+  if (!boot_env("MASTER_ADDR"))
+    return coll_fail(e, "bootstrap (%s): MASTER_PORT=%s is set but MASTER_ADDR is not", me,
+                     boot_env("MASTER_PORT"));
+  int port = 0;
+  if (boot_env_int("MASTER_PORT", &port) != 1 || port < 1 || port > 65535)
+    return coll_fail(e, "bootstrap (%s): MASTER_PORT='%s' is not a port (want 1-65535)", me,
+                     boot_env("MASTER_PORT") ? boot_env("MASTER_PORT") : "");
+  return 0;
+}
+
 int coll_boot_open(coll_boot **out, coll_boot_kind kind, int want_mpi, int timeout_ms, coll_err *e) {
   *out = NULL;
   coll_boot *b = calloc(1, sizeof *b);
@@ -579,22 +598,11 @@ int coll_boot_open(coll_boot **out, coll_boot_kind kind, int want_mpi, int timeo
       root = rootbuf;
       root_var = "MASTER_ADDR/MASTER_PORT";
     }
-    int port = 0;
-    if (given && size > 1 && root == rootbuf && !boot_env("MASTER_ADDR")) {
-      rc = coll_fail(e, "bootstrap (%s): MASTER_PORT=%s is set but MASTER_ADDR is not", me,
-                     boot_env("MASTER_PORT"));
-    } else if (given && size > 1 && root == rootbuf &&
-               (boot_env_int("MASTER_PORT", &port) != 1 || port < 1 || port > 65535)) {
-      rc = coll_fail(e, "bootstrap (%s): MASTER_PORT='%s' is not a port (want 1-65535)", me,
-                     boot_env("MASTER_PORT") ? boot_env("MASTER_PORT") : "");
-    } else if (given && size > 1 && !root) {
-      rc = coll_fail(e, "bootstrap (%s): %s=%d of %s=%d but no rendezvous address: set "
-                        "FABENCH_ROOT=host:port (or MASTER_ADDR and MASTER_PORT)",
-                     me, rvar, rank, svar, size);
-    } else if (rank < 0 || size < 1 || (size > 1 && !root)) {
+    rc = given && size > 1 ? boot_env_root_check(root, root == rootbuf, rvar, rank, svar, size, me, e) : 0;
+    if (rc == 0 && (rank < 0 || size < 1 || (size > 1 && !root))) {
       rc = boot_check_single(e);
       if (rc == 0) rc = boot_open_env(b, 0, 1, NULL, NULL, "", e); /* a world of one */
-    } else {
+    } else if (rc == 0) {
       /* the token ties ranks to one job; without FABENCH_TOKEN, a job id stands in */
       const char *tok = boot_env("FABENCH_TOKEN");
       if (!tok) tok = boot_env("TORCHELASTIC_RUN_ID");
