@@ -3,7 +3,8 @@
  * directory: topo, p2p, all-reduce per fabric and algorithm, one-rank and data-parallel training
  * per fabric with the no-communication baseline, then the cost model's fit, the predictions and
  * the report. Every step is this binary run again as a child (the commands stay the only place
- * that measures); suite.json records each step as it ends, so --resume skips what is on disk. */
+ * that measures); suite.json records each step as it ends, so --resume skips what is on disk
+ * unless a step it reads runs again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -39,7 +40,8 @@ static const char suite_usage[] =
     "  --timeout SEC      every network wait of the steps [60]\n"
     "  --out DIR          suite directory [results/<UTC>-suite]\n"
     "  --resume DIR       continue an interrupted suite with its own flags (give no others): steps\n"
-    "                     already done are not run again\n";
+    "                     already done are not run again, unless what they read is (then their\n"
+    "                     results would be stale: training after a fit that now succeeds, the report)\n";
 
 #define SUITE_MAX_STEPS 48
 #define SUITE_MAX_ARGS 48
@@ -50,7 +52,9 @@ typedef struct {
   char *argv[SUITE_MAX_ARGS];  /* the subcommand and its flags (owned) */
   int argc;
   int optional;                /* a failure is said, not fatal (the fit, predictions, report) */
+  uint64_t reads;              /* the steps whose output it reads (bit i: steps[i]) */
 } suite_step;
+_Static_assert(SUITE_MAX_STEPS <= 64, "suite_step.reads holds a bit per step");
 
 typedef struct {
   int nranks, quick, threads;
@@ -268,6 +272,28 @@ static void drop_arg(suite_step *s, const char *flag) {
       s->argc -= 2;
       return;
     }
+}
+
+/* Whether a is dir/name. */
+static int names_in(const char *a, const char *dir, const char *name) {
+  size_t dl = strlen(dir);
+  return !strncmp(a, dir, dl) && a[dl] == '/' && !strcmp(a + dl + 1, name);
+}
+
+/* Which steps each step reads: an argument naming another step's run directory, or the fit's
+ * model.json (train's --model-from, predict's fabrics chosen from it). */
+static void plan_reads(suite_step *v, int n, const char *dir) {
+  for (int i = 0; i < n; i++) {
+    int predict = !strcmp(v[i].name, "predict");
+    for (int j = 0; j < n; j++) {
+      if (j == i) continue;
+      int fit = !strcmp(v[j].name, "fit");
+      int r = fit && predict;
+      for (int k = 0; k < v[i].argc && !r; k++)
+        r = names_in(v[i].argv[k], dir, v[j].name) || (fit && names_in(v[i].argv[k], dir, "model.json"));
+      if (r) v[i].reads |= UINT64_C(1) << j;
+    }
+  }
 }
 
 /* predict's fabrics from the fit: inside a node the fastest of this machine's, between nodes
@@ -605,6 +631,8 @@ int bench_cmd_suite(int argc, char **argv) {
   for (int i = 0; i + 1 < ns; i++) /* the run directories (topo's is a topology's) */
     if (strcmp(steps[i].name, "fit") && strcmp(steps[i].name, "topo")) arg(s, "%s/%s", dir, steps[i].name);
 
+  plan_reads(steps, ns, dir);
+
   printf("suite: %s, %d ranks, transports %s, algorithms %s, emulated:", dir, o.nranks, tl, algos);
   for (int f = 0; f < nrates; f++) printf(" %s", rates[f]);
   printf("%s\nsuite: %d steps; each one's output is in %s/<step>.log\n", nrates ? "" : " none",
@@ -633,6 +661,7 @@ int bench_cmd_suite(int argc, char **argv) {
   sigaddset(&sigs, SIGCHLD);
   sigprocmask(SIG_BLOCK, &sigs, &old_mask);
   int interrupted = 0;
+  uint64_t ran_now = 0; /* the steps run, and ok, by this invocation */
   const char *stopped_in = NULL;
   for (int i = 0; i < ns; i++) {
     const suite_step *p = &steps[i];
@@ -641,7 +670,9 @@ int bench_cmd_suite(int argc, char **argv) {
     while (!interrupted && (sig = sigtimedwait(&sigs, NULL, &zero)) > 0) /* one between steps */
       if (sig != SIGCHLD) interrupted = sig;
     if (interrupted) break;
-    if (steps_done(state, p->name)) {
+    /* done before, unless what it reads was measured again now: a train step done while the
+     * fit had failed has no predictions, a report drawn before a step ran again is stale */
+    if (steps_done(state, p->name) && !(p->reads & ran_now)) {
       progress(tty, i + 1, ns, p->name, "done before (resumed)");
       continue;
     }
@@ -652,6 +683,7 @@ int bench_cmd_suite(int argc, char **argv) {
     double ts = res_now();
     int src = step_run(self, p, dir, &sigs, &old_mask, &interrupted);
     if (!strcmp(p->name, "fit")) fit_ok = src == 0;
+    if (src == 0) ran_now |= UINT64_C(1) << i;
     char what[128];
     snprintf(what, sizeof what, "%s in %.0f s",
              src == 0 ? "ok" : interrupted ? "interrupted" : p->optional ? "failed (optional)" : "FAILED",
