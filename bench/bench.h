@@ -137,8 +137,10 @@ int bench_fit_dirs(struct res_model *m, char **dirs, int ndirs, double gamma_ker
                    size_t cap);
 /* --model-from: a model.json, a directory with one, or a run directory fitted on the spot. */
 int bench_model_load(struct res_model *m, const char *from, char *err, size_t cap);
-/* Runs `gnuplot script` in dir (its output in dir/gnuplot.log). */
+/* Runs `gnuplot script` in dir, its output appended to dir/gnuplot.log under the script's name;
+ * bench_gnuplot_log_reset starts that log afresh, so it holds one run's plots only. */
 int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap);
+void bench_gnuplot_log_reset(const char *dir);
 
 /* Writes run.json (can be called again to update it) . */
 int bench_run_write(bench_run *r);

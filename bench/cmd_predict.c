@@ -223,8 +223,7 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
     fprintf(f, "\nunset yrange\nunset multiplot\n");
   }
   fclose(f);
-  snprintf(path, sizeof path, "%s/gnuplot.log", dir); /* bench_gnuplot appends: this run's only */
-  unlink(path);
+  bench_gnuplot_log_reset(dir);
   return bench_gnuplot(dir, "predict.gp", err, cap);
 }
 

@@ -632,10 +632,7 @@ int bench_cmd_report(int argc, char **argv) {
   if (!rc && res_run_dir(dir, sizeof dir, out, "report", err, sizeof err)) rc = bench_error("report: %s", err);
   if (!rc) {
     x.dir = dir;
-    /* gnuplot appends to its log: start it afresh, for this report's plots only */
-    char log[4200];
-    snprintf(log, sizeof log, "%s/gnuplot.log", dir);
-    if (plot) unlink(log);
+    if (plot) bench_gnuplot_log_reset(dir);
     x.md = rp_open(&x, "report.md");
     if (!x.md) rc = bench_error("report: %s", x.werr);
   }

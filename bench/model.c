@@ -166,6 +166,12 @@ int bench_model_load(res_model *m, const char *from, char *err, size_t cap) {
   return bench_fit_dirs(m, dirs, 1, bench_fit_gamma(dirs, 1), err, cap); /* fit it now */
 }
 
+void bench_gnuplot_log_reset(const char *dir) {
+  char log[4200];
+  snprintf(log, sizeof log, "%s/gnuplot.log", dir);
+  unlink(log);
+}
+
 int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap) {
   /* gnuplot runs in the directory, so the script names its data and outputs plainly */
   pid_t pid = fork();
