@@ -16,7 +16,7 @@
 static const char pr_usage[] =
     "usage: fabench predict [options]\n"
     "  --model NAME          resnet18, resnet34, resnet50 (ImageNet) or resnet20 (CIFAR)\n"
-    "                        (default: resnet50)\n"
+    "                        (default: resnet50, or the profile's)\n"
     "  --profile DIR         a one-rank `fabench train` run: its fwd/bwd/opt times, gradient\n"
     "                        size and bucket readiness (train.csv, train_buckets.csv) replace\n"
     "                        the model's defaults\n"
@@ -151,8 +151,10 @@ static int pr_load_profile(pr_profile *p, const char *dir, char *err, size_t cap
   p->opt_ms = isfinite(one->opt_ms) ? one->opt_ms : 0;
   p->data_ms = isfinite(one->data_ms) ? one->data_ms : 0;
   p->batch = (int)one->batch;
-  p->grad_bytes = (double)one->grad_bytes;
+  /* the one-rank row exchanges nothing (its grad_bytes is 0): the gradient is its parameters' */
+  p->grad_bytes = 4.0 * (double)one->params;
   res_rows_free(&t);
+  if (!(p->grad_bytes > 0)) return snprintf(err, cap, "--profile %s: its one-rank train row has no params", dir), -1;
   p->nb = 0;
   if (res_table_exists(res_schema_train_buckets(), dir)) {
     if (res_table_read(&bk, res_schema_train_buckets(), dir, err, cap)) return -1;
@@ -228,7 +230,7 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
 }
 
 int bench_cmd_predict(int argc, char **argv) {
-  const char *model = "resnet50", *profile = NULL, *intra_s = "alpha=5,gbps=50", *inter_s = "alpha=10,gbit=100";
+  const char *model = NULL, *profile = NULL, *intra_s = "alpha=5,gbps=50", *inter_s = "alpha=10,gbit=100";
   const char *ranks_s = "8,64,512,1024", *algo_s = "ring,dtree,hier:ring", *out = NULL;
   double ips = NAN, bucket_mb = 25, first_mb = 1, target = 0.9;
   long batch = 0, ppn = 8;
@@ -323,6 +325,9 @@ int bench_cmd_predict(int argc, char **argv) {
   const char *compute_src;
   if (profile) {
     if (pr_load_profile(&pf, profile, err, sizeof err)) return bench_error("predict: %s", err);
+    if (model && strcmp(model, pf.model)) /* the profile's figures are its model's */
+      return bench_usage_error(pr_usage, "--model %s: the --profile run trained %s (leave --model out, or "
+                               "profile %s)", model, pf.model, model);
     if (batch) { /* compute scales with the batch */
       double s = (double)batch / pf.batch;
       pf.fwd_ms *= s, pf.bwd_ms *= s, pf.data_ms *= s; /* the optimizer: per parameter */
@@ -333,6 +338,7 @@ int bench_cmd_predict(int argc, char **argv) {
     compute_src = "profile";
   } else {
     int mi = -1;
+    if (!model) model = "resnet50";
     for (size_t i = 0; i < sizeof pr_models / sizeof *pr_models; i++)
       if (!strcmp(pr_models[i].name, model)) mi = (int)i;
     if (mi < 0) return bench_usage_error(pr_usage, "--model: '%s' is not resnet18, resnet34, resnet50 or resnet20", model);

@@ -28,7 +28,19 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   coll_model im = s->inter ? *s->inter : *s->intra;
   im.hosts = nodes;
   const coll_model *inter = &im;
-  if (!s->hier || ppn == 1) return coll_model_time(inter, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
+  if (!s->hier || ppn == 1) {
+    /* a flat algorithm's messages cross both fabrics, and each of its steps waits for its
+     * slowest link: as slow as it would be over either alone (an intra-node fabric slower than
+     * the inter-node one still bounds it) */
+    double t = coll_model_time(inter, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
+    if (ppn > 1 && s->inter) {
+      coll_model in = *s->intra;
+      in.hosts = nodes;
+      double ti = coll_model_time(&in, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
+      if (ti > t) t = ti;
+    }
+    return t;
+  }
   /* hierarchical: the node's ranks each own 1/ppn of the vector across nodes */
   double t = s->intra->delta + rp_ring_half(s->intra, ppn, bytes, 1);
   t += coll_model_time(inter, s->algo, nodes, (size_t)(bytes / ppn), s->chunk_bytes);

@@ -250,6 +250,29 @@ static void test_fit_and_predict(void **state) {
   assert_true(isfinite(p[1].inter_gbps_needed) && p[1].inter_gbps_needed > 0.001);
   assert_non_null(strstr(r->out, " any\n"));
   res_rows_free(&rows);
+  /* a profile as train writes it: the one-rank row exchanges nothing (grad_bytes 0), and
+   * without its buckets; the gradient is still its model's parameters, 4 bytes each */
+  char prof[128], cmd[1024];
+  snprintf(prof, sizeof prof, "%s/prof", tmp);
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p %s && cp %s/run.json %s/ && awk -F, -v OFS=, 'NR > 1 && $6 == 1 { $26 = 0 } 1' %s/train.csv > %s/train.csv",
+           prof, FIXTURE_RUN, prof, FIXTURE_RUN, prof);
+  assert_int_equal(system(cmd), 0);
+  snprintf(out, sizeof out, "%s/pred2", tmp);
+  cli_run(r, 60, "predict", NULL, -1, NULL,
+          (char *[]){"--profile", prof, "--ranks", "16", "--intra", "alpha=5,gbit=1,reduce=20", "--algo", "ring",
+                     "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (res_table_read(&rows, res_schema_predict(), out, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(rows.n, 1);
+  p = rows.rows;
+  assert_int_equal(p[0].grad_bytes, 4 * 272474);
+  assert_true(p[0].comm_ms > 1 && p[0].scaling_eff < 0.99);
+  res_rows_free(&rows);
+  /* the profile's figures are its model's: another --model is refused, not replaced */
+  cli_run(r, 60, "predict", NULL, -1, NULL, (char *[]){"--profile", prof, "--model", "resnet50", "--no-plot", NULL});
+  assert_int_equal(r->status, 2);
+  assert_non_null(strstr(r->err, "trained resnet20"));
   cli_run(r, 60, "predict", NULL, -1, NULL, (char *[]){"--algo", "native", NULL});
   assert_int_equal(r->status, 2);
   assert_non_null(strstr(r->err, "no cost formula"));
