@@ -52,13 +52,14 @@ static const char p2p_usage[] =
     "                        the same copies by a kernel instead of the copy engines\n"
     "  --min-bytes B         smallest message (default 1; K/M/G suffixes)\n"
     "  --max-bytes B         largest message (default 4M)\n"
-    "  --step-factor F       size multiplier between steps, > 1 (default 2)\n"
+    "  --step-factor F       size multiplier between steps, 1.01 to 1024 (default 2)\n"
     "  --iters N             iterations per size (default: adapt to --time-per-size)\n"
     "  --time-per-size S     seconds measured per size (default 0.2)\n"
     "  --warmup N            warm-up iterations per size (default 10 latency, 2 bw/bibw)\n"
     "  --window N            messages in flight per bw/bibw iteration (default 64; capped so\n"
     "                        at most 64 MiB are in flight)\n"
-    "  --matrix-bytes B      message size of the bandwidth matrix (default the largest)\n"
+    "  --matrix-bytes B      message size of the bw and bibw matrices: the largest size swept\n"
+    "                        up to B (default the largest)\n"
     "  --tcp-streams N       connections per peer for the tcp transport, 1..16 (default 1)\n"
     "  --tcp-cc NAME         congestion control of the tcp sockets, or 'system' for the\n"
     "                        kernel's default (default " COLL_TCP_CC_DEFAULT ")\n"
@@ -108,8 +109,8 @@ typedef struct {
 typedef struct {
   bench_run run;
   res_table *tab, *matrix;
-  double *bw, *lat; /* size x size, per transport */
-  uint64_t bw_bytes, lat_bytes;
+  double *bw, *bibw, *lat; /* size x size, per transport */
+  uint64_t bw_bytes, bibw_bytes, lat_bytes;
 } p2p_out;
 
 /* ---- flags ---- */
@@ -202,7 +203,7 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
       break;
     case O_STEP:
       if (bench_parse_double(v, 1.01, 1024, &o->step_factor))
-        return bench_usage_error(p2p_usage, "bad --step-factor '%s' (more than 1)", v);
+        return bench_usage_error(p2p_usage, "bad --step-factor '%s' (1.01 to 1024)", v);
       break;
     case O_ITERS:
       if (bench_parse_int(v, 1, P2P_MAX_ITERS, &o->iters))
@@ -235,6 +236,19 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
       if (o->transports[i] == o->transports[j])
         return bench_usage_error(p2p_usage, "transport '%s' given twice",
                                  coll_transport_name(o->transports[i]));
+  /* messages run on host buffers, the copy tests on a GPU's: a run that measures nothing is
+   * refused here, not ended with an empty table and status 0 */
+  int msg = o->tests[P2P_LAT] || o->tests[P2P_BW] || o->tests[P2P_BIBW], copies = 0, host = 0, gpu = 0;
+  for (int t = P2P_NMSG; t < P2P_NTESTS; t++) copies |= o->tests[t];
+  for (int i = 0; i < o->ntransports; i++) {
+    gpu |= o->transports[i] == COLL_NCCL;
+    host |= o->transports[i] != COLL_NCCL;
+  }
+  if (!(msg && host) && !(copies && gpu))
+    return bench_usage_error(p2p_usage, copies ? "--tests: the GPU copy tests need --transport nccl, and latency, "
+                                                 "bw and bibw a host transport: nothing to measure"
+                                               : "--tests: latency, bw and bibw run on host buffers, not over "
+                                                 "nccl: nothing to measure");
   if (o->pairs_all == 0 && o->r.nranks && (o->src >= o->r.nranks || o->dst >= o->r.nranks))
     return bench_usage_error(p2p_usage, "--pairs %d,%d needs at least %d ranks", o->src, o->dst,
                              (o->src > o->dst ? o->src : o->dst) + 1);
@@ -473,9 +487,11 @@ static int p2p_matrix_write(p2p_out *po, const p2p_ctx *x, const char *transport
     const char *metric;
     const double *m;
     uint64_t bytes;
-  } blocks[2] = {{"bw_gbps", po->bw, po->bw_bytes}, {"latency_us", po->lat, po->lat_bytes}};
+  } blocks[3] = {{"bw_gbps", po->bw, po->bw_bytes},
+                 {"bibw_gbps", po->bibw, po->bibw_bytes},
+                 {"latency_us", po->lat, po->lat_bytes}};
   char err[512];
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 3; k++) {
     if (!blocks[k].bytes) continue;
     for (int s = 0; s < n; s++)
       for (int d = 0; d < n; d++) {
@@ -500,17 +516,17 @@ static int p2p_matrix_write(p2p_out *po, const p2p_ctx *x, const char *transport
   return 0;
 }
 
-static void p2p_matrix_print(const p2p_out *po, int n) {
-  if (!po->bw_bytes) return;
-  printf("# bandwidth matrix at %llu bytes, GB/s (row: source, column: destination)\n",
-         (unsigned long long)po->bw_bytes);
+static void p2p_matrix_print1(const char *what, const double *m, uint64_t bytes, int n) {
+  if (!bytes) return;
+  printf("# %s matrix at %llu bytes, GB/s (row: source, column: destination)\n", what,
+         (unsigned long long)bytes);
   printf("%6s", "src\\dst");
   for (int d = 0; d < n; d++) printf(" %8d", d);
   printf("\n");
   for (int s = 0; s < n; s++) {
     printf("%7d", s);
     for (int d = 0; d < n; d++) {
-      double v = po->bw[s * n + d];
+      double v = m[s * n + d];
       if (s == d || isnan(v))
         printf(" %8s", "-");
       else
@@ -518,6 +534,11 @@ static void p2p_matrix_print(const p2p_out *po, int n) {
     }
     printf("\n");
   }
+}
+
+static void p2p_matrix_print(const p2p_out *po, int n) {
+  p2p_matrix_print1("bandwidth", po->bw, po->bw_bytes, n);
+  p2p_matrix_print1("bidirectional bandwidth", po->bibw, po->bibw_bytes, n);
 }
 
 /* ---- the GPU's copy ceilings (rank 0) ---- */
@@ -627,8 +648,12 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
   }
   if (me == 0) {
     p2p_print_header(coll_transport_name(tk), fabric);
-    for (int i = 0; i < n * n; i++) po->bw[i] = po->lat[i] = NAN;
+    for (int i = 0; i < n * n; i++) po->bw[i] = po->bibw[i] = po->lat[i] = NAN;
     po->bw_bytes = o->tests[P2P_BW] ? mat_bytes : 0;
+    po->bibw_bytes = o->tests[P2P_BIBW] ? mat_bytes : 0;
+    if (o->pairs_all && o->matrix_bytes && o->matrix_bytes != mat_bytes && (po->bw_bytes || po->bibw_bytes))
+      printf("# --matrix-bytes %llu is not a size of the sweep: the matrix is at %llu, the largest swept up to it\n",
+             (unsigned long long)o->matrix_bytes, (unsigned long long)mat_bytes);
     po->lat_bytes = o->tests[P2P_LAT] ? sizes[0] : 0;
   }
 
@@ -661,6 +686,7 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
             res.fabric[sizeof res.fabric - 1] = '\0';
             if (p2p_row(po, x, fabric, tk, test, s, d, sizes[i], &res)) return -1;
             if (test == P2P_BW && sizes[i] == po->bw_bytes) po->bw[s * n + d] = res.gbps;
+            if (test == P2P_BIBW && sizes[i] == po->bibw_bytes) po->bibw[s * n + d] = res.gbps;
             if (test == P2P_LAT && sizes[i] == po->lat_bytes) po->lat[s * n + d] = res.t_p50;
             x->bad_bytes += res.errors;
             if (res.errors)
@@ -735,8 +761,9 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   if (rank == 0) {
     char err[512];
     po.bw = malloc(sizeof *po.bw * (size_t)size * (size_t)size);
+    po.bibw = malloc(sizeof *po.bibw * (size_t)size * (size_t)size);
     po.lat = malloc(sizeof *po.lat * (size_t)size * (size_t)size);
-    ok = po.bw && po.lat && bench_run_begin(&po.run, o->r.out, "p2p", argc, argv) == 0;
+    ok = po.bw && po.bibw && po.lat && bench_run_begin(&po.run, o->r.out, "p2p", argc, argv) == 0;
     if (ok && res_table_open_schema(&po.tab, po.run.dir, res_schema_p2p(), err, sizeof err)) {
       bench_error("%s", err);
       ok = 0;
@@ -828,6 +855,7 @@ out:
   if (po.matrix) res_table_close(po.matrix);
   if (rank == 0 && po.run.meta) bench_run_end(&po.run);
   free(po.bw);
+  free(po.bibw);
   free(po.lat);
   free(sizes);
   free(x.sbuf);

@@ -235,7 +235,7 @@ static void test_two_ranks_ucx_tcp(void **state) {
 }
 
 /* 3 ranks, every ordered pair, over tcp and ucx (shared memory): 6 pairs per transport and an
- * N x N block per transport and metric in p2p_matrix.csv. */
+ * N x N block per transport and metric (latency, bw, bibw) in p2p_matrix.csv. */
 static void test_three_ranks_all_pairs(void **state) {
   (void)state;
 #ifndef P2P_HAVE_UCX
@@ -273,19 +273,21 @@ static void test_three_ranks_all_pairs(void **state) {
                       "src", "dst", "value", "src_host", "dst_host"};
   assert_int_equal(m.nhdr, 12);
   for (int i = 0; i < 12; i++) assert_string_equal(m.hdr[i], mh[i]);
-  assert_int_equal(m.nrows, 2 * 2 * 6); /* transports x metrics x ordered pairs */
-  int mseen[2][2][3][3] = {{{{0}}}};
+  assert_int_equal(m.nrows, 2 * 3 * 6); /* transports x metrics x ordered pairs */
+  int mseen[2][3][3][3] = {{{{0}}}};
   for (int i = 0; i < m.nrows; i++) {
-    int t = !strcmp(cell(&m, i, "transport"), "ucx"), lat = !strcmp(cell(&m, i, "metric"), "latency_us");
-    assert_true(lat || !strcmp(cell(&m, i, "metric"), "bw_gbps"));
+    const char *metric = cell(&m, i, "metric");
+    int t = !strcmp(cell(&m, i, "transport"), "ucx"), lat = !strcmp(metric, "latency_us");
+    int k = lat ? 0 : !strcmp(metric, "bw_gbps") ? 1 : 2;
+    assert_true(lat || k == 1 || !strcmp(metric, "bibw_gbps"));
     assert_int_equal((long)num(&m, i, "bytes"), lat ? 8 : 8192); /* latency: smallest; bw: largest */
     int s = (int)num(&m, i, "src"), d = (int)num(&m, i, "dst");
     assert_true(s >= 0 && s < 3 && d >= 0 && d < 3 && s != d);
     assert_true(num(&m, i, "value") > 0);
-    mseen[t][lat][s][d]++;
+    mseen[t][k][s][d]++;
   }
   for (int t = 0; t < 2; t++)
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
       for (int s = 0; s < 3; s++)
         for (int d = 0; d < 3; d++) assert_int_equal(mseen[t][k][s][d], s != d);
   csv_free(&m);
@@ -359,6 +361,9 @@ static void test_bad_flags(void **state) {
   expect_usage_error((char *[]){"--max-bytes", "1.5M", NULL}, "--max-bytes");
   expect_usage_error((char *[]){"--min-bytes", "8K", "--max-bytes", "1K", NULL}, "larger");
   expect_usage_error((char *[]){"--step-factor", "1", NULL}, "--step-factor");
+  expect_usage_error((char *[]){"--step-factor", "1.001", NULL}, "1.01 to 1024");
+  /* the copy tests run on a GPU's buffers only: over tcp they would measure nothing */
+  expect_usage_error((char *[]){"--tests", "d2d,h2d", NULL}, "nothing to measure");
   expect_usage_error((char *[]){"--iters", "-3", NULL}, "--iters");
   expect_usage_error((char *[]){"--timeout", "soon", NULL}, "--timeout");
   expect_usage_error((char *[]){"-n", "0", NULL}, "-n");
