@@ -3,7 +3,6 @@
  * the pairs train and the records; the loop, the reducer, evaluation and checkpoints are models'
  * (nn_train.c). Files: train.csv (a row per pair, and for one rank alone), train_steps.csv (a
  * row per step and rank), train_eval.csv, train_buckets.csv, run.json. */
-#include <ctype.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -128,22 +127,6 @@ enum {
   O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM,
   O_DEVICE, O_PREC, O_SEARCH, O_GPU
 };
-
-static int digits(const char **p) {
-  const char *s = *p;
-  while (isdigit((unsigned char)**p)) (*p)++;
-  return *p > s;
-}
-
-static int model_spelled_ok(const char *m) {
-  if (strncmp(m, "resnet", 6) != 0) return 0;
-  const char *p = m + 6;
-  if (!digits(&p)) return 0;
-  if (*p == 0) return 1;
-  if (strncmp(p, "-w", 2) != 0) return 0;
-  p += 2;
-  return digits(&p) && *p == 0;
-}
 
 static int parse_args(train_args *a, int argc, char **argv) {
   static const struct option opts[] = {
@@ -299,9 +282,9 @@ static int parse_args(train_args *a, int argc, char **argv) {
                  NN_LR_MAX_MILESTONES);
   }
   if (a->target_acc > 0 && a->eval_every == 0) BAD("--target-acc needs test-set evaluation (--eval-every >= 1)");
-  /* the model's spelling here; whether that depth exists is the network builder's to say */
-  if (!model_spelled_ok(a->model))
-    BAD("bad --model '%s' (resnetN or resnetN-wW, e.g. resnet20, resnet18-w4)", a->model);
+  /* the builder's own rule: a depth no ResNet has is a usage error, not a failure after setup */
+  char merr[512];
+  if (nn_model_check(a->model, merr, sizeof merr)) BAD("bad --model: %s", merr);
 #undef INT
 #undef DBL
   return 0;
@@ -385,7 +368,7 @@ typedef struct {
   int have_profile, nprof_buckets;
   int role_index;         /* of the pair being trained: its trace's process ids */
   int slow_said;          /* the warning about oneDNN's reference code is out */
-  double alive_said;      /* when on_alive last sent the heartbeat */
+  double alive_said;      /* when the heartbeat last went (rank 0) */
 } train_ctx;
 
 /* The one-rank run's heartbeat over the bootstrap: rank 0 says 0 (going on), 1 (done) or
@@ -398,6 +381,7 @@ static int heartbeat(train_ctx *x, int32_t say, int32_t *heard) {
   int rc = coll_boot_allgather(x->boot, all, &say, sizeof say, &e);
   if (rc) bench_error("%s", e.msg);
   else if (heard) *heard = all[0];
+  x->alive_said = res_now();
   free(all);
   return rc ? -1 : 0;
 }
@@ -444,14 +428,16 @@ static int on_step(void *ctx, const nn_step_rec *rs, int n) {
   return 0;
 }
 
-/* The one-rank run's evaluation: its batches keep the heartbeat going (the waiting ranks would
- * time out on a test set that takes longer than --timeout), at most once a second. */
+/* The one-rank run's steps (between layers) and evaluation batches keep the heartbeat going: the
+ * waiting ranks would time out on a step or a test set that takes longer than --timeout. At most
+ * once a second, and four times within --timeout, since a beat every second leaves a gap of more
+ * than a second (--timeout 1) once the call that sends it comes late. The waiters take each 0 as
+ * one more turn of their loop. */
 static int on_alive(void *ctx) {
   train_ctx *x = ctx;
   if (!x->heartbeat || x->size < 2) return 0;
-  double now = res_now();
-  if (now - x->alive_said < 1) return 0;
-  x->alive_said = now;
+  double period = x->a->r.timeout_s / 4.0;
+  if (res_now() - x->alive_said < (period < 1 ? period : 1)) return 0;
   return heartbeat(x, 0, NULL);
 }
 
@@ -702,7 +688,7 @@ static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
       .ckpt = *want, .rank = x->rank, .world = x->size, .wire = a->grad_dtype,
       .bucket_bytes = (size_t)(a->bucket_mb * 1048576.0),
       .first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0), .overlap = a->overlap,
-      .overlap_step = a->overlap_step, .ctx = x, .on_step = on_step, .on_eval = on_eval, .on_alive = on_alive,
+      .overlap_step = a->overlap_step, .ctx = x, .on_step = on_step, .on_eval = on_eval,
       .trace_steps = a->trace ? a->trace_steps : 0, .on_trace = on_trace};
   /* tests: FABENCH_TEST_CORRUPT=RANK:STEP perturbs that rank's weights after that step */
   const char *cor = getenv("FABENCH_TEST_CORRUPT");
@@ -1006,9 +992,10 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     nn_train_result r;
     int trc = 0;
     if (p->role == ROLE_SINGLE) {
-      /* rank 0 alone; the others wait in its heartbeat */
+      /* rank 0 alone; the others wait in its heartbeat (on_alive: in the steps too) */
       t.boot = NULL;
       t.world = 1;
+      t.on_alive = x.size > 1 ? on_alive : NULL;
       if (x.rank == 0) {
         x.heartbeat = 1;
         trc = nn_train_run(&r, &t, err, sizeof err);

@@ -60,6 +60,10 @@ typedef struct {
 int nn_model_param_count(const char *model, int in_c, int in_h, int in_w, int classes,
                          size_t *count, char *err, size_t errcap);
 
+/* 0 where nn_net_create knows the model's name, else -1 with the names it knows in err (a caller's
+   usage error, before any setup). */
+int nn_model_check(const char *model, char *err, size_t errcap);
+
 /* Returns 0, NN_ENODEV (no such device), or -1; with a message in err. */
 int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap);
 void nn_net_destroy(nn_net *net);

@@ -141,26 +141,63 @@ static int block(bld *b, int x, int cin, int planes, int stride, int bottleneck)
   return add(b, (nn_layer){.op = NN_ADD_RELU, .in = y, .in2 = id});
 }
 
+/* Decimal digits only (no sign, no blanks), at most 9: 0 and the value, or -1. */
+static int name_int(const char **p, int *v) {
+  int n = 0, k = 0;
+  for (; **p >= '0' && **p <= '9'; (*p)++, k++) {
+    if (k == 9) return -1;
+    n = 10 * n + (**p - '0');
+  }
+  *v = n;
+  return k ? 0 : -1;
+}
+
+static const int tv_depth[] = {18, 34, 50, 101, 152};
+static const int tv_blocks[][4] = {{2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}, {3, 8, 36, 3}};
+#define RESNET_NAMES "resnetD or resnetD-wN: D is 18|34|50|101|152 (torchvision) or any 6n+2 " \
+                     "from 8, e.g. 20|32|56|110 (CIFAR), N the base width"
+
+/* resnet<depth>[-w<width>]: 0 with the depth, the width (0: the default) and the torchvision
+ * table's row (-1: a CIFAR ResNet), or -1 with why in err. The one rule for the builder and
+ * nn_model_check. */
+static int parse_name(const char *model, int *depth, int *width, int *tv, char *err, size_t errcap) {
+  const char *p = model;
+  *width = 0;
+  *tv = -1;
+  if (!p || strncmp(p, "resnet", 6)) goto unknown;
+  p += 6;
+  if (name_int(&p, depth)) goto unknown;
+  if (*p == '-') {
+    if (strncmp(p, "-w", 2)) goto unknown;
+    p += 2;
+    if (name_int(&p, width) || *width <= 0) goto unknown;
+  }
+  if (*p) goto unknown;
+  for (int i = 0; i < 5; i++)
+    if (*depth == tv_depth[i]) *tv = i;
+  if (*tv < 0 && (*depth < 8 || (*depth - 2) % 6)) {
+    snprintf(err, errcap, "unknown model '%s': no ResNet has depth %d; " RESNET_NAMES, model, *depth);
+    return -1;
+  }
+  return 0;
+unknown:
+  snprintf(err, errcap, "unknown model '%s'; " RESNET_NAMES, model ? model : "(null)");
+  return -1;
+}
+
+int nn_model_check(const char *model, char *err, size_t errcap) {
+  int depth, width, tv;
+  return parse_name(model, &depth, &width, &tv, err, errcap);
+}
+
 int nn_table_resnet(nn_table *t, const char *model, int in_c, int in_h, int in_w, int classes,
                     char *err, size_t errcap) {
-  int depth = 0, width = 0, pos = 0;
-  if (!model || sscanf(model, "resnet%d%n", &depth, &pos) != 1 || depth <= 0) goto unknown;
-  if (model[pos] == '-') {
-    int p2 = 0;
-    if (sscanf(model + pos, "-w%d%n", &width, &p2) != 1 || width <= 0 || model[pos + p2]) goto unknown;
-  } else if (model[pos]) {
-    goto unknown;
-  }
+  int depth, width, tv;
+  if (parse_name(model, &depth, &width, &tv, err, errcap)) return -1;
   if (in_c <= 0 || in_h <= 0 || in_w <= 0 || classes <= 0) {
     snprintf(err, errcap, "bad input shape %dx%dx%d or class count %d", in_c, in_h, in_w, classes);
     return -1;
   }
-  static const int tv_depth[] = {18, 34, 50, 101, 152};
-  static const int tv_blocks[][4] = {{2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}, {3, 8, 36, 3}};
-  int tv = -1;
-  for (int i = 0; i < 5; i++)
-    if (depth == tv_depth[i]) tv = i;
-  if (tv < 0 && (depth < 8 || (depth - 2) % 6)) goto unknown;
   if (nn_table_init(t, in_c, in_h, in_w)) {
     snprintf(err, errcap, "out of memory");
     return -1;
@@ -199,10 +236,6 @@ int nn_table_resnet(nn_table *t, const char *model, int in_c, int in_h, int in_w
     return -1;
   }
   return 0;
-unknown:
-  snprintf(err, errcap, "unknown model '%s' (resnet18/34/50/101/152, resnet<6n+2> e.g. resnet20, optional -wN width)",
-           model ? model : "(null)");
-  return -1;
 }
 
 int nn_model_param_count(const char *model, int in_c, int in_h, int in_w, int classes,

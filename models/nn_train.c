@@ -93,7 +93,10 @@ typedef struct {
   int64_t lastb_step;         /* the step they belong to */
   int lastb_traced;           /* in the trace, or not for it: each traced step's buckets go in once */
   /* overlap_step */
-  int hooked;                 /* the net calls on_forward */
+  int hooked;                 /* overlap_step's forward hook is on */
+  int fwd_hook;               /* the net calls on_forward (overlap_step, alive) */
+  int alive;                  /* alone while others wait: the step calls on_alive too */
+  int alive_failed;           /* on_alive stopped the run inside backward, which goes on */
   int ostep;                  /* overlapping from this step on (after the warm-up's profile) */
   int pending;                /* the last step's update is still to be applied, layer by layer */
   nn_sgd_opts pso;            /* its options */
@@ -160,11 +163,20 @@ static void trace_buckets(train_state *s, double origin) {
   }
 }
 
-/* Backward's progress: to the reducer, and a span per layer into the trace. */
+/* Alone while other ranks wait (alive): a step longer than their timeout must not look like a dead
+ * rank 0, so the step says it is alive between layers (on_alive rate-limits). Backward cannot be
+ * stopped: a failure there stops the run at the step's end. */
+static int step_alive(train_state *s) {
+  if (s->alive && !s->alive_failed && s->o->on_alive(s->o->ctx)) s->alive_failed = 1;
+  return s->alive_failed ? -1 : 0;
+}
+
+/* Backward's progress: to the reducer, a span per layer into the trace, and alive. */
 static void on_ready(void *ctx, int layer, size_t ready) {
   train_state *s = ctx;
   if (!s->begun) begin_step(s);
   nn_reducer_ready(s->red, ready);
+  step_alive(s);
   if (s->tracing && layer >= 0) {
     double t = tr_now();
     char name[24];
@@ -174,10 +186,14 @@ static void on_ready(void *ctx, int layer, size_t ready) {
   }
 }
 
-/* overlap_step: a layer's forward is about to read its parameters: the last step's update of
- * them, once their buckets are reduced. */
+/* A layer's forward is about to read its parameters: alive, and with overlap_step the last
+ * step's update of them, once their buckets are reduced. */
 static int on_forward(void *ctx, int layer, size_t off, size_t count, char *err, size_t cap) {
   train_state *s = ctx;
+  if (step_alive(s)) {
+    snprintf(err, cap, "stopped during step %lld", (long long)s->tstep);
+    return -1;
+  }
   if (!s->pending) return 0;
   double w = 0, t = tr_now();
   char rerr[1024];
@@ -504,8 +520,11 @@ static int set_front(train_state *s, size_t count) {
   if (rc) return -1;
   size_t front = f >= (double)count ? count : f > 0 ? (size_t)f : 0;
   if (s->o->overlap_step == NN_OSTEP_AUTO && best >= (double)count) {
-    nn_net_on_forward(s->o->net, NULL, NULL); /* backward hides the all-reduce: stay off */
-    s->hooked = 0;
+    s->hooked = 0; /* backward hides the all-reduce: stay off */
+    if (!s->alive) {
+      nn_net_on_forward(s->o->net, NULL, NULL);
+      s->fwd_hook = 0;
+    }
     return 0;
   }
   if (nn_reducer_set_front(s->red, front) || ts_buckets(s))
@@ -540,8 +559,12 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
                         .overlap = o->overlap, .scale_in_sgd = 1, .wire_alloc = o->wire_alloc};
   if (nn_reducer_create(&s.red, &ro, grads, np, err, errcap)) return -1;
   nn_net_on_grad_ready(o->net, on_ready, &s);
-  /* a GPU net cannot stop its forward layer by layer: it drains every step */
-  s.hooked = o->overlap_step && nn_net_on_forward(o->net, on_forward, &s) == 0;
+  /* the others are not in this loop but wait outside it; with a boot they are in every step */
+  s.alive = !o->boot && o->on_alive;
+  /* a GPU net cannot stop its forward layer by layer: it drains every step (and is alive from
+   * backward only) */
+  s.fwd_hook = (o->overlap_step || s.alive) && nn_net_on_forward(o->net, on_forward, &s) == 0;
+  s.hooked = o->overlap_step && s.fwd_hook;
 
   nn_loader_opts lo = o->loader;
   lo.rank = o->same_data || s.world == 1 ? 0 : o->rank;
@@ -603,6 +626,10 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     s.hook_wait = s.hook_opt = 0;
     if (!s.ostep) begin_step(&s);
     if (nn_net_train_step(o->net, b.x, b.labels, b.n, &loss, &correct, &tm, err, errcap)) goto out;
+    if (s.alive_failed) {
+      snprintf(err, errcap, "stopped during step %lld", (long long)gstep + 1);
+      goto out;
+    }
     if (!s.begun) begin_step(&s);
     so.lr = (float)nn_lr_at(&o->sched, gstep);
     int epoch_end = b.step + 1 == o->steps_per_epoch;
@@ -750,7 +777,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   rc = 0;
 out:
   nn_net_on_grad_ready(o->net, NULL, NULL);
-  if (s.hooked) nn_net_on_forward(o->net, NULL, NULL);
+  if (s.fwd_hook) nn_net_on_forward(o->net, NULL, NULL);
   nn_loader_destroy(loader);
   nn_reducer_destroy(s.red);
   ts_free(&s);

@@ -129,8 +129,10 @@ typedef struct {
   void *ctx;
   int (*on_step)(void *ctx, const nn_step_rec *ranks, int n);
   int (*on_eval)(void *ctx, const nn_eval_rec *e);
-  /* rank 0 during an evaluation, after each batch: ranks that wait for it alone can be told it
-     is alive (a long test set outlasted their timeout) */
+  /* rank 0 during an evaluation, after each batch, and with boot NULL (one process training
+     alone) during each step too, between layers: ranks that wait for it alone can be told it is
+     alive (a long step or test set outlasted their timeout). Called often: the hook rate-limits.
+     Never inside a step with a boot, where every rank is in the step. */
   int (*on_alive)(void *ctx);
   /* the trace: the first trace_steps measured steps of every rank, handed to rank 0 at the end
      (0: no trace; collective) */
