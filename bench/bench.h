@@ -88,6 +88,9 @@ int bench_transport_check(coll_transport_kind tk, const char *usage);
  * the list holds mpi (the ranks then start through mpirun). */
 int bench_parse_transports(const char *list, coll_transport_kind *out, int max, int *n,
                            int *want_mpi, const char *usage);
+/* --algo's comma list into out (at most max): 0 with the count in *n, or 2 after a usage
+ * error naming the unknown algorithm. */
+int bench_parse_algos(const char *list, coll_algo *out, int max, int *n, const char *usage);
 /* -n N: bench_relaunch with the shared flags. */
 int bench_rank_relaunch(const bench_rank_opts *r, int argc, char **argv, int use_mpirun);
 

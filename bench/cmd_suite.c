@@ -496,18 +496,11 @@ int bench_cmd_suite(int argc, char **argv) {
   /* training uses ring, the train command's own, when it is measured, else the first measured */
   char talgo[32] = "";
   {
-    char *items[16], *store = NULL;
-    int na = bench_split_list(algos, items, 16, &store);
-    coll_algo a;
-    if (na <= 0) rc = bench_usage_error(suite_usage, "--algo: empty or too long list");
-    for (int i = 0; i < na && !rc; i++) {
-      if (coll_algo_parse(items[i], &a))
-        rc = bench_usage_error(suite_usage, "--algo: unknown algorithm '%s'", items[i]);
-      else if (i == 0 || !strcmp(items[i], "ring"))
-        snprintf(talgo, sizeof talgo, "%s", items[i]);
-    }
-    free(store);
-    if (rc) goto out;
+    coll_algo al[16];
+    int na;
+    if ((rc = bench_parse_algos(algos, al, 16, &na, suite_usage))) goto out;
+    for (int i = 0; i < na; i++)
+      if (i == 0 || al[i].kind == COLL_ALGO_RING) coll_algo_format(talgo, sizeof talgo, al[i]);
   }
   char rates[SUITE_MAX_RATES][32];
   int nrates = 0;

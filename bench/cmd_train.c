@@ -622,23 +622,16 @@ static int make_pairs(train_pair *pairs, const train_args *a, int size, coll_tra
     if (coll_transport_built(COLL_UCX)) strcat(deflt, ",ucx");
     tl = size > 1 ? deflt : "none";
   }
-  char *items[TRAIN_MAX_PAIRS], *store = NULL, *aitems[16], *astore = NULL;
-  int nt = bench_split_list(tl, items, TRAIN_MAX_PAIRS, &store);
-  int na = bench_split_list(a->algos, aitems, 16, &astore);
-  int np = 0;
+  char *items[TRAIN_MAX_PAIRS], *store = NULL;
+  int nt = bench_split_list(tl, items, TRAIN_MAX_PAIRS, &store), na, np = 0;
+  coll_algo algos[16];
   *ntk = 0;
   *want_mpi = 0;
-  if (nt <= 0 || na <= 0) {
-    *rc = bench_usage_error(train_usage, nt <= 0 ? "--transport: empty or too long list"
-                                                 : "--algo: empty or too long list");
+  if (nt <= 0) {
+    *rc = bench_usage_error(train_usage, "--transport: empty or too long list");
     goto fail;
   }
-  coll_algo algos[16];
-  for (int j = 0; j < na; j++)
-    if (coll_algo_parse(aitems[j], &algos[j])) {
-      *rc = bench_usage_error(train_usage, "--algo: unknown algorithm '%s'", aitems[j]);
-      goto fail;
-    }
+  if ((*rc = bench_parse_algos(a->algos, algos, 16, &na, train_usage))) goto fail;
   for (int i = 0; i < nt; i++) {
     /* every pair gets a row and a communicator: more than the table holds is refused, not cut */
     if (np + (strcmp(items[i], "none") ? na : 1) > TRAIN_MAX_PAIRS) {
@@ -665,11 +658,9 @@ static int make_pairs(train_pair *pairs, const train_args *a, int size, coll_tra
     }
   }
   free(store);
-  free(astore);
   return np;
 fail:
   free(store);
-  free(astore);
   return -1;
 }
 

@@ -208,6 +208,19 @@ int bench_parse_transports(const char *list, coll_transport_kind *out, int max, 
   return rc;
 }
 
+int bench_parse_algos(const char *list, coll_algo *out, int max, int *n, const char *usage) {
+  char *items[64], *store = NULL;
+  int got = bench_split_list(list, items, max < 64 ? max : 64, &store), rc = 0;
+  *n = 0;
+  if (got <= 0) rc = bench_usage_error(usage, "--algo: empty or too long list");
+  for (int i = 0; i < got && !rc; i++)
+    if (coll_algo_parse(items[i], &out[i]))
+      rc = bench_usage_error(usage, "--algo: unknown algorithm '%s'", items[i]);
+  free(store);
+  if (!rc) *n = got;
+  return rc;
+}
+
 int bench_rank_relaunch(const bench_rank_opts *r, int argc, char **argv, int use_mpirun) {
   if (r->mpirun_args && !use_mpirun) /* accepted and dropped, it once looked applied */
     return bench_error("--mpirun-args: -n starts these ranks without mpirun (no mpi transport), so "
