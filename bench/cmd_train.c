@@ -3,11 +3,13 @@
  * the pairs train and the records; the loop, the reducer, evaluation and checkpoints are models'
  * (nn_train.c). Files: train.csv (a row per pair, and for one rank alone), train_steps.csv (a
  * row per step and rank), train_eval.csv, train_buckets.csv, run.json. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -79,8 +81,9 @@ static const char train_usage[] =
     "  --eval-every N       test-set evaluation every N epochs, 0 never [1]\n"
     "  --target-acc X       report the time to this test accuracy, and stop there\n"
     "  --no-stop-at-target  keep training after reaching --target-acc\n"
-    "  --save FILE          checkpoint at every epoch end and at the end\n"
-    "  --resume FILE        continue from a checkpoint (its seed and data position)\n"
+    "  --save FILE          checkpoint at every epoch end and at the end (no one-rank run)\n"
+    "  --resume FILE        continue from a checkpoint (its seed and data position; no one-rank\n"
+    "                       run)\n"
     "  --log-every N        step log period [20]\n"
     "  --prefetch N         batches the loader prepares ahead [2]\n"
     "  --out DIR            run directory [results/<UTC>-train]\n";
@@ -101,7 +104,7 @@ typedef struct {
   long batch, epochs, steps, warmup_steps, threads, ref_batch, eval_every, log_every, prefetch;
   long crop_pad; /* -1: the data's default */
   double lr, momentum, wd, warmup_epochs, target_acc, gamma;
-  int nesterov, augment, stop_at_target, epochs_given;
+  int nesterov, augment, stop_at_target, epochs_given, seed_given;
   uint64_t seed;
 } train_args;
 
@@ -257,6 +260,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
       if (bench_parse_size(optarg, &s) != 0 || strpbrk(optarg, "kKmMgGiBb"))
         BAD("bad value '%s' for --seed (a non-negative integer)", optarg);
       a->seed = s;
+      a->seed_given = 1;
       break;
     }
     case O_NOAUG: a->augment = 0; break;
@@ -458,7 +462,8 @@ static int on_eval(void *ctx, const nn_eval_rec *ev) {
 }
 
 /* Chrome trace events ("X" spans in microseconds): one process per rank and pair, a thread for
- * compute and one for communication. The file is rewritten after every pair. */
+ * compute and one for communication. Only gathered here: the file is rewritten after the pair's
+ * row is written (write_trace), so a trace that cannot be written loses no row. */
 static int on_trace(void *ctx, const nn_trace_ev *ev, size_t n) {
   train_ctx *x = ctx;
   if (!x->trace && !(x->trace = cJSON_CreateArray())) return bench_error("out of memory");
@@ -489,13 +494,65 @@ static int on_trace(void *ctx, const nn_trace_ev *ev, size_t n) {
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(e, "args"), "step", (double)ev[i].step);
     cJSON_AddItemToArray(x->trace, e);
   }
+  return 0;
+}
+
+/* The trace so far into --trace (rank 0, after each pair's row). 0, or -1 after saying why. */
+static int write_trace(train_ctx *x) {
+  if (!x->a->trace || !x->trace) return 0;
   cJSON *doc = cJSON_CreateObject();
+  if (!doc) return bench_error("out of memory");
   cJSON_AddItemReferenceToObject(doc, "traceEvents", x->trace);
   cJSON_AddStringToObject(doc, "displayTimeUnit", "ms");
   char err[512];
   int rc = res_json_write_file(x->a->trace, doc, err, sizeof err);
   cJSON_Delete(doc);
   return rc ? bench_error("--trace: %s", err) : 0;
+}
+
+/* Whether rank 0 goes on (ok 1), told to every rank: a step only rank 0 does (the run directory,
+ * its files, a pair's row) fails on every rank alike, rank 0 having said why, instead of leaving
+ * the others to fail later on a vanished peer. 1 or 0; 0 also after a failed exchange (said). */
+static int rank0_ok(train_ctx *x, int ok) {
+  if (x->size < 2) return ok;
+  int32_t mine = ok, *all = calloc((size_t)x->size, sizeof *all);
+  coll_err e = {{0}};
+  if (!all) {
+    bench_error("out of memory");
+    return 0;
+  }
+  int rc = coll_boot_allgather(x->boot, all, &mine, sizeof mine, &e);
+  if (rc) bench_error("%s", e.msg);
+  ok = !rc && all[0];
+  free(all);
+  return ok;
+}
+
+/* --trace and --save before anything trains (rank 0, which writes them): their directory must
+ * exist and take files (both write FILE.tmp, then rename it), and an existing FILE must be a
+ * writable file. 0, or -1 after saying why. */
+static int out_file_check(const char *flag, const char *path) {
+  if (!path) return 0;
+  char d[4096];
+  const char *slash = strrchr(path, '/');
+  if (!*path || (slash && !slash[1]))
+    return bench_error("%s '%s': not a file name", flag, path);
+  if (strlen(path) >= sizeof d) return bench_error("%s: path too long", flag);
+  if (!slash) snprintf(d, sizeof d, ".");
+  else if (slash == path) snprintf(d, sizeof d, "/");
+  else snprintf(d, sizeof d, "%.*s", (int)(slash - path), path);
+  struct stat st;
+  if (stat(d, &st) != 0)
+    return bench_error("%s %s: directory '%s': %s", flag, path, d, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return bench_error("%s %s: '%s' is not a directory", flag, path, d);
+  if (access(d, W_OK | X_OK) != 0)
+    return bench_error("%s %s: directory '%s' is not writable: %s", flag, path, d, strerror(errno));
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return bench_error("%s %s: is a directory", flag, path);
+    if (access(path, W_OK) != 0)
+      return bench_error("%s %s: not writable: %s", flag, path, strerror(errno));
+  }
+  return 0;
 }
 
 /* The pair's train.csv row and its buckets (rank 0). */
@@ -632,13 +689,32 @@ static int make_pairs(train_pair *pairs, const train_args *a, int size, coll_tra
     goto fail;
   }
   if ((*rc = bench_parse_algos(a->algos, algos, 16, &na, train_usage))) goto fail;
-  for (int i = 0; i < nt; i++) {
-    /* every pair gets a row and a communicator: more than the table holds is refused, not cut */
-    if (np + (strcmp(items[i], "none") ? na : 1) > TRAIN_MAX_PAIRS) {
-      *rc = bench_usage_error(train_usage, "--transport x --algo: more than %d pairs", TRAIN_MAX_PAIRS);
-      goto fail;
+  /* a pair twice trains twice into rows that cannot be told apart: refused, as allreduce and
+   * p2p refuse a transport twice; ps and ps:1 are one server alike */
+  for (int i = 0; i < na; i++)
+    for (int j = 0; j < i; j++) {
+      int pi = algos[i].kind == COLL_ALGO_PS && algos[i].param < 1 ? 1 : algos[i].param;
+      int pj = algos[j].kind == COLL_ALGO_PS && algos[j].param < 1 ? 1 : algos[j].param;
+      if (algos[i].kind == algos[j].kind && pi == pj) {
+        char an[32];
+        coll_algo_format(an, sizeof an, algos[i]);
+        *rc = bench_usage_error(train_usage, "algorithm '%s' given twice", an);
+        goto fail;
+      }
     }
+  /* every pair gets a row and a communicator: more than the table holds is refused, not cut */
+  int total = 0, seen_none = 0;
+  for (int i = 0; i < nt; i++) total += strcmp(items[i], "none") ? na : 1;
+  if (total > TRAIN_MAX_PAIRS) {
+    *rc = bench_usage_error(train_usage, "--transport x --algo: more than %d pairs", TRAIN_MAX_PAIRS);
+    goto fail;
+  }
+  for (int i = 0; i < nt; i++) {
     if (!strcmp(items[i], "none")) {
+      if (seen_none++) {
+        *rc = bench_usage_error(train_usage, "transport 'none' given twice");
+        goto fail;
+      }
       pairs[np++] = (train_pair){.role = ROLE_NONE, .tname = "none", .aname = "-"};
       continue;
     }
@@ -647,6 +723,11 @@ static int make_pairs(train_pair *pairs, const train_args *a, int size, coll_tra
       *rc = bench_usage_error(train_usage, "--transport: unknown transport '%s'", items[i]);
       goto fail;
     }
+    for (int j = 0; j < *ntk; j++)
+      if (tks[j] == tk) {
+        *rc = bench_usage_error(train_usage, "transport '%s' given twice", coll_transport_name(tk));
+        goto fail;
+      }
     if ((*rc = bench_transport_check(tk, train_usage))) goto fail;
     tks[(*ntk)++] = tk;
     *want_mpi |= tk == COLL_MPI;
@@ -708,6 +789,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   nn_arena_alloc galloc;
   /* a resumed run continues the checkpoint's data order, so its seed wins */
   nn_ckpt_info have = {0};
+  uint64_t seed_given = a->seed;
   if (a->resume) {
     if (nn_ckpt_read_info(a->resume, &have, err, sizeof err) != 0) return bench_error("%s", err);
     a->seed = have.seed;
@@ -733,6 +815,15 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     goto out;
   }
   int do_single = x.size > 1 && !a->no_single && !a->save && !a->resume;
+  /* the files only rank 0 writes, checked before anything trains: a bad --trace used to fail
+   * after the first pair trained, a bad --save at the first epoch's end */
+  if (!rank0_ok(&x, x.rank != 0 || (!out_file_check("--trace", a->trace) &&
+                                     !out_file_check("--save", a->save))))
+    goto out;
+  if (x.rank == 0 && a->resume && a->seed_given && seed_given != have.seed)
+    fprintf(stderr, "train: warning: --seed %llu ignored: checkpoint %s continues with its own seed %llu "
+            "(its data order and augmentation)\n", (unsigned long long)seed_given, a->resume,
+            (unsigned long long)have.seed);
   if (a->model_from && x.rank == 0 && bench_model_load(&x.model, a->model_from, err, sizeof err)) {
     status = bench_usage_error(train_usage, "--model-from: %s", err);
     goto out;
@@ -825,10 +916,8 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
       goto out;
     }
   }
-  if (x.rank == 0) {
-    if (bench_run_begin(&x.run, a->r.out, "train", argc, argv) != 0) goto out;
-    have_run = 1;
-  }
+  if (x.rank == 0 && bench_run_begin(&x.run, a->r.out, "train", argc, argv) == 0) have_run = 1;
+  if (!rank0_ok(&x, x.rank != 0 || have_run)) goto out; /* rank 0 said why */
   if (bench_run_world(&x.run, x.boot, bind_desc)) goto out;
   /* rank 0's weights for everyone (they start alike from the seed; a resumed or changed rank
    * would not), then kept to restart every pair from */
@@ -848,6 +937,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   float *init_mom = a->resume ? malloc(x.np * sizeof *init_mom) : NULL;
   if (init_mom) memcpy(init_mom, mom, x.np * sizeof *init_mom);
 
+  int ready = 1; /* rank 0: run.json and the tables */
   if (x.rank == 0) {
     cJSON *tj = cJSON_AddObjectToObject(x.run.meta, "train");
     cJSON_AddStringToObject(tj, "model", a->model);
@@ -877,18 +967,26 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     for (int t = 0; fj && t < ntk; t++)
       if (comms[t]) cJSON_AddStringToObject(fj, coll_transport_name(tks[t]), coll_comm_fabric(comms[t]));
     if (a->resume) cJSON_AddStringToObject(tj, "resumed_from", a->resume);
-    if (bench_run_write(&x.run) != 0) goto out;
-    if (res_table_open_schema(&x.tsteps, x.run.dir, res_schema_train_steps(), err, sizeof err) ||
-        res_table_open_schema(&x.teval, x.run.dir, res_schema_train_eval(), err, sizeof err) ||
-        res_table_open_schema(&x.trun, x.run.dir, res_schema_train(), err, sizeof err) ||
-        res_table_open_schema(&x.tbuckets, x.run.dir, res_schema_train_buckets(), err, sizeof err)) {
+    if (bench_run_write(&x.run) != 0) ready = 0;
+    else if (res_table_open_schema(&x.tsteps, x.run.dir, res_schema_train_steps(), err, sizeof err) ||
+             res_table_open_schema(&x.teval, x.run.dir, res_schema_train_eval(), err, sizeof err) ||
+             res_table_open_schema(&x.trun, x.run.dir, res_schema_train(), err, sizeof err) ||
+             res_table_open_schema(&x.tbuckets, x.run.dir, res_schema_train_buckets(), err, sizeof err)) {
       bench_error("%s", err);
-      goto out;
+      ready = 0;
     }
+  }
+  if (!rank0_ok(&x, ready)) goto out; /* rank 0 said why */
+  if (x.rank == 0) {
     printf("train: %s (%zu params, %s) on %s %s, %lld images, %d rank(s) x batch %ld, %ld "
            "thread(s), %s%s\n",
            a->model, x.np, nn_net_backend(x.net), x.dname, x.shape, (long long)x.train.n, x.size,
            a->batch, a->threads, x.run.dir, a->resume ? " (from checkpoint)" : "");
+    /* the one-rank run would need its own checkpoints (and a resumed one cannot continue the
+     * ranks' data position): said, since it leaves scaling_eff empty */
+    if (x.size > 1 && !a->no_single && !do_single)
+      printf("# no one-rank run, so no scaling_eff: --save and --resume continue one training of "
+             "%d ranks (run without them for the scaling figure)\n", x.size);
     fflush(stdout);
   }
 
@@ -1017,7 +1115,10 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
       }
       if (p->role == ROLE_NONE) x.none_ips = r.images_per_s;
     }
-    if (x.rank == 0 && write_result(&x, &r, &so, &sched, epochs)) failed = 1;
+    /* the row before the trace: a trace that cannot be written loses no row */
+    int wrc = x.rank == 0 ? write_result(&x, &r, &so, &sched, epochs) : 0;
+    if (x.rank == 0 && write_trace(&x)) wrc = -1;
+    if (!rank0_ok(&x, !wrc)) failed = 1; /* every rank stops alike */
   }
   free(init_mom);
   if (x.rank == 0) {

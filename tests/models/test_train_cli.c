@@ -462,6 +462,115 @@ static void test_bad_checkpoints(void **state) {
   assert_false(exists("C2"));
 }
 
+/* A transport or algorithm given twice trained the same pair twice, into rows that could not be
+ * told apart: refused as a usage error, as allreduce and p2p refuse a transport twice (ps and
+ * ps:1 are one server alike). */
+static void test_repeated_pairs(void **state) {
+  (void)state;
+  char out[16384];
+  const struct {
+    const char *args, *msg;
+  } cases[] = {
+      {"--transport tcp,tcp", "transport 'tcp' given twice"},
+      {"--transport none,tcp,none", "transport 'none' given twice"},
+      {"--transport tcp --algo ring,ring", "algorithm 'ring' given twice"},
+      {"--transport tcp --algo ps:4,rd,ps:4", "algorithm 'ps:4' given twice"},
+      {"--transport tcp --algo ps,ps:1", "algorithm 'ps' given twice"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int rc = train(out, sizeof out, "-n 2 %s --model resnet8-w2 --data synthetic:1x8x8:4:64 --batch 8 --steps 1"
+                   " --threads 1 --eval-every 0 --no-single --out repeated", cases[i].args);
+    expect(rc, out, 2, cases[i].msg);
+    expect(rc, out, 2, "usage: fabench train");
+    assert_false(exists("repeated"));
+  }
+  /* different servers are different pairs */
+  int rc = train(out, sizeof out, "-n 2 --transport tcp --algo ps,ps:2 --model resnet8-w2 --data synthetic:1x8x8:4:64"
+                 " --batch 8 --steps 1 --threads 1 --eval-every 0 --no-single --out twops");
+  expect(rc, out, 0, "train:");
+  char csv[600];
+  snprintf(csv, sizeof csv, "%s/twops/train.csv", dir);
+  assert_int_equal(csv_rows(csv), 2);
+}
+
+/* The files only rank 0 writes are checked before anything trains: a bad --trace failed after the
+ * first pair trained (and lost its row), a bad --save at the first epoch's end, with rank 1 adding
+ * "Connection reset by peer". Every rank stops alike, rank 0 saying why once; an unwritable --out
+ * too (rank 1 said "bootstrap exchange ... Connection reset by peer"). */
+static void test_out_files_first(void **state) {
+  (void)state;
+  char out[65536], f[600];
+  const char *small = "--model resnet8-w2 --data synthetic:1x8x8:4:64 --batch 8 --steps 4 --threads 1 --eval-every 0";
+  snprintf(f, sizeof f, "%s/plainfile", dir);
+  FILE *fp = fopen(f, "w");
+  assert_non_null(fp);
+  fclose(fp);
+  const struct {
+    const char *np, *args, *msg;
+  } cases[] = {
+      {"-n 2 --transport tcp", "--trace nodir/x.json", "--trace nodir/x.json: directory 'nodir': No such file"},
+      {"-n 2 --transport tcp", "--save nodir/ck.bin", "--save nodir/ck.bin: directory 'nodir': No such file"},
+      {"-n 2 --transport none,tcp", "--trace plainfile/x.json", "'plainfile' is not a directory"},
+      {"", "--save nodir/ck.bin", "--save nodir/ck.bin: directory 'nodir'"},
+      {"", "--trace .", "--trace .: is a directory"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int rc = train(out, sizeof out, "%s %s %s --out early", cases[i].np, small, cases[i].args);
+    expect(rc, out, 1, cases[i].msg);
+    assert_null(strstr(out, "step       1")); /* nothing trained */
+    assert_null(strstr(out, "reset by peer"));
+    assert_false(exists("early"));
+  }
+  int rc = train(out, sizeof out, "-n 2 --transport tcp %s --out plainfile/run", small);
+  expect(rc, out, 1, "cannot create directory");
+  assert_null(strstr(out, "reset by peer"));
+  assert_null(strstr(out, "bootstrap exchange"));
+
+  /* a trace that still fails to be written (FILE.tmp is a directory) loses no row: the pair's row
+   * is written first, and the ranks stop alike after it */
+  char tmpd[600], csv[600], v[64];
+  snprintf(tmpd, sizeof tmpd, "%s/late.json.tmp", dir);
+  assert_int_equal(mkdir(tmpd, 0755), 0);
+  rc = train(out, sizeof out, "-n 2 --transport tcp %s --warmup-steps 1 --trace late.json --out late", small);
+  expect(rc, out, 1, "--trace: cannot create");
+  assert_null(strstr(out, "reset by peer"));
+  assert_null(strstr(out, "dp     tcp")); /* stopped after the first pair */
+  snprintf(csv, sizeof csv, "%s/late/train.csv", dir);
+  assert_int_equal(csv_rows(csv), 1);
+  assert_int_equal(csv_get(v, sizeof v, csv, 0, "role"), 0);
+  assert_string_equal(v, "single");
+  rmdir(tmpd);
+}
+
+/* --save and --resume leave out the one-rank run (its own checkpoints; a resumed one cannot
+ * continue the ranks' data position): said, since scaling_eff stays empty. A resume's --seed
+ * that differs from the checkpoint's is said to be ignored. Both were silent. */
+static void test_resume_notes(void **state) {
+  (void)state;
+  char out[65536], csv[600];
+  const char *small = "--model resnet8-w2 --data synthetic:1x8x8:4:64 --batch 8 --threads 1 --eval-every 0";
+  const char *note = "# no one-rank run, so no scaling_eff";
+  expect(train(out, sizeof out, "-n 2 --transport tcp %s --steps 2 --save n2.ckpt --out notes1", small), out, 0, note);
+  snprintf(csv, sizeof csv, "%s/notes1/train.csv", dir);
+  assert_int_equal(csv_rows(csv), 1);
+  expect(train(out, sizeof out, "-n 2 --transport tcp %s --steps 3 --resume n2.ckpt --out notes2", small), out, 0, note);
+  /* asked for: nothing to say */
+  expect(train(out, sizeof out, "-n 2 --transport tcp %s --steps 2 --no-single --save n2.ckpt --out notes3",
+               small), out, 0, "train:");
+  assert_null(strstr(out, note));
+
+  expect(train(out, sizeof out, "%s --steps 2 --seed 9 --save n1.ckpt --out notes4", small), out, 0, "train:");
+  assert_null(strstr(out, note)); /* one process: there is no one-rank run to leave out */
+  const char *warn = "--seed 5 ignored: checkpoint n1.ckpt continues with its own seed 9";
+  expect(train(out, sizeof out, "%s --steps 4 --seed 5 --resume n1.ckpt --out notes5", small), out, 0, warn);
+  const char *lines = strstr(out, warn);
+  assert_null(strstr(lines + 1, warn)); /* once */
+  expect(train(out, sizeof out, "%s --steps 4 --seed 9 --resume n1.ckpt --out notes6", small), out, 0, "train:");
+  assert_null(strstr(out, "ignored"));
+  expect(train(out, sizeof out, "%s --steps 4 --resume n1.ckpt --out notes7", small), out, 0, "train:");
+  assert_null(strstr(out, "ignored"));
+}
+
 static int setup(void **state) {
   (void)state;
   bin = getenv("FABENCH_BIN");
@@ -492,7 +601,8 @@ int main(void) {
       cmocka_unit_test(test_tiny_run),        cmocka_unit_test(test_resume_bit_identical),
       cmocka_unit_test(test_bad_checkpoints), cmocka_unit_test(test_no_device_first),
       cmocka_unit_test(test_nothing_measured), cmocka_unit_test(test_single_eval_outlasts_timeout),
-      cmocka_unit_test(test_single_step_outlasts_timeout),
+      cmocka_unit_test(test_single_step_outlasts_timeout), cmocka_unit_test(test_repeated_pairs),
+      cmocka_unit_test(test_out_files_first), cmocka_unit_test(test_resume_notes),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
