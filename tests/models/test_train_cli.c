@@ -525,6 +525,12 @@ static void test_out_files_first(void **state) {
   expect(rc, out, 1, "cannot create directory");
   assert_null(strstr(out, "reset by peer"));
   assert_null(strstr(out, "bootstrap exchange"));
+  /* --model-from is rank 0's to read: the others stop with it */
+  rc = train(out, sizeof out, "-n 2 --transport tcp %s --model-from nodir/model.json --out early", small);
+  expect(rc, out, 2, "--model-from");
+  assert_null(strstr(out, "reset by peer"));
+  assert_null(strstr(out, "bootstrap exchange"));
+  assert_false(exists("early"));
 
   /* a trace that still fails to be written (FILE.tmp is a directory) loses no row: the pair's row
    * is written first, and the ranks stop alike after it */
