@@ -35,9 +35,12 @@ typedef struct {
   char host[COLL_HOST_MAX];
 } boot_hello;
 
+/* Rank 0's answer to a hello: accepted (the host table follows), rejected, or, to the ranks that
+ * joined, that the rendezvous failed (at rank 0's deadline, with the ranks missing). */
+enum { BOOT_ACCEPTED = 0, BOOT_REJECTED = 1, BOOT_FAILED = 2 };
 typedef struct {
   uint32_t magic;
-  int32_t status; /* 0: accepted */
+  int32_t status; /* BOOT_ACCEPTED, ... */
   char reason[192];
 } boot_reply;
 
@@ -147,7 +150,7 @@ static int boot_token_eq(const char *a, const char *b) {
 static int boot_hello_verdict(const coll_boot *b, boot_hello *h, const char *tok, boot_reply *rep) {
   h->token[BOOT_TOKEN_MAX - 1] = '\0';
   h->host[COLL_HOST_MAX - 1] = '\0';
-  rep->status = 1;
+  rep->status = BOOT_REJECTED;
   if (h->magic != BOOT_MAGIC_HELLO)
     snprintf(rep->reason, sizeof rep->reason, "not a fabench bootstrap hello");
   else if (h->version != BOOT_VERSION)
@@ -159,7 +162,7 @@ static int boot_hello_verdict(const coll_boot *b, boot_hello *h, const char *tok
   else if (h->rank <= 0 || h->rank >= b->size || b->fds[h->rank] >= 0)
     snprintf(rep->reason, sizeof rep->reason, "rank %d is invalid or already joined", h->rank);
   else
-    rep->status = 0;
+    rep->status = BOOT_ACCEPTED;
   return rep->status;
 }
 
@@ -173,6 +176,9 @@ typedef struct {
 
 #define BOOT_PENDING_MAX 64 /* more strangers than this at once: the oldest is dropped */
 #define BOOT_HELLO_S 5.0    /* how long one connection may take to say hello */
+/* How much longer than rank 0's deadline a rank that joined waits for rank 0's verdict: the
+ * time the verdict may take to arrive. */
+#define BOOT_VERDICT_GRACE_S 2.0
 
 static void boot_pending_drop(boot_pending *p, int *n, int i) {
   close(p[i].fd);
@@ -222,7 +228,7 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
       boot_reply rep = {.magic = BOOT_MAGIC_REPLY};
       if (p->got >= sizeof h->magic && h->magic != BOOT_MAGIC_HELLO) {
         /* garbage: no need to wait for the rest */
-        rep.status = 1;
+        rep.status = BOOT_REJECTED;
         snprintf(rep.reason, sizeof rep.reason, "not a fabench bootstrap hello");
       } else if (p->got < sizeof *h) {
         continue;
@@ -276,8 +282,24 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
   if (joined == size - 1) return 0;
   char missing[256] = "";
   size_t off = 0;
-  for (int r = 1; r < size && off < sizeof missing - 8; r++)
-    if (b->fds[r] < 0) off += (size_t)snprintf(missing + off, sizeof missing - off, " %d", r);
+  int nmissing = 0;
+  for (int r = 1; r < size; r++)
+    if (b->fds[r] < 0) {
+      nmissing++;
+      if (off < sizeof missing - 16) off += (size_t)snprintf(missing + off, sizeof missing - off, " %d", r);
+      else if (off < sizeof missing - 4) off += (size_t)snprintf(missing + off, sizeof missing - off, " ...");
+    }
+  /* the ranks that joined are waiting for the answer to their hello: tell them who is missing,
+   * else each fails with a closed connection that names no one. Best effort and without
+   * waiting: the first message on a connection fits in its empty socket buffer. */
+  boot_reply fail = {.magic = BOOT_MAGIC_REPLY, .status = BOOT_FAILED};
+  snprintf(fail.reason, sizeof fail.reason, "rank 0 (%.*s) reports rank%s%.*s missing after %d ms", 60, me,
+           nmissing > 1 ? "s" : "", 72, missing, b->timeout_ms);
+  for (int r = 1; r < size; r++)
+    if (b->fds[r] >= 0) {
+      ssize_t w = send(b->fds[r], &fail, sizeof fail, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)w;
+    }
   return coll_fail(e, "rank 0 (%s): %d of %d ranks joined the rendezvous at port %d within "
                       "%d ms; missing ranks:%s",
                    me, joined + 1, size, rport, b->timeout_ms, missing);
@@ -326,7 +348,9 @@ int coll_boot_join(coll_boot *b, int fd, const char *tok, double deadline, coll_
   rep.reason[sizeof rep.reason - 1] = '\0';
   if (rep.magic != BOOT_MAGIC_REPLY)
     return coll_fail(e, "rank %d (%s): %s did not answer as a fabench rank 0", rank, me, b->root_desc);
-  if (rep.status != 0)
+  if (rep.status == BOOT_FAILED)
+    return coll_fail(e, "rank %d (%s): rendezvous failed: %s", rank, me, rep.reason);
+  if (rep.status != BOOT_ACCEPTED)
     return coll_fail(e, "rank %d (%s): rank 0 at %s rejected this rank: %s", rank, me,
                      b->root_desc, rep.reason);
   if (coll_sock_recv_all(fd, b->hosts, (size_t)size * COLL_HOST_MAX, deadline, err, sizeof err) != 0)
@@ -408,7 +432,7 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
       return rc;
     }
     close(lfd);
-    boot_reply ok = {.magic = BOOT_MAGIC_REPLY, .status = 0};
+    boot_reply ok = {.magic = BOOT_MAGIC_REPLY, .status = BOOT_ACCEPTED};
     for (int r = 1; r < size; r++) {
       if (coll_sock_send_all(b->fds[r], &ok, sizeof ok, deadline, err, sizeof err) != 0 ||
           coll_sock_send_all(b->fds[r], b->hosts, (size_t)size * COLL_HOST_MAX, deadline, err, sizeof err) != 0)
@@ -416,9 +440,19 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
     }
   } else {
     int fd;
-    if (coll_sock_connect(rhost, rport, deadline, &fd, err, sizeof err) != 0)
-      return coll_fail(e, "rank %d (%s): cannot reach rank 0 at %s: %s", rank, me, b->root_desc, err);
-    if (coll_boot_join(b, fd, tok, deadline, e) != 0) return -1;
+    if (coll_sock_connect(rhost, rport, deadline, &fd, err, sizeof err) != 0) {
+      /* refused every time: nothing listens there, a wrong address rather than a slow network */
+      int refused = errno == ECONNREFUSED;
+      return coll_fail(e, "rank %d (%s): cannot reach rank 0 at %s: %s%s%s%s", rank, me, b->root_desc, err,
+                       refused ? " (is rank 0 running, and is " : "",
+                       refused ? (root_var ? root_var : "FABENCH_ROOT") : "",
+                       refused ? " its address and port?)" : "");
+    }
+    /* rank 0 gives its verdict by its own deadline, at most the timeout after it began to
+     * listen, so before then: wait for it that long from now, also when this rank started
+     * earlier and its own deadline comes first (else it would fail naming no missing rank) */
+    double join_deadline = coll_sock_now() + b->timeout_ms / 1000.0 + BOOT_VERDICT_GRACE_S;
+    if (coll_boot_join(b, fd, tok, join_deadline, e) != 0) return -1;
   }
   boot_fill_locals(b);
   return 0;

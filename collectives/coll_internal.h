@@ -116,6 +116,14 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
  * -1 for this rank's own entries; it takes and closes them. No spinning. */
 int coll_tcp_from_fds(coll_transport **out, const coll_comm *c, int streams, const int *fds,
                       coll_err *e);
+/* The tcp transport's listening side (apart for tests): accepts on lfd the connections of the
+ * ranks above `rank` and reads every one's hello at once, each into fds[r * streams + s] (the
+ * entries still -1 are the ones waited for). A connection whose hello is not whole within
+ * hello_s seconds, or is wrong, or repeats a (rank, stream) already seen, is closed and the wait
+ * goes on. 0 when every one has come; -1 with the cause in err at the deadline (the fds found
+ * stay). Times are coll_sock_now() seconds. */
+int coll_tcp_accept_hellos(int *fds, int lfd, int rank, int size, int streams, double deadline,
+                           double hello_s, char *err, size_t cap);
 int coll_nccl_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
                    coll_err *e);
 /* transport_nccl.c: is there a CUDA device; the library's version for coll_versions (returns

@@ -172,9 +172,13 @@ int coll_sock_connect(const char *host, int port, double deadline, int *fd, char
   int rc = getaddrinfo(host, ps, &hints, &res);
   if (rc != 0) {
     snprintf(err, cap, "cannot resolve %s: %s", host, gai_strerror(rc));
+    errno = EHOSTUNREACH; /* no address at all: never to be taken for a refusal */
     return -1;
   }
+  /* the last answer a try got: a try the deadline cut short tells nothing, and must not turn
+   * "refused every time" (a wrong port) into "timed out" (a slow network) */
   int last = 0;
+  double start = coll_sock_now();
   for (;;) {
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
       int s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -182,11 +186,11 @@ int coll_sock_connect(const char *host, int port, double deadline, int *fd, char
         last = errno;
         continue;
       }
-      int r = connect(s, ai->ai_addr, ai->ai_addrlen);
+      int r = connect(s, ai->ai_addr, ai->ai_addrlen), cut = 0;
       if (r != 0 && errno == EINPROGRESS) {
         struct pollfd p = {.fd = s, .events = POLLOUT};
-        int ms = coll_sock_ms_left(deadline);
-        int n = ms ? poll(&p, 1, ms < 1000 ? ms : 1000) : 0;
+        int ms = coll_sock_ms_left(deadline), wait = ms < 1000 ? ms : 1000;
+        int n = ms ? poll(&p, 1, wait) : 0;
         if (n == 1) {
           int soerr = 0;
           socklen_t sl = sizeof soerr;
@@ -196,6 +200,7 @@ int coll_sock_connect(const char *host, int port, double deadline, int *fd, char
         } else {
           r = -1;
           errno = ETIMEDOUT;
+          cut = wait < 1000; /* the deadline, not the peer, ended this try */
         }
       }
       if (r == 0 && sock_self_connected(s)) {
@@ -214,17 +219,26 @@ int coll_sock_connect(const char *host, int port, double deadline, int *fd, char
         *fd = s;
         return 0;
       }
-      last = errno;
+      if (!cut || !last) last = errno;
       close(s);
     }
-    if (coll_sock_now() >= deadline) break;
+    double left = deadline - coll_sock_now();
+    if (left <= 0) break;
     /* the listener may not be up yet: retry shortly */
-    struct timespec ts = {0, 50 * 1000 * 1000};
+    double nap = left < 0.05 ? left : 0.05;
+    struct timespec ts = {0, (long)(nap * 1e9)};
     nanosleep(&ts, NULL);
   }
   freeaddrinfo(res);
-  snprintf(err, cap, "cannot connect to %s:%d: %s (gave up at the timeout)", host, port,
-           strerror(last ? last : ETIMEDOUT));
+  double took = coll_sock_now() - start;
+  if (!last) last = ETIMEDOUT;
+  if (last == ECONNREFUSED)
+    snprintf(err, cap, "connection refused by %s:%d for %.3g s", host, port, took);
+  else if (last == ETIMEDOUT)
+    snprintf(err, cap, "no answer from %s:%d within %.3g s", host, port, took);
+  else
+    snprintf(err, cap, "cannot connect to %s:%d: %s (tried for %.3g s)", host, port, strerror(last), took);
+  errno = last;
   return -1;
 }
 

@@ -14,7 +14,8 @@ int coll_sock_listen(const char *host, int port, int backlog, int *fd, int *boun
 int coll_sock_adopt_listener(const char *fd_text, int port, int *fd);
 /* Accepts one connection before the deadline. */
 int coll_sock_accept(int lfd, double deadline, int *fd, char *err, size_t cap);
-/* Connects to host:port, retrying refused connections until the deadline. */
+/* Connects to host:port, retrying refused connections until the deadline. On failure errno
+ * holds the last cause seen (ECONNREFUSED: nothing listens there), and err says it. */
 int coll_sock_connect(const char *host, int port, double deadline, int *fd, char *err, size_t cap);
 /* Sends/receives exactly n bytes before the deadline (blocking or non-blocking fd). Returns 0,
  * -1 on error/timeout with the cause in err; a closed peer is reported as such. */

@@ -39,6 +39,9 @@
  * wakes a reader whose window is closing (tcp_data_ready). */
 #define TCP_LOWAT_MAX (256 * 1024)
 
+/* len is the whole message's size, in every part's header: a part's own length alone would let
+ * a striped message pass as a smaller unstriped one (both ends cut a message alike, so the size
+ * and the connection it came on fix each part's place and length). */
 typedef struct {
   uint32_t magic, tag;
   uint64_t len;
@@ -147,7 +150,7 @@ static int tcp_post(coll_transport *tp, int peer, void *buf, size_t bytes, uint3
     if (is_send) {
       p->hdr.magic = TCP_MAGIC;
       p->hdr.tag = tag;
-      p->hdr.len = len;
+      p->hdr.len = bytes;
       p->hdr.seq = c->send_seq++;
       p->hdr.check = tcp_check(&p->hdr);
       if (c->sq_tail) c->sq_tail->next = p;
@@ -256,11 +259,11 @@ static int tcp_progress_recv(tcp_transport *t, tcp_conn *c, coll_err *e, int *er
                        t->base.rank, tcp_host(t, t->base.rank), c->peer, tcp_host(t, c->peer));
         return moved;
       }
-      if (x->seq != c->recv_seq || x->tag != p->req->tag || x->len != p->len) {
+      if (x->seq != c->recv_seq || x->tag != p->req->tag || x->len != p->req->bytes) {
         *err = tcp_die(t, e, "rank %d (%s): protocol mismatch with rank %d (%s): got message seq %u tag 0x%x "
                              "of %llu bytes, expected seq %u tag 0x%x of %zu bytes",
                        t->base.rank, tcp_host(t, t->base.rank), c->peer, tcp_host(t, c->peer), x->seq, x->tag,
-                       (unsigned long long)x->len, c->recv_seq, p->req->tag, p->len);
+                       (unsigned long long)x->len, c->recv_seq, p->req->tag, p->req->bytes);
         return moved;
       }
       c->recv_seq++;
@@ -407,6 +410,118 @@ typedef struct {
   int32_t rank, stream, size;
 } tcp_hello;
 
+/* A connection at the listener whose hello is still arriving. */
+typedef struct {
+  int fd;
+  size_t got;
+  double deadline; /* dropped then if its hello is not whole */
+  tcp_hello h;
+} tcp_pending;
+
+#define TCP_PENDING_EXTRA 64 /* strangers held at once beyond the expected connections */
+
+/* Drops entry i, keeping the others in the order they came. */
+static void tcp_pending_drop(tcp_pending *p, int *n, int i) {
+  close(p[i].fd);
+  memmove(&p[i], &p[i + 1], (size_t)(*n - i - 1) * sizeof *p);
+  (*n)--;
+}
+
+/* Reads what entry i has sent. 1: a whole hello of an expected connection, now in fds; -1: it
+ * failed, closed or said something wrong (dropped); 0: not whole yet. */
+static int tcp_pending_read(tcp_pending *p, int *n, int i, int *fds, int me, int size, int streams) {
+  tcp_pending *q = &p[i];
+  ssize_t r = recv(q->fd, (char *)&q->h + q->got, sizeof q->h - q->got, MSG_DONTWAIT);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+  if (r <= 0) {
+    tcp_pending_drop(p, n, i);
+    return -1;
+  }
+  q->got += (size_t)r;
+  const tcp_hello *h = &q->h;
+  if (q->got >= sizeof h->magic && h->magic != TCP_HELLO_MAGIC) { /* garbage: no need for the rest */
+    tcp_pending_drop(p, n, i);
+    return -1;
+  }
+  if (q->got < sizeof *h) return 0;
+  /* not one of ours, or a duplicate: the first of a (rank, stream) keeps its place */
+  if (h->size != size || h->rank <= me || h->rank >= size || h->stream < 0 || h->stream >= streams ||
+      fds[h->rank * streams + h->stream] >= 0) {
+    tcp_pending_drop(p, n, i);
+    return -1;
+  }
+  fds[h->rank * streams + h->stream] = q->fd;
+  q->fd = -1;
+  memmove(&p[i], &p[i + 1], (size_t)(*n - i - 1) * sizeof *p);
+  (*n)--;
+  return 1;
+}
+
+int coll_tcp_accept_hellos(int *fds, int lfd, int me, int size, int streams, double deadline, double hello_s,
+                           char *err, size_t cap) {
+  int want = 0;
+  for (int i = (me + 1) * streams; i < size * streams; i++) want += fds[i] < 0;
+  /* room for every expected connection at once, and a bounded number of strangers: when more
+   * come, the oldest stranger goes */
+  int room = want + TCP_PENDING_EXTRA, npend = 0, rc = -1;
+  tcp_pending *pend = malloc((size_t)room * sizeof *pend);
+  struct pollfd *pfd = malloc((size_t)(room + 1) * sizeof *pfd);
+  if (!pend || !pfd) {
+    snprintf(err, cap, "out of memory");
+    goto done;
+  }
+  coll_sock_set_nonblock(lfd);
+  while (want > 0) {
+    double now = coll_sock_now(), wake = deadline;
+    if (now >= deadline) {
+      snprintf(err, cap, "timed out waiting for a connection");
+      goto done;
+    }
+    /* against this now: a pass delayed past a connection's time drops it, not waits on it */
+    for (int i = npend - 1; i >= 0; i--)
+      if (now >= pend[i].deadline) tcp_pending_drop(pend, &npend, i);
+    for (int i = 0; i < npend; i++) wake = pend[i].deadline < wake ? pend[i].deadline : wake;
+    pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+    for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+    int np = npend, ready = poll(pfd, (nfds_t)np + 1, coll_boot_wait_ms(now, wake, deadline));
+    if (ready < 0 && errno != EINTR) {
+      snprintf(err, cap, "poll: %s", strerror(errno));
+      goto done;
+    }
+    if (ready <= 0) continue;
+    /* hellos, in the order the connections came (entries shift as others go: found by fd) */
+    for (int j = 0; j < np; j++)
+      if (pfd[j + 1].revents) {
+        int i = 0;
+        while (i < npend && pend[i].fd != pfd[j + 1].fd) i++;
+        if (i < npend && tcp_pending_read(pend, &npend, i, fds, me, size, streams) == 1) want--;
+      }
+    if (!(pfd[0].revents & POLLIN)) continue;
+    now = coll_sock_now();
+    for (;;) {
+      int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break; /* none left */
+        snprintf(err, cap, "accept: %s", strerror(errno)); /* out of fds: polling again would spin */
+        goto done;
+      }
+      coll_sock_tune(fd, 0); /* no Nagle: see coll_sock_connect */
+      if (npend == room) tcp_pending_drop(pend, &npend, 0); /* the oldest */
+      double dl = now + hello_s;
+      pend[npend++] = (tcp_pending){.fd = fd, .deadline = dl < deadline ? dl : deadline};
+      /* a rank's hello is usually there already */
+      if (tcp_pending_read(pend, &npend, npend - 1, fds, me, size, streams) == 1 && --want == 0) break;
+    }
+  }
+  rc = 0;
+done:
+  for (int i = 0; i < npend; i++) close(pend[i].fd);
+  free(pend);
+  free(pfd);
+  return rc;
+}
+
 /* The transport without connections: every fd -1. */
 static tcp_transport *tcp_new(const coll_comm *cm, int streams) {
   tcp_transport *t = calloc(1, sizeof *t);
@@ -510,37 +625,32 @@ int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_
     }
   }
   free(eps);
-  for (int k = 0; k < (n - 1 - me) * t->streams; k++) {
-    int fd;
-    tcp_hello h;
-    if (coll_sock_accept(lfd, deadline, &fd, err, sizeof err) != 0) {
-      char missing[256] = "";
-      size_t off = 0;
-      for (int r = me + 1; r < n && off < sizeof missing - 32; r++)
-        for (int s = 0; s < t->streams && off < sizeof missing - 32; s++)
-          if (t->conns[r * t->streams + s].fd < 0) {
-            if (t->streams > 1)
-              off += (size_t)snprintf(missing + off, sizeof missing - off, " %d (%s, stream %d)", r,
-                                      cm->hosts[r], s);
-            else
-              off += (size_t)snprintf(missing + off, sizeof missing - off, " %d (%s)", r, cm->hosts[r]);
-          }
-      coll_fail(e, "rank %d (%s): waiting for tcp connections from higher ranks: %s; missing ranks:%s",
-                me, cm->hosts[me], err, missing);
-      goto fail;
-    }
-    /* a connection that says nothing (a port scanner, a stuck peer) is dropped after a few
-     * seconds, not waited on until the setup's deadline with the real ranks queued behind it */
-    double hello_dl = coll_sock_now() + TCP_HELLO_S;
-    if (hello_dl > deadline) hello_dl = deadline;
-    if (coll_sock_recv_all(fd, &h, sizeof h, hello_dl, err, sizeof err) != 0 || h.magic != TCP_HELLO_MAGIC ||
-        h.size != n || h.rank <= me || h.rank >= n || h.stream < 0 || h.stream >= t->streams ||
-        t->conns[h.rank * t->streams + h.stream].fd >= 0) {
-      close(fd); /* not one of ours, or a duplicate: ignore it and keep waiting */
-      k--;
-      continue;
-    }
-    t->conns[h.rank * t->streams + h.stream].fd = fd;
+  /* every connection's hello is read at once: one that says nothing (a port scanner, a stuck
+   * peer) is dropped after TCP_HELLO_S, and the real ranks behind it are not kept waiting */
+  int *fds = malloc((size_t)total * sizeof *fds);
+  if (!fds) {
+    coll_fail(e, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < total; i++) fds[i] = t->conns[i].fd;
+  int arc = n > 1 ? coll_tcp_accept_hellos(fds, lfd, me, n, t->streams, deadline, TCP_HELLO_S, err, sizeof err) : 0;
+  for (int i = 0; i < total; i++) t->conns[i].fd = fds[i];
+  free(fds);
+  if (arc != 0) {
+    char missing[256] = "";
+    size_t off = 0;
+    for (int r = me + 1; r < n && off < sizeof missing - 32; r++)
+      for (int s = 0; s < t->streams && off < sizeof missing - 32; s++)
+        if (t->conns[r * t->streams + s].fd < 0) {
+          if (t->streams > 1)
+            off += (size_t)snprintf(missing + off, sizeof missing - off, " %d (%s, stream %d)", r,
+                                    cm->hosts[r], s);
+          else
+            off += (size_t)snprintf(missing + off, sizeof missing - off, " %d (%s)", r, cm->hosts[r]);
+        }
+    coll_fail(e, "rank %d (%s): waiting for tcp connections from higher ranks: %s; missing ranks:%s",
+              me, cm->hosts[me], err, missing);
+    goto fail;
   }
   if (lfd >= 0) close(lfd);
   lfd = -1; /* the failure paths below close it again otherwise: maybe another thread's fd */
