@@ -290,6 +290,7 @@ typedef struct {
   res_table *tab;
   int progress;
   res_model model; /* --model-from (n == 0 without) */
+  unsigned model_missed; /* transports (bit per kind) said to have no model of their fabric */
 } ar_ctx;
 
 /* One (transport, algorithm) pair being measured; its samples are those of the current size. */
@@ -543,6 +544,14 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   if (fm) {
     row.t_pred_us = coll_model_time(&fm->m, k->ran, x->size, nbytes, coll_comm_chunk(k->c)) * 1e6;
     if (isfinite(row.t_pred_us) && row.t_pred_us > 0) row.pred_err = (st.p50 - row.t_pred_us) / row.t_pred_us;
+  } else if (x->model.n && !(x->model_missed & (1u << k->tk))) {
+    /* said once per transport: rows without t_pred_us would pass for a run checked against it */
+    x->model_missed |= 1u << k->tk;
+    fprintf(stderr, "fabench: --model-from %s: no model of fabric %s (%s), so its rows have no t_pred_us; the model has:",
+            o->model_from, fabric, coll_transport_name(k->tk));
+    for (size_t i = 0; i < x->model.n; i++)
+      fprintf(stderr, "%s %s (%s)", i ? "," : "", x->model.f[i].fabric, x->model.f[i].transport);
+    fprintf(stderr, "\n");
   }
   char err[256];
   if (res_table_put(x->tab, &row, err, sizeof err)) return bench_error("%s", err);

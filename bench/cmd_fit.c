@@ -327,6 +327,13 @@ int bench_cmd_fit(int argc, char **argv) {
     rc = bench_usage_error(fit_usage, "no run directory given");
     goto out;
   }
+  /* a run given twice (however spelled, or a copy) is read once: its rows twice would weigh
+   * double in the fit and count twice in the check */
+  char note[1024];
+  int ndirs = argc - optind;
+  if (res_run_dirs_unique(argv + optind, &ndirs, note, sizeof note)) fprintf(stderr, "fabench: fit: %s\n", note);
+  if (res_run_dirs_unique(checks, &nchecks, note, sizeof note)) fprintf(stderr, "fabench: fit --check: %s\n", note);
+  if (res_run_dirs_unique(reps, &nreps, note, sizeof note)) fprintf(stderr, "fabench: fit --repeat: %s\n", note);
   res_model m;
   char err[1024];
   if (model) {
@@ -335,10 +342,10 @@ int bench_cmd_fit(int argc, char **argv) {
       goto out;
     }
   } else {
-    res_fit_opts o = {.gamma_kernel = kernel ? bench_fit_gamma(argv + optind, argc - optind) : NAN,
+    res_fit_opts o = {.gamma_kernel = kernel ? bench_fit_gamma(argv + optind, ndirs) : NAN,
                       .cores = cores >= 0 ? (int)cores : bench_dir_cores(argv[optind]),
                       .min_bytes = (int64_t)min_bytes};
-    if (bench_fit_dirs_ex(&m, argv + optind, argc - optind, &o, err, sizeof err)) {
+    if (bench_fit_dirs_ex(&m, argv + optind, ndirs, &o, err, sizeof err)) {
       rc = bench_error("fit: %s", err);
       goto out;
     }
@@ -348,7 +355,7 @@ int bench_cmd_fit(int argc, char **argv) {
     else
       snprintf(path, sizeof path, "%s/model.json", argv[optind]);
     fit_print(&m);
-    fit_print_links(&m, argv + optind, argc - optind);
+    fit_print_links(&m, argv + optind, ndirs);
     if (res_model_write(&m, path, err, sizeof err)) {
       res_model_free(&m);
       rc = bench_error("fit: %s", err);

@@ -38,6 +38,8 @@ typedef struct {
   int nplots;
   char failed[1024];
   char werr[1024]; /* the first file that could not be written, and why */
+  size_t untimed;  /* all-reduce rows left out: no valid median time */
+  char untimed_in[600];
 } rp_ctx;
 
 static const res_schema *rp_schema(int k) {
@@ -62,6 +64,14 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   for (int k = 0; k < RP_NREC; k++) sch[k] = rp_schema(k);
   int found = res_run_read(x->rec, sch, RP_NREC, d, err, cap);
   if (found < 0) return -1;
+  /* left out and said, as fit does (bench_read_dirs): a negative time plotted as a median and
+   * priced as a 382% model error; NaN is a time not measured */
+  size_t u = res_allreduce_drop_untimed(&x->rec[RP_AR]);
+  if (u) {
+    size_t l = strlen(x->untimed_in);
+    snprintf(x->untimed_in + l, sizeof x->untimed_in - l, "%s%s: %zu", l ? ", " : "", d, u);
+    x->untimed += u;
+  }
   snprintf(path, sizeof path, "%s/model.json", d);
   if (!x->have_model && stat(path, &st) == 0) {
     if (res_model_read(&x->model, path, err, cap)) return -1;
@@ -71,6 +81,47 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   }
   if (!found) return snprintf(err, cap, "'%s' holds no fabench records (allreduce, p2p, train, predict)", d), -1;
   return 0;
+}
+
+/* Every plot report draws (rp_plot's names) and every data file it writes: what a report into a
+ * reused --out directory removes first, so that no plot of an earlier report is left beside
+ * this one's (one it does not draw now would pass for this run's). Nothing else is removed. */
+static const char *const rp_plot_names[] = {"busbw", "latency", "train_images", "train_breakdown", "pred_vs_meas",
+                                            "scaling", "p2p_heatmap", "p2p_latency", "p2p_bw"};
+static const char *const rp_data_names[] = {"allreduce.dat", "train.dat", "pred_vs_meas.dat", "scaling.dat",
+                                            "p2p.dat", "p2p_matrix.dat"};
+#define RP_COUNT(a) (sizeof a / sizeof *a)
+
+static int rp_plot_known(const char *name) {
+  for (size_t i = 0; i < RP_COUNT(rp_plot_names); i++)
+    if (!strcmp(rp_plot_names[i], name)) return 1;
+  return 0;
+}
+
+static void rp_remove_old(const char *dir) {
+  static const char *const ext[] = {".png", ".svg", ".gp"};
+  char path[4200];
+  for (size_t i = 0; i < RP_COUNT(rp_plot_names); i++)
+    for (size_t e = 0; e < RP_COUNT(ext); e++) {
+      snprintf(path, sizeof path, "%s/%s%s", dir, rp_plot_names[i], ext[e]);
+      unlink(path);
+    }
+  for (size_t i = 0; i < RP_COUNT(rp_data_names); i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, rp_data_names[i]);
+    unlink(path);
+  }
+}
+
+/* s for a Markdown table cell: a '|' would end the cell (a fabric is named by its transport's
+ * own string), so it is escaped. Returns buf. */
+static const char *rp_md(char *buf, size_t cap, const char *s) {
+  size_t n = 0;
+  for (; *s && n + 2 < cap; s++) {
+    if (*s == '|') buf[n++] = '\\';
+    buf[n++] = *s;
+  }
+  buf[n] = '\0';
+  return buf;
 }
 
 static void rp_write_failed(rp_ctx *x, const char *name, int e) {
@@ -101,6 +152,8 @@ static int rp_close(rp_ctx *x, FILE *f, const char *name) {
  * the PNG and a link to the SVG. A plot of no points (npoints: those its axes can show) is
  * not drawn, and the Markdown says so: gnuplot fails on it, on a log scale above all. */
 static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *body, size_t npoints) {
+  if (!rp_plot_known(name) && !x->werr[0]) /* rp_remove_old must know it */
+    snprintf(x->werr, sizeof x->werr, "internal: plot '%s' is not in rp_plot_names", name);
   if (!npoints) {
     fprintf(x->md, "\n*%s*: not drawn, nothing to plot.\n", title);
     return;
@@ -213,8 +266,10 @@ static void rp_allreduce(rp_ctx *x) {
       med = errs[ne / 2];
       mx = errs[ne - 1];
     }
-    fprintf(x->md, "| %s | %s | %s | %s | %s | %lld | %zu | %.3f | ", k->fabric, k->transport, k->algo, k->dtype, k->op,
-            (long long)k->ranks, nsz, top);
+    char c1[512], c2[64], c3[64], c4[64], c5[64];
+    fprintf(x->md, "| %s | %s | %s | %s | %s | %lld | %zu | %.3f | ", rp_md(c1, sizeof c1, k->fabric),
+            rp_md(c2, sizeof c2, k->transport), rp_md(c3, sizeof c3, k->algo), rp_md(c4, sizeof c4, k->dtype),
+            rp_md(c5, sizeof c5, k->op), (long long)k->ranks, nsz, top);
     if (ne)
       fprintf(x->md, "%.1f%%, %.1f%% |\n", 100 * med, 100 * mx);
     else
@@ -305,8 +360,10 @@ static void rp_model(rp_ctx *x) {
                f->m.red_hidden ? ", pipelined: hidden by the shaper" : "");
     else
       snprintf(red, sizeof red, "hidden by the shaper");
-    fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.2f | %.2f | %.3f | %s | %s | %.4f | %.3f | %zu/%zu |\n", f->fabric,
-            f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
+    char c1[512], c2[64], c3[64];
+    fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.2f | %.2f | %.3f | %s | %s | %.4f | %.3f | %zu/%zu |\n",
+            rp_md(c1, sizeof c1, f->fabric), rp_md(c2, sizeof c2, f->transport), f->host_count,
+            rp_md(c3, sizeof c3, f->source), f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
             1e-9 / f->m.beta, red, cpu,
             f->r2, f->rms_rel, f->n_used, f->n);
   }
@@ -356,12 +413,14 @@ static void rp_train(rp_ctx *x) {
   const res_train_row *t = R->rows;
   FILE *d = rp_open(x, "train.dat");
   if (!d) return;
-  fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms,step_ms_pred\n");
+  fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms_mean,step_ms_pred\n");
   size_t nimg = 0;
-  fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step (ms) | exposed comm (ms) | predicted step (ms) | error | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step p50 (ms) | exposed comm (ms) | predicted step (ms) | error of the mean step | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
     double pred = rp_train_pred(x, r);
+    /* the prediction is of the wall time per step, the mean (train.csv's pred_err too); the
+     * table's step is the p50 (step_ms), as train prints it and train.csv names it */
     double step = isfinite(r->step_ms_mean) ? r->step_ms_mean : r->step_ms;
     char label[128];
     snprintf(label, sizeof label, "%s %s p%lld", r->ranks > 1 ? r->transport : "1 rank", r->ranks > 1 ? r->algo : "",
@@ -373,8 +432,10 @@ static void rp_train(rp_ctx *x) {
     if (isfinite(pred)) fprintf(d, "%.6g", pred);
     fprintf(d, "\n");
     nimg += isfinite(r->images_per_s);
-    fprintf(x->md, "| %s | %lld | %s | %s | %s | %.1f | %.2f | %.2f | ", r->model, (long long)r->ranks, r->fabric, r->transport,
-            r->algo, r->images_per_s, step, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0);
+    char c1[128], c2[512], c3[64], c4[64];
+    fprintf(x->md, "| %s | %lld | %s | %s | %s | %.1f | %.2f | %.2f | ", rp_md(c1, sizeof c1, r->model), (long long)r->ranks,
+            rp_md(c2, sizeof c2, r->fabric), rp_md(c3, sizeof c3, r->transport), rp_md(c4, sizeof c4, r->algo),
+            r->images_per_s, r->step_ms, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0);
     if (isfinite(pred))
       fprintf(x->md, "%.2f | %+.1f%% | ", pred, 100 * (step - pred) / pred);
     else
@@ -539,8 +600,10 @@ static void rp_p2p(rp_ctx *x) {
       /* a streaming test's time per message at the smallest size is no latency: left out */
       char l[32] = "-";
       if (is_lat) snprintf(l, sizeof l, "%.2f", lo->t_p50_us);
-      fprintf(x->md, "| %s | %s | %s | %lld-%lld | %zu | %s | %.3f |\n", k->fabric, k->transport, k->test, (long long)k->src,
-              (long long)k->dst, nsz, l, hi->gbps);
+      char c1[512], c2[64], c3[64];
+      fprintf(x->md, "| %s | %s | %s | %lld-%lld | %zu | %s | %.3f |\n", rp_md(c1, sizeof c1, k->fabric),
+              rp_md(c2, sizeof c2, k->transport), rp_md(c3, sizeof c3, k->test), (long long)k->src, (long long)k->dst, nsz, l,
+              hi->gbps);
     }
     if (more) fprintf(x->md, "\n%d more in p2p.csv.\n", more);
   }
@@ -610,6 +673,11 @@ int bench_cmd_report(int argc, char **argv) {
     }
   }
   if (optind >= argc) return bench_usage_error(rp_usage, "no run directory given");
+  /* a run given twice is read once: its rows twice would count twice in every table and fit */
+  char note[1024];
+  int ndirs = argc - optind;
+  if (res_run_dirs_unique(argv + optind, &ndirs, note, sizeof note)) fprintf(stderr, "fabench: report: %s\n", note);
+  argc = optind + ndirs;
   static rp_ctx x;
   memset(&x, 0, sizeof x);
   x.plot = plot;
@@ -618,6 +686,9 @@ int bench_cmd_report(int argc, char **argv) {
   int rc = 0;
   for (int i = optind; i < argc && !rc; i++)
     if (rp_read_dir(&x, argv[i], err, sizeof err)) rc = bench_error("report: %s", err);
+  if (!rc && x.untimed)
+    fprintf(stderr, "fabench: report: left out %zu all-reduce row%s whose median time (t_p50_us) is negative or not a number (%s)\n",
+            x.untimed, x.untimed == 1 ? "" : "s", x.untimed_in);
   if (!rc && !x.have_model && (x.rec[RP_AR].n || x.rec[RP_P2P].n)) {
     res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + optind, argc - optind),
                        .cores = bench_dir_cores(argv[optind])};
@@ -633,6 +704,7 @@ int bench_cmd_report(int argc, char **argv) {
   if (!rc) {
     x.dir = dir;
     if (plot) bench_gnuplot_log_reset(dir);
+    rp_remove_old(dir);
     x.md = rp_open(&x, "report.md");
     if (!x.md) rc = bench_error("report: %s", x.werr);
   }

@@ -20,6 +20,8 @@ int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *er
   const res_schema *sch[2] = {res_schema_allreduce(), res_schema_p2p()};
   res_rows rows[2] = {{sch[0], NULL, 0}, {sch[1], NULL, 0}};
   int rc = 0, found = 0;
+  size_t untimed = 0;
+  char where[600] = "";
   for (int i = 0; i < ndirs && !rc; i++) {
     struct stat st;
     if (stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -27,10 +29,27 @@ int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *er
       rc = -1;
       break;
     }
-    int got = res_run_read(rows, sch, 2, dirs[i], err, cap);
+    res_rows one[2] = {{sch[0], NULL, 0}, {sch[1], NULL, 0}};
+    int got = res_run_read(one, sch, 2, dirs[i], err, cap);
+    size_t u = got > 0 ? res_allreduce_drop_untimed(&one[0]) : 0;
+    if (u) {
+      size_t l = strlen(where);
+      snprintf(where + l, sizeof where - l, "%s%s: %zu", l ? ", " : "", dirs[i], u);
+    }
+    untimed += u;
+    for (int k = 0; k < 2; k++) {
+      if (!rc && got >= 0 && res_rows_move(&rows[k], &one[k], err, cap)) rc = -1;
+      res_rows_free(&one[k]);
+    }
     if (got < 0) rc = -1;
     if (got > 0) found = 1;
   }
+  /* Left out and said, as the fit leaves out rows with errors, rather than refused: NaN is what
+   * the writer leaves for a time not measured, which the reader accepts as such, and one
+   * damaged row should not stop the rest of a sweep from being fitted or checked. */
+  if (!rc && untimed)
+    fprintf(stderr, "fabench: left out %zu all-reduce row%s whose median time (t_p50_us) is negative or not a number (%s)\n",
+            untimed, untimed == 1 ? "" : "s", where);
   if (!rc && !found) {
     snprintf(err, cap, "no allreduce.csv or p2p.csv in %s%s", dirs[0], ndirs > 1 ? " and the others" : "");
     rc = -1;
@@ -86,6 +105,20 @@ int bench_fit_bursts(res_fit_opts *o, char *const *dirs, int ndirs) {
   o->bursts = b;
   o->nbursts = 0;
   if (!b) return -1;
+  /* each run's recorded kernel rate, for the fabrics its rows measured (res_fit_opts.runs) */
+  res_fit_run *runs = calloc(ndirs > 0 ? (size_t)ndirs : 1, sizeof *runs);
+  o->runs = runs;
+  o->nruns = 0;
+  if (!runs) return -1;
+  for (int d = 0; d < ndirs; d++) {
+    cJSON *j = model_run_json(dirs[d]);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id"), *g = cJSON_GetObjectItemCaseSensitive(j, "reduce_gbps");
+    if (cJSON_IsString(id) && cJSON_IsNumber(g) && g->valuedouble > 0 && isfinite(g->valuedouble)) {
+      snprintf(runs[o->nruns].run_id, sizeof runs[o->nruns].run_id, "%s", id->valuestring);
+      runs[o->nruns++].gamma_kernel = 1e-9 / g->valuedouble;
+    }
+    cJSON_Delete(j);
+  }
   for (int d = 0; d < ndirs; d++) {
     int mtu;
     res_fit_burst *x = &b[o->nbursts];
@@ -103,6 +136,9 @@ void bench_fit_bursts_free(res_fit_opts *o) {
   free((void *)o->bursts);
   o->bursts = NULL;
   o->nbursts = 0;
+  free((void *)o->runs);
+  o->runs = NULL;
+  o->nruns = 0;
 }
 
 int bench_dir_emu_mtu(const char *dir, const char *fabric) {
@@ -118,11 +154,14 @@ int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, ch
   return bench_fit_dirs_ex(m, dirs, ndirs, &o, err, cap);
 }
 
-/* The kernel's cost per byte the runs recorded, or NAN where none did. */
+/* The kernel's cost per byte the runs with rows to fit (all-reduce or p2p) recorded, or NAN
+ * where none did: a train-only run's rate is not the fitted rows' (res_fit_opts.runs keeps
+ * each fabric to its own runs' rates; this is the rate the fit prints and falls back on). */
 static double model_dirs_gamma(char *const *dirs, int ndirs) {
   double *v = calloc(ndirs > 0 ? (size_t)ndirs : 1, sizeof *v);
   size_t n = 0;
   for (int d = 0; v && d < ndirs; d++) {
+    if (!res_table_exists(res_schema_allreduce(), dirs[d]) && !res_table_exists(res_schema_p2p(), dirs[d])) continue;
     cJSON *o = model_run_json(dirs[d]);
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "reduce_gbps");
     if (cJSON_IsNumber(g) && g->valuedouble > 0 && isfinite(g->valuedouble)) v[n++] = 1e-9 / g->valuedouble;
@@ -144,6 +183,7 @@ int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *
   if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, cap)) return -1;
   res_fit_opts with = *o;
   int rc = bench_fit_bursts(&with, dirs, ndirs);
+  if (isnan(o->gamma_kernel)) with.nruns = 0; /* fit --no-gamma-kernel: no kernel rate at all */
   if (rc) snprintf(err, cap, "out of memory");
   else rc = res_fit_ex(m, &ar, &pp, &with, err, cap);
   bench_fit_bursts_free(&with);

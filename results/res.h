@@ -36,6 +36,7 @@ typedef struct {
   const char *name;
   res_kind kind;
   size_t offset; /* of the field in the record's row struct */
+  int optional;  /* added after the record's first files: a file may lack it (res_rec.h) */
 } res_field;
 typedef struct {
   const char *base;       /* file base name: <base>.csv, <base>.jsonl */
@@ -63,10 +64,12 @@ typedef struct {
   size_t n;
 } res_rows;
 /* Reads a record's rows from path: a run directory (<base>.csv, else <base>.jsonl) or a
- * .csv/.jsonl file. Columns are matched by name; a column the file lacks reads as NaN, 0 or
- * "" (an older schema); an unknown column, a malformed value, or a schema version newer than
- * s->version (from a row's schema column or the directory's run.json) is an error. Strings
- * are owned by out; free with res_rows_free. */
+ * .csv/.jsonl file. Columns are matched by name; an optional column (res_field.optional) the
+ * file lacks reads as NaN, 0 or "" (a file from before it was added). A missing required
+ * column (CSV header or JSONL record), an unknown column, a malformed value, a schema version
+ * newer than s->version (from a row's schema column or the directory's run.json), or a
+ * run.json beside the file that is not a JSON object with a whole schema number from 1 is an
+ * error naming the file. Strings are owned by out; free with res_rows_free. */
 int res_table_read(res_rows *out, const res_schema *s, const char *path, char *err,
                    size_t errcap);
 void res_rows_free(res_rows *r);
@@ -79,6 +82,19 @@ int res_table_exists(const res_schema *s, const char *path);
  * read, or -1 with err (rows keep what was read before: res_rows_free each). */
 int res_run_read(res_rows *rows, const res_schema *const *schemas, size_t n, const char *dir,
                  char *err, size_t errcap);
+/* Checks a run directory's run.json, when it has one: a JSON object whose schema is a whole
+ * number from 1 to RES_SCHEMA_VERSION. 1 when there is none, 0 when it is good, -1 with err
+ * naming the file otherwise. run_id (may be NULL) gets its run_id ("" when none). */
+int res_run_meta_check(const char *dir, char *run_id, size_t idcap, char *err, size_t errcap);
+/* Keeps the first of the run directories in dirs[0..*ndirs) that name the same run: the same
+ * directory however spelled (realpath), or the same run_id in run.json (a copy). The order
+ * stays; *ndirs shrinks. note (may be NULL) gets one line naming those left out, "" when none.
+ * Returns how many were left out. */
+int res_run_dirs_unique(char **dirs, int *ndirs, char *note, size_t notecap);
+/* Removes the all-reduce rows whose median time (t_p50_us) is negative or not a number: not a
+ * measurement (NaN is what the writer leaves for one not measured; a negative time is damage).
+ * Order kept; returns how many were removed. */
+size_t res_allreduce_drop_untimed(res_rows *ar);
 
 /* ---- run directory and metadata ---- */
 /* Makes the run directory: `out` if given, else results/<UTC YYYYmmddTHHMMSSZ>-<command>.
@@ -159,6 +175,11 @@ typedef struct {
   double bytes;
   double ceil_beta; /* seconds per byte of TCP payload its shaped links carry at most; 0: unknown */
 } res_fit_burst;
+/* The reduction kernel's rate a run recorded (run.json's reduce_gbps), by run_id. */
+typedef struct {
+  char run_id[128];
+  double gamma_kernel; /* s/byte */
+} res_fit_run;
 /* res_fit with its options: the reduction kernel's rate, the cores of the host the rows were
  * measured on (the ranks of one host share them; 0: unknown, no sharing modelled), the
  * smallest size fitted (all-reduce rows below it are left out: 0 fits all), and the emulated
@@ -172,6 +193,11 @@ typedef struct {
   int64_t min_bytes;
   const res_fit_burst *bursts;
   size_t nbursts;
+  /* the runs' recorded kernel rates: a fabric's gamma_kernel is then the median over the runs
+   * its rows came from (by their run_id) that recorded one, else gamma_kernel above; so adding
+   * an unrelated run to the fit changes no fabric's fit */
+  const res_fit_run *runs;
+  size_t nruns;
 } res_fit_opts;
 int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
                char *err, size_t errcap);

@@ -360,6 +360,25 @@ static const res_fit_burst *rf_emu_shaper(const res_fit_opts *o, const char *fab
   return NULL;
 }
 
+/* The kernel's rate for a cell (s/byte): the median over the runs that recorded one (o->runs)
+ * among those its n rows came from (ids: their run_ids), else o->gamma_kernel. A run whose
+ * rows are another fabric's says nothing of this one's host: with every run's rate pooled, a
+ * train-only run added to `fit` moved a tcp link from 2.109 to 2.063 GB/s. */
+static double rf_cell_gamma(const res_fit_opts *o, const char *const *ids, size_t n) {
+  double *v = o->nruns ? malloc(o->nruns * sizeof *v) : NULL;
+  size_t k = 0;
+  for (size_t r = 0; v && r < o->nruns; r++) {
+    if (!(o->runs[r].gamma_kernel > 0) || !isfinite(o->runs[r].gamma_kernel)) continue;
+    size_t i = 0;
+    while (i < n && strcmp(ids[i], o->runs[r].run_id)) i++;
+    if (i < n) v[k++] = o->runs[r].gamma_kernel;
+  }
+  res_stats st = {0};
+  if (k) res_stats_compute(&st, v, k); /* p50 as bench_fit_gamma takes it */
+  free(v);
+  return k ? st.p50 : o->gamma_kernel;
+}
+
 /* Rows of an emulated fabric shorter than RF_BURSTS bursts are left out where two longer sizes
  * remain: after the barrier before each call the shaper's bucket is full, and a transfer within
  * it passes unshaped (a 16 KiB all-reduce on 1gbit ran at 0.97 GB/s, 8x the rate), so short rows
@@ -513,8 +532,17 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
     coll_transport_kind tk;
     if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
     coll_model_default(&def, tk);
-    int kernel = isfinite(o->gamma_kernel) && o->gamma_kernel > 0;
-    double gfix = kernel ? o->gamma_kernel : def.gamma;
+    const char **ids = malloc(n * sizeof *ids);
+    if (!ids) {
+      rc = -1;
+      res_errf(err, cap, "out of memory");
+      break;
+    }
+    for (size_t j = 0; j < n; j++) ids[j] = w.src[j]->run_id;
+    double gk = rf_cell_gamma(o, ids, n);
+    free(ids);
+    int kernel = isfinite(gk) && gk > 0;
+    double gfix = kernel ? gk : def.gamma;
     /* the fabric's structure: ucx on one host maps its peers' buffers ("+rkey_ptr" in the
      * fabric string), and the ring then reads them in place */
     coll_model shape = {0};
@@ -598,11 +626,16 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
 }
 
 /* p2p: one-way time t = alpha + n beta from lat rows (t_p50_us) and bw rows (bytes / rate). */
-static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, char *err,
+static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o, char *err,
                       size_t cap) {
   const res_p2p_row *rows = pp->rows;
   rf_work w;
   if (rf_work_new(&w, pp->n, 0, err, cap)) return -1;
+  const char **ids = malloc((pp->n ? pp->n : 1) * sizeof *ids); /* the cell's rows' runs */
+  if (!ids) {
+    rf_work_free(&w);
+    return res_errf(err, cap, "out of memory"), -1;
+  }
   int rc = 0;
   for (size_t i = 0; i < pp->n && !rc; i++) {
     if (w.done[i]) continue;
@@ -631,6 +664,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
       if (r->errors || r->bytes <= 0 || strcmp(r->test, use)) continue;
       double t = nlat >= 3 ? r->t_p50_us * 1e-6 : r->gbps > 0 ? (double)r->bytes / (r->gbps * 1e9) : NAN;
       if (!(t > 0)) continue;
+      ids[n] = r->run_id;
       rf_pt *p = &w.pt[n++];
       p->x[0] = 1;
       p->x[1] = (double)r->bytes;
@@ -646,6 +680,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     coll_transport_kind tk;
     if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
     coll_model_default(&def, tk);
+    double gamma_kernel = rf_cell_gamma(o, ids, n);
     double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
     double th[RF_NP];
     int gfixed;
@@ -660,6 +695,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, double gamma_kernel, c
     f->gamma_fixed = 1;
     if (rf_fill_stats(f, w.pt, n, th)) rc = -1, res_errf(err, cap, "out of memory");
   }
+  free(ids);
   rf_work_free(&w);
   return rc;
 }
@@ -675,7 +711,7 @@ int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, c
   memset(out, 0, sizeof *out);
   out->gamma_kernel = o->gamma_kernel;
   if (allreduce && rf_fit_allreduce(out, allreduce, o, err, errcap)) goto fail;
-  if (p2p && rf_fit_p2p(out, p2p, o->gamma_kernel, err, errcap)) goto fail;
+  if (p2p && rf_fit_p2p(out, p2p, o, err, errcap)) goto fail;
   if (out->n == 0) {
     res_errf(err, errcap, "nothing to fit: no error-free all-reduce rows of a named algorithm (ring, rhd, ...) or p2p lat/bw rows at 3 or more sizes");
     goto fail;
@@ -789,6 +825,32 @@ static int rf_getint(const cJSON *o, const char *k, double lo, double hi, double
   return *v >= lo && *v <= hi && *v == floor(*v) ? 0 : -1;
 }
 
+/* A cost parameter of a fabric entry (or the file's, fab NULL): 0 with *v a finite number from
+ * 0, or NaN where an optional one is absent or null (written so when not fitted); -1 with err
+ * naming the file, fabric and field where it is missing but required, not a number, negative
+ * or not finite. A negative or infinite cost is no model: a prediction of a negative beta went
+ * into allreduce's t_pred_us and predict's rates without a word. */
+static int rf_param(const cJSON *o, const char *k, int required, const char *file, const char *fab, double *v,
+                    char *err, size_t cap) {
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k);
+  *v = NAN;
+  const char *why = NULL;
+  if (!j || cJSON_IsNull(j))
+    why = required ? "is missing" : NULL;
+  else if (!cJSON_IsNumber(j))
+    why = "is not a number";
+  else if (!isfinite(j->valuedouble) || j->valuedouble < 0)
+    why = "is negative or not finite: a cost is a finite number from 0";
+  else
+    *v = j->valuedouble;
+  if (!why) return 0;
+  if (fab)
+    res_errf(err, cap, "%s: fabric %s: %s %s", file, fab, k, why);
+  else
+    res_errf(err, cap, "%s: %s %s", file, k, why);
+  return -1;
+}
+
 static const char *rf_gets(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -821,14 +883,27 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     res_errf(err, errcap, "%s: schema version %g is newer than this fabench's %d", file, ver, RES_SCHEMA_VERSION);
     return -1;
   }
-  m->gamma_kernel = rf_get(o, "gamma_kernel_s_per_byte");
+  if (rf_param(o, "gamma_kernel_s_per_byte", 0, file, NULL, &m->gamma_kernel, err, errcap)) {
+    cJSON_Delete(o);
+    return -1;
+  }
   const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "fabrics"), *j;
   int rc = 0;
   cJSON_ArrayForEach(j, arr) {
     const char *fab = rf_gets(j, "fabric");
-    double a = rf_get(j, "alpha_us"), b = rf_get(j, "beta_s_per_byte"), g = rf_get(j, "gamma_s_per_byte");
-    if (!fab || !isfinite(a) || !isfinite(b) || !isfinite(g)) {
+    if (!fab) {
       res_errf(err, errcap, "%s: a fabric entry lacks fabric, alpha_us, beta_s_per_byte or gamma_s_per_byte", file);
+      rc = -1;
+      break;
+    }
+    /* the parameters, required then optional ones (absent: 0) */
+    double a, b, g, dl, bc, me, cb, wk, bu, cpu;
+    if (rf_param(j, "alpha_us", 1, file, fab, &a, err, errcap) || rf_param(j, "beta_s_per_byte", 1, file, fab, &b, err, errcap) ||
+        rf_param(j, "gamma_s_per_byte", 1, file, fab, &g, err, errcap) || rf_param(j, "delta_us", 0, file, fab, &dl, err, errcap) ||
+        rf_param(j, "beta_cpu_s_per_byte", 0, file, fab, &bc, err, errcap) ||
+        rf_param(j, "mem_s_per_byte", 0, file, fab, &me, err, errcap) || rf_param(j, "cache_bytes", 0, file, fab, &cb, err, errcap) ||
+        rf_param(j, "wake_us", 0, file, fab, &wk, err, errcap) || rf_param(j, "burst_bytes", 0, file, fab, &bu, err, errcap) ||
+        rf_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap)) {
       rc = -1;
       break;
     }
@@ -846,8 +921,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
       break;
     }
     f->chunk_bytes = (int64_t)ch;
-    double dl = rf_get(j, "delta_us"), bc = rf_get(j, "beta_cpu_s_per_byte"), me = rf_get(j, "mem_s_per_byte");
-    double cb = rf_get(j, "cache_bytes"), wk = rf_get(j, "wake_us"), bu = rf_get(j, "burst_bytes"), co;
+    double co;
     if (rf_getint(j, "cores", 0, 1 << 20, 0, &co)) {
       res_errf(err, errcap, "%s: fabric %s: cores is not a whole number in range", file, fab);
       rc = -1;
@@ -862,7 +936,6 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
                         .red_hidden = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "reduce_hidden"))};
     f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
     f->r2 = rf_get(j, "r2");
-    double cpu = rf_get(j, "cpu_s_per_byte");
     f->cpu_byte = cpu > 0 ? cpu : 0;
     f->rms_rel = rf_get(j, "rms_rel");
     f->n = (size_t)n;

@@ -17,7 +17,16 @@
 #define RES_KIND_STR RES_STR
 #define RES_KIND_INT RES_INT
 #define RES_KIND_F64 RES_F64
-#define RES_FDESC_(kind, name) {#name, RES_KIND_##kind, offsetof(row_t, name)},
+#define RES_KIND_STR_OPT RES_STR
+#define RES_KIND_INT_OPT RES_INT
+#define RES_KIND_F64_OPT RES_F64
+#define RES_OPT_STR 0
+#define RES_OPT_INT 0
+#define RES_OPT_F64 0
+#define RES_OPT_STR_OPT 1
+#define RES_OPT_INT_OPT 1
+#define RES_OPT_F64_OPT 1
+#define RES_FDESC_(kind, name) {#name, RES_KIND_##kind, offsetof(row_t, name), RES_OPT_##kind},
 #define RES_SCHEMA_FN_(rec, COLS)                                                             \
   const res_schema *res_schema_##rec(void) {                                                  \
     typedef res_##rec##_row row_t;                                                            \
@@ -68,22 +77,44 @@ int res_table_exists(const res_schema *s, const char *path) {
   return rr_pick(file, sizeof file, s, path) == 0;
 }
 
-/* The schema version a file's directory declares in run.json (0 when none is found). */
-static int rr_dir_version(const char *file) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s", file);
+/* A run.json: 1 when there is none, 0 with *ver (INT_MAX: past any int, newer than any) and
+ * run_id when it is a JSON object with a whole schema number from 1, else -1 with err naming
+ * the file. A truncated or foreign run.json must not pass for one without a version: the
+ * newer-schema guard reads the version from it. */
+static int rr_meta_read(const char *path, int *ver, char *run_id, size_t idcap, char *err, size_t cap) {
+  *ver = 0;
+  if (run_id && idcap) run_id[0] = '\0';
+  struct stat st;
+  if (stat(path, &st) != 0 && errno == ENOENT) return 1;
+  cJSON *j;
+  char why[512];
+  if (res_json_read_file(path, &j, why, sizeof why)) {
+    res_errf(err, cap, "%s; a run.json is a JSON object with its schema version", why);
+    return -1;
+  }
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "schema");
+  double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+  if (!cJSON_IsObject(j) || !(d >= 1) || d != floor(d)) {
+    res_errf(err, cap, "%s: not a fabench run.json: %s", path,
+             !cJSON_IsObject(j) ? "not a JSON object" : !v ? "no schema version" : "schema is not a whole number from 1");
+    cJSON_Delete(j);
+    return -1;
+  }
+  *ver = d >= INT_MAX ? INT_MAX : (int)d;
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id");
+  if (run_id && idcap && cJSON_IsString(id)) snprintf(run_id, idcap, "%s", id->valuestring);
+  cJSON_Delete(j);
+  return 0;
+}
+
+/* The run.json beside a table file (in its directory). */
+static void rr_meta_path(char *path, size_t cap, const char *file) {
+  snprintf(path, cap, "%s", file);
   char *slash = strrchr(path, '/');
   if (slash)
-    snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "run.json");
+    snprintf(slash + 1, cap - (size_t)(slash + 1 - path), "run.json");
   else
-    snprintf(path, sizeof path, "run.json");
-  cJSON *j;
-  if (res_json_read_file(path, &j, NULL, 0)) return 0;
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "schema");
-  double d = cJSON_IsNumber(v) ? v->valuedouble : 0;
-  int ver = d >= INT_MAX ? INT_MAX : d > 0 ? (int)d : 0; /* huge: newer than any */
-  cJSON_Delete(j);
-  return ver;
+    snprintf(path, cap, "run.json");
 }
 
 typedef struct {
@@ -188,6 +219,30 @@ static int rr_field_index(const res_schema *s, const char *name) {
   return -1;
 }
 
+/* The first required field of s that none of the file's ncols columns (col_of: their fields)
+ * holds, or NULL. */
+static const res_field *rr_missing(const res_schema *s, const int *col_of, size_t ncols) {
+  for (size_t i = 0; i < s->nfields; i++) {
+    if (s->fields[i].optional) continue;
+    size_t c = 0;
+    while (c < ncols && col_of[c] != (int)i) c++;
+    if (c == ncols) return &s->fields[i];
+  }
+  return NULL;
+}
+
+/* A table without a required column is refused: read on, its rows would pass for measured
+ * ones with that figure not measured (a report of nan, a fit of nothing without saying why). */
+static int rr_missing_err(const rr_ctx *x, const res_field *f, size_t line, char *err, size_t cap) {
+  if (line)
+    res_errf(err, cap, "%s:%zu: no field '%s', which every %s record of schema %d has", x->file, line, f->name,
+             x->s->base, x->s->version);
+  else
+    res_errf(err, cap, "%s: no column '%s', which every %s table of schema %d has", x->file, f->name, x->s->base,
+             x->s->version);
+  return -1;
+}
+
 /* One CSV record (RFC 4180: quoted fields may hold commas, doubled quotes and newlines)
  * split in place: fields point into buf. Returns the field count, -1 at the end of input. */
 static int rr_csv_record(char **cur, char **fields, int maxf, size_t *line) {
@@ -254,6 +309,11 @@ static int rr_read_csv(rr_ctx *x, char *buf, char *err, size_t cap) {
   for (int i = 0; i < nf; i++) {
     x->col_of[i] = rr_field_index(x->s, f[i]);
     if (x->col_of[i] < 0 && unknown < 0) unknown = i;
+    for (int k = 0; k < i && x->col_of[i] >= 0; k++)
+      if (x->col_of[k] == x->col_of[i]) { /* which of the two is the figure? */
+        res_errf(err, cap, "%s: column '%s' twice: not a fabench %s table", x->file, f[i], x->s->base);
+        return -1;
+      }
   }
   if (x->col_of[0] != 0) {
     res_errf(err, cap, "%s: first column '%s' is not '%s': not a fabench %s table", x->file, f[0],
@@ -262,6 +322,9 @@ static int rr_read_csv(rr_ctx *x, char *buf, char *err, size_t cap) {
   }
   char unknown_name[128] = "";
   if (unknown >= 0) snprintf(unknown_name, sizeof unknown_name, "%s", f[unknown]);
+  /* a required column the header lacks: said after the first row, like an unknown one, so that
+   * a newer schema (which may have dropped it) is refused as newer */
+  const res_field *missing = rr_missing(x->s, x->col_of, (size_t)nf);
   for (;;) {
     size_t at = ++line;
     int n = rr_csv_record(&cur, f, 128, &line);
@@ -281,6 +344,7 @@ static int rr_read_csv(rr_ctx *x, char *buf, char *err, size_t cap) {
               unknown_name, x->s->base, x->s->version);
       return -1;
     }
+    if (missing) return rr_missing_err(x, missing, 0, err, cap);
     if (rr_fill_strings(x->s, row)) return res_errf(err, cap, "out of memory"), -1;
   }
   if (unknown >= 0 && x->n == 0) {
@@ -288,6 +352,7 @@ static int rr_read_csv(rr_ctx *x, char *buf, char *err, size_t cap) {
             unknown_name, x->s->base, x->s->version);
     return -1;
   }
+  if (missing) return rr_missing_err(x, missing, 0, err, cap);
   return 0;
 }
 
@@ -348,6 +413,9 @@ static int rr_read_jsonl(rr_ctx *x, char *buf, char *err, size_t cap) {
         rc = -1;
       }
     }
+    for (size_t i = 0; i < x->s->nfields && !rc; i++)
+      if (!x->s->fields[i].optional && !cJSON_GetObjectItemCaseSensitive(o, x->s->fields[i].name))
+        rc = rr_missing_err(x, &x->s->fields[i], line, err, cap);
     cJSON_Delete(o);
     if (rc) return -1;
     if (rr_fill_strings(x->s, row)) return res_errf(err, cap, "out of memory"), -1;
@@ -367,7 +435,10 @@ int res_table_read(res_rows *out, const res_schema *s, const char *path, char *e
       res_errf(err, errcap, "'%s': %s", path, rr_is_file(path) || errno != ENOENT ? "not a regular file" : "no such file or directory");
     return -1;
   }
-  int dv = rr_dir_version(file);
+  char meta[4200];
+  int dv;
+  rr_meta_path(meta, sizeof meta, file);
+  if (rr_meta_read(meta, &dv, NULL, 0, err, errcap) < 0) return -1;
   if (dv > s->version) {
     res_errf(err, errcap, "%s: its run.json has schema version %d, newer than this fabench's %d; read it with a newer fabench",
             file, dv, s->version);
@@ -422,8 +493,23 @@ int res_rows_move(res_rows *dst, res_rows *src, char *err, size_t errcap) {
   return 0;
 }
 
+int res_run_meta_check(const char *dir, char *run_id, size_t idcap, char *err, size_t errcap) {
+  char path[4200];
+  int ver;
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  int rc = rr_meta_read(path, &ver, run_id, idcap, err, errcap);
+  if (rc) return rc;
+  if (ver > RES_SCHEMA_VERSION) {
+    res_errf(err, errcap, "%s: schema version %d is newer than this fabench's %d; read it with a newer fabench", path,
+             ver, RES_SCHEMA_VERSION);
+    return -1;
+  }
+  return 0;
+}
+
 int res_run_read(res_rows *rows, const res_schema *const *schemas, size_t n, const char *dir,
                  char *err, size_t errcap) {
+  if (res_run_meta_check(dir, NULL, 0, err, errcap) < 0) return -1;
   int found = 0;
   for (size_t k = 0; k < n; k++) {
     if (!res_table_exists(schemas[k], dir)) continue;
@@ -435,4 +521,59 @@ int res_run_read(res_rows *rows, const res_schema *const *schemas, size_t n, con
     found++;
   }
   return found;
+}
+
+int res_run_dirs_unique(char **dirs, int *ndirs, char *note, size_t notecap) {
+  typedef struct {
+    char *real;
+    char id[128];
+  } seen_t;
+  seen_t *seen = calloc(*ndirs > 0 ? (size_t)*ndirs : 1, sizeof *seen);
+  size_t nl = 0;
+  int kept = 0, left = 0;
+  if (note && notecap) note[0] = '\0';
+  if (!seen) return 0; /* out of memory: every directory read, as before */
+  for (int i = 0; i < *ndirs; i++) {
+    seen_t me = {realpath(dirs[i], NULL), ""};
+    /* a run.json that cannot be read names no run here; reading the directory says why */
+    if (res_run_meta_check(dirs[i], me.id, sizeof me.id, NULL, 0) != 0) me.id[0] = '\0';
+    int dup = -1;
+    for (int k = 0; k < kept && dup < 0; k++)
+      if ((me.real && seen[k].real && !strcmp(me.real, seen[k].real)) || (me.id[0] && !strcmp(me.id, seen[k].id)))
+        dup = k;
+    if (dup < 0) {
+      seen[kept] = me;
+      dirs[kept++] = dirs[i];
+      continue;
+    }
+    if (note && notecap && nl < notecap)
+      nl += (size_t)snprintf(note + nl, notecap - nl, "%s'%s' (%s '%s')", left ? ", " : "the same run given again, read once: ",
+                             dirs[i], me.real && seen[dup].real && !strcmp(me.real, seen[dup].real) ? "same directory as" : "same run_id as",
+                             dirs[dup]);
+    free(me.real);
+    left++;
+  }
+  for (int k = 0; k < kept; k++) free(seen[k].real);
+  free(seen);
+  *ndirs = kept;
+  return left;
+}
+
+size_t res_allreduce_drop_untimed(res_rows *ar) {
+  if (ar->schema != res_schema_allreduce()) return 0;
+  res_allreduce_row *r = ar->rows;
+  size_t k = 0, n = ar->n;
+  for (size_t i = 0; i < n; i++) {
+    if (isfinite(r[i].t_p50_us) && r[i].t_p50_us >= 0) {
+      if (k != i) r[k] = r[i];
+      k++;
+      continue;
+    }
+    /* its strings are the row's own */
+    const res_schema *s = ar->schema;
+    for (size_t f = 0; f < s->nfields; f++)
+      if (s->fields[f].kind == RES_STR) free(*(char **)((char *)&r[i] + s->fields[f].offset));
+  }
+  ar->n = k;
+  return n - k;
 }

@@ -2,7 +2,13 @@
  * X(KIND, name) with KIND one of STR (const char *), INT (int64_t), F64 (double); the list
  * gives the row struct res_<record>_row, the CSV/JSONL column order, and the schema
  * descriptor res_schema_<record>() that res_table_open_schema, res_table_put and
- * res_table_read take. Included by res.h; not included on its own. */
+ * res_table_read take. Included by res.h; not included on its own.
+ *
+ * Required and optional columns: every column is required of a file of the current schema
+ * (RES_SCHEMA_VERSION), except those of kind STR_OPT, INT_OPT or F64_OPT: columns added to the
+ * schema after the record's first files were written, which a file from before them lacks (it
+ * reads them as not measured). A new column of schema 1 must be one of these; a column every
+ * file must have comes with a new schema version. */
 #ifndef FABENCH_RES_REC_H
 #define FABENCH_RES_REC_H
 
@@ -12,65 +18,66 @@
  * cores, the kernel's network work included), where no rank spins while it waits; else empty. */
 #define RES_ALLREDUCE_COLS(X)                                                                 \
   X(STR, run_id) X(INT, schema) X(INT, host_count) X(INT, ranks) X(STR, fabric)               \
-  X(STR, transport) X(STR, algo) X(STR, dtype) X(STR, op) X(INT, bytes) X(INT, count)          \
-  X(INT, iters) X(STR, timing) X(F64, t_min_us) X(F64, t_p50_us) X(F64, t_p90_us)              \
-  X(F64, t_p99_us) X(F64, t_max_us) X(F64, t_mean_us) X(F64, t_std_us) X(F64, algbw_gbps)      \
-  X(F64, busbw_gbps) X(INT, errors) X(STR, algo_ran) X(STR, host) X(STR, topo_hash)            \
-  X(INT, warmup) X(INT, chunk_bytes) X(INT, tcp_streams) X(STR, boot) X(INT, rounds)           \
-  X(STR, peer) X(F64, busbw_vs_peer) X(F64, t_pred_us) X(F64, pred_err) X(F64, host_cpu_us)
+  X(STR, transport) X(STR, algo) X(STR, dtype) X(STR, op) X(INT, bytes) X(INT, count)         \
+  X(INT, iters) X(STR, timing) X(F64, t_min_us) X(F64, t_p50_us) X(F64, t_p90_us)             \
+  X(F64, t_p99_us) X(F64, t_max_us) X(F64, t_mean_us) X(F64, t_std_us) X(F64, algbw_gbps)     \
+  X(F64, busbw_gbps) X(INT, errors) X(STR, algo_ran) X(STR, host) X(STR, topo_hash)           \
+  X(INT, warmup) X(INT, chunk_bytes) X(INT, tcp_streams) X(STR, boot) X(INT_OPT, rounds)      \
+  X(STR_OPT, peer) X(F64_OPT, busbw_vs_peer) X(F64_OPT, t_pred_us) X(F64_OPT, pred_err)       \
+  X(F64_OPT, host_cpu_us)
 
 /* p2p.csv: one row per (transport, test, pair, size); latency is one-way. */
 #define RES_P2P_COLS(X)                                                                       \
   X(STR, run_id) X(INT, schema) X(INT, ranks) X(STR, fabric) X(STR, transport) X(STR, test)   \
-  X(INT, src) X(INT, dst) X(INT, bytes) X(INT, iters) X(F64, t_min_us) X(F64, t_p50_us)        \
-  X(F64, t_p99_us) X(F64, t_max_us) X(F64, gbps) X(STR, host) X(STR, topo_hash)                \
-  X(INT, window) X(F64, t_mean_us) X(F64, t_stddev_us) X(F64, gbps_mean) X(F64, gbit_s)        \
+  X(INT, src) X(INT, dst) X(INT, bytes) X(INT, iters) X(F64, t_min_us) X(F64, t_p50_us)       \
+  X(F64, t_p99_us) X(F64, t_max_us) X(F64, gbps) X(STR, host) X(STR, topo_hash)               \
+  X(INT, window) X(F64, t_mean_us) X(F64, t_stddev_us) X(F64, gbps_mean) X(F64, gbit_s)       \
   X(INT, errors) X(STR, src_host) X(STR, dst_host) X(STR, link)
 
 /* p2p_matrix.csv: the all-pairs matrices in tidy form, one row per (transport, metric,
  * src, dst); metric bw_gbps (at the largest size) or latency_us (at the smallest). */
 #define RES_P2P_MATRIX_COLS(X)                                                                \
-  X(STR, run_id) X(INT, schema) X(INT, ranks) X(STR, transport) X(STR, fabric)                 \
-  X(STR, metric) X(INT, bytes) X(INT, src) X(INT, dst) X(F64, value) X(STR, src_host)          \
+  X(STR, run_id) X(INT, schema) X(INT, ranks) X(STR, transport) X(STR, fabric)                \
+  X(STR, metric) X(INT, bytes) X(INT, src) X(INT, dst) X(F64, value) X(STR, src_host)         \
   X(STR, dst_host)
 
 /* train.csv: one row per training run (per rank role). */
 #define RES_TRAIN_COLS(X)                                                                     \
-  X(STR, run_id) X(INT, schema) X(STR, host) X(INT, host_count) X(STR, topo_hash)              \
-  X(INT, ranks) X(STR, role) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, model)       \
-  X(INT, params) X(STR, data) X(STR, input) X(INT, classes) X(STR, device) X(INT, batch)       \
-  X(INT, global_batch) X(INT, threads) X(F64, bucket_mb) X(F64, first_bucket_mb)               \
-  X(INT, buckets) X(INT, overlap) X(INT, overlap_step) X(STR, grad_dtype) X(INT, grad_bytes)   \
-  X(INT, epochs) X(INT, steps) X(INT, measured_steps) X(INT, warmup_steps) X(F64, lr)          \
+  X(STR, run_id) X(INT, schema) X(STR, host) X(INT, host_count) X(STR, topo_hash)             \
+  X(INT, ranks) X(STR, role) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, model)      \
+  X(INT, params) X(STR, data) X(STR, input) X(INT, classes) X(STR, device) X(INT, batch)      \
+  X(INT, global_batch) X(INT, threads) X(F64, bucket_mb) X(F64, first_bucket_mb)              \
+  X(INT, buckets) X(INT, overlap) X(INT_OPT, overlap_step) X(STR, grad_dtype) X(INT, grad_bytes) \
+  X(INT, epochs) X(INT, steps) X(INT, measured_steps) X(INT, warmup_steps) X(F64, lr)         \
   X(STR, lr_schedule) X(F64, warmup_epochs) X(F64, momentum) X(F64, wd) X(INT, nesterov)      \
-  X(STR, augment) X(INT, seed) X(F64, images_per_s) X(F64, images_per_s_rank)                  \
-  X(F64, compute_images_per_s)                                                                 \
-  X(F64, step_ms) X(F64, step_ms_mean) X(F64, step_ms_p90) X(F64, data_ms) X(F64, load_ms)     \
-  X(F64, fwd_ms) X(F64, bwd_ms) X(F64, comm_ms) X(F64, comm_cpu_ms) X(F64, exposed_comm_ms)    \
-  X(F64, opt_ms) X(F64, imbalance_ms) X(F64, comm_busbw_gbps) X(F64, scaling_eff)              \
-  X(F64, fabric_eff) X(F64, final_loss) X(F64, test_loss) X(F64, test_acc) X(F64, target_acc)  \
-  X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)            \
-  X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)                \
+  X(STR, augment) X(INT, seed) X(F64, images_per_s) X(F64, images_per_s_rank)                 \
+  X(F64, compute_images_per_s)                                                                \
+  X(F64, step_ms) X(F64, step_ms_mean) X(F64, step_ms_p90) X(F64, data_ms) X(F64, load_ms)    \
+  X(F64, fwd_ms) X(F64, bwd_ms) X(F64, comm_ms) X(F64_OPT, comm_cpu_ms) X(F64, exposed_comm_ms) \
+  X(F64, opt_ms) X(F64, imbalance_ms) X(F64, comm_busbw_gbps) X(F64, scaling_eff)             \
+  X(F64, fabric_eff) X(F64, final_loss) X(F64, test_loss) X(F64, test_acc) X(F64, target_acc) \
+  X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)           \
+  X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)               \
   X(F64, exposed_comm_ms_pred) X(F64, pred_err)
 
 /* train_steps.csv: one row per rank and step. */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \
-  X(STR, run_id) X(INT, schema) X(INT, rank) X(STR, host) X(STR, transport) X(STR, algo)      \
+  X(STR, run_id) X(INT_OPT, schema) X(INT, rank) X(STR, host) X(STR, transport) X(STR, algo)  \
   X(INT, step) X(INT, epoch) X(INT, step_in_epoch) X(INT, images) X(F64, loss)                \
   X(F64, batch_acc) X(F64, lr) X(F64, step_ms) X(F64, data_ms) X(F64, load_ms) X(F64, fwd_ms) \
-  X(F64, bwd_ms) X(F64, comm_ms) X(F64, comm_cpu_ms) X(F64, exposed_comm_ms) X(F64, opt_ms)   \
+  X(F64, bwd_ms) X(F64, comm_ms) X(F64_OPT, comm_cpu_ms) X(F64, exposed_comm_ms) X(F64, opt_ms) \
   X(F64, images_per_s) X(INT, warmup) X(F64, elapsed_s)
 
 /* train_eval.csv: one row per evaluation on the test set. */
 #define RES_TRAIN_EVAL_COLS(X)                                                                \
-  X(STR, run_id) X(INT, schema) X(STR, transport) X(STR, algo) X(INT, epoch) X(INT, step)     \
+  X(STR, run_id) X(INT_OPT, schema) X(STR, transport) X(STR, algo) X(INT, epoch) X(INT, step) \
   X(F64, test_loss) X(F64, test_acc) X(INT, test_images) X(F64, eval_s) X(F64, elapsed_s)
 
 /* train_buckets.csv: one row per gradient bucket. ready_ms: median time from the start of
  * backward until the bucket's gradients are complete; comm_ms: median all-reduce time of the
  * bucket; done_ms: median time from the start of backward until it is reduced. */
 #define RES_TRAIN_BUCKETS_COLS(X)                                                             \
-  X(STR, run_id) X(INT, schema) X(STR, role) X(STR, transport) X(STR, algo) X(INT, ranks)     \
+  X(STR, run_id) X(INT_OPT, schema) X(STR, role) X(STR, transport) X(STR, algo) X(INT, ranks) \
   X(INT, bucket) X(INT, offset_bytes) X(INT, bytes) X(F64, ready_ms) X(F64, comm_ms)          \
   X(F64, done_ms)
 
@@ -78,16 +85,16 @@
  * the inter-node link rate (GB/s) at which the step reaches target_eff (inf: not by the link;
  * 0: at any rate, the link does not bound it). */
 #define RES_PREDICT_COLS(X)                                                                   \
-  X(STR, run_id) X(INT, schema) X(STR, model) X(INT, grad_bytes) X(INT, buckets) X(INT, batch)  \
-  X(INT, ranks) X(INT, ranks_per_node) X(INT, nodes) X(STR, algo) X(STR, intra) X(STR, inter)  \
-  X(INT, overlap) X(F64, compute_ms) X(F64, step_ms) X(F64, comm_ms) X(F64, exposed_comm_ms)   \
-  X(F64, images_per_s) X(F64, scaling_eff) X(F64, inter_gbps) X(F64, target_eff)               \
+  X(STR, run_id) X(INT, schema) X(STR, model) X(INT, grad_bytes) X(INT, buckets) X(INT, batch) \
+  X(INT, ranks) X(INT, ranks_per_node) X(INT, nodes) X(STR, algo) X(STR, intra) X(STR, inter) \
+  X(INT, overlap) X(F64, compute_ms) X(F64, step_ms) X(F64, comm_ms) X(F64, exposed_comm_ms)  \
+  X(F64, images_per_s) X(F64, scaling_eff) X(F64, inter_gbps) X(F64, target_eff)              \
   X(F64, inter_gbps_needed)
 
 /* model_check.csv: `fabench fit --check`, one row per all-reduce row predicted by a model it
  * may not have been fitted on. pred_err = (t_p50_us - t_pred_us) / t_pred_us. */
 #define RES_MODEL_CHECK_COLS(X)                                                               \
-  X(STR, run_id) X(INT, schema) X(STR, fabric) X(STR, transport) X(INT, host_count)            \
+  X(STR, run_id) X(INT, schema) X(STR, fabric) X(STR, transport) X(INT, host_count)           \
   X(INT, ranks) X(STR, algo) X(INT, bytes) X(F64, t_p50_us) X(F64, t_pred_us) X(F64, pred_err)
 
 /* Every record: R(name, COLUMNS). The name is the base of its files (<name>.csv, .jsonl). */
@@ -105,6 +112,9 @@
 #define RES_CTYPE_STR const char *
 #define RES_CTYPE_INT int64_t
 #define RES_CTYPE_F64 double
+#define RES_CTYPE_STR_OPT const char *
+#define RES_CTYPE_INT_OPT int64_t
+#define RES_CTYPE_F64_OPT double
 #define RES_FIELD_(kind, name) RES_CTYPE_##kind name;
 #define RES_ROW_TYPE_(rec, COLS)                                                              \
   typedef struct {                                                                            \

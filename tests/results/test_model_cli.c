@@ -406,6 +406,248 @@ static void test_allreduce_model_from(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* Lines of text holding needle. */
+static int count_lines(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, needle)); p++) {
+    n++;
+    const char *nl = strchr(p, '\n');
+    if (!nl) break;
+    p = nl;
+  }
+  return n;
+}
+
+/* The fixture copied to dir, its run recording its kernel's rate (so that no fit measures one). */
+static void copy_fixture(const char *dir, const char *gbps) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && sed -i '0,/\"schema\": 1,/s//\"schema\": 1, \"reduce_gbps\": %s,/' '%s/run.json'",
+           FIXTURE_RUN, dir, gbps, dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* A run directory given twice, also spelled differently or as a copy (same run_id), is read once,
+ * said in one line: report counted its rows twice (56 all-reduce rows for 28, "4 of 8 within
+ * 10%") and fit weighed them double. */
+static void test_dir_given_twice(void **state) {
+  (void)state;
+  char tmp[64], run[128], run2[160], copy[128], out[128], model[128], model2[128];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(run, sizeof run, "%s/run", tmp);
+  snprintf(run2, sizeof run2, "%s/./run/", tmp);
+  snprintf(copy, sizeof copy, "%s/copy", tmp);
+  copy_fixture(run, "5");
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", run, copy);
+  assert_int_equal(system(cmd), 0);
+  run_result *r = calloc(1, sizeof *r);
+  snprintf(out, sizeof out, "%s/rep1", tmp);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "report.md", "Rows: 28 all-reduce, 10 p2p,"));
+  snprintf(out, sizeof out, "%s/rep2", tmp);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, run2, copy, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (!tu_file_has(out, "report.md", "Rows: 28 all-reduce, 10 p2p,")) fail_msg("rows counted again:\n%s", r->err);
+  if (count_lines(r->err, "read once") != 1 || !strstr(r->err, run2) || !strstr(r->err, copy))
+    fail_msg("not said in one line:\n%s", r->err);
+  snprintf(model, sizeof model, "%s/m1.json", tmp);
+  snprintf(model2, sizeof model2, "%s/m2.json", tmp);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--out", model, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  const char *row = strstr(r->out, "  tcp:lo/reno");
+  assert_non_null(row);
+  char once[256];
+  snprintf(once, sizeof once, "%.*s", (int)(strchr(row, '\n') - row), row);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, run2, "--out", model2, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (!strstr(r->out, once)) fail_msg("fit of the run twice differs from once (%s):\n%s", once, r->out);
+  assert_int_equal(count_lines(r->err, "read once"), 1);
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* A table without a column its record requires, or a run.json that is not a JSON object with a
+ * schema number, is refused by report and fit, naming the file (and the column): report wrote
+ * "No model" over 28 rows, fit said "nothing to fit", a truncated run.json passed the
+ * newer-schema guard. */
+static void test_damaged_run_refused(void **state) {
+  (void)state;
+  char tmp[64], run[128], out[128], model[128], cmd[1024], want[300];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(run, sizeof run, "%s/run", tmp);
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  snprintf(model, sizeof model, "%s/m.json", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  static const char *const cols[] = {"t_p50_us", "busbw_gbps"};
+  for (int c = 0; c < 2; c++) {
+    tu_rmtree(run);
+    snprintf(cmd, sizeof cmd,
+             "cp -r '%s' '%s' && awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == \"%s\") c = i; if (!c) exit 1 } "
+             "{ s = \"\"; for (i = 1; i <= NF; i++) if (i != c) s = s (s == \"\" && i == 1 ? \"\" : OFS) $i; print s }' "
+             "'%s/allreduce.csv' > '%s/allreduce.csv'",
+             FIXTURE_RUN, run, cols[c], FIXTURE_RUN, run);
+    assert_int_equal(system(cmd), 0);
+    snprintf(want, sizeof want, "%s/allreduce.csv: no column '%s'", run, cols[c]);
+    cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
+    if (r->status != 1 || !strstr(r->err, want)) fail_msg("report without %s: status %d\n%s", cols[c], r->status, r->err);
+    cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--out", model, NULL});
+    if (r->status != 1 || !strstr(r->err, want)) fail_msg("fit without %s: status %d\n%s", cols[c], r->status, r->err);
+  }
+  static const char *const bad[] = {"{\"schema\": 1, ", "[]"};
+  for (int b = 0; b < 2; b++) {
+    tu_rmtree(run);
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", FIXTURE_RUN, run);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tu_write(run, "run.json", bad[b]), 0);
+    snprintf(want, sizeof want, "%s/run.json", run);
+    cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
+    if (r->status != 1 || !strstr(r->err, want)) fail_msg("report, run.json '%s': status %d\n%s", bad[b], r->status, r->err);
+    cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--out", model, NULL});
+    if (r->status != 1 || !strstr(r->err, want)) fail_msg("fit, run.json '%s': status %d\n%s", bad[b], r->status, r->err);
+  }
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* A row whose median time is negative or not a number is left out by fit and report, which say
+ * how many: report plotted p50 = -7725 and priced it as a 382% model error. */
+static void test_untimed_rows_left_out(void **state) {
+  (void)state;
+  char tmp[64], run[128], out[128], model[128], cmd[1024];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(run, sizeof run, "%s/run", tmp);
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  snprintf(model, sizeof model, "%s/m.json", tmp);
+  snprintf(cmd, sizeof cmd,
+           "cp -r '%s' '%s' && awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == \"t_p50_us\") c = i; if (!c) exit 1 } "
+           "NR == 20 { $c = -7725 } NR == 21 { $c = \"nan\" } { print }' '%s/allreduce.csv' > '%s/allreduce.csv'",
+           FIXTURE_RUN, run, FIXTURE_RUN, run);
+  assert_int_equal(system(cmd), 0);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (count_lines(r->err, "left out 2 all-reduce rows whose median time (t_p50_us) is negative or not a number") != 1)
+    fail_msg("report did not say:\n%s", r->err);
+  assert_false(tu_file_has(out, "allreduce.dat", "-7725"));
+  assert_false(tu_file_has(out, "allreduce.dat", "nan,"));
+  assert_true(tu_file_has(out, "report.md", "Rows: 26 all-reduce"));
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--out", model, "--no-gamma-kernel", NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (count_lines(r->err, "left out 2 all-reduce rows") != 1) fail_msg("fit did not say:\n%s", r->err);
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* A model.json with a negative cost is refused by predict --intra FILE@FABRIC and allreduce
+ * --model-from, naming the file, fabric and field; both took beta = -1e-9 as it was. */
+static void test_negative_model_refused(void **state) {
+  (void)state;
+  char tmp[64], model[128], intra[200], cmd[600];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(model, sizeof model, "%s/model.json", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", model, "--no-gamma-kernel", NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  snprintf(cmd, sizeof cmd, "sed -i 's/\"beta_s_per_byte\":[^,]*,/\"beta_s_per_byte\": -1e-9,/' '%s'", model);
+  assert_int_equal(system(cmd), 0);
+  assert_true(tu_file_has(tmp, "model.json", "-1e-9"));
+  snprintf(intra, sizeof intra, "%s@tcp:lo/reno", model);
+  cli_run(r, 60, "predict", NULL, -1, NULL, (char *[]){"--model", "resnet20", "--ranks", "2", "--intra", intra, "--no-plot", NULL});
+  if (r->status == 0 || !strstr(r->err, model) || !strstr(r->err, "fabric tcp:lo/reno") || !strstr(r->err, "beta_s_per_byte"))
+    fail_msg("predict: status %d\n%s", r->status, r->err);
+  cli_run(r, 60, "allreduce", NULL, -1, NULL, (char *[]){"-n", "2", "--model-from", model, NULL});
+  if (r->status != 2 || !strstr(r->err, model) || !strstr(r->err, "fabric tcp:lo/reno") || !strstr(r->err, "beta_s_per_byte"))
+    fail_msg("allreduce: status %d\n%s", r->status, r->err);
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* allreduce --model-from a model without the run's fabric says so once, naming the fabric and
+ * those the model has: the rows' t_pred_us were left empty without a word. */
+static void test_allreduce_model_other_fabric(void **state) {
+  (void)state;
+  char tmp[64], model[128], out[128], cmd[600];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(model, sizeof model, "%s/model.json", tmp);
+  snprintf(out, sizeof out, "%s/ar", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", model, "--no-gamma-kernel", NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  snprintf(cmd, sizeof cmd, "sed -i 's|\"fabric\":[[:space:]]*\"tcp:lo/reno\"|\"fabric\": \"emu-9gbit\"|' '%s'", model);
+  assert_int_equal(system(cmd), 0);
+  assert_true(tu_file_has(tmp, "model.json", "emu-9gbit"));
+  cli_run(r, 120, "allreduce", NULL, -1, NULL,
+          (char *[]){"-n", "2", "--transport", "tcp", "--algo", "ring,rd", "--min-bytes", "1K", "--max-bytes", "4K", "--iters", "2",
+                     "--model-from", model, "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (count_lines(r->err, "no model of fabric") != 1 || !strstr(r->err, "emu-9gbit (tcp)"))
+    fail_msg("not said once, with the model's fabrics:\n%s", r->err);
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* A run with no rows to fit (training only) added to fit changes nothing: the kernel's rate of
+ * a fabric is its own runs' (fit ar1 gave a tcp link 2.109 GB/s, fit ar1 t1 2.063). */
+static void test_fit_unrelated_run(void **state) {
+  (void)state;
+  char tmp[64], run[128], train[128], model[128], cmd[1024];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(run, sizeof run, "%s/run", tmp);
+  snprintf(train, sizeof train, "%s/train", tmp);
+  snprintf(model, sizeof model, "%s/m.json", tmp);
+  copy_fixture(run, "5");
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s' && cp '%s/train.csv' '%s/' && sed 's/\"run_id\": \"fixture\"/\"run_id\": \"train-only\", \"reduce_gbps\": 50/' "
+           "'%s/run.json' > '%s/run.json'",
+           train, FIXTURE_RUN, train, FIXTURE_RUN, train);
+  assert_int_equal(system(cmd), 0);
+  assert_true(tu_file_has(train, "run.json", "train-only"));
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--out", model, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  char *alone = strdup(r->out);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, train, "--out", model, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (strcmp(alone, r->out)) fail_msg("fit changed by a train-only run:\n%s\n---\n%s", alone, r->out);
+  free(alone);
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* report into a reused --out removes the plots an earlier report left (and nothing else); a
+ * '|' in a fabric name is escaped in the Markdown tables; the training table's step is the p50
+ * (step_ms, as train prints it and train.csv names it), not the mean. */
+static void test_report_cosmetics(void **state) {
+  (void)state;
+  char tmp[64], run[128], out[128], cmd[1200];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(run, sizeof run, "%s/run", tmp);
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s' '%s' && cp '%s/run.json' '%s/train_buckets.csv' '%s/' && awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) "
+           "{ if ($i == \"fabric\") f = i; if ($i == \"step_ms_mean\") m = i } if (!f || !m) exit 1; print; next } "
+           "{ $f = \"tcp|x\"; $m = 123.45; print }' '%s/train.csv' > '%s/train.csv'",
+           run, out, FIXTURE_RUN, FIXTURE_RUN, run, FIXTURE_RUN, run);
+  assert_int_equal(system(cmd), 0);
+  static const char *const stale[] = {"p2p_bw.png", "busbw.svg", "latency.gp", "allreduce.dat"};
+  for (int i = 0; i < 4; i++) assert_int_equal(tu_write(out, stale[i], "old"), 0);
+  assert_int_equal(tu_write(out, "notes.txt", "mine"), 0);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  for (int i = 0; i < 4; i++)
+    if (fsize(out, stale[i]) >= 0) fail_msg("%s of an earlier report left", stale[i]);
+  assert_int_equal(fsize(out, "notes.txt"), 4);
+  if (!tu_file_has(out, "report.md", "| resnet20 | 1 | tcp\\|x | none | none | 329.9 | 97.00 |"))
+    fail_msg("the training table's row (escaped fabric, step p50)");
+  assert_true(tu_file_has(out, "report.md", "| step p50 (ms) |"));
+  assert_false(tu_file_has(out, "report.md", "| tcp|x |"));
+  assert_false(tu_file_has(out, "report.md", "| 123.45 |"));
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_report_every_plot),
@@ -417,6 +659,13 @@ int main(void) {
       cmocka_unit_test(test_fit_check),
       cmocka_unit_test(test_fit_recorded_kernel),
       cmocka_unit_test(test_allreduce_model_from),
+      cmocka_unit_test(test_dir_given_twice),
+      cmocka_unit_test(test_damaged_run_refused),
+      cmocka_unit_test(test_untimed_rows_left_out),
+      cmocka_unit_test(test_negative_model_refused),
+      cmocka_unit_test(test_allreduce_model_other_fabric),
+      cmocka_unit_test(test_fit_unrelated_run),
+      cmocka_unit_test(test_report_cosmetics),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -372,6 +372,45 @@ static void test_stop_signal_waits_for_json_write(void **state) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
+/* model.json's costs are finite numbers from 0: a negative or infinite one (JSON's 1e999) is
+ * refused naming the file, the fabric and the field; they went into predictions as they were.
+ * An optional one may be null or absent (0); 0 itself is a cost. */
+static void test_model_json_costs_checked(void **state) {
+  (void)state;
+  static const char *const fields[] = {"alpha_us",       "beta_s_per_byte", "gamma_s_per_byte", "delta_us",
+                                       "beta_cpu_s_per_byte", "mem_s_per_byte", "cache_bytes", "wake_us",
+                                       "burst_bytes",    "cpu_s_per_byte"};
+  char dir[64], path[128], text[2048], err[512];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
+  snprintf(path, sizeof path, "%s/model.json", dir);
+  res_model m;
+  for (size_t f = 0; f <= sizeof fields / sizeof *fields; f++)
+    for (int bad = 0; bad < 4; bad++) {
+      size_t len = (size_t)snprintf(text, sizeof text, "{\"schema\": 1, \"kind\": \"fabench-cost-model\", \"gamma_kernel_s_per_byte\": %s, "
+                                    "\"fabrics\": [{\"fabric\": \"tcp:x\", \"transport\": \"tcp\"",
+                                    f == sizeof fields / sizeof *fields ? (bad == 0 ? "-1e-9" : bad == 1 ? "1e999" : bad == 2 ? "null" : "0") : "2e-10");
+      for (size_t g = 0; g < sizeof fields / sizeof *fields; g++) {
+        const char *v = "0.5";
+        if (g == f) v = bad == 0 ? "-1e-9" : bad == 1 ? "1e999" : bad == 2 ? "null" : "0";
+        len += (size_t)snprintf(text + len, sizeof text - len, ", \"%s\": %s", fields[g], v);
+      }
+      snprintf(text + len, sizeof text - len, "}]}\n");
+      assert_int_equal(tu_write(dir, "model.json", text), 0);
+      int rc = res_model_read(&m, path, err, sizeof err);
+      int required = f < 3; /* alpha, beta, gamma */
+      const char *name = f < sizeof fields / sizeof *fields ? fields[f] : "gamma_kernel_s_per_byte";
+      if (bad == 3 || (bad == 2 && !required)) { /* 0, or an optional one not given */
+        if (rc) fail_msg("%s = %s refused: %s", name, bad == 3 ? "0" : "null", err);
+        res_model_free(&m);
+        continue;
+      }
+      if (rc == 0) fail_msg("%s = %s accepted", name, bad == 0 ? "-1e-9" : bad == 1 ? "1e999" : "null");
+      if (!strstr(err, path) || !strstr(err, name) || (f < sizeof fields / sizeof *fields && !strstr(err, "fabric tcp:x")))
+        fail_msg("%s: error '%s' does not name the file, fabric and field", name, err);
+    }
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_record_carries_its_version),
@@ -381,6 +420,7 @@ int main(void) {
       cmocka_unit_test(test_open_failure_named),
       cmocka_unit_test(test_json_read_file),
       cmocka_unit_test(test_stop_signal_waits_for_json_write),
+      cmocka_unit_test(test_model_json_costs_checked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "res.h"
@@ -182,6 +183,27 @@ static void expect_error(const res_schema *s, const char *path, const char *need
   if (!strstr(err, needle)) fail_msg("error '%s' lacks '%s'", err, needle);
 }
 
+/* Appends one CSV line of the record's columns to buf: the header (row NULL), or a row whose
+ * values are those named in row ("name=value", NULL-ended), else "" (STR, F64), the version
+ * (schema) or 0 (INT). The column named drop, and the optional ones when no_opt, are left out. */
+static void csv_line(char *buf, size_t cap, const res_schema *s, const char *const *row, int no_opt, const char *drop,
+                     const char *eol) {
+  size_t n = strlen(buf);
+  int first = 1;
+  for (size_t i = 0; i < s->nfields && n < cap; i++) {
+    const res_field *f = &s->fields[i];
+    if ((no_opt && f->optional) || (drop && !strcmp(f->name, drop))) continue;
+    const char *v = !strcmp(f->name, "schema") ? "1" : f->kind == RES_INT ? "0" : "";
+    for (const char *const *kv = row; kv && *kv; kv++) {
+      size_t l = strlen(f->name);
+      if (!strncmp(*kv, f->name, l) && (*kv)[l] == '=') v = *kv + l + 1;
+    }
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s", first ? "" : ",", row ? v : f->name);
+    first = 0;
+  }
+  if (n < cap) snprintf(buf + n, cap - n, "%s", eol);
+}
+
 static void test_refusals(void **state) {
   (void)state;
   char dir[64], path[600];
@@ -218,7 +240,10 @@ static void test_refusals(void **state) {
    * and a row with a schema version past any integer: newer */
   assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,bytes\nx,1,9007199254740993\n"), 0);
   expect_error(ar, dir, "'9007199254740993' is not an integer within");
-  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,bytes\nx,1,9007199254740992\n"), 0);
+  char full[4096] = "";
+  csv_line(full, sizeof full, ar, NULL, 0, NULL, "\n");
+  csv_line(full, sizeof full, ar, (const char *[]){"run_id=x", "bytes=9007199254740992", NULL}, 0, NULL, "\n");
+  assert_int_equal(tu_write(dir, "allreduce.csv", full), 0);
   res_rows ok;
   char err[512];
   if (res_table_read(&ok, ar, dir, err, sizeof err)) fail_msg("%s", err);
@@ -241,12 +266,20 @@ static void test_refusals(void **state) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
-/* An older file with fewer columns reads, the missing ones as not measured. */
+/* An older file, without the columns added since (res_rec.h's optional ones), reads, the missing
+ * ones as not measured. */
 static void test_older_file_reads(void **state) {
   (void)state;
-  char dir[64], err[256];
+  char dir[64], err[256], text[8192] = "";
   assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
-  assert_int_equal(tu_write(dir, "allreduce.csv", "run_id,schema,ranks,algo,t_p50_us\nabc,1,4,ring,12.5\r\n\r\nabd,1,2,\"r,d\",\n"), 0);
+  const res_schema *ar = res_schema_allreduce();
+  csv_line(text, sizeof text, ar, NULL, 1, NULL, "\n");
+  csv_line(text, sizeof text, ar, (const char *[]){"run_id=abc", "ranks=4", "algo=ring", "t_p50_us=12.5", NULL}, 1, NULL, "\r\n");
+  strcat(text, "\r\n");
+  csv_line(text, sizeof text, ar, (const char *[]){"run_id=abd", "ranks=2", "algo=\"r,d\"", NULL}, 1, NULL, "\n");
+  assert_non_null(strstr(text, "busbw_gbps"));
+  assert_null(strstr(text, "host_cpu_us"));
+  assert_int_equal(tu_write(dir, "allreduce.csv", text), 0);
   res_rows got;
   if (res_table_read(&got, res_schema_allreduce(), dir, err, sizeof err)) fail_msg("%s", err);
   assert_int_equal(got.n, 2);
@@ -272,6 +305,168 @@ static void test_older_file_reads(void **state) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
+/* Every record refuses a table without one of its required columns, naming the file and the
+ * column (CSV header or JSONL record): read on, report printed nan and fit said "nothing to fit"
+ * without naming t_p50_us. An optional column (added later) may be missing. A column twice is
+ * refused too (which of the two is the figure?). */
+static void test_missing_column_refused(void **state) {
+  (void)state;
+  char dir[64], path[600], err[512];
+  static char text[16384];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
+  for (size_t k = 0; k < NRECORDS; k++) {
+    const res_schema *s = all_records[k]();
+    snprintf(path, sizeof path, "%s/%s.csv", dir, s->base);
+    for (size_t i = 1; i < s->nfields; i++) { /* the first column is checked as a foreign table */
+      const res_field *f = &s->fields[i];
+      text[0] = '\0';
+      csv_line(text, sizeof text, s, NULL, 0, f->name, "\n");
+      csv_line(text, sizeof text, s, (const char *[]){"run_id=x", NULL}, 0, f->name, "\n");
+      assert_int_equal(tu_write(dir, path + strlen(dir) + 1, text), 0);
+      res_rows got;
+      int rc = res_table_read(&got, s, path, err, sizeof err);
+      if (f->optional) {
+        if (rc) fail_msg("%s without optional %s: %s", s->base, f->name, err);
+        res_rows_free(&got);
+        continue;
+      }
+      char want[700];
+      snprintf(want, sizeof want, "%s: no column '%s'", path, f->name);
+      if (rc == 0) fail_msg("%s without %s was read", s->base, f->name);
+      if (!strstr(err, want)) fail_msg("error '%s' lacks '%s'", err, want);
+    }
+    unlink(path);
+  }
+  /* a header with no row: still not a whole table */
+  const res_schema *ar = res_schema_allreduce();
+  text[0] = '\0';
+  csv_line(text, sizeof text, ar, NULL, 0, "busbw_gbps", "\n");
+  assert_int_equal(tu_write(dir, "allreduce.csv", text), 0);
+  expect_error(ar, dir, "no column 'busbw_gbps'");
+  /* JSONL: a record without a required field; one without an optional field reads */
+  assert_int_equal(tu_write(dir, "train.jsonl", "{\"run_id\":\"x\",\"schema\":1}\n"), 0);
+  snprintf(path, sizeof path, "%s/train.jsonl", dir);
+  expect_error(res_schema_train(), path, "train.jsonl:1: no field 'host'");
+  const res_schema *b = res_schema_train_buckets();
+  assert_int_equal(tu_write(dir, "train_buckets.jsonl",
+                            "{\"run_id\":\"x\",\"role\":\"rank0\",\"transport\":\"tcp\",\"algo\":\"ring\",\"ranks\":2,"
+                            "\"bucket\":0,\"offset_bytes\":0,\"bytes\":4,\"ready_ms\":1,\"comm_ms\":null,\"done_ms\":2}\n"), 0);
+  snprintf(path, sizeof path, "%s/train_buckets.jsonl", dir);
+  res_rows got;
+  if (res_table_read(&got, b, path, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(got.n, 1);
+  res_rows_free(&got);
+  /* a column twice */
+  text[0] = '\0';
+  csv_line(text, sizeof text, ar, NULL, 0, NULL, "");
+  strcat(text, ",t_p50_us\n");
+  csv_line(text, sizeof text, ar, (const char *[]){"run_id=x", NULL}, 0, NULL, "");
+  strcat(text, ",1\n");
+  assert_int_equal(tu_write(dir, "allreduce.csv", text), 0);
+  expect_error(ar, dir, "column 't_p50_us' twice");
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
+/* A run.json that is not a JSON object with a whole schema number from 1 is refused, naming it:
+ * a truncated one, or [], passed for one with no version and so slipped past the newer-schema
+ * guard. */
+static void test_damaged_run_json_refused(void **state) {
+  (void)state;
+  char dir[64], err[512], text[8192] = "";
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
+  const res_schema *ar = res_schema_allreduce();
+  csv_line(text, sizeof text, ar, NULL, 0, NULL, "\n");
+  csv_line(text, sizeof text, ar, (const char *[]){"run_id=x", "t_p50_us=5", NULL}, 0, NULL, "\n");
+  assert_int_equal(tu_write(dir, "allreduce.csv", text), 0);
+  static const char *const bad[] = {"{\"schema\": 1, ", "[]", "{}", "{\"schema\": \"1\"}", "{\"schema\": 0}",
+                                    "{\"schema\": 1.5}", "{\"schema\": -3}", "7"};
+  char runjson[300];
+  snprintf(runjson, sizeof runjson, "%s/run.json", dir);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    assert_int_equal(tu_write(dir, "run.json", bad[i]), 0);
+    res_rows got;
+    if (res_table_read(&got, ar, dir, err, sizeof err) == 0) fail_msg("run.json '%s' accepted", bad[i]);
+    if (!strstr(err, runjson)) fail_msg("run.json '%s': error '%s' does not name %s", bad[i], err, runjson);
+    const res_schema *sch[1] = {ar};
+    res_rows rows[1] = {{ar, NULL, 0}};
+    err[0] = '\0';
+    assert_int_equal(res_run_read(rows, sch, 1, dir, err, sizeof err), -1);
+    if (!strstr(err, runjson)) fail_msg("res_run_read, run.json '%s': '%s'", bad[i], err);
+    res_rows_free(&rows[0]);
+    assert_int_equal(res_run_meta_check(dir, NULL, 0, err, sizeof err), -1);
+  }
+  assert_int_equal(tu_write(dir, "run.json", "{\"schema\": 1, \"run_id\": \"r1\"}"), 0);
+  char id[64];
+  assert_int_equal(res_run_meta_check(dir, id, sizeof id, err, sizeof err), 0);
+  assert_string_equal(id, "r1");
+  res_rows got;
+  if (res_table_read(&got, ar, dir, err, sizeof err)) fail_msg("%s", err);
+  res_rows_free(&got);
+  assert_int_equal(tu_write(dir, "run.json", "{\"schema\": 2}"), 0);
+  assert_int_equal(res_run_meta_check(dir, NULL, 0, err, sizeof err), -1);
+  assert_non_null(strstr(err, "newer than this fabench"));
+  unlink(runjson);
+  assert_int_equal(res_run_meta_check(dir, NULL, 0, err, sizeof err), 1); /* none: a bare table */
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
+/* A run directory given twice, however spelled, or a copy of it (same run_id), is kept once;
+ * the order of the others stays, and the note names what was left out. */
+static void test_run_dirs_unique(void **state) {
+  (void)state;
+  char tmp[64], a[128], a2[160], b[128], c[128], note[512];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "res"));
+  snprintf(a, sizeof a, "%s/a", tmp);
+  snprintf(a2, sizeof a2, "%s/./a/", tmp);
+  snprintf(b, sizeof b, "%s/b", tmp);
+  snprintf(c, sizeof c, "%s/c", tmp);
+  for (int i = 0; i < 3; i++) {
+    const char *d = i == 0 ? a : i == 1 ? b : c;
+    assert_int_equal(mkdir(d, 0755), 0);
+    assert_int_equal(tu_write(d, "run.json", i == 1 ? "{\"schema\": 1, \"run_id\": \"rb\"}" : "{\"schema\": 1, \"run_id\": \"ra\"}"), 0);
+  }
+  char *dirs[] = {a, b, a2, c, b};
+  int n = 5;
+  assert_int_equal(res_run_dirs_unique(dirs, &n, note, sizeof note), 3);
+  assert_int_equal(n, 2);
+  assert_ptr_equal(dirs[0], a);
+  assert_ptr_equal(dirs[1], b);
+  assert_non_null(strstr(note, "read once"));
+  assert_non_null(strstr(note, "same directory as"));
+  assert_non_null(strstr(note, "same run_id as"));
+  assert_null(strchr(note, '\n'));
+  char *one[] = {a, b};
+  n = 2;
+  assert_int_equal(res_run_dirs_unique(one, &n, note, sizeof note), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(note, "");
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* All-reduce rows without a valid median time (negative, NaN, infinite) are removed, the
+ * others kept in order. */
+static void test_drop_untimed(void **state) {
+  (void)state;
+  char dir[64], err[512], text[8192] = "";
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
+  const res_schema *ar = res_schema_allreduce();
+  static const char *const t[] = {"t_p50_us=5", "t_p50_us=-7725", "t_p50_us=", "t_p50_us=inf", "t_p50_us=0", "t_p50_us=nan"};
+  csv_line(text, sizeof text, ar, NULL, 0, NULL, "\n");
+  for (size_t i = 0; i < 6; i++)
+    csv_line(text, sizeof text, ar, (const char *[]){"run_id=x", "fabric=f", t[i], NULL}, 0, NULL, "\n");
+  assert_int_equal(tu_write(dir, "allreduce.csv", text), 0);
+  res_rows got;
+  if (res_table_read(&got, ar, dir, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(got.n, 6);
+  assert_int_equal(res_allreduce_drop_untimed(&got), 4);
+  assert_int_equal(got.n, 2);
+  const res_allreduce_row *r = got.rows;
+  assert_true(r[0].t_p50_us == 5 && r[1].t_p50_us == 0);
+  assert_string_equal(r[1].fabric, "f");
+  res_rows_free(&got);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_every_record),
@@ -279,6 +474,10 @@ int main(void) {
       cmocka_unit_test(test_written_text),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_older_file_reads),
+      cmocka_unit_test(test_missing_column_refused),
+      cmocka_unit_test(test_damaged_run_json_refused),
+      cmocka_unit_test(test_run_dirs_unique),
+      cmocka_unit_test(test_drop_untimed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
