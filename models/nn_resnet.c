@@ -154,8 +154,12 @@ static int name_int(const char **p, int *v) {
 
 static const int tv_depth[] = {18, 34, 50, 101, 152};
 static const int tv_blocks[][4] = {{2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3, 4, 23, 3}, {3, 8, 36, 3}};
+/* The largest ResNet published is the CIFAR ResNet-1202; a wider or deeper name is a typo, and
+ * would fail later allocating gigabytes. */
+#define RESNET_MAX_DEPTH 1202
+#define RESNET_MAX_WIDTH 1024
 #define RESNET_NAMES "resnetD or resnetD-wN: D is 18|34|50|101|152 (torchvision) or any 6n+2 " \
-                     "from 8, e.g. 20|32|56|110 (CIFAR), N the base width"
+                     "from 8 to 1202, e.g. 20|32|56|110 (CIFAR), N the base width (1 to 1024)"
 
 /* resnet<depth>[-w<width>]: 0 with the depth, the width (0: the default) and the torchvision
  * table's row (-1: a CIFAR ResNet), or -1 with why in err. The one rule for the builder and
@@ -173,9 +177,14 @@ static int parse_name(const char *model, int *depth, int *width, int *tv, char *
     if (name_int(&p, width) || *width <= 0) goto unknown;
   }
   if (*p) goto unknown;
+  if (*width > RESNET_MAX_WIDTH) {
+    snprintf(err, errcap, "unknown model '%s': base width %d is above %d; " RESNET_NAMES, model,
+             *width, RESNET_MAX_WIDTH);
+    return -1;
+  }
   for (int i = 0; i < 5; i++)
     if (*depth == tv_depth[i]) *tv = i;
-  if (*tv < 0 && (*depth < 8 || (*depth - 2) % 6)) {
+  if (*tv < 0 && (*depth < 8 || *depth > RESNET_MAX_DEPTH || (*depth - 2) % 6)) {
     snprintf(err, errcap, "unknown model '%s': no ResNet has depth %d; " RESNET_NAMES, model, *depth);
     return -1;
   }

@@ -74,12 +74,18 @@ static void test_errors(void **state) {
   (void)state;
   nn_table t;
   char err[256];
-  const char *bad[] = {"resnet19", "resnet", "vgg16", "resnet18-w0", "resnet18-x4", "resnet18w4", "resnet20-w4x", NULL};
+  const char *bad[] = {"resnet19", "resnet", "vgg16", "resnet18-w0", "resnet18-x4", "resnet18w4", "resnet20-w4x",
+                       "resnet18-w1025", "resnet1208", "resnet999999998", NULL};
   for (int i = 0; bad[i]; i++) {
     err[0] = 0;
     assert_int_equal(nn_table_resnet(&t, bad[i], 3, 32, 32, 10, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "unknown model"));
   }
+  /* the largest names there are: ResNet-1202 (CIFAR) and a base width of 1024 */
+  assert_int_equal(nn_table_resnet(&t, "resnet1202", 3, 32, 32, 10, err, sizeof(err)), 0);
+  nn_table_free(&t);
+  assert_int_equal(nn_table_resnet(&t, "resnet18-w1024", 3, 32, 32, 10, err, sizeof(err)), 0);
+  nn_table_free(&t);
   assert_int_equal(nn_table_resnet(&t, "resnet18", 0, 32, 32, 10, err, sizeof(err)), -1);
   assert_int_equal(nn_table_resnet(&t, "resnet18", 3, 32, 32, 0, err, sizeof(err)), -1);
   nn_net *net = NULL;

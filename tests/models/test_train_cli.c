@@ -179,7 +179,7 @@ static void test_bad_flags(void **state) {
   for (size_t i = 0; i < sizeof r7 / sizeof *r7; i++) {
     int rc = train(out, sizeof out, "--out badflags %s--model resnet7 --data synthetic:1x8x8:3:16", r7[i]);
     expect(rc, out, 2, "bad --model: unknown model 'resnet7': no ResNet has depth 7");
-    expect(rc, out, 2, "D is 18|34|50|101|152 (torchvision) or any 6n+2 from 8, e.g. 20|32|56|110");
+    expect(rc, out, 2, "D is 18|34|50|101|152 (torchvision) or any 6n+2 from 8 to 1202, e.g. 20|32|56|110");
     expect(rc, out, 2, "usage: fabench train");
     assert_false(exists("badflags"));
   }
