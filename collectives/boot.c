@@ -198,7 +198,7 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
                            const char *me, int rport, coll_err *e) {
   boot_pending pend[BOOT_PENDING_MAX];
   struct pollfd pfd[BOOT_PENDING_MAX + 1];
-  int npend = 0, joined = 0, size = b->size;
+  int npend = 0, joined = 0, size = b->size, poll_errno = 0;
   coll_sock_set_nonblock(lfd);
   while (joined < size - 1) {
     double now = coll_sock_now(), wake = deadline;
@@ -211,7 +211,10 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
     pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
     for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
     int n = poll(pfd, (nfds_t)npend + 1, coll_boot_wait_ms(now, wake, deadline));
-    if (n < 0 && errno != EINTR) return coll_fail(e, "rank 0 (%s): poll: %s", me, strerror(errno));
+    if (n < 0 && errno != EINTR) { /* the joined ranks are still told, below */
+      poll_errno = errno;
+      break;
+    }
     now = coll_sock_now();
     /* hellos first (indices shift as entries are dropped: walk down) */
     for (int i = npend - 1; n > 0 && i >= 0; i--) {
@@ -293,13 +296,21 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
    * else each fails with a closed connection that names no one. Best effort and without
    * waiting: the first message on a connection fits in its empty socket buffer. */
   boot_reply fail = {.magic = BOOT_MAGIC_REPLY, .status = BOOT_FAILED};
-  snprintf(fail.reason, sizeof fail.reason, "rank 0 (%.*s) reports rank%s%.*s missing after %d ms", 60, me,
-           nmissing > 1 ? "s" : "", 72, missing, b->timeout_ms);
+  if (poll_errno)
+    snprintf(fail.reason, sizeof fail.reason, "rank 0 (%.*s) failed waiting for ranks%.*s: poll: %s", 60, me,
+             72, missing, strerror(poll_errno));
+  else
+    snprintf(fail.reason, sizeof fail.reason, "rank 0 (%.*s) reports rank%s%.*s missing after %d ms", 60, me,
+             nmissing > 1 ? "s" : "", 72, missing, b->timeout_ms);
   for (int r = 1; r < size; r++)
     if (b->fds[r] >= 0) {
       ssize_t w = send(b->fds[r], &fail, sizeof fail, MSG_NOSIGNAL | MSG_DONTWAIT);
       (void)w;
     }
+  if (poll_errno)
+    return coll_fail(e, "rank 0 (%s): poll: %s (%d of %d ranks had joined the rendezvous at port %d; "
+                        "missing ranks:%s)",
+                     me, strerror(poll_errno), joined + 1, size, rport, missing);
   return coll_fail(e, "rank 0 (%s): %d of %d ranks joined the rendezvous at port %d within "
                       "%d ms; missing ranks:%s",
                    me, joined + 1, size, rport, b->timeout_ms, missing);
