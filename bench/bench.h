@@ -134,12 +134,9 @@ double bench_host_cpu_s(void);
 struct res_model;
 /* Seconds per byte of the f32 sum kernel over 8 MiB, the best of a few passes (NaN: no memory). */
 double bench_gamma_kernel(void);
-/* Reads the allreduce and p2p rows of run directories and fits them (the host's cores from the
- * first directory's run.json). More in model.h. */
-int bench_fit_dirs(struct res_model *m, char **dirs, int ndirs, double gamma_kernel, char *err,
-                   size_t cap);
-/* --model-from: a model.json, a directory with one, or a run directory fitted on the spot. */
-int bench_model_load(struct res_model *m, const char *from, char *err, size_t cap);
+/* --model-from: a model.json, a directory with one, or a run directory fitted on the spot (its
+ * notes on rows left out on stderr unless quiet: one rank says them for all). More in model.h. */
+int bench_model_load(struct res_model *m, const char *from, int quiet, char *err, size_t cap);
 /* Runs `gnuplot script` in dir, its output appended to dir/gnuplot.log under the script's name;
  * bench_gnuplot_log_reset starts that log afresh, so it holds one run's plots only. */
 int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap);

@@ -187,7 +187,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   if (o->model_from) { /* checked here, once, so that a bad path fails before any rank starts */
     res_model m;
     char err[1024];
-    if (bench_model_load(&m, o->model_from, err, sizeof err))
+    if (bench_model_load(&m, o->model_from, 1, err, sizeof err))
       return bench_usage_error(ar_usage, "--model-from: %s", err);
     res_model_free(&m);
   }
@@ -693,7 +693,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   /* every rank reads the model: auto must pick alike everywhere */
   if (!rc && o->model_from) {
     char err[1024];
-    if (bench_model_load(&x.model, o->model_from, err, sizeof err)) rc = bench_error("rank %d: --model-from: %s", x.rank, err);
+    if (bench_model_load(&x.model, o->model_from, x.rank != 0, err, sizeof err)) rc = bench_error("rank %d: --model-from: %s", x.rank, err);
   }
   /* every transport is open for the whole run, so that the cells can take turns */
   for (int t = 0; t < o->ntransports && !rc; t++) {

@@ -153,9 +153,9 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, in
                      const char *out) {
   res_rows ar, pp, rep = {0};
   char err[1024];
-  if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, sizeof err)) return bench_error("fit --check: %s", err);
+  if (bench_read_dirs(&ar, &pp, dirs, ndirs, 0, err, sizeof err)) return bench_error("fit --check: %s", err);
   res_rows_free(&pp);
-  if (nreps && bench_read_dirs(&rep, &pp, reps, nreps, err, sizeof err)) {
+  if (nreps && bench_read_dirs(&rep, &pp, reps, nreps, 0, err, sizeof err)) {
     res_rows_free(&ar);
     return bench_error("fit --repeat: %s", err);
   }
@@ -337,7 +337,7 @@ int bench_cmd_fit(int argc, char **argv) {
   res_model m;
   char err[1024];
   if (model) {
-    if (bench_model_load(&m, model, err, sizeof err)) {
+    if (bench_model_load(&m, model, 0, err, sizeof err)) {
       rc = bench_error("fit --model: %s", err);
       goto out;
     }

@@ -91,7 +91,7 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
   const char *want = NULL;
   if (at) *at = '\0', want = at + 1;
   res_model m;
-  if (bench_model_load(&m, path, err, cap)) return -1;
+  if (bench_model_load(&m, path, 0, err, cap)) return -1;
   const res_fabric_model *pick = NULL;
   for (size_t i = 0; i < m.n && !pick; i++)
     if (!want || !strcmp(m.f[i].fabric, want)) pick = &m.f[i];

@@ -38,7 +38,7 @@ typedef struct {
   int nplots;
   char failed[1024];
   char werr[1024]; /* the first file that could not be written, and why */
-  size_t untimed;  /* all-reduce rows left out: no valid median time */
+  size_t untimed;  /* all-reduce and p2p rows left out: no valid measure */
   char untimed_in[600];
 } rp_ctx;
 
@@ -66,7 +66,7 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   if (found < 0) return -1;
   /* left out and said, as fit does (bench_read_dirs): a negative time plotted as a median and
    * priced as a 382% model error; NaN is a time not measured */
-  size_t u = res_allreduce_drop_untimed(&x->rec[RP_AR]);
+  size_t u = res_rows_drop_untimed(&x->rec[RP_AR]) + res_rows_drop_untimed(&x->rec[RP_P2P]);
   if (u) {
     size_t l = strlen(x->untimed_in);
     snprintf(x->untimed_in + l, sizeof x->untimed_in - l, "%s%s: %zu", l ? ", " : "", d, u);
@@ -687,17 +687,17 @@ int bench_cmd_report(int argc, char **argv) {
   for (int i = optind; i < argc && !rc; i++)
     if (rp_read_dir(&x, argv[i], err, sizeof err)) rc = bench_error("report: %s", err);
   if (!rc && x.untimed)
-    fprintf(stderr, "fabench: report: left out %zu all-reduce row%s whose median time (t_p50_us) is negative or not a number (%s)\n",
+    fprintf(stderr, "fabench: report: left out %zu row%s whose measure (median time, or a p2p rate) is negative or not a number (%s)\n",
             x.untimed, x.untimed == 1 ? "" : "s", x.untimed_in);
   if (!rc && !x.have_model && (x.rec[RP_AR].n || x.rec[RP_P2P].n)) {
     res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + optind, argc - optind),
                        .cores = bench_dir_cores(argv[optind])};
-    if (bench_fit_bursts(&fo, argv + optind, argc - optind) == 0 &&
+    if (bench_fit_recorded(&fo, argv + optind, argc - optind) == 0 &&
         res_fit_ex(&x.model, &x.rec[RP_AR], &x.rec[RP_P2P], &fo, err, sizeof err) == 0) {
       x.have_model = 1;
       snprintf(x.model_src, sizeof x.model_src, "fitted from these runs");
     }
-    bench_fit_bursts_free(&fo);
+    bench_fit_recorded_free(&fo);
   }
   char dir[4096];
   if (!rc && res_run_dir(dir, sizeof dir, out, "report", err, sizeof err)) rc = bench_error("report: %s", err);

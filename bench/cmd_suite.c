@@ -302,7 +302,7 @@ static void predict_fabrics(suite_step *s, const char *dir) {
   char p[4200], err[512];
   snprintf(p, sizeof p, "%s/model.json", dir);
   res_model m;
-  if (bench_model_load(&m, p, err, sizeof err)) return;
+  if (bench_model_load(&m, p, 0, err, sizeof err)) return;
   const res_fabric_model *intra = NULL, *inter = NULL;
   for (size_t i = 0; i < m.n; i++) {
     const res_fabric_model *f = &m.f[i];
@@ -409,7 +409,7 @@ static void summarize(const char *dir, const suite_opts *o, char rates[][32], in
   char mpath[4200], err[512];
   snprintf(mpath, sizeof mpath, "%s/model.json", dir);
   res_model model;
-  int have_model = bench_model_load(&model, mpath, err, sizeof err) == 0;
+  int have_model = bench_model_load(&model, mpath, 0, err, sizeof err) == 0;
   for (int f = -1; f < nrates; f++) {
     char tdir[4200], adir[4200];
     const char *tag = f < 0 ? "loopback" : rates[f];

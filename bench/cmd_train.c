@@ -825,7 +825,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
             "(its data order and augmentation)\n", (unsigned long long)seed_given, a->resume,
             (unsigned long long)have.seed);
   /* rank 0 reads it; the others stop with it, not later on a vanished peer */
-  int model_ok = !(a->model_from && x.rank == 0 && bench_model_load(&x.model, a->model_from, err, sizeof err));
+  int model_ok = !(a->model_from && x.rank == 0 && bench_model_load(&x.model, a->model_from, 0, err, sizeof err));
   if (!model_ok) bench_usage_error(train_usage, "--model-from: %s", err);
   if (!rank0_ok(&x, model_ok)) {
     status = 2;

@@ -16,7 +16,8 @@
 #include "coll.h"
 #include "res.h"
 
-int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *err, size_t cap) {
+int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, int quiet, char *err,
+                    size_t cap) {
   const res_schema *sch[2] = {res_schema_allreduce(), res_schema_p2p()};
   res_rows rows[2] = {{sch[0], NULL, 0}, {sch[1], NULL, 0}};
   int rc = 0, found = 0;
@@ -31,7 +32,7 @@ int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *er
     }
     res_rows one[2] = {{sch[0], NULL, 0}, {sch[1], NULL, 0}};
     int got = res_run_read(one, sch, 2, dirs[i], err, cap);
-    size_t u = got > 0 ? res_allreduce_drop_untimed(&one[0]) : 0;
+    size_t u = got > 0 ? res_rows_drop_untimed(&one[0]) + res_rows_drop_untimed(&one[1]) : 0;
     if (u) {
       size_t l = strlen(where);
       snprintf(where + l, sizeof where - l, "%s%s: %zu", l ? ", " : "", dirs[i], u);
@@ -47,8 +48,8 @@ int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *er
   /* Left out and said, as the fit leaves out rows with errors, rather than refused: NaN is what
    * the writer leaves for a time not measured, which the reader accepts as such, and one
    * damaged row should not stop the rest of a sweep from being fitted or checked. */
-  if (!rc && untimed)
-    fprintf(stderr, "fabench: left out %zu all-reduce row%s whose median time (t_p50_us) is negative or not a number (%s)\n",
+  if (!rc && untimed && !quiet)
+    fprintf(stderr, "fabench: left out %zu row%s whose measure (median time, or a p2p rate) is negative or not a number (%s)\n",
             untimed, untimed == 1 ? "" : "s", where);
   if (!rc && !found) {
     snprintf(err, cap, "no allreduce.csv or p2p.csv in %s%s", dirs[0], ndirs > 1 ? " and the others" : "");
@@ -100,7 +101,7 @@ static int model_dir_emu(const char *dir, char *fabric, size_t cap, int *mtu, do
   return emu;
 }
 
-int bench_fit_bursts(res_fit_opts *o, char *const *dirs, int ndirs) {
+int bench_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs) {
   res_fit_burst *b = calloc(ndirs > 0 ? (size_t)ndirs : 1, sizeof *b);
   o->bursts = b;
   o->nbursts = 0;
@@ -132,7 +133,7 @@ int bench_fit_bursts(res_fit_opts *o, char *const *dirs, int ndirs) {
   return 0;
 }
 
-void bench_fit_bursts_free(res_fit_opts *o) {
+void bench_fit_recorded_free(res_fit_opts *o) {
   free((void *)o->bursts);
   o->bursts = NULL;
   o->nbursts = 0;
@@ -148,11 +149,6 @@ int bench_dir_emu_mtu(const char *dir, const char *fabric) {
   return model_dir_emu(dir, fab, sizeof fab, &mtu, &burst) && !strcmp(fab, fabric) ? mtu : 0;
 }
 
-int bench_fit_dirs(res_model *m, char **dirs, int ndirs, double gamma_kernel, char *err,
-                   size_t cap) {
-  res_fit_opts o = {.gamma_kernel = gamma_kernel, .cores = ndirs > 0 ? bench_dir_cores(dirs[0]) : 0};
-  return bench_fit_dirs_ex(m, dirs, ndirs, &o, err, cap);
-}
 
 /* The kernel's cost per byte the runs with rows to fit (all-reduce or p2p) recorded, or NAN
  * where none did: a train-only run's rate is not the fitted rows' (res_fit_opts.runs keeps
@@ -178,21 +174,26 @@ double bench_fit_gamma(char *const *dirs, int ndirs) {
   return rec > 0 ? rec : bench_gamma_kernel();
 }
 
-int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *o, char *err, size_t cap) {
+static int model_fit_dirs(res_model *m, char **dirs, int ndirs, const res_fit_opts *o, int quiet,
+                          char *err, size_t cap) {
   res_rows ar, pp;
-  if (bench_read_dirs(&ar, &pp, dirs, ndirs, err, cap)) return -1;
+  if (bench_read_dirs(&ar, &pp, dirs, ndirs, quiet, err, cap)) return -1;
   res_fit_opts with = *o;
-  int rc = bench_fit_bursts(&with, dirs, ndirs);
+  int rc = bench_fit_recorded(&with, dirs, ndirs);
   if (isnan(o->gamma_kernel)) with.nruns = 0; /* fit --no-gamma-kernel: no kernel rate at all */
   if (rc) snprintf(err, cap, "out of memory");
   else rc = res_fit_ex(m, &ar, &pp, &with, err, cap);
-  bench_fit_bursts_free(&with);
+  bench_fit_recorded_free(&with);
   res_rows_free(&ar);
   res_rows_free(&pp);
   return rc;
 }
 
-int bench_model_load(res_model *m, const char *from, char *err, size_t cap) {
+int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *o, char *err, size_t cap) {
+  return model_fit_dirs(m, dirs, ndirs, o, 0, err, cap);
+}
+
+int bench_model_load(res_model *m, const char *from, int quiet, char *err, size_t cap) {
   struct stat st;
   if (stat(from, &st) != 0) {
     snprintf(err, cap, "'%s' does not exist", from);
@@ -203,7 +204,9 @@ int bench_model_load(res_model *m, const char *from, char *err, size_t cap) {
   snprintf(path, sizeof path, "%s/model.json", from);
   if (stat(path, &st) == 0) return res_model_read(m, path, err, cap);
   char *dirs[1] = {(char *)from};
-  return bench_fit_dirs(m, dirs, 1, bench_fit_gamma(dirs, 1), err, cap); /* fit it now */
+  /* fit it now */
+  res_fit_opts o = {.gamma_kernel = bench_fit_gamma(dirs, 1), .cores = bench_dir_cores(from)};
+  return model_fit_dirs(m, dirs, 1, &o, quiet, err, cap);
 }
 
 void bench_gnuplot_log_reset(const char *dir) {

@@ -4,11 +4,14 @@
 
 #include "res.h"
 
-/* bench_fit_dirs with every fit option. */
+/* Reads the allreduce and p2p rows of run directories and fits them; the rows with an untimed
+ * median are left out, with a note on stderr. */
 int bench_fit_dirs_ex(res_model *m, char **dirs, int ndirs, const res_fit_opts *o, char *err,
                       size_t cap);
-/* The allreduce and p2p rows of run directories (either may come back empty; -1 if neither). */
-int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, char *err, size_t cap);
+/* The allreduce and p2p rows of run directories (either may come back empty; -1 if neither); the
+ * rows with an untimed median are left out, said on stderr unless quiet. */
+int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, int quiet, char *err,
+                    size_t cap);
 /* The reduction kernel's cost per byte for a fit of run directories: the one the runs recorded
  * (run.json's reduce_gbps; the middle one over the directories), so that two fits of the same
  * rows agree; measured now (bench_gamma_kernel) only where none did. */
@@ -17,10 +20,11 @@ double bench_fit_gamma(char *const *dirs, int ndirs);
 int bench_dir_cores(const char *dir);
 /* The MTU of an emulated fabric's links when the run directory measured that fabric (0: not). */
 int bench_dir_emu_mtu(const char *dir, const char *fabric);
-/* Sets o->bursts to the emulated links' shaper bursts the run directories recorded (their
- * ranks' FABENCH_EMU_BURST in run.json), for the fit; -1 when out of memory. Release with
- * bench_fit_bursts_free. */
-int bench_fit_bursts(res_fit_opts *o, char *const *dirs, int ndirs);
-void bench_fit_bursts_free(res_fit_opts *o);
+/* What the run directories' run.json recorded that the fit needs: o->bursts, the emulated links'
+ * shaper bursts (their ranks' FABENCH_EMU_BURST), and o->runs, each run's kernel rate
+ * (reduce_gbps), so that a fabric's gamma comes from the runs that measured it. -1 when out of
+ * memory. Release with bench_fit_recorded_free. */
+int bench_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs);
+void bench_fit_recorded_free(res_fit_opts *o);
 
 #endif

@@ -91,10 +91,11 @@ int res_run_meta_check(const char *dir, char *run_id, size_t idcap, char *err, s
  * stays; *ndirs shrinks. note (may be NULL) gets one line naming those left out, "" when none.
  * Returns how many were left out. */
 int res_run_dirs_unique(char **dirs, int *ndirs, char *note, size_t notecap);
-/* Removes the all-reduce rows whose median time (t_p50_us) is negative or not a number: not a
- * measurement (NaN is what the writer leaves for one not measured; a negative time is damage).
- * Order kept; returns how many were removed. */
-size_t res_allreduce_drop_untimed(res_rows *ar);
+/* Removes the rows whose measure is negative or not a number: not a measurement (NaN is what the
+ * writer leaves for one not measured; a negative one is damage). The measure is an all-reduce
+ * row's median time (t_p50_us), a p2p latency row's t_p50_us and another p2p row's rate (gbps);
+ * other records are left as they are. Order kept; returns how many were removed. */
+size_t res_rows_drop_untimed(res_rows *t);
 
 /* ---- run directory and metadata ---- */
 /* Makes the run directory: `out` if given, else results/<UTC YYYYmmddTHHMMSSZ>-<command>.

@@ -559,21 +559,39 @@ int res_run_dirs_unique(char **dirs, int *ndirs, char *note, size_t notecap) {
   return left;
 }
 
-size_t res_allreduce_drop_untimed(res_rows *ar) {
-  if (ar->schema != res_schema_allreduce()) return 0;
-  res_allreduce_row *r = ar->rows;
-  size_t k = 0, n = ar->n;
+/* Removes the rows keep() refuses, freeing their strings; order kept; how many went. */
+static size_t rr_drop_rows(res_rows *t, int (*keep)(const void *row)) {
+  const res_schema *s = t->schema;
+  char *base = t->rows;
+  size_t k = 0, n = t->n;
   for (size_t i = 0; i < n; i++) {
-    if (isfinite(r[i].t_p50_us) && r[i].t_p50_us >= 0) {
-      if (k != i) r[k] = r[i];
+    char *row = base + i * s->row_size;
+    if (keep(row)) {
+      if (k != i) memcpy(base + k * s->row_size, row, s->row_size);
       k++;
       continue;
     }
-    /* its strings are the row's own */
-    const res_schema *s = ar->schema;
-    for (size_t f = 0; f < s->nfields; f++)
-      if (s->fields[f].kind == RES_STR) free(*(char **)((char *)&r[i] + s->fields[f].offset));
+    for (size_t f = 0; f < s->nfields; f++) /* its strings are the row's own */
+      if (s->fields[f].kind == RES_STR) free(*(char **)(row + s->fields[f].offset));
   }
-  ar->n = k;
+  t->n = k;
   return n - k;
+}
+
+static int rr_timed(double v) { return isfinite(v) && v >= 0; }
+
+static int rr_allreduce_timed(const void *row) {
+  return rr_timed(((const res_allreduce_row *)row)->t_p50_us);
+}
+
+/* a latency row's measure is its time, the others' (bw, bibw, copies) their rate */
+static int rr_p2p_timed(const void *row) {
+  const res_p2p_row *r = row;
+  return rr_timed(r->test && !strcmp(r->test, "latency") ? r->t_p50_us : r->gbps);
+}
+
+size_t res_rows_drop_untimed(res_rows *t) {
+  if (t->schema == res_schema_allreduce()) return rr_drop_rows(t, rr_allreduce_timed);
+  if (t->schema == res_schema_p2p()) return rr_drop_rows(t, rr_p2p_timed);
+  return 0;
 }

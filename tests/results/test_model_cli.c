@@ -511,7 +511,8 @@ static void test_damaged_run_refused(void **state) {
 }
 
 /* A row whose median time is negative or not a number is left out by fit and report, which say
- * how many: report plotted p50 = -7725 and priced it as a 382% model error. */
+ * how many: report plotted p50 = -7725 and priced it as a 382% model error. So is a p2p row whose
+ * measure is (the fit dropped it without a word). */
 static void test_untimed_rows_left_out(void **state) {
   (void)state;
   char tmp[64], run[128], out[128], model[128], cmd[1024];
@@ -521,20 +522,22 @@ static void test_untimed_rows_left_out(void **state) {
   snprintf(model, sizeof model, "%s/m.json", tmp);
   snprintf(cmd, sizeof cmd,
            "cp -r '%s' '%s' && awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == \"t_p50_us\") c = i; if (!c) exit 1 } "
-           "NR == 20 { $c = -7725 } NR == 21 { $c = \"nan\" } { print }' '%s/allreduce.csv' > '%s/allreduce.csv'",
-           FIXTURE_RUN, run, FIXTURE_RUN, run);
+           "NR == 20 { $c = -7725 } NR == 21 { $c = \"nan\" } { print }' '%s/allreduce.csv' > '%s/allreduce.csv' && "
+           "awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == \"gbps\") c = i; if ($i == \"test\") t = i } "
+           "if (!c || !t) exit 1 } NR > 1 && $t == \"bw\" && !done { $c = -1; done = 1 } { print }' '%s/p2p.csv' > '%s/p2p.csv'",
+           FIXTURE_RUN, run, FIXTURE_RUN, run, FIXTURE_RUN, run);
   assert_int_equal(system(cmd), 0);
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
-  if (count_lines(r->err, "left out 2 all-reduce rows whose median time (t_p50_us) is negative or not a number") != 1)
+  if (count_lines(r->err, "left out 3 rows whose measure (median time, or a p2p rate) is negative or not a number") != 1)
     fail_msg("report did not say:\n%s", r->err);
   assert_false(tu_file_has(out, "allreduce.dat", "-7725"));
   assert_false(tu_file_has(out, "allreduce.dat", "nan,"));
-  assert_true(tu_file_has(out, "report.md", "Rows: 26 all-reduce"));
+  assert_true(tu_file_has(out, "report.md", "Rows: 26 all-reduce, 9 p2p"));
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--out", model, "--no-gamma-kernel", NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
-  if (count_lines(r->err, "left out 2 all-reduce rows") != 1) fail_msg("fit did not say:\n%s", r->err);
+  if (count_lines(r->err, "left out 3 rows") != 1) fail_msg("fit did not say:\n%s", r->err);
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
 }

@@ -444,7 +444,8 @@ static void test_run_dirs_unique(void **state) {
 }
 
 /* All-reduce rows without a valid median time (negative, NaN, infinite) are removed, the
- * others kept in order. */
+ * others kept in order; p2p rows by their test's measure (latency: time, the others: rate);
+ * other records untouched. */
 static void test_drop_untimed(void **state) {
   (void)state;
   char dir[64], err[512], text[8192] = "";
@@ -458,12 +459,37 @@ static void test_drop_untimed(void **state) {
   res_rows got;
   if (res_table_read(&got, ar, dir, err, sizeof err)) fail_msg("%s", err);
   assert_int_equal(got.n, 6);
-  assert_int_equal(res_allreduce_drop_untimed(&got), 4);
+  assert_int_equal(res_rows_drop_untimed(&got), 4);
   assert_int_equal(got.n, 2);
   const res_allreduce_row *r = got.rows;
   assert_true(r[0].t_p50_us == 5 && r[1].t_p50_us == 0);
   assert_string_equal(r[1].fabric, "f");
   res_rows_free(&got);
+
+  const res_schema *pp = res_schema_p2p();
+  static const char *const q[][3] = {
+      {"test=latency", "t_p50_us=5", "gbps="},      /* kept: a latency row's rate is not its measure */
+      {"test=latency", "t_p50_us=-1", "gbps=2"},    /* dropped */
+      {"test=bw", "t_p50_us=", "gbps=3"},           /* kept */
+      {"test=bw", "t_p50_us=4", "gbps=nan"},        /* dropped */
+      {"test=bibw", "t_p50_us=4", "gbps=-3"},       /* dropped */
+  };
+  text[0] = 0;
+  csv_line(text, sizeof text, pp, NULL, 0, NULL, "\n");
+  for (size_t i = 0; i < 5; i++)
+    csv_line(text, sizeof text, pp, (const char *[]){"run_id=x", q[i][0], q[i][1], q[i][2], NULL}, 0, NULL, "\n");
+  assert_int_equal(tu_write(dir, "p2p.csv", text), 0);
+  if (res_table_read(&got, pp, dir, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(res_rows_drop_untimed(&got), 3);
+  assert_int_equal(got.n, 2);
+  const res_p2p_row *p = got.rows;
+  assert_true(p[0].t_p50_us == 5 && p[1].gbps == 3);
+  assert_string_equal(p[1].test, "bw");
+  res_rows_free(&got);
+
+  /* a record without a measure of this kind is left alone */
+  res_rows none = {res_schema_train(), NULL, 0};
+  assert_int_equal(res_rows_drop_untimed(&none), 0);
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
