@@ -292,44 +292,13 @@ static void test_tcp_hellos_deadline(void **st) {
 
 /* ---- the rendezvous ---- */
 
-/* Runs fn(arg) in a child whose error text comes back through a pipe. */
-typedef int (*child_fn)(int arg, char *err, size_t cap);
-static pid_t spawn(child_fn fn, int arg, int *rfd) {
-  int p[2];
-  assert_int_equal(pipe(p), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    char err[1024] = "";
-    int rc = fn(arg, err, sizeof err);
-    ssize_t w = write(p[1], err, strlen(err));
-    (void)w;
-    _exit(rc);
-  }
-  close(p[1]);
-  *rfd = p[0];
+static pid_t spawn(test_child_fn fn, int arg, int *rfd) {
+  pid_t pid = test_child_spawn(fn, arg, rfd);
+  assert_true(pid > 0);
   return pid;
 }
 
-/* The child's exit status and its error text in out. A child still running after 30 s is
- * killed (read() below then ends too). */
-static int finish(pid_t pid, int rfd, char *out, size_t cap) {
-  struct pollfd p = {.fd = rfd, .events = POLLIN};
-  size_t got = 0;
-  double until = coll_sock_now() + 30;
-  while (got + 1 < cap && coll_sock_now() < until) {
-    if (poll(&p, 1, 100) != 1) continue;
-    ssize_t r = read(rfd, out + got, cap - 1 - got);
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  out[got] = '\0';
-  close(rfd);
-  kill(pid, SIGKILL); /* gone already, unless it hung */
-  int st;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+static int finish(pid_t pid, int rfd, char *out, size_t cap) { return test_child_finish(pid, rfd, out, cap, 30); }
 
 static int g_port; /* per test, set before forking */
 

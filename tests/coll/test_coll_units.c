@@ -332,35 +332,13 @@ static void test_parsing(void **st) {
 
 /* ---- multi-process failure paths ---- */
 
-/* Runs fn in a child with a pipe for its error text; returns the exit status. */
-typedef int (*child_fn)(int arg, char *err, size_t cap);
-static pid_t spawn(child_fn fn, int arg, int *rfd) {
-  int p[2];
-  assert_int_equal(pipe(p), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    char err[1024] = "";
-    int rc = fn(arg, err, sizeof err);
-    ssize_t w = write(p[1], err, strlen(err));
-    (void)w;
-    _exit(rc);
-  }
-  close(p[1]);
-  *rfd = p[0];
+static pid_t spawn(test_child_fn fn, int arg, int *rfd) {
+  pid_t pid = test_child_spawn(fn, arg, rfd);
+  assert_true(pid > 0);
   return pid;
 }
 
-static int finish(pid_t pid, int rfd, char *out, size_t cap) {
-  size_t got = 0;
-  ssize_t r;
-  while (got + 1 < cap && (r = read(rfd, out + got, cap - 1 - got)) > 0) got += (size_t)r;
-  out[got] = '\0';
-  close(rfd);
-  int st;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+static int finish(pid_t pid, int rfd, char *out, size_t cap) { return test_child_finish(pid, rfd, out, cap, 30); }
 
 static int g_port;                 /* per test, set before forking */
 static int g_boot_ms = 1500;       /* the rendezvous timeout of child_boot */

@@ -1,15 +1,18 @@
 /* Test support for the multi-process collectives tests: a free loopback port, the environment
- * rendezvous variables of one rank, and a bounded wait for a group of forked ranks. */
+ * rendezvous variables of one rank, a bounded wait for a group of forked ranks, and one forked
+ * child whose error text comes back. */
 #ifndef FABENCH_TEST_RANKS_H
 #define FABENCH_TEST_RANKS_H
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -83,6 +86,55 @@ static inline int test_wait_ranks(const pid_t *pids, int n, int timeout_s) {
     nanosleep(&ts, NULL);
   }
   return failed;
+}
+
+/* A forked child running fn(arg), its error text coming back through a pipe: the child's pid,
+ * with the pipe's read end in *rfd (-1 and no child when the pipe or fork fails). */
+typedef int (*test_child_fn)(int arg, char *err, size_t cap);
+static inline pid_t test_child_spawn(test_child_fn fn, int arg, int *rfd) {
+  int p[2];
+  *rfd = -1;
+  if (pipe(p) != 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(p[0]);
+    char err[1024] = "";
+    int rc = fn(arg, err, sizeof err);
+    ssize_t w = write(p[1], err, strlen(err));
+    (void)w;
+    _exit(rc);
+  }
+  close(p[1]);
+  *rfd = p[0];
+  return pid;
+}
+
+/* The child's exit status (128 + signal if killed) and its error text in out. A child still
+ * running after timeout_s is killed: a test waits, it never hangs. */
+static inline int test_child_finish(pid_t pid, int rfd, char *out, size_t cap, int timeout_s) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  size_t got = 0;
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (got + 1 >= cap || t.tv_sec - t0.tv_sec >= timeout_s) break;
+    struct pollfd p = {.fd = rfd, .events = POLLIN};
+    if (poll(&p, 1, 100) != 1) continue;
+    ssize_t r = read(rfd, out + got, cap - 1 - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  out[got] = '\0';
+  close(rfd);
+  kill(pid, SIGKILL); /* gone already, unless it hung */
+  int st;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 #endif
