@@ -28,6 +28,10 @@ static const char train_usage[] =
     "                       [none,tcp,ucx (those built) with several ranks]\n"
     "  --algo LIST          ring,rhd,rd,tree,dtree,ps,ps:K,native,auto [ring]\n"
     "  --no-single          skip the one-rank run that scaling efficiency is measured against\n"
+    "  --rounds R           the pairs (and the one-rank run) take turns R times, each round the\n"
+    "                       same steps from the same weights; a pair's row is its fastest\n"
+    "                       round, so a slow spell of the machine during one pair does not\n"
+    "                       pass for its fabric's cost [1]\n"
     "  --bucket-mb X        gradient bucket size, MiB [25]\n"
     "  --first-bucket-mb X  the first (last layers') bucket [1]\n"
     "  --no-overlap         all-reduce after backward instead of during it\n"
@@ -102,6 +106,7 @@ typedef struct {
   uint64_t chunk;
   nn_lr_kind sched;
   long batch, epochs, steps, warmup_steps, threads, ref_batch, eval_every, log_every, prefetch;
+  long rounds;
   long crop_pad; /* -1: the data's default */
   double lr, momentum, wd, warmup_epochs, target_acc, gamma;
   int nesterov, augment, stop_at_target, epochs_given, seed_given;
@@ -128,7 +133,7 @@ enum {
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
   O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM,
-  O_DEVICE, O_PREC, O_SEARCH, O_GPU
+  O_DEVICE, O_PREC, O_SEARCH, O_GPU, O_ROUNDS
 };
 
 static int parse_args(train_args *a, int argc, char **argv) {
@@ -155,7 +160,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
       {"trace", 1, 0, O_TRACE},         {"trace-steps", 1, 0, O_TRACESTEPS},
       {"model-from", 1, 0, O_MODELFROM}, {"device", 1, 0, O_DEVICE},
       {"precision", 1, 0, O_PREC},      {"cudnn-search", 0, 0, O_SEARCH},
-      {"gpu", 1, 0, O_GPU},
+      {"gpu", 1, 0, O_GPU},             {"rounds", 1, 0, O_ROUNDS},
       {0, 0, 0, 0}};
   *a = (train_args){.model = "resnet20", .data = "fmnist", .sched = NN_LR_COSINE, .batch = 128,
                     .epochs = 1, .warmup_steps = 10, .eval_every = 1, .log_every = 20,
@@ -163,7 +168,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
                     .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1,
                     .algos = "ring", .overlap = 1, .overlap_step = NN_OSTEP_AUTO,
                     .grad_dtype = COLL_F32, .bucket_mb = 25, .first_bucket_mb = 1, .trace_steps = 5,
-                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1};
+                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1, .rounds = 1};
   bench_rank_opts_init(&a->r);
   optind = 1;
   opterr = 0;
@@ -234,6 +239,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
       break;
     case O_SEARCH: a->cudnn_search = 1; break;
     case O_GPU: INT(0, 1023, a->gpu); break;
+    case O_ROUNDS: INT(1, 100, a->rounds); break;
     case O_MODEL: a->model = optarg; break;
     case O_DATA: a->data = optarg; break;
     case O_BATCH: INT(1, 1 << 20, a->batch); break;
@@ -286,6 +292,8 @@ static int parse_args(train_args *a, int argc, char **argv) {
                  NN_LR_MAX_MILESTONES);
   }
   if (a->target_acc > 0 && a->eval_every == 0) BAD("--target-acc needs test-set evaluation (--eval-every >= 1)");
+  /* each round trains afresh: a checkpoint would hold whichever round ended last */
+  if (a->rounds > 1 && (a->save || a->resume)) BAD("--rounds %ld with --save or --resume: a checkpoint continues one training; rounds retrain the same steps", a->rounds);
   /* the builder's own rule: a depth no ResNet has is a usage error, not a failure after setup */
   char merr[512];
   if (nn_model_check(a->model, merr, sizeof merr)) BAD("bad --model: %s", merr);
@@ -371,6 +379,7 @@ typedef struct {
   res_train_buckets_row bk_rows[2 * NN_TRAIN_MAX_BUCKETS]; /* a data-parallel pair's, after the profile's */
   int have_profile, nprof_buckets;
   int role_index;         /* of the pair being trained: its trace's process ids */
+  int round;              /* of --rounds, from 1 */
   int slow_said;          /* the warning about oneDNN's reference code is out */
   double alive_said;      /* when the heartbeat last went (rank 0) */
 } train_ctx;
@@ -405,7 +414,7 @@ static int on_step(void *ctx, const nn_step_rec *rs, int n) {
         .bwd_ms = 1e3 * q->bwd_s, .comm_ms = 1e3 * q->comm_s, .comm_cpu_ms = 1e3 * q->comm_cpu_s,
         .exposed_comm_ms = 1e3 * q->exposed_s, .opt_ms = 1e3 * q->opt_s,
         .images_per_s = q->step_s > 0 ? q->images / q->step_s : 0,
-        .warmup = q->warmup, .elapsed_s = q->elapsed_s};
+        .warmup = q->warmup, .elapsed_s = q->elapsed_s, .round = x->round};
     if (res_table_put(x->tsteps, &row, err, sizeof err)) return bench_error("%s", err);
   }
   const nn_step_rec *q = &rs[0];
@@ -455,7 +464,7 @@ static int on_eval(void *ctx, const nn_eval_rec *ev) {
   res_train_eval_row row = {.run_id = x->run.run_id, .transport = x->pair->tname,
                             .algo = x->pair->aname, .epoch = ev->epoch, .step = ev->step,
                             .test_loss = ev->loss, .test_acc = ev->acc, .test_images = ev->images,
-                            .eval_s = ev->secs, .elapsed_s = ev->elapsed_s};
+                            .eval_s = ev->secs, .elapsed_s = ev->elapsed_s, .round = x->round};
   char err[512];
   if (res_table_put(x->teval, &row, err, sizeof err)) return bench_error("%s", err);
   return 0;
@@ -556,8 +565,8 @@ static int out_file_check(const char *flag, const char *path) {
 }
 
 /* The pair's train.csv row and its buckets (rank 0). */
-static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opts *so,
-                        const nn_lr_sched *sched, int64_t epochs) {
+static int write_result(train_ctx *x, const nn_train_result *r, double slowest_ips, int rounds,
+                        const nn_sgd_opts *so, const nn_lr_sched *sched, int64_t epochs) {
   const train_args *a = x->a;
   const train_pair *p = x->pair;
   int n = x->ranks;
@@ -602,7 +611,8 @@ static int write_result(train_ctx *x, const nn_train_result *r, const nn_sgd_opt
       .train_time_s = r->train_s, .start_step = r->start_step, .end_step = r->end_step,
       .backend = nn_net_backend(x->net) ? nn_net_backend(x->net) : nn_backend_version(),
       .status = r->status, .step_ms_pred = NAN,
-      .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN};
+      .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN,
+      .rounds = rounds, .images_per_s_slowest = slowest_ips};
   /* the pair's buckets, after the profile's: the prediction takes this run's own plan (with
    * --overlap-step it differs from the profile's) and the profile's ready times */
   int profile = p->role == ROLE_NONE || (p->role == ROLE_SINGLE && !x->have_profile);
@@ -745,6 +755,38 @@ fail:
   return -1;
 }
 
+/* --rounds: what one entry of the training order has measured so far, for its row */
+typedef struct {
+  nn_train_result best; /* its fastest round */
+  double slowest_ips;
+  int rounds;           /* done */
+  nn_lr_sched sched;
+  nn_sgd_opts so;
+  int64_t epochs;
+} train_kept;
+
+/* Takes one round's result into k (r of a rank that trained nothing has images_per_s NaN). */
+static void kept_add(train_kept *k, const nn_train_result *r, const nn_lr_sched *sched,
+                     const nn_sgd_opts *so, int64_t epochs) {
+  double v = r->images_per_s;
+  if (!k->rounds || v > k->best.images_per_s || (isnan(k->best.images_per_s) && !isnan(v))) k->best = *r;
+  if (!k->rounds || v < k->slowest_ips || (isnan(k->slowest_ips) && !isnan(v))) k->slowest_ips = v;
+  k->rounds++;
+  k->sched = *sched;
+  k->so = *so;
+  k->epochs = epochs;
+}
+
+/* The row of pair p from what its rounds measured (rank 0); the one-rank and none rows set
+ * the denominators of the rows after them. */
+static int kept_write(train_ctx *x, const train_pair *p, const train_kept *k) {
+  x->pair = p;
+  x->ranks = p->role == ROLE_SINGLE ? 1 : x->size;
+  if (p->role == ROLE_SINGLE) x->single_ips = k->best.images_per_s;
+  if (p->role == ROLE_NONE) x->none_ips = k->best.images_per_s;
+  return write_result(x, &k->best, k->slowest_ips, k->rounds, &k->so, &k->sched, k->epochs);
+}
+
 /* The options of the training loop common to every pair. */
 static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
                       const nn_sgd_opts *so, const nn_ckpt_info *want, int64_t epochs) {
@@ -762,10 +804,12 @@ static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
       .first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0), .overlap = a->overlap,
       .overlap_step = a->overlap_step, .ctx = x, .on_step = on_step, .on_eval = on_eval,
       .trace_steps = a->trace ? a->trace_steps : 0, .on_trace = on_trace};
-  /* tests: FABENCH_TEST_CORRUPT=RANK:STEP perturbs that rank's weights after that step */
+  /* tests: FABENCH_TEST_CORRUPT=RANK:STEP[:ROUND] perturbs that rank's weights after that step
+   * (of that round of --rounds only) */
   const char *cor = getenv("FABENCH_TEST_CORRUPT");
-  long cr, cs;
-  if (cor && sscanf(cor, "%ld:%ld", &cr, &cs) == 2) {
+  long cr, cs, cround;
+  int got = cor ? sscanf(cor, "%ld:%ld:%ld", &cr, &cs, &cround) : 0;
+  if (got == 2 || (got == 3 && cround == x->round)) {
     t->corrupt_rank = (int)cr;
     t->corrupt_step = cs;
   }
@@ -956,6 +1000,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     cJSON_AddNumberToObject(tj, "batch", (double)a->batch);
     cJSON_AddNumberToObject(tj, "global_batch", (double)a->batch * x.size);
     cJSON_AddNumberToObject(tj, "threads", (double)a->threads);
+    cJSON_AddNumberToObject(tj, "rounds", (double)a->rounds);
     cJSON_AddNumberToObject(tj, "seed", (double)a->seed);
     cJSON_AddNumberToObject(tj, "bucket_mb", a->bucket_mb);
     cJSON_AddNumberToObject(tj, "first_bucket_mb", a->first_bucket_mb);
@@ -1020,10 +1065,20 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     if (x.rank == 0) bench_error("train: nothing to train: every transport/algorithm pair was skipped (above)");
     failed = 1;
   }
+  /* --rounds: the whole order again each round, so that a slow spell of the machine hits one
+   * round of a pair, not the pair; per entry its fastest round so far and the slowest figure */
+  train_kept *kept = calloc(norder ? (size_t)norder : 1, sizeof *kept);
+  int written = 0; /* entries of the order whose row is out */
+  if (!kept) {
+    bench_error("out of memory");
+    failed = 1;
+  }
+  for (int round = 1; round <= a->rounds && !failed; round++)
   for (int oi = 0; oi < norder && !failed; oi++) {
     const train_pair *p = order[oi] < 0 ? &single : &pairs[order[oi]];
     x.pair = p;
     x.role_index = oi;
+    x.round = round;
     if (odev[oi] != nn_net_device(x.net)) { /* the next device: its own net, the same weights */
       nn_net_destroy(x.net);
       x.net = NULL;
@@ -1081,7 +1136,10 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     t.start_step = start;
     t.stop_step = stop;
     t.elapsed0 = a->resume ? have.elapsed_s : 0;
+    if (round > 1) t.trace_steps = 0; /* the trace is the first round's */
     nn_train_result r;
+    memset(&r, 0, sizeof r);
+    r.images_per_s = NAN; /* the waiting ranks of the one-rank run measure nothing */
     int trc = 0;
     if (p->role == ROLE_SINGLE) {
       /* rank 0 alone; the others wait in its heartbeat (on_alive: in the steps too) */
@@ -1104,7 +1162,6 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
         failed = 1;
         break;
       }
-      if (x.rank == 0) x.single_ips = r.images_per_s; /* only rank 0 trained */
     } else {
       t.boot = x.size > 1 ? x.boot : NULL;
       t.comm = p->role == ROLE_DP ? p->comm : NULL;
@@ -1116,13 +1173,33 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
         failed = 1;
         break;
       }
-      if (p->role == ROLE_NONE) x.none_ips = r.images_per_s;
+    }
+    kept_add(&kept[oi], &r, &sched, &so, epochs);
+    if (round < a->rounds) {
+      if (x.rank == 0) {
+        printf("%-6s %-10s %-8s round %d of %ld: %.1f images/s\n", role_names[p->role], p->tname,
+               p->aname, round, a->rounds, r.images_per_s);
+        fflush(stdout);
+      }
+      continue; /* the rows come with the last round */
     }
     /* the row before the trace: a trace that cannot be written loses no row */
-    int wrc = x.rank == 0 ? write_result(&x, &r, &so, &sched, epochs) : 0;
+    int wrc = x.rank == 0 ? kept_write(&x, p, &kept[oi]) : 0;
+    written = oi + 1;
     if (x.rank == 0 && write_trace(&x)) wrc = -1;
     if (!rank0_ok(&x, !wrc)) failed = 1; /* every rank stops alike */
   }
+  /* a later round failed: the rounds done are measured, and kept (rows of the entries on the
+   * net's device; another device's would be written with this one's name) */
+  for (int oi = written; x.rank == 0 && a->rounds > 1 && kept && oi < norder; oi++) {
+    if (!kept[oi].rounds) continue;
+    const train_pair *p = order[oi] < 0 ? &single : &pairs[order[oi]];
+    if (!x.net || odev[oi] != nn_net_device(x.net)) continue;
+    printf("# %s %s/%s: the row of its %d round(s) of %ld done\n", role_names[p->role], p->tname,
+           p->aname, kept[oi].rounds, a->rounds);
+    if (kept_write(&x, p, &kept[oi])) break;
+  }
+  free(kept);
   free(init_mom);
   if (x.rank == 0) {
     cJSON_AddStringToObject(x.run.meta, "status", failed ? "failed" : "ok");

@@ -41,7 +41,9 @@
   X(STR, metric) X(INT, bytes) X(INT, src) X(INT, dst) X(F64, value) X(STR, src_host)         \
   X(STR, dst_host)
 
-/* train.csv: one row per training run (per rank role). */
+/* train.csv: one row per training run (per rank role). With --rounds R the pairs took turns R
+ * times, each round training the same steps from the same weights: the row is the pair's fastest
+ * round (rounds: R), images_per_s_slowest its slowest round's figure (one round: the same). */
 #define RES_TRAIN_COLS(X)                                                                     \
   X(STR, run_id) X(INT, schema) X(STR, host) X(INT, host_count) X(STR, topo_hash)             \
   X(INT, ranks) X(STR, role) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, model)      \
@@ -58,20 +60,22 @@
   X(F64, fabric_eff) X(F64, final_loss) X(F64, test_loss) X(F64, test_acc) X(F64, target_acc) \
   X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)           \
   X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)               \
-  X(F64, exposed_comm_ms_pred) X(F64, pred_err)
+  X(F64, exposed_comm_ms_pred) X(F64, pred_err) X(INT_OPT, rounds)                          \
+  X(F64_OPT, images_per_s_slowest)
 
-/* train_steps.csv: one row per rank and step. */
+/* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \
   X(STR, run_id) X(INT_OPT, schema) X(INT, rank) X(STR, host) X(STR, transport) X(STR, algo)  \
   X(INT, step) X(INT, epoch) X(INT, step_in_epoch) X(INT, images) X(F64, loss)                \
   X(F64, batch_acc) X(F64, lr) X(F64, step_ms) X(F64, data_ms) X(F64, load_ms) X(F64, fwd_ms) \
   X(F64, bwd_ms) X(F64, comm_ms) X(F64_OPT, comm_cpu_ms) X(F64, exposed_comm_ms) X(F64, opt_ms) \
-  X(F64, images_per_s) X(INT, warmup) X(F64, elapsed_s)
+  X(F64, images_per_s) X(INT, warmup) X(F64, elapsed_s) X(INT_OPT, round)
 
-/* train_eval.csv: one row per evaluation on the test set. */
+/* train_eval.csv: one row per evaluation on the test set (round: of --rounds, from 1). */
 #define RES_TRAIN_EVAL_COLS(X)                                                                \
   X(STR, run_id) X(INT_OPT, schema) X(STR, transport) X(STR, algo) X(INT, epoch) X(INT, step) \
-  X(F64, test_loss) X(F64, test_acc) X(INT, test_images) X(F64, eval_s) X(F64, elapsed_s)
+  X(F64, test_loss) X(F64, test_acc) X(INT, test_images) X(F64, eval_s) X(F64, elapsed_s)     \
+  X(INT_OPT, round)
 
 /* train_buckets.csv: one row per gradient bucket. ready_ms: median time from the start of
  * backward until the bucket's gradients are complete; comm_ms: median all-reduce time of the

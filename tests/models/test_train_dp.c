@@ -437,6 +437,74 @@ static void test_overlap_step_auto(void **st) {
   }
 }
 
+/* Each round's throughput from train_steps: global images over the longest of the ranks' summed
+ * measured steps, as the loop counts it. */
+static double round_ips(const res_rows *ss, const char *transport, int64_t round, int ranks) {
+  double wall[2] = {0, 0};
+  int64_t images = 0;
+  const res_train_steps_row *q = ss->rows;
+  for (size_t k = 0; k < ss->n; k++)
+    if (!strcmp(q[k].transport, transport) && q[k].round == round && !q[k].warmup) {
+      wall[q[k].rank] += q[k].step_ms;
+      images += q[k].images;
+    }
+  double w = wall[0] > wall[1] ? wall[0] : wall[1];
+  assert_true(ranks == 1 || wall[1] > 0);
+  return 1e3 * (double)images / w;
+}
+
+/* --rounds: the pairs take turns; each row is its fastest round's, images_per_s_slowest its
+ * slowest, and the efficiencies divide by the baselines' fastest rounds. A round that fails
+ * keeps the rows of the rounds done. */
+static void test_rounds(void **st) {
+  (void)st;
+  run_result r;
+  run(&r, 240, NULL, -1, NULL,
+      SMALL " --steps 6 --warmup-steps 2 -n 2 --transport none,tcp --rounds 3 --out %s/rounds", dir);
+  ok(&r);
+  if (!strstr(r.out, "round 2 of 3")) fail_msg("no round line:\n%s", r.out);
+  res_rows rr = rows_of("rounds", res_schema_train()), ss = rows_of("rounds", res_schema_train_steps());
+  const res_train_row *t = rr.rows;
+  assert_int_equal((int)rr.n, 3);
+  assert_int_equal((int)ss.n, 3 * 6 * (1 + 2 + 2)); /* 3 rounds of single, none, tcp */
+  const char *tr[3] = {"-", "none", "tcp"};
+  for (int i = 0; i < 3; i++) {
+    assert_string_equal(t[i].transport, tr[i]);
+    assert_int_equal((int)t[i].rounds, 3);
+    double fast = 0, slow = INFINITY;
+    for (int k = 1; k <= 3; k++) {
+      double v = round_ips(&ss, tr[i], k, i ? 2 : 1);
+      fast = v > fast ? v : fast;
+      slow = v < slow ? v : slow;
+    }
+    if (fabs(t[i].images_per_s / fast - 1) > 2e-5 || fabs(t[i].images_per_s_slowest / slow - 1) > 2e-5)
+      fail_msg("%s: row %.6g (slowest %.6g), rounds %.6g..%.6g images/s", tr[i], t[i].images_per_s,
+               t[i].images_per_s_slowest, slow, fast);
+  }
+  /* the CSV keeps 6 significant digits */
+  assert_float_equal(t[2].fabric_eff, t[2].images_per_s / t[1].images_per_s, 1e-5);
+  assert_float_equal(t[2].scaling_eff, t[2].images_per_s / (2 * t[0].images_per_s), 1e-5);
+  res_rows_free(&rr);
+  res_rows_free(&ss);
+
+  /* tcp fails in round 2 (rank 1's weights corrupted): none has its row of 2 rounds, tcp the
+   * row of its first */
+  run(&r, 240, "FABENCH_TEST_CORRUPT=1:3:2", -1, NULL,
+      SMALL " --steps 6 --warmup-steps 2 -n 2 --transport none,tcp --no-single --check-every 2"
+            " --rounds 2 --out %s/roundfail", dir);
+  if (r.status != 1 || !strstr(r.err, "the parameters differ") || !strstr(r.out, "tcp/ring: the row of its 1 round(s) of 2 done"))
+    fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+  rr = rows_of("roundfail", res_schema_train());
+  t = rr.rows;
+  assert_int_equal((int)rr.n, 2);
+  assert_string_equal(t[0].transport, "none");
+  assert_int_equal((int)t[0].rounds, 2);
+  assert_string_equal(t[1].transport, "tcp");
+  assert_int_equal((int)t[1].rounds, 1);
+  assert_true(t[1].images_per_s > 0 && t[1].images_per_s == t[1].images_per_s_slowest);
+  res_rows_free(&rr);
+}
+
 static void test_bad_flags(void **st) {
   (void)st;
   run_result r;
@@ -447,7 +515,9 @@ static void test_bad_flags(void **st) {
                             {"--emulate 1gbit", "--emulate needs -n"},
                             {"--overlap-step maybe", "--overlap-step"},
                             {"--emulate fast -n 2", "--emulate"},
-                            {"-n 0", "-n"}};
+                            {"-n 0", "-n"},
+                            {"--rounds 0", "--rounds"},
+                            {"--rounds 2 --save ck", "--rounds 2 with --save or --resume"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     run(&r, 30, NULL, -1, NULL, SMALL " %s --out %s/bad", cases[i][0], dir);
     if (r.status != 2 || !strstr(r.err, cases[i][1]))
@@ -477,6 +547,7 @@ int main(void) {
       cmocka_unit_test(test_bad_flags),
       cmocka_unit_test(test_same_data_bit_identical),
       cmocka_unit_test(test_rows_and_shards),
+      cmocka_unit_test(test_rounds),
       cmocka_unit_test(test_corrupted_rank_caught),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_checkpoint_world),

@@ -118,7 +118,7 @@ static void test_train_columns(void **state) {
       "opt_ms,"
       "imbalance_ms,comm_busbw_gbps,scaling_eff,fabric_eff,final_loss,test_loss,test_acc,target_acc,"
       "time_to_target_s,train_time_s,start_step,end_step,backend,status,step_ms_pred,"
-      "images_per_s_pred,exposed_comm_ms_pred,pred_err\n";
+      "images_per_s_pred,exposed_comm_ms_pred,pred_err,rounds,images_per_s_slowest\n";
   char dir[64], err[256], path[600], line[4096];
   assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
   res_table *t;
@@ -159,8 +159,8 @@ static void test_written_text(void **state) {
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   buf[n] = '\0';
   fclose(f);
-  assert_string_equal(buf, "run_id,schema,transport,algo,epoch,step,test_loss,test_acc,test_images,eval_s,elapsed_s\n"
-                           "\"id,1\",1,,ring,3,-7,0.5,,10000,,\n");
+  assert_string_equal(buf, "run_id,schema,transport,algo,epoch,step,test_loss,test_acc,test_images,eval_s,elapsed_s,round\n"
+                           "\"id,1\",1,,ring,3,-7,0.5,,10000,,,0\n");
   snprintf(path, sizeof path, "%s/train_eval.jsonl", dir);
   f = fopen(path, "r");
   n = fread(buf, 1, sizeof buf - 1, f);
