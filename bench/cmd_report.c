@@ -433,9 +433,16 @@ static void rp_train(rp_ctx *x) {
     fprintf(d, "\n");
     nimg += isfinite(r->images_per_s);
     char c1[128], c2[512], c3[64], c4[64];
-    fprintf(x->md, "| %s | %lld | %s | %s | %s | %.1f | %.2f | %.2f | ", rp_md(c1, sizeof c1, r->model), (long long)r->ranks,
+    /* train --rounds: the fastest round's figure, and the slowest's beside it (the machine's drift) */
+    char ips[96];
+    if (r->rounds > 1 && isfinite(r->images_per_s_slowest))
+      snprintf(ips, sizeof ips, "%.1f (slowest of %lld rounds %.1f)", r->images_per_s, (long long)r->rounds,
+               r->images_per_s_slowest);
+    else
+      snprintf(ips, sizeof ips, "%.1f", r->images_per_s);
+    fprintf(x->md, "| %s | %lld | %s | %s | %s | %s | %.2f | %.2f | ", rp_md(c1, sizeof c1, r->model), (long long)r->ranks,
             rp_md(c2, sizeof c2, r->fabric), rp_md(c3, sizeof c3, r->transport), rp_md(c4, sizeof c4, r->algo),
-            r->images_per_s, r->step_ms, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0);
+            ips, r->step_ms, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0);
     if (isfinite(pred))
       fprintf(x->md, "%.2f | %+.1f%% | ", pred, 100 * (step - pred) / pred);
     else

@@ -620,7 +620,8 @@ static void test_fit_unrelated_run(void **state) {
 
 /* report into a reused --out removes the plots an earlier report left (and nothing else); a
  * '|' in a fabric name is escaped in the Markdown tables; the training table's step is the p50
- * (step_ms, as train prints it and train.csv names it), not the mean. */
+ * (step_ms, as train prints it and train.csv names it), not the mean; a row of several rounds
+ * shows its slowest too. */
 static void test_report_cosmetics(void **state) {
   (void)state;
   char tmp[64], run[128], out[128], cmd[1200];
@@ -647,6 +648,15 @@ static void test_report_cosmetics(void **state) {
   assert_true(tu_file_has(out, "report.md", "| step p50 (ms) |"));
   assert_false(tu_file_has(out, "report.md", "| tcp|x |"));
   assert_false(tu_file_has(out, "report.md", "| 123.45 |"));
+  assert_false(tu_file_has(out, "report.md", "slowest")); /* a row of one round: no spread */
+  /* a row of train --rounds 3: its slowest round beside the fastest */
+  snprintf(cmd, sizeof cmd,
+           "awk -F, -v OFS=, 'NR == 1 { print $0, \"rounds\", \"images_per_s_slowest\"; next } { print $0, 3, 301.25 }' "
+           "'%s/train.csv' > '%s/t' && mv '%s/t' '%s/train.csv'", run, run, run, run);
+  assert_int_equal(system(cmd), 0);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (!tu_file_has(out, "report.md", "| 329.9 (slowest of 3 rounds 301.2) |")) fail_msg("no slowest round in the table");
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
 }
