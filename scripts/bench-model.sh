@@ -18,23 +18,28 @@
 # data): `fabench train -n N` with none (the profile: the same ranks, no exchange) and each
 # transport, each data-parallel row predicted from the model (--model-from):
 # train/<cell>/train.csv holds step_ms_pred and pred_err, train.txt the table and the median
-# |error| per fabric. (--quick: 2 ranks and ResNet-18 only.)
+# |error| per fabric. (--quick: 2 ranks and ResNet-18 only.) The pairs take turns 3 times
+# (--train-rounds; train --rounds, each row its fastest round; --quick: 1): in one round each the
+# none profile and the data-parallel pairs were measured in different moments of the machine's
+# drift, and 11 of 24 rows missed 10% where 3 of those cells measured again with 3 rounds missed
+# 1 of 6.
 # Outputs in one directory: fit/<cell>/ and val/<cell>/ (run directories), model.json,
 # model_check.csv (every validation row: measured, predicted, error), fit.txt and check.txt (the
 # tables), load.txt (the load average before each run).
-# Runtime on the 2-core test machine, nothing else running: the full run 990 s (the all-reduce
-# passes 312 s, the 12 training cells, 24 rows, 678 s); --quick took 152 s at load 0.3-3.7
-# when the training cells were fewer.
+# Runtime on the 2-core test machine, nothing else running: the all-reduce passes 282-312 s, the
+# 12 training cells (24 rows) 678 s in one round, so about 2000 s with the 3 rounds; --quick took
+# 152 s at load 0.3-3.7 when the training cells were fewer.
 #
 # usage: scripts/bench-model.sh [--fabench PATH] [--quick] [--fabrics LIST] [--ranks LIST]
 #                               [--transports LIST] [--algos LIST] [--no-train]
-#                               [--train-models LIST] [--out DIR]
+#                               [--train-models LIST] [--train-rounds R] [--out DIR]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 fabench="$root/build/fabench"
 quick=0 train=1 fabrics="" ranks="2,4" transports="tcp,ucx" algos="ring,rhd,rd,tree,dtree,ps" out=""
+trounds=""
 tmodels=""
 usage() { sed -n '/^# usage:/,/^set -euo/p' "$0" | grep '^#' | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -43,6 +48,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift ;;
     --no-train) train=0; shift ;;
     --train-models) tmodels=$2; shift 2 ;;
+    --train-rounds) trounds=$2; shift 2 ;;
     --fabrics) fabrics=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --transports) transports=$2; shift 2 ;;
@@ -136,6 +142,8 @@ fi
 # The training step, predicted from the model and measured: each fabric, rank count and model.
 if [ $train = 1 ]; then
   steps=$([ $quick = 1 ] && echo 12 || echo 25) warm=$([ $quick = 1 ] && echo 4 || echo 5)
+  trounds=${trounds:-$([ $quick = 1 ] && echo 1 || echo 3)}
+  [[ $trounds =~ ^[1-9][0-9]?$ ]] || { echo "bench-model: bad --train-rounds '$trounds' (1..99)" >&2; usage; }
   tranks=$ranks
   [ $quick = 1 ] && tranks=2 && tmodels=${tmodels:-resnet18}
   tmodels=${tmodels:-resnet18,resnet20}
@@ -147,6 +155,7 @@ if [ $train = 1 ]; then
       for mdl in ${tmodels//,/ }; do
         cell="$f-p$n-$mdl"
         args=(train -n "$n" --transport "none,$transports" --algo ring --model "$mdl" --batch 64 --threads 1
+              --rounds "$trounds"
               --steps "$steps" --warmup-steps "$warm" --data synthetic:3x32x32 --eval-every 0 --no-single
               --model-from "$out/model.json" --out "$out/train/$cell")
         [ "$f" = lo ] || args+=(--emulate "$f")
