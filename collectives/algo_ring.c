@@ -163,20 +163,25 @@ static int ring_pump(ring_flow *f, coll_err *e) {
   return 0;
 }
 
-/* The ring over memory every rank maps (coll_mem_alloc on ucx, one host): the same steps and
- * the same reduction order as below, but each rank reads its left neighbour's block where it
- * lies instead of receiving it, so no data crosses the transport, only small tokens. Reduce-
- * scatter step s reduces block (r-s-1) from the left's copy once the left has finished its step
- * s-1 (token s; token 0 is the left's hello: it has entered the call, so its buffer holds its
- * input). Rank r then owns block r+1; all-gather step t copies block (r-t) from the left once
- * the left has it (token n-1 at t = 0, then token n+t). Two tokens go the other way: nobody
- * overwrites a block in the all-gather before the right has finished reading its partial sums
- * (RS done), and nobody returns before the right has finished copying (AG done).
+/* The ring over memory every rank maps (coll_mem_alloc on ucx, one host; CUDA IPC): the same
+ * steps and the same reduction order as below, but each rank reads its left neighbour's block
+ * where it lies instead of receiving it, so no data crosses the transport, only small tokens.
+ * Reduce-scatter step s reduces block (r-s-1) from the left's copy once the left has finished
+ * its step s-1 (token s; token 0 is the left's hello: it has entered the call, so its buffer
+ * holds its input). Rank r then owns block r+1; all-gather step t copies block (r-t) from the
+ * left once the left has it (token n-1 at t = 0, then token n+t). One token goes the other way:
+ * nobody returns before the right has finished copying (AG done).
+ * No token is needed before the all-gather overwrites a block the right reads in its reduce-
+ * scatter (block r-t, read by the right at its step t): our all-gather step t follows the left's
+ * step t-1, and so on back around the ring to rank r+1's reduce-scatter step t.
  * Where the transport has marks (CUDA IPC), "finished" is a mark: each token is sent once its
  * step is queued, with the mark of the same number, and its receiver's GPU waits for the mark
  * instead of its host waiting for the GPU, so the steps run back to back on the device. Every
  * wait on a rank's marks is queued before that rank can pass AG done, so none of them is
  * recorded again, by the next call, before its waiter has queued its wait.
+ * On the GPU each step goes in pieces (ring_pieces), each with its own token and mark: a rank
+ * starts its next step's first piece while its left still works on the last pieces of the step
+ * before, so the GPU is not left to drain at every step's end.
  * Where `right` maps the right's buffer too, the last reduce-scatter step writes its block into
  * the right's copy as well, which is the right's all-gather step 0: that copy's read is saved
  * (two ranks move 4S bytes through memory instead of 5S) and so is a step. The right has read
@@ -186,14 +191,43 @@ typedef struct {
   uint64_t region, offset, count, kind;
 } ring_hello;
 
-enum { RING_TOK_RS_DONE = 0x4000, RING_TOK_AG_DONE = 0x4001 };
+enum { RING_TOK_AG_DONE = 0x4001 };
+
+/* Pieces a step goes in: one on host memory (each is a token the host waits for), on the GPU
+ * one per COLL_RING_PIECE_BYTES of a block, at most COLL_RING_PIECES_MAX, as far as the
+ * transport's marks and the tags below the AG-done token allow. FABENCH_RING_PIECES (read at
+ * coll_comm_open) sets it. On an H100 under MPS, 1, 2, 4 and 8 pieces in turns (two rounds): 2
+ * ranks at 1 GiB 1536-1543 us in one piece, 1500-1507 in 8; at 256 MiB 400-408, 389-396 in 2;
+ * 4 ranks at 1 GiB 5288-5311, 5267-5284 in 4 (8: 5292-5324); at 256 MiB one piece was best
+ * (1325, 2: 1330, 8: 1438-1458). 64 MiB pieces pick the best of each. */
+static int ring_pieces(const coll_comm *c, size_t block_bytes) {
+  int n = c->size, want = c->ring_pieces < COLL_RING_PIECES_MAX ? c->ring_pieces : COLL_RING_PIECES_MAX;
+  if (want <= 0) {
+    size_t k = c->tp->on_device ? block_bytes / COLL_RING_PIECE_BYTES : 1;
+    want = k < 1 ? 1 : k > COLL_RING_PIECES_MAX ? COLL_RING_PIECES_MAX : (int)k;
+  }
+  while (want > 1 && ((c->tp->marks && c->tp->marks < (2 * n - 2) * want + 2) ||
+                      (2 * n - 2) * want + 1 >= RING_TOK_AG_DONE))
+    want--;
+  return want;
+}
+
+/* Piece i of `pieces` of [off, off+len): cut at multiples of 64 elements, so that every piece of
+ * an aligned block stays aligned for the kernels' 16-byte accesses. */
+static void ring_piece(size_t off, size_t len, int pieces, int i, size_t *poff, size_t *plen) {
+  size_t each = (len + (size_t)pieces - 1) / (size_t)pieces;
+  each = (each + 63) & ~(size_t)63;
+  size_t a = each * (size_t)i < len ? each * (size_t)i : len, b = a + each < len ? a + each : len;
+  *poff = off + a, *plen = b - a;
+}
 
 static int ring_direct(coll_comm *c, char *buf, const char *left, char *right, const uint64_t where[2],
                        size_t count, coll_dtype dt, coll_op op, coll_err *e) {
   int n = c->size, r = c->rank, next = (r + 1) % n, prev = (r - 1 + n) % n;
   size_t es = coll_dtype_size(dt);
-  /* every token's send stays posted until the end: 2n + 2 at most */
-  coll_req *sq = coll_reqs(c, (size_t)(2 * n + 4), e);
+  int P = ring_pieces(c, count / (size_t)n * es);
+  /* every token's send stays posted until the end: (2n - 2) P + 2 */
+  coll_req *sq = coll_reqs(c, (size_t)((2 * n - 2) * P + 2), e);
   if (!sq) return -1;
   int ns = 0;
   uint64_t tok = 0, got = 0;
@@ -206,15 +240,16 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, char *right, c
   ring_hello mine = {where[0], where[1], count, (uint64_t)dt * 64 + (uint64_t)op}, theirs;
   coll_req rq;
   coll_transport *tp = c->tp;
-  int mk = tp->marks >= 2 * n + 1; /* tokens 0..2n-2, then RS done and AG done */
-#define RING_MARK(step) \
-  ((step) == RING_TOK_RS_DONE ? 2 * n - 1 : (step) == RING_TOK_AG_DONE ? 2 * n : (int)(step))
-#define RING_SEND(to, step)                                            \
-  ((mk && tp->ops->dev_mark(tp, RING_MARK(step), e) != 0) ||           \
-   coll_isend(c, (to), &tok, sizeof tok, coll_tag(c, (step)), &sq[ns++], e))
-#define RING_WAIT(from, step)                                                                \
-  (coll_irecv(c, (from), &got, sizeof got, coll_tag(c, (step)), &rq, e) ||                   \
-   coll_waitall(c, &rq, 1, e) || (mk && tp->ops->dev_after(tp, (from), RING_MARK(step), e) != 0))
+  int mk = tp->marks >= (2 * n - 2) * P + 2; /* hello, the steps' pieces, AG done */
+  /* token k (1 .. 2n-2), piece i: mark and tag 1 + (k-1) P + i; AG done the last mark */
+#define RING_MARK(tk) ((tk) == RING_TOK_AG_DONE ? (2 * n - 2) * P + 1 : (int)(tk))
+#define RING_TOK(k, i) ((uint32_t)(1 + ((k) - 1) * P + (i)))
+#define RING_SEND(to, tk)                                              \
+  ((mk && tp->ops->dev_mark(tp, RING_MARK(tk), e) != 0) ||             \
+   coll_isend(c, (to), &tok, sizeof tok, coll_tag(c, (tk)), &sq[ns++], e))
+#define RING_WAIT(from, tk)                                                                  \
+  (coll_irecv(c, (from), &got, sizeof got, coll_tag(c, (tk)), &rq, e) ||                     \
+   coll_waitall(c, &rq, 1, e) || (mk && tp->ops->dev_after(tp, (from), RING_MARK(tk), e) != 0))
   if (coll_irecv(c, prev, &theirs, sizeof theirs, coll_tag(c, 0), &rq, e) != 0 ||
       (mk && tp->ops->dev_mark(tp, 0, e) != 0) ||
       coll_isend(c, next, &mine, sizeof mine, coll_tag(c, 0), &sq[ns++], e) != 0 ||
@@ -231,33 +266,40 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, char *right, c
                      (unsigned long long)mine.offset, (unsigned long long)mine.count);
   if (mk && tp->ops->dev_after(tp, prev, 0, e) != 0) return -1;
   for (int s = 0; s < n - 1; s++) {
-    if (s > 0 && RING_WAIT(prev, (uint32_t)s)) return -1;
-    size_t off, len;
-    coll_block(count, n, ring_mod(r - s - 1, n), &off, &len);
-    if (right && s == n - 2)
-      coll_creduce2(c, buf + off * es, right + off * es, left + off * es, len, dt, op, stream);
-    else if (stream)
-      coll_reduce_stream(buf + off * es, left + off * es, len, dt, op);
-    else
-      coll_creduce(c, buf + off * es, left + off * es, len, dt, op);
-    if (RING_SEND(next, (uint32_t)(s + 1))) return -1;
+    size_t boff, blen;
+    coll_block(count, n, ring_mod(r - s - 1, n), &boff, &blen);
+    for (int i = 0; i < P; i++) {
+      size_t off, len;
+      ring_piece(boff, blen, P, i, &off, &len);
+      if (s > 0 && RING_WAIT(prev, RING_TOK(s, i))) return -1;
+      if (right && s == n - 2)
+        coll_creduce2(c, buf + off * es, right + off * es, left + off * es, len, dt, op, stream);
+      else if (stream)
+        coll_reduce_stream(buf + off * es, left + off * es, len, dt, op);
+      else
+        coll_creduce(c, buf + off * es, left + off * es, len, dt, op);
+      if (RING_SEND(next, RING_TOK(s + 1, i))) return -1;
+    }
   }
-  /* with two ranks the left is the right, and its token n-1 says the same as RS done */
-  if (n > 2 && (RING_SEND(prev, RING_TOK_RS_DONE) || RING_WAIT(next, RING_TOK_RS_DONE))) return -1;
   for (int t = 0; t < n - 1; t++) {
-    if (RING_WAIT(prev, (uint32_t)(t == 0 ? n - 1 : n + t))) return -1;
-    size_t off, len;
-    coll_block(count, n, ring_mod(r - t, n), &off, &len);
-    if (right && t == 0)
-      ; /* the left wrote it here in its last reduce-scatter step */
-    else if (stream)
-      coll_copy_stream(buf + off * es, left + off * es, len * es);
-    else
-      coll_ccopy(c, buf + off * es, left + off * es, len * es);
-    if (t + 1 < n - 1 && RING_SEND(next, (uint32_t)(n + t + 1))) return -1;
+    size_t boff, blen;
+    coll_block(count, n, ring_mod(r - t, n), &boff, &blen);
+    for (int i = 0; i < P; i++) {
+      size_t off, len;
+      ring_piece(boff, blen, P, i, &off, &len);
+      if (RING_WAIT(prev, RING_TOK(t == 0 ? n - 1 : n + t, i))) return -1;
+      if (right && t == 0)
+        ; /* the left wrote it here in its last reduce-scatter step */
+      else if (stream)
+        coll_copy_stream(buf + off * es, left + off * es, len * es);
+      else
+        coll_ccopy(c, buf + off * es, left + off * es, len * es);
+      if (t + 1 < n - 1 && RING_SEND(next, RING_TOK(n + t + 1, i))) return -1;
+    }
   }
   if (RING_SEND(prev, RING_TOK_AG_DONE) || RING_WAIT(next, RING_TOK_AG_DONE)) return -1;
 #undef RING_MARK
+#undef RING_TOK
 #undef RING_SEND
 #undef RING_WAIT
   return coll_waitall(c, sq, ns, e);

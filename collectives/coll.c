@@ -139,6 +139,8 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
     coll_model_default(&c->model, o->transport);
   const char *sb = getenv("FABENCH_RING_STREAM_BYTES");
   c->ring_stream_bytes = sb && *sb ? (size_t)strtoull(sb, NULL, 0) : COLL_RING_STREAM_BYTES;
+  const char *pc = getenv("FABENCH_RING_PIECES");
+  c->ring_pieces = pc && *pc ? atoi(pc) : 0;
   c->hosts = calloc((size_t)c->size, sizeof *c->hosts);
   if (!c->hosts) {
     free(c);

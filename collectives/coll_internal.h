@@ -54,7 +54,7 @@ typedef struct {
   void (*dev_free)(coll_transport *t, void *p);
   /* Marks (where base.marks > 0): dev_mark records mark `slot` (< base.marks) after the work
    * queued on this rank's stream so far, and dev_after orders this rank's later work after rank
-   * `peer`'s last recording of its mark `slot`, on the GPU: a token saying "marked" then hands
+   * `peer`'s (a ring neighbour's) last recording of its mark `slot`, on the GPU: a token saying "marked" then hands
    * work on without the host waiting for it. Without marks every dev_reduce and dev_copy has
    * finished when it returns. */
   int (*dev_mark)(coll_transport *t, int slot, coll_err *e);
@@ -141,6 +141,10 @@ int coll_nccl_copy_bench(coll_transport *t, coll_copy_kind k, int peer, size_t b
 #define COLL_RING_STREAM_BYTES (8u << 20)
 /* The pipelined ring's sub-chunks in flight each way (algo_ring.c's ring_flow). */
 #define COLL_RING_SLOTS 4
+/* The mapped ring on a GPU goes in pieces of a block, one per COLL_RING_PIECE_BYTES, at most
+ * COLL_RING_PIECES_MAX (algo_ring.c's ring_pieces); the marks a rank needs follow from it. */
+#define COLL_RING_PIECE_BYTES (64u << 20)
+#define COLL_RING_PIECES_MAX 8
 /* auto runs the ring from this size on when the buffer is mapped (algo_auto.c). */
 #define COLL_AUTO_MAPPED_RING (128u * 1024u)
 
@@ -157,6 +161,7 @@ struct coll_comm {
   coll_algo auto_algo; /* walks the trees' schedule (12 us at 64 ranks); auto_bytes 0: none */
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
   size_t ring_stream_bytes; /* mapped ring: from this buffer size on, streaming stores */
+  int ring_pieces;          /* mapped ring: pieces a step (0: its choice; FABENCH_RING_PIECES) */
   int local_size;      /* ranks on this rank's host */
   int oversubscribed;  /* more ranks than cores on this host, or no_spin: transports must not spin */
   char (*hosts)[COLL_HOST_MAX]; /* size entries */

@@ -398,8 +398,8 @@ static void nc_region_unmap(nc_transport *t, nc_region *g) {
   g->peer = NULL;
 }
 
-/* The marks a rank of n makes: the ring's 2n + 1 (tokens 0..2n-2, RS done, AG done), rounded up. */
-static int nc_mark_slots(int n) { return 2 * n + 2; }
+/* The marks a rank of n makes: the mapped ring's hello, its 2n - 2 steps' pieces, AG done. */
+static int nc_mark_slots(int n) { return (2 * n - 2) * COLL_RING_PIECES_MAX + 2; }
 
 static void nc_marks_close(nc_transport *t) {
   int n = t->base.size, k = nc_mark_slots(n);
@@ -415,7 +415,7 @@ static void nc_marks_close(nc_transport *t) {
 }
 
 /* The marks (coll_internal.h) of the shared GPU: nc_mark_slots interprocess events a rank,
- * every rank opening every other's. Collective, like the mapping it follows; off
+ * each rank opening its ring neighbours'. Collective, like the mapping it follows; off
  * where any rank cannot share its events, or where FABENCH_IPC_EVENTS=0 (the ring then waits
  * on the host at every step, as a comparison or a way round a driver that mishandles them). */
 static int nc_marks_open(nc_transport *t, coll_err *e) {
@@ -443,7 +443,8 @@ static int nc_marks_open(nc_transport *t, coll_err *e) {
   for (int p = 0; p < n && !rc && opened; p++) {
     const char *h = all + (size_t)p * one;
     memcpy(&opened, h, sizeof opened);
-    for (int i = 0; i < k && opened && p != me; i++)
+    int near = p == (me + 1) % n || p == (me + n - 1) % n;
+    for (int i = 0; i < k && opened && p != me && near; i++)
       opened = cudaIpcOpenEventHandle(&t->peer_mark[p * k + i], ((const cudaIpcEventHandle_t *)(h + sizeof ok))[i]) ==
                cudaSuccess;
   }

@@ -1,12 +1,15 @@
 # The all-reduce harness on GPU buffers (the nccl transport). One GPU: one rank goes through
 # NCCL (native is ncclAllReduce), 2-4 ranks share the device through CUDA IPC and the ring
 # reads its neighbour's block in place (--mapped yes), its steps ordered by interprocess events
-# and its last reduce-scatter step writing into the right's copy; _hostwait is the same ring
+# and its last reduce-scatter step writing into the right's copy; _pieces cuts each step in 3
+# (the tests' sizes are below those that the ring cuts itself); _hostwait is the same ring
 # where the events are refused (each step waited for on the host). Without a CUDA device each
 # test prints one SKIP line and exits 77.
 if(FABENCH_BUILD_NCCL)
   fabench_allreduce_test(nccl native ARGS --ranks 1 TIMEOUT 300)
   fabench_allreduce_test(nccl ring ARGS --ranks 1,2,3,4 --mem comm --mapped yes TIMEOUT 600)
+  fabench_allreduce_test(nccl ring NAME coll_allreduce_nccl_ring_pieces ENV "FABENCH_RING_PIECES=3"
+                         ARGS --ranks 2,3,4 --mem comm --mapped yes TIMEOUT 600)
   fabench_allreduce_test(nccl ring NAME coll_allreduce_nccl_ring_hostwait ENV "FABENCH_IPC_EVENTS=0"
                          ARGS --ranks 2,3 --mem comm --mapped yes TIMEOUT 600)
   foreach(algo rhd rd tree dtree ps ps:2 auto)

@@ -13,6 +13,10 @@ if(FABENCH_BUILD_UCX OR (FABENCH_HAVE_UCX AND EXISTS ${PROJECT_SOURCE_DIR}/colle
   fabench_allreduce_test(ucx ring NAME coll_allreduce_ucx_sm_ring_mapped_stream TIMEOUT 600
                          ENV "UCX_TLS=sm,self" "FABENCH_RING_STREAM_BYTES=0"
                          ARGS --mem comm --mapped yes --ranks 2,3,5)
+  # each step in pieces (the GPU's default on large blocks), with empty pieces at small sizes
+  fabench_allreduce_test(ucx ring NAME coll_allreduce_ucx_sm_ring_mapped_pieces TIMEOUT 600
+                         ENV "UCX_TLS=sm,self" "FABENCH_RING_PIECES=3"
+                         ARGS --mem comm --mapped yes --ranks 2,3,5)
   fabench_allreduce_test(ucx ring NAME coll_allreduce_ucx_tcp_ring_mem TIMEOUT 600
                          ENV "UCX_TLS=tcp" "UCX_NET_DEVICES=lo" ARGS --mem comm --mapped no --ranks 2,3)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/test_ucx_transport.c)
