@@ -24,6 +24,8 @@
 #define P2P_MIN_ITERS 3
 #define P2P_WINDOW_BYTES_CAP ((uint64_t)64 << 20) /* in flight per bw iteration, at most */
 #define P2P_SEED 0x70327021u
+#define P2P_MAX_MSG_BYTES (1ull << 30)
+#define P2P_MAX_COPY_BYTES (4ull << 30) /* a GPU copy's bytes: nvbandwidth's largest sizes too */
 
 /* latency, bw, bibw: messages between ranks. d2d, h2d, d2h, peer: the GPU's copy ceilings
  * (--transport nccl), measured by rank 0 on its device, in coll_copy_kind's order; -sm: the
@@ -51,7 +53,7 @@ static const char p2p_usage[] =
     "                        peer (to the next GPU of the host); d2d-sm, h2d-sm, d2h-sm:\n"
     "                        the same copies by a kernel instead of the copy engines\n"
     "  --min-bytes B         smallest message (default 1; K/M/G suffixes)\n"
-    "  --max-bytes B         largest message (default 4M)\n"
+    "  --max-bytes B         largest message (default 4M; at most 1G, GPU copies 4G)\n"
     "  --step-factor F       size multiplier between steps, 1.01 to 1024 (default 2)\n"
     "  --iters N             iterations per size (default: adapt to --time-per-size)\n"
     "  --time-per-size S     seconds measured per size (default 0.2)\n"
@@ -194,8 +196,8 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
         return bench_usage_error(p2p_usage, "bad --min-bytes '%s'", v);
       break;
     case O_MAX:
-      if (bench_parse_size(v, &o->max_bytes) || o->max_bytes < 1 || o->max_bytes > (1ull << 30))
-        return bench_usage_error(p2p_usage, "bad --max-bytes '%s' (1 to 1G)", v);
+      if (bench_parse_size(v, &o->max_bytes) || o->max_bytes < 1 || o->max_bytes > P2P_MAX_COPY_BYTES)
+        return bench_usage_error(p2p_usage, "bad --max-bytes '%s' (1 to 1G; the GPU copy tests to 4G)", v);
       break;
     case O_MATRIX:
       if (bench_parse_size(v, &o->matrix_bytes) || o->matrix_bytes < 1)
@@ -249,6 +251,9 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
                                                  "bw and bibw a host transport: nothing to measure"
                                                : "--tests: latency, bw and bibw run on host buffers, not over "
                                                  "nccl: nothing to measure");
+  if (msg && host && o->max_bytes > P2P_MAX_MSG_BYTES)
+    return bench_usage_error(p2p_usage, "--max-bytes: latency, bw and bibw send messages of 1G at most (the GPU "
+                                        "copy tests go to 4G)");
   if (o->pairs_all == 0 && o->r.nranks && (o->src >= o->r.nranks || o->dst >= o->r.nranks))
     return bench_usage_error(p2p_usage, "--pairs %d,%d needs at least %d ranks", o->src, o->dst,
                              (o->src > o->dst ? o->src : o->dst) + 1);
@@ -743,7 +748,10 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     bench_error("out of memory");
     goto out;
   }
-  uint64_t maxb = sizes[nsizes - 1];
+  /* the message buffers; a run of GPU copies alone needs none of its size */
+  int host_tp = 0;
+  for (int i = 0; i < o->ntransports; i++) host_tp |= o->transports[i] != COLL_NCCL;
+  uint64_t maxb = host_tp && (o->tests[P2P_LAT] || o->tests[P2P_BW] || o->tests[P2P_BIBW]) ? sizes[nsizes - 1] : 64;
   size_t nreq = 2 * (size_t)o->window + 2;
   x.sbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);
   x.rbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);
@@ -798,7 +806,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
       cJSON_AddNumberToObject(meta, "dst", o->dst);
     }
     cJSON_AddNumberToObject(meta, "min_bytes", (double)sizes[0]);
-    cJSON_AddNumberToObject(meta, "max_bytes", (double)maxb);
+    cJSON_AddNumberToObject(meta, "max_bytes", (double)sizes[nsizes - 1]);
     cJSON_AddNumberToObject(meta, "step_factor", o->step_factor);
     cJSON_AddNumberToObject(meta, "window", (double)o->window);
     if (o->iters)

@@ -359,6 +359,9 @@ static void test_bad_flags(void **state) {
   expect_usage_error((char *[]){"--tcp-cc", "no/such", NULL}, "--tcp-cc");
   expect_usage_error((char *[]){"--min-bytes", "0", NULL}, "--min-bytes");
   expect_usage_error((char *[]){"--max-bytes", "1.5M", NULL}, "--max-bytes");
+  /* messages to 1G, the GPU copies to 4G */
+  expect_usage_error((char *[]){"--max-bytes", "2G", NULL}, "messages of 1G at most");
+  expect_usage_error((char *[]){"--transport", "nccl", "--tests", "d2d", "--max-bytes", "5G", NULL}, "copy tests to 4G");
   expect_usage_error((char *[]){"--min-bytes", "8K", "--max-bytes", "1K", NULL}, "larger");
   expect_usage_error((char *[]){"--step-factor", "1", NULL}, "--step-factor");
   expect_usage_error((char *[]){"--step-factor", "1.001", NULL}, "1.01 to 1024");
