@@ -1,7 +1,8 @@
 #!/bin/bash
 # fabench's GPU checks and figures in one call (a lent GPU machine is paid by the minute): the
-# GPU tests, the copy ceilings, the ring over CUDA IPC, ResNet-50 training against the PyTorch
-# peer, time to 91% on Fashion-MNIST on the GPU against the CPU, and two ranks sharing the GPU.
+# GPU tests, the copy ceilings (PyTorch's copies beside them), the ring over CUDA IPC, ResNet-50
+# training against the PyTorch peer, time to 91% on Fashion-MNIST on the GPU against the CPU,
+# and two ranks sharing the GPU.
 # usage: scripts/gpu-check.sh BIN_DIR OUT_DIR [FMNIST_DIR]
 # Run from the source tree. BIN_DIR holds fabench, test_allreduce, test_nn_cuda, test_nn_layers,
 # test_nn_torch and nn_bench (and lib/ with any shared library the machine lacks); CUDA's
@@ -52,6 +53,8 @@ cpu=$!
   t 120 "${G[@]}" "$bin/test_nn_torch"
   t 60 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo native --ranks 1
   t 90 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo ring --ranks 1,2,3,4 --mem comm --mapped yes --big 100003
+  FABENCH_RING_PIECES=3 t 90 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo ring --ranks 2,3,4 --mem comm --mapped yes \
+    --big 100003
   FABENCH_IPC_EVENTS=0 t 90 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo ring --ranks 2,3 --mem comm --mapped yes \
     --big 100003
   for a in rhd tree ps:2; do t 60 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo $a --ranks 2,3 --mem comm --big 100003; done
@@ -72,6 +75,9 @@ cpu=$!
 {
   t 60 "${G[@]}" "$bin/fabench" p2p --transport nccl --tests d2d,h2d,d2h,d2d-sm,h2d-sm,d2h-sm --min-bytes 1M --max-bytes 1G \
     --step-factor 4 --time-per-size 0.2 --out "$res/p2p"
+  t 60 "${G[@]}" "$bin/fabench" p2p --transport nccl --tests d2d --min-bytes 4G --max-bytes 4G --time-per-size 0.3 \
+    --out "$res/p2p4g"
+  t 60 "${G[@]}" python3 scripts/torch_copy_bench.py --sizes 1G,4G
   nvbw=${NVBANDWIDTH:-$(command -v nvbandwidth)}
   [ -n "$nvbw" ] && t 60 "${G[@]}" "$nvbw" -b 1024 -t device_local_copy host_to_device_memcpy_ce device_to_host_memcpy_ce \
     host_to_device_memcpy_sm device_to_host_memcpy_sm
