@@ -9,9 +9,10 @@
 #                                    killed ranks; the gcc run covers it)
 #   scripts/test.sh --clang          clang build (Release unless --type) in build-clang/
 #                                    (build-clang-<t>/ when --type names another type); every
-#                                    test but the fault matrix and the multi-rank all-reduce
-#                                    matrix (coll_allreduce_*),
-#                                    which is the same code the gcc and sanitizer runs cover and
+#                                    test but the fault matrix, the multi-rank all-reduce
+#                                    matrix (coll_allreduce_*) and the four longest end-to-end
+#                                    runs (train, data-parallel train, suite, allreduce CLIs),
+#                                    which are the same code the gcc and sanitizer runs cover and
 #                                    most of the suite's time
 # Anything after `--` goes to ctest (e.g. -- -R test_res).
 set -euo pipefail
@@ -54,7 +55,8 @@ case "$mode" in
     if [ "$type" = Release ]; then dir=build-clang; else dir="build-clang-$(echo "$type" | tr A-Z a-z)"; fi
     export CC=clang CXX=clang++
     cfg+=(-DCMAKE_BUILD_TYPE="$type")
-    [ ${#ctest_extra[@]} -gt 0 ] || ctest_extra=(-E '^(coll_allreduce_|test_fault_matrix$)')
+    [ ${#ctest_extra[@]} -gt 0 ] ||
+      ctest_extra=(-E '^(coll_allreduce_|test_(fault_matrix|train_cli|train_dp|suite_cli|allreduce_cli)$)')
     ;;
   *)
     type=${type:-RelWithDebInfo}
