@@ -79,6 +79,7 @@ typedef struct {
   int want_mpi;
   int pairs_all, src, dst;
   int tests[P2P_NTESTS]; /* which are on */
+  int messages;          /* latency, bw or bibw over a host transport: messages of max_bytes */
   uint64_t min_bytes, max_bytes, matrix_bytes;
   double step_factor;
   long iters;     /* 0: adaptive */
@@ -251,7 +252,8 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
                                                  "bw and bibw a host transport: nothing to measure"
                                                : "--tests: latency, bw and bibw run on host buffers, not over "
                                                  "nccl: nothing to measure");
-  if (msg && host && o->max_bytes > P2P_MAX_MSG_BYTES)
+  o->messages = msg && host;
+  if (o->messages && o->max_bytes > P2P_MAX_MSG_BYTES)
     return bench_usage_error(p2p_usage, "--max-bytes: latency, bw and bibw send messages of 1G at most (the GPU "
                                         "copy tests go to 4G)");
   if (o->pairs_all == 0 && o->r.nranks && (o->src >= o->r.nranks || o->dst >= o->r.nranks))
@@ -749,9 +751,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     goto out;
   }
   /* the message buffers; a run of GPU copies alone needs none of its size */
-  int host_tp = 0;
-  for (int i = 0; i < o->ntransports; i++) host_tp |= o->transports[i] != COLL_NCCL;
-  uint64_t maxb = host_tp && (o->tests[P2P_LAT] || o->tests[P2P_BW] || o->tests[P2P_BIBW]) ? sizes[nsizes - 1] : 64;
+  uint64_t maxb = o->messages ? sizes[nsizes - 1] : 64;
   size_t nreq = 2 * (size_t)o->window + 2;
   x.sbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);
   x.rbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);

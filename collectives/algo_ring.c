@@ -206,10 +206,10 @@ static int ring_pieces(const coll_comm *c, size_t block_bytes) {
     size_t k = c->tp->on_device ? block_bytes / COLL_RING_PIECE_BYTES : 1;
     want = k < 1 ? 1 : k > COLL_RING_PIECES_MAX ? COLL_RING_PIECES_MAX : (int)k;
   }
-  while (want > 1 && ((c->tp->marks && c->tp->marks < (2 * n - 2) * want + 2) ||
-                      (2 * n - 2) * want + 1 >= RING_TOK_AG_DONE))
-    want--;
-  return want;
+  /* a step token's tag stays below AG done's, and its mark below the transport's count */
+  int most = (RING_TOK_AG_DONE - 2) / (2 * n - 2);
+  if (c->tp->marks && (c->tp->marks - 2) / (2 * n - 2) < most) most = (c->tp->marks - 2) / (2 * n - 2);
+  return want < most ? want : most > 1 ? most : 1;
 }
 
 /* Piece i of `pieces` of [off, off+len): cut at multiples of 64 elements, so that every piece of
