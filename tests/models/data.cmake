@@ -11,7 +11,7 @@ fabench_test(test_train_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_ckpt.c
 # `fabench train` end to end needs the oneDNN engine
 if(FABENCH_HAVE_DNNL)
   fabench_test(test_train_cli SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_cli.c
-               LIBS fabench_models ZLIB::ZLIB TIMEOUT 120)
+               LIBS fabench_models ZLIB::ZLIB TIMEOUT 300)
   fabench_test(test_train_dp SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_dp.c
                LIBS fabench_models fabench_collectives fabench_results TIMEOUT 900)
 endif()

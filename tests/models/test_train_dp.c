@@ -403,11 +403,14 @@ static void test_trace(void **st) {
 }
 
 /* --overlap-step auto (the default) turns the overlap on after the warm-up only where backward
- * cannot hide the all-reduce: off on loopback (1 MB in about 5 ms against a backward of 70 ms or
- * more; three warm-up estimates, so one on a slow spell of the VM, as CI once met, does not
- * decide; batch 32, since at batch 8 the ASan build's all-reduce, 19 ms, matched its 19 ms
- * backward and CI saw it on), on over an emulated 10 Mbit/s link (the same 1 MB takes 0.9 s).
- * The second needs root, ip and tc, and is skipped with a message without them. */
+ * cannot hide the all-reduce: on over an emulated 10 Mbit/s link (1 MB takes 0.9 s against a
+ * backward of 50 ms or so), off on loopback (1 MB in about 3 ms). Whether backward hides the
+ * loopback all-reduce depends on the machine of the day, though: CI once saw an ASan build's
+ * 32 ms against a backward of 56 ms, and a 19 ms all-reduce at batch 8. So loopback is judged by
+ * rank 0's warm-up steps, which the rule itself reads (from the second on): where one all-reduced
+ * in at most half its backward, which hides it with the first bucket ready in the first half,
+ * the rule must stay off; where none did, the VM was too slow that day to say, and the test says
+ * so. The emulated half needs root, ip and tc, and is skipped with a message without them. */
 static void test_overlap_step_auto(void **st) {
   (void)st;
   const char *base = "--model resnet20 --data synthetic:1x28x28:10:64 --batch 32 --threads 1 "
@@ -421,20 +424,34 @@ static void test_overlap_step_auto(void **st) {
     run(&r, 240, NULL, -1, NULL, "%s%s --out %s/auto%d", base, m ? " --emulate 10mbit" : "", dir,
         m);
     ok(&r);
-    char name[32];
+    char name[32], msg[256] = "";
     snprintf(name, sizeof name, "auto%d", m);
-    res_rows rr = rows_of(name, res_schema_train());
+    res_rows rr = rows_of(name, res_schema_train()), ss = rows_of(name, res_schema_train_steps());
+    /* the warm-up step of rank 0 that all-reduced in the least of its backward */
+    double best = INFINITY;
+    const res_train_steps_row *q = ss.rows;
+    for (size_t k = 0; k < ss.n; k++)
+      if (q[k].rank == 0 && q[k].warmup && q[k].step >= 2 && q[k].bwd_ms > 0 &&
+          q[k].comm_ms / q[k].bwd_ms < best)
+        best = q[k].comm_ms / q[k].bwd_ms;
+    int want = m ? 1 : best <= 0.5 ? 0 : -1;
+    if (want < 0)
+      fprintf(stderr, "SKIP (the loopback half): no warm-up step all-reduced in half its backward "
+                      "(best %.2f of it): too slow a machine today to say\n", best);
     const res_train_row *t = rr.rows;
     int ndp = 0;
     for (size_t k = 0; k < rr.n; k++) {
       if (strcmp(t[k].role, "dp")) continue;
       ndp++;
-      if ((int)t[k].overlap_step != m)
-        fail_msg("%s: overlap_step %d (comm %.1f ms, bwd %.1f ms), expected %d", link,
-                 (int)t[k].overlap_step, t[k].comm_ms, t[k].bwd_ms, m);
+      if (want >= 0 && (int)t[k].overlap_step != want)
+        snprintf(msg, sizeof msg, "%s: overlap_step %d (comm %.1f ms, bwd %.1f ms; best warm-up "
+                 "step's all-reduce %.2f of its backward), expected %d", link,
+                 (int)t[k].overlap_step, t[k].comm_ms, t[k].bwd_ms, best, want);
     }
-    assert_int_equal(ndp, 1);
     res_rows_free(&rr);
+    res_rows_free(&ss);
+    if (msg[0]) fail_msg("%s", msg);
+    assert_int_equal(ndp, 1);
   }
 }
 
