@@ -449,6 +449,62 @@ static void test_sgd(void **state) {
   }
 }
 
+/* Backward's gradient-ready reports (nn_grad_ready_fn), which the data-parallel reducer starts
+   each bucket's all-reduce on: each reported prefix of the arena is final when reported. Each newly
+   reported part is copied as it is reported (backward writing over an arena of NaNs) and compared,
+   bit for bit, with the arena once backward is done; reporting a layer before its weight gradient
+   is written fails it. */
+typedef struct {
+  const float *grads;
+  float *seen;
+  size_t last, calls;
+  int decreasing;
+} ready_copy;
+
+static void copy_ready(void *ctx, int layer, size_t ready) {
+  ready_copy *r = ctx;
+  (void)layer;
+  if (ready < r->last) r->decreasing = 1;
+  else memcpy(r->seen + r->last, r->grads + r->last, (ready - r->last) * sizeof(float));
+  if (ready > r->last) r->last = ready;
+  r->calls++;
+}
+
+static void test_grad_ready(void **state) {
+  (void)state;
+  nn_shape in = {3, 6, 6};
+  nn_layer ls[] = {{.op = NN_CONV, .in = 0, .cout = 8, .k = 3, .stride = 1, .pad = 1},
+                   {.op = NN_BN, .in = 1},
+                   {.op = NN_CONV, .in = 2, .cout = 8, .k = 3, .stride = 2, .pad = 1},
+                   {.op = NN_BN, .in = 3},
+                   {.op = NN_ADD_RELU, .in = 4, .in2 = 4},
+                   {.op = NN_AVGPOOL, .in = 5},
+                   {.op = NN_FC, .in = 6, .cout = 5}};
+  lt T;
+  lt_make(&T, NN_DEV_CPU, ls, 7, in, 4, 4, 5);
+  lt_run(&T, 1); /* builds the plan */
+  size_t np;
+  float *g = nn_net_grads(T.net, &np);
+  float *seen = malloc(np * sizeof *seen);
+  for (int pass = 0; pass < 2; pass++) {
+    memset(g, 0xff, np * sizeof *g); /* NaNs until backward writes them */
+    memset(seen, 0, np * sizeof *seen);
+    ready_copy r = {.grads = g, .seen = seen};
+    nn_net_on_grad_ready(T.net, copy_ready, &r);
+    lt_run(&T, 1);
+    nn_net_on_grad_ready(T.net, NULL, NULL);
+    assert_false(r.decreasing);
+    assert_int_equal(r.last, np);
+    assert_true(r.calls >= 5); /* one per layer with parameters, and the end */
+    for (size_t i = 0; i < np; i++)
+      if (memcmp(&seen[i], &g[i], sizeof *g))
+        fail_msg("pass %d: gradient %zu reported as final at %g, then became %g", pass, i,
+                 (double)seen[i], (double)g[i]);
+  }
+  free(seen);
+  lt_free(&T);
+}
+
 /* The checker itself must fail on a wrong value. */
 static void test_checker_fails(void **state) {
   (void)state;
@@ -466,6 +522,7 @@ int main(void) {
       BOTH(test_conv),     BOTH(test_bn),       BOTH(test_maxpool),
       BOTH(test_avgpool_fc), BOTH(test_residual), BOTH(test_add_same),
       cmocka_unit_test(test_xent),     cmocka_unit_test(test_sgd),      cmocka_unit_test(test_checker_fails),
+      cmocka_unit_test(test_grad_ready),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
