@@ -28,7 +28,8 @@ static const char pr_usage[] =
     "  --intra SPEC          the fabric inside a node (default: alpha=5,gbps=50)\n"
     "  --inter SPEC          the fabric between nodes (default: alpha=10,gbit=100)\n"
     "                        SPEC: alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s], or\n"
-    "                        a model.json / run directory [@FABRIC] (fitted: fabench fit)\n"
+    "                        a model.json / run directory (fitted: fabench fit), with\n"
+    "                        @FABRIC or @TRANSPORT where it has several fabrics\n"
     "  --algo LIST           ring,rhd,rd,tree,dtree,ps,ps:K and hier:ALG (ring reduce-scatter\n"
     "                        and all-gather in the node, ALG across nodes)\n"
     "                        (default: ring,dtree,hier:ring)\n"
@@ -56,7 +57,7 @@ typedef struct {
   char desc[200];
 } pr_fabric;
 
-/* alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s] or PATH[@FABRIC]. */
+/* alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s] or PATH[@FABRIC|@TRANSPORT]. */
 static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *err, size_t cap) {
   memset(f, 0, sizeof *f);
   f->m.gamma = gamma;
@@ -92,12 +93,30 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
   if (at) *at = '\0', want = at + 1;
   res_model m;
   if (bench_model_load(&m, path, 0, err, cap)) return -1;
+  /* FABRIC is a fabric string as fit wrote it, or a transport that names one fabric of the
+   * model (`@ucx`: the fabric strings carry the machine's UCX transports); without it the model
+   * must have one fabric, since picking the first of several silently priced ucx as tcp */
   const res_fabric_model *pick = NULL;
+  size_t by_transport = 0;
+  for (size_t i = 0; i < m.n && want && !pick; i++)
+    if (!strcmp(m.f[i].fabric, want)) pick = &m.f[i];
   for (size_t i = 0; i < m.n && !pick; i++)
-    if (!want || !strcmp(m.f[i].fabric, want)) pick = &m.f[i];
+    if (!want || !strcmp(m.f[i].transport, want)) by_transport++;
+  for (size_t i = 0; i < m.n && !pick && by_transport == 1; i++)
+    if (!want || !strcmp(m.f[i].transport, want)) pick = &m.f[i];
   if (!pick) {
-    snprintf(err, cap, "'%s': no fabric '%s' in the model (it has %s%s)", spec, want, m.n ? m.f[0].fabric : "none",
-             m.n > 1 ? ", ..." : "");
+    char list[1024] = "";
+    for (size_t i = 0, o = 0; i < m.n && o < sizeof list; i++)
+      o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", m.f[i].fabric);
+    if (!want)
+      snprintf(err, cap, "'%s' has %zu fabrics (%s): name one, as %s@FABRIC or %s@TRANSPORT", spec,
+               m.n, m.n ? list : "none", spec, spec);
+    else if (by_transport > 1)
+      snprintf(err, cap, "'%s': %zu fabrics of transport %s in the model (%s): name one", spec,
+               by_transport, want, list);
+    else
+      snprintf(err, cap, "'%s': no fabric or transport '%s' in the model (it has %s)", spec, want,
+               m.n ? list : "none");
     res_model_free(&m);
     return -1;
   }

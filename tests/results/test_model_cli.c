@@ -566,6 +566,45 @@ static void test_negative_model_refused(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* predict --intra PATH@X: X is a fabric string of the model or a transport that names one of its
+ * fabrics (UCX's fabric strings differ from machine to machine: the README's `@ucx:posix` failed
+ * here); a model of several fabrics needs an X, where the first of them was taken silently. The
+ * model has tcp:lo/reno and two ucx fabrics, each from the fixture's rows. */
+static void test_predict_fabric_choice(void **state) {
+  (void)state;
+  char tmp[64], run[128], model[160], spec[200], out[160], cmd[2048];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(run, sizeof run, "%s/run", tmp);
+  snprintf(model, sizeof model, "%s/model.json", tmp);
+  snprintf(out, sizeof out, "%s/pred", tmp);
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && for f in posix sysv; do sed -n '2,$p' '%s/allreduce.csv' | "
+           "sed \"s|tcp:lo/reno,tcp|ucx:$f,ucx|\" >> '%s/allreduce.csv.new'; done && "
+           "cat '%s/allreduce.csv.new' >> '%s/allreduce.csv' && rm '%s/allreduce.csv.new' '%s/allreduce.jsonl' 2>/dev/null; true",
+           FIXTURE_RUN, run, run, run, run, run, run, run);
+  assert_int_equal(system(cmd), 0);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--out", model, "--no-gamma-kernel", NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  static const struct { const char *at, *want; int status; } cases[] = {
+      {"@tcp", "tcp:lo/reno/tcp(fit)", 0},
+      {"@ucx:sysv", "ucx:sysv/ucx(fit)", 0},
+      {"@ucx", "2 fabrics of transport ucx in the model (tcp:lo/reno, ucx:posix, ucx:sysv): name one", 2},
+      {"", "has 3 fabrics (tcp:lo/reno, ucx:posix, ucx:sysv): name one", 2},
+      {"@mpi", "no fabric or transport 'mpi' in the model (it has tcp:lo/reno, ucx:posix, ucx:sysv)", 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    snprintf(spec, sizeof spec, "%s%s", model, cases[i].at);
+    cli_run(r, 60, "predict", NULL, -1, NULL,
+            (char *[]){"--model", "resnet20", "--ranks", "2", "--intra", spec, "--no-plot", "--out", out, NULL});
+    const char *said = cases[i].status ? r->err : r->out;
+    if (r->status != cases[i].status || !strstr(said, cases[i].want))
+      fail_msg("--intra %s: status %d (expected %d), wanted '%s'\nstdout:\n%s\nstderr:\n%s", spec,
+               r->status, cases[i].status, cases[i].want, r->out, r->err);
+  }
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 /* allreduce --model-from a model without the run's fabric says so once, naming the fabric and
  * those the model has: the rows' t_pred_us were left empty without a word. */
 static void test_allreduce_model_other_fabric(void **state) {
@@ -676,6 +715,7 @@ int main(void) {
       cmocka_unit_test(test_damaged_run_refused),
       cmocka_unit_test(test_untimed_rows_left_out),
       cmocka_unit_test(test_negative_model_refused),
+      cmocka_unit_test(test_predict_fabric_choice),
       cmocka_unit_test(test_allreduce_model_other_fabric),
       cmocka_unit_test(test_fit_unrelated_run),
       cmocka_unit_test(test_report_cosmetics),
