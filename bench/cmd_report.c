@@ -148,6 +148,14 @@ static int rp_close(rp_ctx *x, FILE *f, const char *name) {
   return 0;
 }
 
+/* A name for a plot: gnuplot's single-quoted strings end at a quote, and the data files' fields
+ * at a comma (data: for a label written into a .dat file). Names are drawn noenhanced, as
+ * written: enhanced text made the _ of a fabric such as ucx:sysv+cma+rkey_ptr a subscript. */
+static void rp_label(char *s, int data) {
+  for (; *s; s++)
+    if (*s == '\'' || (data && *s == ',')) *s = ' ';
+}
+
 /* Writes NAME.gp around the plot body (run once per terminal) and runs it; the Markdown gets
  * the PNG and a link to the SVG. A plot of no points (npoints: those its axes can show) is
  * not drawn, and the Markdown says so: gnuplot fails on it, on a log scale above all. */
@@ -198,9 +206,18 @@ static double rp_pred_us(const rp_ctx *x, const res_allreduce_row *r) {
   return isfinite(t) && t > 0 ? t : NAN;
 }
 
-static int rp_same_group(const res_allreduce_row *a, const res_allreduce_row *b) {
+/* A curve: one run's rows of a fabric, algorithm, rank count, dtype and op (two runs' rows of one
+ * key, two clusters' or a repeat, zigzagged as one line). `other_run`: the same key, another run. */
+static int rp_same_group(const res_allreduce_row *a, const res_allreduce_row *b, int other_run) {
   return !strcmp(a->fabric, b->fabric) && !strcmp(a->transport, b->transport) && !strcmp(a->algo, b->algo) &&
-         a->ranks == b->ranks && !strcmp(a->dtype, b->dtype) && !strcmp(a->op, b->op);
+         a->ranks == b->ranks && !strcmp(a->dtype, b->dtype) && !strcmp(a->op, b->op) &&
+         !strcmp(a->run_id, b->run_id) == !other_run;
+}
+
+/* " (RUN)" where another run has the key too, so that each curve and table row says whose it is. */
+static void rp_run_suffix(char *out, size_t cap, int elsewhere, const char *run_id) {
+  if (elsewhere) snprintf(out, cap, " (%s)", run_id);
+  else if (cap) out[0] = '\0';
 }
 
 /* busbw against size and latency percentiles: one data block per group. */
@@ -226,7 +243,7 @@ static void rp_allreduce(rp_ctx *x) {
     size_t ne = 0, nsz = 0;
     int64_t topb = 0;
     for (size_t j = i; j < R->n; j++) {
-      if (done[j] || !rp_same_group(&rows[j], k)) continue;
+      if (done[j] || !rp_same_group(&rows[j], k, 0)) continue;
       done[j] = 1;
       const res_allreduce_row *r = &rows[j];
       double pred = rp_pred_us(x, r), f = 2.0 * (r->ranks - 1) / r->ranks;
@@ -242,16 +259,18 @@ static void rp_allreduce(rp_ctx *x) {
       if (r->bytes >= (1 << 20) && isfinite(pred) && ne < 256) errs[ne++] = fabs(r->t_p50_us - pred) / pred;
     }
     fprintf(d, "\n\n");
-    char title[256];
-    snprintf(title, sizeof title, "%s %s p%lld%s%s%s%s", k->fabric, k->algo, (long long)k->ranks, mixed ? " " : "",
-             mixed ? k->dtype : "", mixed ? " " : "", mixed ? k->op : "");
-    for (char *c = title; *c; c++)
-      if (*c == '\'' || *c == '_') *c = ' ';
+    int elsewhere = 0;
+    for (size_t j = 0; j < R->n && !elsewhere; j++) elsewhere = rp_same_group(&rows[j], k, 1);
+    char who[96], title[384];
+    rp_run_suffix(who, sizeof who, elsewhere, k->run_id);
+    snprintf(title, sizeof title, "%s %s p%lld%s%s%s%s%s", k->fabric, k->algo, (long long)k->ranks, mixed ? " " : "",
+             mixed ? k->dtype : "", mixed ? " " : "", mixed ? k->op : "", who);
+    rp_label(title, 0);
     if (len + 600 < cap)
-      len += (size_t)snprintf(bw + len, cap - len, "%s'allreduce.dat' index %d using 1:2 with linespoints lc %d title '%s', '' index %d using 1:3 with lines dt 2 lc %d notitle",
+      len += (size_t)snprintf(bw + len, cap - len, "%s'allreduce.dat' index %d using 1:2 with linespoints lc %d title '%s' noenhanced, '' index %d using 1:3 with lines dt 2 lc %d notitle",
                               blk ? ", " : "", blk, blk + 1, title, blk, blk + 1);
     if (llen + 600 < cap)
-      llen += (size_t)snprintf(lat + llen, cap - llen, "%s'allreduce.dat' index %d using 1:4 with linespoints lc %d title '%s p50', '' index %d using 1:6 with lines dt 3 lc %d title 'p99'",
+      llen += (size_t)snprintf(lat + llen, cap - llen, "%s'allreduce.dat' index %d using 1:4 with linespoints lc %d title '%s p50' noenhanced, '' index %d using 1:6 with lines dt 3 lc %d title 'p99'",
                                blk ? ", " : "", blk, blk + 1, title, blk, blk + 1);
     blk++;
     double med = NAN, mx = NAN;
@@ -266,8 +285,9 @@ static void rp_allreduce(rp_ctx *x) {
       med = errs[ne / 2];
       mx = errs[ne - 1];
     }
-    char c1[512], c2[64], c3[64], c4[64], c5[64];
-    fprintf(x->md, "| %s | %s | %s | %s | %s | %lld | %zu | %.3f | ", rp_md(c1, sizeof c1, k->fabric),
+    char c0[300], c1[640], c2[64], c3[64], c4[64], c5[64];
+    snprintf(c0, sizeof c0, "%s%s", k->fabric, who);
+    fprintf(x->md, "| %s | %s | %s | %s | %s | %lld | %zu | %.3f | ", rp_md(c1, sizeof c1, c0),
             rp_md(c2, sizeof c2, k->transport), rp_md(c3, sizeof c3, k->algo), rp_md(c4, sizeof c4, k->dtype),
             rp_md(c5, sizeof c5, k->op), (long long)k->ranks, nsz, top);
     if (ne)
@@ -425,8 +445,7 @@ static void rp_train(rp_ctx *x) {
     char label[128];
     snprintf(label, sizeof label, "%s %s p%lld", r->ranks > 1 ? r->transport : "1 rank", r->ranks > 1 ? r->algo : "",
              (long long)r->ranks);
-    for (char *c = label; *c; c++)
-      if (*c == ',' || *c == '\'' || *c == '_') *c = ' ';
+    rp_label(label, 1);
     fprintf(d, "%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,", label, r->images_per_s, isfinite(r->data_ms) ? r->data_ms : 0,
             r->fwd_ms, r->bwd_ms, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0, isfinite(r->opt_ms) ? r->opt_ms : 0, step);
     if (isfinite(pred)) fprintf(d, "%.6g", pred);
@@ -454,11 +473,11 @@ static void rp_train(rp_ctx *x) {
   }
   rp_close(x, d, "train.dat");
   rp_plot(x, "train_images", "training images/s",
-          "set style data histograms\nset style fill solid 0.7\nset boxwidth 0.8\nset xtics rotate by -30\nset ylabel 'images/s'\n"
+          "set style data histograms\nset style fill solid 0.7\nset boxwidth 0.8\nset xtics rotate by -30 noenhanced\nset ylabel 'images/s'\n"
           "plot 'train.dat' using 2:xtic(1) title 'images/s'", nimg);
   rp_plot(x, "train_breakdown", "training step breakdown (ms)",
           "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.7\nset boxwidth 0.8\n"
-          "set xtics rotate by -30\nset ylabel 'ms per step'\n"
+          "set xtics rotate by -30 noenhanced\nset ylabel 'ms per step'\n"
           "plot 'train.dat' using 3:xtic(1) title 'data', '' using 4 title 'forward', '' using 5 title 'backward', "
           "'' using 6 title 'exposed comm', '' using 7 title 'optimizer'", R->n); /* NaN parts are written 0 */
 }
@@ -541,14 +560,19 @@ static void rp_scaling(rp_ctx *x) {
     fprintf(d, "\n\n");
     char t[200];
     snprintf(t, sizeof t, "%s %s", x->model.f[f].fabric, x->model.f[f].transport);
-    for (char *c = t; *c; c++)
-      if (*c == '\'' || *c == '_') *c = ' ';
+    rp_label(t, 0);
     if (len + 300 < sizeof body)
-      len += (size_t)snprintf(body + len, sizeof body - len, "%s'scaling.dat' index %zu using 1:2 with linespoints title '%s'", f ? ", " : "", f, t);
+      len += (size_t)snprintf(body + len, sizeof body - len, "%s'scaling.dat' index %zu using 1:2 with linespoints title '%s' noenhanced", f ? ", " : "", f, t);
   }
   rp_close(x, d, "scaling.dat");
   fprintf(x->md, "\n## Scaling to 1024 ranks (predicted)\n\nA flat ring over each fitted fabric, overlap on, %s.\n", what);
   rp_plot(x, "scaling", "predicted scaling efficiency, flat ring", body, npts);
+}
+
+/* A p2p curve: one run's rows of a fabric, transport, test and pair (as rp_same_group). */
+static int rp_same_p2p(const res_p2p_row *a, const res_p2p_row *b, int other_run) {
+  return !strcmp(a->fabric, b->fabric) && !strcmp(a->transport, b->transport) && !strcmp(a->test, b->test) &&
+         a->src == b->src && a->dst == b->dst && !strcmp(a->run_id, b->run_id) == !other_run;
 }
 
 /* Point to point: per fabric, transport, test and pair, the smallest size's one-way latency and
@@ -575,11 +599,11 @@ static void rp_p2p(rp_ctx *x) {
               (long long)k->dst);
       const res_p2p_row *lo = NULL, *hi = NULL;
       size_t nsz = 0, npts = 0;
+      int elsewhere = 0;
+      for (size_t j = 0; j < R->n && !elsewhere; j++) elsewhere = rp_same_p2p(&rows[j], k, 1);
       for (size_t j = i; j < R->n; j++) {
         const res_p2p_row *r = &rows[j];
-        if (done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) || strcmp(r->test, k->test) ||
-            r->src != k->src || r->dst != k->dst)
-          continue;
+        if (done[j] || !rp_same_p2p(r, k, 0)) continue;
         done[j] = 1;
         fprintf(d, "%lld,%.6g,%.6g\n", (long long)r->bytes, r->t_p50_us, r->gbps);
         nsz++;
@@ -588,14 +612,15 @@ static void rp_p2p(rp_ctx *x) {
         if (!hi || r->bytes > hi->bytes) hi = r;
       }
       fprintf(d, "\n\n");
-      char title[200];
-      snprintf(title, sizeof title, "%s %s %s %lld-%lld", k->fabric, k->transport, k->test, (long long)k->src, (long long)k->dst);
-      for (char *c = title; *c; c++)
-        if (*c == '\'' || *c == '_') *c = ' ';
+      char who[96], title[320];
+      rp_run_suffix(who, sizeof who, elsewhere, k->run_id);
+      snprintf(title, sizeof title, "%s %s %s %lld-%lld%s", k->fabric, k->transport, k->test, (long long)k->src,
+               (long long)k->dst, who);
+      rp_label(title, 0);
       char *buf = is_lat ? lat : bw;
       size_t *len = is_lat ? &llen : &blen;
       if (*len + 300 < cap)
-        *len += (size_t)snprintf(buf + *len, cap - *len, "%s'p2p.dat' index %d using 1:%d with linespoints title '%s'",
+        *len += (size_t)snprintf(buf + *len, cap - *len, "%s'p2p.dat' index %d using 1:%d with linespoints title '%s' noenhanced",
                                  *len ? ", " : "", blk, is_lat ? 2 : 3, title);
       *(is_lat ? &nlat : &nbw) += npts;
       blk++;
@@ -607,8 +632,9 @@ static void rp_p2p(rp_ctx *x) {
       /* a streaming test's time per message at the smallest size is no latency: left out */
       char l[32] = "-";
       if (is_lat) snprintf(l, sizeof l, "%.2f", lo->t_p50_us);
-      char c1[512], c2[64], c3[64];
-      fprintf(x->md, "| %s | %s | %s | %lld-%lld | %zu | %s | %.3f |\n", rp_md(c1, sizeof c1, k->fabric),
+      char c0[300], c1[640], c2[64], c3[64];
+      snprintf(c0, sizeof c0, "%s%s", k->fabric, who);
+      fprintf(x->md, "| %s | %s | %s | %lld-%lld | %zu | %s | %.3f |\n", rp_md(c1, sizeof c1, c0),
               rp_md(c2, sizeof c2, k->transport), rp_md(c3, sizeof c3, k->test), (long long)k->src, (long long)k->dst, nsz, l,
               hi->gbps);
     }

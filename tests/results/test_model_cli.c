@@ -700,6 +700,40 @@ static void test_report_cosmetics(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* Two runs of one key (fabric, algorithm, ranks; a repeat, or two clusters with one fabric string)
+ * are two curves and two table rows, each naming its run: they were one line zigzagging between
+ * the runs' sizes. Names are drawn as written (noenhanced: the _ of ucx's rkey_ptr was a
+ * subscript). */
+static void test_report_two_runs_one_key(void **state) {
+  (void)state;
+  char tmp[64], again[128], out[128], cmd[800];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(again, sizeof again, "%s/again", tmp);
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && sed -i 's/^fixture,/again,/; s/\"run_id\": \"fixture\"/\"run_id\": \"again\"/' "
+           "'%s'/*.csv '%s/run.json' && rm -f '%s'/*.jsonl", FIXTURE_RUN, again, again, again, again);
+  assert_int_equal(system(cmd), 0);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, again, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  static const char *const want[][2] = {
+      {"busbw.gp", "title 'tcp:lo/reno ring p2 (fixture)' noenhanced"},
+      {"busbw.gp", "title 'tcp:lo/reno ring p2 (again)' noenhanced"},
+      {"report.md", "| tcp:lo/reno (fixture) | tcp | ring | f32 | sum | 2 |"},
+      {"report.md", "| tcp:lo/reno (again) | tcp | ring | f32 | sum | 2 |"},
+      {"p2p_latency.gp", "title 'tcp:lo/reno tcp latency 0-1 (again)' noenhanced"},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    if (!tu_file_has(out, want[i][0], want[i][1])) fail_msg("%s: no '%s'", want[i][0], want[i][1]);
+  /* one run alone: no run in the names */
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){again, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "busbw.gp", "title 'tcp:lo/reno ring p2' noenhanced"));
+  assert_false(tu_file_has(out, "report.md", "(again)"));
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_report_every_plot),
@@ -719,6 +753,7 @@ int main(void) {
       cmocka_unit_test(test_allreduce_model_other_fabric),
       cmocka_unit_test(test_fit_unrelated_run),
       cmocka_unit_test(test_report_cosmetics),
+      cmocka_unit_test(test_report_two_runs_one_key),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
