@@ -456,10 +456,12 @@ static int on_alive(void *ctx) {
 
 static int on_eval(void *ctx, const nn_eval_rec *ev) {
   train_ctx *x = ctx;
-  printf("%-6s %-10s epoch %lld  test loss %.4f  test acc %.4f  (%lld images, %.1f s)  "
+  /* the step too: a run cut by --steps mid-epoch evaluates at its end, after its last whole
+   * epoch's evaluation, which had the same epoch count */
+  printf("%-6s %-10s epoch %lld  step %lld  test loss %.4f  test acc %.4f  (%lld images, %.1f s)  "
          "elapsed %.1f s\n",
          role_names[x->pair->role], x->pair->role == ROLE_DP ? x->pair->tname : "-",
-         (long long)ev->epoch, ev->loss, ev->acc, (long long)ev->images, ev->secs, ev->elapsed_s);
+         (long long)ev->epoch, (long long)ev->step, ev->loss, ev->acc, (long long)ev->images, ev->secs, ev->elapsed_s);
   fflush(stdout);
   res_train_eval_row row = {.run_id = x->run.run_id, .transport = x->pair->tname,
                             .algo = x->pair->aname, .epoch = ev->epoch, .step = ev->step,

@@ -249,6 +249,9 @@ static void test_tiny_run(void **state) {
                  " --out tiny");
   expect(rc, out, 0, "test acc");
   assert_non_null(strstr(out, "step       1"));
+  /* each evaluation says its step (a mid-epoch end's had its last epoch's count) */
+  assert_non_null(strstr(out, "epoch 2  step 16  test loss"));
+  assert_non_null(strstr(out, "epoch 4  step 32  test loss"));
   snprintf(csv, sizeof csv, "%s/tiny/train.csv", dir);
   assert_int_equal(csv_rows(csv), 1);
   assert_int_equal((int)csv_num(csv, 0, "steps"), 32);
