@@ -1,4 +1,5 @@
 /* What topo/ says about a topology: the hash's canonical text, the JSON, the readable summary. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,7 +387,9 @@ static void topo_human_bytes(char *out, size_t cap, double v) {
     v /= 1024;
     i++;
   }
-  snprintf(out, cap, v == (long long)v ? "%.0f %s" : "%.1f %s", v, u[i]);
+  /* one decimal where it says something: 63.98 GiB is "64 GiB", as an exact 64 is */
+  double r = round(v * 10) / 10;
+  snprintf(out, cap, r == floor(r) ? "%.0f %s" : "%.1f %s", r, u[i]);
 }
 
 static void topo_print_pcie(FILE *f, const topo_pcidev *p) {

@@ -140,6 +140,17 @@ static void test_fixtures(void **state) {
   assert_non_null(strstr(s, "NVLink  unknown"));
   free(s);
   assert_int_equal(run(c, TOPO_CLI, "--synthetic 'pack:2 core:2 pu:2' --json"), 0);
+  /* a brand string padded with spaces (as CPUID gives it on some CPUs and VMs) is printed
+   * without them, and 63.98 GiB of memory as 64 GiB, as an exact 64 (it said 64.0) */
+  snprintf(args, sizeof args, "sed 's/\"AMD EPYC 7302\"/\"AMD EPYC 7302      \"/; 0,/local_memory=\"68719476736\"/"
+           "s//local_memory=\"68698505216\"/' '%s/pcie4.xml' > '%s/padded.xml'", TOPO_FIXTURES, c->dir);
+  assert_int_equal(system(args), 0);
+  snprintf(args, sizeof args, "--input '%s/padded.xml'", c->dir);
+  assert_int_equal(run(c, TOPO_CLI, args), 0);
+  s = slurp(c->out);
+  if (!strstr(s, "(AMD EPYC 7302)") || !strstr(s, "NUMA 0   64 GiB,") || !strstr(s, "NUMA 1   64 GiB,"))
+    fail_msg("%s", s);
+  free(s);
 }
 
 static void expect_usage(ctx *c, const char *args) {
