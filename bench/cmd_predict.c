@@ -223,6 +223,17 @@ static double pr_needed(const pr_profile *pf, const res_step_in *in, const coll_
   return hi;
 }
 
+/* Not reached by the inter-node link at any rate: whether a faster intra-node link would reach
+ * it, so that the intra-node one is what holds it back (start-ups and compute otherwise). */
+static int pr_intra_bound(const pr_profile *pf, const res_step_in *in, const coll_model *inter, double target) {
+  if (!in->ar.inter) return 0;
+  coll_model fast = *in->ar.intra;
+  fast.beta = 1.0 / (1e6 * 1e9);
+  res_step_in v = *in;
+  v.ar.intra = &fast;
+  return pr_eff_at(pf, v, *inter, 1e6) >= target;
+}
+
 static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *err, size_t cap) {
   char path[4200];
   snprintf(path, sizeof path, "%s/predict.gp", dir);
@@ -412,7 +423,7 @@ int bench_cmd_predict(int argc, char **argv) {
       else if (isfinite(need))
         snprintf(needs, sizeof needs, "%.3g", need);
       else
-        snprintf(needs, sizeof needs, "not by link");
+        snprintf(needs, sizeof needs, pr_intra_bound(&pf, &in, bound, target) ? "intra-bound" : "not by link");
       printf("  %7d %6d %-12s %10.2f %10.2f %10.2f %12.1f %6.3f %14s\n", ranks[r], nodes, al[a].name, o.step_ms,
              o.comm_ms, o.exposed_comm_ms, o.images_per_s, o.scaling_eff, needs);
       res_predict_row row;
@@ -442,7 +453,9 @@ int bench_cmd_predict(int argc, char **argv) {
       if (res_table_put(tab, &row, err, sizeof err)) rc = bench_error("%s", err);
     }
   res_table_close(tab);
-  printf("# GB/s for eff: the link rate (inter-node, or intra-node on one node) at which efficiency reaches %.2f\n", target);
+  printf("# GB/s for eff: the link rate (inter-node, or intra-node on one node) at which efficiency reaches %.2f;\n"
+         "# intra-bound: no inter-node rate reaches it, a faster intra-node link would; not by link: start-ups\n"
+         "# or compute hold it back at any rate\n", target);
   if (!rc && plot) {
     if (pr_write_plot(run.dir, nalgos, al, err, sizeof err))
       fprintf(stderr, "fabench: predict: no plot: %s\n", err);
