@@ -17,6 +17,7 @@ typedef struct {
   int status; /* exit status, or 128+signal */
   char out[262144], err[65536];
   double secs;
+  double kill_secs; /* from the rank's kill (kill_rank >= 0) to the end; -1: none was killed */
 } run_result;
 
 static const char *bin(void) {
@@ -89,7 +90,7 @@ static void cli_run(run_result *r, int timeout_s, const char *cmd, const char *e
   }
   setpgid(p, p);
   int st = 0, killed = 0;
-  double t0 = now_s();
+  double t0 = now_s(), t_kill = -1;
   for (;;) {
     if (waitpid(p, &st, WNOHANG) == p) break;
     if (now_s() - t0 > timeout_s) {
@@ -105,13 +106,14 @@ static void cli_run(run_result *r, int timeout_s, const char *cmd, const char *e
         while ((ch = fgetc(f)) != EOF) lines += ch == '\n';
         fclose(f);
       }
-      if (lines >= 2) killed = kill_rank_in(p, kill_rank);
+      if (lines >= 2 && (killed = kill_rank_in(p, kill_rank))) t_kill = now_s();
     }
     struct timespec ts = {0, 10 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
   kill(-p, SIGKILL); /* anything left of the run */
   r->secs = now_s() - t0;
+  r->kill_secs = t_kill < 0 ? -1 : now_s() - t_kill;
   r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   slurp(ofd, r->out, sizeof r->out);
   slurp(efd, r->err, sizeof r->err);
