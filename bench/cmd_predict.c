@@ -96,14 +96,13 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
   /* FABRIC is a fabric string as fit wrote it, or a transport that names one fabric of the
    * model (`@ucx`: the fabric strings carry the machine's UCX transports); without it the model
    * must have one fabric, since picking the first of several silently priced ucx as tcp */
-  const res_fabric_model *pick = NULL;
+  const res_fabric_model *pick = NULL, *by = NULL;
   size_t by_transport = 0;
   for (size_t i = 0; i < m.n && want && !pick; i++)
     if (!strcmp(m.f[i].fabric, want)) pick = &m.f[i];
   for (size_t i = 0; i < m.n && !pick; i++)
-    if (!want || !strcmp(m.f[i].transport, want)) by_transport++;
-  for (size_t i = 0; i < m.n && !pick && by_transport == 1; i++)
-    if (!want || !strcmp(m.f[i].transport, want)) pick = &m.f[i];
+    if (!want || !strcmp(m.f[i].transport, want)) by = &m.f[i], by_transport++;
+  if (!pick && by_transport == 1) pick = by;
   if (!pick) {
     char list[1024] = "";
     for (size_t i = 0, o = 0; i < m.n && o < sizeof list; i++)

@@ -522,8 +522,7 @@ int topo_load(topo_info **out, const topo_opts *opts, char *err, size_t errcap) 
     hwloc_obj_t p = hwloc_get_obj_by_type(ti->t, HWLOC_OBJ_PACKAGE, (unsigned)i);
     const char *m = hwloc_obj_get_info_by_name(p, "CPUModel");
     topo_copy(ti->pkg_model[i], sizeof ti->pkg_model[i], m ? m : "unknown");
-    /* the CPUID brand string is padded with spaces on some CPUs (and VMs) */
-    for (size_t n = strlen(ti->pkg_model[i]); n > 0 && ti->pkg_model[i][n - 1] == ' ';) ti->pkg_model[i][--n] = '\0';
+    topo_rtrim(ti->pkg_model[i]); /* CPUID pads the brand string with spaces on some CPUs */
   }
   for (int i = 0; i < ti->nnuma && i < TOPO_MAX_NUMA; i++) {
     hwloc_obj_t nn = hwloc_get_obj_by_type(ti->t, HWLOC_OBJ_NUMANODE, (unsigned)i);

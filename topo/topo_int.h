@@ -24,6 +24,12 @@ static inline void topo_copy(char *dst, size_t cap, const char *src) {
   dst[n] = 0;
 }
 
+/* Drops trailing blanks and newlines (sysfs lines; CPUID's space-padded brand strings). */
+static inline void topo_rtrim(char *s) {
+  size_t n = strlen(s);
+  while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = 0;
+}
+
 /* hwloc 3.0 turns osdev.type (an enum) into the bitmask osdev.types. */
 static inline int topo_osdev_is(hwloc_obj_t o, int kind) {
 #if HWLOC_API_VERSION >= 0x00030000

@@ -26,8 +26,7 @@ static int topo_read_line(const char *root, const char *rel, char *buf, size_t c
   int bad = ferror(f);
   fclose(f);
   if (!r || bad) return -1;
-  size_t n = strlen(buf);
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ' || buf[n - 1] == '\t')) buf[--n] = 0;
+  topo_rtrim(buf);
   return 0;
 }
 
