@@ -57,14 +57,37 @@ nn_arena_alloc nn_arena_from_comm(coll_comm *c) {
 }
 
 uint64_t nn_params_hash(const float *p, size_t count) {
-  /* FNV-1a over 32-bit words, then a final mix: any changed bit of any weight changes it */
-  uint64_t h = 0xcbf29ce484222325ull;
-  const uint32_t *w = (const uint32_t *)(const void *)p;
-  for (size_t i = 0; i < count; i++) h = (h ^ w[i]) * 0x100000001b3ull;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  return h;
+  /* FNV-1a over 64-bit words in 4 interleaved lanes (the last odd words 32 bits at a time), the
+   * lanes folded with the count, then a final mix. Each step is a bijection of the lane and of
+   * the word, so any changed bit of any weight changes the hash. The lanes are independent
+   * multiply chains: one chain of 32-bit words waited a multiply's latency a word, 14 ms of
+   * every check for ResNet-18's 11 M weights; these take 2. */
+  const uint64_t prime = 0x100000001b3ull, basis = 0xcbf29ce484222325ull;
+  const unsigned char *b = (const unsigned char *)p;
+  size_t bytes = count * sizeof *p, i = 0;
+  uint64_t h0 = basis, h1 = basis + 1, h2 = basis + 2, h3 = basis + 3;
+  for (; i + 32 <= bytes; i += 32) {
+    uint64_t w[4];
+    memcpy(w, b + i, sizeof w);
+    h0 = (h0 ^ w[0]) * prime;
+    h1 = (h1 ^ w[1]) * prime;
+    h2 = (h2 ^ w[2]) * prime;
+    h3 = (h3 ^ w[3]) * prime;
+  }
+  for (; i + 4 <= bytes; i += 4) {
+    uint32_t v;
+    memcpy(&v, b + i, sizeof v);
+    h0 = (h0 ^ v) * prime;
+  }
+  uint64_t x = (uint64_t)count;
+  x = (x ^ h0) * prime;
+  x = (x ^ h1) * prime;
+  x = (x ^ h2) * prime;
+  x = (x ^ h3) * prime;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
 }
 
 /* ---- the state of one run ---- */

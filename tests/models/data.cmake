@@ -8,6 +8,8 @@ fabench_test(test_train_lr SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_lr.c
              LIBS fabench_models TIMEOUT 30)
 fabench_test(test_train_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_ckpt.c
              LIBS fabench_models TIMEOUT 30)
+fabench_test(test_train_hash SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_hash.c
+             LIBS fabench_models TIMEOUT 30)
 # `fabench train` end to end needs the oneDNN engine
 if(FABENCH_HAVE_DNNL)
   fabench_test(test_train_cli SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_cli.c
