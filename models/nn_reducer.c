@@ -349,6 +349,13 @@ int nn_reducer_wait_range(nn_reducer *r, size_t offset, size_t count, double *wa
   return failed ? -1 : 0;
 }
 
+int nn_reducer_ndone(nn_reducer *r) {
+  pthread_mutex_lock(&r->mu);
+  int n = r->failed ? 0 : r->have_thread && r->active ? r->next : r->nb;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
 int nn_reducer_drain(nn_reducer *r, nn_reducer_stats *st, char *err, size_t errcap) {
   pthread_mutex_lock(&r->mu);
   double t = red_now();

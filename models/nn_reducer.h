@@ -95,6 +95,9 @@ void nn_reducer_end_backward(nn_reducer *r);
  * be NULL) gets the time waited. 0, or -1 with the cause in err (as nn_reducer_finish). */
 int nn_reducer_wait_range(nn_reducer *r, size_t offset, size_t count, double *waited_s, char *err,
                           size_t errcap);
+/* How many of the plan's buckets (call order, which is the order the thread reduces them in)
+ * this step has reduced so far; never waits. 0 after a failure (the waits report it). */
+int nn_reducer_ndone(nn_reducer *r);
 /* Waits until every bucket of this step is reduced; st gets the step's figures. 0, or -1 with the
  * cause (a peer's failure names the rank and host) in err; after a failure the reducer (and its
  * communicator) must not be used again. */

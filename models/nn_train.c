@@ -3,9 +3,10 @@
  * A step: the next batch of this rank's shard, forward, backward with the reducer all-reducing
  * each finished bucket on its thread, the wait for the last bucket (exposed communication), SGD.
  * With overlap_step the step ends with backward: the next step's forward waits, layer by layer,
- * for the buckets that hold that layer's parameters and updates them then (SGD per range), so the
- * all-reduce also overlaps the next forward. Before anything that needs final weights or figures
- * (the parameter check, evaluation, checkpoints, the end) a step drains as before.
+ * for the buckets that hold that layer's parameters, and each bucket is updated (SGD per range) as
+ * soon as it is reduced, so the all-reduce also overlaps the next forward. Before anything that
+ * needs final weights (evaluation, checkpoints, the end) a step drains as before; a parameter
+ * check is made after the next step's forward instead, before that step's update.
  * Between steps, over the bootstrap (never the gradient communicator, which its thread owns
  * during a step): every rank's step record to rank 0, and at checks the parameter hashes. */
 #include <math.h>
@@ -121,8 +122,11 @@ typedef struct {
   int alive;                  /* alone while others wait: the step calls on_alive too */
   int alive_failed;           /* on_alive stopped the run inside backward, which goes on */
   int ostep;                  /* overlapping from this step on (after the warm-up's profile) */
-  int pending;                /* the last step's update is still to be applied, layer by layer */
+  int pending;                /* the last step's update is still to be applied, bucket by bucket */
   nn_sgd_opts pso;            /* its options */
+  nn_bucket *plan;            /* the buckets' ranges, in call order */
+  int applied;                /* the plan's first `applied` buckets are updated */
+  int64_t check_due;          /* a parameter check deferred from that step (0: none) */
   int begun;                  /* this step's reducer step has begun (backward's first report) */
   double t1, t1_prev, fwd_prev; /* this step's time origin; the last step's, and its forward */
   double hook_wait, hook_opt; /* this step's forward: waits for buckets, layer updates */
@@ -209,6 +213,20 @@ static void on_ready(void *ctx, int layer, size_t ready) {
   }
 }
 
+/* overlap_step: the last step's update of every bucket reduced by now. SGD is elementwise, so a
+ * bucket is updated whole as soon as it is reduced: what backward reduced (the last layers') is
+ * then updated while the forward waits for its first layers, not at the forward's end, where
+ * the link has nothing to carry until the next backward. Never later than its layers' forward,
+ * whose hook waits for it. */
+static void apply_done(train_state *s) {
+  int k = nn_reducer_ndone(s->red);
+  if (s->applied >= k) return;
+  double t = tr_now();
+  for (; s->applied < k; s->applied++)
+    nn_sgd_step_range(s->o->net, &s->pso, s->plan[s->applied].offset, s->plan[s->applied].count);
+  s->hook_opt += tr_now() - t;
+}
+
 /* A layer's forward is about to read its parameters: alive, and with overlap_step the last
  * step's update of them, once their buckets are reduced. */
 static int on_forward(void *ctx, int layer, size_t off, size_t count, char *err, size_t cap) {
@@ -218,6 +236,7 @@ static int on_forward(void *ctx, int layer, size_t off, size_t count, char *err,
     return -1;
   }
   if (!s->pending) return 0;
+  apply_done(s);
   double w = 0, t = tr_now();
   char rerr[1024];
   if (nn_reducer_wait_range(s->red, off, count, &w, rerr, sizeof rerr)) {
@@ -225,9 +244,8 @@ static int on_forward(void *ctx, int layer, size_t off, size_t count, char *err,
     return -1;
   }
   double t2 = tr_now();
-  nn_sgd_step_range(s->o->net, &s->pso, off, count);
   s->hook_wait += w;
-  s->hook_opt += tr_now() - t2;
+  apply_done(s); /* this layer's buckets among them */
   if (s->tracing && w > 1e-5) {
     char name[24];
     snprintf(name, sizeof name, "wait L%d", layer);
@@ -420,13 +438,17 @@ static int ts_buckets(train_state *s) {
   free(s->bcomm);
   free(s->bdone);
   free(s->lastb);
+  free(s->plan);
+  s->plan = NULL;
   s->bready = s->bcomm = s->bdone = NULL;
   s->nb = nn_reducer_nbuckets(s->red);
   size_t nbk = s->cap_meas * (size_t)(s->nb ? s->nb : 1);
   if (!(s->bready = calloc(nbk, sizeof(double))) || !(s->bcomm = calloc(nbk, sizeof(double))) ||
       !(s->bdone = calloc(nbk, sizeof(double))) ||
-      !(s->lastb = calloc((size_t)(s->nb ? s->nb : 1), sizeof *s->lastb)))
+      !(s->lastb = calloc((size_t)(s->nb ? s->nb : 1), sizeof *s->lastb)) ||
+      !(s->plan = calloc((size_t)(s->nb ? s->nb : 1), sizeof *s->plan)))
     return -1;
+  nn_reducer_last(s->red, s->plan, s->nb, NULL); /* the ranges are the plan's, whatever step */
   s->lastb_traced = 1; /* the old plan's buckets went with it */
   return 0;
 }
@@ -442,6 +464,7 @@ static void ts_free(train_state *s) {
   free(s->bcomm);
   free(s->bdone);
   free(s->lastb);
+  free(s->plan);
   free(s->front_est);
   free(s->all);
   free(s->tev);
@@ -656,12 +679,19 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     if (!s.begun) begin_step(&s);
     so.lr = (float)nn_lr_at(&o->sched, gstep);
     int epoch_end = b.step + 1 == o->steps_per_epoch;
-    int check = epoch_end || gstep + 1 == o->stop_step ||
-                (o->check_every > 0 && (gstep + 1) % o->check_every == 0);
-    int drain = !s.ostep || check;
+    int64_t done = b.epoch + 1; /* epochs, at an epoch's end */
+    int eval_due = epoch_end && o->eval_every > 0 && (done % o->eval_every == 0 || done == o->epochs);
+    int last = gstep + 1 == o->stop_step;
+    int check = epoch_end || last || (o->check_every > 0 && (gstep + 1) % o->check_every == 0);
+    /* what reads the final weights drains the step; the parameter check need not: it waits
+     * for the next step's forward, which brings this step's update in, and checks before the
+     * next update (so overlap_step keeps the link busy across epochs and --check-every) */
+    int drain = !s.ostep || last || eval_due || (epoch_end && o->save);
     nn_reducer_stats rs = {0};
     char rerr[1024];
     double t2 = tr_now(), wait_end = 0;
+    if (s.check_due && check_params(&s, s.check_due)) goto out;
+    s.check_due = 0;
     double comm = had_pending ? s.last_rs.comm_s : 0;
     double comm_cpu = had_pending ? s.last_rs.comm_cpu_s : 0;
     nn_reducer_end_backward(s.red);
@@ -686,6 +716,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     } else {
       s.pso = so;
       s.pending = 1;
+      s.applied = 0;
       s.lastb_t1 = s.t1_prev; /* begin_step copied the last step's buckets */
       s.lastb_fwd = s.fwd_prev;
     }
@@ -746,10 +777,10 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
                  (long long)gstep, r, s.all[r].loss);
         goto out;
       }
-    if (check && check_params(&s, gstep)) goto out;
+    if (check && !drain) s.check_due = gstep;
+    else if (check && check_params(&s, gstep)) goto out;
     if (!epoch_end) continue;
-    int64_t done = b.epoch + 1;
-    if (o->eval_every > 0 && (done % o->eval_every == 0 || done == o->epochs)) {
+    if (eval_due) {
       nn_eval_rec er = {.epoch = done, .step = gstep};
       if (evaluate(&s, &er)) goto out;
       er.elapsed_s = o->elapsed0 + (tr_now() - t_start);
@@ -773,6 +804,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     }
     nn_sgd_step(o->net, &s.pso);
     s.pending = 0;
+    if (s.check_due && check_params(&s, gstep)) goto out;
   }
   double train_s = tr_now() - t_start;
   /* a run cut by the step count mid-epoch still reports where it stands */

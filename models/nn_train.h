@@ -42,8 +42,9 @@ typedef struct {
   double exposed_s;           /* the training thread's waits for the all-reduce: from the end of
                                  backward until the last bucket was reduced; with overlap_step,
                                  the forward's waits for its layers' buckets plus any drain */
-  double opt_s, elapsed_s;    /* opt: SGD (with overlap_step: the layer updates in the forward,
-                                 and the whole update where it drained) */
+  double opt_s, elapsed_s;    /* opt: SGD (with overlap_step: the bucket updates in the forward,
+                                 and the whole update where it drained; a deferred parameter
+                                 check) */
 } nn_step_rec;
 
 typedef struct {
@@ -118,8 +119,8 @@ typedef struct {
   int overlap;
   int overlap_step;           /* NN_OSTEP_*: the next step's forward starts while this step's
                                  gradients are still being all-reduced: each layer's forward waits
-                                 only for its own parameters' buckets and updates them (SGD layer
-                                 by layer); CPU nets (a GPU net drains before its forward) */
+                                 only for its own parameters' buckets, each bucket updated (SGD)
+                                 once reduced; CPU nets (a GPU net drains before its forward) */
   const nn_arena_alloc *wire_alloc;
   int corrupt_rank;           /* tests: this rank's weights are perturbed after step */
   int64_t corrupt_step;       /* corrupt_step (0: never) */

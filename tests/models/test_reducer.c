@@ -1,8 +1,8 @@
 /* The data-parallel reducer: averaged gradients against a reference computed here in double
  * (each rank's gradients summed), for 1 to 4 ranks, every algorithm, f32 and 16-bit wires,
  * overlap on and off, the 1/N left to the optimizer, plans in arena order and with a front
- * (the rest in forward order, each range checked as soon as its wait returns), and bucket sizes
- * that cut the arena at awkward places. Ranks are forked processes on a loopback rendezvous.
+ * (the rest in forward order, each range checked as soon as its wait returns, with every bucket
+ * the reducer then says done), and bucket sizes that cut the arena at awkward places. Ranks are forked processes on a loopback rendezvous.
  * The plans themselves are checked against the rule of nn_reducer.h without a communicator. */
 #include <math.h>
 #include <setjmp.h>
@@ -87,8 +87,16 @@ static int rank_main(int rank, int n, const red_case *k) {
   /* 16-bit wires: each rank's value rounded once (1/N first), then a sum of n such values in
    * the narrow type, then widened: a few units of the last place of bf16 (2^-8) or f16 (2^-11) */
   double tol = k->wire == COLL_F32 ? 4e-7 : k->wire == COLL_BF16 ? 3.0 * n / 256.0 : 3.0 * n / 2048.0;
+  int nb = nn_reducer_nbuckets(r);
+  nn_bucket *plan = calloc((size_t)nb, sizeof *plan);
+  if (!plan) return 2;
+  nn_reducer_last(r, plan, nb, NULL); /* the ranges, in call order */
   for (int s = 0; s < 2 && !bad; s++) {
     nn_reducer_begin(r, 0);
+    if (nn_reducer_ndone(r) != 0) {
+      fprintf(stderr, "rank %d: %d buckets done before backward began\n", rank, nn_reducer_ndone(r));
+      bad++;
+    }
     for (size_t i = 0; i < k->count; i++) g[i] = grad_value(rank, i, s);
     /* backward's layers: uneven prefixes, one of them repeated (no progress) */
     size_t done = 0, stride = 3;
@@ -111,6 +119,19 @@ static int rank_main(int rank, int n, const red_case *k) {
           return 2;
         }
         bad += check_range(g, lo, hi, rank, n, k, s, tol, gscale, "after its range's wait");
+        /* the buckets said done are a prefix of the plan, final, and hold the range */
+        int nd = nn_reducer_ndone(r);
+        for (int q = 0; q < nb; q++) {
+          int holds = plan[q].offset < hi && lo < plan[q].offset + plan[q].count;
+          if (q < nd)
+            bad += check_range(g, plan[q].offset, plan[q].offset + plan[q].count, rank, n, k, s,
+                               tol, gscale, "in a bucket said done");
+          else if (holds) {
+            fprintf(stderr, "rank %d: bucket %d of [%zu, %zu) not said done after its wait\n",
+                    rank, q, lo, hi);
+            bad++;
+          }
+        }
         hi = lo;
       }
       if (nn_reducer_drain(r, &st, err, sizeof err)) {
@@ -121,7 +142,7 @@ static int rank_main(int rank, int n, const red_case *k) {
       fprintf(stderr, "rank %d: %s\n", rank, err);
       return 2;
     }
-    if (st.wire_bytes != k->count * coll_dtype_size(k->wire)) bad++;
+    if (st.wire_bytes != k->count * coll_dtype_size(k->wire) || nn_reducer_ndone(r) != nb) bad++;
     /* the thread's CPU time: some with a peer to exchange with or a wire type to convert to,
      * never more than the wall time it spent; the last step's copy says the same */
     nn_reducer_stats ls;
@@ -135,6 +156,7 @@ static int rank_main(int rank, int n, const red_case *k) {
     }
     bad += check_range(g, 0, k->count, rank, n, k, s, tol, gscale, "drained");
   }
+  free(plan);
   nn_reducer_destroy(r);
   al.free(al.ctx, g);
   coll_comm_close(c);
