@@ -690,12 +690,13 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     nn_reducer_stats rs = {0};
     char rerr[1024];
     double t2 = tr_now(), wait_end = 0;
-    if (s.check_due && check_params(&s, s.check_due)) goto out;
-    s.check_due = 0;
     double comm = had_pending ? s.last_rs.comm_s : 0;
     double comm_cpu = had_pending ? s.last_rs.comm_cpu_s : 0;
     nn_reducer_end_backward(s.red);
     double bwd_end = t2 - t1;
+    /* the deferred check, once this step's last buckets are handed to the thread */
+    if (s.check_due && check_params(&s, s.check_due)) goto out;
+    s.check_due = 0;
     if (drain) {
       if (nn_reducer_drain(s.red, &rs, rerr, sizeof rerr)) {
         snprintf(err, errcap, "step %lld, gradient all-reduce: %s", (long long)gstep + 1, rerr);
