@@ -540,7 +540,8 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   row.peer = pname;
   row.busbw_vs_peer = vs;
   if (k->cpu_n > 0) row.host_cpu_us = k->cpu_s / (double)k->cpu_n * 1e6;
-  const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk), coll_boot_host_count(x->boot));
+  const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk),
+                                              coll_boot_host_count(x->boot), row.topo_hash);
   if (fm) {
     row.t_pred_us = coll_model_time(&fm->m, k->ran, x->size, nbytes, coll_comm_chunk(k->c)) * 1e6;
     if (isfinite(row.t_pred_us) && row.t_pred_us > 0) row.pred_err = (st.p50 - row.t_pred_us) / row.t_pred_us;
@@ -549,8 +550,11 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
     x->model_missed |= 1u << k->tk;
     fprintf(stderr, "fabench: --model-from %s: no model of fabric %s (%s), so its rows have no t_pred_us; the model has:",
             o->model_from, fabric, coll_transport_name(k->tk));
-    for (size_t i = 0; i < x->model.n; i++)
-      fprintf(stderr, "%s %s (%s)", i ? "," : "", x->model.f[i].fabric, x->model.f[i].transport);
+    for (size_t i = 0; i < x->model.n; i++) {
+      char l[256];
+      fprintf(stderr, "%s %s (%s)", i ? "," : "", res_model_label(&x->model, &x->model.f[i], l, sizeof l),
+              x->model.f[i].transport);
+    }
     fprintf(stderr, "\n");
   }
   char err[256];
@@ -630,7 +634,10 @@ static const coll_model *ar_model_for(const ar_ctx *x, coll_transport_kind tk) {
     const res_fabric_model *f = &x->model.f[i];
     if (strcmp(f->transport, name)) continue;
     if (emu && *emu && !strcmp(f->fabric, emu)) return &f->m;
-    if (f->host_count == coll_boot_host_count(x->boot) && !any) any = f;
+    /* this machine's fit before another's */
+    if (f->host_count == coll_boot_host_count(x->boot) &&
+        (!any || (strcmp(any->topo, x->run.topo_hash) && !strcmp(f->topo, x->run.topo_hash))))
+      any = f;
   }
   return any ? &any->m : NULL;
 }

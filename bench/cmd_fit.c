@@ -50,7 +50,11 @@ static void fit_print(const res_model *m) {
       snprintf(cache, sizeof cache, "%.0fM", f->m.cache_bytes / 1048576);
     else
       snprintf(cache, sizeof cache, "-");
-    printf("  %-22.22s %-5s %5d %-9s %9.2f %9.2f %8.2f %10.3f %10.3f %10s %9s%s%s %7s %7.4f %7.3f %7s\n", f->fabric,
+    /* a long fabric string is cut to the column, but never another machine's hash after it */
+    char name[256];
+    res_model_label(m, f, name, sizeof name);
+    int w = strcmp(name, f->fabric) ? (int)strlen(name) : 22;
+    printf("  %-22.*s %-5s %5d %-9s %9.2f %9.2f %8.2f %10.3f %10.3f %10s %9s%s%s %7s %7.4f %7.3f %7s\n", w, name,
            f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
            f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY, f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY,
            hcpu, red, f->gamma_fixed && f->m.gamma > 0 ? "*" : " ", f->m.red_hidden ? "h" : " ", cache, f->r2, f->rms_rel,
@@ -87,7 +91,8 @@ static void fit_print_links(const res_model *m, char **dirs, int ndirs) {
       printf("# emulated links: fitted bandwidth (2 ranks) against the TCP payload the shaped rate carries\n"
              "# %-14s %-5s %5s %10s %10s %10s %8s %8s\n", "fabric", "trans", "mtu", "rate(GB/s)", "ceil(GB/s)",
              "fit(GB/s)", "fit/ceil", "w/ acks");
-    printf("  %-14s %-5s %5d %10.4f %10.4f %10.4f %8.3f %8.3f\n", f->fabric, f->transport, mtu, (double)bps / 8e9,
+    char name[256];
+    printf("  %-14s %-5s %5d %10.4f %10.4f %10.4f %8.3f %8.3f\n", res_model_label(m, f, name, sizeof name), f->transport, mtu, (double)bps / 8e9,
            ceil_gbps, fit, fit / ceil_gbps, fit / ack);
   }
   if (header)
@@ -179,7 +184,7 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, in
     if (r->errors || r->ranks < 2 || r->bytes < min_bytes || !(r->t_p50_us > 0) || coll_algo_parse(an, &a) ||
         a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
       continue;
-    const res_fabric_model *f = res_model_find(m, r->fabric, r->transport, (int)r->host_count);
+    const res_fabric_model *f = res_model_find(m, r->fabric, r->transport, (int)r->host_count, r->topo_hash);
     if (!f) continue;
     double pred = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
     if (!(pred > 0)) continue;

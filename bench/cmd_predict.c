@@ -98,15 +98,34 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
    * must have one fabric, since picking the first of several silently priced ucx as tcp */
   const res_fabric_model *pick = NULL, *by = NULL;
   size_t by_transport = 0;
+  char l[256];
+  /* a fabric fitted on two machines is named with its hash, as fit and report label it */
+  for (size_t i = 0; i < m.n && want && !pick; i++)
+    if (strcmp(m.f[i].fabric, want) && !strcmp(res_model_label(&m, &m.f[i], l, sizeof l), want)) pick = &m.f[i];
   for (size_t i = 0; i < m.n && want && !pick; i++)
     if (!strcmp(m.f[i].fabric, want)) pick = &m.f[i];
+  int machines = 0; /* other machines' fits of the fabric picked by its string */
+  for (size_t i = 0; i < m.n && pick && want && !strcmp(pick->fabric, want); i++)
+    machines += &m.f[i] != pick && !strcmp(m.f[i].fabric, want) && strcmp(m.f[i].topo, pick->topo);
+  if (machines) {
+    char list[1024] = "";
+    for (size_t i = 0, o = 0; i < m.n && o < sizeof list; i++)
+      if (!strcmp(m.f[i].fabric, want))
+        o += (size_t)snprintf(list + o, sizeof list - o, "%s'%s' (%s, topology %s)", o ? ", " : "",
+                              res_model_label(&m, &m.f[i], l, sizeof l), m.f[i].transport,
+                              *m.f[i].topo ? m.f[i].topo : "not recorded");
+    snprintf(err, cap, "'%s': fabric %s was fitted on more than one machine: %s; name one as PATH@'LABEL'",
+             spec, want, list);
+    res_model_free(&m);
+    return -1;
+  }
   for (size_t i = 0; i < m.n && !pick; i++)
     if (!want || !strcmp(m.f[i].transport, want)) by = &m.f[i], by_transport++;
   if (!pick && by_transport == 1) pick = by;
   if (!pick) {
     char list[1024] = "";
     for (size_t i = 0, o = 0; i < m.n && o < sizeof list; i++)
-      o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", m.f[i].fabric);
+      o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", res_model_label(&m, &m.f[i], l, sizeof l));
     if (!want)
       snprintf(err, cap, "'%s' has %zu fabrics (%s): name one, as %s@FABRIC or %s@TRANSPORT", spec,
                m.n, m.n ? list : "none", spec, spec);
@@ -124,7 +143,7 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
    * over) and are counted by --ranks-per-node, not by the fit's host count */
   f->m.cores = 0;
   f->m.hosts = 0;
-  snprintf(f->desc, sizeof f->desc, "%s/%s(fit)", pick->fabric, pick->transport);
+  snprintf(f->desc, sizeof f->desc, "%s/%s(fit)", res_model_label(&m, pick, l, sizeof l), pick->transport);
   res_model_free(&m);
   return 0;
 }

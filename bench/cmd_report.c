@@ -198,7 +198,8 @@ static void rp_against_size(rp_ctx *x, const char *name, const char *title, cons
 
 /* The model's time for an all-reduce row (NaN without a model for its fabric). */
 static double rp_pred_us(const rp_ctx *x, const res_allreduce_row *r) {
-  const res_fabric_model *f = x->have_model ? res_model_find(&x->model, r->fabric, r->transport, (int)r->host_count) : NULL;
+  const res_fabric_model *f =
+      x->have_model ? res_model_find(&x->model, r->fabric, r->transport, (int)r->host_count, r->topo_hash) : NULL;
   coll_algo a;
   const char *an = *r->algo_ran ? r->algo_ran : r->algo;
   if (!f || coll_algo_parse(an, &a)) return NAN;
@@ -380,9 +381,9 @@ static void rp_model(rp_ctx *x) {
                f->m.red_hidden ? ", pipelined: hidden by the shaper" : "");
     else
       snprintf(red, sizeof red, "hidden by the shaper");
-    char c1[512], c2[64], c3[64];
+    char c1[512], c2[64], c3[64], name[256];
     fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.2f | %.2f | %.3f | %s | %s | %.4f | %.3f | %zu/%zu |\n",
-            rp_md(c1, sizeof c1, f->fabric), rp_md(c2, sizeof c2, f->transport), f->host_count,
+            rp_md(c1, sizeof c1, res_model_label(&x->model, f, name, sizeof name)), rp_md(c2, sizeof c2, f->transport), f->host_count,
             rp_md(c3, sizeof c3, f->source), f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
             1e-9 / f->m.beta, red, cpu,
             f->r2, f->rms_rel, f->n_used, f->n);
@@ -547,7 +548,9 @@ static void rp_scaling(rp_ctx *x) {
   char body[8192];
   size_t npts = 0, len = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nplot ");
   for (size_t f = 0; f < x->model.n; f++) {
-    fprintf(d, "# %s\nranks,eff\n", x->model.f[f].fabric);
+    char name[256];
+    res_model_label(&x->model, &x->model.f[f], name, sizeof name);
+    fprintf(d, "# %s\nranks,eff\n", name);
     for (int p = 2; p <= 1024; p *= 2) {
       res_step_in in = {.data_ms = data, .fwd_ms = fwd, .bwd_ms = bwd, .opt_ms = opt, .buckets = b, .nbuckets = nb,
                         .overlap = 1, .batch = batch,
@@ -558,8 +561,8 @@ static void rp_scaling(rp_ctx *x) {
       npts += isfinite(o.scaling_eff);
     }
     fprintf(d, "\n\n");
-    char t[200];
-    snprintf(t, sizeof t, "%s %s", x->model.f[f].fabric, x->model.f[f].transport);
+    char t[300];
+    snprintf(t, sizeof t, "%s %s", name, x->model.f[f].transport);
     rp_label(t, 0);
     if (len + 300 < sizeof body)
       len += (size_t)snprintf(body + len, sizeof body - len, "%s'scaling.dat' index %zu using 1:2 with linespoints title '%s' noenhanced", f ? ", " : "", f, t);

@@ -142,6 +142,8 @@ typedef struct {
   char fabric[160];    /* the rows' fabric string */
   char transport[16];
   int host_count;
+  char topo[40];       /* the rows' topo_hash: the machine fitted on, so that two clusters with one
+                          fabric string are fitted apart ("": not recorded) */
   char source[16];     /* "allreduce" (all three fitted from all-reduce rows) or "p2p" */
   coll_model m;
   int gamma_fixed;     /* gamma was not identified by the rows: the kernel's rate was used */
@@ -162,7 +164,7 @@ typedef struct res_model {
   double gamma_kernel; /* s/byte of the reduction kernel where measured, else NaN */
 } res_model;
 
-/* Fits every (fabric, transport, host_count) of the rows: all-reduce rows (error-free, a named
+/* Fits every (fabric, transport, host_count, topo_hash) of the rows: all-reduce rows (error-free, a named
  * algorithm, finite median) give alpha, beta and gamma by robust least squares on relative
  * residuals (Huber weights, outliers beyond 4 MAD left out); fabrics with only p2p rows get
  * alpha and beta from one-way times (lat and bw tests) and gamma from gamma_kernel. When the
@@ -208,10 +210,17 @@ double res_model_link_gbps(const coll_model *m, int ranks);
 /* model.json: write, and read back from a file or a directory holding one. */
 int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);
 int res_model_read(res_model *m, const char *path, char *err, size_t errcap);
-/* The model of a fabric and transport (NULL: any): exact host count, else the same fabric at
- * any host count, else NULL. (Emulated links name one fabric for every transport.) */
+/* The model of a fabric and transport (NULL: any) for rows of this host count and topology
+ * hash (NULL or "": unknown): the same host count before another, and among those the same
+ * machine before another (a model fitted on one cluster still prices another's rows where
+ * that one has none of its own); NULL where the fabric has none. (Emulated links name one
+ * fabric for every transport.) */
 const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
-                                       const char *transport, int host_count);
+                                       const char *transport, int host_count, const char *topo);
+/* f's name for tables and plots: its fabric, and where another entry of m has the same
+ * fabric, transport and host count (another machine's), the first 8 digits of its topology
+ * hash in brackets. Returns buf. */
+const char *res_model_label(const res_model *m, const res_fabric_model *f, char *buf, size_t cap);
 void res_model_free(res_model *m);
 
 /* ---- predictions (res_predict.c): pure functions of the model ---- */

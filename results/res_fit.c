@@ -257,7 +257,8 @@ static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
 
 /* A new, zeroed fabric model at the end of m, named; NULL with err when out of memory. */
 static res_fabric_model *rf_add_named(res_model *m, const char *fabric, const char *transport,
-                                      const char *source, int host_count, char *err, size_t cap) {
+                                      const char *source, int host_count, const char *topo,
+                                      char *err, size_t cap) {
   res_fabric_model *f = realloc(m->f, (m->n + 1) * sizeof *f);
   if (!f) return res_errf(err, cap, "out of memory"), NULL;
   m->f = f;
@@ -267,8 +268,11 @@ static res_fabric_model *rf_add_named(res_model *m, const char *fabric, const ch
   snprintf(f->transport, sizeof f->transport, "%s", transport);
   snprintf(f->source, sizeof f->source, "%s", source);
   f->host_count = host_count;
+  snprintf(f->topo, sizeof f->topo, "%s", topo ? topo : "");
   return f;
 }
+
+static const char *rf_str(const char *s) { return s ? s : ""; }
 
 /* The design vectors of a fabric's points for one cache size and CPU ratio (shape->beta_cpu
  * holds beta_cpu / beta): the formula at each unit model. */
@@ -396,10 +400,10 @@ static double rf_cell_gamma(const res_fit_opts *o, const char *const *ids, size_
 #define RF_RATIO_STEP 1.1
 #define RF_NRATIO 40
 
-/* r is a row of k's fabric, transport and host count */
+/* r is a row of k's fabric, transport, host count and machine */
 static int rf_same_cell(const res_allreduce_row *r, const res_allreduce_row *k) {
   return !strcmp(r->fabric, k->fabric) && !strcmp(r->transport, k->transport) &&
-         r->host_count == k->host_count;
+         r->host_count == k->host_count && !strcmp(rf_str(r->topo_hash), rf_str(k->topo_hash));
 }
 
 /* The size below which an emulated cell's rows are left out (RF_BURSTS): the largest bar of
@@ -596,7 +600,8 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
       double th[RF_NP];
       if (rf_fit_gamma(w.pt, n, b.g, kernel, fr, th, &b.gfixed) == 0) memcpy(b.th, th, sizeof th);
     }
-    res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "allreduce", (int)k->host_count, err, cap);
+    res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "allreduce", (int)k->host_count,
+                                       rf_str(k->topo_hash), err, cap);
     if (!f) {
       rc = -1;
       break;
@@ -625,6 +630,15 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
   return rc;
 }
 
+/* p2p rows carry no host count: the pair's hosts tell */
+static int rf_p2p_hosts(const res_p2p_row *r) { return strcmp(r->src_host, r->dst_host) ? 2 : 1; }
+
+/* r is a row of k's fabric, transport, host count and machine */
+static int rf_same_p2p(const res_p2p_row *r, const res_p2p_row *k) {
+  return !strcmp(r->fabric, k->fabric) && !strcmp(r->transport, k->transport) &&
+         rf_p2p_hosts(r) == rf_p2p_hosts(k) && !strcmp(rf_str(r->topo_hash), rf_str(k->topo_hash));
+}
+
 /* p2p: one-way time t = alpha + n beta from lat rows (t_p50_us) and bw rows (bytes / rate). */
 static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o, char *err,
                       size_t cap) {
@@ -640,8 +654,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o,
   for (size_t i = 0; i < pp->n && !rc; i++) {
     if (w.done[i]) continue;
     const res_p2p_row *k = &rows[i];
-    /* p2p rows carry no host count: the pair's hosts tell */
-    int hc = strcmp(k->src_host, k->dst_host) ? 2 : 1;
+    int hc = rf_p2p_hosts(k);
     /* Hockney's own experiment is the ping-pong: its one-way time is alpha + n beta at every
      * size. The streaming test keeps a window of messages in flight, so its time per small
      * message is far under alpha (a fit of both gave loopback ucx 0.17 us); it stands in only
@@ -649,17 +662,14 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o,
     size_t nlat = 0;
     for (size_t j = i; j < pp->n; j++) {
       const res_p2p_row *r = &rows[j];
-      nlat += !w.done[j] && !strcmp(r->fabric, k->fabric) && !strcmp(r->transport, k->transport) &&
-              (strcmp(r->src_host, r->dst_host) ? 2 : 1) == hc && !strcmp(r->test, "latency") && !r->errors &&
+      nlat += !w.done[j] && rf_same_p2p(r, k) && !strcmp(r->test, "latency") && !r->errors &&
               r->bytes > 0 && r->t_p50_us > 0;
     }
     const char *use = nlat >= 3 ? "latency" : "bw";
     size_t n = 0;
     for (size_t j = i; j < pp->n; j++) {
       const res_p2p_row *r = &rows[j];
-      int rhc = strcmp(r->src_host, r->dst_host) ? 2 : 1;
-      if (w.done[j] || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) || rhc != hc)
-        continue;
+      if (w.done[j] || !rf_same_p2p(r, k)) continue;
       w.done[j] = 1;
       if (r->errors || r->bytes <= 0 || strcmp(r->test, use)) continue;
       double t = nlat >= 3 ? r->t_p50_us * 1e-6 : r->gbps > 0 ? (double)r->bytes / (r->gbps * 1e9) : NAN;
@@ -675,7 +685,9 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o,
       p->bytes = r->bytes;
     }
     if (n < 3) continue;
-    if (res_model_find(out, k->fabric, k->transport, hc)) continue; /* the all-reduce fit is the better one */
+    /* the all-reduce fit of the same cell is the better one */
+    const res_fabric_model *ar = res_model_find(out, k->fabric, k->transport, hc, rf_str(k->topo_hash));
+    if (ar && ar->host_count == hc && !strcmp(ar->topo, rf_str(k->topo_hash))) continue;
     coll_model def;
     coll_transport_kind tk;
     if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
@@ -686,7 +698,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o,
     int gfixed;
     static const int ab[RF_NP] = {1, 1, 0, 0, 0};
     if (rf_robust(w.pt, n, 0, ab, th, &gfixed)) continue;
-    res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "p2p", hc, err, cap);
+    res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "p2p", hc, rf_str(k->topo_hash), err, cap);
     if (!f) {
       rc = -1;
       break;
@@ -723,14 +735,26 @@ fail:
 }
 
 const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
-                                       const char *transport, int host_count) {
-  const res_fabric_model *any = NULL;
+                                       const char *transport, int host_count, const char *topo) {
+  const res_fabric_model *best = NULL;
+  int best_score = -1;
   for (size_t i = 0; i < m->n; i++) {
-    if (strcmp(m->f[i].fabric, fabric) || (transport && strcmp(m->f[i].transport, transport))) continue;
-    if (m->f[i].host_count == host_count) return &m->f[i];
-    if (!any) any = &m->f[i];
+    const res_fabric_model *f = &m->f[i];
+    if (strcmp(f->fabric, fabric) || (transport && strcmp(f->transport, transport))) continue;
+    int score = 2 * (f->host_count == host_count) + (topo && *topo && !strcmp(f->topo, topo));
+    if (score > best_score) best = f, best_score = score;
   }
-  return any;
+  return best;
+}
+
+const char *res_model_label(const res_model *m, const res_fabric_model *f, char *buf, size_t cap) {
+  int twin = 0;
+  for (size_t i = 0; i < m->n; i++)
+    twin |= &m->f[i] != f && !strcmp(m->f[i].fabric, f->fabric) &&
+            !strcmp(m->f[i].transport, f->transport) && m->f[i].host_count == f->host_count;
+  if (twin) snprintf(buf, cap, "%s [%.8s]", f->fabric, *f->topo ? f->topo : "?");
+  else snprintf(buf, cap, "%s", f->fabric);
+  return buf;
 }
 
 void res_model_free(res_model *m) {
@@ -766,6 +790,7 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     cJSON_AddStringToObject(j, "fabric", f->fabric);
     cJSON_AddStringToObject(j, "transport", f->transport);
     cJSON_AddNumberToObject(j, "host_count", f->host_count);
+    if (*f->topo) cJSON_AddStringToObject(j, "topo_hash", f->topo);
     cJSON_AddStringToObject(j, "source", f->source);
     cJSON_AddItemToObject(j, "alpha_us", rf_num(f->m.alpha * 1e6));
     cJSON_AddItemToObject(j, "beta_s_per_byte", rf_num(f->m.beta));
@@ -914,8 +939,8 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
       rc = -1;
       break;
     }
-    const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source");
-    res_fabric_model *f = rf_add_named(m, fab, tr ? tr : "", src ? src : "", (int)hc, err, errcap);
+    const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source"), *th = rf_gets(j, "topo_hash");
+    res_fabric_model *f = rf_add_named(m, fab, tr ? tr : "", src ? src : "", (int)hc, th, err, errcap);
     if (!f) {
       rc = -1;
       break;

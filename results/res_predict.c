@@ -321,14 +321,15 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
 
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                           const res_model *m) {
-  const res_fabric_model *f = m ? res_model_find(m, row->fabric, row->transport, (int)row->host_count) : NULL;
+  const res_fabric_model *f =
+      m ? res_model_find(m, row->fabric, row->transport, (int)row->host_count, row->topo_hash) : NULL;
   return f ? rp_predict_row(row, one, buckets, f, rp_cpu_beta(m, f)) : -1;
 }
 
 int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                                const res_model *m, double factor) {
   const res_fabric_model *f = m && row->fabric && row->transport
-                                  ? res_model_find(m, row->fabric, row->transport, (int)row->host_count)
+                                  ? res_model_find(m, row->fabric, row->transport, (int)row->host_count, row->topo_hash)
                                   : NULL;
   if (!f || !(factor > 0)) return -1;
   double floor = rp_stack_beta(m, row->transport);

@@ -210,7 +210,7 @@ static void test_fit_and_predict(void **state) {
   res_model m;
   char err[256];
   if (res_model_read(&m, model, err, sizeof err)) fail_msg("%s", err);
-  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", "tcp", 1);
+  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", "tcp", 1, NULL);
   assert_non_null(f);
   assert_true(fabs(f->m.alpha - 30e-6) < 3e-6);
   assert_true(fabs(1 / f->m.beta - 1.5e9) < 0.1e9);
@@ -713,18 +713,20 @@ static void test_report_cosmetics(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
-/* Two runs of one key (fabric, algorithm, ranks; a repeat, or two clusters with one fabric string)
- * are two curves and two table rows, each naming its run: they were one line zigzagging between
- * the runs' sizes. Names are drawn as written (noenhanced: the _ of ucx's rkey_ptr was a
- * subscript). */
+/* Two runs of one key (fabric, algorithm, ranks; here two clusters with one fabric string) are
+ * two curves and two table rows, each naming its run: they were one line zigzagging between the
+ * runs' sizes. Names are drawn as written (noenhanced: the _ of ucx's rkey_ptr was a
+ * subscript). The two machines (their topology hashes) get a model each, labelled with the
+ * hash, and predict asks which one is meant. */
 static void test_report_two_runs_one_key(void **state) {
   (void)state;
-  char tmp[64], again[128], out[128], cmd[800];
+  char tmp[64], again[128], out[128], model[160], spec[220], cmd[800];
   assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
   snprintf(again, sizeof again, "%s/again", tmp);
   snprintf(out, sizeof out, "%s/rep", tmp);
-  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && sed -i 's/^fixture,/again,/; s/\"run_id\": \"fixture\"/\"run_id\": \"again\"/' "
-           "'%s'/*.csv '%s/run.json' && rm -f '%s'/*.jsonl", FIXTURE_RUN, again, again, again, again);
+  snprintf(model, sizeof model, "%s/model.json", tmp);
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && sed -i 's/^fixture,/again,/; s/\"run_id\": \"fixture\"/\"run_id\": \"again\"/; "
+           "s/,h1,abc,/,h2,def,/' '%s'/*.csv '%s/run.json' && rm -f '%s'/*.jsonl", FIXTURE_RUN, again, again, again, again);
   assert_int_equal(system(cmd), 0);
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, again, "--no-plot", "--out", out, NULL});
@@ -735,9 +737,28 @@ static void test_report_two_runs_one_key(void **state) {
       {"report.md", "| tcp:lo/reno (fixture) | tcp | ring | f32 | sum | 2 |"},
       {"report.md", "| tcp:lo/reno (again) | tcp | ring | f32 | sum | 2 |"},
       {"p2p_latency.gp", "title 'tcp:lo/reno tcp latency 0-1 (again)' noenhanced"},
+      {"report.md", "| tcp:lo/reno [abc] | tcp | 1 | allreduce |"},
+      {"report.md", "| tcp:lo/reno [def] | tcp | 1 | allreduce |"},
   };
   for (size_t i = 0; i < sizeof want / sizeof *want; i++)
     if (!tu_file_has(out, want[i][0], want[i][1])) fail_msg("%s: no '%s'", want[i][0], want[i][1]);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, again, "--out", model, "--no-gamma-kernel", NULL});
+  if (r->status) fail_msg("fit: status %d\n%s\n%s", r->status, r->out, r->err);
+  if (!strstr(r->out, "tcp:lo/reno [abc]") || !strstr(r->out, "tcp:lo/reno [def]"))
+    fail_msg("fit does not label the two machines' models:\n%s", r->out);
+  static const struct { const char *at, *want; int status; } cases[] = {
+      {"@tcp:lo/reno", "fabric tcp:lo/reno was fitted on more than one machine: 'tcp:lo/reno [abc]' (tcp, topology abc)", 2},
+      {"@tcp:lo/reno [def]", "tcp:lo/reno [def]", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    snprintf(spec, sizeof spec, "%s%s", model, cases[i].at);
+    cli_run(r, 60, "predict", NULL, -1, NULL,
+            (char *[]){"--model", "resnet20", "--ranks", "2", "--intra", spec, "--no-plot", "--out", out, NULL});
+    const char *said = cases[i].status ? r->err : r->out;
+    if (r->status != cases[i].status || !strstr(said, cases[i].want))
+      fail_msg("--intra %s: status %d (expected %d), wanted '%s'\nstdout:\n%s\nstderr:\n%s", spec,
+               r->status, cases[i].status, cases[i].want, r->out, r->err);
+  }
   /* one run alone: no run in the names */
   cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){again, "--no-plot", "--out", out, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);

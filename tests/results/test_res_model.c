@@ -177,7 +177,7 @@ static void test_fit_recovers(void **state) {
   char err[256];
   if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
   assert_int_equal(m.n, 1);
-  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", "tcp", 1);
+  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", "tcp", 1, NULL);
   assert_non_null(f);
   near(f->m.alpha, truth.alpha, 0.05, "alpha");
   near(f->m.beta, truth.beta, 0.05, "beta");
@@ -217,6 +217,66 @@ static void test_fit_recovers(void **state) {
   rmdir(dir);
   res_model_free(&m);
   free(rows);
+}
+
+/* Two clusters with one fabric string (each its eth0, its cubic), told apart by their rows'
+ * topology hash: fitted apart, each to its own link; a row finds its own machine's model, and
+ * another machine's where it has none; labels and model.json carry the hash. */
+static void test_fit_two_machines(void **state) {
+  (void)state;
+  coll_model fast = {.alpha = 35e-6, .beta = 1.0 / 1.2e9, .gamma = 1.0 / 5e9, .delta = 60e-6}, slow = fast;
+  slow.beta = 1.0 / 0.3e9;
+  slow.alpha = 80e-6;
+  size_t na, nb;
+  res_allreduce_row *a = synth(&fast, &na, "tcp:eth0/cubic"), *b = synth(&slow, &nb, "tcp:eth0/cubic");
+  res_allreduce_row *all = calloc(na + nb, sizeof *all);
+  memcpy(all, a, na * sizeof *a);
+  memcpy(all + na, b, nb * sizeof *b);
+  for (size_t i = 0; i < na + nb; i++) all[i].topo_hash = i < na ? "aaaaaaaaaaaaaaaa" : "bbbbbbbbbbbbbbbb";
+  res_rows ar = {res_schema_allreduce(), all, na + nb};
+  res_model m;
+  char err[256], l[256];
+  if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(m.n, 2);
+  const res_fabric_model *fa = res_model_find(&m, "tcp:eth0/cubic", "tcp", 1, "aaaaaaaaaaaaaaaa"),
+                         *fb = res_model_find(&m, "tcp:eth0/cubic", "tcp", 1, "bbbbbbbbbbbbbbbb");
+  assert_non_null(fa);
+  assert_non_null(fb);
+  assert_string_equal(fa->topo, "aaaaaaaaaaaaaaaa");
+  assert_string_equal(fb->topo, "bbbbbbbbbbbbbbbb");
+  near(fa->m.beta, fast.beta, 0.05, "the fast machine's beta");
+  near(fb->m.beta, slow.beta, 0.05, "the slow machine's beta");
+  /* a third machine, or rows without a hash, still get a model of the fabric */
+  assert_non_null(res_model_find(&m, "tcp:eth0/cubic", "tcp", 1, "cccccccccccccccc"));
+  assert_non_null(res_model_find(&m, "tcp:eth0/cubic", "tcp", 1, NULL));
+  assert_string_equal(res_model_label(&m, fa, l, sizeof l), "tcp:eth0/cubic [aaaaaaaa]");
+  assert_string_equal(res_model_label(&m, fb, l, sizeof l), "tcp:eth0/cubic [bbbbbbbb]");
+  /* model.json keeps the hashes, so a model read back tells them apart too */
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/model.json", dir);
+  if (res_model_write(&m, path, err, sizeof err)) fail_msg("%s", err);
+  res_model back;
+  if (res_model_read(&back, path, err, sizeof err)) fail_msg("%s", err);
+  const res_fabric_model *bb = res_model_find(&back, "tcp:eth0/cubic", "tcp", 1, "bbbbbbbbbbbbbbbb");
+  assert_non_null(bb);
+  near(bb->m.beta, fb->m.beta, 1e-12, "the slow machine's beta, read back");
+  res_model_free(&back);
+  unlink(path);
+  rmdir(dir);
+  /* one machine alone: its label is the fabric string */
+  ar.n = na;
+  res_model one;
+  if (res_fit(&one, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(one.n, 1);
+  assert_string_equal(res_model_label(&one, &one.f[0], l, sizeof l), "tcp:eth0/cubic");
+  res_model_free(&one);
+  res_model_free(&m);
+  free(all);
+  free(a);
+  free(b);
 }
 
 /* The pipelined ring alone at two ranks cannot tell gamma from beta: gamma is the kernel's, alpha and beta
@@ -629,14 +689,14 @@ static void test_fit_p2p(void **state) {
   res_model m;
   char err[256];
   if (res_fit(&m, NULL, &pp, 1.0 / 7e9, err, sizeof err)) fail_msg("%s", err);
-  const res_fabric_model *f = res_model_find(&m, "tcp:eth0/reno", NULL, 2);
+  const res_fabric_model *f = res_model_find(&m, "tcp:eth0/reno", NULL, 2, NULL);
   assert_non_null(f);
   assert_string_equal(f->source, "p2p");
   near(f->m.alpha, 12e-6, 1e-6, "alpha");
   near(f->m.beta, 1 / 3e9, 1e-6, "beta");
   near(f->m.gamma, 1 / 7e9, 1e-12, "gamma");
-  assert_null(res_model_find(&m, "tcp:lo", NULL, 1));
-  assert_null(res_model_find(&m, "tcp:eth0/reno", "ucx", 2));
+  assert_null(res_model_find(&m, "tcp:lo", NULL, 1, NULL));
+  assert_null(res_model_find(&m, "tcp:eth0/reno", "ucx", 2, NULL));
   res_model_free(&m);
   /* the stream alone: its rows are all there is */
   size_t nb = 0;
@@ -644,7 +704,7 @@ static void test_fit_p2p(void **state) {
     if (!strcmp(r[i].test, "bw")) r[nb++] = r[i];
   pp.n = nb;
   if (res_fit(&m, NULL, &pp, 1.0 / 7e9, err, sizeof err)) fail_msg("%s", err);
-  f = res_model_find(&m, "tcp:eth0/reno", NULL, 2);
+  f = res_model_find(&m, "tcp:eth0/reno", NULL, 2, NULL);
   assert_non_null(f);
   near(f->m.beta, 1 / 3e9, 1e-6, "beta from the stream");
   assert_true(f->m.alpha < 1e-6);
@@ -913,6 +973,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_formulas),
       cmocka_unit_test(test_fit_recovers),
+      cmocka_unit_test(test_fit_two_machines),
       cmocka_unit_test(test_fit_gamma_fixed),
       cmocka_unit_test(test_fit_mapped_ring),
       cmocka_unit_test(test_fit_emulated_burst),
