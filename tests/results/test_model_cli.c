@@ -583,9 +583,27 @@ static void test_negative_model_refused(void **state) {
  * fabrics (UCX's fabric strings differ from machine to machine: the README's `@ucx:posix` failed
  * here); a model of several fabrics needs an X, where the first of them was taken silently. The
  * model has tcp:lo/reno and two ucx fabrics, each from the fixture's rows. */
+/* predict --intra MODEL<at> for each case: its exit status, and want in what it said. */
+typedef struct {
+  const char *at, *want;
+  int status;
+} pred_case;
+static void predict_cases(run_result *r, const char *model, const char *out, const pred_case *c, size_t n) {
+  char spec[300];
+  for (size_t i = 0; i < n; i++) {
+    snprintf(spec, sizeof spec, "%s%s", model, c[i].at);
+    cli_run(r, 60, "predict", NULL, -1, NULL,
+            (char *[]){"--model", "resnet20", "--ranks", "2", "--intra", spec, "--no-plot", "--out", (char *)out, NULL});
+    const char *said = c[i].status ? r->err : r->out;
+    if (r->status != c[i].status || !strstr(said, c[i].want))
+      fail_msg("--intra %s: status %d (expected %d), wanted '%s'\nstdout:\n%s\nstderr:\n%s", spec, r->status,
+               c[i].status, c[i].want, r->out, r->err);
+  }
+}
+
 static void test_predict_fabric_choice(void **state) {
   (void)state;
-  char tmp[64], run[128], model[160], spec[200], out[160], cmd[2048];
+  char tmp[64], run[128], model[160], out[160], cmd[2048];
   assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
   snprintf(run, sizeof run, "%s/run", tmp);
   snprintf(model, sizeof model, "%s/model.json", tmp);
@@ -598,22 +616,14 @@ static void test_predict_fabric_choice(void **state) {
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--out", model, "--no-gamma-kernel", NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
-  static const struct { const char *at, *want; int status; } cases[] = {
+  static const pred_case cases[] = {
       {"@tcp", "tcp:lo/reno/tcp(fit)", 0},
       {"@ucx:sysv", "ucx:sysv/ucx(fit)", 0},
       {"@ucx", "2 fabrics of transport ucx in the model (tcp:lo/reno, ucx:posix, ucx:sysv): name one", 2},
       {"", "has 3 fabrics (tcp:lo/reno, ucx:posix, ucx:sysv): name one", 2},
       {"@mpi", "no fabric or transport 'mpi' in the model (it has tcp:lo/reno, ucx:posix, ucx:sysv)", 2},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    snprintf(spec, sizeof spec, "%s%s", model, cases[i].at);
-    cli_run(r, 60, "predict", NULL, -1, NULL,
-            (char *[]){"--model", "resnet20", "--ranks", "2", "--intra", spec, "--no-plot", "--out", out, NULL});
-    const char *said = cases[i].status ? r->err : r->out;
-    if (r->status != cases[i].status || !strstr(said, cases[i].want))
-      fail_msg("--intra %s: status %d (expected %d), wanted '%s'\nstdout:\n%s\nstderr:\n%s", spec,
-               r->status, cases[i].status, cases[i].want, r->out, r->err);
-  }
+  predict_cases(r, model, out, cases, sizeof cases / sizeof *cases);
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
 }
@@ -720,7 +730,7 @@ static void test_report_cosmetics(void **state) {
  * hash, and predict asks which one is meant. */
 static void test_report_two_runs_one_key(void **state) {
   (void)state;
-  char tmp[64], again[128], out[128], model[160], spec[220], cmd[800];
+  char tmp[64], again[128], out[128], model[160], cmd[800];
   assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
   snprintf(again, sizeof again, "%s/again", tmp);
   snprintf(out, sizeof out, "%s/rep", tmp);
@@ -746,19 +756,11 @@ static void test_report_two_runs_one_key(void **state) {
   if (r->status) fail_msg("fit: status %d\n%s\n%s", r->status, r->out, r->err);
   if (!strstr(r->out, "tcp:lo/reno [abc]") || !strstr(r->out, "tcp:lo/reno [def]"))
     fail_msg("fit does not label the two machines' models:\n%s", r->out);
-  static const struct { const char *at, *want; int status; } cases[] = {
+  static const pred_case cases[] = {
       {"@tcp:lo/reno", "fabric tcp:lo/reno was fitted on more than one machine: 'tcp:lo/reno [abc]' (tcp, topology abc)", 2},
       {"@tcp:lo/reno [def]", "tcp:lo/reno [def]", 0},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    snprintf(spec, sizeof spec, "%s%s", model, cases[i].at);
-    cli_run(r, 60, "predict", NULL, -1, NULL,
-            (char *[]){"--model", "resnet20", "--ranks", "2", "--intra", spec, "--no-plot", "--out", out, NULL});
-    const char *said = cases[i].status ? r->err : r->out;
-    if (r->status != cases[i].status || !strstr(said, cases[i].want))
-      fail_msg("--intra %s: status %d (expected %d), wanted '%s'\nstdout:\n%s\nstderr:\n%s", spec,
-               r->status, cases[i].status, cases[i].want, r->out, r->err);
-  }
+  predict_cases(r, model, out, cases, sizeof cases / sizeof *cases);
   /* one run alone: no run in the names */
   cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){again, "--no-plot", "--out", out, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);

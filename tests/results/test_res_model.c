@@ -191,14 +191,8 @@ static void test_fit_recovers(void **state) {
   assert_true(f->rms_rel < 0.05);
 
   /* model.json round trip */
-  char dir[64];
-  snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
-  assert_non_null(mkdtemp(dir));
-  char path[128];
-  snprintf(path, sizeof path, "%s/model.json", dir);
-  if (res_model_write(&m, path, err, sizeof err)) fail_msg("%s", err);
   res_model back;
-  if (res_model_read(&back, dir, err, sizeof err)) fail_msg("%s", err);
+  model_back(&m, &back);
   assert_int_equal(back.n, 1);
   near(back.f[0].m.alpha, f->m.alpha, 1e-12, "alpha back");
   near(back.f[0].m.beta, f->m.beta, 1e-12, "beta back");
@@ -208,6 +202,10 @@ static void test_fit_recovers(void **state) {
   assert_string_equal(back.f[0].fabric, "tcp:lo/reno");
   res_model_free(&back);
   /* a foreign file */
+  char dir[64], path[128];
+  snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/model.json", dir);
   FILE *fp = fopen(path, "w");
   fputs("{\"hello\": 1}\n", fp);
   fclose(fp);
@@ -252,20 +250,12 @@ static void test_fit_two_machines(void **state) {
   assert_string_equal(res_model_label(&m, fa, l, sizeof l), "tcp:eth0/cubic [aaaaaaaa]");
   assert_string_equal(res_model_label(&m, fb, l, sizeof l), "tcp:eth0/cubic [bbbbbbbb]");
   /* model.json keeps the hashes, so a model read back tells them apart too */
-  char dir[64];
-  snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
-  assert_non_null(mkdtemp(dir));
-  char path[128];
-  snprintf(path, sizeof path, "%s/model.json", dir);
-  if (res_model_write(&m, path, err, sizeof err)) fail_msg("%s", err);
   res_model back;
-  if (res_model_read(&back, path, err, sizeof err)) fail_msg("%s", err);
+  model_back(&m, &back);
   const res_fabric_model *bb = res_model_find(&back, "tcp:eth0/cubic", "tcp", 1, "bbbbbbbbbbbbbbbb");
   assert_non_null(bb);
   near(bb->m.beta, fb->m.beta, 1e-12, "the slow machine's beta, read back");
   res_model_free(&back);
-  unlink(path);
-  rmdir(dir);
   /* one machine alone: its label is the fabric string */
   ar.n = na;
   res_model one;
