@@ -211,15 +211,22 @@ static int rp_cmp_end(const void *a, const void *b) {
   return (ex > ey) - (ex < ey);
 }
 
+/* g was fitted on the machine of topology hash topo (or either is not recorded): a stack's CPU
+ * cost per byte is its host's, not another cluster's */
+static int rp_same_machine(const res_fabric_model *g, const char *topo) {
+  return !topo || !*topo || !*g->topo || !strcmp(g->topo, topo);
+}
+
 /* The smallest beta of a transport on one host without emulation in m (emulated fabrics are
- * named emu-<rate> by bench/emulate.c): the stack's own cost per byte, all CPU work; 0: none. */
-static double rp_stack_beta(const res_model *m, const char *transport) {
+ * named emu-<rate> by bench/emulate.c) on topo's machine: the stack's own cost per byte, all CPU
+ * work; 0: none. */
+static double rp_stack_beta(const res_model *m, const char *transport, const char *topo) {
   double b = 0;
   for (size_t i = 0; i < m->n; i++) {
     const res_fabric_model *g = &m->f[i];
     double c = g->m.beta_cpu > g->m.beta ? g->m.beta_cpu : g->m.beta; /* a CPU-bound stack: its bound */
     if (g->host_count <= 1 && !strcmp(g->transport, transport) && strncmp(g->fabric, "emu-", 4) && c > 0 &&
-        (b == 0 || c < b))
+        rp_same_machine(g, topo) && (b == 0 || c < b))
       b = c;
   }
   return b;
@@ -235,9 +242,10 @@ static double rp_stack_beta(const res_model *m, const char *transport) {
 static double rp_cpu_beta(const res_model *m, const res_fabric_model *f) {
   int emulated = !strncmp(f->fabric, "emu-", 4);
   if (!emulated) return f->host_count <= 1 ? f->m.beta : 0;
-  double b = rp_stack_beta(m, f->transport);
+  double b = rp_stack_beta(m, f->transport, f->topo);
   for (size_t i = 0; i < m->n; i++)
-    if (!strncmp(m->f[i].fabric, "emu-", 4) && !strcmp(m->f[i].transport, f->transport) && m->f[i].m.beta_cpu > b)
+    if (!strncmp(m->f[i].fabric, "emu-", 4) && !strcmp(m->f[i].transport, f->transport) &&
+        rp_same_machine(&m->f[i], f->topo) && m->f[i].m.beta_cpu > b)
       b = m->f[i].m.beta_cpu;
   return b;
 }
@@ -332,7 +340,7 @@ int res_predict_train_row_link(res_train_row *row, const res_train_row *one, con
                                   ? res_model_find(m, row->fabric, row->transport, (int)row->host_count, row->topo_hash)
                                   : NULL;
   if (!f || !(factor > 0)) return -1;
-  double floor = rp_stack_beta(m, row->transport);
+  double floor = rp_stack_beta(m, row->transport, f->topo);
   res_fabric_model fast = *f;
   fast.m.beta = f->m.beta / factor > floor ? f->m.beta / factor : floor;
   fast.cpu_byte = 0; /* measured on this link's shaper, not on the faster one */

@@ -899,6 +899,19 @@ static void test_train_plan_and_share(void **state) {
   res_train_row erow = two;
   assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
   near(erow.step_ms_pred, 62, 1e-9, "emulated: the loopback stack's CPU share");
+  /* another machine's loopback says nothing of this one's stack: no share (57, as alone) */
+  snprintf(pair[0].topo, sizeof pair[0].topo, "aaa");
+  snprintf(pair[1].topo, sizeof pair[1].topo, "bbb");
+  erow = two;
+  erow.topo_hash = "aaa";
+  assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
+  near(erow.step_ms_pred, 57, 1e-9, "emulated: another machine's loopback left out");
+  snprintf(pair[1].topo, sizeof pair[1].topo, "aaa");
+  erow = two;
+  erow.topo_hash = "aaa";
+  assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
+  near(erow.step_ms_pred, 62, 1e-9, "emulated: its own machine's loopback");
+  pair[0].topo[0] = pair[1].topo[0] = '\0';
   /* measured on the link (cpu_byte 0.25 ns a byte sent), that is the share, not the loopback's:
    * the largest bucket (15e6) sends 30e6 from the host, 7.5 ms of CPU over its 15 ms on 2 cores:
    * 0.25. Bucket 0 (10 ms) from 13.33 beside backward, both at 0.8: it ends at 25.83, backward
