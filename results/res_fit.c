@@ -630,6 +630,18 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
   return rc;
 }
 
+/* m's fit of exactly this cell (fabric, transport, host count, machine), or NULL */
+static const res_fabric_model *rf_cell_model(const res_model *m, const char *fabric, const char *transport,
+                                             int hosts, const char *topo) {
+  for (size_t i = 0; i < m->n; i++) {
+    const res_fabric_model *f = &m->f[i];
+    if (!strcmp(f->fabric, fabric) && !strcmp(f->transport, transport) && f->host_count == hosts &&
+        !strcmp(f->topo, topo))
+      return f;
+  }
+  return NULL;
+}
+
 /* p2p rows carry no host count: the pair's hosts tell */
 static int rf_p2p_hosts(const res_p2p_row *r) { return strcmp(r->src_host, r->dst_host) ? 2 : 1; }
 
@@ -685,9 +697,8 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o,
       p->bytes = r->bytes;
     }
     if (n < 3) continue;
-    /* the all-reduce fit of the same cell is the better one */
-    const res_fabric_model *ar = res_model_find(out, k->fabric, k->transport, hc, rf_str(k->topo_hash));
-    if (ar && ar->host_count == hc && !strcmp(ar->topo, rf_str(k->topo_hash))) continue;
+    if (rf_cell_model(out, k->fabric, k->transport, hc, rf_str(k->topo_hash)))
+      continue; /* the all-reduce fit of the same cell is the better one */
     coll_model def;
     coll_transport_kind tk;
     if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
