@@ -102,11 +102,13 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
   /* a fabric fitted on two machines is named with its hash, as fit and report label it */
   for (size_t i = 0; i < m.n && want && !pick; i++)
     if (strcmp(m.f[i].fabric, want) && !strcmp(res_model_label(&m, &m.f[i], l, sizeof l), want)) pick = &m.f[i];
-  for (size_t i = 0; i < m.n && want && !pick; i++)
-    if (!strcmp(m.f[i].fabric, want)) pick = &m.f[i];
-  int machines = 0; /* other machines' fits of the fabric picked by its string */
-  for (size_t i = 0; i < m.n && pick && want && !strcmp(pick->fabric, want); i++)
-    machines += &m.f[i] != pick && !strcmp(m.f[i].fabric, want) && strcmp(m.f[i].topo, pick->topo);
+  int machines = 0; /* the fabric string names fits of more than one machine */
+  if (want && !pick)
+    for (size_t i = 0; i < m.n; i++) {
+      if (strcmp(m.f[i].fabric, want)) continue;
+      if (!pick) pick = &m.f[i];
+      else machines |= strcmp(m.f[i].topo, pick->topo) != 0;
+    }
   if (machines) {
     char list[1024] = "";
     for (size_t i = 0, o = 0; i < m.n && o < sizeof list; i++)
