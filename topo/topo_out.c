@@ -14,7 +14,10 @@
  * names and kinds, CPU and GPU models, and NVLink link counts.
  * Left out as volatile: host name, process name, cgroup and allowed cpuset, OS release, time,
  * MAC addresses, GUIDs/LIDs, serials and UUIDs, exact NUMA memory (a few MB move between boots),
- * current PCIe link speed (idle GPUs downtrain), NIC speed, operstate and IB port state. */
+ * current PCIe link speed (idle GPUs downtrain), NIC speed, operstate and IB port state, and
+ * network interfaces (eth0, ibp22s0): a network namespace shows only its own, so the ranks of an
+ * emulated link (bench/emulate.c) saw another machine in the one they ran on, and udev names
+ * them by policy; the NIC's PCI device stays. */
 
 typedef struct {
   char *s;
@@ -59,6 +62,7 @@ static void topo_canon_pci(topo_buf *b, const struct hwloc_pcidev_attr_s *p) {
 }
 
 static void topo_canon_obj(topo_buf *b, hwloc_obj_t o, int lvl) {
+  if (o->type == HWLOC_OBJ_OS_DEVICE && topo_osdev_is(o, HWLOC_OBJ_OSDEV_NETWORK)) return;
   topo_bprintf(b, "%d %s", lvl, hwloc_obj_type_string(o->type));
   switch (o->type) {
   case HWLOC_OBJ_PACKAGE: case HWLOC_OBJ_CORE: case HWLOC_OBJ_PU: case HWLOC_OBJ_DIE:
@@ -110,7 +114,7 @@ char *topo_canonical(const topo_info *ti) {
   if (!b.s) return NULL;
   b.cap = 4096;
   b.s[0] = 0;
-  topo_bprintf(&b, "fabench-topo-hash 1\n");
+  topo_bprintf(&b, "fabench-topo-hash 2\n");
   topo_canon_obj(&b, hwloc_get_root_obj(ti->t), 0);
   if (ti->nvlinks) {
     topo_bprintf(&b, "nvlink\n");

@@ -433,6 +433,20 @@ static void test_hash(void **state) {
   char *v6 = replace_all(v5, "local_memory=\"1099511627776\"", "local_memory=\"1099505336320\"");
   hash_of_text(dir, v6, h1);
   assert_string_equal(h0, h1);
+  /* a network interface renamed, or not there (a network namespace shows only its own): the
+   * same machine; its NIC, the PCI device, still counts (d1 below) */
+  char *n1 = replace_all(orig, "name=\"ibp22s0\"", "name=\"eth0\"");
+  assert_string_not_equal(n1, orig);
+  hash_of_text(dir, n1, h1);
+  assert_string_equal(h0, h1);
+  char *n2 = replace_all(orig, "<object type=\"OSDev\" name=\"ibp22s0\" osdev_type=\"2\" gp_index=\"27\">\n"
+                               "                      <info name=\"Address\" value=\"00:00:00:00:00:00\"/>\n"
+                               "                    </object>\n", "");
+  assert_string_not_equal(n2, orig);
+  hash_of_text(dir, n2, h1);
+  assert_string_equal(h0, h1);
+  free(n1);
+  free(n2);
   /* with or without link state from sysfs: the same */
   topo_info *ti = load("dgx8.xml", "sysfs/dgx8");
   assert_string_equal(ti->hash, h0);
