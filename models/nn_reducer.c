@@ -87,23 +87,28 @@ static int red_cut(const nn_reducer *r, size_t front, nn_bucket *out) {
     if (tail) PUT(end, tail);
     return k;
   }
-  /* front in arena order (aligned up; 0 stays 0), then the rest from the end backwards */
+  /* front in arena order (aligned up; 0 stays 0) after the held-back first floats, then the
+   * rest from the end backwards, then the held-back floats */
   size_t f = (front + RED_ALIGN - 1) / RED_ALIGN * RED_ALIGN;
-  if (f > n) f = n;
-  size_t off = 0;
-  for (int i = 0; off < f; i++) {
-    size_t want = i == 0 ? first : rest, c = f - off < want ? f - off : want;
+  size_t held = f > 0 ? (first < n ? first : n) : 0;
+  if (f > n - held) f = n - held;
+  size_t off = held, fend = held + f, chunk = first;
+  while (off < fend) {
+    size_t c = fend - off < chunk ? fend - off : chunk;
     PUT(off, c);
     off += c;
+    chunk = chunk * 2 < rest ? chunk * 2 : rest;
   }
-  size_t end = n, chunk = first;
-  while (end > f) {
-    size_t beg = end - f <= chunk ? f : (end - chunk) / RED_ALIGN * RED_ALIGN;
-    if (beg < f) beg = f;
+  size_t end = n;
+  chunk = first;
+  while (end > fend) {
+    size_t beg = end - fend <= chunk ? fend : (end - chunk) / RED_ALIGN * RED_ALIGN;
+    if (beg < fend) beg = fend;
     PUT(beg, end - beg);
     end = beg;
     chunk = chunk * 2 < rest ? chunk * 2 : rest;
   }
+  if (held) PUT(0, held);
 #undef PUT
   return k;
 }

@@ -249,8 +249,9 @@ static void test_reference_fails_without_exchange(void **st) {
 
 /* The plans against nn_reducer.h's rule, rebuilt here from the sizes: every float in exactly
  * one bucket; arena order with a last bucket of the first bucket's size; with a front, the
- * front in arena order, then chunks from the arena's end, growing from the first bucket's size
- * to the bucket size. */
+ * front in arena order after the first bucket's size of floats held back, then chunks from the
+ * arena's end, each part growing from the first bucket's size to the bucket size, then the
+ * held-back. */
 static void test_plans(void **st) {
   (void)st;
   enum { N = 5000 };
@@ -272,18 +273,27 @@ static void test_plans(void **st) {
     off += b[i].count;
   }
   assert_int_equal(off, N);
-  /* front 1500 (aligned up to 1504): 64, 992, 448; then from the end about 64 (cut on a 16-float
-   * line: 72), 128, 256, 512, 992, 992, and the rest down to 1504 */
+  /* front 1500 (aligned up to 1504) after the held-back first 64: 64, 128, 256, 512 and the
+   * remaining 544 from 64; then from the end about 64 (cut on a 16-float line: 72), 128, 256,
+   * 512, 992, 992, and the rest down to 1568; last the held-back 64 at 0 */
   assert_int_equal(nn_reducer_set_front(r, 1500), 0);
   nb = nn_reducer_last(r, b, 64, NULL);
   assert_int_equal(nb, nn_reducer_nbuckets(r));
-  size_t want_off[] = {0, 64, 1056, 4928, 4800, 4544, 4032, 3040, 2048, 1504};
-  size_t want_cnt[] = {64, 992, 448, 72, 128, 256, 512, 992, 992, 544};
-  assert_int_equal(nb, 10);
+  size_t want_off[] = {64, 128, 256, 512, 1024, 4928, 4800, 4544, 4032, 3040, 2048, 1568, 0};
+  size_t want_cnt[] = {64, 128, 256, 512, 544, 72, 128, 256, 512, 992, 992, 480, 64};
+  assert_int_equal(nb, 13);
   for (int i = 0; i < nb; i++) {
     assert_int_equal(b[i].offset, want_off[i]);
     assert_int_equal(b[i].count, want_cnt[i]);
   }
+  /* a front as large as what is not held back: all of it in arena order, then the held-back */
+  assert_int_equal(nn_reducer_set_front(r, N - 64), 0);
+  nb = nn_reducer_last(r, b, 64, NULL);
+  assert_int_equal(b[0].offset, 64);
+  assert_int_equal(b[nb - 1].offset, 0);
+  assert_int_equal(b[nb - 1].count, 64);
+  for (int i = 1; i < nb - 1; i++) assert_int_equal(b[i].offset, b[i - 1].offset + b[i - 1].count);
+  assert_int_equal(b[nb - 2].offset + b[nb - 2].count, N);
   /* front 0: all in forward order, the first chunk at the very end */
   assert_int_equal(nn_reducer_set_front(r, 0), 0);
   nb = nn_reducer_last(r, b, 64, NULL);
