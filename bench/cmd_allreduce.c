@@ -35,6 +35,10 @@ static const char ar_usage[] =
     "  --check / --no-check  verify every size element by element (default: on)\n"
     "  --chunk SIZE          pipelining unit of the algorithms (default: 256K; ucx\n"
     "                        over shared memory or RDMA: 1M)\n"
+    "  --no-spin             waits sleep at once, as training's communication thread's do,\n"
+    "                        instead of spinning first; the host's busy CPU per call\n"
+    "                        (host_cpu_us, what fit's cost per byte comes from) is then\n"
+    "                        measured where every rank has a core too\n"
     "  --tcp-streams N       tcp connections per peer (default: 1)\n"
     "  --tcp-cc NAME         congestion control of the tcp sockets, or 'system' for the\n"
     "                        kernel's default (default: " COLL_TCP_CC_DEFAULT ")\n"
@@ -70,7 +74,7 @@ typedef struct {
   uint64_t min_bytes, max_bytes, chunk;
   double step, time_per_size;
   long warmup, iters, seed, rounds;
-  int pipelined, check, no_peer_map;
+  int pipelined, check, no_peer_map, no_spin;
   const char *model_from, *devices;
   int has_peer;                   /* rows carry busbw relative to this pair, when measured */
   int peer_given;                 /* --peer named it: it must run, not just be asked for */
@@ -113,7 +117,8 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   const char *tl = FABENCH_HAVE_MPI ? "tcp,mpi" : "tcp", *al = "ring,native", *dl = "f32", *ol = "sum";
   const char *peer = NULL; /* NULL: mpi/native when the run measures it */
   enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
-         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_UCXMAP, O_DEVICES, O_ROUNDS, O_PEER, O_SEED, O_MODEL };
+         O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_UCXMAP, O_DEVICES, O_ROUNDS, O_PEER, O_SEED, O_MODEL,
+         O_NOSPIN };
   static const struct option lo[] = {
       {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
       {"op", 1, 0, O_OP},               {"min-bytes", 1, 0, O_MIN},   {"max-bytes", 1, 0, O_MAX},
@@ -121,7 +126,8 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       {"time-per-size", 1, 0, O_TPS},   {"timing", 1, 0, O_TIMING},   {"check", 0, 0, O_CHECK},
       {"no-check", 0, 0, O_NOCHECK},    {"chunk", 1, 0, O_CHUNK},     {"seed", 1, 0, O_SEED},
       {"rounds", 1, 0, O_ROUNDS},       {"peer", 1, 0, O_PEER},       {"ucx-map", 1, 0, O_UCXMAP},
-      {"model-from", 1, 0, O_MODEL},    {"devices", 1, 0, O_DEVICES}, BENCH_RANK_OPTIONS,
+      {"model-from", 1, 0, O_MODEL},    {"devices", 1, 0, O_DEVICES}, {"no-spin", 0, 0, O_NOSPIN},
+      BENCH_RANK_OPTIONS,
       BENCH_TCP_OPTIONS,                {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
@@ -178,6 +184,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       if (bench_parse_int(optarg, 0, 1L << 62, &o->seed)) return bench_usage_error(ar_usage, "--seed: '%s' is not a number", optarg);
       break;
     case O_MODEL: o->model_from = optarg; break;
+    case O_NOSPIN: o->no_spin = 1; break;
     default:
       if ((rc = bench_rank_flag(&o->r, ch, argv, ar_usage))) return rc;
     }
@@ -706,7 +713,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   for (int t = 0; t < o->ntransports && !rc; t++) {
     coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->r.timeout_s * 1000,
                          .tcp_streams = (int)o->r.tcp_streams, .chunk_bytes = (size_t)o->chunk,
-                         .tcp_cc = o->r.tcp_cc, .no_peer_map = o->no_peer_map,
+                         .tcp_cc = o->r.tcp_cc, .no_peer_map = o->no_peer_map, .no_spin = o->no_spin,
                          .model = ar_model_for(&x, o->transports[t]), .devices = o->devices};
     if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
       rc = ar_fail(&e);
