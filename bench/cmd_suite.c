@@ -414,7 +414,7 @@ static void summarize(const char *dir, const suite_opts *o, char rates[][32], in
   printf("\n# fabench suite: %s, %d ranks x batch %ld, gradients %.1f MB\n", o->model, o->nranks,
          o->batch, grad_bytes / 1e6);
   char bcol[32]; /* the busbw is the training's algorithm's, at the gradients' size */
-  snprintf(bcol, sizeof bcol, "%s GB/s", talgo);
+  snprintf(bcol, sizeof bcol, "%.24s GB/s", talgo);
   printf("# %-22s %12s %12s %10s %10s %12s\n", "fabric", bcol, "images/s", "fabric_eff",
          "exposed_ms", "pred img/s");
   char mpath[4200], err[512];

@@ -61,7 +61,7 @@ static void test_dgx8(void **state) {
   assert_int_equal(ti->ngpus, 8);
   assert_int_equal(ti->nnics, 8);
   for (int g = 0; g < 8; g++) {
-    char nic[16];
+    char nic[32];
     snprintf(nic, sizeof nic, "mlx5_%d", g);
     int k = nic_by_name(ti, nic);
     assert_string_equal(ti->nic[k].kind, "infiniband");
