@@ -31,6 +31,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "nn_blas.h"
 #include "nn_cuda.h"
 
 #define BN_EPS 1e-5f
@@ -96,6 +97,7 @@ typedef struct {
   size_t ws_size;
   cudnnHandle_t dnn;
   cublasHandle_t blas;
+  nn_blas_api bl;
   cudaStream_t st, cp;
   cudaEvent_t e0, e1, e2, egrad;
   plan *main, *cache[NPLANS];
@@ -135,7 +137,7 @@ static int cu_fail(char *err, size_t cap, cudaError_t e, const char *what, int l
   do {                                                                                             \
     cublasStatus_t s_ = (call);                                                                    \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      snprintf(err, errcap, "cuBLAS %s at layer %d: %s", cublasGetStatusString(s_), layer, #call); \
+      snprintf(err, errcap, "cuBLAS %s at layer %d: %s", n->bl.cublasGetStatusString(s_), layer, #call); \
       return -1;                                                                                   \
     }                                                                                              \
   } while (0)
@@ -422,7 +424,7 @@ static int forward(cnet *n, plan *p, int b, int train, char *err, size_t errcap)
       int K = l->cout, Cin = (int)velems(n, l->in);
       nnk_nhwc_to_nchw(n->fcin, n->val[l->in], n->bf, b, si.c, si.h, si.w, 0.0f, n->st);
       /* logits^T (K x b, column-major) = W (K x Cin) . X^T (Cin x b); W is [K, Cin] row-major */
-      BLAS(cublasSgemm(n->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, b, Cin, &one, P + L->poff, Cin, n->fcin, Cin, &zero,
+      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, b, Cin, &one, P + L->poff, Cin, n->fcin, Cin, &zero,
                        n->logits, K),
            i);
       nnk_bias_add(n->logits, P + L->poff + (size_t)K * Cin, b, K, n->st);
@@ -469,7 +471,7 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
     case NN_FC: {
       int K = l->cout, Cin = (int)velems(n, l->in);
       /* dW^T (Cin x K) = X^T (Cin x b) . dY (b x K) */
-      BLAS(cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_T, Cin, K, b, &one, n->fcin, Cin, n->dlogits, K, &zero,
+      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_T, Cin, K, b, &one, n->fcin, Cin, n->dlogits, K, &zero,
                        G + L->poff, Cin),
            i);
       nnk_bias_grad(G + L->poff + (size_t)K * Cin, n->dlogits, b, K, n->st);
@@ -517,7 +519,7 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
     case NN_FC: {
       int K = l->cout, Cin = (int)velems(n, l->in);
       /* dX^T (Cin x b) = W^T (Cin x K) . dY^T (K x b) */
-      BLAS(cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_N, Cin, b, K, &one, P + L->poff, Cin, n->dlogits, K, &zero,
+      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_N, Cin, b, K, &one, P + L->poff, Cin, n->dlogits, K, &zero,
                        n->fcdx, Cin),
            i);
       nnk_nchw_to_nhwc(n->dval[l->in], n->bf, n->fcdx, b, si.c, si.h, si.w, beta, n->st);
@@ -750,7 +752,8 @@ static void c_destroy(nn_net *net) {
   cudaEvent_t ev[] = {n->e0, n->e1, n->e2, n->egrad};
   for (int i = 0; i < 4; i++)
     if (ev[i]) cudaEventDestroy(ev[i]);
-  if (n->blas) cublasDestroy(n->blas);
+  if (n->blas) n->bl.cublasDestroy(n->blas);
+  nn_blas_close(&n->bl);
   if (n->dnn) cudnnDestroy(n->dnn);
   if (n->st) cudaStreamDestroy(n->st);
   if (n->cp) cudaStreamDestroy(n->cp);
@@ -870,9 +873,10 @@ static int create(cnet *n, const nn_table *t, const nn_engine_opts *o, char *err
   for (int i = 0; i < 2; i++) CU(cudaEventCreateWithFlags(&n->slot[i].done, cudaEventDisableTiming), -1);
   DNN(cudnnCreate(&n->dnn), -1);
   DNN(cudnnSetStream(n->dnn, n->st), -1);
-  BLAS(cublasCreate(&n->blas), -1);
-  BLAS(cublasSetStream(n->blas, n->st), -1);
-  BLAS(cublasSetMathMode(n->blas, o->precision == NN_PREC_FP32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_TF32_TENSOR_OP_MATH),
+  if (nn_blas_open(&n->bl, err, errcap)) return -1;
+  BLAS(n->bl.cublasCreate(&n->blas), -1);
+  BLAS(n->bl.cublasSetStream(n->blas, n->st), -1);
+  BLAS(n->bl.cublasSetMathMode(n->blas, o->precision == NN_PREC_FP32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_TF32_TENSOR_OP_MATH),
        -1);
 
   /* arenas: device, and host copies in page-locked memory (the gradients' from the caller's
@@ -930,7 +934,7 @@ static int create(cnet *n, const nn_table *t, const nn_engine_opts *o, char *err
   struct cudaDeviceProp prop;
   CU(cudaGetDeviceProperties(&prop, o->gpu), -1);
   int bl = 0;
-  cublasGetVersion(n->blas, &bl);
+  n->bl.cublasGetVersion(n->blas, &bl);
   size_t dv = cudnnGetVersion();
   static const char *prec[] = {"fp32", "tf32", "bf16"};
   snprintf(n->name, sizeof n->name, "cuDNN %zu.%zu.%zu cuBLAS %d.%d.%d %s %s", dv / 10000, dv / 100 % 100, dv % 100,

@@ -3,7 +3,7 @@
  * callback walks the arena in order and, with host gradients, the host copy holds every gradient
  * when it is reported; tf32 and bf16 follow fp32; prefetched batches equal uploaded ones. Without
  * a GPU (or without CUDA in the build) every test but the refusal one skips with one line; a bad
- * batch is refused alike by both. */
+ * batch is refused alike by both. cuBLAS is opened at run time, which needs no GPU to check. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,12 +18,55 @@
 
 #include "nn.h"
 
+#if FABENCH_HAVE_CUDA && FABENCH_HAVE_CUDNN
+#include <cublas_v2.h>
+
+#include "nn_blas.h"
+#endif
+
 enum { B = 6, CH = 3, H = 12, W = 11, K = 7 };
 #define MODEL "resnet8-w8"
 
 static nn_net_opts opts(int dev, int prec) {
   return (nn_net_opts){.model = MODEL, .in_c = CH, .in_h = H, .in_w = W, .classes = K, .batch = B,
                        .threads = 1, .seed = 7, .device = dev, .precision = prec};
+}
+
+#if FABENCH_HAVE_CUDA && FABENCH_HAVE_CUDNN
+/* Whether this process has a library whose path holds name mapped. */
+static int mapped(const char *name) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  assert_non_null(f);
+  char line[4096];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
+  fclose(f);
+  return found;
+}
+#endif
+
+/* A process that links the engine does not load cuBLAS (its cuBLASLt's start-up would cost every
+ * fabench process 0.3 s) until the table opens it; the table then has every function the engine
+ * calls, and they work (the status string needs no GPU). Runs first: a GPU net opens it too. */
+static void test_blas_at_run_time(void **state) {
+  (void)state;
+#if FABENCH_HAVE_CUDA && FABENCH_HAVE_CUDNN
+  assert_false(mapped("libcublas"));
+  nn_blas_api a = {0};
+  char err[256];
+  if (nn_blas_open(&a, err, sizeof err)) fail_msg("%s", err);
+  assert_true(mapped("libcublasLt"));
+#define HAS(f) assert_non_null(a.f);
+  NN_BLAS_FUNCS(HAS)
+#undef HAS
+  const char *s = a.cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED);
+  assert_non_null(s);
+  assert_non_null(strstr(s, "not initialized"));
+  nn_blas_close(&a);
+  assert_null(a.lib);
+#else
+  print_message("[  SKIPPED ] built without CUDA and cuDNN\n");
+#endif
 }
 
 /* A GPU net, or NULL after printing why the test skips. */
@@ -330,7 +373,7 @@ static void test_bad_batch_same(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refusal), cmocka_unit_test(test_checkpoint_across),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_blas_at_run_time), cmocka_unit_test(test_refusal), cmocka_unit_test(test_checkpoint_across),
                                      cmocka_unit_test(test_grad_ready), cmocka_unit_test(test_precisions),
                                      cmocka_unit_test(test_prefetch), cmocka_unit_test(test_bad_batch_same)};
   return cmocka_run_group_tests(tests, NULL, NULL);
