@@ -43,7 +43,7 @@ static double ref_value(size_t i, int rank, int dt, int op) {
   x *= 0x2C1B3C6Du;
   x ^= x >> 12;
   if (op == COLL_PROD) return (x & 1 ? 1.0 : 2.0) * (x & 2 ? -1.0 : 1.0);
-  return (double)(int)(x % 7) - 3.0;
+  return (double)(int)(x & 7) - 4.0;
 }
 
 static void put(void *b, size_t i, coll_dtype dt, double v) {
@@ -112,6 +112,22 @@ static double combine(double a, double b, coll_op op) {
   }
 }
 
+/* want[i] = every rank's value of element i combined, rank by rank: the loop over the elements
+ * is the inner one, so it runs without a call or branch on the op per element. */
+static void reference(double *want, size_t cnt, int n, int dt, int op) {
+  for (size_t i = 0; i < cnt; i++) want[i] = ref_value(i, 0, dt, op);
+  for (int r = 1; r < n; r++) switch (op) {
+    case COLL_SUM: for (size_t i = 0; i < cnt; i++) want[i] += ref_value(i, r, dt, COLL_SUM); break;
+    case COLL_PROD: for (size_t i = 0; i < cnt; i++) want[i] *= ref_value(i, r, dt, COLL_PROD); break;
+    case COLL_MIN:
+      for (size_t i = 0; i < cnt; i++) want[i] = combine(want[i], ref_value(i, r, dt, COLL_MIN), COLL_MIN);
+      break;
+    default:
+      for (size_t i = 0; i < cnt; i++) want[i] = combine(want[i], ref_value(i, r, dt, COLL_MAX), COLL_MAX);
+      break;
+    }
+}
+
 /* One rank's whole job; returns the number of wrong elements (or -1 on a failed call). */
 static long run_rank(const test_cfg *cfg) {
   coll_err e = {{0}};
@@ -156,12 +172,9 @@ static long run_rank(const test_cfg *cfg) {
     for (int op = 0; op < COLL_NOPS && bad >= 0; op++)
       for (int k = 0; k < 6 && bad >= 0; k++) {
         size_t cnt = counts[k];
-        for (size_t i = 0; i < cnt; i++) {
-          put(hbuf, i, (coll_dtype)dt, ref_value(i, me, dt, op));
-          double w = ref_value(i, 0, dt, op);
-          for (int r = 1; r < n; r++) w = combine(w, ref_value(i, r, dt, op), (coll_op)op);
-          want[i] = w;
-        }
+        for (size_t i = 0; i < cnt; i++) put(hbuf, i, (coll_dtype)dt, ref_value(i, me, dt, op));
+        reference(want, cnt, n, dt, op);
+        const double *ref = want;
         coll_algo ran;
         size_t nb = cnt * coll_dtype_size((coll_dtype)dt);
         if (dev && coll_mem_copy(c, buf, hbuf, nb, &e) != 0) {
@@ -179,10 +192,10 @@ static long run_rank(const test_cfg *cfg) {
         }
         size_t wrong = 0;
         for (size_t i = 0; i < cnt; i++)
-          if (get(hbuf, i, (coll_dtype)dt) != want[i]) {
+          if (get(hbuf, i, (coll_dtype)dt) != ref[i]) {
             if (!wrong)
               fprintf(stderr, "rank %d of %d: %s %s count %zu: element %zu is %g, want %g\n", me, n,
-                      coll_dtype_name(dt), coll_op_name(op), cnt, i, get(hbuf, i, (coll_dtype)dt), want[i]);
+                      coll_dtype_name(dt), coll_op_name(op), cnt, i, get(hbuf, i, (coll_dtype)dt), ref[i]);
             wrong++;
           }
         bad += (long)wrong;
