@@ -2,7 +2,7 @@
 # The libFuzzer targets of tests/fuzz: builds them with clang in build-fuzz/, replays each
 # committed corpus, then fuzzes each target for SECONDS from a scratch copy of its corpus (the
 # repository's corpus is not changed; findings go to build-fuzz/findings/). Exit status 1 on a
-# finding. CI runs it with the default 20 s per target.
+# finding. CI runs it with 10 s per target (.ci/run).
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      targets: idx cifar ckpt tcp boot topo rundir
 set -euo pipefail
 cd "$(dirname "$0")/.."
