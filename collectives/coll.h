@@ -76,7 +76,8 @@ typedef struct {
                             COLL_CHUNK_UCX for ucx over shared memory or RDMA (rendezvous) */
   int no_peer_map;       /* ucx: coll_mem_alloc gives plain memory, peers never map it */
   int no_spin;           /* waits sleep at once instead of spinning first: the rank has other
-                            work for its cores while it waits (training's backward) */
+                            work for its cores while it waits (training's backward); mpi polls
+                            MPI_Test with sleeps in between */
   const struct coll_model *model; /* what `auto` picks by (copied); NULL: coll_model_default */
   const char *devices;   /* nccl: CUDA devices by local rank ("0,1,2,3"); NULL: local rank
                             modulo the device count */

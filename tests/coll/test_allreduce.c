@@ -2,7 +2,8 @@
  * {0, 1, 2, 7, ranks-1, 1000003}, each rank checks every element against a reference computed
  * here, independently of the collectives (own generator, own arithmetic).
  * usage: test_allreduce --transport T --algo A [--ranks 1,2,...] [--big N] [--mem comm]
- *        [--mapped yes|no]
+ *        [--mapped yes|no] [--idle yes]
+ * --idle yes: instead, each group checks that a no_spin rank waiting for a late peer sleeps.
  * --mem comm: the buffer comes from coll_mem_alloc (on ucx, memory the peers map); --mapped:
  * the fabric must (yes) or must not (no) say that the peers mapped it, so the test knows which
  * path of the ring it checked.
@@ -211,7 +212,53 @@ static long run_rank(const test_cfg *cfg) {
   return bad;
 }
 
+/* --idle: with no_spin, a rank whose peer comes 400 ms late waits asleep. Rank 1 sleeps before
+ * the all-reduce; rank 0 fails when its process used the CPU for over half of its wait (a
+ * spinning wait uses all of it). */
+static int idle_rank(const test_cfg *cfg) {
+  coll_err e = {{0}};
+  coll_boot *b;
+  coll_comm *c;
+  coll_transport_kind tk;
+  coll_algo algo;
+  if (coll_transport_parse(cfg->transport, &tk) || coll_algo_parse(cfg->algo, &algo)) return 1;
+  if (coll_boot_open(&b, COLL_BOOT_AUTO, tk == COLL_MPI, 60000, &e) != 0) {
+    fprintf(stderr, "boot: %s\n", e.msg);
+    return 1;
+  }
+  coll_comm_opts o = {.transport = tk, .timeout_ms = 60000, .no_spin = 1};
+  if (coll_comm_open(&c, b, &o, &e) != 0) {
+    fprintf(stderr, "comm: %s\n", e.msg);
+    coll_boot_close(b);
+    return 1;
+  }
+  int me = coll_comm_rank(c), rc = 0;
+  float v[16] = {0};
+  struct timespec w0, w1, c0, c1;
+  if (me == 1) nanosleep(&(struct timespec){0, 400000000}, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &w0);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+  coll_algo ran;
+  if (coll_allreduce(c, v, 16, COLL_F32, COLL_SUM, algo, &ran, &e) != 0) {
+    fprintf(stderr, "rank %d: allreduce: %s\n", me, e.msg);
+    rc = 1;
+  }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  clock_gettime(CLOCK_MONOTONIC, &w1);
+  double wall = (double)(w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) * 1e-9;
+  double cpu = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
+  if (me == 0 && !rc) {
+    fprintf(stderr, "%s/%s: rank 0 waited %.0f ms using %.0f ms of CPU\n", cfg->transport, cfg->algo,
+            wall * 1e3, cpu * 1e3);
+    if (wall < 0.2 || cpu > 0.5 * wall) rc = 1;
+  }
+  coll_comm_close(c);
+  coll_boot_close(b);
+  return rc;
+}
+
 static int child_main(const test_cfg *cfg) {
+  if (getenv("TEST_AR_IDLE")) return idle_rank(cfg);
   long bad = run_rank(cfg);
   return bad == 0 ? 0 : 1;
 }
@@ -279,6 +326,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--mem")) cfg->mem_comm = !strcmp(argv[i + 1], "comm");
     else if (!strcmp(argv[i], "--mapped")) cfg->mapped = !strcmp(argv[i + 1], "yes");
+    else if (!strcmp(argv[i], "--idle") && !strcmp(argv[i + 1], "yes")) setenv("TEST_AR_IDLE", "1", 1);
   }
   if (getenv("TEST_AR_RANKS")) ranks = getenv("TEST_AR_RANKS");
   /* the sanitizer build runs a smaller large count (it is many times slower) */
