@@ -175,7 +175,6 @@ static long run_rank(const test_cfg *cfg) {
         size_t cnt = counts[k];
         for (size_t i = 0; i < cnt; i++) put(hbuf, i, (coll_dtype)dt, ref_value(i, me, dt, op));
         reference(want, cnt, n, dt, op);
-        const double *ref = want;
         coll_algo ran;
         size_t nb = cnt * coll_dtype_size((coll_dtype)dt);
         if (dev && coll_mem_copy(c, buf, hbuf, nb, &e) != 0) {
@@ -193,10 +192,10 @@ static long run_rank(const test_cfg *cfg) {
         }
         size_t wrong = 0;
         for (size_t i = 0; i < cnt; i++)
-          if (get(hbuf, i, (coll_dtype)dt) != ref[i]) {
+          if (get(hbuf, i, (coll_dtype)dt) != want[i]) {
             if (!wrong)
               fprintf(stderr, "rank %d of %d: %s %s count %zu: element %zu is %g, want %g\n", me, n,
-                      coll_dtype_name(dt), coll_op_name(op), cnt, i, get(hbuf, i, (coll_dtype)dt), ref[i]);
+                      coll_dtype_name(dt), coll_op_name(op), cnt, i, get(hbuf, i, (coll_dtype)dt), want[i]);
             wrong++;
           }
         bad += (long)wrong;
