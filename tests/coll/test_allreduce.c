@@ -129,29 +129,38 @@ static void reference(double *want, size_t cnt, int n, int dt, int op) {
     }
 }
 
+/* This rank's rendezvous and communicator for cfg's transport, with o's options (its
+ * transport filled in here); -1 after saying why. */
+static int open_rank(const test_cfg *cfg, coll_comm_opts *o, coll_boot **b, coll_comm **c, coll_algo *algo) {
+  coll_err e = {{0}};
+  coll_transport_kind tk;
+  if (coll_transport_parse(cfg->transport, &tk) != 0 || coll_algo_parse(cfg->algo, algo) != 0) {
+    fprintf(stderr, "bad transport/algo\n");
+    return -1;
+  }
+  if (coll_boot_open(b, COLL_BOOT_AUTO, tk == COLL_MPI, 60000, &e) != 0) {
+    fprintf(stderr, "boot: %s\n", e.msg);
+    return -1;
+  }
+  o->transport = tk;
+  if (coll_comm_open(c, *b, o, &e) != 0) {
+    fprintf(stderr, "comm: %s\n", e.msg);
+    coll_boot_close(*b);
+    return -1;
+  }
+  return 0;
+}
+
 /* One rank's whole job; returns the number of wrong elements (or -1 on a failed call). */
 static long run_rank(const test_cfg *cfg) {
   coll_err e = {{0}};
   coll_boot *b;
   coll_comm *c;
-  coll_transport_kind tk;
   coll_algo algo;
-  if (coll_transport_parse(cfg->transport, &tk) != 0 || coll_algo_parse(cfg->algo, &algo) != 0) {
-    fprintf(stderr, "bad transport/algo\n");
-    return -1;
-  }
-  if (coll_boot_open(&b, COLL_BOOT_AUTO, tk == COLL_MPI, 60000, &e) != 0) {
-    fprintf(stderr, "boot: %s\n", e.msg);
-    return -1;
-  }
-  coll_comm_opts o = {.transport = tk, .timeout_ms = 60000, .chunk_bytes = 64 * 1024};
+  coll_comm_opts o = {.timeout_ms = 60000, .chunk_bytes = 64 * 1024};
   const char *streams = getenv("TEST_TCP_STREAMS");
   if (streams) o.tcp_streams = atoi(streams);
-  if (coll_comm_open(&c, b, &o, &e) != 0) {
-    fprintf(stderr, "comm: %s\n", e.msg);
-    coll_boot_close(b);
-    return -1;
-  }
+  if (open_rank(cfg, &o, &b, &c, &algo)) return -1;
   int n = coll_comm_size(c), me = coll_comm_rank(c);
   size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big};
   size_t maxc = cfg->big > 7 ? cfg->big : 7;
@@ -218,19 +227,9 @@ static int idle_rank(const test_cfg *cfg) {
   coll_err e = {{0}};
   coll_boot *b;
   coll_comm *c;
-  coll_transport_kind tk;
   coll_algo algo;
-  if (coll_transport_parse(cfg->transport, &tk) || coll_algo_parse(cfg->algo, &algo)) return 1;
-  if (coll_boot_open(&b, COLL_BOOT_AUTO, tk == COLL_MPI, 60000, &e) != 0) {
-    fprintf(stderr, "boot: %s\n", e.msg);
-    return 1;
-  }
-  coll_comm_opts o = {.transport = tk, .timeout_ms = 60000, .no_spin = 1};
-  if (coll_comm_open(&c, b, &o, &e) != 0) {
-    fprintf(stderr, "comm: %s\n", e.msg);
-    coll_boot_close(b);
-    return 1;
-  }
+  coll_comm_opts o = {.timeout_ms = 60000, .no_spin = 1};
+  if (open_rank(cfg, &o, &b, &c, &algo)) return 1;
   int me = coll_comm_rank(c), rc = 0;
   float v[16] = {0};
   struct timespec w0, w1, c0, c1;
