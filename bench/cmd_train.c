@@ -945,6 +945,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     if (x.rank == 0) /* every rank stops alike: said once */
       bench_error("%s: %lld training images is less than one batch of %ld on each of %d rank(s)",
                   x.dname, (long long)x.train.n, a->batch, x.size);
+    rank0_ok(&x, 0); /* the others end after rank 0 has said it: the launcher stops all at the first end */
     goto out;
   }
   /* the ranks evaluate shards of the test set, which the loader refuses empty: said here, not
@@ -953,6 +954,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     if (x.rank == 0) /* every rank stops alike: said once */
       bench_error("%s: %lld test images for %d ranks: each rank evaluates a share of at least one "
                   "(or --eval-every 0)", x.dname, (long long)x.test.n, x.size);
+    rank0_ok(&x, 0);
     goto out;
   }
   if (a->resume) { /* what is left to train, said before anything is written */
