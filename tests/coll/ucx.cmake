@@ -19,6 +19,7 @@ if(FABENCH_BUILD_UCX OR (FABENCH_HAVE_UCX AND EXISTS ${PROJECT_SOURCE_DIR}/colle
                          ARGS --mem comm --mapped yes --ranks 2,3,5)
   fabench_allreduce_test(ucx ring NAME coll_allreduce_ucx_tcp_ring_mem TIMEOUT 600
                          ENV "UCX_TLS=tcp" "UCX_NET_DEVICES=lo" ARGS --mem comm --mapped no --ranks 2,3)
+  fabench_allreduce_test(ucx ring NAME coll_idle_wait_ucx TIMEOUT 120 ARGS --ranks 2 --idle yes)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/test_ucx_transport.c)
   fabench_test(test_ucx_transport SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ucx_transport.c
                LIBS fabench_collectives LABELS coll TIMEOUT 120)

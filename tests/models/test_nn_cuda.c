@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "nn.h"
+#include "test_util.h"
 
 #if FABENCH_HAVE_CUDA && FABENCH_HAVE_CUDNN
 #include <cublas_v2.h>
@@ -32,30 +33,17 @@ static nn_net_opts opts(int dev, int prec) {
                        .threads = 1, .seed = 7, .device = dev, .precision = prec};
 }
 
-#if FABENCH_HAVE_CUDA && FABENCH_HAVE_CUDNN
-/* Whether this process has a library whose path holds name mapped. */
-static int mapped(const char *name) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  assert_non_null(f);
-  char line[4096];
-  int found = 0;
-  while (!found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
-  fclose(f);
-  return found;
-}
-#endif
-
 /* A process that links the engine does not load cuBLAS (its cuBLASLt's start-up would cost every
  * fabench process 0.3 s) until the table opens it; the table then has every function the engine
  * calls, and they work (the status string needs no GPU). Runs first: a GPU net opens it too. */
 static void test_blas_at_run_time(void **state) {
   (void)state;
 #if FABENCH_HAVE_CUDA && FABENCH_HAVE_CUDNN
-  assert_false(mapped("libcublas"));
+  assert_false(tu_file_has("/proc/self", "maps", "libcublas"));
   nn_blas_api a = {0};
   char err[256];
   if (nn_blas_open(&a, err, sizeof err)) fail_msg("%s", err);
-  assert_true(mapped("libcublasLt"));
+  assert_true(tu_file_has("/proc/self", "maps", "libcublasLt"));
 #define HAS(f) assert_non_null(a.f);
   NN_BLAS_FUNCS(HAS)
 #undef HAS
