@@ -817,6 +817,446 @@ static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
   }
 }
 
+/* ---- a run from set-up to the end ---- */
+
+/* What a run holds between its phases: the pairs and their communicators, the net's and the
+ * checkpoint's descriptions, the weights every pair starts from, and the training order. */
+typedef struct {
+  train_ctx x;                 /* the callbacks' context */
+  train_args *a;
+  train_pair pairs[TRAIN_MAX_PAIRS];
+  int npairs, ntk, do_single, have_run;
+  coll_transport_kind tks[TRAIN_MAX_PAIRS];
+  coll_comm *comms[TRAIN_MAX_PAIRS], *owner;
+  nn_arena_alloc galloc;
+  nn_net_opts no;
+  nn_ckpt_info have, want;    /* the checkpoint resumed from; the one this run writes */
+  char bind_desc[256];
+  size_t nb;                   /* batch-norm buffers */
+  float *init, *init_bufs, *init_mom; /* every pair starts from these (init_mom: resumed runs) */
+  int order[2 * (TRAIN_MAX_PAIRS + 1)], odev[2 * (TRAIN_MAX_PAIRS + 1)], norder; /* -1: one rank */
+} train_job;
+
+static const train_pair train_single = {.role = ROLE_SINGLE, .tname = "-", .aname = "-"};
+
+/* The steps a run of spe steps an epoch trains: --steps alone runs as many epochs as it needs;
+ * the schedule spans --epochs, or --steps. */
+static void train_span(const train_args *a, int64_t spe, int64_t *epochs, int64_t *horizon, int64_t *stop) {
+  *epochs = a->steps && !a->epochs_given && spe > 0 ? (a->steps + spe - 1) / spe : a->epochs;
+  *horizon = a->epochs_given || !a->steps ? *epochs * spe : a->steps;
+  *stop = a->steps && a->steps < *epochs * spe ? a->steps : *epochs * spe;
+}
+
+/* The ranks, their pairs and communicators; the checks every rank agrees on before anything is
+ * loaded. 0, or the run's exit status after saying why. */
+static int job_open(train_job *j) {
+  train_args *a = j->a;
+  train_ctx *x = &j->x;
+  char err[4096];
+  coll_err e = {{0}};
+  int want_mpi = 0, rc = 0;
+  /* a resumed run continues the checkpoint's data order, so its seed wins */
+  uint64_t seed_given = a->seed;
+  if (a->resume) {
+    if (nn_ckpt_read_info(a->resume, &j->have, err, sizeof err) != 0) return bench_error("%s", err);
+    a->seed = j->have.seed;
+  }
+  /* usage errors before any rank starts talking */
+  if (make_pairs(j->pairs, a, 2, j->tks, &j->ntk, &want_mpi, &rc) < 0) return rc;
+  if (coll_boot_open(&x->boot, COLL_BOOT_AUTO, want_mpi, (int)a->r.timeout_s * 1000, &e))
+    return bench_error("%s", e.msg);
+  x->rank = coll_boot_rank(x->boot);
+  x->size = coll_boot_size(x->boot);
+  j->npairs = make_pairs(j->pairs, a, x->size, j->tks, &j->ntk, &want_mpi, &rc);
+  if (x->size == 1) { /* one process: it trains alone, whatever the list */
+    j->npairs = 1;
+    j->pairs[0] = train_single;
+  }
+  int ntrain = 0;
+  for (int i = 0; i < j->npairs; i++) ntrain += j->pairs[i].role != ROLE_SINGLE;
+  if ((a->save || a->resume) && ntrain > 1)
+    return bench_usage_error(train_usage, "--save and --resume continue one training: give "
+                                          "one --transport and one --algo");
+  j->do_single = x->size > 1 && !a->no_single && !a->save && !a->resume;
+  /* the files only rank 0 writes, checked before anything trains: a bad --trace used to fail
+   * after the first pair trained, a bad --save at the first epoch's end */
+  if (!rank0_ok(x, x->rank != 0 || (!out_file_check("--trace", a->trace) &&
+                                    !out_file_check("--save", a->save))))
+    return 1;
+  if (x->rank == 0 && a->resume && a->seed_given && seed_given != j->have.seed)
+    fprintf(stderr, "train: warning: --seed %llu ignored: checkpoint %s continues with its own seed %llu "
+            "(its data order and augmentation)\n", (unsigned long long)seed_given, a->resume,
+            (unsigned long long)j->have.seed);
+  /* rank 0 reads it; the others stop with it, not later on a vanished peer */
+  int model_ok = !(a->model_from && x->rank == 0 && bench_model_load(&x->model, a->model_from, 0, err, sizeof err));
+  if (!model_ok) bench_usage_error(train_usage, "--model-from: %s", err);
+  if (!rank0_ok(x, model_ok)) return 2;
+
+  if (bench_bind_rank(x->boot, a->r.bind, j->bind_desc, sizeof j->bind_desc)) return 1;
+  for (int t = 0; x->size > 1 && t < j->ntk; t++) {
+    coll_comm_opts co = {.transport = j->tks[t], .timeout_ms = (int)a->r.timeout_s * 1000,
+                         .chunk_bytes = (size_t)a->chunk, .no_spin = 1};
+    if (coll_comm_open(&j->comms[t], x->boot, &co, &e)) return bench_error("%s", e.msg);
+    if (j->tks[t] == COLL_UCX) j->owner = j->comms[t];
+    for (int i = 0; i < j->npairs; i++)
+      if (j->pairs[i].role == ROLE_DP && j->pairs[i].tk == j->tks[t]) j->pairs[i].comm = j->comms[t];
+  }
+  return 0;
+}
+
+/* The data and the net (every rank alike), the checkpoint resumed from, and the checks of what
+ * they hold, said before anything is written. 0, or the run's exit status after saying why. */
+static int job_load(train_job *j, const nn_data_spec *spec) {
+  train_args *a = j->a;
+  train_ctx *x = &j->x;
+  char err[4096];
+  if (nn_data_load(&x->train, &x->test, spec, a->seed, err, sizeof err) != 0) return bench_error("%s", err);
+  data_name(x->dname, sizeof x->dname, spec, &x->train);
+  x->augment = a->augment && spec->kind != NN_DATA_SYNTHETIC;
+  x->crop_pad = a->crop_pad >= 0 ? (int)a->crop_pad
+                : !x->augment ? 0 : spec->kind == NN_DATA_CIFAR10 ? 4 : 2;
+  if (!a->augment) x->crop_pad = 0;
+  snprintf(x->shape, sizeof x->shape, "%dx%dx%d", x->train.c, x->train.h, x->train.w);
+  /* the gradient arena from the ucx communicator when there is one: ranks on one host then
+   * reduce in each other's copy (the other transports use it as plain memory) */
+  j->galloc = nn_arena_from_comm(j->owner);
+  j->no = (nn_net_opts){.model = a->model, .in_c = x->train.c, .in_h = x->train.h, .in_w = x->train.w,
+                        .classes = x->train.classes, .batch = (int)a->batch, .threads = (int)a->threads,
+                        .seed = a->seed, .grad_alloc = &j->galloc, .device = a->devices[0],
+                        .precision = a->precision, .cudnn_search = a->cudnn_search,
+                        .gpu = a->gpu >= 0 ? (int)a->gpu : coll_boot_local_rank(x->boot),
+                        .gpu_of_rank = a->gpu < 0};
+  /* every device of the list before the first trains: cpu,cuda must not fail after the CPU's run */
+  int nrc = devices_usable(a, coll_boot_local_rank(x->boot), err, sizeof err);
+  if (!nrc) nrc = nn_net_create(&x->net, &j->no, err, sizeof err);
+  if (nrc != 0) {
+    bench_error("%s", err);
+    return nrc == NN_ENODEV ? 3 : 1; /* no such device: not a usage error, not a failure */
+  }
+  size_t nm;
+  float *params = nn_net_params(x->net, &x->np);
+  float *mom = nn_net_momentum(x->net, &nm);
+  float *bufs = nn_net_buffers(x->net, &j->nb);
+  /* the job's checkpoint: rank 0 writes it, every rank of a world of this size reads it */
+  j->want = (nn_ckpt_info){.in_c = x->train.c, .in_h = x->train.h, .in_w = x->train.w,
+                           .classes = x->train.classes, .batch = (int)a->batch, .rank = 0,
+                           .world = x->size, .seed = a->seed, .n_params = x->np, .n_momentum = nm,
+                           .n_buffers = j->nb};
+  snprintf(j->want.model, sizeof j->want.model, "%s", a->model);
+  if (strlen(x->dname) >= sizeof j->want.data || strlen(a->model) >= sizeof j->want.model)
+    return bench_error("--data or --model too long for a checkpoint (%zu and %zu bytes at most)",
+                       sizeof j->want.data - 1, sizeof j->want.model - 1);
+  memcpy(j->want.data, x->dname, strlen(x->dname) + 1);
+  if (a->resume && nn_ckpt_load(a->resume, &j->have, params, mom, bufs, &j->want, err, sizeof err) != 0)
+    return bench_error("%s", err);
+  /* a shard too small for one batch */
+  if (nn_data_steps_per_epoch(x->train.n, x->same_data ? 1 : x->size, (int)a->batch, 1) < 1) {
+    if (x->rank == 0) /* every rank stops alike: said once */
+      bench_error("%s: %lld training images is less than one batch of %ld on each of %d rank(s)",
+                  x->dname, (long long)x->train.n, a->batch, x->size);
+    rank0_ok(x, 0); /* the others end after rank 0 has said it: the launcher stops all at the first end */
+    return 1;
+  }
+  /* the ranks evaluate shards of the test set, which the loader refuses empty: said here, not
+   * after the training (as "less than one batch") */
+  if (a->eval_every > 0 && x->size > 1 && !x->same_data && x->test.n < x->size) {
+    if (x->rank == 0) /* every rank stops alike: said once */
+      bench_error("%s: %lld test images for %d ranks: each rank evaluates a share of at least one "
+                  "(or --eval-every 0)", x->dname, (long long)x->test.n, x->size);
+    rank0_ok(x, 0);
+    return 1;
+  }
+  if (a->resume) { /* what is left to train */
+    int64_t epochs, horizon, stop;
+    train_span(a, nn_data_steps_per_epoch(x->train.n, x->size, (int)a->batch, 1), &epochs, &horizon, &stop);
+    if (j->have.global_step >= stop)
+      return bench_error("checkpoint %s is at step %lld; nothing left to train (stop at %lld)", a->resume,
+                         (long long)j->have.global_step, (long long)stop);
+  }
+  return 0;
+}
+
+/* run.json's train object (rank 0). */
+static void job_meta(train_job *j) {
+  const train_args *a = j->a;
+  train_ctx *x = &j->x;
+  cJSON *tj = cJSON_AddObjectToObject(x->run.meta, "train");
+  cJSON_AddStringToObject(tj, "model", a->model);
+  cJSON_AddNumberToObject(tj, "params", (double)x->np);
+  cJSON_AddNumberToObject(tj, "bn_buffers", (double)j->nb);
+  cJSON_AddStringToObject(tj, "backend", nn_net_backend(x->net));
+  cJSON_AddStringToObject(tj, "data", x->dname);
+  cJSON_AddNumberToObject(tj, "train_images", (double)x->train.n);
+  cJSON_AddNumberToObject(tj, "test_images", (double)x->test.n);
+  cJSON_AddStringToObject(tj, "input", x->shape);
+  cJSON_AddNumberToObject(tj, "classes", x->train.classes);
+  cJSON_AddNumberToObject(tj, "ranks", x->size);
+  cJSON_AddNumberToObject(tj, "batch", (double)a->batch);
+  cJSON_AddNumberToObject(tj, "global_batch", (double)a->batch * x->size);
+  cJSON_AddNumberToObject(tj, "threads", (double)a->threads);
+  cJSON_AddNumberToObject(tj, "rounds", (double)a->rounds);
+  cJSON_AddNumberToObject(tj, "seed", (double)a->seed);
+  cJSON_AddNumberToObject(tj, "bucket_mb", a->bucket_mb);
+  cJSON_AddNumberToObject(tj, "first_bucket_mb", a->first_bucket_mb);
+  cJSON_AddBoolToObject(tj, "overlap", a->overlap);
+  cJSON_AddStringToObject(tj, "overlap_step", ostep_names[a->overlap_step]);
+  cJSON_AddStringToObject(tj, "grad_dtype", coll_dtype_name(a->grad_dtype));
+  cJSON_AddStringToObject(tj, "gradients", x->size > 1 ? "averaged over the ranks (all-reduce, "
+                                                         "then 1/N in SGD; 16-bit wires: 1/N first)"
+                                                       : "one rank: no averaging");
+  cJSON_AddStringToObject(tj, "batch_norm", "statistics local to each rank (PyTorch DDP)");
+  cJSON *fj = cJSON_GetObjectItem(x->run.meta, "fabrics");
+  for (int t = 0; fj && t < j->ntk; t++)
+    if (j->comms[t]) cJSON_AddStringToObject(fj, coll_transport_name(j->tks[t]), coll_comm_fabric(j->comms[t]));
+  if (a->resume) cJSON_AddStringToObject(tj, "resumed_from", a->resume);
+}
+
+/* The run directory, run.json and the tables (rank 0), and rank 0's weights for every rank,
+ * kept to restart every pair from. 0, or the run's exit status after saying why. */
+static int job_begin(train_job *j, int argc, char **argv) {
+  const train_args *a = j->a;
+  train_ctx *x = &j->x;
+  char err[4096];
+  coll_err e = {{0}};
+  if (x->rank == 0 && bench_run_begin(&x->run, a->r.out, "train", argc, argv) == 0) j->have_run = 1;
+  if (!rank0_ok(x, x->rank != 0 || j->have_run)) return 1; /* rank 0 said why */
+  if (bench_run_world(&x->run, x->boot, j->bind_desc)) return 1;
+  /* rank 0's weights for everyone (they start alike from the seed; a resumed or changed rank
+   * would not) */
+  float *params = nn_net_params(x->net, NULL), *bufs = nn_net_buffers(x->net, NULL);
+  if (x->size > 1 && j->ntk > 0 &&
+      (coll_bcast(j->comms[0], params, x->np * sizeof *params, 0, &e) ||
+       coll_bcast(j->comms[0], bufs, j->nb * sizeof *bufs, 0, &e)))
+    return bench_error("%s", e.msg);
+  nn_net_params(x->net, NULL); /* written through a kept pointer */
+  if (!(j->init = malloc(x->np * sizeof *j->init)) || !(j->init_bufs = malloc((j->nb ? j->nb : 1) * sizeof *bufs)) ||
+      (a->resume && !(j->init_mom = malloc(x->np * sizeof *j->init_mom))))
+    return bench_error("out of memory");
+  memcpy(j->init, params, x->np * sizeof *j->init);
+  memcpy(j->init_bufs, bufs, j->nb * sizeof *bufs);
+  if (j->init_mom) memcpy(j->init_mom, nn_net_momentum(x->net, NULL), x->np * sizeof *j->init_mom);
+
+  int ready = 1; /* rank 0: run.json and the tables */
+  if (x->rank == 0) {
+    job_meta(j);
+    if (bench_run_write(&x->run) != 0) ready = 0;
+    else if (res_table_open_schema(&x->tsteps, x->run.dir, res_schema_train_steps(), err, sizeof err) ||
+             res_table_open_schema(&x->teval, x->run.dir, res_schema_train_eval(), err, sizeof err) ||
+             res_table_open_schema(&x->trun, x->run.dir, res_schema_train(), err, sizeof err) ||
+             res_table_open_schema(&x->tbuckets, x->run.dir, res_schema_train_buckets(), err, sizeof err)) {
+      bench_error("%s", err);
+      ready = 0;
+    }
+  }
+  if (!rank0_ok(x, ready)) return 1; /* rank 0 said why */
+  if (x->rank == 0) {
+    printf("train: %s (%zu params, %s) on %s %s, %lld images, %d rank(s) x batch %ld, %ld "
+           "thread(s), %s%s\n",
+           a->model, x->np, nn_net_backend(x->net), x->dname, x->shape, (long long)x->train.n, x->size,
+           a->batch, a->threads, x->run.dir, a->resume ? " (from checkpoint)" : "");
+    /* the one-rank run would need its own checkpoints (and a resumed one cannot continue the
+     * ranks' data position): said, since it leaves scaling_eff empty */
+    if (x->size > 1 && !a->no_single && !j->do_single)
+      printf("# no one-rank run, so no scaling_eff: --save and --resume continue one training of "
+             "%d ranks (run without them for the scaling figure)\n", x->size);
+    fflush(stdout);
+  }
+  return 0;
+}
+
+/* The order the roles train in, per device (--device cpu,cuda: every pair on each): one rank
+ * alone, then the pairs, none first (the fabric's denominator); pairs the transport cannot run
+ * are said and skipped. */
+static void job_order(train_job *j) {
+  const train_args *a = j->a;
+  j->norder = 0;
+  for (int d = 0; d < a->ndevices; d++) {
+    if (j->do_single) j->odev[j->norder] = a->devices[d], j->order[j->norder++] = -1;
+    for (int i = 0; i < j->npairs; i++)
+      if (j->pairs[i].role == ROLE_NONE || j->pairs[i].role == ROLE_SINGLE)
+        j->odev[j->norder] = a->devices[d], j->order[j->norder++] = i;
+    for (int i = 0; i < j->npairs; i++) {
+      const train_pair *p = &j->pairs[i];
+      if (p->role != ROLE_DP) continue;
+      if (!coll_algo_supported(p->comm, p->algo)) {
+        if (j->x.rank == 0 && d == 0)
+          printf("# skipping %s/%s: %s\n", p->tname, p->aname,
+                 p->algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
+                                                  : "not available in this build");
+        continue;
+      }
+      j->odev[j->norder] = a->devices[d], j->order[j->norder++] = i;
+    }
+  }
+}
+
+static const train_pair *job_pair(const train_job *j, int oi) {
+  return j->order[oi] < 0 ? &train_single : &j->pairs[j->order[oi]];
+}
+
+/* The one-rank run: rank 0 trains alone; the others wait in its heartbeat (on_alive: in the
+ * steps too). 0, or -1 after saying why. */
+static int job_single(train_job *j, nn_train_opts *t, nn_train_result *r) {
+  train_ctx *x = &j->x;
+  char err[4096];
+  int32_t heard = 0;
+  t->boot = NULL;
+  t->world = 1;
+  t->on_alive = x->size > 1 ? on_alive : NULL;
+  if (x->rank != 0) {
+    while (heard == 0)
+      if (heartbeat(x, 0, &heard)) break;
+    return heard == 1 ? 0 : -1;
+  }
+  x->heartbeat = 1;
+  int trc = nn_train_run(r, t, err, sizeof err);
+  x->heartbeat = 0;
+  if (trc) bench_error("one rank alone: %s", err);
+  if (x->size > 1 && heartbeat(x, trc ? 2 : 1, NULL)) trc = -1;
+  return trc ? -1 : 0;
+}
+
+/* Entry oi of the order, one round: its device's net, the same weights as every other entry,
+ * its schedule, and the training. 0, or the run's exit status after saying why. */
+static int job_entry(train_job *j, int oi, int round, train_kept *kept) {
+  const train_args *a = j->a;
+  train_ctx *x = &j->x;
+  const train_pair *p = job_pair(j, oi);
+  char err[4096];
+  x->pair = p;
+  x->role_index = oi;
+  x->round = round;
+  if (j->odev[oi] != nn_net_device(x->net)) { /* the next device: its own net, the same weights */
+    nn_net_destroy(x->net);
+    x->net = NULL;
+    j->no.device = j->odev[oi];
+    int crc = nn_net_create(&x->net, &j->no, err, sizeof err);
+    if (crc) {
+      bench_error("%s", err);
+      return crc == NN_ENODEV ? 3 : 1;
+    }
+    x->have_profile = 0;
+    x->single_ips = x->none_ips = 0;
+  }
+  x->ranks = p->role == ROLE_SINGLE ? 1 : x->size;
+  x->spe = nn_data_steps_per_epoch(x->train.n, x->same_data ? 1 : x->ranks, (int)a->batch, 1);
+  int64_t epochs, horizon, stop, start = a->resume ? j->have.global_step : 0;
+  train_span(a, x->spe, &epochs, &horizon, &stop);
+  if (start >= stop)
+    return bench_error("checkpoint %s is at step %lld; nothing left to train (stop at %lld)", a->resume,
+                       (long long)start, (long long)stop);
+  nn_lr_sched sched = {.kind = a->sched, .gamma = a->gamma, .total_steps = horizon,
+                       .base = nn_lr_scaled(a->lr, (int)a->batch * x->ranks, (int)a->ref_batch),
+                       .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)x->spe)};
+  if (a->sched == NN_LR_STEP &&
+      parse_milestones(&sched, a->milestones ? a->milestones : "0.5,0.75", (long)epochs, x->spe))
+    return bench_usage_error(train_usage, "bad --lr-milestones '%s'", a->milestones);
+  nn_sgd_opts so = {.momentum = (float)a->momentum, .weight_decay = (float)a->wd, .nesterov = a->nesterov};
+  /* every pair from the same weights (the calls mark the copies written: a GPU net uploads) */
+  memcpy(nn_net_params(x->net, NULL), j->init, x->np * sizeof *j->init);
+  memcpy(nn_net_buffers(x->net, NULL), j->init_bufs, j->nb * sizeof *j->init_bufs);
+  float *mom = nn_net_momentum(x->net, NULL);
+  if (j->init_mom) memcpy(mom, j->init_mom, x->np * sizeof *mom);
+  else memset(mom, 0, x->np * sizeof *mom);
+
+  nn_train_opts t;
+  loop_opts(&t, x, &sched, &so, &j->want, epochs);
+  t.steps_per_epoch = x->spe;
+  t.start_step = start;
+  t.stop_step = stop;
+  t.elapsed0 = a->resume ? j->have.elapsed_s : 0;
+  if (round > 1) t.trace_steps = 0; /* the trace is the first round's */
+  nn_train_result r;
+  memset(&r, 0, sizeof r);
+  r.images_per_s = NAN; /* the waiting ranks of the one-rank run measure nothing */
+  if (p->role == ROLE_SINGLE) {
+    if (job_single(j, &t, &r)) return 1;
+  } else {
+    t.boot = x->size > 1 ? x->boot : NULL;
+    t.comm = p->role == ROLE_DP ? p->comm : NULL;
+    t.algo = p->algo;
+    t.wire_alloc = &j->galloc;
+    if (nn_train_run(&r, &t, err, sizeof err))
+      return bench_error("%s %s/%s: %s", role_names[p->role], p->tname, p->aname, err);
+  }
+  kept_add(kept, &r, &sched, &so, epochs);
+  if (round < a->rounds && x->rank == 0) { /* the rows come with the last round */
+    printf("%-6s %-10s %-8s round %d of %ld: %.1f images/s\n", role_names[p->role], p->tname, p->aname,
+           round, a->rounds, r.images_per_s);
+    fflush(stdout);
+  }
+  return 0;
+}
+
+/* Every entry of the order, --rounds times: the whole order again each round, so that a slow
+ * spell of the machine hits one round of a pair, not the pair; each entry's row is written with
+ * its last round (its fastest round, and the slowest figure). 0, or the run's exit status. */
+static int job_train(train_job *j) {
+  const train_args *a = j->a;
+  train_ctx *x = &j->x;
+  int status = 0, written = 0; /* entries of the order whose row is out */
+  job_order(j);
+  if (j->norder == 0) { /* every pair skipped and no one-rank run: a run with no row is no success */
+    fflush(stdout); /* the skipped pairs' lines first */
+    if (x->rank == 0) bench_error("train: nothing to train: every transport/algorithm pair was skipped (above)");
+    status = 1;
+  }
+  train_kept *kept = calloc(j->norder ? (size_t)j->norder : 1, sizeof *kept);
+  if (!kept) status = bench_error("out of memory");
+  for (int round = 1; round <= a->rounds && !status; round++)
+    for (int oi = 0; oi < j->norder && !status; oi++) {
+      if ((status = job_entry(j, oi, round, &kept[oi])) || round < a->rounds) continue;
+      /* the row before the trace: a trace that cannot be written loses no row */
+      int wrc = x->rank == 0 ? kept_write(x, job_pair(j, oi), &kept[oi]) : 0;
+      written = oi + 1;
+      if (x->rank == 0 && write_trace(x)) wrc = -1;
+      if (!rank0_ok(x, !wrc)) status = 1; /* every rank stops alike */
+    }
+  /* a later round failed: the rounds done are measured, and kept (rows of the entries on the
+   * net's device; another device's would be written with this one's name) */
+  for (int oi = written; x->rank == 0 && a->rounds > 1 && kept && oi < j->norder; oi++) {
+    const train_pair *p = job_pair(j, oi);
+    if (!kept[oi].rounds || !x->net || j->odev[oi] != nn_net_device(x->net)) continue;
+    printf("# %s %s/%s: the row of its %d round(s) of %ld done\n", role_names[p->role], p->tname,
+           p->aname, kept[oi].rounds, a->rounds);
+    if (kept_write(x, p, &kept[oi])) break;
+  }
+  free(kept);
+  if (x->rank == 0) {
+    cJSON_AddStringToObject(x->run.meta, "status", status ? "failed" : "ok");
+    if (bench_run_write(&x->run) && !status) status = 1;
+    printf("train: %s\n", x->run.dir);
+  }
+  return status;
+}
+
+/* Frees what the run holds; a failed run (status 1) marks its communicators failed and, under
+ * MPI, aborts rather than wait for a rank that may be dead or stopped. */
+static void job_close(train_job *j, int status) {
+  train_ctx *x = &j->x;
+  if (x->rank == 0) {
+    res_table_close(x->tsteps);
+    res_table_close(x->teval);
+    res_table_close(x->trun);
+    res_table_close(x->tbuckets);
+  }
+  nn_net_destroy(x->net); /* frees the arena through its communicator: before closing them */
+  free(j->init);
+  free(j->init_bufs);
+  free(j->init_mom);
+  for (int t = 0; t < j->ntk; t++) {
+    if (j->comms[t] && status == 1) coll_comm_mark_failed(j->comms[t]);
+    if (j->comms[t]) coll_comm_close(j->comms[t]);
+  }
+  nn_data_free(&x->train);
+  nn_data_free(&x->test);
+  if (j->have_run) bench_run_end(&x->run);
+  cJSON_Delete(x->trace);
+  if (x->model.n) res_model_free(&x->model);
+  if (status == 1) coll_boot_abort(x->boot);
+  else coll_boot_close(x->boot);
+}
+
 static int train_rank_main(train_args *a, int argc, char **argv) {
   char err[4096];
   nn_data_spec spec;
@@ -824,416 +1264,18 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
     return bench_usage_error(train_usage, "%s", err);
   if (a->threads == 0)
     a->threads = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+  train_job *j = calloc(1, sizeof *j);
+  if (!j) return bench_error("out of memory");
   const char *same = getenv("FABENCH_TEST_SAME_DATA");
-  train_ctx x = {.a = a, .same_data = same && !strcmp(same, "1")};
-  coll_err e = {{0}};
-  train_pair pairs[TRAIN_MAX_PAIRS];
-  coll_transport_kind tks[TRAIN_MAX_PAIRS];
-  coll_comm *comms[TRAIN_MAX_PAIRS] = {0}, *owner = NULL;
-  float *init = NULL, *init_bufs = NULL;
-  int ntk = 0, want_mpi = 0, status = 1, have_run = 0, rc = 0;
-  nn_arena_alloc galloc;
-  /* a resumed run continues the checkpoint's data order, so its seed wins */
-  nn_ckpt_info have = {0};
-  uint64_t seed_given = a->seed;
-  if (a->resume) {
-    if (nn_ckpt_read_info(a->resume, &have, err, sizeof err) != 0) return bench_error("%s", err);
-    a->seed = have.seed;
-  }
-
-  /* usage errors before any rank starts talking */
-  int npairs = make_pairs(pairs, a, 2, tks, &ntk, &want_mpi, &rc);
-  if (npairs < 0) return rc;
-  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, want_mpi, (int)a->r.timeout_s * 1000, &e))
-    return bench_error("%s", e.msg);
-  x.rank = coll_boot_rank(x.boot);
-  x.size = coll_boot_size(x.boot);
-  npairs = make_pairs(pairs, a, x.size, tks, &ntk, &want_mpi, &rc);
-  if (x.size == 1) { /* one process: it trains alone, whatever the list */
-    npairs = 1;
-    pairs[0] = (train_pair){.role = ROLE_SINGLE, .tname = "-", .aname = "-"};
-  }
-  int ntrain = 0;
-  for (int i = 0; i < npairs; i++) ntrain += pairs[i].role != ROLE_SINGLE;
-  if ((a->save || a->resume) && ntrain > 1) {
-    status = bench_usage_error(train_usage, "--save and --resume continue one training: give "
-                                            "one --transport and one --algo");
-    goto out;
-  }
-  int do_single = x.size > 1 && !a->no_single && !a->save && !a->resume;
-  /* the files only rank 0 writes, checked before anything trains: a bad --trace used to fail
-   * after the first pair trained, a bad --save at the first epoch's end */
-  if (!rank0_ok(&x, x.rank != 0 || (!out_file_check("--trace", a->trace) &&
-                                     !out_file_check("--save", a->save))))
-    goto out;
-  if (x.rank == 0 && a->resume && a->seed_given && seed_given != have.seed)
-    fprintf(stderr, "train: warning: --seed %llu ignored: checkpoint %s continues with its own seed %llu "
-            "(its data order and augmentation)\n", (unsigned long long)seed_given, a->resume,
-            (unsigned long long)have.seed);
-  /* rank 0 reads it; the others stop with it, not later on a vanished peer */
-  int model_ok = !(a->model_from && x.rank == 0 && bench_model_load(&x.model, a->model_from, 0, err, sizeof err));
-  if (!model_ok) bench_usage_error(train_usage, "--model-from: %s", err);
-  if (!rank0_ok(&x, model_ok)) {
-    status = 2;
-    goto out;
-  }
-
-  char bind_desc[256];
-  if (bench_bind_rank(x.boot, a->r.bind, bind_desc, sizeof bind_desc)) goto out;
-  if (x.size > 1)
-    for (int t = 0; t < ntk; t++) {
-      coll_comm_opts co = {.transport = tks[t], .timeout_ms = (int)a->r.timeout_s * 1000,
-                           .chunk_bytes = (size_t)a->chunk, .no_spin = 1};
-      if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
-        bench_error("%s", e.msg);
-        goto out;
-      }
-      if (tks[t] == COLL_UCX) owner = comms[t];
-      for (int i = 0; i < npairs; i++)
-        if (pairs[i].role == ROLE_DP && pairs[i].tk == tks[t]) pairs[i].comm = comms[t];
-    }
-
-  /* data and the network: every rank alike */
-  if (nn_data_load(&x.train, &x.test, &spec, a->seed, err, sizeof err) != 0) {
-    bench_error("%s", err);
-    goto out;
-  }
-  data_name(x.dname, sizeof x.dname, &spec, &x.train);
-  x.augment = a->augment && spec.kind != NN_DATA_SYNTHETIC;
-  x.crop_pad = a->crop_pad >= 0 ? (int)a->crop_pad
-               : !x.augment ? 0 : spec.kind == NN_DATA_CIFAR10 ? 4 : 2;
-  if (!a->augment) x.crop_pad = 0;
-  snprintf(x.shape, sizeof x.shape, "%dx%dx%d", x.train.c, x.train.h, x.train.w);
-  /* the gradient arena from the ucx communicator when there is one: ranks on one host then
-   * reduce in each other's copy (the other transports use it as plain memory) */
-  galloc = nn_arena_from_comm(owner);
-  nn_net_opts no = {.model = a->model, .in_c = x.train.c, .in_h = x.train.h, .in_w = x.train.w,
-                    .classes = x.train.classes, .batch = (int)a->batch, .threads = (int)a->threads,
-                    .seed = a->seed, .grad_alloc = &galloc, .device = a->devices[0],
-                    .precision = a->precision, .cudnn_search = a->cudnn_search,
-                    .gpu = a->gpu >= 0 ? (int)a->gpu : coll_boot_local_rank(x.boot), .gpu_of_rank = a->gpu < 0};
-  /* every device of the list before the first trains: cpu,cuda must not fail after the CPU's run */
-  int nrc = devices_usable(a, coll_boot_local_rank(x.boot), err, sizeof err);
-  if (!nrc) nrc = nn_net_create(&x.net, &no, err, sizeof err);
-  if (nrc != 0) {
-    bench_error("%s", err);
-    if (nrc == NN_ENODEV) status = 3; /* no such device: not a usage error, not a failure */
-    goto out;
-  }
-  size_t nm, nb;
-  float *params = nn_net_params(x.net, &x.np);
-  float *mom = nn_net_momentum(x.net, &nm);
-  float *bufs = nn_net_buffers(x.net, &nb);
-  /* the job's checkpoint: rank 0 writes it, every rank of a world of this size reads it */
-  nn_ckpt_info want = {.in_c = x.train.c, .in_h = x.train.h, .in_w = x.train.w,
-                       .classes = x.train.classes, .batch = (int)a->batch, .rank = 0,
-                       .world = x.size, .seed = a->seed, .n_params = x.np, .n_momentum = nm,
-                       .n_buffers = nb};
-  snprintf(want.model, sizeof want.model, "%s", a->model);
-  if (strlen(x.dname) >= sizeof want.data || strlen(a->model) >= sizeof want.model) {
-    bench_error("--data or --model too long for a checkpoint (%zu and %zu bytes at most)",
-                sizeof want.data - 1, sizeof want.model - 1);
-    goto out;
-  }
-  memcpy(want.data, x.dname, strlen(x.dname) + 1);
-  if (a->resume && nn_ckpt_load(a->resume, &have, params, mom, bufs, &want, err, sizeof err) != 0) {
-    bench_error("%s", err);
-    goto out;
-  }
-  /* said before anything is written: a shard too small for one batch */
-  if (nn_data_steps_per_epoch(x.train.n, x.same_data ? 1 : x.size, (int)a->batch, 1) < 1) {
-    if (x.rank == 0) /* every rank stops alike: said once */
-      bench_error("%s: %lld training images is less than one batch of %ld on each of %d rank(s)",
-                  x.dname, (long long)x.train.n, a->batch, x.size);
-    rank0_ok(&x, 0); /* the others end after rank 0 has said it: the launcher stops all at the first end */
-    goto out;
-  }
-  /* the ranks evaluate shards of the test set, which the loader refuses empty: said here, not
-   * after the training (as "less than one batch") */
-  if (a->eval_every > 0 && x.size > 1 && !x.same_data && x.test.n < x.size) {
-    if (x.rank == 0) /* every rank stops alike: said once */
-      bench_error("%s: %lld test images for %d ranks: each rank evaluates a share of at least one "
-                  "(or --eval-every 0)", x.dname, (long long)x.test.n, x.size);
-    rank0_ok(&x, 0);
-    goto out;
-  }
-  if (a->resume) { /* what is left to train, said before anything is written */
-    int64_t spe = nn_data_steps_per_epoch(x.train.n, x.size, (int)a->batch, 1);
-    int64_t ep = a->steps && !a->epochs_given && spe > 0 ? (a->steps + spe - 1) / spe : a->epochs;
-    int64_t stop = a->steps && a->steps < ep * spe ? a->steps : ep * spe;
-    if (have.global_step >= stop) {
-      bench_error("checkpoint %s is at step %lld; nothing left to train (stop at %lld)", a->resume,
-                  (long long)have.global_step, (long long)stop);
-      goto out;
-    }
-  }
-  if (x.rank == 0 && bench_run_begin(&x.run, a->r.out, "train", argc, argv) == 0) have_run = 1;
-  if (!rank0_ok(&x, x.rank != 0 || have_run)) goto out; /* rank 0 said why */
-  if (bench_run_world(&x.run, x.boot, bind_desc)) goto out;
-  /* rank 0's weights for everyone (they start alike from the seed; a resumed or changed rank
-   * would not), then kept to restart every pair from */
-  if (x.size > 1 && ntk > 0 &&
-      (coll_bcast(comms[0], params, x.np * sizeof *params, 0, &e) ||
-       coll_bcast(comms[0], bufs, nb * sizeof *bufs, 0, &e))) {
-    bench_error("%s", e.msg);
-    goto out;
-  }
-  nn_net_params(x.net, NULL); /* written through a kept pointer */
-  if (!(init = malloc(x.np * sizeof *init)) || !(init_bufs = malloc((nb ? nb : 1) * sizeof *bufs))) {
-    bench_error("out of memory");
-    goto out;
-  }
-  memcpy(init, params, x.np * sizeof *init);
-  memcpy(init_bufs, bufs, nb * sizeof *bufs);
-  float *init_mom = a->resume ? malloc(x.np * sizeof *init_mom) : NULL;
-  if (init_mom) memcpy(init_mom, mom, x.np * sizeof *init_mom);
-
-  int ready = 1; /* rank 0: run.json and the tables */
-  if (x.rank == 0) {
-    cJSON *tj = cJSON_AddObjectToObject(x.run.meta, "train");
-    cJSON_AddStringToObject(tj, "model", a->model);
-    cJSON_AddNumberToObject(tj, "params", (double)x.np);
-    cJSON_AddNumberToObject(tj, "bn_buffers", (double)nb);
-    cJSON_AddStringToObject(tj, "backend", nn_net_backend(x.net));
-    cJSON_AddStringToObject(tj, "data", x.dname);
-    cJSON_AddNumberToObject(tj, "train_images", (double)x.train.n);
-    cJSON_AddNumberToObject(tj, "test_images", (double)x.test.n);
-    cJSON_AddStringToObject(tj, "input", x.shape);
-    cJSON_AddNumberToObject(tj, "classes", x.train.classes);
-    cJSON_AddNumberToObject(tj, "ranks", x.size);
-    cJSON_AddNumberToObject(tj, "batch", (double)a->batch);
-    cJSON_AddNumberToObject(tj, "global_batch", (double)a->batch * x.size);
-    cJSON_AddNumberToObject(tj, "threads", (double)a->threads);
-    cJSON_AddNumberToObject(tj, "rounds", (double)a->rounds);
-    cJSON_AddNumberToObject(tj, "seed", (double)a->seed);
-    cJSON_AddNumberToObject(tj, "bucket_mb", a->bucket_mb);
-    cJSON_AddNumberToObject(tj, "first_bucket_mb", a->first_bucket_mb);
-    cJSON_AddBoolToObject(tj, "overlap", a->overlap);
-    cJSON_AddStringToObject(tj, "overlap_step", ostep_names[a->overlap_step]);
-    cJSON_AddStringToObject(tj, "grad_dtype", coll_dtype_name(a->grad_dtype));
-    cJSON_AddStringToObject(tj, "gradients", x.size > 1 ? "averaged over the ranks (all-reduce, "
-                                                          "then 1/N in SGD; 16-bit wires: 1/N first)"
-                                                        : "one rank: no averaging");
-    cJSON_AddStringToObject(tj, "batch_norm", "statistics local to each rank (PyTorch DDP)");
-    cJSON *fj = cJSON_GetObjectItem(x.run.meta, "fabrics");
-    for (int t = 0; fj && t < ntk; t++)
-      if (comms[t]) cJSON_AddStringToObject(fj, coll_transport_name(tks[t]), coll_comm_fabric(comms[t]));
-    if (a->resume) cJSON_AddStringToObject(tj, "resumed_from", a->resume);
-    if (bench_run_write(&x.run) != 0) ready = 0;
-    else if (res_table_open_schema(&x.tsteps, x.run.dir, res_schema_train_steps(), err, sizeof err) ||
-             res_table_open_schema(&x.teval, x.run.dir, res_schema_train_eval(), err, sizeof err) ||
-             res_table_open_schema(&x.trun, x.run.dir, res_schema_train(), err, sizeof err) ||
-             res_table_open_schema(&x.tbuckets, x.run.dir, res_schema_train_buckets(), err, sizeof err)) {
-      bench_error("%s", err);
-      ready = 0;
-    }
-  }
-  if (!rank0_ok(&x, ready)) goto out; /* rank 0 said why */
-  if (x.rank == 0) {
-    printf("train: %s (%zu params, %s) on %s %s, %lld images, %d rank(s) x batch %ld, %ld "
-           "thread(s), %s%s\n",
-           a->model, x.np, nn_net_backend(x.net), x.dname, x.shape, (long long)x.train.n, x.size,
-           a->batch, a->threads, x.run.dir, a->resume ? " (from checkpoint)" : "");
-    /* the one-rank run would need its own checkpoints (and a resumed one cannot continue the
-     * ranks' data position): said, since it leaves scaling_eff empty */
-    if (x.size > 1 && !a->no_single && !do_single)
-      printf("# no one-rank run, so no scaling_eff: --save and --resume continue one training of "
-             "%d ranks (run without them for the scaling figure)\n", x.size);
-    fflush(stdout);
-  }
-
-  /* the roles in turn: one rank alone, then the pairs (none first: the fabric's denominator) */
-  /* per device (--device cpu,cuda: every pair on each), one rank alone, then the pairs */
-  int order[2 * (TRAIN_MAX_PAIRS + 1)], odev[2 * (TRAIN_MAX_PAIRS + 1)], norder = 0;
-  for (int d = 0; d < a->ndevices; d++) {
-    if (do_single) odev[norder] = a->devices[d], order[norder++] = -1;
-    for (int i = 0; i < npairs; i++)
-      if (pairs[i].role == ROLE_NONE || pairs[i].role == ROLE_SINGLE)
-        odev[norder] = a->devices[d], order[norder++] = i;
-    for (int i = 0; i < npairs; i++)
-      if (pairs[i].role == ROLE_DP) {
-        if (!coll_algo_supported(pairs[i].comm, pairs[i].algo)) {
-          if (x.rank == 0 && d == 0)
-            printf("# skipping %s/%s: %s\n", pairs[i].tname, pairs[i].aname,
-                   pairs[i].algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
-                                                          : "not available in this build");
-          continue;
-        }
-        odev[norder] = a->devices[d], order[norder++] = i;
-      }
-  }
-  static const train_pair single = {.role = ROLE_SINGLE, .tname = "-", .aname = "-"};
-  int failed = 0;
-  if (norder == 0) { /* every pair skipped and no one-rank run: a run with no row is no success */
-    fflush(stdout); /* the skipped pairs' lines first */
-    if (x.rank == 0) bench_error("train: nothing to train: every transport/algorithm pair was skipped (above)");
-    failed = 1;
-  }
-  /* --rounds: the whole order again each round, so that a slow spell of the machine hits one
-   * round of a pair, not the pair; per entry its fastest round so far and the slowest figure */
-  train_kept *kept = calloc(norder ? (size_t)norder : 1, sizeof *kept);
-  int written = 0; /* entries of the order whose row is out */
-  if (!kept) {
-    bench_error("out of memory");
-    failed = 1;
-  }
-  for (int round = 1; round <= a->rounds && !failed; round++)
-  for (int oi = 0; oi < norder && !failed; oi++) {
-    const train_pair *p = order[oi] < 0 ? &single : &pairs[order[oi]];
-    x.pair = p;
-    x.role_index = oi;
-    x.round = round;
-    if (odev[oi] != nn_net_device(x.net)) { /* the next device: its own net, the same weights */
-      nn_net_destroy(x.net);
-      x.net = NULL;
-      no.device = odev[oi];
-      int crc = nn_net_create(&x.net, &no, err, sizeof err);
-      if (crc) {
-        bench_error("%s", err);
-        if (crc == NN_ENODEV) status = 3;
-        failed = 1;
-        break;
-      }
-      params = nn_net_params(x.net, NULL);
-      mom = nn_net_momentum(x.net, NULL);
-      bufs = nn_net_buffers(x.net, NULL);
-      x.have_profile = 0;
-      x.single_ips = x.none_ips = 0;
-    }
-    x.ranks = p->role == ROLE_SINGLE ? 1 : x.size;
-    x.spe = nn_data_steps_per_epoch(x.train.n, x.same_data ? 1 : x.ranks, (int)a->batch, 1);
-    /* --steps alone runs as many epochs as it needs; the schedule spans --epochs, or --steps */
-    int64_t epochs = a->epochs;
-    if (a->steps && !a->epochs_given) epochs = (a->steps + x.spe - 1) / x.spe;
-    int64_t horizon = a->epochs_given || !a->steps ? epochs * x.spe : a->steps;
-    int64_t stop = a->steps ? a->steps : epochs * x.spe;
-    if (stop > epochs * x.spe) stop = epochs * x.spe;
-    int64_t start = a->resume ? have.global_step : 0;
-    if (start >= stop) {
-      bench_error("checkpoint %s is at step %lld; nothing left to train (stop at %lld)", a->resume,
-                  (long long)start, (long long)stop);
-      failed = 1;
-      break;
-    }
-    nn_lr_sched sched = {.kind = a->sched, .gamma = a->gamma, .total_steps = horizon,
-                         .base = nn_lr_scaled(a->lr, (int)a->batch * x.ranks, (int)a->ref_batch),
-                         .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)x.spe)};
-    if (a->sched == NN_LR_STEP &&
-        parse_milestones(&sched, a->milestones ? a->milestones : "0.5,0.75", (long)epochs, x.spe)) {
-      status = bench_usage_error(train_usage, "bad --lr-milestones '%s'", a->milestones);
-      goto out;
-    }
-    nn_sgd_opts so = {.momentum = (float)a->momentum, .weight_decay = (float)a->wd,
-                      .nesterov = a->nesterov};
-    /* every pair from the same weights (the calls mark the copies written: a GPU net uploads) */
-    params = nn_net_params(x.net, NULL);
-    mom = nn_net_momentum(x.net, NULL);
-    bufs = nn_net_buffers(x.net, NULL);
-    memcpy(params, init, x.np * sizeof *init);
-    memcpy(bufs, init_bufs, nb * sizeof *bufs);
-    if (init_mom) memcpy(mom, init_mom, x.np * sizeof *mom);
-    else memset(mom, 0, x.np * sizeof *mom);
-
-    nn_train_opts t;
-    loop_opts(&t, &x, &sched, &so, &want, epochs);
-    t.steps_per_epoch = x.spe;
-    t.start_step = start;
-    t.stop_step = stop;
-    t.elapsed0 = a->resume ? have.elapsed_s : 0;
-    if (round > 1) t.trace_steps = 0; /* the trace is the first round's */
-    nn_train_result r;
-    memset(&r, 0, sizeof r);
-    r.images_per_s = NAN; /* the waiting ranks of the one-rank run measure nothing */
-    int trc = 0;
-    if (p->role == ROLE_SINGLE) {
-      /* rank 0 alone; the others wait in its heartbeat (on_alive: in the steps too) */
-      t.boot = NULL;
-      t.world = 1;
-      t.on_alive = x.size > 1 ? on_alive : NULL;
-      if (x.rank == 0) {
-        x.heartbeat = 1;
-        trc = nn_train_run(&r, &t, err, sizeof err);
-        x.heartbeat = 0;
-        if (trc) bench_error("one rank alone: %s", err);
-        if (x.size > 1 && heartbeat(&x, trc ? 2 : 1, NULL)) trc = -1;
-      } else {
-        int32_t heard = 0;
-        while (heard == 0)
-          if (heartbeat(&x, 0, &heard)) break;
-        trc = heard == 1 ? 0 : -1;
-      }
-      if (trc) {
-        failed = 1;
-        break;
-      }
-    } else {
-      t.boot = x.size > 1 ? x.boot : NULL;
-      t.comm = p->role == ROLE_DP ? p->comm : NULL;
-      t.algo = p->algo;
-      t.wire_alloc = &galloc;
-      trc = nn_train_run(&r, &t, err, sizeof err);
-      if (trc) {
-        bench_error("%s %s/%s: %s", role_names[p->role], p->tname, p->aname, err);
-        failed = 1;
-        break;
-      }
-    }
-    kept_add(&kept[oi], &r, &sched, &so, epochs);
-    if (round < a->rounds) {
-      if (x.rank == 0) {
-        printf("%-6s %-10s %-8s round %d of %ld: %.1f images/s\n", role_names[p->role], p->tname,
-               p->aname, round, a->rounds, r.images_per_s);
-        fflush(stdout);
-      }
-      continue; /* the rows come with the last round */
-    }
-    /* the row before the trace: a trace that cannot be written loses no row */
-    int wrc = x.rank == 0 ? kept_write(&x, p, &kept[oi]) : 0;
-    written = oi + 1;
-    if (x.rank == 0 && write_trace(&x)) wrc = -1;
-    if (!rank0_ok(&x, !wrc)) failed = 1; /* every rank stops alike */
-  }
-  /* a later round failed: the rounds done are measured, and kept (rows of the entries on the
-   * net's device; another device's would be written with this one's name) */
-  for (int oi = written; x.rank == 0 && a->rounds > 1 && kept && oi < norder; oi++) {
-    if (!kept[oi].rounds) continue;
-    const train_pair *p = order[oi] < 0 ? &single : &pairs[order[oi]];
-    if (!x.net || odev[oi] != nn_net_device(x.net)) continue;
-    printf("# %s %s/%s: the row of its %d round(s) of %ld done\n", role_names[p->role], p->tname,
-           p->aname, kept[oi].rounds, a->rounds);
-    if (kept_write(&x, p, &kept[oi])) break;
-  }
-  free(kept);
-  free(init_mom);
-  if (x.rank == 0) {
-    cJSON_AddStringToObject(x.run.meta, "status", failed ? "failed" : "ok");
-    if (bench_run_write(&x.run)) failed = 1;
-    printf("train: %s\n", x.run.dir);
-  }
-  if (status != 3) status = failed ? 1 : 0;
-
-out:
-  if (x.rank == 0) {
-    res_table_close(x.tsteps);
-    res_table_close(x.teval);
-    res_table_close(x.trun);
-    res_table_close(x.tbuckets);
-  }
-  nn_net_destroy(x.net); /* frees the arena through its communicator: before closing them */
-  free(init);
-  free(init_bufs);
-  for (int t = 0; t < ntk; t++) {
-    if (comms[t] && status == 1) coll_comm_mark_failed(comms[t]);
-    if (comms[t]) coll_comm_close(comms[t]);
-  }
-  nn_data_free(&x.train);
-  nn_data_free(&x.test);
-  if (have_run) bench_run_end(&x.run);
-  cJSON_Delete(x.trace);
-  if (x.model.n) res_model_free(&x.model);
-  /* a failed run may have a rank dead or stopped: under MPI, abort rather than wait for it */
-  if (status == 1) coll_boot_abort(x.boot);
-  else coll_boot_close(x.boot);
+  j->a = a;
+  j->x.a = a;
+  j->x.same_data = same && !strcmp(same, "1");
+  int status = job_open(j);
+  if (!status) status = job_load(j, &spec);
+  if (!status) status = job_begin(j, argc, argv);
+  if (!status) status = job_train(j);
+  job_close(j, status);
+  free(j);
   return status;
 }
 
