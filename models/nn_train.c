@@ -580,6 +580,229 @@ static int set_front(train_state *s, size_t count) {
   return 0;
 }
 
+/* One step: its batch, its times, and what happens at its end. */
+typedef struct {
+  nn_batch b;
+  float loss;
+  int correct;
+  nn_step_times tm;
+  double t0, t1, t2, t3;      /* before the batch, after it, after backward, after the update */
+  double bwd_end, wait_end;   /* from t1: backward's end; the wait for the buckets after it */
+  double comm, comm_cpu;      /* the step's all-reduce time and its thread's CPU */
+  size_t step_ev;             /* its first trace event */
+  int epoch_end, eval_due, last, check, drain, warm;
+  int64_t done;               /* epochs, at an epoch's end */
+  nn_reducer_stats rs;
+} tr_step;
+
+/* The reducer, the net's hooks, the loader and the records of a run. 0, or -1 with s->err set. */
+static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
+  const nn_train_opts *o = s->o;
+  /* host gradients only for an exchange over host memory: a GPU net without one keeps them on
+   * the device (the reducer then only times when backward completes each bucket) */
+  const nn_param_info *pi;
+  int npi = nn_net_param_tensors(o->net, &pi);
+  for (int i = 0; i < npi; i++) *np += pi[i].count;
+  float *grads = NULL;
+  if (o->comm) grads = nn_net_grads(o->net, NULL);
+  else nn_net_grads_on_host(o->net, 0);
+  nn_reducer_opts ro = {.comm = o->comm, .algo = o->algo, .wire = o->wire,
+                        .bucket_bytes = o->bucket_bytes, .first_bucket_bytes = o->first_bucket_bytes,
+                        .overlap = o->overlap, .scale_in_sgd = 1, .wire_alloc = o->wire_alloc};
+  if (nn_reducer_create(&s->red, &ro, grads, *np, s->err, s->cap)) return -1;
+  nn_net_on_grad_ready(o->net, on_ready, s);
+  /* the others are not in this loop but wait outside it; with a boot they are in every step */
+  s->alive = !o->boot && o->on_alive;
+  /* a GPU net cannot stop its forward layer by layer: it drains every step (and is alive from
+   * backward only) */
+  s->fwd_hook = (o->overlap_step || s->alive) && nn_net_on_forward(o->net, on_forward, s) == 0;
+  s->hooked = o->overlap_step && s->fwd_hook;
+
+  nn_loader_opts lo = o->loader;
+  lo.rank = o->same_data || s->world == 1 ? 0 : o->rank;
+  lo.world = o->same_data ? 1 : s->world;
+  lo.epochs = o->epochs;
+  lo.epoch = o->start_step / o->steps_per_epoch;
+  lo.step = o->start_step % o->steps_per_epoch;
+  tr_host_mem(&lo, o->net);
+  if (nn_loader_create(loader, o->train, &lo, s->err, s->cap)) return -1;
+  if (nn_loader_steps_per_epoch(*loader) != o->steps_per_epoch) {
+    snprintf(s->err, s->cap, "internal: %lld steps per epoch, the caller planned %lld",
+             (long long)nn_loader_steps_per_epoch(*loader), (long long)o->steps_per_epoch);
+    return -1;
+  }
+  if (ts_alloc(s, (size_t)(o->stop_step - o->start_step)) || ts_buckets(s)) {
+    snprintf(s->err, s->cap, "out of memory for %lld step records", (long long)(o->stop_step - o->start_step));
+    return -1;
+  }
+  /* every rank plans the same buckets, so every rank stops here alike; the records hold at most
+   * NN_TRAIN_MAX_BUCKETS, and a plan cut short would mislead the predictions that read it */
+  if (s->nb > NN_TRAIN_MAX_BUCKETS) {
+    snprintf(s->err, s->cap, "the bucket sizes give %d buckets, more than the %d recorded: raise --bucket-mb or --first-bucket-mb",
+             s->nb, NN_TRAIN_MAX_BUCKETS);
+    return -1;
+  }
+  return 0;
+}
+
+/* The step's batch, forward and backward (its buckets handed to the reducer as backward
+ * completes them). 0; 1: the data ran out; -1 with s->err set. */
+static int tr_compute(train_state *s, nn_loader *loader, tr_step *st, int64_t gstep, int64_t run_steps) {
+  const nn_train_opts *o = s->o;
+  st->t0 = tr_now();
+  nn_loader_next(loader, &st->b);
+  double t1 = st->t1 = tr_now();
+  if (st->b.n == 0) return 1;
+  /* a GPU net uploads the next batch on its copy stream while this step computes; not after
+   * the last step, whose upload nothing would wait for */
+  nn_batch nb;
+  if (nn_net_device(o->net) == NN_DEV_CUDA && gstep + 1 < o->stop_step && nn_loader_peek(loader, &nb) &&
+      nb.n > 0 && nn_net_prefetch(o->net, nb.x, nb.n, s->err, s->cap))
+    return -1;
+  s->tracing_prev = s->tracing;
+  s->tracing = o->trace_steps > 0 && run_steps >= o->warmup_steps && run_steps < o->warmup_steps + o->trace_steps;
+  s->tstep = gstep + 1;
+  s->tlast = t1; /* mended in tr_trace_step once the forward's end is known */
+  st->step_ev = s->ntev;
+  s->t1 = t1;
+  s->begun = 0;
+  s->hook_wait = s->hook_opt = 0;
+  if (!s->ostep) begin_step(s);
+  if (nn_net_train_step(o->net, st->b.x, st->b.labels, st->b.n, &st->loss, &st->correct, &st->tm, s->err, s->cap))
+    return -1;
+  if (s->alive_failed) {
+    snprintf(s->err, s->cap, "stopped during step %lld", (long long)gstep + 1);
+    return -1;
+  }
+  if (!s->begun) begin_step(s);
+  return 0;
+}
+
+/* The step's end: the last buckets to the reducer, the deferred parameter check, then the update
+ * now (a drained step) or bucket by bucket in the next forward (overlap_step). 0, or -1 with
+ * s->err set. */
+static int tr_reduce(train_state *s, tr_step *st, nn_sgd_opts *so, int64_t gstep) {
+  const nn_train_opts *o = s->o;
+  so->lr = (float)nn_lr_at(&o->sched, gstep);
+  st->epoch_end = st->b.step + 1 == o->steps_per_epoch;
+  st->done = st->b.epoch + 1;
+  st->eval_due = st->epoch_end && o->eval_every > 0 && (st->done % o->eval_every == 0 || st->done == o->epochs);
+  st->last = gstep + 1 == o->stop_step;
+  st->check = st->epoch_end || st->last || (o->check_every > 0 && (gstep + 1) % o->check_every == 0);
+  /* what reads the final weights drains the step; the parameter check need not: it waits
+   * for the next step's forward, which brings this step's update in, and checks before the
+   * next update (so overlap_step keeps the link busy across epochs and --check-every) */
+  st->drain = !s->ostep || st->last || st->eval_due || (st->epoch_end && o->save);
+  char rerr[1024];
+  st->t2 = tr_now();
+  st->wait_end = 0;
+  nn_reducer_end_backward(s->red);
+  st->bwd_end = st->t2 - st->t1;
+  /* the deferred check, once this step's last buckets are handed to the thread */
+  if (s->check_due && check_params(s, s->check_due)) return -1;
+  s->check_due = 0;
+  if (!st->drain) {
+    s->pso = *so;
+    s->pending = 1;
+    s->applied = 0;
+    s->lastb_t1 = s->t1_prev; /* begin_step copied the last step's buckets */
+    s->lastb_fwd = s->fwd_prev;
+    return 0;
+  }
+  if (nn_reducer_drain(s->red, &st->rs, rerr, sizeof rerr)) {
+    snprintf(s->err, s->cap, "step %lld, gradient all-reduce: %s", (long long)gstep + 1, rerr);
+    return -1;
+  }
+  st->bwd_end = st->rs.bwd_end_s;
+  st->wait_end = st->rs.exposed_s;
+  st->comm += st->rs.comm_s;
+  st->comm_cpu += st->rs.comm_cpu_s;
+  nn_sgd_step(o->net, so);
+  /* the last step's, if reduced behind this one, then this step's buckets, for the record */
+  trace_buckets(s, s->t1_prev);
+  nn_reducer_last(s->red, s->lastb, s->nb, NULL);
+  s->lastb_step = gstep + 1;
+  s->lastb_traced = !s->tracing;
+  s->lastb_t1 = st->t1;
+  s->lastb_fwd = st->tm.fwd_s;
+  return 0;
+}
+
+/* A traced step's spans, and the buckets of the step they belong to. */
+static void tr_trace_step(train_state *s, const tr_step *st) {
+  double t1 = st->t1;
+  if (s->tracing) {
+    /* the first layer's backward began when the forward (and loss) ended */
+    if (s->ntev > st->step_ev) {
+      nn_trace_ev *f = &s->tev[st->step_ev];
+      double end = f->ts_s + f->dur_s, beg = t1 + st->tm.fwd_s - s->tbase;
+      f->ts_s = beg < end ? beg : end;
+      f->dur_s = end - f->ts_s;
+    }
+    trace(s, "data", 0, st->t0, t1);
+    trace(s, "fwd", 0, t1, t1 + st->tm.fwd_s);
+    if (st->drain) {
+      trace(s, "wait", 0, t1 + st->bwd_end, t1 + st->bwd_end + st->wait_end);
+      trace(s, "sgd", 0, t1 + st->bwd_end + st->wait_end, st->t3);
+    }
+  }
+  trace_buckets(s, s->lastb_t1); /* a traced step's buckets, at their step's origin */
+  s->t1_prev = t1;
+  s->fwd_prev = st->tm.fwd_s;
+}
+
+/* Step gstep's record, exchanged among the ranks: kept where measured, given to on_step (rank
+ * 0), and checked for divergence on every rank. 0, or -1 with s->err set. */
+static int tr_record(train_state *s, const tr_step *st, const nn_sgd_opts *so, int64_t gstep, double t_start,
+                     int64_t *images) {
+  const nn_train_opts *o = s->o;
+  double hooks = s->hook_wait + s->hook_opt, t0 = st->t0, t3 = st->t3;
+  nn_step_rec me = {.rank = o->rank, .images = st->b.n, .warmup = st->warm, .step = gstep,
+                    .epoch = st->b.epoch, .step_in_epoch = st->b.step, .loss = st->loss,
+                    .batch_acc = (double)st->correct / st->b.n, .lr = so->lr, .step_s = t3 - t0 + s->gap,
+                    .data_s = st->t1 - t0 + s->gap, .load_s = st->b.load_s, .fwd_s = st->tm.fwd_s - hooks,
+                    .bwd_s = st->tm.bwd_s, .comm_s = st->comm, .comm_cpu_s = st->comm_cpu,
+                    .exposed_s = s->hook_wait + st->wait_end,
+                    .opt_s = s->hook_opt + (t3 - st->t2) - st->wait_end,
+                    .elapsed_s = o->elapsed0 + (t3 - t_start)};
+  if (gather(s, s->all, &me, sizeof me)) return -1;
+  if (!st->warm) {
+    keep(s, s->all);
+    for (int r = 0; r < s->world; r++) *images += s->all[r].images;
+  }
+  if (o->rank == 0 && o->on_step && o->on_step(o->ctx, s->all, s->world)) {
+    snprintf(s->err, s->cap, "stopped after step %lld", (long long)gstep);
+    return -1;
+  }
+  /* wall time between steps: the record's exchange (where the ranks meet, and with
+   * overlap_step where one waits for the other's all-reduce) counts in the next step */
+  s->gap = tr_now() - t3;
+  for (int r = 0; r < s->world; r++)
+    if (!isfinite(s->all[r].loss)) {
+      snprintf(s->err, s->cap, "step %lld: rank %d's loss is %g; training diverged (lower --lr?)",
+               (long long)gstep, r, s->all[r].loss);
+      return -1;
+    }
+  return 0;
+}
+
+/* An evaluation after step gstep at epoch `epoch` (its record to on_eval, rank 0). 1: it
+ * reached --target-acc first; 0; -1 with s->err set. */
+static int tr_eval(train_state *s, nn_train_result *res, int64_t epoch, int64_t gstep, double t_start) {
+  const nn_train_opts *o = s->o;
+  nn_eval_rec er = {.epoch = epoch, .step = gstep};
+  if (evaluate(s, &er)) return -1;
+  er.elapsed_s = o->elapsed0 + (tr_now() - t_start);
+  res->test_loss = er.loss;
+  res->test_acc = er.acc;
+  if (o->rank == 0 && o->on_eval && o->on_eval(o->ctx, &er)) return -1;
+  if (o->target_acc > 0 && res->time_to_target_s < 0 && er.acc >= o->target_acc) {
+    res->time_to_target_s = er.elapsed_s;
+    return 1;
+  }
+  return 0;
+}
+
 int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t errcap) {
   memset(res, 0, sizeof *res);
   res->status = "failed";
@@ -589,53 +812,9 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   train_state s = {.o = o, .err = err, .cap = errcap, .lastb_traced = 1};
   s.world = o->boot ? o->world : 1;
   nn_loader *loader = NULL;
-  int rc = -1;
-
-  /* host gradients only for an exchange over host memory: a GPU net without one keeps them on
-   * the device (the reducer then only times when backward completes each bucket) */
   size_t np = 0;
-  const nn_param_info *pi;
-  int npi = nn_net_param_tensors(o->net, &pi);
-  for (int i = 0; i < npi; i++) np += pi[i].count;
-  float *grads = NULL;
-  if (o->comm) grads = nn_net_grads(o->net, NULL);
-  else nn_net_grads_on_host(o->net, 0);
-  nn_reducer_opts ro = {.comm = o->comm, .algo = o->algo, .wire = o->wire,
-                        .bucket_bytes = o->bucket_bytes, .first_bucket_bytes = o->first_bucket_bytes,
-                        .overlap = o->overlap, .scale_in_sgd = 1, .wire_alloc = o->wire_alloc};
-  if (nn_reducer_create(&s.red, &ro, grads, np, err, errcap)) return -1;
-  nn_net_on_grad_ready(o->net, on_ready, &s);
-  /* the others are not in this loop but wait outside it; with a boot they are in every step */
-  s.alive = !o->boot && o->on_alive;
-  /* a GPU net cannot stop its forward layer by layer: it drains every step (and is alive from
-   * backward only) */
-  s.fwd_hook = (o->overlap_step || s.alive) && nn_net_on_forward(o->net, on_forward, &s) == 0;
-  s.hooked = o->overlap_step && s.fwd_hook;
-
-  nn_loader_opts lo = o->loader;
-  lo.rank = o->same_data || s.world == 1 ? 0 : o->rank;
-  lo.world = o->same_data ? 1 : s.world;
-  lo.epochs = o->epochs;
-  lo.epoch = o->start_step / o->steps_per_epoch;
-  lo.step = o->start_step % o->steps_per_epoch;
-  tr_host_mem(&lo, o->net);
-  if (nn_loader_create(&loader, o->train, &lo, err, errcap)) goto out;
-  if (nn_loader_steps_per_epoch(loader) != o->steps_per_epoch) {
-    snprintf(err, errcap, "internal: %lld steps per epoch, the caller planned %lld",
-             (long long)nn_loader_steps_per_epoch(loader), (long long)o->steps_per_epoch);
-    goto out;
-  }
-  if (ts_alloc(&s, (size_t)(o->stop_step - o->start_step)) || ts_buckets(&s)) {
-    snprintf(err, errcap, "out of memory for %lld step records", (long long)(o->stop_step - o->start_step));
-    goto out;
-  }
-  /* every rank plans the same buckets, so every rank stops here alike; the records hold at most
-   * NN_TRAIN_MAX_BUCKETS, and a plan cut short would mislead the predictions that read it */
-  if (s.nb > NN_TRAIN_MAX_BUCKETS) {
-    snprintf(err, errcap, "the bucket sizes give %d buckets, more than the %d recorded: raise --bucket-mb or --first-bucket-mb",
-             s.nb, NN_TRAIN_MAX_BUCKETS);
-    goto out;
-  }
+  int rc = -1;
+  if (tr_open(&s, &loader, &np)) goto out;
 
   nn_sgd_opts so = o->sgd;
   so.grad_scale = nn_reducer_grad_scale(s.red);
@@ -643,158 +822,41 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   double t_start = tr_now();
   s.tbase = t_start;
   const char *why = "done";
-  int upload_ahead = nn_net_device(o->net) == NN_DEV_CUDA;
+  res->grad_bytes = o->comm ? np * coll_dtype_size(o->wire) : 0;
   while (gstep < o->stop_step) {
     if (s.hooked && !s.ostep && run_steps == o->warmup_steps && set_front(&s, np)) goto out;
-    double t0 = tr_now();
-    nn_batch b;
-    nn_loader_next(loader, &b);
-    double t1 = tr_now();
-    if (b.n == 0) break;
-    /* a GPU net uploads the next batch on its copy stream while this step computes; not after
-     * the last step, whose upload nothing would wait for */
-    nn_batch nb;
-    if (upload_ahead && gstep + 1 < o->stop_step && nn_loader_peek(loader, &nb) && nb.n > 0 &&
-        nn_net_prefetch(o->net, nb.x, nb.n, err, errcap))
-      goto out;
-    float loss = 0;
-    int correct = 0;
-    nn_step_times tm = {0, 0};
-    s.tracing_prev = s.tracing;
-    s.tracing = o->trace_steps > 0 && run_steps >= o->warmup_steps &&
-                run_steps < o->warmup_steps + o->trace_steps;
-    s.tstep = gstep + 1;
-    s.tlast = t1; /* mended below once the forward's end is known */
-    size_t step_ev = s.ntev;
+    tr_step st = {.tm = {0, 0}};
     int had_pending = s.pending;
-    s.t1 = t1;
-    s.begun = 0;
-    s.hook_wait = s.hook_opt = 0;
-    if (!s.ostep) begin_step(&s);
-    if (nn_net_train_step(o->net, b.x, b.labels, b.n, &loss, &correct, &tm, err, errcap)) goto out;
-    if (s.alive_failed) {
-      snprintf(err, errcap, "stopped during step %lld", (long long)gstep + 1);
-      goto out;
-    }
-    if (!s.begun) begin_step(&s);
-    so.lr = (float)nn_lr_at(&o->sched, gstep);
-    int epoch_end = b.step + 1 == o->steps_per_epoch;
-    int64_t done = b.epoch + 1; /* epochs, at an epoch's end */
-    int eval_due = epoch_end && o->eval_every > 0 && (done % o->eval_every == 0 || done == o->epochs);
-    int last = gstep + 1 == o->stop_step;
-    int check = epoch_end || last || (o->check_every > 0 && (gstep + 1) % o->check_every == 0);
-    /* what reads the final weights drains the step; the parameter check need not: it waits
-     * for the next step's forward, which brings this step's update in, and checks before the
-     * next update (so overlap_step keeps the link busy across epochs and --check-every) */
-    int drain = !s.ostep || last || eval_due || (epoch_end && o->save);
-    nn_reducer_stats rs = {0};
-    char rerr[1024];
-    double t2 = tr_now(), wait_end = 0;
-    double comm = had_pending ? s.last_rs.comm_s : 0;
-    double comm_cpu = had_pending ? s.last_rs.comm_cpu_s : 0;
-    nn_reducer_end_backward(s.red);
-    double bwd_end = t2 - t1;
-    /* the deferred check, once this step's last buckets are handed to the thread */
-    if (s.check_due && check_params(&s, s.check_due)) goto out;
-    s.check_due = 0;
-    if (drain) {
-      if (nn_reducer_drain(s.red, &rs, rerr, sizeof rerr)) {
-        snprintf(err, errcap, "step %lld, gradient all-reduce: %s", (long long)gstep + 1, rerr);
-        goto out;
-      }
-      bwd_end = rs.bwd_end_s;
-      wait_end = rs.exposed_s;
-      comm += rs.comm_s;
-      comm_cpu += rs.comm_cpu_s;
-      nn_sgd_step(o->net, &so);
-      /* the last step's, if reduced behind this one, then this step's buckets, for the record */
-      trace_buckets(&s, s.t1_prev);
-      nn_reducer_last(s.red, s.lastb, s.nb, NULL);
-      s.lastb_step = gstep + 1;
-      s.lastb_traced = !s.tracing;
-      s.lastb_t1 = t1;
-      s.lastb_fwd = tm.fwd_s;
-    } else {
-      s.pso = so;
-      s.pending = 1;
-      s.applied = 0;
-      s.lastb_t1 = s.t1_prev; /* begin_step copied the last step's buckets */
-      s.lastb_fwd = s.fwd_prev;
-    }
-    double t3 = tr_now();
-    if (s.tracing) {
-      /* the first layer's backward began when the forward (and loss) ended */
-      if (s.ntev > step_ev) {
-        nn_trace_ev *f = &s.tev[step_ev];
-        double end = f->ts_s + f->dur_s, beg = t1 + tm.fwd_s - s.tbase;
-        f->ts_s = beg < end ? beg : end;
-        f->dur_s = end - f->ts_s;
-      }
-      trace(&s, "data", 0, t0, t1);
-      trace(&s, "fwd", 0, t1, t1 + tm.fwd_s);
-      if (drain) {
-        trace(&s, "wait", 0, t1 + bwd_end, t1 + bwd_end + wait_end);
-        trace(&s, "sgd", 0, t1 + bwd_end + wait_end, t3);
-      }
-    }
-    trace_buckets(&s, s.lastb_t1); /* a traced step's buckets, at their step's origin */
-    s.t1_prev = t1;
-    s.fwd_prev = tm.fwd_s;
-    int warm = run_steps < o->warmup_steps;
-    if (warm && s.hooked && drain && o->comm && run_steps > 0) front_estimate(&s, &tm, rs.comm_s, np);
+    int c = tr_compute(&s, loader, &st, gstep, run_steps);
+    if (c > 0) break;
+    if (c < 0) goto out;
+    /* the last step's buckets, reduced behind this step's forward and backward, count in it */
+    st.comm = had_pending ? s.last_rs.comm_s : 0;
+    st.comm_cpu = had_pending ? s.last_rs.comm_cpu_s : 0;
+    if (tr_reduce(&s, &st, &so, gstep)) goto out;
+    st.t3 = tr_now();
+    tr_trace_step(&s, &st);
+    st.warm = run_steps < o->warmup_steps;
+    if (st.warm && s.hooked && st.drain && o->comm && run_steps > 0) front_estimate(&s, &st.tm, st.rs.comm_s, np);
     run_steps++;
     gstep++;
     if (o->corrupt_step == gstep && o->corrupt_rank == o->rank) {
       float *p = nn_net_params(o->net, NULL);
       p[0] += 1e-3f; /* tests: the hash check must notice */
     }
-    double hooks = s.hook_wait + s.hook_opt;
-    nn_step_rec me = {.rank = o->rank, .images = b.n, .warmup = warm, .step = gstep,
-                      .epoch = b.epoch, .step_in_epoch = b.step, .loss = loss,
-                      .batch_acc = (double)correct / b.n, .lr = so.lr, .step_s = t3 - t0 + s.gap,
-                      .data_s = t1 - t0 + s.gap, .load_s = b.load_s, .fwd_s = tm.fwd_s - hooks,
-                      .bwd_s = tm.bwd_s, .comm_s = comm, .comm_cpu_s = comm_cpu,
-                      .exposed_s = s.hook_wait + wait_end,
-                      .opt_s = s.hook_opt + (t3 - t2) - wait_end,
-                      .elapsed_s = o->elapsed0 + (t3 - t_start)};
-    res->grad_bytes = o->comm ? np * coll_dtype_size(o->wire) : 0;
-    if (gather(&s, s.all, &me, sizeof me)) goto out;
-    if (!warm) {
-      keep(&s, s.all);
-      for (int r = 0; r < s.world; r++) images += s.all[r].images;
-    }
-    res->final_loss = loss;
+    res->final_loss = st.loss;
     res->end_step = gstep;
-    if (o->rank == 0 && o->on_step && o->on_step(o->ctx, s.all, s.world)) {
-      snprintf(err, errcap, "stopped after step %lld", (long long)gstep);
-      goto out;
-    }
-    /* wall time between steps: the record's exchange (where the ranks meet, and with
-     * overlap_step where one waits for the other's all-reduce) counts in the next step */
-    s.gap = tr_now() - t3;
-    for (int r = 0; r < s.world; r++)
-      if (!isfinite(s.all[r].loss)) {
-        snprintf(err, errcap, "step %lld: rank %d's loss is %g; training diverged (lower --lr?)",
-                 (long long)gstep, r, s.all[r].loss);
-        goto out;
-      }
-    if (check && !drain) s.check_due = gstep;
-    else if (check && check_params(&s, gstep)) goto out;
-    if (!epoch_end) continue;
-    if (eval_due) {
-      nn_eval_rec er = {.epoch = done, .step = gstep};
-      if (evaluate(&s, &er)) goto out;
-      er.elapsed_s = o->elapsed0 + (tr_now() - t_start);
+    if (tr_record(&s, &st, &so, gstep, t_start, &images)) goto out;
+    if (st.check && !st.drain) s.check_due = gstep;
+    else if (st.check && check_params(&s, gstep)) goto out;
+    if (!st.epoch_end) continue;
+    if (st.eval_due) {
+      int reached = tr_eval(&s, res, st.done, gstep, t_start);
+      if (reached < 0) goto out;
       last_eval = gstep;
-      res->test_loss = er.loss;
-      res->test_acc = er.acc;
-      if (o->rank == 0 && o->on_eval && o->on_eval(o->ctx, &er)) goto out;
-      if (o->target_acc > 0 && res->time_to_target_s < 0 && er.acc >= o->target_acc) {
-        res->time_to_target_s = er.elapsed_s;
-        if (o->stop_at_target) why = "target reached";
-      }
+      if (reached && o->stop_at_target) why = "target reached";
     }
-    if (save_ckpt(&s, done, 0, gstep, o->elapsed0 + (tr_now() - t_start))) goto out;
+    if (save_ckpt(&s, st.done, 0, gstep, o->elapsed0 + (tr_now() - t_start))) goto out;
     if (!strcmp(why, "target reached")) break;
   }
   if (s.pending) { /* the data ran out mid-overlap: the last update */
@@ -809,16 +871,9 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   }
   double train_s = tr_now() - t_start;
   /* a run cut by the step count mid-epoch still reports where it stands */
-  if (o->eval_every > 0 && last_eval != gstep && strcmp(why, "target reached")) {
-    nn_eval_rec er = {.epoch = gstep / o->steps_per_epoch, .step = gstep};
-    if (evaluate(&s, &er)) goto out;
-    er.elapsed_s = o->elapsed0 + (tr_now() - t_start);
-    res->test_loss = er.loss;
-    res->test_acc = er.acc;
-    if (o->rank == 0 && o->on_eval && o->on_eval(o->ctx, &er)) goto out;
-    if (o->target_acc > 0 && res->time_to_target_s < 0 && er.acc >= o->target_acc)
-      res->time_to_target_s = er.elapsed_s;
-  }
+  if (o->eval_every > 0 && last_eval != gstep && strcmp(why, "target reached") &&
+      tr_eval(&s, res, gstep / o->steps_per_epoch, gstep, t_start) < 0)
+    goto out;
   if (gstep % o->steps_per_epoch != 0 &&
       save_ckpt(&s, gstep / o->steps_per_epoch, gstep % o->steps_per_epoch, gstep,
                 o->elapsed0 + train_s))
