@@ -446,302 +446,331 @@ static void summarize(const char *dir, const suite_opts *o, char rates[][32], in
   if (have_model) res_model_free(&model);
 }
 
-int bench_cmd_suite(int argc, char **argv) {
-  suite_opts o;
-  int rc = suite_parse(&o, argc, argv);
-  if (rc) return rc == 1 ? 0 : rc;
-  /* a resumed suite runs as it was started: its options come from suite.json */
-  cJSON *state = NULL;
-  suite_step steps[SUITE_MAX_STEPS];
-  int ns = 0;
-  char *rargv[64];
-  int rargc = 0;
-  if (o.resume) {
-    const char *rdir = o.resume;
-    char serr[600];
-    if (!(state = state_load(rdir, serr, sizeof serr)))
-      return bench_error("--resume %s: %s", rdir, serr);
-    /* without its command line the suite's flags are unknown: the defaults would run another
-     * suite (as root, the emulated one) into this directory */
-    cJSON *av = cJSON_GetObjectItem(state, "argv"), *it;
-    int bad = !cJSON_IsArray(av) || cJSON_GetArraySize(av) < 1 || cJSON_GetArraySize(av) > 62;
-    cJSON_ArrayForEach(it, av) {
-      if (bad || !cJSON_IsString(it)) {
-        bad = 1;
-        break;
-      }
-      rargv[rargc++] = it->valuestring;
-    }
-    rargv[rargc] = NULL;
-    if (bad) {
-      cJSON_Delete(state);
-      return bench_error("--resume %s: its suite.json has no \"argv\" (the suite's command line as a list of "
-                         "strings), so its flags are unknown; start a new suite with --out", rdir);
-    }
-    if (suite_parse(&o, rargc, rargv)) {
-      cJSON_Delete(state);
-      return bench_error("--resume %s: suite.json's command line no longer parses", rdir);
-    }
-    o.out = NULL;
-    o.resume = rdir;
-  }
+/* ---- the job ---- */
 
-  /* what the machine has */
-  char tl[64] = "";
-  if (o.transports) {
-    snprintf(tl, sizeof tl, "%s", o.transports);
-  } else {
+typedef struct {
+  suite_opts o;
+  cJSON *state;                        /* suite.json's */
+  char *rargv[64];                     /* a resumed suite's command line (state's strings) */
+  char tl[64], talgo[32];              /* the transports; the algorithm training uses */
+  const char *algos;
+  char rates[SUITE_MAX_RATES][32];     /* the emulated links */
+  int nrates;
+  double grad_bytes;
+  uint64_t maxb;                       /* the largest all-reduce on loopback */
+  char dir[4096];
+  suite_step steps[SUITE_MAX_STEPS];
+  int ns;
+  /* running the steps */
+  char self[4096];
+  sigset_t sigs, old_mask;
+  int tty, fit_ok, interrupted, failed;
+  uint64_t ran_now;                    /* the steps run, and ok, by this invocation */
+  const char *stopped_in;
+  double t0;
+} suite_job;
+
+static int suite_resume(suite_job *x) {
+  const char *rdir = x->o.resume;
+  char serr[600];
+  if (!(x->state = state_load(rdir, serr, sizeof serr))) return bench_error("--resume %s: %s", rdir, serr);
+  /* without its command line the suite's flags are unknown: the defaults would run another
+   * suite (as root, the emulated one) into this directory */
+  cJSON *av = cJSON_GetObjectItem(x->state, "argv"), *it;
+  int bad = !cJSON_IsArray(av) || cJSON_GetArraySize(av) < 1 || cJSON_GetArraySize(av) > 62, rargc = 0;
+  cJSON_ArrayForEach(it, av) {
+    if (bad || !cJSON_IsString(it)) {
+      bad = 1;
+      break;
+    }
+    x->rargv[rargc++] = it->valuestring;
+  }
+  x->rargv[rargc] = NULL;
+  if (bad)
+    return bench_error("--resume %s: its suite.json has no \"argv\" (the suite's command line as a list of "
+                       "strings), so its flags are unknown; start a new suite with --out", rdir);
+  if (suite_parse(&x->o, rargc, x->rargv))
+    return bench_error("--resume %s: suite.json's command line no longer parses", rdir);
+  x->o.out = NULL;
+  x->o.resume = rdir;
+  return 0;
+}
+
+static int suite_transports(suite_job *x) {
+  if (!x->o.transports) {
     static const coll_transport_kind ks[] = {COLL_TCP, COLL_UCX, COLL_MPI};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
       if (coll_transport_built(ks[i]))
-        snprintf(tl + strlen(tl), sizeof tl - strlen(tl), "%s%s", *tl ? "," : "",
+        snprintf(x->tl + strlen(x->tl), sizeof x->tl - strlen(x->tl), "%s%s", *x->tl ? "," : "",
                  coll_transport_name(ks[i]));
+    return 0;
   }
-  const char *algos = o.algos ? o.algos : o.quick ? "ring,rhd,ps" : "ring,rhd,rd,tree,ps,native";
+  snprintf(x->tl, sizeof x->tl, "%s", x->o.transports);
   /* names checked before any step runs, not by the step that first uses them */
-  if (o.transports) {
-    coll_transport_kind tks[16];
-    int ntk, want_mpi;
-    if ((rc = bench_parse_transports(o.transports, tks, 16, &ntk, &want_mpi, suite_usage))) goto out;
-  }
+  coll_transport_kind tks[16];
+  int ntk, want_mpi;
+  return bench_parse_transports(x->o.transports, tks, 16, &ntk, &want_mpi, suite_usage);
+}
+
+static int suite_algos(suite_job *x) {
+  x->algos = x->o.algos ? x->o.algos : x->o.quick ? "ring,rhd,ps" : "ring,rhd,rd,tree,ps,native";
   /* training uses ring, the train command's own, when it is measured, else the first measured */
-  char talgo[32] = "";
-  {
-    coll_algo al[16];
-    int na;
-    if ((rc = bench_parse_algos(algos, al, 16, &na, suite_usage))) goto out;
-    for (int i = 0; i < na; i++)
-      if (i == 0 || al[i].kind == COLL_ALGO_RING) coll_algo_format(talgo, sizeof talgo, al[i]);
+  coll_algo al[16];
+  int na, rc = bench_parse_algos(x->algos, al, 16, &na, suite_usage);
+  if (rc) return rc;
+  for (int i = 0; i < na; i++)
+    if (i == 0 || al[i].kind == COLL_ALGO_RING) coll_algo_format(x->talgo, sizeof x->talgo, al[i]);
+  return 0;
+}
+
+static int suite_rates(suite_job *x) {
+  const char *el = x->o.emulate ? x->o.emulate : "1gbit,10gbit";
+  if (x->o.quick && !x->o.emulate) el = "1gbit";
+  if (!strcmp(el, "none")) return 0;
+  char *items[SUITE_MAX_RATES], *store = NULL;
+  int n = bench_split_list(el, items, SUITE_MAX_RATES, &store);
+  for (int i = 0; i < n; i++) {
+    uint64_t bps;
+    if (bench_emu_parse_rate(items[i], &bps)) {
+      int rc = bench_usage_error(suite_usage, "--emulate: '%s' is not a rate (e.g. 1gbit)", items[i]);
+      free(store);
+      return rc;
+    }
+    snprintf(x->rates[x->nrates++], sizeof x->rates[0], "%s", items[i]);
   }
-  char rates[SUITE_MAX_RATES][32];
-  int nrates = 0;
-  const char *el = o.emulate ? o.emulate : "1gbit,10gbit";
-  if (o.quick && !o.emulate) el = "1gbit";
-  if (strcmp(el, "none")) {
-    char *items[SUITE_MAX_RATES], *store = NULL;
-    int n = bench_split_list(el, items, SUITE_MAX_RATES, &store);
-    for (int i = 0; i < n; i++) {
-      uint64_t bps;
-      if (bench_emu_parse_rate(items[i], &bps)) {
-        rc = bench_usage_error(suite_usage, "--emulate: '%s' is not a rate (e.g. 1gbit)", items[i]);
-        free(store);
-        goto out;
-      }
-      snprintf(rates[nrates++], sizeof rates[0], "%s", items[i]);
-    }
-    free(store);
-    if (n <= 0) {
-      rc = bench_usage_error(suite_usage, "--emulate: empty or too long list");
-      goto out;
-    }
-    bench_emu m;
-    char why[512];
-    if (bench_emu_check(&m, why, sizeof why)) {
-      printf("suite: no emulated links (%s): loopback only\n", why);
-      nrates = 0;
-    }
+  free(store);
+  if (n <= 0) return bench_usage_error(suite_usage, "--emulate: empty or too long list");
+  bench_emu m;
+  char why[512];
+  if (bench_emu_check(&m, why, sizeof why)) {
+    printf("suite: no emulated links (%s): loopback only\n", why);
+    x->nrates = 0;
   }
+  return 0;
+}
+
+static int suite_gradients(suite_job *x) {
   nn_data_spec spec;
   char err[1024];
-  if (nn_data_parse_spec(&spec, o.data, err, sizeof err)) {
-    rc = bench_usage_error(suite_usage, "%s", err);
-    goto out;
-  }
+  if (nn_data_parse_spec(&spec, x->o.data, err, sizeof err)) return bench_usage_error(suite_usage, "%s", err);
   size_t nparams = 0;
   int classes = spec.kind == NN_DATA_SYNTHETIC ? spec.classes : 10;
   int c = spec.kind == NN_DATA_SYNTHETIC ? spec.c : spec.kind == NN_DATA_FMNIST ? 1 : 3;
   int hw = spec.kind == NN_DATA_SYNTHETIC ? spec.h : spec.kind == NN_DATA_FMNIST ? 28 : 32;
-  if (nn_model_param_count(o.model, c, hw, spec.kind == NN_DATA_SYNTHETIC ? spec.w : hw,
-                           classes > 0 ? classes : 10, &nparams, err, sizeof err)) {
-    rc = bench_usage_error(suite_usage, "--model: %s", err);
-    goto out;
-  }
-  double grad_bytes = 4.0 * (double)nparams;
-  uint64_t maxb = 4096;
-  while ((double)maxb < grad_bytes) maxb *= 2;
+  if (nn_model_param_count(x->o.model, c, hw, spec.kind == NN_DATA_SYNTHETIC ? spec.w : hw,
+                           classes > 0 ? classes : 10, &nparams, err, sizeof err))
+    return bench_usage_error(suite_usage, "--model: %s", err);
+  x->grad_bytes = 4.0 * (double)nparams;
+  x->maxb = 4096;
+  while ((double)x->maxb < x->grad_bytes) x->maxb *= 2;
+  return 0;
+}
 
-  char dir[4096];
-  if (o.resume) {
-    snprintf(dir, sizeof dir, "%s", o.resume);
-  } else if (res_run_dir(dir, sizeof dir, o.out, "suite", err, sizeof err)) {
-    rc = bench_error("%s", err);
-    goto out;
-  }
-  if (!state) {
-    state = cJSON_CreateObject();
-    cJSON *cmd = cJSON_AddArrayToObject(state, "argv");
+/* The suite directory, and a new suite's suite.json with its command line. */
+static int suite_open(suite_job *x, int argc, char **argv) {
+  char err[1024];
+  if (x->o.resume)
+    snprintf(x->dir, sizeof x->dir, "%s", x->o.resume);
+  else if (res_run_dir(x->dir, sizeof x->dir, x->o.out, "suite", err, sizeof err))
+    return bench_error("%s", err);
+  if (!x->state) {
+    x->state = cJSON_CreateObject();
+    cJSON *cmd = cJSON_AddArrayToObject(x->state, "argv");
     for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
-    cJSON_AddObjectToObject(state, "steps");
+    cJSON_AddObjectToObject(x->state, "steps");
   }
+  return 0;
+}
 
-  /* the plan */
-  suite_step *s = step_new(steps, &ns, 0, "topo");
+/* p2p and all-reduce on loopback (f < 0) or the emulated link rates[f]. */
+static void suite_plan_micro(suite_job *x, int f) {
+  const suite_opts *o = &x->o;
+  const char *tag = f < 0 ? "loopback" : x->rates[f];
+  /* on emulated links shared memory would bypass them: tcp carries every transport there */
+  const char *ftl = f < 0 ? x->tl : "tcp";
+  suite_step *s = step_new(x->steps, &x->ns, 0, "p2p-%s", tag);
+  arg(s, "p2p"), arg(s, "-n"), arg(s, "2"), arg(s, "--transport"), arg(s, "%s", ftl);
+  arg(s, "--tests"), arg(s, "latency,bw"), arg(s, "--min-bytes"), arg(s, "8");
+  arg(s, "--max-bytes"), arg(s, "%s", o->quick ? "4M" : "16M"), arg(s, "--step-factor"), arg(s, "4");
+  arg(s, "--time-per-size"), arg(s, "%s", o->quick ? "0.02" : "0.05");
+  arg(s, "--timeout"), arg(s, "%ld", o->timeout_s);
+  if (f >= 0) arg(s, "--emulate"), arg(s, "%s", x->rates[f]);
+  s = step_new(x->steps, &x->ns, 0, "allreduce-%s", tag);
+  arg(s, "allreduce"), arg(s, "-n"), arg(s, "%d", o->nranks), arg(s, "--transport"), arg(s, "%s", ftl);
+  arg(s, "--algo"), arg(s, "%s", x->algos), arg(s, "--min-bytes"), arg(s, "4K");
+  arg(s, "--max-bytes");
+  arg(s, "%llu", (unsigned long long)(f < 0 ? x->maxb : suite_emu_max(x->rates[f], o->quick)));
+  arg(s, "--step-factor"), arg(s, "4"), arg(s, "--timeout"), arg(s, "%ld", o->timeout_s);
+  if (f < 0) {
+    arg(s, "--time-per-size"), arg(s, "%s", o->quick ? "0.02" : "0.05"), arg(s, "--rounds"), arg(s, "2");
+  } else { /* a slow link: few iterations, the sizes the fit needs; asleep while they wait,
+            * as training's communication thread is, so that the host's CPU per byte on this
+            * link is measured (a spinning rank's is not): training's prediction takes it
+            * from there, where loopback's would understate it (10gbit: 922 images/s
+            * predicted, 742 measured) */
+    arg(s, "--warmup"), arg(s, "1"), arg(s, "--iters"), arg(s, "4"), arg(s, "--rounds"), arg(s, "1");
+    arg(s, "--emulate"), arg(s, "%s", x->rates[f]), arg(s, "--no-spin");
+  }
+}
+
+/* Training on loopback (f < 0) or the emulated link rates[f], with the no-communication baseline. */
+static void suite_plan_train(suite_job *x, int f) {
+  const suite_opts *o = &x->o;
+  suite_step *s = step_new(x->steps, &x->ns, 0, "train-%s", f < 0 ? "loopback" : x->rates[f]);
+  arg(s, "train"), arg(s, "-n"), arg(s, "%d", o->nranks), arg(s, "--transport");
+  arg(s, "none,%s", f < 0 ? x->tl : "tcp");
+  arg(s, "--model"), arg(s, "%s", o->model), arg(s, "--data"), arg(s, "%s", o->data);
+  arg(s, "--batch"), arg(s, "%ld", o->batch), arg(s, "--threads"), arg(s, "%d", o->threads);
+  arg(s, "--steps"), arg(s, "%ld", o->steps);
+  arg(s, "--warmup-steps"), arg(s, "%ld", o->steps / 4 > 1 ? o->steps / 4 : 1);
+  arg(s, "--rounds"), arg(s, "%ld", o->rounds);
+  arg(s, "--eval-every"), arg(s, "0"), arg(s, "--timeout"), arg(s, "%ld", o->timeout_s);
+  arg(s, "--algo"), arg(s, "%s", x->talgo);
+  if (f >= 0) arg(s, "--emulate"), arg(s, "%s", x->rates[f]), arg(s, "--no-single");
+  arg(s, "--model-from"), arg(s, "%s/model.json", x->dir);
+}
+
+static void suite_plan(suite_job *x) {
+  suite_step *v = x->steps, *s = step_new(v, &x->ns, 0, "topo");
+  const char *dir = x->dir;
   arg(s, "topo");
-  char nr[24], to[24], th[24], bt[24], st[24], warm[24], rd[24];
-  snprintf(nr, sizeof nr, "%d", o.nranks);
-  snprintf(to, sizeof to, "%ld", o.timeout_s);
-  snprintf(th, sizeof th, "%d", o.threads);
-  snprintf(bt, sizeof bt, "%ld", o.batch);
-  snprintf(st, sizeof st, "%ld", o.steps);
-  snprintf(rd, sizeof rd, "%ld", o.rounds);
-  snprintf(warm, sizeof warm, "%ld", o.steps / 4 > 1 ? o.steps / 4 : 1);
-  for (int f = -1; f < nrates; f++) {
-    const char *tag = f < 0 ? "loopback" : rates[f];
-    /* on emulated links shared memory would bypass them: tcp carries every transport there */
-    const char *ftl = f < 0 ? tl : "tcp";
-    s = step_new(steps, &ns, 0, "p2p-%s", tag);
-    arg(s, "p2p"), arg(s, "-n"), arg(s, "2"), arg(s, "--transport"), arg(s, "%s", ftl);
-    arg(s, "--tests"), arg(s, "latency,bw"), arg(s, "--min-bytes"), arg(s, "8");
-    arg(s, "--max-bytes"), arg(s, "%s", o.quick ? "4M" : "16M"), arg(s, "--step-factor"), arg(s, "4");
-    arg(s, "--time-per-size"), arg(s, "%s", o.quick ? "0.02" : "0.05"), arg(s, "--timeout"), arg(s, "%s", to);
-    if (f >= 0) arg(s, "--emulate"), arg(s, "%s", rates[f]);
-    s = step_new(steps, &ns, 0, "allreduce-%s", tag);
-    arg(s, "allreduce"), arg(s, "-n"), arg(s, "%s", nr), arg(s, "--transport"), arg(s, "%s", ftl);
-    arg(s, "--algo"), arg(s, "%s", algos), arg(s, "--min-bytes"), arg(s, "4K");
-    arg(s, "--max-bytes"), arg(s, "%llu", (unsigned long long)(f < 0 ? maxb : suite_emu_max(rates[f], o.quick)));
-    arg(s, "--step-factor"), arg(s, "4"), arg(s, "--timeout"), arg(s, "%s", to);
-    if (f < 0) {
-      arg(s, "--time-per-size"), arg(s, "%s", o.quick ? "0.02" : "0.05"), arg(s, "--rounds"), arg(s, "2");
-    } else { /* a slow link: few iterations, the sizes the fit needs; asleep while they wait,
-              * as training's communication thread is, so that the host's CPU per byte on this
-              * link is measured (a spinning rank's is not): training's prediction takes it
-              * from there, where loopback's would understate it (10gbit: 922 images/s
-              * predicted, 742 measured) */
-      arg(s, "--warmup"), arg(s, "1"), arg(s, "--iters"), arg(s, "4"), arg(s, "--rounds"), arg(s, "1");
-      arg(s, "--emulate"), arg(s, "%s", rates[f]), arg(s, "--no-spin");
-    }
-  }
+  for (int f = -1; f < x->nrates; f++) suite_plan_micro(x, f);
   /* the cost model from the microbenchmarks, then training per fabric, predicted by it */
-  s = step_new(steps, &ns, 1, "fit");
+  s = step_new(v, &x->ns, 1, "fit");
   arg(s, "fit"), arg(s, "--out"), arg(s, "%s/model.json", dir);
-  for (int i = 0; i + 1 < ns; i++)
-    if (strncmp(steps[i].name, "topo", 4)) arg(s, "%s/%s", dir, steps[i].name);
-  for (int f = -1; f < nrates; f++) {
-    const char *tag = f < 0 ? "loopback" : rates[f];
-    s = step_new(steps, &ns, 0, "train-%s", tag);
-    arg(s, "train"), arg(s, "-n"), arg(s, "%s", nr), arg(s, "--transport");
-    arg(s, "none,%s", f < 0 ? tl : "tcp");
-    arg(s, "--model"), arg(s, "%s", o.model), arg(s, "--data"), arg(s, "%s", o.data);
-    arg(s, "--batch"), arg(s, "%s", bt), arg(s, "--threads"), arg(s, "%s", th);
-    arg(s, "--steps"), arg(s, "%s", st), arg(s, "--warmup-steps"), arg(s, "%s", warm);
-    arg(s, "--rounds"), arg(s, "%s", rd);
-    arg(s, "--eval-every"), arg(s, "0"), arg(s, "--timeout"), arg(s, "%s", to), arg(s, "--algo"), arg(s, "%s", talgo);
-    if (f >= 0) arg(s, "--emulate"), arg(s, "%s", rates[f]), arg(s, "--no-single");
-    arg(s, "--model-from"), arg(s, "%s/model.json", dir);
-  }
+  for (int i = 0; i + 1 < x->ns; i++)
+    if (strncmp(v[i].name, "topo", 4)) arg(s, "%s/%s", dir, v[i].name);
+  for (int f = -1; f < x->nrates; f++) suite_plan_train(x, f);
   /* the predictions beyond this machine (their fabrics chosen once the fit is there), and the
    * report over every run directory */
-  s = step_new(steps, &ns, 1, "predict");
-  arg(s, "predict"), arg(s, "--model"), arg(s, "%s", o.model);
+  s = step_new(v, &x->ns, 1, "predict");
+  arg(s, "predict"), arg(s, "--model"), arg(s, "%s", x->o.model);
   arg(s, "--profile"), arg(s, "%s/train-loopback", dir), arg(s, "--ranks"), arg(s, "8,64,512,1024");
-  for (int i = 0; i < ns; i++)
-    if (strcmp(steps[i].name, "fit")) arg(&steps[i], "--out"), arg(&steps[i], "%s/%s", dir, steps[i].name);
-  s = step_new(steps, &ns, 1, "report");
+  for (int i = 0; i < x->ns; i++)
+    if (strcmp(v[i].name, "fit")) arg(&v[i], "--out"), arg(&v[i], "%s/%s", dir, v[i].name);
+  s = step_new(v, &x->ns, 1, "report");
   arg(s, "report"), arg(s, "--out"), arg(s, "%s/report", dir);
-  for (int i = 0; i + 1 < ns; i++) /* the run directories (topo's is a topology's) */
-    if (strcmp(steps[i].name, "fit") && strcmp(steps[i].name, "topo")) arg(s, "%s/%s", dir, steps[i].name);
+  for (int i = 0; i + 1 < x->ns; i++) /* the run directories (topo's is a topology's) */
+    if (strcmp(v[i].name, "fit") && strcmp(v[i].name, "topo")) arg(s, "%s/%s", dir, v[i].name);
+  plan_reads(v, x->ns, dir);
+}
 
-  plan_reads(steps, ns, dir);
-
-  printf("suite: %s, %d ranks, transports %s, algorithms %s, emulated:", dir, o.nranks, tl, algos);
-  for (int f = 0; f < nrates; f++) printf(" %s", rates[f]);
-  printf("%s\nsuite: %d steps; each one's output is in %s/<step>.log\n", nrates ? "" : " none",
-         ns, dir);
-  fflush(stdout);
-  int tty = isatty(2), failed = 0, fit_ok = steps_done(state, "fit");
-  char self[4096];
-  ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (sl <= 0) {
-    rc = bench_error("cannot find this program (/proc/self/exe)");
-    goto out;
+/* Runs step i unless it is done; nonzero where the suite stops there. */
+static int suite_step_one(suite_job *x, int i) {
+  suite_step *p = &x->steps[i];
+  /* done before, unless what it reads was measured again now: a train step done while the
+   * fit had failed has no predictions, a report drawn before a step ran again is stale */
+  if (steps_done(x->state, p->name) && !(p->reads & x->ran_now)) {
+    progress(x->tty, i + 1, x->ns, p->name, "done before (resumed)");
+    return 0;
   }
-  self[sl] = 0;
-  double t0 = res_now();
-  char sj[4200];
-  snprintf(sj, sizeof sj, "%s/suite.json", dir);
+  progress(x->tty, i, x->ns, p->name, "...");
+  if (!x->fit_ok) drop_arg(p, "--model-from"); /* train without predictions */
+  if (!strcmp(p->name, "predict") && x->fit_ok) predict_fabrics(p, x->dir);
+  double ts = res_now();
+  int src = step_run(x->self, p, x->dir, &x->sigs, &x->old_mask, &x->interrupted);
+  if (!strcmp(p->name, "fit")) x->fit_ok = src == 0;
+  if (src == 0) x->ran_now |= UINT64_C(1) << i;
+  char what[128], sj[4200], err[1024];
+  snprintf(what, sizeof what, "%s in %.0f s",
+           src == 0 ? "ok" : x->interrupted ? "interrupted" : p->optional ? "failed (optional)" : "FAILED",
+           res_now() - ts);
+  progress(x->tty, i + 1, x->ns, p->name, what);
+  cJSON *sv = cJSON_GetObjectItem(x->state, "steps");
+  cJSON_DeleteItemFromObject(sv, p->name);
+  /* a step that ended ok despite the signal is done; one cut short runs again on --resume */
+  cJSON_AddStringToObject(sv, p->name, src == 0 ? "ok" : x->interrupted ? "interrupted" : "failed");
+  snprintf(sj, sizeof sj, "%s/suite.json", x->dir);
+  if (res_json_write_file(sj, x->state, err, sizeof err)) {
+    bench_error("%s", err);
+    x->failed = 1;
+    return 1;
+  }
+  if (x->interrupted) {
+    x->stopped_in = p->name;
+    return 1;
+  }
+  if (src != 0) {
+    log_tail(x->dir, p->name);
+    if (!p->optional) x->failed = 1;
+  }
+  return 0;
+}
+
+static int suite_run_steps(suite_job *x) {
+  printf("suite: %s, %d ranks, transports %s, algorithms %s, emulated:", x->dir, x->o.nranks, x->tl,
+         x->algos);
+  for (int f = 0; f < x->nrates; f++) printf(" %s", x->rates[f]);
+  printf("%s\nsuite: %d steps; each one's output is in %s/<step>.log\n", x->nrates ? "" : " none",
+         x->ns, x->dir);
+  fflush(stdout);
+  x->tty = isatty(2), x->fit_ok = steps_done(x->state, "fit");
+  ssize_t sl = readlink("/proc/self/exe", x->self, sizeof x->self - 1);
+  if (sl <= 0) return bench_error("cannot find this program (/proc/self/exe)");
+  x->self[sl] = 0;
+  x->t0 = res_now();
   /* From here on, signals are taken synchronously and forwarded to the running step (as the -n
    * launcher does for its ranks); SIGCHLD at its default, or the step is reaped behind our back. */
-  sigset_t sigs, old_mask;
   struct sigaction chld_dfl = {.sa_handler = SIG_DFL}, chld_old;
   sigaction(SIGCHLD, &chld_dfl, &chld_old);
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGHUP);
-  sigaddset(&sigs, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &sigs, &old_mask);
-  int interrupted = 0;
-  uint64_t ran_now = 0; /* the steps run, and ok, by this invocation */
-  const char *stopped_in = NULL;
-  for (int i = 0; i < ns; i++) {
-    const suite_step *p = &steps[i];
-    struct timespec zero = {0, 0};
+  sigemptyset(&x->sigs);
+  sigaddset(&x->sigs, SIGINT);
+  sigaddset(&x->sigs, SIGTERM);
+  sigaddset(&x->sigs, SIGHUP);
+  sigaddset(&x->sigs, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &x->sigs, &x->old_mask);
+  struct timespec zero = {0, 0};
+  for (int i = 0; i < x->ns; i++) {
     int sig;
-    while (!interrupted && (sig = sigtimedwait(&sigs, NULL, &zero)) > 0) /* one between steps */
-      if (sig != SIGCHLD) interrupted = sig;
-    if (interrupted) break;
-    /* done before, unless what it reads was measured again now: a train step done while the
-     * fit had failed has no predictions, a report drawn before a step ran again is stale */
-    if (steps_done(state, p->name) && !(p->reads & ran_now)) {
-      progress(tty, i + 1, ns, p->name, "done before (resumed)");
-      continue;
-    }
-    progress(tty, i, ns, p->name, "...");
-    suite_step *q = &steps[i];
-    if (!fit_ok) drop_arg(q, "--model-from"); /* train without predictions */
-    if (!strcmp(q->name, "predict") && fit_ok) predict_fabrics(q, dir);
-    double ts = res_now();
-    int src = step_run(self, p, dir, &sigs, &old_mask, &interrupted);
-    if (!strcmp(p->name, "fit")) fit_ok = src == 0;
-    if (src == 0) ran_now |= UINT64_C(1) << i;
-    char what[128];
-    snprintf(what, sizeof what, "%s in %.0f s",
-             src == 0 ? "ok" : interrupted ? "interrupted" : p->optional ? "failed (optional)" : "FAILED",
-             res_now() - ts);
-    progress(tty, i + 1, ns, p->name, what);
-    cJSON *sv = cJSON_GetObjectItem(state, "steps");
-    cJSON_DeleteItemFromObject(sv, p->name);
-    /* a step that ended ok despite the signal is done; one cut short runs again on --resume */
-    cJSON_AddStringToObject(sv, p->name, src == 0 ? "ok" : interrupted ? "interrupted" : "failed");
-    if (res_json_write_file(sj, state, err, sizeof err)) {
-      bench_error("%s", err);
-      failed = 1;
-      break;
-    }
-    if (interrupted) {
-      stopped_in = p->name;
-      break;
-    }
-    if (src != 0) {
-      log_tail(dir, p->name);
-      if (!p->optional) failed = 1;
-    }
+    while (!x->interrupted && (sig = sigtimedwait(&x->sigs, NULL, &zero)) > 0) /* one between steps */
+      if (sig != SIGCHLD) x->interrupted = sig;
+    if (x->interrupted || suite_step_one(x, i)) break;
   }
-  {
-    struct timespec zero = {0, 0}; /* pending ones taken: unblocked they would kill us now */
-    while (sigtimedwait(&sigs, NULL, &zero) > 0) {
-    }
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
-    sigaction(SIGCHLD, &chld_old, NULL);
+  /* pending ones taken: unblocked they would kill us now */
+  while (sigtimedwait(&x->sigs, NULL, &zero) > 0) {
   }
-  if (interrupted) {
+  sigprocmask(SIG_SETMASK, &x->old_mask, NULL);
+  sigaction(SIGCHLD, &chld_old, NULL);
+  return 0;
+}
+
+static int suite_finish(suite_job *x) {
+  if (x->interrupted) {
     fprintf(stderr, "fabench: suite: stopped by %s%s%s; the steps done are kept: --resume %s runs the rest\n",
-            interrupted == SIGINT ? "SIGINT" : interrupted == SIGTERM ? "SIGTERM" : "SIGHUP",
-            stopped_in ? " during " : "", stopped_in ? stopped_in : "", dir);
-    rc = 128 + interrupted;
-    goto out;
+            x->interrupted == SIGINT ? "SIGINT" : x->interrupted == SIGTERM ? "SIGTERM" : "SIGHUP",
+            x->stopped_in ? " during " : "", x->stopped_in ? x->stopped_in : "", x->dir);
+    return 128 + x->interrupted;
   }
-  printf("suite: %.0f s\n", res_now() - t0);
-  summarize(dir, &o, rates, nrates, grad_bytes, talgo);
-  printf("\nsuite: %s%s\n", dir, failed ? " (some steps FAILED: see their logs; --resume runs them again)" : "");
+  printf("suite: %.0f s\n", res_now() - x->t0);
+  summarize(x->dir, &x->o, x->rates, x->nrates, x->grad_bytes, x->talgo);
+  printf("\nsuite: %s%s\n", x->dir,
+         x->failed ? " (some steps FAILED: see their logs; --resume runs them again)" : "");
   struct stat sb;
   char rp[4200];
-  snprintf(rp, sizeof rp, "%s/report/report.md", dir);
+  snprintf(rp, sizeof rp, "%s/report/report.md", x->dir);
   if (stat(rp, &sb) == 0) printf("suite: the report is %s\n", rp);
-  rc = failed ? 1 : 0;
-out:
-  cJSON_Delete(state);
-  for (int i = 0; i < ns; i++)
-    for (int k = 0; k < steps[i].argc; k++) free(steps[i].argv[k]);
+  return x->failed ? 1 : 0;
+}
+
+int bench_cmd_suite(int argc, char **argv) {
+  suite_job x = {0};
+  int rc = suite_parse(&x.o, argc, argv);
+  if (rc) return rc == 1 ? 0 : rc;
+  /* a resumed suite runs as it was started: its options come from suite.json */
+  if (x.o.resume) rc = suite_resume(&x);
+  /* what the machine has */
+  if (!rc) rc = suite_transports(&x);
+  if (!rc) rc = suite_algos(&x);
+  if (!rc) rc = suite_rates(&x);
+  if (!rc) rc = suite_gradients(&x);
+  if (!rc) rc = suite_open(&x, argc, argv);
+  if (!rc) {
+    suite_plan(&x);
+    rc = suite_run_steps(&x);
+  }
+  if (!rc) rc = suite_finish(&x);
+  cJSON_Delete(x.state);
+  for (int i = 0; i < x.ns; i++)
+    for (int k = 0; k < x.steps[i].argc; k++) free(x.steps[i].argv[k]);
   return rc;
 }
