@@ -529,13 +529,14 @@ int bench_launch(const bench_launch_opts *o, char *const rank_argv[]) {
   return bench_launch_prog(o, exe, rank_argv);
 }
 
-int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const rank_argv[]) {
+/* The checks of the options before anything starts: 0, or the exit status after saying why
+ * (emu_store checked where o->emulate, *mpirun set where o->use_mpirun). */
+static int launch_check(const bench_launch_opts *o, bench_emu *emu_store, const char **mpirun) {
+  char err[1024];
   if (o->n < 1 || o->n > LAUNCH_MAX_RANKS) {
     launch_err("-n %d: ranks must be 1 to %d", o->n, LAUNCH_MAX_RANKS);
     return 2;
   }
-  bench_emu emu_store, *emu = NULL;
-  char err[1024];
   if (o->emulate) {
     uint64_t bps;
     if (bench_emu_parse_rate(o->emulate, &bps) < 0) {
@@ -546,22 +547,181 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
       launch_err("--emulate: at most %d ranks", BENCH_EMU_MAX_RANKS);
       return 2;
     }
-    memset(&emu_store, 0, sizeof emu_store);
-    if (bench_emu_check(&emu_store, err, sizeof err) < 0) {
+    memset(emu_store, 0, sizeof *emu_store);
+    if (bench_emu_check(emu_store, err, sizeof err) < 0) {
       launch_err("%s", err);
       return 1;
     }
   }
-  const char *mpirun = NULL;
+  *mpirun = NULL;
   if (o->use_mpirun) {
 #ifdef FABENCH_MPIRUN
-    mpirun = FABENCH_MPIRUN;
+    *mpirun = FABENCH_MPIRUN;
 #endif
-    if (!mpirun || !*mpirun || access(mpirun, X_OK) != 0) {
+    if (!*mpirun || !**mpirun || access(*mpirun, X_OK) != 0) {
       launch_err("starting ranks through mpirun: no mpirun in this build (MPI not found)");
       return 1;
     }
   }
+  return 0;
+}
+
+/* The emulated fabric of n ranks, after the stale sets of runs that are gone. 0; 128 + signal
+ * after an interrupt during set-up; 1 after saying why (torn down by the caller). */
+static int launch_emu_up(bench_emu *emu, int n, const char *rate) {
+  char err[1024];
+  int stale = bench_emu_cleanup_stale(emu, err, sizeof err);
+  if (stale > 0) launch_err("removed %d stale emulated fabric set(s) of runs that are gone", stale);
+  /* A set named after our pid can only be a dead process's whose pid we now have. */
+  emu->id = (long)getpid();
+  bench_emu_teardown(emu);
+  if (bench_emu_setup(emu, (long)getpid(), n, rate, 0, err, sizeof err) < 0) {
+    launch_err("%s", err);
+    return 1;
+  }
+  /* An interrupt during set-up: stop here. */
+  struct timespec zero = {0, 0};
+  sigset_t stopset;
+  sigemptyset(&stopset);
+  sigaddset(&stopset, SIGINT);
+  sigaddset(&stopset, SIGTERM);
+  sigaddset(&stopset, SIGHUP);
+  int sig = sigtimedwait(&stopset, NULL, &zero);
+  if (sig > 0) {
+    launch_err("%s during set-up of the emulated fabric", launch_signame(sig));
+    return 128 + sig;
+  }
+  return 0;
+}
+
+/* What the ranks of one launch share: the job's token, where rank 0 listens, and the emulated
+ * fabric's description (emu NULL: none). */
+typedef struct {
+  const bench_launch_opts *o;
+  const char *prog;
+  char *const *rank_argv;
+  const bench_emu *emu;
+  char token[40], root_addr[64], fabric[64], mtu[16], burst[24], subnet[32];
+  int port, root_fd;
+  int set_ucx_tls;  /* UCX_TLS=self,tcp for the ranks */
+  const sigset_t *set, *old; /* the signals taken; the caller's mask, for the children */
+} launch_job;
+
+/* The emulated fabric's variables every rank gets, whichever way it starts. */
+static void env_emu(launch_vec *e, const launch_job *j) {
+  vec_pushf(e, "FABENCH_FABRIC=%s", j->fabric);
+  vec_pushf(e, "FABENCH_EMU_RATE=%s", j->emu->rate);
+  vec_pushf(e, "FABENCH_EMU_MTU=%s", j->mtu);
+  vec_pushf(e, "FABENCH_EMU_BURST=%s", j->burst); /* run.json records it for the fit */
+  if (j->set_ucx_tls) vec_push(e, "UCX_TLS=self,tcp");
+}
+
+/* The ranks through mpirun: its exit status, or 1 after saying why. */
+static int launch_mpirun(const launch_job *j, const char *mpirun) {
+  const bench_launch_opts *o = j->o;
+  launch_vec env = {0}, argv = {0};
+  launch_rank rk = {0};
+  int rc = 1;
+  env_base(&env, j->emu != NULL);
+  vec_pushf(&env, "FABENCH_TOKEN=%s", j->token);
+  vec_pushf(&env, "FABENCH_TIMEOUT_S=%d", o->timeout_s);
+  vec_push(&env, "FABENCH_LAUNCHER=1");
+  if (getuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) vec_push(&env, "OMPI_ALLOW_RUN_AS_ROOT=1");
+  if (getuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"))
+    vec_push(&env, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+  if (j->emu) {
+    env_emu(&env, j);
+    /* PMIx listens on loopback only by default; ranks in their namespaces reach the root
+     * namespace through the bridge's address. */
+    vec_pushf(&env, "PMIX_MCA_ptl_tcp_if_include=%s", j->subnet);
+  }
+  build_mpirun(&argv, o, mpirun, j->prog, j->rank_argv, j->emu);
+  if (env.oom || argv.oom) {
+    launch_err("out of memory");
+  } else {
+    /* Ranks mpirun leaves behind come to us, not to init, to be reaped (launch_reap_orphans). */
+    int was_reaper = 0;
+    prctl(PR_GET_CHILD_SUBREAPER, &was_reaper);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    rk.pid = launch_spawn(argv.v[0], argv.v, env.v, j->old);
+    if (rk.pid < 0) launch_err("cannot start mpirun: %s", strerror(errno));
+    else rc = launch_wait(&rk, 1, 1, j->set);
+    prctl(PR_SET_CHILD_SUBREAPER, was_reaper);
+  }
+  vec_free(&env);
+  vec_free(&argv);
+  return rc;
+}
+
+/* Starts rank r (fork + exec, through `ip netns exec` on an emulated fabric): its pid, or -1
+ * after saying why. */
+static pid_t launch_one(const launch_job *j, int r) {
+  launch_vec e = {0}, a = {0};
+  env_base(&e, j->emu != NULL);
+  vec_pushf(&e, "FABENCH_RANK=%d", r);
+  vec_pushf(&e, "FABENCH_WORLD_SIZE=%d", j->o->n);
+  vec_pushf(&e, "FABENCH_LOCAL_RANK=%d", r);
+  vec_pushf(&e, "FABENCH_ROOT=%s:%d", j->root_addr, j->port);
+  vec_pushf(&e, "FABENCH_TOKEN=%s", j->token);
+  vec_push(&e, "FABENCH_LAUNCHER=1");
+  vec_pushf(&e, "FABENCH_TIMEOUT_S=%d", j->o->timeout_s);
+  if (r == 0 && j->root_fd >= 0) vec_pushf(&e, "FABENCH_ROOT_FD=%d", j->root_fd);
+  const char *path = j->prog;
+  if (j->emu) {
+    char addr[64], dev[32], ns[32];
+    bench_emu_addr(j->emu, r, addr, sizeof addr);
+    bench_emu_dev(j->emu, r, dev, sizeof dev);
+    bench_emu_ns(j->emu, r, ns, sizeof ns);
+    vec_pushf(&e, "FABENCH_BIND_ADDR=%s", addr);
+    env_emu(&e, j);
+    vec_pushf(&e, "UCX_NET_DEVICES=%s", dev);
+    /* ip netns exec (not a bare setns): it also remounts /sys for the namespace, where UCX
+     * looks for its network devices. */
+    vec_push(&a, j->emu->ip);
+    vec_push(&a, "netns");
+    vec_push(&a, "exec");
+    vec_push(&a, ns);
+    path = j->emu->ip;
+  }
+  vec_push(&a, j->prog);
+  for (int i = 0; j->rank_argv[i]; i++) vec_push(&a, j->rank_argv[i]);
+  int oom = e.oom || a.oom;
+  pid_t pid = oom ? -1 : launch_spawn(path, a.v, e.v, j->old);
+  int saved = errno;
+  vec_free(&e);
+  vec_free(&a);
+  if (pid < 0) launch_err("cannot start rank %d: %s", r, oom ? "out of memory" : strerror(saved));
+  return pid;
+}
+
+/* The ranks started here, one by one: the first failed exit status, or 1 after saying why (the
+ * ranks started then killed). Closes j->root_fd, which rank 0 holds once started. */
+static int launch_local(launch_job *j) {
+  int n = j->o->n, started = 0, rc = 1;
+  launch_rank *rk = calloc((size_t)n, sizeof *rk);
+  if (!rk) launch_err("out of memory");
+  for (int r = 0; rk && r < n; r++) {
+    if ((rk[r].pid = launch_one(j, r)) < 0) break;
+    started++;
+    if (r == 0 && j->root_fd >= 0) fcntl(j->root_fd, F_SETFD, FD_CLOEXEC); /* rank 0's alone */
+  }
+  if (j->root_fd >= 0) close(j->root_fd); /* rank 0 holds it now */
+  j->root_fd = -1;
+  if (rk && started < n) {
+    launch_signal_all(rk, started, SIGKILL);
+    launch_wait(rk, started, 0, j->set);
+  } else if (rk) {
+    rc = launch_wait(rk, n, 0, j->set);
+  }
+  free(rk);
+  return rc;
+}
+
+int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const rank_argv[]) {
+  bench_emu emu_store;
+  const char *mpirun;
+  int rc = launch_check(o, &emu_store, &mpirun);
+  if (rc) return rc;
 
   /* From here on, signals are taken synchronously (and forwarded to the ranks). */
   sigset_t set, old;
@@ -577,163 +737,33 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, &old);
 
-  int rc = 1;
-  launch_rank *rk = NULL;
-  launch_vec env = {0}, argv = {0};
-  char token[40] = {0};
-  int port = LAUNCH_EMU_ROOT_PORT, root_fd = -1;
+  launch_job j = {.o = o, .prog = prog, .rank_argv = rank_argv, .root_addr = "127.0.0.1",
+                  .port = LAUNCH_EMU_ROOT_PORT, .root_fd = -1, .set = &set, .old = &old};
   if (o->emulate) {
-    int stale = bench_emu_cleanup_stale(&emu_store, err, sizeof err);
-    if (stale > 0) launch_err("removed %d stale emulated fabric set(s) of runs that are gone", stale);
-    /* A set named after our pid can only be a dead process's whose pid we now have. */
-    emu_store.id = (long)getpid();
-    bench_emu_teardown(&emu_store);
-    if (bench_emu_setup(&emu_store, (long)getpid(), o->n, o->emulate, 0, err, sizeof err) < 0) {
-      launch_err("%s", err);
-      goto out;
-    }
-    emu = &emu_store;
-    /* An interrupt during set-up: stop here. */
-    struct timespec zero = {0, 0};
-    sigset_t stopset;
-    sigemptyset(&stopset);
-    sigaddset(&stopset, SIGINT);
-    sigaddset(&stopset, SIGTERM);
-    sigaddset(&stopset, SIGHUP);
-    int sig = sigtimedwait(&stopset, NULL, &zero);
-    if (sig > 0) {
-      launch_err("%s during set-up of the emulated fabric", launch_signame(sig));
-      rc = 128 + sig;
-      goto out;
-    }
+    j.emu = &emu_store;
+    if ((rc = launch_emu_up(&emu_store, o->n, o->emulate))) goto out;
+    bench_emu_addr(j.emu, 0, j.root_addr, sizeof j.root_addr);
+    snprintf(j.fabric, sizeof j.fabric, "emu-%s", j.emu->rate);
+    snprintf(j.mtu, sizeof j.mtu, "%d", j.emu->mtu);
+    snprintf(j.burst, sizeof j.burst, "%llu", (unsigned long long)j.emu->burst);
+    bench_emu_subnet(j.emu, j.subnet, sizeof j.subnet);
+    /* Under emulation UCX must not use shared memory or cross-memory attach between ranks
+     * (they bypass the links): only its tcp transport, unless the user chose. */
+    const char *ucx_tls = getenv("UCX_TLS");
+    j.set_ucx_tls = !ucx_tls || !*ucx_tls;
   }
-  if (launch_token(token, sizeof token) < 0) {
+  rc = 1;
+  if (launch_token(j.token, sizeof j.token) < 0) {
     launch_err("no random bytes for the job token: %s", strerror(errno));
-    goto out;
-  }
-  if (!emu && !mpirun && o->n > 1 && (root_fd = launch_root_socket(o->n + 64, &port)) < 0) {
+  } else if (!j.emu && !mpirun && o->n > 1 && (j.root_fd = launch_root_socket(o->n + 64, &j.port)) < 0) {
     launch_err("cannot listen on 127.0.0.1 for the rendezvous: %s", strerror(errno));
-    goto out;
+  } else {
+    rc = mpirun ? launch_mpirun(&j, mpirun) : launch_local(&j);
   }
-  rk = calloc((size_t)o->n, sizeof *rk);
-  if (!rk) {
-    launch_err("out of memory");
-    goto out;
-  }
-  char root_addr[64] = "127.0.0.1", fabric[64] = "", mtu[16] = "", burst[24] = "", subnet[32] = "";
-  if (emu) {
-    bench_emu_addr(emu, 0, root_addr, sizeof root_addr);
-    snprintf(fabric, sizeof fabric, "emu-%s", emu->rate);
-    snprintf(mtu, sizeof mtu, "%d", emu->mtu);
-    snprintf(burst, sizeof burst, "%llu", (unsigned long long)emu->burst);
-    bench_emu_subnet(emu, subnet, sizeof subnet);
-  }
-  /* Under emulation UCX must not use shared memory or cross-memory attach between ranks (they
-   * bypass the links): only its tcp transport, unless the user chose. */
-  const char *ucx_tls = getenv("UCX_TLS");
-  int set_ucx_tls = emu && (!ucx_tls || !*ucx_tls);
-
-  if (mpirun) {
-    env_base(&env, emu != NULL);
-    vec_pushf(&env, "FABENCH_TOKEN=%s", token);
-    vec_pushf(&env, "FABENCH_TIMEOUT_S=%d", o->timeout_s);
-    vec_push(&env, "FABENCH_LAUNCHER=1");
-    if (getuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) vec_push(&env, "OMPI_ALLOW_RUN_AS_ROOT=1");
-    if (getuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"))
-      vec_push(&env, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
-    if (emu) {
-      vec_pushf(&env, "FABENCH_FABRIC=%s", fabric);
-      vec_pushf(&env, "FABENCH_EMU_RATE=%s", emu->rate);
-      vec_pushf(&env, "FABENCH_EMU_MTU=%s", mtu);
-      vec_pushf(&env, "FABENCH_EMU_BURST=%s", burst); /* run.json records it for the fit */
-      /* PMIx listens on loopback only by default; ranks in their namespaces reach the root
-       * namespace through the bridge's address. */
-      vec_pushf(&env, "PMIX_MCA_ptl_tcp_if_include=%s", subnet);
-      if (set_ucx_tls) vec_push(&env, "UCX_TLS=self,tcp");
-    }
-    build_mpirun(&argv, o, mpirun, prog, rank_argv, emu);
-    if (env.oom || argv.oom) {
-      launch_err("out of memory");
-      goto out;
-    }
-    /* Ranks mpirun leaves behind come to us, not to init, to be reaped (launch_reap_orphans). */
-    int was_reaper = 0;
-    prctl(PR_GET_CHILD_SUBREAPER, &was_reaper);
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
-    rk[0].pid = launch_spawn(argv.v[0], argv.v, env.v, &old);
-    if (rk[0].pid < 0) {
-      launch_err("cannot start mpirun: %s", strerror(errno));
-    } else {
-      rc = launch_wait(rk, 1, 1, &set);
-    }
-    prctl(PR_SET_CHILD_SUBREAPER, was_reaper);
-    goto out;
-  }
-
-  int started = 0;
-  for (int r = 0; r < o->n; r++) {
-    launch_vec e = {0}, a = {0};
-    env_base(&e, emu != NULL);
-    vec_pushf(&e, "FABENCH_RANK=%d", r);
-    vec_pushf(&e, "FABENCH_WORLD_SIZE=%d", o->n);
-    vec_pushf(&e, "FABENCH_LOCAL_RANK=%d", r);
-    vec_pushf(&e, "FABENCH_ROOT=%s:%d", root_addr, port);
-    vec_pushf(&e, "FABENCH_TOKEN=%s", token);
-    vec_push(&e, "FABENCH_LAUNCHER=1");
-    vec_pushf(&e, "FABENCH_TIMEOUT_S=%d", o->timeout_s);
-    if (r == 0 && root_fd >= 0) vec_pushf(&e, "FABENCH_ROOT_FD=%d", root_fd);
-    const char *path = prog;
-    if (emu) {
-      char addr[64], dev[32], ns[32];
-      bench_emu_addr(emu, r, addr, sizeof addr);
-      bench_emu_dev(emu, r, dev, sizeof dev);
-      bench_emu_ns(emu, r, ns, sizeof ns);
-      vec_pushf(&e, "FABENCH_BIND_ADDR=%s", addr);
-      vec_pushf(&e, "FABENCH_FABRIC=%s", fabric);
-      vec_pushf(&e, "FABENCH_EMU_RATE=%s", emu->rate);
-      vec_pushf(&e, "FABENCH_EMU_MTU=%s", mtu);
-      vec_pushf(&e, "FABENCH_EMU_BURST=%s", burst);
-      vec_pushf(&e, "UCX_NET_DEVICES=%s", dev);
-      if (set_ucx_tls) vec_push(&e, "UCX_TLS=self,tcp");
-      /* ip netns exec (not a bare setns): it also remounts /sys for the namespace, where UCX
-       * looks for its network devices. */
-      vec_push(&a, emu->ip);
-      vec_push(&a, "netns");
-      vec_push(&a, "exec");
-      vec_push(&a, ns);
-      path = emu->ip;
-    }
-    vec_push(&a, prog);
-    for (int i = 0; rank_argv[i]; i++) vec_push(&a, rank_argv[i]);
-    int oom = e.oom || a.oom;
-    pid_t pid = oom ? -1 : launch_spawn(path, a.v, e.v, &old);
-    int saved = errno;
-    vec_free(&e);
-    vec_free(&a);
-    if (pid < 0) {
-      launch_err("cannot start rank %d: %s", r, oom ? "out of memory" : strerror(saved));
-      break;
-    }
-    rk[r].pid = pid;
-    started++;
-    if (r == 0 && root_fd >= 0) fcntl(root_fd, F_SETFD, FD_CLOEXEC); /* rank 0's alone */
-  }
-  if (root_fd >= 0) close(root_fd); /* rank 0 holds it now */
-  root_fd = -1;
-  if (started < o->n) {
-    launch_signal_all(rk, started, SIGKILL);
-    launch_wait(rk, started, 0, &set);
-    rc = 1;
-    goto out;
-  }
-  rc = launch_wait(rk, o->n, 0, &set);
 
 out:
-  if (root_fd >= 0) close(root_fd);
-  if (emu) bench_emu_teardown(emu);
-  free(rk);
-  vec_free(&env);
-  vec_free(&argv);
+  if (j.root_fd >= 0) close(j.root_fd);
+  if (j.emu) bench_emu_teardown(&emu_store);
   /* Take pending signals (a forwarded SIGINT would otherwise kill us on unblocking). */
   struct timespec zero = {0, 0};
   while (sigtimedwait(&set, NULL, &zero) > 0) {
