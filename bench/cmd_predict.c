@@ -279,12 +279,19 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
   return bench_gnuplot(dir, "predict.gp", err, cap);
 }
 
-int bench_cmd_predict(int argc, char **argv) {
-  const char *model = NULL, *profile = NULL, *intra_s = "alpha=5,gbps=50", *inter_s = "alpha=10,gbit=100";
-  const char *ranks_s = "8,64,512,1024", *algo_s = "ring,dtree,hier:ring", *out = NULL;
-  double ips = NAN, bucket_mb = 25, first_mb = 1, target = 0.9;
-  long batch = 0, ppn = 8;
-  int overlap = 1, plot = 1;
+/* The command's options. */
+typedef struct {
+  const char *model, *profile, *intra, *inter, *ranks, *algos, *out;
+  double ips, bucket_mb, first_mb, target;
+  long batch, ppn;
+  int overlap, plot;
+} pr_opts;
+
+/* 0; 1 after --help; else the usage error's status. */
+static int pr_parse(pr_opts *o, int argc, char **argv) {
+  *o = (pr_opts){.intra = "alpha=5,gbps=50", .inter = "alpha=10,gbit=100", .ranks = "8,64,512,1024",
+                 .algos = "ring,dtree,hier:ring", .ips = NAN, .bucket_mb = 25, .first_mb = 1, .target = 0.9,
+                 .ppn = 8, .overlap = 1, .plot = 1};
   enum { O_MODEL = 256, O_PROFILE, O_IPS, O_BATCH, O_RANKS, O_PPN, O_INTRA, O_INTER, O_ALGO, O_BMB,
          O_FMB, O_NOOV, O_TARGET, O_NOPLOT, O_OUT };
   static const struct option lo[] = {
@@ -299,184 +306,213 @@ int bench_cmd_predict(int argc, char **argv) {
   int ch;
   while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
     switch (ch) {
-    case O_MODEL: model = optarg; break;
-    case O_PROFILE: profile = optarg; break;
+    case O_MODEL: o->model = optarg; break;
+    case O_PROFILE: o->profile = optarg; break;
     case O_IPS:
-      if (bench_parse_double(optarg, 1e-6, 1e9, &ips)) return bench_usage_error(pr_usage, "--images-per-s-rank: '%s' is not a positive rate", optarg);
+      if (bench_parse_double(optarg, 1e-6, 1e9, &o->ips)) return bench_usage_error(pr_usage, "--images-per-s-rank: '%s' is not a positive rate", optarg);
       break;
     case O_BATCH:
-      if (bench_parse_int(optarg, 1, 1 << 20, &batch)) return bench_usage_error(pr_usage, "--batch: '%s' is not a count >= 1", optarg);
+      if (bench_parse_int(optarg, 1, 1 << 20, &o->batch)) return bench_usage_error(pr_usage, "--batch: '%s' is not a count >= 1", optarg);
       break;
-    case O_RANKS: ranks_s = optarg; break;
+    case O_RANKS: o->ranks = optarg; break;
     case O_PPN:
-      if (bench_parse_int(optarg, 1, 1 << 16, &ppn)) return bench_usage_error(pr_usage, "--ranks-per-node: '%s' is not a count >= 1", optarg);
+      if (bench_parse_int(optarg, 1, 1 << 16, &o->ppn)) return bench_usage_error(pr_usage, "--ranks-per-node: '%s' is not a count >= 1", optarg);
       break;
-    case O_INTRA: intra_s = optarg; break;
-    case O_INTER: inter_s = optarg; break;
-    case O_ALGO: algo_s = optarg; break;
+    case O_INTRA: o->intra = optarg; break;
+    case O_INTER: o->inter = optarg; break;
+    case O_ALGO: o->algos = optarg; break;
     case O_BMB:
-      if (bench_parse_double(optarg, 1e-3, 1e6, &bucket_mb)) return bench_usage_error(pr_usage, "--bucket-mb: '%s' is not a size in MB", optarg);
+      if (bench_parse_double(optarg, 1e-3, 1e6, &o->bucket_mb)) return bench_usage_error(pr_usage, "--bucket-mb: '%s' is not a size in MB", optarg);
       break;
     case O_FMB:
-      if (bench_parse_double(optarg, 1e-3, 1e6, &first_mb)) return bench_usage_error(pr_usage, "--first-bucket-mb: '%s' is not a size in MB", optarg);
+      if (bench_parse_double(optarg, 1e-3, 1e6, &o->first_mb)) return bench_usage_error(pr_usage, "--first-bucket-mb: '%s' is not a size in MB", optarg);
       break;
-    case O_NOOV: overlap = 0; break;
+    case O_NOOV: o->overlap = 0; break;
     case O_TARGET:
-      if (bench_parse_double(optarg, 0.01, 1.0, &target)) return bench_usage_error(pr_usage, "--target-eff: '%s' is not in (0, 1]", optarg);
+      if (bench_parse_double(optarg, 0.01, 1.0, &o->target)) return bench_usage_error(pr_usage, "--target-eff: '%s' is not in (0, 1]", optarg);
       break;
-    case O_NOPLOT: plot = 0; break;
-    case O_OUT: out = optarg; break;
-    default: {
-      int rc = bench_flag_common(ch, argv, pr_usage);
-      return rc == 1 ? 0 : rc; /* 1: --help */
-    }
+    case O_NOPLOT: o->plot = 0; break;
+    case O_OUT: o->out = optarg; break;
+    default: return bench_flag_common(ch, argv, pr_usage); /* 1: --help */
     }
   }
   if (optind < argc) return bench_usage_error(pr_usage, "unexpected argument '%s'", argv[optind]);
+  return 0;
+}
 
-  /* rank counts and algorithms */
+/* --ranks and --algo into their lists: 0, or the usage error's status. */
+static int pr_lists(const pr_opts *o, int *ranks, int *nranks, pr_algo *al, int *nalgos) {
   char *items[PR_MAX], *store = NULL;
-  int ranks[PR_MAX], nranks = bench_split_list(ranks_s, items, PR_MAX, &store);
-  if (nranks <= 0) return free(store), bench_usage_error(pr_usage, "--ranks: empty or too long list");
-  for (int i = 0; i < nranks; i++) {
+  int rc = 0;
+  *nranks = bench_split_list(o->ranks, items, PR_MAX, &store);
+  if (*nranks <= 0) rc = bench_usage_error(pr_usage, "--ranks: empty or too long list");
+  for (int i = 0; i < *nranks && !rc; i++) {
     long v;
-    if (bench_parse_int(items[i], 1, 1 << 24, &v)) {
-      int rc = bench_usage_error(pr_usage, "--ranks: '%s' is not a rank count", items[i]);
-      free(store);
-      return rc;
-    }
-    ranks[i] = (int)v;
+    if (bench_parse_int(items[i], 1, 1 << 24, &v))
+      rc = bench_usage_error(pr_usage, "--ranks: '%s' is not a rank count", items[i]);
+    else
+      ranks[i] = (int)v;
   }
   free(store);
-  pr_algo al[PR_MAX];
-  int nalgos = bench_split_list(algo_s, items, PR_MAX, &store);
-  if (nalgos <= 0) return free(store), bench_usage_error(pr_usage, "--algo: empty or too long list");
-  for (int i = 0; i < nalgos; i++) {
+  if (rc) return rc;
+  *nalgos = bench_split_list(o->algos, items, PR_MAX, &store);
+  if (*nalgos <= 0) rc = bench_usage_error(pr_usage, "--algo: empty or too long list");
+  for (int i = 0; i < *nalgos && !rc; i++) {
     const char *a = items[i];
     al[i].hier = !strncmp(a, "hier:", 5);
     if (coll_algo_parse(a + (al[i].hier ? 5 : 0), &al[i].algo) || al[i].algo.kind == COLL_ALGO_NATIVE ||
-        al[i].algo.kind == COLL_ALGO_AUTO) {
-      int rc = bench_usage_error(pr_usage, "--algo: '%s' has no cost formula (ring, rhd, rd, tree, dtree, ps, ps:K, hier:ALG)", a);
-      free(store);
-      return rc;
-    }
+        al[i].algo.kind == COLL_ALGO_AUTO)
+      rc = bench_usage_error(pr_usage, "--algo: '%s' has no cost formula (ring, rhd, rd, tree, dtree, ps, ps:K, hier:ALG)", a);
     snprintf(al[i].name, sizeof al[i].name, "%s", a);
   }
   free(store);
+  return rc;
+}
+
+/* The compute profile: a one-rank run's (--profile, scaled to --batch), or the model's defaults
+ * at --images-per-s-rank or its V100-class speed; *src says which. 0, or the exit status after
+ * saying why. */
+static int pr_make_profile(pr_profile *pf, const pr_opts *o, const char **src) {
+  char err[1024];
+  if (o->profile) {
+    if (pr_load_profile(pf, o->profile, err, sizeof err)) return bench_error("predict: %s", err);
+    if (o->model && strcmp(o->model, pf->model)) /* the profile's figures are its model's */
+      return bench_usage_error(pr_usage, "--model %s: the --profile run trained %s (leave --model out, or "
+                               "profile %s)", o->model, pf->model, o->model);
+    if (o->batch) { /* compute scales with the batch */
+      double s = (double)o->batch / pf->batch;
+      pf->fwd_ms *= s, pf->bwd_ms *= s, pf->data_ms *= s; /* the optimizer: per parameter */
+      for (size_t i = 0; i < pf->nb; i++) pf->b[i].ready_ms *= s;
+      pf->batch = (int)o->batch;
+    }
+    if (!pf->nb) pr_even_buckets(pf, o->bucket_mb, o->first_mb);
+    *src = "profile";
+    return 0;
+  }
+  const char *model = o->model ? o->model : "resnet50";
+  int mi = -1;
+  for (size_t i = 0; i < sizeof pr_models / sizeof *pr_models; i++)
+    if (!strcmp(pr_models[i].name, model)) mi = (int)i;
+  if (mi < 0) return bench_usage_error(pr_usage, "--model: '%s' is not resnet18, resnet34, resnet50 or resnet20", model);
+  snprintf(pf->model, sizeof pf->model, "%s", model);
+  pf->grad_bytes = pr_models[mi].params * 4;
+  pf->batch = o->batch ? (int)o->batch : 32;
+  double r = isfinite(o->ips) ? o->ips : pr_models[mi].ips;
+  double step = 1e3 * pf->batch / r; /* backward about twice forward */
+  pf->fwd_ms = step / 3;
+  pf->bwd_ms = 2 * step / 3;
+  pr_even_buckets(pf, o->bucket_mb, o->first_mb);
+  *src = isfinite(o->ips) ? "--images-per-s-rank" : "V100-class default";
+  return 0;
+}
+
+/* The run directory, its run.json and predict.csv: 0, or the exit status after saying why. */
+static int pr_begin(bench_run *run, res_table **tab, const pr_opts *o, const pr_fabric *intra,
+                    const pr_fabric *inter, const char *compute_src, int argc, char **argv) {
+  char err[1024];
+  memset(run, 0, sizeof *run);
+  if (res_run_dir(run->dir, sizeof run->dir, o->out, "predict", err, sizeof err)) return bench_error("%s", err);
+  res_run_id(run->run_id, sizeof run->run_id);
+  cJSON *meta = res_meta_new(run->run_id, "predict", argc, argv);
+  cJSON_AddStringToObject(meta, "intra", intra->desc);
+  cJSON_AddStringToObject(meta, "inter", inter->desc);
+  cJSON_AddStringToObject(meta, "compute", compute_src);
+  res_meta_write(run->dir, meta, err, sizeof err);
+  cJSON_Delete(meta);
+  if (res_table_open_schema(tab, run->dir, res_schema_predict(), err, sizeof err)) return bench_error("%s", err);
+  return 0;
+}
+
+/* One algorithm at one rank count: predicted, printed and written. 0, or 1 after saying why. */
+static int pr_row(res_table *tab, const char *run_id, const pr_opts *o, const pr_profile *pf, const pr_algo *al,
+                  int ranks, const pr_fabric *intra, const pr_fabric *inter) {
+  char err[1024];
+  int ppn = (int)o->ppn, nodes = (ranks + ppn - 1) / ppn;
+  res_step_in in = {.data_ms = pf->data_ms, .fwd_ms = pf->fwd_ms, .bwd_ms = pf->bwd_ms, .opt_ms = pf->opt_ms,
+                    .buckets = pf->b, .nbuckets = pf->nb, .overlap = o->overlap, .batch = pf->batch,
+                    .ar = {.intra = &intra->m, .inter = nodes > 1 ? &inter->m : NULL, .algo = al->algo,
+                           .hier = al->hier, .ranks = ranks, .ranks_per_node = ppn}};
+  res_step_out out;
+  res_predict_step(&out, &in);
+  const coll_model *bound = nodes > 1 ? &inter->m : &intra->m;
+  double need = pr_needed(pf, &in, bound, o->target);
+  char needs[32];
+  if (need == 0)
+    snprintf(needs, sizeof needs, "any");
+  else if (isfinite(need))
+    snprintf(needs, sizeof needs, "%.3g", need);
+  else
+    snprintf(needs, sizeof needs, pr_intra_bound(pf, &in, bound, o->target) ? "intra-bound" : "not by link");
+  printf("  %7d %6d %-12s %10.2f %10.2f %10.2f %12.1f %6.3f %14s\n", ranks, nodes, al->name, out.step_ms,
+         out.comm_ms, out.exposed_comm_ms, out.images_per_s, out.scaling_eff, needs);
+  res_predict_row row;
+  res_row_init(res_schema_predict(), &row);
+  row.run_id = run_id;
+  row.schema = RES_SCHEMA_VERSION;
+  row.model = pf->model;
+  row.grad_bytes = (int64_t)pf->grad_bytes;
+  row.buckets = (int64_t)pf->nb;
+  row.batch = pf->batch;
+  row.ranks = ranks;
+  row.ranks_per_node = ppn;
+  row.nodes = nodes;
+  row.algo = al->name;
+  row.intra = intra->desc;
+  row.inter = inter->desc;
+  row.overlap = o->overlap;
+  row.compute_ms = pf->data_ms + pf->fwd_ms + pf->bwd_ms + pf->opt_ms;
+  row.step_ms = out.step_ms;
+  row.comm_ms = out.comm_ms;
+  row.exposed_comm_ms = out.exposed_comm_ms;
+  row.images_per_s = out.images_per_s;
+  row.scaling_eff = out.scaling_eff;
+  row.inter_gbps = 1e-9 / bound->beta;
+  row.target_eff = o->target;
+  row.inter_gbps_needed = need; /* empty when no link rate reaches it, 0 when any does */
+  return res_table_put(tab, &row, err, sizeof err) ? bench_error("%s", err) : 0;
+}
+
+int bench_cmd_predict(int argc, char **argv) {
+  pr_opts o;
+  int rc = pr_parse(&o, argc, argv);
+  if (rc) return rc == 1 ? 0 : rc;
+  int ranks[PR_MAX], nranks, nalgos;
+  pr_algo al[PR_MAX];
+  if ((rc = pr_lists(&o, ranks, &nranks, al, &nalgos))) return rc;
 
   /* the fabrics and the profile */
   char err[1024];
   double gamma = bench_gamma_kernel();
   pr_fabric intra, inter;
-  if (pr_fabric_parse(&intra, intra_s, gamma, err, sizeof err)) return bench_usage_error(pr_usage, "--intra: %s", err);
-  if (pr_fabric_parse(&inter, inter_s, gamma, err, sizeof err)) return bench_usage_error(pr_usage, "--inter: %s", err);
-  static pr_profile pf; /* 64 KiB of buckets: off the stack */
-  memset(&pf, 0, sizeof pf);
+  if (pr_fabric_parse(&intra, o.intra, gamma, err, sizeof err)) return bench_usage_error(pr_usage, "--intra: %s", err);
+  if (pr_fabric_parse(&inter, o.inter, gamma, err, sizeof err)) return bench_usage_error(pr_usage, "--inter: %s", err);
+  pr_profile *pf = calloc(1, sizeof *pf); /* 64 KiB of buckets: off the stack */
+  if (!pf) return bench_error("out of memory");
   const char *compute_src;
-  if (profile) {
-    if (pr_load_profile(&pf, profile, err, sizeof err)) return bench_error("predict: %s", err);
-    if (model && strcmp(model, pf.model)) /* the profile's figures are its model's */
-      return bench_usage_error(pr_usage, "--model %s: the --profile run trained %s (leave --model out, or "
-                               "profile %s)", model, pf.model, model);
-    if (batch) { /* compute scales with the batch */
-      double s = (double)batch / pf.batch;
-      pf.fwd_ms *= s, pf.bwd_ms *= s, pf.data_ms *= s; /* the optimizer: per parameter */
-      for (size_t i = 0; i < pf.nb; i++) pf.b[i].ready_ms *= s;
-      pf.batch = (int)batch;
-    }
-    if (!pf.nb) pr_even_buckets(&pf, bucket_mb, first_mb);
-    compute_src = "profile";
-  } else {
-    int mi = -1;
-    if (!model) model = "resnet50";
-    for (size_t i = 0; i < sizeof pr_models / sizeof *pr_models; i++)
-      if (!strcmp(pr_models[i].name, model)) mi = (int)i;
-    if (mi < 0) return bench_usage_error(pr_usage, "--model: '%s' is not resnet18, resnet34, resnet50 or resnet20", model);
-    snprintf(pf.model, sizeof pf.model, "%s", model);
-    pf.grad_bytes = pr_models[mi].params * 4;
-    pf.batch = batch ? (int)batch : 32;
-    double r = isfinite(ips) ? ips : pr_models[mi].ips;
-    double step = 1e3 * pf.batch / r; /* backward about twice forward */
-    pf.fwd_ms = step / 3;
-    pf.bwd_ms = 2 * step / 3;
-    pr_even_buckets(&pf, bucket_mb, first_mb);
-    compute_src = isfinite(ips) ? "--images-per-s-rank" : "V100-class default";
+  bench_run run;
+  res_table *tab = NULL;
+  if ((rc = pr_make_profile(pf, &o, &compute_src)) || (rc = pr_begin(&run, &tab, &o, &intra, &inter, compute_src, argc, argv))) {
+    free(pf);
+    return rc;
   }
 
-  bench_run run;
-  memset(&run, 0, sizeof run);
-  if (res_run_dir(run.dir, sizeof run.dir, out, "predict", err, sizeof err)) return bench_error("%s", err);
-  res_run_id(run.run_id, sizeof run.run_id);
-  cJSON *meta = res_meta_new(run.run_id, "predict", argc, argv);
-  cJSON_AddStringToObject(meta, "intra", intra.desc);
-  cJSON_AddStringToObject(meta, "inter", inter.desc);
-  cJSON_AddStringToObject(meta, "compute", compute_src);
-  res_meta_write(run.dir, meta, err, sizeof err);
-  cJSON_Delete(meta);
-  res_table *tab;
-  if (res_table_open_schema(&tab, run.dir, res_schema_predict(), err, sizeof err)) return bench_error("%s", err);
-
-  double compute = pf.data_ms + pf.fwd_ms + pf.bwd_ms + pf.opt_ms;
   printf("# fabench predict: %s, %.1f MB of gradients in %zu buckets, batch %d per rank, one rank's step %.1f ms (%s)\n",
-         pf.model, pf.grad_bytes / 1e6, pf.nb, pf.batch, compute, compute_src);
+         pf->model, pf->grad_bytes / 1e6, pf->nb, pf->batch, pf->data_ms + pf->fwd_ms + pf->bwd_ms + pf->opt_ms,
+         compute_src);
   printf("# intra-node: %s (alpha %.2f us, %.2f GB/s); inter-node: %s (alpha %.2f us, %.2f GB/s); %ld ranks per node; overlap %s\n",
-         intra.desc, intra.m.alpha * 1e6, 1e-9 / intra.m.beta, inter.desc, inter.m.alpha * 1e6, 1e-9 / inter.m.beta, ppn,
-         overlap ? "on" : "off");
+         intra.desc, intra.m.alpha * 1e6, 1e-9 / intra.m.beta, inter.desc, inter.m.alpha * 1e6, 1e-9 / inter.m.beta, o.ppn,
+         o.overlap ? "on" : "off");
   printf("  %7s %6s %-12s %10s %10s %10s %12s %6s %14s\n", "ranks", "nodes", "algo", "step(ms)", "comm(ms)",
          "exposed", "images/s", "eff", "GB/s for eff");
-  int rc = 0;
   /* algorithm by algorithm, so that each one's rows are consecutive (the plot's lines) */
   for (int a = 0; a < nalgos && !rc; a++)
-    for (int r = 0; r < nranks && !rc; r++) {
-      int nodes = (ranks[r] + (int)ppn - 1) / (int)ppn;
-      res_step_in in = {.data_ms = pf.data_ms, .fwd_ms = pf.fwd_ms, .bwd_ms = pf.bwd_ms, .opt_ms = pf.opt_ms,
-                        .buckets = pf.b, .nbuckets = pf.nb, .overlap = overlap, .batch = pf.batch,
-                        .ar = {.intra = &intra.m, .inter = nodes > 1 ? &inter.m : NULL, .algo = al[a].algo,
-                               .hier = al[a].hier, .ranks = ranks[r], .ranks_per_node = (int)ppn}};
-      res_step_out o;
-      res_predict_step(&o, &in);
-      const coll_model *bound = nodes > 1 ? &inter.m : &intra.m;
-      double need = pr_needed(&pf, &in, bound, target);
-      char needs[32];
-      if (need == 0)
-        snprintf(needs, sizeof needs, "any");
-      else if (isfinite(need))
-        snprintf(needs, sizeof needs, "%.3g", need);
-      else
-        snprintf(needs, sizeof needs, pr_intra_bound(&pf, &in, bound, target) ? "intra-bound" : "not by link");
-      printf("  %7d %6d %-12s %10.2f %10.2f %10.2f %12.1f %6.3f %14s\n", ranks[r], nodes, al[a].name, o.step_ms,
-             o.comm_ms, o.exposed_comm_ms, o.images_per_s, o.scaling_eff, needs);
-      res_predict_row row;
-      res_row_init(res_schema_predict(), &row);
-      row.run_id = run.run_id;
-      row.schema = RES_SCHEMA_VERSION;
-      row.model = pf.model;
-      row.grad_bytes = (int64_t)pf.grad_bytes;
-      row.buckets = (int64_t)pf.nb;
-      row.batch = pf.batch;
-      row.ranks = ranks[r];
-      row.ranks_per_node = ppn;
-      row.nodes = nodes;
-      row.algo = al[a].name;
-      row.intra = intra.desc;
-      row.inter = inter.desc;
-      row.overlap = overlap;
-      row.compute_ms = compute;
-      row.step_ms = o.step_ms;
-      row.comm_ms = o.comm_ms;
-      row.exposed_comm_ms = o.exposed_comm_ms;
-      row.images_per_s = o.images_per_s;
-      row.scaling_eff = o.scaling_eff;
-      row.inter_gbps = 1e-9 / bound->beta;
-      row.target_eff = target;
-      row.inter_gbps_needed = need; /* empty when no link rate reaches it, 0 when any does */
-      if (res_table_put(tab, &row, err, sizeof err)) rc = bench_error("%s", err);
-    }
+    for (int r = 0; r < nranks && !rc; r++) rc = pr_row(tab, run.run_id, &o, pf, &al[a], ranks[r], &intra, &inter);
   res_table_close(tab);
+  free(pf);
   printf("# GB/s for eff: the link rate (inter-node, or intra-node on one node) at which efficiency reaches %.2f;\n"
          "# intra-bound: no inter-node rate reaches it, a faster intra-node link would; not by link: start-ups\n"
-         "# or compute hold it back at any rate\n", target);
-  if (!rc && plot) {
+         "# or compute hold it back at any rate\n", o.target);
+  if (!rc && o.plot) {
     if (pr_write_plot(run.dir, nalgos, al, err, sizeof err))
       fprintf(stderr, "fabench: predict: no plot: %s\n", err);
     else
