@@ -118,6 +118,11 @@ int bench_bind_rank(struct coll_boot *b, const char *how, char *desc, size_t cap
  * rank_hosts, library_versions, emulation, an empty "fabrics" object for the transports, and
  * each rank's binding. 0, or -1 after reporting the error. */
 int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc);
+/* Whether rank 0 goes on (ok: rank 0's verdict; the other ranks' is ignored), told to every rank
+ * through the bootstrap (collective): a step only rank 0 does (the run directory, its files, a
+ * row) then stops every rank alike, rank 0 having said why, instead of leaving the others to fail
+ * later on a vanished peer. 1 or 0; 0 also after a failed exchange (said). */
+int bench_rank0_ok(struct coll_boot *b, int ok);
 /* -n N: runs this command again as N local ranks (argv without the elements own noted: -n,
  * --emulate) and returns the run's exit status. Refused inside a rank that a launcher started. */
 int bench_relaunch(int argc, char **argv, const bench_launch_own *own, int n, int use_mpirun,

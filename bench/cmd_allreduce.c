@@ -685,20 +685,22 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     goto out;
   }
   if (x.rank == 0) {
+    char err[512];
     x.progress = isatty(2);
     if (bench_run_begin(&x.run, o->r.out, "allreduce", argc, argv)) {
       rc = 1;
-      goto out;
-    }
-    char err[512];
-    if (res_table_open_schema(&x.tab, x.run.dir, res_schema_allreduce(), err, sizeof err)) {
+    } else if (res_table_open_schema(&x.tab, x.run.dir, res_schema_allreduce(), err, sizeof err)) {
       rc = bench_error("%s", err);
-      goto out;
+    } else {
+      cJSON_AddNumberToObject(x.run.meta, "rounds", (double)o->rounds);
+      /* the rows' errors column counts wrong elements only where the run checked them */
+      cJSON_AddBoolToObject(x.run.meta, "check", o->check);
+      ar_header(&x);
     }
-    cJSON_AddNumberToObject(x.run.meta, "rounds", (double)o->rounds);
-    /* the rows' errors column counts wrong elements only where the run checked them */
-    cJSON_AddBoolToObject(x.run.meta, "check", o->check);
-    ar_header(&x);
+  }
+  if (!bench_rank0_ok(x.boot, !rc)) { /* every rank stops alike, rank 0 having said why */
+    rc = 1;
+    goto out;
   }
   if (bench_run_world(&x.run, x.boot, bind_desc)) {
     rc = 1;

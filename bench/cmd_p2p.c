@@ -765,7 +765,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   }
 
   /* rank 0 makes the run directory; the others learn whether that worked */
-  int32_t ok = 1, all_ok[1] = {1};
+  int ok = 1;
   if (rank == 0) {
     char err[512];
     po.bw = malloc(sizeof *po.bw * (size_t)size * (size_t)size);
@@ -782,15 +782,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
       ok = 0;
     }
   }
-  int32_t *oks = malloc(sizeof *oks * (size_t)size);
-  if (!oks || coll_boot_allgather(b, oks, &ok, sizeof ok, &e)) {
-    bench_error("%s", oks ? e.msg : "out of memory");
-    free(oks);
-    goto out;
-  }
-  all_ok[0] = oks[0];
-  free(oks);
-  if (!all_ok[0]) goto out; /* rank 0 said why */
+  if (!bench_rank0_ok(b, ok)) goto out; /* rank 0 said why */
 
   /* every host's topology and every rank's binding, recorded by rank 0 (collective) */
   if (bench_run_world(&po.run, b, bind_desc)) goto out;

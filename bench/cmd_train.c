@@ -521,24 +521,6 @@ static int write_trace(train_ctx *x) {
   return rc ? bench_error("--trace: %s", err) : 0;
 }
 
-/* Whether rank 0 goes on (ok 1), told to every rank: a step only rank 0 does (the run directory,
- * its files, a pair's row) fails on every rank alike, rank 0 having said why, instead of leaving
- * the others to fail later on a vanished peer. 1 or 0; 0 also after a failed exchange (said). */
-static int rank0_ok(train_ctx *x, int ok) {
-  if (x->size < 2) return ok;
-  int32_t mine = ok, *all = calloc((size_t)x->size, sizeof *all);
-  coll_err e = {{0}};
-  if (!all) {
-    bench_error("out of memory");
-    return 0;
-  }
-  int rc = coll_boot_allgather(x->boot, all, &mine, sizeof mine, &e);
-  if (rc) bench_error("%s", e.msg);
-  ok = !rc && all[0];
-  free(all);
-  return ok;
-}
-
 /* --trace and --save before anything trains (rank 0, which writes them): their directory must
  * exist and take files (both write FILE.tmp, then rename it), and an existing FILE must be a
  * writable file. 0, or -1 after saying why. */
@@ -880,7 +862,7 @@ static int job_open(train_job *j) {
   j->do_single = x->size > 1 && !a->no_single && !a->save && !a->resume;
   /* the files only rank 0 writes, checked before anything trains: a bad --trace used to fail
    * after the first pair trained, a bad --save at the first epoch's end */
-  if (!rank0_ok(x, x->rank != 0 || (!out_file_check("--trace", a->trace) &&
+  if (!bench_rank0_ok(x->boot, x->rank != 0 || (!out_file_check("--trace", a->trace) &&
                                     !out_file_check("--save", a->save))))
     return 1;
   if (x->rank == 0 && a->resume && a->seed_given && seed_given != j->have.seed)
@@ -890,7 +872,7 @@ static int job_open(train_job *j) {
   /* rank 0 reads it; the others stop with it, not later on a vanished peer */
   int model_ok = !(a->model_from && x->rank == 0 && bench_model_load(&x->model, a->model_from, 0, err, sizeof err));
   if (!model_ok) bench_usage_error(train_usage, "--model-from: %s", err);
-  if (!rank0_ok(x, model_ok)) return 2;
+  if (!bench_rank0_ok(x->boot, model_ok)) return 2;
 
   if (bench_bind_rank(x->boot, a->r.bind, j->bind_desc, sizeof j->bind_desc)) return 1;
   for (int t = 0; x->size > 1 && t < j->ntk; t++) {
@@ -954,7 +936,7 @@ static int job_load(train_job *j, const nn_data_spec *spec) {
     if (x->rank == 0) /* every rank stops alike: said once */
       bench_error("%s: %lld training images is less than one batch of %ld on each of %d rank(s)",
                   x->dname, (long long)x->train.n, a->batch, x->size);
-    rank0_ok(x, 0); /* the others end after rank 0 has said it: the launcher stops all at the first end */
+    bench_rank0_ok(x->boot, 0); /* the others end after rank 0 has said it: the launcher stops all at the first end */
     return 1;
   }
   /* the ranks evaluate shards of the test set, which the loader refuses empty: said here, not
@@ -963,7 +945,7 @@ static int job_load(train_job *j, const nn_data_spec *spec) {
     if (x->rank == 0) /* every rank stops alike: said once */
       bench_error("%s: %lld test images for %d ranks: each rank evaluates a share of at least one "
                   "(or --eval-every 0)", x->dname, (long long)x->test.n, x->size);
-    rank0_ok(x, 0);
+    bench_rank0_ok(x->boot, 0);
     return 1;
   }
   if (a->resume) { /* what is left to train */
@@ -1019,7 +1001,7 @@ static int job_begin(train_job *j, int argc, char **argv) {
   char err[4096];
   coll_err e = {{0}};
   if (x->rank == 0 && bench_run_begin(&x->run, a->r.out, "train", argc, argv) == 0) j->have_run = 1;
-  if (!rank0_ok(x, x->rank != 0 || j->have_run)) return 1; /* rank 0 said why */
+  if (!bench_rank0_ok(x->boot, x->rank != 0 || j->have_run)) return 1; /* rank 0 said why */
   if (bench_run_world(&x->run, x->boot, j->bind_desc)) return 1;
   /* rank 0's weights for everyone (they start alike from the seed; a resumed or changed rank
    * would not) */
@@ -1048,7 +1030,7 @@ static int job_begin(train_job *j, int argc, char **argv) {
       ready = 0;
     }
   }
-  if (!rank0_ok(x, ready)) return 1; /* rank 0 said why */
+  if (!bench_rank0_ok(x->boot, ready)) return 1; /* rank 0 said why */
   if (x->rank == 0) {
     printf("train: %s (%zu params, %s) on %s %s, %lld images, %d rank(s) x batch %ld, %ld "
            "thread(s), %s%s\n",
@@ -1210,7 +1192,7 @@ static int job_train(train_job *j) {
       int wrc = x->rank == 0 ? kept_write(x, job_pair(j, oi), &kept[oi]) : 0;
       written = oi + 1;
       if (x->rank == 0 && write_trace(x)) wrc = -1;
-      if (!rank0_ok(x, !wrc)) status = 1; /* every rank stops alike */
+      if (!bench_rank0_ok(x->boot, !wrc)) status = 1; /* every rank stops alike */
     }
   /* a later round failed: the rounds done are measured, and kept (rows of the entries on the
    * net's device; another device's would be written with this one's name) */

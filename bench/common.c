@@ -441,6 +441,19 @@ double bench_gamma_kernel(void) {
   return best / (double)(count * sizeof(float));
 }
 
+int bench_rank0_ok(struct coll_boot *b, int ok) {
+  int n = coll_boot_size(b);
+  if (n < 2) return ok;
+  int32_t mine = ok, *all = calloc((size_t)n, sizeof *all);
+  coll_err e = {{0}};
+  if (!all) return !bench_error("out of memory");
+  int rc = coll_boot_allgather(b, all, &mine, sizeof mine, &e);
+  if (rc) bench_error("%s", e.msg);
+  ok = !rc && all[0];
+  free(all);
+  return ok;
+}
+
 int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {
   if (bench_run_gather_hosts(r, b)) return -1;
   int n = coll_boot_size(b);

@@ -337,6 +337,24 @@ static void test_killed_rank(void **st) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
+/* Rank 0 cannot make the run directory (--out below a plain file): every rank stops with rank
+ * 0's reason, none later on its vanished peer. */
+static void test_out_refused(void **st) {
+  (void)st;
+  char dir[] = "/tmp/fbtestoutXXXXXX", out[300];
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(tu_write(dir, "file", "x"), 0);
+  snprintf(out, sizeof out, "%s/file/run", dir);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, NULL, NULL, -1, NULL,
+      (char *[]){"allreduce", "-n", "3", "--transport", "tcp", "--algo", "ring", "--max-bytes", "4K", "--out", out, NULL});
+  if (r->status != 1 || !strstr(r->err, "cannot create directory") || strstr(r->err, "bootstrap") ||
+      strstr(r->err, "reset by peer"))
+    fail_msg("status %d, stderr:\n%s", r->status, r->err);
+  free(r);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
 /* Without -n and without a launcher: a world of one runs and says so. */
 static void test_single_rank(void **st) {
   (void)st;
@@ -465,6 +483,7 @@ int main(void) {
       cmocka_unit_test(test_run_files),
       cmocka_unit_test(test_host_cpu),
       cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_out_refused),
       cmocka_unit_test(test_single_rank),
       cmocka_unit_test(test_tcp_cc),
       cmocka_unit_test(test_ucx_map),
