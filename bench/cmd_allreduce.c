@@ -349,7 +349,7 @@ static void *ar_buf(const ar_cell *k, void *hbuf) { return k->dbuf ? k->dbuf : h
 
 /* Device communicators run asynchronously: wait for what was enqueued. */
 static int ar_sync(ar_cell *k, coll_err *e) {
-  static char none;
+  char none = 0; /* a copy of 0 bytes: the stream's point to wait for */
   return k->dbuf ? coll_mem_copy(k->c, &none, &none, 0, e) : 0;
 }
 

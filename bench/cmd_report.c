@@ -520,10 +520,13 @@ static void rp_pred_vs_meas(rp_ctx *x) {
  * profile measured here (else ResNet-50 at 360 images/s, batch 32). */
 static void rp_scaling(rp_ctx *x) {
   if (!x->have_model) return;
-  FILE *d = rp_open(x, "scaling.dat");
-  if (!d) return;
+  res_bucket *b = malloc(1024 * sizeof *b);
+  FILE *d = b ? rp_open(x, "scaling.dat") : NULL;
+  if (!d) {
+    free(b);
+    return;
+  }
   const res_train_row *one = rp_one_rank(x, NULL);
-  static res_bucket b[1024];
   size_t nb;
   double fwd, bwd, opt = 0, data = 0;
   int batch;
@@ -570,6 +573,7 @@ static void rp_scaling(rp_ctx *x) {
   rp_close(x, d, "scaling.dat");
   fprintf(x->md, "\n## Scaling to 1024 ranks (predicted)\n\nA flat ring over each fitted fabric, overlap on, %s.\n", what);
   rp_plot(x, "scaling", "predicted scaling efficiency, flat ring", body, npts);
+  free(b);
 }
 
 /* A p2p curve: one run's rows of a fabric, transport, test and pair (as rp_same_group). */
@@ -714,57 +718,59 @@ int bench_cmd_report(int argc, char **argv) {
   int ndirs = argc - optind;
   if (res_run_dirs_unique(argv + optind, &ndirs, note, sizeof note)) fprintf(stderr, "fabench: report: %s\n", note);
   argc = optind + ndirs;
-  static rp_ctx x;
-  memset(&x, 0, sizeof x);
-  x.plot = plot;
-  for (int k = 0; k < RP_NREC; k++) x.rec[k].schema = rp_schema(k);
+  rp_ctx *x = calloc(1, sizeof *x); /* the rows of every run: off the stack */
+  if (!x) return bench_error("out of memory");
+  x->plot = plot;
+  for (int k = 0; k < RP_NREC; k++) x->rec[k].schema = rp_schema(k);
   char err[1024];
   int rc = 0;
   for (int i = optind; i < argc && !rc; i++)
-    if (rp_read_dir(&x, argv[i], err, sizeof err)) rc = bench_error("report: %s", err);
-  if (!rc && x.untimed)
+    if (rp_read_dir(x, argv[i], err, sizeof err)) rc = bench_error("report: %s", err);
+  if (!rc && x->untimed)
     fprintf(stderr, "fabench: report: left out %zu row%s whose measure (median time, or a p2p rate) is negative or not a number (%s)\n",
-            x.untimed, x.untimed == 1 ? "" : "s", x.untimed_in);
-  if (!rc && !x.have_model && (x.rec[RP_AR].n || x.rec[RP_P2P].n)) {
+            x->untimed, x->untimed == 1 ? "" : "s", x->untimed_in);
+  if (!rc && !x->have_model && (x->rec[RP_AR].n || x->rec[RP_P2P].n)) {
     res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + optind, argc - optind),
                        .cores = bench_dir_cores(argv[optind])};
     if (bench_fit_recorded(&fo, argv + optind, argc - optind) == 0 &&
-        res_fit_ex(&x.model, &x.rec[RP_AR], &x.rec[RP_P2P], &fo, err, sizeof err) == 0) {
-      x.have_model = 1;
-      snprintf(x.model_src, sizeof x.model_src, "fitted from these runs");
+        res_fit_ex(&x->model, &x->rec[RP_AR], &x->rec[RP_P2P], &fo, err, sizeof err) == 0) {
+      x->have_model = 1;
+      snprintf(x->model_src, sizeof x->model_src, "fitted from these runs");
     }
     bench_fit_recorded_free(&fo);
   }
   char dir[4096];
   if (!rc && res_run_dir(dir, sizeof dir, out, "report", err, sizeof err)) rc = bench_error("report: %s", err);
   if (!rc) {
-    x.dir = dir;
+    x->dir = dir;
     if (plot) bench_gnuplot_log_reset(dir);
     rp_remove_old(dir);
-    x.md = rp_open(&x, "report.md");
-    if (!x.md) rc = bench_error("report: %s", x.werr);
+    x->md = rp_open(x, "report.md");
+    if (!x->md) rc = bench_error("report: %s", x->werr);
   }
   if (!rc) {
-    fprintf(x.md, "# fabench report\n\nRuns:");
-    for (int i = optind; i < argc; i++) fprintf(x.md, " `%s`", argv[i]);
-    fprintf(x.md, "\n\nRows: %zu all-reduce, %zu p2p, %zu p2p matrix, %zu training, %zu bucket, %zu predicted.\n",
-            x.rec[RP_AR].n, x.rec[RP_P2P].n, x.rec[RP_MAT].n, x.rec[RP_TRAIN].n, x.rec[RP_BUCKETS].n, x.rec[RP_PREDICT].n);
-    rp_model(&x);
-    rp_allreduce(&x);
-    rp_model_words(&x);
-    rp_train(&x);
-    rp_pred_vs_meas(&x);
-    rp_scaling(&x);
-    rp_p2p(&x);
-    rp_heatmap(&x);
-    rp_close(&x, x.md, "report.md");
-    if (x.failed[0]) fprintf(stderr, "fabench: report: plots missing: %s\n", x.failed);
-    if (x.werr[0])
-      rc = bench_error("report: %s", x.werr);
+    fprintf(x->md, "# fabench report\n\nRuns:");
+    for (int i = optind; i < argc; i++) fprintf(x->md, " `%s`", argv[i]);
+    fprintf(x->md, "\n\nRows: %zu all-reduce, %zu p2p, %zu p2p matrix, %zu training, %zu bucket, %zu predicted.\n",
+            x->rec[RP_AR].n, x->rec[RP_P2P].n, x->rec[RP_MAT].n, x->rec[RP_TRAIN].n, x->rec[RP_BUCKETS].n, x->rec[RP_PREDICT].n);
+    rp_model(x);
+    rp_allreduce(x);
+    rp_model_words(x);
+    rp_train(x);
+    rp_pred_vs_meas(x);
+    rp_scaling(x);
+    rp_p2p(x);
+    rp_heatmap(x);
+    rp_close(x, x->md, "report.md");
+    if (x->failed[0]) fprintf(stderr, "fabench: report: plots missing: %s\n", x->failed);
+    if (x->werr[0])
+      rc = bench_error("report: %s", x->werr);
     else
-      printf("# report: %s/report.md (%d plots%s)\n", dir, x.nplots, plot ? "" : ", not drawn");
+      printf("# report: %s/report.md (%d plots%s)\n", dir, x->nplots, plot ? "" : ", not drawn");
   }
-  for (int k = 0; k < RP_NREC; k++) res_rows_free(&x.rec[k]);
-  res_model_free(&x.model);
-  return rc ? rc : x.failed[0] ? 1 : 0;
+  for (int k = 0; k < RP_NREC; k++) res_rows_free(&x->rec[k]);
+  res_model_free(&x->model);
+  if (!rc && x->failed[0]) rc = 1;
+  free(x);
+  return rc;
 }
