@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #endif
 
 #include "coll_internal.h"
@@ -51,6 +52,8 @@ typedef struct {
 } boot_frame;
 
 #if FABENCH_HAVE_MPI
+#define BOOT_MPI_SPIN_TESTS 64 /* polls of a bootstrap all-gather before each one sleeps */
+#define BOOT_MPI_SLEEP_US 100
 /* MPI's blocking calls (MPI_Allgather, MPI_Comm_dup, MPI_Allreduce) cannot time out, and a
  * dead or stopped rank would hold the others in them for ever: a thread watches the call in
  * progress and aborts the job when it outlasts the timeout. */
@@ -686,10 +689,17 @@ int coll_boot_allgather(coll_boot *b, void *all, const void *mine, size_t bytes,
 #if FABENCH_HAVE_MPI
   if (b->kind == COLL_BOOT_MPI) {
     if (bytes > (size_t)1 << 30) return coll_fail(e, "bootstrap all-gather too large");
+    /* not MPI_Allgather: Open MPI spins inside it, and a rank waiting here (the one-rank run's
+     * heartbeat, a step's records) took a whole core from the ranks that compute; the control
+     * plane can afford BOOT_MPI_SLEEP_US a poll */
+    MPI_Request req;
+    int done = 0;
     coll_boot_mpi_begin(b, "MPI_Allgather (bootstrap)");
-    MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req);
+    for (int polls = 0; MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done; polls++)
+      if (polls >= BOOT_MPI_SPIN_TESTS) nanosleep(&(struct timespec){0, BOOT_MPI_SLEEP_US * 1000}, NULL);
     coll_boot_mpi_end(b);
-    return 0;
+    return done ? 0 : coll_fail(e, "rank %d (%s): MPI_Test failed in the bootstrap all-gather", b->rank, b->hosts[b->rank]);
   }
 #endif
   char err[512];
