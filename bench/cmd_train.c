@@ -1141,6 +1141,10 @@ static int job_entry(train_job *j, int oi, int round, train_kept *kept) {
   if (j->init_mom) memcpy(mom, j->init_mom, x->np * sizeof *mom);
   else memset(mom, 0, x->np * sizeof *mom);
 
+  if (x->rank == 0 && round == 1 && a->overlap_step == NN_OSTEP_ON && p->role == ROLE_DP &&
+      coll_comm_serial_with_boot(p->comm))
+    printf("# %s/%s: --overlap-step off: the step's records would go through MPI beside the gradient "
+           "thread's calls, and MPI takes one thread at a time here\n", p->tname, p->aname);
   nn_train_opts t;
   loop_opts(&t, x, &sched, &so, &j->want, epochs);
   t.steps_per_epoch = x->spe;

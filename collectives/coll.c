@@ -153,6 +153,7 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   /* the host's cores, not this rank's affinity: a rank bound to one core has peers on others */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   c->oversubscribed = o->no_spin || c->local_size > (ncpu > 0 ? ncpu : 1);
+  c->serial_with_boot = o->transport == COLL_MPI && !strcmp(coll_boot_kind_name(b), "mpi");
   int rc = -1;
   switch (o->transport) {
   case COLL_TCP: rc = coll_tcp_open(&c->tp, c, b, o, e); break;
@@ -248,6 +249,7 @@ const char *coll_comm_host(const coll_comm *c, int rank) {
   return rank >= 0 && rank < c->size ? c->hosts[rank] : "?";
 }
 int coll_comm_local_size(const coll_comm *c) { return c->local_size; }
+int coll_comm_serial_with_boot(const coll_comm *c) { return c && c->serial_with_boot; }
 int coll_comm_sleeps(const coll_comm *c) { return c->tp->sleeps; }
 const char *coll_comm_fabric(const coll_comm *c) { return c->tp->fabric; }
 

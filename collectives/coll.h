@@ -97,6 +97,10 @@ int coll_comm_size(const coll_comm *c);
 const char *coll_comm_host(const coll_comm *c, int rank);
 /* Ranks on this rank's host (itself included); with more than its cores, no transport spins. */
 int coll_comm_local_size(const coll_comm *c);
+/* 1 where this communicator's calls and the bootstrap's (coll_boot_allgather) go through one MPI
+ * library initialised for one thread at a time (MPI_THREAD_SERIALIZED, the mpi transport under an
+ * MPI bootstrap): the caller must not make them from two threads at once. */
+int coll_comm_serial_with_boot(const coll_comm *c);
 /* 1 where a waiting rank sleeps at once and never spins (tcp and ucx with more ranks than
  * cores, or no_spin): the host's busy CPU time during a call is then the call's own work. */
 int coll_comm_sleeps(const coll_comm *c);

@@ -164,6 +164,7 @@ struct coll_comm {
   int ring_pieces;          /* mapped ring: pieces a step (0: its choice; FABENCH_RING_PIECES) */
   int local_size;      /* ranks on this rank's host */
   int oversubscribed;  /* more ranks than cores on this host, or no_spin: transports must not spin */
+  int serial_with_boot; /* mpi over an MPI bootstrap: one library, one thread at a time */
   char (*hosts)[COLL_HOST_MAX]; /* size entries */
   void *scratch;                /* grows on demand; owned by the communicator */
   size_t scratch_bytes;

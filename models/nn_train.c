@@ -616,7 +616,9 @@ static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   /* a GPU net cannot stop its forward layer by layer: it drains every step (and is alive from
    * backward only) */
   s->fwd_hook = (o->overlap_step || s->alive) && nn_net_on_forward(o->net, on_forward, s) == 0;
-  s->hooked = o->overlap_step && s->fwd_hook;
+  /* overlap_step exchanges a step's records and checks while the communication thread reduces:
+   * not where both go through one MPI library that takes one thread at a time */
+  s->hooked = o->overlap_step && s->fwd_hook && !coll_comm_serial_with_boot(o->comm);
 
   nn_loader_opts lo = o->loader;
   lo.rank = o->same_data || s->world == 1 ? 0 : o->rank;

@@ -493,6 +493,35 @@ static void test_overlap_step_auto(void **st) {
   }
 }
 
+/* The mpi transport under an MPI bootstrap (mpirun) shares one library, initialised for one
+ * thread at a time, with the step's records and checks: --overlap-step on, which exchanges them
+ * while the communication thread reduces, stays off there and says so; tcp in the same run
+ * overlaps. */
+static void test_overlap_step_mpi_off(void **st) {
+  (void)st;
+  if (!coll_transport_built(COLL_MPI)) skip();
+  setenv("ASAN_OPTIONS", "detect_leaks=0", 1); /* Open MPI's plugins: see test_allreduce_cli */
+  run_result r;
+  run(&r, 240, NULL, -1, NULL, "--model resnet20 --data synthetic:1x28x28:10:64 --batch 16 --threads 1 "
+      "--eval-every 0 --steps 6 --warmup-steps 2 --no-single -n 2 --transport tcp,mpi --algo ring "
+      "--overlap-step on --check-every 2 --out %s/ompi", dir);
+  ok(&r);
+  if (!strstr(r.out, "# mpi/ring: --overlap-step off")) fail_msg("no note for mpi:\n%s", r.out);
+  if (strstr(r.out, "# tcp/ring: --overlap-step off")) fail_msg("tcp turned off too:\n%s", r.out);
+  res_rows rr = rows_of("ompi", res_schema_train());
+  const res_train_row *t = rr.rows;
+  int seen = 0;
+  for (size_t k = 0; k < rr.n; k++)
+    if (!strcmp(t[k].role, "dp")) {
+      int want = !strcmp(t[k].transport, "tcp");
+      if ((int)t[k].overlap_step != want)
+        fail_msg("%s: overlap_step %d, expected %d", t[k].transport, (int)t[k].overlap_step, want);
+      seen++;
+    }
+  res_rows_free(&rr);
+  assert_int_equal(seen, 2);
+}
+
 /* Each round's throughput from train_steps: global images over the longest of the ranks' summed
  * measured steps, as the loop counts it. */
 static double round_ips(const res_rows *ss, const char *transport, int64_t round, int ranks) {
@@ -610,6 +639,7 @@ int main(void) {
       cmocka_unit_test(test_checkpoint_world),
       cmocka_unit_test(test_trace),
       cmocka_unit_test(test_overlap_step_auto),
+      cmocka_unit_test(test_overlap_step_mpi_off),
       cmocka_unit_test(test_model_from_own_plan),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
