@@ -714,146 +714,151 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
   return 0;
 }
 
+/* The message buffers, as large as the largest message (a run of GPU copies alone needs none
+ * of its size). 0, or -1 after saying why. */
+static int p2p_buffers(p2p_ctx *x, uint64_t largest) {
+  uint64_t maxb = x->o->messages ? largest : 64;
+  size_t nreq = 2 * (size_t)x->o->window + 2;
+  x->sbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);
+  x->rbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);
+  x->expect = malloc(maxb);
+  x->reqs = calloc(nreq, sizeof *x->reqs);
+  x->samples = malloc(sizeof *x->samples * P2P_MAX_ITERS);
+  if (x->sbuf && x->rbuf && x->expect && x->reqs && x->samples) return 0;
+  bench_error("rank %d: cannot allocate buffers for %llu-byte messages", x->rank, (unsigned long long)maxb);
+  return -1;
+}
+
+/* Rank 0 makes the run directory and its tables; every rank learns whether that worked. 1 to
+ * go on, or 0 (rank 0 said why). */
+static int p2p_begin(p2p_out *po, const p2p_ctx *x, coll_boot *b, int argc, char **argv) {
+  const p2p_opts *o = x->o;
+  int ok = 1;
+  if (x->rank == 0) {
+    char err[512];
+    size_t n = (size_t)x->size * (size_t)x->size;
+    po->bw = malloc(sizeof *po->bw * n);
+    po->bibw = malloc(sizeof *po->bibw * n);
+    po->lat = malloc(sizeof *po->lat * n);
+    ok = po->bw && po->bibw && po->lat && bench_run_begin(&po->run, o->r.out, "p2p", argc, argv) == 0;
+    if (ok && res_table_open_schema(&po->tab, po->run.dir, res_schema_p2p(), err, sizeof err)) {
+      bench_error("%s", err);
+      ok = 0;
+    }
+    if (ok && o->pairs_all &&
+        res_table_open_schema(&po->matrix, po->run.dir, res_schema_p2p_matrix(), err, sizeof err)) {
+      bench_error("%s", err);
+      ok = 0;
+    }
+  }
+  return bench_rank0_ok(b, ok);
+}
+
+/* run.json's p2p object (rank 0), status "running" until the end. */
+static cJSON *p2p_meta(p2p_out *po, const p2p_opts *o, const uint64_t *sizes, int nsizes) {
+  cJSON *meta = cJSON_AddObjectToObject(po->run.meta, "p2p");
+  cJSON_AddStringToObject(meta, "pairs", o->pairs_all ? "all" : "one");
+  if (!o->pairs_all) {
+    cJSON_AddNumberToObject(meta, "src", o->src);
+    cJSON_AddNumberToObject(meta, "dst", o->dst);
+  }
+  cJSON_AddNumberToObject(meta, "min_bytes", (double)sizes[0]);
+  cJSON_AddNumberToObject(meta, "max_bytes", (double)sizes[nsizes - 1]);
+  cJSON_AddNumberToObject(meta, "step_factor", o->step_factor);
+  cJSON_AddNumberToObject(meta, "window", (double)o->window);
+  if (o->iters)
+    cJSON_AddNumberToObject(meta, "iters", (double)o->iters);
+  else
+    cJSON_AddNumberToObject(meta, "time_per_size_s", o->time_per_size);
+  cJSON_AddStringToObject(meta, "gbps_unit", "GB/s (1e9 bytes/s), bytes / one-way time");
+  cJSON_AddStringToObject(meta, "status", "running");
+  bench_run_write(&po->run);
+  return meta;
+}
+
+/* Every transport in turn, each on its own communicator. 0, or -1 after saying why (run.json's
+ * status then "failed"). */
+static int p2p_transports(p2p_ctx *x, p2p_out *po, cJSON *meta, coll_boot *b, const uint64_t *sizes,
+                          int nsizes) {
+  const p2p_opts *o = x->o;
+  coll_err e = {{0}};
+  for (int t = 0; t < o->ntransports; t++) {
+    coll_comm_opts co = {.transport = o->transports[t],
+                         .timeout_ms = (int)(o->r.timeout_s * 1000),
+                         .tcp_streams = (int)o->r.tcp_streams,
+                         .tcp_cc = o->r.tcp_cc};
+    if (coll_comm_open(&x->c, b, &co, &e)) {
+      bench_error("%s", e.msg);
+      return -1;
+    }
+    if (x->rank == 0) {
+      cJSON_AddStringToObject(cJSON_GetObjectItem(po->run.meta, "fabrics"), coll_transport_name(o->transports[t]),
+                              coll_comm_fabric(x->c));
+      bench_run_write(&po->run);
+    }
+    x->e.msg[0] = '\0';
+    int trc = p2p_run_transport(x, po, o->transports[t], sizes, nsizes);
+    if (trc) bench_error("%s", x->e.msg[0] ? x->e.msg : "p2p step failed");
+    coll_comm_close(x->c);
+    x->c = NULL;
+    if (trc) {
+      if (x->rank == 0) {
+        cJSON_ReplaceItemInObject(meta, "status", cJSON_CreateString("failed"));
+        bench_run_write(&po->run);
+      }
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   coll_err e = {{0}};
   coll_boot *b = NULL;
-  int timeout_ms = (int)(o->r.timeout_s * 1000);
-  if (coll_boot_open(&b, COLL_BOOT_AUTO, o->want_mpi, timeout_ms, &e))
+  if (coll_boot_open(&b, COLL_BOOT_AUTO, o->want_mpi, (int)(o->r.timeout_s * 1000), &e))
     return bench_error("%s", e.msg);
-  int rank = coll_boot_rank(b), size = coll_boot_size(b);
-  int rc = 1, bad_data = 0, failed = 1;
+  int rc = 1, failed = 1;
   uint64_t *sizes = NULL;
   p2p_out po;
   memset(&po, 0, sizeof po);
   p2p_ctx x;
   memset(&x, 0, sizeof x);
   x.o = o;
-  x.rank = rank;
-  x.size = size;
+  x.rank = coll_boot_rank(b);
+  x.size = coll_boot_size(b);
   x.corrupt = getenv("FABENCH_TEST_CORRUPT") != NULL;
-
-  int only_copies = !o->tests[P2P_LAT] && !o->tests[P2P_BW] && !o->tests[P2P_BIBW];
-  if (size < 2 && !only_copies) {
+  int nsizes = 0, only_copies = !o->tests[P2P_LAT] && !o->tests[P2P_BW] && !o->tests[P2P_BIBW];
+  char bind_desc[256];
+  if (x.size < 2 && !only_copies) {
     bench_error("p2p needs at least 2 ranks (use -n 2, or start it with a launcher)");
-    goto out;
-  }
-  if (!o->pairs_all && !only_copies && (o->src >= size || o->dst >= size)) {
-    bench_error("--pairs %d,%d: there are only %d ranks", o->src, o->dst, size);
+  } else if (!o->pairs_all && !only_copies && (o->src >= x.size || o->dst >= x.size)) {
+    bench_error("--pairs %d,%d: there are only %d ranks", o->src, o->dst, x.size);
     rc = 2;
     failed = 0; /* every rank refuses alike */
-    goto out;
+  } else if (bench_bind_rank(b, o->r.bind, bind_desc, sizeof bind_desc) == 0) {
+    nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->step_factor, 1, &sizes);
+    if (nsizes <= 0) bench_error("out of memory");
   }
-  char bind_desc[256];
-  if (bench_bind_rank(b, o->r.bind, bind_desc, sizeof bind_desc)) goto out;
-  int nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->step_factor, 1, &sizes);
-  if (nsizes <= 0) {
-    bench_error("out of memory");
-    goto out;
-  }
-  /* the message buffers; a run of GPU copies alone needs none of its size */
-  uint64_t maxb = o->messages ? sizes[nsizes - 1] : 64;
-  size_t nreq = 2 * (size_t)o->window + 2;
-  x.sbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);
-  x.rbuf = aligned_alloc(64, (maxb + 63) & ~(uint64_t)63);
-  x.expect = malloc(maxb);
-  x.reqs = calloc(nreq, sizeof *x.reqs);
-  x.samples = malloc(sizeof *x.samples * P2P_MAX_ITERS);
-  if (!x.sbuf || !x.rbuf || !x.expect || !x.reqs || !x.samples) {
-    bench_error("rank %d: cannot allocate buffers for %llu-byte messages", rank,
-                (unsigned long long)maxb);
-    goto out;
-  }
-
-  /* rank 0 makes the run directory; the others learn whether that worked */
-  int ok = 1;
-  if (rank == 0) {
-    char err[512];
-    po.bw = malloc(sizeof *po.bw * (size_t)size * (size_t)size);
-    po.bibw = malloc(sizeof *po.bibw * (size_t)size * (size_t)size);
-    po.lat = malloc(sizeof *po.lat * (size_t)size * (size_t)size);
-    ok = po.bw && po.bibw && po.lat && bench_run_begin(&po.run, o->r.out, "p2p", argc, argv) == 0;
-    if (ok && res_table_open_schema(&po.tab, po.run.dir, res_schema_p2p(), err, sizeof err)) {
-      bench_error("%s", err);
-      ok = 0;
-    }
-    if (ok && o->pairs_all &&
-        res_table_open_schema(&po.matrix, po.run.dir, res_schema_p2p_matrix(), err, sizeof err)) {
-      bench_error("%s", err);
-      ok = 0;
-    }
-  }
-  if (!bench_rank0_ok(b, ok)) goto out; /* rank 0 said why */
-
   /* every host's topology and every rank's binding, recorded by rank 0 (collective) */
-  if (bench_run_world(&po.run, b, bind_desc)) goto out;
-
-  cJSON *meta = NULL, *fabrics = NULL;
-  if (rank == 0) {
-    cJSON *m = po.run.meta;
-    fabrics = cJSON_GetObjectItem(m, "fabrics");
-    meta = cJSON_AddObjectToObject(m, "p2p");
-    cJSON_AddStringToObject(meta, "pairs", o->pairs_all ? "all" : "one");
-    if (!o->pairs_all) {
-      cJSON_AddNumberToObject(meta, "src", o->src);
-      cJSON_AddNumberToObject(meta, "dst", o->dst);
-    }
-    cJSON_AddNumberToObject(meta, "min_bytes", (double)sizes[0]);
-    cJSON_AddNumberToObject(meta, "max_bytes", (double)sizes[nsizes - 1]);
-    cJSON_AddNumberToObject(meta, "step_factor", o->step_factor);
-    cJSON_AddNumberToObject(meta, "window", (double)o->window);
-    if (o->iters)
-      cJSON_AddNumberToObject(meta, "iters", (double)o->iters);
-    else
-      cJSON_AddNumberToObject(meta, "time_per_size_s", o->time_per_size);
-    cJSON_AddStringToObject(meta, "gbps_unit", "GB/s (1e9 bytes/s), bytes / one-way time");
-    cJSON_AddStringToObject(meta, "status", "running");
-    bench_run_write(&po.run);
-  }
-
-  for (int t = 0; t < o->ntransports; t++) {
-    coll_comm_opts co = {.transport = o->transports[t],
-                         .timeout_ms = timeout_ms,
-                         .tcp_streams = (int)o->r.tcp_streams,
-                         .tcp_cc = o->r.tcp_cc};
-    if (coll_comm_open(&x.c, b, &co, &e)) {
-      bench_error("%s", e.msg);
-      goto out;
-    }
-    if (rank == 0) {
-      cJSON_AddStringToObject(fabrics, coll_transport_name(o->transports[t]),
-                              coll_comm_fabric(x.c));
-      bench_run_write(&po.run);
-    }
-    x.e.msg[0] = '\0';
-    int trc = p2p_run_transport(&x, &po, o->transports[t], sizes, nsizes);
-    if (trc) {
-      bench_error("%s", x.e.msg[0] ? x.e.msg : "p2p step failed");
-      coll_comm_close(x.c);
-      x.c = NULL;
-      if (rank == 0) {
-        cJSON_ReplaceItemInObject(meta, "status", cJSON_CreateString("failed"));
+  if (nsizes > 0 && !p2p_buffers(&x, sizes[nsizes - 1]) && p2p_begin(&po, &x, b, argc, argv) &&
+      !bench_run_world(&po.run, b, bind_desc)) {
+    cJSON *meta = x.rank == 0 ? p2p_meta(&po, o, sizes, nsizes) : NULL;
+    if (!p2p_transports(&x, &po, meta, b, sizes, nsizes)) {
+      int bad_data = x.bad_bytes != 0;
+      if (x.rank == 0) {
+        cJSON_AddBoolToObject(meta, "data_ok", !bad_data);
+        cJSON_ReplaceItemInObject(meta, "status", cJSON_CreateString(bad_data ? "wrong data" : "ok"));
         bench_run_write(&po.run);
+        printf("# results in %s\n", po.run.dir);
       }
-      goto out;
+      rc = bad_data ? 1 : 0;
+      failed = 0;
+      if (bad_data && x.rank == 0) bench_error("data arrived wrong (see the errors column)");
     }
-    coll_comm_close(x.c);
-    x.c = NULL;
   }
-  bad_data = x.bad_bytes != 0;
-  if (rank == 0) {
-    cJSON_AddBoolToObject(meta, "data_ok", !bad_data);
-    cJSON_ReplaceItemInObject(meta, "status", cJSON_CreateString(bad_data ? "wrong data" : "ok"));
-    bench_run_write(&po.run);
-    printf("# results in %s\n", po.run.dir);
-  }
-  rc = bad_data ? 1 : 0;
-  failed = 0;
-  if (bad_data && rank == 0) bench_error("data arrived wrong (see the errors column)");
-
-out:
   if (po.tab) res_table_close(po.tab);
   if (po.matrix) res_table_close(po.matrix);
-  if (rank == 0 && po.run.meta) bench_run_end(&po.run);
+  if (x.rank == 0 && po.run.meta) bench_run_end(&po.run);
   free(po.bw);
   free(po.bibw);
   free(po.lat);
