@@ -668,79 +668,72 @@ static int ar_cells_check(const ar_ctx *x, const ar_cell *cells, int ncells) {
   return 2;
 }
 
-static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
-  ar_ctx x = {.o = o};
-  coll_err e = {{0}};
-  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, o->want_mpi, (int)o->r.timeout_s * 1000, &e)) return ar_fail(&e);
-  x.rank = coll_boot_rank(x.boot);
-  x.size = coll_boot_size(x.boot);
-  int rc = 0, ncells = 0, failed = 1, agreed = 0; /* agreed: every rank stops alike */
-  coll_comm *comms[AR_MAX_LIST] = {0}, *buf_owner = NULL;
-  void *buf = NULL, *dbufs[AR_MAX_LIST] = {0};
+/* What a run holds: a communicator per transport (and a device buffer for a GPU one), the
+ * cells, and the run's one host buffer. */
+typedef struct {
+  coll_comm *comms[AR_MAX_LIST], *buf_owner;
+  void *buf, *dbufs[AR_MAX_LIST];
   ar_cell cells[AR_MAX_LIST * AR_MAX_LIST];
-  memset(cells, 0, sizeof cells);
+  int ncells;
+} ar_run;
+
+/* This rank's binding, rank 0's run directory and table (every rank stops alike where rank 0
+ * cannot make them, rank 0 having said why), and the world in run.json. 0, or 1 after saying
+ * why. */
+static int ar_begin(ar_ctx *x, int argc, char **argv) {
+  const ar_opts *o = x->o;
   char bind_desc[256];
-  if (bench_bind_rank(x.boot, o->r.bind, bind_desc, sizeof bind_desc)) {
-    rc = 1;
-    goto out;
-  }
-  if (x.rank == 0) {
+  int rc = 0;
+  if (bench_bind_rank(x->boot, o->r.bind, bind_desc, sizeof bind_desc)) return 1;
+  if (x->rank == 0) {
     char err[512];
-    x.progress = isatty(2);
-    if (bench_run_begin(&x.run, o->r.out, "allreduce", argc, argv)) {
+    x->progress = isatty(2);
+    if (bench_run_begin(&x->run, o->r.out, "allreduce", argc, argv)) {
       rc = 1;
-    } else if (res_table_open_schema(&x.tab, x.run.dir, res_schema_allreduce(), err, sizeof err)) {
+    } else if (res_table_open_schema(&x->tab, x->run.dir, res_schema_allreduce(), err, sizeof err)) {
       rc = bench_error("%s", err);
     } else {
-      cJSON_AddNumberToObject(x.run.meta, "rounds", (double)o->rounds);
+      cJSON_AddNumberToObject(x->run.meta, "rounds", (double)o->rounds);
       /* the rows' errors column counts wrong elements only where the run checked them */
-      cJSON_AddBoolToObject(x.run.meta, "check", o->check);
-      ar_header(&x);
+      cJSON_AddBoolToObject(x->run.meta, "check", o->check);
+      ar_header(x);
     }
   }
-  if (!bench_rank0_ok(x.boot, !rc)) { /* every rank stops alike, rank 0 having said why */
-    rc = 1;
-    goto out;
-  }
-  if (bench_run_world(&x.run, x.boot, bind_desc)) {
-    rc = 1;
-    goto out;
-  }
-  /* every rank reads the model: auto must pick alike everywhere */
-  if (!rc && o->model_from) {
-    char err[1024];
-    if (bench_model_load(&x.model, o->model_from, x.rank != 0, err, sizeof err)) rc = bench_error("rank %d: --model-from: %s", x.rank, err);
-  }
-  /* every transport is open for the whole run, so that the cells can take turns */
-  for (int t = 0; t < o->ntransports && !rc; t++) {
+  if (!bench_rank0_ok(x->boot, !rc)) return 1;
+  return bench_run_world(&x->run, x->boot, bind_desc) ? 1 : 0;
+}
+
+/* Every transport's communicator, open for the whole run so that the cells can take turns, and
+ * its cells (an algorithm the transport or build cannot run is said and skipped). 0, or 1 after
+ * saying why. */
+static int ar_open(ar_ctx *x, ar_run *u) {
+  const ar_opts *o = x->o;
+  coll_err e = {{0}};
+  for (int t = 0; t < o->ntransports; t++) {
     coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->r.timeout_s * 1000,
                          .tcp_streams = (int)o->r.tcp_streams, .chunk_bytes = (size_t)o->chunk,
                          .tcp_cc = o->r.tcp_cc, .no_peer_map = o->no_peer_map, .no_spin = o->no_spin,
-                         .model = ar_model_for(&x, o->transports[t]), .devices = o->devices};
-    if (coll_comm_open(&comms[t], x.boot, &co, &e)) {
-      rc = ar_fail(&e);
-      break;
-    }
-    if (o->transports[t] == COLL_UCX) buf_owner = comms[t];
+                         .model = ar_model_for(x, o->transports[t]), .devices = o->devices};
+    if (coll_comm_open(&u->comms[t], x->boot, &co, &e)) return ar_fail(&e);
+    if (o->transports[t] == COLL_UCX) u->buf_owner = u->comms[t];
     /* a GPU communicator has its own buffer on the device; the host one stages its data */
-    if (coll_comm_device(comms[t]) >= 0 && !(dbufs[t] = coll_mem_alloc(comms[t], (size_t)o->max_bytes + 8, &e))) {
-      rc = ar_fail(&e);
-      break;
-    }
+    if (coll_comm_device(u->comms[t]) >= 0 &&
+        !(u->dbufs[t] = coll_mem_alloc(u->comms[t], (size_t)o->max_bytes + 8, &e)))
+      return ar_fail(&e);
     char gfabric[80] = "";
-    if (dbufs[t] && x.rank == 0) ar_gpu_fabric(comms[t], gfabric, sizeof gfabric);
+    if (u->dbufs[t] && x->rank == 0) ar_gpu_fabric(u->comms[t], gfabric, sizeof gfabric);
     for (int a = 0; a < o->nalgos; a++) {
-      ar_cell *k = &cells[ncells];
-      k->c = comms[t];
-      k->dbuf = dbufs[t];
+      ar_cell *k = &u->cells[u->ncells];
+      k->c = u->comms[t];
+      k->dbuf = u->dbufs[t];
       snprintf(k->gfabric, sizeof k->gfabric, "%s", gfabric);
       k->tk = o->transports[t];
       k->algo = o->algos[a];
       coll_algo_format(k->aname, sizeof k->aname, k->algo);
       if (coll_algo_supported(k->c, k->algo)) {
         k->is_peer = o->has_peer && k->tk == o->peer_tk && ar_algo_eq(k->algo, o->peer_algo);
-        ncells++;
-      } else if (x.rank == 0) {
+        u->ncells++;
+      } else if (x->rank == 0) {
         printf("# skipping %s/%s: %s\n", coll_transport_name(k->tk), k->aname,
                k->algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
                                                 : "not available in this build");
@@ -748,41 +741,74 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       }
     }
   }
-  if (!rc && (rc = ar_cells_check(&x, cells, ncells))) agreed = 1;
-  /* The run's one buffer comes from the ucx communicator when there is one (ucx ranks on one
-   * host then map each other's copy: coll_mem_alloc); other transports use it as plain memory. */
-  size_t maxbytes = (size_t)o->max_bytes + 8;
-  if (!rc && buf_owner && !(buf = coll_mem_alloc(buf_owner, maxbytes, &e))) rc = ar_fail(&e);
-  if (!rc && !buf_owner && posix_memalign(&buf, 64, maxbytes))
-    buf = NULL, rc = bench_error("rank %d: cannot allocate %zu bytes", x.rank, maxbytes);
-  for (int t = 0; t < o->ntransports && !rc && x.rank == 0; t++) { /* after the buffer: +rkey_ptr */
-    cJSON_AddStringToObject(cJSON_GetObjectItem(x.run.meta, "fabrics"), coll_transport_name(o->transports[t]), coll_comm_fabric(comms[t]));
-    bench_run_write(&x.run);
-  }
-  int wrong = 0;
-  if (!rc) rc = ar_sweep(&x, cells, ncells, buf, &wrong);
-  if (x.rank == 0 && x.tab) {
-    cJSON_AddStringToObject(x.run.meta, "status", rc ? "failed" : wrong ? "wrong results" : "ok");
-    bench_run_write(&x.run);
-    printf("# %s: %s\n",
-           wrong ? "FAILED: wrong results at some sizes" : rc ? "FAILED" : o->check ? "all results verified" : "done, results not checked (--no-check)",
-           x.run.dir);
-  }
-  failed = rc != 0 && !agreed;
-  /* rank 0 has said why and written run.json before any rank exits: the launcher stops the
-   * others at the first that ends */
-  if (agreed && coll_boot_barrier(x.boot, &e)) failed = 1;
-  if (!rc && wrong) rc = 1;
-out:
-  if (buf_owner)
-    coll_mem_free(buf_owner, buf);
+  return 0;
+}
+
+/* The run's one buffer: from the ucx communicator when there is one (ucx ranks on one host then
+ * map each other's copy: coll_mem_alloc); other transports use it as plain memory. 0, or 1
+ * after saying why. */
+static int ar_buffer(ar_ctx *x, ar_run *u) {
+  coll_err e = {{0}};
+  size_t maxbytes = (size_t)x->o->max_bytes + 8;
+  if (u->buf_owner) return (u->buf = coll_mem_alloc(u->buf_owner, maxbytes, &e)) ? 0 : ar_fail(&e);
+  if (!posix_memalign(&u->buf, 64, maxbytes)) return 0;
+  u->buf = NULL;
+  return bench_error("rank %d: cannot allocate %zu bytes", x->rank, maxbytes);
+}
+
+static void ar_run_close(const ar_opts *o, ar_run *u) {
+  if (u->buf_owner)
+    coll_mem_free(u->buf_owner, u->buf);
   else
-    free(buf);
+    free(u->buf);
   for (int t = 0; t < o->ntransports; t++) {
-    if (dbufs[t]) coll_mem_free(comms[t], dbufs[t]);
-    if (comms[t]) coll_comm_close(comms[t]);
+    if (u->dbufs[t]) coll_mem_free(u->comms[t], u->dbufs[t]);
+    if (u->comms[t]) coll_comm_close(u->comms[t]);
   }
-  for (int i = 0; i < AR_MAX_LIST * AR_MAX_LIST; i++) free(cells[i].times);
+  for (int i = 0; i < AR_MAX_LIST * AR_MAX_LIST; i++) free(u->cells[i].times);
+}
+
+static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
+  ar_ctx x = {.o = o};
+  coll_err e = {{0}};
+  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, o->want_mpi, (int)o->r.timeout_s * 1000, &e)) return ar_fail(&e);
+  x.rank = coll_boot_rank(x.boot);
+  x.size = coll_boot_size(x.boot);
+  ar_run *u = calloc(1, sizeof *u);
+  int rc = u ? ar_begin(&x, argc, argv) : bench_error("out of memory");
+  int failed = 1, agreed = 0; /* agreed: every rank stops alike */
+  if (!rc) {
+    /* every rank reads the model: auto must pick alike everywhere */
+    if (o->model_from) {
+      char err[1024];
+      if (bench_model_load(&x.model, o->model_from, x.rank != 0, err, sizeof err))
+        rc = bench_error("rank %d: --model-from: %s", x.rank, err);
+    }
+    if (!rc) rc = ar_open(&x, u);
+    if (!rc && (rc = ar_cells_check(&x, u->cells, u->ncells))) agreed = 1;
+    if (!rc) rc = ar_buffer(&x, u);
+    for (int t = 0; t < o->ntransports && !rc && x.rank == 0; t++) { /* after the buffer: +rkey_ptr */
+      cJSON_AddStringToObject(cJSON_GetObjectItem(x.run.meta, "fabrics"), coll_transport_name(o->transports[t]),
+                              coll_comm_fabric(u->comms[t]));
+      bench_run_write(&x.run);
+    }
+    int wrong = 0;
+    if (!rc) rc = ar_sweep(&x, u->cells, u->ncells, u->buf, &wrong);
+    if (x.rank == 0 && x.tab) {
+      cJSON_AddStringToObject(x.run.meta, "status", rc ? "failed" : wrong ? "wrong results" : "ok");
+      bench_run_write(&x.run);
+      printf("# %s: %s\n",
+             wrong ? "FAILED: wrong results at some sizes" : rc ? "FAILED" : o->check ? "all results verified" : "done, results not checked (--no-check)",
+             x.run.dir);
+    }
+    failed = rc != 0 && !agreed;
+    /* rank 0 has said why and written run.json before any rank exits: the launcher stops the
+     * others at the first that ends */
+    if (agreed && coll_boot_barrier(x.boot, &e)) failed = 1;
+    if (!rc && wrong) rc = 1;
+  }
+  if (u) ar_run_close(o, u);
+  free(u);
   if (x.rank == 0) {
     res_table_close(x.tab);
     if (x.run.meta) bench_run_end(&x.run);
