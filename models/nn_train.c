@@ -121,6 +121,7 @@ typedef struct {
   int fwd_hook;               /* the net calls on_forward (overlap_step, alive) */
   int alive;                  /* alone while others wait: the step calls on_alive too */
   int alive_failed;           /* on_alive stopped the run inside backward, which goes on */
+  int upload_ahead;           /* a GPU net: the next batch is uploaded while a step computes */
   int ostep;                  /* overlapping from this step on (after the warm-up's profile) */
   int pending;                /* the last step's update is still to be applied, bucket by bucket */
   nn_sgd_opts pso;            /* its options */
@@ -619,6 +620,7 @@ static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   /* overlap_step exchanges a step's records and checks while the communication thread reduces:
    * not where both go through one MPI library that takes one thread at a time */
   s->hooked = o->overlap_step && s->fwd_hook && !coll_comm_serial_with_boot(o->comm);
+  s->upload_ahead = nn_net_device(o->net) == NN_DEV_CUDA;
 
   nn_loader_opts lo = o->loader;
   lo.rank = o->same_data || s->world == 1 ? 0 : o->rank;
@@ -658,7 +660,7 @@ static int tr_compute(train_state *s, nn_loader *loader, tr_step *st, int64_t gs
   /* a GPU net uploads the next batch on its copy stream while this step computes; not after
    * the last step, whose upload nothing would wait for */
   nn_batch nb;
-  if (nn_net_device(o->net) == NN_DEV_CUDA && gstep + 1 < o->stop_step && nn_loader_peek(loader, &nb) &&
+  if (s->upload_ahead && gstep + 1 < o->stop_step && nn_loader_peek(loader, &nb) &&
       nb.n > 0 && nn_net_prefetch(o->net, nb.x, nb.n, s->err, s->cap))
     return -1;
   s->tracing_prev = s->tracing;
