@@ -463,7 +463,7 @@ typedef struct {
   int ns;
   /* running the steps */
   char self[4096];
-  sigset_t sigs, old_mask;
+  bench_sigs sg;
   int tty, fit_ok, interrupted, failed;
   uint64_t ran_now;                    /* the steps run, and ok, by this invocation */
   const char *stopped_in;
@@ -668,7 +668,7 @@ static int suite_step_one(suite_job *x, int i) {
   if (!x->fit_ok) drop_arg(p, "--model-from"); /* train without predictions */
   if (!strcmp(p->name, "predict") && x->fit_ok) predict_fabrics(p, x->dir);
   double ts = res_now();
-  int src = step_run(x->self, p, x->dir, &x->sigs, &x->old_mask, &x->interrupted);
+  int src = step_run(x->self, p, x->dir, &x->sg.set, &x->sg.old, &x->interrupted);
   if (!strcmp(p->name, "fit")) x->fit_ok = src == 0;
   if (src == 0) x->ran_now |= UINT64_C(1) << i;
   char what[128], sj[4200], err[1024];
@@ -709,28 +709,15 @@ static int suite_run_steps(suite_job *x) {
   if (sl <= 0) return bench_error("cannot find this program (/proc/self/exe)");
   x->self[sl] = 0;
   x->t0 = res_now();
-  /* From here on, signals are taken synchronously and forwarded to the running step (as the -n
-   * launcher does for its ranks); SIGCHLD at its default, or the step is reaped behind our back. */
-  struct sigaction chld_dfl = {.sa_handler = SIG_DFL}, chld_old;
-  sigaction(SIGCHLD, &chld_dfl, &chld_old);
-  sigemptyset(&x->sigs);
-  sigaddset(&x->sigs, SIGINT);
-  sigaddset(&x->sigs, SIGTERM);
-  sigaddset(&x->sigs, SIGHUP);
-  sigaddset(&x->sigs, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &x->sigs, &x->old_mask);
+  bench_sigs_take(&x->sg); /* as the -n launcher does: signals go to the running step */
   struct timespec zero = {0, 0};
   for (int i = 0; i < x->ns; i++) {
     int sig;
-    while (!x->interrupted && (sig = sigtimedwait(&x->sigs, NULL, &zero)) > 0) /* one between steps */
+    while (!x->interrupted && (sig = sigtimedwait(&x->sg.set, NULL, &zero)) > 0) /* one between steps */
       if (sig != SIGCHLD) x->interrupted = sig;
     if (x->interrupted || suite_step_one(x, i)) break;
   }
-  /* pending ones taken: unblocked they would kill us now */
-  while (sigtimedwait(&x->sigs, NULL, &zero) > 0) {
-  }
-  sigprocmask(SIG_SETMASK, &x->old_mask, NULL);
-  sigaction(SIGCHLD, &chld_old, NULL);
+  bench_sigs_restore(&x->sg);
   return 0;
 }
 

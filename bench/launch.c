@@ -717,28 +717,37 @@ static int launch_local(launch_job *j) {
   return rc;
 }
 
+void bench_sigs_take(bench_sigs *s) {
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGCHLD, &dfl, &s->chld_old);
+  sigemptyset(&s->set);
+  sigaddset(&s->set, SIGINT);
+  sigaddset(&s->set, SIGTERM);
+  sigaddset(&s->set, SIGHUP);
+  sigaddset(&s->set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &s->set, &s->old);
+}
+
+void bench_sigs_restore(bench_sigs *s) {
+  struct timespec zero = {0, 0};
+  while (sigtimedwait(&s->set, NULL, &zero) > 0) {
+  }
+  sigprocmask(SIG_SETMASK, &s->old, NULL);
+  sigaction(SIGCHLD, &s->chld_old, NULL);
+}
+
 int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const rank_argv[]) {
   bench_emu emu_store;
   const char *mpirun;
   int rc = launch_check(o, &emu_store, &mpirun);
   if (rc) return rc;
 
-  /* From here on, signals are taken synchronously (and forwarded to the ranks). */
-  sigset_t set, old;
-  /* A caller that ignores SIGCHLD would have its children reaped behind our back. */
-  struct sigaction chld_dfl, chld_old;
-  memset(&chld_dfl, 0, sizeof chld_dfl);
-  chld_dfl.sa_handler = SIG_DFL;
-  sigaction(SIGCHLD, &chld_dfl, &chld_old);
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &set, &old);
-
+  bench_sigs sg; /* from here on, signals are taken synchronously and forwarded to the ranks */
+  bench_sigs_take(&sg);
   launch_job j = {.o = o, .prog = prog, .rank_argv = rank_argv, .root_addr = "127.0.0.1",
-                  .port = LAUNCH_EMU_ROOT_PORT, .root_fd = -1, .set = &set, .old = &old};
+                  .port = LAUNCH_EMU_ROOT_PORT, .root_fd = -1, .set = &sg.set, .old = &sg.old};
   if (o->emulate) {
     j.emu = &emu_store;
     if ((rc = launch_emu_up(&emu_store, o->n, o->emulate))) goto out;
@@ -764,11 +773,6 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
 out:
   if (j.root_fd >= 0) close(j.root_fd);
   if (j.emu) bench_emu_teardown(&emu_store);
-  /* Take pending signals (a forwarded SIGINT would otherwise kill us on unblocking). */
-  struct timespec zero = {0, 0};
-  while (sigtimedwait(&set, NULL, &zero) > 0) {
-  }
-  sigprocmask(SIG_SETMASK, &old, NULL);
-  sigaction(SIGCHLD, &chld_old, NULL);
+  bench_sigs_restore(&sg);
   return rc;
 }

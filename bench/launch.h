@@ -2,6 +2,8 @@
 #ifndef FABENCH_BENCH_LAUNCH_H
 #define FABENCH_BENCH_LAUNCH_H
 
+#include <signal.h>
+
 typedef struct {
   int n;                   /* ranks to start on this host (>= 1) */
   int use_mpirun;          /* start through mpirun (the mpi transport is wanted) */
@@ -23,6 +25,20 @@ int bench_launch(const bench_launch_opts *o, char *const rank_argv[]);
 /* bench_launch with an explicit program instead of this one (/proc/self/exe): the ranks run
  * `prog rank_argv...`. For tests, which launch small programs of their own. */
 int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const rank_argv[]);
+
+/* While a command runs children (ranks, the suite's steps) it takes SIGINT, SIGTERM, SIGHUP
+ * and SIGCHLD synchronously (sigtimedwait) and forwards them, instead of dying with its
+ * children still running. SIGCHLD goes to its default meanwhile: a caller that ignores it would
+ * have the children reaped behind our back. */
+typedef struct {
+  sigset_t set;                /* the signals taken */
+  sigset_t old;                /* the caller's mask, restored, and the children's */
+  struct sigaction chld_old;   /* the caller's SIGCHLD action */
+} bench_sigs;
+void bench_sigs_take(bench_sigs *s);
+/* Drains what is pending (a forwarded SIGINT would otherwise kill us on unblocking), then
+ * restores the caller's mask and SIGCHLD action. */
+void bench_sigs_restore(bench_sigs *s);
 
 /* The launcher's own options (-n/--ranks, --emulate) as the command's getopt_long parsed them:
  * the argv elements to leave out of the ranks' argv. Noted by the parser, not found by looking
