@@ -83,9 +83,9 @@ int bench_rank_check(const bench_rank_opts *r, int argc, char **argv, const char
 /* One transport of a --transport list: 0 when built in and usable here; 2 after a usage error;
  * 3 for nccl on a machine without a usable GPU (said on stderr, one line). */
 int bench_transport_check(coll_transport_kind tk, const char *usage);
-/* A --transport list of at most max (<= 16) transports, each known and built in: 0; 2 after a usage
- * error; 3 when it names nccl on a machine without a usable GPU (said on stderr). *want_mpi:
- * the list holds mpi (the ranks then start through mpirun). */
+/* A --transport list of at most max (<= 16) transports, each known, built in and named once: 0;
+ * 2 after a usage error; 3 when it names nccl on a machine without a usable GPU (said on
+ * stderr). *want_mpi: the list holds mpi (the ranks then start through mpirun). */
 int bench_parse_transports(const char *list, coll_transport_kind *out, int max, int *n,
                            int *want_mpi, const char *usage);
 /* --algo's comma list into out (at most max): 0 with the count in *n, or 2 after a usage

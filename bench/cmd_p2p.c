@@ -234,11 +234,6 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
 
   if (o->min_bytes > o->max_bytes)
     return bench_usage_error(p2p_usage, "--min-bytes is larger than --max-bytes");
-  for (int i = 0; i < o->ntransports; i++)
-    for (int j = 0; j < i; j++)
-      if (o->transports[i] == o->transports[j])
-        return bench_usage_error(p2p_usage, "transport '%s' given twice",
-                                 coll_transport_name(o->transports[i]));
   /* messages run on host buffers, the copy tests on a GPU's: a run that measures nothing is
    * refused here, not ended with an empty table and status 0 */
   int msg = o->tests[P2P_LAT] || o->tests[P2P_BW] || o->tests[P2P_BIBW], copies = 0, host = 0, gpu = 0;

@@ -452,7 +452,7 @@ typedef struct {
   suite_opts o;
   cJSON *state;                        /* suite.json's */
   char *rargv[64];                     /* a resumed suite's command line (state's strings) */
-  char tl[64], talgo[32];              /* the transports; the algorithm training uses */
+  char tl[16 * 5], talgo[32];          /* the transports; the algorithm training uses */
   const char *algos;
   char rates[SUITE_MAX_RATES][32];     /* the emulated links */
   int nrates;
@@ -496,20 +496,19 @@ static int suite_resume(suite_job *x) {
   return 0;
 }
 
+/* The transports as one list for the steps' --transport: the user's, parsed before any step
+ * runs (not by the step that first uses them) and written back by their names, which fit in tl
+ * whatever the spelling; else those built. */
 static int suite_transports(suite_job *x) {
-  if (!x->o.transports) {
-    static const coll_transport_kind ks[] = {COLL_TCP, COLL_UCX, COLL_MPI};
-    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
-      if (coll_transport_built(ks[i]))
-        snprintf(x->tl + strlen(x->tl), sizeof x->tl - strlen(x->tl), "%s%s", *x->tl ? "," : "",
-                 coll_transport_name(ks[i]));
-    return 0;
-  }
-  snprintf(x->tl, sizeof x->tl, "%s", x->o.transports);
-  /* names checked before any step runs, not by the step that first uses them */
-  coll_transport_kind tks[16];
-  int ntk, want_mpi;
-  return bench_parse_transports(x->o.transports, tks, 16, &ntk, &want_mpi, suite_usage);
+  coll_transport_kind ks[16] = {COLL_TCP, COLL_UCX, COLL_MPI};
+  int n = 3, want_mpi, rc;
+  if (x->o.transports && (rc = bench_parse_transports(x->o.transports, ks, 16, &n, &want_mpi, suite_usage)))
+    return rc;
+  for (int i = 0; i < n; i++)
+    if (x->o.transports || coll_transport_built(ks[i]))
+      snprintf(x->tl + strlen(x->tl), sizeof x->tl - strlen(x->tl), "%s%s", *x->tl ? "," : "",
+               coll_transport_name(ks[i]));
+  return 0;
 }
 
 static int suite_algos(suite_job *x) {

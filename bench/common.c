@@ -202,6 +202,8 @@ int bench_parse_transports(const char *list, coll_transport_kind *out, int max, 
       rc = bench_usage_error(usage, "--transport: unknown transport '%s' (tcp, ucx, mpi, nccl)", items[i]);
     else if (!(rc = bench_transport_check(out[i], usage)))
       *want_mpi |= out[i] == COLL_MPI;
+    for (int j = 0; j < i && !rc; j++) /* twice would measure it twice, in rows alike */
+      if (out[j] == out[i]) rc = bench_usage_error(usage, "transport '%s' given twice", coll_transport_name(out[i]));
   }
   free(store);
   if (!rc) *n = got;

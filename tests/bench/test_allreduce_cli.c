@@ -38,6 +38,7 @@ static void test_bad_flags_exit_2(void **st) {
   expect_usage_error((char *[]){"allreduce", "--max-bytes", "12Q", NULL}, "--max-bytes: '12Q'");
   expect_usage_error((char *[]){"allreduce", "--algo", "ring,nope", NULL}, "unknown algorithm 'nope'");
   expect_usage_error((char *[]){"allreduce", "--transport", "ib", NULL}, "unknown transport 'ib'");
+  expect_usage_error((char *[]){"allreduce", "--transport", "tcp,tcp", NULL}, "transport 'tcp' given twice");
   expect_usage_error((char *[]){"allreduce", "-n", "0", NULL}, "-n: '0'");
   expect_usage_error((char *[]){"allreduce", "--dtype", "f8", NULL}, "unknown type 'f8'");
   expect_usage_error((char *[]){"allreduce", "--op", "avg", NULL}, "unknown reduction 'avg'");
