@@ -560,127 +560,175 @@ int coll_tcp_from_fds(coll_transport **out, const coll_comm *cm, int streams, co
   return 0;
 }
 
+/* What coll_tcp_open's phases share. */
+typedef struct {
+  tcp_transport *t;
+  coll_comm *cm;
+  int me, n;
+  int sockbuf;       /* socket buffer size; 0: the kernel's autotuning */
+  tcp_endpoint mine; /* what this rank tells the others */
+  int lfd;           /* the listener; -1 when there is none (one rank) or it is closed */
+  double deadline;   /* for every connection and hello */
+  char err[512];
+} tcp_open_ctx;
+
+/* This rank's address (--tcp-bind, else the bootstrap's) and, with peers, a listener on it. */
+static int tcp_open_listen(tcp_open_ctx *x, coll_boot *b, const coll_comm_opts *o, coll_err *e) {
+  if (o->tcp_bind && *o->tcp_bind)
+    snprintf(x->mine.addr, sizeof x->mine.addr, "%s", o->tcp_bind);
+  else if (coll_boot_advertise_addr(b, x->mine.addr, sizeof x->mine.addr, e) != 0)
+    return -1;
+  if (x->n > 1 && coll_sock_listen(x->mine.addr, 0, 1024, &x->lfd, &x->mine.port, x->err, sizeof x->err) != 0)
+    return coll_fail(e, "rank %d (%s): tcp transport: %s", x->me, x->cm->hosts[x->me], x->err);
+  return 0;
+}
+
+/* Every rank's endpoint, through the bootstrap; NULL after saying why. The streams must agree:
+ * both ends of a pair cut a message into the same parts. */
+static tcp_endpoint *tcp_open_exchange(tcp_open_ctx *x, coll_boot *b, coll_err *e) {
+  const tcp_transport *t = x->t;
+  x->mine.streams = t->streams;
+  tcp_endpoint *eps = calloc((size_t)x->n, sizeof *eps);
+  if (!eps) {
+    coll_fail(e, "out of memory");
+    return NULL;
+  }
+  if (coll_boot_allgather(b, eps, &x->mine, sizeof x->mine, e) != 0) {
+    free(eps);
+    return NULL;
+  }
+  for (int r = 0; r < x->n; r++)
+    if (eps[r].streams != t->streams) {
+      coll_fail(e, "rank %d (%s): rank %d uses %d tcp streams, this rank %d", x->me, x->cm->hosts[x->me], r,
+                eps[r].streams, t->streams);
+      free(eps);
+      return NULL;
+    }
+  return eps;
+}
+
+/* Lower ranks listen, higher ranks connect: each pair once per stream. */
+static int tcp_open_connect(tcp_open_ctx *x, tcp_endpoint *eps, coll_err *e) {
+  tcp_transport *t = x->t;
+  const coll_comm *cm = x->cm;
+  int me = x->me;
+  for (int r = 0; r < me; r++) {
+    for (int s = 0; s < t->streams; s++) {
+      int fd;
+      eps[r].addr[sizeof eps[r].addr - 1] = '\0';
+      if (coll_sock_connect(eps[r].addr, eps[r].port, x->deadline, &fd, x->err, sizeof x->err) != 0)
+        return coll_fail(e, "rank %d (%s): tcp connect to rank %d (%s): %s", me, cm->hosts[me], r, cm->hosts[r],
+                         x->err);
+      /* the listener learns from it which rank and stream this connection is */
+      tcp_hello h = {TCP_HELLO_MAGIC, me, s, x->n};
+      if (coll_sock_send_all(fd, &h, sizeof h, x->deadline, x->err, sizeof x->err) != 0) {
+        close(fd);
+        return coll_fail(e, "rank %d (%s): tcp hello to rank %d (%s): %s", me, cm->hosts[me], r, cm->hosts[r],
+                         x->err);
+      }
+      t->conns[r * t->streams + s].fd = fd;
+    }
+  }
+  return 0;
+}
+
+/* " 2 (hostb) 3 (hostc)": the higher ranks (and streams) not connected, as many as fit. */
+static void tcp_open_missing(const tcp_open_ctx *x, char *missing, size_t cap) {
+  const tcp_transport *t = x->t;
+  size_t off = 0;
+  missing[0] = '\0';
+  for (int r = x->me + 1; r < x->n && off < cap - 32; r++)
+    for (int s = 0; s < t->streams && off < cap - 32; s++)
+      if (t->conns[r * t->streams + s].fd < 0) {
+        if (t->streams > 1)
+          off += (size_t)snprintf(missing + off, cap - off, " %d (%s, stream %d)", r, x->cm->hosts[r], s);
+        else
+          off += (size_t)snprintf(missing + off, cap - off, " %d (%s)", r, x->cm->hosts[r]);
+      }
+}
+
+/* Every connection's hello is read at once: one that says nothing (a port scanner, a stuck
+ * peer) is dropped after TCP_HELLO_S, and the real ranks behind it are not kept waiting. */
+static int tcp_open_accept(tcp_open_ctx *x, coll_err *e) {
+  tcp_transport *t = x->t;
+  int me = x->me, n = x->n, total = n * t->streams;
+  int *fds = malloc((size_t)total * sizeof *fds);
+  if (!fds) return coll_fail(e, "out of memory");
+  for (int i = 0; i < total; i++) fds[i] = t->conns[i].fd;
+  int arc = n > 1 ? coll_tcp_accept_hellos(fds, x->lfd, me, n, t->streams, x->deadline, TCP_HELLO_S, x->err,
+                                           sizeof x->err)
+                  : 0;
+  /* the connections accepted before a failure too: tcp_close closes them */
+  for (int i = 0; i < total; i++) t->conns[i].fd = fds[i];
+  free(fds);
+  if (arc != 0) {
+    char missing[256];
+    tcp_open_missing(x, missing, sizeof missing);
+    return coll_fail(e, "rank %d (%s): waiting for tcp connections from higher ranks: %s; missing ranks:%s",
+                     me, x->cm->hosts[me], x->err, missing);
+  }
+  return 0;
+}
+
+/* Every connection's options, then the fabric's name from what the kernel took. */
+static int tcp_open_tune(tcp_open_ctx *x, const coll_comm_opts *o, coll_err *e) {
+  tcp_transport *t = x->t;
+  int total = x->n * t->streams;
+  const char *cc = o->tcp_cc ? o->tcp_cc : COLL_TCP_CC_DEFAULT;
+  char cc_got[32] = "";
+  for (int i = 0; i < total; i++)
+    if (t->conns[i].fd >= 0) {
+      coll_sock_tune(t->conns[i].fd, x->sockbuf);
+      coll_sock_set_nonblock(t->conns[i].fd);
+      if (strcmp(cc, "system") != 0 &&
+          setsockopt(t->conns[i].fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) != 0)
+        return coll_fail(e, "rank %d (%s): tcp congestion control '%s': %s (see "
+                            "/proc/sys/net/ipv4/tcp_available_congestion_control; without CAP_NET_ADMIN "
+                            "only those in tcp_allowed_congestion_control)",
+                         x->me, x->cm->hosts[x->me], cc, strerror(errno));
+      socklen_t gl = sizeof cc_got - 1;
+      if (!cc_got[0] && getsockopt(t->conns[i].fd, IPPROTO_TCP, TCP_CONGESTION, cc_got, &gl) != 0)
+        cc_got[0] = '\0';
+    }
+  char ifn[64];
+  tcp_ifname(x->mine.addr, ifn, sizeof ifn);
+  /* the congestion control in use (read back), or the one asked for when there is no peer */
+  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:%s/%s", ifn, cc_got[0] ? cc_got : cc);
+  return 0;
+}
+
+/* A failed open: the listener if still open (a failed listen leaves lfd -1), and every
+ * connection made so far. */
+static int tcp_open_fail(tcp_open_ctx *x) {
+  if (x->lfd >= 0) close(x->lfd);
+  tcp_close(&x->t->base);
+  return -1;
+}
+
 int coll_tcp_open(coll_transport **out, coll_comm *cm, coll_boot *b, const coll_comm_opts *o,
                   coll_err *e) {
   *out = NULL;
   tcp_transport *t = tcp_new(cm, o->tcp_streams);
   if (!t) return coll_fail(e, "out of memory");
-  int me = cm->rank, n = cm->size;
-  int total = n * t->streams;
+  tcp_open_ctx x = {.t = t, .cm = cm, .me = cm->rank, .n = cm->size, .lfd = -1};
   /* Spinning is cheap latency while every rank has a core; when ranks outnumber the cores a
    * spinning rank steals the time its peer needs to answer, so sleep in poll at once. */
   const char *spin_env = getenv("FABENCH_TCP_SPIN_US");
   t->spin_s = cm->oversubscribed ? 0 : spin_env ? atof(spin_env) * 1e-6 : TCP_SPIN_S;
   t->base.sleeps = !(t->spin_s > 0);
   const char *bufenv = getenv("FABENCH_TCP_SOCKBUF");
-  int sockbuf = bufenv ? atoi(bufenv) : 0; /* 0: the kernel's autotuning */
+  x.sockbuf = bufenv ? atoi(bufenv) : 0;
 
-  tcp_endpoint mine = {0};
-  char err[512];
-  int lfd = -1;
-  if (o->tcp_bind && *o->tcp_bind)
-    snprintf(mine.addr, sizeof mine.addr, "%s", o->tcp_bind);
-  else if (coll_boot_advertise_addr(b, mine.addr, sizeof mine.addr, e) != 0)
-    goto fail_nolisten;
-  if (n > 1 && coll_sock_listen(mine.addr, 0, 1024, &lfd, &mine.port, err, sizeof err) != 0) {
-    coll_fail(e, "rank %d (%s): tcp transport: %s", me, cm->hosts[me], err);
-    goto fail_nolisten;
-  }
-  mine.streams = t->streams;
-  tcp_endpoint *eps = calloc((size_t)n, sizeof *eps);
-  if (!eps) {
-    coll_fail(e, "out of memory");
-    goto fail;
-  }
-  if (coll_boot_allgather(b, eps, &mine, sizeof mine, e) != 0) {
-    free(eps);
-    goto fail;
-  }
-  for (int r = 0; r < n; r++)
-    if (eps[r].streams != t->streams) {
-      coll_fail(e, "rank %d (%s): rank %d uses %d tcp streams, this rank %d", me, cm->hosts[me], r,
-                eps[r].streams, t->streams);
-      free(eps);
-      goto fail;
-    }
-  double deadline = coll_sock_now() + cm->timeout_ms / 1000.0;
-  /* lower ranks listen, higher ranks connect: each pair once per stream */
-  for (int r = 0; r < me; r++) {
-    for (int s = 0; s < t->streams; s++) {
-      int fd;
-      eps[r].addr[sizeof eps[r].addr - 1] = '\0';
-      if (coll_sock_connect(eps[r].addr, eps[r].port, deadline, &fd, err, sizeof err) != 0) {
-        coll_fail(e, "rank %d (%s): tcp connect to rank %d (%s): %s", me, cm->hosts[me], r, cm->hosts[r], err);
-        free(eps);
-        goto fail;
-      }
-      tcp_hello h = {TCP_HELLO_MAGIC, me, s, n};
-      if (coll_sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) != 0) {
-        close(fd);
-        coll_fail(e, "rank %d (%s): tcp hello to rank %d (%s): %s", me, cm->hosts[me], r, cm->hosts[r], err);
-        free(eps);
-        goto fail;
-      }
-      t->conns[r * t->streams + s].fd = fd;
-    }
-  }
+  if (tcp_open_listen(&x, b, o, e) != 0) return tcp_open_fail(&x);
+  tcp_endpoint *eps = tcp_open_exchange(&x, b, e);
+  if (!eps) return tcp_open_fail(&x);
+  x.deadline = coll_sock_now() + cm->timeout_ms / 1000.0;
+  int rc = tcp_open_connect(&x, eps, e);
   free(eps);
-  /* every connection's hello is read at once: one that says nothing (a port scanner, a stuck
-   * peer) is dropped after TCP_HELLO_S, and the real ranks behind it are not kept waiting */
-  int *fds = malloc((size_t)total * sizeof *fds);
-  if (!fds) {
-    coll_fail(e, "out of memory");
-    goto fail;
-  }
-  for (int i = 0; i < total; i++) fds[i] = t->conns[i].fd;
-  int arc = n > 1 ? coll_tcp_accept_hellos(fds, lfd, me, n, t->streams, deadline, TCP_HELLO_S, err, sizeof err) : 0;
-  for (int i = 0; i < total; i++) t->conns[i].fd = fds[i];
-  free(fds);
-  if (arc != 0) {
-    char missing[256] = "";
-    size_t off = 0;
-    for (int r = me + 1; r < n && off < sizeof missing - 32; r++)
-      for (int s = 0; s < t->streams && off < sizeof missing - 32; s++)
-        if (t->conns[r * t->streams + s].fd < 0) {
-          if (t->streams > 1)
-            off += (size_t)snprintf(missing + off, sizeof missing - off, " %d (%s, stream %d)", r,
-                                    cm->hosts[r], s);
-          else
-            off += (size_t)snprintf(missing + off, sizeof missing - off, " %d (%s)", r, cm->hosts[r]);
-        }
-    coll_fail(e, "rank %d (%s): waiting for tcp connections from higher ranks: %s; missing ranks:%s",
-              me, cm->hosts[me], err, missing);
-    goto fail;
-  }
-  if (lfd >= 0) close(lfd);
-  lfd = -1; /* the failure paths below close it again otherwise: maybe another thread's fd */
-  const char *cc = o->tcp_cc ? o->tcp_cc : COLL_TCP_CC_DEFAULT;
-  char cc_got[32] = "";
-  for (int i = 0; i < total; i++)
-    if (t->conns[i].fd >= 0) {
-      coll_sock_tune(t->conns[i].fd, sockbuf);
-      coll_sock_set_nonblock(t->conns[i].fd);
-      if (strcmp(cc, "system") != 0 &&
-          setsockopt(t->conns[i].fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) != 0) {
-        coll_fail(e, "rank %d (%s): tcp congestion control '%s': %s (see "
-                     "/proc/sys/net/ipv4/tcp_available_congestion_control; without CAP_NET_ADMIN "
-                     "only those in tcp_allowed_congestion_control)",
-                  me, cm->hosts[me], cc, strerror(errno));
-        goto fail;
-      }
-      socklen_t gl = sizeof cc_got - 1;
-      if (!cc_got[0] && getsockopt(t->conns[i].fd, IPPROTO_TCP, TCP_CONGESTION, cc_got, &gl) != 0)
-        cc_got[0] = '\0';
-    }
-  char ifn[64];
-  tcp_ifname(mine.addr, ifn, sizeof ifn);
-  /* the congestion control in use (read back), or the one asked for when there is no peer */
-  snprintf(t->base.fabric, sizeof t->base.fabric, "tcp:%s/%s", ifn, cc_got[0] ? cc_got : cc);
+  if (rc != 0 || tcp_open_accept(&x, e) != 0) return tcp_open_fail(&x);
+  if (x.lfd >= 0) close(x.lfd);
+  x.lfd = -1; /* the failure paths below close it again otherwise: maybe another thread's fd */
+  if (tcp_open_tune(&x, o, e) != 0) return tcp_open_fail(&x);
   *out = &t->base;
   return 0;
-fail:
-  if (lfd >= 0) close(lfd);
-fail_nolisten:
-  tcp_close(&t->base);
-  return -1;
 }
