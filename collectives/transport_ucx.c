@@ -750,45 +750,52 @@ static const coll_transport_ops ucx_ops = {
     .close = ucx_close,
 };
 
-int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
-                  coll_err *e) {
-  *out = NULL;
-  int rank = coll_boot_rank(b), size = coll_boot_size(b);
-  int timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : 60000;
-  ucx_tp *u = calloc(1, sizeof *u);
-  if (!u) return coll_fail(e, "ucx: out of memory");
+/* What coll_ucx_open's phases share. The buffers are the open's own: ucx_open_end frees them
+ * whether it succeeded or not. */
+typedef struct {
+  ucx_tp *u;
+  coll_comm *c;
+  int rank, size;
+  uint64_t *lens;            /* per rank: its worker address's length, its pid */
+  uint64_t max_len;          /* the longest address; every one is padded to it */
+  unsigned char *mine, *all; /* this rank's padded address; every rank's */
+  ucp_address_t *addr;       /* this worker's */
+  size_t addr_len;
+} ucx_open_ctx;
+
+/* The transport's fields and per-peer tables. */
+static int ucx_open_alloc(ucx_open_ctx *x, const coll_comm_opts *o, int timeout_ms, coll_err *e) {
+  ucx_tp *u = x->u;
+  int size = x->size;
   u->base.ops = &ucx_ops;
-  u->base.rank = rank;
+  u->base.rank = x->rank;
   u->base.size = size;
-  u->base.comm = c;
+  u->base.comm = x->c;
   u->efd = -1;
   u->map = !(o && o->no_peer_map);
   u->timeout_ms = timeout_ms;
   u->eps = calloc((size_t)size, sizeof *u->eps);
   u->gone = calloc((size_t)size, sizeof *u->gone); /* UCS_OK is 0 */
   u->local_pid = calloc((size_t)size, sizeof *u->local_pid);
-  uint64_t *lens = calloc((size_t)size * 2, sizeof *lens);
-  unsigned char *all = NULL, *mine = NULL;
-  ucp_address_t *addr = NULL;
-  size_t addr_len = 0;
-  int rc = -1;
-  if (!u->eps || !u->gone || !u->local_pid || !lens) {
-    coll_fail(e, "ucx: out of memory");
-    goto out;
-  }
+  x->lens = calloc((size_t)size * 2, sizeof *x->lens);
+  if (!u->eps || !u->gone || !u->local_pid || !x->lens) return coll_fail(e, "ucx: out of memory");
+  return 0;
+}
 
+/* The UCP context. Over tcp alone it is made again with large messages eager (see the top of
+ * this file), unless the user chose UCX_RNDV_THRESH. */
+static int ucx_open_context(ucx_open_ctx *x, coll_err *e) {
+  ucx_tp *u = x->u;
   ucp_config_t *cfg;
   ucs_status_t st = ucp_config_read(NULL, NULL, &cfg); /* UCX_TLS, UCX_NET_DEVICES, ... */
-  if (st != UCS_OK) {
-    coll_fail(e, "ucx: rank %d: reading the UCX configuration (UCX_* variables): %s", rank,
-              ucs_status_string(st));
-    goto out;
-  }
+  if (st != UCS_OK)
+    return coll_fail(e, "ucx: rank %d: reading the UCX configuration (UCX_* variables): %s", x->rank,
+                     ucs_status_string(st));
   if (!getenv("UCX_KEEPALIVE_INTERVAL")) ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", UCX_KEEPALIVE_DEFAULT);
   ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
                                    UCP_PARAM_FIELD_MT_WORKERS_SHARED,
                      .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
-                     .estimated_num_eps = (size_t)size,
+                     .estimated_num_eps = (size_t)x->size,
                      .mt_workers_shared = 0};
   st = ucp_init(&pp, cfg, &u->ctx);
   u->base.rendezvous = 1;
@@ -800,91 +807,108 @@ int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_c
   ucp_config_release(cfg);
   if (st != UCS_OK) {
     u->ctx = NULL;
-    coll_fail(e, "ucx: rank %d: ucp_init: %s (check UCX_TLS / UCX_NET_DEVICES)", rank,
-              ucs_status_string(st));
-    goto out;
+    return coll_fail(e, "ucx: rank %d: ucp_init: %s (check UCX_TLS / UCX_NET_DEVICES)", x->rank,
+                     ucs_status_string(st));
   }
+  return 0;
+}
+
+/* The worker, how it waits when idle, and its address for the peers. */
+static int ucx_open_worker(ucx_open_ctx *x, coll_err *e) {
+  ucx_tp *u = x->u;
   ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                             .thread_mode = UCS_THREAD_MODE_SINGLE};
-  st = ucp_worker_create(u->ctx, &wp, &u->worker);
+  ucs_status_t st = ucp_worker_create(u->ctx, &wp, &u->worker);
   if (st != UCS_OK) {
     u->worker = NULL;
-    coll_fail(e, "ucx: rank %d: ucp_worker_create: %s", rank, ucs_status_string(st));
-    goto out;
+    return coll_fail(e, "ucx: rank %d: ucp_worker_create: %s", x->rank, ucs_status_string(st));
   }
   /* How long to busy-poll before sleeping on the worker's events: a while, unless this host
    * has more ranks than cores (then a spinning rank only delays the one it
    * waits for). FABENCH_UCX_SPIN_US overrides (-1: never sleep). */
   u->efd = -1;
   u->spin_ms = UCX_SPIN_US_DEFAULT / 1000.0;
-  if (c->oversubscribed) u->spin_ms = 0;
+  if (x->c->oversubscribed) u->spin_ms = 0;
   const char *spin = getenv("FABENCH_UCX_SPIN_US");
   if (spin && *spin) u->spin_ms = atof(spin) / 1000.0;
   if (u->spin_ms >= 0 && ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
   u->base.sleeps = u->spin_ms == 0 && u->efd >= 0; /* a few microseconds of polling aside */
-  st = ucp_worker_get_address(u->worker, &addr, &addr_len);
+  st = ucp_worker_get_address(u->worker, &x->addr, &x->addr_len);
   if (st != UCS_OK) {
-    addr = NULL;
-    coll_fail(e, "ucx: rank %d: ucp_worker_get_address: %s", rank, ucs_status_string(st));
-    goto out;
+    x->addr = NULL;
+    return coll_fail(e, "ucx: rank %d: ucp_worker_get_address: %s", x->rank, ucs_status_string(st));
   }
+  return 0;
+}
 
-  /* addresses differ in length: all-gather the lengths (and pids), then the padded addresses */
-  uint64_t my_len[2] = {addr_len, (uint64_t)getpid()}, max_len = 0;
-  if (coll_boot_allgather(b, lens, my_len, sizeof my_len, e) != 0) goto out;
-  for (int i = 0; i < size; i++) max_len = lens[2 * i] > max_len ? lens[2 * i] : max_len;
-  /* FABENCH_UCX_PEER_ERR: peer (UCX's peer error handling for every peer: UCX then leaves out
-   * transports without it, shared memory among them), none, or auto (default: for peers on
-   * other hosts; those on this host are watched by pid) */
-  const char *pe = getenv("FABENCH_UCX_PEER_ERR");
-  int peer_err_all = pe && !strcmp(pe, "peer"), peer_err_none = pe && !strcmp(pe, "none");
+/* Every rank's worker address through the bootstrap. Addresses differ in length: all-gather the
+ * lengths (and pids), then the padded addresses. */
+static int ucx_open_exchange(ucx_open_ctx *x, coll_boot *b, coll_err *e) {
+  ucx_tp *u = x->u;
+  coll_comm *c = x->c;
+  int rank = x->rank, size = x->size;
+  uint64_t my_len[2] = {x->addr_len, (uint64_t)getpid()};
+  if (coll_boot_allgather(b, x->lens, my_len, sizeof my_len, e) != 0) return -1;
+  for (int i = 0; i < size; i++) x->max_len = x->lens[2 * i] > x->max_len ? x->lens[2 * i] : x->max_len;
+  /* peers on this host are watched by pid (see ucx_tp) */
   for (int p = 0; p < size; p++)
     if (p != rank && c && !strcmp(coll_comm_host(c, p), coll_comm_host(c, rank)))
-      u->local_pid[p] = (long)lens[2 * p + 1];
-  mine = calloc(1, max_len);
-  all = calloc((size_t)size, max_len);
-  if (!mine || !all) {
-    coll_fail(e, "ucx: out of memory");
-    goto out;
-  }
-  memcpy(mine, addr, addr_len);
-  if (coll_boot_allgather(b, all, mine, max_len, e) != 0) goto out;
+      u->local_pid[p] = (long)x->lens[2 * p + 1];
+  x->mine = calloc(1, x->max_len);
+  x->all = calloc((size_t)size, x->max_len);
+  if (!x->mine || !x->all) return coll_fail(e, "ucx: out of memory");
+  memcpy(x->mine, x->addr, x->addr_len);
+  return coll_boot_allgather(b, x->all, x->mine, x->max_len, e) != 0 ? -1 : 0;
+}
 
-  for (int p = 0; p < size; p++) {
-    if (p == rank) continue;
+/* An endpoint to every peer. FABENCH_UCX_PEER_ERR: peer (UCX's peer error handling for every
+ * peer: UCX then leaves out transports without it, shared memory among them), none, or auto
+ * (default: for peers on other hosts; those on this host are watched by pid) */
+static int ucx_open_endpoints(ucx_open_ctx *x, coll_err *e) {
+  ucx_tp *u = x->u;
+  coll_comm *c = x->c;
+  const char *pe = getenv("FABENCH_UCX_PEER_ERR");
+  int peer_err_all = pe && !strcmp(pe, "peer"), peer_err_none = pe && !strcmp(pe, "none");
+  for (int p = 0; p < x->size; p++) {
+    if (p == x->rank) continue;
     ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                                         UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                                         UCP_EP_PARAM_FIELD_ERR_HANDLER,
-                          .address = (const ucp_address_t *)(all + (size_t)p * max_len),
+                          .address = (const ucp_address_t *)(x->all + (size_t)p * x->max_len),
                           .err_mode = UCP_ERR_HANDLING_MODE_PEER,
                           .err_handler = {.cb = ucx_peer_failed, .arg = u}};
     int want_peer = peer_err_all || (!peer_err_none && !u->local_pid[p]);
-    st = want_peer ? ucp_ep_create(u->worker, &ep, &u->eps[p]) : UCS_ERR_UNSUPPORTED;
+    ucs_status_t st = want_peer ? ucp_ep_create(u->worker, &ep, &u->eps[p]) : UCS_ERR_UNSUPPORTED;
     if (st != UCS_OK && !peer_err_all) { /* no transport with peer failure handling: without */
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
       st = ucp_ep_create(u->worker, &ep, &u->eps[p]);
     }
     if (st != UCS_OK) {
       u->eps[p] = NULL;
-      coll_fail(e, "ucx: rank %d: cannot create an endpoint to rank %d (%s): %s "
-                "(no common transport? check UCX_TLS / UCX_NET_DEVICES)",
-                rank, p, c ? coll_comm_host(c, p) : "?", ucs_status_string(st));
-      goto out;
+      return coll_fail(e, "ucx: rank %d: cannot create an endpoint to rank %d (%s): %s "
+                       "(no common transport? check UCX_TLS / UCX_NET_DEVICES)",
+                       x->rank, p, c ? coll_comm_host(c, p) : "?", ucs_status_string(st));
     }
   }
-  if (size > 1 && ucx_exchange(u, UCX_CTRL_HELLO, 1, timeout_ms, e) != 0) goto out;
+  return 0;
+}
 
+/* What UCX chose, from the endpoints' lanes: it picks the transports itself. */
+static void ucx_open_fabric(ucx_tp *u) {
   char fab[sizeof u->base.fabric - 4] = "";
-  for (int p = 0; p < size; p++)
+  for (int p = 0; p < u->base.size; p++)
     if (u->eps[p]) ucx_add_lanes(u->eps[p], fab, sizeof fab);
   snprintf(u->base.fabric, sizeof u->base.fabric, "ucx:%s", *fab ? fab : "none");
-  rc = 0;
+}
 
-out:
-  if (addr) ucp_worker_release_address(u->worker, addr);
-  free(lens);
-  free(all);
-  free(mine);
+/* The open's buffers go either way. A failed transport says goodbye without waiting for the
+ * peers' (they may never get this far). */
+static int ucx_open_end(ucx_open_ctx *x, coll_transport **out, int rc) {
+  ucx_tp *u = x->u;
+  if (x->addr) ucp_worker_release_address(u->worker, x->addr);
+  free(x->lens);
+  free(x->all);
+  free(x->mine);
   if (rc != 0) {
     u->failed = 1;
     ucx_close(&u->base);
@@ -892,4 +916,20 @@ out:
   }
   *out = &u->base;
   return 0;
+}
+
+int coll_ucx_open(coll_transport **out, coll_comm *c, coll_boot *b, const coll_comm_opts *o,
+                  coll_err *e) {
+  *out = NULL;
+  int rank = coll_boot_rank(b), size = coll_boot_size(b);
+  int timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : 60000;
+  ucx_tp *u = calloc(1, sizeof *u);
+  if (!u) return coll_fail(e, "ucx: out of memory");
+  ucx_open_ctx x = {.u = u, .c = c, .rank = rank, .size = size};
+  if (ucx_open_alloc(&x, o, timeout_ms, e) != 0 || ucx_open_context(&x, e) != 0 || ucx_open_worker(&x, e) != 0 ||
+      ucx_open_exchange(&x, b, e) != 0 || ucx_open_endpoints(&x, e) != 0 ||
+      (size > 1 && ucx_exchange(u, UCX_CTRL_HELLO, 1, timeout_ms, e) != 0))
+    return ucx_open_end(&x, out, -1);
+  ucx_open_fabric(u);
+  return ucx_open_end(&x, out, 0);
 }
