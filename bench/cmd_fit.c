@@ -150,34 +150,59 @@ static double fit_again(const res_allreduce_row *r, const char *an, const res_ro
   return NAN;
 }
 
-/* Predicts every all-reduce row of the check directories and prints the errors: per fabric,
- * transport, ranks and algorithm a line of errors by size, then per fabric and transport the
- * median and largest |error| and how many are within 10%; with repeat directories, also how much
- * the rows measured in both moved. */
-static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, int nreps, int64_t min_bytes,
-                     const char *out) {
-  res_rows ar, pp, rep = {0};
+/* What a check holds between its phases: the rows it checks, those --repeat measured again, and
+ * the checked rows' errors. */
+typedef struct {
+  res_rows ar, rep;
+  fit_chk *c;
+  size_t n;
+} fit_check_ctx;
+
+/* The check's rows and --repeat's, and --check-out's table (left NULL without it). 0, or 1 after
+ * saying why. */
+static int fit_check_read(fit_check_ctx *k, char **dirs, int ndirs, char **reps, int nreps, const char *out,
+                          res_table **t) {
+  res_rows pp;
   char err[1024];
-  if (bench_read_dirs(&ar, &pp, dirs, ndirs, 0, err, sizeof err)) return bench_error("fit --check: %s", err);
+  if (bench_read_dirs(&k->ar, &pp, dirs, ndirs, 0, err, sizeof err)) return bench_error("fit --check: %s", err);
   res_rows_free(&pp);
-  if (nreps && bench_read_dirs(&rep, &pp, reps, nreps, 0, err, sizeof err)) {
-    res_rows_free(&ar);
+  if (nreps && bench_read_dirs(&k->rep, &pp, reps, nreps, 0, err, sizeof err))
     return bench_error("fit --repeat: %s", err);
-  }
   if (nreps) res_rows_free(&pp);
-  res_table *t = NULL;
   char odir[4096];
   if (out && (res_run_dir(odir, sizeof odir, out, "check", err, sizeof err) ||
-              res_table_open_schema(&t, odir, res_schema_model_check(), err, sizeof err))) {
-    res_rows_free(&ar);
+              res_table_open_schema(t, odir, res_schema_model_check(), err, sizeof err)))
     return bench_error("fit --check-out: %s", err);
-  }
-  fit_chk *c = calloc(ar.n ? ar.n : 1, sizeof *c);
-  size_t n = 0;
+  return 0;
+}
+
+/* Row r, predicted as pred (us) with error e, into --check-out's table. 0, or 1 after saying why. */
+static int fit_check_put(res_table *t, const res_allreduce_row *r, const char *an, double pred, double e) {
+  res_model_check_row k;
+  char err[1024];
+  res_row_init(res_schema_model_check(), &k);
+  k.run_id = r->run_id;
+  k.schema = RES_SCHEMA_VERSION;
+  k.fabric = r->fabric;
+  k.transport = r->transport;
+  k.host_count = r->host_count;
+  k.ranks = r->ranks;
+  k.algo = an;
+  k.bytes = r->bytes;
+  k.t_p50_us = r->t_p50_us;
+  k.t_pred_us = pred;
+  k.pred_err = e;
+  return res_table_put(t, &k, err, sizeof err) ? bench_error("fit --check-out: %s", err) : 0;
+}
+
+/* The rows the model predicts into k->c, and into t where there is one (closed here). 0, or 1
+ * after saying why. */
+static int fit_check_rows(fit_check_ctx *k, const res_model *m, int64_t min_bytes, res_table *t) {
+  fit_chk *c = k->c = calloc(k->ar.n ? k->ar.n : 1, sizeof *c);
   int failed = !c;
   if (!c) bench_error("fit --check: out of memory");
-  const res_allreduce_row *rows = ar.rows;
-  for (size_t i = 0; c && i < ar.n; i++) {
+  const res_allreduce_row *rows = k->ar.rows;
+  for (size_t i = 0; c && i < k->ar.n; i++) {
     const res_allreduce_row *r = &rows[i];
     coll_algo a;
     const char *an = *r->algo_ran ? r->algo_ran : r->algo;
@@ -188,45 +213,20 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, in
     if (!f) continue;
     double pred = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
     if (!(pred > 0)) continue;
-    c[n] = (fit_chk){r->fabric, r->transport, an, r->ranks, r->bytes, (r->t_p50_us - pred) / pred,
-                     fit_again(r, an, &rep)};
-    if (t) {
-      res_model_check_row k;
-      res_row_init(res_schema_model_check(), &k);
-      k.run_id = r->run_id;
-      k.schema = RES_SCHEMA_VERSION;
-      k.fabric = r->fabric;
-      k.transport = r->transport;
-      k.host_count = r->host_count;
-      k.ranks = r->ranks;
-      k.algo = an;
-      k.bytes = r->bytes;
-      k.t_p50_us = r->t_p50_us;
-      k.t_pred_us = pred;
-      k.pred_err = c[n].err;
-      if (res_table_put(t, &k, err, sizeof err)) {
-        bench_error("fit --check-out: %s", err);
-        failed = 1;
-        break;
-      }
+    c[k->n] = (fit_chk){r->fabric, r->transport, an, r->ranks, r->bytes, (r->t_p50_us - pred) / pred,
+                        fit_again(r, an, &k->rep)};
+    if (t && fit_check_put(t, r, an, pred, c[k->n].err)) {
+      failed = 1;
+      break;
     }
-    n++;
+    k->n++;
   }
   if (t) res_table_close(t);
-  if (failed) { /* a summary of the rows before the failure would pass for the whole check */
-    free(c);
-    res_rows_free(&ar);
-    res_rows_free(&rep);
-    return 1;
-  }
-  if (!n) {
-    free(c);
-    res_rows_free(&ar);
-    res_rows_free(&rep);
-    return bench_error("fit --check: no all-reduce row of a named algorithm%s has a model for its fabric",
-                       min_bytes ? " at --min-bytes or more" : "");
-  }
-  qsort(c, n, sizeof *c, fit_chk_cmp);
+  return failed;
+}
+
+/* Per fabric, transport, ranks and algorithm (c sorted), a line of the errors by size. */
+static void fit_check_print_sizes(const fit_chk *c, size_t n) {
   printf("# out-of-sample error of the model, (measured - predicted) / predicted of the median time\n");
   for (size_t i = 0; i < n;) {
     size_t j = i;
@@ -243,6 +243,11 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, in
     printf("  max %.0f%%\n", 100 * worst);
     i = j;
   }
+}
+
+/* Per fabric and transport (c sorted), the median and largest |error| and how many are within
+ * 10%; with --repeat, how far the rows measured again moved. */
+static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
   printf("# per fabric: median |error|, largest |error|, rows within 10%%%s\n",
          nreps ? "; again: the rows --repeat measured too, median |difference| between the two runs and how "
                  "many within 10% (the machine's own drift)" : "");
@@ -265,20 +270,44 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, in
     i = j;
   }
   free(e);
-  free(c);
-  res_rows_free(&ar);
-  res_rows_free(&rep);
-  return 0;
 }
 
-int bench_cmd_fit(int argc, char **argv) {
-  const char *out = NULL, *model = NULL, *check_out = NULL;
-  int kernel = 1;
-  long cores = -1;
-  uint64_t min_bytes = 0;
-  char **checks = calloc(2 * ((size_t)argc + 1), sizeof *checks), **reps = checks + argc + 1;
-  int nchecks = 0, nreps = 0;
-  if (!checks) return bench_error("fit: out of memory");
+/* Predicts every all-reduce row of the check directories and prints the errors: per fabric,
+ * transport, ranks and algorithm a line of errors by size, then per fabric and transport the
+ * median and largest |error| and how many are within 10%; with repeat directories, also how much
+ * the rows measured in both moved. */
+static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, int nreps, int64_t min_bytes,
+                     const char *out) {
+  fit_check_ctx k = {0};
+  res_table *t = NULL;
+  int rc = fit_check_read(&k, dirs, ndirs, reps, nreps, out, &t);
+  if (!rc) rc = fit_check_rows(&k, m, min_bytes, t);
+  if (!rc && !k.n)
+    rc = bench_error("fit --check: no all-reduce row of a named algorithm%s has a model for its fabric",
+                     min_bytes ? " at --min-bytes or more" : "");
+  if (!rc) { /* after a failure, a summary of the rows before it would pass for the whole check */
+    qsort(k.c, k.n, sizeof *k.c, fit_chk_cmp);
+    fit_check_print_sizes(k.c, k.n);
+    fit_check_print_fabrics(k.c, k.n, nreps);
+  }
+  free(k.c);
+  res_rows_free(&k.ar);
+  res_rows_free(&k.rep);
+  return rc;
+}
+
+/* The command's options; the run directories to fit are dirs[0..ndirs). */
+typedef struct {
+  const char *out, *model, *check_out;
+  int kernel;
+  long cores;
+  uint64_t min_bytes;
+  char **checks, **reps, **dirs; /* checks and reps: argc + 1 places each */
+  int nchecks, nreps, ndirs;
+} fit_opts;
+
+/* 0; 1 after --help; else the usage error's status. */
+static int fit_parse(fit_opts *o, int argc, char **argv) {
   enum { O_OUT = 256, O_K, O_NOK, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL, O_REPEAT };
   static const struct option lo[] = {{"out", 1, 0, O_OUT},           {"gamma-kernel", 0, 0, O_K},
                                      {"no-gamma-kernel", 0, 0, O_NOK}, {"help", 0, 0, 'h'},
@@ -288,90 +317,84 @@ int bench_cmd_fit(int argc, char **argv) {
                                      {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
-  int ch, rc = 0;
+  int ch;
   while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
     switch (ch) {
-    case O_OUT: out = optarg; break;
-    case O_K: kernel = 1; break;
-    case O_NOK: kernel = 0; break;
+    case O_OUT: o->out = optarg; break;
+    case O_K: o->kernel = 1; break;
+    case O_NOK: o->kernel = 0; break;
     case O_MIN:
-      if (bench_parse_size(optarg, &min_bytes)) {
-        rc = bench_usage_error(fit_usage, "--min-bytes: '%s' is not a size (e.g. 1M)", optarg);
-        goto out;
-      }
+      if (bench_parse_size(optarg, &o->min_bytes))
+        return bench_usage_error(fit_usage, "--min-bytes: '%s' is not a size (e.g. 1M)", optarg);
       break;
     case O_CORES:
-      if (bench_parse_int(optarg, 0, 1 << 20, &cores)) {
-        rc = bench_usage_error(fit_usage, "--cores: '%s' is not a count from 0", optarg);
-        goto out;
-      }
+      if (bench_parse_int(optarg, 0, 1 << 20, &o->cores))
+        return bench_usage_error(fit_usage, "--cores: '%s' is not a count from 0", optarg);
       break;
-    case O_CHECK: checks[nchecks++] = optarg; break;
-    case O_CHECK_OUT: check_out = optarg; break;
-    case O_REPEAT: reps[nreps++] = optarg; break;
-    case O_MODEL: model = optarg; break;
-    default:
-      rc = bench_flag_common(ch, argv, fit_usage);
-      if (rc == 1) rc = 0; /* --help */
-      goto out;
+    case O_CHECK: o->checks[o->nchecks++] = optarg; break;
+    case O_CHECK_OUT: o->check_out = optarg; break;
+    case O_REPEAT: o->reps[o->nreps++] = optarg; break;
+    case O_MODEL: o->model = optarg; break;
+    default: return bench_flag_common(ch, argv, fit_usage); /* 1: --help */
     }
   }
-  if (model && optind < argc) {
-    rc = bench_usage_error(fit_usage, "--model checks a model: no run directory to fit (got '%s')", argv[optind]);
-    goto out;
+  if (o->model && optind < argc)
+    return bench_usage_error(fit_usage, "--model checks a model: no run directory to fit (got '%s')", argv[optind]);
+  if ((o->check_out || o->nreps) && !o->nchecks)
+    return bench_usage_error(fit_usage, "%s needs --check DIR", o->check_out ? "--check-out" : "--repeat");
+  if (o->model && !o->nchecks) return bench_usage_error(fit_usage, "--model needs --check DIR");
+  if (!o->model && optind >= argc) return bench_usage_error(fit_usage, "no run directory given");
+  o->dirs = argv + optind;
+  o->ndirs = argc - optind;
+  return 0;
+}
+
+/* The model: --model's, or fitted to the run directories, printed and written. 0, or the exit
+ * status after saying why (m is then not held). */
+static int fit_model(res_model *m, const fit_opts *o) {
+  char err[1024];
+  if (o->model) return bench_model_load(m, o->model, 0, err, sizeof err) ? bench_error("fit --model: %s", err) : 0;
+  res_fit_opts fo = {.gamma_kernel = o->kernel ? bench_fit_gamma(o->dirs, o->ndirs) : NAN,
+                     .cores = o->cores >= 0 ? (int)o->cores : bench_dir_cores(o->dirs[0]),
+                     .min_bytes = (int64_t)o->min_bytes};
+  if (bench_fit_dirs_ex(m, o->dirs, o->ndirs, &fo, err, sizeof err)) return bench_error("fit: %s", err);
+  char path[4200];
+  if (o->out)
+    snprintf(path, sizeof path, "%s", o->out);
+  else
+    snprintf(path, sizeof path, "%s/model.json", o->dirs[0]);
+  fit_print(m);
+  fit_print_links(m, o->dirs, o->ndirs);
+  if (res_model_write(m, path, err, sizeof err)) {
+    res_model_free(m);
+    return bench_error("fit: %s", err);
   }
-  if ((check_out || nreps) && !nchecks) {
-    rc = bench_usage_error(fit_usage, "%s needs --check DIR", check_out ? "--check-out" : "--repeat");
-    goto out;
-  }
-  if (model && !nchecks) {
-    rc = bench_usage_error(fit_usage, "--model needs --check DIR");
-    goto out;
-  }
-  if (!model && optind >= argc) {
-    rc = bench_usage_error(fit_usage, "no run directory given");
-    goto out;
+  printf("# model: %s\n", path);
+  return 0;
+}
+
+int bench_cmd_fit(int argc, char **argv) {
+  fit_opts o = {.kernel = 1, .cores = -1};
+  o.checks = calloc(2 * ((size_t)argc + 1), sizeof *o.checks);
+  if (!o.checks) return bench_error("fit: out of memory");
+  o.reps = o.checks + argc + 1;
+  int rc = fit_parse(&o, argc, argv);
+  if (rc) {
+    free(o.checks);
+    return rc == 1 ? 0 : rc; /* 1: --help */
   }
   /* a run given twice (however spelled, or a copy) is read once: its rows twice would weigh
    * double in the fit and count twice in the check */
   char note[1024];
-  int ndirs = argc - optind;
-  if (res_run_dirs_unique(argv + optind, &ndirs, note, sizeof note)) fprintf(stderr, "fabench: fit: %s\n", note);
-  if (res_run_dirs_unique(checks, &nchecks, note, sizeof note)) fprintf(stderr, "fabench: fit --check: %s\n", note);
-  if (res_run_dirs_unique(reps, &nreps, note, sizeof note)) fprintf(stderr, "fabench: fit --repeat: %s\n", note);
+  if (res_run_dirs_unique(o.dirs, &o.ndirs, note, sizeof note)) fprintf(stderr, "fabench: fit: %s\n", note);
+  if (res_run_dirs_unique(o.checks, &o.nchecks, note, sizeof note)) fprintf(stderr, "fabench: fit --check: %s\n", note);
+  if (res_run_dirs_unique(o.reps, &o.nreps, note, sizeof note)) fprintf(stderr, "fabench: fit --repeat: %s\n", note);
   res_model m;
-  char err[1024];
-  if (model) {
-    if (bench_model_load(&m, model, 0, err, sizeof err)) {
-      rc = bench_error("fit --model: %s", err);
-      goto out;
-    }
-  } else {
-    res_fit_opts o = {.gamma_kernel = kernel ? bench_fit_gamma(argv + optind, ndirs) : NAN,
-                      .cores = cores >= 0 ? (int)cores : bench_dir_cores(argv[optind]),
-                      .min_bytes = (int64_t)min_bytes};
-    if (bench_fit_dirs_ex(&m, argv + optind, ndirs, &o, err, sizeof err)) {
-      rc = bench_error("fit: %s", err);
-      goto out;
-    }
-    char path[4200];
-    if (out)
-      snprintf(path, sizeof path, "%s", out);
-    else
-      snprintf(path, sizeof path, "%s/model.json", argv[optind]);
-    fit_print(&m);
-    fit_print_links(&m, argv + optind, ndirs);
-    if (res_model_write(&m, path, err, sizeof err)) {
-      res_model_free(&m);
-      rc = bench_error("fit: %s", err);
-      goto out;
-    }
-    printf("# model: %s\n", path);
+  if (!(rc = fit_model(&m, &o))) {
+    if (o.nchecks) rc = fit_check(&m, o.checks, o.nchecks, o.reps, o.nreps, (int64_t)o.min_bytes, o.check_out);
+    res_model_free(&m);
+    if (bench_stdout_check("fit")) rc = 1;
   }
-  if (nchecks) rc = fit_check(&m, checks, nchecks, reps, nreps, (int64_t)min_bytes, check_out);
-  res_model_free(&m);
-  if (bench_stdout_check("fit")) rc = 1;
-out:
-  free(checks);
+  free(o.checks);
   return rc;
 }
