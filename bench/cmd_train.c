@@ -548,9 +548,9 @@ static int out_file_check(const char *flag, const char *path) {
   return 0;
 }
 
-/* The pair's train.csv row and its buckets (rank 0). */
-static int write_result(train_ctx *x, const nn_train_result *r, double slowest_ips, int rounds,
-                        const nn_sgd_opts *so, const nn_lr_sched *sched, int64_t epochs) {
+/* The pair's train.csv row from what it measured (rank 0), before any prediction. */
+static void result_row(res_train_row *row, const train_ctx *x, const nn_train_result *r, double slowest_ips,
+                       int rounds, const nn_sgd_opts *so, const nn_lr_sched *sched, int64_t epochs) {
   const train_args *a = x->a;
   const train_pair *p = x->pair;
   int n = x->ranks;
@@ -563,7 +563,7 @@ static int write_result(train_ctx *x, const nn_train_result *r, double slowest_i
   double scaling = x->single_ips > 0 ? r->images_per_s / (n * x->single_ips) : NAN;
   double fabric_eff = p->role == ROLE_DP && x->none_ips > 0 ? r->images_per_s / x->none_ips
                       : p->role == ROLE_NONE && r->measured > 0 ? 1.0 : NAN;
-  res_train_row row = {
+  *row = (res_train_row){
       .run_id = x->run.run_id, .schema = RES_SCHEMA_VERSION, .host = x->run.host,
       .host_count = coll_boot_host_count(x->boot), .topo_hash = x->run.topo_hash, .ranks = n,
       .role = role_names[p->role], .fabric = fabric, .transport = p->tname, .algo = p->aname,
@@ -597,35 +597,33 @@ static int write_result(train_ctx *x, const nn_train_result *r, double slowest_i
       .status = r->status, .step_ms_pred = NAN,
       .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN,
       .rounds = rounds, .images_per_s_slowest = slowest_ips};
-  /* the pair's buckets, after the profile's: the prediction takes this run's own plan (with
-   * --overlap-step it differs from the profile's) and the profile's ready times */
-  int profile = p->role == ROLE_NONE || (p->role == ROLE_SINGLE && !x->have_profile);
-  res_train_buckets_row *bks = profile ? x->prof_buckets : x->bk_rows;
+}
+
+/* The pair's buckets into bks from at on (rank 0): the count. */
+static int result_buckets(const train_ctx *x, const nn_train_result *r, res_train_buckets_row *bks, int at) {
+  const train_pair *p = x->pair;
   int nbk = r->nbuckets < NN_TRAIN_MAX_BUCKETS ? r->nbuckets : NN_TRAIN_MAX_BUCKETS;
-  int at = p->role == ROLE_DP ? x->nprof_buckets : 0;
-  for (int k = 0; k < at; k++) bks[k] = x->prof_buckets[k];
   for (int k = 0; k < nbk; k++) {
     const nn_bucket_rec *b = &r->buckets[k];
     bks[at + k] = (res_train_buckets_row){
         .run_id = x->run.run_id, .role = role_names[p->role], .transport = p->tname,
-        .algo = p->aname, .ranks = n, .bucket = k,
+        .algo = p->aname, .ranks = x->ranks, .bucket = k,
         .offset_bytes = (int64_t)(b->offset * sizeof(float)),
         .bytes = (int64_t)(b->count * sizeof(float)), .ready_ms = 1e3 * b->ready_s,
         .comm_ms = p->role == ROLE_DP ? 1e3 * b->comm_s : NAN,
         .done_ms = p->role == ROLE_DP ? 1e3 * b->done_s : NAN};
   }
-  if (p->role == ROLE_DP && x->model.n && x->have_profile) {
-    res_rows bk = {.schema = res_schema_train_buckets(), .rows = bks, .n = (size_t)(at + nbk)};
-    res_predict_train_row(&row, &x->profile, &bk, &x->model);
-  }
-  char err[512];
-  if (res_table_put(x->trun, &row, err, sizeof err)) return bench_error("%s", err);
+  return nbk;
+}
+
+/* The pair's entry in run.json's results (rank 0), written with the next bench_run_write. */
+static void result_meta(train_ctx *x, const res_train_row *row, const nn_train_result *r) {
   cJSON *rs = cJSON_GetObjectItem(x->run.meta, "results");
   if (!rs) rs = cJSON_AddArrayToObject(x->run.meta, "results");
   cJSON *rj = cJSON_CreateObject();
-  cJSON_AddStringToObject(rj, "role", row.role);
-  cJSON_AddStringToObject(rj, "transport", row.transport);
-  cJSON_AddStringToObject(rj, "algo", row.algo);
+  cJSON_AddStringToObject(rj, "role", row->role);
+  cJSON_AddStringToObject(rj, "transport", row->transport);
+  cJSON_AddStringToObject(rj, "algo", row->algo);
   cJSON_AddStringToObject(rj, "status", r->status);
   cJSON_AddNumberToObject(rj, "steps", (double)r->steps);
   cJSON_AddNumberToObject(rj, "end_step", (double)r->end_step);
@@ -635,6 +633,51 @@ static int write_result(train_ctx *x, const nn_train_result *r, double slowest_i
   if (r->time_to_target_s >= 0) cJSON_AddNumberToObject(rj, "time_to_target_s", r->time_to_target_s);
   cJSON_AddNumberToObject(rj, "train_time_s", r->train_s);
   cJSON_AddItemToArray(rs, rj);
+}
+
+/* The pair's line (rank 0); the efficiencies as its row has them. */
+static void result_print(const train_ctx *x, const res_train_row *row, const nn_train_result *r) {
+  const train_args *a = x->a;
+  const train_pair *p = x->pair;
+  printf("%-6s %-10s %-8s %d rank(s): ", role_names[p->role], p->tname, p->aname, x->ranks);
+  if (r->measured == 0) /* no figure, rather than a throughput of 0 */
+    printf("no step timed, every step was a warm-up step (--warmup-steps %ld)", (long)a->warmup_steps);
+  else
+    printf("%.1f images/s, step %.1f ms (data %.1f, fwd %.1f, bwd %.1f, comm %.1f using %.1f of CPU, "
+           "exposed %.1f, opt %.1f)",
+           r->images_per_s, 1e3 * r->step_p50_s, 1e3 * r->data_s, 1e3 * r->fwd_s, 1e3 * r->bwd_s,
+           1e3 * r->comm_s, 1e3 * r->comm_cpu_s, 1e3 * r->exposed_s, 1e3 * r->opt_s);
+  if (isfinite(row->fabric_eff) && p->role == ROLE_DP) printf(", fabric eff %.2f", row->fabric_eff);
+  if (isfinite(row->scaling_eff) && p->role != ROLE_SINGLE) printf(", scaling eff %.2f", row->scaling_eff);
+  if (isfinite(r->test_acc)) printf(", test acc %.4f", r->test_acc);
+  if (a->target_acc > 0) {
+    if (r->time_to_target_s >= 0) printf(", %.4f after %.1f s", a->target_acc, r->time_to_target_s);
+    else printf(", %.4f not reached", a->target_acc);
+  }
+  printf("\n");
+  fflush(stdout);
+}
+
+/* The pair's train.csv row and its buckets (rank 0). */
+static int write_result(train_ctx *x, const nn_train_result *r, double slowest_ips, int rounds,
+                        const nn_sgd_opts *so, const nn_lr_sched *sched, int64_t epochs) {
+  const train_pair *p = x->pair;
+  res_train_row row;
+  result_row(&row, x, r, slowest_ips, rounds, so, sched, epochs);
+  /* the pair's buckets, after the profile's: the prediction takes this run's own plan (with
+   * --overlap-step it differs from the profile's) and the profile's ready times */
+  int profile = p->role == ROLE_NONE || (p->role == ROLE_SINGLE && !x->have_profile);
+  res_train_buckets_row *bks = profile ? x->prof_buckets : x->bk_rows;
+  int at = p->role == ROLE_DP ? x->nprof_buckets : 0;
+  for (int k = 0; k < at; k++) bks[k] = x->prof_buckets[k];
+  int nbk = result_buckets(x, r, bks, at);
+  if (p->role == ROLE_DP && x->model.n && x->have_profile) {
+    res_rows bk = {.schema = res_schema_train_buckets(), .rows = bks, .n = (size_t)(at + nbk)};
+    res_predict_train_row(&row, &x->profile, &bk, &x->model);
+  }
+  char err[512];
+  if (res_table_put(x->trun, &row, err, sizeof err)) return bench_error("%s", err);
+  result_meta(x, &row, r);
   if (bench_run_write(&x->run)) return 1;
   for (int k = 0; k < nbk; k++)
     if (res_table_put(x->tbuckets, &bks[at + k], err, sizeof err)) return bench_error("%s", err);
@@ -643,23 +686,7 @@ static int write_result(train_ctx *x, const nn_train_result *r, double slowest_i
     x->nprof_buckets = nbk;
     x->have_profile = 1;
   }
-  printf("%-6s %-10s %-8s %d rank(s): ", role_names[p->role], p->tname, p->aname, n);
-  if (r->measured == 0) /* no figure, rather than a throughput of 0 */
-    printf("no step timed, every step was a warm-up step (--warmup-steps %ld)", (long)a->warmup_steps);
-  else
-    printf("%.1f images/s, step %.1f ms (data %.1f, fwd %.1f, bwd %.1f, comm %.1f using %.1f of CPU, "
-           "exposed %.1f, opt %.1f)",
-           r->images_per_s, 1e3 * r->step_p50_s, 1e3 * r->data_s, 1e3 * r->fwd_s, 1e3 * r->bwd_s,
-           1e3 * r->comm_s, 1e3 * r->comm_cpu_s, 1e3 * r->exposed_s, 1e3 * r->opt_s);
-  if (isfinite(fabric_eff) && p->role == ROLE_DP) printf(", fabric eff %.2f", fabric_eff);
-  if (isfinite(scaling) && p->role != ROLE_SINGLE) printf(", scaling eff %.2f", scaling);
-  if (isfinite(r->test_acc)) printf(", test acc %.4f", r->test_acc);
-  if (a->target_acc > 0) {
-    if (r->time_to_target_s >= 0) printf(", %.4f after %.1f s", a->target_acc, r->time_to_target_s);
-    else printf(", %.4f not reached", a->target_acc);
-  }
-  printf("\n");
-  fflush(stdout);
+  result_print(x, &row, r);
   return 0;
 }
 
