@@ -195,97 +195,108 @@ int coll_boot_wait_ms(double now, double wake, double deadline) {
   return (int)(s * 1000.0) + 1; /* rounded up: waking a little early would only spin */
 }
 
-/* Rank 0 reads every hello at once (poll), so a connection that sends garbage or nothing
- * never holds up the ranks behind it; returns 0 when every rank has joined. */
-static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadline,
-                           const char *me, int rport, coll_err *e) {
+/* Rank 0's admission in progress: the connections whose hello is still arriving and poll's set
+ * over them (pfd[0] the listener, pfd[i + 1] pend[i]), kept between passes. */
+typedef struct {
+  coll_boot *b;
+  int lfd;
+  const char *tok, *me;
+  double deadline;
   boot_pending pend[BOOT_PENDING_MAX];
   struct pollfd pfd[BOOT_PENDING_MAX + 1];
-  int npend = 0, joined = 0, size = b->size, poll_errno = 0;
-  coll_sock_set_nonblock(lfd);
-  while (joined < size - 1) {
-    double now = coll_sock_now(), wake = deadline;
-    if (now >= deadline) break;
-    /* against this now, not the last pass's: a pass delayed past a stranger's deadline
-     * (preempted, a slow accept) must drop it, not wait on it */
-    for (int i = npend - 1; i >= 0; i--)
-      if (now >= pend[i].deadline) boot_pending_drop(pend, &npend, i);
-    for (int i = 0; i < npend; i++) wake = pend[i].deadline < wake ? pend[i].deadline : wake;
-    pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
-    for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
-    int n = poll(pfd, (nfds_t)npend + 1, coll_boot_wait_ms(now, wake, deadline));
-    if (n < 0 && errno != EINTR) { /* the joined ranks are still told, below */
-      poll_errno = errno;
-      break;
-    }
-    now = coll_sock_now();
-    /* hellos first (indices shift as entries are dropped: walk down) */
-    for (int i = npend - 1; n > 0 && i >= 0; i--) {
-      if (!(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      boot_pending *p = &pend[i];
-      ssize_t r = recv(p->fd, (char *)&p->h + p->got, sizeof p->h - p->got, 0);
-      if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (r <= 0) { /* closed or failed before a whole hello */
-        boot_pending_drop(pend, &npend, i);
-        continue;
-      }
-      p->got += (size_t)r;
-      boot_hello *h = &p->h;
-      boot_reply rep = {.magic = BOOT_MAGIC_REPLY};
-      if (p->got >= sizeof h->magic && h->magic != BOOT_MAGIC_HELLO) {
-        /* garbage: no need to wait for the rest */
-        rep.status = BOOT_REJECTED;
-        snprintf(rep.reason, sizeof rep.reason, "not a fabench bootstrap hello");
-      } else if (p->got < sizeof *h) {
-        continue;
-      } else {
-        boot_hello_verdict(b, h, tok, &rep);
-      }
-      if (rep.status) {
-        int named = h->magic == BOOT_MAGIC_HELLO; /* garbage has no host worth printing */
-        fprintf(stderr, "fabench: rank 0 (%s): rejected a connection%s%s%s: %s\n", me,
-                named ? " from host '" : "", named ? h->host : "", named ? "'" : "", rep.reason);
-        /* best effort and without waiting: a stranger gets no time of ours */
-        ssize_t w = send(p->fd, &rep, sizeof rep, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)w;
-        boot_pending_drop(pend, &npend, i);
-        continue;
-      }
-      int fd = p->fd;
-      int fl = fcntl(fd, F_GETFL);
-      if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* the rest of the bootstrap blocks */
-      b->fds[h->rank] = fd;
-      snprintf(b->hosts[h->rank], COLL_HOST_MAX, "%s", h->host);
-      if (!b->local_addr[0]) coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
-      joined++;
-      p->fd = -1;
-      pend[i] = pend[--npend];
-    }
-    /* strangers that said too little in time */
-    for (int i = npend - 1; i >= 0; i--)
-      if (now >= pend[i].deadline) boot_pending_drop(pend, &npend, i);
-    /* new connections */
-    if (n > 0 && (pfd[0].revents & POLLIN)) {
-      for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-          if (errno == EINTR || errno == ECONNABORTED) continue;
-          break; /* EAGAIN: none left; other errors: poll again */
-        }
-        coll_sock_tune(fd, 0); /* no Nagle: see coll_sock_connect */
-        if (npend == BOOT_PENDING_MAX) {
-          int oldest = 0;
-          for (int i = 1; i < npend; i++)
-            if (pend[i].deadline < pend[oldest].deadline) oldest = i;
-          boot_pending_drop(pend, &npend, oldest);
-        }
-        double dl = now + BOOT_HELLO_S;
-        pend[npend++] = (boot_pending){.fd = fd, .deadline = dl < deadline ? dl : deadline};
-      }
-    }
+  int npend, joined;
+} boot_admission;
+
+/* A stranger's slot is freed when its time to say hello is up, so silence costs it its place. */
+static void boot_pending_expire(boot_pending *p, int *n, double now) {
+  for (int i = *n - 1; i >= 0; i--)
+    if (now >= p[i].deadline) boot_pending_drop(p, n, i);
+}
+
+/* One wait for the listener or a hello; it wakes by the next stranger's deadline so that one is
+ * dropped on time. Returns poll's result, errno as poll left it. */
+static int boot_admit_poll(boot_admission *a, double now) {
+  double wake = a->deadline;
+  /* against this now, not the last pass's: a pass delayed past a stranger's deadline
+   * (preempted, a slow accept) must drop it, not wait on it */
+  boot_pending_expire(a->pend, &a->npend, now);
+  for (int i = 0; i < a->npend; i++) wake = a->pend[i].deadline < wake ? a->pend[i].deadline : wake;
+  a->pfd[0] = (struct pollfd){.fd = a->lfd, .events = POLLIN};
+  for (int i = 0; i < a->npend; i++) a->pfd[i + 1] = (struct pollfd){.fd = a->pend[i].fd, .events = POLLIN};
+  return poll(a->pfd, (nfds_t)a->npend + 1, coll_boot_wait_ms(now, wake, a->deadline));
+}
+
+/* pend[i] is readable: its rank joins once its whole hello passes, and it is dropped as soon as
+ * it is garbage, rejected or closed. pend[i] may be replaced by the last entry. */
+static void boot_admit_hello(boot_admission *a, int i) {
+  coll_boot *b = a->b;
+  boot_pending *p = &a->pend[i];
+  ssize_t r = recv(p->fd, (char *)&p->h + p->got, sizeof p->h - p->got, 0);
+  if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (r <= 0) { /* closed or failed before a whole hello */
+    boot_pending_drop(a->pend, &a->npend, i);
+    return;
   }
-  for (int i = 0; i < npend; i++) close(pend[i].fd);
-  if (joined == size - 1) return 0;
+  p->got += (size_t)r;
+  boot_hello *h = &p->h;
+  boot_reply rep = {.magic = BOOT_MAGIC_REPLY};
+  if (p->got >= sizeof h->magic && h->magic != BOOT_MAGIC_HELLO) {
+    /* garbage: no need to wait for the rest */
+    rep.status = BOOT_REJECTED;
+    snprintf(rep.reason, sizeof rep.reason, "not a fabench bootstrap hello");
+  } else if (p->got < sizeof *h) {
+    return;
+  } else {
+    boot_hello_verdict(b, h, a->tok, &rep);
+  }
+  if (rep.status) {
+    int named = h->magic == BOOT_MAGIC_HELLO; /* garbage has no host worth printing */
+    fprintf(stderr, "fabench: rank 0 (%s): rejected a connection%s%s%s: %s\n", a->me,
+            named ? " from host '" : "", named ? h->host : "", named ? "'" : "", rep.reason);
+    /* best effort and without waiting: a stranger gets no time of ours */
+    ssize_t w = send(p->fd, &rep, sizeof rep, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    boot_pending_drop(a->pend, &a->npend, i);
+    return;
+  }
+  int fd = p->fd;
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* the rest of the bootstrap blocks */
+  b->fds[h->rank] = fd;
+  snprintf(b->hosts[h->rank], COLL_HOST_MAX, "%s", h->host);
+  if (!b->local_addr[0]) coll_sock_local_addr(fd, b->local_addr, sizeof b->local_addr);
+  a->joined++;
+  p->fd = -1;
+  a->pend[i] = a->pend[--a->npend];
+}
+
+/* Every connection the listener holds, each given BOOT_HELLO_S to say hello; with the table
+ * full the oldest stranger makes room, so a crowd of them cannot lock the ranks out. */
+static void boot_admit_accept(boot_admission *a, double now) {
+  for (;;) {
+    int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break; /* EAGAIN: none left; other errors: poll again */
+    }
+    coll_sock_tune(fd, 0); /* no Nagle: see coll_sock_connect */
+    if (a->npend == BOOT_PENDING_MAX) {
+      int oldest = 0;
+      for (int i = 1; i < a->npend; i++)
+        if (a->pend[i].deadline < a->pend[oldest].deadline) oldest = i;
+      boot_pending_drop(a->pend, &a->npend, oldest);
+    }
+    double dl = now + BOOT_HELLO_S;
+    a->pend[a->npend++] = (boot_pending){.fd = fd, .deadline = dl < a->deadline ? dl : a->deadline};
+  }
+}
+
+/* The rendezvous failed at the deadline, or at poll's error (poll_errno): the error, and the
+ * same news to the ranks that joined, name the ranks missing. */
+static int boot_admit_fail(const boot_admission *a, int poll_errno, int rport, coll_err *e) {
+  const coll_boot *b = a->b;
+  const char *me = a->me;
+  int size = b->size;
   char missing[256] = "";
   size_t off = 0;
   int nmissing = 0;
@@ -313,10 +324,38 @@ static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadli
   if (poll_errno)
     return coll_fail(e, "rank 0 (%s): poll: %s (%d of %d ranks had joined the rendezvous at port %d; "
                         "missing ranks:%s)",
-                     me, strerror(poll_errno), joined + 1, size, rport, missing);
+                     me, strerror(poll_errno), a->joined + 1, size, rport, missing);
   return coll_fail(e, "rank 0 (%s): %d of %d ranks joined the rendezvous at port %d within "
                       "%d ms; missing ranks:%s",
-                   me, joined + 1, size, rport, b->timeout_ms, missing);
+                   me, a->joined + 1, size, rport, b->timeout_ms, missing);
+}
+
+/* Rank 0 reads every hello at once (poll), so a connection that sends garbage or nothing
+ * never holds up the ranks behind it; returns 0 when every rank has joined. */
+static int boot_root_admit(coll_boot *b, int lfd, const char *tok, double deadline,
+                           const char *me, int rport, coll_err *e) {
+  boot_admission a = {.b = b, .lfd = lfd, .tok = tok, .me = me, .deadline = deadline};
+  int poll_errno = 0;
+  coll_sock_set_nonblock(lfd);
+  while (a.joined < b->size - 1) {
+    double now = coll_sock_now();
+    if (now >= deadline) break;
+    int n = boot_admit_poll(&a, now);
+    if (n < 0 && errno != EINTR) { /* the joined ranks are still told, below */
+      poll_errno = errno;
+      break;
+    }
+    now = coll_sock_now();
+    /* hellos first (indices shift as entries are dropped: walk down) */
+    for (int i = a.npend - 1; n > 0 && i >= 0; i--)
+      if (a.pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) boot_admit_hello(&a, i);
+    /* strangers that said too little in time */
+    boot_pending_expire(a.pend, &a.npend, now);
+    if (n > 0 && (a.pfd[0].revents & POLLIN)) boot_admit_accept(&a, now); /* new connections */
+  }
+  for (int i = 0; i < a.npend; i++) close(a.pend[i].fd);
+  if (a.joined == b->size - 1) return 0;
+  return boot_admit_fail(&a, poll_errno, rport, e);
 }
 
 /* One connection, read to its end (blocking, 5 s at most): the fuzz target's entry; the
