@@ -392,7 +392,7 @@ static double rf_cell_gamma(const res_fit_opts *o, const char *const *ids, size_
  * 5 ms delta): with fewer the bar halves, down to one burst, and below that every row stays. */
 #define RF_BURSTS 8
 #define RF_LONG_SIZES 2
-/* an emulated link fitted this much slower than its ceiling is CPU-bound (rf_fit_allreduce) */
+/* an emulated link fitted this much slower than its ceiling is CPU-bound (rf_cell_store) */
 #define RF_BELOW_CEIL 1.05
 
 /* The CPU ratios beta_cpu / beta tried: RF_RATIO0 x RF_RATIO_STEP^i, i < RF_NRATIO (1/4 to 10). */
@@ -499,6 +499,154 @@ static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const c
   return med;
 }
 
+/* One all-reduce cell (fabric, transport, host count, machine) through its fit's phases: k its
+ * first row, n its points (w->pt, w->src). */
+typedef struct {
+  const res_allreduce_row *k;
+  const res_fit_burst *shaper; /* an emulated link's, else NULL */
+  size_t n;
+  int64_t chunk;
+  double gfix;                 /* gamma where the rows do not tell it */
+  int kernel;                  /* gfix is the kernel's measured rate, not the default */
+  int emulated, crowded;       /* see rf_cell_search */
+  coll_model shape;
+  rf_best b;
+} rf_cell;
+
+/* The points of row i's cell, its rows all marked done: the fit leaves out an emulated link's
+ * short rows (RF_BURSTS), native and auto (no formula of ours), and rows that failed, had one
+ * rank or are under o->min_bytes. Returns how many. */
+static size_t rf_cell_points(rf_work *w, const res_rows *ar, size_t i, const res_fit_opts *o, rf_cell *c) {
+  const res_allreduce_row *rows = ar->rows;
+  c->shaper = rf_emu_shaper(o, c->k->fabric);
+  int64_t short_below = c->shaper ? rf_short_below(rows, ar->n, i, w->done, c->shaper->bytes) : 0;
+  for (size_t j = i; j < ar->n; j++) {
+    const res_allreduce_row *r = &rows[j];
+    if (w->done[j] || !rf_same_cell(r, c->k)) continue;
+    w->done[j] = 1;
+    if (r->bytes < short_below) continue;
+    coll_algo a;
+    const char *an = *r->algo_ran ? r->algo_ran : r->algo;
+    if (coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
+      continue;
+    if (r->errors || r->ranks < 2 || r->bytes <= 0 || r->bytes < o->min_bytes || !(r->t_p50_us > 0)) continue;
+    rf_pt *p = &w->pt[c->n];
+    w->src[c->n++] = r;
+    p->y = r->t_p50_us * 1e-6;
+    p->algo = an;
+    p->ranks = (int)r->ranks;
+    p->bytes = r->bytes;
+    c->chunk = r->chunk_bytes;
+  }
+  return c->n;
+}
+
+/* The gamma a candidate falls back on: the kernel's rate from the cell's own runs, else the
+ * transport's default. -1 (err said) when out of memory. */
+static int rf_cell_kernel(const rf_work *w, const res_fit_opts *o, rf_cell *c, char *err, size_t cap) {
+  coll_model def;
+  coll_transport_kind tk;
+  if (coll_transport_parse(c->k->transport, &tk)) tk = COLL_TCP;
+  coll_model_default(&def, tk);
+  const char **ids = malloc(c->n * sizeof *ids);
+  if (!ids) return res_errf(err, cap, "out of memory"), -1;
+  for (size_t j = 0; j < c->n; j++) ids[j] = w->src[j]->run_id;
+  double gk = rf_cell_gamma(o, ids, c->n);
+  free(ids);
+  c->kernel = isfinite(gk) && gk > 0;
+  c->gfix = c->kernel ? gk : def.gamma;
+  return 0;
+}
+
+/* Every candidate shape of the cell (rf_try_shape), the best kept in c->b. -1 (err said) where
+ * none could be fitted. */
+static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *err, size_t cap) {
+  const res_allreduce_row *k = c->k;
+  coll_model *shape = &c->shape;
+  /* the fabric's structure: ucx on one host maps its peers' buffers ("+rkey_ptr" in the
+   * fabric string), and the ring then reads them in place */
+  shape->mapped = strstr(k->fabric, "+rkey_ptr") != NULL;
+  shape->cores = o->cores > 0 ? o->cores : 0;
+  shape->hosts = k->host_count > 1 ? (int)k->host_count : 1;
+  shape->burst = c->shaper ? c->shaper->bytes : 0; /* what its links bank while they idle */
+  c->b = (rf_best){.score = INFINITY, .g = c->gfix};
+  /* An emulated link (bench/emulate.c names it emu-<rate>) is the bottleneck, not the host's
+   * memory. Its short rows, faster than the rate, looked like a cache to the fit: the suite's
+   * 1gbit link came out at 0.21 GB/s plus a memory term, which the faster-link what-if, scaling
+   * beta only, kept. */
+  c->emulated = !strncmp(k->fabric, "emu-", 4);
+  /* The CPU bound differs from the link's bytes only where a host's ranks outnumber its
+   * cores; elsewhere a ratio would merely hide what the formulas miss (at 2 ranks on 2 cores
+   * it absorbed the trees' pipeline fill: a 1gbit link fitted as CPU-bound at 0.124 GB/s, and
+   * a 10x faster link then gained nothing) */
+  for (size_t j = 0; j < c->n && shape->cores > 0; j++)
+    c->crowded |= (w->pt[j].ranks + shape->hosts - 1) / shape->hosts > shape->cores;
+  /* On an emulated link a rank's pause shorter than the shaper's bucket (1 ms) is banked and
+   * spent after it, so a pipelined reduction's chunks cost the link nothing: a 2-rank ring over
+   * 5gbit took 1.000 of the ceiling's time from 1 to 32 MiB, and the kernel's gamma added to
+   * it made the fit put the link at 1.06-1.12 of its ceiling. So pipelined reductions hidden
+   * (red_hidden) are tried beside it, with the kernel's gamma for the reductions rd and rhd do
+   * between their exchanges, which no bucket hides (with gamma 0 for all, as before, rd on
+   * 5gbit came out 11-17% slower than predicted from 8 MiB). gamma stays the kernel's there:
+   * a few rd and rhd rows would otherwise trade it for the CPU bound. */
+  for (int gi = 0; gi < (c->emulated ? 2 : 1); gi++)
+    for (int ri = -1; ri < (c->crowded ? RF_NRATIO : 0); ri++)
+      for (int ci = -1; ci <= (c->emulated ? -1 : 18); ci++) {
+        shape->red_hidden = gi;
+        rf_try_shape(w, c->n, shape, ri, ci, c->gfix, c->kernel, &c->b);
+      }
+  if (!c->b.fitted)
+    return res_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
+                    (long long)k->host_count), -1;
+  return 0;
+}
+
+/* The best shape fitted again: the search kept its parameters, not the weights and outliers
+ * the points' statistics need. */
+static void rf_cell_refit(rf_work *w, rf_cell *c) {
+  rf_best *b = &c->b;
+  c->shape.cache_bytes = b->cache;
+  c->shape.beta_cpu = b->ratio;
+  c->shape.red_hidden = b->hidden;
+  rf_design(w->pt, c->n, &c->shape, w->src);
+  int fr[RF_NP];
+  rf_identify(w->pt, c->n, fr);
+  if (!(b->cache > 0)) fr[RF_MEM] = 0;
+  if (b->hidden) fr[RF_GAMMA] = 0;
+  double th[RF_NP];
+  if (rf_fit_gamma(w->pt, c->n, b->g, c->kernel, fr, th, &b->gfixed) == 0) memcpy(b->th, th, sizeof th);
+}
+
+/* The cell's model into out. -1 (err said) when out of memory. */
+static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, char *err, size_t cap) {
+  const res_allreduce_row *k = c->k;
+  const rf_best *b = &c->b;
+  const res_fit_burst *shaper = c->shaper;
+  res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "allreduce", (int)k->host_count,
+                                     rf_str(k->topo_hash), err, cap);
+  if (!f) return -1;
+  f->m = c->shape;
+  f->m.alpha = b->th[RF_ALPHA], f->m.beta = b->th[RF_BETA], f->m.gamma = b->th[RF_GAMMA];
+  f->m.delta = b->th[RF_DELTA], f->m.beta_cpu = b->ratio * b->th[RF_BETA], f->m.mem = b->th[RF_MEM];
+  f->m.wake = b->th[RF_WAKE];
+  /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
+   * back by the host's CPU (the emulated stack's, 1 ns a byte, against loopback's 0.2): the
+   * link is the ceiling, the CPU the rest. The rows' calls are predicted as before (at most
+   * one rank a core, both bounds take the same bytes), but a training step now knows the
+   * exchange's CPU work (the suite's 10gbit step: 97 ms predicted against 106, not 76) and a
+   * faster link stops at the CPU. */
+  if (c->emulated && !c->crowded && c->shape.cores > 0 && !(b->ratio > 0) && shaper && shaper->ceil_beta > 0 &&
+      f->m.beta > RF_BELOW_CEIL * shaper->ceil_beta) {
+    f->m.beta_cpu = f->m.beta;
+    f->m.beta = shaper->ceil_beta;
+  }
+  f->gamma_fixed = b->gfixed;
+  f->chunk_bytes = c->chunk;
+  f->cpu_byte = rf_cpu_byte(w->src, c->n, &f->m, f->m.gamma);
+  if (rf_fill_stats(f, w->pt, c->n, b->th)) return res_errf(err, cap, "out of memory"), -1;
+  return 0;
+}
+
 static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_opts *o, char *err,
                             size_t cap) {
   const res_allreduce_row *rows = ar->rows;
@@ -507,124 +655,14 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
   int rc = 0;
   for (size_t i = 0; i < ar->n && !rc; i++) {
     if (w.done[i]) continue;
-    const res_allreduce_row *k = &rows[i];
-    size_t n = 0;
-    int64_t chunk = 0;
-    /* the emulated link's short rows out (RF_BURSTS) */
-    const res_fit_burst *shaper = rf_emu_shaper(o, k->fabric);
-    int64_t short_below = shaper ? rf_short_below(rows, ar->n, i, w.done, shaper->bytes) : 0;
-    for (size_t j = i; j < ar->n; j++) {
-      const res_allreduce_row *r = &rows[j];
-      if (w.done[j] || !rf_same_cell(r, k)) continue;
-      w.done[j] = 1;
-      if (r->bytes < short_below) continue;
-      coll_algo a;
-      const char *an = *r->algo_ran ? r->algo_ran : r->algo;
-      if (coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
-        continue;
-      if (r->errors || r->ranks < 2 || r->bytes <= 0 || r->bytes < o->min_bytes || !(r->t_p50_us > 0)) continue;
-      rf_pt *p = &w.pt[n];
-      w.src[n++] = r;
-      p->y = r->t_p50_us * 1e-6;
-      p->algo = an;
-      p->ranks = (int)r->ranks;
-      p->bytes = r->bytes;
-      chunk = r->chunk_bytes;
-    }
-    if (n < 3) continue; /* nothing to fit: native only, or too few sizes */
-    coll_model def;
-    coll_transport_kind tk;
-    if (coll_transport_parse(k->transport, &tk)) tk = COLL_TCP;
-    coll_model_default(&def, tk);
-    const char **ids = malloc(n * sizeof *ids);
-    if (!ids) {
-      rc = -1;
-      res_errf(err, cap, "out of memory");
-      break;
-    }
-    for (size_t j = 0; j < n; j++) ids[j] = w.src[j]->run_id;
-    double gk = rf_cell_gamma(o, ids, n);
-    free(ids);
-    int kernel = isfinite(gk) && gk > 0;
-    double gfix = kernel ? gk : def.gamma;
-    /* the fabric's structure: ucx on one host maps its peers' buffers ("+rkey_ptr" in the
-     * fabric string), and the ring then reads them in place */
-    coll_model shape = {0};
-    shape.mapped = strstr(k->fabric, "+rkey_ptr") != NULL;
-    shape.cores = o->cores > 0 ? o->cores : 0;
-    shape.hosts = k->host_count > 1 ? (int)k->host_count : 1;
-    shape.burst = shaper ? shaper->bytes : 0; /* what its links bank while they idle */
-    rf_best b = {.score = INFINITY, .g = gfix};
-    /* An emulated link (bench/emulate.c names it emu-<rate>) is the bottleneck, not the host's
-     * memory. Its short rows, faster than the rate, looked like a cache to the fit: the suite's
-     * 1gbit link came out at 0.21 GB/s plus a memory term, which the faster-link what-if, scaling
-     * beta only, kept. */
-    int emulated = !strncmp(k->fabric, "emu-", 4);
-    /* The CPU bound differs from the link's bytes only where a host's ranks outnumber its
-     * cores; elsewhere a ratio would merely hide what the formulas miss (at 2 ranks on 2 cores
-     * it absorbed the trees' pipeline fill: a 1gbit link fitted as CPU-bound at 0.124 GB/s, and
-     * a 10x faster link then gained nothing) */
-    int crowded = 0;
-    for (size_t j = 0; j < n && shape.cores > 0; j++)
-      crowded |= (w.pt[j].ranks + shape.hosts - 1) / shape.hosts > shape.cores;
-    /* On an emulated link a rank's pause shorter than the shaper's bucket (1 ms) is banked and
-     * spent after it, so a pipelined reduction's chunks cost the link nothing: a 2-rank ring over
-     * 5gbit took 1.000 of the ceiling's time from 1 to 32 MiB, and the kernel's gamma added to
-     * it made the fit put the link at 1.06-1.12 of its ceiling. So pipelined reductions hidden
-     * (red_hidden) are tried beside it, with the kernel's gamma for the reductions rd and rhd do
-     * between their exchanges, which no bucket hides (with gamma 0 for all, as before, rd on
-     * 5gbit came out 11-17% slower than predicted from 8 MiB). gamma stays the kernel's there:
-     * a few rd and rhd rows would otherwise trade it for the CPU bound. */
-    for (int gi = 0; gi < (emulated ? 2 : 1); gi++)
-      for (int ri = -1; ri < (crowded ? RF_NRATIO : 0); ri++)
-        for (int ci = -1; ci <= (emulated ? -1 : 18); ci++) {
-          shape.red_hidden = gi;
-          rf_try_shape(&w, n, &shape, ri, ci, gfix, kernel, &b);
-        }
-    if (!b.fitted) {
-      rc = -1;
-      res_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
-              (long long)k->host_count);
-      break;
-    }
-    shape.cache_bytes = b.cache;
-    shape.beta_cpu = b.ratio;
-    shape.red_hidden = b.hidden;
-    rf_design(w.pt, n, &shape, w.src);
-    /* the chosen fit again, for its weights and outliers */
-    {
-      int fr[RF_NP];
-      rf_identify(w.pt, n, fr);
-      if (!(b.cache > 0)) fr[RF_MEM] = 0;
-      if (b.hidden) fr[RF_GAMMA] = 0;
-      double th[RF_NP];
-      if (rf_fit_gamma(w.pt, n, b.g, kernel, fr, th, &b.gfixed) == 0) memcpy(b.th, th, sizeof th);
-    }
-    res_fabric_model *f = rf_add_named(out, k->fabric, k->transport, "allreduce", (int)k->host_count,
-                                       rf_str(k->topo_hash), err, cap);
-    if (!f) {
+    rf_cell c = {.k = &rows[i]};
+    if (rf_cell_points(&w, ar, i, o, &c) < 3) continue; /* nothing to fit: native only, or too few sizes */
+    if (rf_cell_kernel(&w, o, &c, err, cap) || rf_cell_search(&w, o, &c, err, cap)) {
       rc = -1;
       break;
     }
-    f->m = shape;
-    f->m.alpha = b.th[RF_ALPHA], f->m.beta = b.th[RF_BETA], f->m.gamma = b.th[RF_GAMMA];
-    f->m.delta = b.th[RF_DELTA], f->m.beta_cpu = b.ratio * b.th[RF_BETA], f->m.mem = b.th[RF_MEM];
-    f->m.wake = b.th[RF_WAKE];
-    /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
-     * back by the host's CPU (the emulated stack's, 1 ns a byte, against loopback's 0.2): the
-     * link is the ceiling, the CPU the rest. The rows' calls are predicted as before (at most
-     * one rank a core, both bounds take the same bytes), but a training step now knows the
-     * exchange's CPU work (the suite's 10gbit step: 97 ms predicted against 106, not 76) and a
-     * faster link stops at the CPU. */
-    if (emulated && !crowded && shape.cores > 0 && !(b.ratio > 0) && shaper && shaper->ceil_beta > 0 &&
-        f->m.beta > RF_BELOW_CEIL * shaper->ceil_beta) {
-      f->m.beta_cpu = f->m.beta;
-      f->m.beta = shaper->ceil_beta;
-    }
-    f->gamma_fixed = b.gfixed;
-    f->chunk_bytes = chunk;
-    f->cpu_byte = rf_cpu_byte(w.src, n, &f->m, f->m.gamma);
-    if (rf_fill_stats(f, w.pt, n, b.th)) rc = -1, res_errf(err, cap, "out of memory");
+    rf_cell_refit(&w, &c);
+    rc = rf_cell_store(out, &w, &c, err, cap);
   }
   rf_work_free(&w);
   return rc;
