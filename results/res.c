@@ -489,6 +489,28 @@ int res_stop_signals_install(void) {
   return 0;
 }
 
+/* A file for res_json_write_file's text, before it has a name: an unnamed one in path's
+ * directory (O_TMPFILE), which a process killed while writing (SIGKILL, a stopped rank that
+ * its launcher kills) leaves nothing of; -1 where the filesystem has none. */
+static int rj_open_unnamed(const char *path) {
+  char dir[4200];
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+}
+
+/* Names the unnamed file fd as tmp (a stale tmp of a killed writer is replaced). */
+static int rj_link(int fd, const char *tmp) {
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  for (int again = 0; again < 2; again++) {
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) return 0;
+    if (errno != EEXIST || unlink(tmp) != 0) return -1;
+  }
+  return -1;
+}
+
 int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap) {
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -498,15 +520,22 @@ int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errc
     return -1;
   }
   atomic_fetch_add(&res_writers, 1);
-  int rc = -1;
-  FILE *f = fopen(tmp, "w");
+  int rc = -1, fd = rj_open_unnamed(path), unnamed = fd >= 0;
+  FILE *f = unnamed ? fdopen(fd, "w") : fopen(tmp, "w");
   if (!f) {
     res_errf(err, errcap, "cannot create '%s': %s", tmp, strerror(errno));
+    if (fd >= 0) close(fd);
     goto out;
   }
   int ok = fputs(txt, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0;
-  /* on disk before the rename, so a crash leaves the old file or the new, never an empty one */
+  /* on disk before the rename, so a crash leaves the old file or the new, never an empty one;
+   * named only then, so that only a kill between the link and the rename leaves a tmp */
   ok = ok && fsync(fileno(f)) == 0;
+  if (ok && unnamed && rj_link(fileno(f), tmp) != 0) { /* say so as a named one's fopen would */
+    res_errf(err, errcap, "cannot create '%s': %s", tmp, strerror(errno));
+    fclose(f);
+    goto out;
+  }
   ok = (fclose(f) == 0) && ok;
   if (!ok || rename(tmp, path) != 0) {
     res_errf(err, errcap, "cannot write '%s': %s", path, strerror(errno));

@@ -331,44 +331,77 @@ static void stop_child(const char *dir, int ready_fd) {
   }
 }
 
+/* One round: a stop_child rewriting dir/run.json gets sig at a random moment of its loop; its
+ * wait status. run.json is then checked whole (the old text or the new). */
+static int signal_round(const char *dir, int sig, unsigned *seed, int round) {
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    stop_child(dir, fds[1]);
+  }
+  close(fds[1]);
+  char c;
+  assert_int_equal(read(fds[0], &c, 1), 1);
+  close(fds[0]);
+  usleep((useconds_t)(rand_r(seed) % 40000));
+  assert_int_equal(kill(pid, sig), 0);
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  char path[600];
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  size_t len = 0;
+  char *txt = tu_slurp(path, &len);
+  assert_non_null(txt);
+  cJSON *v = cJSON_Parse(txt);
+  if (!v || cJSON_GetArraySize(v) != STOP_NSTR) fail_msg("round %d: run.json is not whole", round);
+  cJSON_Delete(v);
+  free(txt);
+  return st;
+}
+
 /* A SIGTERM at any moment of a JSON file's replacement, in a process with other threads, ends
  * the process by SIGTERM (as the default action would) and leaves the old file or the new one,
  * whole, and no temporary file. */
 static void test_stop_signal_waits_for_json_write(void **state) {
   (void)state;
-  char dir[64], path[600], tmp[600];
+  char dir[64], tmp[600];
   assert_non_null(tu_tmpdir(dir, sizeof dir, "stop"));
-  snprintf(path, sizeof path, "%s/run.json", dir);
   snprintf(tmp, sizeof tmp, "%s/run.json.tmp", dir);
   unsigned seed = (unsigned)time(NULL);
   for (int round = 0; round < 12; round++) {
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-      close(fds[0]);
-      stop_child(dir, fds[1]);
-    }
-    close(fds[1]);
-    char c;
-    assert_int_equal(read(fds[0], &c, 1), 1);
-    close(fds[0]);
-    usleep((useconds_t)(rand_r(&seed) % 40000));
-    assert_int_equal(kill(pid, SIGTERM), 0);
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
+    int st = signal_round(dir, SIGTERM, &seed, round);
     if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGTERM)
       fail_msg("round %d: the child ended with status 0x%x, not by SIGTERM", round, st);
     if (access(tmp, F_OK) == 0) fail_msg("round %d: %s left behind", round, tmp);
-    size_t len = 0;
-    char *txt = tu_slurp(path, &len);
-    assert_non_null(txt);
-    cJSON *v = cJSON_Parse(txt);
-    if (!v || cJSON_GetArraySize(v) != STOP_NSTR) fail_msg("round %d: run.json is not whole", round);
-    cJSON_Delete(v);
-    free(txt);
   }
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
+/* A writer killed outright (SIGKILL: a stopped rank its launcher kills) at any moment of a JSON
+ * file's replacement leaves the old file or the new one, whole, and (but for a kill in the
+ * instant between naming the new file and renaming it) no temporary file: the text is written
+ * to an unnamed file. Written to a named temporary, most of these kills left one. */
+static void test_kill_leaves_no_temporary(void **state) {
+  (void)state;
+  char dir[64], path[600], tmp[600];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "kill"));
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  snprintf(tmp, sizeof tmp, "%s/run.json.tmp", dir);
+  unsigned seed = (unsigned)time(NULL);
+  int left = 0;
+  for (int round = 0; round < 12; round++) {
+    signal_round(dir, SIGKILL, &seed, round);
+    if (access(tmp, F_OK) == 0) left++, unlink(tmp);
+  }
+  if (left > 1) fail_msg("%d of 12 kills left %s behind", left, tmp);
+  struct stat sb;
+  assert_int_equal(stat(path, &sb), 0);
+  mode_t um = umask(0);
+  umask(um);
+  assert_int_equal(sb.st_mode & 0777, 0666 & ~um); /* as a file fopen made */
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
@@ -417,6 +450,7 @@ int main(void) {
       cmocka_unit_test(test_newer_schema_refused_everywhere),
       cmocka_unit_test(test_meta_environment_filtered),
       cmocka_unit_test(test_failed_write_keeps_rows),
+      cmocka_unit_test(test_kill_leaves_no_temporary),
       cmocka_unit_test(test_open_failure_named),
       cmocka_unit_test(test_json_read_file),
       cmocka_unit_test(test_stop_signal_waits_for_json_write),
