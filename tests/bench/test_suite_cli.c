@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "cli_run.h"
+#include "res.h"
 #include "test_util.h"
 
 static char dir[256];
@@ -70,34 +71,6 @@ static void set_state(const char *step, const char *from, const char *to) {
   fclose(f);
 }
 
-/* Every row of a CSV file has column col filled: 1; else 0 (also: no such column, no row). */
-static int csv_column_filled(const char *rel, const char *col) {
-  char p[600];
-  snprintf(p, sizeof p, "%s/%s", dir, rel);
-  char *text = tu_slurp(p, NULL), *save = NULL;
-  if (!text) return 0;
-  int at = -1, rows = 0, ok = 1;
-  for (char *line = strtok_r(text, "\n", &save); line && ok; line = strtok_r(NULL, "\n", &save)) {
-    char *fields[256], *c; /* no field of these files holds a comma */
-    int nf = 0;
-    for (char *f = line; nf < 256; f = c + 1) {
-      fields[nf++] = f;
-      if (!(c = strchr(f, ','))) break;
-      *c = '\0';
-    }
-    if (at < 0) { /* the header */
-      for (int k = 0; k < nf; k++)
-        if (!strcmp(fields[k], col)) at = k;
-      ok = at >= 0;
-      continue;
-    }
-    rows++;
-    ok = at < nf && *fields[at];
-  }
-  free(text);
-  return ok && rows > 0;
-}
-
 static void test_small_suite_and_resume(void **st) {
   (void)st;
   run_result r;
@@ -110,8 +83,15 @@ static void test_small_suite_and_resume(void **st) {
     if (!exists(must[i])) fail_msg("the suite did not write %s", must[i]);
   /* the all-reduce is measured as training's communication thread waits, asleep: so the
    * host's CPU per call is measured, which the prediction of training takes its share from */
-  if (!csv_column_filled("s/allreduce-loopback/allreduce.csv", "host_cpu_us"))
-    fail_msg("the loopback all-reduce rows have no host_cpu_us");
+  char p[600], err[512];
+  res_rows rows = {0};
+  snprintf(p, sizeof p, "%s/s/allreduce-loopback/allreduce.csv", dir);
+  if (res_table_read(&rows, res_schema_allreduce(), p, err, sizeof err)) fail_msg("%s", err);
+  const res_allreduce_row *ar = rows.rows;
+  if (!rows.n) fail_msg("no loopback all-reduce rows");
+  for (size_t i = 0; i < rows.n; i++)
+    if (!isfinite(ar[i].host_cpu_us)) fail_msg("the loopback all-reduce rows have no host_cpu_us");
+  res_rows_free(&rows);
   /* the sentence says how fast against no communication, or that noise hid the difference */
   if (!strstr(r.out, "loopback tcp/ring") || (!strstr(r.out, "of its no-communication speed") &&
                                                !strstr(r.out, "as fast as with no communication")))
