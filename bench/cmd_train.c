@@ -530,10 +530,7 @@ static int out_file_check(const char *flag, const char *path) {
   const char *slash = strrchr(path, '/');
   if (!*path || (slash && !slash[1]))
     return bench_error("%s '%s': not a file name", flag, path);
-  if (strlen(path) >= sizeof d) return bench_error("%s: path too long", flag);
-  if (!slash) snprintf(d, sizeof d, ".");
-  else if (slash == path) snprintf(d, sizeof d, "/");
-  else snprintf(d, sizeof d, "%.*s", (int)(slash - path), path);
+  if (strlen(path) >= sizeof d || res_path_dir(d, sizeof d, path)) return bench_error("%s: path too long", flag);
   struct stat st;
   if (stat(d, &st) != 0)
     return bench_error("%s %s: directory '%s': %s", flag, path, d, strerror(errno));

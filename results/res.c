@@ -489,15 +489,18 @@ int res_stop_signals_install(void) {
   return 0;
 }
 
+int res_path_dir(char *dir, size_t cap, const char *path) {
+  const char *slash = strrchr(path, '/');
+  int len = !slash ? snprintf(dir, cap, ".") : snprintf(dir, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  return len < 0 || (size_t)len >= cap ? -1 : 0;
+}
+
 /* A file for res_json_write_file's text, before it has a name: an unnamed one in path's
  * directory (O_TMPFILE), which a process killed while writing (SIGKILL, a stopped rank that
  * its launcher kills) leaves nothing of; -1 where the filesystem has none. */
 static int rj_open_unnamed(const char *path) {
   char dir[4200];
-  const char *slash = strrchr(path, '/');
-  if (!slash) snprintf(dir, sizeof dir, ".");
-  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-  return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+  return res_path_dir(dir, sizeof dir, path) ? -1 : open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
 }
 
 /* Names the unnamed file fd as tmp (a stale tmp of a killed writer is replaced). */

@@ -118,6 +118,9 @@ int res_stop_signals_install(void);
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap);
 /* Writes any JSON value to a file, pretty-printed, atomically (temp file + rename). */
 int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap);
+/* The directory a file path names its file in ("." for a bare name, "/" for one at the root):
+ * 0, or -1 when it does not fit in cap. */
+int res_path_dir(char *dir, size_t cap, const char *path);
 
 /* Reads a whole file of at most max bytes into *out, NUL-terminated (free it), its length in
  * *len. 0; -2 with err when the file cannot be opened (a caller may word a missing file its
