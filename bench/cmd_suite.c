@@ -601,13 +601,9 @@ static void suite_plan_micro(suite_job *x, int f) {
   arg(s, "%llu", (unsigned long long)(f < 0 ? x->maxb : suite_emu_max(x->rates[f], o->quick)));
   arg(s, "--step-factor"), arg(s, "4"), arg(s, "--timeout"), arg(s, "%ld", o->timeout_s);
   /* Asleep while they wait, as training's communication thread is: the fit then prices the
-   * all-reduce as training gets it (MPI, for one, moves data only when a poll comes round), and
-   * the host's CPU per byte is measured (a spinning rank's is not), which the prediction takes
-   * as the share of the cores the exchange costs the compute. Loopback's spinning rows
-   * understated both: ResNet-18, 2 ranks, the same training rows predicted from each, both
-   * measured in turns, three times: mpi's step +16/+21/+14% against -5/-1/-8%, tcp +9/+11/+12
-   * against +7/+10/+7, ucx alike; 10gbit's from loopback's CPU cost: 922 images/s predicted,
-   * 742 measured. */
+   * all-reduce as training gets it (MPI moves data only when a poll comes round) and measures
+   * the host's CPU per byte (a spinning rank's is not), the share of the cores the exchange
+   * costs the compute. Spinning rows predicted training fast (README, "late night"). */
   arg(s, "--no-spin");
   if (f < 0) {
     arg(s, "--time-per-size"), arg(s, "%s", o->quick ? "0.02" : "0.05"), arg(s, "--rounds"), arg(s, "2");
