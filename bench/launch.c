@@ -30,6 +30,10 @@
 extern char **environ;
 
 #define LAUNCH_GRACE_S 3.0 /* SIGTERM to SIGKILL */
+/* A rank that exits with an error of its own has usually told the others (a failed check that
+ * every rank makes), and they are still writing what they measured; they get this long to end
+ * before the SIGTERM. A rank killed by a signal gets its peers the SIGTERM at once. */
+#define LAUNCH_SETTLE_S 2.0
 #define LAUNCH_MAX_RANKS 1024
 #define LAUNCH_EMU_ROOT_PORT 29500 /* rank 0's namespace is fresh: every port is free there */
 
@@ -447,7 +451,7 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
   int alive = n, first_fail = -1, interrupted = 0;
   char host[256] = "";
   gethostname(host, sizeof host - 1); /* every rank the launcher starts runs here */
-  double kill_at = 0; /* when stopping: the SIGKILL deadline */
+  double kill_at = 0, term_at = 0; /* when stopping: the SIGKILL deadline; a SIGTERM still due */
   launch_seen *seen = mpirun_mode ? calloc(1, sizeof *seen) : NULL;
   if (seen) seen->first = -1;
   double t0 = launch_now();
@@ -490,15 +494,17 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
                        seen->rank[seen->first], host, (int)seen->pid[seen->first], seen->first_at);
         } else
           launch_err("rank %d (%s): pid %d %s", i, host, (int)rk[i].pid, what);
-        if (alive > 0) {
-          launch_signal_all(rk, n, SIGTERM);
-          kill_at = launch_now() + LAUNCH_GRACE_S;
-        }
+        if (alive > 0) term_at = launch_now() + (WIFEXITED(st) ? LAUNCH_SETTLE_S : 0);
       } else if (!interrupted && (!rk[i].signaled || (WIFSIGNALED(st) && WTERMSIG(st) != rk[i].signaled))) {
         /* also one that died of another signal than ours: it ended on its own, perhaps first
          * (a killed ucx rank is reaped after the peer its death made abort) */
         launch_err("rank %d (%s): pid %d %s", i, host, (int)rk[i].pid, what);
       }
+    }
+    if (term_at > 0 && alive > 0 && !interrupted && launch_now() >= term_at) {
+      launch_signal_all(rk, n, SIGTERM);
+      kill_at = launch_now() + LAUNCH_GRACE_S;
+      term_at = 0;
     }
     if (kill_at > 0 && alive > 0 && launch_now() >= kill_at) {
       launch_signal_all(rk, n, SIGKILL);

@@ -19,7 +19,8 @@ typedef struct {
  * FABENCH_TOKEN and FABENCH_LAUNCHER=1 (or are started by mpirun); under --emulate also
  * FABENCH_BIND_ADDR (the rank's address), FABENCH_FABRIC ("emu-<rate>"), FABENCH_EMU_RATE and
  * UCX_NET_DEVICES (the rank's interface). Says each rank's exit on failure; when one rank fails
- * the others are stopped. Returns the run's exit status (0 when every rank exited 0). */
+ * the others are stopped (SIGTERM, then SIGKILL), at once where it was killed, after 2 s where it
+ * exited with an error of its own, so that they can write what they measured. Returns the run's exit status (0 when every rank exited 0). */
 int bench_launch(const bench_launch_opts *o, char *const rank_argv[]);
 
 /* bench_launch with an explicit program instead of this one (/proc/self/exe): the ranks run

@@ -262,6 +262,35 @@ static void test_failing_rank(void **state) {
   }
 }
 
+/* A rank that exits with an error does not cut the others short: they saw the same error (a
+ * check every rank makes) and are still writing what they measured. Here they take 0.5 s to
+ * end, within the launcher's settle time; each must have finished (its file written) and none
+ * been signalled. */
+static void test_failing_rank_lets_others_finish(void **state) {
+  (void)state;
+  char dir[64], err[2048], script[1024];
+  make_dir(dir, sizeof dir);
+  int n = 3, bad = 1;
+  snprintf(script, sizeof script,
+           "if [ \"$FABENCH_RANK\" = %d ]; then "
+           "  while [ $(ls \"$0\"/pid.[0-9]* 2>/dev/null | wc -l) -lt %d ]; do sleep 0.02; done; exit 3; "
+           "else trap 'echo > \"$0/term.$FABENCH_RANK\"; exit 143' TERM; echo $$ > \"$0/pid.$FABENCH_RANK\"; "
+           "sleep 0.5; echo > \"$0/done.$FABENCH_RANK\"; exit 3; fi",
+           bad, n - 1);
+  char *argv[] = {"-c", script, dir, NULL};
+  bench_launch_opts o = {.n = n, .timeout_s = 10};
+  assert_int_equal(launch_capture(&o, "/bin/sh", argv, err, sizeof err), 3);
+  for (int r = 0; r < n; r++) {
+    if (r == bad) continue;
+    char path[128], buf[8];
+    snprintf(path, sizeof path, "%s/done.%d", dir, r);
+    if (read_file(path, buf, sizeof buf) < 0) fail_msg("rank %d was stopped before it ended:\n%s", r, err);
+    snprintf(path, sizeof path, "%s/term.%d", dir, r);
+    assert_true(read_file(path, buf, sizeof buf) < 0);
+  }
+  remove_dir(dir);
+}
+
 static void test_killed_rank(void **state) {
   (void)state;
   char dir[64], err[2048], want[128];
@@ -416,7 +445,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strip),          cmocka_unit_test(test_parse_rate),
       cmocka_unit_test(test_bad_opts),       cmocka_unit_test(test_env),
-      cmocka_unit_test(test_failing_rank),   cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_failing_rank),   cmocka_unit_test(test_failing_rank_lets_others_finish),
+      cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_launcher_signal), cmocka_unit_test(test_mpirun),
       cmocka_unit_test(test_omp_files),
   };
