@@ -14,9 +14,9 @@
  * the slower of the busiest link and the host's CPU bounds a call. s = max(1, reducers per
  * host / cores) (the reducers share the host's cores: every rank, but a parameter server's K
  * servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)), land the bytes a rank
- * receives into at once: n for rd, n/2 for rhd (n with the fold), p n for the ring's small
- * case, n on mapped memory, a few chunks for the pipelined algorithms (beyond the cache every
- * byte comes from memory). S is 2 (p-1) n for every
+ * receives into at once: p n for the ring's small case, n on mapped memory, a few chunks for
+ * the pipelined algorithms, rd and rhd included (beyond the cache every byte comes from
+ * memory). S is 2 (p-1) n for every
  * algorithm below except where said (each byte goes to the others once up and once down).
  * Per algorithm (M; L; R):
  *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005), pipelined: each of the
@@ -42,6 +42,8 @@
  *         power of two): 2 lg p' + 2f; 2 (p'-1)/p' n + 2 f n; (p'-1)/p' n + f n;
  *         S = 2 (p'-1) n + 2 (p-p') n
  *   rd    (TRG 2005) lg p' + 2f; lg p' n + 2 f n; lg p' n + f n; S = p' lg p' n + 2 (p-p') n
+ *         rd's exchanges, rhd's halving and the fold reduce in pieces of c as they arrive
+ *         (coll_xchg_reduce), so a message's start-ups overlap as the ring's do
  *   tree  (pipelined reduce + broadcast; Sanders-Speck-Traeff 2009, NCCL's tree model): k =
  *         ceil(n/c) chunks of u = min(n, c) bytes in k + 2H - 1 lockstep steps (algo_tree.c),
  *         H the root's height; each step costs the chunks its busiest rank moves one way (in
@@ -187,11 +189,14 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
       return (model_terms){p > 1 ? 2.0 * p - 3 : 0, 0, (5.0 * p - 6) / (3.0 * p) * n, 0, n, 0, 0};
     if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n, p * (p - 1) * n, p * n, 0, 0};
     return (model_terms){2.0 * (p - 1), 2 * pr * n, hidden ? 0 : pr * n, all, COLL_RING_SLOTS * (c < n / p ? c : n / p), 0, 0};
-  case COLL_ALGO_RHD:
-    return (model_terms){2.0 * lg + 2 * f, 2 * fr * n + 2 * f * n, fr * n + f * n, 2.0 * (pof2 - 1) * n + fold,
-                         f ? n : n / 2, 0, 0};
+  case COLL_ALGO_RHD: { /* its reducing exchanges in pieces of c (coll_xchg_reduce) */
+    double most = f ? n : n / 2;
+    return (model_terms){2.0 * lg + 2 * f, 2 * fr * n + 2 * f * n, hidden ? 0 : fr * n + f * n,
+                         2.0 * (pof2 - 1) * n + fold, COLL_RING_SLOTS * (c < most ? c : most), 0, 0};
+  }
   case COLL_ALGO_RD:
-    return (model_terms){lg + 2.0 * f, lg * n + 2 * f * n, lg * n + f * n, (double)pof2 * lg * n + fold, n, 0, 0};
+    return (model_terms){lg + 2.0 * f, lg * n + 2 * f * n, hidden ? 0 : lg * n + f * n, (double)pof2 * lg * n + fold,
+                         COLL_RING_SLOTS * (c < n ? c : n), 0, 0};
   case COLL_ALGO_TREE:
   case COLL_ALGO_DTREE: {
     int nt = a.kind == COLL_ALGO_TREE ? 1 : 2, H;
@@ -253,9 +258,9 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   double link = (t.link - banked) * m->beta, cpu = t.sent / hosts / senders * m->beta_cpu;
   /* what the host's ranks receive into at once, twice (the kernel's or the library's copy
    * too): beyond the cache, every byte moved or reduced comes from memory. Pipelined
-   * algorithms land chunks that stay in cache; rd and rhd land whole vectors and halves
-   * (measured on loopback: rd's busbw fell from 2.2 to 1.2 GB/s between 1 and 16 MiB where the
-   * tree's stayed at 2.0-2.1) */
+   * algorithms land chunks that stay in cache (when rd landed whole vectors, its busbw on
+   * loopback fell from 2.2 to 1.2 GB/s between 1 and 16 MiB where the tree's stayed at
+   * 2.0-2.1) */
   double ws = coll_model_ws(m, a, p, bytes, chunk_bytes);
   double beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
   double t_ = m->delta + t.msgs * m->alpha + (link > cpu ? link : cpu) + t.red * share * m->gamma;

@@ -116,20 +116,53 @@ int coll_reqset_wait(coll_reqset *s, coll_err *e) {
   return coll_waitall(s->c, s->r, n, e);
 }
 
-int coll_fold_in(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, void *tmp,
-                 size_t count, coll_dtype dt, coll_op op, uint32_t step, coll_err *e) {
-  if (c->rank >= 2 * f->rem) return 0;
-  size_t bytes = count * coll_dtype_size(dt);
-  if (f->newrank < 0)
-    return coll_reqset_send(rs, c->rank + 1, buf, bytes, coll_tag(c, step), e) != 0 ||
-                   coll_reqset_wait(rs, e) != 0
-               ? -1
-               : 0;
-  if (coll_reqset_recv(rs, c->rank - 1, tmp, bytes, coll_tag(c, step), e) != 0 ||
-      coll_reqset_wait(rs, e) != 0)
-    return -1;
-  coll_creduce_rev(c, buf, tmp, count, dt, op); /* lower rank first */
+int coll_xchg_reduce(coll_comm *c, int peer, const void *sbuf, size_t scount, void *dst, size_t rcount,
+                     coll_dtype dt, coll_op op, int rev, uint32_t tag, coll_err *e) {
+  enum { W = COLL_RING_SLOTS };
+  size_t es = coll_dtype_size(dt), most = scount > rcount ? scount : rcount;
+  size_t ce = c->tp->on_device ? most : c->chunk_bytes / es;
+  if (ce == 0) ce = 1;
+  size_t ns = (scount + ce - 1) / ce, nr = (rcount + ce - 1) / ce;
+  size_t slot = ce < rcount ? ce : rcount;
+  unsigned char *slots = nr ? coll_scratch(c, 0, W * slot * es, e) : NULL;
+  coll_req *rq = coll_reqs(c, 2 * W, e), *sq = rq + W;
+  if ((nr && !slots) || !rq) return -1;
+  const unsigned char *s = sbuf;
+  unsigned char *d = dst;
+  int inplace = sbuf == dst;
+  size_t rpost = 0, spost = 0, sdone = 0, used = 0;
+  for (;;) {
+    for (; rpost < nr && rpost < used + W; rpost++) {
+      size_t len = rcount - rpost * ce < ce ? rcount - rpost * ce : ce;
+      if (coll_irecv(c, peer, slots + rpost % W * slot * es, len * es, tag, &rq[rpost % W], e) != 0) return -1;
+    }
+    /* a send no further ahead than the receives consumed: a piece waiting in a socket's
+     * buffer until the partner takes it would leave the cache */
+    for (; spost < ns && (spost < used + W || used == nr); spost++) {
+      if (spost - sdone == W && coll_waitall(c, &sq[sdone++ % W], 1, e) != 0) return -1;
+      size_t len = scount - spost * ce < ce ? scount - spost * ce : ce;
+      if (coll_isend(c, peer, s + spost * ce * es, len * es, tag, &sq[spost % W], e) != 0) return -1;
+    }
+    if (used == nr) break;
+    if (coll_waitall(c, &rq[used % W], 1, e) != 0) return -1;
+    while (inplace && sdone <= used)
+      if (coll_waitall(c, &sq[sdone++ % W], 1, e) != 0) return -1;
+    size_t len = rcount - used * ce < ce ? rcount - used * ce : ce;
+    unsigned char *in = slots + used % W * slot * es, *out = d + used * ce * es;
+    if (rev) coll_creduce_rev(c, out, in, len, dt, op);
+    else coll_creduce(c, out, in, len, dt, op);
+    used++;
+  }
+  for (; sdone < spost; sdone++)
+    if (coll_waitall(c, &sq[sdone % W], 1, e) != 0) return -1;
   return 0;
+}
+
+int coll_fold_in(coll_comm *c, const coll_fold *f, void *buf, size_t count, coll_dtype dt, coll_op op,
+                 uint32_t step, coll_err *e) {
+  if (c->rank >= 2 * f->rem) return 0;
+  if (f->newrank < 0) return coll_xchg_reduce(c, c->rank + 1, buf, count, NULL, 0, dt, op, 0, coll_tag(c, step), e);
+  return coll_xchg_reduce(c, c->rank - 1, NULL, 0, buf, count, dt, op, 1, coll_tag(c, step), e); /* lower first */
 }
 
 int coll_fold_out(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, size_t bytes,

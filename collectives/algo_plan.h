@@ -52,12 +52,23 @@ int coll_reqset_recv(coll_reqset *s, int peer, void *buf, size_t bytes, uint32_t
 /* Waits for every request in the set and empties it. */
 int coll_reqset_wait(coll_reqset *s, coll_err *e);
 
+/* An exchange with one partner whose received elements are reduced into dst: sends scount
+ * elements from sbuf and receives rcount, in pieces of the communicator's chunk, COLL_RING_SLOTS
+ * in flight each way, each received piece landing in a scratch slot (scratch 0) and reduced as
+ * soon as it is in. So the reduction overlaps the transfer and reads what it received from
+ * cache, as the ring's does. Both ends cut their ranges from the start the same way, so the
+ * partner's pieces are ours. rev: dst = received (op) dst, the partner's vector first (it is the
+ * lower rank). sbuf may be dst (the same range): a piece is reduced only once its send is done.
+ * On a device, one piece: each piece would be a kernel and a wait of the host. */
+int coll_xchg_reduce(coll_comm *c, int peer, const void *sbuf, size_t scount, void *dst, size_t rcount,
+                     coll_dtype dt, coll_op op, int rev, uint32_t tag, coll_err *e);
+
 /* The fold's two ends, shared by rd and rhd. coll_fold_in: the evens of the first 2*rem ranks
  * send their vector to the odd neighbour, which makes buf = (even's) op (own): lower rank first,
- * so every rank evaluates the same expression; tmp holds count elements. coll_fold_out: the
+ * so every rank evaluates the same expression (coll_xchg_reduce, so scratch 0 is its slots). coll_fold_out: the
  * odds hand the result back (a fixed tag step, so both ends agree). */
-int coll_fold_in(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, void *tmp,
-                 size_t count, coll_dtype dt, coll_op op, uint32_t step, coll_err *e);
+int coll_fold_in(coll_comm *c, const coll_fold *f, void *buf, size_t count, coll_dtype dt, coll_op op,
+                 uint32_t step, coll_err *e);
 int coll_fold_out(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, size_t bytes,
                   coll_err *e);
 

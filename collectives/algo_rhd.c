@@ -4,6 +4,10 @@
  * the halving, newrank i holds block i fully reduced; the doubling then spreads the blocks.
  * Cost 2 lg p alpha + 2 (p-1)/p n beta + (p-1)/p n gamma for p = 2^k.
  *
+ * The halving's exchanges go in pieces reduced as they arrive (coll_xchg_reduce), as the ring's
+ * steps do; whole halves reduced after they had crossed made rhd at 2 ranks over an emulated
+ * 10 Gbit/s link take 62-95 ms for 64 MiB where the ring took 54.
+ *
  * Every block is reduced on exactly one rank and then copied to the others, so all ranks end
  * with bit-identical results. */
 #include <string.h>
@@ -26,32 +30,32 @@ int coll_ar_rhd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op
   unsigned char *b = buf;
   coll_fold f;
   coll_fold_plan(&f, c->size, c->rank);
-  /* The fold receives a whole vector; the halving at most half of one (plus a block). */
-  size_t tmp_bytes = c->rank < 2 * f.rem ? bytes : (count / 2 + (size_t)f.pof2) * es;
-  unsigned char *tmp = coll_scratch(c, 0, tmp_bytes, e);
-  coll_reqset rs;
-  if (!tmp || coll_reqset_init(&rs, c, 2, e) != 0) return -1;
   uint32_t step = 0;
 
-  if (coll_fold_in(c, &f, &rs, b, tmp, count, dt, op, step, e) != 0) return -1;
+  if (coll_fold_in(c, &f, b, count, dt, op, step, e) != 0) return -1;
   step++;
 
+  int lo = 0, hi = f.pof2; /* blocks [lo, hi) are mine to reduce */
   if (f.newrank >= 0) {
-    int nr = f.newrank, lo = 0, hi = f.pof2; /* blocks [lo, hi) are mine to reduce */
+    int nr = f.newrank;
     for (int mask = f.pof2 / 2; mask >= 1; mask >>= 1, step++) {
       int partner = coll_fold_real(&f, nr ^ mask), mid = (lo + hi) / 2;
       int keep_lo = (nr & mask) ? mid : lo, keep_hi = (nr & mask) ? hi : mid;
       int give_lo = (nr & mask) ? lo : mid, give_hi = (nr & mask) ? mid : hi;
       size_t k0 = rhd_off(count, f.pof2, keep_lo), k1 = rhd_off(count, f.pof2, keep_hi);
       size_t g0 = rhd_off(count, f.pof2, give_lo), g1 = rhd_off(count, f.pof2, give_hi);
-      if (coll_reqset_recv(&rs, partner, tmp, (k1 - k0) * es, coll_tag(c, step), e) != 0 ||
-          coll_reqset_send(&rs, partner, b + g0 * es, (g1 - g0) * es, coll_tag(c, step), e) != 0 ||
-          coll_reqset_wait(&rs, e) != 0)
+      if (coll_xchg_reduce(c, partner, b + g0 * es, g1 - g0, b + k0 * es, k1 - k0, dt, op, 0,
+                           coll_tag(c, step), e) != 0)
         return -1;
-      coll_creduce(c, b + k0 * es, tmp, k1 - k0, dt, op);
       lo = keep_lo;
       hi = keep_hi;
     }
+  }
+
+  coll_reqset rs; /* after the exchanges: they may grow the communicator's request array */
+  if (coll_reqset_init(&rs, c, 2, e) != 0) return -1;
+  if (f.newrank >= 0) {
+    int nr = f.newrank;
     for (int mask = 1; mask < f.pof2; mask <<= 1, step++) {
       int partner = coll_fold_real(&f, nr ^ mask);
       int plo = (nr & mask) ? lo - mask : hi, phi = plo + mask;

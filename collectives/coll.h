@@ -188,8 +188,8 @@ typedef struct coll_model {
   double burst;      /* bytes a link banks while it idles: an emulated link's shaper bucket (0:
                          a real link, which banks nothing) */
   int red_hidden;     /* the link banks the pauses of a pipelined reduction (a shaper's bucket):
-                         ring, tree, dtree and ps reduce at no cost to the call; rd and rhd,
-                         which reduce between their exchanges, still pay gamma */
+                         every algorithm reduces in pieces as they arrive, at no cost to the
+                         call */
 } coll_model;
 /* Order-of-magnitude defaults of a transport kind, for a communicator that was given no fit. */
 void coll_model_default(coll_model *m, coll_transport_kind kind);

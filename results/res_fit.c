@@ -585,10 +585,9 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
    * spent after it, so a pipelined reduction's chunks cost the link nothing: a 2-rank ring over
    * 5gbit took 1.000 of the ceiling's time from 1 to 32 MiB, and the kernel's gamma added to
    * it made the fit put the link at 1.06-1.12 of its ceiling. So pipelined reductions hidden
-   * (red_hidden) are tried beside it, with the kernel's gamma for the reductions rd and rhd do
-   * between their exchanges, which no bucket hides (with gamma 0 for all, as before, rd on
-   * 5gbit came out 11-17% slower than predicted from 8 MiB). gamma stays the kernel's there:
-   * a few rd and rhd rows would otherwise trade it for the CPU bound. */
+   * (red_hidden) are tried beside it. rd and rhd reduce in pieces as they arrive too
+   * (coll_xchg_reduce); when they reduced whole vectors between their exchanges, which no
+   * bucket hides, rd on 5gbit came out 11-17% slower than predicted from 8 MiB. */
   for (int gi = 0; gi < (c->emulated ? 2 : 1); gi++)
     for (int ri = -1; ri < (c->crowded ? RF_NRATIO : 0); ri++)
       for (int ci = -1; ci <= (c->emulated ? -1 : 18); ci++) {
