@@ -67,8 +67,8 @@ static void fit_print(const res_model *m) {
          "# slower of its busiest link and its host's CPU); hcpu: bytes the host's ranks send per CPU second,\n"
          "# measured (host_cpu_us, where no rank spun; -: none): the CPU a training step's compute loses to them;\n"
          "# cache: beyond it (what the ranks receive into at once), bytes come from memory at a fitted extra cost;\n"
-         "# red. h: an emulated link's shaper banks the pauses of a pipelined reduction (ring, trees, ps), not\n"
-         "# those of rd's and rhd's between their exchanges (res_fit.c)\n");
+         "# red. h: an emulated link's shaper banks the pauses of a pipelined reduction (every algorithm\n"
+         "# reduces in pieces as they arrive; res_fit.c)\n");
 }
 
 /* An emulated fabric ("emu-<rate>") against the payload its shaped links can carry: tbf counts
