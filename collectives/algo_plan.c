@@ -123,8 +123,8 @@ int coll_xchg_reduce(coll_comm *c, int peer, const void *sbuf, size_t scount, vo
   size_t ce = c->tp->on_device ? most : c->chunk_bytes / es;
   if (ce == 0) ce = 1;
   size_t ns = (scount + ce - 1) / ce, nr = (rcount + ce - 1) / ce;
-  size_t slot = ce < rcount ? ce : rcount;
-  unsigned char *slots = nr ? coll_scratch(c, 0, W * slot * es, e) : NULL;
+  size_t slot = ce < rcount ? ce : rcount, nslots = nr < W ? nr : W; /* piece k in slot k % W */
+  unsigned char *slots = nr ? coll_scratch(c, 0, nslots * slot * es, e) : NULL;
   coll_req *rq = coll_reqs(c, 2 * W, e), *sq = rq + W;
   if ((nr && !slots) || !rq) return -1;
   const unsigned char *s = sbuf;
