@@ -116,6 +116,9 @@ int coll_reqset_wait(coll_reqset *s, coll_err *e) {
   return coll_waitall(s->c, s->r, n, e);
 }
 
+/* Elements in piece k of total elements cut into pieces of ce. */
+static size_t xchg_piece(size_t total, size_t k, size_t ce) { return total - k * ce < ce ? total - k * ce : ce; }
+
 int coll_xchg_reduce(coll_comm *c, int peer, const void *sbuf, size_t scount, void *dst, size_t rcount,
                      coll_dtype dt, coll_op op, int rev, uint32_t tag, coll_err *e) {
   enum { W = COLL_RING_SLOTS };
@@ -133,21 +136,21 @@ int coll_xchg_reduce(coll_comm *c, int peer, const void *sbuf, size_t scount, vo
   size_t rpost = 0, spost = 0, sdone = 0, used = 0;
   for (;;) {
     for (; rpost < nr && rpost < used + W; rpost++) {
-      size_t len = rcount - rpost * ce < ce ? rcount - rpost * ce : ce;
+      size_t len = xchg_piece(rcount, rpost, ce);
       if (coll_irecv(c, peer, slots + rpost % W * slot * es, len * es, tag, &rq[rpost % W], e) != 0) return -1;
     }
     /* a send no further ahead than the receives consumed: a piece waiting in a socket's
      * buffer until the partner takes it would leave the cache */
     for (; spost < ns && (spost < used + W || used == nr); spost++) {
       if (spost - sdone == W && coll_waitall(c, &sq[sdone++ % W], 1, e) != 0) return -1;
-      size_t len = scount - spost * ce < ce ? scount - spost * ce : ce;
+      size_t len = xchg_piece(scount, spost, ce);
       if (coll_isend(c, peer, s + spost * ce * es, len * es, tag, &sq[spost % W], e) != 0) return -1;
     }
     if (used == nr) break;
     if (coll_waitall(c, &rq[used % W], 1, e) != 0) return -1;
     while (inplace && sdone <= used)
       if (coll_waitall(c, &sq[sdone++ % W], 1, e) != 0) return -1;
-    size_t len = rcount - used * ce < ce ? rcount - used * ce : ce;
+    size_t len = xchg_piece(rcount, used, ce);
     unsigned char *in = slots + used % W * slot * es, *out = d + used * ce * es;
     if (rev) coll_creduce_rev(c, out, in, len, dt, op);
     else coll_creduce(c, out, in, len, dt, op);
