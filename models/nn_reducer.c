@@ -273,6 +273,11 @@ int nn_reducer_set_front(nn_reducer *r, size_t front) {
   return rc;
 }
 
+size_t nn_reducer_front_choose(double least, double most, size_t count) {
+  double f = most > least ? least + 0.75 * (most - least) : least;
+  return f >= (double)count ? count : f > 0 ? (size_t)f : 0;
+}
+
 int nn_reducer_nbuckets(const nn_reducer *r) { return r->nb; }
 
 int nn_reducer_last(nn_reducer *r, nn_bucket *out, int cap, nn_reducer_stats *st) {

@@ -132,7 +132,8 @@ typedef struct {
   double t1, t1_prev, fwd_prev; /* this step's time origin; the last step's, and its forward */
   double hook_wait, hook_opt; /* this step's forward: waits for buckets, layer updates */
   double gap;                 /* the last step's record exchange (a wait for the other ranks) */
-  double *front_est;          /* warm-up steps' estimates of the front (floats) */
+  double *front_est;          /* warm-up steps' estimates of the front (floats): the least */
+  double *front_hi;           /* and the most that leaves the next forward's reduction its time */
   size_t nfront;
   /* the trace of this rank */
   nn_trace_ev *tev;
@@ -423,7 +424,7 @@ static double mean(const double *x, size_t n) {
 
 static int ts_alloc(train_state *s, size_t cap) {
   s->cap_meas = cap ? cap : 1;
-  double **v[] = {&s->step_per, &s->step_max, &s->step_min, &s->comp, &s->front_est};
+  double **v[] = {&s->step_per, &s->step_max, &s->step_min, &s->comp, &s->front_est, &s->front_hi};
   for (size_t i = 0; i < sizeof v / sizeof *v; i++)
     if (!(*v[i] = calloc(s->cap_meas, sizeof(double)))) return -1;
   for (int k = 0; k < TR_PARTS; k++)
@@ -467,6 +468,7 @@ static void ts_free(train_state *s) {
   free(s->lastb);
   free(s->plan);
   free(s->front_est);
+  free(s->front_hi);
   free(s->all);
   free(s->tev);
 }
@@ -538,49 +540,6 @@ static void summarize(train_state *s, nn_train_result *res, int64_t images) {
   }
 }
 
-/* A warm-up step's estimate of the front (nn_reducer.h): what the link all-reduces while
- * backward goes on, from the first bucket's readiness to backward's end, at this step's rate. */
-static void front_estimate(train_state *s, const nn_step_times *tm, double comm_s, size_t count) {
-  if (comm_s <= 0 || !s->nb) return;
-  double ready0 = s->lastb[0].ready_s - tm->fwd_s, window = tm->bwd_s - ready0;
-  double f = (double)count / comm_s * (window > 0 ? window : 0);
-  s->front_est[s->nfront++] = f < (double)count ? f : (double)count;
-}
-
-/* overlap_step from now on, with rank 0's front (the median of its warm-up estimates; the whole
- * arena without any: the plan then stays in arena order) on every rank, since the order of the
- * all-reduce calls must be the same everywhere. With NN_OSTEP_AUTO only if even rank 0's best
- * estimate is short of the arena: one warm-up step on a slow spell of a fast link must not turn
- * it on, while on a link too slow for backward to hide no step shows the whole arena reduced
- * (every rank decides on rank 0's figures). Collective. */
-static int set_front(train_state *s, size_t count) {
-  double mine[2] = {(double)count, (double)count}; /* median, best */
-  if (s->nfront) {
-    mine[0] = median(s->front_est, s->nfront); /* sorts */
-    mine[1] = s->front_est[s->nfront - 1];
-  }
-  double *all = calloc((size_t)s->world * 2, sizeof *all);
-  if (!all) return ts_fail(s, "%s", "out of memory");
-  int rc = gather(s, all, mine, sizeof mine);
-  double f = all[0], best = all[1];
-  free(all);
-  if (rc) return -1;
-  size_t front = f >= (double)count ? count : f > 0 ? (size_t)f : 0;
-  if (s->o->overlap_step == NN_OSTEP_AUTO && best >= (double)count) {
-    s->hooked = 0; /* backward hides the all-reduce: stay off */
-    if (!s->alive) {
-      nn_net_on_forward(s->o->net, NULL, NULL);
-      s->fwd_hook = 0;
-    }
-    return 0;
-  }
-  if (nn_reducer_set_front(s->red, front) || ts_buckets(s))
-    return ts_fail(s, "%s", "out of memory for the bucket plan");
-  if (s->nb > NN_TRAIN_MAX_BUCKETS) return ts_fail(s, "%s", "the forward's split gives more buckets than are recorded");
-  s->ostep = 1;
-  return 0;
-}
-
 /* One step: its batch, its times, and what happens at its end. */
 typedef struct {
   nn_batch b;
@@ -595,6 +554,56 @@ typedef struct {
   int64_t done;               /* epochs, at an epoch's end */
   nn_reducer_stats rs;
 } tr_step;
+
+/* A warm-up step's estimates of the front (nn_reducer.h), at this step's all-reduce rate. The
+ * least: what the link reduces while backward goes on, from the first bucket's readiness to
+ * backward's end; a shorter front leaves the link idle before backward ends. The most: all but
+ * what the link must still reduce while the next step's data and forward run, and its backward
+ * reaches the first bucket; a longer rest leaves the link idle during that forward. */
+static void front_estimate(train_state *s, const tr_step *st, double comm_s, size_t count) {
+  if (comm_s <= 0 || !s->nb) return;
+  const nn_step_times *tm = &st->tm;
+  double rate = (double)count / comm_s, ready0 = s->lastb[0].ready_s - tm->fwd_s;
+  double window = tm->bwd_s - ready0, next = (st->t1 - st->t0) + tm->fwd_s + ready0;
+  double lo = rate * (window > 0 ? window : 0), hi = (double)count - rate * next;
+  s->front_est[s->nfront] = lo < (double)count ? lo : (double)count;
+  s->front_hi[s->nfront++] = hi > 0 ? hi : 0;
+}
+
+/* overlap_step from now on, with rank 0's front (nn_reducer_front_choose, from the medians of
+ * its warm-up estimates; the whole arena without any: the plan then stays in arena order) on
+ * every rank, since the order of the all-reduce calls must be the same everywhere. With
+ * NN_OSTEP_AUTO only if even rank 0's best estimate is short of the arena: one warm-up step on a
+ * slow spell of a fast link must not turn it on, while on a link too slow for backward to hide
+ * no step shows the whole arena reduced (every rank decides on rank 0's figures). Collective. */
+static int set_front(train_state *s, size_t count) {
+  double mine[3] = {(double)count, (double)count, (double)count}; /* median, best, most */
+  if (s->nfront) {
+    mine[2] = median(s->front_hi, s->nfront);
+    mine[0] = median(s->front_est, s->nfront); /* sorts */
+    mine[1] = s->front_est[s->nfront - 1];
+  }
+  double *all = calloc((size_t)s->world * 3, sizeof *all);
+  if (!all) return ts_fail(s, "%s", "out of memory");
+  int rc = gather(s, all, mine, sizeof mine);
+  double f = all[0], best = all[1], most = all[2];
+  free(all);
+  if (rc) return -1;
+  size_t front = nn_reducer_front_choose(f, most, count);
+  if (s->o->overlap_step == NN_OSTEP_AUTO && best >= (double)count) {
+    s->hooked = 0; /* backward hides the all-reduce: stay off */
+    if (!s->alive) {
+      nn_net_on_forward(s->o->net, NULL, NULL);
+      s->fwd_hook = 0;
+    }
+    return 0;
+  }
+  if (nn_reducer_set_front(s->red, front) || ts_buckets(s))
+    return ts_fail(s, "%s", "out of memory for the bucket plan");
+  if (s->nb > NN_TRAIN_MAX_BUCKETS) return ts_fail(s, "%s", "the forward's split gives more buckets than are recorded");
+  s->ostep = 1;
+  return 0;
+}
 
 /* The reducer, the net's hooks, the loader and the records of a run. 0, or -1 with s->err set. */
 static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
@@ -841,7 +850,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     st.t3 = tr_now();
     tr_trace_step(&s, &st);
     st.warm = run_steps < o->warmup_steps;
-    if (st.warm && s.hooked && st.drain && o->comm && run_steps > 0) front_estimate(&s, &st.tm, st.rs.comm_s, np);
+    if (st.warm && s.hooked && st.drain && o->comm && run_steps > 0) front_estimate(&s, &st, st.rs.comm_s, np);
     run_steps++;
     gstep++;
     if (o->corrupt_step == gstep && o->corrupt_rank == o->rank) {

@@ -307,6 +307,19 @@ static void test_plans(void **st) {
   nn_reducer_destroy(r);
 }
 
+/* The front from a profile's least and most: three quarters of the way where the link has time
+ * to spare, the least where it has none, never outside the arena. */
+static void test_front_choose(void **st) {
+  (void)st;
+  assert_int_equal(nn_reducer_front_choose(1000, 3000, 10000), 2500);
+  assert_int_equal(nn_reducer_front_choose(3000, 1000, 10000), 3000);
+  assert_int_equal(nn_reducer_front_choose(3000, 3000, 10000), 3000);
+  assert_int_equal(nn_reducer_front_choose(9000, 20000, 10000), 10000);
+  assert_int_equal(nn_reducer_front_choose(12000, 5000, 10000), 10000);
+  assert_int_equal(nn_reducer_front_choose(-40, 400, 10000), 290);
+  assert_int_equal(nn_reducer_front_choose(-40, -10, 10000), 0);
+}
+
 /* A bf16 wire on a reducer refuses other element types. */
 static void test_bad_wire(void **st) {
   (void)st;
@@ -323,6 +336,7 @@ int main(void) {
       cmocka_unit_test(test_reference_fails_without_exchange),
       cmocka_unit_test(test_bad_wire),
       cmocka_unit_test(test_plans),
+      cmocka_unit_test(test_front_choose),
       cmocka_unit_test(test_tcp),
       cmocka_unit_test(test_ucx),
   };
