@@ -560,7 +560,8 @@ typedef struct {
  * backward's end; a shorter front leaves the link idle before backward ends. The most: all but
  * what the link must still reduce while the next step's data and forward run, and its backward
  * reaches the first bucket; a longer rest leaves the link idle during that forward. */
-static void front_estimate(train_state *s, const tr_step *st, double comm_s, size_t count) {
+static void front_estimate(train_state *s, const tr_step *st, size_t count) {
+  double comm_s = st->rs.comm_s;
   if (comm_s <= 0 || !s->nb) return;
   const nn_step_times *tm = &st->tm;
   double rate = (double)count / comm_s, ready0 = s->lastb[0].ready_s - tm->fwd_s;
@@ -850,7 +851,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     st.t3 = tr_now();
     tr_trace_step(&s, &st);
     st.warm = run_steps < o->warmup_steps;
-    if (st.warm && s.hooked && st.drain && o->comm && run_steps > 0) front_estimate(&s, &st, st.rs.comm_s, np);
+    if (st.warm && s.hooked && st.drain && o->comm && run_steps > 0) front_estimate(&s, &st, np);
     run_steps++;
     gstep++;
     if (o->corrupt_step == gstep && o->corrupt_rank == o->rank) {
