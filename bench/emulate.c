@@ -24,7 +24,6 @@
 
 #define EMU_NETNS_DIR "/var/run/netns"
 #define EMU_LOCK_FILE "/run/lock/fabench-emu.lock"
-#define EMU_LATENCY "5ms"
 
 int bench_emu_parse_rate(const char *s, uint64_t *bps) {
   if (!s || *s < '0' || *s > '9') return -1;
@@ -143,6 +142,16 @@ static int emu_find_tool(const char *name, char *out, size_t cap) {
 uint64_t bench_emu_burst(uint64_t bps) {
   uint64_t b = bps / 8 / 1000;
   return b < 65536 ? 65536 : b;
+}
+
+/* The queue holds 5 ms of traffic and at least 8 MiB, as a switch port's buffer would: the
+ * chunks of a pipelined tree or a parameter server converge on one rank (4 ranks: 4 of 256 KiB
+ * at once, from 3 senders) and must queue, not drop. With 5 ms alone (625 kB at 1gbit) tbf
+ * dropped 60-80 packets a run there, and dtree on 4 ranks at 8 MiB took 156-171 ms where a
+ * deeper queue took 140 (the cost model's 142), tree and ps 2-5% longer. */
+uint64_t bench_emu_limit(uint64_t bps) {
+  uint64_t q = bps / 8 / 200 + bench_emu_burst(bps);
+  return q < (8u << 20) ? 8u << 20 : q;
 }
 
 int bench_emu_check(bench_emu *m, char *err, size_t cap) {
@@ -375,11 +384,13 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, cha
   m->mtu = mtu;
   snprintf(m->rate, sizeof m->rate, "%s", rate);
   m->burst = bench_emu_burst(m->rate_bps);
+  m->limit = bench_emu_limit(m->rate_bps);
 
-  char ns[32], dev[32], host[32], br[32], addr[64], pre[32], mtus[16], burst[32];
+  char ns[32], dev[32], host[32], br[32], addr[64], pre[32], mtus[16], burst[32], limit[32];
   snprintf(br, sizeof br, "fb%ldbr", id);
   snprintf(mtus, sizeof mtus, "%d", mtu);
   snprintf(burst, sizeof burst, "%llu", (unsigned long long)m->burst);
+  snprintf(limit, sizeof limit, "%llu", (unsigned long long)m->limit);
 
   /* Subnet choice and the bridge's address under one lock, so two set-ups never pick the same
    * /24 (the bridges' addresses share the root namespace's routing table). */
@@ -422,9 +433,9 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, cha
     char *c6[] = {m->ip, "-n", ns, "link", "set", "dev", dev, "up", NULL};
     /* Both directions: the host side shapes what the rank receives, its own end what it sends. */
     char *c7[] = {m->tc, "qdisc", "add", "dev", host, "root", "tbf", "rate", m->rate,
-                  "burst", burst, "latency", EMU_LATENCY, NULL};
+                  "burst", burst, "limit", limit, NULL};
     char *c8[] = {m->tc, "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", m->rate,
-                  "burst", burst, "latency", EMU_LATENCY, NULL};
+                  "burst", burst, "limit", limit, NULL};
     if (emu_do(c2, err, cap) < 0) goto fail;
     emu_no_ipv6(host);
     if (emu_do(c3, err, cap) < 0 || emu_do(c4, err, cap) < 0 || emu_do(c5, err, cap) < 0 ||

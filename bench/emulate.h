@@ -26,6 +26,7 @@ typedef struct {
   uint64_t rate_bps; /* bits per second */
   char rate[32];     /* as given, e.g. "1gbit" */
   uint64_t burst;    /* tbf bucket, bytes */
+  uint64_t limit;    /* tbf queue, bytes */
   char ip[256];      /* path of ip(8) */
   char tc[256];      /* path of tc(8) */
 } bench_emu;
@@ -36,6 +37,9 @@ int bench_emu_parse_rate(const char *s, uint64_t *bps);
 
 /* The tbf bucket, in bytes, that a link of bps gets. */
 uint64_t bench_emu_burst(uint64_t bps);
+
+/* The bytes a link of bps queues before tbf drops. */
+uint64_t bench_emu_limit(uint64_t bps);
 
 /* Root and iproute2 present? 0, or -1 with the reason. Fills m->ip and m->tc. */
 int bench_emu_check(bench_emu *m, char *err, size_t cap);

@@ -102,7 +102,7 @@ static void vec_free(launch_vec *a) {
 static const char *const launch_keys[] = {
     "FABENCH_RANK", "FABENCH_WORLD_SIZE", "FABENCH_LOCAL_RANK", "FABENCH_ROOT",
     "FABENCH_TOKEN", "FABENCH_LAUNCHER", "FABENCH_TIMEOUT_S", "FABENCH_BIND_ADDR", "FABENCH_ROOT_FD",
-    "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", NULL};
+    "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", "FABENCH_EMU_QUEUE", NULL};
 static const char *const launch_emu_keys[] = {"UCX_NET_DEVICES", "PMIX_MCA_ptl_tcp_if_include", NULL};
 
 static int launch_in(const char *kv, const char *const *keys) {
@@ -263,7 +263,8 @@ static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *
     snprintf(nspre, sizeof nspre, "fb%ldn", emu->id);
     snprintf(devpre, sizeof devpre, "fb%lde", emu->id);
     static const char *const emu_exported[] = {"FABENCH_FABRIC", "FABENCH_EMU_RATE",
-                                               "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", "PMIX_MCA_ptl_tcp_if_include",
+                                               "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", "FABENCH_EMU_QUEUE",
+                                               "PMIX_MCA_ptl_tcp_if_include",
                                                "UCX_TLS", NULL};
     for (int i = 0; emu_exported[i]; i++) {
       vec_push(a, "-x");
@@ -607,7 +608,7 @@ typedef struct {
   const char *prog;
   char *const *rank_argv;
   const bench_emu *emu;
-  char token[40], root_addr[64], fabric[64], mtu[16], burst[24], subnet[32];
+  char token[40], root_addr[64], fabric[64], mtu[16], burst[24], queue[24], subnet[32];
   int port, root_fd;
   int set_ucx_tls;  /* UCX_TLS=self,tcp for the ranks */
   const sigset_t *set, *old; /* the signals taken; the caller's mask, for the children */
@@ -619,6 +620,7 @@ static void env_emu(launch_vec *e, const launch_job *j) {
   vec_pushf(e, "FABENCH_EMU_RATE=%s", j->emu->rate);
   vec_pushf(e, "FABENCH_EMU_MTU=%s", j->mtu);
   vec_pushf(e, "FABENCH_EMU_BURST=%s", j->burst); /* run.json records it for the fit */
+  vec_pushf(e, "FABENCH_EMU_QUEUE=%s", j->queue);
   if (j->set_ucx_tls) vec_push(e, "UCX_TLS=self,tcp");
 }
 
@@ -761,6 +763,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
     snprintf(j.fabric, sizeof j.fabric, "emu-%s", j.emu->rate);
     snprintf(j.mtu, sizeof j.mtu, "%d", j.emu->mtu);
     snprintf(j.burst, sizeof j.burst, "%llu", (unsigned long long)j.emu->burst);
+    snprintf(j.queue, sizeof j.queue, "%llu", (unsigned long long)j.emu->limit);
     bench_emu_subnet(j.emu, j.subnet, sizeof j.subnet);
     /* Under emulation UCX must not use shared memory or cross-memory attach between ranks
      * (they bypass the links): only its tcp transport, unless the user chose. */

@@ -7,7 +7,7 @@
 #   bridge        fb<id>br, address 198.18.S.254/24
 #   addresses     198.18.S.(r+1)/24 for rank r, S a free /24 of 198.18.0.0/15 (RFC 2544)
 #   shaping       tc tbf on both ends of every veth: rate RATE, burst max(rate x 1 ms, 64 KiB),
-#                 latency 5 ms (the queue tbf holds before dropping)
+#                 limit (the queue tbf holds before dropping) max(rate x 5 ms + burst, 8 MiB)
 #   MTU           $FABENCH_EMU_MTU, default 9000 (jumbo frames, as on cluster fabrics)
 # A set whose owner pid is gone is stale: `cleanup` (and every fabench --emulate run) removes it.
 set -euo pipefail
@@ -77,11 +77,12 @@ disable_v6() { # disable_v6 [netns] dev-or-default...: no IPv6 link-local chatte
 }
 
 setup() {
-  local n=$1 rate=$2 id=${3:-$PPID} mtu=${FABENCH_EMU_MTU:-9000} bits burst s base br r
+  local n=$1 rate=$2 id=${3:-$PPID} mtu=${FABENCH_EMU_MTU:-9000} bits burst limit s base br r
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 250 ] || { echo "fabric-emu: N must be 1..250" >&2; exit 2; }
   [[ $id =~ ^[0-9]+$ ]] || die "ID must be a number"
   bits=$(rate_bits "$rate")
   burst=$((bits / 8 / 1000)); [ "$burst" -ge 65536 ] || burst=65536
+  limit=$((bits / 8 / 200 + burst)); [ "$limit" -ge 8388608 ] || limit=8388608
   [ -z "$(set_ids | grep -x "$id" || true)" ] || die "set $id exists (teardown $id first)"
   br="fb${id}br"
   exec 9>/run/lock/fabench-emu.lock
@@ -109,12 +110,12 @@ setup() {
     ip link set "$h" master "$br" up
     ip -n "$ns" addr add "$base.$((r + 1))/24" dev "$e"
     ip -n "$ns" link set "$e" up
-    tc qdisc add dev "$h" root tbf rate "$rate" burst "$burst" latency 5ms
-    tc -n "$ns" qdisc add dev "$e" root tbf rate "$rate" burst "$burst" latency 5ms
+    tc qdisc add dev "$h" root tbf rate "$rate" burst "$burst" limit "$limit"
+    tc -n "$ns" qdisc add dev "$e" root tbf rate "$rate" burst "$burst" limit "$limit"
     echo "rank $r: netns $ns dev $e addr $base.$((r + 1)) (host side $h)"
   done
   trap - ERR
-  echo "set $id: bridge $br $base.254/24, $n ranks, mtu $mtu, tbf rate $rate burst $burst latency 5ms"
+  echo "set $id: bridge $br $base.254/24, $n ranks, mtu $mtu, tbf rate $rate burst $burst limit $limit"
 }
 
 cmd=${1:-}

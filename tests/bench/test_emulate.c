@@ -229,6 +229,7 @@ static void test_setup_teardown(void **state) {
   if (bench_emu_setup(&m, id, n, "500mbit", 1500, err, sizeof err) < 0) fail_msg("%s", err);
   assert_int_equal(m.mtu, 1500);
   assert_true(m.burst >= 65536);
+  assert_true(m.limit == 8u << 20); /* the floor: 5 ms of 500mbit is 312 kB */
   for (int r = 0; r < n; r++) {
     char ns[32], dev[32], addr[64];
     bench_emu_ns(&m, r, ns, sizeof ns);
@@ -241,6 +242,14 @@ static void test_setup_teardown(void **state) {
     snprintf(cmd, sizeof cmd, "tc -n %s qdisc show dev %s", ns, dev);
     shell_out(cmd, out, sizeof out);
     assert_non_null(strstr(out, "rate 500Mbit"));
+    /* the queue: 8 MiB less the bucket at 62.5 MB/s is 133 ms of traffic before tbf drops
+     * (an incast of chunks queues, not drops); tc reports it as "lat", in us */
+    snprintf(cmd, sizeof cmd, "tc -j -n %s qdisc show dev %s", ns, dev);
+    shell_out(cmd, out, sizeof out);
+    const char *lat = strstr(out, "\"lat\":");
+    assert_non_null(lat);
+    double lat_us = strtod(lat + 6, NULL);
+    assert_true(lat_us > 120e3 && lat_us < 140e3);
     snprintf(cmd, sizeof cmd, "ip -n %s -o addr show", ns);
     shell_out(cmd, out, sizeof out);
     snprintf(name, sizeof name, "inet %s/24", addr);
