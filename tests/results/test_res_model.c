@@ -121,7 +121,7 @@ static void test_formulas(void **state) {
    * server) send each of k = 4 chunks up one direction and back down the other in k + 1 = 5
    * steps: each direction idles one chunk a call, so the link carries 5 chunks less the
    * 125 kB banked; with a bucket larger than a chunk, the whole chunk. The dtree (both
-   * directions busy), the tree on 4 ranks and the ring bank nothing. */
+   * directions busy) and the ring bank nothing. */
   coll_model sh = {.beta = 1e-9, .burst = 125000}, none = {.beta = 1e-9};
   coll_algo dtree;
   coll_algo_parse("dtree", &dtree);
@@ -130,7 +130,16 @@ static void test_formulas(void **state) {
   sh.burst = 625000;
   near(coll_model_time(&sh, tree, 2, n, c) * 1e6, 4 * 262.144, 1e-9, "tree on 2 ranks, a chunk banked");
   near(coll_model_time(&sh, dtree, 2, n, c), coll_model_time(&none, dtree, 2, n, c), 1e-12, "dtree banks nothing");
-  near(coll_model_time(&sh, tree, 4, n, c), coll_model_time(&none, tree, 4, n, c), 1e-12, "tree on 4 ranks");
+  /* 4 ranks: the tree's interior rank (its root's only child) moves 3 chunks each way in the
+   * k = 4 steady steps of k + 2H - 1 = 7; the lockstep steps cost 17 chunks, of which it idles
+   * 5, more than the bucket: all of it banked. dtree (k = 2 a tree): 9 steps' worth, its
+   * busiest direction carries 8. ps: 5 steps of 3 chunks, the server's directions 12 each */
+  near(coll_model_time(&none, tree, 4, n, c) * 1e6, 17 * 262.144, 1e-9, "tree on 4 ranks, no bucket");
+  near(coll_model_time(&sh, tree, 4, n, c) * 1e6, 17 * 262.144 - 625, 1e-9, "tree on 4 ranks, a bucket banked");
+  near(coll_model_time(&sh, dtree, 4, n, c) * 1e6, 8 * 262.144, 1e-9, "dtree on 4 ranks, a chunk banked");
+  near(coll_model_time(&sh, ps, 4, n, c) * 1e6, 15 * 262.144 - 625, 1e-9, "ps on 4 ranks, a bucket banked");
+  sh.burst = 125000;
+  near(coll_model_time(&sh, tree, 4, n, c) * 1e6, 17 * 262.144 - 125, 1e-9, "tree on 4 ranks, 125 kB banked");
   near(coll_model_time(&sh, ring, 2, n, c), coll_model_time(&none, ring, 2, n, c), 1e-12, "ring banks nothing");
 }
 
