@@ -118,42 +118,19 @@ typedef struct {
   double banked; /* bytes of link the shaper's credit saves a call (model_banked) */
 } model_terms;
 
-/* A call's lockstep steps as its links see them: in step s rank r receives in[s][r] chunks and
- * sends out[s][r]. Step `steady` stands for 1 + more steps of the same loads (the pipeline's
- * steady state); -1: none. */
-enum { MODEL_MAXP = 64, MODEL_MAXSTEPS = 32 };
-typedef struct {
-  int p, steps, steady;
-  double more;
-  unsigned char in[MODEL_MAXSTEPS][MODEL_MAXP], out[MODEL_MAXSTEPS][MODEL_MAXP];
-} model_sched;
-
-/* The bytes of link a shaper's credit saves a call: the busiest direction (most chunks in the
- * call) idles in the steps that another direction bounds, banks that up to its bucket (burst
- * bytes, a tbf's) and spends it at once when its chunks come, once a call. Where several
- * directions are busiest (a tree's interior rank, in and out) the call gains only what each of
- * them banked. Measured over emulated 5gbit (625 kB bucket) at 4 ranks, 1 to 32 MiB: tree and
- * ps (5 and 3 chunks of 256 KiB idle) took 0.85-0.95 ms less than the model without credit,
- * dtree (1 chunk at 1 MiB, 2 beyond) 0.5-0.9 ms. A step-by-step simulation of every direction's
- * bucket, our lockstep steps taken literally, made it 2 ms for the tree: the ranks do not wait
- * for one another's steps, so a direction idles less than the steps make it. */
-static double model_banked(const model_sched *sc, double u, double burst) {
-  if (!(burst > 0) || !(u > 0) || sc->steps == 0) return 0;
-  double tot[2 * MODEL_MAXP] = {0}, len = 0, most = 0;
-  int nl = 2 * sc->p;
-  for (int s = 0; s < sc->steps; s++) {
-    double reps = s == sc->steady ? 1 + sc->more : 1, lmax = 0;
-    for (int l = 0; l < nl; l++) {
-      double L = l & 1 ? sc->in[s][l / 2] : sc->out[s][l / 2];
-      tot[l] += reps * L;
-      if (L > lmax) lmax = L;
-    }
-    len += reps * lmax;
-  }
-  for (int l = 0; l < nl; l++)
-    if (tot[l] > most) most = tot[l];
-  double idle = (len - most) * u;
-  return idle < burst ? idle : burst;
+/* The bytes of link a shaper's credit saves a call: the busiest direction (`most` bytes in the
+ * call, against the `link` bytes the call's steps last) idles in the steps that another
+ * direction bounds, banks that up to its bucket (burst bytes, a tbf's) and spends it at once
+ * when its chunks come, once a call. Where several directions are busiest (a tree's interior
+ * rank, in and out) each banked as much. Measured over emulated 5gbit (625 kB bucket) at 4
+ * ranks, 1 to 32 MiB: tree and ps (5 and 3 chunks of 256 KiB idle) took 0.85-0.95 ms less than
+ * the model without credit, dtree (1 chunk at 1 MiB, 2 beyond) 0.5-0.9 ms. A step-by-step
+ * simulation of every direction's bucket, our lockstep steps taken literally, made it 2 ms for
+ * the tree: the ranks do not wait for one another's steps, so a direction idles less than the
+ * steps make it. */
+static double model_banked(double link, double most, double burst) {
+  double idle = link - most;
+  return !(burst > 0) || !(idle > 0) ? 0 : idle < burst ? idle : burst;
 }
 
 /* Our binary trees (algo_tree.c) carrying k chunks each, step by step: in step s a rank of
@@ -161,22 +138,24 @@ static double model_banked(const model_sched *sc, double u, double burst) {
  * receives chunk s - H - d + 1 from its parent and sends chunk s - H - d to its children (H the
  * root's height). A step costs what its busiest rank moves one way (in or out, whichever is
  * more) and reduces; *link and *red get those summed over the k + 2H - 1 steps, in chunks, and
- * *H the greatest root height; *sc the steps' loads (model_banked). Counting step by step, not
+ * *H the greatest root height; *most the chunks of the busiest direction (rank, in or out) in
+ * the call (model_banked). Counting step by step, not
  * the steady state's load at every step, matters where k is small: dtree on 4 ranks at 2
  * chunks a tree costs 2.25 n, not 4.75 (measured 2.3 on an emulated link). Steps 2H .. k-1 all
  * carry the steady load, so beyond k = 2H + 2 each further chunk adds one such step. Up to 64
  * ranks from coll_btree's shapes; beyond, the large-p steady loads (3 chunks each way for tree,
- * 4 for dtree) at every step, and no steps in *sc. */
-static void model_tree_sched(int p, int ntrees, double k, double *link, double *red, int *H, model_sched *sc) {
-  sc->p = sc->steps = 0, sc->steady = -1, sc->more = 0;
-  if (p > MODEL_MAXP) {
+ * 4 for dtree) at every step, which every interior rank carries (*most = *link). */
+static void model_tree_sched(int p, int ntrees, double k, double *link, double *red, int *H, double *most) {
+  enum { MAXP = 64 };
+  if (p > MAXP) {
     *H = ceil_lg(p);
     double steps = k + 2 * *H - 1;
-    *link = steps * (ntrees == 1 ? 3 : 4);
+    *link = *most = steps * (ntrees == 1 ? 3 : 4);
     *red = steps * 2;
     return;
   }
-  int parent[2][MODEL_MAXP], child[2][2 * MODEL_MAXP], hgt[2][MODEL_MAXP], dep[2][MODEL_MAXP], root[2];
+  int parent[2][MAXP], child[2][2 * MAXP], hgt[2][MAXP], dep[2][MAXP], root[2];
+  double tin[MAXP] = {0}, tout[MAXP] = {0}, sin_[MAXP] = {0}, sout[MAXP] = {0};
   *H = 0;
   for (int t = 0; t < ntrees; t++) {
     root[t] = coll_btree(parent[t], child[t], p, t);
@@ -185,8 +164,6 @@ static void model_tree_sched(int p, int ntrees, double k, double *link, double *
   }
   long kk = (long)k, ks = kk > 2L * *H + 2 ? 2L * *H + 2 : kk, steps = ks + 2L * *H - 1;
   double lk = 0, rk = 0, lsteady = 0, rsteady = 0;
-  sc->p = p, sc->steps = (int)steps;
-  if (kk > ks) sc->steady = 2 * *H, sc->more = (double)(kk - ks);
   for (long s = 0; s < steps; s++) {
     double lmax = 0, rmax = 0;
     for (int r = 0; r < p; r++) {
@@ -205,7 +182,8 @@ static void model_tree_sched(int p, int ntrees, double k, double *link, double *
         }
       }
       in += up;
-      sc->in[s][r] = (unsigned char)in, sc->out[s][r] = (unsigned char)out;
+      tin[r] += in, tout[r] += out;
+      if (s == 2L * *H) sin_[r] = in, sout[r] = out;
       if ((in > out ? in : out) > lmax) lmax = in > out ? in : out;
       if (up > rmax) rmax = up;
     }
@@ -214,23 +192,11 @@ static void model_tree_sched(int p, int ntrees, double k, double *link, double *
   }
   *link = lk + (double)(kk - ks) * lsteady;
   *red = rk + (double)(kk - ks) * rsteady;
-}
-
-/* The parameter server's k + 1 steps (ranks 0 .. K-1 serve a shard each): in step s every rank
- * pushes chunk s of each shard to its server (s < k) and each server returns chunk s - 1 of
- * its shard to every other rank (s >= 1). Steps 1 .. k-1 are alike. */
-static void model_ps_sched(int p, int K, double k, model_sched *sc) {
-  sc->p = sc->steps = 0, sc->steady = -1, sc->more = 0;
-  if (p > MODEL_MAXP) return;
-  long kk = (long)k, ks = kk > 2 ? 2 : kk;
-  sc->p = p, sc->steps = (int)ks + 1;
-  if (kk > ks) sc->steady = 1, sc->more = (double)(kk - ks);
-  for (int s = 0; s <= ks; s++)
-    for (int r = 0; r < p; r++) {
-      int push = s < ks, ret = s >= 1, srv = r < K;
-      sc->out[s][r] = (unsigned char)(push * (K - srv) + ret * srv * (p - 1));
-      sc->in[s][r] = (unsigned char)(push * srv * (p - 1) + ret * (K - srv));
-    }
+  *most = 0;
+  for (int r = 0; r < p; r++) {
+    double i = tin[r] + (double)(kk - ks) * sin_[r], o = tout[r] + (double)(kk - ks) * sout[r];
+    if ((i > o ? i : o) > *most) *most = i > o ? i : o;
+  }
 }
 
 static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int mapped, int hidden, double burst) {
@@ -260,17 +226,18 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
   case COLL_ALGO_DTREE: {
     int nt = a.kind == COLL_ALGO_TREE ? 1 : 2, H;
     double link, red, s = n / nt, k = ceil(s / c), u = s < c ? s : c;
-    model_sched sc;
-    model_tree_sched(p, nt, k, &link, &red, &H, &sc);
-    return (model_terms){k + 2 * H - 1, link * u, hidden ? 0 : red * u, all, 2.0 * nt * u, 0, model_banked(&sc, u, burst)};
+    double most;
+    model_tree_sched(p, nt, k, &link, &red, &H, &most);
+    return (model_terms){k + 2 * H - 1, link * u, hidden ? 0 : red * u, all, 2.0 * nt * u, 0,
+                         model_banked(link * u, most * u, burst)};
   }
   case COLL_ALGO_PS: {
     int K = a.param < 1 ? 1 : a.param > p ? p : a.param;
     double s = n / K, k = ceil(s / c), u = s < c ? s : c;
-    model_sched sc;
-    model_ps_sched(p, K, k, &sc);
-    return (model_terms){k + 1, (k + 1) * (p + K - 2) * u, hidden ? 0 : (k + 1) * (p - 1) * u, all, (p - 1) * u, K,
-                         model_banked(&sc, u, burst)};
+    /* a server's directions carry k (p + K - 2) chunks of the k + 1 steps' worth */
+    double link = (k + 1) * (p + K - 2) * u;
+    return (model_terms){k + 1, link, hidden ? 0 : (k + 1) * (p - 1) * u, all, (p - 1) * u, K,
+                         model_banked(link, k * (p + K - 2) * u, burst)};
   }
   default: return (model_terms){INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, 0, 0};
   }
