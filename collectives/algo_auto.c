@@ -122,8 +122,10 @@ typedef struct {
  * call, against the `link` bytes the call's steps last) idles in the steps that another
  * direction bounds, banks that up to its bucket (burst bytes, a tbf's) and spends it at once
  * when its chunks come, once a call. Where several directions are busiest (a tree's interior
- * rank, in and out) each banked as much. Measured over emulated 5gbit (625 kB bucket) at 4
- * ranks, 1 to 32 MiB: tree and ps (5 and 3 chunks of 256 KiB idle) took 0.85-0.95 ms less than
+ * rank, in and out) each banked as much. Measured at 2 ranks over emulated 1gbit and 5gbit:
+ * tree and ps took the ring's time plus 0.0-0.3 of a chunk's, not plus a chunk's (rows at 1-2
+ * MiB 9-21% faster than the model without credit); over 5gbit (625 kB bucket) at 4 ranks, 1 to
+ * 32 MiB: tree and ps (5 and 3 chunks of 256 KiB idle) took 0.85-0.95 ms less than
  * the model without credit, dtree (1 chunk at 1 MiB, 2 beyond) 0.5-0.9 ms. A step-by-step
  * simulation of every direction's bucket, our lockstep steps taken literally, made it 2 ms for
  * the tree: the ranks do not wait for one another's steps, so a direction idles less than the
@@ -139,12 +141,12 @@ static double model_banked(double link, double most, double burst) {
  * root's height). A step costs what its busiest rank moves one way (in or out, whichever is
  * more) and reduces; *link and *red get those summed over the k + 2H - 1 steps, in chunks, and
  * *H the greatest root height; *most the chunks of the busiest direction (rank, in or out) in
- * the call (model_banked). Counting step by step, not
- * the steady state's load at every step, matters where k is small: dtree on 4 ranks at 2
- * chunks a tree costs 2.25 n, not 4.75 (measured 2.3 on an emulated link). Steps 2H .. k-1 all
- * carry the steady load, so beyond k = 2H + 2 each further chunk adds one such step. Up to 64
- * ranks from coll_btree's shapes; beyond, the large-p steady loads (3 chunks each way for tree,
- * 4 for dtree) at every step, which every interior rank carries (*most = *link). */
+ * the call (model_banked). Counting step by step, not the steady state's load at every step,
+ * matters where k is small: dtree on 4 ranks at 2 chunks a tree costs 2.25 n, not 4.75
+ * (measured 2.3 on an emulated link). Steps 2H .. k-1 all carry the steady load, so beyond
+ * k = 2H + 2 each further chunk adds one such step. Up to 64 ranks from coll_btree's shapes;
+ * beyond, the large-p steady loads (3 chunks each way for tree, 4 for dtree) at every step,
+ * which every interior rank carries (*most = *link). */
 static void model_tree_sched(int p, int ntrees, double k, double *link, double *red, int *H, double *most) {
   enum { MAXP = 64 };
   if (p > MAXP) {
@@ -155,7 +157,7 @@ static void model_tree_sched(int p, int ntrees, double k, double *link, double *
     return;
   }
   int parent[2][MAXP], child[2][2 * MAXP], hgt[2][MAXP], dep[2][MAXP], root[2];
-  double tin[MAXP] = {0}, tout[MAXP] = {0}, sin_[MAXP] = {0}, sout[MAXP] = {0};
+  double tin[MAXP] = {0}, tout[MAXP] = {0}, steady_in[MAXP] = {0}, steady_out[MAXP] = {0};
   *H = 0;
   for (int t = 0; t < ntrees; t++) {
     root[t] = coll_btree(parent[t], child[t], p, t);
@@ -183,7 +185,7 @@ static void model_tree_sched(int p, int ntrees, double k, double *link, double *
       }
       in += up;
       tin[r] += in, tout[r] += out;
-      if (s == 2L * *H) sin_[r] = in, sout[r] = out;
+      if (s == 2L * *H) steady_in[r] = in, steady_out[r] = out;
       if ((in > out ? in : out) > lmax) lmax = in > out ? in : out;
       if (up > rmax) rmax = up;
     }
@@ -194,7 +196,7 @@ static void model_tree_sched(int p, int ntrees, double k, double *link, double *
   *red = rk + (double)(kk - ks) * rsteady;
   *most = 0;
   for (int r = 0; r < p; r++) {
-    double i = tin[r] + (double)(kk - ks) * sin_[r], o = tout[r] + (double)(kk - ks) * sout[r];
+    double i = tin[r] + (double)(kk - ks) * steady_in[r], o = tout[r] + (double)(kk - ks) * steady_out[r];
     if ((i > o ? i : o) > *most) *most = i > o ? i : o;
   }
 }
@@ -275,10 +277,7 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   int reducers = t.reducers > 0 && t.reducers < local ? t.reducers : local;
   double share = m->cores > 0 && reducers > m->cores ? (double)reducers / m->cores : 1;
   double senders = m->cores > 0 && local > m->cores ? m->cores : local;
-  /* a link that idles banks credit where a shaper limits it (m->burst, its bucket): what that
-   * saves the call's busiest steps (model_banked; measured at 2 ranks over emulated 1gbit and
-   * 5gbit: tree and ps took the ring's time plus 0.0-0.3 of a chunk's, not plus a chunk's, so
-   * rows at 1-2 MiB were 9-21% faster than the model without it) */
+  /* less what a shaper's credit saves (model_banked) */
   double link = (t.link - t.banked) * m->beta, cpu = t.sent / hosts / senders * m->beta_cpu;
   /* what the host's ranks receive into at once, twice (the kernel's or the library's copy
    * too): beyond the cache, every byte moved or reduced comes from memory. Pipelined
