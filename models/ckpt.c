@@ -1,9 +1,10 @@
 /* Checkpoints: a little-endian header, the parameter, momentum and buffer arenas as float32,
- * and a zlib crc32 of everything before it. Written to a temporary file and renamed. */
+ * and a zlib crc32 of everything before it. Written to a temporary file, synced and renamed. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "nn_data.h"
@@ -135,7 +136,9 @@ int nn_ckpt_save(const char *path, const nn_ckpt_info *info, const float *params
     free(b.p);
     return -1;
   }
-  int bad = fwrite(b.p, 1, b.off, f) != b.off;
+  /* on disk before the rename: a crash then leaves the old checkpoint or the new one, never a
+   * renamed file whose blocks were not yet written */
+  int bad = fwrite(b.p, 1, b.off, f) != b.off || fflush(f) != 0 || fsync(fileno(f)) != 0;
   bad |= fclose(f) != 0;
   free(b.p);
   if (bad || rename(tmp, path) != 0) {
