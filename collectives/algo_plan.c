@@ -128,8 +128,9 @@ int coll_xchg_reduce(coll_comm *c, int peer, const void *sbuf, size_t scount, vo
   size_t ns = (scount + ce - 1) / ce, nr = (rcount + ce - 1) / ce;
   size_t slot = ce < rcount ? ce : rcount, nslots = nr < W ? nr : W; /* piece k in slot k % W */
   unsigned char *slots = nr ? coll_scratch(c, 0, nslots * slot * es, e) : NULL;
-  coll_req *rq = coll_reqs(c, 2 * W, e), *sq = rq + W;
+  coll_req *rq = coll_reqs(c, 2 * W, e);
   if ((nr && !slots) || !rq) return -1;
+  coll_req *sq = rq + W; /* after the check: no offset from a null pointer */
   const unsigned char *s = sbuf;
   unsigned char *d = dst;
   int inplace = sbuf == dst;
