@@ -199,7 +199,8 @@ void coll_model_default(coll_model *m, coll_transport_kind kind);
  * hosts, mapped and ratio beta_cpu / beta (the fit relies on it). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The working set that m->cache_bytes is compared with: twice what a host's ranks receive into
- * at once (whole vectors for rd, halves for rhd, a few chunks for the pipelined algorithms). */
+ * at once (whole vectors for rd, halves for rhd, a few chunks for the pipelined algorithms);
+ * INFINITY for the ring on mapped memory where it streams its results past the cache. */
 double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* What one call asks of a host's CPUs under the formulas: the bytes its ranks send (S / hosts)
  * and the bytes they reduce (R at each reducing rank of the host). */

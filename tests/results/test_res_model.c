@@ -659,6 +659,17 @@ static void test_fit_mapped_ring(void **state) {
   coll_algo_parse("ring", &ring);
   near(coll_model_time(&truth, ring, 4, 4u << 20, 1u << 20) * 1e6, 5 + 40 + 1048.576 * 14 / 3 * (1e3 / 8e3), 1e-9,
        "mapped ring");
+  /* from 8 MiB it streams its results past the cache: whatever the cache, every byte it
+   * reduces pays mem (x = 1), where 4 MiB on 2 ranks (working set 2 x 2 x 4 MiB) fits a 32 MiB
+   * cache and pays none. 2 ranks: 1 alpha, (5p-6)/3p n = 2n/3 reductions' worth */
+  coll_model cached = truth;
+  cached.cache_bytes = 32.0 * 1048576, cached.mem = 1.0 / 2e9;
+  assert_true(isinf(coll_model_ws(&cached, ring, 2, 8u << 20, 1u << 20)));
+  near(coll_model_ws(&cached, ring, 2, 4u << 20, 1u << 20), 16.0 * 1048576, 1e-12, "mapped ring's working set");
+  near(coll_model_time(&cached, ring, 2, 4u << 20, 1u << 20) * 1e6, 5 + 8 + 4194.304 * 2 / 3 / 8, 1e-9,
+       "mapped ring, 4 MiB: in the cache");
+  near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 5 + 8 + 8388.608 * 2 / 3 / 8 + 8388.608 * 2 / 3 / 2,
+       1e-9, "mapped ring, 8 MiB: streamed past it");
   res_model_free(&m);
   free(rows);
 }
