@@ -34,12 +34,13 @@ static const char fit_usage[] =
     "  --no-gamma-kernel use the transport's default gamma instead\n";
 
 static void fit_print(const res_model *m) {
-  printf("# %-22s %-5s %5s %-9s %9s %9s %8s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
-         "source", "alpha(us)", "delta(us)", "wake(us)", "link(GB/s)", "cpu(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "cache", "R^2", "rms_rel",
-         "used");
+  printf("# %-22s %-5s %5s %-9s %9s %9s %8s %10s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
+         "source", "alpha(us)", "delta(us)", "wake(us)", "link(GB/s)", "cpu(GB/s)", "mem(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "cache",
+         "R^2", "rms_rel", "used");
   for (size_t i = 0; i < m->n; i++) {
     const res_fabric_model *f = &m->f[i];
-    char used[32], cache[16], red[16], hcpu[16] = "-";
+    char used[32], cache[16], red[16], hcpu[16] = "-", mem[16] = "-";
+    if (f->m.beta_mem > 0) snprintf(mem, sizeof mem, "%.3f", 1e-9 / f->m.beta_mem);
     if (f->cpu_byte > 0) snprintf(hcpu, sizeof hcpu, "%.3f", 1e-9 / f->cpu_byte);
     snprintf(used, sizeof used, "%zu/%zu", f->n_used, f->n);
     if (f->m.gamma > 0)
@@ -54,9 +55,9 @@ static void fit_print(const res_model *m) {
     char name[256];
     res_model_label(m, f, name, sizeof name);
     int w = strcmp(name, f->fabric) ? (int)strlen(name) : 22;
-    printf("  %-22.*s %-5s %5d %-9s %9.2f %9.2f %8.2f %10.3f %10.3f %10s %9s%s%s %7s %7.4f %7.3f %7s\n", w, name,
+    printf("  %-22.*s %-5s %5d %-9s %9.2f %9.2f %8.2f %10.3f %10.3f %10s %10s %9s%s%s %7s %7.4f %7.3f %7s\n", w, name,
            f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
-           f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY, f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY,
+           f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY, f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY, mem,
            hcpu, red, f->gamma_fixed && f->m.gamma > 0 ? "*" : " ", f->m.red_hidden ? "h" : " ", cache, f->r2, f->rms_rel,
            used);
   }
@@ -64,8 +65,10 @@ static void fit_print(const res_model *m) {
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
   printf("# wake: each message in sequence where a host's ranks outnumber its cores (they wait asleep);\n"
          "# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
-         "# slower of its busiest link and its host's CPU); hcpu: bytes the host's ranks send per CPU second,\n"
-         "# measured (host_cpu_us, where no rank spun; -: none): the CPU a training step's compute loses to them;\n"
+         "# slower of its busiest link and its host's CPU); mem: 1/beta_mem, the host's memory per byte its ranks\n"
+         "# send, where their vectors exceed its last-level cache (a third bound; -: none); hcpu: bytes the\n"
+         "# host's ranks send per CPU second, measured (host_cpu_us, where no rank spun; -: none): the CPU a\n"
+         "# training step's compute loses to them;\n"
          "# cache: beyond it (what the ranks receive into at once), bytes come from memory at a fitted extra cost;\n"
          "# red. h: an emulated link's shaper banks the pauses of a pipelined reduction (every algorithm\n"
          "# reduces in pieces as they arrive; res_fit.c)\n");
@@ -355,8 +358,9 @@ static int fit_model(res_model *m, const fit_opts *o) {
   char err[1024];
   if (o->model) return bench_model_load(m, o->model, 0, err, sizeof err) ? bench_error("fit --model: %s", err) : 0;
   res_fit_opts fo = {.gamma_kernel = o->kernel ? bench_fit_gamma(o->dirs, o->ndirs) : NAN,
-                     .cores = o->cores >= 0 ? (int)o->cores : bench_dir_cores(o->dirs[0]),
                      .min_bytes = (int64_t)o->min_bytes};
+  bench_dir_host(o->dirs[0], &fo.cores, &fo.llc_bytes);
+  if (o->cores >= 0) fo.cores = (int)o->cores;
   if (bench_fit_dirs_ex(m, o->dirs, o->ndirs, &fo, err, sizeof err)) return bench_error("fit: %s", err);
   char path[4200];
   if (o->out)

@@ -730,8 +730,8 @@ int bench_cmd_report(int argc, char **argv) {
     fprintf(stderr, "fabench: report: left out %zu row%s whose measure (median time, or a p2p rate) is negative or not a number (%s)\n",
             x->untimed, x->untimed == 1 ? "" : "s", x->untimed_in);
   if (!rc && !x->have_model && (x->rec[RP_AR].n || x->rec[RP_P2P].n)) {
-    res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + optind, argc - optind),
-                       .cores = bench_dir_cores(argv[optind])};
+    res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + optind, argc - optind)};
+    bench_dir_host(argv[optind], &fo.cores, &fo.llc_bytes);
     if (bench_fit_recorded(&fo, argv + optind, argc - optind) == 0 &&
         res_fit_ex(&x->model, &x->rec[RP_AR], &x->rec[RP_P2P], &fo, err, sizeof err) == 0) {
       x->have_model = 1;

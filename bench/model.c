@@ -72,15 +72,19 @@ static cJSON *model_run_json(const char *dir) {
   return res_json_read_file(path, &o, NULL, 0) ? NULL : o;
 }
 
-int bench_dir_cores(const char *dir) {
+void bench_dir_host(const char *dir, int *cores, double *llc) {
   cJSON *o = model_run_json(dir);
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "topology");
-  t = cJSON_GetObjectItemCaseSensitive(t, "summary");
-  t = cJSON_GetObjectItemCaseSensitive(t, "cpu");
-  t = cJSON_GetObjectItemCaseSensitive(t, "cores");
-  int cores = cJSON_IsNumber(t) && t->valuedouble >= 1 ? (int)t->valuedouble : 0;
+  const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(o, "topology"), *c;
+  cpu = cJSON_GetObjectItemCaseSensitive(cpu, "summary");
+  cpu = cJSON_GetObjectItemCaseSensitive(cpu, "cpu");
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(cpu, "cores");
+  *cores = cJSON_IsNumber(t) && t->valuedouble >= 1 ? (int)t->valuedouble : 0;
+  *llc = 0; /* the largest cache is the last level's */
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cpu, "caches")) {
+    t = cJSON_GetObjectItemCaseSensitive(c, "size_bytes");
+    if (cJSON_IsNumber(t) && t->valuedouble > *llc) *llc = t->valuedouble;
+  }
   cJSON_Delete(o);
-  return cores;
 }
 
 /* The emulated fabric a run directory measured, from the environment its ranks ran with
@@ -205,7 +209,8 @@ int bench_model_load(res_model *m, const char *from, int quiet, char *err, size_
   if (stat(path, &st) == 0) return res_model_read(m, path, err, cap);
   char *dirs[1] = {(char *)from};
   /* fit it now */
-  res_fit_opts o = {.gamma_kernel = bench_fit_gamma(dirs, 1), .cores = bench_dir_cores(from)};
+  res_fit_opts o = {.gamma_kernel = bench_fit_gamma(dirs, 1)};
+  bench_dir_host(from, &o.cores, &o.llc_bytes);
   return model_fit_dirs(m, dirs, 1, &o, quiet, err, cap);
 }
 

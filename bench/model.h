@@ -16,8 +16,9 @@ int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, int quie
  * (run.json's reduce_gbps; the middle one over the directories), so that two fits of the same
  * rows agree; measured now (bench_gamma_kernel) only where none did. */
 double bench_fit_gamma(char *const *dirs, int ndirs);
-/* The CPU cores of the host a run directory was measured on (run.json's topology; 0: unknown). */
-int bench_dir_cores(const char *dir);
+/* The CPU cores and the last-level cache's bytes of the host a run directory was measured on
+ * (run.json's topology; 0: unknown). */
+void bench_dir_host(const char *dir, int *cores, double *llc);
 /* The MTU of an emulated fabric's links when the run directory measured that fabric (0: not). */
 int bench_dir_emu_mtu(const char *dir, const char *fabric);
 /* What the run directories' run.json recorded that the fit needs: o->bursts, the emulated links'

@@ -11,7 +11,8 @@
  *   delta + M alpha + max(L beta, S_h beta_cpu / c_h) + R s gamma + x s (L + R) mem
  * with S_h = S / hosts the bytes a host's ranks send and c_h = min(ranks per host, cores) the
  * cores they send them with: moving bytes is CPU work too (kernel copies, shared memory), and
- * the slower of the busiest link and the host's CPU bounds a call. s = max(1, reducers per
+ * the slower of the busiest link and the host's CPU bounds a call; where the ranks' vectors
+ * (2 n a rank) exceed the host's last-level cache, S_h beta_mem (its memory) bounds it too. s = max(1, reducers per
  * host / cores) (the reducers share the host's cores: every rank, but a parameter server's K
  * servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)), land the bytes a rank
  * receives into at once: p n for the ring's small case, n on mapped memory, a few chunks for
@@ -284,6 +285,11 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   double senders = m->cores > 0 && local > m->cores ? m->cores : local;
   /* less what a shaper's credit saves (model_banked) */
   double link = (t.link - t.banked) * m->beta, cpu = t.sent / hosts / senders * m->beta_cpu;
+  /* beyond the host's last-level cache its memory bounds the bytes the ranks send, whatever
+   * the algorithm: on loopback over 2 ranks every algorithm ran at 3.3-4.1 GB/s from 16 MiB
+   * (2 x 2 x 16 MiB past the 32 MiB L3), at 3.8-6.7 GB/s up to 4 MiB */
+  if (m->beta_mem > 0 && m->llc_bytes > 0 && 2.0 * local * n > m->llc_bytes && t.sent / hosts * m->beta_mem > cpu)
+    cpu = t.sent / hosts * m->beta_mem;
   /* what the host's ranks receive into at once, twice (the kernel's or the library's copy
    * too): beyond the cache, every byte moved or reduced comes from memory. Pipelined
    * algorithms land chunks that stay in cache (when rd landed whole vectors, its busbw on

@@ -177,10 +177,14 @@ typedef struct coll_model {
                       ends): a host sends its ranks' bytes with at most its cores, and a call
                       is bound by the slower of that and the busiest link; 0: no such bound */
   double mem;      /* extra seconds per byte moved or reduced beyond the host's cache */
+  double beta_mem; /* seconds per byte a host's ranks send, whichever cores send it, where their
+                      vectors (2 x ranks per host x n) exceed the host's last-level cache: its
+                      memory's bandwidth, a third bound beside the link and the CPU; 0: none */
   double wake;     /* extra seconds per message in sequence where a host's ranks outnumber its
                       cores: the waiting rank sleeps, and its peer's message must wake it */
   /* What the fabric is, not fitted: */
   double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */
+  double llc_bytes;   /* the host's last-level cache (its topology), for beta_mem; 0: unknown */
   int cores;          /* CPU cores of a host; 0: unknown (no sharing modelled) */
   int hosts;          /* hosts the ranks spread over evenly (0: one) */
   int mapped;         /* ranks map each other's buffers: the ring reads its neighbour's
@@ -196,7 +200,7 @@ void coll_model_default(coll_model *m, coll_transport_kind kind);
 /* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
  * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native and
  * auto (no formula). Linear in alpha, beta, gamma, delta, mem and wake for fixed cache_bytes, cores,
- * hosts, mapped and ratio beta_cpu / beta (the fit relies on it). */
+ * hosts, mapped and ratios beta_cpu / beta and beta_mem / beta (the fit relies on it). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The working set that m->cache_bytes is compared with: twice what a host's ranks receive into
  * at once (whole vectors for rd, halves for rhd, a few chunks for the pipelined algorithms);

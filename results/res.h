@@ -196,6 +196,8 @@ typedef struct {
 typedef struct {
   double gamma_kernel;
   int cores;
+  double llc_bytes; /* the host's last-level cache (0: unknown): where the rows' vectors exceed it,
+                       a memory bound (coll_model.beta_mem) is tried */
   int64_t min_bytes;
   const res_fit_burst *bursts;
   size_t nbursts;
@@ -208,7 +210,8 @@ typedef struct {
 int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
                char *err, size_t errcap);
 /* The bandwidth (GB/s, 1e9) a model gives one rank's link in a ring at this rank count: 1 /
- * max(beta, beta_cpu x the host's ranks per core it sends with, at least 1). NaN when zero. */
+ * max(beta, beta_cpu x the host's ranks per core it sends with, at least 1, beta_mem x the
+ * host's ranks: the rate of large vectors). NaN when zero. */
 double res_model_link_gbps(const coll_model *m, int ranks);
 /* model.json: write, and read back from a file or a directory holding one. */
 int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);

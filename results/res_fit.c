@@ -11,7 +11,9 @@
  * then the kernel's rate, the others 0. Parameters must be positive: one that comes out negative
  * is fixed the same way and the rest refitted. The cache size and the CPU ratio are not linear:
  * each candidate (cache: none, 1 MiB to 512 MiB by factors of sqrt 2; ratio: none, 1/4 to 10
- * in steps of 10%) is fitted and the one with the smallest trimmed mean residual kept. */
+ * in steps of 10%) is fitted and the one with the smallest trimmed mean residual kept; so is the
+ * ratio beta_mem / beta of a host's memory bound where its last-level cache is known
+ * (res_fit_opts.llc_bytes; rf_mem_ratio). */
 #include "res.h"
 #include "res_internal.h"
 
@@ -274,8 +276,8 @@ static res_fabric_model *rf_add_named(res_model *m, const char *fabric, const ch
 
 static const char *rf_str(const char *s) { return s ? s : ""; }
 
-/* The design vectors of a fabric's points for one cache size and CPU ratio (shape->beta_cpu
- * holds beta_cpu / beta): the formula at each unit model. */
+/* The design vectors of a fabric's points for one cache size, CPU and memory ratio
+ * (shape->beta_cpu and beta_mem hold their ratios to beta): the formula at each unit model. */
 static void rf_design(rf_pt *pt, size_t n, const coll_model *shape, const res_allreduce_row *const *src) {
   for (size_t i = 0; i < n; i++) {
     const res_allreduce_row *r = src[i];
@@ -285,6 +287,7 @@ static void rf_design(rf_pt *pt, size_t n, const coll_model *shape, const res_al
       coll_model u = *shape;
       u.alpha = q == RF_ALPHA, u.beta = q == RF_BETA, u.gamma = q == RF_GAMMA, u.delta = q == RF_DELTA;
       u.beta_cpu = q == RF_BETA ? shape->beta_cpu : 0, u.mem = q == RF_MEM, u.wake = q == RF_WAKE;
+      u.beta_mem = q == RF_BETA ? shape->beta_mem : 0;
       pt[i].x[q] = coll_model_time(&u, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
     }
   }
@@ -399,6 +402,10 @@ static double rf_cell_gamma(const res_fit_opts *o, const char *const *ids, size_
 #define RF_RATIO0 0.25
 #define RF_RATIO_STEP 1.1
 #define RF_NRATIO 40
+/* The memory ratios beta_mem / beta tried, where the host's last-level cache is known: its
+ * memory against its fastest link, a few times at most */
+static const double rf_mem_ratio[] = {0.75, 1, 1.25, 1.5, 2, 3};
+#define RF_NMEM ((int)(sizeof rf_mem_ratio / sizeof *rf_mem_ratio))
 
 /* r is a row of k's fabric, transport, host count and machine */
 static int rf_same_cell(const res_allreduce_row *r, const res_allreduce_row *k) {
@@ -430,17 +437,20 @@ static int64_t rf_short_below(const res_allreduce_row *rows, size_t nrows, size_
 /* The best candidate shape of a cell so far (rf_try_shape). */
 typedef struct {
   double score, th[RF_NP], cache, ratio, g; /* its residual score, parameters, cache, CPU ratio, gamma */
+  double mratio;                            /* its memory ratio (beta_mem / beta; 0: none) */
   int gfixed, fitted;                       /* gamma from the kernel; any candidate fitted at all */
   int hidden;                               /* its pipelined reductions hidden (red_hidden) */
 } rf_best;
 
 /* One candidate: CPU ratio index ri (-1: no CPU bound, then 1/4 .. 10 x beta), cache index ci
- * (-1: none, then 1 MiB .. 512 MiB by factors of sqrt 2) and gamma g, fitted to the cell's
- * points and kept in b where it scores better. A cache or a CPU bound must earn its place: a clearly better fit (a
+ * (-1: none, then 1 MiB .. 512 MiB by factors of sqrt 2), memory ratio index mi (-1: no memory
+ * bound, then rf_mem_ratio) and gamma g, fitted to the cell's points and kept in b where it
+ * scores better. A cache, a CPU or a memory bound must earn its place: a clearly better fit (a
  * tenth less residual each). */
-static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci, double g, int kernel,
+static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci, int mi, double g, int kernel,
                          rf_best *b) {
   shape->beta_cpu = ri < 0 ? 0 : RF_RATIO0 * pow(RF_RATIO_STEP, ri);
+  shape->beta_mem = mi < 0 ? 0 : rf_mem_ratio[mi];
   /* by sqrt 2: the working sets of power-of-two sizes are powers of two, so with candidates
    * by 2 each row lay exactly on one, and a cache that ends between two could only be put on
    * one side or the other (loopback over ucx: 16 MiB, where rd at 2-4 MiB was already 37-86%
@@ -456,12 +466,13 @@ static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci
   int gfixed = 0;
   if (rf_fit_gamma(w->pt, n, g, kernel, fr, th, &gfixed)) return;
   if (ci >= 0 && !(th[RF_MEM] > 0)) return;
-  double sc = rf_score(w->pt, n, th) / ((ci >= 0 ? 0.9 : 1) * (ri >= 0 ? 0.9 : 1));
+  double sc = rf_score(w->pt, n, th) / ((ci >= 0 ? 0.9 : 1) * (ri >= 0 ? 0.9 : 1) * (mi >= 0 ? 0.9 : 1));
   if (sc < b->score) {
     b->score = sc;
     memcpy(b->th, th, sizeof b->th);
     b->cache = shape->cache_bytes;
     b->ratio = shape->beta_cpu;
+    b->mratio = shape->beta_mem;
     b->gfixed = gfixed;
     b->g = g;
     b->hidden = shape->red_hidden;
@@ -558,6 +569,17 @@ static int rf_cell_kernel(const rf_work *w, const res_fit_opts *o, rf_cell *c, c
   return 0;
 }
 
+/* Some row's vectors on its host (2 x ranks x bytes, one host) at least twice the last-level
+ * cache and some within it: a memory bound can be told from the link. */
+static int rf_beyond_llc(const res_allreduce_row *const *src, size_t n, double llc) {
+  int in = 0, out = 0;
+  for (size_t i = 0; i < n; i++) {
+    double ws = 2.0 * (double)src[i]->ranks * (double)src[i]->bytes;
+    in |= ws <= llc, out |= ws >= 2 * llc;
+  }
+  return in && out;
+}
+
 /* Every candidate shape of the cell (rf_try_shape), the best kept in c->b. -1 (err said) where
  * none could be fitted. */
 static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *err, size_t cap) {
@@ -588,12 +610,17 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
    * (red_hidden) are tried beside it. rd and rhd reduce in pieces as they arrive too
    * (coll_xchg_reduce); when they reduced whole vectors between their exchanges, which no
    * bucket hides, rd on 5gbit came out 11-17% slower than predicted from 8 MiB. */
+  /* The host's memory bounds a call only where the ranks share one host's memory through its
+   * cores (an emulated link's rows are the link's) and the rows reach beyond its cache */
+  shape->llc_bytes = !c->emulated && shape->hosts == 1 && o->llc_bytes > 0 ? o->llc_bytes : 0;
+  int mems = shape->llc_bytes > 0 && rf_beyond_llc(w->src, c->n, shape->llc_bytes) ? RF_NMEM : 0;
   for (int gi = 0; gi < (c->emulated ? 2 : 1); gi++)
     for (int ri = -1; ri < (c->crowded ? RF_NRATIO : 0); ri++)
-      for (int ci = -1; ci <= (c->emulated ? -1 : 18); ci++) {
-        shape->red_hidden = gi;
-        rf_try_shape(w, c->n, shape, ri, ci, c->gfix, c->kernel, &c->b);
-      }
+      for (int ci = -1; ci <= (c->emulated ? -1 : 18); ci++)
+        for (int mi = -1; mi < mems; mi++) {
+          shape->red_hidden = gi;
+          rf_try_shape(w, c->n, shape, ri, ci, mi, c->gfix, c->kernel, &c->b);
+        }
   if (!c->b.fitted)
     return res_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
                     (long long)k->host_count), -1;
@@ -606,6 +633,7 @@ static void rf_cell_refit(rf_work *w, rf_cell *c) {
   rf_best *b = &c->b;
   c->shape.cache_bytes = b->cache;
   c->shape.beta_cpu = b->ratio;
+  c->shape.beta_mem = b->mratio;
   c->shape.red_hidden = b->hidden;
   rf_design(w->pt, c->n, &c->shape, w->src);
   int fr[RF_NP];
@@ -627,6 +655,8 @@ static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, cha
   f->m = c->shape;
   f->m.alpha = b->th[RF_ALPHA], f->m.beta = b->th[RF_BETA], f->m.gamma = b->th[RF_GAMMA];
   f->m.delta = b->th[RF_DELTA], f->m.beta_cpu = b->ratio * b->th[RF_BETA], f->m.mem = b->th[RF_MEM];
+  f->m.beta_mem = b->mratio * b->th[RF_BETA];
+  if (!(f->m.beta_mem > 0)) f->m.llc_bytes = 0; /* no memory bound fitted: none recorded */
   f->m.wake = b->th[RF_WAKE];
   /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
    * back by the host's CPU (the emulated stack's, 1 ns a byte, against loopback's 0.2): the
@@ -819,6 +849,7 @@ double res_model_link_gbps(const coll_model *m, int ranks) {
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
   double senders = m->cores > 0 && local > m->cores ? m->cores : local;
   double cpu = m->beta_cpu * local / senders, b = m->beta > cpu ? m->beta : cpu;
+  if (m->beta_mem * local > b) b = m->beta_mem * local; /* beyond the host's cache */
   return b > 0 ? 1e-9 / b : NAN;
 }
 
@@ -849,6 +880,8 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     cJSON_AddItemToObject(j, "wake_us", rf_num(f->m.wake * 1e6));
     cJSON_AddItemToObject(j, "burst_bytes", rf_num(f->m.burst));
     cJSON_AddItemToObject(j, "cache_bytes", rf_num(f->m.cache_bytes));
+    cJSON_AddItemToObject(j, "beta_mem_s_per_byte", rf_num(f->m.beta_mem));
+    cJSON_AddItemToObject(j, "llc_bytes", rf_num(f->m.llc_bytes));
     cJSON_AddNumberToObject(j, "cores", f->m.cores);
     cJSON_AddBoolToObject(j, "mapped", f->m.mapped);
     cJSON_AddBoolToObject(j, "reduce_hidden", f->m.red_hidden);
@@ -970,13 +1003,15 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
       break;
     }
     /* the parameters, required then optional ones (absent: 0) */
-    double a, b, g, dl, bc, me, cb, wk, bu, cpu;
+    double a, b, g, dl, bc, me, cb, wk, bu, cpu, bm, llc;
     if (rf_param(j, "alpha_us", 1, file, fab, &a, err, errcap) || rf_param(j, "beta_s_per_byte", 1, file, fab, &b, err, errcap) ||
         rf_param(j, "gamma_s_per_byte", 1, file, fab, &g, err, errcap) || rf_param(j, "delta_us", 0, file, fab, &dl, err, errcap) ||
         rf_param(j, "beta_cpu_s_per_byte", 0, file, fab, &bc, err, errcap) ||
         rf_param(j, "mem_s_per_byte", 0, file, fab, &me, err, errcap) || rf_param(j, "cache_bytes", 0, file, fab, &cb, err, errcap) ||
         rf_param(j, "wake_us", 0, file, fab, &wk, err, errcap) || rf_param(j, "burst_bytes", 0, file, fab, &bu, err, errcap) ||
-        rf_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap)) {
+        rf_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap) ||
+        rf_param(j, "beta_mem_s_per_byte", 0, file, fab, &bm, err, errcap) ||
+        rf_param(j, "llc_bytes", 0, file, fab, &llc, err, errcap)) {
       rc = -1;
       break;
     }
@@ -1004,6 +1039,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
                         .beta_cpu = isfinite(bc) ? bc : 0, .mem = isfinite(me) ? me : 0,
                         .wake = wk > 0 ? wk * 1e-6 : 0, .burst = bu > 0 ? bu : 0,
                         .cache_bytes = isfinite(cb) ? cb : 0, .cores = (int)co,
+                        .beta_mem = bm > 0 ? bm : 0, .llc_bytes = llc > 0 ? llc : 0,
                         .hosts = f->host_count,
                         .mapped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "mapped")),
                         .red_hidden = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "reduce_hidden"))};

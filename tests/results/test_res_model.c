@@ -323,6 +323,48 @@ static void test_fit_gamma_fixed(void **state) {
   free(rows);
 }
 
+/* Beyond the host's last-level cache its memory bounds the bytes the ranks send (beta_mem, 1.5
+ * beta here): the 2-rank ring at 16 MiB (vectors 2 x 2 x 16 MiB past a 32 MiB cache) takes its
+ * 2n sent at beta_mem, not n at beta; at 4 MiB (16 MiB) the link as before; without the cache
+ * size no bound. The fit, told the cache, recovers beta and beta_mem from the noisy rows, and
+ * model.json keeps them; not told it, fits none. */
+static void test_fit_memory_bound(void **state) {
+  (void)state;
+  coll_algo ring;
+  coll_algo_parse("ring", &ring);
+  coll_model hand = {.alpha = 10e-6, .beta = 1.0 / 8e9, .beta_mem = 1.0 / 4e9, .llc_bytes = 32.0 * 1048576};
+  near(coll_model_time(&hand, ring, 2, 16u << 20, 256 << 10) * 1e6, 20 + 8388.608, 1e-9, "ring at 16 MiB: memory");
+  near(coll_model_time(&hand, ring, 2, 4u << 20, 256 << 10) * 1e6, 20 + 524.288, 1e-9, "ring at 4 MiB: link");
+  hand.llc_bytes = 0;
+  near(coll_model_time(&hand, ring, 2, 16u << 20, 256 << 10) * 1e6, 20 + 2097.152, 1e-9, "no cache known: link");
+
+  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 6e9, .gamma = 1.0 / 20e9, .delta = 10e-6,
+                      .beta_mem = 1.0 / 4e9, .llc_bytes = 32.0 * 1048576};
+  size_t n;
+  res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
+  res_rows ar = {res_schema_allreduce(), rows, n};
+  res_model m;
+  char err[256];
+  res_fit_opts o = {.gamma_kernel = NAN, .llc_bytes = truth.llc_bytes};
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  const res_fabric_model *f = &m.f[0];
+  near(f->m.beta, truth.beta, 0.05, "beta");
+  near(f->m.beta_mem, truth.beta_mem, 0.05, "beta_mem");
+  near(f->m.llc_bytes, truth.llc_bytes, 1e-12, "llc");
+  near(res_model_link_gbps(&f->m, 2), 2.0, 0.05, "link at 2 ranks: memory's 1 / (2 x 0.25 ns)");
+  res_model back;
+  model_back(&m, &back);
+  near(back.f[0].m.beta_mem, f->m.beta_mem, 1e-12, "beta_mem back");
+  near(back.f[0].m.llc_bytes, f->m.llc_bytes, 1e-12, "llc back");
+  res_model_free(&back);
+  res_model_free(&m);
+  o.llc_bytes = 0;
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  assert_true(m.f[0].m.beta_mem == 0 && m.f[0].m.llc_bytes == 0);
+  res_model_free(&m);
+  free(rows);
+}
+
 /* Ranks beyond the cores: on a host of 2 cores the 4 ranks send their bytes with 2 (beta_cpu
  * 0.8 beta: the ring on 4 ranks is CPU-bound, on 2 link-bound), and beyond a 4 MiB cache
  * every byte costs more (mem): the pipelined algorithms' slots are 4 MiB on 2 ranks, 8 on 4. The fit, told the cores, recovers beta, beta_cpu, the cache
@@ -1002,6 +1044,7 @@ int main(void) {
       cmocka_unit_test(test_fit_two_machines),
       cmocka_unit_test(test_fit_gamma_fixed),
       cmocka_unit_test(test_fit_mapped_ring),
+      cmocka_unit_test(test_fit_memory_bound),
       cmocka_unit_test(test_fit_emulated_burst),
       cmocka_unit_test(test_fit_emulated_hidden_reduction),
       cmocka_unit_test(test_fit_cores_and_cache),
