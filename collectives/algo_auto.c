@@ -8,14 +8,15 @@
  * Each algorithm is counted at its busiest rank: M messages in sequence, L bytes in sequence on
  * its link (each way), R bytes it reduces; and over all ranks S, the bytes sent in one call. Its
  * time is
- *   delta + M alpha + max(L beta, S_h beta_cpu / c_h) + R s gamma + x s (L + R) mem
+ *   delta + M alpha + max(L beta, S_h beta_cpu / c_h, y S_h beta_mem) + R s gamma + x s (L + R) mem
  * with S_h = S / hosts the bytes a host's ranks send and c_h = min(ranks per host, cores) the
  * cores they send them with: moving bytes is CPU work too (kernel copies, shared memory), and
- * the slower of the busiest link and the host's CPU bounds a call; where the ranks' vectors
- * (2 n a rank) exceed the host's last-level cache, S_h beta_mem (its memory) bounds it too. s = max(1, reducers per
- * host / cores) (the reducers share the host's cores: every rank, but a parameter server's K
- * servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)), land the bytes a rank
- * receives into at once: p n for the ring's small case, n on mapped memory, a few chunks for
+ * the slower of the busiest link and the host's CPU bounds a call; y = 1 where the ranks'
+ * vectors (2 n a rank) exceed the host's last-level cache (its memory bounds it too), else 0.
+ * s = max(1, reducers per host / cores) (the reducers share the host's cores: every rank, but a
+ * parameter server's K servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)),
+ * land the bytes a rank receives into at once: p n for the ring's small case, n on mapped
+ * memory, a few chunks for
  * the pipelined algorithms, rd and rhd included (beyond the cache every byte comes from
  * memory); x = 1 for the ring on mapped memory from COLL_RING_STREAM_BYTES, whose streaming
  * stores put every result past the cache (algo_ring.c). S is 2 (p-1) n for every
@@ -288,8 +289,9 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   /* beyond the host's last-level cache its memory bounds the bytes the ranks send, whatever
    * the algorithm: on loopback over 2 ranks every algorithm ran at 3.3-4.1 GB/s from 16 MiB
    * (2 x 2 x 16 MiB past the 32 MiB L3), at 3.8-6.7 GB/s up to 4 MiB */
-  if (m->beta_mem > 0 && m->llc_bytes > 0 && 2.0 * local * n > m->llc_bytes && t.sent / hosts * m->beta_mem > cpu)
-    cpu = t.sent / hosts * m->beta_mem;
+  double beyond_llc = m->llc_bytes > 0 && 2.0 * local * n > m->llc_bytes;
+  double memb = beyond_llc * t.sent / hosts * m->beta_mem;
+  if (memb > cpu) cpu = memb;
   /* what the host's ranks receive into at once, twice (the kernel's or the library's copy
    * too): beyond the cache, every byte moved or reduced comes from memory. Pipelined
    * algorithms land chunks that stay in cache (when rd landed whole vectors, its busbw on
