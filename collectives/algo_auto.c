@@ -16,9 +16,8 @@
  * s = max(1, reducers per host / cores) (the reducers share the host's cores: every rank, but a
  * parameter server's K servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)),
  * land the bytes a rank receives into at once: p n for the ring's small case, n on mapped
- * memory, a few chunks for
- * the pipelined algorithms, rd and rhd included (beyond the cache every byte comes from
- * memory); x = 1 for the ring on mapped memory from COLL_RING_STREAM_BYTES, whose streaming
+ * memory, a few chunks for the pipelined algorithms, rd and rhd included (beyond the cache
+ * every byte comes from memory); x = 1 for the ring on mapped memory from COLL_RING_STREAM_BYTES, whose streaming
  * stores put every result past the cache (algo_ring.c). S is 2 (p-1) n for every
  * algorithm below except where said (each byte goes to the others once up and once down).
  * Per algorithm (M; L; R):
@@ -289,8 +288,8 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   /* beyond the host's last-level cache its memory bounds the bytes the ranks send, whatever
    * the algorithm: on loopback over 2 ranks every algorithm ran at 3.3-4.1 GB/s from 16 MiB
    * (2 x 2 x 16 MiB past the 32 MiB L3), at 3.8-6.7 GB/s up to 4 MiB */
-  double beyond_llc = m->llc_bytes > 0 && 2.0 * local * n > m->llc_bytes;
-  double memb = beyond_llc * t.sent / hosts * m->beta_mem;
+  int past_llc = m->llc_bytes > 0 && 2.0 * local * n > m->llc_bytes;
+  double memb = past_llc ? t.sent / hosts * m->beta_mem : 0;
   if (memb > cpu) cpu = memb;
   /* what the host's ranks receive into at once, twice (the kernel's or the library's copy
    * too): beyond the cache, every byte moved or reduced comes from memory. Pipelined

@@ -603,6 +603,10 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
    * a 10x faster link then gained nothing) */
   for (size_t j = 0; j < c->n && shape->cores > 0; j++)
     c->crowded |= (w->pt[j].ranks + shape->hosts - 1) / shape->hosts > shape->cores;
+  /* The host's memory bounds a call only where the ranks share one host's memory through its
+   * cores (an emulated link's rows are the link's) and the rows reach beyond its cache */
+  shape->llc_bytes = !c->emulated && shape->hosts == 1 && o->llc_bytes > 0 ? o->llc_bytes : 0;
+  int mems = shape->llc_bytes > 0 && rf_beyond_llc(w->src, c->n, shape->llc_bytes) ? RF_NMEM : 0;
   /* On an emulated link a rank's pause shorter than the shaper's bucket (1 ms) is banked and
    * spent after it, so a pipelined reduction's chunks cost the link nothing: a 2-rank ring over
    * 5gbit took 1.000 of the ceiling's time from 1 to 32 MiB, and the kernel's gamma added to
@@ -610,10 +614,6 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
    * (red_hidden) are tried beside it. rd and rhd reduce in pieces as they arrive too
    * (coll_xchg_reduce); when they reduced whole vectors between their exchanges, which no
    * bucket hides, rd on 5gbit came out 11-17% slower than predicted from 8 MiB. */
-  /* The host's memory bounds a call only where the ranks share one host's memory through its
-   * cores (an emulated link's rows are the link's) and the rows reach beyond its cache */
-  shape->llc_bytes = !c->emulated && shape->hosts == 1 && o->llc_bytes > 0 ? o->llc_bytes : 0;
-  int mems = shape->llc_bytes > 0 && rf_beyond_llc(w->src, c->n, shape->llc_bytes) ? RF_NMEM : 0;
   for (int gi = 0; gi < (c->emulated ? 2 : 1); gi++)
     for (int ri = -1; ri < (c->crowded ? RF_NRATIO : 0); ri++)
       for (int ci = -1; ci <= (c->emulated ? -1 : 18); ci++)
