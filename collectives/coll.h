@@ -178,7 +178,7 @@ typedef struct coll_model {
                       is bound by the slower of that and the busiest link; 0: no such bound */
   double mem;      /* extra seconds per byte moved or reduced beyond the host's cache */
   double beta_mem; /* seconds per byte a host's ranks send, whichever cores send it, where their
-                      vectors (2 x ranks per host x n) exceed the host's last-level cache: its
+                      vectors (2 x ranks per host x n) fill the host's last-level cache: its
                       memory's bandwidth, a third bound beside the link and the CPU; 0: none */
   double wake;     /* extra seconds per message in sequence where a host's ranks outnumber its
                       cores: the waiting rank sleeps, and its peer's message must wake it */

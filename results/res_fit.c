@@ -570,12 +570,12 @@ static int rf_cell_kernel(const rf_work *w, const res_fit_opts *o, rf_cell *c, c
 }
 
 /* Some row's vectors on its host (2 x ranks x bytes, one host) at least twice the last-level
- * cache and some within it: a memory bound can be told from the link. */
+ * cache and some short of filling it: a memory bound can be told from the link. */
 static int rf_beyond_llc(const res_allreduce_row *const *src, size_t n, double llc) {
   int in = 0, out = 0;
   for (size_t i = 0; i < n; i++) {
     double ws = 2.0 * (double)src[i]->ranks * (double)src[i]->bytes;
-    in |= ws <= llc, out |= ws >= 2 * llc;
+    in |= ws < llc, out |= ws >= 2 * llc;
   }
   return in && out;
 }

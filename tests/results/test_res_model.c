@@ -335,6 +335,8 @@ static void test_fit_memory_bound(void **state) {
   coll_model hand = {.alpha = 10e-6, .beta = 1.0 / 8e9, .beta_mem = 1.0 / 4e9, .llc_bytes = 32.0 * 1048576};
   near(coll_model_time(&hand, ring, 2, 16u << 20, 256 << 10) * 1e6, 20 + 8388.608, 1e-9, "ring at 16 MiB: memory");
   near(coll_model_time(&hand, ring, 2, 4u << 20, 256 << 10) * 1e6, 20 + 524.288, 1e-9, "ring at 4 MiB: link");
+  /* 2 x 2 x 8 MiB fill the 32 MiB cache: past it already */
+  near(coll_model_time(&hand, ring, 2, 8u << 20, 256 << 10) * 1e6, 20 + 4194.304, 1e-9, "ring at 8 MiB: memory");
   hand.llc_bytes = 0;
   near(coll_model_time(&hand, ring, 2, 16u << 20, 256 << 10) * 1e6, 20 + 2097.152, 1e-9, "no cache known: link");
 
