@@ -288,9 +288,8 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   /* beyond the host's last-level cache its memory bounds the bytes the ranks send, whatever
    * the algorithm: on loopback over 2 ranks every algorithm ran at 3.3-4.1 GB/s from 16 MiB
    * (2 x 2 x 16 MiB past the 32 MiB L3), at 3.8-6.7 GB/s up to 4 MiB. Vectors that fill the
-   * cache are past it already: they share it with socket buffers and staging copies (at 8 MiB,
-   * 2 x 2 x 8 MiB = the L3, 2 ranks ran at the memory's rate; refitting seven runs with `>=`
-   * in place of `>` put 40 more tcp and 14 more ucx rows of 588 each within 10%) */
+   * cache are past it already, as they share it with socket buffers and staging copies: at
+   * 8 MiB (2 x 2 x 8 MiB, the L3's size) 2 ranks ran at the memory's rate */
   int past_llc = m->llc_bytes > 0 && 2.0 * local * n >= m->llc_bytes;
   double memb = past_llc ? t.sent / hosts * m->beta_mem : 0;
   if (memb > cpu) cpu = memb;
