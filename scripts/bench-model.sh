@@ -26,9 +26,9 @@
 # Outputs in one directory: fit/<cell>/ and val/<cell>/ (run directories), model.json,
 # model_check.csv (every validation row: measured, predicted, error), fit.txt and check.txt (the
 # tables), load.txt (the load average before each run).
-# Runtime on the 2-core test machine, nothing else running: the all-reduce passes 282-312 s, the
-# 12 training cells (24 rows) 678 s in one round, so about 2000 s with the 3 rounds; --quick took
-# 152 s at load 0.3-3.7 when the training cells were fewer.
+# Runtime on the 2-core test machine, nothing else running: 979-1005 s in three runs of
+# 2026-11-28 (the all-reduce passes about 250 s, the 12 training cells the rest, 3 rounds);
+# --quick took 152 s at load 0.3-3.7 when the training cells were fewer.
 #
 # usage: scripts/bench-model.sh [--fabench PATH] [--quick] [--fabrics LIST] [--ranks LIST]
 #                               [--transports LIST] [--algos LIST] [--no-train]
