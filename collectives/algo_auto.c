@@ -17,9 +17,10 @@
  * parameter server's K servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)),
  * land the bytes a rank receives into at once: p n for the ring's small case, n on mapped
  * memory, a few chunks for the pipelined algorithms, rd and rhd included (beyond the cache
- * every byte comes from memory); x = 1 for the ring on mapped memory from COLL_RING_STREAM_BYTES, whose streaming
- * stores put every result past the cache (algo_ring.c). S is 2 (p-1) n for every
- * algorithm below except where said (each byte goes to the others once up and once down).
+ * every byte comes from memory); x = 1 for the ring on mapped memory from
+ * COLL_RING_STREAM_BYTES, whose streaming stores put every result past the cache (algo_ring.c).
+ * S is 2 (p-1) n for every algorithm below except where said (each byte goes to the others once
+ * up and once down).
  * Per algorithm (M; L; R):
  *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005), pipelined: each of the
  *         2(p-1) steps sends its block of n/p bytes as sub-chunks of c, whose start-ups overlap

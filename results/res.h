@@ -196,7 +196,7 @@ typedef struct {
 typedef struct {
   double gamma_kernel;
   int cores;
-  double llc_bytes; /* the host's last-level cache (0: unknown): where the rows' vectors exceed it,
+  double llc_bytes; /* the host's last-level cache (0: unknown): where the rows' vectors fill it,
                        a memory bound (coll_model.beta_mem) is tried */
   int64_t min_bytes;
   const res_fit_burst *bursts;
