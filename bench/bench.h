@@ -124,9 +124,11 @@ int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc);
  * later on a vanished peer. 1 or 0; 0 also after a failed exchange (said). */
 int bench_rank0_ok(struct coll_boot *b, int ok);
 /* -n N: runs this command again as N local ranks (argv without the elements own noted: -n,
- * --emulate) and returns the run's exit status. Refused inside a rank that a launcher started. */
+ * --emulate) and returns the run's exit status. Refused inside a rank that a launcher started.
+ * tcp_cc (NULL: COLL_TCP_CC_DEFAULT; "system": the host's) is the emulated namespaces' default
+ * tcp congestion control. */
 int bench_relaunch(int argc, char **argv, const bench_launch_own *own, int n, int use_mpirun,
-                   const char *mpirun_args, const char *emulate, int timeout_s);
+                   const char *mpirun_args, const char *emulate, const char *tcp_cc, int timeout_s);
 /* Message sizes min, min*f, ... up to max (at most BENCH_SIZE_MAX), rounded up to whole
  * elements of esize bytes (duplicates dropped). Returns the count (0: no whole element fits
  * between min and max) and a malloc'd array, or -1. */

@@ -327,6 +327,37 @@ static void emu_no_ipv6_in(const char *ns) {
     }
 }
 
+/* The default TCP congestion control of namespace ns, which every socket opened in it takes
+ * (UCX's and Open MPI's too, which have no setting of their own). 0, or -1 with the reason. */
+static int emu_set_cc(const char *ns, const char *cc, char *err, size_t cap) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", EMU_NETNS_DIR, ns);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, cap, "emulated fabric: cannot fork: %s", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) { /* the net sysctls under /proc/sys are those of the opener's namespace */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) _exit(100);
+    int k = open("/proc/sys/net/ipv4/tcp_congestion_control", O_WRONLY | O_CLOEXEC);
+    if (k < 0 || write(k, cc, strlen(cc)) != (ssize_t)strlen(cc)) _exit(errno > 0 && errno < 100 ? errno : 99);
+    _exit(0);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  int code = WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+  if (code == 0) return 0;
+  snprintf(err, cap, "emulated fabric: tcp congestion control '%s' in namespace %s: %s (see "
+                     "/proc/sys/net/ipv4/tcp_available_congestion_control)", cc, ns,
+           code == 100     ? "cannot enter the namespace"
+           : code == ENOENT ? "the kernel has no such congestion control"
+           : code == 99     ? "failed"
+                            : strerror(code));
+  return -1;
+}
+
 /* A /24 of 198.18.0.0/15 that no interface of this namespace uses, starting from a hint. */
 static int emu_pick_subnet(long hint) {
   unsigned char used[512] = {0};
@@ -346,8 +377,8 @@ static int emu_pick_subnet(long hint) {
   return -1;
 }
 
-int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, char *err,
-                    size_t cap) {
+int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, const char *cc,
+                    char *err, size_t cap) {
   char ip_[sizeof m->ip], tc_[sizeof m->tc];
   memcpy(ip_, m->ip, sizeof ip_);
   memcpy(tc_, m->tc, sizeof tc_);
@@ -379,9 +410,14 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, cha
       mtu = (int)v;
     }
   }
+  if (cc && (!*cc || strlen(cc) >= sizeof m->cc || strchr(cc, '/') || strchr(cc, '\n'))) {
+    snprintf(err, cap, "emulated fabric: bad tcp congestion control name '%s'", cc);
+    return -1;
+  }
   m->id = id;
   m->n = n;
   m->mtu = mtu;
+  snprintf(m->cc, sizeof m->cc, "%s", cc ? cc : "");
   snprintf(m->rate, sizeof m->rate, "%s", rate);
   m->burst = bench_emu_burst(m->rate_bps);
   m->limit = bench_emu_limit(m->rate_bps);
@@ -425,6 +461,7 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, cha
     char *c1[] = {m->ip, "netns", "add", ns, NULL};
     if (emu_do(c1, err, cap) < 0) goto fail;
     emu_no_ipv6_in(ns);
+    if (cc && emu_set_cc(ns, cc, err, cap) < 0) goto fail;
     char *c2[] = {m->ip, "link", "add", "name", host, "mtu", mtus, "type", "veth",
                   "peer", "name", dev, "mtu", mtus, "netns", ns, NULL};
     char *c3[] = {m->ip, "link", "set", "dev", host, "master", br, "up", NULL};

@@ -25,6 +25,7 @@ typedef struct {
   int mtu;           /* of every link in the set */
   uint64_t rate_bps; /* bits per second */
   char rate[32];     /* as given, e.g. "1gbit" */
+  char cc[32];       /* the namespaces' default tcp congestion control; "": the host's */
   uint64_t burst;    /* tbf bucket, bytes */
   uint64_t limit;    /* tbf queue, bytes */
   char ip[256];      /* path of ip(8) */
@@ -49,10 +50,12 @@ int bench_emu_check(bench_emu *m, char *err, size_t cap);
 int bench_emu_cleanup_stale(const bench_emu *m, char *err, size_t cap);
 
 /* Creates set `id` of n ranks shaped to rate (already checked by bench_emu_check). mtu 0 means
- * FABENCH_EMU_MTU from the environment, or BENCH_EMU_DEFAULT_MTU. On failure everything
- * already created is removed. 0, or -1 with the reason. */
-int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, char *err,
-                    size_t cap);
+ * FABENCH_EMU_MTU from the environment, or BENCH_EMU_DEFAULT_MTU. cc, unless NULL, is every
+ * namespace's default tcp congestion control: the one sockets take that do not choose (UCX's,
+ * Open MPI's), where the host's default may pace (bbr). On failure everything already created
+ * is removed. 0, or -1 with the reason. */
+int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, const char *cc,
+                    char *err, size_t cap);
 
 /* Removes everything named after set m->id (also a partial set). Safe to call twice. */
 void bench_emu_teardown(const bench_emu *m);

@@ -102,7 +102,8 @@ static void vec_free(launch_vec *a) {
 static const char *const launch_keys[] = {
     "FABENCH_RANK", "FABENCH_WORLD_SIZE", "FABENCH_LOCAL_RANK", "FABENCH_ROOT",
     "FABENCH_TOKEN", "FABENCH_LAUNCHER", "FABENCH_TIMEOUT_S", "FABENCH_BIND_ADDR", "FABENCH_ROOT_FD",
-    "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", "FABENCH_EMU_QUEUE", NULL};
+    "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", "FABENCH_EMU_QUEUE",
+    "FABENCH_EMU_CC", NULL};
 static const char *const launch_emu_keys[] = {"UCX_NET_DEVICES", "PMIX_MCA_ptl_tcp_if_include", NULL};
 
 static int launch_in(const char *kv, const char *const *keys) {
@@ -264,7 +265,7 @@ static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *
     snprintf(devpre, sizeof devpre, "fb%lde", emu->id);
     static const char *const emu_exported[] = {"FABENCH_FABRIC", "FABENCH_EMU_RATE",
                                                "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", "FABENCH_EMU_QUEUE",
-                                               "PMIX_MCA_ptl_tcp_if_include",
+                                               "FABENCH_EMU_CC", "PMIX_MCA_ptl_tcp_if_include",
                                                "UCX_TLS", NULL};
     for (int i = 0; emu_exported[i]; i++) {
       vec_push(a, "-x");
@@ -575,14 +576,14 @@ static int launch_check(const bench_launch_opts *o, bench_emu *emu_store, const 
 
 /* The emulated fabric of n ranks, after the stale sets of runs that are gone. 0; 128 + signal
  * after an interrupt during set-up; 1 after saying why (torn down by the caller). */
-static int launch_emu_up(bench_emu *emu, int n, const char *rate) {
+static int launch_emu_up(bench_emu *emu, int n, const char *rate, const char *cc) {
   char err[1024];
   int stale = bench_emu_cleanup_stale(emu, err, sizeof err);
   if (stale > 0) launch_err("removed %d stale emulated fabric set(s) of runs that are gone", stale);
   /* A set named after our pid can only be a dead process's whose pid we now have. */
   emu->id = (long)getpid();
   bench_emu_teardown(emu);
-  if (bench_emu_setup(emu, (long)getpid(), n, rate, 0, err, sizeof err) < 0) {
+  if (bench_emu_setup(emu, (long)getpid(), n, rate, 0, cc, err, sizeof err) < 0) {
     launch_err("%s", err);
     return 1;
   }
@@ -621,6 +622,7 @@ static void env_emu(launch_vec *e, const launch_job *j) {
   vec_pushf(e, "FABENCH_EMU_MTU=%s", j->mtu);
   vec_pushf(e, "FABENCH_EMU_BURST=%s", j->burst); /* run.json records it for the fit */
   vec_pushf(e, "FABENCH_EMU_QUEUE=%s", j->queue);
+  if (j->emu->cc[0]) vec_pushf(e, "FABENCH_EMU_CC=%s", j->emu->cc);
   if (j->set_ucx_tls) vec_push(e, "UCX_TLS=self,tcp");
 }
 
@@ -758,7 +760,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
                   .port = LAUNCH_EMU_ROOT_PORT, .root_fd = -1, .set = &sg.set, .old = &sg.old};
   if (o->emulate) {
     j.emu = &emu_store;
-    if ((rc = launch_emu_up(&emu_store, o->n, o->emulate))) goto out;
+    if ((rc = launch_emu_up(&emu_store, o->n, o->emulate, o->tcp_cc))) goto out;
     bench_emu_addr(j.emu, 0, j.root_addr, sizeof j.root_addr);
     snprintf(j.fabric, sizeof j.fabric, "emu-%s", j.emu->rate);
     snprintf(j.mtu, sizeof j.mtu, "%d", j.emu->mtu);

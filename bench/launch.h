@@ -10,6 +10,9 @@ typedef struct {
   const char *mpirun_args; /* extra mpirun arguments, space separated (may be NULL) */
   const char *emulate;     /* NULL, or a link rate ("1gbit", "500mbit"): one network namespace
                               per rank on a bridge, every link shaped with tc tbf */
+  const char *tcp_cc;      /* with emulate: the namespaces' default tcp congestion control,
+                              which sockets that do not choose take (UCX's, Open MPI's); NULL:
+                              the host's */
   int timeout_s;           /* rendezvous / wait timeout the ranks use */
 } bench_launch_opts;
 
@@ -17,10 +20,11 @@ typedef struct {
  * is the subcommand, e.g. "allreduce", followed by its flags without -n/--emulate), and waits.
  * Ranks get FABENCH_RANK, FABENCH_WORLD_SIZE, FABENCH_LOCAL_RANK, FABENCH_ROOT (host:port),
  * FABENCH_TOKEN and FABENCH_LAUNCHER=1 (or are started by mpirun); under --emulate also
- * FABENCH_BIND_ADDR (the rank's address), FABENCH_FABRIC ("emu-<rate>"), FABENCH_EMU_RATE and
- * UCX_NET_DEVICES (the rank's interface). Says each rank's exit on failure; when one rank fails
- * the others are stopped (SIGTERM, then SIGKILL), at once where it was killed, after 2 s where it
- * exited with an error of its own, so that they can write what they measured. Returns the run's exit status (0 when every rank exited 0). */
+ * FABENCH_BIND_ADDR (the rank's address), FABENCH_FABRIC ("emu-<rate>"), FABENCH_EMU_RATE,
+ * FABENCH_EMU_CC (where tcp_cc is set) and UCX_NET_DEVICES (the rank's interface). Says each
+ * rank's exit on failure; when one rank fails the others are stopped (SIGTERM, then SIGKILL), at
+ * once where it was killed, after 2 s where it exited with an error of its own, so that they can
+ * write what they measured. Returns the run's exit status (0 when every rank exited 0). */
 int bench_launch(const bench_launch_opts *o, char *const rank_argv[]);
 
 /* bench_launch with an explicit program instead of this one (/proc/self/exe): the ranks run

@@ -9,6 +9,8 @@
 #   shaping       tc tbf on both ends of every veth: rate RATE, burst max(rate x 1 ms, 64 KiB),
 #                 limit (the queue tbf holds before dropping) max(rate x 5 ms + burst, 8 MiB)
 #   MTU           $FABENCH_EMU_MTU, default 9000 (jumbo frames, as on cluster fabrics)
+#   congestion    each namespace's default tcp congestion control $FABENCH_EMU_CC, default reno
+#                 (fabench's tcp transport's; 'system' keeps the host's)
 # A set whose owner pid is gone is stale: `cleanup` (and every fabench --emulate run) removes it.
 set -euo pipefail
 
@@ -77,7 +79,8 @@ disable_v6() { # disable_v6 [netns] dev-or-default...: no IPv6 link-local chatte
 }
 
 setup() {
-  local n=$1 rate=$2 id=${3:-$PPID} mtu=${FABENCH_EMU_MTU:-9000} bits burst limit s base br r
+  local n=$1 rate=$2 id=${3:-$PPID} mtu=${FABENCH_EMU_MTU:-9000} cc=${FABENCH_EMU_CC:-reno}
+  local bits burst limit s base br r
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 250 ] || { echo "fabric-emu: N must be 1..250" >&2; exit 2; }
   [[ $id =~ ^[0-9]+$ ]] || die "ID must be a number"
   bits=$(rate_bits "$rate")
@@ -104,6 +107,7 @@ setup() {
     local ns="fb${id}n$r" h="fb${id}h$r" e="fb${id}e$r"
     ip netns add "$ns"
     disable_v6 "$ns" default all
+    [ "$cc" = system ] || ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$cc"
     ip -n "$ns" link set lo up
     ip link add "$h" mtu "$mtu" type veth peer name "$e" mtu "$mtu" netns "$ns"
     disable_v6 "" "$h"
@@ -115,7 +119,7 @@ setup() {
     echo "rank $r: netns $ns dev $e addr $base.$((r + 1)) (host side $h)"
   done
   trap - ERR
-  echo "set $id: bridge $br $base.254/24, $n ranks, mtu $mtu, tbf rate $rate burst $burst limit $limit"
+  echo "set $id: bridge $br $base.254/24, $n ranks, mtu $mtu, tbf rate $rate burst $burst limit $limit, tcp cc $cc"
 }
 
 cmd=${1:-}

@@ -226,8 +226,14 @@ static void test_setup_teardown(void **state) {
   assert_int_equal(bench_emu_check(&m, err, sizeof err), 0);
   long id = (long)getpid();
   int n = 3;
-  if (bench_emu_setup(&m, id, n, "500mbit", 1500, err, sizeof err) < 0) fail_msg("%s", err);
+  /* a congestion control other than the host's default, so that the namespaces' cannot be
+   * the one they inherit */
+  char host_cc[64] = "";
+  read_file("/proc/sys/net/ipv4/tcp_congestion_control", host_cc, sizeof host_cc);
+  const char *cc = strncmp(host_cc, "reno", 4) ? "reno" : "cubic";
+  if (bench_emu_setup(&m, id, n, "500mbit", 1500, cc, err, sizeof err) < 0) fail_msg("%s", err);
   assert_int_equal(m.mtu, 1500);
+  assert_string_equal(m.cc, cc);
   assert_true(m.burst >= 65536);
   assert_true(m.limit == 8u << 20); /* the floor: 5 ms of 500mbit is 312 kB */
   for (int r = 0; r < n; r++) {
@@ -255,6 +261,10 @@ static void test_setup_teardown(void **state) {
     snprintf(name, sizeof name, "inet %s/24", addr);
     assert_non_null(strstr(out, name));
     assert_non_null(strstr(out, "inet 127.0.0.1/8")); /* loopback up */
+    snprintf(cmd, sizeof cmd, "ip netns exec %s cat /proc/sys/net/ipv4/tcp_congestion_control", ns);
+    shell_out(cmd, out, sizeof out);
+    assert_int_equal(strncmp(out, cc, strlen(cc)), 0);
+    assert_int_equal(out[strlen(cc)], '\n');
     assert_int_equal(strncmp(addr, "198.1", 5), 0);
     assert_true(addr[5] == '8' || addr[5] == '9');
   }
@@ -262,6 +272,23 @@ static void test_setup_teardown(void **state) {
   bench_emu_teardown(&m);
   assert_int_equal(leftovers(id), 0);
   bench_emu_teardown(&m); /* twice is harmless */
+}
+
+/* A congestion control the kernel does not have: a clear error, nothing left behind. */
+static void test_bad_cc(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  bench_emu m;
+  char err[1024];
+  memset(&m, 0, sizeof m);
+  assert_int_equal(bench_emu_check(&m, err, sizeof err), 0);
+  long id = (long)getpid();
+  assert_int_equal(bench_emu_setup(&m, id, 2, "1gbit", 0, "nosuchcc", err, sizeof err), -1);
+  assert_non_null(strstr(err, "tcp congestion control 'nosuchcc'"));
+  assert_int_equal(leftovers(id), 0);
+  assert_int_equal(bench_emu_setup(&m, id, 2, "1gbit", 0, "../reno", err, sizeof err), -1);
+  assert_non_null(strstr(err, "bad tcp congestion control name"));
+  assert_int_equal(leftovers(id), 0);
 }
 
 static void test_peer_ranks(void **state) {
@@ -365,7 +392,7 @@ static void test_stale(void **state) {
   bench_emu live;
   memset(&live, 0, sizeof live);
   assert_int_equal(bench_emu_check(&live, err, sizeof err), 0);
-  if (bench_emu_setup(&live, (long)getpid(), 1, "1gbit", 0, err, sizeof err) < 0)
+  if (bench_emu_setup(&live, (long)getpid(), 1, "1gbit", 0, NULL, err, sizeof err) < 0)
     fail_msg("%s", err);
   int removed = bench_emu_cleanup_stale(&live, err, sizeof err);
   assert_true(removed >= 1);
@@ -530,6 +557,13 @@ static void test_fabench_allreduce(void **state) {
     assert_true(check_csv(dir, "emu-1gbit") >= 10);
     topo_hash_of(dir, "run.json", there);
     assert_string_equal(there, here);
+    /* the namespaces took the tcp transport's congestion control (COLL_TCP_CC_DEFAULT), and
+     * run.json says so */
+    static char meta[1 << 16];
+    char path[128];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    assert_true(read_file(path, meta, sizeof meta) > 0);
+    assert_non_null(strstr(meta, "\"FABENCH_EMU_CC\":\t\"reno\""));
     assert_int_equal(leftovers(pid), 0);
     remove_dir(dir);
   }
@@ -590,7 +624,8 @@ int main(int argc, char **argv) {
   self_exe[k] = 0;
   srand((unsigned)time(NULL) ^ (unsigned)getpid());
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_setup_teardown), cmocka_unit_test(test_peer_ranks),
+      cmocka_unit_test(test_setup_teardown), cmocka_unit_test(test_bad_cc),
+      cmocka_unit_test(test_peer_ranks),
       cmocka_unit_test(test_failing_rank),   cmocka_unit_test(test_two_runs),
       cmocka_unit_test(test_interrupted),
       cmocka_unit_test(test_stale),          cmocka_unit_test(test_mpi),
