@@ -547,9 +547,11 @@ static void test_fabench_allreduce(void **state) {
     char dir[64], nstr[16];
     make_dir(dir, sizeof dir);
     snprintf(nstr, sizeof nstr, "%d", n);
+    /* on 3 ranks the namespaces keep the host's congestion control (--tcp-cc system) */
     char *argv[] = {(char *)bin, "allreduce", "-n", nstr, "--emulate", "1gbit", "--transport",
                     "tcp", "--algo", "ring", "--min-bytes", "8", "--max-bytes", "1M",
-                    "--iters", "3", "--warmup", "1", "--out", dir, NULL};
+                    "--iters", "3", "--warmup", "1", "--out", dir,
+                    n == 3 ? "--tcp-cc" : NULL, "system", NULL};
     pid_t pid = spawn(argv);
     int st = wait_limit(pid, 60);
     assert_true(WIFEXITED(st));
@@ -557,13 +559,21 @@ static void test_fabench_allreduce(void **state) {
     assert_true(check_csv(dir, "emu-1gbit") >= 10);
     topo_hash_of(dir, "run.json", there);
     assert_string_equal(there, here);
-    /* the namespaces took the tcp transport's congestion control (COLL_TCP_CC_DEFAULT), and
-     * run.json says so */
+    /* on 2 ranks the namespaces took the tcp transport's congestion control
+     * (COLL_TCP_CC_DEFAULT), and run.json says so; on 3 none was set */
     static char meta[1 << 16];
     char path[128];
     snprintf(path, sizeof path, "%s/run.json", dir);
     assert_true(read_file(path, meta, sizeof meta) > 0);
-    assert_non_null(strstr(meta, "\"FABENCH_EMU_CC\":\t\"reno\""));
+    if (n == 2) assert_non_null(strstr(meta, "\"FABENCH_EMU_CC\":\t\"reno\""));
+    else assert_null(strstr(meta, "FABENCH_EMU_CC"));
+    if (n == 3) { /* the tcp transport read back its sockets' own: the host's default */
+      char host_cc[64] = "", want[80];
+      read_file("/proc/sys/net/ipv4/tcp_congestion_control", host_cc, sizeof host_cc);
+      host_cc[strcspn(host_cc, "\n")] = 0;
+      snprintf(want, sizeof want, "/%s\"", host_cc);
+      assert_non_null(strstr(meta, want));
+    }
     assert_int_equal(leftovers(pid), 0);
     remove_dir(dir);
   }
