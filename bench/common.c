@@ -228,8 +228,8 @@ int bench_rank_relaunch(const bench_rank_opts *r, int argc, char **argv, int use
     return bench_error("--mpirun-args: -n starts these ranks without mpirun (no mpi transport), so "
                        "they would be ignored; leave them out"),
            2;
-  return bench_relaunch(argc, argv, &r->own, r->nranks, use_mpirun, r->mpirun_args, r->emulate, r->tcp_cc,
-                        (int)r->timeout_s);
+  return bench_relaunch(argc, argv, &r->own, r->nranks, use_mpirun, r->mpirun_args, r->emulate,
+                        r->tcp_cc, (int)r->timeout_s);
 }
 
 int bench_run_begin(bench_run *r, const char *out, const char *command, int argc, char **argv) {

@@ -341,7 +341,8 @@ static int emu_set_cc(const char *ns, const char *cc, char *err, size_t cap) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) _exit(100);
     int k = open("/proc/sys/net/ipv4/tcp_congestion_control", O_WRONLY | O_CLOEXEC);
-    if (k < 0 || write(k, cc, strlen(cc)) != (ssize_t)strlen(cc)) _exit(errno > 0 && errno < 100 ? errno : 99);
+    if (k < 0 || write(k, cc, strlen(cc)) != (ssize_t)strlen(cc))
+      _exit(errno > 0 && errno < 99 ? errno : 99);
     _exit(0);
   }
   int st = 0;

@@ -265,11 +265,14 @@ static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *
     snprintf(devpre, sizeof devpre, "fb%lde", emu->id);
     static const char *const emu_exported[] = {"FABENCH_FABRIC", "FABENCH_EMU_RATE",
                                                "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", "FABENCH_EMU_QUEUE",
-                                               "FABENCH_EMU_CC", "PMIX_MCA_ptl_tcp_if_include",
-                                               "UCX_TLS", NULL};
+                                               "PMIX_MCA_ptl_tcp_if_include", "UCX_TLS", NULL};
     for (int i = 0; emu_exported[i]; i++) {
       vec_push(a, "-x");
       vec_push(a, emu_exported[i]);
+    }
+    if (emu->cc[0]) { /* set only then (env_emu): mpirun warns of an -x it cannot find */
+      vec_push(a, "-x");
+      vec_push(a, "FABENCH_EMU_CC");
     }
     /* Ranks in other namespaces reach only the set's subnet: MPI's TCP path must use it, and
      * not shared memory (which would bypass the shaped links). */

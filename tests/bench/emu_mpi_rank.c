@@ -1,6 +1,8 @@
 /* A small MPI program for the launcher tests: an MPI_Allreduce of seeded integer data over
  * MPI_COMM_WORLD, checked against the sum computed locally. Prints one line per rank:
- * "mpi-rank R of N ok <seconds> <netns-interface>" and exits 0, or 1 on a wrong result.
+ * "mpi-rank R of N ok <seconds> cc=<CC>/<EMU_CC> <netns-interface>" and exits 0, or 1 on a wrong
+ * result; CC is the default tcp congestion control its sockets take (its namespace's), EMU_CC
+ * the launcher's FABENCH_EMU_CC ("-" where unset).
  * argv[1] (optional): elements (int32) to reduce; default 1000003. */
 #include <mpi.h>
 #include <net/if.h>
@@ -39,7 +41,13 @@ int main(int argc, char **argv) {
       strcat(ifs, " ");
     }
   if (ni) if_freenameindex(ni);
-  printf("mpi-rank %d of %d %s %.6f %s\n", rank, size, bad ? "BAD" : "ok", t, ifs);
+  char cc[64] = "?";
+  FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+  if (f && fgets(cc, sizeof cc, f)) cc[strcspn(cc, "\n")] = 0;
+  if (f) fclose(f);
+  const char *emu_cc = getenv("FABENCH_EMU_CC");
+  printf("mpi-rank %d of %d %s %.6f cc=%s/%s %s\n", rank, size, bad ? "BAD" : "ok", t, cc,
+         emu_cc && *emu_cc ? emu_cc : "-", ifs);
   free(buf);
   MPI_Finalize();
   return bad ? 1 : 0;
