@@ -310,26 +310,12 @@ static void emu_no_ipv6(const char *dev) {
   close(fd);
 }
 
-/* Same, inside namespace ns, for the defaults that devices moved in there inherit. */
-static void emu_no_ipv6_in(const char *ns) {
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s", EMU_NETNS_DIR, ns);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) _exit(1);
-    emu_no_ipv6("default");
-    emu_no_ipv6("all");
-    _exit(0);
-  }
-  if (pid > 0)
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-    }
-}
-
-/* The default TCP congestion control of namespace ns, which every socket opened in it takes
- * (UCX's and Open MPI's too, which have no setting of their own). 0, or -1 with the reason. */
-static int emu_set_cc(const char *ns, const char *cc, char *err, size_t cap) {
+/* Namespace ns's own settings, written from inside it (the net sysctls under /proc/sys are
+ * those of the opener's namespace): no IPv6 on the defaults that devices moved in there inherit
+ * (best effort), and unless cc is NULL the default TCP congestion control, which every socket
+ * opened there takes (UCX's and Open MPI's too, which have no setting of their own). 0, or -1
+ * with the reason. */
+static int emu_ns_settings(const char *ns, const char *cc, char *err, size_t cap) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/%s", EMU_NETNS_DIR, ns);
   pid_t pid = fork();
@@ -337,9 +323,12 @@ static int emu_set_cc(const char *ns, const char *cc, char *err, size_t cap) {
     snprintf(err, cap, "emulated fabric: cannot fork: %s", strerror(errno));
     return -1;
   }
-  if (pid == 0) { /* the net sysctls under /proc/sys are those of the opener's namespace */
+  if (pid == 0) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) _exit(100);
+    emu_no_ipv6("default");
+    emu_no_ipv6("all");
+    if (!cc) _exit(0);
     int k = open("/proc/sys/net/ipv4/tcp_congestion_control", O_WRONLY | O_CLOEXEC);
     if (k < 0 || write(k, cc, strlen(cc)) != (ssize_t)strlen(cc))
       _exit(errno > 0 && errno < 99 ? errno : 99);
@@ -350,11 +339,13 @@ static int emu_set_cc(const char *ns, const char *cc, char *err, size_t cap) {
   }
   int code = WIFEXITED(st) ? WEXITSTATUS(st) : 99;
   if (code == 0) return 0;
-  snprintf(err, cap, "emulated fabric: tcp congestion control '%s' in namespace %s: %s (see "
-                     "/proc/sys/net/ipv4/tcp_available_congestion_control)", cc, ns,
-           code == 100     ? "cannot enter the namespace"
-           : code == ENOENT ? "the kernel has no such congestion control"
-           : code == 99     ? "failed"
+  if (code == 100)
+    snprintf(err, cap, "emulated fabric: cannot enter namespace %s", ns);
+  else
+    snprintf(err, cap, "emulated fabric: tcp congestion control '%s' in namespace %s: %s (see "
+                       "/proc/sys/net/ipv4/tcp_available_congestion_control)", cc, ns,
+             code == ENOENT ? "the kernel has no such congestion control"
+             : code == 99   ? "failed"
                             : strerror(code));
   return -1;
 }
@@ -461,8 +452,7 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, con
     snprintf(addr, sizeof addr, "%s%d/24", pre, r + 1);
     char *c1[] = {m->ip, "netns", "add", ns, NULL};
     if (emu_do(c1, err, cap) < 0) goto fail;
-    emu_no_ipv6_in(ns);
-    if (cc && emu_set_cc(ns, cc, err, cap) < 0) goto fail;
+    if (emu_ns_settings(ns, cc, err, cap) < 0) goto fail;
     char *c2[] = {m->ip, "link", "add", "name", host, "mtu", mtus, "type", "veth",
                   "peer", "name", dev, "mtu", mtus, "netns", ns, NULL};
     char *c3[] = {m->ip, "link", "set", "dev", host, "master", br, "up", NULL};
