@@ -258,9 +258,11 @@ typedef struct {
                        each bucket when it reaches the bucket's layers (the first layers'
                        at once, the last layers' at its end), in proportion to when backward
                        had completed the bucket */
-  double share;  /* the communication's CPU work on the compute's cores: while a bucket is
-                    reduced during backward (or, with overlap_step, the next forward), that
-                    runs at 1 / (1 + share) of its speed (0: the reduction takes no compute) */
+  double share;  /* the communication's CPU work on the compute's cores: the part of them a
+                    reduction needs to keep its pace. While a bucket is reduced during
+                    backward (or, with overlap_step, the next forward) the reduction gets that
+                    up to half the cores, and the compute the rest (0: the reduction takes no
+                    compute) */
   int batch;     /* images per rank per step */
   res_ar_spec ar;
 } res_step_in;
@@ -271,8 +273,8 @@ typedef struct {
   double scaling_eff;                       /* images/s over ranks x one rank's */
 } res_step_out;
 /* A data-parallel step: one communication thread reduces the buckets in order, each starting
- * when it is ready and the previous one is done; backward slows by `share` while a reduction
- * runs beside it; exposed communication is the time after backward's end until the last bucket
+ * when it is ready and the previous one is done; while a reduction runs beside backward, it
+ * takes `share` of the cores (half at most, where it then slows too) and backward the rest; exposed communication is the time after backward's end until the last bucket
  * is reduced (overlap_step: the forward's longest wait for a bucket its layers need); the
  * wait for data hides behind the exposed communication (the loader has its own thread). */
 void res_predict_step(res_step_out *out, const res_step_in *in);

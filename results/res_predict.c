@@ -51,10 +51,17 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
 void res_predict_step(res_step_out *out, const res_step_in *in) {
   /* Backward (B ms of work) and the communication thread side by side on the wall clock. Bucket
    * i needs t[i] ms of reduction once backward has done ready[i] of its work and bucket i-1 is
-   * reduced. While both run they share the cores: each advances at 1 / (1 + share) of its own
-   * speed (share 0: they do not compete). Events: a bucket becomes ready, a reduction ends,
-   * backward ends. */
+   * reduced. While both run they share the cores as the scheduler shares them between the
+   * communication's threads and the compute's, as many of each: the reduction, which needs
+   * `share` of the cores to keep its pace, gets that up to half of them (rc: its speed), and
+   * backward the rest (rb). A link-bound reduction so keeps its pace and takes its CPU out of
+   * backward: at emulated 5gbit on 2 ranks (share 0.39) backward ran at 0.63 of its speed
+   * beside the 25 MiB bucket, and the bucket at 0.88 of the link's pace. Slowing both to
+   * 1 / (1 + share) costs backward as much but ends each reduction later: ResNet-18 at 1gbit
+   * was predicted 3-8% slow in five bench-model runs (1-5% with this). Events: a bucket
+   * becomes ready, a reduction ends, backward ends. */
   double B = in->bwd_ms, s = in->overlap && in->share > 0 ? in->share : 0;
+  double rc = s > 0.5 ? 0.5 / s : 1, rb = 1 - s * rc;
   double w = 0, p = 0, end_bwd = B > 0 ? -1 : 0, comm = 0, rem = 0, done = 0;
   double late = -INFINITY; /* overlap_step: the latest (done - when the next forward needs it) */
   size_t j = 0, n = in->nbuckets;
@@ -76,11 +83,11 @@ void res_predict_step(res_step_out *out, const res_step_in *in) {
       if (p >= B && end_bwd < 0) end_bwd = w;
       continue;
     }
-    if (active && p < B) { /* both: at 1 / (1 + s) each, until one ends */
-      double f = 1 + s, tb = (B - p) * f, tc = rem * f, dt = tb < tc ? tb : tc;
+    if (active && p < B) { /* both, at rb and rc, until one ends */
+      double tb = (B - p) / rb, tc = rem / rc, dt = tb < tc ? tb : tc;
       w += dt;
-      p += dt / f;
-      rem -= dt / f;
+      p += dt * rb;
+      rem -= dt * rc;
       if (tb <= tc) p = B, end_bwd = w;
       if (tc <= tb) rem = 0;
     } else if (active) { /* backward is done: the reduction alone */
@@ -121,7 +128,7 @@ void res_predict_step(res_step_out *out, const res_step_in *in) {
   out->comm_ms = comm;
   out->bwd_ms = end_bwd;
   out->exposed_comm_ms = exposed;
-  out->step_ms = compute + (end_bwd - in->bwd_ms) + exposed + s * under_fwd;
+  out->step_ms = compute + (end_bwd - in->bwd_ms) + exposed + (1 / rb - 1) * under_fwd;
   int ranks = in->ar.ranks > 0 ? in->ar.ranks : 1;
   out->images_per_s = out->step_ms > 0 ? 1e3 * in->batch * ranks / out->step_ms : NAN;
   out->scaling_eff = out->step_ms > 0 ? alone / out->step_ms : NAN;

@@ -825,16 +825,16 @@ static void test_step_timeline(void **state) {
   in.buckets = g;
   res_predict_step(&o, &in);
   near(o.exposed_comm_ms, 10, 1e-12, "exposed, overlap_step, arena order");
-  /* the forward-order plan again, with the reductions' CPU share 0.5: 10-17.5 (backward at
-   * 2/3 speed reaches 15), backward alone to 32.5, then 32.5-37.5 and 37.5-52.5; waits 37.5
-   * and 52.5 - 3.33 after backward: 16.67 exposed; the 3.33 ms of reduction left under the
-   * forward slow it by half of that */
+  /* the forward-order plan again, with the reductions' CPU share 0.5: the reduction keeps its
+   * pace, 10-15, and takes half the cores (backward at half speed reaches 12.5), backward alone
+   * to 32.5, then 32.5-37.5 and 37.5-52.5; waits 37.5 and 52.5 - 3.33 after backward: 16.67
+   * exposed; the 3.33 ms of reduction left under the forward halve its speed: it takes 3.33 ms
+   * longer */
   in.buckets = f;
   in.share = 0.5;
   res_predict_step(&o, &in);
   near(o.exposed_comm_ms, 52.5 - 10.0 / 3 - 32.5, 1e-12, "exposed, overlap_step, share");
-  near(o.step_ms, 42 + 2.5 + (52.5 - 10.0 / 3 - 32.5) + 0.5 * 10.0 / 3, 1e-12,
-       "step, overlap_step, share");
+  near(o.step_ms, 42 + 2.5 + (52.5 - 10.0 / 3 - 32.5) + 10.0 / 3, 1e-12, "step, overlap_step, share");
   in.share = 0;
   in.overlap_step = 0;
   /* one rank: no communication at all */
@@ -935,6 +935,24 @@ static void test_train_plan_and_share(void **state) {
   near(o.step_ms, 47, 1e-12, "step with share");
   near(o.comm_ms, 5, 1e-12, "comm counts its own work");
   near(o.exposed_comm_ms, 0, 1e-12, "nothing exposed");
+  /* share 0.25, a link-bound reduction: it keeps its pace and takes a quarter of the cores.
+   * The bucket ready at 28 is reduced 28-33; backward's last 2 ms at 3/4 speed end at 30.67:
+   * 2.33 exposed, the step 42 + 0.67 + 2.33 (slowing both to 1 / 1.25 gave 30.5, 3 and 45.5) */
+  one_b.ready_ms = 28;
+  in.share = 0.25;
+  res_predict_step(&o, &in);
+  near(o.bwd_ms, 30 + 2.0 / 3, 1e-12, "backward beside a link-bound reduction");
+  near(o.exposed_comm_ms, 3 - 2.0 / 3, 1e-12, "exposed, the reduction at its pace");
+  near(o.step_ms, 45, 1e-12, "step, share 0.25");
+  /* share 0.75: more than half the cores to keep its pace, so it gets half and slows to 2/3,
+   * backward to 1/2: from 28, backward ends at 32 with 8/3 ms of the reduction done; the rest
+   * alone to 34.33: step 42 + 2 + 2.33 */
+  in.share = 0.75;
+  res_predict_step(&o, &in);
+  near(o.bwd_ms, 32, 1e-12, "backward beside a CPU-bound reduction");
+  near(o.step_ms, 42 + 2 + 5 - 8.0 / 3, 1e-12, "step, share 0.75");
+  in.share = 1;
+  one_b.ready_ms = 10;
   /* the share from a model: all CPU (beta_cpu) on a host whose 2 cores compute: 1 */
   coll_model cpu = {.beta = 1e-9, .beta_cpu = 1e-9, .cores = 2};
   coll_algo ring = {COLL_ALGO_RING, 0};
