@@ -274,9 +274,10 @@ typedef struct {
 } res_step_out;
 /* A data-parallel step: one communication thread reduces the buckets in order, each starting
  * when it is ready and the previous one is done; while a reduction runs beside backward, it
- * takes `share` of the cores (half at most, where it then slows too) and backward the rest; exposed communication is the time after backward's end until the last bucket
- * is reduced (overlap_step: the forward's longest wait for a bucket its layers need); the
- * wait for data hides behind the exposed communication (the loader has its own thread). */
+ * takes `share` of the cores (half at most, where it then slows too) and backward the rest;
+ * exposed communication is the time after backward's end until the last bucket is reduced
+ * (overlap_step: the forward's longest wait for a bucket its layers need); the wait for data
+ * hides behind the exposed communication (the loader has its own thread). */
 void res_predict_step(res_step_out *out, const res_step_in *in);
 /* The communication's CPU share for res_step_in.share: the part of an all-reduce of `bytes`
  * under the model that is host CPU work (cpu_beta per byte on the busiest link, or the host's

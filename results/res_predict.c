@@ -58,7 +58,7 @@ void res_predict_step(res_step_out *out, const res_step_in *in) {
    * backward: at emulated 5gbit on 2 ranks (share 0.39) backward ran at 0.63 of its speed
    * beside the 25 MiB bucket, and the bucket at 0.88 of the link's pace. Slowing both to
    * 1 / (1 + share) costs backward as much but ends each reduction later: ResNet-18 at 1gbit
-   * was predicted 3-8% slow in five bench-model runs (1-5% with this). Events: a bucket
+   * was predicted 3-8% slow in five bench-model runs (within 2.3% with this). Events: a bucket
    * becomes ready, a reduction ends, backward ends. */
   double B = in->bwd_ms, s = in->overlap && in->share > 0 ? in->share : 0;
   double rc = s > 0.5 ? 0.5 / s : 1, rb = 1 - s * rc;

@@ -212,6 +212,15 @@ static void wait_pids(const char *dir, int n, long *pids) {
   }
 }
 
+/* The host's default tcp congestion control, and one other than it (both built into Debian's
+ * kernels): what a namespace holds tells whether it was set or inherited. */
+static void host_cc(char *out, size_t cap) {
+  out[0] = '\0';
+  read_file("/proc/sys/net/ipv4/tcp_congestion_control", out, cap);
+  out[strcspn(out, "\n")] = '\0';
+}
+static const char *other_cc(const char *host) { return strcmp(host, "reno") ? "reno" : "cubic"; }
+
 static const char sleeper[] =
     "echo $$ > \"$0/pid.tmp.$FABENCH_RANK\"; mv \"$0/pid.tmp.$FABENCH_RANK\" "
     "\"$0/pid.$FABENCH_RANK\"; exec sleep 60";
@@ -228,9 +237,9 @@ static void test_setup_teardown(void **state) {
   int n = 3;
   /* a congestion control other than the host's default, so that the namespaces' cannot be
    * the one they inherit */
-  char host_cc[64] = "";
-  read_file("/proc/sys/net/ipv4/tcp_congestion_control", host_cc, sizeof host_cc);
-  const char *cc = strncmp(host_cc, "reno", 4) ? "reno" : "cubic";
+  char host[64];
+  host_cc(host, sizeof host);
+  const char *cc = other_cc(host);
   if (bench_emu_setup(&m, id, n, "500mbit", 1500, cc, err, sizeof err) < 0) fail_msg("%s", err);
   assert_int_equal(m.mtu, 1500);
   assert_string_equal(m.cc, cc);
@@ -418,10 +427,9 @@ static void test_mpi(void **state) {
   setenv("ASAN_OPTIONS", asan_new, 1);
   /* on 2 ranks a congestion control other than the host's, which MPI's sockets must take; on 3
    * none, and they keep the host's */
-  char host_cc[64] = "";
-  read_file("/proc/sys/net/ipv4/tcp_congestion_control", host_cc, sizeof host_cc);
-  host_cc[strcspn(host_cc, "\n")] = 0;
-  const char *cc2 = strcmp(host_cc, "reno") ? "reno" : "cubic";
+  char host[64];
+  host_cc(host, sizeof host);
+  const char *cc2 = other_cc(host);
   for (int n = 2; n <= 3; n++) {
     char path[] = "/tmp/fabench-emu-out-XXXXXX";
     int fd = mkstemp(path);
@@ -453,7 +461,7 @@ static void test_mpi(void **state) {
       assert_non_null(eol);
       assert_true(strstr(line, want) && strstr(line, want) < eol);
       if (n == 2) snprintf(want, sizeof want, " cc=%s/%s ", cc2, cc2);
-      else snprintf(want, sizeof want, " cc=%s/- ", host_cc);
+      else snprintf(want, sizeof want, " cc=%s/- ", host);
       assert_true(strstr(line, want) && strstr(line, want) < eol);
     }
     assert_int_equal(leftovers((long)getpid()), 0);
@@ -578,10 +586,9 @@ static void test_fabench_allreduce(void **state) {
     if (n == 2) assert_non_null(strstr(meta, "\"FABENCH_EMU_CC\":\t\"reno\""));
     else assert_null(strstr(meta, "FABENCH_EMU_CC"));
     if (n == 3) { /* the tcp transport read back its sockets' own: the host's default */
-      char host_cc[64] = "", want[80];
-      read_file("/proc/sys/net/ipv4/tcp_congestion_control", host_cc, sizeof host_cc);
-      host_cc[strcspn(host_cc, "\n")] = 0;
-      snprintf(want, sizeof want, "/%s\"", host_cc);
+      char host[64], want[80];
+      host_cc(host, sizeof host);
+      snprintf(want, sizeof want, "/%s\"", host);
       assert_non_null(strstr(meta, want));
     }
     assert_int_equal(leftovers(pid), 0);
