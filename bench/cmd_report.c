@@ -418,13 +418,16 @@ static size_t rp_buckets(const rp_ctx *x, const res_train_row *one, res_bucket *
   return n;
 }
 
-/* A train row's predicted step: its own column when the run wrote one, else ours. */
-static double rp_train_pred(const rp_ctx *x, const res_train_row *r) {
+/* A train row's predicted step and exposed communication: its own columns when the run wrote
+ * them, else ours. */
+static double rp_train_pred(const rp_ctx *x, const res_train_row *r, double *exposed) {
+  *exposed = r->exposed_comm_ms_pred;
   if (isfinite(r->step_ms_pred)) return r->step_ms_pred;
   res_train_row c = *r;
   const res_train_row *prof = res_train_profile(&x->rec[RP_TRAIN], r);
   if (!prof) prof = rp_one_rank(x, r->model);
   if (res_predict_train_row(&c, prof, &x->rec[RP_BUCKETS], x->have_model ? &x->model : NULL)) return NAN;
+  *exposed = c.exposed_comm_ms_pred;
   return c.step_ms_pred;
 }
 
@@ -434,12 +437,13 @@ static void rp_train(rp_ctx *x) {
   const res_train_row *t = R->rows;
   FILE *d = rp_open(x, "train.dat");
   if (!d) return;
-  fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms_mean,step_ms_pred\n");
+  fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms_mean,step_ms_pred,"
+             "exposed_comm_ms_pred\n");
   size_t nimg = 0;
-  fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step p50 (ms) | exposed comm (ms) | predicted step (ms) | error of the mean step | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step p50 (ms) | exposed comm (ms) | predicted step (ms) | predicted exposed (ms) | error of the mean step | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
-    double pred = rp_train_pred(x, r);
+    double pexp, pred = rp_train_pred(x, r, &pexp);
     /* the prediction is of the wall time per step, the mean (train.csv's pred_err too); the
      * table's step is the p50 (step_ms), as train prints it and train.csv names it */
     double step = isfinite(r->step_ms_mean) ? r->step_ms_mean : r->step_ms;
@@ -450,6 +454,8 @@ static void rp_train(rp_ctx *x) {
     fprintf(d, "%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,", label, r->images_per_s, isfinite(r->data_ms) ? r->data_ms : 0,
             r->fwd_ms, r->bwd_ms, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0, isfinite(r->opt_ms) ? r->opt_ms : 0, step);
     if (isfinite(pred)) fprintf(d, "%.6g", pred);
+    fprintf(d, ",");
+    if (isfinite(pred) && isfinite(pexp)) fprintf(d, "%.6g", pexp);
     fprintf(d, "\n");
     nimg += isfinite(r->images_per_s);
     char c1[128], c2[512], c3[64], c4[64];
@@ -463,10 +469,13 @@ static void rp_train(rp_ctx *x) {
     fprintf(x->md, "| %s | %lld | %s | %s | %s | %s | %.2f | %.2f | ", rp_md(c1, sizeof c1, r->model), (long long)r->ranks,
             rp_md(c2, sizeof c2, r->fabric), rp_md(c3, sizeof c3, r->transport), rp_md(c4, sizeof c4, r->algo),
             ips, r->step_ms, isfinite(r->exposed_comm_ms) ? r->exposed_comm_ms : 0);
-    if (isfinite(pred))
-      fprintf(x->md, "%.2f | %+.1f%% | ", pred, 100 * (step - pred) / pred);
-    else
-      fprintf(x->md, "- | - | ");
+    if (isfinite(pred)) {
+      char pe[32] = "-";
+      if (isfinite(pexp)) snprintf(pe, sizeof pe, "%.2f", pexp);
+      fprintf(x->md, "%.2f | %s | %+.1f%% | ", pred, pe, 100 * (step - pred) / pred);
+    } else {
+      fprintf(x->md, "- | - | - | ");
+    }
     if (isfinite(r->fabric_eff))
       fprintf(x->md, "%.3f |\n", r->fabric_eff);
     else
@@ -498,7 +507,7 @@ static void rp_pred_vs_meas(rp_ctx *x) {
   fprintf(d, "\n\n# training steps: measured_us,predicted_us\n");
   const res_train_row *t = x->rec[RP_TRAIN].rows;
   for (size_t i = 0; i < x->rec[RP_TRAIN].n; i++) {
-    double p = rp_train_pred(x, &t[i]);
+    double e, p = rp_train_pred(x, &t[i], &e);
     double s = isfinite(t[i].step_ms_mean) ? t[i].step_ms_mean : t[i].step_ms;
     if (isfinite(p) && p > 0 && s > 0) fprintf(d, "%.6g,%.6g\n", s * 1e3, p * 1e3), nt++;
   }

@@ -264,6 +264,9 @@ typedef struct {
                     up to half the cores, and the compute the rest (0: the reduction takes no
                     compute) */
   int batch;     /* images per rank per step */
+  double meet_ms; /* of data_ms, the faster ranks' wait for the slowest: a profile of several
+                     ranks meets at the step's end and counts the wait in the next step's data;
+                     with an exchange they meet at the last bucket, as exposed communication */
   res_ar_spec ar;
 } res_step_in;
 typedef struct {
@@ -276,8 +279,9 @@ typedef struct {
  * when it is ready and the previous one is done; while a reduction runs beside backward, it
  * takes `share` of the cores (half at most, where it then slows too) and backward the rest;
  * exposed communication is the time after backward's end until the last bucket is reduced
- * (overlap_step: the forward's longest wait for a bucket its layers need); the wait for data
- * hides behind the exposed communication (the loader has its own thread). */
+ * (overlap_step: the forward's longest wait for a bucket its layers need), and at least the
+ * ranks' meeting (meet_ms), which a training row counts there; the wait for data hides behind
+ * the exposed communication (the loader has its own thread). */
 void res_predict_step(res_step_out *out, const res_step_in *in);
 /* The communication's CPU share for res_step_in.share: the part of an all-reduce of `bytes`
  * under the model that is host CPU work (cpu_beta per byte on the busiest link, or the host's

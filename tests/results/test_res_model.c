@@ -795,6 +795,17 @@ static void test_step_timeline(void **state) {
   in.data_ms = 14;
   res_predict_step(&o, &in);
   near(o.step_ms, 56, 1e-12, "data partly hidden");
+  near(o.exposed_comm_ms, 10, 1e-12, "a loader's wait stays data");
+  /* 13 ms of it the ranks meeting (a profile of several ranks): they meet at the last bucket
+   * instead, so it is exposed; the step is the same */
+  in.meet_ms = 13;
+  res_predict_step(&o, &in);
+  near(o.step_ms, 56, 1e-12, "step, ranks meeting");
+  near(o.exposed_comm_ms, 13, 1e-12, "the meeting is exposed");
+  in.meet_ms = 8;
+  res_predict_step(&o, &in);
+  near(o.exposed_comm_ms, 10, 1e-12, "a meeting shorter than the reduction's wait");
+  in.meet_ms = 0;
   in.data_ms = 0;
   /* no overlap: all after backward: 30-35, 35-50, 50-55 */
   in.overlap = 0;
@@ -923,6 +934,19 @@ static void test_train_plan_and_share(void **state) {
   near(two.step_ms_pred, 57, 1e-12, "step, the run's own plan");
   near(two.exposed_comm_ms_pred, 15, 1e-12, "exposed");
   near(two.pred_err, 0, 1e-9, "error");
+  /* the profile's ranks waited 20 ms a step for the slowest, 1 of them the loader's: with the
+   * exchange that wait is at the last bucket, so 19 ms exposed, and the step is 42 + 20 */
+  one.data_ms = 20, one.load_ms = 1;
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), 0);
+  near(two.exposed_comm_ms_pred, 19, 1e-12, "the ranks' meeting, exposed");
+  near(two.step_ms_pred, 62, 1e-12, "step with the profile's data");
+  /* a one-rank profile waits for no one: its data stays data */
+  one.ranks = 1;
+  for (int i = 0; i < 3; i++) b[i].ranks = 1;
+  assert_int_equal(res_predict_train_row(&two, &one, &br, &m), 0);
+  near(two.exposed_comm_ms_pred, 15, 1e-12, "one rank's data is no meeting");
+  one.ranks = 2, one.data_ms = 0, one.load_ms = NAN;
+  for (int i = 0; i < 3; i++) b[i].ranks = 2;
   /* share 1: one 5e6 bucket (5 ms alone) ready at 10; from 10 both run at half speed, so the
    * reduction ends at 20 with backward at 15 ms of its work, which ends at 35; the step is
    * 42 + 5, nothing exposed */
