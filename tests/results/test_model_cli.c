@@ -70,6 +70,12 @@ static void test_report_every_plot(void **state) {
   if (row) cpu = atof(row + 1);
   if (!(cpu > 4.7 && cpu < 5.3)) fail_msg("report's host CPU per byte sent: %g ns, want 5", cpu);
   assert_non_null(strstr(md, "2 training runs with a prediction"));
+  /* the training table: the predicted exposed communication beside the predicted step */
+  assert_non_null(strstr(md, "| predicted step (ms) | predicted exposed (ms) | error of the mean step |"));
+  row = strstr(md, "| resnet20 | 2 | tcp:lo/reno | tcp | ring |");
+  for (int bar = 1; bar < 10 && row; bar++) row = strchr(row + 1, '|'); /* to the 10th cell's bar */
+  assert_non_null(row);
+  if (row[1] != ' ' || !(row[2] >= '0' && row[2] <= '9')) fail_msg("no predicted exposed time: '%.40s'", row);
   free(md);
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
