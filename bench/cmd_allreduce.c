@@ -29,7 +29,8 @@ static const char ar_usage[] =
     "                        the same run (default: mpi/native when measured)\n"
     "  --rounds N            the transport/algorithm pairs take turns at each size, N rounds\n"
     "                        of iters/N each, so drift in the machine's speed hits all alike\n"
-    "                        (default: 5; 1: each pair in one block)\n"
+    "                        (default: 5; 1: each pair in one block); a row's round_spread\n"
+    "                        says how far its rounds' medians were apart\n"
     "  --timing MODE         barrier (each iteration between barriers, max over ranks) or\n"
     "                        pipelined (back-to-back, mean per operation) (default: barrier)\n"
     "  --check / --no-check  verify every size element by element (default: on)\n"
@@ -311,6 +312,7 @@ typedef struct {
   double *times; /* microseconds, each the maximum over ranks */
   size_t ntimes, cap;
   res_stats st;  /* of this size's samples */
+  double spread; /* the rounds' medians apart (res_round_spread; NaN: one round) */
   int is_peer;
   double cpu_s;  /* rank 0: its host's busy CPU seconds over this size's timed iterations */
   long cpu_n;    /* the iterations they cover; -1: not measurable (a rank spins, no /proc) */
@@ -548,6 +550,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   row.peer = pname;
   row.busbw_vs_peer = vs;
   if (k->cpu_n > 0) row.host_cpu_us = k->cpu_s / (double)k->cpu_n * 1e6;
+  row.round_spread = k->spread;
   const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk),
                                               coll_boot_host_count(x->boot), row.topo_hash);
   if (fm) {
@@ -598,6 +601,7 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
     }
   const ar_cell *peer = NULL;
   for (int i = 0; i < ncells; i++) {
+    cells[i].spread = res_round_spread(cells[i].times, cells[i].ntimes, (int)o->rounds);
     res_stats_compute(&cells[i].st, cells[i].times, cells[i].ntimes);
     if (cells[i].is_peer) peer = &cells[i];
   }

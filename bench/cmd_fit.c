@@ -107,6 +107,7 @@ typedef struct {
   const char *fabric, *transport, *algo;
   int64_t ranks, bytes;
   double err, again; /* again: measured against the same row in --repeat's runs (NaN: none) */
+  double spread;     /* the row's round_spread (NaN: one round) */
 } fit_chk;
 
 static int fit_chk_cmp(const void *a, const void *b) {
@@ -217,7 +218,7 @@ static int fit_check_rows(fit_check_ctx *k, const res_model *m, int64_t min_byte
     double pred = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
     if (!(pred > 0)) continue;
     c[k->n] = (fit_chk){r->fabric, r->transport, an, r->ranks, r->bytes, (r->t_p50_us - pred) / pred,
-                        fit_again(r, an, &k->rep)};
+                        fit_again(r, an, &k->rep), r->round_spread};
     if (t && fit_check_put(t, r, an, pred, c[k->n].err)) {
       failed = 1;
       break;
@@ -249,17 +250,27 @@ static void fit_check_print_sizes(const fit_chk *c, size_t n) {
 }
 
 /* Per fabric and transport (c sorted), the median and largest |error| and how many are within
- * 10%; with --repeat, how far the rows measured again moved. */
+ * 10%; of the rows measured in rounds, how many of those whose rounds agreed within 10% (the
+ * machine steady while they were measured) are; with --repeat, how far the rows measured again
+ * moved. */
 static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
-  printf("# per fabric: median |error|, largest |error|, rows within 10%%%s\n",
+  int spread = 0;
+  for (size_t i = 0; i < n; i++) spread |= isfinite(c[i].spread);
+  printf("# per fabric: median |error|, largest |error|, rows within 10%%%s%s\n",
+         spread ? "; steady: of the rows whose rounds' medians were within 10% of each other, how many "
+                  "the model has within 10%" : "",
          nreps ? "; again: the rows --repeat measured too, median |difference| between the two runs and how "
                  "many within 10% (the machine's own drift)" : "");
   double *e = malloc(2 * n * sizeof *e), *g = e ? e + n : NULL;
   for (size_t i = 0; e && i < n;) {
-    size_t j = i, k = 0, ok = 0, ng = 0, gok = 0;
+    size_t j = i, k = 0, ok = 0, ng = 0, gok = 0, ns = 0, sok = 0;
     for (; j < n && !strcmp(c[j].fabric, c[i].fabric) && !strcmp(c[j].transport, c[i].transport); j++) {
       e[k++] = fabs(c[j].err);
       ok += fabs(c[j].err) <= 0.10;
+      if (c[j].spread <= 0.10) { /* NaN (one round): not counted */
+        ns++;
+        sok += fabs(c[j].err) <= 0.10;
+      }
       if (isfinite(c[j].again)) {
         g[ng++] = fabs(c[j].again);
         gok += fabs(c[j].again) <= 0.10;
@@ -268,6 +279,7 @@ static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
     double med = fit_median(e, k);
     printf("  %-22.22s %-4s median %5.1f%%  max %6.1f%%  within 10%%: %zu/%zu", c[i].fabric, c[i].transport,
            100 * med, 100 * e[k - 1], ok, k);
+    if (spread) printf("   steady: %zu/%zu", sok, ns);
     if (ng) printf("   again: median %5.1f%%  within 10%%: %zu/%zu", 100 * fit_median(g, ng), gok, ng);
     printf("\n");
     i = j;

@@ -653,6 +653,19 @@ void res_stats_compute(res_stats *out, double *x, size_t n) {
   out->stddev = sqrt(var / (double)n);
 }
 
+double res_round_spread(double *x, size_t n, int rounds) {
+  double lo = INFINITY, hi = -INFINITY;
+  int k = 0;
+  for (int r = 0; r < rounds; r++) {
+    size_t a = n * (size_t)r / (size_t)rounds, b = n * (size_t)(r + 1) / (size_t)rounds;
+    if (b <= a) continue;
+    qsort(x + a, b - a, sizeof *x, res_cmp_f64);
+    double m = res_rank_pct(x + a, b - a, 0.50);
+    lo = m < lo ? m : lo, hi = m > hi ? m : hi, k++;
+  }
+  return k >= 2 && lo > 0 ? hi / lo - 1 : NAN;
+}
+
 double res_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

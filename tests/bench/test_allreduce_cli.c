@@ -218,7 +218,7 @@ static void test_run_files(void **st) {
     rows++;
     int fields = 1;
     for (char *c = line; *c; c++) fields += *c == ',';
-    assert_int_equal(fields, 36); /* res_rec.h: RES_ALLREDUCE_COLS */
+    assert_int_equal(fields, 37); /* res_rec.h: RES_ALLREDUCE_COLS */
     assert_non_null(strstr(line, ",3,")); /* ranks */
     char *last_err = NULL, *iters = NULL, *fs = NULL, *f = strtok_r(line, ",", &fs);
     for (int i = 0; f; i++, f = strtok_r(NULL, ",", &fs)) {
@@ -260,8 +260,8 @@ static void test_run_files(void **st) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
-/* host_cpu_us of one run's rows: how many are numbers (>= 0) and how many are above zero. */
-static void cpu_rows(const char *out, int *numbers, int *positive) {
+/* A column of one run's rows: how many are numbers (>= 0) and how many are above zero. */
+static void num_rows(const char *out, const char *col, int *numbers, int *positive) {
   char path[400];
   snprintf(path, sizeof path, "%s/allreduce.jsonl", out);
   char *jl = tu_slurp(path, NULL), *js = NULL;
@@ -270,7 +270,7 @@ static void cpu_rows(const char *out, int *numbers, int *positive) {
   for (char *l = strtok_r(jl, "\n", &js); l; l = strtok_r(NULL, "\n", &js)) {
     cJSON *o = cJSON_Parse(l);
     assert_non_null(o);
-    const cJSON *c = cJSON_GetObjectItem(o, "host_cpu_us");
+    const cJSON *c = cJSON_GetObjectItem(o, col);
     *numbers += cJSON_IsNumber(c) && c->valuedouble >= 0;
     *positive += cJSON_IsNumber(c) && c->valuedouble > 0;
     cJSON_Delete(o);
@@ -301,14 +301,27 @@ static void test_host_cpu(void **st) {
     assert_true(tu_file_has(out, "run.json", "\"check\":\tfalse"));
     assert_false(tu_file_has(out, "run.json", "\"check\":\ttrue"));
     int numbers, positive;
-    cpu_rows(out, &numbers, &positive);
+    num_rows(out, "host_cpu_us", &numbers, &positive);
     if (spin) {
       assert_int_equal(numbers, 0);
     } else {
       assert_int_equal(numbers, 4);
       assert_int_equal(positive, 4); /* 30 calls of 4 MiB: several jiffies even on a fast host */
     }
+    /* 5 rounds (the default): each row says how far its rounds' medians were apart */
+    num_rows(out, "round_spread", &numbers, &positive);
+    assert_int_equal(numbers, 4);
   }
+  /* one round: nothing to compare */
+  snprintf(out, sizeof out, "%s/one", dir);
+  cli_run(r, 120, NULL, NULL, -1, NULL,
+      (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--algo", "ring", "--min-bytes", "1M",
+                 "--max-bytes", "1M", "--iters", "6", "--rounds", "1", "--out", out, NULL});
+  if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+  int numbers, positive;
+  num_rows(out, "round_spread", &numbers, &positive);
+  assert_int_equal(numbers, 0);
+  assert_true(tu_file_has(out, "allreduce.csv", "round_spread"));
   free(r);
   assert_int_equal(tu_rmtree(dir), 0);
 }

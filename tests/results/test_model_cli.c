@@ -348,6 +348,24 @@ static void test_fit_check(void **state) {
   int ng = 0, nrows = 0;
   for (size_t i = 0; i < rows.n; i++) nrows += k[i].bytes != (1 << 20);
   if (sscanf(strstr(line, "0/"), "0/%d", &ng) != 1 || ng != nrows) fail_msg("--repeat: %d twins, expected %d:\n%s", ng, nrows, r->out);
+  if (strstr(r->out, "steady:")) fail_msg("'steady' for rows of one round:\n%s", r->out);
+  /* rows measured in rounds: those whose rounds agreed within 10% (here all but the 4 MiB ones)
+   * are counted apart */
+  char steady[128];
+  snprintf(steady, sizeof steady, "%s/steady", tmp);
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s' && cp '%s/run.json' '%s/' && awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) "
+           "if ($i == \"bytes\") b = i; if (!b) exit 1; print $0, \"round_spread\"; next } "
+           "{ print $0, ($b == 4194304 ? 0.5 : 0.02) }' '%s/allreduce.csv' > '%s/allreduce.csv'",
+           steady, FIXTURE_RUN, steady, FIXTURE_RUN, steady);
+  assert_int_equal(system(cmd), 0);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--min-bytes", "1M", "--check", steady, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  int nsteady = 0, ns = -1, sok = -1;
+  for (size_t i = 0; i < rows.n; i++) nsteady += k[i].bytes != (4 << 20);
+  line = strstr(r->out, "   steady: "); /* the fabric's line, not the legend */
+  if (!line || sscanf(line, "   steady: %d/%d", &sok, &ns) != 2 || ns != nsteady || sok < 0 || sok > ns)
+    fail_msg("steady rows: want %d of them:\n%s", nsteady, r->out);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--repeat", again, NULL});
   assert_int_equal(r->status, 2);
   assert_non_null(strstr(r->err, "--repeat needs --check"));

@@ -493,6 +493,24 @@ static void test_drop_untimed(void **state) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
+/* The rounds' medians apart: rounds of consecutive samples, uneven where n does not divide. */
+static void test_round_spread(void **state) {
+  (void)state;
+  /* 3 rounds of 3: medians 10, 12 (the 30 an outlier), 11 */
+  double x[9] = {10, 9, 11, 30, 12, 12, 11, 11, 10};
+  assert_true(fabs(res_round_spread(x, 9, 3) - 0.2) < 1e-12);
+  /* 7 samples in 3 rounds: [0,2) [2,4) [4,7); medians by nearest rank 1, 4, 6 */
+  double y[7] = {2, 1, 4, 5, 6, 9, 3};
+  assert_true(fabs(res_round_spread(y, 7, 3) - 5.0) < 1e-12);
+  /* one round, or more rounds than samples with one left holding any: no spread */
+  double z[3] = {1, 2, 3};
+  assert_true(isnan(res_round_spread(z, 3, 1)));
+  assert_true(isnan(res_round_spread(z, 1, 4)));
+  /* rounds that agree */
+  double w[4] = {5, 5, 5, 5};
+  assert_true(res_round_spread(w, 4, 2) == 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_every_record),
@@ -504,6 +522,7 @@ int main(void) {
       cmocka_unit_test(test_damaged_run_json_refused),
       cmocka_unit_test(test_run_dirs_unique),
       cmocka_unit_test(test_drop_untimed),
+      cmocka_unit_test(test_round_spread),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
