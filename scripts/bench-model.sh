@@ -6,7 +6,9 @@
 # fit --model M --check` predicts every validation row and prints the error per fabric, transport,
 # ranks, algorithm and size (out-of-sample), and the fitted bandwidth of each emulated link
 # against the payload its shaped rate can carry. The sizes both passes measure (1, 4, 16 and
-# 64 MiB) show the machine's own drift beside the model's error ("again" in check.txt).
+# 64 MiB) show the machine's own drift beside the model's error ("again" in check.txt); the
+# rows whose rounds agreed within 10% ("steady") show the model's error apart from the drift
+# inside a row (an emulated cell's 2 rounds of 3 calls make that a rough test).
 #   fabrics: lo (tcp and ucx on loopback/shared memory), and with root emulated links (each rank
 #            in its own network namespace, tbf at RATE on every link; namespaces made and removed
 #            by fabench): 1gbit and 5gbit by default
