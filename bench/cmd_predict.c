@@ -116,7 +116,7 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
         o += (size_t)snprintf(list + o, sizeof list - o, "%s'%s' (%s, topology %s)", o ? ", " : "",
                               res_model_label(&m, &m.f[i], l, sizeof l), m.f[i].transport,
                               *m.f[i].topo ? m.f[i].topo : "not recorded");
-    snprintf(err, cap, "'%s': fabric %s was fitted on more than one machine: %s; name one as PATH@'LABEL'",
+    snprintf(err, cap, "'%s': fabric %s was fitted on more than one machine: %.600s; name one as PATH@'LABEL'",
              spec, want, list);
     res_model_free(&m);
     return -1;
@@ -129,13 +129,13 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
     for (size_t i = 0, o = 0; i < m.n && o < sizeof list; i++)
       o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", res_model_label(&m, &m.f[i], l, sizeof l));
     if (!want)
-      snprintf(err, cap, "'%s' has %zu fabrics (%s): name one, as %s@FABRIC or %s@TRANSPORT", spec,
+      snprintf(err, cap, "'%s' has %zu fabrics (%.600s): name one, as %s@FABRIC or %s@TRANSPORT", spec,
                m.n, m.n ? list : "none", spec, spec);
     else if (by_transport > 1)
-      snprintf(err, cap, "'%s': %zu fabrics of transport %s in the model (%s): name one", spec,
+      snprintf(err, cap, "'%s': %zu fabrics of transport %s in the model (%.600s): name one", spec,
                by_transport, want, list);
     else
-      snprintf(err, cap, "'%s': no fabric or transport '%s' in the model (it has %s)", spec, want,
+      snprintf(err, cap, "'%s': no fabric or transport '%s' in the model (it has %.600s)", spec, want,
                m.n ? list : "none");
     res_model_free(&m);
     return -1;
@@ -488,7 +488,7 @@ int bench_cmd_predict(int argc, char **argv) {
   if (pr_fabric_parse(&inter, o.inter, gamma, err, sizeof err)) return bench_usage_error(pr_usage, "--inter: %s", err);
   pr_profile *pf = calloc(1, sizeof *pf); /* 64 KiB of buckets: off the stack */
   if (!pf) return bench_error("out of memory");
-  const char *compute_src;
+  const char *compute_src = NULL;
   bench_run run;
   res_table *tab = NULL;
   if ((rc = pr_make_profile(pf, &o, &compute_src)) || (rc = pr_begin(&run, &tab, &o, &intra, &inter, compute_src, argc, argv))) {
