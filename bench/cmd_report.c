@@ -323,7 +323,7 @@ static void rp_model_words(rp_ctx *x) {
   for (size_t i = 0; i < R->n; i++) {
     if (done[i]) continue;
     const res_allreduce_row *k = &rows[i];
-    size_t n = 0, ok = 0;
+    size_t n = 0, ok = 0, nr = 0, moved = 0; /* nr: rows measured in rounds; moved: > 10% apart */
     const res_allreduce_row *worst = NULL;
     double wv = -1;
     for (size_t j = i; j < R->n; j++) {
@@ -336,6 +336,8 @@ static void rp_model_words(rp_ctx *x) {
       e[n++] = v;
       ok += v <= 0.10;
       if (v > wv) wv = v, worst = r;
+      nr += isfinite(r->round_spread);
+      moved += r->round_spread > 0.10;
     }
     if (!n) continue;
     for (size_t a = 1; a < n; a++)
@@ -353,6 +355,10 @@ static void rp_model_words(rp_ctx *x) {
             *worst->algo_ran ? worst->algo_ran : worst->algo, (long long)worst->ranks, (double)worst->bytes / 1048576,
             ok == n ? "It can be trusted for these sizes." : 2 * ok >= n ? "Use it for trends, not single figures."
                                                                           : "Do not rely on it for this fabric.");
+    if (moved)
+      fprintf(x->md, "  %zu of the %zu rows measured in rounds moved more than 10%% between their rounds "
+                     "(round_spread): the machine changed speed while measuring them, which no model predicts; "
+                     "measure those again.\n", moved, nr);
   }
   if (any)
     fprintf(x->md, "\nThe model (%s) %s. Errors are (measured - predicted) / predicted of the median time; a "

@@ -366,6 +366,14 @@ static void test_fit_check(void **state) {
   line = strstr(r->out, "   steady: "); /* the fabric's line, not the legend */
   if (!line || sscanf(line, "   steady: %d/%d", &sok, &ns) != 2 || ns != nsteady || sok < 0 || sok > ns)
     fail_msg("steady rows: want %d of them:\n%s", nsteady, r->out);
+  /* the report says how many rows moved between their rounds */
+  char rep[160], want[160];
+  snprintf(rep, sizeof rep, "%s/rep", steady);
+  cli_run(r, 120, "report", NULL, -1, NULL, (char *[]){steady, "--out", rep, "--no-plot", NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  snprintf(want, sizeof want, "%d of the %d rows measured in rounds moved more than 10%%", (int)rows.n - nsteady,
+           (int)rows.n);
+  if (!tu_file_has(rep, "report.md", want)) fail_msg("report.md does not say '%s'", want);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--repeat", again, NULL});
   assert_int_equal(r->status, 2);
   assert_non_null(strstr(r->err, "--repeat needs --check"));
