@@ -2,6 +2,9 @@
  * Every iteration is timed between barriers; its time is the maximum over ranks. */
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,11 @@ static const char ar_usage[] =
     "                        of iters/N each, so drift in the machine's speed hits all alike\n"
     "                        (default: 5; 1: each pair in one block); a row's round_spread\n"
     "                        says how far its rounds' medians were apart\n"
+    "  --beside-compute      a thread on each rank multiplies matrices without pause while the\n"
+    "                        rank all-reduces (as a training step's compute runs beside its\n"
+    "                        reduction): each row's compute_loss is the share of that\n"
+    "                        thread's pace the all-reduce took (ranks sleep while they wait;\n"
+    "                        fit takes these rows for the training step's share of the cores)\n"
     "  --timing MODE         barrier (each iteration between barriers, max over ranks) or\n"
     "                        pipelined (back-to-back, mean per operation) (default: barrier)\n"
     "  --check / --no-check  verify every size element by element (default: on)\n"
@@ -76,7 +84,7 @@ typedef struct {
   uint64_t min_bytes, max_bytes, chunk;
   double step, time_per_size;
   long warmup, iters, seed, rounds;
-  int pipelined, check, no_peer_map, no_spin;
+  int pipelined, check, no_peer_map, no_spin, beside;
   const char *model_from, *devices;
   int has_peer;                   /* rows carry busbw relative to this pair, when measured */
   int peer_given;                 /* --peer named it: it must run, not just be asked for */
@@ -120,7 +128,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
   const char *peer = NULL; /* NULL: mpi/native when the run measures it */
   enum { O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
          O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_UCXMAP, O_DEVICES, O_ROUNDS, O_PEER, O_SEED, O_MODEL,
-         O_NOSPIN };
+         O_NOSPIN, O_BESIDE };
   static const struct option lo[] = {
       {"transport", 1, 0, O_TRANSPORT}, {"algo", 1, 0, O_ALGO},       {"dtype", 1, 0, O_DTYPE},
       {"op", 1, 0, O_OP},               {"min-bytes", 1, 0, O_MIN},   {"max-bytes", 1, 0, O_MAX},
@@ -129,7 +137,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       {"no-check", 0, 0, O_NOCHECK},    {"chunk", 1, 0, O_CHUNK},     {"seed", 1, 0, O_SEED},
       {"rounds", 1, 0, O_ROUNDS},       {"peer", 1, 0, O_PEER},       {"ucx-map", 1, 0, O_UCXMAP},
       {"model-from", 1, 0, O_MODEL},    {"devices", 1, 0, O_DEVICES}, {"no-spin", 0, 0, O_NOSPIN},
-      BENCH_RANK_OPTIONS,
+      {"beside-compute", 0, 0, O_BESIDE}, BENCH_RANK_OPTIONS,
       BENCH_TCP_OPTIONS,                {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
@@ -187,6 +195,7 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
       break;
     case O_MODEL: o->model_from = optarg; break;
     case O_NOSPIN: o->no_spin = 1; break;
+    case O_BESIDE: o->beside = 1; break;
     default:
       if ((rc = bench_rank_flag(&o->r, ch, argv, ar_usage))) return rc;
     }
@@ -300,7 +309,52 @@ typedef struct {
   int progress;
   res_model model; /* --model-from (n == 0 without) */
   unsigned model_missed; /* transports (bit per kind) said to have no model of their fabric */
+  struct ar_load *load;  /* --beside-compute's thread, else NULL */
+  double alone_n, alone_s; /* this size: the load's products and seconds with no all-reduce */
 } ar_ctx;
+
+/* --beside-compute: a thread that multiplies 64x64 matrices without pause, counting them. The
+ * host's CPU per byte measured with idle cores understates what a training step's compute
+ * loses to its reduction: at emulated 5gbit, 2 ranks, 25 MiB, it gives 0.35 of the cores and
+ * two such loops (numpy's) lost 0.42-0.44 of their pace. */
+typedef struct ar_load {
+  pthread_t th;
+  atomic_int stop;
+  atomic_uint_fast64_t done;
+} ar_load;
+
+static void *ar_load_main(void *arg) {
+  ar_load *l = arg;
+  enum { N = 64 };
+  float a[N * N], b[N * N], c[N * N];
+  for (int i = 0; i < N * N; i++) a[i] = (float)(i % 7) * 0.25f, b[i] = (float)(i % 5) * 0.5f;
+  volatile float sink = 0;
+  while (!atomic_load_explicit(&l->stop, memory_order_relaxed)) {
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < N; i++)
+      for (int k = 0; k < N; k++)
+        for (int j = 0; j < N; j++) c[i * N + j] += a[i * N + k] * b[k * N + j];
+    sink += c[N * N - 1];
+    atomic_fetch_add_explicit(&l->done, 1, memory_order_relaxed);
+  }
+  (void)sink;
+  return NULL;
+}
+
+static uint64_t ar_load_done(const ar_ctx *x) {
+  return x->load ? atomic_load_explicit(&x->load->done, memory_order_relaxed) : 0;
+}
+
+/* The load's pace alone, before a round of a size: 50 ms with no all-reduce. */
+static void ar_load_alone(ar_ctx *x) {
+  if (!x->load) return;
+  uint64_t c0 = ar_load_done(x);
+  double t0 = res_now();
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  x->alone_n += (double)(ar_load_done(x) - c0);
+  x->alone_s += res_now() - t0;
+}
 
 /* One (transport, algorithm) pair being measured; its samples are those of the current size. */
 typedef struct {
@@ -313,6 +367,8 @@ typedef struct {
   size_t ntimes, cap;
   res_stats st;  /* of this size's samples */
   double spread; /* the rounds' medians apart (res_round_spread; NaN: one round) */
+  double load_n, load_s; /* --beside-compute: the load's products and seconds while timed */
+  double loss;   /* the share of the load's pace lost, mean over ranks (NaN: no load) */
   int is_peer;
   double cpu_s;  /* rank 0: its host's busy CPU seconds over this size's timed iterations */
   long cpu_n;    /* the iterations they cover; -1: not measurable (a rank spins, no /proc) */
@@ -390,7 +446,9 @@ static int ar_prepare(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
   k->ntimes = 0;
   k->ran = k->algo;
   k->cpu_s = 0;
-  k->cpu_n = x->rank == 0 && !k->dbuf && coll_comm_sleeps(k->c) ? 0 : -1;
+  /* the load's CPU would count as the call's */
+  k->cpu_n = x->rank == 0 && !k->dbuf && !x->load && coll_comm_sleeps(k->c) ? 0 : -1;
+  k->load_n = k->load_s = 0;
   double w0 = res_now();
   for (long i = 0; i < o->warmup; i++) {
     if (!o->pipelined && coll_barrier(k->c, e)) return -1;
@@ -432,7 +490,8 @@ static int ar_measure(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
                       long n, coll_err *e) {
   double *t = k->times + k->ntimes;
   void *buf = ar_buf(k, hbuf);
-  double cpu0 = k->cpu_n >= 0 ? bench_host_cpu_s() : NAN;
+  double cpu0 = k->cpu_n >= 0 ? bench_host_cpu_s() : NAN, l0 = res_now();
+  uint64_t c0 = ar_load_done(x);
   if (x->o->pipelined) {
     double mean;
     if (coll_barrier(k->c, e) || ar_timed(k, buf, count, dt, op, n, &mean, e)) return -1;
@@ -446,6 +505,8 @@ static int ar_measure(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
     ar_cpu_add(k, cpu0, n);
     if (ar_max(x, k->c, t, (size_t)n, e)) return -1;
   }
+  k->load_n += (double)(ar_load_done(x) - c0);
+  k->load_s += res_now() - l0;
   for (long i = 0; i < n; i++) t[i] *= 1e6;
   k->ntimes += (size_t)n;
   return 0;
@@ -551,6 +612,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   row.busbw_vs_peer = vs;
   if (k->cpu_n > 0) row.host_cpu_us = k->cpu_s / (double)k->cpu_n * 1e6;
   row.round_spread = k->spread;
+  if (x->load) row.compute_loss = k->loss;
   const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk),
                                               coll_boot_host_count(x->boot), row.topo_hash);
   if (fm) {
@@ -589,9 +651,11 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
     if (cells[i].dbuf && coll_mem_copy(cells[i].c, cells[i].dbuf, buf, nbytes, &e)) return ar_fail(&e);
     if (ar_prepare(x, &cells[i], buf, count, dt, op, &e)) return ar_fail(&e);
   }
+  x->alone_n = x->alone_s = 0;
   for (long r = 0; r < o->rounds; r++)
     for (int i = 0; i < ncells; i++) {
       ar_cell *k = &cells[i];
+      if (i == 0) ar_load_alone(x); /* the load's pace alone, in each round: the machine drifts */
       long n = k->iters * (r + 1) / o->rounds - k->iters * r / o->rounds;
       if (n <= 0) continue;
       /* one untimed call: the first after another cell pays for its caches and pages */
@@ -604,6 +668,13 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
     cells[i].spread = res_round_spread(cells[i].times, cells[i].ntimes, (int)o->rounds);
     res_stats_compute(&cells[i].st, cells[i].times, cells[i].ntimes);
     if (cells[i].is_peer) peer = &cells[i];
+  }
+  for (int i = 0; i < ncells && x->load; i++) { /* every rank: the loss is the ranks' mean */
+    ar_cell *k = &cells[i];
+    double alone = x->alone_s > 0 ? x->alone_n / x->alone_s : 0, during = k->load_s > 0 ? k->load_n / k->load_s : 0;
+    double loss = alone > 0 ? 1 - during / alone : NAN;
+    if (ar_ctl(x, k->c, &loss, 1, COLL_SUM, &e)) return ar_fail(&e);
+    k->loss = loss / x->size;
   }
   for (int i = 0; i < ncells; i++) {
     ar_cell *k = &cells[i];
@@ -701,6 +772,7 @@ static int ar_begin(ar_ctx *x, int argc, char **argv) {
       cJSON_AddNumberToObject(x->run.meta, "rounds", (double)o->rounds);
       /* the rows' errors column counts wrong elements only where the run checked them */
       cJSON_AddBoolToObject(x->run.meta, "check", o->check);
+      if (o->beside) cJSON_AddBoolToObject(x->run.meta, "beside_compute", 1);
       ar_header(x);
     }
   }
@@ -717,7 +789,8 @@ static int ar_open(ar_ctx *x, ar_run *u) {
   for (int t = 0; t < o->ntransports; t++) {
     coll_comm_opts co = {.transport = o->transports[t], .timeout_ms = (int)o->r.timeout_s * 1000,
                          .tcp_streams = (int)o->r.tcp_streams, .chunk_bytes = (size_t)o->chunk,
-                         .tcp_cc = o->r.tcp_cc, .no_peer_map = o->no_peer_map, .no_spin = o->no_spin,
+                         .tcp_cc = o->r.tcp_cc, .no_peer_map = o->no_peer_map,
+                         .no_spin = o->no_spin || o->beside, /* a spinning wait would take the load's core */
                          .model = ar_model_for(x, o->transports[t]), .devices = o->devices};
     if (coll_comm_open(&u->comms[t], x->boot, &co, &e)) return ar_fail(&e);
     if (o->transports[t] == COLL_UCX) u->buf_owner = u->comms[t];
@@ -798,7 +871,19 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       bench_run_write(&x.run);
     }
     int wrong = 0;
+    ar_load load = {0};
+    if (!rc && o->beside) {
+      if (pthread_create(&load.th, NULL, ar_load_main, &load))
+        rc = bench_error("rank %d: cannot start the --beside-compute thread", x.rank);
+      else
+        x.load = &load;
+    }
     if (!rc) rc = ar_sweep(&x, u->cells, u->ncells, u->buf, &wrong);
+    if (x.load) {
+      atomic_store(&load.stop, 1);
+      pthread_join(load.th, NULL);
+      x.load = NULL;
+    }
     if (x.rank == 0 && x.tab) {
       cJSON_AddStringToObject(x.run.meta, "status", rc ? "failed" : wrong ? "wrong results" : "ok");
       bench_run_write(&x.run);

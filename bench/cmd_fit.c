@@ -31,7 +31,18 @@ static const char fit_usage[] =
     "  --gamma-kernel    check gamma against the reduction kernel's rate, for fabrics whose rows\n"
     "                    cannot tell gamma from beta: as the runs recorded it (run.json's\n"
     "                    reduce_gbps), else measured here (default: on)\n"
-    "  --no-gamma-kernel use the transport's default gamma instead\n";
+    "  --no-gamma-kernel use the transport's default gamma instead\n"
+    "Rows measured beside a load (allreduce --beside-compute) are kept for the training step's\n"
+    "share of the cores (compute_loss in model.json) and left out of the rest.\n";
+
+static void fit_size(char *s, size_t cap, int64_t b) {
+  if (b >= (1 << 20) && b % (1 << 20) == 0)
+    snprintf(s, cap, "%lldM", (long long)(b >> 20));
+  else if (b >= 1024 && b % 1024 == 0)
+    snprintf(s, cap, "%lldK", (long long)(b >> 10));
+  else
+    snprintf(s, cap, "%lld", (long long)b);
+}
 
 static void fit_print(const res_model *m) {
   printf("# %-22s %-5s %5s %-9s %9s %9s %8s %10s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
@@ -72,6 +83,22 @@ static void fit_print(const res_model *m) {
          "# cache: beyond it (what the ranks receive into at once), bytes come from memory at a fitted extra cost;\n"
          "# red. h: an emulated link's shaper banks the pauses of a pipelined reduction (every algorithm\n"
          "# reduces in pieces as they arrive; res_fit.c)\n");
+  int any = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    const res_fabric_model *f = &m->f[i];
+    if (!f->nbusy) continue;
+    if (!any++)
+      printf("# beside a load (allreduce --beside-compute): the share of a computing core's pace the all-reduce "
+             "took, by ranks and size\n");
+    char name[256];
+    printf("  %-22s %-5s", res_model_label(m, f, name, sizeof name), f->transport);
+    for (int q = 0; q < f->nbusy; q++) {
+      char sz[32];
+      fit_size(sz, sizeof sz, (int64_t)f->busy[q].bytes);
+      printf(" p%d %s:%.2f", f->busy[q].ranks, sz, f->busy[q].loss);
+    }
+    printf("\n");
+  }
 }
 
 /* An emulated fabric ("emu-<rate>") against the payload its shaped links can carry: tbf counts
@@ -120,14 +147,6 @@ static int fit_chk_cmp(const void *a, const void *b) {
   return c;
 }
 
-static void fit_size(char *s, size_t cap, int64_t b) {
-  if (b >= (1 << 20) && b % (1 << 20) == 0)
-    snprintf(s, cap, "%lldM", (long long)(b >> 20));
-  else if (b >= 1024 && b % 1024 == 0)
-    snprintf(s, cap, "%lldK", (long long)(b >> 10));
-  else
-    snprintf(s, cap, "%lld", (long long)b);
-}
 
 /* The median of x[0..k) (sorted in place). */
 static double fit_median(double *x, size_t k) {
@@ -146,7 +165,7 @@ static double fit_again(const res_allreduce_row *r, const char *an, const res_ro
   const res_allreduce_row *q = rep->rows;
   for (size_t i = 0; i < rep->n; i++) {
     const char *qa = *q[i].algo_ran ? q[i].algo_ran : q[i].algo;
-    if (!q[i].errors && q[i].t_p50_us > 0 && q[i].bytes == r->bytes && q[i].ranks == r->ranks &&
+    if (!q[i].errors && q[i].t_p50_us > 0 && !isfinite(q[i].compute_loss) && q[i].bytes == r->bytes && q[i].ranks == r->ranks &&
         q[i].host_count == r->host_count && !strcmp(qa, an) && !strcmp(q[i].transport, r->transport) &&
         !strcmp(q[i].fabric, r->fabric))
       return (r->t_p50_us - q[i].t_p50_us) / q[i].t_p50_us;
@@ -210,8 +229,9 @@ static int fit_check_rows(fit_check_ctx *k, const res_model *m, int64_t min_byte
     const res_allreduce_row *r = &rows[i];
     coll_algo a;
     const char *an = *r->algo_ran ? r->algo_ran : r->algo;
-    if (r->errors || r->ranks < 2 || r->bytes < min_bytes || !(r->t_p50_us > 0) || coll_algo_parse(an, &a) ||
-        a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
+    /* beside a load (compute_loss) the times are not the link's the model predicts */
+    if (r->errors || r->ranks < 2 || r->bytes < min_bytes || !(r->t_p50_us > 0) || isfinite(r->compute_loss) ||
+        coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
       continue;
     const res_fabric_model *f = res_model_find(m, r->fabric, r->transport, (int)r->host_count, r->topo_hash);
     if (!f) continue;

@@ -202,7 +202,8 @@ static double rp_pred_us(const rp_ctx *x, const res_allreduce_row *r) {
       x->have_model ? res_model_find(&x->model, r->fabric, r->transport, (int)r->host_count, r->topo_hash) : NULL;
   coll_algo a;
   const char *an = *r->algo_ran ? r->algo_ran : r->algo;
-  if (!f || coll_algo_parse(an, &a)) return NAN;
+  /* a row measured beside a load (compute_loss) is not the link's time the model predicts */
+  if (!f || coll_algo_parse(an, &a) || isfinite(r->compute_loss)) return NAN;
   double t = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
   return isfinite(t) && t > 0 ? t : NAN;
 }

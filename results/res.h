@@ -133,6 +133,12 @@ int res_file_read(const char *path, size_t max, char **out, size_t *len, char *e
 int res_json_read_file(const char *path, cJSON **out, char *err, size_t errcap);
 
 /* ---- the cost model fit (res_fit.c): alpha-beta-gamma per fabric and host count ---- */
+#define RES_BUSY_MAX 16 /* a fabric's (ranks, size) points measured beside a load */
+/* The share of a computing thread's pace an all-reduce of `bytes` on `ranks` took. */
+typedef struct {
+  int ranks;
+  double bytes, loss;
+} res_busy;
 /* One measured point against the fitted model. */
 typedef struct {
   char algo[16];
@@ -158,6 +164,11 @@ typedef struct {
                           library work, its reductions at the model's gamma apart): the median
                           over rows from 1 MiB with host_cpu_us (measured where no rank spun);
                           0: none. Only the training step's share of the cores uses it */
+  /* what computing cores lost to the all-reduce, from rows measured beside a load
+   * (compute_loss: allreduce --beside-compute), per ranks and size, sorted; the training
+   * step's share of the cores takes it where it exceeds the share from cpu_byte */
+  res_busy busy[RES_BUSY_MAX];
+  int nbusy;
   res_resid *resid;
   size_t nresid;
 } res_fabric_model;

@@ -510,6 +510,35 @@ static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const c
   return med;
 }
 
+/* The cell's rows measured beside a load (compute_loss) into f->busy: per rank count and size
+ * of 1 MiB or more, the mean loss of its rows (ring, or whichever algorithms ran), sorted by
+ * ranks then size; at most RES_BUSY_MAX points, the first found. */
+static void rf_busy(res_fabric_model *f, const res_allreduce_row *rows, size_t n, const res_allreduce_row *key) {
+  int cnt[RES_BUSY_MAX] = {0};
+  f->nbusy = 0;
+  for (size_t i = 0; i < n; i++) {
+    const res_allreduce_row *r = &rows[i];
+    if (!isfinite(r->compute_loss) || !rf_same_cell(r, key) || r->errors || r->ranks < 2 || r->bytes < (1 << 20))
+      continue;
+    int j = 0;
+    while (j < f->nbusy && !(f->busy[j].ranks == r->ranks && f->busy[j].bytes == (double)r->bytes)) j++;
+    if (j == f->nbusy) {
+      if (j == RES_BUSY_MAX) continue;
+      f->busy[j].ranks = (int)r->ranks, f->busy[j].bytes = (double)r->bytes, f->busy[j].loss = 0;
+      f->nbusy++;
+    }
+    f->busy[j].loss += (r->compute_loss - f->busy[j].loss) / ++cnt[j]; /* running mean */
+  }
+  for (int a = 1; a < f->nbusy; a++) /* insertion sort: a few points */
+    for (int b = a; b > 0 && (f->busy[b - 1].ranks > f->busy[b].ranks ||
+                              (f->busy[b - 1].ranks == f->busy[b].ranks && f->busy[b - 1].bytes > f->busy[b].bytes));
+         b--) {
+      res_busy t = f->busy[b];
+      f->busy[b] = f->busy[b - 1];
+      f->busy[b - 1] = t;
+    }
+}
+
 /* One all-reduce cell (fabric, transport, host count, machine) through its fit's phases: k its
  * first row, n its points (w->pt, w->src). */
 typedef struct {
@@ -541,6 +570,7 @@ static size_t rf_cell_points(rf_work *w, const res_rows *ar, size_t i, const res
     if (coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
       continue;
     if (r->errors || r->ranks < 2 || r->bytes <= 0 || r->bytes < o->min_bytes || !(r->t_p50_us > 0)) continue;
+    if (isfinite(r->compute_loss)) continue; /* measured beside a load: not the link's times */
     rf_pt *p = &w->pt[c->n];
     w->src[c->n++] = r;
     p->y = r->t_p50_us * 1e-6;
@@ -645,7 +675,8 @@ static void rf_cell_refit(rf_work *w, rf_cell *c) {
 }
 
 /* The cell's model into out. -1 (err said) when out of memory. */
-static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, char *err, size_t cap) {
+static int rf_cell_store(res_model *out, const res_rows *ar, const rf_work *w, const rf_cell *c, char *err,
+                         size_t cap) {
   const res_allreduce_row *k = c->k;
   const rf_best *b = &c->b;
   const res_fit_burst *shaper = c->shaper;
@@ -672,6 +703,7 @@ static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, cha
   f->gamma_fixed = b->gfixed;
   f->chunk_bytes = c->chunk;
   f->cpu_byte = rf_cpu_byte(w->src, c->n, &f->m, f->m.gamma);
+  rf_busy(f, ar->rows, ar->n, k);
   if (rf_fill_stats(f, w->pt, c->n, b->th)) return res_errf(err, cap, "out of memory"), -1;
   return 0;
 }
@@ -691,7 +723,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
       break;
     }
     rf_cell_refit(&w, &c);
-    rc = rf_cell_store(out, &w, &c, err, cap);
+    rc = rf_cell_store(out, ar, &w, &c, err, cap);
   }
   rf_work_free(&w);
   return rc;
@@ -894,6 +926,16 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     cJSON_AddNumberToObject(j, "n_used", (double)f->n_used);
     cJSON_AddNumberToObject(j, "chunk_bytes", (double)f->chunk_bytes);
     cJSON_AddItemToObject(j, "cpu_s_per_byte", rf_num(f->cpu_byte));
+    if (f->nbusy) { /* [ranks, bytes, loss] */
+      cJSON *bz = cJSON_AddArrayToObject(j, "compute_loss");
+      for (int q = 0; q < f->nbusy; q++) {
+        cJSON *x = cJSON_CreateArray();
+        cJSON_AddItemToArray(x, cJSON_CreateNumber(f->busy[q].ranks));
+        cJSON_AddItemToArray(x, cJSON_CreateNumber(f->busy[q].bytes));
+        cJSON_AddItemToArray(x, rf_num(f->busy[q].loss));
+        cJSON_AddItemToArray(bz, x);
+      }
+    }
     cJSON *rs = cJSON_AddArrayToObject(j, "residuals");
     for (size_t q = 0; q < f->nresid; q++) {
       const res_resid *r = &f->resid[q];
@@ -1046,6 +1088,21 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
     f->r2 = rf_get(j, "r2");
     f->cpu_byte = cpu > 0 ? cpu : 0;
+    const cJSON *bz = cJSON_GetObjectItemCaseSensitive(j, "compute_loss"), *bp;
+    cJSON_ArrayForEach(bp, bz) {
+      const cJSON *q0 = cJSON_GetArrayItem(bp, 0), *q1 = cJSON_GetArrayItem(bp, 1), *q2 = cJSON_GetArrayItem(bp, 2);
+      if (f->nbusy == RES_BUSY_MAX || !cJSON_IsNumber(q0) || !cJSON_IsNumber(q1) || !cJSON_IsNumber(q2) ||
+          !(q0->valuedouble >= 2 && q0->valuedouble <= 1 << 20) || !(q1->valuedouble > 0) ||
+          !(q2->valuedouble >= -1 && q2->valuedouble <= 1)) {
+        res_errf(err, errcap, "%s: fabric %s: compute_loss holds a point that is not [ranks >= 2, bytes > 0, loss in -1..1] (at most %d)",
+                 file, fab, RES_BUSY_MAX);
+        rc = -1;
+        break;
+      }
+      f->busy[f->nbusy].ranks = (int)q0->valuedouble, f->busy[f->nbusy].bytes = q1->valuedouble;
+      f->busy[f->nbusy++].loss = q2->valuedouble;
+    }
+    if (rc) break;
     f->rms_rel = rf_get(j, "rms_rel");
     f->n = (size_t)n;
     f->n_used = (size_t)nu;

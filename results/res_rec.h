@@ -17,7 +17,10 @@
  * host_cpu_us: CPU time rank 0's host was busy per call over the timed iterations (all its
  * cores, the kernel's network work included), where no rank spins while it waits; else empty.
  * round_spread: with --rounds, the slowest round's median time over the fastest's, less 1: how
- * far the machine moved while the row was measured (empty: one round). */
+ * far the machine moved while the row was measured (empty: one round). compute_loss: with
+ * --beside-compute, the share of a computing thread's pace each rank lost while it all-reduced
+ * (mean over ranks); such a row's times are those of a loaded machine, which the fit of the
+ * link leaves out. */
 #define RES_ALLREDUCE_COLS(X)                                                                 \
   X(STR, run_id) X(INT, schema) X(INT, host_count) X(INT, ranks) X(STR, fabric)               \
   X(STR, transport) X(STR, algo) X(STR, dtype) X(STR, op) X(INT, bytes) X(INT, count)         \
@@ -26,7 +29,7 @@
   X(F64, busbw_gbps) X(INT, errors) X(STR, algo_ran) X(STR, host) X(STR, topo_hash)           \
   X(INT, warmup) X(INT, chunk_bytes) X(INT, tcp_streams) X(STR, boot) X(INT_OPT, rounds)      \
   X(STR_OPT, peer) X(F64_OPT, busbw_vs_peer) X(F64_OPT, t_pred_us) X(F64_OPT, pred_err)       \
-  X(F64_OPT, host_cpu_us) X(F64_OPT, round_spread)
+  X(F64_OPT, host_cpu_us) X(F64_OPT, round_spread) X(F64_OPT, compute_loss)
 
 /* p2p.csv: one row per (transport, test, pair, size); latency is one-way. */
 #define RES_P2P_COLS(X)                                                                       \

@@ -15,6 +15,10 @@
 #   ranks:   2 and 4;  sizes: fit 256 KiB to 64 MiB by 4, validation 1 MiB to 64 MiB by 2 (1gbit:
 #            to 8 MiB, 5gbit: to 32 MiB; --quick: to 16 MiB or 4 MiB, validation by 4)
 #   algos:   ring, rhd, rd, tree, dtree, ps
+# With training (below), a third pass between the two: each cell's ring at a few sizes beside a
+# compute load (allreduce --beside-compute, fit/<cell>-busy/): what a computing core loses to
+# the all-reduce, which the training step's share of the cores takes (fit leaves those rows out
+# of the link's parameters).
 # Then (unless --no-train) the training step, on every fabric and rank count above, for
 # ResNet-18 and ResNet-20 (--train-models; batch 64 per rank, 1 thread, synthetic 3x32x32
 # data): `fabench train -n N` with none (the profile: the same ranks, no exchange) and each
@@ -92,6 +96,8 @@ sizes() { # pass fabric -> "min max factor"
   fi
   if [ $pass = fit ]; then
     echo "256K $max 4"
+  elif [ $pass = busy ]; then
+    case $max in 2M) echo "1M 2M 2" ;; 8M|4M) echo "2M $max 2" ;; *) echo "4M 16M 4" ;; esac
   else
     echo "1M $max $([ $quick = 1 ] && echo 4 || echo 2)"
   fi
@@ -100,8 +106,12 @@ sizes() { # pass fabric -> "min max factor"
 measure() { # pass fabric ranks
   local pass=$1 f=$2 n=$3 cell="$2-p$3"
   read -r lo hi step <<< "$(sizes "$pass" "$f")"
-  local args=(allreduce -n "$n" --transport "$transports" --algo "$algos" --min-bytes "$lo"
-              --max-bytes "$hi" --step-factor "$step" --peer none --out "$out/$pass/$cell")
+  local dir=$out/$pass/$cell algo=$algos
+  # beside a load: what a computing core loses to the ring (training's algorithm), in the fit set
+  [ $pass = busy ] && dir=$out/fit/$cell-busy algo=ring
+  local args=(allreduce -n "$n" --transport "$transports" --algo "$algo" --min-bytes "$lo"
+              --max-bytes "$hi" --step-factor "$step" --peer none --out "$dir")
+  [ $pass = busy ] && args+=(--beside-compute)
   if [ "$f" = lo ]; then
     args+=(--warmup 2 $([ $quick = 1 ] && echo "--time-per-size 0.2 --rounds 2" || echo "--time-per-size 0.3 --rounds 3"))
   else
@@ -110,9 +120,9 @@ measure() { # pass fabric ranks
   fi
   load "$pass $cell"
   echo "bench-model: $pass $cell ($(($(date +%s) - start)) s)" >&2
-  if ! "$fabench" "${args[@]}" > "$out/$pass/$cell.log" 2>&1; then
-    echo "bench-model: $pass $cell failed (see $out/$pass/$cell.log):" >&2
-    tail -3 "$out/$pass/$cell.log" >&2
+  if ! "$fabench" "${args[@]}" > "$dir.log" 2>&1; then
+    echo "bench-model: $pass $cell failed (see $dir.log):" >&2
+    tail -3 "$dir.log" >&2
     return 1
   fi
 }
@@ -120,7 +130,9 @@ measure() { # pass fabric ranks
 cells=()
 for f in ${fabrics//,/ }; do for n in ${ranks//,/ }; do cells+=("$f $n"); done; done
 failed=0
-for pass in fit val; do
+passes="fit val"
+[ $train = 1 ] && passes="fit busy val" # the busy rows serve the training step only
+for pass in $passes; do
   for c in "${cells[@]}"; do measure $pass $c || failed=1; done
 done
 
@@ -128,6 +140,7 @@ fitdirs=() valdirs=()
 for c in "${cells[@]}"; do
   set -- $c
   [ -s "$out/fit/$1-p$2/allreduce.csv" ] && fitdirs+=("$out/fit/$1-p$2")
+  [ -s "$out/fit/$1-p$2-busy/allreduce.csv" ] && fitdirs+=("$out/fit/$1-p$2-busy")
   [ -s "$out/val/$1-p$2/allreduce.csv" ] && valdirs+=("$out/val/$1-p$2")
 done
 [ ${#fitdirs[@]} -gt 0 ] || { echo "bench-model: no cell was measured" >&2; exit 1; }

@@ -218,7 +218,7 @@ static void test_run_files(void **st) {
     rows++;
     int fields = 1;
     for (char *c = line; *c; c++) fields += *c == ',';
-    assert_int_equal(fields, 37); /* res_rec.h: RES_ALLREDUCE_COLS */
+    assert_int_equal(fields, 38); /* res_rec.h: RES_ALLREDUCE_COLS */
     assert_non_null(strstr(line, ",3,")); /* ranks */
     char *last_err = NULL, *iters = NULL, *fs = NULL, *f = strtok_r(line, ",", &fs);
     for (int i = 0; f; i++, f = strtok_r(NULL, ",", &fs)) {
@@ -322,6 +322,33 @@ static void test_host_cpu(void **st) {
   num_rows(out, "round_spread", &numbers, &positive);
   assert_int_equal(numbers, 0);
   assert_true(tu_file_has(out, "allreduce.csv", "round_spread"));
+  num_rows(out, "compute_loss", &numbers, &positive);
+  assert_int_equal(numbers, 0);
+  /* beside a load: each row's share of the load's pace lost (a share: at most 1), and no host
+   * CPU (the load's would count) */
+  snprintf(out, sizeof out, "%s/beside", dir);
+  cli_run(r, 120, NULL, NULL, -1, NULL,
+      (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--algo", "ring", "--min-bytes", "1M",
+                 "--max-bytes", "4M", "--step-factor", "4", "--iters", "20", "--rounds", "2", "--beside-compute",
+                 "--out", out, NULL});
+  if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "run.json", "\"beside_compute\":\ttrue"));
+  num_rows(out, "host_cpu_us", &numbers, &positive);
+  assert_int_equal(numbers, 0);
+  char path[400];
+  snprintf(path, sizeof path, "%s/allreduce.jsonl", out);
+  char *jl = tu_slurp(path, NULL), *js = NULL;
+  assert_non_null(jl);
+  int nloss = 0;
+  for (char *l = strtok_r(jl, "\n", &js); l; l = strtok_r(NULL, "\n", &js)) {
+    cJSON *o = cJSON_Parse(l);
+    const cJSON *c = cJSON_GetObjectItem(o, "compute_loss");
+    if (!cJSON_IsNumber(c) || !(c->valuedouble <= 1 && c->valuedouble > -1)) fail_msg("compute_loss: %s", l);
+    nloss++;
+    cJSON_Delete(o);
+  }
+  free(jl);
+  assert_int_equal(nloss, 2);
   free(r);
   assert_int_equal(tu_rmtree(dir), 0);
 }

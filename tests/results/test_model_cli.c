@@ -301,6 +301,50 @@ static void test_fit_and_predict(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* Rows measured beside a load (allreduce --beside-compute's compute_loss): fit keeps their
+ * losses per ranks and size in model.json and prints them, and leaves them out of the link's
+ * parameters (here the fixture's rows again, 1.3x slower, as another run). */
+static void test_fit_beside_compute(void **state) {
+  (void)state;
+  char tmp[64], loaded[128], plain[160], both[160], cmd[1200];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(loaded, sizeof loaded, "%s/loaded", tmp);
+  snprintf(plain, sizeof plain, "%s/plain.json", tmp);
+  snprintf(both, sizeof both, "%s/both.json", tmp);
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s' && sed 's/\"run_id\": \"fixture\"/\"run_id\": \"fixture-loaded\"/' '%s/run.json' > '%s/run.json' && "
+           "awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == \"t_p50_us\") c = i; if ($i == \"run_id\") "
+           "id = i; if ($i == \"ranks\") rk = i } if (!c || !id || !rk) exit 1; print $0, \"compute_loss\"; next } "
+           "{ $c = $c * 1.3; $id = \"fixture-loaded\"; print $0, ($rk == 2 ? 0.25 : 0.5) }' '%s/allreduce.csv' > '%s/allreduce.csv'",
+           loaded, FIXTURE_RUN, loaded, FIXTURE_RUN, loaded);
+  assert_int_equal(system(cmd), 0);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", plain, "--no-gamma-kernel", NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_null(strstr(r->out, "beside a load"));
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, loaded, "--out", both, "--no-gamma-kernel", NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  const char *line = strstr(r->out, "beside a load");
+  if (!line || !strstr(line, "p2 1M:0.25") || !strstr(line, "p4 4M:0.50"))
+    fail_msg("fit does not print the losses:\n%s", r->out);
+  res_model a, b;
+  char err[512];
+  if (res_model_read(&a, plain, err, sizeof err) || res_model_read(&b, both, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(a.n, 1);
+  assert_int_equal(b.n, 1);
+  assert_true(a.f[0].m.beta == b.f[0].m.beta && a.f[0].m.alpha == b.f[0].m.alpha);
+  assert_int_equal(a.f[0].nbusy, 0);
+  assert_true(b.f[0].nbusy >= 4 && b.f[0].busy[0].ranks == 2 && b.f[0].busy[0].bytes == 1 << 20);
+  res_model_free(&a);
+  res_model_free(&b);
+  /* fit --check leaves the loaded rows out: the fixture's own rows only */
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", both, "--min-bytes", "1M", "--check", loaded, NULL});
+  assert_int_equal(r->status, 1);
+  assert_non_null(strstr(r->err, "no all-reduce row"));
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 /* fit --check: a model predicts another run's rows (here the fixture's own), the table and
  * model_check.csv carry each row's error; --model checks a model.json without fitting; wrong
  * combinations are usage errors. */
@@ -811,6 +855,7 @@ int main(void) {
       cmocka_unit_test(test_report_dtypes),
       cmocka_unit_test(test_fit_and_predict),
       cmocka_unit_test(test_fit_check),
+      cmocka_unit_test(test_fit_beside_compute),
       cmocka_unit_test(test_fit_recorded_kernel),
       cmocka_unit_test(test_allreduce_model_from),
       cmocka_unit_test(test_dir_given_twice),

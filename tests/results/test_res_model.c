@@ -489,7 +489,9 @@ static void test_fit_emulated_cpu_bound(void **state) {
  * tree from 256 KiB to 16 MiB, each row's CPU the bytes its host sent at 1.2 ns plus what it
  * reduced at the kernel's rate, 5% noise either way. The fit recovers 1.2 ns from the rows of 1 MiB
  * up (those below carry a CPU time 10x too high, as a jiffy's rounding could); rows without
- * host_cpu_us leave it 0; model.json keeps it. */
+ * host_cpu_us leave it 0; model.json keeps it. Rows measured beside a load (compute_loss 0.5 at
+ * 4 MiB and 0.6 at 16 MiB, their times 1.3x the link's) are kept as measured, and the link's fit
+ * leaves them out. */
 static void test_fit_cpu_byte(void **state) {
   (void)state;
   const double c = 1.2e-9, g = 1.0 / 4e9;
@@ -512,20 +514,34 @@ static void test_fit_cpu_byte(void **state) {
         assert_true(sent > 0 && red > 0);
         if (with) r->host_cpu_us = (sent * c + red * g) * 1e6 * (1 + 0.05 * (double)((int)(n % 3) - 1)) * (b < (1 << 20) ? 10 : 1);
       }
+    for (int64_t b = 4 << 20; with && b <= (16 << 20); b *= 4, n++) { /* beside a load */
+      res_allreduce_row *r = &rows[n];
+      syn_row(r, "emu-1gbit", "ring", b, &truth, "ring");
+      r->ranks = 4;
+      coll_algo ring = {COLL_ALGO_RING, 0};
+      r->t_p50_us = 1.3 * coll_model_time(&truth, ring, 4, (size_t)b, 256 << 10) * 1e6;
+      r->compute_loss = b == (4 << 20) ? 0.5 : 0.6;
+    }
     res_rows ar = {res_schema_allreduce(), rows, n};
     res_model m;
     char err[256];
     res_fit_opts o = {.gamma_kernel = g, .cores = 2};
     if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
     if (!with) {
-      assert_true(m.f[0].cpu_byte == 0);
+      assert_true(m.f[0].cpu_byte == 0 && m.f[0].nbusy == 0);
       res_model_free(&m);
       continue;
     }
     near(m.f[0].cpu_byte, c, 0.01, "cpu per byte sent");
+    near(m.f[0].m.beta, truth.beta, 0.01, "the link, without the loaded rows");
+    assert_int_equal(m.f[0].nbusy, 2);
+    assert_true(m.f[0].busy[0].ranks == 4 && m.f[0].busy[0].bytes == (4 << 20) && m.f[0].busy[0].loss == 0.5);
+    assert_true(m.f[0].busy[1].ranks == 4 && m.f[0].busy[1].bytes == (16 << 20) && m.f[0].busy[1].loss == 0.6);
     res_model back;
     model_back(&m, &back);
     near(back.f[0].cpu_byte, m.f[0].cpu_byte, 1e-12, "model.json");
+    assert_int_equal(back.f[0].nbusy, 2);
+    assert_true(back.f[0].busy[1].bytes == (16 << 20) && back.f[0].busy[1].loss == 0.6);
     res_model_free(&back);
     res_model_free(&m);
   }
@@ -1030,7 +1046,29 @@ static void test_train_plan_and_share(void **state) {
   assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
   near(erow.step_ms_pred, 59.5, 1e-9, "emulated: the link's measured CPU share");
   near(erow.exposed_comm_ms_pred, 15, 1e-9, "emulated, measured: exposed");
-  pair[0].cpu_byte = 0;
+  /* measured beside a load on 2 ranks, 0.25 at 5e6 and 0.75 at 45e6: the largest bucket (15e6)
+   * halfway in log size, 0.5, the larger share, as the loopback's above (62) */
+  pair[0].busy[0] = (res_busy){2, 5e6, 0.25}, pair[0].busy[1] = (res_busy){2, 45e6, 0.75};
+  pair[0].nbusy = 2;
+  erow = two;
+  assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
+  near(erow.step_ms_pred, 62, 1e-9, "emulated: the busy cores' share, interpolated");
+  /* beyond the sizes measured, the nearest: 0.5 at 5e6 only */
+  pair[0].busy[0] = (res_busy){2, 5e6, 0.5};
+  pair[0].nbusy = 1;
+  erow = two;
+  assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
+  near(erow.step_ms_pred, 62, 1e-9, "emulated: the busy share beyond the sizes measured");
+  /* below the idle share, or measured on other rank counts only: the idle one stands */
+  pair[0].busy[0] = (res_busy){2, 5e6, 0.1};
+  erow = two;
+  assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
+  near(erow.step_ms_pred, 59.5, 1e-9, "emulated: the idle share, the larger");
+  pair[0].busy[0] = (res_busy){4, 5e6, 0.9};
+  erow = two;
+  assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
+  near(erow.step_ms_pred, 59.5, 1e-9, "emulated: a loss measured on 4 ranks");
+  pair[0].cpu_byte = 0, pair[0].nbusy = 0;
 
   /* what-if, a link 10x faster: beta 0.1 ns/B, so bucket 1 (ready at 30) takes 1.5 ms: step
    * 42 + 1.5. The same transport on loopback (0.2 ns/B) bounds it: 3 ms exposed, step 45. */
