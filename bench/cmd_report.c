@@ -235,7 +235,14 @@ static void rp_allreduce(rp_ctx *x) {
   size_t llen = 0, nbw = 0, nlat = 0;
   int blk = 0, mixed = 0; /* mixed: the rows hold more than one dtype or op, the keys name them */
   for (size_t i = 1; i < R->n; i++) mixed |= strcmp(rows[i].dtype, rows[0].dtype) || strcmp(rows[i].op, rows[0].op);
-  fprintf(x->md, "\n## All-reduce\n\n| fabric | transport | algo | dtype | op | ranks | sizes | busbw at largest (GB/s) | model error from 1 MiB (median, max) |\n|---|---|---|---|---|---|---|---|---|\n");
+  size_t loaded = 0; /* rows measured beside a load (compute_loss): a loaded machine's times */
+  for (size_t i = 0; done && i < R->n; i++)
+    if (isfinite(rows[i].compute_loss)) done[i] = 1, loaded++;
+  fprintf(x->md, "\n## All-reduce\n\n");
+  if (loaded)
+    fprintf(x->md, "%zu rows measured beside a load (`--beside-compute`) are left out here: they give the training "
+                   "step's share of the cores (model.json's compute_loss).\n\n", loaded);
+  fprintf(x->md, "| fabric | transport | algo | dtype | op | ranks | sizes | busbw at largest (GB/s) | model error from 1 MiB (median, max) |\n|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n && bw && lat && done; i++) {
     if (done[i]) continue;
     const res_allreduce_row *k = &rows[i];

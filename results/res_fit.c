@@ -510,15 +510,18 @@ static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const c
   return med;
 }
 
-/* The cell's rows measured beside a load (compute_loss) into f->busy: per rank count and size
- * of 1 MiB or more, the mean loss of its rows (ring, or whichever algorithms ran), sorted by
- * ranks then size; at most RES_BUSY_MAX points, the first found. */
-static void rf_busy(res_fabric_model *f, const res_allreduce_row *rows, size_t n, const res_allreduce_row *key) {
+/* The fabric's rows measured beside a load (compute_loss; its fabric, transport, host count and
+ * machine, whether its model came from all-reduce or p2p rows) into f->busy: per rank count
+ * and size of 1 MiB or more, the mean loss of its rows (ring, or whichever algorithms ran),
+ * sorted by ranks then size; at most RES_BUSY_MAX points, the first found. */
+static void rf_busy(res_fabric_model *f, const res_allreduce_row *rows, size_t n) {
   int cnt[RES_BUSY_MAX] = {0};
   f->nbusy = 0;
   for (size_t i = 0; i < n; i++) {
     const res_allreduce_row *r = &rows[i];
-    if (!isfinite(r->compute_loss) || !rf_same_cell(r, key) || r->errors || r->ranks < 2 || r->bytes < (1 << 20))
+    if (!isfinite(r->compute_loss) || strcmp(r->fabric, f->fabric) || strcmp(r->transport, f->transport) ||
+        r->host_count != f->host_count || strcmp(rf_str(r->topo_hash), f->topo) || r->errors || r->ranks < 2 ||
+        r->bytes < (1 << 20))
       continue;
     int j = 0;
     while (j < f->nbusy && !(f->busy[j].ranks == r->ranks && f->busy[j].bytes == (double)r->bytes)) j++;
@@ -675,8 +678,7 @@ static void rf_cell_refit(rf_work *w, rf_cell *c) {
 }
 
 /* The cell's model into out. -1 (err said) when out of memory. */
-static int rf_cell_store(res_model *out, const res_rows *ar, const rf_work *w, const rf_cell *c, char *err,
-                         size_t cap) {
+static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, char *err, size_t cap) {
   const res_allreduce_row *k = c->k;
   const rf_best *b = &c->b;
   const res_fit_burst *shaper = c->shaper;
@@ -703,7 +705,6 @@ static int rf_cell_store(res_model *out, const res_rows *ar, const rf_work *w, c
   f->gamma_fixed = b->gfixed;
   f->chunk_bytes = c->chunk;
   f->cpu_byte = rf_cpu_byte(w->src, c->n, &f->m, f->m.gamma);
-  rf_busy(f, ar->rows, ar->n, k);
   if (rf_fill_stats(f, w->pt, c->n, b->th)) return res_errf(err, cap, "out of memory"), -1;
   return 0;
 }
@@ -723,7 +724,7 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
       break;
     }
     rf_cell_refit(&w, &c);
-    rc = rf_cell_store(out, ar, &w, &c, err, cap);
+    rc = rf_cell_store(out, &w, &c, err, cap);
   }
   rf_work_free(&w);
   return rc;
@@ -834,6 +835,7 @@ int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, c
   out->gamma_kernel = o->gamma_kernel;
   if (allreduce && rf_fit_allreduce(out, allreduce, o, err, errcap)) goto fail;
   if (p2p && rf_fit_p2p(out, p2p, o, err, errcap)) goto fail;
+  for (size_t i = 0; allreduce && i < out->n; i++) rf_busy(&out->f[i], allreduce->rows, allreduce->n);
   if (out->n == 0) {
     res_errf(err, errcap, "nothing to fit: no error-free all-reduce rows of a named algorithm (ring, rhd, ...) or p2p lat/bw rows at 3 or more sizes");
     goto fail;

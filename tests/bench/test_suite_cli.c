@@ -78,7 +78,7 @@ static void test_small_suite_and_resume(void **st) {
   if (r.status != 0) fail_msg("exit %d\n%s\n%s", r.status, r.out, r.err);
   const char *must[] = {"s/suite.json", "s/topo/topo.json", "s/p2p-loopback/p2p.csv",
                         "s/allreduce-loopback/allreduce.csv", "s/train-loopback/train.csv",
-                        "s/train-loopback.log"};
+                        "s/train-loopback.log", "s/busy-loopback/allreduce.csv"};
   for (size_t i = 0; i < sizeof must / sizeof *must; i++)
     if (!exists(must[i])) fail_msg("the suite did not write %s", must[i]);
   /* the all-reduce is measured as training's communication thread waits, asleep: so the
@@ -92,6 +92,11 @@ static void test_small_suite_and_resume(void **st) {
   for (size_t i = 0; i < rows.n; i++)
     if (!isfinite(ar[i].host_cpu_us)) fail_msg("the loopback all-reduce rows have no host_cpu_us");
   res_rows_free(&rows);
+  /* the ring beside a load: its losses in the model, for the training step's share */
+  snprintf(p, sizeof p, "%s/s/model.json", dir);
+  char *mj = tu_slurp(p, NULL);
+  if (!mj || !strstr(mj, "\"compute_loss\"")) fail_msg("the suite's model.json has no compute_loss");
+  free(mj);
   /* the sentence says how fast against no communication, or that noise hid the difference */
   if (!strstr(r.out, "loopback tcp/ring") || (!strstr(r.out, "of its no-communication speed") &&
                                                !strstr(r.out, "as fast as with no communication")))

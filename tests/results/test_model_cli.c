@@ -337,6 +337,12 @@ static void test_fit_beside_compute(void **state) {
   assert_true(b.f[0].nbusy >= 4 && b.f[0].busy[0].ranks == 2 && b.f[0].busy[0].bytes == 1 << 20);
   res_model_free(&a);
   res_model_free(&b);
+  /* the report leaves them out of its all-reduce table, and says so */
+  char rep[160];
+  snprintf(rep, sizeof rep, "%s/rep", tmp);
+  cli_run(r, 120, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, loaded, "--out", rep, "--no-plot", NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(rep, "report.md", "rows measured beside a load (`--beside-compute`) are left out here"));
   /* fit --check leaves the loaded rows out: the fixture's own rows only */
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", both, "--min-bytes", "1M", "--check", loaded, NULL});
   assert_int_equal(r->status, 1);
