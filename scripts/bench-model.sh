@@ -31,7 +31,7 @@
 # 1 of 6.
 # Outputs in one directory: fit/<cell>/ and val/<cell>/ (run directories), model.json,
 # model_check.csv (every validation row: measured, predicted, error), fit.txt and check.txt (the
-# tables), load.txt (the load average before each run).
+# tables), load.txt (the load average before each run), state.txt (the loopback cells' probes).
 # Runtime on the 2-core test machine, nothing else running: 979-1005 s in three runs of
 # 2026-11-28 (the all-reduce passes about 250 s, the 12 training cells the rest, 3 rounds);
 # --quick took 152 s at load 0.3-3.7 when the training cells were fewer.
@@ -103,6 +103,22 @@ sizes() { # pass fabric -> "min max factor"
   fi
 }
 
+# The VM's cross-core copies switch between a fast and a slow state, about 3x apart, each lasting
+# seconds to minutes (2026-11-28: a 4 MiB tcp ring's fastest call 0.7 ms, then 2.5 ms). A probe
+# before and after each loopback cell of the fit and validation passes (that ring, 0.3 s) says
+# which state each was measured in: state.txt, and check.txt counts the loopback rows within 10%
+# of the cells measured in their fit's state apart.
+probe() { # label -> "label fastest_us median_us" appended to state.txt
+  local d=$out/probe
+  rm -rf "$d"
+  if "$fabench" allreduce -n 2 --transport tcp --algo ring --min-bytes 4M --max-bytes 4M --time-per-size 0.3 \
+       --rounds 1 --peer none --out "$d" > /dev/null 2>&1; then
+    awk -F, -v l="$1" 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+      { printf "%s %.0f %.0f\n", l, $h["t_min_us"], $h["t_p50_us"] }' "$d/allreduce.csv" >> "$out/state.txt"
+  fi
+  rm -rf "$d"
+}
+
 measure() { # pass fabric ranks
   local pass=$1 f=$2 n=$3 cell="$2-p$3"
   read -r lo hi step <<< "$(sizes "$pass" "$f")"
@@ -120,11 +136,44 @@ measure() { # pass fabric ranks
   fi
   load "$pass $cell"
   echo "bench-model: $pass $cell ($(($(date +%s) - start)) s)" >&2
+  local probed=0
+  [ "$f" = lo ] && [ $pass != busy ] && probed=1 && probe "$pass $cell before"
   if ! "$fabench" "${args[@]}" > "$dir.log" 2>&1; then
     echo "bench-model: $pass $cell failed (see $dir.log):" >&2
     tail -3 "$dir.log" >&2
     return 1
   fi
+  [ $probed = 0 ] || probe "$pass $cell after"
+}
+
+# The loopback cells' machine state (state.txt) and the validation rows of those measured in
+# their fit's state (the four probes' fastest calls within 25% of each other; a state is within
+# about 5%, the two are 3x apart): model_check.csv's loopback rows, the ranks naming the cell.
+state_check() {
+  [ -s "$out/state.txt" ] || return 0
+  echo "# machine state: a 4 MiB tcp ring's fastest call on 2 ranks (us) before/after each loopback cell"
+  local same=""
+  for c in "${cells[@]}"; do
+    set -- $c
+    [ "$1" = lo ] || continue
+    local v
+    v=$(awk -v c="lo-p$2" '$2 == c { printf " %s:%s", $1, $4 }' "$out/state.txt")
+    [ -n "$v" ] || continue
+    if awk -v c="lo-p$2" '$2 == c { n++; if (!lo || $4 < lo) lo = $4; if ($4 > hi) hi = $4 }
+         END { exit !(n == 4 && hi <= 1.25 * lo) }' "$out/state.txt"; then
+      echo "  lo-p$2 $v  -> one state"
+      same="$same $2"
+    else
+      echo "  lo-p$2 $v  -> the state changed (or a probe is missing)"
+    fi
+  done
+  [ -s "$out/model_check.csv" ] || return 0
+  awk -F, -v same="$same" 'BEGIN { n = split(same, s, " "); for (i = 1; i <= n; i++) ok[s[i]] = 1 }
+    NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+    $h["fabric"] !~ /^emu/ && $h["host_count"] == 1 && ($h["ranks"] in ok) && $h["pred_err"] != "" {
+      t = $h["transport"]; m[t]++; any = 1; e = $h["pred_err"] + 0; w[t] += (e < 0 ? -e : e) <= 0.1 }
+    END { for (t in m) printf "  loopback %s, cells measured in their fit'"'"'s state: within 10%%: %d/%d\n", t, w[t], m[t]
+          if (!any) print "  no loopback cell was measured in its fit'"'"'s state" }' "$out/model_check.csv" | sort
 }
 
 cells=()
@@ -153,6 +202,7 @@ if [ ${#valdirs[@]} -gt 0 ]; then
   "$fabench" fit --model "$out/model.json" --min-bytes 1M --check-out "$out" "${checks[@]}" |
     tee "$out/check.txt"
 fi
+state_check | tee -a "$out/check.txt"
 
 # The training step, predicted from the model and measured: each fabric, rank count and model.
 if [ $train = 1 ]; then
