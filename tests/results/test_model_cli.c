@@ -398,6 +398,36 @@ static void test_fit_check(void **state) {
   int ng = 0, nrows = 0;
   for (size_t i = 0; i < rows.n; i++) nrows += k[i].bytes != (1 << 20);
   if (sscanf(strstr(line, "0/"), "0/%d", &ng) != 1 || ng != nrows) fail_msg("--repeat: %d twins, expected %d:\n%s", ng, nrows, r->out);
+  if (!strstr(line, "repeated: 0/0")) fail_msg("--repeat: no row within 10%% of its twin, expected 0/0:\n%s", r->out);
+  /* repeated: the rows measured alike twice, and of them those the model has within 10%. The
+   * checked rows: the fixture's, its 1 MiB rows 1.3x (beyond 10% of the model); measured again:
+   * those 1.02x, but the 4 MiB rings 1.25x (not alike) */
+  char chk[128], alike[128];
+  snprintf(chk, sizeof chk, "%s/chk", tmp);
+  snprintf(alike, sizeof alike, "%s/alike", tmp);
+  for (int pass = 0; pass < 2; pass++) {
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s' && cp '%s/run.json' '%s/' && awk -F, -v OFS=, -v again=%d 'NR == 1 { for (i = 1; i <= NF; i++) "
+             "{ if ($i == \"t_p50_us\") c = i; if ($i == \"bytes\") b = i; if ($i == \"algo\") a = i } "
+             "if (!c || !b || !a) exit 1; print; next } "
+             "{ f = $b == 1048576 ? 1.3 : 1; if (again) f *= $b == 4194304 && $a == \"ring\" ? 1.25 : 1.02; "
+             "$c = $c * f; print }' '%s/allreduce.csv' > '%s/allreduce.csv'",
+             pass ? alike : chk, FIXTURE_RUN, pass ? alike : chk, pass, FIXTURE_RUN, pass ? alike : chk);
+    assert_int_equal(system(cmd), 0);
+  }
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--min-bytes", "1M", "--check", chk, "--repeat", alike, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  int nalike = 0, nalike_ok = 0, got_ok = -1, got_n = -1;
+  for (size_t i = 0; i < rows.n; i++) {
+    if (k[i].bytes == (4 << 20) && !strcmp(k[i].algo, "ring")) continue;
+    double f = k[i].bytes == (1 << 20) ? 1.3 : 1;
+    nalike++;
+    nalike_ok += fabs((1 + k[i].pred_err) * f - 1) <= 0.10;
+  }
+  if (nalike_ok == 0 || nalike_ok == nalike) fail_msg("%d of %d: the test tells nothing", nalike_ok, nalike);
+  line = strstr(r->out, "   repeated: "); /* the fabric's line, not the legend */
+  if (!line || sscanf(line, "   repeated: %d/%d", &got_ok, &got_n) != 2 || got_n != nalike || got_ok != nalike_ok)
+    fail_msg("repeated: want %d/%d:\n%s", nalike_ok, nalike, r->out);
   if (strstr(r->out, "steady:")) fail_msg("'steady' for rows of one round:\n%s", r->out);
   /* rows measured in rounds: those whose rounds agreed within 10% (here all but the 4 MiB ones)
    * are counted apart */
