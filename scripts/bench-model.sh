@@ -107,7 +107,10 @@ sizes() { # pass fabric -> "min max factor"
 # seconds to minutes (2026-11-28: a 4 MiB tcp ring's fastest call 0.7 ms, then 2.5 ms). A probe
 # before and after each loopback cell of the fit and validation passes (that ring, 0.3 s) says
 # which state each was measured in: state.txt, and check.txt counts the loopback rows within 10%
-# of the cells measured in their fit's state apart.
+# of the cells measured in their fit's state apart. A slow spell that comes and goes inside a cell
+# escapes the probes (2026-11-28: a fit cell slow from 1 MiB on, fast before and after); fit's
+# "repeated" (the rows both passes measured within 10% alike, and the model's share of them)
+# does not depend on them.
 probe() { # label -> "label fastest_us median_us" appended to state.txt
   local d=$out/probe
   rm -rf "$d"
