@@ -21,6 +21,17 @@ static long fsize(const char *dir, const char *name) {
   return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
+/* dst: a copy of the fixture run (its run.json) whose allreduce.csv is the fixture's through the
+ * awk program prog (-F, -v OFS=, and vars, more -v options or ""). */
+static void fixture_rows(const char *dst, const char *vars, const char *prog) {
+  char cmd[2048];
+  int n = snprintf(cmd, sizeof cmd,
+                   "mkdir -p '%s' && cp '%s/run.json' '%s/' && awk -F, -v OFS=, %s '%s' '%s/allreduce.csv' > '%s/allreduce.csv'",
+                   dst, FIXTURE_RUN, dst, vars, prog, FIXTURE_RUN, dst);
+  assert_true(n > 0 && (size_t)n < sizeof cmd);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* The report on the fixture run directory draws every plot, as PNG and SVG. The run records
  * the fixture's reduction rate (5 GB/s) as a run records its kernel's, so that the fit does not
  * depend on this machine's kernel (under ASan 10x slower: a fitted gamma that much faster is
@@ -381,15 +392,12 @@ static void test_fit_check(void **state) {
   if (strstr(r->out, "again:")) fail_msg("'again' without --repeat:\n%s", r->out);
   /* --repeat: the same rows measured again, here a copy whose times are all 1.25x; a row with no
    * twin (the copy's 1 MiB rows removed) is not counted */
-  char again[128], cmd[1024];
+  char again[128];
   snprintf(again, sizeof again, "%s/again", tmp);
-  snprintf(cmd, sizeof cmd,
-           "mkdir -p '%s' && cp '%s/run.json' '%s/' && awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) "
-           "{ if ($i == \"t_p50_us\") c = i; if ($i == \"bytes\") b = i } if (!c || !b) exit 1; print; next } "
-           "$b != 1048576 { $c = $c * 1.25; print }' "
-           "'%s/allreduce.csv' > '%s/allreduce.csv'",
-           again, FIXTURE_RUN, again, FIXTURE_RUN, again);
-  assert_int_equal(system(cmd), 0);
+  fixture_rows(again, "",
+               "NR == 1 { for (i = 1; i <= NF; i++) "
+               "{ if ($i == \"t_p50_us\") c = i; if ($i == \"bytes\") b = i } if (!c || !b) exit 1; print; next } "
+               "$b != 1048576 { $c = $c * 1.25; print }");
   cli_run(r, 60, "fit", NULL, -1, NULL,
           (char *[]){"--model", model, "--min-bytes", "1M", "--check", FIXTURE_RUN, "--repeat", again, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
@@ -405,16 +413,13 @@ static void test_fit_check(void **state) {
   char chk[128], alike[128];
   snprintf(chk, sizeof chk, "%s/chk", tmp);
   snprintf(alike, sizeof alike, "%s/alike", tmp);
-  for (int pass = 0; pass < 2; pass++) {
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p '%s' && cp '%s/run.json' '%s/' && awk -F, -v OFS=, -v again=%d 'NR == 1 { for (i = 1; i <= NF; i++) "
-             "{ if ($i == \"t_p50_us\") c = i; if ($i == \"bytes\") b = i; if ($i == \"algo\") a = i } "
-             "if (!c || !b || !a) exit 1; print; next } "
-             "{ f = $b == 1048576 ? 1.3 : 1; if (again) f *= $b == 4194304 && $a == \"ring\" ? 1.25 : 1.02; "
-             "$c = $c * f; print }' '%s/allreduce.csv' > '%s/allreduce.csv'",
-             pass ? alike : chk, FIXTURE_RUN, pass ? alike : chk, pass, FIXTURE_RUN, pass ? alike : chk);
-    assert_int_equal(system(cmd), 0);
-  }
+  for (int pass = 0; pass < 2; pass++)
+    fixture_rows(pass ? alike : chk, pass ? "-v again=1" : "-v again=0",
+                 "NR == 1 { for (i = 1; i <= NF; i++) "
+                 "{ if ($i == \"t_p50_us\") c = i; if ($i == \"bytes\") b = i; if ($i == \"algo\") a = i } "
+                 "if (!c || !b || !a) exit 1; print; next } "
+                 "{ f = $b == 1048576 ? 1.3 : 1; if (again) f *= $b == 4194304 && $a == \"ring\" ? 1.25 : 1.02; "
+                 "$c = $c * f; print }");
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--min-bytes", "1M", "--check", chk, "--repeat", alike, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
   int nalike = 0, nalike_ok = 0, got_ok = -1, got_n = -1;
@@ -433,12 +438,10 @@ static void test_fit_check(void **state) {
    * are counted apart */
   char steady[128];
   snprintf(steady, sizeof steady, "%s/steady", tmp);
-  snprintf(cmd, sizeof cmd,
-           "mkdir -p '%s' && cp '%s/run.json' '%s/' && awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) "
-           "if ($i == \"bytes\") b = i; if (!b) exit 1; print $0, \"round_spread\"; next } "
-           "{ print $0, ($b == 4194304 ? 0.5 : 0.02) }' '%s/allreduce.csv' > '%s/allreduce.csv'",
-           steady, FIXTURE_RUN, steady, FIXTURE_RUN, steady);
-  assert_int_equal(system(cmd), 0);
+  fixture_rows(steady, "",
+               "NR == 1 { for (i = 1; i <= NF; i++) "
+               "if ($i == \"bytes\") b = i; if (!b) exit 1; print $0, \"round_spread\"; next } "
+               "{ print $0, ($b == 4194304 ? 0.5 : 0.02) }");
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--min-bytes", "1M", "--check", steady, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
   int nsteady = 0, ns = -1, sok = -1;
