@@ -33,6 +33,10 @@ static const char fit_usage[] =
     "                    cannot tell gamma from beta: as the runs recorded it (run.json's\n"
     "                    reduce_gbps), else measured here (default: on)\n"
     "  --no-gamma-kernel use the transport's default gamma instead\n"
+    "  --formulas-only   predict with the formulas alone (fitting, or the --model checked): by\n"
+    "                    default a fabric also learns what its formulas miss at the sizes fitted,\n"
+    "                    per algorithm and rank count (model.json's residuals), and its predictions\n"
+    "                    there carry it; other rank counts and algorithms get the formulas alone\n"
     "Rows measured beside a load (allreduce --beside-compute) are kept for the training step's\n"
     "share of the cores (compute_loss in model.json) and left out of the rest.\n";
 
@@ -72,6 +76,18 @@ static void fit_print(const res_model *m) {
            f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY, f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY, mem,
            hcpu, red, f->gamma_fixed && f->m.gamma > 0 ? "*" : " ", f->m.red_hidden ? "h" : " ", cache, f->r2, f->rms_rel,
            used);
+  }
+  for (size_t i = 0; i < m->n; i++) {
+    const res_fabric_model *f = &m->f[i];
+    if (!f->m.ncurves) continue;
+    double worst = 0;
+    int pts = 0;
+    for (int c = 0; c < f->m.ncurves; c++)
+      for (int q = 0; q < f->m.curve[c].n; q++, pts++)
+        if (fabs(expm1(f->m.curve[c].ln[q])) > worst) worst = fabs(expm1(f->m.curve[c].ln[q]));
+    char name[256];
+    printf("# learned: %s %s: what the formulas miss at %d sizes of %d algorithms and rank counts, at most %.0f%%\n",
+           res_model_label(m, f, name, sizeof name), f->transport, pts, f->m.ncurves, 100 * worst);
   }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
@@ -135,6 +151,8 @@ typedef struct {
   const char *fabric, *transport, *algo;
   int64_t ranks, bytes;
   double err, again; /* again: measured against the same row in --repeat's runs (NaN: none) */
+  double err0;       /* the formulas alone (the model's learned misses left out) */
+  int fitted;        /* its size is one the model learned its algorithm and ranks at */
   double spread;     /* the row's round_spread (NaN: one round) */
 } fit_chk;
 
@@ -219,6 +237,19 @@ static int fit_check_put(res_table *t, const res_allreduce_row *r, const char *a
   return res_table_put(t, &k, err, sizeof err) ? bench_error("fit --check-out: %s", err) : 0;
 }
 
+/* Did m learn algorithm a on p ranks at exactly this size? (Its prediction there is that row's
+ * measurement, not a prediction between sizes.) */
+static int fit_learned_at(const coll_model *m, coll_algo a, int p, int64_t bytes) {
+  float x = (float)log2((double)bytes);
+  for (int i = 0; i < m->ncurves; i++) {
+    const coll_model_curve *k = &m->curve[i];
+    if (k->ranks != p || k->algo.kind != a.kind || k->algo.param != a.param) continue;
+    for (int q = 0; q < k->n; q++)
+      if (k->lg[q] == x) return 1;
+  }
+  return 0;
+}
+
 /* The rows the model predicts into k->c, and into t where there is one (closed here). 0, or 1
  * after saying why. */
 static int fit_check_rows(fit_check_ctx *k, const res_model *m, int64_t min_bytes, res_table *t) {
@@ -238,8 +269,10 @@ static int fit_check_rows(fit_check_ctx *k, const res_model *m, int64_t min_byte
     if (!f) continue;
     double pred = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
     if (!(pred > 0)) continue;
+    double pred0 = pred / coll_model_learned(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
     c[k->n] = (fit_chk){r->fabric, r->transport, an, r->ranks, r->bytes, (r->t_p50_us - pred) / pred,
-                        fit_again(r, an, &k->rep), r->round_spread};
+                        fit_again(r, an, &k->rep), (r->t_p50_us - pred0) / pred0,
+                        fit_learned_at(&f->m, a, (int)r->ranks, r->bytes), r->round_spread};
     if (t && fit_check_put(t, r, an, pred, c[k->n].err)) {
       failed = 1;
       break;
@@ -277,18 +310,32 @@ static void fit_check_print_sizes(const fit_chk *c, size_t n) {
 static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
   int spread = 0;
   for (size_t i = 0; i < n; i++) spread |= isfinite(c[i].spread);
-  printf("# per fabric: median |error|, largest |error|, rows within 10%%%s%s\n",
+  int learned_any = 0;
+  for (size_t i = 0; i < n; i++) learned_any |= c[i].err0 != c[i].err;
+  printf("# per fabric: median |error|, largest |error|, rows within 10%%%s%s%s\n",
+         learned_any ? "; formulas alone: rows within 10% without what the model learned they miss at the sizes "
+                   "fitted; between: of the rows at sizes it did not learn at (not fitted), how many within 10%, "
+                   "and with the formulas alone" : "",
          spread ? "; steady: of the rows whose rounds' medians were within 10% of each other, how many "
                   "the model has within 10%" : "",
          nreps ? "; again: the rows --repeat measured too, median |difference| between the two runs and how "
                  "many within 10% (the machine's own drift); repeated: of those within 10%, how many the model "
-                 "has within 10% (its error where the machine held its pace)" : "");
+                 "has within 10% (its error where the machine held its pace; the formulas alone where the model "
+                 "learned: at the sizes fitted it holds the fit's own measurements)" : "");
   double *e = malloc(2 * n * sizeof *e), *g = e ? e + n : NULL;
   for (size_t i = 0; e && i < n;) {
-    size_t j = i, k = 0, ok = 0, ng = 0, gok = 0, gmok = 0, ns = 0, sok = 0;
+    size_t j = i, k = 0, ok = 0, ng = 0, gok = 0, gmok = 0, ns = 0, sok = 0, ok0 = 0, learned = 0, nb = 0, bok = 0,
+           bok0 = 0;
     for (; j < n && !strcmp(c[j].fabric, c[i].fabric) && !strcmp(c[j].transport, c[i].transport); j++) {
       e[k++] = fabs(c[j].err);
       ok += fabs(c[j].err) <= 0.10;
+      ok0 += fabs(c[j].err0) <= 0.10;
+      learned += c[j].err0 != c[j].err;
+      if (!c[j].fitted) {
+        nb++;
+        bok += fabs(c[j].err) <= 0.10;
+        bok0 += fabs(c[j].err0) <= 0.10;
+      }
       if (c[j].spread <= 0.10) { /* NaN (one round): not counted */
         ns++;
         sok += fabs(c[j].err) <= 0.10;
@@ -296,12 +343,13 @@ static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
       if (isfinite(c[j].again)) {
         g[ng++] = fabs(c[j].again);
         gok += fabs(c[j].again) <= 0.10;
-        gmok += fabs(c[j].again) <= 0.10 && fabs(c[j].err) <= 0.10;
+        gmok += fabs(c[j].again) <= 0.10 && fabs(learned_any ? c[j].err0 : c[j].err) <= 0.10;
       }
     }
     double med = fit_median(e, k);
     printf("  %-22.22s %-4s median %5.1f%%  max %6.1f%%  within 10%%: %zu/%zu", c[i].fabric, c[i].transport,
            100 * med, 100 * e[k - 1], ok, k);
+    if (learned) printf("   formulas alone: %zu/%zu   between: %zu/%zu, formulas alone %zu/%zu", ok0, k, bok, nb, bok0, nb);
     if (spread) printf("   steady: %zu/%zu", sok, ns);
     if (ng)
       printf("   again: median %5.1f%%  within 10%%: %zu/%zu   repeated: %zu/%zu", 100 * fit_median(g, ng), gok, ng,
@@ -339,7 +387,7 @@ static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, in
 /* The command's options; the run directories to fit are dirs[0..ndirs). */
 typedef struct {
   const char *out, *model, *check_out;
-  int kernel;
+  int kernel, formulas_only;
   long cores;
   uint64_t min_bytes;
   char **checks, **reps, **dirs; /* checks and reps: argc + 1 places each */
@@ -348,13 +396,13 @@ typedef struct {
 
 /* 0; 1 after --help; else the usage error's status. */
 static int fit_parse(fit_opts *o, int argc, char **argv) {
-  enum { O_OUT = 256, O_K, O_NOK, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL, O_REPEAT };
+  enum { O_OUT = 256, O_K, O_NOK, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL, O_REPEAT, O_FORMULAS };
   static const struct option lo[] = {{"out", 1, 0, O_OUT},           {"gamma-kernel", 0, 0, O_K},
                                      {"no-gamma-kernel", 0, 0, O_NOK}, {"help", 0, 0, 'h'},
                                      {"min-bytes", 1, 0, O_MIN},       {"cores", 1, 0, O_CORES},
                                      {"check", 1, 0, O_CHECK},         {"check-out", 1, 0, O_CHECK_OUT},
                                      {"model", 1, 0, O_MODEL},         {"repeat", 1, 0, O_REPEAT},
-                                     {0, 0, 0, 0}};
+                                     {"formulas-only", 0, 0, O_FORMULAS}, {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch;
@@ -375,6 +423,7 @@ static int fit_parse(fit_opts *o, int argc, char **argv) {
     case O_CHECK_OUT: o->check_out = optarg; break;
     case O_REPEAT: o->reps[o->nreps++] = optarg; break;
     case O_MODEL: o->model = optarg; break;
+    case O_FORMULAS: o->formulas_only = 1; break;
     default: return bench_flag_common(ch, argv, fit_usage); /* 1: --help */
     }
   }
@@ -393,9 +442,13 @@ static int fit_parse(fit_opts *o, int argc, char **argv) {
  * status after saying why (m is then not held). */
 static int fit_model(res_model *m, const fit_opts *o) {
   char err[1024];
-  if (o->model) return bench_model_load(m, o->model, 0, err, sizeof err) ? bench_error("fit --model: %s", err) : 0;
+  if (o->model) {
+    if (bench_model_load(m, o->model, 0, err, sizeof err)) return bench_error("fit --model: %s", err);
+    for (size_t i = 0; o->formulas_only && i < m->n; i++) m->f[i].learned = m->f[i].m.ncurves = 0;
+    return 0;
+  }
   res_fit_opts fo = {.gamma_kernel = o->kernel ? bench_fit_gamma(o->dirs, o->ndirs) : NAN,
-                     .min_bytes = (int64_t)o->min_bytes};
+                     .min_bytes = (int64_t)o->min_bytes, .formulas_only = o->formulas_only};
   bench_dir_host(o->dirs[0], &fo.cores, &fo.llc_bytes);
   if (o->cores >= 0) fo.cores = (int)o->cores;
   if (bench_fit_dirs_ex(m, o->dirs, o->ndirs, &fo, err, sizeof err)) return bench_error("fit: %s", err);

@@ -164,7 +164,21 @@ void coll_algo_format(char *out, size_t cap, coll_algo a);
 int coll_algo_supported(const coll_comm *c, coll_algo a);
 
 /* ---- the cost model: one fabric's alpha-beta-gamma parameters (results/ fits them) ----
- * The all-reduce formulas per algorithm are documented in algo_auto.c; `auto` picks the
+ * What the formulas miss, learned from the rows they were fitted to: per algorithm and rank
+ * count, ln(measured / formula) at the sizes fitted. coll_model_time interpolates it linearly in
+ * log size between them and fades it to nothing over one octave beyond either end; it applies
+ * at the pipelining unit it was measured with, and nowhere else (other rank counts, other
+ * algorithms: the formulas alone). */
+#define COLL_MODEL_CURVES 32
+#define COLL_MODEL_POINTS 32
+typedef struct {
+  coll_algo algo;
+  int ranks, n;
+  float lg[COLL_MODEL_POINTS]; /* log2 of the size, increasing */
+  float ln[COLL_MODEL_POINTS]; /* ln(measured / formula) at that size */
+} coll_model_curve;
+
+/* The all-reduce formulas per algorithm are documented in algo_auto.c; `auto` picks the
  * cheapest of ring, rhd, rd, tree and dtree under the communicator's model (the ring on
  * memory every rank maps is chosen from 128 KiB whatever the model says). */
 typedef struct coll_model {
@@ -194,14 +208,22 @@ typedef struct coll_model {
   int red_hidden;     /* the link banks the pauses of a pipelined reduction (a shaper's bucket):
                          every algorithm reduces in pieces as they arrive, at no cost to the
                          call */
+  /* what the formulas miss (above); ncurves 0: the formulas alone */
+  size_t learned_chunk; /* the pipelining unit the curves were measured with (0: the default) */
+  int ncurves;
+  coll_model_curve curve[COLL_MODEL_CURVES];
 } coll_model;
 /* Order-of-magnitude defaults of a transport kind, for a communicator that was given no fit. */
 void coll_model_default(coll_model *m, coll_transport_kind kind);
 /* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
  * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native and
  * auto (no formula). Linear in alpha, beta, gamma, delta, mem and wake for fixed cache_bytes, cores,
- * hosts, mapped and ratios beta_cpu / beta and beta_mem / beta (the fit relies on it). */
+ * hosts, mapped and ratios beta_cpu / beta and beta_mem / beta (the fit relies on it), times
+ * what the formulas miss where the model learned it (coll_model_learned). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+/* The factor coll_model_time puts on the formulas' time for what they miss (1: nothing learned
+ * for this algorithm, rank count, size and pipelining unit). */
+double coll_model_learned(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The working set that m->cache_bytes is compared with: twice what a host's ranks receive into
  * at once (whole vectors for rd, halves for rhd, a few chunks for the pipelined algorithms);
  * INFINITY for the ring on mapped memory where it streams its results past the cache. */

@@ -171,6 +171,8 @@ typedef struct {
   int nbusy;
   res_resid *resid;
   size_t nresid;
+  int learned;         /* its predictions carry what the formulas miss, learned from resid (the
+                          non-outliers' ln(t / pred) per algorithm and rank count: m.curve) */
 } res_fabric_model;
 typedef struct res_model {
   res_fabric_model *f;
@@ -183,7 +185,9 @@ typedef struct res_model {
  * residuals (Huber weights, outliers beyond 4 MAD left out); fabrics with only p2p rows get
  * alpha and beta from one-way times (lat and bw tests) and gamma from gamma_kernel. When the
  * rows cannot tell gamma from beta (e.g. ring and rhd at 2 ranks only), gamma is gamma_kernel
- * (s/byte; NaN: coll_model_default's). Either rows pointer may be NULL. */
+ * (s/byte; NaN: coll_model_default's). An all-reduce fabric then learns what its formulas
+ * miss at the sizes fitted (res_fabric_model.learned; not with res_fit_opts.formulas_only).
+ * Either rows pointer may be NULL. */
 int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
             char *err, size_t errcap);
 /* An emulated fabric's shaper burst in bytes, as its run recorded it. */
@@ -217,6 +221,7 @@ typedef struct {
    * an unrelated run to the fit changes no fabric's fit */
   const res_fit_run *runs;
   size_t nruns;
+  int formulas_only; /* learn nothing from the residuals: the formulas alone predict */
 } res_fit_opts;
 int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
                char *err, size_t errcap);

@@ -1,10 +1,10 @@
 /* `fabench report DIR`: a run directory as report reads it, every record report merges through
- * results' res_run_read, and model.json through res_model_read. The input is the directory as a
- * small archive: each file starts with a line "=== NAME" (NAME one of the files report reads;
- * other names are skipped); text before the first such line is allreduce.csv. The files are
- * written to a scratch directory made once per process. Rows that were read are written back
- * with results' writer and read again, from the CSV and from the JSONL: what we write, we can
- * read, to the precision written. */
+ * results' res_run_read, and model.json through res_model_read and its predictions. The input
+ * is the directory as a small archive: each file starts with a line "=== NAME" (NAME one of the
+ * files report reads; other names are skipped); text before the first such line is
+ * allreduce.csv. The files are written to a scratch directory made once per process. Rows that
+ * were read are written back with results' writer and read again, from the CSV and from the
+ * JSONL: what we write, we can read, to the precision written. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -187,6 +187,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_SAY(rc, err);
     if (rc == 0) {
       FUZZ_CHECK(m.n > 0);
+      /* each residual's call as the model predicts it, what it learned included: never negative */
+      for (size_t i = 0; i < m.n; i++)
+        for (size_t q = 0; q < m.f[i].nresid; q++) {
+          const res_resid *r = &m.f[i].resid[q];
+          coll_algo a;
+          if (coll_algo_parse(r->algo, &a) || r->ranks < 2 || r->bytes <= 0) continue;
+          double t = coll_model_time(&m.f[i].m, a, r->ranks, (size_t)r->bytes, (size_t)m.f[i].chunk_bytes);
+          FUZZ_CHECK(!(t < 0));
+        }
       res_model_free(&m);
     } else {
       FUZZ_CHECK(err[0] != '\0');

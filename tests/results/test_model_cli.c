@@ -390,6 +390,22 @@ static void test_fit_check(void **state) {
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--check", FIXTURE_RUN, NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
   if (strstr(r->out, "again:")) fail_msg("'again' without --repeat:\n%s", r->out);
+  /* the model learned what its formulas miss (model.json says so, and the check counts the rows
+   * with the formulas alone and between the sizes fitted); --formulas-only, fitting or checking,
+   * leaves it out */
+  if (!tu_file_has(tmp, "model.json", "\"learned\":\ttrue")) fail_msg("model.json does not say it learned");
+  if (!strstr(r->out, "   formulas alone: ") || !strstr(r->out, "   between: "))
+    fail_msg("a learned model's check without the formulas alone:\n%s", r->out);
+  cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", model, "--check", FIXTURE_RUN, "--formulas-only", NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (strstr(r->out, "formulas alone")) fail_msg("--formulas-only, and the model learned:\n%s", r->out);
+  char plain[128];
+  snprintf(plain, sizeof plain, "%s/plain.json", tmp);
+  cli_run(r, 60, "fit", NULL, -1, NULL,
+          (char *[]){FIXTURE_RUN, "--out", plain, "--formulas-only", "--no-gamma-kernel", "--check", FIXTURE_RUN, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  if (strstr(r->out, "formulas alone") || strstr(r->out, "# learned:") || !tu_file_has(tmp, "plain.json", "\"learned\":\tfalse"))
+    fail_msg("fit --formulas-only learned:\n%s", r->out);
   /* --repeat: the same rows measured again, here a copy whose times are all 1.25x; a row with no
    * twin (the copy's 1 MiB rows removed) is not counted */
   char again[128];
