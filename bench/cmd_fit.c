@@ -237,19 +237,6 @@ static int fit_check_put(res_table *t, const res_allreduce_row *r, const char *a
   return res_table_put(t, &k, err, sizeof err) ? bench_error("fit --check-out: %s", err) : 0;
 }
 
-/* Did m learn algorithm a on p ranks at exactly this size? (Its prediction there is that row's
- * measurement, not a prediction between sizes.) */
-static int fit_learned_at(const coll_model *m, coll_algo a, int p, int64_t bytes) {
-  float x = (float)log2((double)bytes);
-  for (int i = 0; i < m->ncurves; i++) {
-    const coll_model_curve *k = &m->curve[i];
-    if (k->ranks != p || k->algo.kind != a.kind || k->algo.param != a.param) continue;
-    for (int q = 0; q < k->n; q++)
-      if (k->lg[q] == x) return 1;
-  }
-  return 0;
-}
-
 /* The rows the model predicts into k->c, and into t where there is one (closed here). 0, or 1
  * after saying why. */
 static int fit_check_rows(fit_check_ctx *k, const res_model *m, int64_t min_bytes, res_table *t) {
@@ -272,7 +259,8 @@ static int fit_check_rows(fit_check_ctx *k, const res_model *m, int64_t min_byte
     double pred0 = pred / coll_model_learned(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
     c[k->n] = (fit_chk){r->fabric, r->transport, an, r->ranks, r->bytes, (r->t_p50_us - pred) / pred,
                         fit_again(r, an, &k->rep), (r->t_p50_us - pred0) / pred0,
-                        fit_learned_at(&f->m, a, (int)r->ranks, r->bytes), r->round_spread};
+                        coll_model_learned_at(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes),
+                        r->round_spread};
     if (t && fit_check_put(t, r, an, pred, c[k->n].err)) {
       failed = 1;
       break;

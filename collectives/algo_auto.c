@@ -275,27 +275,41 @@ void coll_model_host_bytes(const coll_model *m, coll_algo a, int p, size_t bytes
   *reduced = t.red * (t.reducers > 0 && t.reducers < local ? t.reducers : local);
 }
 
-double coll_model_learned(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
+/* m's curve of algorithm a on p ranks at this pipelining unit, or NULL */
+static const coll_model_curve *model_curve(const coll_model *m, coll_algo a, int p, size_t chunk_bytes) {
   size_t c = chunk_bytes ? chunk_bytes : COLL_CHUNK_DEFAULT, lc = m->learned_chunk ? m->learned_chunk : COLL_CHUNK_DEFAULT;
-  if (bytes == 0 || c != lc) return 1;
+  if (c != lc) return NULL;
   for (int i = 0; i < m->ncurves && i < COLL_MODEL_CURVES; i++) {
     const coll_model_curve *k = &m->curve[i];
-    if (k->ranks != p || k->algo.kind != a.kind || k->algo.param != a.param || k->n < 1) continue;
-    int n = k->n < COLL_MODEL_POINTS ? k->n : COLL_MODEL_POINTS;
-    double x = log2((double)bytes), ln;
-    if (x <= k->lg[0]) /* beyond the sizes measured it fades over an octave */
-      ln = k->ln[0] * fmax(0, 1 - (k->lg[0] - x));
-    else if (x >= k->lg[n - 1])
-      ln = k->ln[n - 1] * fmax(0, 1 - (x - k->lg[n - 1]));
-    else {
-      int j = 1;
-      while (j < n - 1 && k->lg[j] < x) j++;
-      double w = (x - k->lg[j - 1]) / (k->lg[j] - k->lg[j - 1]);
-      ln = k->ln[j - 1] + w * (k->ln[j] - k->ln[j - 1]);
-    }
-    return exp(ln);
+    if (k->ranks == p && k->algo.kind == a.kind && k->algo.param == a.param && k->n >= 1) return k;
   }
-  return 1;
+  return NULL;
+}
+
+int coll_model_learned_at(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
+  const coll_model_curve *k = bytes ? model_curve(m, a, p, chunk_bytes) : NULL;
+  float x = bytes ? (float)log2((double)bytes) : 0; /* as the fit stored it (rf_learn) */
+  for (int q = 0; k && q < k->n && q < COLL_MODEL_POINTS; q++)
+    if (k->lg[q] == x) return 1;
+  return 0;
+}
+
+double coll_model_learned(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
+  const coll_model_curve *k = bytes ? model_curve(m, a, p, chunk_bytes) : NULL;
+  if (!k) return 1;
+  int n = k->n < COLL_MODEL_POINTS ? k->n : COLL_MODEL_POINTS;
+  double x = log2((double)bytes), ln;
+  if (x <= k->lg[0]) /* beyond the sizes measured it fades over an octave */
+    ln = k->ln[0] * fmax(0, 1 - (k->lg[0] - x));
+  else if (x >= k->lg[n - 1])
+    ln = k->ln[n - 1] * fmax(0, 1 - (x - k->lg[n - 1]));
+  else {
+    int j = 1;
+    while (j < n - 1 && k->lg[j] < x) j++;
+    double w = (x - k->lg[j - 1]) / (k->lg[j] - k->lg[j - 1]);
+    ln = k->ln[j - 1] + w * (k->ln[j] - k->ln[j - 1]);
+  }
+  return exp(ln);
 }
 
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {

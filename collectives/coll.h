@@ -224,6 +224,9 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
 /* The factor coll_model_time puts on the formulas' time for what they miss (1: nothing learned
  * for this algorithm, rank count, size and pipelining unit). */
 double coll_model_learned(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+/* Did m learn algorithm a on p ranks at exactly this size (and pipelining unit)? There its time
+ * is the measurement it learned from, not a prediction. */
+int coll_model_learned_at(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The working set that m->cache_bytes is compared with: twice what a host's ranks receive into
  * at once (whole vectors for rd, halves for rhd, a few chunks for the pipelined algorithms);
  * INFINITY for the ring on mapped memory where it streams its results past the cache. */
