@@ -170,10 +170,11 @@ static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *
   snprintf(gp, sizeof gp, "%s.gp", name);
   FILE *f = rp_open(x, gp);
   if (!f) return;
-  fprintf(f, "set datafile separator ','\nset grid\nset key outside right top\n");
+  /* the key below the plot: a suite's 30 curves to the right left the plot a fifth of the width */
+  fprintf(f, "set datafile separator ','\nset grid\nset key outside below\n");
   for (int t = 0; t < 2; t++) {
-    fprintf(f, t ? "set terminal svg size 1000,500 dynamic\nset output '%s.svg'\n"
-                 : "set terminal pngcairo size 1000,500\nset output '%s.png'\n",
+    fprintf(f, t ? "set terminal svg size 1000,700 dynamic\nset output '%s.svg'\n"
+                 : "set terminal pngcairo size 1000,700\nset output '%s.png'\n",
             name);
     fprintf(f, "set title '%s'\n%s\n", title, body);
   }
@@ -188,10 +189,15 @@ static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *
 /* A log-log plot against bytes of the given plot clauses (npoints: those it can show). */
 static void rp_against_size(rp_ctx *x, const char *name, const char *title, const char *ylabel, const char *extra,
                             const char *plots, size_t npoints) {
-  size_t cap = strlen(plots) + strlen(ylabel) + strlen(extra) + 128;
+  size_t cap = strlen(plots) + strlen(ylabel) + strlen(extra) + 512; /* and the fixed clauses below */
   char *body = malloc(cap);
   if (!body) return;
-  snprintf(body, cap, "set logscale xy\nset xlabel 'bytes'\nset ylabel '%s'\n%splot %s", ylabel, extra, plots);
+  /* sizes as 1K, 32K, 1M at powers of 2: gnuplot's 1x10^6 labels ran into each other, and its
+   * binary format (%b%B) put 127 ki at 2^17 */
+  snprintf(body, cap,
+           "set logscale xy\nset xtics (\"1\" 1, \"32\" 32, \"1K\" 1024, \"32K\" 32768, \"1M\" 1048576, "
+           "\"32M\" 33554432, \"1G\" 1073741824, \"32G\" 34359738368.)\nset xlabel 'bytes'\nset ylabel '%s'\n%splot %s",
+           ylabel, extra, plots);
   rp_plot(x, name, title, body, npoints);
   free(body);
 }
@@ -719,8 +725,8 @@ static void rp_p2p(rp_ctx *x) {
   }
   if (d) rp_close(x, d, "p2p.dat");
   if (lat && bw && blk) {
-    rp_against_size(x, "p2p_latency", "p2p one-way latency (p50)", "one-way latency p50 (us)", "set key top left\n", lat, nlat);
-    rp_against_size(x, "p2p_bw", "p2p bandwidth", "GB/s", "set key top left\n", bw, nbw);
+    rp_against_size(x, "p2p_latency", "p2p one-way latency (p50)", "one-way latency p50 (us)", "", lat, nlat);
+    rp_against_size(x, "p2p_bw", "p2p bandwidth", "GB/s", "", bw, nbw);
   }
   free(done);
   free(lat);
