@@ -167,17 +167,6 @@ static int fit_chk_cmp(const void *a, const void *b) {
 }
 
 
-/* The median of x[0..k) (sorted in place). */
-static double fit_median(double *x, size_t k) {
-  for (size_t a = 1; a < k; a++) /* insertion sort: a fabric has tens of rows */
-    for (size_t b = a; b > 0 && x[b - 1] > x[b]; b--) {
-      double v = x[b];
-      x[b] = x[b - 1];
-      x[b - 1] = v;
-    }
-  return k % 2 ? x[k / 2] : 0.5 * (x[k / 2 - 1] + x[k / 2]);
-}
-
 /* The same measurement (fabric, transport, hosts, ranks, algorithm, size) in the --repeat rows:
  * r's time against it, or NaN. */
 static double fit_again(const res_allreduce_row *r, const char *an, const res_rows *rep) {
@@ -334,13 +323,13 @@ static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
         gmok += fabs(c[j].again) <= 0.10 && fabs(learned_any ? c[j].err0 : c[j].err) <= 0.10;
       }
     }
-    double med = fit_median(e, k);
+    double med = res_median(e, k);
     printf("  %-22.22s %-4s median %5.1f%%  max %6.1f%%  within 10%%: %zu/%zu", c[i].fabric, c[i].transport,
            100 * med, 100 * e[k - 1], ok, k);
     if (learned) printf("   formulas alone: %zu/%zu   between: %zu/%zu, formulas alone %zu/%zu", ok0, k, bok, nb, bok0, nb);
     if (spread) printf("   steady: %zu/%zu", sok, ns);
     if (ng)
-      printf("   again: median %5.1f%%  within 10%%: %zu/%zu   repeated: %zu/%zu", 100 * fit_median(g, ng), gok, ng,
+      printf("   again: median %5.1f%%  within 10%%: %zu/%zu   repeated: %zu/%zu", 100 * res_median(g, ng), gok, ng,
              gmok, gok);
     printf("\n");
     i = j;

@@ -336,26 +336,16 @@ static void rp_allreduce(rp_ctx *x) {
   free(done);
 }
 
-/* The model's all-reduce error from 1 MiB in plain words, per fabric and transport: how many
- * rows it predicts within 10%, the median and the worst, and whether that is in-sample. Where
- * the model learned its formulas' misses at a row's size it holds the time it learned from
- * (this row's, when fitted on it): the verdict then goes by the formulas alone. */
+/* What a user may do with a model that has ok of n rows within 10%. */
 static const char *rp_verdict(size_t ok, size_t n) {
   return ok == n ? "It can be trusted for these sizes." : 2 * ok >= n ? "Use it for trends, not single figures."
                                                                       : "Do not rely on it for this fabric.";
 }
 
-/* The median of e[0..n) (sorted in place). */
-static double rp_median(double *e, size_t n) {
-  for (size_t a = 1; a < n; a++)
-    for (size_t b = a; b > 0 && e[b - 1] > e[b]; b--) {
-      double t = e[b];
-      e[b] = e[b - 1];
-      e[b - 1] = t;
-    }
-  return n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
-}
-
+/* The model's all-reduce error from 1 MiB in plain words, per fabric and transport: how many
+ * rows it predicts within 10%, the median and the worst, and whether that is in-sample. Where
+ * the model learned its formulas' misses at a row's size it holds the time it learned from
+ * (this row's, when fitted on it): the verdict then goes by the formulas alone. */
 static void rp_model_words(rp_ctx *x) {
   const res_rows *R = &x->rec[RP_AR];
   if (!R->n || !x->have_model) return;
@@ -402,7 +392,7 @@ static void rp_model_words(rp_ctx *x) {
     fprintf(x->md,
             "- **%s** (%s): the model%s %zu of %zu measured all-reduce times from 1 MiB within 10%%; "
             "the median error is %.0f%% and the worst %.0f%% (%s on %lld ranks at %.0f MiB). %s\n",
-            k->fabric, k->transport, at ? "'s formulas predict" : " predicts", at ? ok0 : ok, n, 100 * rp_median(at ? e0 : e, n),
+            k->fabric, k->transport, at ? "'s formulas predict" : " predicts", at ? ok0 : ok, n, 100 * res_median(at ? e0 : e, n),
             100 * wv, *worst->algo_ran ? worst->algo_ran : worst->algo, (long long)worst->ranks,
             (double)worst->bytes / 1048576, rp_verdict(at ? ok0 : ok, n));
     if (at)

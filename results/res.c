@@ -653,6 +653,12 @@ void res_stats_compute(res_stats *out, double *x, size_t n) {
   out->stddev = sqrt(var / (double)n);
 }
 
+double res_median(double *x, size_t n) {
+  if (!n) return NAN;
+  qsort(x, n, sizeof *x, res_cmp_f64);
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
 double res_round_spread(double *x, size_t n, int rounds) {
   double lo = INFINITY, hi = -INFINITY;
   int k = 0;

@@ -344,6 +344,9 @@ typedef struct {
 /* Sorts x in place. Percentiles by nearest rank (ceil(n p) - 1), population stddev.
  * n == 0 gives all zeros. */
 void res_stats_compute(res_stats *out, double *x, size_t n);
+/* The median of x[0..n) (sorted in place; the mean of the middle two where n is even), NaN for
+ * n == 0. */
+double res_median(double *x, size_t n);
 /* x[0..n) measured in `rounds` rounds of consecutive samples (round r: [n r / rounds,
  * n (r + 1) / rounds)): the slowest round's median over the fastest's, less 1. Sorts each
  * round's samples in place. NaN where fewer than 2 rounds have a sample. */

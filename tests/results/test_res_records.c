@@ -493,7 +493,8 @@ static void test_drop_untimed(void **state) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
-/* The rounds' medians apart: rounds of consecutive samples, uneven where n does not divide. */
+/* The rounds' medians apart: rounds of consecutive samples, uneven where n does not divide; and
+ * the median itself. */
 static void test_round_spread(void **state) {
   (void)state;
   /* 3 rounds of 3: medians 10, 12 (the 30 an outlier), 11 */
@@ -509,6 +510,11 @@ static void test_round_spread(void **state) {
   /* rounds that agree */
   double w[4] = {5, 5, 5, 5};
   assert_true(res_round_spread(w, 4, 2) == 0);
+  /* the median: the middle one, the mean of the middle two, sorted in place; none of nothing */
+  double m[5] = {9, 1, 7, 3, 5}, e[4] = {8, 2, 6, 4};
+  assert_true(res_median(m, 5) == 5 && m[0] == 1 && m[4] == 9);
+  assert_true(res_median(e, 4) == 5);
+  assert_true(isnan(res_median(e, 0)));
 }
 
 int main(void) {
