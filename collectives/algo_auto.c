@@ -277,7 +277,8 @@ void coll_model_host_bytes(const coll_model *m, coll_algo a, int p, size_t bytes
 
 /* m's curve of algorithm a on p ranks at this pipelining unit, or NULL */
 static const coll_model_curve *model_curve(const coll_model *m, coll_algo a, int p, size_t chunk_bytes) {
-  size_t c = chunk_bytes ? chunk_bytes : COLL_CHUNK_DEFAULT, lc = m->learned_chunk ? m->learned_chunk : COLL_CHUNK_DEFAULT;
+  size_t c = chunk_bytes ? chunk_bytes : COLL_CHUNK_DEFAULT;
+  size_t lc = m->learned_chunk ? m->learned_chunk : COLL_CHUNK_DEFAULT;
   if (c != lc) return NULL;
   for (int i = 0; i < m->ncurves && i < COLL_MODEL_CURVES; i++) {
     const coll_model_curve *k = &m->curve[i];
@@ -349,7 +350,7 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
    * 2 cores at 256 KiB, where the bytes cost little: 40-57 us a message in sequence over the
    * fitted alpha, over ucx and tcp on loopback, for ring, rhd, rd and dtree alike */
   if (m->cores > 0 && local > m->cores) t_ += t.msgs * m->wake;
-  return m->ncurves > 0 ? t_ * coll_model_learned(m, a, p, bytes, chunk_bytes) : t_;
+  return t_ * coll_model_learned(m, a, p, bytes, chunk_bytes);
 }
 
 coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes) {

@@ -198,11 +198,11 @@ static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, const int free_in[RF
  * on this project's 2-core VM over loopback the formulas' misses repeat from run to run at the
  * same algorithm, ranks and size (4 ranks at 1-2 MiB: ring, ps and tree 14-25% slower in every
  * run; 2 ranks at 8 MiB: all faster). Refitted from 20 stored bench-model runs and checked on
- * their second passes, loopback rows within 10%: more with what was learned in 38 of 40 (run,
- * transport) pairs, as many in one, fewer in one (a run whose machine changed state between its
- * passes); 1907 of 3696 rows against 1289 (e.g. tcp 47 -> 67 of 84, ucx 38 -> 57), also at the sizes between those
- * fitted (19 -> 25 of 36, 15 -> 14); the emulated links' rows, which the formulas already
- * hold, unchanged. */
+ * their second passes, loopback rows within 10%: 1907 of 3696 with what was learned against
+ * 1289 (more in 38 of 40 run and transport pairs; one-state run tcp 47 -> 67 of 84, ucx 38 ->
+ * 57; at the sizes it did not fit 19 -> 25 of 36, 15 -> 14); emulated rows unchanged. It
+ * learns the fit pass's state too: where the machine changed state between the passes, ucx
+ * lost rows in three runs of five. */
 static void rf_learn(res_fabric_model *f) {
   coll_model *m = &f->m;
   m->ncurves = 0;
