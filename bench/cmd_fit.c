@@ -94,7 +94,7 @@ static void fit_print(const res_model *m) {
   printf("# wake: each message in sequence where a host's ranks outnumber its cores (they wait asleep);\n"
          "# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
          "# slower of its busiest link and its host's CPU); mem: 1/beta_mem, the host's memory per byte its ranks\n"
-         "# send, where their vectors fill its last-level cache (a third bound; -: none); hcpu: bytes the\n"
+         "# send, where their vectors exceed its last-level cache (a third bound; -: none); hcpu: bytes the\n"
          "# host's ranks send per CPU second, measured (host_cpu_us, where no rank spun; -: none): the CPU a\n"
          "# training step's compute loses to them;\n"
          "# cache: beyond it (what the ranks receive into at once), bytes come from memory at a fitted extra cost;\n"

@@ -8,17 +8,20 @@
  * Each algorithm is counted at its busiest rank: M messages in sequence, L bytes in sequence on
  * its link (each way), R bytes it reduces; and over all ranks S, the bytes sent in one call. Its
  * time is
- *   delta + M alpha + max(L beta, S_h beta_cpu / c_h, y S_h beta_mem) + R s gamma + x s (L + R) mem
+ *   delta + M alpha + B + y max(0, S_h beta_mem - B) + R s gamma + x s (L + R) mem,
+ *   B = max(L beta, S_h beta_cpu / c_h)
  * with S_h = S / hosts the bytes a host's ranks send and c_h = min(ranks per host, cores) the
  * cores they send them with: moving bytes is CPU work too (kernel copies, shared memory), and
- * the slower of the busiest link and the host's CPU bounds a call; y = 1 where the ranks'
- * vectors (2 n a rank) fill the host's last-level cache (its memory bounds it too), else 0.
+ * the slower of the busiest link and the host's CPU bounds a call; y, from 0 to 1, is how far
+ * the ranks' vectors (2 n a rank) are past the host's last-level cache, where its memory bounds
+ * the call too (0 up to half the cache, 1 from twice it).
  * s = max(1, reducers per host / cores) (the reducers share the host's cores: every rank, but a
  * parameter server's K servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)),
  * land the bytes a rank receives into at once: p n for the ring's small case, n on mapped
  * memory, a few chunks for the pipelined algorithms, rd and rhd included (beyond the cache
- * every byte comes from memory); x = 1 for the ring on mapped memory from
- * COLL_RING_STREAM_BYTES, whose streaming stores put every result past the cache (algo_ring.c).
+ * every byte comes from memory); for the ring on mapped memory from COLL_RING_STREAM_BYTES,
+ * whose streaming stores put its results past the cache (algo_ring.c), x = y where the
+ * host's last-level cache is known, else 1.
  * S is 2 (p-1) n for every algorithm below except where said (each byte goes to the others once
  * up and once down).
  * Per algorithm (M; L; R):
@@ -313,6 +316,14 @@ double coll_model_learned(const coll_model *m, coll_algo a, int p, size_t bytes,
   return exp(ln);
 }
 
+/* How far vectors of ws bytes on a host are past its last-level cache of llc bytes: 0 up to half
+ * of it, 1 from twice it, linear in log size between (coll_model_time); 0 where llc is unknown. */
+static double model_past_llc(double llc, double ws) {
+  if (!(llc > 0) || ws <= llc / 2) return 0;
+  double w = 0.5 * log2(2 * ws / llc);
+  return w < 1 ? w : 1;
+}
+
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
   double n = (double)bytes, c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
@@ -330,12 +341,14 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   double link = (t.link - t.banked) * m->beta, cpu = t.sent / hosts / senders * m->beta_cpu;
   /* beyond the host's last-level cache its memory bounds the bytes the ranks send, whatever
    * the algorithm: on loopback over 2 ranks every algorithm ran at 3.3-4.1 GB/s from 16 MiB
-   * (2 x 2 x 16 MiB past the 32 MiB L3), at 3.8-6.7 GB/s up to 4 MiB. Vectors that fill the
-   * cache are past it already, as they share it with socket buffers and staging copies: at
-   * 8 MiB (2 x 2 x 8 MiB, the L3's size) 2 ranks ran at the memory's rate */
-  int past_llc = m->llc_bytes > 0 && 2.0 * local * n >= m->llc_bytes;
-  double memb = past_llc ? t.sent / hosts * m->beta_mem : 0;
-  if (memb > cpu) cpu = memb;
+   * (2 x 2 x 16 MiB, twice the 32 MiB L3), at 3.8-6.7 GB/s up to 4 MiB (half of it). Between,
+   * the bound comes in by degrees, as more of the vectors miss the cache: where they just fill
+   * it (2 ranks at 8 MiB) every algorithm ran 6-43% faster than the memory's rate made it and
+   * 7-30% slower than the cache's, and 4 ranks at 4 MiB up to 26% faster than the memory's
+   * (2026-11-29, bench-model.sh on loopback, tcp and ucx alike). So its weight rises in log
+   * size from half the cache (0) to twice it (1). */
+  double bound = link > cpu ? link : cpu, memb = t.sent / hosts * m->beta_mem;
+  if (memb > bound) bound += model_past_llc(m->llc_bytes, 2.0 * local * n) * (memb - bound);
   /* what the host's ranks receive into at once, twice (the kernel's or the library's copy
    * too): beyond the cache, every byte moved or reduced comes from memory. Pipelined
    * algorithms land chunks that stay in cache (when rd landed whole vectors, its busbw on
@@ -343,7 +356,11 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
    * 2.0-2.1) */
   double ws = coll_model_ws(m, a, p, bytes, chunk_bytes);
   double beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
-  double t_ = m->delta + t.msgs * m->alpha + (link > cpu ? link : cpu) + t.red * share * m->gamma;
+  /* the mapped ring's streamed results miss the cache by the same degrees as the vectors
+   * (2026-11-29, 32 MiB L3: 2 ranks took 3.2x the time of 4 MiB at 8 MiB, 2.4-2.6x each
+   * doubling after; 4 ranks 4.5x, then 2.0-2.4x) where the cache is known */
+  if (isinf(ws) && m->cache_bytes > 0 && m->llc_bytes > 0) beyond = model_past_llc(m->llc_bytes, 2.0 * local * n);
+  double t_ = m->delta + t.msgs * m->alpha + bound + t.red * share * m->gamma;
   if (beyond > 0 && m->mem != 0) t_ += beyond * share * (t.link + t.red) * m->mem;
   /* more ranks than cores: a rank waits asleep (the transports stop spinning there), so each
    * message in sequence also costs the scheduler's wake-up and switch. Measured on 4 ranks of

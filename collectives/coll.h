@@ -192,13 +192,14 @@ typedef struct coll_model {
                       is bound by the slower of that and the busiest link; 0: no such bound */
   double mem;      /* extra seconds per byte moved or reduced beyond the host's cache */
   double beta_mem; /* seconds per byte a host's ranks send, whichever cores send it, where their
-                      vectors (2 x ranks per host x n) fill the host's last-level cache: its
+                      vectors (2 x ranks per host x n) exceed the host's last-level cache: its
                       memory's bandwidth, a third bound beside the link and the CPU; 0: none */
   double wake;     /* extra seconds per message in sequence where a host's ranks outnumber its
                       cores: the waiting rank sleeps, and its peer's message must wake it */
   /* What the fabric is, not fitted: */
   double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */
-  double llc_bytes;   /* the host's last-level cache (its topology), for beta_mem; 0: unknown */
+  double llc_bytes;   /* the host's last-level cache (its topology), for beta_mem and the mapped
+                         ring's streaming; 0: unknown */
   int cores;          /* CPU cores of a host; 0: unknown (no sharing modelled) */
   int hosts;          /* hosts the ranks spread over evenly (0: one) */
   int mapped;         /* ranks map each other's buffers: the ring reads its neighbour's

@@ -211,8 +211,8 @@ typedef struct {
 typedef struct {
   double gamma_kernel;
   int cores;
-  double llc_bytes; /* the host's last-level cache (0: unknown): where the rows' vectors fill it,
-                       a memory bound (coll_model.beta_mem) is tried */
+  double llc_bytes; /* the host's last-level cache (0: unknown): where the rows' vectors reach
+                       past it, a memory bound (coll_model.beta_mem) is tried */
   int64_t min_bytes;
   const res_fit_burst *bursts;
   size_t nbursts;

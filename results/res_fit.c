@@ -649,12 +649,13 @@ static int rf_cell_kernel(const rf_work *w, const res_fit_opts *o, rf_cell *c, c
 }
 
 /* Some row's vectors on its host (2 x ranks x bytes, one host) at least twice the last-level
- * cache and some short of filling it: a memory bound can be told from the link. */
+ * cache and some at most half of it: a memory bound can be told from the link (coll_model_time
+ * brings it in between). */
 static int rf_beyond_llc(const res_allreduce_row *const *src, size_t n, double llc) {
   int in = 0, out = 0;
   for (size_t i = 0; i < n; i++) {
     double ws = 2.0 * (double)src[i]->ranks * (double)src[i]->bytes;
-    in |= ws < llc, out |= ws >= 2 * llc;
+    in |= ws <= llc / 2, out |= ws >= 2 * llc;
   }
   return in && out;
 }
@@ -736,7 +737,8 @@ static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, con
   f->m.alpha = b->th[RF_ALPHA], f->m.beta = b->th[RF_BETA], f->m.gamma = b->th[RF_GAMMA];
   f->m.delta = b->th[RF_DELTA], f->m.beta_cpu = b->ratio * b->th[RF_BETA], f->m.mem = b->th[RF_MEM];
   f->m.beta_mem = b->mratio * b->th[RF_BETA];
-  if (!(f->m.beta_mem > 0)) f->m.llc_bytes = 0; /* no memory bound fitted: none recorded */
+  /* the cache size stays where the mapped ring's streaming was priced by it (coll_model_time) */
+  if (!(f->m.beta_mem > 0) && !(f->m.mapped && f->m.cache_bytes > 0)) f->m.llc_bytes = 0;
   f->m.wake = b->th[RF_WAKE];
   /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
    * back by the host's CPU (the emulated stack's, 1 ns a byte, against loopback's 0.2): the

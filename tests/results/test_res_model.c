@@ -394,7 +394,7 @@ static void test_fit_gamma_fixed(void **state) {
 }
 
 /* Beyond the host's last-level cache its memory bounds the bytes the ranks send (beta_mem, 1.5
- * beta here): the 2-rank ring at 16 MiB (vectors 2 x 2 x 16 MiB past a 32 MiB cache) takes its
+ * beta here): the 2-rank ring at 16 MiB (vectors 2 x 2 x 16 MiB, twice a 32 MiB cache) takes its
  * 2n sent at beta_mem, not n at beta; at 4 MiB (16 MiB) the link as before; without the cache
  * size no bound. The fit, told the cache, recovers beta and beta_mem from the noisy rows, and
  * model.json keeps them; not told it, fits none. */
@@ -405,8 +405,10 @@ static void test_fit_memory_bound(void **state) {
   coll_model hand = {.alpha = 10e-6, .beta = 1.0 / 8e9, .beta_mem = 1.0 / 4e9, .llc_bytes = 32.0 * 1048576};
   near(coll_model_time(&hand, ring, 2, 16u << 20, 256 << 10) * 1e6, 20 + 8388.608, 1e-9, "ring at 16 MiB: memory");
   near(coll_model_time(&hand, ring, 2, 4u << 20, 256 << 10) * 1e6, 20 + 524.288, 1e-9, "ring at 4 MiB: link");
-  /* 2 x 2 x 8 MiB fill the 32 MiB cache: past it already */
-  near(coll_model_time(&hand, ring, 2, 8u << 20, 256 << 10) * 1e6, 20 + 4194.304, 1e-9, "ring at 8 MiB: memory");
+  /* between half the cache and twice it the memory comes in by degrees, in log size: 2 x 2 x
+   * 8 MiB fill the 32 MiB cache, halfway between the link's 1048.576 us and the memory's 4194.304 */
+  near(coll_model_time(&hand, ring, 2, 8u << 20, 256 << 10) * 1e6, 20 + 2621.44, 1e-9, "ring at 8 MiB: halfway");
+  near(coll_model_time(&hand, ring, 2, 2u << 20, 256 << 10) * 1e6, 20 + 262.144, 1e-9, "ring at 2 MiB: link");
   hand.llc_bytes = 0;
   near(coll_model_time(&hand, ring, 2, 16u << 20, 256 << 10) * 1e6, 20 + 2097.152, 1e-9, "no cache known: link");
 
@@ -800,6 +802,13 @@ static void test_fit_mapped_ring(void **state) {
        "mapped ring, 4 MiB: in the cache");
   near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 5 + 8 + 8388.608 * 2 / 3 / 8 + 8388.608 * 2 / 3 / 2,
        1e-9, "mapped ring, 8 MiB: streamed past it");
+  /* where the host's last-level cache (32 MiB) is known, the streamed results miss it by degrees:
+   * half at 8 MiB on 2 ranks (2 x 2 x 8 MiB fill it), all from 16 MiB (twice it) */
+  cached.llc_bytes = 32.0 * 1048576;
+  near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 5 + 8 + 8388.608 * 2 / 3 / 8 + 0.5 * 8388.608 * 2 / 3 / 2,
+       1e-9, "mapped ring, 8 MiB, the cache known: half past it");
+  near(coll_model_time(&cached, ring, 2, 16u << 20, 1u << 20) * 1e6,
+       5 + 8 + 16777.216 * 2 / 3 / 8 + 16777.216 * 2 / 3 / 2, 1e-9, "mapped ring, 16 MiB: all past it");
   res_model_free(&m);
   free(rows);
 }
