@@ -356,10 +356,12 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
    * 2.0-2.1) */
   double ws = coll_model_ws(m, a, p, bytes, chunk_bytes);
   double beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
-  /* the mapped ring's streamed results miss the cache by the same degrees as the vectors
-   * (2026-11-29, 32 MiB L3: 2 ranks took 3.2x the time of 4 MiB at 8 MiB, 2.4-2.6x each
-   * doubling after; 4 ranks 4.5x, then 2.0-2.4x) where the cache is known */
-  if (isinf(ws) && m->cache_bytes > 0 && m->llc_bytes > 0) beyond = model_past_llc(m->llc_bytes, 2.0 * local * n);
+  /* the mapped ring's streamed results (a working set without end, coll_model_ws) miss the
+   * cache by the same degrees as the vectors where the cache is known (2026-11-29, 32 MiB L3:
+   * 2 ranks took 3.2x the time of 4 MiB at 8 MiB, 2.4-2.6x each doubling after; 4 ranks 4.5x,
+   * then 2.0-2.4x) */
+  if (isinf(ws) && m->cache_bytes > 0 && m->llc_bytes > 0)
+    beyond = model_past_llc(m->llc_bytes, 2.0 * local * n);
   double t_ = m->delta + t.msgs * m->alpha + bound + t.red * share * m->gamma;
   if (beyond > 0 && m->mem != 0) t_ += beyond * share * (t.link + t.red) * m->mem;
   /* more ranks than cores: a rank waits asleep (the transports stop spinning there), so each
