@@ -156,6 +156,26 @@ static void rp_label(char *s, int data) {
     if (*s == '\'' || (data && *s == ',')) *s = ' ';
 }
 
+/* The canvas's height for a plot body: 700 px, and taller where its key below needs more rows
+ * than fit under a plot of about 450 px. gnuplot makes the key's columns as wide as its longest
+ * title (about 9 px a character at its default font, and 150 for the sample line and gaps), 19
+ * px a row: 48 curves of four runs, one a row, overflowed the canvas's top and hid the title. */
+static int rp_plot_height(const char *body) {
+  size_t n = 0, longest = 0;
+  for (const char *p = strstr(body, " title '"); p; p = strstr(p, " title '")) {
+    p += strlen(" title '");
+    const char *e = strchr(p, '\'');
+    if (!e) break;
+    n++;
+    if ((size_t)(e - p) > longest) longest = (size_t)(e - p);
+    p = e;
+  }
+  size_t cols = 1000 / (longest * 9 + 150);
+  if (cols < 1) cols = 1;
+  size_t rows = (n + cols - 1) / cols, need = 520 + 19 * rows;
+  return need > 700 ? (int)(need < 4000 ? need : 4000) : 700;
+}
+
 /* Writes NAME.gp around the plot body (run once per terminal) and runs it; the Markdown gets
  * the PNG and a link to the SVG. A plot of no points (npoints: those its axes can show) is
  * not drawn, and the Markdown says so: gnuplot fails on it, on a log scale above all. */
@@ -172,10 +192,11 @@ static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *
   if (!f) return;
   /* the key below the plot: a suite's 30 curves to the right left the plot a fifth of the width */
   fprintf(f, "set datafile separator ','\nset grid\nset key outside below\n");
+  int height = rp_plot_height(body);
   for (int t = 0; t < 2; t++) {
-    fprintf(f, t ? "set terminal svg size 1000,700 dynamic\nset output '%s.svg'\n"
-                 : "set terminal pngcairo size 1000,700\nset output '%s.png'\n",
-            name);
+    fprintf(f, t ? "set terminal svg size 1000,%d dynamic\nset output '%s.svg'\n"
+                 : "set terminal pngcairo size 1000,%d\nset output '%s.png'\n",
+            height, name);
     fprintf(f, "set title '%s'\n%s\n", title, body);
   }
   if (rp_close(x, f, gp)) return;

@@ -916,6 +916,40 @@ static void test_report_two_runs_one_key(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* A key of many curves below the plot makes the canvas taller, so that the plot keeps its height
+ * and the key its room: one run's 4 curves on 1000x700, twelve runs' 48 (two columns of 24 rows
+ * at these titles' length) on more; at 700 the key had overflowed the canvas and hid the title. */
+static void test_report_key_room(void **state) {
+  (void)state;
+  char tmp[64], out[128], cmd[2048];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  char *argv[16];
+  char dirs[12][128];
+  for (int i = 0; i < 12; i++) {
+    snprintf(dirs[i], sizeof dirs[i], "%s/run%d", tmp, i);
+    int n = snprintf(cmd, sizeof cmd,
+                     "cp -r '%s' '%s' && sed -i 's/^fixture,/run%d,/; s/\"run_id\": \"fixture\"/\"run_id\": \"run%d\"/' "
+                     "'%s'/*.csv '%s/run.json' && rm -f '%s'/*.jsonl", FIXTURE_RUN, dirs[i], i, i, dirs[i], dirs[i], dirs[i]);
+    assert_true(n > 0 && (size_t)n < sizeof cmd);
+    assert_int_equal(system(cmd), 0);
+    argv[i] = dirs[i];
+  }
+  argv[12] = "--no-plot", argv[13] = "--out", argv[14] = out, argv[15] = NULL;
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "report", NULL, -1, NULL, argv);
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "busbw.gp", "title 'tcp:lo/reno rd p4 (run11)' noenhanced"));
+  if (!tu_file_has(out, "busbw.gp", "set terminal pngcairo size 1000,976") ||
+      !tu_file_has(out, "busbw.gp", "set terminal svg size 1000,976 dynamic"))
+    fail_msg("busbw.gp of 48 curves is not 976 px tall");
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){dirs[0], "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "busbw.gp", "set terminal pngcairo size 1000,700"));
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_report_every_plot),
@@ -937,6 +971,7 @@ int main(void) {
       cmocka_unit_test(test_fit_unrelated_run),
       cmocka_unit_test(test_report_cosmetics),
       cmocka_unit_test(test_report_two_runs_one_key),
+      cmocka_unit_test(test_report_key_room),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
