@@ -156,6 +156,8 @@ static void rp_label(char *s, int data) {
     if (*s == '\'' || (data && *s == ',')) *s = ' ';
 }
 
+#define RP_PLOT_WIDTH 1000 /* px, every plot's canvas */
+
 /* The canvas's height for a plot body: 700 px, and taller where its key below needs more rows
  * than fit under a plot of about 450 px. gnuplot makes the key's columns as wide as its longest
  * title (about 9 px a character at its default font, and 150 for the sample line and gaps), 19
@@ -170,7 +172,7 @@ static int rp_plot_height(const char *body) {
     if ((size_t)(e - p) > longest) longest = (size_t)(e - p);
     p = e;
   }
-  size_t cols = 1000 / (longest * 9 + 150);
+  size_t cols = RP_PLOT_WIDTH / (longest * 9 + 150);
   if (cols < 1) cols = 1;
   size_t rows = (n + cols - 1) / cols, need = 520 + 19 * rows;
   return need > 700 ? (int)(need < 4000 ? need : 4000) : 700;
@@ -194,9 +196,9 @@ static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *
   fprintf(f, "set datafile separator ','\nset grid\nset key outside below\n");
   int height = rp_plot_height(body);
   for (int t = 0; t < 2; t++) {
-    fprintf(f, t ? "set terminal svg size 1000,%d dynamic\nset output '%s.svg'\n"
-                 : "set terminal pngcairo size 1000,%d\nset output '%s.png'\n",
-            height, name);
+    fprintf(f, t ? "set terminal svg size %d,%d dynamic\nset output '%s.svg'\n"
+                 : "set terminal pngcairo size %d,%d\nset output '%s.png'\n",
+            RP_PLOT_WIDTH, height, name);
     fprintf(f, "set title '%s'\n%s\n", title, body);
   }
   if (rp_close(x, f, gp)) return;

@@ -197,7 +197,7 @@ static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, const int free_in[RF
  * of a curve, and curves beyond COLL_MODEL_CURVES, are left to the formulas. Why learn at all:
  * on this project's 2-core VM over loopback the formulas' misses repeat from run to run at the
  * same algorithm, ranks and size (4 ranks at 1-2 MiB: ring, ps and tree 14-25% slower in every
- * run; 2 ranks at 8 MiB: all faster). Refitted from 20 stored bench-model runs and checked on
+ * run; 2 ranks at 8 MiB all faster, before the memory bound came in by degrees). Refitted from 20 stored bench-model runs and checked on
  * their second passes, loopback rows within 10%: 1907 of 3696 with what was learned against
  * 1289 (more in 38 of 40 run and transport pairs; one-state run tcp 47 -> 67 of 84, ucx 38 ->
  * 57; at the sizes it did not fit 19 -> 25 of 36, 15 -> 14); emulated rows unchanged. It
