@@ -322,10 +322,10 @@ int res_predict_train_row(res_train_row *row, const res_train_row *one, const re
  * did; NULL if there is none. */
 const res_train_row *res_train_profile(const res_rows *train, const res_train_row *r);
 /* What bounds a data-parallel row, against the same ranks with no communication (none may be
- * NULL): the link where over a fifth of the step waits for the all-reduce; the cores where,
- * without that wait, the step still outgrew the no-communication step by over a tenth (the
- * exchange's CPU work, kernel copies and reductions, slows the compute on the same cores);
- * else the compute. Steps are compared by step_ms_mean, the wall time per step (step_ms where a
+ * NULL): the link where over a fifth of the step waits for the all-reduce; where the step
+ * outgrew the no-communication step by over a tenth, the larger share of what it lost: the
+ * wait (the link) or the rest (the cores: the exchange's CPU work, kernel copies and
+ * reductions, slows the compute on the same cores); else the compute. Steps are compared by step_ms_mean, the wall time per step (step_ms where a
  * row has none); *step and *base (may be NULL) get the two compared (NaN without none). */
 typedef enum { RES_BOUND_COMPUTE, RES_BOUND_LINK, RES_BOUND_CORES } res_bound;
 res_bound res_train_bound(const res_train_row *r, const res_train_row *none, double *step, double *base);

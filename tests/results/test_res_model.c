@@ -632,12 +632,16 @@ static void test_fit_cpu_byte(void **state) {
 
 /* What bounds a data-parallel row, from the suite's own rows: emulated 1gbit (324 of 396 ms
  * waiting: the link), 10gbit (91 ms against 54 with no communication, 13 waiting: the cores
- * the exchange's CPU work shares with compute), ucx on loopback (66 against 59, 5 waiting). */
+ * the exchange's CPU work shares with compute), ucx on loopback (64 against 59, 5 waiting: under
+ * a tenth lost), ResNet-20 on emulated 1gbit (35 against 29.7, 3.5 waiting: most of what it lost
+ * waits, though under a fifth of the step) and ucx on loopback again (66 against 59, 5 waiting). */
 static void test_train_bound(void **state) {
   (void)state;
   res_train_row none = {.step_ms = 53, .step_ms_mean = 54}, link = {.step_ms = 396, .step_ms_mean = 396, .exposed_comm_ms = 324};
   res_train_row cores = {.step_ms = 90, .step_ms_mean = 91, .exposed_comm_ms = 13};
-  res_train_row fine = {.step_ms = 66, .step_ms_mean = 66, .exposed_comm_ms = 5};
+  res_train_row fine = {.step_ms = 64, .step_ms_mean = 64, .exposed_comm_ms = 5};
+  res_train_row waits = {.step_ms = 35, .step_ms_mean = 35, .exposed_comm_ms = 3.5}, none3 = {.step_ms_mean = 29.7};
+  res_train_row lost = {.step_ms = 66, .step_ms_mean = 66, .exposed_comm_ms = 5};
   res_train_row none2 = {.step_ms = 59, .step_ms_mean = 59};
   double step, base;
   assert_int_equal(res_train_bound(&link, &none, &step, &base), RES_BOUND_LINK);
@@ -645,6 +649,10 @@ static void test_train_bound(void **state) {
   near(step, 91, 0, "step");
   near(base, 54, 0, "base");
   assert_int_equal(res_train_bound(&fine, &none2, NULL, NULL), RES_BOUND_COMPUTE);
+  assert_int_equal(res_train_bound(&waits, &none3, NULL, NULL), RES_BOUND_LINK);
+  assert_int_equal(res_train_bound(&lost, &none2, NULL, NULL), RES_BOUND_LINK);
+  waits.exposed_comm_ms = 2.5; /* 2.5 waiting of 5.3 lost: the cores */
+  assert_int_equal(res_train_bound(&waits, &none3, NULL, NULL), RES_BOUND_CORES);
   /* without the no-communication row nothing tells the cores' share */
   assert_int_equal(res_train_bound(&cores, NULL, &step, &base), RES_BOUND_COMPUTE);
   assert_true(isnan(base));
