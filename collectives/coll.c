@@ -385,6 +385,8 @@ int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op
                    coll_algo algo, coll_algo *ran, coll_err *e) {
   if (dt >= COLL_NDTYPES || op >= COLL_NOPS) return coll_fail(e, "invalid dtype or op");
   if (algo.kind == COLL_ALGO_AUTO) algo = coll_auto_choose(c, buf, count * coll_dtype_size(dt));
+  /* more servers than ranks: every rank serves (coll_ar_ps), and what ran says so */
+  if (algo.kind == COLL_ALGO_PS && algo.param > c->size) algo.param = c->size;
   if (ran) *ran = algo;
   if (algo.kind == COLL_ALGO_NATIVE) {
     if (!c->tp->ops->allreduce)

@@ -199,6 +199,16 @@ static long run_rank(const test_cfg *cfg) {
           bad = -1;
           break;
         }
+        /* what ran is what was asked, but a ps:K of more servers than ranks: ps:n */
+        coll_algo asked = algo;
+        if (asked.kind == COLL_ALGO_PS && asked.param > n) asked.param = n;
+        if (algo.kind != COLL_ALGO_AUTO && (ran.kind != asked.kind || ran.param != asked.param)) {
+          char rn[32], an[32];
+          coll_algo_format(rn, sizeof rn, ran), coll_algo_format(an, sizeof an, asked);
+          fprintf(stderr, "rank %d of %d: ran %s, want %s\n", me, n, rn, an);
+          bad = -1;
+          break;
+        }
         size_t wrong = 0;
         for (size_t i = 0; i < cnt; i++)
           if (get(hbuf, i, (coll_dtype)dt) != want[i]) {
