@@ -324,13 +324,17 @@ int nn_data_parse_spec(nn_data_spec *out, const char *s, char *err, size_t errca
     char buf[256];
     snprintf(buf, sizeof buf, "%s", arg);
     char *parts[8] = {0};
-    int np = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ":", &save); t && np < 8; t = strtok_r(NULL, ":", &save))
+    int np = 0, empty = 0;
+    for (char *t = buf; t && np < 8;) { /* "3x32x32::5": an empty part, not N = 5 */
+      char *colon = strchr(t, ':');
+      if (colon) *colon = '\0';
+      empty |= !*t;
       parts[np++] = t;
+      t = colon ? colon + 1 : NULL;
+    }
     char *end;
     long v;
-    if (np == 0 || np > 3 || parse_shape(parts[0], &out->c, &out->h, &out->w)) {
+    if (np == 0 || np > 3 || empty || parse_shape(parts[0], &out->c, &out->h, &out->w)) {
       snprintf(err, errcap, "bad --data '%s': want synthetic:CxHxW[:CLASSES[:N]], C 1..3", s);
       return -1;
     }

@@ -306,7 +306,8 @@ static void test_specs(void **state) {
   const char *bad[] = {"cifar10",          "cifar10:",         "imagenet",
                        "synthetic:3x224",  "synthetic:4x8x8",  "synthetic:3x8x8:1",
                        "synthetic:3x8x8:10:0", "synthetic:3x8x8x:10", "synthetic:3x8x8:10:5:5",
-                       "synthetic:axbxc",  "fmnistx"};
+                       "synthetic:axbxc",  "fmnistx",          "synthetic:3x8x8::5", "synthetic:3x8x8:10:",
+                       "synthetic:"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     err[0] = 0;
     if (nn_data_parse_spec(&sp, bad[i], err, sizeof err) == 0) fail_msg("'%s' accepted", bad[i]);
