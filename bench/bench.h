@@ -32,7 +32,8 @@ int bench_parse_int(const char *s, long min, long max, long *out);
 int bench_parse_double(const char *s, double min, double max, double *out);
 /* A name of 1..maxlen characters from [a-z0-9_-] (a congestion control, ...). */
 int bench_parse_name(const char *s, size_t maxlen);
-/* Splits a comma list into at most max items (pointers into a strdup'd copy in *store). */
+/* Splits a comma list into at most max items (pointers into a strdup'd copy in *store): their
+ * count, 0 for "", -1 where an item is empty ("8,,64", "ring,") or there are more than max. */
 int bench_split_list(const char *s, char **items, int max, char **store);
 
 /* One-line error and the usage on stderr; returns 2 (the exit status for bad usage). */

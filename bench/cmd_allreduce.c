@@ -105,7 +105,7 @@ static int ar_list(const char *list, const char *flag, const char *what,
                    int (*at)(const char *, void *, int), void *out, int *n) {
   char *items[AR_MAX_LIST], *store = NULL;
   int got = bench_split_list(list, items, AR_MAX_LIST, &store), rc = 0;
-  if (got <= 0) rc = bench_usage_error(ar_usage, "%s: empty or too long list", flag);
+  if (got <= 0) rc = bench_usage_error(ar_usage, "%s: '%s' is empty, has an empty item or is too long", flag, list);
   for (int i = 0; i < got && !rc; i++)
     if (at(items[i], out, i)) rc = bench_usage_error(ar_usage, "%s: unknown %s '%s'", flag, what, items[i]);
   free(store);

@@ -62,26 +62,36 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
   memset(f, 0, sizeof *f);
   f->m.gamma = gamma;
   if (strchr(spec, '=')) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", spec);
-    int have_bw = 0;
-    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-      char *eq = strchr(kv, '=');
-      if (!eq) return snprintf(err, cap, "'%s': '%s' is not KEY=VALUE", spec, kv), -1;
+    char *items[8], *store = NULL;
+    int n = bench_split_list(spec, items, 8, &store), have_bw = 0, rc = n > 0 ? 0 : -1;
+    if (rc) snprintf(err, cap, "'%s': an empty item or too many", spec);
+    for (int i = 0; i < n && !rc; i++) {
+      char *kv = items[i], *eq = strchr(kv, '=');
+      if (!eq) {
+        snprintf(err, cap, "'%s': '%s' is not KEY=VALUE", spec, kv);
+        rc = -1;
+        break;
+      }
       *eq = '\0';
       /* times may be 0 (no start-up, no per-call cost); rates may not: they divide. 1e12 keeps
        * every time and rate derived from them finite. */
       int may_be_0 = !strcmp(kv, "alpha") || !strcmp(kv, "delta");
       double v;
-      if (bench_parse_double(eq + 1, 0, 1e12, &v) || (!may_be_0 && v == 0))
-        return snprintf(err, cap, "'%s': %s needs a number %s 0 to 1e12", spec, kv, may_be_0 ? "from" : "above"), -1;
-      if (!strcmp(kv, "alpha")) f->m.alpha = v * 1e-6;
+      if (bench_parse_double(eq + 1, 0, 1e12, &v) || (!may_be_0 && v == 0)) {
+        snprintf(err, cap, "'%s': %s needs a number %s 0 to 1e12", spec, kv, may_be_0 ? "from" : "above");
+        rc = -1;
+      } else if (!strcmp(kv, "alpha")) f->m.alpha = v * 1e-6;
       else if (!strcmp(kv, "delta")) f->m.delta = v * 1e-6;
       else if (!strcmp(kv, "gbps")) f->m.beta = 1.0 / (v * 1e9), have_bw = 1;
       else if (!strcmp(kv, "gbit")) f->m.beta = 8.0 / (v * 1e9), have_bw = 1;
       else if (!strcmp(kv, "reduce")) f->m.gamma = 1.0 / (v * 1e9);
-      else return snprintf(err, cap, "'%s': unknown key '%s' (alpha, delta, gbps, gbit, reduce)", spec, kv), -1;
+      else {
+        snprintf(err, cap, "'%s': unknown key '%s' (alpha, delta, gbps, gbit, reduce)", spec, kv);
+        rc = -1;
+      }
     }
+    free(store);
+    if (rc) return -1;
     if (!have_bw) return snprintf(err, cap, "'%s': needs gbps= or gbit=", spec), -1;
     snprintf(f->desc, sizeof f->desc, "%s", spec);
     return 0;
@@ -345,7 +355,7 @@ static int pr_lists(const pr_opts *o, int *ranks, int *nranks, pr_algo *al, int 
   char *items[PR_MAX], *store = NULL;
   int rc = 0;
   *nranks = bench_split_list(o->ranks, items, PR_MAX, &store);
-  if (*nranks <= 0) rc = bench_usage_error(pr_usage, "--ranks: empty or too long list");
+  if (*nranks <= 0) rc = bench_usage_error(pr_usage, "--ranks: '%s' is empty, has an empty item or is too long", o->ranks);
   for (int i = 0; i < *nranks && !rc; i++) {
     long v;
     if (bench_parse_int(items[i], 1, 1 << 24, &v))
@@ -356,7 +366,7 @@ static int pr_lists(const pr_opts *o, int *ranks, int *nranks, pr_algo *al, int 
   free(store);
   if (rc) return rc;
   *nalgos = bench_split_list(o->algos, items, PR_MAX, &store);
-  if (*nalgos <= 0) rc = bench_usage_error(pr_usage, "--algo: empty or too long list");
+  if (*nalgos <= 0) rc = bench_usage_error(pr_usage, "--algo: '%s' is empty, has an empty item or is too long", o->algos);
   for (int i = 0; i < *nalgos && !rc; i++) {
     const char *a = items[i];
     al[i].hier = !strncmp(a, "hier:", 5);

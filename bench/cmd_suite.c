@@ -538,7 +538,7 @@ static int suite_rates(suite_job *x) {
     snprintf(x->rates[x->nrates++], sizeof x->rates[0], "%s", items[i]);
   }
   free(store);
-  if (n <= 0) return bench_usage_error(suite_usage, "--emulate: empty or too long list");
+  if (n <= 0) return bench_usage_error(suite_usage, "--emulate: '%s' is empty, has an empty item or is too long", el);
   bench_emu m;
   char why[512];
   if (bench_emu_check(&m, why, sizeof why)) {

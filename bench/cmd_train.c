@@ -703,7 +703,7 @@ static int make_pairs(train_pair *pairs, const train_args *a, int size, coll_tra
   *ntk = 0;
   *want_mpi = 0;
   if (nt <= 0) {
-    *rc = bench_usage_error(train_usage, "--transport: empty or too long list");
+    *rc = bench_usage_error(train_usage, "--transport: '%s' is empty, has an empty item or is too long", tl);
     goto fail;
   }
   if ((*rc = bench_parse_algos(a->algos, algos, 16, &na, train_usage))) goto fail;

@@ -82,13 +82,17 @@ int bench_parse_name(const char *s, size_t maxlen) {
 int bench_split_list(const char *s, char **items, int max, char **store) {
   *store = strdup(s ? s : "");
   if (!*store) return -1;
+  if (!**store) return 0;
   int n = 0;
-  char *save = NULL;
-  for (char *tok = strtok_r(*store, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (n == max) return -1;
-    items[n++] = tok;
+  for (char *p = *store;;) {
+    char *comma = strchr(p, ',');
+    if (comma) *comma = '\0';
+    /* "8,,64" or a trailing comma: a slip, not a shorter list (strtok would pass over it) */
+    if (!*p || n == max) return -1;
+    items[n++] = p;
+    if (!comma) return n;
+    p = comma + 1;
   }
-  return n;
 }
 
 /* "fabench: <message>" and a newline on stderr. */

@@ -90,12 +90,30 @@ static void test_sizes(void **st) {
   assert_null(v);
 }
 
+/* A comma list: its items, none for "", and an empty item or one too many refused */
+static void test_split_list(void **st) {
+  (void)st;
+  char *items[3], *store = NULL;
+  assert_int_equal(bench_split_list("8,64,512", items, 3, &store), 3);
+  assert_string_equal(items[0], "8");
+  assert_string_equal(items[2], "512");
+  free(store);
+  assert_int_equal(bench_split_list("", items, 3, &store), 0);
+  free(store);
+  static const char *const bad[] = {"8,,64", ",8", "8,", ",", "1,2,3,4"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    if (bench_split_list(bad[i], items, 3, &store) != -1) fail_msg("'%s' accepted", bad[i]);
+    free(store);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_size),
       cmocka_unit_test(test_parse_int),
       cmocka_unit_test(test_parse_double),
       cmocka_unit_test(test_sizes),
+      cmocka_unit_test(test_split_list),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
