@@ -950,6 +950,28 @@ static void test_report_key_room(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* The report's verdict on a model needs rows from 1 MiB to judge by: the fixture's 8 get one,
+ * its 1 MiB rows alone (4, as suite --quick's loopback sweep has 3) are too few. */
+static void test_report_verdict_rows(void **state) {
+  (void)state;
+  char tmp[64], out[128], few[128];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  snprintf(few, sizeof few, "%s/few", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "report.md", "within 10%; the median error"));
+  assert_false(tu_file_has(out, "report.md", "Too few rows from 1 MiB"));
+  fixture_rows(few, "", "NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i } NR == 1 || $h[\"bytes\"] < 4194304");
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){few, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "report.md", "of 4 measured all-reduce times from 1 MiB within 10%"));
+  assert_true(tu_file_has(out, "report.md", "Too few rows from 1 MiB to judge it"));
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_report_every_plot),
@@ -972,6 +994,7 @@ int main(void) {
       cmocka_unit_test(test_report_cosmetics),
       cmocka_unit_test(test_report_two_runs_one_key),
       cmocka_unit_test(test_report_key_room),
+      cmocka_unit_test(test_report_verdict_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
