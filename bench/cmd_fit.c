@@ -91,7 +91,9 @@ static void fit_print(const res_model *m) {
   }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
-  printf("# wake: each message in sequence where a host's ranks outnumber its cores (they wait asleep);\n"
+  printf("# wake: each message in sequence where a host's ranks outnumber its cores (they wait asleep); where\n"
+         "# they waited asleep with a core each (--no-spin), each step of the trees and ps (a rank waits for\n"
+         "# another's reduction);\n"
          "# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
          "# slower of its busiest link and its host's CPU); mem: 1/beta_mem, the host's memory per byte its ranks\n"
          "# send, where their vectors exceed its last-level cache (a third bound; -: none); hcpu: bytes the\n"

@@ -448,7 +448,7 @@ static void rp_model(rp_ctx *x) {
     fprintf(x->md, "\n## Cost model\n\nNo model: no model.json and no rows to fit.\n");
     return;
   }
-  fprintf(x->md, "\n## Cost model (%s)\n\n| fabric | transport | hosts | source | alpha (us) | delta (us) | wake-up per message, crowded (us) | link (GB/s) | reduction (GB/s) | host CPU per byte sent (ns) | R^2 | rms rel. residual | rows used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+  fprintf(x->md, "\n## Cost model (%s)\n\n| fabric | transport | hosts | source | alpha (us) | delta (us) | wake-up (us): per message, crowded; per waiting step, asleep | link (GB/s) | reduction (GB/s) | host CPU per byte sent (ns) | R^2 | rms rel. residual | rows used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
           x->model_src);
   for (size_t i = 0; i < x->model.n; i++) {
     const res_fabric_model *f = &x->model.f[i];

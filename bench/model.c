@@ -117,10 +117,16 @@ int bench_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs) {
   if (!runs) return -1;
   for (int d = 0; d < ndirs; d++) {
     cJSON *j = model_run_json(dirs[d]);
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id"), *g = cJSON_GetObjectItemCaseSensitive(j, "reduce_gbps");
-    if (cJSON_IsString(id) && cJSON_IsNumber(g) && g->valuedouble > 0 && isfinite(g->valuedouble)) {
-      snprintf(runs[o->nruns].run_id, sizeof runs[o->nruns].run_id, "%s", id->valuestring);
-      runs[o->nruns++].gamma_kernel = 1e-9 / g->valuedouble;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id"), *g = cJSON_GetObjectItemCaseSensitive(j, "reduce_gbps"), *a;
+    if (cJSON_IsString(id)) {
+      res_fit_run *r = &runs[o->nruns++];
+      snprintf(r->run_id, sizeof r->run_id, "%s", id->valuestring);
+      r->gamma_kernel = !isnan(o->gamma_kernel) && cJSON_IsNumber(g) && g->valuedouble > 0 && isfinite(g->valuedouble)
+                            ? 1e-9 / g->valuedouble
+                            : NAN;
+      /* the command line it ran: its waits slept at once (the suite's sweeps do, as training's) */
+      cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(j, "argv"))
+        r->asleep |= cJSON_IsString(a) && !strcmp(a->valuestring, "--no-spin");
     }
     cJSON_Delete(j);
   }
@@ -184,7 +190,6 @@ static int model_fit_dirs(res_model *m, char **dirs, int ndirs, const res_fit_op
   if (bench_read_dirs(&ar, &pp, dirs, ndirs, quiet, err, cap)) return -1;
   res_fit_opts with = *o;
   int rc = bench_fit_recorded(&with, dirs, ndirs);
-  if (isnan(o->gamma_kernel)) with.nruns = 0; /* fit --no-gamma-kernel: no kernel rate at all */
   if (rc) snprintf(err, cap, "out of memory");
   else rc = res_fit_ex(m, &ar, &pp, &with, err, cap);
   bench_fit_recorded_free(&with);

@@ -23,8 +23,9 @@ void bench_dir_host(const char *dir, int *cores, double *llc);
 int bench_dir_emu_mtu(const char *dir, const char *fabric);
 /* What the run directories' run.json recorded that the fit needs: o->bursts, the emulated links'
  * shaper bursts (their ranks' FABENCH_EMU_BURST), and o->runs, each run's kernel rate
- * (reduce_gbps), so that a fabric's gamma comes from the runs that measured it. -1 when out of
- * memory. Release with bench_fit_recorded_free. */
+ * (reduce_gbps; none where o->gamma_kernel is NaN, fit --no-gamma-kernel), so that a fabric's
+ * gamma comes from the runs that measured it, and whether its ranks waited asleep (--no-spin).
+ * -1 when out of memory. Release with bench_fit_recorded_free. */
 int bench_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs);
 void bench_fit_recorded_free(res_fit_opts *o);
 

@@ -195,7 +195,8 @@ typedef struct coll_model {
                       vectors (2 x ranks per host x n) exceed the host's last-level cache: its
                       memory's bandwidth, a third bound beside the link and the CPU; 0: none */
   double wake;     /* extra seconds per message in sequence where a host's ranks outnumber its
-                      cores: the waiting rank sleeps, and its peer's message must wake it */
+                      cores: the waiting rank sleeps, and its peer's message must wake it; and
+                      where they wait asleep (asleep) per step that waits on another's work */
   /* What the fabric is, not fitted: */
   double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */
   double llc_bytes;   /* the host's last-level cache (its topology), for beta_mem and the mapped
@@ -209,6 +210,9 @@ typedef struct coll_model {
   int red_hidden;     /* the link banks the pauses of a pipelined reduction (a shaper's bucket):
                          every algorithm reduces in pieces as they arrive, at no cost to the
                          call */
+  int asleep;         /* the ranks wait asleep even with a core each (no_spin: training's
+                         communication thread): a step in which a rank waits for another's
+                         reduction costs a wake-up (wake) */
   /* what the formulas miss (above); ncurves 0: the formulas alone */
   size_t learned_chunk; /* the pipelining unit the curves were measured with (0: the default) */
   int ncurves;

@@ -199,7 +199,8 @@ typedef struct {
 /* The reduction kernel's rate a run recorded (run.json's reduce_gbps), by run_id. */
 typedef struct {
   char run_id[128];
-  double gamma_kernel; /* s/byte */
+  double gamma_kernel; /* s/byte (NaN: not recorded) */
+  int asleep;          /* its ranks waited asleep with a core each (allreduce --no-spin) */
 } res_fit_run;
 /* res_fit with its options: the reduction kernel's rate, the cores of the host the rows were
  * measured on (the ranks of one host share them; 0: unknown, no sharing modelled), the

@@ -271,7 +271,8 @@ static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const d
 /* Which parameters the rows determine. alpha and beta always; then, in order, delta (needs
  * rows with different numbers of start-ups), gamma (algorithms that reduce a different share of
  * what they move), mem (sizes on both sides of the cache) and wake (rows with more ranks than
- * cores beside rows with fewer), each only when its column, relative to each point's time,
+ * cores beside rows with fewer, or asleep: the trees and ps beside the symmetric exchanges),
+ * each only when its column, relative to each point's time,
  * keeps more than 3% of its length outside the span of the columns already in (Gram-Schmidt):
  * otherwise the fit would trade it for the others. A column that is all zero is not in. */
 static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
@@ -660,6 +661,24 @@ static int rf_beyond_llc(const res_allreduce_row *const *src, size_t n, double l
   return in && out;
 }
 
+/* Whether the cell's ranks waited asleep with a core each (coll_model.asleep): every row with
+ * no more ranks than cores came from a run whose waits slept at once (o->runs) or measured the
+ * host's CPU, which a row does only where no rank spun; and there is such a row. */
+static int rf_cell_asleep(const rf_work *w, const res_fit_opts *o, const rf_cell *c) {
+  int cores = c->shape.cores, hosts = c->shape.hosts > 1 ? c->shape.hosts : 1;
+  size_t with_core = 0;
+  for (size_t j = 0; j < c->n; j++) {
+    const res_allreduce_row *r = w->src[j];
+    if (cores > 0 && (w->pt[j].ranks + hosts - 1) / hosts > cores) continue;
+    with_core++;
+    int slept = r->host_cpu_us > 0;
+    for (size_t q = 0; q < o->nruns && !slept; q++)
+      slept = o->runs[q].asleep && r->run_id && !strcmp(r->run_id, o->runs[q].run_id);
+    if (!slept) return 0;
+  }
+  return with_core > 0;
+}
+
 /* Every candidate shape of the cell (rf_try_shape), the best kept in c->b. -1 (err said) where
  * none could be fitted. */
 static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *err, size_t cap) {
@@ -683,6 +702,7 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
    * a 10x faster link then gained nothing) */
   for (size_t j = 0; j < c->n && shape->cores > 0; j++)
     c->crowded |= (w->pt[j].ranks + shape->hosts - 1) / shape->hosts > shape->cores;
+  shape->asleep = rf_cell_asleep(w, o, c);
   /* The host's memory bounds a call only where the ranks share one host's memory through its
    * cores (an emulated link's rows are the link's) and the rows reach beyond its cache */
   shape->llc_bytes = !c->emulated && shape->hosts == 1 && o->llc_bytes > 0 ? o->llc_bytes : 0;
@@ -970,6 +990,7 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     cJSON_AddNumberToObject(j, "cores", f->m.cores);
     cJSON_AddBoolToObject(j, "mapped", f->m.mapped);
     cJSON_AddBoolToObject(j, "reduce_hidden", f->m.red_hidden);
+    cJSON_AddBoolToObject(j, "asleep", f->m.asleep);
     cJSON_AddItemToObject(j, "link_gbps", rf_num(res_model_link_gbps(&f->m, 2) ));
     cJSON_AddItemToObject(j, "reduce_gbps", rf_num(f->m.gamma > 0 ? 1e-9 / f->m.gamma : NAN));
     cJSON_AddBoolToObject(j, "gamma_fixed", f->gamma_fixed);
@@ -1139,7 +1160,8 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
                         .beta_mem = bm > 0 ? bm : 0, .llc_bytes = llc > 0 ? llc : 0,
                         .hosts = f->host_count,
                         .mapped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "mapped")),
-                        .red_hidden = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "reduce_hidden"))};
+                        .red_hidden = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "reduce_hidden")),
+                        .asleep = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "asleep"))};
     f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
     f->r2 = rf_get(j, "r2");
     f->cpu_byte = cpu > 0 ? cpu : 0;

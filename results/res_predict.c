@@ -176,6 +176,7 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
    * cores share it), gamma for each reduced, the cache term */
   coll_model cpu = *m;
   cpu.alpha = cpu.delta = 0;
+  cpu.asleep = 0;     /* a rank waiting asleep for another's reduction takes no core */
   cpu.red_hidden = 0; /* a reduction the link does not feel still takes the cores' time */
   cpu.beta = cpu_beta < m->beta ? cpu_beta : m->beta;
   double c = coll_model_time(&cpu, a, ranks, (size_t)bytes, chunk_bytes);

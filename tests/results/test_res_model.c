@@ -374,7 +374,7 @@ static void test_fit_gamma_fixed(void **state) {
   res_model_free(&m);
   /* the kernel's rate the fabric's own run recorded, not another run's: with every run's rate
    * pooled, a train-only run added to fit moved a link from 2.109 to 2.063 GB/s */
-  res_fit_run runs[] = {{"other-run", 1.0 / 50e9}, {"synthetic", truth.gamma}, {"third-run", 1.0 / 40e9}};
+  res_fit_run runs[] = {{"other-run", 1.0 / 50e9, 0}, {"synthetic", truth.gamma, 0}, {"third-run", 1.0 / 40e9, 0}};
   res_fit_opts o = {.gamma_kernel = 1.0 / 45e9, .runs = runs, .nruns = 3};
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].gamma_fixed);
@@ -472,6 +472,65 @@ static void test_fit_cores_and_cache(void **state) {
   o.cores = 0;
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].m.beta_cpu == 0);
+  res_model_free(&m);
+  free(rows);
+}
+
+/* Ranks asleep with a core each (no_spin): each step in which a rank waits for another's
+ * reduction costs a wake-up, by hand: the tree on 2 ranks at 1 MiB in 256 KiB chunks has 4 + 1
+ * such steps, ps 4 + 1, rhd on 3 ranks the fold's 2, the ring none; more ranks than cores
+ * still pay for every message in sequence (the ring's 2). */
+static void test_asleep_waits(void **state) {
+  (void)state;
+  coll_model awake = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .wake = 50e-6}, asleep = awake;
+  asleep.asleep = 1;
+  coll_algo tree = {COLL_ALGO_TREE, 0}, ps = {COLL_ALGO_PS, 0}, ring = {COLL_ALGO_RING, 0}, rhd = {COLL_ALGO_RHD, 0};
+  size_t n = 1 << 20, c = 256 << 10;
+  near((coll_model_time(&asleep, tree, 2, n, c) - coll_model_time(&awake, tree, 2, n, c)) * 1e6, 250, 1e-9, "tree");
+  near((coll_model_time(&asleep, ps, 2, n, c) - coll_model_time(&awake, ps, 2, n, c)) * 1e6, 250, 1e-9, "ps");
+  near((coll_model_time(&asleep, rhd, 3, n, c) - coll_model_time(&awake, rhd, 3, n, c)) * 1e6, 100, 1e-9, "rhd, 3");
+  near(coll_model_time(&asleep, rhd, 4, n, c), coll_model_time(&awake, rhd, 4, n, c), 1e-12, "rhd, 4");
+  near(coll_model_time(&asleep, ring, 2, n, c), coll_model_time(&awake, ring, 2, n, c), 1e-12, "ring");
+  awake.cores = asleep.cores = 1; /* crowded: every message, asleep or not */
+  near((coll_model_time(&asleep, ring, 2, n, c) - coll_model_time(&awake, ring, 2, n, c)) * 1e6, 0, 1e-9, "crowded ring");
+  awake.wake = 0;
+  near((coll_model_time(&asleep, ring, 2, n, c) - coll_model_time(&awake, ring, 2, n, c)) * 1e6, 100, 1e-9,
+       "crowded ring's 2 messages");
+}
+
+/* A fit of rows whose ranks waited asleep (their run ran --no-spin, or they measured the host's
+ * CPU, which only a sleeping run does) learns the wake-up per waiting step beside alpha, and
+ * model.json keeps it; the same rows with no sign of sleep leave the model awake. */
+static void test_fit_asleep(void **state) {
+  (void)state;
+  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9, .delta = 10e-6, .wake = 60e-6, .asleep = 1};
+  size_t n;
+  res_allreduce_row *rows = synth(&truth, &n, "mpi:ob1/vader");
+  res_rows ar = {res_schema_allreduce(), rows, n};
+  res_model m;
+  char err[256];
+  res_fit_run run = {"synthetic", NAN, 1};
+  res_fit_opts o = {.gamma_kernel = NAN, .runs = &run, .nruns = 1};
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  const res_fabric_model *f = &m.f[0];
+  assert_true(f->m.asleep);
+  near(f->m.wake, truth.wake, 0.10, "wake");
+  near(f->m.alpha, truth.alpha, 0.10, "alpha");
+  near(f->m.beta, truth.beta, 0.05, "beta");
+  res_model back;
+  model_back(&m, &back);
+  assert_true(back.f[0].m.asleep);
+  near(back.f[0].m.wake, f->m.wake, 1e-12, "wake back");
+  res_model_free(&back);
+  res_model_free(&m);
+  run.asleep = 0; /* no run says so: awake, no wake-up */
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  assert_false(m.f[0].m.asleep);
+  assert_true(m.f[0].m.wake == 0);
+  res_model_free(&m);
+  for (size_t i = 0; i < n; i++) rows[i].host_cpu_us = 100; /* measured asleep */
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  assert_true(m.f[0].m.asleep);
   res_model_free(&m);
   free(rows);
 }
@@ -1222,6 +1281,8 @@ int main(void) {
       cmocka_unit_test(test_fit_emulated_cpu_bound),
       cmocka_unit_test(test_fit_cpu_byte),
       cmocka_unit_test(test_train_bound),
+      cmocka_unit_test(test_asleep_waits),
+      cmocka_unit_test(test_fit_asleep),
       cmocka_unit_test(test_train_profile),
       cmocka_unit_test(test_fit_p2p),
       cmocka_unit_test(test_step_timeline),
