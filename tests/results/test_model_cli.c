@@ -972,6 +972,30 @@ static void test_report_verdict_rows(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* fit knows a run's ranks waited asleep from the command line its run.json recorded
+ * (--no-spin), and model.json says so; the fixture as it is did not. */
+static void test_fit_asleep_from_argv(void **state) {
+  (void)state;
+  char tmp[64], run[128], cmd[512];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(run, sizeof run, "%s/run", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  for (int asleep = 0; asleep < 2; asleep++) {
+    int n = snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", run, FIXTURE_RUN, run);
+    assert_true(n > 0 && (size_t)n < sizeof cmd);
+    assert_int_equal(system(cmd), 0);
+    n = snprintf(cmd, sizeof cmd, "sed -i 's/\"schema\": 1,/\"schema\": 1, \"argv\": [\"allreduce\", \"--no-spin\"],/' '%s/run.json'", run);
+    assert_true(n > 0 && (size_t)n < sizeof cmd);
+    if (asleep) assert_int_equal(system(cmd), 0);
+    cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--no-gamma-kernel", NULL});
+    if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+    if (!tu_file_has(run, "model.json", asleep ? "\"asleep\":\ttrue" : "\"asleep\":\tfalse"))
+      fail_msg("model.json is not asleep=%d", asleep);
+  }
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_report_every_plot),
@@ -995,6 +1019,7 @@ int main(void) {
       cmocka_unit_test(test_report_two_runs_one_key),
       cmocka_unit_test(test_report_key_room),
       cmocka_unit_test(test_report_verdict_rows),
+      cmocka_unit_test(test_fit_asleep_from_argv),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
