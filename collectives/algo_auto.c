@@ -388,8 +388,8 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
    * of the trees and ps (the leaves and workers wait for the root's or the servers' sums) and
    * the fold's two (its extra ranks wait for the rest). The symmetric exchanges (ring, rd, rhd)
    * find their peer's part there at once. Measured (2026-11-29, mpi, 2 ranks of 2 cores,
-   * --no-spin against the same with spinning waits, in turns): tree and ps took 2.0-2.1x at
-   * 4-16 MiB (8.3 ms against 3.9 at 16 MiB: 67 us a chunk step), ring 1.05-1.2x */
+   * --no-spin against the same with spinning waits, in turns): tree and ps took 1.9-2.1x at
+   * 4-16 MiB (8.3 ms against 3.9 at 16 MiB: 64-67 us a chunk step), ring 1.03-1.18x */
   else if (m->asleep) t_ += model_asleep_waits(a, p, t.msgs) * m->wake;
   return t_ * coll_model_learned(m, a, p, bytes, chunk_bytes);
 }
