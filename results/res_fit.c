@@ -272,9 +272,9 @@ static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const d
  * rows with different numbers of start-ups), gamma (algorithms that reduce a different share of
  * what they move), mem (sizes on both sides of the cache) and wake (rows with more ranks than
  * cores beside rows with fewer, or asleep: the trees and ps beside the symmetric exchanges),
- * each only when its column, relative to each point's time,
- * keeps more than 3% of its length outside the span of the columns already in (Gram-Schmidt):
- * otherwise the fit would trade it for the others. A column that is all zero is not in. */
+ * each only when its column, relative to each point's time, keeps more than 3% of its length
+ * outside the span of the columns already in (Gram-Schmidt): otherwise the fit would trade it
+ * for the others. A column that is all zero is not in. */
 static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
   static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_GAMMA, RF_MEM, RF_WAKE};
   double *basis = malloc((size_t)RF_NP * (n ? n : 1) * sizeof *basis), *v = malloc((n ? n : 1) * sizeof *v);
