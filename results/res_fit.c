@@ -661,15 +661,20 @@ static int rf_beyond_llc(const res_allreduce_row *const *src, size_t n, double l
   return in && out;
 }
 
+/* More ranks on a host of the shape than it has cores (known) */
+static int rf_crowded(const coll_model *shape, int ranks) {
+  int hosts = shape->hosts > 1 ? shape->hosts : 1;
+  return shape->cores > 0 && (ranks + hosts - 1) / hosts > shape->cores;
+}
+
 /* Whether the cell's ranks waited asleep with a core each (coll_model.asleep): every row with
  * no more ranks than cores came from a run whose waits slept at once (o->runs) or measured the
  * host's CPU, which a row does only where no rank spun; and there is such a row. */
 static int rf_cell_asleep(const rf_work *w, const res_fit_opts *o, const rf_cell *c) {
-  int cores = c->shape.cores, hosts = c->shape.hosts > 1 ? c->shape.hosts : 1;
   size_t with_core = 0;
   for (size_t j = 0; j < c->n; j++) {
     const res_allreduce_row *r = w->src[j];
-    if (cores > 0 && (w->pt[j].ranks + hosts - 1) / hosts > cores) continue;
+    if (rf_crowded(&c->shape, w->pt[j].ranks)) continue;
     with_core++;
     int slept = r->host_cpu_us > 0;
     for (size_t q = 0; q < o->nruns && !slept; q++)
@@ -700,8 +705,7 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
    * cores; elsewhere a ratio would merely hide what the formulas miss (at 2 ranks on 2 cores
    * it absorbed the trees' pipeline fill: a 1gbit link fitted as CPU-bound at 0.124 GB/s, and
    * a 10x faster link then gained nothing) */
-  for (size_t j = 0; j < c->n && shape->cores > 0; j++)
-    c->crowded |= (w->pt[j].ranks + shape->hosts - 1) / shape->hosts > shape->cores;
+  for (size_t j = 0; j < c->n; j++) c->crowded |= rf_crowded(shape, w->pt[j].ranks);
   shape->asleep = rf_cell_asleep(w, o, c);
   /* The host's memory bounds a call only where the ranks share one host's memory through its
    * cores (an emulated link's rows are the link's) and the rows reach beyond its cache */
