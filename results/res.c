@@ -453,7 +453,8 @@ cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **ar
 }
 
 /* A stop signal (SIGTERM, SIGINT, SIGHUP) that arrives while a JSON file is being replaced waits
- * until the rename, so the file is the old one or the new one and no .tmp is left behind.
+ * until the rename, or until the new text is dropped where it came before the new file was
+ * named: the file is the old one or the new one and no .tmp is left behind.
  * Masking the signal in the writing thread is not enough: the kernel hands a process-directed
  * signal to any thread that does not mask it (the reducer's, UCX's, OpenMP's), and its default
  * action ends the whole process mid-write. So a handler defers it instead. These two counters
@@ -534,6 +535,15 @@ int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errc
   /* on disk before the rename, so a crash leaves the old file or the new, never an empty one;
    * named only then, so that only a kill between the link and the rename leaves a tmp */
   ok = ok && fsync(fileno(f)) == 0;
+  /* A stop signal that came meanwhile drops the new text and keeps the old file: its sender may
+   * follow it with SIGKILL within a millisecond (mpirun does, when a peer has died), and that
+   * kill, landing between the name and the rename, would leave the name behind. */
+  if (ok && atomic_load(&res_pending_sig)) {
+    res_errf(err, errcap, "'%s' not replaced: the process is being stopped", path);
+    fclose(f);
+    if (!unnamed) unlink(tmp);
+    goto out;
+  }
   if (ok && unnamed && rj_link(fileno(f), tmp) != 0) { /* say so as a named one's fopen would */
     res_errf(err, errcap, "cannot create '%s': %s", tmp, strerror(errno));
     fclose(f);
