@@ -1,5 +1,5 @@
 /* Checkpoints: a little-endian header, the parameter, momentum and buffer arenas as float32,
- * and a zlib crc32 of everything before it. Written to a temporary file, synced and renamed. */
+ * and a zlib crc32 of everything before it. Replaced whole (res_file_replace: synced, renamed). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "nn_data.h"
+#include "res.h"
 
 static const char ckpt_magic[8] = {'F', 'A', 'B', 'C', 'K', 'P', 'T', '\n'};
 #define HDR_BYTES 512 /* fixed, zero-padded: room for fields of later versions */
@@ -128,25 +129,13 @@ int nn_ckpt_save(const char *path, const nn_ckpt_info *info, const float *params
   put_floats(&b, buffers, info->n_buffers);
   put_u32(&b, (uint32_t)crc32_z(0L, b.p, b.off));
 
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
-    snprintf(err, errcap, "checkpoint %s: %s", tmp, strerror(errno));
-    free(b.p);
-    return -1;
-  }
-  /* on disk before the rename: a crash then leaves the old checkpoint or the new one, never a
-   * renamed file whose blocks were not yet written */
-  int bad = fwrite(b.p, 1, b.off, f) != b.off || fflush(f) != 0 || fsync(fileno(f)) != 0;
-  bad |= fclose(f) != 0;
+  /* whole or not at all, as run.json: a kill or a stop signal mid-save leaves the previous
+   * checkpoint and no partial temporary beside it */
+  char e[4400];
+  int rc = res_file_replace(path, b.p, b.off, e, sizeof e);
   free(b.p);
-  if (bad || rename(tmp, path) != 0) {
-    snprintf(err, errcap, "checkpoint %s: write failed: %s", path, strerror(errno));
-    remove(tmp);
-    return -1;
-  }
-  return 0;
+  if (rc) snprintf(err, errcap, "checkpoint: %s", e);
+  return rc;
 }
 
 /* Reads and verifies the whole file: size, magic, version, length, checksum. */

@@ -452,8 +452,8 @@ cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **ar
   return m;
 }
 
-/* A stop signal (SIGTERM, SIGINT, SIGHUP) that arrives while a JSON file is being replaced waits
- * until the rename, or until the new text is dropped where it came before the new file was
+/* A stop signal (SIGTERM, SIGINT, SIGHUP) that arrives while a file is being replaced waits
+ * until the rename, or until the new bytes are dropped where it came before the new file was
  * named: the file is the old one or the new one and no .tmp is left behind.
  * Masking the signal in the writing thread is not enough: the kernel hands a process-directed
  * signal to any thread that does not mask it (the reducer's, UCX's, OpenMP's), and its default
@@ -496,16 +496,16 @@ int res_path_dir(char *dir, size_t cap, const char *path) {
   return len < 0 || (size_t)len >= cap ? -1 : 0;
 }
 
-/* A file for res_json_write_file's text, before it has a name: an unnamed one in path's
+/* A file for res_file_replace's bytes, before it has a name: an unnamed one in path's
  * directory (O_TMPFILE), which a process killed while writing (SIGKILL, a stopped rank that
  * its launcher kills) leaves nothing of; -1 where the filesystem has none. */
-static int rj_open_unnamed(const char *path) {
+static int rf_open_unnamed(const char *path) {
   char dir[4200];
   return res_path_dir(dir, sizeof dir, path) ? -1 : open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
 }
 
 /* Names the unnamed file fd as tmp (a stale tmp of a killed writer is replaced). */
-static int rj_link(int fd, const char *tmp) {
+static int rf_link(int fd, const char *tmp) {
   char proc[64];
   snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
   for (int again = 0; again < 2; again++) {
@@ -515,53 +515,76 @@ static int rj_link(int fd, const char *tmp) {
   return -1;
 }
 
-int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap) {
+static int rf_write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k == 0) errno = EIO;
+    if (k <= 0) return -1;
+    p += k, n -= (size_t)k;
+  }
+  return 0;
+}
+
+int res_file_replace(const char *path, const void *data, size_t n, char *err, size_t errcap) {
   char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  char *txt = cJSON_Print(v);
-  if (!txt) {
-    res_errf(err, errcap, "cannot render JSON for '%s'", path);
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+    res_errf(err, errcap, "path too long: '%s'", path);
     return -1;
   }
   atomic_fetch_add(&res_writers, 1);
-  int rc = -1, fd = rj_open_unnamed(path), unnamed = fd >= 0;
-  FILE *f = unnamed ? fdopen(fd, "w") : fopen(tmp, "w");
-  if (!f) {
+  int rc = -1, fd = rf_open_unnamed(path), unnamed = fd >= 0;
+  if (!unnamed) fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
     res_errf(err, errcap, "cannot create '%s': %s", tmp, strerror(errno));
-    if (fd >= 0) close(fd);
     goto out;
   }
-  int ok = fputs(txt, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0;
   /* on disk before the rename, so a crash leaves the old file or the new, never an empty one;
    * named only then, so that only a kill between the link and the rename leaves a tmp */
-  ok = ok && fsync(fileno(f)) == 0;
-  /* A stop signal that came meanwhile drops the new text and keeps the old file: its sender may
-   * follow it with SIGKILL within a millisecond (mpirun does, when a peer has died), and that
-   * kill, landing between the name and the rename, would leave the name behind. */
+  int ok = rf_write_all(fd, data, n) == 0 && fsync(fd) == 0;
+  /* A stop signal that came meanwhile drops the new bytes and keeps the old file: its sender
+   * may follow it with SIGKILL within a millisecond (mpirun does, when a peer has died), and
+   * that kill, landing between the name and the rename, would leave the name behind. */
   if (ok && atomic_load(&res_pending_sig)) {
     res_errf(err, errcap, "'%s' not replaced: the process is being stopped", path);
-    fclose(f);
+    close(fd);
     if (!unnamed) unlink(tmp);
     goto out;
   }
-  if (ok && unnamed && rj_link(fileno(f), tmp) != 0) { /* say so as a named one's fopen would */
+  if (ok && unnamed && rf_link(fd, tmp) != 0) { /* say so as a named one's open would */
     res_errf(err, errcap, "cannot create '%s': %s", tmp, strerror(errno));
-    fclose(f);
+    close(fd);
     goto out;
   }
-  ok = (fclose(f) == 0) && ok;
+  int named = ok || !unnamed, saved = ok ? 0 : errno; /* an unnamed one that failed has no name */
+  ok = close(fd) == 0 && ok;
   if (!ok || rename(tmp, path) != 0) {
-    res_errf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
-    unlink(tmp);
+    res_errf(err, errcap, "cannot write '%s': %s", path, strerror(saved ? saved : errno));
+    if (named) unlink(tmp);
     goto out;
   }
   rc = 0;
 out:
-  free(txt);
   if (atomic_fetch_sub(&res_writers, 1) == 1) {
     int sig = atomic_load(&res_pending_sig);
     if (sig) res_stop_now(sig);
   }
+  return rc;
+}
+
+int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap) {
+  char *txt = cJSON_Print(v);
+  size_t n = txt ? strlen(txt) : 0;
+  char *line = txt ? realloc(txt, n + 2) : NULL; /* a text file ends its last line */
+  if (!line) {
+    free(txt);
+    res_errf(err, errcap, "cannot render JSON for '%s'", path);
+    return -1;
+  }
+  line[n] = '\n';
+  line[n + 1] = '\0';
+  int rc = res_file_replace(path, line, n + 1, err, errcap);
+  free(line);
   return rc;
 }
 

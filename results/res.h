@@ -111,12 +111,16 @@ void res_run_id(char *id, size_t cap);
  * PSM key OMPI_MCA_orte_precondition_transports, nor any value or argument holding the job
  * token FABENCH_TOKEN. Caller adds more fields. */
 cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **argv);
-/* Makes SIGTERM, SIGINT and SIGHUP wait for a res_json_write_file in progress, in any thread,
+/* Makes SIGTERM, SIGINT and SIGHUP wait for a res_file_replace in progress, in any thread,
  * then end the process as before (default action). Call once at start, before any thread. */
 int res_stop_signals_install(void);
-/* Writes the object as <dir>/run.json (atomically: temp file + rename). */
+/* Replaces path with the n bytes at data, whole: written to an unnamed file in path's directory,
+ * synced, named path.tmp and renamed over path, so a crash or kill leaves the old file or the
+ * new. 0, or -1 with err naming the file. */
+int res_file_replace(const char *path, const void *data, size_t n, char *err, size_t errcap);
+/* Writes the object as <dir>/run.json (atomically: res_file_replace). */
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap);
-/* Writes any JSON value to a file, pretty-printed, atomically (temp file + rename). */
+/* Writes any JSON value to a file, pretty-printed, atomically (res_file_replace). */
 int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap);
 /* The directory a file path names its file in ("." for a bare name, "/" for one at the root):
  * 0, or -1 when it does not fit in cap. */
