@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "res.h"
 #include "topo_int.h"
 
 void topo_warn(topo_info *ti, const char *fmt, ...) {
@@ -580,9 +581,15 @@ void topo_get_stamp(const topo_info *ti, topo_stamp *st) {
 }
 
 int topo_write_xml(const topo_info *ti, const char *path, char *err, size_t errcap) {
-  if (hwloc_topology_export_xml(ti->t, path, 0) != 0) {
-    snprintf(err, errcap, "cannot write %s: %s", path, strerror(errno));
+  /* through a buffer, not hwloc's own file export: the file is replaced whole (a run killed as it
+   * starts left a partial XML) */
+  char *xml = NULL;
+  int len = 0;
+  if (hwloc_topology_export_xmlbuffer(ti->t, &xml, &len, 0) != 0 || len <= 0) {
+    snprintf(err, errcap, "cannot write %s: hwloc could not export the topology", path);
     return -1;
   }
-  return 0;
+  int rc = res_file_replace(path, xml, (size_t)len - 1, err, errcap); /* len counts the NUL */
+  hwloc_free_xmlbuffer(ti->t, xml);
+  return rc;
 }
