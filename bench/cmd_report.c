@@ -38,6 +38,11 @@ typedef struct {
   int nplots;
   char failed[1024];
   char werr[1024]; /* the first file that could not be written, and why */
+  struct {         /* the files open: each is written whole at rp_close */
+    FILE *f;
+    char *buf;
+    size_t len;
+  } open[4];
   size_t untimed;  /* all-reduce and p2p rows left out: no valid measure */
   char untimed_in[600];
 } rp_ctx;
@@ -128,24 +133,36 @@ static void rp_write_failed(rp_ctx *x, const char *name, int e) {
   if (!x->werr[0]) snprintf(x->werr, sizeof x->werr, "cannot write %s/%s: %s", x->dir, name, e ? strerror(e) : "write error");
 }
 
+/* A file of the report, in memory until rp_close writes it whole: a report stopped midway
+ * (a kill, a full disk) leaves the previous file or none, never a cut one. */
 static FILE *rp_open(rp_ctx *x, const char *name) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s", x->dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f) rp_write_failed(x, name, errno);
-  return f;
+  for (size_t i = 0; i < sizeof x->open / sizeof *x->open; i++) {
+    if (x->open[i].f) continue;
+    x->open[i].f = open_memstream(&x->open[i].buf, &x->open[i].len);
+    if (!x->open[i].f) rp_write_failed(x, name, errno);
+    return x->open[i].f;
+  }
+  rp_write_failed(x, name, EMFILE);
+  return NULL;
 }
 
-/* Closes a file rp_open opened; a write that failed on the way (full disk, file size limit)
- * shows in its error flag or in the last flush. 0 when all of it was written. */
+/* Closes a file rp_open opened and writes it out whole; 0 when all of it was written. */
 static int rp_close(rp_ctx *x, FILE *f, const char *name) {
-  int bad = ferror(f);
+  size_t i = 0;
+  while (x->open[i].f != f) i++; /* rp_open gave it out */
+  int bad = ferror(f), rc = -1;
   errno = 0;
   if (fclose(f) != 0 || bad) {
-    rp_write_failed(x, name, errno);
-    return -1;
+    rp_write_failed(x, name, errno ? errno : ENOMEM);
+  } else {
+    char path[4200], err[sizeof x->werr];
+    snprintf(path, sizeof path, "%s/%s", x->dir, name);
+    rc = res_file_replace(path, x->open[i].buf, x->open[i].len, err, sizeof err);
+    if (rc && !x->werr[0]) memcpy(x->werr, err, sizeof err);
   }
-  return 0;
+  free(x->open[i].buf);
+  memset(&x->open[i], 0, sizeof x->open[i]);
+  return rc;
 }
 
 /* A name for a plot: gnuplot's single-quoted strings end at a quote, and the data files' fields

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <math.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -180,7 +181,8 @@ static void test_report_nothing_to_plot(void **state) {
 }
 
 /* A file report cannot write in full (here past a 1 KiB file size limit, SIGXFSZ ignored as
- * a shell's ulimit -f leaves it) is an error naming it and the cause, not a cut report.md. */
+ * a shell's ulimit -f leaves it) is an error naming it and the cause, not a cut report.md: the
+ * report's files are written whole or not at all (a cut 1 KiB report.md was left before). */
 static void test_report_write_fails(void **state) {
   (void)state;
   char tmp[64], out[128];
@@ -200,6 +202,16 @@ static void test_report_write_fails(void **state) {
       !strstr(r->err, ": File too large"))
     fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
   assert_null(strstr(r->out, "# report:"));
+  char md[300];
+  snprintf(md, sizeof md, "%s/report.md", out);
+  if (access(md, F_OK) == 0) fail_msg("a cut %s was left", md);
+  DIR *d = opendir(out);
+  assert_non_null(d);
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t n = strlen(e->d_name);
+    if (n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) fail_msg("%s/%s was left", out, e->d_name);
+  }
+  closedir(d);
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
 }
