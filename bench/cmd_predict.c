@@ -1,6 +1,7 @@
 /* fabench predict: what-if. Training images/s and scaling efficiency at many ranks from a
  * one-rank compute profile, the bucket plan and the cost model of an intra-node and an
  * inter-node fabric; and the inter-node link rate a target efficiency needs. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -265,10 +266,12 @@ static int pr_intra_bound(const pr_profile *pf, const res_step_in *in, const col
 }
 
 static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *err, size_t cap) {
-  char path[4200];
+  char path[4200], *buf = NULL;
+  size_t len = 0;
   snprintf(path, sizeof path, "%s/predict.gp", dir);
-  FILE *f = fopen(path, "w");
-  if (!f) return snprintf(err, cap, "cannot write %.900s", path), -1;
+  /* in memory, then written whole: a run stopped or a disk full midway leaves no cut script */
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return snprintf(err, cap, "cannot write %.900s: %s", path, strerror(errno)), -1;
   fprintf(f, "set datafile separator ','\nset key top left\nset logscale x 2\nset grid\n"
              "set xlabel 'ranks'\n");
   for (int t = 0; t < 2; t++) {
@@ -284,7 +287,14 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
               a ? ", " : "", al[a].name, al[a].name);
     fprintf(f, "\nunset yrange\nunset multiplot\n");
   }
-  fclose(f);
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad) {
+    free(buf);
+    return snprintf(err, cap, "cannot write %.900s: out of memory", path), -1;
+  }
+  int rc = res_file_replace(path, buf, len, err, cap);
+  free(buf);
+  if (rc) return -1;
   bench_gnuplot_log_reset(dir);
   return bench_gnuplot(dir, "predict.gp", err, cap);
 }

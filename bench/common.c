@@ -383,10 +383,9 @@ int bench_run_gather_hosts(bench_run *r, struct coll_boot *b) {
       if (i != 0) {
         char path[4400];
         snprintf(path, sizeof path, "%s/topo-%s.xml", r->dir, all[i].host);
-        FILE *f = fopen(path, "wb");
-        if (!f || fwrite(xmls + (size_t)i * maxlen, 1, all[i].xml_bytes, f) != all[i].xml_bytes)
-          bench_error("cannot write %s", path);
-        if (f) fclose(f);
+        char werr[512]; /* whole or not at all, as rank 0's own XML (topo_write_xml) */
+        if (res_file_replace(path, xmls + (size_t)i * maxlen, all[i].xml_bytes, werr, sizeof werr))
+          bench_error("%s", werr);
       }
     }
     bench_run_write(r);

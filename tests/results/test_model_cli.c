@@ -180,38 +180,69 @@ static void test_report_nothing_to_plot(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
-/* A file report cannot write in full (here past a 1 KiB file size limit, SIGXFSZ ignored as
- * a shell's ulimit -f leaves it) is an error naming it and the cause, not a cut report.md: the
- * report's files are written whole or not at all (a cut 1 KiB report.md was left before). */
+/* Runs the command past a file size limit of lim bytes (SIGXFSZ ignored, as a shell's
+ * ulimit -f leaves it): what it cannot write in full is an error, not a cut file. */
+static void run_size_limited(run_result *r, rlim_t lim_bytes, const char *cmd, char **args) {
+  struct rlimit was, lim;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &was), 0);
+  lim = was;
+  lim.rlim_cur = lim_bytes;
+  void (*old)(int) = signal(SIGXFSZ, SIG_IGN);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0); /* inherited by the command */
+  cli_run(r, 60, cmd, NULL, -1, NULL, args);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &was), 0);
+  signal(SIGXFSZ, old);
+}
+
+/* Neither dir/name nor a .tmp file in dir. */
+static void assert_not_left(const char *dir, const char *name) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (access(path, F_OK) == 0) fail_msg("a cut %s was left", path);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t n = strlen(e->d_name);
+    if (n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) fail_msg("%s/%s was left", dir, e->d_name);
+  }
+  closedir(d);
+}
+
+/* A file report cannot write in full (here past a 1 KiB file size limit) is an error naming
+ * it and the cause, not a cut report.md: the report's files are written whole or not at all
+ * (a cut 1 KiB report.md was left before). */
 static void test_report_write_fails(void **state) {
   (void)state;
   char tmp[64], out[128];
   assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
   snprintf(out, sizeof out, "%s/rep", tmp);
   run_result *r = calloc(1, sizeof *r);
-  struct rlimit was, lim;
-  assert_int_equal(getrlimit(RLIMIT_FSIZE, &was), 0);
-  lim = was;
-  lim.rlim_cur = 1024;
-  void (*old)(int) = signal(SIGXFSZ, SIG_IGN);
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0); /* inherited by the command */
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &was), 0);
-  signal(SIGXFSZ, old);
+  run_size_limited(r, 1024, "report", (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
   if (r->status != 1 || !strstr(r->err, "fabench: report: cannot write ") || !strstr(r->err, out) ||
       !strstr(r->err, ": File too large"))
     fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
   assert_null(strstr(r->out, "# report:"));
-  char md[300];
-  snprintf(md, sizeof md, "%s/report.md", out);
-  if (access(md, F_OK) == 0) fail_msg("a cut %s was left", md);
-  DIR *d = opendir(out);
-  assert_non_null(d);
-  for (struct dirent *e; (e = readdir(d));) {
-    size_t n = strlen(e->d_name);
-    if (n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) fail_msg("%s/%s was left", out, e->d_name);
-  }
-  closedir(d);
+  assert_not_left(out, "report.md");
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
+/* The same for predict's gnuplot script (1.6 KB here, its rows and run.json under 1.6 KB):
+ * it was written in place, its write errors unchecked, and gnuplot ran on a cut script. The
+ * rows are written, so the plot missing is a warning naming the file and cause, exit 0. */
+static void test_predict_write_fails(void **state) {
+  (void)state;
+  char tmp[64], out[128];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(out, sizeof out, "%s/pr", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  run_size_limited(r, 1600, "predict",
+                   (char *[]){"--model", "resnet20", "--ranks", "2", "--intra", "alpha=5,gbps=50,reduce=20", "--out", out, NULL});
+  if (r->status != 0 || !strstr(r->err, "fabench: predict: no plot: cannot write ") || !strstr(r->err, out) ||
+      !strstr(r->err, "/predict.gp': File too large") || strstr(r->out, "# plot:"))
+    fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_not_left(out, "predict.gp");
+  assert_not_left(out, "predict.png");
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
 }
@@ -1014,6 +1045,7 @@ int main(void) {
       cmocka_unit_test(test_report_refuses),
       cmocka_unit_test(test_report_nothing_to_plot),
       cmocka_unit_test(test_report_write_fails),
+      cmocka_unit_test(test_predict_write_fails),
       cmocka_unit_test(test_report_dtypes),
       cmocka_unit_test(test_fit_and_predict),
       cmocka_unit_test(test_fit_check),
