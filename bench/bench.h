@@ -146,7 +146,9 @@ double bench_gamma_kernel(void);
  * notes on rows left out on stderr unless quiet: one rank says them for all). More in model.h. */
 int bench_model_load(struct res_model *m, const char *from, int quiet, char *err, size_t cap);
 /* Runs `gnuplot script` in dir, its output appended to dir/gnuplot.log under the script's name;
- * bench_gnuplot_log_reset starts that log afresh, so it holds one run's plots only. */
+ * bench_gnuplot_log_reset starts that log afresh, so it holds one run's plots only. The script
+ * (STEM.gp) draws STEM.png.tmp and STEM.svg.tmp, renamed to STEM.png and STEM.svg once gnuplot
+ * has succeeded and removed if not: a plot stopped midway or past a disk's end is not left cut. */
 int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap);
 void bench_gnuplot_log_reset(const char *dir);
 

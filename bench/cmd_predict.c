@@ -275,8 +275,8 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
   fprintf(f, "set datafile separator ','\nset key top left\nset logscale x 2\nset grid\n"
              "set xlabel 'ranks'\n");
   for (int t = 0; t < 2; t++) {
-    fprintf(f, t ? "set terminal svg size 1000,450 dynamic\nset output 'predict.svg'\n"
-                 : "set terminal pngcairo size 1000,450\nset output 'predict.png'\n");
+    fprintf(f, t ? "set terminal svg size 1000,450 dynamic\nset output 'predict.svg.tmp'\n"
+                 : "set terminal pngcairo size 1000,450\nset output 'predict.png.tmp'\n");
     fprintf(f, "set multiplot layout 1,2\nset ylabel 'images/s'\nset logscale y\nplot ");
     for (int a = 0; a < nalgos; a++)
       fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):18 with linespoints title '%s'",

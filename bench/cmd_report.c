@@ -213,8 +213,8 @@ static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *
   fprintf(f, "set datafile separator ','\nset grid\nset key outside below\n");
   int height = rp_plot_height(body);
   for (int t = 0; t < 2; t++) {
-    fprintf(f, t ? "set terminal svg size %d,%d dynamic\nset output '%s.svg'\n"
-                 : "set terminal pngcairo size %d,%d\nset output '%s.png'\n",
+    fprintf(f, t ? "set terminal svg size %d,%d dynamic\nset output '%s.svg.tmp'\n"
+                 : "set terminal pngcairo size %d,%d\nset output '%s.png.tmp'\n",
             RP_PLOT_WIDTH, height, name);
     fprintf(f, "set title '%s'\n%s\n", title, body);
   }

@@ -247,6 +247,26 @@ static void test_predict_write_fails(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* gnuplot exits 0 on a plot cut short (here past a 12 KB file size limit, under which the
+ * report's text files fit): the cut plot is not kept under its name, and report says which
+ * one and exits 1 (a cut 12 KB busbw.png was left, exit 0, before). */
+static void test_report_plot_cut(void **state) {
+  (void)state;
+  char tmp[64], out[128];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  run_size_limited(r, 12000, "report", (char *[]){FIXTURE_RUN, "--out", out, NULL});
+  if (r->status != 1 || !strstr(r->err, "fabench: report: plots missing: gnuplot left ") || !strstr(r->err, out) ||
+      !strstr(r->err, "/busbw.png cut short"))
+    fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "report.md", "![all-reduce busbw"));
+  static const char *const plots[] = {"busbw.png", "busbw.svg", "latency.png", "latency.svg", "train_images.png", "scaling.svg"};
+  for (size_t i = 0; i < sizeof plots / sizeof *plots; i++) assert_not_left(out, plots[i]);
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 /* Rows of two dtypes are told apart: the All-reduce table has a row per dtype, and the plots'
  * keys name it (here the fixture's rows again as f64). */
 static void test_report_dtypes(void **state) {
@@ -1046,6 +1066,7 @@ int main(void) {
       cmocka_unit_test(test_report_nothing_to_plot),
       cmocka_unit_test(test_report_write_fails),
       cmocka_unit_test(test_predict_write_fails),
+      cmocka_unit_test(test_report_plot_cut),
       cmocka_unit_test(test_report_dtypes),
       cmocka_unit_test(test_fit_and_predict),
       cmocka_unit_test(test_fit_check),
