@@ -103,8 +103,9 @@ static int rp_plot_known(const char *name) {
   return 0;
 }
 
+/* A previous report's files, and what one stopped midway left (a plot gnuplot was drawing). */
 static void rp_remove_old(const char *dir) {
-  static const char *const ext[] = {".png", ".svg", ".gp"};
+  static const char *const ext[] = {".png", ".svg", ".gp", ".png.tmp", ".svg.tmp"};
   char path[4200];
   for (size_t i = 0; i < RP_COUNT(rp_plot_names); i++)
     for (size_t e = 0; e < RP_COUNT(ext); e++) {
