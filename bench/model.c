@@ -255,7 +255,11 @@ static int bench_gnuplot_finish(const char *dir, const char *script, int ok, cha
       if (!rc) snprintf(err, cap, "gnuplot left %s cut short (a full disk or a file size limit?)", path);
       rc = -1;
     }
-    if (rc || rename(tmp, path) != 0) unlink(tmp);
+    if (!rc && rename(tmp, path) != 0) {
+      snprintf(err, cap, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+      rc = -1;
+    }
+    if (rc) unlink(tmp);
   }
   return rc;
 }
