@@ -66,7 +66,7 @@ typedef struct {
   int nranks;              /* -n N: ranks started here; 0: the launcher's world */
   const char *emulate;     /* --emulate RATE (needs -n) */
   const char *mpirun_args; /* --mpirun-args ARGS */
-  const char *bind;        /* --bind HOW */
+  const char *bind;        /* --bind HOW (NULL: auto) */
   long timeout_s;          /* --timeout: every network wait (default 60) */
   const char *out;         /* --out DIR */
   long tcp_streams;        /* --tcp-streams (default 1) */
@@ -111,9 +111,10 @@ int bench_run_begin(bench_run *r, const char *out, const char *command, int argc
  * run.json. Collective over the boot world; r is rank 0's run (ignored on other ranks). */
 struct coll_boot;
 int bench_run_gather_hosts(bench_run *r, struct coll_boot *b);
-/* Binds this rank as `how` (--bind) asks, among the ranks on its host; desc gets what it got
- * ("none" when how is NULL or "none"). 0, or -1 after reporting the error. */
-int bench_bind_rank(struct coll_boot *b, const char *how, char *desc, size_t cap);
+/* Binds this rank as `how` (--bind; NULL: auto) asks, among the ranks on its host, each running
+ * `threads` compute threads (auto's cores per rank); desc gets what it got ("none" for "none").
+ * 0, or -1 after reporting the error. */
+int bench_bind_rank(struct coll_boot *b, const char *how, int threads, char *desc, size_t cap);
 /* The world every multi-rank command records (collective over the boot world): every host's
  * topology (bench_run_gather_hosts), and on rank 0 run.json's ranks, host_count, bootstrap,
  * rank_hosts, library_versions, emulation, an empty "fabrics" object for the transports, and

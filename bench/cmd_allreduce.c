@@ -61,7 +61,8 @@ static const char ar_usage[] =
     "  --mpirun-args ARGS    extra mpirun arguments when -n starts ranks through mpirun\n"
     "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
     "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
-    "  --bind HOW            none|core|numa|nic|gpu (default: none)\n"
+    "  --bind HOW            auto|none|core|numa|nic|gpu (default: auto, a core each\n"
+    "                        where the host's ranks fit its cores and no launcher bound them)\n"
     "  --seed N              data seed (default: 1)\n"
     "  --timeout SEC         every network wait (default: 60)\n"
     "  --model-from DIR|FILE every row gains the cost model's prediction (t_pred_us) and\n"
@@ -760,7 +761,7 @@ static int ar_begin(ar_ctx *x, int argc, char **argv) {
   const ar_opts *o = x->o;
   char bind_desc[256];
   int rc = 0;
-  if (bench_bind_rank(x->boot, o->r.bind, bind_desc, sizeof bind_desc)) return 1;
+  if (bench_bind_rank(x->boot, o->r.bind, 1, bind_desc, sizeof bind_desc)) return 1;
   if (x->rank == 0) {
     char err[512];
     x->progress = isatty(2);

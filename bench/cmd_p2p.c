@@ -69,7 +69,8 @@ static const char p2p_usage[] =
     "  --timeout S           seconds any wait may take (default 60)\n"
     "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
     "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
-    "  --bind HOW            none|core|numa|nic|gpu (default: none)\n"
+    "  --bind HOW            auto|none|core|numa|nic|gpu (default: auto, a core each\n"
+    "                        where the host's ranks fit its cores and no launcher bound them)\n"
     "  --mpirun-args ARGS    extra mpirun arguments (with -n and --transport mpi)\n"
     "  --out DIR             run directory (default results/<UTC>-p2p)\n";
 
@@ -831,7 +832,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
     bench_error("--pairs %d,%d: there are only %d ranks", o->src, o->dst, x.size);
     rc = 2;
     failed = 0; /* every rank refuses alike */
-  } else if (bench_bind_rank(b, o->r.bind, bind_desc, sizeof bind_desc) == 0) {
+  } else if (bench_bind_rank(b, o->r.bind, 1, bind_desc, sizeof bind_desc) == 0) {
     nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->step_factor, 1, &sizes);
     if (nsizes <= 0) bench_error("out of memory");
   }

@@ -46,7 +46,8 @@ static const char train_usage[] =
     "                       RATE (e.g. 1gbit); needs root and iproute2\n"
     "  --mpirun-args ARGS   extra mpirun arguments when -n starts ranks through mpirun\n"
     "  --chunk SIZE         pipelining unit of the all-reduce algorithms\n"
-    "  --bind HOW           none|core|numa|nic|gpu [none]\n"
+    "  --bind HOW           auto|none|core|numa|nic|gpu [auto: --threads cores each where\n"
+    "                       the host's ranks fit its cores and no launcher bound them]\n"
     "  --timeout SEC        every network wait [60]\n"
     "  --trace FILE         Chrome trace (Perfetto, chrome://tracing) of the measured steps:\n"
     "                       per rank, forward, each layer's backward, each bucket's all-reduce\n"
@@ -898,7 +899,7 @@ static int job_open(train_job *j) {
   if (!model_ok) bench_usage_error(train_usage, "--model-from: %s", err);
   if (!bench_rank0_ok(x->boot, model_ok)) return 2;
 
-  if (bench_bind_rank(x->boot, a->r.bind, j->bind_desc, sizeof j->bind_desc)) return 1;
+  if (bench_bind_rank(x->boot, a->r.bind, (int)a->threads, j->bind_desc, sizeof j->bind_desc)) return 1;
   for (int t = 0; x->size > 1 && t < j->ntk; t++) {
     coll_comm_opts co = {.transport = j->tks[t], .timeout_ms = (int)a->r.timeout_s * 1000,
                          .chunk_bytes = (size_t)a->chunk, .no_spin = 1};

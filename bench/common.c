@@ -399,14 +399,15 @@ out:
   return rc;
 }
 
-int bench_bind_rank(struct coll_boot *b, const char *how, char *desc, size_t cap) {
+int bench_bind_rank(struct coll_boot *b, const char *how, int threads, char *desc, size_t cap) {
   snprintf(desc, cap, "none");
-  if (!how || !strcmp(how, "none")) return 0;
+  if (!how) how = "auto";
+  if (!strcmp(how, "none")) return 0;
   int me = coll_boot_rank(b), local_size = 0;
   for (int r = 0; r < coll_boot_size(b); r++)
     local_size += !strcmp(coll_boot_host(b, r), coll_boot_host(b, me));
   char err[256];
-  if (topo_bind(how, coll_boot_local_rank(b), local_size, NULL, desc, cap, err, sizeof err)) {
+  if (topo_bind(how, coll_boot_local_rank(b), local_size, threads, NULL, desc, cap, err, sizeof err)) {
     bench_error("rank %d (%s): --bind %s: %s", me, coll_boot_host(b, me), how, err);
     return -1;
   }

@@ -54,8 +54,8 @@ int topo_write_xml(const topo_info *ti, const char *path, char *err, size_t errc
 
 /* ---- binding ---- */
 typedef enum { TOPO_BIND_NONE = 0, TOPO_BIND_CORE, TOPO_BIND_NUMA, TOPO_BIND_NIC,
-               TOPO_BIND_GPU } topo_bind_kind;
-/* Parses "none|core|numa|nic|gpu"; -1 with a message in err for anything else. */
+               TOPO_BIND_GPU, TOPO_BIND_AUTO } topo_bind_kind;
+/* Parses "none|core|numa|nic|gpu|auto"; -1 with a message in err for anything else. */
 int topo_bind_parse(const char *how, topo_bind_kind *kind, char *err, size_t errcap);
 /* Binds the calling process (all its threads) for local rank local_rank of local_size:
  *   core: one allowed core, ranks spread evenly (shared round robin past the core count);
@@ -63,10 +63,14 @@ int topo_bind_parse(const char *how, topo_bind_kind *kind, char *err, size_t err
  *   nic:  the cpus nearest the NIC named by hint ("mlx5_0", "eth0"), else NIC local_rank % n;
  *   gpu:  the cpus nearest the GPU given by hint (index "3" or PCI "0000:17:00.0"), else GPU
  *         local_rank % n;
- *   none: nothing.
+ *   none: nothing;
+ *   auto: `threads` allowed cores of its own, the ranks in order, where local_size x threads
+ *         fit the allowed cores and the process is not bound already (a launcher's binding is
+ *         kept); else nothing, and desc says why ("auto: none (4 rank(s) x 1 thread(s) on 2
+ *         core(s))"). A topology that is not this machine's gives nothing, not an error.
  * Always intersected with the allowed cpuset. desc receives what was actually got, read back
  * with get_cpubind, e.g. "core:3 cpuset=0x00000008 cpus=3". Returns 0 or -1 (err). */
-int topo_bind(const char *how, int local_rank, int local_size, const char *hint, char *desc,
+int topo_bind(const char *how, int local_rank, int local_size, int threads, const char *hint, char *desc,
               size_t desccap, char *err, size_t errcap);
 
 #endif
