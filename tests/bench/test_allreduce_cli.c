@@ -254,6 +254,15 @@ static void test_run_files(void **st) {
   assert_int_equal(cJSON_GetObjectItem(m, "ranks")->valueint, 3);
   assert_string_equal(cJSON_GetObjectItem(m, "status")->valuestring, "ok");
   assert_non_null(cJSON_GetObjectItem(m, "topology"));
+  /* the default binding, auto, each rank's as it got it: a core of its own where the 3 ranks
+   * fit the host's cores, else none and why, or the binding ctest's launcher gave */
+  const cJSON *bd = cJSON_GetObjectItem(m, "binding");
+  assert_int_equal(cJSON_GetArraySize(bd), 3);
+  for (int i = 0; i < 3; i++) {
+    const char *b = cJSON_GetArrayItem(bd, i)->valuestring;
+    assert_non_null(b);
+    assert_int_equal(strncmp(b, "auto: ", 6), 0);
+  }
   cJSON_Delete(m);
   free(rj);
   free(r);
