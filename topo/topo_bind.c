@@ -133,14 +133,14 @@ int topo_bind(const char *how, int local_rank, int local_size, int threads, cons
     goto out;
   }
   /* XML or synthetic topologies make binding a silent no-op: refuse instead (auto: leave it) */
-  if ((!ti->thissystem || strcmp(ti->backend, "Linux") != 0) && kind == TOPO_BIND_AUTO) {
-    snprintf(desc, desccap, "auto: none (the topology is not this machine's)");
-    rc = 0;
-    goto out;
-  }
   if (!ti->thissystem || strcmp(ti->backend, "Linux") != 0) {
-    snprintf(err, errcap, "--bind %s: the topology is not this machine's (backend %s%s)", how,
-             ti->backend, getenv("HWLOC_XMLFILE") ? ", HWLOC_XMLFILE is set" : "");
+    if (kind == TOPO_BIND_AUTO) {
+      snprintf(desc, desccap, "auto: none (the topology is not this machine's)");
+      rc = 0;
+    } else {
+      snprintf(err, errcap, "--bind %s: the topology is not this machine's (backend %s%s)", how,
+               ti->backend, getenv("HWLOC_XMLFILE") ? ", HWLOC_XMLFILE is set" : "");
+    }
     goto out;
   }
   hwloc_const_bitmap_t allowed = hwloc_topology_get_allowed_cpuset(ti->t);
