@@ -108,13 +108,14 @@ static void fit_print(const res_model *m) {
     if (!f->nbusy) continue;
     if (!any++)
       printf("# beside a load (allreduce --beside-compute): the share of a computing core's pace the all-reduce "
-             "took, by ranks and size\n");
+             "took, by ranks and size, and (/) the all-reduce's own pace against the model's time\n");
     char name[256];
     printf("  %-22s %-5s", res_model_label(m, f, name, sizeof name), f->transport);
     for (int q = 0; q < f->nbusy; q++) {
       char sz[32];
       fit_size(sz, sizeof sz, (int64_t)f->busy[q].bytes);
       printf(" p%d %s:%.2f", f->busy[q].ranks, sz, f->busy[q].loss);
+      if (f->busy[q].pace > 0) printf("/%.2f", f->busy[q].pace);
     }
     printf("\n");
   }

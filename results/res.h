@@ -138,10 +138,11 @@ int res_json_read_file(const char *path, cJSON **out, char *err, size_t errcap);
 
 /* ---- the cost model fit (res_fit.c): alpha-beta-gamma per fabric and host count ---- */
 #define RES_BUSY_MAX 16 /* a fabric's (ranks, size) points measured beside a load */
-/* The share of a computing thread's pace an all-reduce of `bytes` on `ranks` took. */
+/* The share of a computing thread's pace an all-reduce of `bytes` on `ranks` took, and the
+ * all-reduce's own pace beside it (the model's time over the measured; NaN: not known). */
 typedef struct {
   int ranks;
-  double bytes, loss;
+  double bytes, loss, pace;
 } res_busy;
 /* One measured point against the fitted model. */
 typedef struct {
@@ -284,6 +285,8 @@ typedef struct {
                     backward (or, with overlap_step, the next forward) the reduction gets that
                     up to half the cores, and the compute the rest (0: the reduction takes no
                     compute) */
+  double pace;   /* the reduction's pace beside the compute, measured (0 < pace < 1), where
+                    that is slower than the share of the cores gives it; else 0 */
   int batch;     /* images per rank per step */
   double meet_ms; /* of data_ms, the faster ranks' wait for the slowest: a profile of several
                      ranks meets at the step's end and counts the wait in the next step's data;
@@ -298,7 +301,8 @@ typedef struct {
 } res_step_out;
 /* A data-parallel step: one communication thread reduces the buckets in order, each starting
  * when it is ready and the previous one is done; while a reduction runs beside backward, it
- * takes `share` of the cores (half at most, where it then slows too) and backward the rest;
+ * takes `share` of the cores (half at most, where it then slows too; under half, it runs at
+ * `pace` where that was measured slower) and backward the rest;
  * exposed communication is the time after backward's end until the last bucket is reduced
  * (overlap_step: the forward's longest wait for a bucket its layers need), and at least the
  * ranks' meeting (meet_ms), which a training row counts there; the wait for data hides behind

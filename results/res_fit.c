@@ -559,10 +559,12 @@ static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const c
 
 /* The fabric's rows measured beside a load (compute_loss; its fabric, transport, host count and
  * machine, whether its model came from all-reduce or p2p rows) into f->busy: per rank count
- * and size of 1 MiB or more, the mean loss of its rows (ring, or whichever algorithms ran),
- * sorted by ranks then size; at most RES_BUSY_MAX points, the first found. */
+ * and size of 1 MiB or more, the mean loss of its rows (ring, or whichever algorithms ran) and
+ * the mean pace of the all-reduce itself against the fitted model's time (a link-bound ring
+ * keeps it; one whose CPU work shares a core with the load does not), sorted by ranks then
+ * size; at most RES_BUSY_MAX points, the first found. */
 static void rf_busy(res_fabric_model *f, const res_allreduce_row *rows, size_t n) {
-  int cnt[RES_BUSY_MAX] = {0};
+  int cnt[RES_BUSY_MAX] = {0}, npace[RES_BUSY_MAX] = {0};
   f->nbusy = 0;
   for (size_t i = 0; i < n; i++) {
     const res_allreduce_row *r = &rows[i];
@@ -574,10 +576,17 @@ static void rf_busy(res_fabric_model *f, const res_allreduce_row *rows, size_t n
     while (j < f->nbusy && !(f->busy[j].ranks == r->ranks && f->busy[j].bytes == (double)r->bytes)) j++;
     if (j == f->nbusy) {
       if (j == RES_BUSY_MAX) continue;
-      f->busy[j].ranks = (int)r->ranks, f->busy[j].bytes = (double)r->bytes, f->busy[j].loss = 0;
+      f->busy[j] = (res_busy){(int)r->ranks, (double)r->bytes, 0, NAN};
       f->nbusy++;
     }
     f->busy[j].loss += (r->compute_loss - f->busy[j].loss) / ++cnt[j]; /* running mean */
+    coll_algo a;
+    double t = coll_algo_parse(*r->algo_ran ? r->algo_ran : r->algo, &a) ? NAN
+               : coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
+    if (t > 0 && r->t_p50_us > 0) {
+      double pace = t * 1e6 / r->t_p50_us;
+      f->busy[j].pace = npace[j]++ ? f->busy[j].pace + (pace - f->busy[j].pace) / npace[j] : pace;
+    }
   }
   for (int a = 1; a < f->nbusy; a++) /* insertion sort: a few points */
     for (int b = a; b > 0 && (f->busy[b - 1].ranks > f->busy[b].ranks ||
@@ -1006,13 +1015,14 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     cJSON_AddItemToObject(j, "cpu_s_per_byte", rf_num(f->cpu_byte));
     /* predictions carry the residuals' misses (rf_learn): rebuilt from them on reading */
     cJSON_AddBoolToObject(j, "learned", f->learned);
-    if (f->nbusy) { /* [ranks, bytes, loss] */
+    if (f->nbusy) { /* [ranks, bytes, loss, pace] */
       cJSON *bz = cJSON_AddArrayToObject(j, "compute_loss");
       for (int q = 0; q < f->nbusy; q++) {
         cJSON *x = cJSON_CreateArray();
         cJSON_AddItemToArray(x, cJSON_CreateNumber(f->busy[q].ranks));
         cJSON_AddItemToArray(x, cJSON_CreateNumber(f->busy[q].bytes));
         cJSON_AddItemToArray(x, rf_num(f->busy[q].loss));
+        cJSON_AddItemToArray(x, rf_num(f->busy[q].pace));
         cJSON_AddItemToArray(bz, x);
       }
     }
@@ -1180,8 +1190,11 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
         rc = -1;
         break;
       }
-      f->busy[f->nbusy].ranks = (int)q0->valuedouble, f->busy[f->nbusy].bytes = q1->valuedouble;
-      f->busy[f->nbusy++].loss = q2->valuedouble;
+      /* the pace (a fourth item, a number above 0) is newer: a model without it prices the
+       * all-reduce beside the compute by the share of the cores alone */
+      const cJSON *q3 = cJSON_GetArrayItem(bp, 3);
+      double pace = cJSON_IsNumber(q3) && q3->valuedouble > 0 ? q3->valuedouble : NAN;
+      f->busy[f->nbusy++] = (res_busy){(int)q0->valuedouble, q1->valuedouble, q2->valuedouble, pace};
     }
     if (rc) break;
     f->rms_rel = rf_get(j, "rms_rel");

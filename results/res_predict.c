@@ -62,6 +62,11 @@ void res_predict_step(res_step_out *out, const res_step_in *in) {
    * becomes ready, a reduction ends, backward ends. */
   double B = in->bwd_ms, s = in->overlap && in->share > 0 ? in->share : 0;
   double rc = s > 0.5 ? 0.5 / s : 1, rb = 1 - s * rc;
+  /* a reduction that keeps its pace by the shares (link-bound) runs at the pace measured beside
+   * a load where that is slower; one that needs over half the cores is priced by them (taking
+   * its measured pace too, 0.2-0.3 for loopback tcp's 4 ranks on 2 cores, predicted ResNet-18
+   * there 9-14% slow in three bench-model runs: the cores counted twice) */
+  if (s > 0 && s <= 0.5 && in->pace > 0 && in->pace < rc) rc = in->pace;
   double w = 0, p = 0, end_bwd = B > 0 ? -1 : 0, comm = 0, rem = 0, done = 0;
   double late = -INFINITY; /* overlap_step: the latest (done - when the next forward needs it) */
   size_t j = 0, n = in->nbuckets;
@@ -197,21 +202,27 @@ static double rp_measured_share(const res_fabric_model *f, coll_algo a, int rank
   return s < 1 ? s : 1;
 }
 
-/* The share computing cores lost to an all-reduce of `bytes` on `ranks`, as measured beside a
- * load (f->busy, the same rank count): interpolated in log size between the measured sizes,
- * the nearest beyond them; 0 where a core is free; NaN: not measured. */
-static double rp_busy_share(const res_fabric_model *f, int ranks, int threads, double bytes) {
+/* What was measured beside a load (f->busy, the same rank count) at `bytes`: the computing
+ * cores' loss (pace 0) or the all-reduce's own pace (pace 1), interpolated in log size between
+ * the measured sizes, the nearest beyond them; NaN: not measured. */
+static double rp_busy_at(const res_fabric_model *f, int ranks, double bytes, int pace) {
   const res_busy *lo = NULL, *hi = NULL;
   for (int i = 0; i < f->nbusy; i++) {
     const res_busy *p = &f->busy[i];
-    if (p->ranks != ranks) continue;
+    if (p->ranks != ranks || (pace && !(p->pace > 0))) continue;
     if (p->bytes <= bytes) lo = p; /* sorted by size: the last at or below */
     else if (!hi) hi = p;
   }
   if (!lo && !hi) return NAN;
-  if (!rp_cores_shared(&f->m, ranks, threads, bytes)) return 0;
-  double l = !hi ? lo->loss : !lo ? hi->loss
-                            : lo->loss + (hi->loss - lo->loss) * log(bytes / lo->bytes) / log(hi->bytes / lo->bytes);
+  double l = lo ? (pace ? lo->pace : lo->loss) : 0, h = hi ? (pace ? hi->pace : hi->loss) : 0;
+  return !hi ? l : !lo ? h : l + (h - l) * log(bytes / lo->bytes) / log(hi->bytes / lo->bytes);
+}
+
+/* The share computing cores lost to an all-reduce of `bytes` on `ranks`, as measured beside a
+ * load; 0 where a core is free; NaN: not measured. */
+static double rp_busy_share(const res_fabric_model *f, int ranks, int threads, double bytes) {
+  double l = rp_busy_at(f, ranks, bytes, 0);
+  if (isnan(l) || !rp_cores_shared(&f->m, ranks, threads, bytes)) return isnan(l) ? l : 0;
   return l < 0 ? 0 : l > 1 ? 1 : l;
 }
 
@@ -356,6 +367,11 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
    * 5gbit, 2 ranks, 16 MiB, 0.48 of their pace against a share of 0.35 from it */
   double busy = rp_busy_share(f, (int)row->ranks, (int)row->threads, big);
   if (busy > in.share) in.share = busy;
+  /* and a link-bound reduction beside them slows too, where its sender waits for a core: at
+   * emulated 5gbit, 2 ranks, ucx, the 25 MiB bucket took 48 ms where alone it takes 42, and
+   * ResNet-18's step was predicted 7.5-10.8% fast; beside the load the 16 MiB ring ran at 0.84 */
+  double pace = rp_busy_at(f, (int)row->ranks, big, 1);
+  in.pace = pace > 0 && pace < 1 ? pace : 0;
   res_step_out o;
   res_predict_step(&o, &in);
   free(b);

@@ -18,16 +18,38 @@ static void near(double got, double want, double rel, const char *what) {
   if (!(fabs(got - want) <= rel * fabs(want))) fail_msg("%s: got %.9g, want %.9g", what, got, want);
 }
 
-/* m through model.json and back: written to a fresh directory, read from it, removed. */
-static void model_back(const res_model *m, res_model *back) {
+/* m through model.json and back: written to a fresh directory, changed by edit (if not NULL),
+ * read from it, removed. */
+static void model_back_ex(const res_model *m, res_model *back, void (*edit)(cJSON *)) {
   char dir[64], path[128], err[256];
   snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
   assert_non_null(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/model.json", dir);
   if (res_model_write(m, path, err, sizeof err)) fail_msg("%s", err);
+  if (edit) {
+    cJSON *j;
+    if (res_json_read_file(path, &j, err, sizeof err)) fail_msg("%s", err);
+    edit(j);
+    char *txt = cJSON_Print(j);
+    FILE *f = fopen(path, "w");
+    assert_true(txt && f && fputs(txt, f) >= 0);
+    fclose(f);
+    free(txt);
+    cJSON_Delete(j);
+  }
   if (res_model_read(back, dir, err, sizeof err)) fail_msg("%s", err);
   unlink(path);
   rmdir(dir);
+}
+
+static void model_back(const res_model *m, res_model *back) { model_back_ex(m, back, NULL); }
+
+/* model.json as written before the all-reduce's pace beside a load: [ranks, bytes, loss] */
+static void drop_pace(cJSON *j) {
+  cJSON *f, *pt;
+  cJSON_ArrayForEach(f, cJSON_GetObjectItem(j, "fabrics")) {
+    cJSON_ArrayForEach(pt, cJSON_GetObjectItem(f, "compute_loss")) cJSON_DeleteItemFromArray(pt, 3);
+  }
 }
 
 /* alpha 10 us, beta 1 ns/B, gamma 0.5 ns/B; n = 1 MiB, c = 256 KiB; values worked by hand. */
@@ -668,11 +690,18 @@ static void test_fit_cpu_byte(void **state) {
     assert_int_equal(m.f[0].nbusy, 2);
     assert_true(m.f[0].busy[0].ranks == 4 && m.f[0].busy[0].bytes == (4 << 20) && m.f[0].busy[0].loss == 0.5);
     assert_true(m.f[0].busy[1].ranks == 4 && m.f[0].busy[1].bytes == (16 << 20) && m.f[0].busy[1].loss == 0.6);
+    near(m.f[0].busy[0].pace, 1 / 1.3, 0.01, "the ring's pace beside the load, 4 MiB");
+    near(m.f[0].busy[1].pace, 1 / 1.3, 0.01, "the ring's pace beside the load, 16 MiB");
     res_model back;
     model_back(&m, &back);
     near(back.f[0].cpu_byte, m.f[0].cpu_byte, 1e-12, "model.json");
     assert_int_equal(back.f[0].nbusy, 2);
     assert_true(back.f[0].busy[1].bytes == (16 << 20) && back.f[0].busy[1].loss == 0.6);
+    near(back.f[0].busy[1].pace, m.f[0].busy[1].pace, 1e-12, "model.json: the pace");
+    res_model_free(&back);
+    /* a model.json from before the pace ([ranks, bytes, loss]) reads, without it */
+    model_back_ex(&m, &back, drop_pace);
+    assert_true(back.f[0].nbusy == 2 && back.f[0].busy[0].loss == 0.5 && isnan(back.f[0].busy[0].pace));
     res_model_free(&back);
     res_model_free(&m);
   }
@@ -1130,6 +1159,13 @@ static void test_train_plan_and_share(void **state) {
   near(o.bwd_ms, 30 + 2.0 / 3, 1e-12, "backward beside a link-bound reduction");
   near(o.exposed_comm_ms, 3 - 2.0 / 3, 1e-12, "exposed, the reduction at its pace");
   near(o.step_ms, 45, 1e-12, "step, share 0.25");
+  /* measured beside a load, that reduction ran at half its pace: from 28 backward's last 2 ms
+   * end at 30.67 with 1.33 ms of the reduction done, the rest alone to 34.33: 3.67 exposed */
+  in.pace = 0.5;
+  res_predict_step(&o, &in);
+  near(o.bwd_ms, 30 + 2.0 / 3, 1e-12, "backward beside a slowed link-bound reduction");
+  near(o.exposed_comm_ms, 5 - 4.0 / 3, 1e-12, "exposed, the reduction at its measured pace");
+  near(o.step_ms, 42 + 2.0 / 3 + 5 - 4.0 / 3, 1e-12, "step, measured pace");
   /* share 0.75: more than half the cores to keep its pace, so it gets half and slows to 2/3,
    * backward to 1/2: from 28, backward ends at 32 with 8/3 ms of the reduction done; the rest
    * alone to 34.33: step 42 + 2 + 2.33 */
@@ -1137,6 +1173,10 @@ static void test_train_plan_and_share(void **state) {
   res_predict_step(&o, &in);
   near(o.bwd_ms, 32, 1e-12, "backward beside a CPU-bound reduction");
   near(o.step_ms, 42 + 2 + 5 - 8.0 / 3, 1e-12, "step, share 0.75");
+  in.pace = 0; /* the cores price it there: a measured pace is not used */
+  res_step_out o2;
+  res_predict_step(&o2, &in);
+  assert_true(o2.step_ms == o.step_ms && o2.bwd_ms == o.bwd_ms);
   in.share = 1;
   one_b.ready_ms = 10;
   /* the share from a model: all CPU (beta_cpu) on a host whose 2 cores compute: 1 */
@@ -1185,8 +1225,9 @@ static void test_train_plan_and_share(void **state) {
   pair[0].topo[0] = pair[1].topo[0] = '\0';
   /* measured on the link (cpu_byte 0.25 ns a byte sent), that is the share, not the loopback's:
    * the largest bucket (15e6) sends 30e6 from the host, 7.5 ms of CPU over its 15 ms on 2 cores:
-   * 0.25. Bucket 0 (10 ms) from 13.33 beside backward, both at 0.8: it ends at 25.83, backward
-   * at 23.33 of its work, alone to 30 at 32.5; bucket 1 (15 ms) to 47.5: step 42 + 2.5 + 15 */
+   * 0.25. Bucket 0 (10 ms) from 13.33 at its pace beside backward at 0.75: it ends at 23.33,
+   * backward at 20.83 of its work, alone to 30 at 32.5; bucket 1 (15 ms) to 47.5: step 42 + 2.5
+   * + 15 */
   pair[0].cpu_byte = 0.25e-9;
   erow = two;
   assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
@@ -1194,26 +1235,32 @@ static void test_train_plan_and_share(void **state) {
   near(erow.exposed_comm_ms_pred, 15, 1e-9, "emulated, measured: exposed");
   /* measured beside a load on 2 ranks, 0.25 at 5e6 and 0.75 at 45e6: the largest bucket (15e6)
    * halfway in log size, 0.5, the larger share, as the loopback's above (62) */
-  pair[0].busy[0] = (res_busy){2, 5e6, 0.25}, pair[0].busy[1] = (res_busy){2, 45e6, 0.75};
+  pair[0].busy[0] = (res_busy){2, 5e6, 0.25, NAN}, pair[0].busy[1] = (res_busy){2, 45e6, 0.75, NAN};
   pair[0].nbusy = 2;
   erow = two;
   assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
   near(erow.step_ms_pred, 62, 1e-9, "emulated: the busy cores' share, interpolated");
   /* beyond the sizes measured, the nearest: 0.5 at 5e6 only */
-  pair[0].busy[0] = (res_busy){2, 5e6, 0.5};
+  pair[0].busy[0] = (res_busy){2, 5e6, 0.5, NAN};
   pair[0].nbusy = 1;
   erow = two;
   assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
   near(erow.step_ms_pred, 62, 1e-9, "emulated: the busy share beyond the sizes measured");
   /* below the idle share, or measured on other rank counts only: the idle one stands */
-  pair[0].busy[0] = (res_busy){2, 5e6, 0.1};
+  pair[0].busy[0] = (res_busy){2, 5e6, 0.1, NAN};
   erow = two;
   assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
   near(erow.step_ms_pred, 59.5, 1e-9, "emulated: the idle share, the larger");
-  pair[0].busy[0] = (res_busy){4, 5e6, 0.9};
+  /* the ring beside the load at half its pace: bucket 0 from 13.33 takes 20 ms, to 33.33, with
+   * backward at 28.33 of its work, alone to 30 at 35; bucket 1 (15 ms) to 50: 42 + 5 + 15 */
+  pair[0].busy[0].pace = 0.5;
   erow = two;
   assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
-  near(erow.step_ms_pred, 59.5, 1e-9, "emulated: a loss measured on 4 ranks");
+  near(erow.step_ms_pred, 62, 1e-9, "emulated: the ring's pace beside the load");
+  pair[0].busy[0] = (res_busy){4, 5e6, 0.9, 0.5};
+  erow = two;
+  assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
+  near(erow.step_ms_pred, 59.5, 1e-9, "emulated: a loss and pace measured on 4 ranks");
   pair[0].cpu_byte = 0, pair[0].nbusy = 0;
 
   /* what-if, a link 10x faster: beta 0.1 ns/B, so bucket 1 (ready at 30) takes 1.5 ms: step
