@@ -571,7 +571,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   if (x->progress) fprintf(stderr, "\r%-60s\r", "");
   char wrongs[24] = "-"; /* not checked (--no-check): no count to give */
   if (x->o->check) snprintf(wrongs, sizeof wrongs, "%lld", (long long)wrong);
-  printf("  %12zu %11zu %5s %5s %-22.22s %-8s %10.2f %10.3f %10.3f %7s %8s\n", nbytes, count,
+  printf("  %12zu %11zu %5s %5s %-22s %-8s %10.2f %10.3f %10.3f %7s %8s\n", nbytes, count,
          coll_dtype_name(dt), coll_op_name(op), fabric, k->aname, st.p50, algbw, busbw, wrongs, vss);
   fflush(stdout);
   res_allreduce_row row;

@@ -268,7 +268,7 @@ static void fit_check_print_sizes(const fit_chk *c, size_t n) {
   printf("# out-of-sample error of the model, (measured - predicted) / predicted of the median time\n");
   for (size_t i = 0; i < n;) {
     size_t j = i;
-    printf("  %-22.22s %-4s p%-2lld %-6s", c[i].fabric, c[i].transport, (long long)c[i].ranks, c[i].algo);
+    printf("  %-22s %-4s p%-2lld %-6s", c[i].fabric, c[i].transport, (long long)c[i].ranks, c[i].algo);
     double worst = 0;
     for (; j < n && !strcmp(c[j].fabric, c[i].fabric) && !strcmp(c[j].transport, c[i].transport) &&
            c[j].ranks == c[i].ranks && !strcmp(c[j].algo, c[i].algo);
@@ -327,7 +327,7 @@ static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
       }
     }
     double med = res_median(e, k);
-    printf("  %-22.22s %-4s median %5.1f%%  max %6.1f%%  within 10%%: %zu/%zu", c[i].fabric, c[i].transport,
+    printf("  %-22s %-4s median %5.1f%%  max %6.1f%%  within 10%%: %zu/%zu", c[i].fabric, c[i].transport,
            100 * med, 100 * e[k - 1], ok, k);
     if (learned) printf("   formulas alone: %zu/%zu   between: %zu/%zu, formulas alone %zu/%zu", ok0, k, bok, nb, bok0, nb);
     if (spread) printf("   steady: %zu/%zu", sok, ns);

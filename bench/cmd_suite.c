@@ -364,7 +364,7 @@ static void rate_label(char *out, size_t cap, double bps) {
 static void summarize_row(const char *label, const suite_opts *o, const res_train_row *r,
                           const res_train_row *none, const res_rows *buckets, const res_model *m,
                           double busbw) {
-  printf("  %-22.22s %12.3f %12.1f %10.2f %10.1f %12.1f\n", label, busbw, r->images_per_s,
+  printf("  %-22s %12.3f %12.1f %10.2f %10.1f %12.1f\n", label, busbw, r->images_per_s,
          r->fabric_eff, r->exposed_comm_ms, r->images_per_s_pred);
   double step, base;
   res_bound bound = res_train_bound(r, none, &step, &base);

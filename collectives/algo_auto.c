@@ -19,9 +19,9 @@
  * parameter server's K servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)),
  * land the bytes a rank receives into at once: p n for the ring's small case, n on mapped
  * memory, a few chunks for the pipelined algorithms, rd and rhd included (beyond the cache
- * every byte comes from memory); for the ring on mapped memory from COLL_RING_STREAM_BYTES,
- * whose streaming stores put its results past the cache (algo_ring.c), x = y where the
- * host's last-level cache is known, else 1.
+ * every byte comes from memory); for the ring on mapped memory where it streams its results
+ * past the cache (from m->stream_bytes, FABENCH_RING_STREAM_BYTES: algo_ring.c), x = y where
+ * the host's last-level cache is known, else 1.
  * S is 2 (p-1) n for every algorithm below except where said (each byte goes to the others once
  * up and once down).
  * Per algorithm (M; L; R):
@@ -261,7 +261,8 @@ double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size
   /* its streaming stores bypass the cache: as if no cache could hold it. With 2 local n
    * instead, the 2-rank ring over ucx on loopback measured 1.5-5x its prediction at 8 MiB,
    * where it took 7-9x the time of 4 MiB */
-  if (m->mapped && a.kind == COLL_ALGO_RING && bytes >= COLL_RING_STREAM_BYTES) return INFINITY;
+  if (m->mapped && m->stream_bytes > 0 && a.kind == COLL_ALGO_RING && (double)bytes >= m->stream_bytes)
+    return INFINITY;
   model_terms t = model_algo_terms(a, p, (double)bytes, c, m->mapped, m->red_hidden, 0);
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (p + hosts - 1) / hosts;
   return 2.0 * local * t.land;

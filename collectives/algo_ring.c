@@ -231,11 +231,15 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, char *right, c
   if (!sq) return -1;
   int ns = 0;
   uint64_t tok = 0, got = 0;
-  /* Streaming stores from c->ring_stream_bytes (8 MiB) on: a result the neighbour reads next
-   * then comes from memory, not out of this core's cache. On this 2-core VM, whose cross-core
-   * transfers slow down 5x for seconds at a time, cached results at 8-16 MiB gave 0.76-1.11x
-   * MPI_Allreduce in those spells (streamed: 1.67-3.44x), while below 8 MiB streaming lost
-   * (0.81-0.93x in normal times; cached 1.2-2.7x). */
+  /* Streaming stores only where FABENCH_RING_STREAM_BYTES asks (c->ring_stream_bytes): a
+   * result the neighbour reads next then comes from memory, not out of this core's cache. The
+   * results land where this core has just read its inputs (its own block; on 2 ranks the
+   * neighbour's copy too), so a streaming store must first evict lines the core holds. On a
+   * 2-core Xeon VM (260 MiB L3) streamed results took 4x the time at 8-32 MiB on 2 ranks, 2x
+   * at 16 MiB on 4, and 1.3-2x even at 64-512 MiB, past the cache. They won only on an EPYC
+   * VM whose cross-core transfers slowed 5x for seconds at a time (8-16 MiB: 1.67-3.44x
+   * MPI_Allreduce in those spells, cached 0.76-1.11x; streamed from 8 MiB, the ring there took
+   * 7-9x the time at 8 MiB that it took cached at 4), and lost below 8 MiB (0.81-0.93x). */
   int stream = count * es >= c->ring_stream_bytes && !c->tp->on_device; /* GPU: its own kernel */
   ring_hello mine = {where[0], where[1], count, (uint64_t)dt * 64 + (uint64_t)op}, theirs;
   coll_req rq;

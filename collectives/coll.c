@@ -1,5 +1,7 @@
 /* The communicator: names, dispatch to transports and algorithms, point-to-point wrappers,
  * barrier and broadcast. */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +125,45 @@ int coll_algo_supported(const coll_comm *c, coll_algo a) {
   return a.kind == COLL_ALGO_AUTO || coll_algo_impl(a.kind) != NULL;
 }
 
+/* "K", "M" or "G" (powers of two) where the size is a whole number of them. */
+static void coll_size_format(char *out, size_t cap, size_t bytes) {
+  static const char unit[] = "GMK";
+  for (int u = 0; u < 3; u++) {
+    size_t of = (size_t)1 << (10 * (3 - u));
+    if (bytes && bytes % of == 0) {
+      snprintf(out, cap, "%zu%c", bytes / of, unit[u]);
+      return;
+    }
+  }
+  snprintf(out, cap, "%zu", bytes);
+}
+
+/* A byte count, plain or with K, M or G (powers of two): 0, or -1 where it is not one. */
+static int coll_size_parse(const char *s, size_t *out) {
+  char *end;
+  if (!s || *s < '0' || *s > '9') return -1;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+  if (shift) end++;
+  if (errno || *end || v > (SIZE_MAX >> shift)) return -1;
+  *out = (size_t)v << shift;
+  return 0;
+}
+
+double coll_fabric_stream_bytes(const char *fabric) {
+  const char *nt = fabric ? strstr(fabric, "+nt") : NULL;
+  size_t n = 0;
+  if (!nt) return 0;
+  char num[32];
+  size_t len = strcspn(nt + 3, "+ ");
+  if (len == 0 || len >= sizeof num) return 0;
+  memcpy(num, nt + 3, len);
+  num[len] = '\0';
+  if (coll_size_parse(num, &n)) return 0;
+  return n > 0 ? (double)n : 1; /* streamed at every size */
+}
+
 int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_err *e) {
   *out = NULL;
   if (!coll_transport_built(o->transport))
@@ -138,7 +179,11 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   else
     coll_model_default(&c->model, o->transport);
   const char *sb = getenv("FABENCH_RING_STREAM_BYTES");
-  c->ring_stream_bytes = sb && *sb ? (size_t)strtoull(sb, NULL, 0) : COLL_RING_STREAM_BYTES;
+  c->ring_stream_bytes = SIZE_MAX;
+  if (sb && *sb && coll_size_parse(sb, &c->ring_stream_bytes)) {
+    free(c);
+    return coll_fail(e, "FABENCH_RING_STREAM_BYTES='%s' is not a byte count (e.g. 8M, 65536, 0)", sb);
+  }
   const char *pc = getenv("FABENCH_RING_PIECES");
   c->ring_pieces = pc && *pc ? atoi(pc) : 0;
   c->hosts = calloc((size_t)c->size, sizeof *c->hosts);
@@ -221,7 +266,20 @@ int coll_timer_stop(coll_comm *c, double *sec, coll_err *e) {
 }
 
 void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e) {
-  if (c->tp->ops->mem_alloc) return c->tp->ops->mem_alloc(c->tp, bytes, e);
+  if (c->tp->ops->mem_alloc) {
+    void *p = c->tp->ops->mem_alloc(c->tp, bytes, e);
+    /* the mapped ring's stores are part of what carries the data: a run that streams them is
+     * fitted apart (coll_fabric_stream_bytes reads it back) */
+    char *fab = c->tp->fabric;
+    if (p && c->ring_stream_bytes != SIZE_MAX && !c->tp->on_device && strstr(fab, "+rkey_ptr") &&
+        !strstr(fab, "+nt")) {
+      char sz[32];
+      coll_size_format(sz, sizeof sz, c->ring_stream_bytes);
+      size_t used = strlen(fab);
+      snprintf(fab + used, sizeof c->tp->fabric - used, "+nt%s", sz);
+    }
+    return p;
+  }
   void *p = NULL;
   if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) {
     coll_fail(e, "rank %d: cannot allocate %zu bytes", c->rank, bytes);

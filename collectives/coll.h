@@ -108,6 +108,9 @@ size_t coll_comm_chunk(const coll_comm *c); /* the pipelining unit in use */
 /* What the transport runs on, e.g. "tcp:lo/reno" (interface/congestion control),
  * "ucx:posix", "mpi:ob1/tcp". */
 const char *coll_comm_fabric(const coll_comm *c);
+/* From a fabric string: the buffer size from which the ring on mapped memory writes with
+ * streaming stores ("+nt8M": 8 MiB; "+nt0": every size, as 1), 0 where it does not stream. */
+double coll_fabric_stream_bytes(const char *fabric);
 void coll_comm_close(coll_comm *c);
 /* The run failed outside this communicator (a peer's death seen elsewhere, a failed step):
  * closing must not wait to say goodbye to peers that may be gone. */
@@ -117,7 +120,8 @@ void coll_comm_mark_failed(coll_comm *c);
  * bytes, in the same order. On ucx, when every rank can map every other's (one host, UCX's
  * sysv/posix shared memory), it is a UCX-allocated segment that the peers map (ucp_rkey_ptr),
  * and the ring then reduces straight from its neighbour's copy instead of receiving it; the
- * fabric then ends in "+rkey_ptr". Otherwise it is plain 64-byte aligned memory. Ranks must
+ * fabric then ends in "+rkey_ptr" (and "+nt<size>" where FABENCH_RING_STREAM_BYTES has the ring
+ * stream its results from that size). Otherwise it is plain 64-byte aligned memory. Ranks must
  * pass the same place (region and offset) of it to one call. Free before closing c. */
 void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e);
 void coll_mem_free(coll_comm *c, void *p);
@@ -205,6 +209,8 @@ typedef struct coll_model {
   int hosts;          /* hosts the ranks spread over evenly (0: one) */
   int mapped;         /* ranks map each other's buffers: the ring reads its neighbour's
                          partial sums in place from 16 KiB (ucx on one host) */
+  double stream_bytes; /* on mapped buffers the ring streams its results past the cache from
+                          this size on (coll_fabric_stream_bytes); 0: it never does */
   double burst;      /* bytes a link banks while it idles: an emulated link's shaper bucket (0:
                          a real link, which banks nothing) */
   int red_hidden;     /* the link banks the pauses of a pipelined reduction (a shaper's bucket):

@@ -701,6 +701,7 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
   /* the fabric's structure: ucx on one host maps its peers' buffers ("+rkey_ptr" in the
    * fabric string), and the ring then reads them in place */
   shape->mapped = strstr(k->fabric, "+rkey_ptr") != NULL;
+  shape->stream_bytes = shape->mapped ? coll_fabric_stream_bytes(k->fabric) : 0; /* "+nt<size>" */
   shape->cores = o->cores > 0 ? o->cores : 0;
   shape->hosts = k->host_count > 1 ? (int)k->host_count : 1;
   shape->burst = c->shaper ? c->shaper->bytes : 0; /* what its links bank while they idle */
@@ -771,7 +772,7 @@ static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, con
   f->m.delta = b->th[RF_DELTA], f->m.beta_cpu = b->ratio * b->th[RF_BETA], f->m.mem = b->th[RF_MEM];
   f->m.beta_mem = b->mratio * b->th[RF_BETA];
   /* the cache size stays where the mapped ring's streaming was priced by it (coll_model_time) */
-  if (!(f->m.beta_mem > 0) && !(f->m.mapped && f->m.cache_bytes > 0)) f->m.llc_bytes = 0;
+  if (!(f->m.beta_mem > 0) && !(f->m.mapped && f->m.stream_bytes > 0 && f->m.cache_bytes > 0)) f->m.llc_bytes = 0;
   f->m.wake = b->th[RF_WAKE];
   /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
    * back by the host's CPU (the emulated stack's, 1 ns a byte, against loopback's 0.2): the
@@ -1002,6 +1003,7 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     cJSON_AddItemToObject(j, "llc_bytes", rf_num(f->m.llc_bytes));
     cJSON_AddNumberToObject(j, "cores", f->m.cores);
     cJSON_AddBoolToObject(j, "mapped", f->m.mapped);
+    if (f->m.stream_bytes > 0) cJSON_AddNumberToObject(j, "ring_stream_bytes", f->m.stream_bytes);
     cJSON_AddBoolToObject(j, "reduce_hidden", f->m.red_hidden);
     cJSON_AddBoolToObject(j, "asleep", f->m.asleep);
     cJSON_AddItemToObject(j, "link_gbps", rf_num(res_model_link_gbps(&f->m, 2) ));
@@ -1135,7 +1137,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
       break;
     }
     /* the parameters, required then optional ones (absent: 0) */
-    double a, b, g, dl, bc, me, cb, wk, bu, cpu, bm, llc;
+    double a, b, g, dl, bc, me, cb, wk, bu, cpu, bm, llc, stb;
     if (rf_param(j, "alpha_us", 1, file, fab, &a, err, errcap) || rf_param(j, "beta_s_per_byte", 1, file, fab, &b, err, errcap) ||
         rf_param(j, "gamma_s_per_byte", 1, file, fab, &g, err, errcap) || rf_param(j, "delta_us", 0, file, fab, &dl, err, errcap) ||
         rf_param(j, "beta_cpu_s_per_byte", 0, file, fab, &bc, err, errcap) ||
@@ -1143,7 +1145,8 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
         rf_param(j, "wake_us", 0, file, fab, &wk, err, errcap) || rf_param(j, "burst_bytes", 0, file, fab, &bu, err, errcap) ||
         rf_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap) ||
         rf_param(j, "beta_mem_s_per_byte", 0, file, fab, &bm, err, errcap) ||
-        rf_param(j, "llc_bytes", 0, file, fab, &llc, err, errcap)) {
+        rf_param(j, "llc_bytes", 0, file, fab, &llc, err, errcap) ||
+        rf_param(j, "ring_stream_bytes", 0, file, fab, &stb, err, errcap)) {
       rc = -1;
       break;
     }
@@ -1174,6 +1177,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
                         .beta_mem = bm > 0 ? bm : 0, .llc_bytes = llc > 0 ? llc : 0,
                         .hosts = f->host_count,
                         .mapped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "mapped")),
+                        .stream_bytes = stb > 0 ? stb : 0,
                         .red_hidden = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "reduce_hidden")),
                         .asleep = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "asleep"))};
     f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));

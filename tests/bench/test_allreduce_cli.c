@@ -149,7 +149,8 @@ static void test_tcp_cc(void **st) {
 
 /* --ucx-map: on (the default) the ucx ranks map each other's buffer and every row says so
  * (fabric "+rkey_ptr", also in run.json) and is verified, at sizes on both sides of the ring's
- * small-message and streaming thresholds; off, the fabric is UCX's own. */
+ * small-message threshold, its stores cached or (FABENCH_RING_STREAM_BYTES, "+nt<size>")
+ * streamed from a size between them; off, the fabric is UCX's own. */
 static void test_ucx_map(void **st) {
   (void)st;
 #if !FABENCH_HAVE_UCX
@@ -169,6 +170,25 @@ static void test_ucx_map(void **st) {
   assert_int_equal(rows, 3); /* 4K 256K 16M */
   for (const char *p = r->out; (p = strstr(p, "ucx:")); p++) assert_true(strstr(p, "+rkey_ptr") < strchr(p, ' '));
   assert_true(tu_file_has(dir, "run.json", "+rkey_ptr"));
+  assert_null(strstr(r->out, "+nt")); /* its stores cached unless asked */
+  /* streamed from 256K on where FABENCH_RING_STREAM_BYTES asks, the rows say so, verified */
+  memset(r, 0, sizeof *r);
+  cli_run(r, 120, NULL, "FABENCH_RING_STREAM_BYTES=256K", -1, NULL,
+      (char *[]){"allreduce", "-n", "3", "--transport", "ucx", "--algo", "ring", "--min-bytes", "4K",
+                 "--max-bytes", "16M", "--step-factor", "64", "--iters", "2", "--out", dir, NULL});
+  if (r->status != 0) fail_msg("status %d\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+  assert_non_null(strstr(r->out, "all results verified"));
+  rows = 0;
+  for (const char *p = r->out; (p = strstr(p, "ucx:")); p++, rows++) assert_true(strstr(p, "+rkey_ptr+nt256K ") == strchr(p, ' ') - 16);
+  assert_int_equal(rows, 3);
+  assert_true(tu_file_has(dir, "allreduce.csv", "+rkey_ptr+nt256K,"));
+  /* a value that is not a byte count: one line naming it, no rows */
+  memset(r, 0, sizeof *r);
+  cli_run(r, 60, NULL, "FABENCH_RING_STREAM_BYTES=8Q", -1, NULL,
+      (char *[]){"allreduce", "-n", "2", "--transport", "ucx", "--algo", "ring", "--max-bytes", "1M",
+                 "--iters", "2", "--out", dir, NULL});
+  if (r->status == 0 || !strstr(r->err, "FABENCH_RING_STREAM_BYTES='8Q' is not a byte count"))
+    fail_msg("status %d\nstderr:\n%s", r->status, r->err);
   memset(r, 0, sizeof *r);
   cli_run(r, 120, NULL, NULL, -1, NULL,
       (char *[]){"allreduce", "-n", "2", "--transport", "ucx", "--algo", "ring", "--min-bytes", "1M",

@@ -364,6 +364,41 @@ static void test_mapped_places_differ(void **state) {
   assert_int_equal(run_ranks(2, "sm,self", NULL, 5000, sc_mapped_elsewhere, NULL), 0);
 }
 
+/* The mapped ring's stores are in the fabric: cached unless FABENCH_RING_STREAM_BYTES asks
+ * ("+rkey_ptr" alone), streamed from that size where it does ("+rkey_ptr+nt<size>"), so that
+ * runs of the two are fitted apart. arg: the fabric's expected ending. */
+static int sc_mapped_fabric(coll_comm *c, int me, int n, const void *arg) {
+  (void)n;
+  const char *want = arg;
+  coll_err e = {{0}};
+  void *buf = coll_mem_alloc(c, 1 << 20, &e), *more = buf ? coll_mem_alloc(c, 1 << 20, &e) : NULL;
+  if (!more) {
+    fprintf(stderr, "rank %d: %s\n", me, e.msg);
+    coll_mem_free(c, buf);
+    return 1;
+  }
+  const char *fab = coll_comm_fabric(c);
+  size_t fl = strlen(fab), wl = strlen(want);
+  /* the ending, and no other "+nt" before it (the second allocation added none) */
+  int rc = fl < wl || strcmp(fab + fl - wl, want) || strstr(fab, "+nt") != strstr(fab + fl - wl, "+nt");
+  if (rc) fprintf(stderr, "rank %d: fabric '%s', want it to end in '%s' (once)\n", me, fab, want);
+  coll_mem_free(c, more);
+  coll_mem_free(c, buf);
+  return rc;
+}
+
+static void test_mapped_stream_in_fabric(void **state) {
+  (void)state;
+  unsetenv("FABENCH_RING_STREAM_BYTES");
+  assert_int_equal(run_ranks(2, "sm,self", NULL, 5000, sc_mapped_fabric, "+rkey_ptr"), 0);
+  setenv("FABENCH_RING_STREAM_BYTES", "8M", 1);
+  int failed = run_ranks(2, "sm,self", NULL, 5000, sc_mapped_fabric, "+rkey_ptr+nt8M");
+  setenv("FABENCH_RING_STREAM_BYTES", "0", 1);
+  failed += run_ranks(2, "sm,self", NULL, 5000, sc_mapped_fabric, "+rkey_ptr+nt0");
+  unsetenv("FABENCH_RING_STREAM_BYTES");
+  assert_int_equal(failed, 0);
+}
+
 /* Rank 0 leaves without sending; rank 1's receive times out with an error naming rank 0 and
  * its host. */
 static int sc_silent_peer(coll_comm *c, int me, int n, const void *arg) {
@@ -449,6 +484,7 @@ int main(void) {
       cmocka_unit_test(test_dead_peer_shm),
       cmocka_unit_test(test_mapped_places_differ),
       cmocka_unit_test(test_mapped_auto_runs_ring),
+      cmocka_unit_test(test_mapped_stream_in_fabric),
       cmocka_unit_test(test_tcp_alone_goes_eager),
       cmocka_unit_test(test_tcp_user_threshold_kept),
       cmocka_unit_test(test_shm_keeps_rendezvous),

@@ -887,11 +887,21 @@ static void test_fit_mapped_ring(void **state) {
   coll_algo_parse("ring", &ring);
   near(coll_model_time(&truth, ring, 4, 4u << 20, 1u << 20) * 1e6, 5 + 40 + 1048.576 * 14 / 3 * (1e3 / 8e3), 1e-9,
        "mapped ring");
-  /* from 8 MiB it streams its results past the cache: whatever the cache, every byte it
-   * reduces pays mem (x = 1), where 4 MiB on 2 ranks (working set 2 x 2 x 4 MiB) fits a 32 MiB
-   * cache and pays none. 2 ranks: 1 alpha, (5p-6)/3p n = 2n/3 reductions' worth */
+  /* its stores cached (no "+nt"), its working set is its vectors, 2 x 2 x n on 2 ranks: 8 MiB
+   * fills a 32 MiB cache and pays no mem, 16 MiB is half past it. 2 ranks: 1 alpha,
+   * (5p-6)/3p n = 2n/3 reductions' worth */
+  assert_true(m.f[0].m.stream_bytes == 0);
   coll_model cached = truth;
   cached.cache_bytes = 32.0 * 1048576, cached.mem = 1.0 / 2e9;
+  near(coll_model_ws(&cached, ring, 2, 8u << 20, 1u << 20), 32.0 * 1048576, 1e-12, "mapped ring's working set, 8 MiB");
+  near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 5 + 8 + 8388.608 * 2 / 3 / 8, 1e-9,
+       "mapped ring, 8 MiB, cached stores: in the cache");
+  near(coll_model_time(&cached, ring, 2, 16u << 20, 1u << 20) * 1e6,
+       5 + 8 + 16777.216 * 2 / 3 / 8 + 0.5 * 16777.216 * 2 / 3 / 2, 1e-9, "mapped ring, 16 MiB, cached stores");
+  /* streamed from 8 MiB ("+nt8M", FABENCH_RING_STREAM_BYTES): from there its results go past
+   * the cache, whatever the cache, and every byte it reduces pays mem (x = 1), where 4 MiB on
+   * 2 ranks (working set 2 x 2 x 4 MiB) fits a 32 MiB cache and pays none */
+  cached.stream_bytes = 8.0 * 1048576;
   assert_true(isinf(coll_model_ws(&cached, ring, 2, 8u << 20, 1u << 20)));
   near(coll_model_ws(&cached, ring, 2, 4u << 20, 1u << 20), 16.0 * 1048576, 1e-12, "mapped ring's working set");
   near(coll_model_time(&cached, ring, 2, 4u << 20, 1u << 20) * 1e6, 5 + 8 + 4194.304 * 2 / 3 / 8, 1e-9,
@@ -906,7 +916,30 @@ static void test_fit_mapped_ring(void **state) {
   near(coll_model_time(&cached, ring, 2, 16u << 20, 1u << 20) * 1e6,
        5 + 8 + 16777.216 * 2 / 3 / 8 + 16777.216 * 2 / 3 / 2, 1e-9, "mapped ring, 16 MiB: all past it");
   res_model_free(&m);
+  /* the fabric says where the ring streamed, and model.json keeps it */
+  for (size_t i = 0; i < n; i++) rows[i].fabric = "ucx:sysv+cma+rkey_ptr+nt8M";
+  if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
+  assert_true(m.f[0].m.mapped && m.f[0].m.stream_bytes == 8.0 * 1048576);
+  res_model back;
+  model_back(&m, &back);
+  assert_true(back.f[0].m.stream_bytes == 8.0 * 1048576);
+  res_model_free(&back);
+  res_model_free(&m);
   free(rows);
+}
+
+/* The mapped ring's streaming threshold read back from the fabric string collectives/ writes. */
+static void test_fabric_stream_bytes(void **state) {
+  (void)state;
+  assert_true(coll_fabric_stream_bytes("ucx:sysv+cma+rkey_ptr+nt8M") == 8.0 * 1048576);
+  assert_true(coll_fabric_stream_bytes("ucx:sysv+cma+rkey_ptr+nt64K") == 65536);
+  assert_true(coll_fabric_stream_bytes("ucx:sysv+cma+rkey_ptr+nt1G") == 1073741824.0);
+  assert_true(coll_fabric_stream_bytes("ucx:sysv+cma+rkey_ptr+nt12345") == 12345);
+  assert_true(coll_fabric_stream_bytes("ucx:sysv+cma+rkey_ptr+nt0") == 1); /* every size */
+  assert_true(coll_fabric_stream_bytes("ucx:sysv+cma+rkey_ptr") == 0);
+  assert_true(coll_fabric_stream_bytes("ucx:sysv+cma+rkey_ptr+nt") == 0);
+  assert_true(coll_fabric_stream_bytes("ucx:sysv+cma+rkey_ptr+ntX") == 0);
+  assert_true(coll_fabric_stream_bytes(NULL) == 0);
 }
 
 /* p2p rows: the ping-pong's one-way latency gives alpha and beta; the streaming test, whose
@@ -1320,6 +1353,7 @@ int main(void) {
       cmocka_unit_test(test_learned),
       cmocka_unit_test(test_fit_gamma_fixed),
       cmocka_unit_test(test_fit_mapped_ring),
+      cmocka_unit_test(test_fabric_stream_bytes),
       cmocka_unit_test(test_fit_memory_bound),
       cmocka_unit_test(test_fit_emulated_burst),
       cmocka_unit_test(test_fit_emulated_hidden_reduction),
