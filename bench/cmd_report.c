@@ -199,7 +199,8 @@ static int rp_plot_height(const char *body) {
 /* Writes NAME.gp around the plot body (run once per terminal) and runs it; the Markdown gets
  * the PNG and a link to the SVG. A plot of no points (npoints: those its axes can show) is
  * not drawn, and the Markdown says so: gnuplot fails on it, on a log scale above all. */
-static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *body, size_t npoints) {
+static void rp_plot_sized(rp_ctx *x, const char *name, const char *title, const char *body, size_t npoints,
+                          int height) {
   if (!rp_plot_known(name) && !x->werr[0]) /* rp_remove_old must know it */
     snprintf(x->werr, sizeof x->werr, "internal: plot '%s' is not in rp_plot_names", name);
   if (!npoints) {
@@ -212,7 +213,7 @@ static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *
   if (!f) return;
   /* the key below the plot: a suite's 30 curves to the right left the plot a fifth of the width */
   fprintf(f, "set datafile separator ','\nset grid\nset key outside below\n");
-  int height = rp_plot_height(body);
+  if (height <= 0) height = rp_plot_height(body);
   for (int t = 0; t < 2; t++) {
     fprintf(f, t ? "set terminal svg size %d,%d dynamic\nset output '%s.svg.tmp'\n"
                  : "set terminal pngcairo size %d,%d\nset output '%s.png.tmp'\n",
@@ -227,19 +228,85 @@ static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *
   if (bench_gnuplot(x->dir, gp, err, sizeof err) && !x->failed[0]) snprintf(x->failed, sizeof x->failed, "%s", err);
 }
 
+static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *body, size_t npoints) {
+  rp_plot_sized(x, name, title, body, npoints, 0);
+}
+
+/* sizes as 1K, 32K, 1M at powers of 2: gnuplot's 1x10^6 labels ran into each other, and its
+ * binary format (%b%B) put 127 ki at 2^17 */
+#define RP_SIZE_AXIS                                                                                         \
+  "set logscale xy\nset xtics (\"1\" 1, \"32\" 32, \"1K\" 1024, \"32K\" 32768, \"1M\" 1048576, \"32M\" " \
+  "33554432, \"1G\" 1073741824, \"32G\" 34359738368.)\nset xlabel 'bytes'\n"
+
 /* A log-log plot against bytes of the given plot clauses (npoints: those it can show). */
 static void rp_against_size(rp_ctx *x, const char *name, const char *title, const char *ylabel, const char *extra,
                             const char *plots, size_t npoints) {
   size_t cap = strlen(plots) + strlen(ylabel) + strlen(extra) + 512; /* and the fixed clauses below */
   char *body = malloc(cap);
   if (!body) return;
-  /* sizes as 1K, 32K, 1M at powers of 2: gnuplot's 1x10^6 labels ran into each other, and its
-   * binary format (%b%B) put 127 ki at 2^17 */
-  snprintf(body, cap,
-           "set logscale xy\nset xtics (\"1\" 1, \"32\" 32, \"1K\" 1024, \"32K\" 32768, \"1M\" 1048576, "
-           "\"32M\" 33554432, \"1G\" 1073741824, \"32G\" 34359738368.)\nset xlabel 'bytes'\nset ylabel '%s'\n%splot %s",
-           ylabel, extra, plots);
+  snprintf(body, cap, RP_SIZE_AXIS "set ylabel '%s'\n%splot %s", ylabel, extra, plots);
   rp_plot(x, name, title, body, npoints);
+  free(body);
+}
+
+/* One panel of a plot against bytes: a fabric's curves (plot clauses), and how many of their
+ * points a log-log plot can show. */
+typedef struct {
+  char title[300];
+  char *plots;
+  size_t len, cap, npoints, ncurves, longest; /* longest: a curve's title, for its key */
+} rp_panel;
+
+static void rp_panel_add(rp_panel *p, const char *clause, const char *curve_title, size_t npoints) {
+  size_t need = strlen(clause) + 3;
+  if (p->len + need > p->cap) {
+    size_t cap = 2 * (p->len + need);
+    char *n = realloc(p->plots, cap);
+    if (!n) return;
+    p->plots = n, p->cap = cap;
+  }
+  p->len += (size_t)snprintf(p->plots + p->len, p->cap - p->len, "%s%s", p->len ? ", " : "", clause);
+  p->npoints += npoints;
+  p->ncurves++;
+  if (strlen(curve_title) > p->longest) p->longest = strlen(curve_title);
+}
+
+/* Log-log plots against bytes, a panel each (two a row), one canvas: the suite's 26 curves of 5
+ * fabrics in one plot, and their key of 52 lines, hid each other. Panels with no point are left
+ * out (gnuplot fails on them). */
+static void rp_panels_against_size(rp_ctx *x, const char *name, const char *title, const char *ylabel,
+                                   const rp_panel *p, size_t np) {
+  size_t shown = 0, cap = 1024, keyrows = 0, npoints = 0;
+  for (size_t i = 0; i < np; i++)
+    if (p[i].npoints) {
+      shown++, npoints += p[i].npoints, cap += p[i].len + 2 * sizeof p[i].title;
+      /* the key below a panel of half the width, as rp_plot_height counts it */
+      size_t cols = RP_PLOT_WIDTH / 2 / (p[i].longest * 9 + 150), rows;
+      rows = (p[i].ncurves + (cols ? cols : 1) - 1) / (cols ? cols : 1);
+      if (rows > keyrows) keyrows = rows;
+    }
+  if (shown < 2) { /* one panel: a plot as any other */
+    for (size_t i = 0; i < np; i++)
+      if (p[i].npoints) {
+        char both[512];
+        snprintf(both, sizeof both, "%s, %s", title, p[i].title);
+        rp_against_size(x, name, both, ylabel, "", p[i].plots, p[i].npoints);
+        return;
+      }
+    rp_plot(x, name, title, "", 0);
+    return;
+  }
+  char *body = malloc(cap);
+  if (!body) return;
+  size_t cols = 2, rows = (shown + cols - 1) / cols, len = 0;
+  len += (size_t)snprintf(body + len, cap - len, RP_SIZE_AXIS "set ylabel '%s'\nset multiplot layout %zu,%zu title '%s'\n",
+                          ylabel, rows, cols, title);
+  for (size_t i = 0; i < np; i++)
+    if (p[i].npoints)
+      len += (size_t)snprintf(body + len, cap - len, "set title '%s' noenhanced\nplot %s\n", p[i].title, p[i].plots);
+  snprintf(body + len, cap - len, "unset multiplot");
+  int panel_h = 380 + 19 * (int)keyrows;
+  rp_plot_sized(x, name, title, body, npoints, 40 + (int)rows * panel_h);
   free(body);
 }
 
@@ -293,9 +360,9 @@ static void rp_allreduce(rp_ctx *x) {
   FILE *d = rp_open(x, "allreduce.dat");
   if (!d) return;
   char *done = calloc(R->n, 1);
-  size_t cap = 1 << 16, len = 0;
-  char *bw = malloc(cap), *lat = malloc(cap);
-  size_t llen = 0, nbw = 0, nlat = 0;
+  /* a panel per fabric and transport (their rows' order), of each plot */
+  rp_panel *bw = calloc(R->n, sizeof *bw), *lat = calloc(R->n, sizeof *lat);
+  size_t np = 0;
   int blk = 0, mixed = 0; /* mixed: the rows hold more than one dtype or op, the keys name them */
   for (size_t i = 1; i < R->n; i++) mixed |= strcmp(rows[i].dtype, rows[0].dtype) || strcmp(rows[i].op, rows[0].op);
   size_t loaded = 0; /* rows measured beside a load (compute_loss): a loaded machine's times */
@@ -312,7 +379,7 @@ static void rp_allreduce(rp_ctx *x) {
     fprintf(d, "# %s %s %s %s %s p%lld\nbytes,busbw,pred_busbw,p50,p90,p99\n", k->fabric, k->transport, k->algo, k->dtype,
             k->op, (long long)k->ranks);
     double errs[256], top = 0;
-    size_t ne = 0, nsz = 0;
+    size_t ne = 0, nsz = 0, nbw = 0, nlat = 0;
     int64_t topb = 0;
     for (size_t j = i; j < R->n; j++) {
       if (done[j] || !rp_same_group(&rows[j], k, 0)) continue;
@@ -331,19 +398,38 @@ static void rp_allreduce(rp_ctx *x) {
       if (r->bytes >= (1 << 20) && isfinite(pred) && ne < 256) errs[ne++] = fabs(r->t_p50_us - pred) / pred;
     }
     fprintf(d, "\n\n");
+    /* another run's rows of the key (rows measured beside a load are not shown: not theirs) */
     int elsewhere = 0;
-    for (size_t j = 0; j < R->n && !elsewhere; j++) elsewhere = rp_same_group(&rows[j], k, 1);
-    char who[96], title[384];
+    for (size_t j = 0; j < R->n && !elsewhere; j++)
+      elsewhere = !isfinite(rows[j].compute_loss) && rp_same_group(&rows[j], k, 1);
+    char who[96], title[384], clause[1024];
     rp_run_suffix(who, sizeof who, elsewhere, k->run_id);
-    snprintf(title, sizeof title, "%s %s p%lld%s%s%s%s%s", k->fabric, k->algo, (long long)k->ranks, mixed ? " " : "",
+    snprintf(title, sizeof title, "%s p%lld%s%s%s%s%s", k->algo, (long long)k->ranks, mixed ? " " : "",
              mixed ? k->dtype : "", mixed ? " " : "", mixed ? k->op : "", who);
     rp_label(title, 0);
-    if (len + 600 < cap)
-      len += (size_t)snprintf(bw + len, cap - len, "%s'allreduce.dat' index %d using 1:2 with linespoints lc %d title '%s' noenhanced, '' index %d using 1:3 with lines dt 2 lc %d notitle",
-                              blk ? ", " : "", blk, blk + 1, title, blk, blk + 1);
-    if (llen + 600 < cap)
-      llen += (size_t)snprintf(lat + llen, cap - llen, "%s'allreduce.dat' index %d using 1:4 with linespoints lc %d title '%s p50' noenhanced, '' index %d using 1:6 with lines dt 3 lc %d title 'p99'",
-                               blk ? ", " : "", blk, blk + 1, title, blk, blk + 1);
+    /* its panel: its fabric, and the transport where the fabric does not name it (emu-1gbit) */
+    char panel[sizeof bw->title];
+    size_t tl = strlen(k->transport), q = 0;
+    if (!strncmp(k->fabric, k->transport, tl) && k->fabric[tl] == ':')
+      snprintf(panel, sizeof panel, "%s", k->fabric);
+    else
+      snprintf(panel, sizeof panel, "%s (%s)", k->fabric, k->transport);
+    rp_label(panel, 0);
+    while (bw && q < np && strcmp(bw[q].title, panel)) q++;
+    if (bw && lat && q == np) {
+      memcpy(bw[q].title, panel, sizeof panel);
+      memcpy(lat[q].title, panel, sizeof panel);
+      np++;
+    }
+    if (bw && lat) {
+      int lc = (int)bw[q].ncurves + 1; /* the same colour in both plots */
+      snprintf(clause, sizeof clause, "'allreduce.dat' index %d using 1:2 with linespoints lc %d title '%s' noenhanced, "
+               "'' index %d using 1:3 with lines dt 2 lc %d notitle", blk, lc, title, blk, lc);
+      rp_panel_add(&bw[q], clause, title, nbw);
+      snprintf(clause, sizeof clause, "'allreduce.dat' index %d using 1:4 with linespoints lc %d title '%s' noenhanced, "
+               "'' index %d using 1:6 with lines dt 3 lc %d notitle", blk, lc, title, blk, lc);
+      rp_panel_add(&lat[q], clause, title, nlat);
+    }
     blk++;
     double med = NAN, mx = NAN;
     if (ne) {
@@ -369,9 +455,10 @@ static void rp_allreduce(rp_ctx *x) {
   }
   rp_close(x, d, "allreduce.dat");
   if (bw && lat && blk) {
-    rp_against_size(x, "busbw", "all-reduce busbw (dashed: cost model)", "busbw (GB/s)", "", bw, nbw);
-    rp_against_size(x, "latency", "all-reduce time percentiles (p50, p99)", "time (us)", "", lat, nlat);
+    rp_panels_against_size(x, "busbw", "all-reduce busbw (dashed: cost model)", "busbw (GB/s)", bw, np);
+    rp_panels_against_size(x, "latency", "all-reduce time (solid: p50, dotted: p99)", "time (us)", lat, np);
   }
+  for (size_t q = 0; q < np; q++) free(bw[q].plots), free(lat[q].plots);
   free(bw);
   free(lat);
   free(done);
