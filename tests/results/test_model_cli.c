@@ -943,6 +943,12 @@ static void test_report_cosmetics(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* Each want[i] = {file, text}: the file of dir holds the text. */
+static void files_have(const char *dir, const char *const want[][2], size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!tu_file_has(dir, want[i][0], want[i][1])) fail_msg("%s: no '%s'", want[i][0], want[i][1]);
+}
+
 /* Two runs of one key (fabric, algorithm, ranks; here two clusters with one fabric string) are
  * two curves and two table rows, each naming its run: they were one line zigzagging between the
  * runs' sizes. Names are drawn as written (noenhanced: the _ of ucx's rkey_ptr was a
@@ -970,8 +976,7 @@ static void test_report_two_runs_one_key(void **state) {
       {"report.md", "| tcp:lo/reno [abc] | tcp | 1 | allreduce |"},
       {"report.md", "| tcp:lo/reno [def] | tcp | 1 | allreduce |"},
   };
-  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
-    if (!tu_file_has(out, want[i][0], want[i][1])) fail_msg("%s: no '%s'", want[i][0], want[i][1]);
+  files_have(out, want, sizeof want / sizeof *want);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, again, "--out", model, "--no-gamma-kernel", NULL});
   if (r->status) fail_msg("fit: status %d\n%s\n%s", r->status, r->out, r->err);
   if (!strstr(r->out, "tcp:lo/reno [abc]") || !strstr(r->out, "tcp:lo/reno [def]"))
@@ -1019,8 +1024,7 @@ static void test_report_panels(void **state) {
       {"latency.gp", "set multiplot layout 1,2 title 'all-reduce time (solid: p50, dotted: p99)'"},
       {"latency.gp", "set title 'emu-1gbit (tcp)' noenhanced\nplot"},
   };
-  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
-    if (!tu_file_has(out, want[i][0], want[i][1])) fail_msg("%s: no '%s'", want[i][0], want[i][1]);
+  files_have(out, want, sizeof want / sizeof *want);
   assert_false(tu_file_has(out, "busbw.gp", "(fixture)"));
   assert_false(tu_file_has(out, "busbw.gp", "(busy)"));
   /* two panels of 4 curves (2 to a key row at half the width): 2 key rows under each */
