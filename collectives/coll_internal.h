@@ -136,9 +136,6 @@ int coll_nccl_timer(coll_transport *t, int stop, double *sec, coll_err *e);
 int coll_nccl_copy_bench(coll_transport *t, coll_copy_kind k, int peer, size_t bytes, int iters,
                          double *sec, int64_t *bad, coll_err *e);
 
-/* The ring on mapped memory (algo_ring.c) writes its results with streaming stores only where
- * FABENCH_RING_STREAM_BYTES asks, from that buffer size on; its fabric then ends in "+nt<size>"
- * (coll_fabric_stream_bytes). */
 /* The pipelined ring's sub-chunks in flight each way (algo_ring.c's ring_flow). */
 #define COLL_RING_SLOTS 4
 /* The mapped ring on a GPU goes in pieces of a block, one per COLL_RING_PIECE_BYTES, at most
@@ -160,7 +157,9 @@ struct coll_comm {
   size_t auto_bytes;   /* auto's last size and its pick: a call repeats its size, and the pick */
   coll_algo auto_algo; /* walks the trees' schedule (12 us at 64 ranks); auto_bytes 0: none */
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
-  size_t ring_stream_bytes; /* mapped ring: from this buffer size on, streaming stores (SIZE_MAX: never) */
+  size_t ring_stream_bytes; /* mapped ring: streaming stores from this buffer size on, where
+                               FABENCH_RING_STREAM_BYTES asks (SIZE_MAX: never; the fabric then
+                               ends in "+nt<size>", coll_fabric_stream_bytes) */
   int ring_pieces;          /* mapped ring: pieces a step (0: its choice; FABENCH_RING_PIECES) */
   int local_size;      /* ranks on this rank's host */
   int oversubscribed;  /* more ranks than cores on this host, or no_spin: transports must not spin */
