@@ -26,27 +26,10 @@ static int bench_plain_number(const char *s, const char *chars) {
 }
 
 int bench_parse_size(const char *s, uint64_t *out) {
-  if (!s || *s < '0' || *s > '9') return -1;
-  errno = 0;
-  char *end;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno) return -1;
-  unsigned shift = 0;
-  if (*end) {
-    switch (*end) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
-    default: return -1;
-    }
-    end++;
-    if (*end == 'i' || *end == 'B' || *end == 'b') end++; /* 4KiB, 4KB */
-    if (*end == 'B') end++;
-    if (*end) return -1;
-  }
+  uint64_t v;
   /* the bound also keeps size + slack and size * step (bench_sizes) from wrapping */
-  if (v > (BENCH_SIZE_MAX >> shift)) return -1;
-  *out = (uint64_t)v << shift;
+  if (coll_parse_size(s, &v) || v > BENCH_SIZE_MAX) return -1;
+  *out = v;
   return 0;
 }
 

@@ -138,16 +138,35 @@ static void coll_size_format(char *out, size_t cap, size_t bytes) {
   snprintf(out, cap, "%zu", bytes);
 }
 
-/* A byte count, plain or with K, M or G (powers of two): 0, or -1 where it is not one. */
-static int coll_size_parse(const char *s, size_t *out) {
-  char *end;
+int coll_parse_size(const char *s, uint64_t *out) {
   if (!s || *s < '0' || *s > '9') return -1;
   errno = 0;
+  char *end;
   unsigned long long v = strtoull(s, &end, 10);
-  int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-  if (shift) end++;
-  if (errno || *end || v > (SIZE_MAX >> shift)) return -1;
-  *out = (size_t)v << shift;
+  if (errno) return -1;
+  unsigned shift = 0;
+  if (*end) {
+    switch (*end) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    default: return -1;
+    }
+    end++;
+    if (*end == 'i' || *end == 'B' || *end == 'b') end++; /* 4KiB, 4KB */
+    if (*end == 'B') end++;
+    if (*end) return -1;
+  }
+  if (v > (UINT64_MAX >> shift)) return -1;
+  *out = (uint64_t)v << shift;
+  return 0;
+}
+
+/* coll_parse_size into a size_t */
+static int coll_size_parse(const char *s, size_t *out) {
+  uint64_t v;
+  if (coll_parse_size(s, &v) || v > SIZE_MAX) return -1;
+  *out = (size_t)v;
   return 0;
 }
 
