@@ -40,15 +40,6 @@ static const char fit_usage[] =
     "Rows measured beside a load (allreduce --beside-compute) are kept for the training step's\n"
     "share of the cores (compute_loss in model.json) and left out of the rest.\n";
 
-static void fit_size(char *s, size_t cap, int64_t b) {
-  if (b >= (1 << 20) && b % (1 << 20) == 0)
-    snprintf(s, cap, "%lldM", (long long)(b >> 20));
-  else if (b >= 1024 && b % 1024 == 0)
-    snprintf(s, cap, "%lldK", (long long)(b >> 10));
-  else
-    snprintf(s, cap, "%lld", (long long)b);
-}
-
 static void fit_print(const res_model *m) {
   printf("# %-22s %-5s %5s %-9s %9s %9s %8s %10s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
          "source", "alpha(us)", "delta(us)", "wake(us)", "link(GB/s)", "cpu(GB/s)", "mem(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "cache",
@@ -113,7 +104,7 @@ static void fit_print(const res_model *m) {
     printf("  %-22s %-5s", res_model_label(m, f, name, sizeof name), f->transport);
     for (int q = 0; q < f->nbusy; q++) {
       char sz[32];
-      fit_size(sz, sizeof sz, (int64_t)f->busy[q].bytes);
+      coll_format_size(sz, sizeof sz, (uint64_t)f->busy[q].bytes);
       printf(" p%d %s:%.2f", f->busy[q].ranks, sz, f->busy[q].loss);
       if (f->busy[q].pace > 0) printf("/%.2f", f->busy[q].pace);
     }
@@ -274,7 +265,7 @@ static void fit_check_print_sizes(const fit_chk *c, size_t n) {
            c[j].ranks == c[i].ranks && !strcmp(c[j].algo, c[i].algo);
          j++) {
       char sz[32];
-      fit_size(sz, sizeof sz, c[j].bytes);
+      coll_format_size(sz, sizeof sz, (uint64_t)c[j].bytes);
       printf(" %s:%+.0f%%", sz, 100 * c[j].err);
       if (fabs(c[j].err) > worst) worst = fabs(c[j].err);
     }

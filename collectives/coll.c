@@ -125,17 +125,16 @@ int coll_algo_supported(const coll_comm *c, coll_algo a) {
   return a.kind == COLL_ALGO_AUTO || coll_algo_impl(a.kind) != NULL;
 }
 
-/* "K", "M" or "G" (powers of two) where the size is a whole number of them. */
-static void coll_size_format(char *out, size_t cap, size_t bytes) {
+void coll_format_size(char *out, size_t cap, uint64_t bytes) {
   static const char unit[] = "GMK";
   for (int u = 0; u < 3; u++) {
-    size_t of = (size_t)1 << (10 * (3 - u));
+    uint64_t of = (uint64_t)1 << (10 * (3 - u));
     if (bytes && bytes % of == 0) {
-      snprintf(out, cap, "%zu%c", bytes / of, unit[u]);
+      snprintf(out, cap, "%llu%c", (unsigned long long)(bytes / of), unit[u]);
       return;
     }
   }
-  snprintf(out, cap, "%zu", bytes);
+  snprintf(out, cap, "%llu", (unsigned long long)bytes);
 }
 
 int coll_parse_size(const char *s, uint64_t *out) {
@@ -293,7 +292,7 @@ void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e) {
     if (p && c->ring_stream_bytes != SIZE_MAX && !c->tp->on_device && strstr(fab, "+rkey_ptr") &&
         !strstr(fab, "+nt")) {
       char sz[32];
-      coll_size_format(sz, sizeof sz, c->ring_stream_bytes);
+      coll_format_size(sz, sizeof sz, c->ring_stream_bytes);
       size_t used = strlen(fab);
       snprintf(fab + used, sizeof c->tp->fabric - used, "+nt%s", sz);
     }

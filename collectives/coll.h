@@ -111,6 +111,9 @@ const char *coll_comm_fabric(const coll_comm *c);
 /* A byte count as a user types it: digits, then K, M or G (powers of two; also KiB, KB), into
  * *out. 0, or -1 where it is not one (or does not fit 64 bits). */
 int coll_parse_size(const char *s, uint64_t *out);
+/* A byte count as coll_parse_size reads it: "8M", "64K", "1G" where it is a whole number of
+ * them, else plain digits. */
+void coll_format_size(char *out, size_t cap, uint64_t bytes);
 /* From a fabric string: the buffer size from which the ring on mapped memory writes with
  * streaming stores ("+nt8M": 8 MiB; "+nt0": every size, as 1), 0 where it does not stream. */
 double coll_fabric_stream_bytes(const char *fabric);
