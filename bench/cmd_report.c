@@ -281,9 +281,9 @@ static void rp_panels_against_size(rp_ctx *x, const char *name, const char *titl
     if (p[i].npoints) {
       shown++, npoints += p[i].npoints, cap += p[i].len + 2 * sizeof p[i].title;
       /* the key below a panel of half the width, as rp_plot_height counts it */
-      size_t cols = RP_PLOT_WIDTH / 2 / (p[i].longest * 9 + 150), rows;
-      rows = (p[i].ncurves + (cols ? cols : 1) - 1) / (cols ? cols : 1);
-      if (rows > keyrows) keyrows = rows;
+      size_t cols = RP_PLOT_WIDTH / 2 / (p[i].longest * 9 + 150);
+      if (!cols) cols = 1;
+      if ((p[i].ncurves + cols - 1) / cols > keyrows) keyrows = (p[i].ncurves + cols - 1) / cols;
     }
   if (shown < 2) { /* one panel: a plot as any other */
     for (size_t i = 0; i < np; i++)
@@ -415,21 +415,19 @@ static void rp_allreduce(rp_ctx *x) {
     else
       snprintf(panel, sizeof panel, "%s (%s)", k->fabric, k->transport);
     rp_label(panel, 0);
-    while (bw && q < np && strcmp(bw[q].title, panel)) q++;
-    if (bw && lat && q == np) {
+    while (q < np && strcmp(bw[q].title, panel)) q++; /* the loop runs only with bw and lat */
+    if (q == np) {
       memcpy(bw[q].title, panel, sizeof panel);
       memcpy(lat[q].title, panel, sizeof panel);
       np++;
     }
-    if (bw && lat) {
-      int lc = (int)bw[q].ncurves + 1; /* the same colour in both plots */
-      snprintf(clause, sizeof clause, "'allreduce.dat' index %d using 1:2 with linespoints lc %d title '%s' noenhanced, "
-               "'' index %d using 1:3 with lines dt 2 lc %d notitle", blk, lc, title, blk, lc);
-      rp_panel_add(&bw[q], clause, title, nbw);
-      snprintf(clause, sizeof clause, "'allreduce.dat' index %d using 1:4 with linespoints lc %d title '%s' noenhanced, "
-               "'' index %d using 1:6 with lines dt 3 lc %d notitle", blk, lc, title, blk, lc);
-      rp_panel_add(&lat[q], clause, title, nlat);
-    }
+    int lc = (int)bw[q].ncurves + 1; /* the same colour in both plots */
+    snprintf(clause, sizeof clause, "'allreduce.dat' index %d using 1:2 with linespoints lc %d title '%s' noenhanced, "
+             "'' index %d using 1:3 with lines dt 2 lc %d notitle", blk, lc, title, blk, lc);
+    rp_panel_add(&bw[q], clause, title, nbw);
+    snprintf(clause, sizeof clause, "'allreduce.dat' index %d using 1:4 with linespoints lc %d title '%s' noenhanced, "
+             "'' index %d using 1:6 with lines dt 3 lc %d notitle", blk, lc, title, blk, lc);
+    rp_panel_add(&lat[q], clause, title, nlat);
     blk++;
     double med = NAN, mx = NAN;
     if (ne) {

@@ -171,14 +171,14 @@ static int coll_size_parse(const char *s, size_t *out) {
 
 double coll_fabric_stream_bytes(const char *fabric) {
   const char *nt = fabric ? strstr(fabric, "+nt") : NULL;
-  size_t n = 0;
+  uint64_t n = 0;
   if (!nt) return 0;
   char num[32];
   size_t len = strcspn(nt + 3, "+ ");
   if (len == 0 || len >= sizeof num) return 0;
   memcpy(num, nt + 3, len);
   num[len] = '\0';
-  if (coll_size_parse(num, &n)) return 0;
+  if (coll_parse_size(num, &n)) return 0;
   return n > 0 ? (double)n : 1; /* streamed at every size */
 }
 
