@@ -584,45 +584,17 @@ static void nc_close(coll_transport *tp) {
   free(t);
 }
 
-static const coll_transport_ops nc_ops = {
-    .name = "nccl",
-    .isend = nc_isend,
-    .irecv = nc_irecv,
-    .test = nc_test,
-    .waitall = nc_waitall,
-    .mem_alloc = nc_mem_alloc,
-    .mem_free = nc_mem_free,
-    .peer_ptr = nc_peer_ptr,
-    .allreduce = nc_allreduce,
-    .close = nc_close,
-    .dev_reduce = nc_dev_reduce,
-    .dev_copy = nc_dev_copy,
-    .dev_reduce2 = nc_dev_reduce2,
-    .dev_alloc = nc_dev_alloc,
-    .dev_free = nc_dev_free,
-    .finish = nc_finish,
-};
-/* Shared GPU: no NCCL, so no native all-reduce. */
-static const coll_transport_ops nc_ipc_ops = {
-    .name = "nccl",
-    .isend = nc_isend,
-    .irecv = nc_irecv,
-    .test = nc_test,
-    .waitall = nc_waitall,
-    .mem_alloc = nc_mem_alloc,
-    .mem_free = nc_mem_free,
-    .peer_ptr = nc_peer_ptr,
-    .allreduce = NULL,
-    .close = nc_close,
-    .dev_reduce = nc_dev_reduce,
-    .dev_copy = nc_dev_copy,
-    .dev_reduce2 = nc_dev_reduce2,
-    .dev_alloc = nc_dev_alloc,
-    .dev_free = nc_dev_free,
-    .dev_mark = nc_dev_mark,
-    .dev_after = nc_dev_after,
-    .finish = nc_finish,
-};
+/* The operations both kinds of transport share; each table adds its own. */
+#define NC_OPS_SHARED                                                                          \
+  .name = "nccl", .isend = nc_isend, .irecv = nc_irecv, .test = nc_test, .waitall = nc_waitall, \
+  .mem_alloc = nc_mem_alloc, .mem_free = nc_mem_free, .peer_ptr = nc_peer_ptr, .close = nc_close, \
+  .dev_reduce = nc_dev_reduce, .dev_copy = nc_dev_copy, .dev_reduce2 = nc_dev_reduce2,           \
+  .dev_alloc = nc_dev_alloc, .dev_free = nc_dev_free, .finish = nc_finish
+
+static const coll_transport_ops nc_ops = {NC_OPS_SHARED, .allreduce = nc_allreduce};
+/* Shared GPU: no NCCL, so no native all-reduce; the ranks order their streams by marks. */
+static const coll_transport_ops nc_ipc_ops = {NC_OPS_SHARED, .dev_mark = nc_dev_mark, .dev_after = nc_dev_after};
+#undef NC_OPS_SHARED
 
 int coll_nccl_usable(coll_err *e) {
   int n = 0;
