@@ -92,8 +92,8 @@ typedef struct {
 
 /* What the source sends rank 0 for one step. */
 typedef struct {
-  double t_min, t_p50, t_p99, t_max, t_mean, t_stddev; /* us per message, one way */
-  double gbps, gbps_mean;                              /* GB/s (1e9 B/s) */
+  res_stats t;            /* us per message, one way */
+  double gbps, gbps_mean; /* GB/s (1e9 B/s) */
   int64_t iters, window, errors;
   char fabric[128];
 } p2p_result;
@@ -419,12 +419,7 @@ static int p2p_step(p2p_ctx *x, int test, int src, int dst, uint64_t bytes, p2p_
   res_stats_compute(&st, x->samples, (size_t)iters);
   double dirs = test == P2P_BIBW ? 2.0 : 1.0;
   memset(res, 0, sizeof *res);
-  res->t_min = st.min;
-  res->t_p50 = st.p50;
-  res->t_p99 = st.p99;
-  res->t_max = st.max;
-  res->t_mean = st.mean;
-  res->t_stddev = st.stddev;
+  res->t = st;
   res->gbps = st.p50 > 0 ? dirs * (double)bytes / (st.p50 * 1e3) : 0;
   res->gbps_mean = total > 0 ? dirs * (double)bytes * div * (double)iters / total / 1e9 : 0;
   res->iters = iters;
@@ -458,16 +453,16 @@ static int p2p_row(p2p_out *po, const p2p_ctx *x, const char *fabric, coll_trans
   row.dst = dst;
   row.bytes = (int64_t)bytes;
   row.iters = res->iters;
-  row.t_min_us = res->t_min;
-  row.t_p50_us = res->t_p50;
-  row.t_p99_us = res->t_p99;
-  row.t_max_us = res->t_max;
+  row.t_min_us = res->t.min;
+  row.t_p50_us = res->t.p50;
+  row.t_p99_us = res->t.p99;
+  row.t_max_us = res->t.max;
   row.gbps = res->gbps;
   row.host = po->run.host;
   row.topo_hash = po->run.topo_hash;
   row.window = res->window;
-  row.t_mean_us = res->t_mean;
-  row.t_stddev_us = res->t_stddev;
+  row.t_mean_us = res->t.mean;
+  row.t_stddev_us = res->t.stddev;
   row.gbps_mean = res->gbps_mean;
   row.gbit_s = res->gbps * 8;
   row.errors = res->errors;
@@ -477,7 +472,7 @@ static int p2p_row(p2p_out *po, const p2p_ctx *x, const char *fabric, coll_trans
   if (res_table_put(po->tab, &row, err, sizeof err)) return bench_error("%s", err), -1;
   printf("%-8s %4d %4d %11llu %8lld %6lld %10.2f %10.2f %10.2f %9.3f %6lld\n",
          p2p_test_names[test], src, dst, (unsigned long long)bytes, (long long)res->iters,
-         (long long)res->window, res->t_min, res->t_p50, res->t_p99, res->gbps,
+         (long long)res->window, res->t.min, res->t.p50, res->t.p99, res->gbps,
          (long long)res->errors);
   fflush(stdout);
   return 0;
@@ -599,12 +594,7 @@ static int p2p_copies(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transpor
       double traffic = within ? 2.0 : 1.0; /* a copy within one memory reads and writes */
       p2p_result res;
       memset(&res, 0, sizeof res);
-      res.t_min = st.min;
-      res.t_p50 = st.p50;
-      res.t_p99 = st.p99;
-      res.t_max = st.max;
-      res.t_mean = st.mean;
-      res.t_stddev = st.stddev;
+      res.t = st;
       res.gbps = st.p50 > 0 ? traffic * (double)sizes[i] / (st.p50 * 1e3) : 0;
       res.gbps_mean = total > 0 ? traffic * (double)sizes[i] * (double)iters / total / 1e9 : 0;
       res.iters = iters;
@@ -691,7 +681,7 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
             if (p2p_row(po, x, fabric, tk, test, s, d, sizes[i], &res)) return -1;
             if (test == P2P_BW && sizes[i] == po->bw_bytes) po->bw[s * n + d] = res.gbps;
             if (test == P2P_BIBW && sizes[i] == po->bibw_bytes) po->bibw[s * n + d] = res.gbps;
-            if (test == P2P_LAT && sizes[i] == po->lat_bytes) po->lat[s * n + d] = res.t_p50;
+            if (test == P2P_LAT && sizes[i] == po->lat_bytes) po->lat[s * n + d] = res.t.p50;
             x->bad_bytes += res.errors;
             if (res.errors)
               bench_error("%s %s %d->%d at %llu bytes: %lld bytes arrived wrong",
