@@ -321,6 +321,22 @@ static int sc_mapped_elsewhere(coll_comm *c, int me, int n, const void *arg) {
   return rc;
 }
 
+/* Rank r's element i, exact in f32 summed over a few ranks. */
+static float sum_input(size_t i, int r) { return (float)((i * 7 + (size_t)r * 13) % 101); }
+
+/* Every element of buf against the sum over n ranks of sum_input; 0 when all are right. */
+static int check_sums(const float *buf, size_t count, int n, int me) {
+  for (size_t i = 0; i < count; i++) {
+    float want = 0;
+    for (int r = 0; r < n; r++) want += sum_input(i, r);
+    if (buf[i] != want) {
+      fprintf(stderr, "rank %d: element %zu is %g, want %g\n", me, i, buf[i], want);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* auto on a mapped buffer runs the ring (which then reads in place) from 128 KiB on, and the
  * result is right on every element. */
 static int sc_mapped_auto(coll_comm *c, int me, int n, const void *arg) {
@@ -332,24 +348,15 @@ static int sc_mapped_auto(coll_comm *c, int me, int n, const void *arg) {
     fprintf(stderr, "rank %d: %s\n", me, e.msg);
     return 1;
   }
-  for (size_t i = 0; i < count; i++) buf[i] = (float)((i * 7 + (size_t)me * 13) % 101);
+  for (size_t i = 0; i < count; i++) buf[i] = sum_input(i, me);
   coll_algo autoa = {COLL_ALGO_AUTO, 0}, ran = {COLL_ALGO_NATIVE, 0};
   int rc = 1;
-  if (coll_allreduce(c, buf, count, COLL_F32, COLL_SUM, autoa, &ran, &e) != 0) {
+  if (coll_allreduce(c, buf, count, COLL_F32, COLL_SUM, autoa, &ran, &e) != 0)
     fprintf(stderr, "rank %d: %s\n", me, e.msg);
-  } else if (ran.kind != COLL_ALGO_RING) {
+  else if (ran.kind != COLL_ALGO_RING)
     fprintf(stderr, "rank %d: auto ran algorithm %d on a mapped 1 MiB buffer, not the ring\n", me, (int)ran.kind);
-  } else {
-    rc = 0;
-    for (size_t i = 0; i < count && !rc; i++) {
-      float want = 0;
-      for (int r = 0; r < n; r++) want += (float)((i * 7 + (size_t)r * 13) % 101);
-      if (buf[i] != want) {
-        fprintf(stderr, "rank %d: element %zu is %g, want %g\n", me, i, buf[i], want);
-        rc = 1;
-      }
-    }
-  }
+  else
+    rc = check_sums(buf, count, n, me);
   coll_mem_free(c, buf);
   return rc;
 }
@@ -433,7 +440,7 @@ static int sc_unmapped_plain(coll_comm *c, int me, int n, const void *arg) {
     fprintf(stderr, "rank %d: %s\n", me, e.msg);
     return 1;
   }
-  for (size_t i = 0; i < count; i++) buf[i] = (float)((i * 5 + (size_t)me * 3) % 61);
+  for (size_t i = 0; i < count; i++) buf[i] = sum_input(i, me);
   char flags[512] = "";
   int rc = 1;
   coll_algo ring = {COLL_ALGO_RING, 0};
@@ -445,17 +452,8 @@ static int sc_unmapped_plain(coll_comm *c, int me, int n, const void *arg) {
     fprintf(stderr, "rank %d: the buffer is on huge pages (VmFlags:%s)\n", me, flags);
   else if (coll_allreduce(c, buf, count, COLL_F32, COLL_SUM, ring, NULL, &e))
     fprintf(stderr, "rank %d: %s\n", me, e.msg);
-  else {
-    rc = 0;
-    for (size_t i = 0; i < count && !rc; i++) {
-      float want = 0;
-      for (int r = 0; r < n; r++) want += (float)((i * 5 + (size_t)r * 3) % 61);
-      if (buf[i] != want) {
-        fprintf(stderr, "rank %d: element %zu is %g, want %g\n", me, i, buf[i], want);
-        rc = 1;
-      }
-    }
-  }
+  else
+    rc = check_sums(buf, count, n, me);
   coll_mem_free(c, buf);
   return rc;
 }
