@@ -66,8 +66,8 @@ typedef struct {
   char *base;
   size_t bytes;
   ucp_mem_h mh;       /* NULL: plain memory (mapping off, UCX could not allocate, or not mapped) */
-  ucp_rkey_h *rkeys;  /* size entries, NULL where none */
-  char **peer;        /* size entries */
+  ucp_rkey_h *rkeys;  /* size entries, NULL where none; the array may be NULL where not mapped */
+  char **peer;        /* size entries; may be NULL where not mapped */
   int mapped;
   uint64_t id;        /* allocation number: equal on every rank for the same region */
 } ucx_region;
@@ -567,12 +567,9 @@ static void *ucx_mem_alloc(coll_transport *t, size_t bytes, coll_err *e) {
      * transparent huge pages, and on a 2-core VM a training step computing on them ran 1.3-2x
      * slower in spells (UCX_TLS=self,tcp: ResNet-20's forward 48-83 ms against 36) */
     if (!ok_all && g.mh) {
-      for (int p = 0; p < n; p++) {
-        if (g.rkeys[p]) ucp_rkey_destroy(g.rkeys[p]);
-        g.rkeys[p] = NULL, g.peer[p] = NULL;
-      }
-      ucp_mem_unmap(u->ctx, g.mh);
-      g.mh = NULL, g.base = NULL;
+      ucx_region plain = {.id = g.id, .bytes = g.bytes};
+      ucx_region_release(u, &g);
+      g = plain;
     }
   }
   if (!g.base) {
