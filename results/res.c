@@ -557,10 +557,13 @@ int res_file_replace(const char *path, const void *data, size_t n, char *err, si
     goto out;
   }
   int named = ok || !unnamed, saved = ok ? 0 : errno; /* an unnamed one that failed has no name */
-  ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    res_errf(err, errcap, "cannot write '%s': %s", path, strerror(saved ? saved : errno));
-    if (named) unlink(tmp);
+  /* renamed the moment it is named and closed after: a kill between the two leaves the name */
+  int moved = ok && rename(tmp, path) == 0;
+  if (ok && !moved) ok = 0, saved = errno;
+  if (close(fd) != 0 && ok) ok = 0, saved = errno;
+  if (!ok) {
+    res_errf(err, errcap, "cannot write '%s': %s", path, strerror(saved));
+    if (named && !moved) unlink(tmp);
     goto out;
   }
   rc = 0;
