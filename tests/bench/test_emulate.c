@@ -170,17 +170,6 @@ static int have_emulation(void) {
   return 1;
 }
 
-static void make_dir(char *dir, size_t cap) {
-  snprintf(dir, cap, "/tmp/fabench-emu-XXXXXX");
-  assert_non_null(mkdtemp(dir));
-}
-
-static void remove_dir(const char *dir) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
-}
-
 /* Waits for pid up to limit seconds (SIGKILL after); returns its wait status. */
 static int wait_limit(pid_t pid, double limit) {
   double t0 = now_s();
@@ -352,7 +341,7 @@ static void test_interrupted(void **state) {
   for (int s = 0; s < 2; s++) {
     char dir[64];
     long pids[3];
-    make_dir(dir, sizeof dir);
+    assert_non_null(tu_tmpdir(dir, sizeof dir, "emu"));
     pid_t child = fork();
     assert_true(child >= 0);
     if (child == 0) {
@@ -368,7 +357,7 @@ static void test_interrupted(void **state) {
     assert_int_equal(WEXITSTATUS(st), 128 + sigs[s]);
     for (int r = 0; r < 3; r++) assert_true(kill((pid_t)pids[r], 0) < 0);
     assert_int_equal(leftovers(child), 0);
-    remove_dir(dir);
+    assert_int_equal(tu_rmtree(dir), 0);
   }
 }
 
@@ -379,7 +368,7 @@ static void test_stale(void **state) {
   if (!have_emulation()) skip();
   char dir[64], err[1024];
   long pids[2];
-  make_dir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "emu"));
   pid_t child = fork();
   assert_true(child >= 0);
   if (child == 0) {
@@ -409,7 +398,7 @@ static void test_stale(void **state) {
   assert_true(leftovers((long)getpid()) > 0); /* ours: alive, kept */
   bench_emu_teardown(&live);
   assert_int_equal(leftovers((long)getpid()), 0);
-  remove_dir(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* MPI across the namespaces: PMIx over the bridge, ob1's TCP path on the set's subnet. */
@@ -555,15 +544,15 @@ static void test_fabench_allreduce(void **state) {
    * run records this machine's topology hash (a fit keys fabrics by it, and predict takes a
    * stack's CPU cost from the same machine's loopback fits) */
   char tdir[64], here[17], there[17];
-  make_dir(tdir, sizeof tdir);
+  assert_non_null(tu_tmpdir(tdir, sizeof tdir, "emu"));
   char *targv[] = {(char *)bin, "topo", "--out", tdir, NULL};
   int tst = wait_limit(spawn(targv), 60);
   assert_true(WIFEXITED(tst) && WEXITSTATUS(tst) == 0);
   topo_hash_of(tdir, "topo.json", here);
-  remove_dir(tdir);
+  assert_int_equal(tu_rmtree(tdir), 0);
   for (int n = 2; n <= 3; n++) {
     char dir[64], nstr[16];
-    make_dir(dir, sizeof dir);
+    assert_non_null(tu_tmpdir(dir, sizeof dir, "emu"));
     snprintf(nstr, sizeof nstr, "%d", n);
     /* on 3 ranks the namespaces keep the host's congestion control (--tcp-cc system) */
     char *argv[] = {(char *)bin, "allreduce", "-n", nstr, "--emulate", "1gbit", "--transport",
@@ -592,7 +581,7 @@ static void test_fabench_allreduce(void **state) {
       assert_non_null(strstr(meta, want));
     }
     assert_int_equal(leftovers(pid), 0);
-    remove_dir(dir);
+    assert_int_equal(tu_rmtree(dir), 0);
   }
 }
 
@@ -622,7 +611,7 @@ static void test_fabench_killed_rank(void **state) {
   const char *bin = fabench_bin();
   if (!bin) skip();
   char dir[64];
-  make_dir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "emu"));
   char *argv[] = {(char *)bin, "allreduce", "-n", "3", "--emulate", "1gbit", "--transport",
                   "tcp", "--algo", "ring", "--min-bytes", "1M", "--max-bytes", "16M",
                   "--iters", "20", "--timeout", "20", "--out", dir, NULL};
@@ -641,7 +630,7 @@ static void test_fabench_killed_rank(void **state) {
   assert_true(WIFEXITED(st));
   assert_int_not_equal(WEXITSTATUS(st), 0);
   assert_int_equal(leftovers(pid), 0);
-  remove_dir(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 int main(int argc, char **argv) {

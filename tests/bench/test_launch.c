@@ -21,22 +21,12 @@
 
 #include "emulate.h"
 #include "launch.h"
+#include "test_util.h"
 
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void make_dir(char *dir, size_t cap) {
-  snprintf(dir, cap, "/tmp/fabench-launch-XXXXXX");
-  assert_non_null(mkdtemp(dir));
-}
-
-static void remove_dir(const char *dir) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
 }
 
 static int read_file(const char *path, char *buf, size_t cap) {
@@ -159,7 +149,7 @@ static void test_bad_opts(void **state) {
 static void test_env(void **state) {
   (void)state;
   char dir[64], path[128], buf[512];
-  make_dir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "launch"));
   setenv("FABENCH_RANK", "99", 1); /* the caller's must not leak through */
   int n = 2 + rand() % 6;
   char *argv[] = {"-c",
@@ -209,7 +199,7 @@ static void test_env(void **state) {
   snprintf(path, sizeof path, "%s/rank.0", dir);
   read_file(path, buf, sizeof buf);
   assert_null(strstr(buf, token0));
-  remove_dir(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* Ranks other than `bad` write their pid and sleep (ignoring SIGTERM when stubborn); `bad`
@@ -239,7 +229,7 @@ static void test_failing_rank(void **state) {
   for (int trial = 0; trial < 3; trial++) {
     char dir[64], err[2048], want[128];
     long pids[16];
-    make_dir(dir, sizeof dir);
+    assert_non_null(tu_tmpdir(dir, sizeof dir, "launch"));
     int n = 2 + rand() % 7, bad = rand() % n, code = 2 + rand() % 100;
     char how[32];
     snprintf(how, sizeof how, "exit %d", code);
@@ -258,7 +248,7 @@ static void test_failing_rank(void **state) {
       assert_true(pids[r] > 0);
       assert_true(pid_gone(pids[r])); /* stopped and reaped */
     }
-    remove_dir(dir);
+    assert_int_equal(tu_rmtree(dir), 0);
   }
 }
 
@@ -269,7 +259,7 @@ static void test_failing_rank(void **state) {
 static void test_failing_rank_lets_others_finish(void **state) {
   (void)state;
   char dir[64], err[2048], script[1024];
-  make_dir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "launch"));
   int n = 3, bad = 1;
   snprintf(script, sizeof script,
            "if [ \"$FABENCH_RANK\" = %d ]; then "
@@ -288,14 +278,14 @@ static void test_failing_rank_lets_others_finish(void **state) {
     snprintf(path, sizeof path, "%s/term.%d", dir, r);
     assert_true(read_file(path, buf, sizeof buf) < 0);
   }
-  remove_dir(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 static void test_killed_rank(void **state) {
   (void)state;
   char dir[64], err[2048], want[128];
   long pids[16];
-  make_dir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "launch"));
   int n = 3 + rand() % 4, bad = rand() % n;
   /* The others ignore SIGTERM: SIGKILL after the grace must still end them. */
   double t0 = now_s();
@@ -309,7 +299,7 @@ static void test_killed_rank(void **state) {
   assert_non_null(strstr(err, " killed by signal 9\n"));
   for (int r = 0; r < n; r++)
     if (r != bad) assert_true(pid_gone(pids[r]));
-  remove_dir(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* SIGINT / SIGTERM to the launcher reach the ranks; it returns 128 + signal. */
@@ -318,7 +308,7 @@ static void test_launcher_signal(void **state) {
   const int sigs[] = {SIGINT, SIGTERM};
   for (int s = 0; s < 2; s++) {
     char dir[64];
-    make_dir(dir, sizeof dir);
+    assert_non_null(tu_tmpdir(dir, sizeof dir, "launch"));
     int n = 3;
     pid_t child = fork();
     assert_true(child >= 0);
@@ -346,7 +336,7 @@ static void test_launcher_signal(void **state) {
     assert_int_equal(WEXITSTATUS(st), 128 + sigs[s]);
     assert_true(now_s() - t0 < 10);
     for (int r = 0; r < n; r++) assert_true(pid_gone(pids[r]));
-    remove_dir(dir);
+    assert_int_equal(tu_rmtree(dir), 0);
   }
 }
 
@@ -357,7 +347,7 @@ static void test_mpirun(void **state) {
   skip(); /* built without MPI */
 #else
   char dir[64], path[128], buf[256], err[4096];
-  make_dir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "launch"));
   int n = 3;
   char *argv[] = {"-c",
                   "echo \"$OMPI_COMM_WORLD_SIZE $FABENCH_TOKEN $FABENCH_LAUNCHER $FABENCH_TIMEOUT_S\""
@@ -385,7 +375,7 @@ static void test_mpirun(void **state) {
   assert_int_not_equal(launch_capture(&o, "/bin/sh", fail, err, sizeof err), 0);
   assert_true(now_s() - t0 < 20);
   assert_non_null(strstr(err, "fabench: mpirun (pid "));
-  remove_dir(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 #endif
 }
 
@@ -395,7 +385,7 @@ static void test_mpirun(void **state) {
  * every other process's alone. The ranks here write such a file the way libomp names it. */
 static void check_omp_files(int use_mpirun) {
   char dir[64], path[128], buf[64], err[4096];
-  make_dir(dir, sizeof dir);
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "launch"));
   int n = 3;
   char *argv[] = {"-c",
                   "r=${FABENCH_RANK:-$OMPI_COMM_WORLD_RANK}; echo $$ > \"$0/pid.$r\"; "
@@ -429,7 +419,7 @@ static void check_omp_files(int use_mpirun) {
     unlink(other);
     assert_true(kept);
   }
-  remove_dir(dir);
+  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 static void test_omp_files(void **state) {

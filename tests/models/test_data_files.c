@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "nn_data.h"
+#include "test_util.h"
 
 static char tmpdir[256];
 
@@ -377,15 +378,12 @@ static void test_real_fmnist(void **state) {
 
 static int setup(void **state) {
   (void)state;
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/fabench-test-data-XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
+  return tu_tmpdir(tmpdir, sizeof tmpdir, "test-data") ? 0 : -1;
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tu_rmtree(tmpdir);
 }
 
 int main(void) {

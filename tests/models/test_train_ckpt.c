@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "nn_data.h"
+#include "test_util.h"
 
 static char dir[256];
 
@@ -239,14 +240,11 @@ static void test_killed_save_leaves_no_temporary(void **state) {
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/fabench-test-ckpt-XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  return tu_tmpdir(dir, sizeof dir, "test-ckpt") ? 0 : -1;
 }
 static int teardown(void **state) {
   (void)state;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tu_rmtree(dir);
 }
 
 int main(void) {

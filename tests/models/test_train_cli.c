@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "nn_data.h"
+#include "test_util.h"
 
 static char dir[256];
 static const char *bin;
@@ -583,8 +584,7 @@ static void test_resume_notes(void **state) {
 static int setup(void **state) {
   (void)state;
   bin = getenv("FABENCH_BIN");
-  snprintf(dir, sizeof dir, "/tmp/fabench-test-train-XXXXXX");
-  if (!mkdtemp(dir)) return -1;
+  if (!tu_tmpdir(dir, sizeof dir, "test-train")) return -1;
   char p[300];
   snprintf(p, sizeof p, "%s/lsan.supp", dir);
   FILE *f = fopen(p, "w");
@@ -595,9 +595,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tu_rmtree(dir);
 }
 
 int main(void) {

@@ -612,15 +612,12 @@ static void test_bad_flags(void **st) {
 
 static int setup(void **st) {
   (void)st;
-  snprintf(dir, sizeof dir, "/tmp/fabench-test-dp-XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  return tu_tmpdir(dir, sizeof dir, "test-dp") ? 0 : -1;
 }
 
 static int teardown(void **st) {
   (void)st;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tu_rmtree(dir);
 }
 
 int main(void) {
