@@ -346,15 +346,20 @@ static uint64_t ar_load_done(const ar_ctx *x) {
   return x->load ? atomic_load_explicit(&x->load->done, memory_order_relaxed) : 0;
 }
 
-/* The load's pace alone, before a round of a size: 50 ms with no all-reduce. */
-static void ar_load_alone(ar_ctx *x) {
-  if (!x->load) return;
+/* The load's pace alone, before a round of a size: 200 ms with no all-reduce on any rank (the
+ * barrier: a rank done with its calls while its peers still send to it measured their
+ * exchange as "alone"). Over 50 ms, unsynchronised, 4 ranks on 2 cores at emulated 1gbit gave
+ * a 4 MiB ring's loss 0.11-0.35 in four runs, 0.29-0.34 over 200 ms after a barrier. */
+static int ar_load_alone(ar_ctx *x, coll_comm *c, coll_err *e) {
+  if (!x->load) return 0;
+  if (coll_barrier(c, e)) return -1;
   uint64_t c0 = ar_load_done(x);
   double t0 = res_now();
-  struct timespec ts = {0, 50 * 1000 * 1000};
+  struct timespec ts = {0, 200 * 1000 * 1000};
   nanosleep(&ts, NULL);
   x->alone_n += (double)(ar_load_done(x) - c0);
   x->alone_s += res_now() - t0;
+  return 0;
 }
 
 /* One (transport, algorithm) pair being measured; its samples are those of the current size. */
@@ -656,7 +661,8 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
   for (long r = 0; r < o->rounds; r++)
     for (int i = 0; i < ncells; i++) {
       ar_cell *k = &cells[i];
-      if (i == 0) ar_load_alone(x); /* the load's pace alone, in each round: the machine drifts */
+      /* the load's pace alone, in each round: the machine drifts */
+      if (i == 0 && ar_load_alone(x, k->c, &e)) return ar_fail(&e);
       long n = k->iters * (r + 1) / o->rounds - k->iters * r / o->rounds;
       if (n <= 0) continue;
       /* one untimed call: the first after another cell pays for its caches and pages */
