@@ -54,15 +54,20 @@ typedef struct {
 #if FABENCH_HAVE_MPI
 #define BOOT_MPI_SPIN_TESTS 64 /* polls of a bootstrap all-gather before each one sleeps */
 #define BOOT_MPI_SLEEP_US 100
-/* MPI's blocking calls (MPI_Allgather, MPI_Comm_dup, MPI_Allreduce) cannot time out, and a
- * dead or stopped rank would hold the others in them for ever: a thread watches the call in
- * progress and aborts the job when it outlasts the timeout. */
+#define BOOT_FINALIZE_GRACE_MS 60000LL
+/* MPI's blocking calls (MPI_Allgather, MPI_Comm_dup, MPI_Allreduce, MPI_Finalize) cannot time
+ * out, and a dead or stopped rank would hold the others in them for ever; nor can a call that
+ * should return at once: Open MPI's shared-memory queue spins in MPI_Test while a peer stopped
+ * halfway through queueing a message (CI's fault matrix, p2p/mpi/stop: no rank said anything
+ * and the job never ended). A thread watches the call in progress and ends the job when it
+ * outlasts the timeout. */
 typedef struct {
   pthread_t th;
   int started, wake;             /* wake: an eventfd that ends the thread at once */
   atomic_int rank;               /* for the message; the launcher's before MPI_Init */
   char host[COLL_HOST_MAX];
-  atomic_int inited;             /* MPI_Init has returned: MPI_Abort may be called */
+  atomic_int inited;             /* MPI_Init has returned and MPI_Finalize not begun: MPI_Abort
+                                  * may be called */
   _Atomic(const char *) what;    /* the call in progress, or NULL */
   _Atomic long long since_ms;    /* when it began (coll_sock_now, ms) */
 } boot_watch;
@@ -516,29 +521,31 @@ static void *boot_watch_main(void *arg) {
   coll_boot *b = arg;
   struct pollfd pf = {.fd = b->watch.wake, .events = POLLIN};
   while (poll(&pf, 1, 100) == 0) {
-    const char *what = atomic_load(&b->watch.what);
-    long long since = atomic_load(&b->watch.since_ms);
+    const char *what = atomic_load_explicit(&b->watch.what, memory_order_acquire);
+    long long since = atomic_load_explicit(&b->watch.since_ms, memory_order_relaxed);
     if (what && (long long)(coll_sock_now() * 1000.0) - since > b->timeout_ms) {
       fprintf(stderr, "fabench: rank %d (%s): %s did not complete within %d ms (a rank is dead, "
                       "stopped or unreachable): aborting the MPI job\n",
               atomic_load(&b->watch.rank), b->watch.host, what, b->timeout_ms);
       if (atomic_load(&b->watch.inited)) MPI_Abort(MPI_COMM_WORLD, 1);
-      /* stuck in MPI_Init, where MPI_Abort is not allowed: this rank's exit makes the
-       * launcher stop the job, as MPI_Abort would */
+      /* stuck in MPI_Init or MPI_Finalize, where MPI_Abort is not allowed: this rank's exit
+       * makes the launcher stop the job, as MPI_Abort would */
       _exit(1);
     }
   }
   return NULL;
 }
 
+/* release and relaxed: around every MPI_Test of a wait, so as cheap as they can be; the
+ * watchdog reads `what` (acquire) and then its start */
 void coll_boot_mpi_begin(coll_boot *b, const char *what) {
   if (!b || !b->watch.started) return;
-  atomic_store(&b->watch.since_ms, (long long)(coll_sock_now() * 1000.0));
-  atomic_store(&b->watch.what, what);
+  atomic_store_explicit(&b->watch.since_ms, (long long)(coll_sock_now() * 1000.0), memory_order_relaxed);
+  atomic_store_explicit(&b->watch.what, what, memory_order_release);
 }
 
 void coll_boot_mpi_end(coll_boot *b) {
-  if (b && b->watch.started) atomic_store(&b->watch.what, (const char *)NULL);
+  if (b && b->watch.started) atomic_store_explicit(&b->watch.what, (const char *)NULL, memory_order_relaxed);
 }
 
 static void boot_watch_stop(coll_boot *b) {
@@ -841,9 +848,6 @@ void coll_boot_abort(coll_boot *b) {
 
 void coll_boot_close(coll_boot *b) {
   if (!b) return;
-#if FABENCH_HAVE_MPI
-  boot_watch_stop(b);
-#endif
   if (b->fds)
     for (int i = 0; i < b->size; i++)
       if (b->fds[i] >= 0) close(b->fds[i]);
@@ -851,8 +855,17 @@ void coll_boot_close(coll_boot *b) {
   if (b->kind == COLL_BOOT_MPI) {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Finalize();
+    if (!fin) { /* Open MPI's MPI_Finalize waits for every rank: a stopped one would hold it */
+      atomic_store(&b->watch.inited, 0);
+      coll_boot_mpi_begin(b, "MPI_Finalize");
+      if (b->watch.started) /* a healthy job's ranks come to it at their own pace (rank 0 writes
+                             * the results first): a minute more than any other call */
+        atomic_store(&b->watch.since_ms, atomic_load(&b->watch.since_ms) + BOOT_FINALIZE_GRACE_MS);
+      MPI_Finalize();
+      coll_boot_mpi_end(b);
+    }
   }
+  boot_watch_stop(b);
 #endif
   free(b->fds);
   free(b->hosts);

@@ -69,6 +69,14 @@ static int mpi_err(const mpi_transport *t, coll_err *e, int rc, const char *what
                    what, peer >= 0 ? " rank " : "", peer, peer >= 0 ? mpi_host(t, peer) : "", s);
 }
 
+/* MPI_Test under the boot's watchdog: it can spin for ever on a stopped peer (boot.c) */
+static int mpi_test_watched(const mpi_transport *t, MPI_Request *req, int *done) {
+  coll_boot_mpi_begin(t->boot, "MPI_Test");
+  int rc = MPI_Test(req, done, MPI_STATUS_IGNORE);
+  coll_boot_mpi_end(t->boot);
+  return rc;
+}
+
 static int mpi_isend(coll_transport *tp, int peer, const void *buf, size_t bytes, uint32_t tag,
                      coll_req *r, coll_err *e) {
   mpi_transport *t = (mpi_transport *)tp;
@@ -77,7 +85,9 @@ static int mpi_isend(coll_transport *tp, int peer, const void *buf, size_t bytes
   q->peer = peer;
   q->is_send = 1;
   q->bytes = bytes;
+  coll_boot_mpi_begin(t->boot, "MPI_Isend");
   int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, (int)(tag % (uint32_t)t->tag_ub), t->comm, &q->req);
+  coll_boot_mpi_end(t->boot);
   return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Isend to", peer);
 }
 
@@ -89,14 +99,16 @@ static int mpi_irecv(coll_transport *tp, int peer, void *buf, size_t bytes, uint
   q->peer = peer;
   q->is_send = 0;
   q->bytes = bytes;
+  coll_boot_mpi_begin(t->boot, "MPI_Irecv");
   int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, (int)(tag % (uint32_t)t->tag_ub), t->comm, &q->req);
+  coll_boot_mpi_end(t->boot);
   return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Irecv from", peer);
 }
 
 static int mpi_test(coll_transport *tp, coll_req *r, int *done, coll_err *e) {
   mpi_transport *t = (mpi_transport *)tp;
   mpi_req *q = (mpi_req *)r;
-  int rc = MPI_Test(&q->req, done, MPI_STATUS_IGNORE);
+  int rc = mpi_test_watched(t, &q->req, done);
   return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Test with", q->peer);
 }
 
@@ -107,7 +119,7 @@ static int mpi_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, c
   while (first < n) {
     mpi_req *q = (mpi_req *)&r[first];
     int done = 0;
-    int rc = MPI_Test(&q->req, &done, MPI_STATUS_IGNORE);
+    int rc = mpi_test_watched(t, &q->req, &done);
     if (rc != MPI_SUCCESS) return mpi_err(t, e, rc, "waiting for", q->peer);
     if (done) {
       first++;
