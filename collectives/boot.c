@@ -536,13 +536,17 @@ static void *boot_watch_main(void *arg) {
   return NULL;
 }
 
-/* release and relaxed: around every MPI_Test of a wait, so as cheap as they can be; the
- * watchdog reads `what` (acquire) and then its start */
-void coll_boot_mpi_begin(coll_boot *b, const char *what) {
+/* Watches `what` from now, allowed extra_ms beyond the timeout. Release and relaxed: around
+ * every MPI_Test of a wait, so as cheap as they can be; the watchdog reads `what` (acquire) and
+ * then its start. */
+static void boot_watch_arm(coll_boot *b, const char *what, long long extra_ms) {
   if (!b || !b->watch.started) return;
-  atomic_store_explicit(&b->watch.since_ms, (long long)(coll_sock_now() * 1000.0), memory_order_relaxed);
+  long long since = (long long)(coll_sock_now() * 1000.0) + extra_ms;
+  atomic_store_explicit(&b->watch.since_ms, since, memory_order_relaxed);
   atomic_store_explicit(&b->watch.what, what, memory_order_release);
 }
+
+void coll_boot_mpi_begin(coll_boot *b, const char *what) { boot_watch_arm(b, what, 0); }
 
 void coll_boot_mpi_end(coll_boot *b) {
   if (b && b->watch.started) atomic_store_explicit(&b->watch.what, (const char *)NULL, memory_order_relaxed);
@@ -857,10 +861,9 @@ void coll_boot_close(coll_boot *b) {
     MPI_Finalized(&fin);
     if (!fin) { /* Open MPI's MPI_Finalize waits for every rank: a stopped one would hold it */
       atomic_store(&b->watch.inited, 0);
-      coll_boot_mpi_begin(b, "MPI_Finalize");
-      if (b->watch.started) /* a healthy job's ranks come to it at their own pace (rank 0 writes
-                             * the results first): a minute more than any other call */
-        atomic_store(&b->watch.since_ms, atomic_load(&b->watch.since_ms) + BOOT_FINALIZE_GRACE_MS);
+      /* a healthy job's ranks come to it at their own pace (rank 0 writes the results first):
+       * a minute more than any other call */
+      boot_watch_arm(b, "MPI_Finalize", BOOT_FINALIZE_GRACE_MS);
       MPI_Finalize();
       coll_boot_mpi_end(b);
     }
