@@ -1089,6 +1089,44 @@ static void test_report_verdict_rows(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
+/* A group whose time grows over 3 times as fast as its size from 1 MiB is named under the
+ * all-reduce table, with the two sizes; a steep step below 1 MiB, or one 2.7 times as fast, is
+ * not; and MPI's own all-reduce gets the reason README gives. The fixture as it is has none. */
+static void test_report_steep_rows(void **state) {
+  (void)state;
+  char tmp[64], out[128], steep[128], mpi[128];
+  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
+  snprintf(out, sizeof out, "%s/rep", tmp);
+  snprintf(steep, sizeof steep, "%s/steep", tmp);
+  snprintf(mpi, sizeof mpi, "%s/mpi", tmp);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_false(tu_file_has(out, "report.md", "Rows whose time grows"));
+  /* rd on 2 ranks: 4 MiB 20x slower (78.7x the 1 MiB time); ring on 4: 4 MiB 2.9x slower (10.7x,
+   * 2.7 times the size's 4x); ring on 2: 64 KiB 20x slower, below 1 MiB */
+  const char *prog = "NR == 1 { print; next } $7 == \"rd\" && $4 == 2 && $10 == 4194304 { $15 *= 20 } "
+                     "$7 == \"ring\" && $4 == 4 && $10 == 4194304 { $15 *= 2.9 } "
+                     "$7 == \"ring\" && $4 == 2 && $10 == 65536 { $15 *= 20 } { print }";
+  fixture_rows(steep, "", prog);
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){steep, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "report.md", "Rows whose time grows over 3 times as fast as their size from 1 MiB"));
+  assert_true(tu_file_has(out, "report.md", "- **tcp:lo/reno** (tcp): rd on 2 ranks, from 1 to 4 MiB its time grew 78.7x, the size 4x.\n"));
+  assert_false(tu_file_has(out, "report.md", "ring on 4 ranks, from"));
+  assert_false(tu_file_has(out, "report.md", "ring on 2 ranks, from"));
+  assert_false(tu_file_has(out, "report.md", "Open MPI 4.1's MPI_Allreduce maps"));
+  /* the same steep group as MPI's own all-reduce */
+  fixture_rows(mpi, "", "NR == 1 { print; next } $7 == \"rd\" && $4 == 2 { $6 = \"mpi\"; $7 = \"native\"; "
+                        "$5 = \"mpi:ob1/vader\"; if ($10 == 4194304) $15 *= 20 } { print }");
+  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){mpi, "--no-plot", "--out", out, NULL});
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  assert_true(tu_file_has(out, "report.md", "(mpi): native on 2 ranks, from 1 to 4 MiB its time grew 78.7x, the size 4x. "
+                                            "Open MPI 4.1's MPI_Allreduce maps a fresh scratch buffer"));
+  free(r);
+  assert_int_equal(tu_rmtree(tmp), 0);
+}
+
 /* fit knows a run's ranks waited asleep from the command line its run.json recorded
  * (--no-spin), and model.json says so; the fixture as it is did not. */
 static void test_fit_asleep_from_argv(void **state) {
@@ -1139,6 +1177,7 @@ int main(void) {
       cmocka_unit_test(test_report_panels),
       cmocka_unit_test(test_report_key_room),
       cmocka_unit_test(test_report_verdict_rows),
+      cmocka_unit_test(test_report_steep_rows),
       cmocka_unit_test(test_fit_asleep_from_argv),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
