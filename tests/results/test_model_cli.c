@@ -22,6 +22,12 @@ static long fsize(const char *dir, const char *name) {
   return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
+/* fabench report with these arguments, which must succeed (a minute or two at most). */
+static void report_ok(run_result *r, char *const argv[]) {
+  cli_run(r, 120, "report", NULL, -1, NULL, argv);
+  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+}
+
 /* dst: a copy of the fixture run (its run.json) whose allreduce.csv is the fixture's through the
  * awk program prog (-F, -v OFS=, and vars, more -v options or ""). */
 static void fixture_rows(const char *dst, const char *vars, const char *prog) {
@@ -47,8 +53,7 @@ static void test_report_every_plot(void **state) {
            FIXTURE_RUN, run, run);
   assert_int_equal(system(cmd), 0);
   run_result *r = calloc(1, sizeof *r);
-  cli_run(r, 120, "report", NULL, -1, NULL, (char *[]){run, "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){run, "--out", out, NULL});
   static const char *plots[] = {"busbw", "latency", "train_images", "train_breakdown", "pred_vs_meas", "scaling", "p2p_heatmap", "p2p_latency", "p2p_bw"};
   char *md = NULL;
   size_t len = 0;
@@ -99,8 +104,7 @@ static void test_report_every_plot(void **state) {
   snprintf(model, sizeof model, "%s/model.json", run);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--out", model, "--formulas-only", NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
-  cli_run(r, 120, "report", NULL, -1, NULL, (char *[]){run, "--out", out, "--no-plot", NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){run, "--out", out, "--no-plot", NULL});
   if (!tu_file_has(out, "report.md", "**tcp:lo/reno** (tcp): the model predicts ") ||
       tu_file_has(out, "report.md", "With what it learned"))
     fail_msg("report.md on a model of the formulas alone names what it learned");
@@ -270,8 +274,7 @@ static void test_report_plot_cut(void **state) {
   FILE *f = fopen(stale, "w");
   assert_non_null(f);
   fclose(f);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
   assert_not_left(out, NULL);
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
@@ -291,8 +294,7 @@ static void test_report_dtypes(void **state) {
            FIXTURE_RUN, run, FIXTURE_RUN, run);
   assert_int_equal(system(cmd), 0);
   run_result *r = calloc(1, sizeof *r);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){run, "--no-plot", "--out", out, NULL});
   assert_true(tu_file_has(out, "report.md", "| tcp:lo/reno | tcp | ring | f32 | sum | 2 | 7 |"));
   assert_true(tu_file_has(out, "report.md", "| tcp:lo/reno | tcp | ring | f64 | sum | 2 | 7 |"));
   assert_true(tu_file_has(out, "busbw.gp", "title 'ring p2 f32 sum'"));
@@ -440,8 +442,7 @@ static void test_fit_beside_compute(void **state) {
   /* the report leaves them out of its all-reduce table, and says so */
   char rep[160];
   snprintf(rep, sizeof rep, "%s/rep", tmp);
-  cli_run(r, 120, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, loaded, "--out", rep, "--no-plot", NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){FIXTURE_RUN, loaded, "--out", rep, "--no-plot", NULL});
   assert_true(tu_file_has(rep, "report.md", "rows measured beside a load (`--beside-compute`) are left out here"));
   /* fit --check leaves the loaded rows out: the fixture's own rows only */
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){"--model", both, "--min-bytes", "1M", "--check", loaded, NULL});
@@ -557,8 +558,7 @@ static void test_fit_check(void **state) {
   /* the report says how many rows moved between their rounds */
   char rep[160], want[160];
   snprintf(rep, sizeof rep, "%s/rep", steady);
-  cli_run(r, 120, "report", NULL, -1, NULL, (char *[]){steady, "--out", rep, "--no-plot", NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){steady, "--out", rep, "--no-plot", NULL});
   snprintf(want, sizeof want, "%d of the %d rows measured in rounds moved more than 10%%", (int)rows.n - nsteady,
            (int)rows.n);
   if (!tu_file_has(rep, "report.md", want)) fail_msg("report.md does not say '%s'", want);
@@ -675,12 +675,10 @@ static void test_dir_given_twice(void **state) {
   assert_int_equal(system(cmd), 0);
   run_result *r = calloc(1, sizeof *r);
   snprintf(out, sizeof out, "%s/rep1", tmp);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){run, "--no-plot", "--out", out, NULL});
   assert_true(tu_file_has(out, "report.md", "Rows: 28 all-reduce, 10 p2p,"));
   snprintf(out, sizeof out, "%s/rep2", tmp);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, run2, copy, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){run, run2, copy, "--no-plot", "--out", out, NULL});
   if (!tu_file_has(out, "report.md", "Rows: 28 all-reduce, 10 p2p,")) fail_msg("rows counted again:\n%s", r->err);
   if (count_lines(r->err, "read once") != 1 || !strstr(r->err, run2) || !strstr(r->err, copy))
     fail_msg("not said in one line:\n%s", r->err);
@@ -761,8 +759,7 @@ static void test_untimed_rows_left_out(void **state) {
            FIXTURE_RUN, run, FIXTURE_RUN, run, FIXTURE_RUN, run);
   assert_int_equal(system(cmd), 0);
   run_result *r = calloc(1, sizeof *r);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){run, "--no-plot", "--out", out, NULL});
   if (count_lines(r->err, "left out 3 rows whose measure (median time, or a p2p rate) is negative or not a number") != 1)
     fail_msg("report did not say:\n%s", r->err);
   assert_false(tu_file_has(out, "allreduce.dat", "-7725"));
@@ -920,8 +917,7 @@ static void test_report_cosmetics(void **state) {
   for (int i = 0; i < 4; i++) assert_int_equal(tu_write(out, stale[i], "old"), 0);
   assert_int_equal(tu_write(out, "notes.txt", "mine"), 0);
   run_result *r = calloc(1, sizeof *r);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){run, "--no-plot", "--out", out, NULL});
   for (int i = 0; i < 4; i++)
     if (fsize(out, stale[i]) >= 0) fail_msg("%s of an earlier report left", stale[i]);
   assert_int_equal(fsize(out, "notes.txt"), 4);
@@ -936,8 +932,7 @@ static void test_report_cosmetics(void **state) {
            "awk -F, -v OFS=, 'NR == 1 { print $0, \"rounds\", \"images_per_s_slowest\"; next } { print $0, 3, 301.25 }' "
            "'%s/train.csv' > '%s/t' && mv '%s/t' '%s/train.csv'", run, run, run, run);
   assert_int_equal(system(cmd), 0);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){run, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){run, "--no-plot", "--out", out, NULL});
   if (!tu_file_has(out, "report.md", "| 329.9 (slowest of 3 rounds 301.2) |")) fail_msg("no slowest round in the table");
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
@@ -965,8 +960,7 @@ static void test_report_two_runs_one_key(void **state) {
            "s/,h1,abc,/,h2,def,/' '%s'/*.csv '%s/run.json' && rm -f '%s'/*.jsonl", FIXTURE_RUN, again, again, again, again);
   assert_int_equal(system(cmd), 0);
   run_result *r = calloc(1, sizeof *r);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, again, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){FIXTURE_RUN, again, "--no-plot", "--out", out, NULL});
   static const char *const want[][2] = {
       {"busbw.gp", "title 'ring p2 (fixture)' noenhanced"},
       {"busbw.gp", "title 'ring p2 (again)' noenhanced"},
@@ -987,8 +981,7 @@ static void test_report_two_runs_one_key(void **state) {
   };
   predict_cases(r, model, out, cases, sizeof cases / sizeof *cases);
   /* one run alone: no run in the names */
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){again, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){again, "--no-plot", "--out", out, NULL});
   assert_true(tu_file_has(out, "busbw.gp", "title 'ring p2' noenhanced"));
   assert_false(tu_file_has(out, "report.md", "(again)"));
   free(r);
@@ -1013,8 +1006,7 @@ static void test_report_panels(void **state) {
   assert_true(n > 0 && (size_t)n < sizeof cmd);
   assert_int_equal(system(cmd), 0);
   run_result *r = calloc(1, sizeof *r);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, emu, busy, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){FIXTURE_RUN, emu, busy, "--no-plot", "--out", out, NULL});
   static const char *const want[][2] = {
       {"busbw.gp", "set multiplot layout 1,2 title 'all-reduce busbw (dashed: cost model)'"},
       {"busbw.gp", "set title 'tcp:lo/reno' noenhanced\nplot 'allreduce.dat' index 0 using 1:2 with linespoints lc 1 "
@@ -1060,8 +1052,7 @@ static void test_report_key_room(void **state) {
   if (!tu_file_has(out, "busbw.gp", "set terminal pngcairo size 1000,824") ||
       !tu_file_has(out, "busbw.gp", "set terminal svg size 1000,824 dynamic"))
     fail_msg("busbw.gp of 48 curves is not 824 px tall");
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){dirs[0], "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){dirs[0], "--no-plot", "--out", out, NULL});
   assert_true(tu_file_has(out, "busbw.gp", "set terminal pngcairo size 1000,700"));
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
@@ -1076,13 +1067,11 @@ static void test_report_verdict_rows(void **state) {
   snprintf(out, sizeof out, "%s/rep", tmp);
   snprintf(few, sizeof few, "%s/few", tmp);
   run_result *r = calloc(1, sizeof *r);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
   assert_true(tu_file_has(out, "report.md", "within 10%; the median error"));
   assert_false(tu_file_has(out, "report.md", "Too few rows from 1 MiB"));
   fixture_rows(few, "", "NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i } NR == 1 || $h[\"bytes\"] < 4194304");
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){few, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){few, "--no-plot", "--out", out, NULL});
   assert_true(tu_file_has(out, "report.md", "of 4 measured all-reduce times from 1 MiB within 10%"));
   assert_true(tu_file_has(out, "report.md", "Too few rows from 1 MiB to judge it"));
   free(r);
@@ -1100,8 +1089,7 @@ static void test_report_steep_rows(void **state) {
   snprintf(steep, sizeof steep, "%s/steep", tmp);
   snprintf(mpi, sizeof mpi, "%s/mpi", tmp);
   run_result *r = calloc(1, sizeof *r);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
   assert_false(tu_file_has(out, "report.md", "Rows whose time grows"));
   /* rd on 2 ranks: 4 MiB 20x slower (78.7x the 1 MiB time); ring on 4: 4 MiB 2.9x slower (10.7x,
    * 2.7 times the size's 4x); ring on 2: 64 KiB 20x slower, below 1 MiB */
@@ -1109,8 +1097,7 @@ static void test_report_steep_rows(void **state) {
                      "$7 == \"ring\" && $4 == 4 && $10 == 4194304 { $15 *= 2.9 } "
                      "$7 == \"ring\" && $4 == 2 && $10 == 65536 { $15 *= 20 } { print }";
   fixture_rows(steep, "", prog);
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){steep, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){steep, "--no-plot", "--out", out, NULL});
   assert_true(tu_file_has(out, "report.md", "Rows whose time grows over 3 times as fast as their size from 1 MiB"));
   assert_true(tu_file_has(out, "report.md", "- **tcp:lo/reno** (tcp): rd on 2 ranks, from 1 to 4 MiB its time grew 78.7x, the size 4x.\n"));
   assert_false(tu_file_has(out, "report.md", "ring on 4 ranks, from"));
@@ -1119,8 +1106,7 @@ static void test_report_steep_rows(void **state) {
   /* the same steep group as MPI's own all-reduce */
   fixture_rows(mpi, "", "NR == 1 { print; next } $7 == \"rd\" && $4 == 2 { $6 = \"mpi\"; $7 = \"native\"; "
                         "$5 = \"mpi:ob1/vader\"; if ($10 == 4194304) $15 *= 20 } { print }");
-  cli_run(r, 60, "report", NULL, -1, NULL, (char *[]){mpi, "--no-plot", "--out", out, NULL});
-  if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
+  report_ok(r, (char *[]){mpi, "--no-plot", "--out", out, NULL});
   assert_true(tu_file_has(out, "report.md", "(mpi): native on 2 ranks, from 1 to 4 MiB its time grew 78.7x, the size 4x. "
                                             "Open MPI 4.1's MPI_Allreduce maps a fresh scratch buffer"));
   free(r);
