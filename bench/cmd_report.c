@@ -356,11 +356,11 @@ static void rp_run_suffix(char *out, size_t cap, int elsewhere, const char *run_
  * every algorithm moves its bytes at a rate: something other than the link set in there (a
  * library's allocation, a protocol's switch, the machine slowing), and a ratio against that
  * row would mislead. Open MPI 4.1's MPI_Allreduce on 2 ranks took 4.3 ms at 16 MiB and 185 at
- * 64 MiB on the EPYC VM, mapping a fresh scratch buffer in every call. The steepest step of a
- * group, as "(from, to, growth over the size's)"; 0 where none is that steep. */
+ * 64 MiB on the EPYC VM, mapping a fresh scratch buffer in every call. The group's steepest
+ * step (from, to) and how many times its time grew there; 0 where none is that steep. */
 #define RP_STEEP 3.0
 static double rp_steepest(const int64_t *b, const double *t, size_t n, int64_t *from, int64_t *to) {
-  double worst = 0;
+  double worst = 0, grew = 0;
   for (size_t i = 0; i < n; i++) { /* each size against the next larger one measured */
     int64_t nb = 0;
     double nt = NAN;
@@ -368,9 +368,9 @@ static double rp_steepest(const int64_t *b, const double *t, size_t n, int64_t *
       if (b[j] > b[i] && (!nb || b[j] < nb)) nb = b[j], nt = t[j];
     if (!nb || b[i] < (1 << 20) || !(t[i] > 0) || !(nt > 0)) continue;
     double g = (nt / t[i]) / ((double)nb / (double)b[i]);
-    if (g > worst) worst = g, *from = b[i], *to = nb;
+    if (g > worst) worst = g, grew = nt / t[i], *from = b[i], *to = nb;
   }
-  return worst > RP_STEEP ? worst : 0;
+  return worst > RP_STEEP ? grew : 0;
 }
 
 /* busbw against size and latency percentiles: one data block per group. */
@@ -480,8 +480,7 @@ static void rp_allreduce(rp_ctx *x) {
     double g = rp_steepest(gb, gt, ng, &s0, &s1);
     if (g > 0 && st) {
       fprintf(st, "- **%s** (%s): %s on %lld ranks, from %.0f to %.0f MiB its time grew %.1fx, the size %.0fx.%s\n",
-              c1, c2, c3, (long long)k->ranks, s0 / 1048576.0, s1 / 1048576.0, g * (double)s1 / (double)s0,
-              (double)s1 / (double)s0,
+              c1, c2, c3, (long long)k->ranks, s0 / 1048576.0, s1 / 1048576.0, g, (double)s1 / (double)s0,
               !strcmp(k->transport, "mpi") && !strcmp(k->algo, "native")
                   ? " Open MPI 4.1's MPI_Allreduce maps a fresh scratch buffer in every call from 32 MiB; where "
                     "the machine's page faults are slow that is most of its time (README: what fabench leaves "
