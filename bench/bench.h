@@ -7,7 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "coll.h"   /* coll_transport_kind */
-#include "launch.h" /* bench_launch_own */
+#include "launch.h" /* launch_own */
 
 /* Subcommands: each returns the process exit status (0 ok, 1 failure, 2 usage error). */
 int bench_cmd_allreduce(int argc, char **argv);
@@ -54,24 +54,28 @@ int bench_flag_common(int ch, char **argv, const char *usage);
 /* The flags of the commands that start ranks (allreduce, p2p). */
 /* getopt_long codes of the shared flags, clear of a command's own (256 and up). */
 enum { BENCH_O_EMULATE = 0x4000, BENCH_O_MPIRUN, BENCH_O_BIND, BENCH_O_TIMEOUT, BENCH_O_OUT,
-       BENCH_O_TCP_STREAMS, BENCH_O_TCP_CC };
+       BENCH_O_TCP_STREAMS, BENCH_O_TCP_CC, BENCH_O_EMULATE_SLOW };
 /* Entries of a command's struct option list: how its ranks start, where the run goes, help. */
 #define BENCH_RANK_OPTIONS                                                                    \
-  {"ranks", 1, 0, 'n'}, {"emulate", 1, 0, BENCH_O_EMULATE}, {"mpirun-args", 1, 0, BENCH_O_MPIRUN}, \
+  {"ranks", 1, 0, 'n'}, {"emulate", 1, 0, BENCH_O_EMULATE}, {"emulate-slow", 1, 0, BENCH_O_EMULATE_SLOW}, \
+      {"mpirun-args", 1, 0, BENCH_O_MPIRUN}, \
       {"bind", 1, 0, BENCH_O_BIND}, {"timeout", 1, 0, BENCH_O_TIMEOUT}, {"out", 1, 0, BENCH_O_OUT}, \
       {"help", 0, 0, 'h'}
 /* The tcp transport's flags, for a command that opens tcp communicators. */
 #define BENCH_TCP_OPTIONS {"tcp-streams", 1, 0, BENCH_O_TCP_STREAMS}, {"tcp-cc", 1, 0, BENCH_O_TCP_CC}
 typedef struct {
   int nranks;              /* -n N: ranks started here; 0: the launcher's world */
-  const char *emulate;     /* --emulate RATE (needs -n) */
+  const char *emulate;     /* --emulate RATE (needs -n) or NODESxRANKS:RATE (-n optional) */
+  const char *slow[LAUNCH_EMU_SLOW_MAX]; /* --emulate-slow NODE=RATE, each */
+  int nslow;
   const char *mpirun_args; /* --mpirun-args ARGS */
   const char *bind;        /* --bind HOW (NULL: auto) */
   long timeout_s;          /* --timeout: every network wait (default 60) */
   const char *out;         /* --out DIR */
   long tcp_streams;        /* --tcp-streams (default 1) */
   const char *tcp_cc;      /* --tcp-cc NAME (NULL: the transport's default) */
-  bench_launch_own own;    /* the argv elements of -n and --emulate, left out of the ranks' */
+  launch_own own;          /* the argv elements of -n, --emulate and --emulate-slow, left out of
+                              the ranks' */
 } bench_rank_opts;
 /* The defaults. */
 void bench_rank_opts_init(bench_rank_opts *r);
@@ -79,8 +83,10 @@ void bench_rank_opts_init(bench_rank_opts *r);
  * shared flag goes into r (0); -h/--help prints usage on stdout (1: the command exits 0); a
  * bad value, a missing value or an unknown flag gets a usage error (2). */
 int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage);
-/* After the flags: no stray argument, and --emulate only with -n. 0, or 2 after a usage error. */
-int bench_rank_check(const bench_rank_opts *r, int argc, char **argv, const char *usage);
+/* After the flags: no stray argument, --emulate RATE only with -n, -n agreeing with
+ * --emulate NODESxRANKS:RATE (which sets it where it is missing), --emulate-slow only with
+ * that. 0, or 2 after a usage error. */
+int bench_rank_check(bench_rank_opts *r, int argc, char **argv, const char *usage);
 /* One transport of a --transport list: 0 when built in and usable here; 2 after a usage error;
  * 3 for nccl on a machine without a usable GPU (said on stderr, one line). */
 int bench_transport_check(coll_transport_kind tk, const char *usage);
@@ -129,8 +135,9 @@ int bench_rank0_ok(struct coll_boot *b, int ok);
  * --emulate) and returns the run's exit status. Refused inside a rank that a launcher started.
  * tcp_cc (NULL: COLL_TCP_CC_DEFAULT; "system": the host's) is the emulated namespaces' default
  * tcp congestion control. */
-int bench_relaunch(int argc, char **argv, const bench_launch_own *own, int n, int use_mpirun,
-                   const char *mpirun_args, const char *emulate, const char *tcp_cc, int timeout_s);
+int bench_relaunch(int argc, char **argv, const launch_own *own, int n, int use_mpirun,
+                   const char *mpirun_args, const char *emulate, const char *const *slow, int nslow,
+                   const char *tcp_cc, int timeout_s);
 /* Message sizes min, min*f, ... up to max (at most BENCH_SIZE_MAX), rounded up to whole
  * elements of esize bytes (duplicates dropped). Returns the count (0: no whole element fits
  * between min and max) and a malloc'd array, or -1. */

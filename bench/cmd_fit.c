@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "emulate.h"
+#include "launch.h"
 #include "model.h"
 #include "res.h"
 
@@ -121,10 +121,10 @@ static void fit_print_links(const res_model *m, char **dirs, int ndirs) {
   for (size_t i = 0; i < m->n; i++) {
     const res_fabric_model *f = &m->f[i];
     uint64_t bps;
-    if (strncmp(f->fabric, "emu-", 4) || bench_emu_parse_rate(f->fabric + 4, &bps)) continue;
+    if (strncmp(f->fabric, "emu-", 4) || launch_emu_parse_rate(f->fabric + 4, &bps)) continue;
     int mtu = 0;
     for (int d = 0; d < ndirs && !mtu; d++) mtu = bench_dir_emu_mtu(dirs[d], f->fabric);
-    if (!mtu) mtu = BENCH_EMU_DEFAULT_MTU;
+    if (!mtu) mtu = LAUNCH_EMU_DEFAULT_MTU;
     double ceil_gbps = (double)bps / 8 * (mtu - 52) / (mtu + 14) / 1e9;
     double ack = (double)bps / 8 * (mtu - 52) / (mtu + 14 + 33) / 1e9;
     double fit = res_model_link_gbps(&f->m, 2);

@@ -21,7 +21,7 @@
 
 #include "bench.h"
 #include "coll.h"
-#include "emulate.h"
+#include "launch.h"
 #include "nn.h"
 #include "res.h"
 
@@ -372,7 +372,7 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
   uint64_t bps = 0;
   res_train_row fast = *r;
   if (bound == RES_BOUND_LINK && none && m && none->images_per_s > 0 && !strncmp(r->fabric, "emu-", 4) &&
-      !bench_emu_parse_rate(r->fabric + 4, &bps) &&
+      !launch_emu_parse_rate(r->fabric + 4, &bps) &&
       !res_predict_train_row_link(&fast, none, buckets, m, 10) && fast.images_per_s_pred > 0) {
     char to[32];
     rate_label(to, sizeof to, 10.0 * (double)bps);
@@ -404,8 +404,8 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
  * tell the link from the shaper's credit (res_fit.c); at most 256 MiB. */
 static uint64_t suite_emu_max(const char *rate, int quick) {
   uint64_t bps = 0, max = quick ? 4u << 20 : 16u << 20;
-  if (bench_emu_parse_rate(rate, &bps)) return max;
-  while (max < (256u << 20) && (double)max / 4 < 8.0 * (double)bench_emu_burst(bps)) max *= 4;
+  if (launch_emu_parse_rate(rate, &bps)) return max;
+  while (max < (256u << 20) && (double)max / 4 < 8.0 * (double)launch_emu_burst(bps)) max *= 4;
   return max;
 }
 
@@ -463,7 +463,7 @@ typedef struct {
   int ns;
   /* running the steps */
   char self[4096];
-  bench_sigs sg;
+  launch_sigs sg;
   int tty, fit_ok, interrupted, failed;
   uint64_t ran_now;                    /* the steps run, and ok, by this invocation */
   const char *stopped_in;
@@ -530,7 +530,7 @@ static int suite_rates(suite_job *x) {
   int n = bench_split_list(el, items, SUITE_MAX_RATES, &store);
   for (int i = 0; i < n; i++) {
     uint64_t bps;
-    if (bench_emu_parse_rate(items[i], &bps)) {
+    if (launch_emu_parse_rate(items[i], &bps)) {
       int rc = bench_usage_error(suite_usage, "--emulate: '%s' is not a rate (e.g. 1gbit)", items[i]);
       free(store);
       return rc;
@@ -539,9 +539,8 @@ static int suite_rates(suite_job *x) {
   }
   free(store);
   if (n <= 0) return bench_usage_error(suite_usage, "--emulate: '%s' is empty, has an empty item or is too long", el);
-  bench_emu m;
   char why[512];
-  if (bench_emu_check(&m, why, sizeof why)) {
+  if (launch_emu_usable(why, sizeof why)) {
     printf("suite: no emulated links (%s): loopback only\n", why);
     x->nrates = 0;
   }
@@ -719,7 +718,7 @@ static int suite_run_steps(suite_job *x) {
   if (sl <= 0) return bench_error("cannot find this program (/proc/self/exe)");
   x->self[sl] = 0;
   x->t0 = res_now();
-  bench_sigs_take(&x->sg); /* as the -n launcher does: signals go to the running step */
+  launch_sigs_take(&x->sg); /* as the -n launcher does: signals go to the running step */
   struct timespec zero = {0, 0};
   for (int i = 0; i < x->ns; i++) {
     int sig;
@@ -727,7 +726,7 @@ static int suite_run_steps(suite_job *x) {
       if (sig != SIGCHLD) x->interrupted = sig;
     if (x->interrupted || suite_step_one(x, i)) break;
   }
-  bench_sigs_restore(&x->sg);
+  launch_sigs_restore(&x->sg);
   return 0;
 }
 

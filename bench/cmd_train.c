@@ -14,7 +14,7 @@
 
 #include "bench.h"
 #include "coll.h"
-#include "emulate.h"
+#include "launch.h"
 #include "nn.h"
 #include "res.h"
 #include "topo.h"

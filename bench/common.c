@@ -11,7 +11,6 @@
 
 #include "bench.h"
 #include "coll.h"
-#include "emulate.h"
 #include "launch.h"
 #include "res.h"
 #include "topo.h"
@@ -124,14 +123,25 @@ int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage) 
   case 'n':
     if (bench_parse_int(optarg, 1, 4096, &v)) return bench_usage_error(usage, "-n: '%s' is not a rank count (1..4096)", optarg);
     r->nranks = (int)v;
-    bench_launch_note(&r->own, argv, optind, optarg);
+    launch_own_note(&r->own, argv, optind, optarg);
     return 0;
   case BENCH_O_EMULATE: {
-    uint64_t bps;
-    if (bench_emu_parse_rate(optarg, &bps))
-      return bench_usage_error(usage, "--emulate: '%s' is not a rate (e.g. 500mbit, 1gbit, 10gbit)", optarg);
+    launch_emu_spec sp;
+    char err[256];
+    if (launch_emu_parse_spec(optarg, &sp, err, sizeof err)) return bench_usage_error(usage, "%s", err);
     r->emulate = optarg;
-    bench_launch_note(&r->own, argv, optind, optarg);
+    launch_own_note(&r->own, argv, optind, optarg);
+    return 0;
+  }
+  case BENCH_O_EMULATE_SLOW: {
+    int node;
+    char rate[32], err[256];
+    if (launch_emu_parse_slow(optarg, &node, rate, sizeof rate, err, sizeof err))
+      return bench_usage_error(usage, "%s", err);
+    if (r->nslow == LAUNCH_EMU_SLOW_MAX)
+      return bench_usage_error(usage, "--emulate-slow: at most %d of them", LAUNCH_EMU_SLOW_MAX);
+    r->slow[r->nslow++] = optarg;
+    launch_own_note(&r->own, argv, optind, optarg);
     return 0;
   }
   case BENCH_O_MPIRUN: r->mpirun_args = optarg; return 0;
@@ -160,9 +170,27 @@ int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage) 
   }
 }
 
-int bench_rank_check(const bench_rank_opts *r, int argc, char **argv, const char *usage) {
+int bench_rank_check(bench_rank_opts *r, int argc, char **argv, const char *usage) {
+  launch_emu_spec sp = {0};
+  char err[256];
   if (optind < argc) return bench_usage_error(usage, "unexpected argument '%s'", argv[optind]);
-  if (r->emulate && !r->nranks) return bench_usage_error(usage, "--emulate needs -n");
+  if (r->emulate && launch_emu_parse_spec(r->emulate, &sp, err, sizeof err))
+    return bench_usage_error(usage, "%s", err);
+  if (r->nslow && !sp.nodes)
+    return bench_usage_error(usage, "--emulate-slow needs an emulated cluster (--emulate NODESxRANKS:RATE)");
+  for (int i = 0; i < r->nslow; i++) {
+    int node;
+    char rate[32];
+    launch_emu_parse_slow(r->slow[i], &node, rate, sizeof rate, err, sizeof err);
+    if (node >= sp.nodes)
+      return bench_usage_error(usage, "--emulate-slow %s: there is no node %d (--emulate %s has nodes 0 to %d)",
+                               r->slow[i], node, r->emulate, sp.nodes - 1);
+  }
+  if (sp.nodes && r->nranks && r->nranks != sp.nodes * sp.per_node)
+    return bench_usage_error(usage, "-n %d disagrees with --emulate %s (%d nodes of %d ranks: -n %d, or leave -n out)",
+                             r->nranks, r->emulate, sp.nodes, sp.per_node, sp.nodes * sp.per_node);
+  if (sp.nodes) r->nranks = sp.nodes * sp.per_node;
+  if (r->emulate && !r->nranks) return bench_usage_error(usage, "--emulate %s needs -n", r->emulate);
   return 0;
 }
 
@@ -215,7 +243,7 @@ int bench_rank_relaunch(const bench_rank_opts *r, int argc, char **argv, int use
     return bench_error("--mpirun-args: -n starts these ranks without mpirun (no mpi transport), so "
                        "they would be ignored; leave them out"),
            2;
-  return bench_relaunch(argc, argv, &r->own, r->nranks, use_mpirun, r->mpirun_args, r->emulate,
+  return bench_relaunch(argc, argv, &r->own, r->nranks, use_mpirun, r->mpirun_args, r->emulate, r->slow, r->nslow,
                         r->tcp_cc, (int)r->timeout_s);
 }
 
@@ -473,6 +501,10 @@ int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {
     const char *fab = getenv("FABENCH_FABRIC"), *rate = getenv("FABENCH_EMU_RATE");
     if (fab && *fab) cJSON_AddStringToObject(m, "emulated_fabric", fab);
     if (rate && *rate) cJSON_AddStringToObject(m, "emulated_rate", rate);
+    /* an emulated cluster: NODESxRANKS, and the nodes whose link is slower than the rest */
+    const char *lay = getenv("FABENCH_EMU_LAYOUT"), *slow = getenv("FABENCH_EMU_SLOW");
+    if (lay && *lay) cJSON_AddStringToObject(m, "emulated_layout", lay);
+    if (slow && *slow) cJSON_AddStringToObject(m, "emulated_slow", slow);
     cJSON_AddObjectToObject(m, "fabrics");
     cJSON *bd = cJSON_AddArrayToObject(m, "binding");
     for (int k = 0; k < n; k++) cJSON_AddItemToArray(bd, cJSON_CreateString(all + (size_t)k * sizeof mine));
@@ -482,22 +514,23 @@ int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {
   return 0;
 }
 
-int bench_relaunch(int argc, char **argv, const bench_launch_own *own, int n, int use_mpirun,
-                   const char *mpirun_args, const char *emulate, const char *tcp_cc, int timeout_s) {
+int bench_relaunch(int argc, char **argv, const launch_own *own, int n, int use_mpirun,
+                   const char *mpirun_args, const char *emulate, const char *const *slow, int nslow,
+                   const char *tcp_cc, int timeout_s) {
   if (getenv("FABENCH_LAUNCHER")) return bench_error("-n given to a rank that a launcher started");
   if (own->over) return bench_error("-n and --emulate given too many times");
   char **rargv = calloc((size_t)argc + 1, sizeof *rargv);
   if (!rargv) return bench_error("out of memory");
   for (int i = 0; i < argc; i++) rargv[i] = argv[i];
-  bench_launch_strip(argc, rargv, own);
+  launch_own_strip(argc, rargv, own);
   /* the emulated namespaces' sockets that choose none (UCX's, Open MPI's) take the tcp
    * transport's: under bbr, the host's default here, ucx's dtree over an emulated 1gbit link on
    * 4 ranks took 172 ms at 8 MiB against 139 under reno, as the tcp transport's */
   if (!tcp_cc) tcp_cc = COLL_TCP_CC_DEFAULT;
-  bench_launch_opts lo = {.n = n, .use_mpirun = use_mpirun, .mpirun_args = mpirun_args,
-                          .emulate = emulate, .tcp_cc = strcmp(tcp_cc, "system") ? tcp_cc : NULL,
+  launch_opts lo = {.n = n, .use_mpirun = use_mpirun, .mpirun_args = mpirun_args,
+                          .emulate = emulate, .slow = slow, .nslow = nslow, .tcp_cc = strcmp(tcp_cc, "system") ? tcp_cc : NULL,
                           .timeout_s = timeout_s};
-  int rc = bench_launch(&lo, rargv);
+  int rc = launch_ranks(&lo, rargv);
   free(rargv);
   return rc;
 }

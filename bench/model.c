@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "emulate.h"
+#include "launch.h"
 #include "model.h"
 #include "coll.h"
 #include "res.h"
@@ -136,7 +136,7 @@ int bench_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs) {
     if (!model_dir_emu(dirs[d], x->fabric, sizeof x->fabric, &mtu, &x->bytes) || !(x->bytes > 0)) continue;
     /* tbf counts a frame from its Ethernet header (14 + MTU), of which MTU - 52 is TCP payload */
     uint64_t bps;
-    if (mtu > 52 && !strncmp(x->fabric, "emu-", 4) && !bench_emu_parse_rate(x->fabric + 4, &bps) && bps > 0)
+    if (mtu > 52 && !strncmp(x->fabric, "emu-", 4) && !launch_emu_parse_rate(x->fabric + 4, &bps) && bps > 0)
       x->ceil_beta = 8.0 * (mtu + 14) / ((double)bps * (mtu - 52));
     o->nbursts++;
   }

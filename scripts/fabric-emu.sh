@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fabric-emu.sh: set up, list and tear down fabench's emulated fabric by hand (for debugging).
-# The same scheme as `fabench ... --emulate RATE` (bench/emulate.c):
+# The same scheme as `fabench ... --emulate RATE` (launch/emulate.c):
 #   set id        a number; fabench uses its launcher's pid, this script its caller's ($PPID)
 #   namespaces    fb<id>n<r>        one per rank, loopback up
 #   links         fb<id>h<r> (root namespace, on the bridge) <-> fb<id>e<r> (in fb<id>n<r>)

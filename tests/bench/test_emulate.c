@@ -1,8 +1,12 @@
-/* Emulated fabrics (bench/emulate.c through bench/launch.c): each rank in its own namespace,
+/* Emulated fabrics (launch/emulate.c through launch/launch.c): each rank in its own namespace,
  * reaching the others only over its shaped link; nothing of a run is left behind, whether it
  * ends well, fails, is interrupted, or its launcher is killed (then the next run cleans up).
  * Needs root and iproute2; skips with a message without them.
- * Run as `test_emulate --peer-rank`, this binary is a rank that checks its namespace. */
+ * Emulated clusters (NODESxRANKS): each node a host of its own (hostname, IPC namespace) whose
+ * ranks share its network namespace; a slow node's link shaped apart; nothing left behind
+ * either, the namespaces' holder processes included.
+ * Run as `test_emulate --peer-rank`, this binary is a rank that checks its namespace; as
+ * `test_emulate --node-rank DIR`, one that writes what host and namespaces it sees into DIR. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "emulate.h"
+#include "emu.h"
 #include "launch.h"
 #include "test_util.h"
 
@@ -120,6 +124,44 @@ static int peer_rank(void) {
   return 0;
 }
 
+/* A rank on an emulated host: writes DIR/node.<rank> with its hostname, local rank, the inodes
+ * of its UTS, IPC and network namespaces, its address and UCX_TLS, after checking that its
+ * namespace has lo and its node's interface alone, carrying FABENCH_BIND_ADDR. */
+static unsigned long ns_inode(pid_t pid, const char *which) {
+  char path[64], link[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)pid, which);
+  ssize_t k = readlink(path, link, sizeof link - 1);
+  if (k <= 0) return 0;
+  link[k] = 0;
+  const char *b = strchr(link, '[');
+  return b ? strtoul(b + 1, NULL, 10) : 0;
+}
+
+static int node_rank(const char *dir) {
+  const char *rs = getenv("FABENCH_RANK"), *lr = getenv("FABENCH_LOCAL_RANK");
+  const char *bind_addr = getenv("FABENCH_BIND_ADDR"), *dev = getenv("UCX_NET_DEVICES");
+  const char *tls = getenv("UCX_TLS"), *layout = getenv("FABENCH_EMU_LAYOUT");
+  if (!rs || !lr || !bind_addr || !dev || !layout) return peer_fail(10, "env missing");
+  int seen = 0, others = 0;
+  struct if_nameindex *ifs = if_nameindex();
+  for (struct if_nameindex *i = ifs; i && i->if_index; i++) {
+    if (!strcmp(i->if_name, dev)) seen++;
+    else if (strcmp(i->if_name, "lo")) others++;
+  }
+  if (ifs) if_freenameindex(ifs);
+  if (seen != 1 || others) return peer_fail(12, "not alone in a namespace with its node's interface");
+  char host[64] = "", path[PATH_MAX], tmp[PATH_MAX];
+  gethostname(host, sizeof host - 1);
+  snprintf(tmp, sizeof tmp, "%s/tmp.%s", dir, rs);
+  snprintf(path, sizeof path, "%s/node.%s", dir, rs);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return peer_fail(24, "cannot write its report");
+  fprintf(f, "%s %s %lu %lu %lu %s %s %s\n", host, lr, ns_inode(getpid(), "uts"), ns_inode(getpid(), "ipc"),
+          ns_inode(getpid(), "net"), bind_addr, tls ? tls : "-", layout);
+  if (fclose(f) || rename(tmp, path)) return peer_fail(25, "cannot write its report");
+  return 0;
+}
+
 /* ---------------- helpers ---------------- */
 static char self_exe[PATH_MAX];
 
@@ -160,10 +202,10 @@ static int leftovers(long id) {
 }
 
 static int have_emulation(void) {
-  bench_emu m;
+  launch_emu m;
   char err[256];
   memset(&m, 0, sizeof m);
-  if (bench_emu_check(&m, err, sizeof err) < 0) {
+  if (launch_emu_check(&m, err, sizeof err) < 0) {
     fprintf(stderr, "SKIP: %s\n", err);
     return 0;
   }
@@ -218,10 +260,10 @@ static const char sleeper[] =
 static void test_setup_teardown(void **state) {
   (void)state;
   if (!have_emulation()) skip();
-  bench_emu m;
+  launch_emu m;
   char err[1024], cmd[256], out[8192], name[96];
   memset(&m, 0, sizeof m);
-  assert_int_equal(bench_emu_check(&m, err, sizeof err), 0);
+  assert_int_equal(launch_emu_check(&m, err, sizeof err), 0);
   long id = (long)getpid();
   int n = 3;
   /* a congestion control other than the host's default, so that the namespaces' cannot be
@@ -229,16 +271,16 @@ static void test_setup_teardown(void **state) {
   char host[64];
   host_cc(host, sizeof host);
   const char *cc = other_cc(host);
-  if (bench_emu_setup(&m, id, n, "500mbit", 1500, cc, err, sizeof err) < 0) fail_msg("%s", err);
+  if (launch_emu_setup(&m, id, n, "500mbit", NULL, 1500, cc, err, sizeof err) < 0) fail_msg("%s", err);
   assert_int_equal(m.mtu, 1500);
   assert_string_equal(m.cc, cc);
   assert_true(m.burst >= 65536);
   assert_true(m.limit == 8u << 20); /* the floor: 5 ms of 500mbit is 312 kB */
   for (int r = 0; r < n; r++) {
     char ns[32], dev[32], addr[64];
-    bench_emu_ns(&m, r, ns, sizeof ns);
-    bench_emu_dev(&m, r, dev, sizeof dev);
-    bench_emu_addr(&m, r, addr, sizeof addr);
+    launch_emu_ns(&m, r, ns, sizeof ns);
+    launch_emu_dev(&m, r, dev, sizeof dev);
+    launch_emu_addr(&m, r, addr, sizeof addr);
     snprintf(cmd, sizeof cmd, "tc qdisc show dev fb%ldh%d", id, r);
     shell_out(cmd, out, sizeof out);
     assert_non_null(strstr(out, "tbf"));
@@ -267,24 +309,24 @@ static void test_setup_teardown(void **state) {
     assert_true(addr[5] == '8' || addr[5] == '9');
   }
   assert_true(leftovers(id) > 0);
-  bench_emu_teardown(&m);
+  launch_emu_teardown(&m);
   assert_int_equal(leftovers(id), 0);
-  bench_emu_teardown(&m); /* twice is harmless */
+  launch_emu_teardown(&m); /* twice is harmless */
 }
 
 /* A congestion control the kernel does not have: a clear error, nothing left behind. */
 static void test_bad_cc(void **state) {
   (void)state;
   if (!have_emulation()) skip();
-  bench_emu m;
+  launch_emu m;
   char err[1024];
   memset(&m, 0, sizeof m);
-  assert_int_equal(bench_emu_check(&m, err, sizeof err), 0);
+  assert_int_equal(launch_emu_check(&m, err, sizeof err), 0);
   long id = (long)getpid();
-  assert_int_equal(bench_emu_setup(&m, id, 2, "1gbit", 0, "nosuchcc", err, sizeof err), -1);
+  assert_int_equal(launch_emu_setup(&m, id, 2, "1gbit", NULL, 0, "nosuchcc", err, sizeof err), -1);
   assert_non_null(strstr(err, "tcp congestion control 'nosuchcc'"));
   assert_int_equal(leftovers(id), 0);
-  assert_int_equal(bench_emu_setup(&m, id, 2, "1gbit", 0, "../reno", err, sizeof err), -1);
+  assert_int_equal(launch_emu_setup(&m, id, 2, "1gbit", NULL, 0, "../reno", err, sizeof err), -1);
   assert_non_null(strstr(err, "bad tcp congestion control name"));
   assert_int_equal(leftovers(id), 0);
 }
@@ -294,8 +336,8 @@ static void test_peer_ranks(void **state) {
   if (!have_emulation()) skip();
   for (int n = 2; n <= 4; n++) {
     char *argv[] = {"--peer-rank", NULL};
-    bench_launch_opts o = {.n = n, .emulate = "1gbit", .timeout_s = 10};
-    assert_int_equal(bench_launch_prog(&o, self_exe, argv), 0);
+    launch_opts o = {.n = n, .emulate = "1gbit", .timeout_s = 10};
+    assert_int_equal(launch_ranks_prog(&o, self_exe, argv), 0);
     assert_int_equal(leftovers((long)getpid()), 0);
   }
 }
@@ -304,9 +346,9 @@ static void test_failing_rank(void **state) {
   (void)state;
   if (!have_emulation()) skip();
   char *argv[] = {"-c", "[ \"$FABENCH_RANK\" = 1 ] && exit 4; exec sleep 60", NULL};
-  bench_launch_opts o = {.n = 3, .emulate = "2gbit", .timeout_s = 10};
+  launch_opts o = {.n = 3, .emulate = "2gbit", .timeout_s = 10};
   double t0 = now_s();
-  assert_int_equal(bench_launch_prog(&o, "/bin/sh", argv), 4);
+  assert_int_equal(launch_ranks_prog(&o, "/bin/sh", argv), 4);
   assert_true(now_s() - t0 < 10);
   assert_int_equal(leftovers((long)getpid()), 0);
 }
@@ -321,8 +363,8 @@ static void test_two_runs(void **state) {
     assert_true(kids[k] >= 0);
     if (kids[k] == 0) {
       char *argv[] = {"--peer-rank", NULL};
-      bench_launch_opts o = {.n = 3, .emulate = "1gbit", .timeout_s = 10};
-      _exit(bench_launch_prog(&o, self_exe, argv));
+      launch_opts o = {.n = 3, .emulate = "1gbit", .timeout_s = 10};
+      _exit(launch_ranks_prog(&o, self_exe, argv));
     }
   }
   for (int k = 0; k < 2; k++) {
@@ -346,8 +388,8 @@ static void test_interrupted(void **state) {
     assert_true(child >= 0);
     if (child == 0) {
       char *argv[] = {"-c", (char *)sleeper, dir, NULL};
-      bench_launch_opts o = {.n = 3, .emulate = "1gbit", .timeout_s = 10};
-      _exit(bench_launch_prog(&o, "/bin/sh", argv));
+      launch_opts o = {.n = 3, .emulate = "1gbit", .timeout_s = 10};
+      _exit(launch_ranks_prog(&o, "/bin/sh", argv));
     }
     wait_pids(dir, 3, pids);
     assert_true(leftovers(child) > 0);
@@ -373,8 +415,8 @@ static void test_stale(void **state) {
   assert_true(child >= 0);
   if (child == 0) {
     char *argv[] = {"-c", (char *)sleeper, dir, NULL};
-    bench_launch_opts o = {.n = 2, .emulate = "1gbit", .timeout_s = 10};
-    _exit(bench_launch_prog(&o, "/bin/sh", argv));
+    launch_opts o = {.n = 2, .emulate = "1gbit", .timeout_s = 10};
+    _exit(launch_ranks_prog(&o, "/bin/sh", argv));
   }
   wait_pids(dir, 2, pids);
   kill(child, SIGKILL);
@@ -387,16 +429,16 @@ static void test_stale(void **state) {
       usleep(10000);
     }
   assert_true(leftovers(child) > 0);
-  bench_emu live;
+  launch_emu live;
   memset(&live, 0, sizeof live);
-  assert_int_equal(bench_emu_check(&live, err, sizeof err), 0);
-  if (bench_emu_setup(&live, (long)getpid(), 1, "1gbit", 0, NULL, err, sizeof err) < 0)
+  assert_int_equal(launch_emu_check(&live, err, sizeof err), 0);
+  if (launch_emu_setup(&live, (long)getpid(), 1, "1gbit", NULL, 0, NULL, err, sizeof err) < 0)
     fail_msg("%s", err);
-  int removed = bench_emu_cleanup_stale(&live, err, sizeof err);
+  int removed = launch_emu_cleanup_stale(&live, err, sizeof err);
   assert_true(removed >= 1);
   assert_int_equal(leftovers(child), 0);
   assert_true(leftovers((long)getpid()) > 0); /* ours: alive, kept */
-  bench_emu_teardown(&live);
+  launch_emu_teardown(&live);
   assert_int_equal(leftovers((long)getpid()), 0);
   assert_int_equal(tu_rmtree(dir), 0);
 }
@@ -427,9 +469,9 @@ static void test_mpi(void **state) {
     int saved = dup(1);
     dup2(fd, 1);
     char *argv[] = {"100003", NULL};
-    bench_launch_opts o = {.n = n, .emulate = "1gbit", .use_mpirun = 1, .timeout_s = 20,
+    launch_opts o = {.n = n, .emulate = "1gbit", .use_mpirun = 1, .timeout_s = 20,
                            .tcp_cc = n == 2 ? cc2 : NULL};
-    int rc = bench_launch_prog(&o, EMU_MPI_RANK, argv);
+    int rc = launch_ranks_prog(&o, EMU_MPI_RANK, argv);
     fflush(stdout);
     dup2(saved, 1);
     close(saved);
@@ -633,8 +675,276 @@ static void test_fabench_killed_rank(void **state) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
+/* ---- emulated clusters: NODESxRANKS ---- */
+
+/* Processes whose UTS namespace is `inode` (an emulated node's holder and ranks). */
+static int uts_users(unsigned long inode) {
+  int n = 0;
+  DIR *d = opendir("/proc");
+  struct dirent *de;
+  while (d && (de = readdir(d))) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    if (ns_inode((pid_t)atoi(de->d_name), "uts") == inode) n++;
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+typedef struct {
+  char host[64];
+  int local;
+  unsigned long uts, ipc, net;
+  char addr[64], tls[64], layout[32];
+} node_report;
+
+static void read_report(const char *dir, int r, node_report *p) {
+  char path[PATH_MAX], buf[512];
+  snprintf(path, sizeof path, "%s/node.%d", dir, r);
+  assert_true(read_file(path, buf, sizeof buf) > 0);
+  assert_int_equal(sscanf(buf, "%63s %d %lu %lu %lu %63s %63s %31s", p->host, &p->local, &p->uts,
+                          &p->ipc, &p->net, p->addr, p->tls, p->layout), 8);
+}
+
+/* 2x2, 3x2, 2x3, 4x1: rank r runs on host node<r/RANKS> with local rank r%RANKS; the ranks of
+ * a node share its UTS, IPC and network namespaces and its address, and no two nodes share
+ * any; UCX may use shared memory only within a node. Afterwards no namespace, link, qdisc or
+ * process of the set is left. */
+static void test_node_layouts(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  static const int lay[][2] = {{2, 2}, {3, 2}, {2, 3}, {4, 1}};
+  unsigned long host_uts = ns_inode(getpid(), "uts"), host_ipc = ns_inode(getpid(), "ipc");
+  for (size_t l = 0; l < sizeof lay / sizeof lay[0]; l++) {
+    int nodes = lay[l][0], per = lay[l][1], n = nodes * per;
+    char dir[64], spec[32], want[64];
+    assert_non_null(tu_tmpdir(dir, sizeof dir, "emunodes"));
+    snprintf(spec, sizeof spec, "%dx%d:1gbit", nodes, per);
+    char *argv[] = {"--node-rank", dir, NULL};
+    launch_opts o = {.n = n, .emulate = spec, .timeout_s = 10};
+    assert_int_equal(launch_ranks_prog(&o, self_exe, argv), 0);
+    node_report rep[8];
+    for (int r = 0; r < n; r++) {
+      read_report(dir, r, &rep[r]);
+      snprintf(want, sizeof want, "node%d", r / per);
+      assert_string_equal(rep[r].host, want);
+      assert_int_equal(rep[r].local, r % per);
+      assert_string_equal(rep[r].tls, "self,sysv,posix,tcp");
+      snprintf(want, sizeof want, "%dx%d", nodes, per);
+      assert_string_equal(rep[r].layout, want);
+      assert_true(rep[r].uts != host_uts && rep[r].ipc != host_ipc);
+    }
+    for (int a = 0; a < n; a++)
+      for (int b = 0; b < n; b++) {
+        int same = a / per == b / per;
+        assert_int_equal(rep[a].uts == rep[b].uts, same);
+        assert_int_equal(rep[a].ipc == rep[b].ipc, same);
+        assert_int_equal(rep[a].net == rep[b].net, same);
+        assert_int_equal(!strcmp(rep[a].addr, rep[b].addr), same);
+      }
+    assert_int_equal(leftovers((long)getpid()), 0);
+    for (int r = 0; r < n; r += per) assert_int_equal(uts_users(rep[r].uts), 0); /* holders gone */
+    assert_int_equal(tu_rmtree(dir), 0);
+  }
+}
+
+/* --emulate-slow: the slow node's link, both ends, at its own rate; the others at the set's. */
+static void test_node_slow(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  launch_emu m;
+  char err[1024], cmd[256], out[8192], ns[32], dev[32];
+  memset(&m, 0, sizeof m);
+  assert_int_equal(launch_emu_check(&m, err, sizeof err), 0);
+  long id = (long)getpid();
+  const char *rates[3] = {NULL, "100mbit", NULL};
+  if (launch_emu_setup(&m, id, 3, "1gbit", rates, 0, NULL, err, sizeof err) < 0) fail_msg("%s", err);
+  for (int k = 0; k < 3; k++) {
+    const char *want = k == 1 ? "rate 100Mbit" : "rate 1Gbit";
+    launch_emu_ns(&m, k, ns, sizeof ns);
+    launch_emu_dev(&m, k, dev, sizeof dev);
+    snprintf(cmd, sizeof cmd, "tc qdisc show dev fb%ldh%d; tc -n %s qdisc show dev %s", id, k, ns, dev);
+    shell_out(cmd, out, sizeof out);
+    char *first = strstr(out, want);
+    assert_non_null(first);
+    assert_non_null(strstr(first + 1, want)); /* both ends */
+  }
+  launch_emu_teardown(&m);
+  assert_int_equal(leftovers(id), 0);
+  /* what the command line gives: a node that does not exist, a node twice, no cluster */
+  char *argv[] = {"--node-rank", "/nonexistent", NULL};
+  const char *bad1[] = {"2=100mbit"}, *bad2[] = {"1=100mbit", "1=200mbit"}, *bad3[] = {"1=fast"};
+  launch_opts o = {.n = 4, .emulate = "2x2:1gbit", .slow = bad1, .nslow = 1, .timeout_s = 10};
+  assert_int_equal(launch_ranks_prog(&o, self_exe, argv), 2);
+  o.slow = bad2, o.nslow = 2;
+  assert_int_equal(launch_ranks_prog(&o, self_exe, argv), 2);
+  o.slow = bad3, o.nslow = 1;
+  assert_int_equal(launch_ranks_prog(&o, self_exe, argv), 2);
+  o.slow = bad1, o.emulate = "1gbit";
+  assert_int_equal(launch_ranks_prog(&o, self_exe, argv), 2);
+  o.emulate = "2x2:1gbit", o.nslow = 0, o.n = 3; /* -n disagrees with the layout */
+  assert_int_equal(launch_ranks_prog(&o, self_exe, argv), 2);
+  assert_int_equal(leftovers(id), 0);
+  launch_emu_spec sp;
+  static const char *const badspec[] = {"2x:1gbit", "x2:1gbit", "2x2", "2x2:", "0x2:1gbit", "2x0:1gbit",
+                                        "2x2:1gbps", "251x1:1gbit", "2x2x2:1gbit", "-2x2:1gbit", NULL};
+  for (int i = 0; badspec[i]; i++)
+    assert_int_equal(launch_emu_parse_spec(badspec[i], &sp, err, sizeof err), -1);
+  assert_int_equal(launch_emu_parse_spec("3x2:500mbit", &sp, err, sizeof err), 0);
+  assert_true(sp.nodes == 3 && sp.per_node == 2 && !strcmp(sp.rate, "500mbit"));
+  assert_int_equal(launch_emu_parse_spec("10gbit", &sp, err, sizeof err), 0);
+  assert_true(sp.nodes == 0 && !strcmp(sp.rate, "10gbit"));
+}
+
+/* A rank of an emulated cluster that fails, or is killed: the others stopped, the error names
+ * the rank and its node, nothing left (holders included). */
+static void test_nodes_failing_rank(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  char path[] = "/tmp/fabench-emu-err-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  for (int kill9 = 0; kill9 < 2; kill9++) {
+    char *argv[] = {"-c",
+                    kill9 ? "[ \"$FABENCH_RANK\" = 3 ] && kill -9 $$; exec sleep 60"
+                          : "[ \"$FABENCH_RANK\" = 3 ] && exit 4; exec sleep 60",
+                    NULL};
+    launch_opts o = {.n = 4, .emulate = "2x2:1gbit", .timeout_s = 10};
+    fflush(stderr);
+    int saved = dup(2);
+    assert_int_equal(ftruncate(fd, 0), 0);
+    lseek(fd, 0, SEEK_SET);
+    dup2(fd, 2);
+    double t0 = now_s();
+    int rc = launch_ranks_prog(&o, "/bin/sh", argv);
+    dup2(saved, 2);
+    close(saved);
+    assert_true(now_s() - t0 < 10);
+    assert_int_equal(rc, kill9 ? 1 : 4);
+    static char err[8192];
+    assert_true(read_file(path, err, sizeof err) > 0);
+    fputs(err, stderr);
+    assert_non_null(strstr(err, "rank 3 (node1)"));
+    assert_int_equal(leftovers((long)getpid()), 0);
+  }
+  close(fd);
+  unlink(path);
+}
+
+/* Ranks of an emulated cluster that each write their pid and UTS namespace's inode. */
+static const char node_sleeper[] =
+    "readlink /proc/self/ns/uts | tr -dc 0-9 > \"$0/uts.$FABENCH_RANK\"; "
+    "echo $$ > \"$0/pid.tmp.$FABENCH_RANK\"; mv \"$0/pid.tmp.$FABENCH_RANK\" "
+    "\"$0/pid.$FABENCH_RANK\"; exec sleep 60";
+
+static unsigned long read_uts(const char *dir, int r) {
+  char path[128], buf[64] = "";
+  snprintf(path, sizeof path, "%s/uts.%d", dir, r);
+  assert_true(read_file(path, buf, sizeof buf) > 0);
+  return strtoul(buf, NULL, 10);
+}
+
+/* SIGINT to the launcher of a 3x2 cluster: ranks and holders stopped, everything removed. */
+static void test_nodes_interrupted(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  char dir[64];
+  long pids[6];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "emunodes"));
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    char *argv[] = {"-c", (char *)node_sleeper, dir, NULL};
+    launch_opts o = {.n = 6, .emulate = "3x2:1gbit", .timeout_s = 10};
+    _exit(launch_ranks_prog(&o, "/bin/sh", argv));
+  }
+  wait_pids(dir, 6, pids);
+  unsigned long uts[3];
+  for (int k = 0; k < 3; k++) {
+    uts[k] = read_uts(dir, 2 * k);
+    assert_int_equal(uts_users(uts[k]), 3); /* the holder and the node's two ranks */
+  }
+  assert_true(leftovers(child) > 0);
+  kill(child, SIGINT);
+  int st = wait_limit(child, 15);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 128 + SIGINT);
+  for (int r = 0; r < 6; r++) assert_true(kill((pid_t)pids[r], 0) < 0);
+  for (int k = 0; k < 3; k++) assert_int_equal(uts_users(uts[k]), 0);
+  assert_int_equal(leftovers(child), 0);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
+/* A SIGKILLed launcher of a 2x2 cluster: its ranks and holders die with it, and the next
+ * set-up removes the stale set. */
+static void test_nodes_stale(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  char dir[64], err[1024];
+  long pids[4];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "emunodes"));
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    char *argv[] = {"-c", (char *)node_sleeper, dir, NULL};
+    launch_opts o = {.n = 4, .emulate = "2x2:1gbit", .timeout_s = 10};
+    _exit(launch_ranks_prog(&o, "/bin/sh", argv));
+  }
+  wait_pids(dir, 4, pids);
+  unsigned long uts0 = read_uts(dir, 0), uts1 = read_uts(dir, 2);
+  kill(child, SIGKILL);
+  int st = wait_limit(child, 5);
+  assert_true(WIFSIGNALED(st));
+  double t0 = now_s();
+  for (int r = 0; r < 4; r++)
+    while (kill((pid_t)pids[r], 0) == 0 || uts_users(uts0) + uts_users(uts1) > 0) {
+      assert_true(now_s() - t0 < 5); /* PR_SET_PDEATHSIG, ranks and holders alike */
+      usleep(10000);
+    }
+  assert_true(leftovers(child) > 0);
+  launch_emu live;
+  memset(&live, 0, sizeof live);
+  assert_int_equal(launch_emu_check(&live, err, sizeof err), 0);
+  assert_true(launch_emu_cleanup_stale(&live, err, sizeof err) >= 1);
+  assert_int_equal(leftovers(child), 0);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
+/* fabench allreduce on an emulated 2x2 cluster, tcp and ucx: every row checked, run.json
+ * records two hosts, the ranks' hosts and the layout, and a topology file per host. */
+static void test_fabench_nodes(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  const char *bin = fabench_bin();
+  if (!bin) skip();
+  char dir[64];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "emunodes"));
+  char *argv[] = {(char *)bin, "allreduce", "--emulate", "2x2:1gbit", "--emulate-slow", "1=500mbit",
+                  "--transport", "tcp,ucx", "--algo", "ring,rhd", "--min-bytes", "8", "--max-bytes", "256K",
+                  "--step-factor", "8", "--iters", "3", "--warmup", "1", "--peer", "none", "--out", dir, NULL};
+  pid_t pid = spawn(argv);
+  int st = wait_limit(pid, 90);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  assert_true(check_csv(dir, "emu-1gbit") >= 16);
+  static char meta[1 << 16];
+  char path[128];
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  assert_true(read_file(path, meta, sizeof meta) > 0);
+  assert_non_null(strstr(meta, "\"host_count\":\t2"));
+  assert_non_null(strstr(meta, "\"emulated_layout\":\t\"2x2\""));
+  assert_non_null(strstr(meta, "\"emulated_slow\":\t\"1=500mbit\""));
+  assert_non_null(strstr(meta, "\"node0\", \"node0\", \"node1\", \"node1\""));
+  for (int k = 0; k < 2; k++) {
+    snprintf(path, sizeof path, "%s/topo-node%d.xml", dir, k);
+    assert_int_equal(access(path, R_OK), 0);
+  }
+  assert_int_equal(leftovers(pid), 0);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--peer-rank")) return peer_rank();
+  if (argc > 2 && !strcmp(argv[1], "--node-rank")) return node_rank(argv[2]);
   ssize_t k = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
   if (k <= 0) return 1;
   self_exe[k] = 0;
@@ -646,6 +956,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_interrupted),
       cmocka_unit_test(test_stale),          cmocka_unit_test(test_mpi),
       cmocka_unit_test(test_fabench_allreduce), cmocka_unit_test(test_fabench_killed_rank),
+      cmocka_unit_test(test_node_layouts),   cmocka_unit_test(test_node_slow),
+      cmocka_unit_test(test_nodes_failing_rank), cmocka_unit_test(test_nodes_interrupted),
+      cmocka_unit_test(test_nodes_stale),    cmocka_unit_test(test_fabench_nodes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
-/* The local launcher (bench/launch.c): ranks get the rendezvous environment, a failing rank's
+/* The local launcher (launch/launch.c): ranks get the rendezvous environment, a failing rank's
  * status is reported and becomes the run's, the others are stopped, signals to the launcher are
- * forwarded, mpirun starts ranks too; and bench_launch_strip. The ranks are small /bin/sh
+ * forwarded, mpirun starts ranks too; and launch_own_strip. The ranks are small /bin/sh
  * scripts that write what they saw into files, checked here. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "emulate.h"
+#include "emu.h"
 #include "launch.h"
 #include "test_util.h"
 
@@ -38,8 +38,8 @@ static int read_file(const char *path, char *buf, size_t cap) {
   return (int)k;
 }
 
-/* Runs bench_launch_prog with stderr captured into err. */
-static int launch_capture(const bench_launch_opts *o, const char *prog, char *const argv[],
+/* Runs launch_ranks_prog with stderr captured into err. */
+static int launch_capture(const launch_opts *o, const char *prog, char *const argv[],
                           char *err, size_t cap) {
   char path[] = "/tmp/fabench-launch-err-XXXXXX";
   int fd = mkstemp(path);
@@ -47,7 +47,7 @@ static int launch_capture(const bench_launch_opts *o, const char *prog, char *co
   fflush(stderr);
   int saved = dup(2);
   dup2(fd, 2);
-  int rc = bench_launch_prog(o, prog, argv);
+  int rc = launch_ranks_prog(o, prog, argv);
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
@@ -60,7 +60,7 @@ static int launch_capture(const bench_launch_opts *o, const char *prog, char *co
 
 static int pid_gone(long pid) { return kill((pid_t)pid, 0) < 0 && errno == ESRCH; }
 
-/* ---- bench_launch_strip ---- */
+/* ---- launch_own_strip ---- */
 /* Parses a copy of args (NULL-terminated) as a command does (the shared flags of
  * BENCH_RANK_OPTIONS and options of its own that take values), noting -n/--ranks and
  * --emulate, and strips them: the count left, argv[0..count) compared with want. Copies, as
@@ -76,16 +76,16 @@ static void strip_parsed(char *const *args, const char *const *want, int nwant) 
                                      {"mpirun-args", 1, 0, 'M'}, {"out", 1, 0, 'O'},
                                      {"iters", 1, 0, 'I'}, {"max-bytes", 1, 0, 'X'},
                                      {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-  bench_launch_own own = {0};
+  launch_own own = {0};
   opterr = 0;
   optind = 0; /* a fresh scan, whatever the last one left */
   int ch;
   while ((ch = getopt_long(argc, argv, ":n:h", lo, NULL)) != -1) {
     assert_true(ch != '?' && ch != ':');
-    if (ch == 'n' || ch == 'E') bench_launch_note(&own, argv, optind, optarg);
+    if (ch == 'n' || ch == 'E') launch_own_note(&own, argv, optind, optarg);
   }
   assert_int_equal(optind, argc);
-  assert_int_equal(bench_launch_strip(argc, argv, &own), nwant);
+  assert_int_equal(launch_own_strip(argc, argv, &own), nwant);
   for (int i = 0; i < nwant; i++) assert_string_equal(argv[i], want[i]);
   assert_null(argv[nwant]);
   for (int i = 0; i < argc; i++) free(copy[i]);
@@ -110,33 +110,33 @@ static void test_strip(void **state) {
   strip_parsed((char *[]){"allreduce", "-n", "2", "--out", "2", NULL}, (const char *[]){"allreduce", "--out", "2"}, 3);
 
   char *d[] = {"allreduce", "-n", "2", NULL};
-  bench_launch_own full = {.over = 1}; /* could not note them all: nothing stripped */
-  assert_int_equal(bench_launch_strip(3, d, &full), -1);
+  launch_own full = {.over = 1}; /* could not note them all: nothing stripped */
+  assert_int_equal(launch_own_strip(3, d, &full), -1);
   assert_string_equal(d[1], "-n");
 }
 
 static void test_parse_rate(void **state) {
   (void)state;
   uint64_t b = 0;
-  assert_int_equal(bench_emu_parse_rate("1gbit", &b), 0);
+  assert_int_equal(launch_emu_parse_rate("1gbit", &b), 0);
   assert_true(b == 1000000000ull);
-  assert_int_equal(bench_emu_parse_rate("500mbit", &b), 0);
+  assert_int_equal(launch_emu_parse_rate("500mbit", &b), 0);
   assert_true(b == 500000000ull);
-  assert_int_equal(bench_emu_parse_rate("10gbit", &b), 0);
+  assert_int_equal(launch_emu_parse_rate("10gbit", &b), 0);
   assert_true(b == 10000000000ull);
-  assert_int_equal(bench_emu_parse_rate("2000kbit", &b), 0);
+  assert_int_equal(launch_emu_parse_rate("2000kbit", &b), 0);
   assert_true(b == 2000000ull);
   const char *bad[] = {"", "1", "1g", "1gb", "1GBIT", "gbit", "-1gbit", "0gbit", "1.5gbit",
                        "1gbit ", " 1gbit", "999kbit", "401gbit", "99999999999999999999gbit"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    assert_int_equal(bench_emu_parse_rate(bad[i], &b), -1);
+    assert_int_equal(launch_emu_parse_rate(bad[i], &b), -1);
 }
 
 static void test_bad_opts(void **state) {
   (void)state;
   char err[1024];
   char *argv[] = {"-c", "exit 0", NULL};
-  bench_launch_opts o = {.n = 0, .timeout_s = 5};
+  launch_opts o = {.n = 0, .timeout_s = 5};
   assert_int_equal(launch_capture(&o, "/bin/sh", argv, err, sizeof err), 2);
   o.n = 2;
   o.emulate = "fast";
@@ -157,8 +157,8 @@ static void test_env(void **state) {
                   "$FABENCH_TOKEN $FABENCH_LAUNCHER $FABENCH_TIMEOUT_S ${FABENCH_ROOT_FD:--} "
                   "$(ls -l /proc/$$/fd | grep -c socket:)\" > \"$0/rank.$FABENCH_RANK\"",
                   dir, NULL};
-  bench_launch_opts o = {.n = n, .timeout_s = 17};
-  assert_int_equal(bench_launch_prog(&o, "/bin/sh", argv), 0);
+  launch_opts o = {.n = n, .timeout_s = 17};
+  assert_int_equal(launch_ranks_prog(&o, "/bin/sh", argv), 0);
   unsetenv("FABENCH_RANK");
   char root0[64] = "", token0[64] = "";
   for (int r = 0; r < n; r++) {
@@ -195,7 +195,7 @@ static void test_env(void **state) {
   snprintf(path, sizeof path, "%s/rank.%d", dir, n);
   assert_true(access(path, F_OK) != 0);
   /* A second job gets another token. */
-  assert_int_equal(bench_launch_prog(&o, "/bin/sh", argv), 0);
+  assert_int_equal(launch_ranks_prog(&o, "/bin/sh", argv), 0);
   snprintf(path, sizeof path, "%s/rank.0", dir);
   read_file(path, buf, sizeof buf);
   assert_null(strstr(buf, token0));
@@ -214,7 +214,7 @@ static int run_failing(int n, int bad, const char *how, int stubborn, char *dir,
            "\"$0/pid.$FABENCH_RANK\"; %s exec sleep 60; fi",
            bad, n - 1, how, stubborn ? "trap '' TERM;" : "");
   char *argv[] = {"-c", script, dir, NULL};
-  bench_launch_opts o = {.n = n, .timeout_s = 10};
+  launch_opts o = {.n = n, .timeout_s = 10};
   int rc = launch_capture(&o, "/bin/sh", argv, err, cap);
   for (int r = 0; r < n; r++) {
     char path[128], buf[64];
@@ -268,7 +268,7 @@ static void test_failing_rank_lets_others_finish(void **state) {
            "sleep 0.5; echo > \"$0/done.$FABENCH_RANK\"; exit 3; fi",
            bad, n - 1);
   char *argv[] = {"-c", script, dir, NULL};
-  bench_launch_opts o = {.n = n, .timeout_s = 10};
+  launch_opts o = {.n = n, .timeout_s = 10};
   assert_int_equal(launch_capture(&o, "/bin/sh", argv, err, sizeof err), 3);
   for (int r = 0; r < n; r++) {
     if (r == bad) continue;
@@ -317,8 +317,8 @@ static void test_launcher_signal(void **state) {
                       "echo $$ > \"$0/pid.tmp.$FABENCH_RANK\"; mv \"$0/pid.tmp.$FABENCH_RANK\" "
                       "\"$0/pid.$FABENCH_RANK\"; exec sleep 60",
                       dir, NULL};
-      bench_launch_opts o = {.n = n, .timeout_s = 10};
-      _exit(bench_launch_prog(&o, "/bin/sh", argv));
+      launch_opts o = {.n = n, .timeout_s = 10};
+      _exit(launch_ranks_prog(&o, "/bin/sh", argv));
     }
     long pids[3] = {0};
     double t0 = now_s();
@@ -353,7 +353,7 @@ static void test_mpirun(void **state) {
                   "echo \"$OMPI_COMM_WORLD_SIZE $FABENCH_TOKEN $FABENCH_LAUNCHER $FABENCH_TIMEOUT_S\""
                   " > \"$0/rank.$OMPI_COMM_WORLD_RANK\"",
                   dir, NULL};
-  bench_launch_opts o = {.n = n, .use_mpirun = 1, .timeout_s = 9,
+  launch_opts o = {.n = n, .use_mpirun = 1, .timeout_s = 9,
                          .mpirun_args = " --mca  btl self,tcp "};
   assert_int_equal(launch_capture(&o, "/bin/sh", argv, err, sizeof err), 0);
   char token0[64] = "";
@@ -396,7 +396,7 @@ static void check_omp_files(int use_mpirun) {
   char other[96];
   snprintf(other, sizeof other, "/dev/shm/__KMP_REGISTERED_LIB_%d_%d", (int)getppid(), (int)getuid());
   int other_fd = open(other, O_CREAT | O_EXCL | O_WRONLY, 0600);
-  bench_launch_opts o = {.n = n, .timeout_s = 9, .use_mpirun = use_mpirun,
+  launch_opts o = {.n = n, .timeout_s = 9, .use_mpirun = use_mpirun,
                          .mpirun_args = use_mpirun ? " --mca btl self,tcp " : NULL};
   double t0 = now_s();
   assert_int_not_equal(launch_capture(&o, "/bin/sh", argv, err, sizeof err), 0);

@@ -1,5 +1,5 @@
-/* bench: the local launcher (-n N), through mpirun or fork + exec, optionally on an emulated
- * fabric. See launch.h for the contract with the commands.
+/* launch: the local launcher (-n N), through mpirun or fork + exec, optionally on an emulated
+ * fabric or cluster. See launch.h for the contract with the commands.
  *
  * Signals: the launcher blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD and takes them with
  * sigtimedwait, so it needs no handler and no global state; children get the caller's mask
@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "emulate.h"
+#include "emu.h"
 
 extern char **environ;
 
@@ -103,7 +104,7 @@ static const char *const launch_keys[] = {
     "FABENCH_RANK", "FABENCH_WORLD_SIZE", "FABENCH_LOCAL_RANK", "FABENCH_ROOT",
     "FABENCH_TOKEN", "FABENCH_LAUNCHER", "FABENCH_TIMEOUT_S", "FABENCH_BIND_ADDR", "FABENCH_ROOT_FD",
     "FABENCH_FABRIC", "FABENCH_EMU_RATE", "FABENCH_EMU_MTU", "FABENCH_EMU_BURST", "FABENCH_EMU_QUEUE",
-    "FABENCH_EMU_CC", NULL};
+    "FABENCH_EMU_CC", "FABENCH_EMU_LAYOUT", "FABENCH_EMU_SLOW", NULL};
 static const char *const launch_emu_keys[] = {"UCX_NET_DEVICES", "PMIX_MCA_ptl_tcp_if_include", NULL};
 
 static int launch_in(const char *kv, const char *const *keys) {
@@ -119,13 +120,13 @@ static void env_base(launch_vec *env, int emulating) {
     if (!launch_in(*e, launch_keys) && !(emulating && launch_in(*e, launch_emu_keys))) vec_push(env, *e);
 }
 
-/* ---- bench_launch_strip ---- */
-void bench_launch_note(bench_launch_own *own, char *const *argv, int next, const char *value) {
+/* ---- launch_own_strip ---- */
+void launch_own_note(launch_own *own, char *const *argv, int next, const char *value) {
   int last = next - 1;
   /* a value of its own element ("-n" "4") follows the option; else both share one ("-n4") */
   int first = last > 1 && value == argv[last] ? last - 1 : last;
   for (int i = first; i <= last && i > 0; i++) {
-    if (own->n == BENCH_LAUNCH_OWN_MAX) {
+    if (own->n == LAUNCH_OWN_MAX) {
       own->over = 1;
       return;
     }
@@ -133,7 +134,7 @@ void bench_launch_note(bench_launch_own *own, char *const *argv, int next, const
   }
 }
 
-int bench_launch_strip(int argc, char **argv, const bench_launch_own *own) {
+int launch_own_strip(int argc, char **argv, const launch_own *own) {
   if (own->over) return -1;
   int out = 0;
   for (int i = 0; i < argc; i++) {
@@ -192,7 +193,9 @@ static int launch_root_socket(int backlog, int *port) {
   return fd;
 }
 
-static pid_t launch_spawn(const char *path, char **argv, char **envp, const sigset_t *mask) {
+/* hostns: an emulated node's UTS and IPC namespaces to join before exec (-1: none). */
+static pid_t launch_spawn(const char *path, char **argv, char **envp, const sigset_t *mask,
+                          const int hostns[2]) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid != 0) return pid;
@@ -200,6 +203,14 @@ static pid_t launch_spawn(const char *path, char **argv, char **envp, const sigs
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(127);
   sigprocmask(SIG_SETMASK, mask, NULL);
+  if (hostns && ((hostns[0] >= 0 && setns(hostns[0], CLONE_NEWUTS) < 0) ||
+                 (hostns[1] >= 0 && setns(hostns[1], CLONE_NEWIPC) < 0))) {
+    const char *why = strerror(errno);
+    if (write(2, "fabench: cannot enter the emulated node's namespaces: ", 54) < 0 ||
+        write(2, why, strlen(why)) < 0 || write(2, "\n", 1) < 0) {
+    }
+    _exit(127);
+  }
   execve(path, argv, envp);
   const char *why = strerror(errno);
   if (write(2, "fabench: cannot run ", 20) < 0 || write(2, path, strlen(path)) < 0 ||
@@ -230,8 +241,9 @@ static int mpirun_has_mca(const launch_vec *user, const char *name) {
 }
 
 /* mpirun -np N --oversubscribe --bind-to none <user args> -x ... [emulation] prog argv... */
-static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *mpirun,
-                         const char *prog, char *const rank_argv[], const bench_emu *emu) {
+static void build_mpirun(launch_vec *a, const launch_opts *o, const char *mpirun,
+                         const char *prog, char *const rank_argv[], const launch_emu *emu,
+                         int per_node, const char *nsenter) {
   launch_vec user = {0};
   if (o->mpirun_args) {
     char *copy = strdup(o->mpirun_args);
@@ -259,8 +271,8 @@ static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *
   }
   if (emu) {
     char subnet[32], pre[32], nspre[32], devpre[32];
-    bench_emu_subnet(emu, subnet, sizeof subnet);
-    bench_emu_prefix(emu, pre, sizeof pre);
+    launch_emu_subnet(emu, subnet, sizeof subnet);
+    launch_emu_prefix(emu, pre, sizeof pre);
     snprintf(nspre, sizeof nspre, "fb%ldn", emu->id);
     snprintf(devpre, sizeof devpre, "fb%lde", emu->id);
     static const char *const emu_exported[] = {"FABENCH_FABRIC", "FABENCH_EMU_RATE",
@@ -270,6 +282,10 @@ static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *
       vec_push(a, "-x");
       vec_push(a, emu_exported[i]);
     }
+    int slow = 0; /* as cc below: only those set (env_emu) */
+    for (int k = 0; k < emu->n; k++) slow |= emu->node_rate[k][0] != 0;
+    if (per_node > 0) vec_push(a, "-x"), vec_push(a, "FABENCH_EMU_LAYOUT");
+    if (slow) vec_push(a, "-x"), vec_push(a, "FABENCH_EMU_SLOW");
     if (emu->cc[0]) { /* set only then (env_emu): mpirun warns of an -x it cannot find */
       vec_push(a, "-x");
       vec_push(a, "FABENCH_EMU_CC");
@@ -286,19 +302,29 @@ static void build_mpirun(launch_vec *a, const bench_launch_opts *o, const char *
       vec_push(a, "btl_tcp_if_include");
       vec_push(a, subnet);
     }
-    /* Each rank enters its namespace; the shell text is constant, every name and every user
-     * argument travels as a positional parameter. */
+    /* Each rank enters its node's namespaces (node = rank / per_node; with emulated hosts
+     * also the node holder's UTS and IPC ones, through nsenter); the shell text is constant,
+     * every name and every user argument travels as a positional parameter. */
+    char holders[LAUNCH_EMU_MAX_NODES * 12 + 1] = "";
+    size_t hl = 0;
+    for (int k = 0; emu->hosts && k < emu->n && hl + 12 < sizeof holders; k++)
+      hl += (size_t)snprintf(holders + hl, sizeof holders - hl, "%s%d", k ? " " : "", (int)emu->holder[k]);
     vec_push(a, "/bin/sh");
     vec_push(a, "-c");
     vec_push(a,
-             "r=$OMPI_COMM_WORLD_RANK; FABENCH_BIND_ADDR=$2$((r + 1)); UCX_NET_DEVICES=$3$r; "
-             "export FABENCH_BIND_ADDR UCX_NET_DEVICES; ns=$1$r; ip=$4; shift 4; "
+             "r=$OMPI_COMM_WORLD_RANK; k=$((r / $5)); FABENCH_BIND_ADDR=$2$((k + 1)); "
+             "UCX_NET_DEVICES=$3$k; export FABENCH_BIND_ADDR UCX_NET_DEVICES; ns=$1$k; ip=$4; "
+             "h=; i=0; for p in $6; do [ $i = $k ] && h=$p; i=$((i + 1)); done; ne=$7; shift 7; "
+             "if [ -n \"$h\" ]; then exec \"$ne\" -t \"$h\" -u -i \"$ip\" netns exec \"$ns\" \"$@\"; fi; "
              "exec \"$ip\" netns exec \"$ns\" \"$@\"");
     vec_push(a, "fabench-netns");
     vec_push(a, nspre);
     vec_push(a, pre);
     vec_push(a, devpre);
     vec_push(a, emu->ip);
+    vec_pushf(a, "%d", per_node > 0 ? per_node : 1);
+    vec_push(a, holders);
+    vec_push(a, nsenter ? nsenter : "nsenter");
   }
   vec_push(a, prog);
   for (int i = 0; rank_argv[i]; i++) vec_push(a, rank_argv[i]);
@@ -451,10 +477,19 @@ static void launch_reap_orphans(const launch_seen *seen) {
   }
 }
 
-/* Waits for every process; returns the job's exit status. mpirun_mode: rk[0] is mpirun. */
-static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *set) {
+/* Where rank r runs: the emulated node's hostname where per_node > 0 (emulated hosts), else
+ * this host's name. */
+static const char *launch_where(char *out, size_t cap, int r, int per_node, const char *host) {
+  if (per_node > 0 && r >= 0) launch_emu_hostname(r / per_node, out, cap);
+  else snprintf(out, cap, "%s", host);
+  return out;
+}
+
+/* Waits for every process; returns the job's exit status. mpirun_mode: rk[0] is mpirun.
+ * per_node > 0: the ranks run on emulated hosts of that many ranks each (for the messages). */
+static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *set, int per_node) {
   int alive = n, first_fail = -1, interrupted = 0;
-  char host[256] = "";
+  char host[256] = "", where[256];
   gethostname(host, sizeof host - 1); /* every rank the launcher starts runs here */
   double kill_at = 0, term_at = 0; /* when stopping: the SIGKILL deadline; a SIGTERM still due */
   launch_seen *seen = mpirun_mode ? calloc(1, sizeof *seen) : NULL;
@@ -496,14 +531,18 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
           launch_err("mpirun (pid %d) on %s %s", (int)rk[i].pid, host, what);
           if (seen && seen->first >= 0 && seen->first_alone)
             launch_err("rank %d (%s): pid %d was the first rank here to end, %.2f s into the job",
-                       seen->rank[seen->first], host, (int)seen->pid[seen->first], seen->first_at);
+                       seen->rank[seen->first],
+                       launch_where(where, sizeof where, seen->rank[seen->first], per_node, host),
+                       (int)seen->pid[seen->first], seen->first_at);
         } else
-          launch_err("rank %d (%s): pid %d %s", i, host, (int)rk[i].pid, what);
+          launch_err("rank %d (%s): pid %d %s", i, launch_where(where, sizeof where, i, per_node, host),
+                     (int)rk[i].pid, what);
         if (alive > 0) term_at = launch_now() + (WIFEXITED(st) ? LAUNCH_SETTLE_S : 0);
       } else if (!interrupted && (!rk[i].signaled || (WIFSIGNALED(st) && WTERMSIG(st) != rk[i].signaled))) {
         /* also one that died of another signal than ours: it ended on its own, perhaps first
          * (a killed ucx rank is reaped after the peer its death made abort) */
-        launch_err("rank %d (%s): pid %d %s", i, host, (int)rk[i].pid, what);
+        launch_err("rank %d (%s): pid %d %s", i, launch_where(where, sizeof where, i, per_node, host),
+                   (int)rk[i].pid, what);
       }
     }
     if (term_at > 0 && alive > 0 && !interrupted && launch_now() >= term_at) {
@@ -529,7 +568,7 @@ static int launch_wait(launch_rank *rk, int n, int mpirun_mode, const sigset_t *
   return 0;
 }
 
-int bench_launch(const bench_launch_opts *o, char *const rank_argv[]) {
+int launch_ranks(const launch_opts *o, char *const rank_argv[]) {
   char exe[PATH_MAX];
   ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (k <= 0) {
@@ -537,29 +576,56 @@ int bench_launch(const bench_launch_opts *o, char *const rank_argv[]) {
     return 1;
   }
   exe[k] = 0;
-  return bench_launch_prog(o, exe, rank_argv);
+  return launch_ranks_prog(o, exe, rank_argv);
 }
 
 /* The checks of the options before anything starts: 0, or the exit status after saying why
  * (emu_store checked where o->emulate, *mpirun set where o->use_mpirun). */
-static int launch_check(const bench_launch_opts *o, bench_emu *emu_store, const char **mpirun) {
+static int launch_check(const launch_opts *o, launch_emu *emu_store, launch_emu_spec *spec,
+                        const char **slow_rate, const char **mpirun) {
   char err[1024];
   if (o->n < 1 || o->n > LAUNCH_MAX_RANKS) {
     launch_err("-n %d: ranks must be 1 to %d", o->n, LAUNCH_MAX_RANKS);
     return 2;
   }
+  if (o->nslow > 0 && (!o->emulate || !strchr(o->emulate, ':'))) {
+    launch_err("--emulate-slow needs an emulated cluster (--emulate NODESxRANKS:RATE)");
+    return 2;
+  }
   if (o->emulate) {
-    uint64_t bps;
-    if (bench_emu_parse_rate(o->emulate, &bps) < 0) {
-      launch_err("--emulate: bad rate '%s' (use e.g. 500mbit, 1gbit, 10gbit)", o->emulate);
+    if (launch_emu_parse_spec(o->emulate, spec, err, sizeof err) < 0) {
+      launch_err("%s", err);
       return 2;
     }
-    if (o->n > BENCH_EMU_MAX_RANKS) {
-      launch_err("--emulate: at most %d ranks", BENCH_EMU_MAX_RANKS);
+    if (!spec->nodes && o->n > LAUNCH_EMU_MAX_NODES) {
+      launch_err("--emulate: at most %d ranks", LAUNCH_EMU_MAX_NODES);
       return 2;
+    }
+    if (spec->nodes && o->n != spec->nodes * spec->per_node) {
+      launch_err("--emulate %s is %d ranks, but %d were asked for (-n)", o->emulate,
+                 spec->nodes * spec->per_node, o->n);
+      return 2;
+    }
+    for (int i = 0; i < o->nslow; i++) {
+      int node;
+      char rate[32];
+      if (launch_emu_parse_slow(o->slow[i], &node, rate, sizeof rate, err, sizeof err) < 0) {
+        launch_err("%s", err);
+        return 2;
+      }
+      if (node >= spec->nodes) {
+        launch_err("--emulate-slow %s: there is no node %d (nodes 0 to %d)", o->slow[i], node,
+                   spec->nodes - 1);
+        return 2;
+      }
+      if (slow_rate[node]) {
+        launch_err("--emulate-slow: node %d given twice", node);
+        return 2;
+      }
+      slow_rate[node] = strchr(o->slow[i], '=') + 1;
     }
     memset(emu_store, 0, sizeof *emu_store);
-    if (bench_emu_check(emu_store, err, sizeof err) < 0) {
+    if (launch_emu_check(emu_store, err, sizeof err) < 0) {
       launch_err("%s", err);
       return 1;
     }
@@ -577,16 +643,19 @@ static int launch_check(const bench_launch_opts *o, bench_emu *emu_store, const 
   return 0;
 }
 
-/* The emulated fabric of n ranks, after the stale sets of runs that are gone. 0; 128 + signal
- * after an interrupt during set-up; 1 after saying why (torn down by the caller). */
-static int launch_emu_up(bench_emu *emu, int n, const char *rate, const char *cc) {
+/* The emulated fabric of n namespaces (node k's link at slow[k] where set), after the stale sets
+ * of runs that are gone, with host namespaces where hosts. 0; 128 + signal after an interrupt
+ * during set-up; 1 after saying why (torn down by the caller). */
+static int launch_emu_up(launch_emu *emu, int n, const char *rate, const char *const *slow, int hosts,
+                         const char *cc) {
   char err[1024];
-  int stale = bench_emu_cleanup_stale(emu, err, sizeof err);
+  int stale = launch_emu_cleanup_stale(emu, err, sizeof err);
   if (stale > 0) launch_err("removed %d stale emulated fabric set(s) of runs that are gone", stale);
   /* A set named after our pid can only be a dead process's whose pid we now have. */
   emu->id = (long)getpid();
-  bench_emu_teardown(emu);
-  if (bench_emu_setup(emu, (long)getpid(), n, rate, 0, cc, err, sizeof err) < 0) {
+  launch_emu_teardown(emu);
+  if (launch_emu_setup(emu, (long)getpid(), n, rate, slow, 0, cc, err, sizeof err) < 0 ||
+      (hosts && launch_emu_hosts_up(emu, err, sizeof err) < 0)) {
     launch_err("%s", err);
     return 1;
   }
@@ -608,13 +677,16 @@ static int launch_emu_up(bench_emu *emu, int n, const char *rate, const char *cc
 /* What the ranks of one launch share: the job's token, where rank 0 listens, and the emulated
  * fabric's description (emu NULL: none). */
 typedef struct {
-  const bench_launch_opts *o;
+  const launch_opts *o;
   const char *prog;
   char *const *rank_argv;
-  const bench_emu *emu;
+  const launch_emu *emu;
   char token[40], root_addr[64], fabric[64], mtu[16], burst[24], queue[24], subnet[32];
+  char layout[32], slow[512]; /* emulated hosts: "2x2", "1=100mbit,..." ("": none) */
+  int per_node;     /* ranks per emulated host (0: no emulated hosts) */
+  char nsenter[256]; /* its path, for mpirun's ranks on emulated hosts */
   int port, root_fd;
-  int set_ucx_tls;  /* UCX_TLS=self,tcp for the ranks */
+  const char *ucx_tls; /* UCX_TLS for the ranks (NULL: the user's) */
   const sigset_t *set, *old; /* the signals taken; the caller's mask, for the children */
 } launch_job;
 
@@ -626,12 +698,14 @@ static void env_emu(launch_vec *e, const launch_job *j) {
   vec_pushf(e, "FABENCH_EMU_BURST=%s", j->burst); /* run.json records it for the fit */
   vec_pushf(e, "FABENCH_EMU_QUEUE=%s", j->queue);
   if (j->emu->cc[0]) vec_pushf(e, "FABENCH_EMU_CC=%s", j->emu->cc);
-  if (j->set_ucx_tls) vec_push(e, "UCX_TLS=self,tcp");
+  if (j->layout[0]) vec_pushf(e, "FABENCH_EMU_LAYOUT=%s", j->layout);
+  if (j->slow[0]) vec_pushf(e, "FABENCH_EMU_SLOW=%s", j->slow);
+  if (j->ucx_tls) vec_pushf(e, "UCX_TLS=%s", j->ucx_tls);
 }
 
 /* The ranks through mpirun: its exit status, or 1 after saying why. */
 static int launch_mpirun(const launch_job *j, const char *mpirun) {
-  const bench_launch_opts *o = j->o;
+  const launch_opts *o = j->o;
   launch_vec env = {0}, argv = {0};
   launch_rank rk = {0};
   int rc = 1;
@@ -648,7 +722,7 @@ static int launch_mpirun(const launch_job *j, const char *mpirun) {
      * namespace through the bridge's address. */
     vec_pushf(&env, "PMIX_MCA_ptl_tcp_if_include=%s", j->subnet);
   }
-  build_mpirun(&argv, o, mpirun, j->prog, j->rank_argv, j->emu);
+  build_mpirun(&argv, o, mpirun, j->prog, j->rank_argv, j->emu, j->per_node, j->nsenter);
   if (env.oom || argv.oom) {
     launch_err("out of memory");
   } else {
@@ -656,9 +730,9 @@ static int launch_mpirun(const launch_job *j, const char *mpirun) {
     int was_reaper = 0;
     prctl(PR_GET_CHILD_SUBREAPER, &was_reaper);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    rk.pid = launch_spawn(argv.v[0], argv.v, env.v, j->old);
+    rk.pid = launch_spawn(argv.v[0], argv.v, env.v, j->old, NULL);
     if (rk.pid < 0) launch_err("cannot start mpirun: %s", strerror(errno));
-    else rc = launch_wait(&rk, 1, 1, j->set);
+    else rc = launch_wait(&rk, 1, 1, j->set, j->per_node);
     prctl(PR_SET_CHILD_SUBREAPER, was_reaper);
   }
   vec_free(&env);
@@ -673,18 +747,26 @@ static pid_t launch_one(const launch_job *j, int r) {
   env_base(&e, j->emu != NULL);
   vec_pushf(&e, "FABENCH_RANK=%d", r);
   vec_pushf(&e, "FABENCH_WORLD_SIZE=%d", j->o->n);
-  vec_pushf(&e, "FABENCH_LOCAL_RANK=%d", r);
+  int node = j->per_node > 0 ? r / j->per_node : r; /* its namespace */
+  vec_pushf(&e, "FABENCH_LOCAL_RANK=%d", j->per_node > 0 ? r % j->per_node : r);
   vec_pushf(&e, "FABENCH_ROOT=%s:%d", j->root_addr, j->port);
   vec_pushf(&e, "FABENCH_TOKEN=%s", j->token);
   vec_push(&e, "FABENCH_LAUNCHER=1");
   vec_pushf(&e, "FABENCH_TIMEOUT_S=%d", j->o->timeout_s);
   if (r == 0 && j->root_fd >= 0) vec_pushf(&e, "FABENCH_ROOT_FD=%d", j->root_fd);
   const char *path = j->prog;
+  int hostns[2] = {-1, -1};
   if (j->emu) {
     char addr[64], dev[32], ns[32];
-    bench_emu_addr(j->emu, r, addr, sizeof addr);
-    bench_emu_dev(j->emu, r, dev, sizeof dev);
-    bench_emu_ns(j->emu, r, ns, sizeof ns);
+    launch_emu_addr(j->emu, node, addr, sizeof addr);
+    launch_emu_dev(j->emu, node, dev, sizeof dev);
+    launch_emu_ns(j->emu, node, ns, sizeof ns);
+    if (launch_emu_host_fds(j->emu, node, hostns) < 0) {
+      launch_err("rank %d: cannot open node %d's namespaces: %s", r, node, strerror(errno));
+      vec_free(&e);
+      vec_free(&a);
+      return -1;
+    }
     vec_pushf(&e, "FABENCH_BIND_ADDR=%s", addr);
     env_emu(&e, j);
     vec_pushf(&e, "UCX_NET_DEVICES=%s", dev);
@@ -699,8 +781,10 @@ static pid_t launch_one(const launch_job *j, int r) {
   vec_push(&a, j->prog);
   for (int i = 0; j->rank_argv[i]; i++) vec_push(&a, j->rank_argv[i]);
   int oom = e.oom || a.oom;
-  pid_t pid = oom ? -1 : launch_spawn(path, a.v, e.v, j->old);
+  pid_t pid = oom ? -1 : launch_spawn(path, a.v, e.v, j->old, hostns);
   int saved = errno;
+  for (int i = 0; i < 2; i++)
+    if (hostns[i] >= 0) close(hostns[i]);
   vec_free(&e);
   vec_free(&a);
   if (pid < 0) launch_err("cannot start rank %d: %s", r, oom ? "out of memory" : strerror(saved));
@@ -722,15 +806,15 @@ static int launch_local(launch_job *j) {
   j->root_fd = -1;
   if (rk && started < n) {
     launch_signal_all(rk, started, SIGKILL);
-    launch_wait(rk, started, 0, j->set);
+    launch_wait(rk, started, 0, j->set, j->per_node);
   } else if (rk) {
-    rc = launch_wait(rk, n, 0, j->set);
+    rc = launch_wait(rk, n, 0, j->set, j->per_node);
   }
   free(rk);
   return rc;
 }
 
-void bench_sigs_take(bench_sigs *s) {
+void launch_sigs_take(launch_sigs *s) {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
@@ -743,7 +827,7 @@ void bench_sigs_take(bench_sigs *s) {
   sigprocmask(SIG_BLOCK, &s->set, &s->old);
 }
 
-void bench_sigs_restore(bench_sigs *s) {
+void launch_sigs_restore(launch_sigs *s) {
   struct timespec zero = {0, 0};
   while (sigtimedwait(&s->set, NULL, &zero) > 0) {
   }
@@ -751,29 +835,47 @@ void bench_sigs_restore(bench_sigs *s) {
   sigaction(SIGCHLD, &s->chld_old, NULL);
 }
 
-int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const rank_argv[]) {
-  bench_emu emu_store;
-  const char *mpirun;
-  int rc = launch_check(o, &emu_store, &mpirun);
+int launch_ranks_prog(const launch_opts *o, const char *prog, char *const rank_argv[]) {
+  launch_emu emu_store;
+  launch_emu_spec spec;
+  const char *mpirun, *slow[LAUNCH_EMU_MAX_NODES] = {0};
+  int rc = launch_check(o, &emu_store, &spec, slow, &mpirun);
   if (rc) return rc;
 
-  bench_sigs sg; /* from here on, signals are taken synchronously and forwarded to the ranks */
-  bench_sigs_take(&sg);
+  launch_sigs sg; /* from here on, signals are taken synchronously and forwarded to the ranks */
+  launch_sigs_take(&sg);
   launch_job j = {.o = o, .prog = prog, .rank_argv = rank_argv, .root_addr = "127.0.0.1",
                   .port = LAUNCH_EMU_ROOT_PORT, .root_fd = -1, .set = &sg.set, .old = &sg.old};
   if (o->emulate) {
     j.emu = &emu_store;
-    if ((rc = launch_emu_up(&emu_store, o->n, o->emulate, o->tcp_cc))) goto out;
-    bench_emu_addr(j.emu, 0, j.root_addr, sizeof j.root_addr);
-    snprintf(j.fabric, sizeof j.fabric, "emu-%s", j.emu->rate);
+    int hosts = spec.nodes > 0;
+    if ((rc = launch_emu_up(&emu_store, hosts ? spec.nodes : o->n, spec.rate, slow, hosts, o->tcp_cc)))
+      goto out;
+    if (hosts) {
+      j.per_node = spec.per_node;
+      snprintf(j.layout, sizeof j.layout, "%dx%d", spec.nodes, spec.per_node);
+      size_t sl = 0;
+      for (int k = 0; k < spec.nodes && sl + 40 < sizeof j.slow; k++)
+        if (slow[k]) sl += (size_t)snprintf(j.slow + sl, sizeof j.slow - sl, "%s%d=%s", sl ? "," : "", k, slow[k]);
+      if (mpirun && launch_emu_find_tool("nsenter", j.nsenter, sizeof j.nsenter) < 0) {
+        launch_err("--emulate %s through mpirun needs nsenter (util-linux)", o->emulate);
+        rc = 1;
+        goto out;
+      }
+    }
+    launch_emu_addr(j.emu, 0, j.root_addr, sizeof j.root_addr);
+    snprintf(j.fabric, sizeof j.fabric, "emu-%s", j.emu->rate); /* the level between nodes */
     snprintf(j.mtu, sizeof j.mtu, "%d", j.emu->mtu);
     snprintf(j.burst, sizeof j.burst, "%llu", (unsigned long long)j.emu->burst);
     snprintf(j.queue, sizeof j.queue, "%llu", (unsigned long long)j.emu->limit);
-    bench_emu_subnet(j.emu, j.subnet, sizeof j.subnet);
-    /* Under emulation UCX must not use shared memory or cross-memory attach between ranks
-     * (they bypass the links): only its tcp transport, unless the user chose. */
+    launch_emu_subnet(j.emu, j.subnet, sizeof j.subnet);
+    /* Under emulation UCX must not use shared memory or cross-memory attach between nodes
+     * (they bypass the links), unless the user chose: tcp alone where every rank is a node;
+     * within an emulated host also System V and POSIX shared memory, which UCX offers only
+     * within one IPC namespace, but not cross-memory attach, which it would offer across
+     * nodes (they share a PID namespace). */
     const char *ucx_tls = getenv("UCX_TLS");
-    j.set_ucx_tls = !ucx_tls || !*ucx_tls;
+    if (!ucx_tls || !*ucx_tls) j.ucx_tls = hosts ? "self,sysv,posix,tcp" : "self,tcp";
   }
   rc = 1;
   if (launch_token(j.token, sizeof j.token) < 0) {
@@ -786,7 +888,7 @@ int bench_launch_prog(const bench_launch_opts *o, const char *prog, char *const 
 
 out:
   if (j.root_fd >= 0) close(j.root_fd);
-  if (j.emu) bench_emu_teardown(&emu_store);
-  bench_sigs_restore(&sg);
+  if (j.emu) launch_emu_teardown(&emu_store);
+  launch_sigs_restore(&sg);
   return rc;
 }

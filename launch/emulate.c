@@ -1,7 +1,8 @@
-/* bench: emulated fabrics (network namespaces on a bridge, tc tbf). See emulate.h.
+/* launch: emulated fabrics (network namespaces on a bridge, tc tbf) and emulated hosts (UTS and
+ * IPC namespaces per node). See emu.h.
  * ip(8) and tc(8) are run through fork + exec with argument vectors: no shell, so no string
  * from the command line is ever interpreted. */
-#include "emulate.h"
+#include "emu.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -25,7 +27,7 @@
 #define EMU_NETNS_DIR "/var/run/netns"
 #define EMU_LOCK_FILE "/run/lock/fabench-emu.lock"
 
-int bench_emu_parse_rate(const char *s, uint64_t *bps) {
+int launch_emu_parse_rate(const char *s, uint64_t *bps) {
   if (!s || *s < '0' || *s > '9') return -1;
   char *end = NULL;
   errno = 0;
@@ -40,6 +42,58 @@ int bench_emu_parse_rate(const char *s, uint64_t *bps) {
   uint64_t r = v * mult;
   if (r < 1000000ull) return -1;
   *bps = r;
+  return 0;
+}
+
+int launch_emu_parse_spec(const char *s, launch_emu_spec *out, char *err, size_t cap) {
+  uint64_t bps;
+  memset(out, 0, sizeof *out);
+  const char *colon = s ? strchr(s, ':') : NULL;
+  const char *rate = colon ? colon + 1 : s;
+  if (colon) {
+    char *x, *end;
+    errno = 0;
+    long nodes = strtol(s, &x, 10), per = 0;
+    if (x != s && *x == 'x' && x[1] >= '0' && x[1] <= '9') per = strtol(x + 1, &end, 10);
+    else end = x;
+    if (errno || x == s || *x != 'x' || end != colon || nodes < 1 || per < 1) {
+      snprintf(err, cap, "--emulate: '%s' is not NODESxRANKS:RATE (e.g. 2x2:1gbit, 4x1:10gbit)", s);
+      return -1;
+    }
+    if (nodes > LAUNCH_EMU_MAX_NODES || per > 1024 || nodes * per > 1024) {
+      snprintf(err, cap, "--emulate: '%s': at most %d nodes and 1024 ranks", s, LAUNCH_EMU_MAX_NODES);
+      return -1;
+    }
+    out->nodes = (int)nodes;
+    out->per_node = (int)per;
+  }
+  if (!rate || launch_emu_parse_rate(rate, &bps) || strlen(rate) >= sizeof out->rate) {
+    snprintf(err, cap, "--emulate: '%s' is not a rate (e.g. 500mbit, 1gbit, 10gbit)%s", rate ? rate : "",
+             colon ? "" : " or NODESxRANKS:RATE (e.g. 2x2:1gbit)");
+    return -1;
+  }
+  snprintf(out->rate, sizeof out->rate, "%s", rate);
+  return 0;
+}
+
+int launch_emu_parse_slow(const char *s, int *node, char *rate, size_t rate_cap, char *err,
+                          size_t cap) {
+  const char *eq = s ? strchr(s, '=') : NULL;
+  uint64_t bps;
+  char *end;
+  errno = 0;
+  long k = eq && s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
+  if (!eq || errno || k < 0 || end != eq || k >= LAUNCH_EMU_MAX_NODES) {
+    snprintf(err, cap, "--emulate-slow: '%s' is not NODE=RATE (a node index from 0, e.g. 1=100mbit)",
+             s ? s : "");
+    return -1;
+  }
+  if (launch_emu_parse_rate(eq + 1, &bps) || strlen(eq + 1) >= rate_cap) {
+    snprintf(err, cap, "--emulate-slow: '%s' is not a rate (e.g. 100mbit)", eq + 1);
+    return -1;
+  }
+  *node = (int)k;
+  snprintf(rate, rate_cap, "%s", eq + 1);
   return 0;
 }
 
@@ -106,7 +160,7 @@ static int emu_do(char *const argv[], char *err, size_t cap) {
   return -1;
 }
 
-static int emu_find_tool(const char *name, char *out, size_t cap) {
+int launch_emu_find_tool(const char *name, char *out, size_t cap) {
   static const char *const dirs[] = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
   const char *path = getenv("PATH");
   char buf[PATH_MAX];
@@ -139,7 +193,7 @@ static int emu_find_tool(const char *name, char *out, size_t cap) {
 /* The bucket holds 1 ms of traffic (>= rate/HZ for HZ >= 1000; tbf's watchdog is an hrtimer
  * anyway) and at least 64 KiB so a whole GSO super-packet passes without being split. More
  * would let idle gaps (barriers) bank credit and inflate short transfers. */
-uint64_t bench_emu_burst(uint64_t bps) {
+uint64_t launch_emu_burst(uint64_t bps) {
   uint64_t b = bps / 8 / 1000;
   return b < 65536 ? 65536 : b;
 }
@@ -149,36 +203,42 @@ uint64_t bench_emu_burst(uint64_t bps) {
  * at once, from 3 senders) and must queue, not drop. With 5 ms alone (625 kB at 1gbit) tbf
  * dropped 60-80 packets a run there, and dtree on 4 ranks at 8 MiB took 156-171 ms where a
  * deeper queue took 140 (the cost model's 142), tree and ps 2-5% longer. */
-uint64_t bench_emu_limit(uint64_t bps) {
-  uint64_t q = bps / 8 / 200 + bench_emu_burst(bps);
+uint64_t launch_emu_limit(uint64_t bps) {
+  uint64_t q = bps / 8 / 200 + launch_emu_burst(bps);
   return q < (8u << 20) ? 8u << 20 : q;
 }
 
-int bench_emu_check(bench_emu *m, char *err, size_t cap) {
+int launch_emu_check(launch_emu *m, char *err, size_t cap) {
   if (geteuid() != 0) {
     snprintf(err, cap, "--emulate needs root (network namespaces and tc); run as root");
     return -1;
   }
-  if (emu_find_tool("ip", m->ip, sizeof m->ip) < 0 || emu_find_tool("tc", m->tc, sizeof m->tc) < 0) {
+  if (launch_emu_find_tool("ip", m->ip, sizeof m->ip) < 0 || launch_emu_find_tool("tc", m->tc, sizeof m->tc) < 0) {
     snprintf(err, cap, "--emulate needs iproute2 (ip and tc); install it (scripts/install-deps.sh)");
     return -1;
   }
   return 0;
 }
 
-void bench_emu_ns(const bench_emu *m, int rank, char *out, size_t cap) {
-  snprintf(out, cap, "fb%ldn%d", m->id, rank);
+int launch_emu_usable(char *why, size_t cap) {
+  launch_emu m;
+  memset(&m, 0, sizeof m);
+  return launch_emu_check(&m, why, cap);
 }
-void bench_emu_dev(const bench_emu *m, int rank, char *out, size_t cap) {
-  snprintf(out, cap, "fb%lde%d", m->id, rank);
+
+void launch_emu_ns(const launch_emu *m, int node, char *out, size_t cap) {
+  snprintf(out, cap, "fb%ldn%d", m->id, node);
 }
-void bench_emu_prefix(const bench_emu *m, char *out, size_t cap) {
+void launch_emu_dev(const launch_emu *m, int node, char *out, size_t cap) {
+  snprintf(out, cap, "fb%lde%d", m->id, node);
+}
+void launch_emu_prefix(const launch_emu *m, char *out, size_t cap) {
   snprintf(out, cap, "198.%d.%d.", 18 + m->subnet / 256, m->subnet % 256);
 }
-void bench_emu_addr(const bench_emu *m, int rank, char *out, size_t cap) {
-  snprintf(out, cap, "198.%d.%d.%d", 18 + m->subnet / 256, m->subnet % 256, rank + 1);
+void launch_emu_addr(const launch_emu *m, int node, char *out, size_t cap) {
+  snprintf(out, cap, "198.%d.%d.%d", 18 + m->subnet / 256, m->subnet % 256, node + 1);
 }
-void bench_emu_subnet(const bench_emu *m, char *out, size_t cap) {
+void launch_emu_subnet(const launch_emu *m, char *out, size_t cap) {
   snprintf(out, cap, "198.%d.%d.0/24", 18 + m->subnet / 256, m->subnet % 256);
 }
 
@@ -202,7 +262,7 @@ static long emu_name_id(const char *name, char *kind) {
 static int emu_alive(long id) { return kill((pid_t)id, 0) == 0 || errno == EPERM; }
 
 /* Kills what runs in namespace ns (a stale set's leftovers). */
-static void emu_kill_ns_pids(const bench_emu *m, const char *ns) {
+static void emu_kill_ns_pids(const launch_emu *m, const char *ns) {
   char out[4096];
   char *argv[] = {(char *)m->ip, "netns", "pids", (char *)ns, NULL};
   if (emu_run(argv, out, sizeof out) != 0) return;
@@ -218,7 +278,7 @@ static void emu_kill_ns_pids(const bench_emu *m, const char *ns) {
 
 /* Removes everything of set `id`: host-side veths (their peers and qdiscs go with them), the
  * bridge, the namespaces. kill_pids: also kill processes still inside (stale sets). */
-static void emu_remove_set(const bench_emu *m, long id, int kill_pids) {
+static void emu_remove_set(const launch_emu *m, long id, int kill_pids) {
   char name[IF_NAMESIZE + 8];
   DIR *d = opendir(EMU_NETNS_DIR);
   if (kill_pids && d) {
@@ -255,8 +315,102 @@ static void emu_remove_set(const bench_emu *m, long id, int kill_pids) {
   }
 }
 
-void bench_emu_teardown(const bench_emu *m) {
+/* Stops the namespace holders that have started (holder[k] > 0) and reaps them. */
+static void emu_hosts_down(launch_emu *m) {
+  for (int k = 0; k < m->n && k < LAUNCH_EMU_MAX_NODES; k++) {
+    if (m->holder[k] <= 0) continue;
+    kill(m->holder[k], SIGKILL);
+    while (waitpid(m->holder[k], NULL, 0) < 0 && errno == EINTR) {
+    }
+    m->holder[k] = 0;
+  }
+  m->hosts = 0;
+}
+
+void launch_emu_teardown(launch_emu *m) {
+  emu_hosts_down(m);
   if (m->id > 0) emu_remove_set(m, m->id, 0);
+}
+
+void launch_emu_hostname(int node, char *out, size_t cap) { snprintf(out, cap, "node%d", node); }
+
+/* One node's holder: a child in a UTS and an IPC namespace of its own, named, asleep until
+ * killed or orphaned. It tells its parent it is ready (or why not) over a pipe. */
+static pid_t emu_holder(int node, char *err, size_t cap) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) {
+    snprintf(err, cap, "emulated hosts: pipe: %s", strerror(errno));
+    return -1;
+  }
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, cap, "emulated hosts: fork: %s", strerror(errno));
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(p[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    char name[32];
+    launch_emu_hostname(node, name, sizeof name);
+    int code = 0;
+    if (getppid() != parent) _exit(1);
+    if (unshare(CLONE_NEWUTS | CLONE_NEWIPC) < 0) code = errno;
+    else if (sethostname(name, strlen(name)) < 0) code = errno;
+    unsigned char b = (unsigned char)code;
+    if (write(p[1], &b, 1) != 1 || code) _exit(1);
+    close(p[1]);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (;;) pause();
+  }
+  close(p[1]);
+  unsigned char b = 255;
+  ssize_t k;
+  while ((k = read(p[0], &b, 1)) < 0 && errno == EINTR) {
+  }
+  close(p[0]);
+  if (k == 1 && b == 0) return pid;
+  kill(pid, SIGKILL);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  snprintf(err, cap, "emulated hosts: cannot make node %d's UTS and IPC namespaces: %s", node,
+           k == 1 ? strerror(b) : "the helper process died");
+  return -1;
+}
+
+int launch_emu_hosts_up(launch_emu *m, char *err, size_t cap) {
+  for (int k = 0; k < m->n; k++) {
+    pid_t pid = emu_holder(k, err, cap);
+    if (pid < 0) {
+      emu_hosts_down(m);
+      return -1;
+    }
+    m->holder[k] = pid;
+  }
+  m->hosts = 1;
+  return 0;
+}
+
+int launch_emu_host_fds(const launch_emu *m, int node, int fds[2]) {
+  fds[0] = fds[1] = -1;
+  if (!m->hosts || node < 0 || node >= m->n) return 0;
+  static const char *const which[2] = {"uts", "ipc"};
+  for (int i = 0; i < 2; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)m->holder[node], which[i]);
+    if ((fds[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+      int saved = errno;
+      if (i) close(fds[0]);
+      fds[0] = fds[1] = -1;
+      errno = saved;
+      return -1;
+    }
+  }
+  return 0;
 }
 
 /* Adds id to ids[] (unique); returns the new count. */
@@ -267,7 +421,7 @@ static int emu_add_id(long *ids, int n, int cap, long id) {
   return n;
 }
 
-int bench_emu_cleanup_stale(const bench_emu *m, char *err, size_t cap) {
+int launch_emu_cleanup_stale(const launch_emu *m, char *err, size_t cap) {
   long ids[256];
   int nids = 0;
   char kind;
@@ -369,21 +523,30 @@ static int emu_pick_subnet(long hint) {
   return -1;
 }
 
-int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, const char *cc,
-                    char *err, size_t cap) {
+int launch_emu_setup(launch_emu *m, long id, int n, const char *rate, const char *const *node_rate,
+                     int mtu, const char *cc, char *err, size_t cap) {
   char ip_[sizeof m->ip], tc_[sizeof m->tc];
   memcpy(ip_, m->ip, sizeof ip_);
   memcpy(tc_, m->tc, sizeof tc_);
   memset(m, 0, sizeof *m);
   memcpy(m->ip, ip_, sizeof ip_);
   memcpy(m->tc, tc_, sizeof tc_);
-  if (bench_emu_parse_rate(rate, &m->rate_bps) < 0) {
+  if (launch_emu_parse_rate(rate, &m->rate_bps) < 0) {
     snprintf(err, cap, "--emulate: bad rate '%s' (use e.g. 500mbit, 1gbit, 10gbit)", rate);
     return -1;
   }
-  if (n < 1 || n > BENCH_EMU_MAX_RANKS) {
-    snprintf(err, cap, "--emulate: %d ranks (1 to %d)", n, BENCH_EMU_MAX_RANKS);
+  if (n < 1 || n > LAUNCH_EMU_MAX_NODES) {
+    snprintf(err, cap, "--emulate: %d namespaces (1 to %d)", n, LAUNCH_EMU_MAX_NODES);
     return -1;
+  }
+  for (int k = 0; node_rate && k < n; k++) {
+    uint64_t bps;
+    if (!node_rate[k]) continue;
+    if (launch_emu_parse_rate(node_rate[k], &bps) < 0 || strlen(node_rate[k]) >= sizeof m->node_rate[k]) {
+      snprintf(err, cap, "--emulate-slow: bad rate '%s' for node %d", node_rate[k], k);
+      return -1;
+    }
+    snprintf(m->node_rate[k], sizeof m->node_rate[k], "%s", node_rate[k]);
   }
   if (id <= 0 || id > 9999999) {
     snprintf(err, cap, "emulated fabric: bad set id %ld", id);
@@ -391,7 +554,7 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, con
   }
   if (mtu == 0) {
     const char *e = getenv("FABENCH_EMU_MTU");
-    mtu = BENCH_EMU_DEFAULT_MTU;
+    mtu = LAUNCH_EMU_DEFAULT_MTU;
     if (e && *e) {
       char *end;
       long v = strtol(e, &end, 10);
@@ -411,14 +574,12 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, con
   m->mtu = mtu;
   snprintf(m->cc, sizeof m->cc, "%s", cc ? cc : "");
   snprintf(m->rate, sizeof m->rate, "%s", rate);
-  m->burst = bench_emu_burst(m->rate_bps);
-  m->limit = bench_emu_limit(m->rate_bps);
+  m->burst = launch_emu_burst(m->rate_bps);
+  m->limit = launch_emu_limit(m->rate_bps);
 
   char ns[32], dev[32], host[32], br[32], addr[64], pre[32], mtus[16], burst[32], limit[32];
   snprintf(br, sizeof br, "fb%ldbr", id);
   snprintf(mtus, sizeof mtus, "%d", mtu);
-  snprintf(burst, sizeof burst, "%llu", (unsigned long long)m->burst);
-  snprintf(limit, sizeof limit, "%llu", (unsigned long long)m->limit);
 
   /* Subnet choice and the bridge's address under one lock, so two set-ups never pick the same
    * /24 (the bridges' addresses share the root namespace's routing table). */
@@ -430,7 +591,7 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, con
     snprintf(err, cap, "emulated fabric: every /24 of 198.18.0.0/15 is in use");
     return -1;
   }
-  bench_emu_prefix(m, pre, sizeof pre);
+  launch_emu_prefix(m, pre, sizeof pre);
   snprintf(addr, sizeof addr, "%s254/24", pre);
   {
     char *a1[] = {m->ip, "link", "add", "name", br, "mtu", mtus, "type", "bridge", NULL};
@@ -446,10 +607,16 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, con
     if (rc < 0) goto fail;
   }
   for (int r = 0; r < n; r++) {
-    bench_emu_ns(m, r, ns, sizeof ns);
-    bench_emu_dev(m, r, dev, sizeof dev);
+    launch_emu_ns(m, r, ns, sizeof ns);
+    launch_emu_dev(m, r, dev, sizeof dev);
     snprintf(host, sizeof host, "fb%ldh%d", id, r);
     snprintf(addr, sizeof addr, "%s%d/24", pre, r + 1);
+    /* a slow node's link has its own rate, and the bucket and queue that rate gets */
+    char *lrate = m->node_rate[r][0] ? m->node_rate[r] : m->rate;
+    uint64_t lbps = m->rate_bps;
+    if (m->node_rate[r][0]) launch_emu_parse_rate(lrate, &lbps);
+    snprintf(burst, sizeof burst, "%llu", (unsigned long long)launch_emu_burst(lbps));
+    snprintf(limit, sizeof limit, "%llu", (unsigned long long)launch_emu_limit(lbps));
     char *c1[] = {m->ip, "netns", "add", ns, NULL};
     if (emu_do(c1, err, cap) < 0) goto fail;
     if (emu_ns_settings(ns, cc, err, cap) < 0) goto fail;
@@ -460,9 +627,9 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, con
     char *c5[] = {m->ip, "-n", ns, "addr", "add", addr, "dev", dev, NULL};
     char *c6[] = {m->ip, "-n", ns, "link", "set", "dev", dev, "up", NULL};
     /* Both directions: the host side shapes what the rank receives, its own end what it sends. */
-    char *c7[] = {m->tc, "qdisc", "add", "dev", host, "root", "tbf", "rate", m->rate,
+    char *c7[] = {m->tc, "qdisc", "add", "dev", host, "root", "tbf", "rate", lrate,
                   "burst", burst, "limit", limit, NULL};
-    char *c8[] = {m->tc, "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", m->rate,
+    char *c8[] = {m->tc, "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", lrate,
                   "burst", burst, "limit", limit, NULL};
     if (emu_do(c2, err, cap) < 0) goto fail;
     emu_no_ipv6(host);
@@ -472,6 +639,6 @@ int bench_emu_setup(bench_emu *m, long id, int n, const char *rate, int mtu, con
   }
   return 0;
 fail:
-  bench_emu_teardown(m);
+  launch_emu_teardown(m);
   return -1;
 }
