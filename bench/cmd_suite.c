@@ -30,7 +30,8 @@ static const char suite_usage[] =
     "  -n N               ranks of the multi-rank steps [2]\n"
     "  --transport LIST   tcp,ucx,mpi [those built]\n"
     "  --algo LIST        all-reduce algorithms measured and fitted [ring,rhd,rd,tree,ps,native]\n"
-    "  --emulate LIST     emulated link rates besides loopback, as root [1gbit,10gbit]; none\n"
+    "  --emulate LIST     emulated link rates besides loopback, as root [1gbit,10gbit]; none;\n"
+    "                     an item NxR:RATE is an emulated cluster of N hosts of R ranks\n"
     "  --model NAME       the network trained [resnet18; --quick: resnet20]\n"
     "  --data SPEC        its data [synthetic:3x32x32; --quick: synthetic:1x28x28]\n"
     "  --batch N          per rank [32]\n"
@@ -404,7 +405,9 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
  * tell the link from the shaper's credit (res_fit.c); at most 256 MiB. */
 static uint64_t suite_emu_max(const char *rate, int quick) {
   uint64_t bps = 0, max = quick ? 4u << 20 : 16u << 20;
-  if (launch_emu_parse_rate(rate, &bps)) return max;
+  launch_emu_spec sp;
+  char err[256];
+  if (launch_emu_parse_spec(rate, &sp, err, sizeof err) || launch_emu_parse_rate(sp.rate, &bps)) return max;
   while (max < (256u << 20) && (double)max / 4 < 8.0 * (double)launch_emu_burst(bps)) max *= 4;
   return max;
 }
@@ -435,8 +438,10 @@ static void summarize(const char *dir, const suite_opts *o, char rates[][32], in
     for (size_t i = 0; i < rows.n; i++) {
       if (strcmp(r[i].role, "dp")) continue;
       char label[96];
-      snprintf(label, sizeof label, "%s %s/%s", f < 0 ? "loopback" : r[i].fabric, r[i].transport,
-               r[i].algo);
+      /* an emulated cluster's layout before its link's rate: "2x2 emu-1gbit" */
+      const char *colon = f < 0 ? NULL : strchr(rates[f], ':');
+      snprintf(label, sizeof label, "%.*s%s%s %s/%s", colon ? (int)(colon - rates[f]) : 0, colon ? rates[f] : "",
+               colon ? " " : "", f < 0 ? "loopback" : r[i].fabric, r[i].transport, r[i].algo);
       summarize_row(label, o, &r[i], none, have_buckets ? &buckets : NULL, have_model ? &model : NULL,
                     busbw_at(adir, r[i].transport, r[i].algo, grad_bytes));
     }
@@ -529,9 +534,11 @@ static int suite_rates(suite_job *x) {
   char *items[SUITE_MAX_RATES], *store = NULL;
   int n = bench_split_list(el, items, SUITE_MAX_RATES, &store);
   for (int i = 0; i < n; i++) {
-    uint64_t bps;
-    if (launch_emu_parse_rate(items[i], &bps)) {
-      int rc = bench_usage_error(suite_usage, "--emulate: '%s' is not a rate (e.g. 1gbit)", items[i]);
+    launch_emu_spec sp;
+    char err[256];
+    if (launch_emu_parse_spec(items[i], &sp, err, sizeof err)) {
+      int rc = bench_usage_error(suite_usage, "--emulate: '%s' is not a rate (e.g. 1gbit) or NODESxRANKS:RATE "
+                                 "(e.g. 2x2:1gbit)", items[i]);
       free(store);
       return rc;
     }
@@ -580,6 +587,12 @@ static int suite_open(suite_job *x, int argc, char **argv) {
   return 0;
 }
 
+/* An emulated cluster (NODESxRANKS:RATE) sets its own rank count; anything else takes -n n. */
+static int suite_cluster(const suite_job *x, int f) { return f >= 0 && strchr(x->rates[f], ':'); }
+static void suite_ranks(suite_step *s, const suite_job *x, int f, int n) {
+  if (!suite_cluster(x, f)) arg(s, "-n"), arg(s, "%d", n);
+}
+
 /* p2p and all-reduce on loopback (f < 0) or the emulated link rates[f]. */
 static void suite_plan_micro(suite_job *x, int f) {
   const suite_opts *o = &x->o;
@@ -587,14 +600,20 @@ static void suite_plan_micro(suite_job *x, int f) {
   /* on emulated links shared memory would bypass them: tcp carries every transport there */
   const char *ftl = f < 0 ? x->tl : "tcp";
   suite_step *s = step_new(x->steps, &x->ns, 0, "p2p-%s", tag);
-  arg(s, "p2p"), arg(s, "-n"), arg(s, "2"), arg(s, "--transport"), arg(s, "%s", ftl);
+  arg(s, "p2p"), suite_ranks(s, x, f, 2), arg(s, "--transport"), arg(s, "%s", ftl);
+  if (suite_cluster(x, f)) { /* rank 0 and the first rank of the next node: across the link */
+    launch_emu_spec sp;
+    char err[256];
+    launch_emu_parse_spec(x->rates[f], &sp, err, sizeof err);
+    arg(s, "--pairs"), arg(s, "0,%d", sp.per_node);
+  }
   arg(s, "--tests"), arg(s, "latency,bw"), arg(s, "--min-bytes"), arg(s, "8");
   arg(s, "--max-bytes"), arg(s, "%s", o->quick ? "4M" : "16M"), arg(s, "--step-factor"), arg(s, "4");
   arg(s, "--time-per-size"), arg(s, "%s", o->quick ? "0.02" : "0.05");
   arg(s, "--timeout"), arg(s, "%ld", o->timeout_s);
   if (f >= 0) arg(s, "--emulate"), arg(s, "%s", x->rates[f]);
   s = step_new(x->steps, &x->ns, 0, "allreduce-%s", tag);
-  arg(s, "allreduce"), arg(s, "-n"), arg(s, "%d", o->nranks), arg(s, "--transport"), arg(s, "%s", ftl);
+  arg(s, "allreduce"), suite_ranks(s, x, f, o->nranks), arg(s, "--transport"), arg(s, "%s", ftl);
   arg(s, "--algo"), arg(s, "%s", x->algos), arg(s, "--min-bytes"), arg(s, "4K");
   arg(s, "--max-bytes");
   arg(s, "%llu", (unsigned long long)(f < 0 ? x->maxb : suite_emu_max(x->rates[f], o->quick)));
@@ -614,7 +633,7 @@ static void suite_plan_micro(suite_job *x, int f) {
    * the training step's share of the cores (bench-model, ResNet-18 on 2 ranks at emulated
    * 5gbit: 6-13% slower than predicted without it, 6.4% with it) */
   s = step_new(x->steps, &x->ns, 0, "busy-%s", tag);
-  arg(s, "allreduce"), arg(s, "-n"), arg(s, "%d", o->nranks), arg(s, "--transport"), arg(s, "%s", ftl);
+  arg(s, "allreduce"), suite_ranks(s, x, f, o->nranks), arg(s, "--transport"), arg(s, "%s", ftl);
   arg(s, "--algo"), arg(s, "ring"), arg(s, "--beside-compute"), arg(s, "--peer"), arg(s, "none");
   arg(s, "--min-bytes"), arg(s, "1M"), arg(s, "--max-bytes"), arg(s, "%s", o->quick ? "4M" : "16M");
   arg(s, "--step-factor"), arg(s, "4"), arg(s, "--timeout"), arg(s, "%ld", o->timeout_s);
@@ -626,7 +645,7 @@ static void suite_plan_micro(suite_job *x, int f) {
 static void suite_plan_train(suite_job *x, int f) {
   const suite_opts *o = &x->o;
   suite_step *s = step_new(x->steps, &x->ns, 0, "train-%s", f < 0 ? "loopback" : x->rates[f]);
-  arg(s, "train"), arg(s, "-n"), arg(s, "%d", o->nranks), arg(s, "--transport");
+  arg(s, "train"), suite_ranks(s, x, f, o->nranks), arg(s, "--transport");
   arg(s, "none,%s", f < 0 ? x->tl : "tcp");
   arg(s, "--model"), arg(s, "%s", o->model), arg(s, "--data"), arg(s, "%s", o->data);
   arg(s, "--batch"), arg(s, "%ld", o->batch), arg(s, "--threads"), arg(s, "%d", o->threads);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -226,6 +227,35 @@ static void test_killed_suite_leaves_no_step(void **st) {
     fail_msg("suite.json after the kill:\n%s", buf);
 }
 
+/* An emulated cluster as one of the suite's fabrics: its steps run on 2 hosts of 2 ranks (not
+ * the suite's -n), p2p crosses the link, and the summary names the layout. Root only. */
+static void test_cluster_suite(void **st) {
+  (void)st;
+  if (geteuid() != 0) {
+    fprintf(stderr, "SKIP: an emulated cluster needs root\n");
+    skip();
+  }
+  run_result r;
+  run(&r, "-n 2 --transport tcp --algo ring --emulate 2x2:1gbit --model resnet8-w2 "
+          "--data synthetic:1x8x8:4:64 --batch 8 --steps 4 --timeout 20 --out %s/c", dir);
+  if (r.status != 0) fail_msg("exit %d\n%s\n%s", r.status, r.out, r.err);
+  const char *must[] = {"c/p2p-2x2:1gbit/p2p.csv", "c/allreduce-2x2:1gbit/allreduce.csv",
+                        "c/train-2x2:1gbit/train.csv", "c/busy-2x2:1gbit/allreduce.csv"};
+  for (size_t i = 0; i < sizeof must / sizeof *must; i++)
+    if (!exists(must[i])) fail_msg("the suite did not write %s", must[i]);
+  const char *runs[] = {"allreduce", "train", "p2p"};
+  for (size_t i = 0; i < 3; i++) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/c/%s-2x2:1gbit/run.json", dir, runs[i]);
+    char *meta = tu_slurp(p, NULL);
+    if (!meta || !strstr(meta, "\"host_count\":\t2") || !strstr(meta, "\"ranks\":\t4") ||
+        !strstr(meta, "\"emulated_layout\":\t\"2x2\""))
+      fail_msg("%s: not 4 ranks on 2 emulated hosts:\n%s", p, meta ? meta : "(none)");
+    free(meta);
+  }
+  if (!strstr(r.out, "2x2 emu-1gbit tcp/ring")) fail_msg("no summary line for the cluster:\n%s", r.out);
+}
+
 static void test_bad_flags(void **st) {
   (void)st;
   run_result r;
@@ -284,6 +314,7 @@ int main(void) {
                                      cmocka_unit_test(test_small_suite_and_resume),
                                      cmocka_unit_test(test_busbw_of_the_algorithm_trained),
                                      cmocka_unit_test(test_failed_step_says_why),
-                                     cmocka_unit_test(test_killed_suite_leaves_no_step)};
+                                     cmocka_unit_test(test_killed_suite_leaves_no_step),
+                                     cmocka_unit_test(test_cluster_suite)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
