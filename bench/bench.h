@@ -117,6 +117,8 @@ int bench_run_begin(bench_run *r, const char *out, const char *command, int argc
  * run.json. Collective over the boot world; r is rank 0's run (ignored on other ranks). */
 struct coll_boot;
 int bench_run_gather_hosts(bench_run *r, struct coll_boot *b);
+/* The most ranks any one host of the boot world runs. */
+int bench_ranks_per_host(const struct coll_boot *b);
 /* Binds this rank as `how` (--bind; NULL: auto) asks, among the ranks on its host, each running
  * `threads` compute threads (auto's cores per rank); desc gets what it got ("none" for "none").
  * 0, or -1 after reporting the error. */

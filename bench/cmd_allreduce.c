@@ -590,6 +590,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   row.run_id = x->run.run_id;
   row.schema = RES_SCHEMA_VERSION;
   row.host_count = coll_boot_host_count(x->boot);
+  row.ranks_per_host = bench_ranks_per_host(x->boot);
   row.ranks = x->size;
   row.fabric = fabric;
   row.transport = coll_transport_name(k->tk);

@@ -567,7 +567,8 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
                       : p->role == ROLE_NONE && r->measured > 0 ? 1.0 : NAN;
   *row = (res_train_row){
       .run_id = x->run.run_id, .schema = RES_SCHEMA_VERSION, .host = x->run.host,
-      .host_count = coll_boot_host_count(x->boot), .topo_hash = x->run.topo_hash, .ranks = n,
+      .host_count = coll_boot_host_count(x->boot), .ranks_per_host = bench_ranks_per_host(x->boot),
+      .topo_hash = x->run.topo_hash, .ranks = n,
       .role = role_names[p->role], .fabric = fabric, .transport = p->tname, .algo = p->aname,
       .model = a->model, .params = (int64_t)x->np, .data = x->dname, .input = x->shape,
       .classes = x->train.classes,

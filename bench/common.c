@@ -190,7 +190,9 @@ int bench_rank_check(bench_rank_opts *r, int argc, char **argv, const char *usag
     return bench_usage_error(usage, "-n %d disagrees with --emulate %s (%d nodes of %d ranks: -n %d, or leave -n out)",
                              r->nranks, r->emulate, sp.nodes, sp.per_node, sp.nodes * sp.per_node);
   if (sp.nodes) r->nranks = sp.nodes * sp.per_node;
-  if (r->emulate && !r->nranks) return bench_usage_error(usage, "--emulate %s needs -n", r->emulate);
+  if (r->emulate && !r->nranks)
+    return bench_usage_error(usage, "--emulate needs -n with a plain RATE (%s), or a cluster NODESxRANKS:RATE",
+                             r->emulate);
   return 0;
 }
 
@@ -470,6 +472,16 @@ int bench_rank0_ok(struct coll_boot *b, int ok) {
   ok = !rc && all[0];
   free(all);
   return ok;
+}
+
+int bench_ranks_per_host(const struct coll_boot *b) {
+  int n = coll_boot_size(b), most = 0;
+  for (int r = 0; r < n; r++) {
+    int on = 0;
+    for (int k = 0; k < n; k++) on += !strcmp(coll_boot_host(b, k), coll_boot_host(b, r));
+    if (on > most) most = on;
+  }
+  return most;
 }
 
 int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {

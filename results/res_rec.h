@@ -20,7 +20,8 @@
  * far the machine moved while the row was measured (empty: one round). compute_loss: with
  * --beside-compute, the share of a computing thread's pace each rank lost while it all-reduced
  * (mean over ranks); such a row's times are those of a loaded machine, which the fit of the
- * link leaves out. */
+ * link leaves out. ranks_per_host: the most ranks any one host ran (with host_count, the
+ * layout: 2 and 2 on an emulated 2x2 cluster). */
 #define RES_ALLREDUCE_COLS(X)                                                                 \
   X(STR, run_id) X(INT, schema) X(INT, host_count) X(INT, ranks) X(STR, fabric)               \
   X(STR, transport) X(STR, algo) X(STR, dtype) X(STR, op) X(INT, bytes) X(INT, count)         \
@@ -29,7 +30,8 @@
   X(F64, busbw_gbps) X(INT, errors) X(STR, algo_ran) X(STR, host) X(STR, topo_hash)           \
   X(INT, warmup) X(INT, chunk_bytes) X(INT, tcp_streams) X(STR, boot) X(INT_OPT, rounds)      \
   X(STR_OPT, peer) X(F64_OPT, busbw_vs_peer) X(F64_OPT, t_pred_us) X(F64_OPT, pred_err)       \
-  X(F64_OPT, host_cpu_us) X(F64_OPT, round_spread) X(F64_OPT, compute_loss)
+  X(F64_OPT, host_cpu_us) X(F64_OPT, round_spread) X(F64_OPT, compute_loss)                  \
+  X(INT_OPT, ranks_per_host)
 
 /* p2p.csv: one row per (transport, test, pair, size); latency is one-way. */
 #define RES_P2P_COLS(X)                                                                       \
@@ -66,7 +68,7 @@
   X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)           \
   X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)               \
   X(F64, exposed_comm_ms_pred) X(F64, pred_err) X(INT_OPT, rounds)                          \
-  X(F64_OPT, images_per_s_slowest)
+  X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host)
 
 /* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \

@@ -926,6 +926,20 @@ static void test_fabench_nodes(void **state) {
   assert_true(WIFEXITED(st));
   assert_int_equal(WEXITSTATUS(st), 0);
   assert_true(check_csv(dir, "emu-1gbit") >= 16);
+  /* each row says the layout too: 2 hosts, 2 ranks on each (the last column) */
+  static char csv[1 << 16];
+  char *line, *save = NULL;
+  snprintf(csv, sizeof csv, "%s/allreduce.csv", dir);
+  FILE *cf = fopen(csv, "r");
+  assert_non_null(cf);
+  size_t got = fread(csv, 1, sizeof csv - 1, cf);
+  csv[got] = 0;
+  fclose(cf);
+  line = strtok_r(csv, "\n", &save);
+  assert_true(line && strstr(line, "host_count") && strlen(line) > 15 &&
+              !strcmp(line + strlen(line) - 15, ",ranks_per_host"));
+  while ((line = strtok_r(NULL, "\n", &save)))
+    assert_string_equal(line + strlen(line) - 2, ",2");
   static char meta[1 << 16];
   char path[128];
   snprintf(path, sizeof path, "%s/run.json", dir);
