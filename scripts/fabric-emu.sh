@@ -12,6 +12,8 @@
 #   congestion    each namespace's default tcp congestion control $FABENCH_EMU_CC, default reno
 #                 (fabench's tcp transport's; 'system' keeps the host's)
 # A set whose owner pid is gone is stale: `cleanup` (and every fabench --emulate run) removes it.
+# scripts/emu-cluster.sh builds emulated hosts (hostname, IPC namespace) on this scheme, for
+# launchers that fabench does not start itself (torchrun-style scripts, mpirun's hostfiles).
 set -euo pipefail
 
 usage() {
