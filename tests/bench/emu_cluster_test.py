@@ -12,7 +12,7 @@ across them as an outside launcher would:
               fabench allreduce over tcp (and ucx), then fabench train, on 2 nodes x 2 ranks
     mpirun    one Open MPI mpirun over a hostfile of node0 and node1, its daemons started on
               the nodes by scripts/emu-cluster-rsh.sh: 2+2 and 3+1 ranks, MPI bootstrap; and
-              more ranks than slots (mpirun's own error)
+              more ranks than slots, and a host that is no node (mpirun's own errors)
     errors    a world of 4 with rank 3 never started, and MASTER_ADDR an address no node has:
               every rank ends within --timeout with one line naming itself and its host
 
@@ -220,7 +220,8 @@ def test_torchrun(fabench, tmp):
     with Cluster(2) as c:
         out = os.path.join(tmp, "allreduce")
         res = torchrun(c, [fabench, "allreduce", "--transport", ",".join(transports), "--algo", "ring",
-                           "--min-bytes", "1M", "--max-bytes", "2M", "--timeout", "20", "--out", out])
+                           "--min-bytes", "1M", "--max-bytes", "2M", "--iters", "10", "--warmup", "2",
+                           "--rounds", "1", "--timeout", "20", "--out", out])
         for k, (rc, text, _) in enumerate(res):
             check(rc == 0, f"node {k}'s ranks exited {rc}:\n{text}")
         check_layout(read_run(out), ["node0", "node0", "node1", "node1"], "env")
@@ -335,7 +336,8 @@ def test_mpirun(fabench, tmp):
             out = os.path.join(tmp, f"mpi{slots[0]}{slots[1]}")
             t0 = time.monotonic()
             r = run(mpirun_argv(c, hf, np, tmp, fabench, "allreduce", "--transport", "mpi", "--algo", "native,ring",
-                                "--min-bytes", "1M", "--max-bytes", "1M", "--timeout", "20", "--out", out),
+                                "--min-bytes", "1M", "--max-bytes", "1M", "--iters", "10", "--warmup", "2",
+                                "--rounds", "1", "--timeout", "20", "--out", out),
                     timeout=120, env=e)
             check(r.returncode == 0, f"mpirun {slots}: exit {r.returncode}:\n{r.stdout}")
             hosts = ["node0"] * slots[0] + ["node1"] * slots[1]
@@ -355,6 +357,19 @@ def test_mpirun(fabench, tmp):
         only_holders_left(c)
         log(f"mpirun -np 5 on 4 slots: exit {r.returncode} in {time.monotonic() - t0:.1f} s "
             "(\"There are not enough slots available in the system ...\")")
+
+        # A hostfile host that is no node of the set: the agent says so, mpirun gives up.
+        hf = os.path.join(tmp, "hosts-node2")
+        with open(hf, "w") as f:
+            f.write("node0 slots=2\nnode2 slots=2\n")
+        t0 = time.monotonic()
+        r = run(mpirun_argv(c, hf, 4, tmp, fabench, "allreduce", "--transport", "mpi", "--timeout", "10",
+                            "--out", os.path.join(tmp, "mpi-node2")), timeout=60, env=e)
+        check(r.returncode != 0 and "not '2'" in r.stdout and "unable to reliably start" in r.stdout,
+              f"mpirun with node2 in the hostfile: exit {r.returncode}:\n{r.stdout}")
+        only_holders_left(c)
+        log(f"mpirun with node2 (no such node) in the hostfile: exit {r.returncode} in "
+            f"{time.monotonic() - t0:.1f} s (\"ORTE was unable to reliably start one or more daemons\")")
 
 
 # ---- emu-cluster.sh itself --------------------------------------------------------------------
