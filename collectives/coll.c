@@ -254,7 +254,7 @@ int coll_mem_copy(coll_comm *c, void *dst, const void *src, size_t bytes, coll_e
 #ifdef FABENCH_BUILD_NCCL
   if (c->tp->on_device) return coll_nccl_copy_wait(c->tp, dst, src, bytes, e);
 #endif
-  (void)e;
+  (void)c, (void)e;
   memcpy(dst, src, bytes);
   return 0;
 }
