@@ -18,6 +18,8 @@ PKGS=(
   dataset-fashion-mnist               # default training data
   python3-torch python3-numpy         # PyTorch peer for the training checks and benchmarks
   clang libclang-rt-14-dev            # libFuzzer targets (scripts/fuzz.sh, tests/fuzz)
+  help2man dpkg-dev                   # man page; cpack's Debian package (dpkg-shlibdeps)
+  slurmctld slurmd slurm-client munge # the one-node Slurm of tests/install/slurm.sh
 )
 
 missing=()
