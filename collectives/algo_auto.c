@@ -80,7 +80,9 @@
  * then picks from what the machine did, not from what the formulas say it should.
  * A communicator's model is the fitted one it was opened with
  * (coll_comm_opts.model, from `fabench fit`), else its transport's order-of-magnitude
- * default. */
+ * default. It describes one fabric: where the ranks span several hosts and some host has more
+ * than one, `auto` runs hier:ring instead (algo_hier.c), whose cost needs two fabrics'
+ * (results/ prices it so). */
 #include <math.h>
 #include <string.h>
 
@@ -420,6 +422,9 @@ coll_algo coll_auto_choose(coll_comm *c, const void *buf, size_t bytes) {
   if (c->size > 1 && bytes >= COLL_AUTO_MAPPED_RING &&
       coll_peer_ptr(c, (c->rank + c->size - 1) % c->size, buf, bytes, where))
     return (coll_algo){COLL_ALGO_RING, 0};
+  /* several hosts, and more than one rank on some: only 1/L of the vector per rank crosses hosts
+   * (algo_hier.c), where a flat algorithm moves it all over the slower links */
+  if (c->nhosts > 1 && c->lmax > 1) return (coll_algo){COLL_ALGO_HIER, COLL_ALGO_RING};
   if (bytes == 0 || bytes != c->auto_bytes) {
     c->auto_algo = coll_model_pick(&c->model, c->size, bytes, c->chunk_bytes);
     c->auto_bytes = bytes;

@@ -84,6 +84,34 @@ void coll_btree_levels(int *height, int *depth, const int *parent, const int *ch
   }
 }
 
+int coll_host_index(int *host_of, const char (*hosts)[COLL_HOST_MAX], int size) {
+  int n = 0;
+  for (int r = 0; r < size; r++) {
+    int q = 0;
+    while (q < r && strncmp(hosts[q], hosts[r], COLL_HOST_MAX) != 0) q++;
+    host_of[r] = q < r ? host_of[q] : n++;
+  }
+  return n;
+}
+
+/* A counting sort by host: stable, so each host's ranks stay in rank order. */
+int coll_layout_plan(int *order, int *start, const int *host_of, int size) {
+  int n = 0;
+  for (int r = 0; r < size; r++)
+    if (host_of[r] + 1 > n) n = host_of[r] + 1;
+  for (int h = 0; h <= n; h++) start[h] = 0;
+  for (int r = 0; r < size; r++) start[host_of[r] + 1]++;
+  for (int h = 0; h < n; h++) start[h + 1] += start[h];
+  for (int h = n; h > 0; h--) start[h] = start[h - 1]; /* shift: used as fill cursors below */
+  start[0] = 0;
+  for (int r = 0; r < size; r++) order[start[host_of[r] + 1]++] = r;
+  return n;
+}
+
+void coll_hier_group(int *group, const int *order, const int *start, int nhosts, int k) {
+  for (int h = 0; h < nhosts; h++) group[h] = order[start[h] + coll_hier_owner(k, start[h + 1] - start[h])];
+}
+
 int coll_reqset_init(coll_reqset *s, coll_comm *c, int cap, coll_err *e) {
   s->c = c;
   s->n = 0;

@@ -32,6 +32,21 @@ int coll_btree(int *parent, int *child, int size, int which);
 /* Heights (0 at leaves) and depths (0 at the root) of a tree from coll_btree. */
 void coll_btree_levels(int *height, int *depth, const int *parent, const int *child, int size);
 
+/* ---- hosts: the node-aware rank order and hier's blocks ----
+ * coll_host_index: host_of[r] = rank r's host, numbered 0, 1, ... in order of first appearance
+ * in rank order; returns the host count. coll_layout_plan: order[size] lists the ranks host by
+ * host, hosts in that order and each host's ranks in rank order; host h's are order[start[h]
+ * .. start[h+1]) (start: hosts + 1 entries); returns the host count. A ring over `order`
+ * crosses each host boundary once each way (ranks 0,2 on host A and 1,3 on B: 0,2,1,3). */
+int coll_host_index(int *host_of, const char (*hosts)[COLL_HOST_MAX], int size);
+int coll_layout_plan(int *order, int *start, const int *host_of, int size);
+/* hier cuts the vector into lmax blocks (coll_block), lmax the most ranks on one host; local
+ * rank j of a host of L ranks owns the blocks k with k mod L == j, so every host has exactly one
+ * owner of each block, whatever the hosts' rank counts. coll_hier_group: group[h] = the world
+ * rank that owns block k on host h. */
+static inline int coll_hier_owner(int k, int L) { return k % L; }
+void coll_hier_group(int *group, const int *order, const int *start, int nhosts, int k);
+
 /* ---- cost model: coll_model (coll.h); formulas documented in algo_auto.c ---- */
 typedef coll_model coll_cost_model;
 #define coll_cost(a, p, bytes, chunk, m) coll_model_time((m), (a), (p), (bytes), (chunk))

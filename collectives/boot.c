@@ -94,6 +94,17 @@ static const char *boot_env(const char *name) {
   return v && *v ? v : NULL;
 }
 
+/* This rank's host as it reports it: FABENCH_HOST where set (emulated hosts: tests, emulation),
+ * else gethostname's. Addresses are still looked up by the real name (boot_first_ipv4). */
+static void boot_hostname(char *out, size_t cap) {
+  const char *h = boot_env("FABENCH_HOST");
+  out[0] = '\0';
+  if (h)
+    snprintf(out, cap, "%s", h);
+  else
+    gethostname(out, cap - 1);
+}
+
 static int boot_env_int(const char *name, int *out) {
   const char *v = boot_env(name);
   if (!v) return 0;
@@ -448,7 +459,7 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
   char rhost[256], err[512];
   int rport;
   char me[COLL_HOST_MAX] = "";
-  gethostname(me, sizeof me - 1);
+  boot_hostname(me, sizeof me);
   b->kind = COLL_BOOT_ENV;
   b->rank = rank;
   b->size = size;
@@ -575,7 +586,7 @@ static void boot_watch_stop(coll_boot *b) {
 static int boot_open_mpi(coll_boot *b, coll_err *e) {
   int inited = 0, provided;
   char me[COLL_HOST_MAX] = "";
-  gethostname(me, sizeof me - 1);
+  boot_hostname(me, sizeof me);
   /* watched from the start: MPI_Init itself waits for every rank */
   int env_rank = -1;
   boot_env_int("OMPI_COMM_WORLD_RANK", &env_rank);
@@ -686,7 +697,7 @@ int coll_boot_open(coll_boot **out, coll_boot_kind kind, int want_mpi, int timeo
     /* rank and size: ours, torchrun's, Slurm's, Open MPI's; the root: ours or torchrun's */
     int rank = -1, size = -1;
     char me[COLL_HOST_MAX] = "", rootbuf[300];
-    gethostname(me, sizeof me - 1);
+    boot_hostname(me, sizeof me);
     const char *root = boot_env("FABENCH_ROOT"), *root_var = "FABENCH_ROOT";
     const char *rvar = "FABENCH_RANK", *svar = "FABENCH_WORLD_SIZE";
     int given = boot_env_rank_size(rvar, svar, me, &rank, &size, e);

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coll_internal.h"
+#include "algo_plan.h"
 
 #if FABENCH_HAVE_MPI
 #include <mpi.h>
@@ -30,8 +30,8 @@ static const char *const coll_dtype_names[COLL_NDTYPES] = {"f32", "f64", "f16", 
 static const size_t coll_dtype_sizes[COLL_NDTYPES] = {4, 8, 2, 2, 4, 8};
 static const char *const coll_op_names[COLL_NOPS] = {"sum", "prod", "min", "max"};
 static const char *const coll_transport_names[COLL_NTRANSPORTS] = {"tcp", "mpi", "ucx", "nccl"};
-static const char *const coll_algo_names[COLL_NALGOS] = {"ring", "rhd", "rd",     "tree",
-                                                         "dtree", "ps", "native", "auto"};
+static const char *const coll_algo_names[COLL_NALGOS] = {"ring", "rhd", "rd",   "tree", "dtree",
+                                                         "ps",   "native", "auto", "hier"};
 
 size_t coll_dtype_size(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_sizes[dt] : 0; }
 const char *coll_dtype_name(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_names[dt] : "?"; }
@@ -97,10 +97,16 @@ int coll_algo_parse(const char *s, coll_algo *out) {
   name[n] = '\0';
   int i = coll_lookup(name, coll_algo_names, COLL_NALGOS);
   if (i < 0) return -1;
+  if (i == COLL_ALGO_HIER) { /* hier[:ALG], ALG a flat kind but ps (no parameter of its own) */
+    int k = colon ? coll_lookup(colon + 1, coll_algo_names, COLL_NALGOS) : COLL_ALGO_RING;
+    if (k < 0 || k == COLL_ALGO_PS || !coll_algo_flat((coll_algo_kind)k)) return -1;
+    *out = (coll_algo){COLL_ALGO_HIER, k};
+    return 0;
+  }
   out->kind = (coll_algo_kind)i;
   out->param = 0;
   if (colon) {
-    if (i != COLL_ALGO_PS) return -1; /* only ps takes a parameter */
+    if (i != COLL_ALGO_PS) return -1; /* only ps and hier take a parameter */
     char *end;
     long k = strtol(colon + 1, &end, 10);
     if (*end || end == colon + 1 || k < 1 || k > 4096) return -1;
@@ -113,16 +119,22 @@ void coll_algo_format(char *out, size_t cap, coll_algo a) {
   const char *n = a.kind < COLL_NALGOS ? coll_algo_names[a.kind] : "?";
   if (a.kind == COLL_ALGO_PS && a.param > 1)
     snprintf(out, cap, "%s:%d", n, a.param);
+  else if (a.kind == COLL_ALGO_HIER)
+    snprintf(out, cap, "%s:%s", n, a.param >= 0 && a.param < COLL_ALGO_PS ? coll_algo_names[a.param] : "?");
   else
     snprintf(out, cap, "%s", n);
 }
 
-static coll_algo_fn coll_algo_impl(coll_algo_kind k);
+/* hier's algorithm across hosts, or NULL where param names none (ps has a parameter of its own) */
+static coll_algo_fn coll_hier_across(int param) {
+  return param >= 0 && param < COLL_ALGO_PS ? coll_algo_flat((coll_algo_kind)param) : NULL;
+}
 
 int coll_algo_supported(const coll_comm *c, coll_algo a) {
   if (a.kind >= COLL_NALGOS) return 0;
   if (a.kind == COLL_ALGO_NATIVE) return c->tp->ops->allreduce != NULL;
-  return a.kind == COLL_ALGO_AUTO || coll_algo_impl(a.kind) != NULL;
+  if (a.kind == COLL_ALGO_HIER) return coll_hier_across(a.param) != NULL;
+  return a.kind == COLL_ALGO_AUTO || coll_algo_flat(a.kind) != NULL;
 }
 
 void coll_format_size(char *out, size_t cap, uint64_t bytes) {
@@ -182,6 +194,36 @@ double coll_fabric_stream_bytes(const char *fabric) {
   return n > 0 ? (double)n : 1; /* streamed at every size */
 }
 
+static void coll_comm_free_layout(coll_comm *c) {
+  free(c->node_order);
+  free(c->host_start);
+  free(c->group);
+}
+
+/* The hosts' layout from c->hosts: node order, each host's ranks, the most on one host. */
+static int coll_comm_layout(coll_comm *c) {
+  int n = c->size, *host_of = malloc(sizeof(int) * (size_t)n);
+  c->node_order = malloc(sizeof(int) * (size_t)n);
+  c->host_start = malloc(sizeof(int) * (size_t)(n + 1));
+  c->group = malloc(sizeof(int) * (size_t)n);
+  if (!host_of || !c->node_order || !c->host_start || !c->group) {
+    free(host_of);
+    return -1;
+  }
+  coll_host_index(host_of, (const char(*)[COLL_HOST_MAX])c->hosts, n);
+  c->nhosts = coll_layout_plan(c->node_order, c->host_start, host_of, n);
+  free(host_of);
+  c->lmax = 0;
+  for (int h = 0; h < c->nhosts; h++)
+    if (c->host_start[h + 1] - c->host_start[h] > c->lmax) c->lmax = c->host_start[h + 1] - c->host_start[h];
+  c->node_identity = 1;
+  for (int i = 0; i < n; i++) {
+    if (c->node_order[i] != i) c->node_identity = 0;
+    if (c->node_order[i] == c->rank) c->node_pos = i;
+  }
+  return 0;
+}
+
 int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_err *e) {
   *out = NULL;
   if (!coll_transport_built(o->transport))
@@ -213,6 +255,14 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   /* counted once every host is known: a rank compared with its own entry before filling it
    * saw only the ranks above it, so the last ranks of a crowded host spun */
   for (int r = 0; r < c->size; r++) c->local_size += !strcmp(c->hosts[r], c->hosts[c->rank]);
+  c->world_rank = c->rank;
+  c->world_size = c->size;
+  if (coll_comm_layout(c) != 0) {
+    coll_comm_free_layout(c);
+    free(c->hosts);
+    free(c);
+    return coll_fail(e, "out of memory");
+  }
   /* the host's cores, not this rank's affinity: a rank bound to one core has peers on others */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   c->oversubscribed = o->no_spin || c->local_size > (ncpu > 0 ? ncpu : 1);
@@ -232,6 +282,7 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
   default: rc = coll_fail(e, "transport '%s' is not built", coll_transport_name(o->transport)); break;
   }
   if (rc != 0) {
+    coll_comm_free_layout(c);
     free(c->hosts);
     free(c);
     return -1;
@@ -315,14 +366,26 @@ void coll_mem_free(coll_comm *c, void *p) {
 }
 
 const void *coll_peer_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]) {
-  if (!c->tp->ops->peer_ptr) return NULL;
+  if (!c->tp->ops->peer_ptr || c->view) return NULL;
   return c->tp->ops->peer_ptr(c->tp, peer, buf, bytes, where);
 }
 
-int coll_comm_rank(const coll_comm *c) { return c->rank; }
-int coll_comm_size(const coll_comm *c) { return c->size; }
+void coll_view_set(coll_comm *c, const int *map, int n, int idx) {
+  c->view = map;
+  c->rank = idx;
+  c->size = n;
+}
+
+void coll_view_clear(coll_comm *c) {
+  c->view = NULL;
+  c->rank = c->world_rank;
+  c->size = c->world_size;
+}
+
+int coll_comm_rank(const coll_comm *c) { return c->world_rank; }
+int coll_comm_size(const coll_comm *c) { return c->world_size; }
 const char *coll_comm_host(const coll_comm *c, int rank) {
-  return rank >= 0 && rank < c->size ? c->hosts[rank] : "?";
+  return rank >= 0 && rank < c->world_size ? c->hosts[rank] : "?";
 }
 int coll_comm_local_size(const coll_comm *c) { return c->local_size; }
 int coll_comm_serial_with_boot(const coll_comm *c) { return c && c->serial_with_boot; }
@@ -344,6 +407,7 @@ void coll_comm_close(coll_comm *c) {
   free(c->scratch);
   free(c->scratch2);
   free(c->reqs);
+  coll_comm_free_layout(c);
   free(c->hosts);
   free(c);
 }
@@ -390,13 +454,13 @@ coll_req *coll_reqs(coll_comm *c, size_t n, coll_err *e) {
 int coll_isend(coll_comm *c, int peer, const void *buf, size_t bytes, uint32_t tag, coll_req *r,
                coll_err *e) {
   if (peer < 0 || peer >= c->size) return coll_fail(e, "rank %d: send to invalid rank %d", c->rank, peer);
-  return c->tp->ops->isend(c->tp, peer, buf, bytes, tag, r, e);
+  return c->tp->ops->isend(c->tp, c->view ? c->view[peer] : peer, buf, bytes, tag, r, e);
 }
 
 int coll_irecv(coll_comm *c, int peer, void *buf, size_t bytes, uint32_t tag, coll_req *r,
                coll_err *e) {
   if (peer < 0 || peer >= c->size) return coll_fail(e, "rank %d: receive from invalid rank %d", c->rank, peer);
-  return c->tp->ops->irecv(c->tp, peer, buf, bytes, tag, r, e);
+  return c->tp->ops->irecv(c->tp, c->view ? c->view[peer] : peer, buf, bytes, tag, r, e);
 }
 
 int coll_waitall(coll_comm *c, coll_req *r, int n, coll_err *e) {
@@ -445,7 +509,7 @@ int coll_bcast(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e) {
   return 0;
 }
 
-static coll_algo_fn coll_algo_impl(coll_algo_kind k) {
+coll_algo_fn coll_algo_flat(coll_algo_kind k) {
   switch (k) {
   case COLL_ALGO_RING: return coll_ar_ring;
   case COLL_ALGO_RHD: return coll_ar_rhd;
@@ -469,11 +533,17 @@ int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op
       return coll_fail(e, "transport %s has no native all-reduce", c->tp->ops->name);
     return c->tp->ops->allreduce(c->tp, buf, count, dt, op, e);
   }
-  coll_algo_fn f = coll_algo_impl(algo.kind);
-  if (!f) return coll_fail(e, "unknown all-reduce algorithm");
+  coll_algo_fn f = algo.kind == COLL_ALGO_HIER ? coll_ar_hier : coll_algo_flat(algo.kind);
+  if (!f || (algo.kind == COLL_ALGO_HIER && !coll_hier_across(algo.param)))
+    return coll_fail(e, "unknown all-reduce algorithm");
+  if (c->view) return coll_fail(e, "rank %d: internal: an all-reduce inside a group view", c->world_rank);
   c->seq++;
   if (c->size == 1 || count == 0) return 0;
+  /* the flat algorithms visit the ranks host by host (ps keeps its servers on the first ranks) */
+  int ordered = !c->node_identity && algo.kind != COLL_ALGO_HIER && algo.kind != COLL_ALGO_PS;
+  if (ordered) coll_view_set(c, c->node_order, c->size, c->node_pos);
   int rc = f(c, buf, count, dt, op, algo.param, e);
+  if (ordered) coll_view_clear(c);
   if (c->tp->ops->finish && c->tp->ops->finish(c->tp, rc ? NULL : e) != 0) rc = -1;
   return rc;
 }

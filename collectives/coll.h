@@ -38,7 +38,9 @@ void coll_half_to_f32_n(float *dst, const uint16_t *src, size_t n, coll_dtype dt
 typedef enum { COLL_BOOT_AUTO, COLL_BOOT_ENV, COLL_BOOT_MPI } coll_boot_kind;
 typedef struct coll_boot coll_boot;
 
-/* AUTO: MPI when launched by mpirun/srun with MPI built in (and MPI is wanted: want_mpi),
+/* Each rank's host is gethostname's, or FABENCH_HOST where that is set (emulating several hosts
+ * on one machine, for tests and emulated runs: hier and the node-aware rank order follow it).
+ * AUTO: MPI when launched by mpirun/srun with MPI built in (and MPI is wanted: want_mpi),
  * otherwise the environment rendezvous (FABENCH_RANK/WORLD_SIZE/ROOT/TOKEN, or torchrun's
  * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, Slurm's SLURM_PROCID/NTASKS, Open MPI's
  * OMPI_COMM_WORLD_RANK/SIZE), otherwise a world of one. A launcher that started several
@@ -159,16 +161,22 @@ int coll_copy_bench(coll_comm *c, coll_copy_kind k, int peer, size_t bytes, int 
                     int64_t *bad, coll_err *e);
 
 /* ---- all-reduce ---- */
+/* hier: reduce-scatter inside each host, an all-reduce across hosts among the ranks holding the
+ * same block (param: the algorithm that runs it), all-gather inside each host (algo_hier.c).
+ * The flat algorithms but ps visit the ranks host by host (node-aware order): a ring crosses
+ * each host boundary once each way. */
 typedef enum {
   COLL_ALGO_RING, COLL_ALGO_RHD, COLL_ALGO_RD, COLL_ALGO_TREE, COLL_ALGO_DTREE,
-  COLL_ALGO_PS, COLL_ALGO_NATIVE, COLL_ALGO_AUTO, COLL_NALGOS
+  COLL_ALGO_PS, COLL_ALGO_NATIVE, COLL_ALGO_AUTO, COLL_ALGO_HIER, COLL_NALGOS
 } coll_algo_kind;
 typedef struct {
   coll_algo_kind kind;
-  int param; /* ps: number of servers (0 or 1: one) */
+  int param; /* ps: number of servers (0 or 1: one); hier: the kind across hosts (ring, rhd, rd,
+                tree or dtree; 0 is ring) */
 } coll_algo;
-int coll_algo_parse(const char *s, coll_algo *out); /* "ring", "ps:4", ... */
-/* Writes e.g. "ring" or "ps:4". */
+/* "ring", "ps:4", "hier" (= "hier:ring"), "hier:rhd", ... */
+int coll_algo_parse(const char *s, coll_algo *out);
+/* Writes e.g. "ring", "ps:4" or "hier:ring". */
 void coll_algo_format(char *out, size_t cap, coll_algo a);
 /* Can this communicator run this algorithm? (native needs a library that has one.) */
 int coll_algo_supported(const coll_comm *c, coll_algo a);
@@ -190,7 +198,8 @@ typedef struct {
 
 /* The all-reduce formulas per algorithm are documented in algo_auto.c; `auto` picks the
  * cheapest of ring, rhd, rd, tree and dtree under the communicator's model (the ring on
- * memory every rank maps is chosen from 128 KiB whatever the model says). */
+ * memory every rank maps is chosen from 128 KiB whatever the model says), but hier:ring where
+ * the ranks span several hosts and some host has more than one. */
 typedef struct coll_model {
   double alpha; /* seconds per message (start-up) */
   double beta;  /* seconds per byte on one link */
@@ -233,8 +242,8 @@ typedef struct coll_model {
 /* Order-of-magnitude defaults of a transport kind, for a communicator that was given no fit. */
 void coll_model_default(coll_model *m, coll_transport_kind kind);
 /* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
- * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native and
- * auto (no formula). Linear in alpha, beta, gamma, delta, mem and wake for fixed cache_bytes, cores,
+ * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native, auto
+ * and hier (no formula here: results/ prices hier from two fabrics). Linear in alpha, beta, gamma, delta, mem and wake for fixed cache_bytes, cores,
  * hosts, mapped and ratios beta_cpu / beta and beta_mem / beta (the fit relies on it), times
  * what the formulas miss where the model learned it (coll_model_learned). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);

@@ -162,6 +162,18 @@ struct coll_comm {
                                ends in "+nt<size>", coll_fabric_stream_bytes) */
   int ring_pieces;          /* mapped ring: pieces a step (0: its choice; FABENCH_RING_PIECES) */
   int local_size;      /* ranks on this rank's host */
+  /* The layout (algo_plan.h, coll_layout_plan): hosts numbered by first appearance in rank
+   * order; node_order[start[h] .. start[h+1]) are host h's ranks in rank order. */
+  int nhosts, lmax;    /* hosts; most ranks on one host */
+  int *node_order, *host_start;
+  int node_pos;        /* this rank's place in node_order */
+  int node_identity;   /* node_order is 0, 1, ..., size-1: the flat algorithms need no view */
+  int *group;          /* nhosts entries for hier's groups across hosts */
+  /* The group view (coll_view_set): while `view` is set, rank and size are this rank's index
+   * in a group of ranks and the group's size, and coll_isend/coll_irecv take group indices,
+   * view[i] being the world rank of index i. world_rank and world_size stay the world's. */
+  const int *view;
+  int world_rank, world_size;
   int oversubscribed;  /* more ranks than cores on this host, or no_spin: transports must not spin */
   int serial_with_boot; /* mpi over an MPI bootstrap: one library, one thread at a time */
   char (*hosts)[COLL_HOST_MAX]; /* size entries */
@@ -191,8 +203,16 @@ void coll_reduce2(void *inout, void *out2, const void *in, size_t count, coll_dt
 /* inout = in (op) inout: the result where the right operand was (reduce.c). */
 void coll_reduce_rev(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op);
 
-/* The transport's peer_ptr, or NULL when it has none. */
+/* The transport's peer_ptr, or NULL when it has none, and NULL in a group view: the mapped
+ * ring's tokens and a device's marks belong to the world's ring, so a group goes by messages. */
 const void *coll_peer_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]);
+
+/* Runs the algorithms on a group of ranks as if it were the whole communicator: map[i] is the
+ * world rank of group index i (n of them; this rank is map[idx]). The communicator's rank and
+ * size become idx and n until coll_view_clear. Views do not nest: map holds world ranks. Every
+ * member must enter the same group with the same map, and with a c->seq of its own (coll_tag). */
+void coll_view_set(coll_comm *c, const int *map, int n, int idx);
+void coll_view_clear(coll_comm *c);
 
 /* coll_reduce and memcpy on the communicator's memory (the device's, for nccl). */
 static inline void coll_creduce(coll_comm *c, void *inout, const void *in, size_t count,
@@ -248,6 +268,11 @@ int coll_ar_dtree(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op 
                   coll_err *e);
 int coll_ar_ps(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
                coll_err *e);
+/* param: the kind across hosts (coll_algo's). Sets c->seq itself (several sub-steps). */
+int coll_ar_hier(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,
+                 coll_err *e);
+/* The algorithm of a flat kind (ring, rhd, rd, tree, dtree, ps), or NULL (coll.c). */
+coll_algo_fn coll_algo_flat(coll_algo_kind k);
 /* auto: returns the algorithm it would run for this size on buf (the ring on a mapped one). */
 coll_algo coll_auto_choose(coll_comm *c, const void *buf, size_t bytes);
 

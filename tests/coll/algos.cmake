@@ -7,6 +7,25 @@ foreach(algo rhd rd tree dtree ps)
 endforeach()
 fabench_allreduce_test(tcp ps:4 ARGS --ranks 2,3,4,5,8)
 fabench_allreduce_test(tcp auto ARGS --ranks 1,3,4,8)
+# Several hosts, emulated (FABENCH_HOST per rank, a letter a rank): hier on 2 hosts x 2 ranks,
+# 3x2, 2x3, 4x1, 1x4, hosts of 3,1,2 ranks (contiguous, and with one host's ranks spread out),
+# 4 + 1 (the lone rank owns every block) and round-robin, with each algorithm across hosts, at a
+# smaller large count (it is most of a group's time; the uneven layouts also at the full one);
+# the flat algorithms in node-aware order where hosts interleave; auto picks hier where it should.
+set(_layouts AABB,AABBCC,AAABBB,ABCD,AAAA,AAABCC,ABACCA,AAAAB,ABAB)
+fabench_allreduce_test(tcp hier NAME coll_allreduce_tcp_hier_uneven_big ARGS --layouts ABACCA,AAAAB)
+foreach(algo ring rhd tree)
+  fabench_allreduce_test(tcp hier:${algo} NAME coll_allreduce_tcp_hier_${algo}_layouts
+                         ARGS --layouts ${_layouts} --big 65537)
+endforeach()
+foreach(algo rd dtree)
+  fabench_allreduce_test(tcp hier:${algo} NAME coll_allreduce_tcp_hier_${algo}_layouts
+                         ARGS --layouts ABACCA,AAAAB --big 65537)
+endforeach()
+foreach(algo ring rhd tree)
+  fabench_allreduce_test(tcp ${algo} NAME coll_allreduce_tcp_${algo}_layouts ARGS --layouts ABAB,ABACCA --big 65537)
+endforeach()
+fabench_allreduce_test(tcp auto NAME coll_allreduce_tcp_auto_layouts ARGS --layouts ABACCA,ABCD,AAAA --big 65537)
 fabench_test(test_algo_plan SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_algo_plan.c
              LIBS fabench_collectives LABELS coll TIMEOUT 60)
 fabench_test(test_algo_identical SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_algo_identical.c

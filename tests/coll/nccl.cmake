@@ -3,7 +3,8 @@
 # reads its neighbour's block in place (--mapped yes), its steps ordered by interprocess events
 # and its last reduce-scatter step writing into the right's copy; _pieces cuts each step in 3
 # (the tests' sizes are below those that the ring cuts itself); _hostwait is the same ring
-# where the events are refused (each step waited for on the host). Without a CUDA device each
+# where the events are refused (each step waited for on the host); hier on one host is its
+# steps within a host, by messages. Without a CUDA device each
 # test prints one SKIP line and exits 77.
 if(FABENCH_BUILD_NCCL)
   fabench_allreduce_test(nccl native ARGS --ranks 1 TIMEOUT 300)
@@ -12,7 +13,7 @@ if(FABENCH_BUILD_NCCL)
                          ARGS --ranks 2,3,4 --mem comm --mapped yes TIMEOUT 600)
   fabench_allreduce_test(nccl ring NAME coll_allreduce_nccl_ring_hostwait ENV "FABENCH_IPC_EVENTS=0"
                          ARGS --ranks 2,3 --mem comm --mapped yes TIMEOUT 600)
-  foreach(algo rhd rd tree dtree ps ps:2 auto)
+  foreach(algo rhd rd tree dtree ps ps:2 auto hier)
     string(REPLACE ":" "_" _n "${algo}")
     fabench_allreduce_test(nccl ${algo} NAME coll_allreduce_nccl_${_n} ARGS --ranks 1,2,3,4 --mem comm TIMEOUT 600)
   endforeach()

@@ -4,7 +4,9 @@
  * ranks over tcp, small chunks (so the pipelined algorithms run many steps), every floating
  * dtype and every algorithm: each rank hashes its result, the hashes are all-gathered and must
  * agree; the result must also be close to a reference sum computed here in double. A last case
- * flips one bit on one rank and must be caught, so the comparison itself is tested. */
+ * flips one bit on one rank and must be caught, so the comparison itself is tested. Then the
+ * same on emulated hosts (FABENCH_HOST, a letter a rank: ABACCA is hosts of 3, 1 and 2 ranks,
+ * A's spread out), where hier runs all three phases and the flat algorithms go in node order. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,7 +28,8 @@
 
 #define COUNT 30011
 
-static const char *const algos[] = {"ring", "rhd", "rd", "tree", "dtree", "ps", "ps:2", "auto"};
+static const char *const algos[] = {"ring", "rhd",  "rd",       "tree",      "dtree",    "ps",
+                                    "ps:2", "auto", "hier:ring", "hier:rhd", "hier:tree"};
 
 static double value(int rank, size_t i) {
   uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(rank + 7) * 0xC2B2AE3D27D4EB4Full;
@@ -143,8 +146,14 @@ static int rank_main(void) {
 /* A port the kernel just handed out, so that tests running at the same time do not collide
  * on a port derived from the pid (it is closed again before rank 0 binds it: a small window). */
 
+typedef struct {
+  int n;
+  const char *layout; /* each rank's host, a letter a rank, or NULL: one host */
+} ident_case;
+
 static void test_ranks(void **state) {
-  int n = *(int *)*state;
+  const ident_case *k = *state;
+  int n = k->n;
   char tok[32];
   int pn = test_free_port();
   assert_true(pn > 0);
@@ -155,6 +164,12 @@ static void test_ranks(void **state) {
     assert_true(p >= 0);
     if (p == 0) {
       test_rank_env(r, n, pn, tok);
+      if (k->layout) {
+        char host[16];
+        snprintf(host, sizeof host, "host-%c", k->layout[r]);
+        setenv("FABENCH_HOST", host, 1);
+        setenv("FABENCH_BIND_ADDR", "127.0.0.1", 1);
+      }
       _exit(rank_main());
     }
     pids[r] = p;
@@ -164,11 +179,11 @@ static void test_ranks(void **state) {
 }
 
 int main(void) {
-  static int sizes[] = {3, 4, 5};
+  static ident_case cases[] = {{3, NULL}, {4, NULL}, {5, NULL}, {6, "ABACCA"}, {5, "AAAAB"}, {4, "ABAB"}};
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_prestate(test_ranks, &sizes[0]),
-      cmocka_unit_test_prestate(test_ranks, &sizes[1]),
-      cmocka_unit_test_prestate(test_ranks, &sizes[2]),
+      cmocka_unit_test_prestate(test_ranks, &cases[0]), cmocka_unit_test_prestate(test_ranks, &cases[1]),
+      cmocka_unit_test_prestate(test_ranks, &cases[2]), cmocka_unit_test_prestate(test_ranks, &cases[3]),
+      cmocka_unit_test_prestate(test_ranks, &cases[4]), cmocka_unit_test_prestate(test_ranks, &cases[5]),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,11 +157,115 @@ static void test_cost_model(void **state) {
   assert_true(s.alpha < t.alpha);
 }
 
+/* Hosts of a layout string, one letter a rank ("ABAB": 0 and 2 on host A), as names. */
+static int layout_hosts(char (*hosts)[COLL_HOST_MAX], const char *layout) {
+  int n = (int)strlen(layout);
+  for (int r = 0; r < n; r++) snprintf(hosts[r], COLL_HOST_MAX, "node-%c", layout[r]);
+  return n;
+}
+
+/* Times a ring over order steps from one host to another (the last rank back to the first
+ * included). */
+static int ring_crossings(const int *order, const char (*hosts)[COLL_HOST_MAX], int n) {
+  int x = 0;
+  for (int i = 0; i < n; i++) x += strcmp(hosts[order[i]], hosts[order[(i + 1) % n]]) != 0;
+  return x;
+}
+
+static void test_node_order(void **state) {
+  (void)state;
+  char hosts[MAXP][COLL_HOST_MAX];
+  int host_of[MAXP], order[MAXP], start[MAXP + 1];
+  /* round-robin over two hosts: the ring visits 0,2,1,3 */
+  int n = layout_hosts(hosts, "ABAB");
+  assert_int_equal(coll_host_index(host_of, (const char(*)[COLL_HOST_MAX])hosts, n), 2);
+  assert_int_equal(coll_layout_plan(order, start, host_of, n), 2);
+  static const int want[] = {0, 2, 1, 3};
+  for (int i = 0; i < 4; i++) assert_int_equal(order[i], want[i]);
+  assert_int_equal(start[0], 0), assert_int_equal(start[1], 2), assert_int_equal(start[2], 4);
+  /* hosts numbered by first appearance: C (rank 1) is host 1 */
+  n = layout_hosts(hosts, "ACCABA");
+  assert_int_equal(coll_host_index(host_of, (const char(*)[COLL_HOST_MAX])hosts, n), 3);
+  static const int want_h[] = {0, 1, 1, 0, 2, 0}, want_o[] = {0, 3, 5, 1, 2, 4};
+  assert_int_equal(coll_layout_plan(order, start, host_of, n), 3);
+  for (int i = 0; i < n; i++) assert_int_equal(host_of[i], want_h[i]), assert_int_equal(order[i], want_o[i]);
+  /* random layouts: a permutation, each host's ranks together and in rank order, so a ring
+   * over it crosses each boundary once each way: one crossing a host (none on one host) */
+  unsigned x = 12345;
+  for (int t = 0; t < 2000; t++) {
+    x = x * 1103515245u + 12345u;
+    n = 1 + (int)((x >> 8) % 40);
+    int nh = 1 + (int)((x >> 20) % 6);
+    char lay[64];
+    for (int r = 0; r < n; r++) x = x * 1103515245u + 12345u, lay[r] = (char)('A' + (x >> 16) % (unsigned)nh);
+    lay[n] = '\0';
+    layout_hosts(hosts, lay);
+    int h = coll_host_index(host_of, (const char(*)[COLL_HOST_MAX])hosts, n);
+    assert_int_equal(coll_layout_plan(order, start, host_of, n), h);
+    int seen[64] = {0};
+    for (int i = 0; i < n; i++) seen[order[i]]++;
+    for (int r = 0; r < n; r++) assert_int_equal(seen[r], 1);
+    assert_int_equal(start[0], 0), assert_int_equal(start[h], n);
+    for (int k = 0; k < h; k++)
+      for (int i = start[k]; i < start[k + 1]; i++) {
+        assert_int_equal(host_of[order[i]], k);
+        if (i > start[k]) assert_true(order[i] > order[i - 1]);
+      }
+    if (ring_crossings(order, (const char(*)[COLL_HOST_MAX])hosts, n) != (h > 1 ? h : 0))
+      fail_msg("layout %s: the ring crosses hosts %d times, want %d", lay,
+               ring_crossings(order, (const char(*)[COLL_HOST_MAX])hosts, n), h > 1 ? h : 0);
+  }
+}
+
+/* hier's blocks: on every host each of the lmax blocks has exactly one owner, local rank
+ * k mod L; the group of block k holds one rank of each host, in host order. */
+static void test_hier_blocks(void **state) {
+  (void)state;
+  static const char *const layouts[] = {"AABB", "AAABCC", "ABACCA", "AAAAB", "ABCD", "AAAA", "BAABBBCA"};
+  char hosts[MAXP][COLL_HOST_MAX];
+  int host_of[MAXP], order[MAXP], start[MAXP + 1], group[MAXP];
+  for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+    int n = layout_hosts(hosts, layouts[l]);
+    coll_host_index(host_of, (const char(*)[COLL_HOST_MAX])hosts, n);
+    int nh = coll_layout_plan(order, start, host_of, n), lmax = 0;
+    for (int h = 0; h < nh; h++)
+      if (start[h + 1] - start[h] > lmax) lmax = start[h + 1] - start[h];
+    int owned[MAXP] = {0};
+    for (int k = 0; k < lmax; k++) {
+      coll_hier_group(group, order, start, nh, k);
+      for (int h = 0; h < nh; h++) {
+        assert_int_equal(host_of[group[h]], h);
+        /* the owner is the host's local rank k mod L: the one its reduce-scatter gives block k */
+        int L = start[h + 1] - start[h], j = 0;
+        while (order[start[h] + j] != group[h]) j++;
+        assert_int_equal(j, k % L);
+        owned[group[h]]++;
+      }
+    }
+    /* and so every rank owns a block, the ranks of a host as evenly as lmax allows */
+    for (int h = 0; h < nh; h++)
+      for (int i = start[h]; i < start[h + 1]; i++) {
+        int L = start[h + 1] - start[h];
+        assert_true(owned[order[i]] == lmax / L || owned[order[i]] == (lmax + L - 1) / L);
+      }
+  }
+  /* 4 + 1: the lone rank owns all four blocks, with a different partner for each */
+  int n = layout_hosts(hosts, "AAAAB");
+  coll_host_index(host_of, (const char(*)[COLL_HOST_MAX])hosts, n);
+  int nh = coll_layout_plan(order, start, host_of, n);
+  for (int k = 0; k < 4; k++) {
+    coll_hier_group(group, order, start, nh, k);
+    assert_int_equal(group[0], k), assert_int_equal(group[1], 4);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fold),
       cmocka_unit_test(test_trees),
       cmocka_unit_test(test_cost_model),
+      cmocka_unit_test(test_node_order),
+      cmocka_unit_test(test_hier_blocks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,12 @@
 /* Multi-process all-reduce test: for rank counts 1..8, every dtype and op, and the counts
  * {0, 1, 2, 7, ranks-1, 1000003}, each rank checks every element against a reference computed
  * here, independently of the collectives (own generator, own arithmetic).
- * usage: test_allreduce --transport T --algo A [--ranks 1,2,...] [--big N] [--mem comm]
- *        [--mapped yes|no] [--idle yes]
+ * usage: test_allreduce --transport T --algo A [--ranks 1,2,...] [--layouts AABB,ABAB,...]
+ *        [--big N] [--mem comm] [--mapped yes|no] [--idle yes]
+ * --layouts: instead of rank counts, groups whose ranks report hosts (FABENCH_HOST) by letter:
+ * ABAB is 4 ranks, 0 and 2 on host A, 1 and 3 on host B. Each rank checks that the communicator
+ * sees its host's rank count, and auto that it picks hier exactly where the layout has several
+ * hosts and a host of several ranks.
  * --idle yes: instead, each group checks that a no_spin rank waiting for a late peer sleeps.
  * --mem comm: the buffer comes from coll_mem_alloc (on ucx, memory the peers map); --mapped:
  * the fabric must (yes) or must not (no) say that the peers mapped it, so the test knows which
@@ -29,7 +33,7 @@
 
 typedef struct {
   const char *transport, *algo;
-  int ranks[16], nranks;
+  const char *layout; /* this rank's group's hosts, one letter a rank (TEST_AR_LAYOUT), or NULL */
   size_t big;
   int mem_comm, mapped; /* mapped: 1 yes, 0 no, -1 unchecked */
   char self[4096];
@@ -162,6 +166,25 @@ static long run_rank(const test_cfg *cfg) {
   if (streams) o.tcp_streams = atoi(streams);
   if (open_rank(cfg, &o, &b, &c, &algo)) return -1;
   int n = coll_comm_size(c), me = coll_comm_rank(c);
+  int want_hier = -1; /* auto on a layout: hier or not (-1: unchecked) */
+  if (cfg->layout) {
+    int mine = 0, hosts = 0, crowded = 0;
+    for (int r = 0; r < n; r++) {
+      int on = 0, first = 1;
+      for (int q = 0; q < n; q++) on += cfg->layout[q] == cfg->layout[r];
+      for (int q = 0; q < r; q++) first &= cfg->layout[q] != cfg->layout[r];
+      hosts += first, crowded |= on > 1;
+      if (r == me) mine = on;
+    }
+    if ((size_t)n != strlen(cfg->layout) || coll_comm_local_size(c) != mine) {
+      fprintf(stderr, "rank %d of %d: layout %s: %d rank(s) on this host, want %d\n", me, n, cfg->layout,
+              coll_comm_local_size(c), mine);
+      coll_comm_close(c);
+      coll_boot_close(b);
+      return -1;
+    }
+    if (algo.kind == COLL_ALGO_AUTO) want_hier = hosts > 1 && crowded;
+  }
   size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big};
   size_t maxc = cfg->big > 7 ? cfg->big : 7;
   int dev = coll_comm_device(c) >= 0;
@@ -206,6 +229,13 @@ static long run_rank(const test_cfg *cfg) {
           char rn[32], an[32];
           coll_algo_format(rn, sizeof rn, ran), coll_algo_format(an, sizeof an, asked);
           fprintf(stderr, "rank %d of %d: ran %s, want %s\n", me, n, rn, an);
+          bad = -1;
+          break;
+        }
+        if (want_hier >= 0 && cnt > 0 && (ran.kind == COLL_ALGO_HIER) != want_hier) {
+          char rn[32];
+          coll_algo_format(rn, sizeof rn, ran);
+          fprintf(stderr, "rank %d: auto on layout %s ran %s\n", me, cfg->layout, rn);
           bad = -1;
           break;
         }
@@ -280,8 +310,9 @@ static int child_main(const test_cfg *cfg) {
   return bad == 0 ? 0 : 1;
 }
 
-/* Starts n ranks and returns how many failed (a group that outlives its deadline is killed). */
-static int run_group(const test_cfg *cfg, int n) {
+/* Starts n ranks and returns how many failed (a group that outlives its deadline is killed).
+ * layout (or NULL): each rank's host, a letter a rank. */
+static int run_group(const test_cfg *cfg, int n, const char *layout) {
   pid_t pids[64];
   int np = 0;
   /* a port the kernel just handed out, so concurrent tests do not collide */
@@ -313,6 +344,14 @@ static int run_group(const test_cfg *cfg, int n) {
       pid_t p = fork();
       if (p == 0) {
         test_rank_env(r, n, port, tok);
+        if (layout) {
+          char host[16];
+          snprintf(host, sizeof host, "host-%c", layout[r]);
+          setenv("FABENCH_HOST", host, 1);
+          setenv("FABENCH_BIND_ADDR", "127.0.0.1", 1); /* the hosts are one */
+          setenv("TEST_AR_LAYOUT", layout, 1);
+        }
+        if (getenv("TEST_AR_LAYOUT")) cfg_g.layout = getenv("TEST_AR_LAYOUT");
         _exit(child_main(cfg));
       }
       pids[np++] = p;
@@ -321,11 +360,18 @@ static int run_group(const test_cfg *cfg, int n) {
   return test_wait_ranks(pids, np, 240);
 }
 
+typedef struct {
+  int n;
+  char layout[64]; /* "" for a plain group of n ranks */
+} test_group_def;
+
 static void test_group(void **state) {
-  int n = *(int *)*state;
-  char name[64];
-  snprintf(name, sizeof name, "%s/%s ranks=%d", cfg_g.transport, cfg_g.algo, n);
-  int failed = run_group(&cfg_g, n);
+  const test_group_def *g = *state;
+  char name[96];
+  snprintf(name, sizeof name, "%s/%s %s%s", cfg_g.transport, cfg_g.algo, *g->layout ? "layout " : "ranks=",
+           *g->layout ? g->layout : "");
+  if (!*g->layout) snprintf(name + strlen(name), sizeof name - strlen(name), "%d", g->n);
+  int failed = run_group(&cfg_g, g->n, *g->layout ? g->layout : NULL);
   if (failed) fail_msg("%s: %d rank(s) failed", name, failed);
 }
 
@@ -335,11 +381,12 @@ int main(int argc, char **argv) {
   cfg->algo = "ring";
   cfg->big = 1000003;
   cfg->mapped = -1;
-  const char *ranks = "1,2,3,4,5,6,7,8";
+  const char *ranks = "1,2,3,4,5,6,7,8", *layouts = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--transport")) cfg->transport = argv[i + 1];
     else if (!strcmp(argv[i], "--algo")) cfg->algo = argv[i + 1];
     else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
+    else if (!strcmp(argv[i], "--layouts")) layouts = argv[i + 1];
     else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--mem")) cfg->mem_comm = !strcmp(argv[i + 1], "comm");
     else if (!strcmp(argv[i], "--mapped")) cfg->mapped = !strcmp(argv[i + 1], "yes");
@@ -378,14 +425,24 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (WEXITSTATUS(pst) == 77) return 77;
-  char *list = strdup(ranks), *save = NULL;
-  static int vals[16];
+  if (layouts && !strcmp(cfg->transport, "mpi")) {
+    printf("--layouts: forked transports only (tcp, ucx)\n");
+    return 1;
+  }
+  char *list = strdup(layouts ? layouts : ranks), *save = NULL;
+  static test_group_def vals[16];
   struct CMUnitTest tests[16];
   int nt = 0;
-  static char names[16][64];
+  static char names[16][96];
   for (char *t = strtok_r(list, ",", &save); t && nt < 16; t = strtok_r(NULL, ",", &save)) {
-    vals[nt] = atoi(t);
-    snprintf(names[nt], sizeof names[nt], "%s_%s_ranks%d", cfg->transport, cfg->algo, vals[nt]);
+    if (layouts) {
+      snprintf(vals[nt].layout, sizeof vals[nt].layout, "%s", t);
+      vals[nt].n = (int)strlen(vals[nt].layout);
+      snprintf(names[nt], sizeof names[nt], "%s_%s_%s", cfg->transport, cfg->algo, vals[nt].layout);
+    } else {
+      vals[nt].n = atoi(t);
+      snprintf(names[nt], sizeof names[nt], "%s_%s_ranks%d", cfg->transport, cfg->algo, vals[nt].n);
+    }
     tests[nt] = (struct CMUnitTest){names[nt], test_group, NULL, NULL, &vals[nt]};
     nt++;
   }

@@ -318,6 +318,24 @@ static void test_parsing(void **st) {
   assert_int_equal(coll_algo_parse("ring:2", &a), -1);
   assert_int_equal(coll_algo_parse("bogus", &a), -1);
   assert_int_equal(coll_algo_parse("", &a), -1);
+  /* hier names its algorithm across hosts; plain hier is hier:ring, and says so */
+  static const struct {
+    const char *in, *out;
+    int across;
+  } hier[] = {{"hier", "hier:ring", COLL_ALGO_RING}, {"hier:ring", "hier:ring", COLL_ALGO_RING},
+              {"hier:rhd", "hier:rhd", COLL_ALGO_RHD}, {"hier:rd", "hier:rd", COLL_ALGO_RD},
+              {"hier:tree", "hier:tree", COLL_ALGO_TREE}, {"hier:dtree", "hier:dtree", COLL_ALGO_DTREE}};
+  for (size_t i = 0; i < sizeof hier / sizeof hier[0]; i++) {
+    assert_int_equal(coll_algo_parse(hier[i].in, &a), 0);
+    assert_int_equal(a.kind, COLL_ALGO_HIER);
+    assert_int_equal(a.param, hier[i].across);
+    coll_algo_format(buf, sizeof buf, a);
+    assert_string_equal(buf, hier[i].out);
+  }
+  static const char *const bad_hier[] = {"hier:", "hier:ps", "hier:ps:2", "hier:hier", "hier:auto",
+                                         "hier:native", "hier:bogus", "hier:ring:2"};
+  for (size_t i = 0; i < sizeof bad_hier / sizeof bad_hier[0]; i++)
+    if (coll_algo_parse(bad_hier[i], &a) != -1) fail_msg("'%s' was accepted", bad_hier[i]);
   coll_dtype d;
   assert_int_equal(coll_dtype_parse("bf16", &d), 0);
   assert_int_equal(d, COLL_BF16);
