@@ -381,8 +381,10 @@ static int pr_lists(const pr_opts *o, int *ranks, int *nranks, pr_algo *al, int 
     const char *a = items[i];
     al[i].hier = !strncmp(a, "hier:", 5);
     if (coll_algo_parse(a + (al[i].hier ? 5 : 0), &al[i].algo) || al[i].algo.kind == COLL_ALGO_NATIVE ||
-        al[i].algo.kind == COLL_ALGO_AUTO)
+        al[i].algo.kind == COLL_ALGO_AUTO || (al[i].hier && al[i].algo.kind == COLL_ALGO_HIER))
       rc = bench_usage_error(pr_usage, "--algo: '%s' has no cost formula (ring, rhd, rd, tree, dtree, ps, ps:K, hier:ALG)", a);
+    else if (al[i].algo.kind == COLL_ALGO_HIER) /* plain "hier" is hier:ring */
+      al[i].hier = 1, al[i].algo = (coll_algo){(coll_algo_kind)al[i].algo.param, 0};
     snprintf(al[i].name, sizeof al[i].name, "%s", a);
   }
   free(store);
