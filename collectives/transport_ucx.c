@@ -13,7 +13,10 @@
  * rendezvous over tcp waits for a receiver's reply that queues behind the bulk data going the
  * other way on the same stream. At emulated 1 Gbit/s, 4 ranks, 1 MiB, rhd took 20.3 ms with
  * rendezvous and 12.7 eager, as our tcp transport does; over shared memory eager is the slower
- * (rhd 16 MiB at 2 ranks 6.7 ms against 9.1), so the rule is for tcp-only contexts. */
+ * (rhd 16 MiB at 2 ranks 6.7 ms against 9.1), so the rule is for contexts whose only network
+ * is tcp: where every peer is on this host, only for tcp-only contexts; where some peer is on
+ * another host (reached by tcp), also beside shared memory, since there the bulk of a large
+ * call crosses tcp. */
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -626,7 +629,9 @@ static const void *ucx_peer_ptr(coll_transport *t, int peer, const void *buf, si
 }
 
 /* Does the context reach other processes through tcp only (its resources, self apart)? */
-static int ucx_tcp_only(ucp_context_h ctx) {
+/* Is tcp the context's only network transport? Shared memory ones (sysv, posix, cma, knem,
+ * xpmem) and self count as no network; sm gets 1 where there is one. */
+static int ucx_tcp_only(ucp_context_h ctx, int *sm) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
@@ -634,14 +639,20 @@ static int ucx_tcp_only(ucp_context_h ctx) {
   ucp_context_print_info(ctx, f);
   fclose(f);
   int tcp = 0, other = 0;
+  static const char *const shm[] = {"sysv/", "posix/", "cma/", "knem/", "xpmem/", NULL};
+  *sm = 0;
   /* "#      resource 1  :  md 1  dev 1  flags -- tcp/eth0" */
   for (char *line = text; line && (line = strstr(line, "resource ")); line++) {
     char *tl = strstr(line, "-- ");
     char *eol = strchr(line, '\n');
     if (!tl || (eol && tl > eol)) continue;
     tl += 3;
+    int is_sm = 0;
+    for (int i = 0; shm[i]; i++) is_sm |= !strncmp(tl, shm[i], strlen(shm[i]));
     if (!strncmp(tl, "tcp/", 4))
       tcp = 1;
+    else if (is_sm)
+      *sm = 1;
     else if (strncmp(tl, "self/", 5))
       other = 1;
   }
@@ -807,7 +818,9 @@ static int ucx_open_context(ucx_open_ctx *x, coll_err *e) {
                      .mt_workers_shared = 0};
   st = ucp_init(&pp, cfg, &u->ctx);
   u->base.rendezvous = 1;
-  if (st == UCS_OK && !getenv("UCX_RNDV_THRESH") && ucx_tcp_only(u->ctx)) {
+  int remote = 0, sm = 0; /* a peer on another host */
+  for (int r = 0; r < x->size; r++) remote |= strcmp(coll_comm_host(x->c, r), coll_comm_host(x->c, x->rank)) != 0;
+  if (st == UCS_OK && !getenv("UCX_RNDV_THRESH") && ucx_tcp_only(u->ctx, &sm) && (!sm || remote)) {
     ucp_cleanup(u->ctx);
     u->base.rendezvous = ucp_config_modify(cfg, "RNDV_THRESH", "inf") != UCS_OK;
     st = ucp_init(&pp, cfg, &u->ctx);
