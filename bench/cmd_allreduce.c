@@ -627,8 +627,8 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   if (x->load) row.compute_loss = k->loss;
   const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk),
                                               coll_boot_host_count(x->boot), row.topo_hash);
-  if (fm) {
-    row.t_pred_us = coll_model_time(&fm->m, k->ran, x->size, nbytes, coll_comm_chunk(k->c)) * 1e6;
+  if (fm) { /* one fabric, or on a cluster both levels */
+    row.t_pred_us = res_allreduce_row_time(&x->model, &row) * 1e6;
     if (isfinite(row.t_pred_us) && row.t_pred_us > 0) row.pred_err = (st.p50 - row.t_pred_us) / row.t_pred_us;
   } else if (x->model.n && !(x->model_missed & (1u << k->tk))) {
     /* said once per transport: rows without t_pred_us would pass for a run checked against it */

@@ -320,6 +320,11 @@ static double rp_pred_us_ex(const rp_ctx *x, const res_allreduce_row *r, double 
   const char *an = *r->algo_ran ? r->algo_ran : r->algo;
   /* a row measured beside a load (compute_loss) is not the link's time the model predicts */
   if (!f || coll_algo_parse(an, &a) || isfinite(r->compute_loss)) return NAN;
+  if (!res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks)) { /* a cluster's two levels */
+    double t = res_allreduce_row_time(&x->model, r) * 1e6;
+    if (formulas) *formulas = t, *at = 0;
+    return isfinite(t) && t > 0 ? t : NAN;
+  }
   double t = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
   if (formulas) {
     *formulas = t / coll_model_learned(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);

@@ -266,6 +266,30 @@ typedef struct {
 /* Seconds of one all-reduce of `bytes` under the spec. A flat run over several nodes is
  * bound by the inter-node fabric (every ring crosses it). */
 double res_allreduce_time(const res_ar_spec *s, double bytes);
+/* The model's seconds for an all-reduce row (its algo_ran, else its algo): one fabric's
+ * (coll_model_time) where the row measures one, both levels' (res_allreduce_time from
+ * res_model_levels) where it ran across hosts of several ranks; NaN without the fabrics, and
+ * for native and auto. */
+double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r);
+/* Does a row of algorithm a measure one fabric that the formulas price (not native, auto or
+ * hier; on host_count hosts of at most ranks_per_host ranks, not two fabrics at once: several
+ * hosts with several ranks each)? What fit learns from, and checks. */
+int res_row_one_fabric(coll_algo a, int64_t host_count, int64_t ranks_per_host, int64_t ranks);
+/* The fabrics that price a row of `fabric` and transport on host_count hosts of ranks_per_host
+ * ranks (0: ranks / host_count): *inter the row's own fabric (res_model_find); where there are
+ * several hosts with several ranks each, also *intra, the same transport's fit on one host of
+ * this machine (topo), not an emulated link, unmapped memory preferred (the ranks of one host
+ * of a cluster map no buffers: algo_hier.c); else *intra NULL. 0, or -1 where the row's fabric
+ * or the intra-node one is missing. */
+int res_model_levels(const res_model *m, const char *fabric, const char *transport, int host_count,
+                     int ranks_per_host, int ranks, const char *topo, const res_fabric_model **intra,
+                     const res_fabric_model **inter);
+/* The spec of a row's all-reduce of algorithm a on ranks over host_count hosts of
+ * ranks_per_host (0: ranks / host_count) from res_model_levels' two fabrics: hier as the
+ * two-level algorithm where there are both, else as the ring on one host or its algorithm across
+ * hosts of one rank each. 0, or -1 where a has no formula (native, auto). */
+int res_ar_spec_for(res_ar_spec *s, const res_fabric_model *intra, const res_fabric_model *inter, coll_algo a,
+                    int ranks, int host_count, int ranks_per_host);
 
 typedef struct {
   double bytes;    /* the bucket's gradients */

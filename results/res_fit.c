@@ -213,7 +213,8 @@ static void rf_learn(res_fabric_model *f) {
     const res_resid *r = &f->resid[i];
     coll_algo a;
     if (r->outlier || !(r->resid > -1) || !isfinite(r->resid) || r->bytes <= 0 || r->ranks < 2 ||
-        coll_algo_parse(r->algo, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
+        coll_algo_parse(r->algo, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO ||
+        a.kind == COLL_ALGO_HIER)
       continue;
     int c = 0;
     while (c < m->ncurves && !(m->curve[c].ranks == r->ranks && m->curve[c].algo.kind == a.kind &&
@@ -626,7 +627,9 @@ static size_t rf_cell_points(rf_work *w, const res_rows *ar, size_t i, const res
     if (r->bytes < short_below) continue;
     coll_algo a;
     const char *an = *r->algo_ran ? r->algo_ran : r->algo;
-    if (coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
+    /* one fabric per row: not native, auto or hier, nor a cluster's flat rows crossing both
+     * levels (the levels are fitted apart: on one host, and across hosts of one rank) */
+    if (coll_algo_parse(an, &a) || !res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks))
       continue;
     if (r->errors || r->ranks < 2 || r->bytes <= 0 || r->bytes < o->min_bytes || !(r->t_p50_us > 0)) continue;
     if (isfinite(r->compute_loss)) continue; /* measured beside a load: not the link's times */
@@ -942,6 +945,45 @@ const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
     if (score > best_score) best = f, best_score = score;
   }
   return best;
+}
+
+int res_row_one_fabric(coll_algo a, int64_t host_count, int64_t ranks_per_host, int64_t ranks) {
+  if (a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO || a.kind == COLL_ALGO_HIER) return 0;
+  int64_t ppn = ranks_per_host > 0 ? ranks_per_host : host_count > 0 ? (ranks + host_count - 1) / host_count : ranks;
+  return host_count <= 1 || ppn <= 1;
+}
+
+int res_model_levels(const res_model *m, const char *fabric, const char *transport, int host_count,
+                     int ranks_per_host, int ranks, const char *topo, const res_fabric_model **intra,
+                     const res_fabric_model **inter) {
+  *intra = NULL;
+  *inter = m && fabric ? res_model_find(m, fabric, transport, host_count, topo) : NULL;
+  if (!*inter) return -1;
+  int ppn = ranks_per_host > 0 ? ranks_per_host : host_count > 0 ? (ranks + host_count - 1) / host_count : ranks;
+  if (host_count <= 1 || ppn <= 1) return 0;
+  int best = -1;
+  for (size_t i = 0; i < m->n; i++) {
+    const res_fabric_model *f = &m->f[i];
+    if (f->host_count > 1 || !strncmp(f->fabric, "emu-", 4) || (transport && strcmp(f->transport, transport)))
+      continue;
+    int score = 2 * (topo && *topo && !strcmp(f->topo, topo)) + !f->m.mapped;
+    if (score > best) *intra = f, best = score;
+  }
+  return *intra ? 0 : -1;
+}
+
+int res_ar_spec_for(res_ar_spec *s, const res_fabric_model *intra, const res_fabric_model *inter, coll_algo a,
+                    int ranks, int host_count, int ranks_per_host) {
+  if (a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO || !inter) return -1;
+  int hier = a.kind == COLL_ALGO_HIER;
+  coll_algo across = hier ? (coll_algo){(coll_algo_kind)a.param, 0} : a;
+  int ppn = ranks_per_host > 0 ? ranks_per_host : host_count > 0 ? (ranks + host_count - 1) / host_count : ranks;
+  *s = (res_ar_spec){.intra = intra ? &intra->m : &inter->m, .inter = intra ? &inter->m : NULL, .algo = across,
+                     .hier = hier && intra, .ranks = ranks, .ranks_per_node = host_count > 1 ? ppn : ranks,
+                     .chunk_bytes = inter->chunk_bytes > 0 ? (size_t)inter->chunk_bytes : 0};
+  /* hier on one host is the ring's two halves; across hosts of one rank, its algorithm alone */
+  if (hier && host_count <= 1) s->algo = (coll_algo){COLL_ALGO_RING, 0};
+  return 0;
 }
 
 const char *res_model_label(const res_model *m, const res_fabric_model *f, char *buf, size_t cap) {

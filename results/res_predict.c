@@ -41,11 +41,30 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
     }
     return t;
   }
-  /* hierarchical: the node's ranks each own 1/ppn of the vector across nodes */
+  /* hierarchical: the node's ranks each own 1/ppn of the vector across nodes, and their ppn
+   * all-reduces run at once through the node's one link, each at 1/ppn of its rate */
+  coll_model shared = im;
+  shared.beta *= ppn;
   double t = s->intra->delta + rp_ring_half(s->intra, ppn, bytes, 1);
-  t += coll_model_time(inter, s->algo, nodes, (size_t)(bytes / ppn), s->chunk_bytes);
+  t += coll_model_time(&shared, s->algo, nodes, (size_t)(bytes / ppn), s->chunk_bytes);
   t += rp_ring_half(s->intra, ppn, bytes, 0);
   return t;
+}
+
+double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r) {
+  const res_fabric_model *f, *intra;
+  coll_algo a;
+  const char *an = r->algo_ran && *r->algo_ran ? r->algo_ran : r->algo;
+  if (!m || !an || coll_algo_parse(an, &a) ||
+      res_model_levels(m, r->fabric, r->transport, (int)r->host_count, (int)r->ranks_per_host, (int)r->ranks,
+                       r->topo_hash, &intra, &f))
+    return NAN;
+  if (res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks))
+    return coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
+  res_ar_spec s;
+  if (res_ar_spec_for(&s, intra, f, a, (int)r->ranks, (int)r->host_count, (int)r->ranks_per_host)) return NAN;
+  s.chunk_bytes = r->chunk_bytes > 0 ? (size_t)r->chunk_bytes : s.chunk_bytes;
+  return res_allreduce_time(&s, (double)r->bytes);
 }
 
 void res_predict_step(res_step_out *out, const res_step_in *in) {
@@ -294,13 +313,16 @@ static double rp_cpu_beta(const res_model *m, const res_fabric_model *f) {
   return b;
 }
 
-/* The prediction of a data-parallel row on fabric f, whose link's bytes cost cpu_beta of CPU. */
+/* The prediction of a data-parallel row on fabric f (and inside its hosts intra, where it has
+ * several hosts of several ranks), whose link's bytes cost cpu_beta of CPU. */
 static int rp_predict_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
-                          const res_fabric_model *f, double cpu_beta) {
+                          const res_fabric_model *f, const res_fabric_model *intra, double cpu_beta) {
   coll_algo a;
+  res_ar_spec ar;
   if (!one || row->ranks < 2 || !(one->fwd_ms > 0) || !(one->bwd_ms > 0) || coll_algo_parse(row->algo, &a) ||
-      a.kind == COLL_ALGO_AUTO || a.kind == COLL_ALGO_NATIVE)
+      res_ar_spec_for(&ar, intra, f, a, (int)row->ranks, (int)row->host_count, (int)row->ranks_per_host))
     return -1;
+  a = ar.algo; /* the CPU shares below: hier's part across hosts stands for it */
   size_t cap = 64, n = 0, np = 0;
   /* the buckets' bytes are f32 gradients; 16-bit ones travel in half the bytes */
   double wire = row->grad_dtype && (!strcmp(row->grad_dtype, "bf16") || !strcmp(row->grad_dtype, "f16")) ? 0.5 : 1.0;
@@ -352,8 +374,7 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
                     .meet_ms = one->ranks > 1 && isfinite(one->data_ms)
                                    ? (one->data_ms - (isfinite(one->load_ms) ? one->load_ms : 0)) * scale
                                    : 0,
-                    .ar = {.intra = &f->m, .algo = a, .ranks = (int)row->ranks, .ranks_per_node = (int)row->ranks,
-                           .chunk_bytes = f->chunk_bytes > 0 ? (size_t)f->chunk_bytes : 0}};
+                    .ar = ar};
   /* the reduction's CPU work slows backward where the host's cores are all computing: its
    * share at the plan's typical (largest) bucket */
   double big = 0;
@@ -385,20 +406,24 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
 
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                           const res_model *m) {
-  const res_fabric_model *f =
-      m ? res_model_find(m, row->fabric, row->transport, (int)row->host_count, row->topo_hash) : NULL;
-  return f ? rp_predict_row(row, one, buckets, f, rp_cpu_beta(m, f)) : -1;
+  const res_fabric_model *f, *intra;
+  if (!m || res_model_levels(m, row->fabric, row->transport, (int)row->host_count, (int)row->ranks_per_host,
+                             (int)row->ranks, row->topo_hash, &intra, &f))
+    return -1;
+  return rp_predict_row(row, one, buckets, f, intra, rp_cpu_beta(m, f));
 }
 
 int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                                const res_model *m, double factor) {
-  const res_fabric_model *f = m && row->fabric && row->transport
-                                  ? res_model_find(m, row->fabric, row->transport, (int)row->host_count, row->topo_hash)
-                                  : NULL;
-  if (!f || !(factor > 0)) return -1;
+  const res_fabric_model *f = NULL, *intra = NULL;
+  if (!m || !row->fabric || !row->transport ||
+      res_model_levels(m, row->fabric, row->transport, (int)row->host_count, (int)row->ranks_per_host,
+                       (int)row->ranks, row->topo_hash, &intra, &f) ||
+      !(factor > 0))
+    return -1;
   double floor = rp_stack_beta(m, row->transport, f->topo);
   res_fabric_model fast = *f;
   fast.m.beta = f->m.beta / factor > floor ? f->m.beta / factor : floor;
   fast.cpu_byte = 0, fast.nbusy = 0; /* measured on this link's shaper, not on the faster one */
-  return rp_predict_row(row, one, buckets, &fast, rp_cpu_beta(m, f));
+  return rp_predict_row(row, one, buckets, &fast, intra, rp_cpu_beta(m, f));
 }
