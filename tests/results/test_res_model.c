@@ -1347,6 +1347,59 @@ static void test_hier(void **state) {
   near(res_allreduce_time(&s, n) * 1e6, 2 + 6 * 1 + 1.5 * 8e6 * 0.1e-3 + 0.75 * 8e6 * 0.05e-3, 1e-9, "one node");
 }
 
+/* A cluster's row takes two fits: its fabric's across hosts and the transport's on one host of
+ * this machine (not an emulated link, unmapped preferred); fit learns only from one-fabric rows. */
+static void test_cluster_levels(void **state) {
+  (void)state;
+  res_fabric_model fs[4];
+  memset(fs, 0, sizeof fs);
+  snprintf(fs[0].fabric, sizeof fs[0].fabric, "emu-1gbit"), snprintf(fs[0].transport, sizeof fs[0].transport, "tcp");
+  fs[0].host_count = 2, snprintf(fs[0].topo, sizeof fs[0].topo, "aaaa");
+  fs[0].m = (coll_model){.alpha = 30e-6, .beta = 8e-9, .gamma = 0.1e-9, .hosts = 2};
+  /* one host: mapped on this machine, unmapped on this machine, and another machine's */
+  for (int i = 1; i < 4; i++) {
+    snprintf(fs[i].fabric, sizeof fs[i].fabric, "tcp:lo/reno"), snprintf(fs[i].transport, sizeof fs[i].transport, "tcp");
+    fs[i].host_count = 1, snprintf(fs[i].topo, sizeof fs[i].topo, i == 3 ? "bbbb" : "aaaa");
+    fs[i].m = (coll_model){.alpha = 2e-6, .beta = (0.2 + 0.1 * i) * 1e-9, .gamma = 0.1e-9, .mapped = i == 1};
+  }
+  res_model m = {.f = fs, .n = 4};
+  const res_fabric_model *intra, *inter;
+  assert_int_equal(res_model_levels(&m, "emu-1gbit", "tcp", 2, 2, 4, "aaaa", &intra, &inter), 0);
+  assert_ptr_equal(inter, &fs[0]);
+  assert_ptr_equal(intra, &fs[2]); /* this machine's, unmapped */
+  assert_int_equal(res_model_levels(&m, "emu-1gbit", "tcp", 2, 1, 2, "aaaa", &intra, &inter), 0);
+  assert_null(intra); /* one rank a host: one fabric */
+  assert_int_equal(res_model_levels(&m, "emu-1gbit", "ucx", 2, 2, 4, "aaaa", &intra, &inter), -1);
+  res_model only = {.f = fs, .n = 1}; /* no fit on one host: a cluster row cannot be priced */
+  assert_int_equal(res_model_levels(&only, "emu-1gbit", "tcp", 2, 2, 4, "aaaa", &intra, &inter), -1);
+
+  coll_algo ring = {COLL_ALGO_RING, 0}, hier = {COLL_ALGO_HIER, COLL_ALGO_RING}, native = {COLL_ALGO_NATIVE, 0};
+  assert_true(res_row_one_fabric(ring, 1, 4, 4) && res_row_one_fabric(ring, 4, 1, 4));
+  assert_false(res_row_one_fabric(ring, 2, 2, 4));
+  assert_false(res_row_one_fabric(ring, 2, 0, 4)); /* an old row: 4 ranks on 2 hosts */
+  assert_false(res_row_one_fabric(hier, 1, 4, 4) || res_row_one_fabric(native, 1, 2, 2));
+
+  /* a hier row on 2x2 is res_allreduce_time's two levels; a flat one, the slower of the two */
+  res_allreduce_row r;
+  res_row_init(res_schema_allreduce(), &r);
+  r.fabric = "emu-1gbit", r.transport = "tcp", r.topo_hash = "aaaa", r.algo = "hier:ring", r.algo_ran = "";
+  r.host_count = 2, r.ranks_per_host = 2, r.ranks = 4, r.bytes = 16 << 20, r.chunk_bytes = 256 << 10;
+  res_ar_spec s = {.intra = &fs[2].m, .inter = &fs[0].m, .algo = ring, .hier = 1, .ranks = 4,
+                   .ranks_per_node = 2, .chunk_bytes = 256 << 10};
+  double t = res_allreduce_row_time(&m, &r);
+  near(t, res_allreduce_time(&s, 16 << 20), 1e-12, "hier on 2x2");
+  /* across: the node's 2 rings of 8 MiB share its link, 8 MiB x 2 x 8 ns/B = 134 ms; inside
+   * and the reductions add 8 ms (unshared, the link term alone would be 67 ms) */
+  assert_true(t > 2 * 0.5 * 8388608 * 16e-9 && t < 2 * 0.5 * 8388608 * 16e-9 + 0.010);
+  r.algo = "ring";
+  s.hier = 0;
+  near(res_allreduce_row_time(&m, &r), res_allreduce_time(&s, 16 << 20), 1e-12, "flat ring on 2x2");
+  r.ranks_per_host = 1, r.ranks = 2; /* one rank a host: the fabric's own formula */
+  near(res_allreduce_row_time(&m, &r), coll_model_time(&fs[0].m, ring, 2, 16 << 20, 256 << 10), 1e-12, "2x1");
+  r.algo = "native";
+  assert_true(isnan(res_allreduce_row_time(&m, &r)));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_formulas),
@@ -1370,6 +1423,7 @@ int main(void) {
       cmocka_unit_test(test_fit_p2p),
       cmocka_unit_test(test_step_timeline),
       cmocka_unit_test(test_hier),
+      cmocka_unit_test(test_cluster_levels),
       cmocka_unit_test(test_train_row_prediction),
       cmocka_unit_test(test_train_plan_and_share),
   };
