@@ -623,9 +623,11 @@ void coll_boot_mpi_begin(coll_boot *b, const char *what) { (void)b, (void)what; 
 void coll_boot_mpi_end(coll_boot *b) { (void)b; }
 #endif
 
+/* mpirun's variables, or a PMI server's (srun --mpi=pmix or pmi2). Slurm's own SLURM_PROCID is
+ * no sign of one: a plain srun gives none, MPI_Init then aborts, and the environment rendezvous
+ * takes its rank from SLURM_PROCID instead. */
 static int boot_launched_by_mpi(void) {
-  return boot_env("OMPI_COMM_WORLD_SIZE") || boot_env("PMIX_RANK") || boot_env("PMI_RANK") ||
-         boot_env("SLURM_PROCID");
+  return boot_env("OMPI_COMM_WORLD_SIZE") || boot_env("PMIX_RANK") || boot_env("PMI_RANK");
 }
 
 /* torchrun sets all four, also when it runs inside sbatch or under mpirun: its rendezvous,

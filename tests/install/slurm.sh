@@ -130,8 +130,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 AR=(allreduce --min-bytes 4K --max-bytes 64K --iters 3 --warmup 1 --rounds 1 --timeout 30)
 TR=(train --model resnet20-w2 --batch 16 --steps 3 --warmup-steps 1 --eval-every 0 --no-single
   --threads 1 --timeout 30)
-# the environment rendezvous: each task's rank from Slurm's variables, rank 0 on loopback
-ENVBOOT=(bash -c 'FABENCH_RANK=$SLURM_PROCID FABENCH_WORLD_SIZE=$SLURM_NTASKS exec "$0" "$@"')
+# the environment rendezvous under a plain srun: each task's rank from Slurm's own variables
+# (SLURM_PROCID, SLURM_NTASKS), rank 0 at FABENCH_ROOT on loopback
+ENVBOOT=()
 
 # run NAME N BOOT SRUN-ARGS -- FABENCH-ARGS: srun, then the run directory says N ranks, BOOT
 run() {
