@@ -219,13 +219,13 @@ def test_torchrun(fabench, tmp):
         log("ucx: not built, tcp only")
     with Cluster(2) as c:
         out = os.path.join(tmp, "allreduce")
-        res = torchrun(c, [fabench, "allreduce", "--transport", ",".join(transports), "--algo", "ring",
+        res = torchrun(c, [fabench, "allreduce", "--transport", ",".join(transports), "--algo", "ring,hier",
                            "--min-bytes", "1M", "--max-bytes", "2M", "--iters", "10", "--warmup", "2",
                            "--rounds", "1", "--timeout", "20", "--out", out])
         for k, (rc, text, _) in enumerate(res):
             check(rc == 0, f"node {k}'s ranks exited {rc}:\n{text}")
         check_layout(read_run(out), ["node0", "node0", "node1", "node1"], "env")
-        check_rows(out, [(t, "ring") for t in transports], "env")
+        check_rows(out, [(t, a) for t in transports for a in ("ring", "hier:ring")], "env")
         log(f"allreduce {','.join(transports)} on 2x2 via RANK/WORLD_SIZE/MASTER_ADDR: ok ({res[0][2]:.1f} s)")
 
         if not have_feature(fabench, "DNNL"):
@@ -335,14 +335,14 @@ def test_mpirun(fabench, tmp):
                 f.write(f"node0 slots={slots[0]}\nnode1 slots={slots[1]}\n")
             out = os.path.join(tmp, f"mpi{slots[0]}{slots[1]}")
             t0 = time.monotonic()
-            r = run(mpirun_argv(c, hf, np, tmp, fabench, "allreduce", "--transport", "mpi", "--algo", "native,ring",
+            r = run(mpirun_argv(c, hf, np, tmp, fabench, "allreduce", "--transport", "mpi", "--algo", "native,ring,hier",
                                 "--min-bytes", "1M", "--max-bytes", "1M", "--iters", "10", "--warmup", "2",
                                 "--rounds", "1", "--timeout", "20", "--out", out),
                     timeout=120, env=e)
             check(r.returncode == 0, f"mpirun {slots}: exit {r.returncode}:\n{r.stdout}")
             hosts = ["node0"] * slots[0] + ["node1"] * slots[1]
             check_layout(read_run(out), hosts, "mpi")
-            check_rows(out, [("mpi", "native"), ("mpi", "ring")], "mpi")
+            check_rows(out, [("mpi", "native"), ("mpi", "ring"), ("mpi", "hier:ring")], "mpi")
             only_holders_left(c)
             log(f"mpirun node0 slots={slots[0]} node1 slots={slots[1]}: ok, ranks on {hosts} "
                 f"({time.monotonic() - t0:.1f} s)")
