@@ -818,6 +818,42 @@ static void test_torchrun_in_slurm(void **st) {
   if (r0 || r1) fail_msg("rank 0: %d %s; rank 1: %d %s", r0, e0, r1, e1);
 }
 
+/* A plain srun (no PMI plugin): Slurm's variables and a rendezvous address, no MPI_Init (in a
+ * build with MPI it aborted there). */
+static int child_plain_srun(int rank, char *err, size_t cap) {
+  char v[32];
+  clear_launch_env();
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("SLURM_PROCID", v, 1);
+  setenv("SLURM_NTASKS", "2", 1);
+  setenv("SLURM_JOB_ID", "4242", 1);
+  snprintf(v, sizeof v, "127.0.0.1:%d", g_port);
+  setenv("FABENCH_ROOT", v, 1);
+  coll_boot *b;
+  coll_err e = {{0}};
+  if (coll_boot_open(&b, COLL_BOOT_AUTO, 1, 3000, &e) != 0) {
+    snprintf(err, cap, "%s", e.msg);
+    return 1;
+  }
+  int ok = coll_boot_rank(b) == rank && coll_boot_size(b) == 2 &&
+           !strcmp(coll_boot_kind_name(b), "env") && coll_boot_barrier(b, &e) == 0;
+  snprintf(err, cap, "rank %d of %d by %s %s", coll_boot_rank(b), coll_boot_size(b),
+           coll_boot_kind_name(b), e.msg);
+  coll_boot_close(b);
+  return ok ? 0 : 1;
+}
+
+static void test_plain_srun(void **st) {
+  (void)st;
+  g_port = test_free_port();
+  int f0, f1;
+  pid_t p0 = spawn(child_plain_srun, 0, &f0);
+  pid_t p1 = spawn(child_plain_srun, 1, &f1);
+  char e0[1024], e1[1024];
+  int r0 = finish(p0, f0, e0, sizeof e0), r1 = finish(p1, f1, e1, sizeof e1);
+  if (r0 || r1) fail_msg("rank 0: %d %s; rank 1: %d %s", r0, e0, r1, e1);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -843,6 +879,7 @@ int main(void) {
       cmocka_unit_test(test_boot_wait_ms),
       cmocka_unit_test(test_env_rank_size_checked),
       cmocka_unit_test(test_torchrun_in_slurm),
+      cmocka_unit_test(test_plain_srun),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
