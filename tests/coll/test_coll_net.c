@@ -55,7 +55,8 @@ static void tcp_two_open(tcp_two *w, int streams) {
   for (int s = 0; s < streams; s++) tcp_pair(&fds[0][streams + s], &fds[1][s]); /* [peer * streams + s] */
   for (int r = 0; r < 2; r++) {
     w->cm[r].rank = r;
-    w->cm[r].size = 2;
+    w->cm[r].size = w->cm[r].world_size = 2;
+    w->cm[r].world_rank = r;
     w->cm[r].hosts = w->hosts;
     coll_err e = {{0}};
     if (coll_tcp_from_fds(&w->t[r], &w->cm[r], streams, fds[r], &e)) fail_msg("%s", e.msg);

@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   coll_comm cm;
   memset(&cm, 0, sizeof cm);
   cm.rank = 0;
-  cm.size = 2;
+  cm.size = cm.world_size = 2;
   cm.hosts = hosts;
   int fds[2] = {-1, sv[0]};
   coll_transport *t;
