@@ -46,6 +46,18 @@ static int peer_fail(int code, const char *what) {
   return code;
 }
 
+/* This namespace has lo and dev, and no other interface. */
+static int alone_with(const char *dev) {
+  int seen = 0, others = 0;
+  struct if_nameindex *ifs = if_nameindex();
+  for (struct if_nameindex *i = ifs; i && i->if_index; i++) {
+    if (!strcmp(i->if_name, dev)) seen++;
+    else if (strcmp(i->if_name, "lo")) others++;
+  }
+  if (ifs) if_freenameindex(ifs);
+  return seen == 1 && !others;
+}
+
 /* Sees only lo and its own interface, which carries FABENCH_BIND_ADDR; rank 0 accepts every
  * other rank on FABENCH_ROOT and checks each came from its own address. */
 static int peer_rank(void) {
@@ -55,14 +67,7 @@ static int peer_rank(void) {
   if (!rs || !ns || !root || !bind_addr || !dev || !fabric) return peer_fail(10, "env missing");
   int rank = atoi(rs), n = atoi(ns);
   if (strncmp(fabric, "emu-", 4) != 0) return peer_fail(11, "FABENCH_FABRIC");
-  int seen = 0, others = 0;
-  struct if_nameindex *ifs = if_nameindex();
-  for (struct if_nameindex *i = ifs; i && i->if_index; i++) {
-    if (!strcmp(i->if_name, dev)) seen++;
-    else if (strcmp(i->if_name, "lo")) others++;
-  }
-  if (ifs) if_freenameindex(ifs);
-  if (seen != 1 || others) return peer_fail(12, "not alone in a namespace with its interface");
+  if (!alone_with(dev)) return peer_fail(12, "not alone in a namespace with its interface");
   int has_addr = 0;
   struct ifaddrs *ia = NULL;
   if (getifaddrs(&ia) == 0) {
@@ -142,14 +147,7 @@ static int node_rank(const char *dir) {
   const char *bind_addr = getenv("FABENCH_BIND_ADDR"), *dev = getenv("UCX_NET_DEVICES");
   const char *tls = getenv("UCX_TLS"), *layout = getenv("FABENCH_EMU_LAYOUT");
   if (!rs || !lr || !bind_addr || !dev || !layout) return peer_fail(10, "env missing");
-  int seen = 0, others = 0;
-  struct if_nameindex *ifs = if_nameindex();
-  for (struct if_nameindex *i = ifs; i && i->if_index; i++) {
-    if (!strcmp(i->if_name, dev)) seen++;
-    else if (strcmp(i->if_name, "lo")) others++;
-  }
-  if (ifs) if_freenameindex(ifs);
-  if (seen != 1 || others) return peer_fail(12, "not alone in a namespace with its node's interface");
+  if (!alone_with(dev)) return peer_fail(12, "not alone in a namespace with its node's interface");
   char host[64] = "", path[PATH_MAX], tmp[PATH_MAX];
   gethostname(host, sizeof host - 1);
   snprintf(tmp, sizeof tmp, "%s/tmp.%s", dir, rs);
@@ -255,6 +253,20 @@ static const char *other_cc(const char *host) { return strcmp(host, "reno") ? "r
 static const char sleeper[] =
     "echo $$ > \"$0/pid.tmp.$FABENCH_RANK\"; mv \"$0/pid.tmp.$FABENCH_RANK\" "
     "\"$0/pid.$FABENCH_RANK\"; exec sleep 60";
+
+/* A launcher (a child of ours) of n ranks of `script` (sleeper, node_sleeper) on the emulated
+ * fabric `emulate`, once every rank has written its pid into dir (pids); the launcher's pid. */
+static pid_t start_sleepers(const char *dir, const char *script, int n, const char *emulate, long *pids) {
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    char *argv[] = {"-c", (char *)script, (char *)dir, NULL};
+    launch_opts o = {.n = n, .emulate = emulate, .timeout_s = 10};
+    _exit(launch_ranks_prog(&o, "/bin/sh", argv));
+  }
+  wait_pids(dir, n, pids);
+  return child;
+}
 
 /* ---------------- tests ---------------- */
 static void test_setup_teardown(void **state) {
@@ -384,14 +396,7 @@ static void test_interrupted(void **state) {
     char dir[64];
     long pids[3];
     assert_non_null(tu_tmpdir(dir, sizeof dir, "emu"));
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-      char *argv[] = {"-c", (char *)sleeper, dir, NULL};
-      launch_opts o = {.n = 3, .emulate = "1gbit", .timeout_s = 10};
-      _exit(launch_ranks_prog(&o, "/bin/sh", argv));
-    }
-    wait_pids(dir, 3, pids);
+    pid_t child = start_sleepers(dir, sleeper, 3, "1gbit", pids);
     assert_true(leftovers(child) > 0);
     kill(child, sigs[s]);
     int st = wait_limit(child, 15);
@@ -401,46 +406,6 @@ static void test_interrupted(void **state) {
     assert_int_equal(leftovers(child), 0);
     assert_int_equal(tu_rmtree(dir), 0);
   }
-}
-
-/* A SIGKILLed launcher cannot clean up: its ranks die with it, and the next run removes the
- * stale set (a set whose owner is alive is kept). */
-static void test_stale(void **state) {
-  (void)state;
-  if (!have_emulation()) skip();
-  char dir[64], err[1024];
-  long pids[2];
-  assert_non_null(tu_tmpdir(dir, sizeof dir, "emu"));
-  pid_t child = fork();
-  assert_true(child >= 0);
-  if (child == 0) {
-    char *argv[] = {"-c", (char *)sleeper, dir, NULL};
-    launch_opts o = {.n = 2, .emulate = "1gbit", .timeout_s = 10};
-    _exit(launch_ranks_prog(&o, "/bin/sh", argv));
-  }
-  wait_pids(dir, 2, pids);
-  kill(child, SIGKILL);
-  int st = wait_limit(child, 5);
-  assert_true(WIFSIGNALED(st));
-  double t0 = now_s();
-  for (int r = 0; r < 2; r++)
-    while (kill((pid_t)pids[r], 0) == 0) {
-      assert_true(now_s() - t0 < 5); /* PR_SET_PDEATHSIG */
-      usleep(10000);
-    }
-  assert_true(leftovers(child) > 0);
-  launch_emu live;
-  memset(&live, 0, sizeof live);
-  assert_int_equal(launch_emu_check(&live, err, sizeof err), 0);
-  if (launch_emu_setup(&live, (long)getpid(), 1, "1gbit", NULL, 0, NULL, err, sizeof err) < 0)
-    fail_msg("%s", err);
-  int removed = launch_emu_cleanup_stale(&live, err, sizeof err);
-  assert_true(removed >= 1);
-  assert_int_equal(leftovers(child), 0);
-  assert_true(leftovers((long)getpid()) > 0); /* ours: alive, kept */
-  launch_emu_teardown(&live);
-  assert_int_equal(leftovers((long)getpid()), 0);
-  assert_int_equal(tu_rmtree(dir), 0);
 }
 
 /* MPI across the namespaces: PMIx over the bridge, ob1's TCP path on the set's subnet. */
@@ -677,6 +642,22 @@ static void test_fabench_killed_rank(void **state) {
 
 /* ---- emulated clusters: NODESxRANKS ---- */
 
+/* Entries of /dev/shm (POSIX shared memory, where UCX and Open MPI keep their segments). */
+static int shm_entries(void) {
+  int n = 0;
+  DIR *d = opendir("/dev/shm");
+  struct dirent *de;
+  while (d && (de = readdir(d))) n += de->d_name[0] != '.';
+  if (d) closedir(d);
+  return n;
+}
+
+/* Is pid a rank, in a node's network namespace (a node's holder stays in ours)? */
+static int is_rank(pid_t pid) {
+  unsigned long net = ns_inode(pid, "net");
+  return net && net != ns_inode(getpid(), "net");
+}
+
 /* Processes whose UTS namespace is `inode` (an emulated node's holder and ranks). */
 static int uts_users(unsigned long inode) {
   int n = 0;
@@ -850,14 +831,7 @@ static void test_nodes_interrupted(void **state) {
   char dir[64];
   long pids[6];
   assert_non_null(tu_tmpdir(dir, sizeof dir, "emunodes"));
-  pid_t child = fork();
-  assert_true(child >= 0);
-  if (child == 0) {
-    char *argv[] = {"-c", (char *)node_sleeper, dir, NULL};
-    launch_opts o = {.n = 6, .emulate = "3x2:1gbit", .timeout_s = 10};
-    _exit(launch_ranks_prog(&o, "/bin/sh", argv));
-  }
-  wait_pids(dir, 6, pids);
+  pid_t child = start_sleepers(dir, node_sleeper, 6, "3x2:1gbit", pids);
   unsigned long uts[3];
   for (int k = 0; k < 3; k++) {
     uts[k] = read_uts(dir, 2 * k);
@@ -874,39 +848,54 @@ static void test_nodes_interrupted(void **state) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
-/* A SIGKILLed launcher of a 2x2 cluster: its ranks and holders die with it, and the next
- * set-up removes the stale set. */
-static void test_nodes_stale(void **state) {
-  (void)state;
-  if (!have_emulation()) skip();
+/* A SIGKILLed launcher cannot clean up: its ranks (and on an emulated cluster, per_node > 0,
+ * its nodes' holders) die with it, and the next set-up removes the stale set; a set whose owner
+ * is alive is kept. */
+static void killed_launcher(const char *script, int n, const char *emulate, int per_node) {
   char dir[64], err[1024];
-  long pids[4];
-  assert_non_null(tu_tmpdir(dir, sizeof dir, "emunodes"));
-  pid_t child = fork();
-  assert_true(child >= 0);
-  if (child == 0) {
-    char *argv[] = {"-c", (char *)node_sleeper, dir, NULL};
-    launch_opts o = {.n = 4, .emulate = "2x2:1gbit", .timeout_s = 10};
-    _exit(launch_ranks_prog(&o, "/bin/sh", argv));
-  }
-  wait_pids(dir, 4, pids);
-  unsigned long uts0 = read_uts(dir, 0), uts1 = read_uts(dir, 2);
+  long pids[8];
+  unsigned long uts[8];
+  int nodes = per_node > 0 ? n / per_node : 0;
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "emu"));
+  pid_t child = start_sleepers(dir, script, n, emulate, pids);
+  for (int k = 0; k < nodes; k++) uts[k] = read_uts(dir, k * per_node);
   kill(child, SIGKILL);
   int st = wait_limit(child, 5);
   assert_true(WIFSIGNALED(st));
   double t0 = now_s();
-  for (int r = 0; r < 4; r++)
-    while (kill((pid_t)pids[r], 0) == 0 || uts_users(uts0) + uts_users(uts1) > 0) {
-      assert_true(now_s() - t0 < 5); /* PR_SET_PDEATHSIG, ranks and holders alike */
-      usleep(10000);
+  for (int r = 0; r < n; r++) {
+    int live = 1;
+    while (live) { /* PR_SET_PDEATHSIG, ranks and holders alike */
+      live = kill((pid_t)pids[r], 0) == 0;
+      for (int k = 0; k < nodes; k++) live |= uts_users(uts[k]) > 0;
+      assert_true(now_s() - t0 < 5);
+      if (live) usleep(10000);
     }
+  }
   assert_true(leftovers(child) > 0);
   launch_emu live;
   memset(&live, 0, sizeof live);
   assert_int_equal(launch_emu_check(&live, err, sizeof err), 0);
+  if (launch_emu_setup(&live, (long)getpid(), 1, "1gbit", NULL, 0, NULL, err, sizeof err) < 0)
+    fail_msg("%s", err);
   assert_true(launch_emu_cleanup_stale(&live, err, sizeof err) >= 1);
   assert_int_equal(leftovers(child), 0);
+  assert_true(leftovers((long)getpid()) > 0); /* ours: alive, kept */
+  launch_emu_teardown(&live);
+  assert_int_equal(leftovers((long)getpid()), 0);
   assert_int_equal(tu_rmtree(dir), 0);
+}
+
+static void test_stale(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  killed_launcher(sleeper, 2, "1gbit", 0);
+}
+
+static void test_nodes_stale(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  killed_launcher(node_sleeper, 4, "2x2:1gbit", 2);
 }
 
 /* fabench allreduce on an emulated 2x2 cluster, tcp and ucx: every row checked, run.json
@@ -921,10 +910,12 @@ static void test_fabench_nodes(void **state) {
   char *argv[] = {(char *)bin, "allreduce", "--emulate", "2x2:1gbit", "--emulate-slow", "1=500mbit",
                   "--transport", "tcp,ucx", "--algo", "ring,rhd", "--min-bytes", "8", "--max-bytes", "256K",
                   "--step-factor", "8", "--iters", "3", "--warmup", "1", "--peer", "none", "--out", dir, NULL};
+  int shm = shm_entries();
   pid_t pid = spawn(argv);
   int st = wait_limit(pid, 90);
   assert_true(WIFEXITED(st));
   assert_int_equal(WEXITSTATUS(st), 0);
+  assert_int_equal(shm_entries(), shm); /* UCX's shared memory between a node's ranks: gone */
   assert_true(check_csv(dir, "emu-1gbit") >= 16);
   /* each row says the layout too: 2 hosts, 2 ranks on each (the last column) */
   static char csv[1 << 16];
@@ -956,6 +947,43 @@ static void test_fabench_nodes(void **state) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
+/* A rank of a 2x2 cluster killed mid-run over ucx (a node's ranks on shared memory): the run
+ * fails, and no namespace, link, qdisc, holder or shared-memory segment is left. */
+static void test_fabench_nodes_killed_rank(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  const char *bin = fabench_bin();
+  if (!bin) skip();
+  char dir[64];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "emunodes"));
+  char *argv[] = {(char *)bin, "allreduce", "--emulate", "2x2:1gbit", "--transport", "ucx", "--algo", "hier",
+                  "--min-bytes", "1M", "--max-bytes", "16M", "--iters", "20", "--timeout", "20", "--out", dir, NULL};
+  int shm = shm_entries();
+  pid_t pid = spawn(argv);
+  pid_t kids[16], ranks[16];
+  int nr = 0;
+  double t0 = now_s();
+  while (nr < 4) { /* the launcher's children: 4 ranks and 2 holders */
+    assert_true(now_s() - t0 < 15);
+    usleep(20000);
+    int nk = children_of(pid, kids, 16);
+    nr = 0;
+    for (int i = 0; i < nk; i++)
+      if (is_rank(kids[i])) ranks[nr++] = kids[i];
+  }
+  unsigned long uts[16];
+  for (int i = 0; i < nr; i++) uts[i] = ns_inode(ranks[i], "uts");
+  usleep(1500000); /* mid-run */
+  kill(ranks[rand() % nr], SIGKILL);
+  int st = wait_limit(pid, 60);
+  assert_true(WIFEXITED(st));
+  assert_int_not_equal(WEXITSTATUS(st), 0);
+  assert_int_equal(leftovers(pid), 0);
+  for (int i = 0; i < nr; i++) assert_int_equal(uts_users(uts[i]), 0); /* ranks and holders */
+  assert_int_equal(shm_entries(), shm);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--peer-rank")) return peer_rank();
   if (argc > 2 && !strcmp(argv[1], "--node-rank")) return node_rank(argv[2]);
@@ -973,6 +1001,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_node_layouts),   cmocka_unit_test(test_node_slow),
       cmocka_unit_test(test_nodes_failing_rank), cmocka_unit_test(test_nodes_interrupted),
       cmocka_unit_test(test_nodes_stale),    cmocka_unit_test(test_fabench_nodes),
+      cmocka_unit_test(test_fabench_nodes_killed_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -779,56 +779,9 @@ static void test_env_rank_size_checked(void **st) {
   coll_boot_close(b);
 }
 
-/* torchrun inside sbatch (or mpirun): Slurm's and PMI's variables are there too, but the
- * ranks meet at MASTER_ADDR:MASTER_PORT, not in MPI_Init. */
-static int child_torchrun_in_slurm(int rank, char *err, size_t cap) {
-  char v[32];
-  clear_launch_env();
-  snprintf(v, sizeof v, "%d", rank);
-  setenv("RANK", v, 1);
-  setenv("SLURM_PROCID", v, 1);
-  setenv("PMI_RANK", v, 1);
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("SLURM_NTASKS", "2", 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  snprintf(v, sizeof v, "%d", g_port);
-  setenv("MASTER_PORT", v, 1);
-  coll_boot *b;
-  coll_err e = {{0}};
-  if (coll_boot_open(&b, COLL_BOOT_AUTO, 0, 3000, &e) != 0) {
-    snprintf(err, cap, "%s", e.msg);
-    return 1;
-  }
-  int ok = coll_boot_rank(b) == rank && coll_boot_size(b) == 2 &&
-           !strcmp(coll_boot_kind_name(b), "env") && coll_boot_barrier(b, &e) == 0;
-  snprintf(err, cap, "rank %d of %d by %s %s", coll_boot_rank(b), coll_boot_size(b),
-           coll_boot_kind_name(b), e.msg);
-  coll_boot_close(b);
-  return ok ? 0 : 1;
-}
-
-static void test_torchrun_in_slurm(void **st) {
-  (void)st;
-  g_port = test_free_port();
-  int f0, f1;
-  pid_t p0 = spawn(child_torchrun_in_slurm, 0, &f0);
-  pid_t p1 = spawn(child_torchrun_in_slurm, 1, &f1);
-  char e0[1024], e1[1024];
-  int r0 = finish(p0, f0, e0, sizeof e0), r1 = finish(p1, f1, e1, sizeof e1);
-  if (r0 || r1) fail_msg("rank 0: %d %s; rank 1: %d %s", r0, e0, r1, e1);
-}
-
-/* A plain srun (no PMI plugin): Slurm's variables and a rendezvous address, no MPI_Init (in a
- * build with MPI it aborted there). */
-static int child_plain_srun(int rank, char *err, size_t cap) {
-  char v[32];
-  clear_launch_env();
-  snprintf(v, sizeof v, "%d", rank);
-  setenv("SLURM_PROCID", v, 1);
-  setenv("SLURM_NTASKS", "2", 1);
-  setenv("SLURM_JOB_ID", "4242", 1);
-  snprintf(v, sizeof v, "127.0.0.1:%d", g_port);
-  setenv("FABENCH_ROOT", v, 1);
+/* The launcher's environment set: this rank opens the bootstrap, which must be the environment
+ * rendezvous of 2 ranks with it as `rank`, and passes a barrier. 0, or 1 with why in err. */
+static int boot_two_env(int rank, char *err, size_t cap) {
   coll_boot *b;
   coll_err e = {{0}};
   if (coll_boot_open(&b, COLL_BOOT_AUTO, 1, 3000, &e) != 0) {
@@ -843,15 +796,56 @@ static int child_plain_srun(int rank, char *err, size_t cap) {
   return ok ? 0 : 1;
 }
 
-static void test_plain_srun(void **st) {
-  (void)st;
+/* torchrun inside sbatch (or mpirun): Slurm's and PMI's variables are there too, but the
+ * ranks meet at MASTER_ADDR:MASTER_PORT, not in MPI_Init. */
+static int child_torchrun_in_slurm(int rank, char *err, size_t cap) {
+  char v[32];
+  clear_launch_env();
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("RANK", v, 1);
+  setenv("SLURM_PROCID", v, 1);
+  setenv("PMI_RANK", v, 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("SLURM_NTASKS", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  snprintf(v, sizeof v, "%d", g_port);
+  setenv("MASTER_PORT", v, 1);
+  return boot_two_env(rank, err, cap);
+}
+
+/* Two ranks of child, forked, each ok. */
+static void run_two(int (*child)(int, char *, size_t)) {
   g_port = test_free_port();
   int f0, f1;
-  pid_t p0 = spawn(child_plain_srun, 0, &f0);
-  pid_t p1 = spawn(child_plain_srun, 1, &f1);
+  pid_t p0 = spawn(child, 0, &f0);
+  pid_t p1 = spawn(child, 1, &f1);
   char e0[1024], e1[1024];
   int r0 = finish(p0, f0, e0, sizeof e0), r1 = finish(p1, f1, e1, sizeof e1);
   if (r0 || r1) fail_msg("rank 0: %d %s; rank 1: %d %s", r0, e0, r1, e1);
+}
+
+static void test_torchrun_in_slurm(void **st) {
+  (void)st;
+  run_two(child_torchrun_in_slurm);
+}
+
+/* A plain srun (no PMI plugin): Slurm's variables and a rendezvous address, no MPI_Init (in a
+ * build with MPI it aborted there). */
+static int child_plain_srun(int rank, char *err, size_t cap) {
+  char v[32];
+  clear_launch_env();
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("SLURM_PROCID", v, 1);
+  setenv("SLURM_NTASKS", "2", 1);
+  setenv("SLURM_JOB_ID", "4242", 1);
+  snprintf(v, sizeof v, "127.0.0.1:%d", g_port);
+  setenv("FABENCH_ROOT", v, 1);
+  return boot_two_env(rank, err, cap);
+}
+
+static void test_plain_srun(void **st) {
+  (void)st;
+  run_two(child_plain_srun);
 }
 
 int main(void) {
