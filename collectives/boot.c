@@ -127,6 +127,30 @@ static void boot_fill_locals(coll_boot *b) {
   }
 }
 
+/* torchrun (and Kubernetes operators) say where a rank belongs: LOCAL_WORLD_SIZE ranks on its
+ * host, it the LOCAL_RANK-th of them in rank order. A rank the launcher meant for another host
+ * fails here, naming itself, its host and the ranks there, instead of a layout that
+ * hier and the node-aware order would take for the truth. */
+static int boot_check_local(const coll_boot *b, coll_err *e) {
+  int lws = 0, lr = 0, here = 0;
+  char list[256] = "";
+  size_t len = 0;
+  for (int r = 0; r < b->size; r++) {
+    if (strcmp(b->hosts[r], b->hosts[b->rank])) continue;
+    here++;
+    if (len + 16 < sizeof list) len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? " " : "", r);
+  }
+  if (boot_env_int("LOCAL_WORLD_SIZE", &lws) == 1 && lws != here)
+    return coll_fail(e, "rank %d (%s): started as one of LOCAL_WORLD_SIZE=%d ranks on its host, but %s has %d "
+                        "(ranks %s): a rank started on the wrong host?", b->rank, b->hosts[b->rank], lws,
+                     b->hosts[b->rank], here, list);
+  if (boot_env_int("LOCAL_RANK", &lr) == 1 && boot_env("LOCAL_WORLD_SIZE") && lr != b->local_rank)
+    return coll_fail(e, "rank %d (%s): started as LOCAL_RANK=%d, but it is local rank %d of %s (ranks %s in "
+                        "rank order): a rank started on the wrong host?", b->rank, b->hosts[b->rank], lr,
+                     b->local_rank, b->hosts[b->rank], list);
+  return 0;
+}
+
 /* A launcher started several processes but this one sees a world of one: say why. */
 static int boot_check_single(coll_err *e) {
   static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
@@ -525,7 +549,7 @@ static int boot_open_env(coll_boot *b, int rank, int size, const char *root, con
     if (coll_boot_join(b, fd, tok, join_deadline, e) != 0) return -1;
   }
   boot_fill_locals(b);
-  return 0;
+  return boot_check_local(b, e);
 }
 
 #if FABENCH_HAVE_MPI

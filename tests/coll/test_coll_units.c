@@ -730,7 +730,8 @@ static void clear_launch_env(void) {
   static const char *const vars[] = {"FABENCH_RANK", "FABENCH_WORLD_SIZE", "FABENCH_ROOT",
                                      "FABENCH_TOKEN", "RANK", "WORLD_SIZE", "MASTER_ADDR",
                                      "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "PMI_RANK",
-                                     "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"};
+                                     "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                     "LOCAL_RANK", "LOCAL_WORLD_SIZE", "FABENCH_HOST"};
   for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) unsetenv(vars[i]);
 }
 
@@ -848,6 +849,39 @@ static void test_plain_srun(void **st) {
   run_two(child_plain_srun);
 }
 
+/* torchrun's LOCAL_WORLD_SIZE and LOCAL_RANK against the hosts the ranks found: rank 1 was
+ * told it is alone on its host (LOCAL_WORLD_SIZE=1) and then LOCAL_RANK=0 of 2, but both ranks
+ * are on this host, rank 1 its second: each time rank 1 fails naming itself and the host's
+ * ranks; rank 0, whose variables are right, joins. */
+static int g_wrong;
+static int child_wrong_host(int rank, char *err, size_t cap) {
+  char v[32];
+  clear_launch_env();
+  setenv("FABENCH_HOST", "hostA", 1);
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("RANK", v, 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  snprintf(v, sizeof v, "%d", g_port);
+  setenv("MASTER_PORT", v, 1);
+  setenv("LOCAL_WORLD_SIZE", rank == 1 && g_wrong == 0 ? "1" : "2", 1);
+  setenv("LOCAL_RANK", rank == 1 && g_wrong == 1 ? "0" : rank ? "1" : "0", 1);
+  coll_boot *b = NULL;
+  coll_err e = {{0}};
+  int rc = coll_boot_open(&b, COLL_BOOT_AUTO, 0, 3000, &e);
+  if (b) coll_boot_close(b);
+  const char *want = g_wrong == 0 ? "rank 1 (hostA): started as one of LOCAL_WORLD_SIZE=1 ranks on its host, but "
+                                    "hostA has 2 (ranks 0 1): a rank started on the wrong host?"
+                                  : "rank 1 (hostA): started as LOCAL_RANK=0, but it is local rank 1 of hostA";
+  snprintf(err, cap, "%s", rc ? e.msg : "joined");
+  return rank == 0 ? rc != 0 : !(rc != 0 && strstr(e.msg, want));
+}
+
+static void test_wrong_host(void **st) {
+  (void)st;
+  for (g_wrong = 0; g_wrong < 2; g_wrong++) run_two(child_wrong_host);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -874,6 +908,7 @@ int main(void) {
       cmocka_unit_test(test_env_rank_size_checked),
       cmocka_unit_test(test_torchrun_in_slurm),
       cmocka_unit_test(test_plain_srun),
+      cmocka_unit_test(test_wrong_host),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
