@@ -18,6 +18,9 @@
  * then all-reduce it with an algorithm that ends bit-identical on its members, and step 3 only
  * copies. Every element is therefore the one value its group computed, on every rank.
  *
+ * Steps 1 and 3 go over c->intra where the communicator has one (another transport inside the
+ * hosts: coll_comm_opts.intra), on the same ranks and with the same seq.
+ *
  * Tags: each step takes its own c->seq (the call's base, then base + 1 + k for block k, then
  * base + 1 + lmax for the all-gather), the same on every rank whatever it owns, so messages of
  * two steps between one pair of ranks never match each other. */
@@ -67,6 +70,12 @@ static int hier_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, 
   return 0;
 }
 
+/* Before the other transport's step: what c's completed sends left buffered goes out, since
+ * this rank will not progress c while it waits on the other (a peer may wait for it). */
+static int hier_flush(coll_comm *c, coll_err *e) {
+  return c->tp->ops->flush ? c->tp->ops->flush(c->tp, c->timeout_ms, e) : 0;
+}
+
 int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op op, int param,
                  coll_err *e) {
   coll_algo_fn across = param >= 0 && param < COLL_ALGO_PS ? coll_algo_flat((coll_algo_kind)param) : NULL;
@@ -79,10 +88,14 @@ int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
   while (start[h + 1] <= c->node_pos) h++;
   int L = start[h + 1] - start[h], j = c->node_pos - start[h], rc = 0;
   uint32_t base = c->seq;
-  if (L > 1) { /* 1 */
-    coll_view_set(c, order + start[h], L, j);
-    rc = hier_phase(c, buf, count, lmax, dt, op, 0, e);
-    coll_view_clear(c);
+  coll_comm *in = c->intra ? c->intra : c; /* the host's phases' transport */
+  if (in != c) rc = hier_flush(c, e); /* what an earlier call on c left buffered */
+  if (rc == 0 && L > 1) { /* 1 */
+    in->seq = base;
+    coll_view_set(in, order + start[h], L, j);
+    rc = hier_phase(in, buf, count, lmax, dt, op, 0, e);
+    coll_view_clear(in);
+    if (rc == 0 && in != c) rc = hier_flush(in, e);
   }
   for (int k = j; k < lmax && nh > 1 && rc == 0; k += L) { /* 2: this rank's blocks, in order */
     size_t off, len;
@@ -94,11 +107,13 @@ int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
     rc = across(c, buf + off * es, len, dt, op, 0, e);
     coll_view_clear(c);
   }
-  c->seq = base + 1 + (uint32_t)lmax;
+  if (rc == 0 && in != c) rc = hier_flush(c, e);
+  c->seq = in->seq = base + 1 + (uint32_t)lmax;
   if (rc == 0 && L > 1) { /* 3 */
-    coll_view_set(c, order + start[h], L, j);
-    rc = hier_phase(c, buf, count, lmax, dt, op, 1, e);
-    coll_view_clear(c);
+    coll_view_set(in, order + start[h], L, j);
+    rc = hier_phase(in, buf, count, lmax, dt, op, 1, e);
+    coll_view_clear(in);
   }
+  if (rc == 0 && in != c) rc = hier_flush(in, e); /* the next call may start on c */
   return rc;
 }

@@ -294,6 +294,22 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
    * 1-2 MiB, none 1.00-1.03. */
   c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : c->tp->rendezvous ? COLL_CHUNK_UCX : COLL_CHUNK_DEFAULT;
   c->ring_ramp = c->tp->rendezvous ? 0 : 2;
+  /* hier inside hosts over another transport: a second communicator on the same world, opened
+   * by every rank alike (the layout is the same on all) */
+  if (o->has_intra && o->intra != o->transport && c->nhosts > 1 && c->lmax > 1) {
+    if (o->intra == COLL_NCCL || o->transport == COLL_NCCL) {
+      coll_comm_close(c);
+      return coll_fail(e, "hier inside hosts over another transport: host transports only (tcp, ucx, mpi), not nccl");
+    }
+    coll_comm_opts io = *o;
+    io.transport = o->intra;
+    io.has_intra = 0;
+    io.model = NULL;
+    if (coll_comm_open(&c->intra, b, &io, e) != 0) {
+      coll_comm_close(c);
+      return -1;
+    }
+  }
   *out = c;
   return 0;
 }
@@ -391,13 +407,16 @@ int coll_comm_local_size(const coll_comm *c) { return c->local_size; }
 int coll_comm_serial_with_boot(const coll_comm *c) { return c && c->serial_with_boot; }
 int coll_comm_sleeps(const coll_comm *c) { return c->tp->sleeps; }
 const char *coll_comm_fabric(const coll_comm *c) { return c->tp->fabric; }
+const char *coll_comm_intra_fabric(const coll_comm *c) { return c->intra ? c->intra->tp->fabric : NULL; }
 
 void coll_comm_mark_failed(coll_comm *c) {
   if (c) c->failed = 1;
+  if (c && c->intra) c->intra->failed = 1;
 }
 
 void coll_comm_close(coll_comm *c) {
   if (!c) return;
+  coll_comm_close(c->intra);
   if (c->tp && c->tp->ops->dev_free) { /* device scratch goes before the device's context */
     c->tp->ops->dev_free(c->tp, c->scratch);
     c->tp->ops->dev_free(c->tp, c->scratch2);

@@ -83,6 +83,10 @@ typedef struct {
   const struct coll_model *model; /* what `auto` picks by (copied); NULL: coll_model_default */
   const char *devices;   /* nccl: CUDA devices by local rank ("0,1,2,3"); NULL: local rank
                             modulo the device count */
+  int has_intra;         /* hier's two phases inside a host over another transport: intra (a
+                            second communicator, opened where the ranks span several hosts and
+                            some host has several; host transports only), transport between */
+  coll_transport_kind intra;
 } coll_comm_opts;
 
 /* reno: built into every kernel and allowed to every user. Pacing controls (bbr, a common
@@ -110,6 +114,9 @@ size_t coll_comm_chunk(const coll_comm *c); /* the pipelining unit in use */
 /* What the transport runs on, e.g. "tcp:lo/reno" (interface/congestion control),
  * "ucx:posix", "mpi:ob1/tcp". */
 const char *coll_comm_fabric(const coll_comm *c);
+/* hier's transport inside hosts (coll_comm_opts.intra) as coll_comm_fabric says it, or NULL
+ * where hier stays on the communicator's own. */
+const char *coll_comm_intra_fabric(const coll_comm *c);
 /* A byte count as a user types it: digits, then K, M or G (powers of two; also KiB, KB), into
  * *out. 0, or -1 where it is not one (or does not fit 64 bits). */
 int coll_parse_size(const char *s, uint64_t *out);

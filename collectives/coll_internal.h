@@ -40,6 +40,10 @@ typedef struct {
   /* The library's own all-reduce, or NULL. */
   int (*allreduce)(coll_transport *t, void *buf, size_t count, coll_dtype dt, coll_op op,
                    coll_err *e);
+  /* Pushes out what sends reported complete left in the library's buffers (ucx), before this
+   * rank waits on another transport and makes no progress on this one: a peer may be waiting
+   * for those bytes. NULL: a completed send is out. */
+  int (*flush)(coll_transport *t, int timeout_ms, coll_err *e);
   void (*close)(coll_transport *t);
   /* Device transports (nccl; NULL elsewhere): buffers live in GPU memory, and these stand in
    * for coll_reduce, memcpy and the scratch allocator, ordered on the transport's stream. A
@@ -165,6 +169,7 @@ struct coll_comm {
   /* The layout (algo_plan.h, coll_layout_plan): hosts numbered by first appearance in rank
    * order; node_order[start[h] .. start[h+1]) are host h's ranks in rank order. */
   int nhosts, lmax;    /* hosts; most ranks on one host */
+  struct coll_comm *intra; /* hier's phases inside hosts, on another transport (NULL: this one) */
   int *node_order, *host_start;
   int node_pos;        /* this rank's place in node_order */
   int node_identity;   /* node_order is 0, 1, ..., size-1: the flat algorithms need no view */

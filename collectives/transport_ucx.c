@@ -756,6 +756,28 @@ static void ucx_close(coll_transport *t) {
   free(u);
 }
 
+/* A completed eager send may still sit in UCT's buffers (tcp's send buffer) until the worker
+ * progresses again: ucp_worker_flush pushes everything out. */
+static int ucx_flush(coll_transport *t, int timeout_ms, coll_err *e) {
+  ucx_tp *u = (ucx_tp *)t;
+  ucp_request_param_t p = {0};
+  ucs_status_ptr_t r = ucp_worker_flush_nbx(u->worker, &p);
+  if (r == NULL) return 0;
+  if (UCS_PTR_IS_ERR(r))
+    return coll_fail(e, "ucx: rank %d (%s): flushing the worker: %s", u->base.rank, ucx_host(u, u->base.rank),
+                     ucs_status_string(UCS_PTR_STATUS(r)));
+  double deadline = ucx_now_ms() + (timeout_ms > 0 ? timeout_ms : 60000);
+  ucs_status_t st;
+  while ((st = ucp_request_check_status(r)) == UCS_INPROGRESS && ucx_now_ms() < deadline)
+    ucp_worker_progress(u->worker);
+  if (st == UCS_INPROGRESS) ucp_request_cancel(u->worker, r);
+  ucp_request_free(r);
+  if (st == UCS_OK) return 0;
+  u->failed = 1;
+  return coll_fail(e, "ucx: rank %d (%s): flushing the worker: %s", u->base.rank, ucx_host(u, u->base.rank),
+                   st == UCS_INPROGRESS ? "timed out (a peer does not take what this rank sent)" : ucs_status_string(st));
+}
+
 static const coll_transport_ops ucx_ops = {
     .name = "ucx",
     .isend = ucx_isend,
@@ -766,6 +788,7 @@ static const coll_transport_ops ucx_ops = {
     .mem_free = ucx_mem_free,
     .peer_ptr = ucx_peer_ptr,
     .allreduce = NULL,
+    .flush = ucx_flush,
     .close = ucx_close,
 };
 

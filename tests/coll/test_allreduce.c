@@ -2,6 +2,7 @@
  * {0, 1, 2, 7, ranks-1, 1000003}, each rank checks every element against a reference computed
  * here, independently of the collectives (own generator, own arithmetic).
  * usage: test_allreduce --transport T --algo A [--ranks 1,2,...] [--layouts AABB,ABAB,...]
+ *                      [--intra T2] (hier inside hosts over T2)
  *        [--big N] [--mem comm] [--mapped yes|no] [--idle yes]
  * --layouts: instead of rank counts, groups whose ranks report hosts (FABENCH_HOST) by letter:
  * ABAB is 4 ranks, 0 and 2 on host A, 1 and 3 on host B. Each rank checks that the communicator
@@ -33,6 +34,7 @@
 
 typedef struct {
   const char *transport, *algo;
+  const char *intra; /* hier's transport inside hosts (--intra), or NULL */
   const char *layout; /* this rank's group's hosts, one letter a rank (TEST_AR_LAYOUT), or NULL */
   size_t big;
   int mem_comm, mapped; /* mapped: 1 yes, 0 no, -1 unchecked */
@@ -164,6 +166,7 @@ static long run_rank(const test_cfg *cfg) {
   coll_comm_opts o = {.timeout_ms = 60000, .chunk_bytes = 64 * 1024};
   const char *streams = getenv("TEST_TCP_STREAMS");
   if (streams) o.tcp_streams = atoi(streams);
+  if (cfg->intra && coll_transport_parse(cfg->intra, &o.intra) == 0) o.has_intra = 1;
   if (open_rank(cfg, &o, &b, &c, &algo)) return -1;
   int n = coll_comm_size(c), me = coll_comm_rank(c);
   int want_hier = -1; /* auto on a layout: hier or not (-1: unchecked) */
@@ -184,6 +187,15 @@ static long run_rank(const test_cfg *cfg) {
       return -1;
     }
     if (algo.kind == COLL_ALGO_AUTO) want_hier = hosts > 1 && crowded;
+    /* --intra: a second communicator of that transport exactly where hier has two levels */
+    const char *inf = coll_comm_intra_fabric(c);
+    if (cfg->intra && (hosts > 1 && crowded) != (inf != NULL && !strncmp(inf, cfg->intra, strlen(cfg->intra)))) {
+      fprintf(stderr, "rank %d: layout %s: hier inside hosts over '%s', want %s\n", me, cfg->layout,
+              inf ? inf : "(none)", hosts > 1 && crowded ? cfg->intra : "none");
+      coll_comm_close(c);
+      coll_boot_close(b);
+      return -1;
+    }
   }
   size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big};
   size_t maxc = cfg->big > 7 ? cfg->big : 7;
@@ -385,6 +397,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--transport")) cfg->transport = argv[i + 1];
     else if (!strcmp(argv[i], "--algo")) cfg->algo = argv[i + 1];
+    else if (!strcmp(argv[i], "--intra")) cfg->intra = argv[i + 1];
     else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
     else if (!strcmp(argv[i], "--layouts")) layouts = argv[i + 1];
     else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
