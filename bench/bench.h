@@ -54,11 +54,11 @@ int bench_flag_common(int ch, char **argv, const char *usage);
 /* The flags of the commands that start ranks (allreduce, p2p). */
 /* getopt_long codes of the shared flags, clear of a command's own (256 and up). */
 enum { BENCH_O_EMULATE = 0x4000, BENCH_O_MPIRUN, BENCH_O_BIND, BENCH_O_TIMEOUT, BENCH_O_OUT,
-       BENCH_O_TCP_STREAMS, BENCH_O_TCP_CC, BENCH_O_EMULATE_SLOW };
+       BENCH_O_TCP_STREAMS, BENCH_O_TCP_CC, BENCH_O_EMULATE_SLOW, BENCH_O_INTRA };
 /* Entries of a command's struct option list: how its ranks start, where the run goes, help. */
 #define BENCH_RANK_OPTIONS                                                                    \
   {"ranks", 1, 0, 'n'}, {"emulate", 1, 0, BENCH_O_EMULATE}, {"emulate-slow", 1, 0, BENCH_O_EMULATE_SLOW}, \
-      {"mpirun-args", 1, 0, BENCH_O_MPIRUN}, \
+      {"mpirun-args", 1, 0, BENCH_O_MPIRUN}, {"intra-transport", 1, 0, BENCH_O_INTRA}, \
       {"bind", 1, 0, BENCH_O_BIND}, {"timeout", 1, 0, BENCH_O_TIMEOUT}, {"out", 1, 0, BENCH_O_OUT}, \
       {"help", 0, 0, 'h'}
 /* The tcp transport's flags, for a command that opens tcp communicators. */
@@ -74,6 +74,8 @@ typedef struct {
   const char *out;         /* --out DIR */
   long tcp_streams;        /* --tcp-streams (default 1) */
   const char *tcp_cc;      /* --tcp-cc NAME (NULL: the transport's default) */
+  int has_intra;           /* --intra-transport T: hier inside hosts over T */
+  coll_transport_kind intra;
   launch_own own;          /* the argv elements of -n, --emulate and --emulate-slow, left out of
                               the ranks' */
 } bench_rank_opts;
@@ -87,6 +89,8 @@ int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage);
  * --emulate NODESxRANKS:RATE (which sets it where it is missing), --emulate-slow only with
  * that. 0, or 2 after a usage error. */
 int bench_rank_check(bench_rank_opts *r, int argc, char **argv, const char *usage);
+/* co's hier inside hosts as --intra-transport asked (nothing where it was not given). */
+void bench_comm_intra(const bench_rank_opts *r, coll_comm_opts *co);
 /* One transport of a --transport list: 0 when built in and usable here; 2 after a usage error;
  * 3 for nccl on a machine without a usable GPU (said on stderr, one line). */
 int bench_transport_check(coll_transport_kind tk, const char *usage);
@@ -112,6 +116,9 @@ typedef struct {
 /* Creates the run directory (--out or results/<UTC>-<command>), starts run.json with the common
  * fields, and records this host's topology into it (topo.json, topo-<host>.xml). */
 int bench_run_begin(bench_run *r, const char *out, const char *command, int argc, char **argv);
+/* hier's fabric inside hosts in run.json's "fabrics" as "<transport>/intra" where the
+ * communicator has one (rank 0's run). */
+void bench_record_intra(bench_run *run, coll_transport_kind tk, const coll_comm *c);
 /* Multi-host runs: every host's first rank sends its hwloc XML and topology stamp to rank 0,
  * which writes topo-<host>.xml for each host and a "hosts" list (host, topo_hash, ranks) into
  * run.json. Collective over the boot world; r is rank 0's run (ignored on other ranks). */

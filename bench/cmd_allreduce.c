@@ -66,6 +66,8 @@ static const char ar_usage[] =
     "                        each host a namespace with a hostname of its own, its ranks\n"
     "                        sharing its memory and loopback, hosts linked at RATE\n"
     "  --emulate-slow K=RATE with NxR: host K's link at RATE instead (repeatable)\n"
+    "  --intra-transport T   hier's phases inside hosts over T (tcp, ucx, mpi) and only\n"
+    "                        between hosts over --transport (default: --transport's own)\n"
     "  --bind HOW            auto|none|core|numa|nic|gpu (default: auto, a core each\n"
     "                        where the host's ranks fit its cores and no launcher bound them)\n"
     "  --seed N              data seed (default: 1)\n"
@@ -805,6 +807,7 @@ static int ar_open(ar_ctx *x, ar_run *u) {
                          .tcp_cc = o->r.tcp_cc, .no_peer_map = o->no_peer_map,
                          .no_spin = o->no_spin || o->beside, /* a spinning wait would take the load's core */
                          .model = ar_model_for(x, o->transports[t]), .devices = o->devices};
+    bench_comm_intra(&o->r, &co);
     if (coll_comm_open(&u->comms[t], x->boot, &co, &e)) return ar_fail(&e);
     if (o->transports[t] == COLL_UCX) u->buf_owner = u->comms[t];
     /* a GPU communicator has its own buffer on the device; the host one stages its data */
@@ -881,6 +884,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     for (int t = 0; t < o->ntransports && !rc && x.rank == 0; t++) { /* after the buffer: +rkey_ptr */
       cJSON_AddStringToObject(cJSON_GetObjectItem(x.run.meta, "fabrics"), coll_transport_name(o->transports[t]),
                               coll_comm_fabric(u->comms[t]));
+      bench_record_intra(&x.run, o->transports[t], u->comms[t]);
       bench_run_write(&x.run);
     }
     int wrong = 0;

@@ -235,6 +235,8 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
     }
   }
   int rc = bench_rank_check(&o->r, argc, argv, p2p_usage);
+  if (!rc && o->r.has_intra) /* accepted and dropped, it would look applied */
+    return bench_usage_error(p2p_usage, "--intra-transport: p2p runs no hier (allreduce and train do)");
   if (!rc) rc = bench_parse_transports(tl, o->transports, P2P_MAX_TRANSPORTS, &o->ntransports, &o->want_mpi, p2p_usage);
   if (rc) return rc;
 

@@ -48,6 +48,8 @@ static const char train_usage[] =
     "                       host a namespace with a hostname of its own, its ranks sharing\n"
     "                       its memory and loopback, hosts linked at RATE\n"
     "  --emulate-slow K=RATE with NxR: host K's link at RATE instead (repeatable)\n"
+    "  --intra-transport T  hier's phases inside hosts over T (tcp, ucx, mpi), only between\n"
+    "                       hosts over the pair's transport (default: the pair's own)\n"
     "  --mpirun-args ARGS   extra mpirun arguments when -n starts ranks through mpirun\n"
     "  --chunk SIZE         pipelining unit of the all-reduce algorithms\n"
     "  --bind HOW           auto|none|core|numa|nic|gpu [auto: --threads cores each where\n"
@@ -908,6 +910,7 @@ static int job_open(train_job *j) {
   for (int t = 0; x->size > 1 && t < j->ntk; t++) {
     coll_comm_opts co = {.transport = j->tks[t], .timeout_ms = (int)a->r.timeout_s * 1000,
                          .chunk_bytes = (size_t)a->chunk, .no_spin = 1};
+    bench_comm_intra(&a->r, &co);
     if (coll_comm_open(&j->comms[t], x->boot, &co, &e)) return bench_error("%s", e.msg);
     if (j->tks[t] == COLL_UCX) j->owner = j->comms[t];
     for (int i = 0; i < j->npairs; i++)
@@ -1019,7 +1022,10 @@ static void job_meta(train_job *j) {
   cJSON_AddStringToObject(tj, "batch_norm", "statistics local to each rank (PyTorch DDP)");
   cJSON *fj = cJSON_GetObjectItem(x->run.meta, "fabrics");
   for (int t = 0; fj && t < j->ntk; t++)
-    if (j->comms[t]) cJSON_AddStringToObject(fj, coll_transport_name(j->tks[t]), coll_comm_fabric(j->comms[t]));
+    if (j->comms[t]) {
+      cJSON_AddStringToObject(fj, coll_transport_name(j->tks[t]), coll_comm_fabric(j->comms[t]));
+      bench_record_intra(&x->run, j->tks[t], j->comms[t]);
+    }
   if (a->resume) cJSON_AddStringToObject(tj, "resumed_from", a->resume);
 }
 

@@ -145,6 +145,14 @@ int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage) 
     return 0;
   }
   case BENCH_O_MPIRUN: r->mpirun_args = optarg; return 0;
+  case BENCH_O_INTRA: {
+    int rc = 0;
+    if (coll_transport_parse(optarg, &r->intra) || r->intra == COLL_NCCL)
+      return bench_usage_error(usage, "--intra-transport: '%s' is not a host transport (tcp, ucx, mpi)", optarg);
+    if ((rc = bench_transport_check(r->intra, usage))) return rc;
+    r->has_intra = 1;
+    return 0;
+  }
   case BENCH_O_BIND: {
     topo_bind_kind k;
     char err[256];
@@ -194,6 +202,19 @@ int bench_rank_check(bench_rank_opts *r, int argc, char **argv, const char *usag
     return bench_usage_error(usage, "--emulate needs -n with a plain RATE (%s), or a cluster NODESxRANKS:RATE",
                              r->emulate);
   return 0;
+}
+
+void bench_comm_intra(const bench_rank_opts *r, coll_comm_opts *co) {
+  co->has_intra = r->has_intra;
+  co->intra = r->intra;
+}
+
+void bench_record_intra(bench_run *run, coll_transport_kind tk, const coll_comm *c) {
+  const char *f = coll_comm_intra_fabric(c);
+  cJSON *fj = cJSON_GetObjectItem(run->meta, "fabrics");
+  char key[32];
+  snprintf(key, sizeof key, "%s/intra", coll_transport_name(tk));
+  if (f && fj) cJSON_AddStringToObject(fj, key, f);
 }
 
 int bench_transport_check(coll_transport_kind tk, const char *usage) {

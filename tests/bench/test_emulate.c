@@ -898,8 +898,9 @@ static void test_nodes_stale(void **state) {
   killed_launcher(node_sleeper, 4, "2x2:1gbit", 2);
 }
 
-/* fabench allreduce on an emulated 2x2 cluster, tcp and ucx: every row checked, run.json
- * records two hosts, the ranks' hosts and the layout, and a topology file per host. */
+/* fabench allreduce on an emulated 2x2 cluster, tcp and ucx, hier over tcp with ucx inside the
+ * nodes: every row checked, run.json records two hosts, the ranks' hosts, the layout, the
+ * fabric inside the nodes, and a topology file per host. */
 static void test_fabench_nodes(void **state) {
   (void)state;
   if (!have_emulation()) skip();
@@ -908,7 +909,8 @@ static void test_fabench_nodes(void **state) {
   char dir[64];
   assert_non_null(tu_tmpdir(dir, sizeof dir, "emunodes"));
   char *argv[] = {(char *)bin, "allreduce", "--emulate", "2x2:1gbit", "--emulate-slow", "1=500mbit",
-                  "--transport", "tcp,ucx", "--algo", "ring,rhd", "--min-bytes", "8", "--max-bytes", "256K",
+                  "--transport", "tcp,ucx", "--intra-transport", "ucx", "--algo", "ring,rhd,hier",
+                  "--min-bytes", "8", "--max-bytes", "256K",
                   "--step-factor", "8", "--iters", "3", "--warmup", "1", "--peer", "none", "--out", dir, NULL};
   int shm = shm_entries();
   pid_t pid = spawn(argv);
@@ -916,7 +918,7 @@ static void test_fabench_nodes(void **state) {
   assert_true(WIFEXITED(st));
   assert_int_equal(WEXITSTATUS(st), 0);
   assert_int_equal(shm_entries(), shm); /* UCX's shared memory between a node's ranks: gone */
-  assert_true(check_csv(dir, "emu-1gbit") >= 16);
+  assert_true(check_csv(dir, "emu-1gbit") >= 24);
   /* each row says the layout too: 2 hosts, 2 ranks on each (the last column) */
   static char csv[1 << 16];
   char *line, *save = NULL;
@@ -939,6 +941,9 @@ static void test_fabench_nodes(void **state) {
   assert_non_null(strstr(meta, "\"emulated_layout\":\t\"2x2\""));
   assert_non_null(strstr(meta, "\"emulated_slow\":\t\"1=500mbit\""));
   assert_non_null(strstr(meta, "\"node0\", \"node0\", \"node1\", \"node1\""));
+  /* hier over tcp went inside the nodes over ucx; ucx's own needs no second one */
+  assert_non_null(strstr(meta, "\"tcp/intra\":\t\"ucx:"));
+  assert_null(strstr(meta, "\"ucx/intra\""));
   for (int k = 0; k < 2; k++) {
     snprintf(path, sizeof path, "%s/topo-node%d.xml", dir, k);
     assert_int_equal(access(path, R_OK), 0);
