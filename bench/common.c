@@ -179,28 +179,13 @@ int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage) 
 }
 
 int bench_rank_check(bench_rank_opts *r, int argc, char **argv, const char *usage) {
-  launch_emu_spec sp = {0};
-  char err[256];
+  launch_emu_spec sp;
+  char err[512];
   if (optind < argc) return bench_usage_error(usage, "unexpected argument '%s'", argv[optind]);
-  if (r->emulate && launch_emu_parse_spec(r->emulate, &sp, err, sizeof err))
+  int n = r->nranks;
+  if (launch_emu_plan(r->emulate, r->slow, r->nslow, &n, &sp, NULL, err, sizeof err))
     return bench_usage_error(usage, "%s", err);
-  if (r->nslow && !sp.nodes)
-    return bench_usage_error(usage, "--emulate-slow needs an emulated cluster (--emulate NODESxRANKS:RATE)");
-  for (int i = 0; i < r->nslow; i++) {
-    int node;
-    char rate[32];
-    launch_emu_parse_slow(r->slow[i], &node, rate, sizeof rate, err, sizeof err);
-    if (node >= sp.nodes)
-      return bench_usage_error(usage, "--emulate-slow %s: there is no node %d (--emulate %s has nodes 0 to %d)",
-                               r->slow[i], node, r->emulate, sp.nodes - 1);
-  }
-  if (sp.nodes && r->nranks && r->nranks != sp.nodes * sp.per_node)
-    return bench_usage_error(usage, "-n %d disagrees with --emulate %s (%d nodes of %d ranks: -n %d, or leave -n out)",
-                             r->nranks, r->emulate, sp.nodes, sp.per_node, sp.nodes * sp.per_node);
-  if (sp.nodes) r->nranks = sp.nodes * sp.per_node;
-  if (r->emulate && !r->nranks)
-    return bench_usage_error(usage, "--emulate needs -n with a plain RATE (%s), or a cluster NODESxRANKS:RATE",
-                             r->emulate);
+  r->nranks = n;
   return 0;
 }
 

@@ -97,6 +97,50 @@ int launch_emu_parse_slow(const char *s, int *node, char *rate, size_t rate_cap,
   return 0;
 }
 
+int launch_emu_plan(const char *emulate, const char *const *slow, int nslow, int *n, launch_emu_spec *spec,
+                    const char **slow_rate, char *err, size_t cap) {
+  const char *seen[LAUNCH_EMU_MAX_NODES] = {0};
+  memset(spec, 0, sizeof *spec);
+  if (emulate && launch_emu_parse_spec(emulate, spec, err, cap) < 0) return -1;
+  if (nslow > 0 && !spec->nodes) {
+    snprintf(err, cap, "--emulate-slow needs an emulated cluster (--emulate NODESxRANKS:RATE)");
+    return -1;
+  }
+  for (int i = 0; i < nslow; i++) {
+    int node;
+    char rate[32];
+    if (launch_emu_parse_slow(slow[i], &node, rate, sizeof rate, err, cap) < 0) return -1;
+    if (node >= spec->nodes) {
+      snprintf(err, cap, "--emulate-slow %s: there is no node %d (--emulate %s has nodes 0 to %d)", slow[i], node,
+               emulate, spec->nodes - 1);
+      return -1;
+    }
+    if (seen[node]) {
+      snprintf(err, cap, "--emulate-slow: node %d given twice", node);
+      return -1;
+    }
+    seen[node] = strchr(slow[i], '=') + 1;
+  }
+  if (slow_rate) memcpy(slow_rate, seen, sizeof seen);
+  if (!emulate) return 0;
+  if (spec->nodes) {
+    int want = spec->nodes * spec->per_node;
+    if (*n && *n != want) {
+      snprintf(err, cap, "-n %d disagrees with --emulate %s (%d nodes of %d ranks: -n %d, or leave -n out)", *n,
+               emulate, spec->nodes, spec->per_node, want);
+      return -1;
+    }
+    *n = want;
+  } else if (!*n) {
+    snprintf(err, cap, "--emulate needs -n with a plain RATE (%s), or a cluster NODESxRANKS:RATE", emulate);
+    return -1;
+  } else if (*n > LAUNCH_EMU_MAX_NODES) {
+    snprintf(err, cap, "--emulate %s: at most %d ranks (one namespace each)", emulate, LAUNCH_EMU_MAX_NODES);
+    return -1;
+  }
+  return 0;
+}
+
 /* Runs argv (argv[0] a path), output (stdout and stderr) into out. Returns the exit status, or
  * -1 when it could not run or was killed. */
 static int emu_run(char *const argv[], char *out, size_t cap) {

@@ -588,42 +588,12 @@ static int launch_check(const launch_opts *o, launch_emu *emu_store, launch_emu_
     launch_err("-n %d: ranks must be 1 to %d", o->n, LAUNCH_MAX_RANKS);
     return 2;
   }
-  if (o->nslow > 0 && (!o->emulate || !strchr(o->emulate, ':'))) {
-    launch_err("--emulate-slow needs an emulated cluster (--emulate NODESxRANKS:RATE)");
+  int n = o->n;
+  if (launch_emu_plan(o->emulate, o->slow, o->nslow, &n, spec, slow_rate, err, sizeof err) < 0) {
+    launch_err("%s", err);
     return 2;
   }
   if (o->emulate) {
-    if (launch_emu_parse_spec(o->emulate, spec, err, sizeof err) < 0) {
-      launch_err("%s", err);
-      return 2;
-    }
-    if (!spec->nodes && o->n > LAUNCH_EMU_MAX_NODES) {
-      launch_err("--emulate: at most %d ranks", LAUNCH_EMU_MAX_NODES);
-      return 2;
-    }
-    if (spec->nodes && o->n != spec->nodes * spec->per_node) {
-      launch_err("--emulate %s is %d ranks, but %d were asked for (-n)", o->emulate,
-                 spec->nodes * spec->per_node, o->n);
-      return 2;
-    }
-    for (int i = 0; i < o->nslow; i++) {
-      int node;
-      char rate[32];
-      if (launch_emu_parse_slow(o->slow[i], &node, rate, sizeof rate, err, sizeof err) < 0) {
-        launch_err("%s", err);
-        return 2;
-      }
-      if (node >= spec->nodes) {
-        launch_err("--emulate-slow %s: there is no node %d (nodes 0 to %d)", o->slow[i], node,
-                   spec->nodes - 1);
-        return 2;
-      }
-      if (slow_rate[node]) {
-        launch_err("--emulate-slow: node %d given twice", node);
-        return 2;
-      }
-      slow_rate[node] = strchr(o->slow[i], '=') + 1;
-    }
     memset(emu_store, 0, sizeof *emu_store);
     if (launch_emu_check(emu_store, err, sizeof err) < 0) {
       launch_err("%s", err);

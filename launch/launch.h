@@ -32,6 +32,13 @@ int launch_emu_parse_spec(const char *s, launch_emu_spec *out, char *err, size_t
 /* --emulate-slow NODE=RATE: node index and its rate. 0, or -1 with the reason in err. */
 int launch_emu_parse_slow(const char *s, int *node, char *rate, size_t rate_cap, char *err,
                           size_t cap);
+/* --emulate (may be NULL) with its --emulate-slow items, for *n ranks (0: a cluster's own
+ * count, which *n then gets; a plain RATE needs one): spec gets --emulate's value, and
+ * slow_rate (LAUNCH_EMU_MAX_NODES entries, or NULL) each slowed node's rate, pointing into the
+ * items. Every check the two options need together (a slowed node that exists, once; -n that
+ * agrees with the cluster). 0, or -1 with the reason in err. */
+int launch_emu_plan(const char *emulate, const char *const *slow, int nslow, int *n, launch_emu_spec *spec,
+                    const char **slow_rate, char *err, size_t cap);
 /* Can this process set up emulated fabrics (root, iproute2)? 0, or -1 with the reason. */
 int launch_emu_usable(char *why, size_t cap);
 
