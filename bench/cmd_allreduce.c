@@ -312,6 +312,7 @@ typedef struct {
   const ar_opts *o;
   coll_boot *boot;
   int rank, size;
+  int per_host; /* the most ranks on one host (every row says it) */
   bench_run run; /* rank 0 only */
   res_table *tab;
   int progress;
@@ -593,7 +594,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   row.run_id = x->run.run_id;
   row.schema = RES_SCHEMA_VERSION;
   row.host_count = coll_boot_host_count(x->boot);
-  row.ranks_per_host = bench_ranks_per_host(x->boot);
+  row.ranks_per_host = x->per_host;
   row.ranks = x->size;
   row.fabric = fabric;
   row.transport = coll_transport_name(k->tk);
@@ -630,7 +631,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk),
                                               coll_boot_host_count(x->boot), row.topo_hash);
   if (fm) { /* one fabric, or on a cluster both levels */
-    row.t_pred_us = res_allreduce_row_time(&x->model, &row) * 1e6;
+    row.t_pred_us = res_allreduce_row_time(&x->model, &row, NULL, NULL) * 1e6;
     if (isfinite(row.t_pred_us) && row.t_pred_us > 0) row.pred_err = (st.p50 - row.t_pred_us) / row.t_pred_us;
   } else if (x->model.n && !(x->model_missed & (1u << k->tk))) {
     /* said once per transport: rows without t_pred_us would pass for a run checked against it */
@@ -868,6 +869,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, o->want_mpi, (int)o->r.timeout_s * 1000, &e)) return ar_fail(&e);
   x.rank = coll_boot_rank(x.boot);
   x.size = coll_boot_size(x.boot);
+  x.per_host = bench_ranks_per_host(x.boot);
   ar_run *u = calloc(1, sizeof *u);
   int rc = u ? ar_begin(&x, argc, argv) : bench_error("out of memory");
   int failed = 1, agreed = 0; /* agreed: every rank stops alike */

@@ -235,20 +235,14 @@ static int fit_check_rows(fit_check_ctx *k, const res_model *m, int64_t min_byte
     if (r->errors || r->ranks < 2 || r->bytes < min_bytes || !(r->t_p50_us > 0) || isfinite(r->compute_loss) ||
         coll_algo_parse(an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
       continue;
-    const res_fabric_model *f = res_model_find(m, r->fabric, r->transport, (int)r->host_count, r->topo_hash);
-    if (!f) continue;
-    /* a cluster's row of two levels (hier, or flat across hosts of several ranks): both fits'
-     * prediction, which learned nothing of the row */
-    int one = res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks);
-    double pred = (one ? coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes)
-                       : res_allreduce_row_time(m, r)) * 1e6;
+    /* one fabric's time, or on a cluster both levels' (which learned nothing of the row) */
+    double pred0;
+    int at;
+    double pred = res_allreduce_row_time(m, r, &pred0, &at) * 1e6;
     if (!(pred > 0) || !isfinite(pred)) continue;
-    double pred0 = one ? pred / coll_model_learned(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes)
-                       : pred;
+    pred0 *= 1e6;
     c[k->n] = (fit_chk){r->fabric, r->transport, an, r->ranks, r->bytes, (r->t_p50_us - pred) / pred,
-                        fit_again(r, an, &k->rep), (r->t_p50_us - pred0) / pred0,
-                        coll_model_learned_at(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes),
-                        r->round_spread};
+                        fit_again(r, an, &k->rep), (r->t_p50_us - pred0) / pred0, at, r->round_spread};
     if (t && fit_check_put(t, r, an, pred, c[k->n].err)) {
       failed = 1;
       break;

@@ -314,22 +314,10 @@ static void rp_panels_against_size(rp_ctx *x, const char *name, const char *titl
  * is not NULL, also its formulas' alone (*formulas) and whether the model learned the row's
  * algorithm, ranks and size (*at: there it holds a measured time, not a prediction). */
 static double rp_pred_us_ex(const rp_ctx *x, const res_allreduce_row *r, double *formulas, int *at) {
-  const res_fabric_model *f =
-      x->have_model ? res_model_find(&x->model, r->fabric, r->transport, (int)r->host_count, r->topo_hash) : NULL;
-  coll_algo a;
-  const char *an = *r->algo_ran ? r->algo_ran : r->algo;
   /* a row measured beside a load (compute_loss) is not the link's time the model predicts */
-  if (!f || coll_algo_parse(an, &a) || isfinite(r->compute_loss)) return NAN;
-  if (!res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks)) { /* a cluster's two levels */
-    double t = res_allreduce_row_time(&x->model, r) * 1e6;
-    if (formulas) *formulas = t, *at = 0;
-    return isfinite(t) && t > 0 ? t : NAN;
-  }
-  double t = coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes) * 1e6;
-  if (formulas) {
-    *formulas = t / coll_model_learned(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
-    *at = coll_model_learned_at(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
-  }
+  if (!x->have_model || isfinite(r->compute_loss)) return NAN;
+  double t = res_allreduce_row_time(&x->model, r, formulas, at) * 1e6;
+  if (formulas) *formulas *= 1e6;
   return isfinite(t) && t > 0 ? t : NAN;
 }
 

@@ -269,8 +269,11 @@ double res_allreduce_time(const res_ar_spec *s, double bytes);
 /* The model's seconds for an all-reduce row (its algo_ran, else its algo): one fabric's
  * (coll_model_time) where the row measures one, both levels' (res_allreduce_time from
  * res_model_levels) where it ran across hosts of several ranks; NaN without the fabrics, and
- * for native and auto. */
-double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r);
+ * for native and auto. formulas (may be NULL) gets the formulas' alone, without what the model
+ * learned (coll_model_learned), and learned_at (may be NULL) whether the model learned this
+ * very row's algorithm, ranks and size (there the time is a measurement it holds); a two-level
+ * row learned nothing. */
+double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r, double *formulas, int *learned_at);
 /* Does a row of algorithm a measure one fabric that the formulas price (not native, auto or
  * hier; on host_count hosts of at most ranks_per_host ranks, not two fabrics at once: several
  * hosts with several ranks each)? What fit learns from, and checks. */

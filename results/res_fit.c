@@ -947,9 +947,14 @@ const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
   return best;
 }
 
+/* Ranks on a host: the row's ranks_per_host, or for a row without one its ranks spread evenly. */
+static int64_t rf_per_host(int64_t host_count, int64_t ranks_per_host, int64_t ranks) {
+  return ranks_per_host > 0 ? ranks_per_host : host_count > 0 ? (ranks + host_count - 1) / host_count : ranks;
+}
+
 int res_row_one_fabric(coll_algo a, int64_t host_count, int64_t ranks_per_host, int64_t ranks) {
   if (a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO || a.kind == COLL_ALGO_HIER) return 0;
-  int64_t ppn = ranks_per_host > 0 ? ranks_per_host : host_count > 0 ? (ranks + host_count - 1) / host_count : ranks;
+  int64_t ppn = rf_per_host(host_count, ranks_per_host, ranks);
   return host_count <= 1 || ppn <= 1;
 }
 
@@ -959,7 +964,7 @@ int res_model_levels(const res_model *m, const char *fabric, const char *transpo
   *intra = NULL;
   *inter = m && fabric ? res_model_find(m, fabric, transport, host_count, topo) : NULL;
   if (!*inter) return -1;
-  int ppn = ranks_per_host > 0 ? ranks_per_host : host_count > 0 ? (ranks + host_count - 1) / host_count : ranks;
+  int ppn = (int)rf_per_host(host_count, ranks_per_host, ranks);
   if (host_count <= 1 || ppn <= 1) return 0;
   int best = -1;
   for (size_t i = 0; i < m->n; i++) {
@@ -977,7 +982,7 @@ int res_ar_spec_for(res_ar_spec *s, const res_fabric_model *intra, const res_fab
   if (a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO || !inter) return -1;
   int hier = a.kind == COLL_ALGO_HIER;
   coll_algo across = hier ? (coll_algo){(coll_algo_kind)a.param, 0} : a;
-  int ppn = ranks_per_host > 0 ? ranks_per_host : host_count > 0 ? (ranks + host_count - 1) / host_count : ranks;
+  int ppn = (int)rf_per_host(host_count, ranks_per_host, ranks);
   *s = (res_ar_spec){.intra = intra ? &intra->m : &inter->m, .inter = intra ? &inter->m : NULL, .algo = across,
                      .hier = hier && intra, .ranks = ranks, .ranks_per_node = host_count > 1 ? ppn : ranks,
                      .chunk_bytes = inter->chunk_bytes > 0 ? (size_t)inter->chunk_bytes : 0};

@@ -51,20 +51,31 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   return t;
 }
 
-double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r) {
+double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r, double *formulas, int *learned_at) {
   const res_fabric_model *f, *intra;
   coll_algo a;
   const char *an = r->algo_ran && *r->algo_ran ? r->algo_ran : r->algo;
+  if (formulas) *formulas = NAN;
+  if (learned_at) *learned_at = 0;
   if (!m || !an || coll_algo_parse(an, &a) ||
       res_model_levels(m, r->fabric, r->transport, (int)r->host_count, (int)r->ranks_per_host, (int)r->ranks,
                        r->topo_hash, &intra, &f))
     return NAN;
-  if (res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks))
-    return coll_model_time(&f->m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
+  int p = (int)r->ranks;
+  size_t bytes = (size_t)r->bytes, chunk = (size_t)r->chunk_bytes;
+  double t;
+  if (res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks)) {
+    t = coll_model_time(&f->m, a, p, bytes, chunk);
+    if (formulas) *formulas = t / coll_model_learned(&f->m, a, p, bytes, chunk);
+    if (learned_at) *learned_at = coll_model_learned_at(&f->m, a, p, bytes, chunk);
+    return t;
+  }
   res_ar_spec s;
-  if (res_ar_spec_for(&s, intra, f, a, (int)r->ranks, (int)r->host_count, (int)r->ranks_per_host)) return NAN;
-  s.chunk_bytes = r->chunk_bytes > 0 ? (size_t)r->chunk_bytes : s.chunk_bytes;
-  return res_allreduce_time(&s, (double)r->bytes);
+  if (res_ar_spec_for(&s, intra, f, a, p, (int)r->host_count, (int)r->ranks_per_host)) return NAN;
+  s.chunk_bytes = chunk > 0 ? chunk : s.chunk_bytes;
+  t = res_allreduce_time(&s, (double)r->bytes);
+  if (formulas) *formulas = t;
+  return t;
 }
 
 void res_predict_step(res_step_out *out, const res_step_in *in) {

@@ -1386,18 +1386,18 @@ static void test_cluster_levels(void **state) {
   r.host_count = 2, r.ranks_per_host = 2, r.ranks = 4, r.bytes = 16 << 20, r.chunk_bytes = 256 << 10;
   res_ar_spec s = {.intra = &fs[2].m, .inter = &fs[0].m, .algo = ring, .hier = 1, .ranks = 4,
                    .ranks_per_node = 2, .chunk_bytes = 256 << 10};
-  double t = res_allreduce_row_time(&m, &r);
+  double t = res_allreduce_row_time(&m, &r, NULL, NULL);
   near(t, res_allreduce_time(&s, 16 << 20), 1e-12, "hier on 2x2");
   /* across: the node's 2 rings of 8 MiB share its link, 8 MiB x 2 x 8 ns/B = 134 ms; inside
    * and the reductions add 8 ms (unshared, the link term alone would be 67 ms) */
   assert_true(t > 2 * 0.5 * 8388608 * 16e-9 && t < 2 * 0.5 * 8388608 * 16e-9 + 0.010);
   r.algo = "ring";
   s.hier = 0;
-  near(res_allreduce_row_time(&m, &r), res_allreduce_time(&s, 16 << 20), 1e-12, "flat ring on 2x2");
+  near(res_allreduce_row_time(&m, &r, NULL, NULL), res_allreduce_time(&s, 16 << 20), 1e-12, "flat ring on 2x2");
   r.ranks_per_host = 1, r.ranks = 2; /* one rank a host: the fabric's own formula */
-  near(res_allreduce_row_time(&m, &r), coll_model_time(&fs[0].m, ring, 2, 16 << 20, 256 << 10), 1e-12, "2x1");
+  near(res_allreduce_row_time(&m, &r, NULL, NULL), coll_model_time(&fs[0].m, ring, 2, 16 << 20, 256 << 10), 1e-12, "2x1");
   r.algo = "native";
-  assert_true(isnan(res_allreduce_row_time(&m, &r)));
+  assert_true(isnan(res_allreduce_row_time(&m, &r, NULL, NULL)));
 }
 
 int main(void) {
