@@ -84,8 +84,7 @@ int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
   unsigned char *buf = vbuf;
   size_t es = coll_dtype_size(dt);
   const int *order = c->node_order, *start = c->host_start;
-  int nh = c->nhosts, lmax = c->lmax, h = 0;
-  while (start[h + 1] <= c->node_pos) h++;
+  int nh = c->nhosts, lmax = c->lmax, h = c->node_host;
   int L = start[h + 1] - start[h], j = c->node_pos - start[h], rc = 0;
   uint32_t base = c->seq;
   coll_comm *in = c->intra ? c->intra : c; /* the host's phases' transport */

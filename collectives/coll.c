@@ -221,6 +221,9 @@ static int coll_comm_layout(coll_comm *c) {
     if (c->node_order[i] != i) c->node_identity = 0;
     if (c->node_order[i] == c->rank) c->node_pos = i;
   }
+  c->node_host = 0;
+  while (c->host_start[c->node_host + 1] <= c->node_pos) c->node_host++;
+  c->local_size = c->host_start[c->node_host + 1] - c->host_start[c->node_host];
   return 0;
 }
 
@@ -252,9 +255,6 @@ int coll_comm_open(coll_comm **out, coll_boot *b, const coll_comm_opts *o, coll_
     return coll_fail(e, "out of memory");
   }
   for (int r = 0; r < c->size; r++) snprintf(c->hosts[r], COLL_HOST_MAX, "%s", coll_boot_host(b, r));
-  /* counted once every host is known: a rank compared with its own entry before filling it
-   * saw only the ranks above it, so the last ranks of a crowded host spun */
-  for (int r = 0; r < c->size; r++) c->local_size += !strcmp(c->hosts[r], c->hosts[c->rank]);
   c->world_rank = c->rank;
   c->world_size = c->size;
   if (coll_comm_layout(c) != 0) {

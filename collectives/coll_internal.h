@@ -172,6 +172,7 @@ struct coll_comm {
   struct coll_comm *intra; /* hier's phases inside hosts, on another transport (NULL: this one) */
   int *node_order, *host_start;
   int node_pos;        /* this rank's place in node_order */
+  int node_host;       /* this rank's host: node_order[host_start[node_host] ..] holds it */
   int node_identity;   /* node_order is 0, 1, ..., size-1: the flat algorithms need no view */
   int *group;          /* nhosts entries for hier's groups across hosts */
   /* The group view (coll_view_set): while `view` is set, rank and size are this rank's index
