@@ -612,6 +612,28 @@ static int children_of(pid_t parent, pid_t *out, int cap) {
   return n;
 }
 
+/* The launcher's ranks among its children: those in a network namespace of their own (an
+ * emulated node's holder, its child too, stays in ours). */
+static int ranks_of(pid_t launcher, pid_t *out, int cap) {
+  pid_t kids[32];
+  int nk = children_of(launcher, kids, 32), n = 0;
+  unsigned long ours = ns_inode(getpid(), "net");
+  for (int i = 0; i < nk && n < cap; i++) {
+    unsigned long net = ns_inode(kids[i], "net");
+    if (net && net != ours) out[n++] = kids[i];
+  }
+  return n;
+}
+
+/* Waits (15 s at most) until the launcher runs `want` ranks; their pids into out. */
+static void wait_ranks(pid_t launcher, int want, pid_t *out, int cap) {
+  double t0 = now_s();
+  while (ranks_of(launcher, out, cap) < want) {
+    assert_true(now_s() - t0 < 15);
+    usleep(20000);
+  }
+}
+
 static void test_fabench_killed_rank(void **state) {
   (void)state;
   if (!have_emulation()) skip();
@@ -624,14 +646,10 @@ static void test_fabench_killed_rank(void **state) {
                   "--iters", "20", "--timeout", "20", "--out", dir, NULL};
   pid_t pid = spawn(argv);
   pid_t kids[8];
-  double t0 = now_s();
-  while (children_of(pid, kids, 8) < 3) {
-    assert_true(now_s() - t0 < 15);
-    usleep(20000);
-  }
+  wait_ranks(pid, 3, kids, 8);
   usleep(700000); /* mid-run */
   int victim = rand() % 3;
-  assert_int_equal(children_of(pid, kids, 8), 3);
+  assert_int_equal(ranks_of(pid, kids, 8), 3);
   kill(kids[victim], SIGKILL);
   int st = wait_limit(pid, 30);
   assert_true(WIFEXITED(st));
@@ -650,12 +668,6 @@ static int shm_entries(void) {
   while (d && (de = readdir(d))) n += de->d_name[0] != '.';
   if (d) closedir(d);
   return n;
-}
-
-/* Is pid a rank, in a node's network namespace (a node's holder stays in ours)? */
-static int is_rank(pid_t pid) {
-  unsigned long net = ns_inode(pid, "net");
-  return net && net != ns_inode(getpid(), "net");
 }
 
 /* Processes whose UTS namespace is `inode` (an emulated node's holder and ranks). */
@@ -920,21 +932,17 @@ static void test_fabench_nodes(void **state) {
   assert_int_equal(shm_entries(), shm); /* UCX's shared memory between a node's ranks: gone */
   assert_true(check_csv(dir, "emu-1gbit") >= 24);
   /* each row says the layout too: 2 hosts, 2 ranks on each (the last column) */
-  static char csv[1 << 16];
-  char *line, *save = NULL;
-  snprintf(csv, sizeof csv, "%s/allreduce.csv", dir);
-  FILE *cf = fopen(csv, "r");
-  assert_non_null(cf);
-  size_t got = fread(csv, 1, sizeof csv - 1, cf);
-  csv[got] = 0;
-  fclose(cf);
+  char *line, *save = NULL, path[128];
+  snprintf(path, sizeof path, "%s/allreduce.csv", dir);
+  char *csv = tu_slurp(path, NULL);
+  assert_non_null(csv);
   line = strtok_r(csv, "\n", &save);
   assert_true(line && strstr(line, "host_count") && strlen(line) > 15 &&
               !strcmp(line + strlen(line) - 15, ",ranks_per_host"));
   while ((line = strtok_r(NULL, "\n", &save)))
     assert_string_equal(line + strlen(line) - 2, ",2");
+  free(csv);
   static char meta[1 << 16];
-  char path[128];
   snprintf(path, sizeof path, "%s/run.json", dir);
   assert_true(read_file(path, meta, sizeof meta) > 0);
   assert_non_null(strstr(meta, "\"host_count\":\t2"));
@@ -965,17 +973,9 @@ static void test_fabench_nodes_killed_rank(void **state) {
                   "--min-bytes", "1M", "--max-bytes", "16M", "--iters", "20", "--timeout", "20", "--out", dir, NULL};
   int shm = shm_entries();
   pid_t pid = spawn(argv);
-  pid_t kids[16], ranks[16];
-  int nr = 0;
-  double t0 = now_s();
-  while (nr < 4) { /* the launcher's children: 4 ranks and 2 holders */
-    assert_true(now_s() - t0 < 15);
-    usleep(20000);
-    int nk = children_of(pid, kids, 16);
-    nr = 0;
-    for (int i = 0; i < nk; i++)
-      if (is_rank(kids[i])) ranks[nr++] = kids[i];
-  }
+  pid_t ranks[16];
+  int nr = 4; /* the launcher's children: 4 ranks and 2 holders */
+  wait_ranks(pid, nr, ranks, 16);
   unsigned long uts[16];
   for (int i = 0; i < nr; i++) uts[i] = ns_inode(ranks[i], "uts");
   usleep(1500000); /* mid-run */
