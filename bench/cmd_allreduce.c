@@ -14,6 +14,7 @@
 #include "coll.h"
 #include "res.h"
 #include "topo.h"
+#include "util.h"
 
 static const char ar_usage[] =
     "usage: fabench allreduce [options]\n"
@@ -362,11 +363,11 @@ static int ar_load_alone(ar_ctx *x, coll_comm *c, coll_err *e) {
   if (!x->load) return 0;
   if (coll_barrier(c, e)) return -1;
   uint64_t c0 = ar_load_done(x);
-  double t0 = res_now();
+  double t0 = util_now();
   struct timespec ts = {0, 200 * 1000 * 1000};
   nanosleep(&ts, NULL);
   x->alone_n += (double)(ar_load_done(x) - c0);
-  x->alone_s += res_now() - t0;
+  x->alone_s += util_now() - t0;
   return 0;
 }
 
@@ -379,8 +380,8 @@ typedef struct {
   long iters;
   double *times; /* microseconds, each the maximum over ranks */
   size_t ntimes, cap;
-  res_stats st;  /* of this size's samples */
-  double spread; /* the rounds' medians apart (res_round_spread; NaN: one round) */
+  util_stats st;  /* of this size's samples */
+  double spread; /* the rounds' medians apart (util_round_spread; NaN: one round) */
   double load_n, load_s; /* --beside-compute: the load's products and seconds while timed */
   double loss;   /* the share of the load's pace lost, mean over ranks (NaN: no load) */
   int is_peer;
@@ -435,10 +436,10 @@ static int ar_timed(ar_cell *k, void *buf, size_t count, coll_dtype dt, coll_op 
       if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
     return coll_timer_stop(k->c, sec, e);
   }
-  double t0 = res_now();
+  double t0 = util_now();
   for (long i = 0; i < n; i++)
     if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
-  *sec = res_now() - t0;
+  *sec = util_now() - t0;
   return 0;
 }
 
@@ -463,7 +464,7 @@ static int ar_prepare(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
   /* the load's CPU would count as the call's */
   k->cpu_n = x->rank == 0 && !k->dbuf && !x->load && coll_comm_sleeps(k->c) ? 0 : -1;
   k->load_n = k->load_s = 0;
-  double w0 = res_now();
+  double w0 = util_now();
   for (long i = 0; i < o->warmup; i++) {
     if (!o->pipelined && coll_barrier(k->c, e)) return -1;
     if (coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e)) return -1;
@@ -471,13 +472,13 @@ static int ar_prepare(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
   if (ar_sync(k, e)) return -1;
   k->iters = o->iters;
   if (!k->iters) {
-    double per = o->warmup ? (res_now() - w0) / (double)o->warmup : 0;
+    double per = o->warmup ? (util_now() - w0) / (double)o->warmup : 0;
     if (!o->warmup) {
-      double t0 = res_now();
+      double t0 = util_now();
       if (coll_barrier(k->c, e) || coll_allreduce(k->c, buf, count, dt, op, k->algo, &k->ran, e) ||
           ar_sync(k, e))
         return -1;
-      per = res_now() - t0;
+      per = util_now() - t0;
     }
     if (ar_max(x, k->c, &per, 1, e)) return -1;
     double want = o->time_per_size / (per > 1e-7 ? per : 1e-7);
@@ -504,7 +505,7 @@ static int ar_measure(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
                       long n, coll_err *e) {
   double *t = k->times + k->ntimes;
   void *buf = ar_buf(k, hbuf);
-  double cpu0 = k->cpu_n >= 0 ? bench_host_cpu_s() : NAN, l0 = res_now();
+  double cpu0 = k->cpu_n >= 0 ? bench_host_cpu_s() : NAN, l0 = util_now();
   uint64_t c0 = ar_load_done(x);
   if (x->o->pipelined) {
     double mean;
@@ -520,7 +521,7 @@ static int ar_measure(ar_ctx *x, ar_cell *k, void *hbuf, size_t count, coll_dtyp
     if (ar_max(x, k->c, t, (size_t)n, e)) return -1;
   }
   k->load_n += (double)(ar_load_done(x) - c0);
-  k->load_s += res_now() - l0;
+  k->load_s += util_now() - l0;
   for (long i = 0; i < n; i++) t[i] *= 1e6;
   k->ntimes += (size_t)n;
   return 0;
@@ -571,7 +572,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC")
                        : k->gfabric[0]                    ? k->gfabric
                                                           : coll_comm_fabric(k->c);
-  res_stats st = k->st;
+  util_stats st = k->st;
   /* busbw ratio = the peer's median time over this one's (same bytes, same ranks) */
   double vs = peer && st.p50 > 0 ? peer->st.p50 / st.p50 : NAN;
   char vss[16] = "-";
@@ -681,8 +682,8 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
     }
   const ar_cell *peer = NULL;
   for (int i = 0; i < ncells; i++) {
-    cells[i].spread = res_round_spread(cells[i].times, cells[i].ntimes, (int)o->rounds);
-    res_stats_compute(&cells[i].st, cells[i].times, cells[i].ntimes);
+    cells[i].spread = util_round_spread(cells[i].times, cells[i].ntimes, (int)o->rounds);
+    util_stats_compute(&cells[i].st, cells[i].times, cells[i].ntimes);
     if (cells[i].is_peer) peer = &cells[i];
   }
   for (int i = 0; i < ncells && x->load; i++) { /* every rank: the loss is the ranks' mean */

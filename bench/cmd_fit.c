@@ -10,6 +10,7 @@
 #include "launch.h"
 #include "model.h"
 #include "res.h"
+#include "util.h"
 
 static const char fit_usage[] =
     "usage: fabench fit [options] DIR...\n"
@@ -316,13 +317,13 @@ static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
         gmok += fabs(c[j].again) <= 0.10 && fabs(learned_any ? c[j].err0 : c[j].err) <= 0.10;
       }
     }
-    double med = res_median(e, k);
+    double med = util_median(e, k);
     printf("  %-22s %-4s median %5.1f%%  max %6.1f%%  within 10%%: %zu/%zu", c[i].fabric, c[i].transport,
            100 * med, 100 * e[k - 1], ok, k);
     if (learned) printf("   formulas alone: %zu/%zu   between: %zu/%zu, formulas alone %zu/%zu", ok0, k, bok, nb, bok0, nb);
     if (spread) printf("   steady: %zu/%zu", sok, ns);
     if (ng)
-      printf("   again: median %5.1f%%  within 10%%: %zu/%zu   repeated: %zu/%zu", 100 * res_median(g, ng), gok, ng,
+      printf("   again: median %5.1f%%  within 10%%: %zu/%zu   repeated: %zu/%zu", 100 * util_median(g, ng), gok, ng,
              gmok, gok);
     printf("\n");
     i = j;

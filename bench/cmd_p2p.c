@@ -17,6 +17,7 @@
 #include "coll.h"
 #include "res.h"
 #include "topo.h"
+#include "util.h"
 
 #define P2P_MAX_TRANSPORTS 4
 #define P2P_MAX_WINDOW 4096
@@ -96,7 +97,7 @@ typedef struct {
 
 /* What the source sends rank 0 for one step. */
 typedef struct {
-  res_stats t;            /* us per message, one way */
+  util_stats t;            /* us per message, one way */
   double gbps, gbps_mean; /* GB/s (1e9 B/s) */
   int64_t iters, window, errors;
   char fabric[128];
@@ -363,10 +364,10 @@ static int p2p_step(p2p_ctx *x, int test, int src, int dst, uint64_t bytes, p2p_
   p2p_pattern(x->sbuf, bytes, me, peer);
   if (receives) p2p_pattern(x->expect, bytes, peer, me);
 
-  double t0 = res_now();
+  double t0 = util_now();
   for (long i = 0; i < warm; i++)
     if (p2p_iter(x, test, src, peer, bytes, window)) return -1;
-  double warm_s = res_now() - t0;
+  double warm_s = util_now() - t0;
 
   /* the source chooses the count from the warm-up and tells the destination */
   int64_t iters = o->iters;
@@ -374,9 +375,9 @@ static int p2p_step(p2p_ctx *x, int test, int src, int dst, uint64_t bytes, p2p_
     if (me == src) {
       double per = warm > 0 ? warm_s / (double)warm : 0;
       if (warm == 0) { /* time one iteration to have a figure */
-        t0 = res_now();
+        t0 = util_now();
         if (p2p_iter(x, test, src, peer, bytes, window)) return -1;
-        per = res_now() - t0;
+        per = util_now() - t0;
       }
       double want = per > 0 ? o->time_per_size / per : P2P_MAX_ITERS;
       iters = want < P2P_MIN_ITERS ? P2P_MIN_ITERS : want > P2P_MAX_ITERS ? P2P_MAX_ITERS : (int64_t)want;
@@ -395,9 +396,9 @@ static int p2p_step(p2p_ctx *x, int test, int src, int dst, uint64_t bytes, p2p_
   if (receives) p2p_poison(x->rbuf, x->expect, bytes);
   double total = 0;
   for (int64_t i = 0; i < iters; i++) {
-    double a = res_now();
+    double a = util_now();
     if (p2p_iter(x, test, src, peer, bytes, window)) return -1;
-    double t = res_now() - a;
+    double t = util_now() - a;
     total += t;
     x->samples[i] = t;
   }
@@ -421,8 +422,8 @@ static int p2p_step(p2p_ctx *x, int test, int src, int dst, uint64_t bytes, p2p_
    * messages one after another (in each direction at once for bibw) */
   double div = test == P2P_LAT ? 2.0 : (double)window;
   for (int64_t i = 0; i < iters; i++) x->samples[i] = x->samples[i] * 1e6 / div;
-  res_stats st;
-  res_stats_compute(&st, x->samples, (size_t)iters);
+  util_stats st;
+  util_stats_compute(&st, x->samples, (size_t)iters);
   double dirs = test == P2P_BIBW ? 2.0 : 1.0;
   memset(res, 0, sizeof *res);
   res->t = st;
@@ -595,8 +596,8 @@ static int p2p_copies(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transpor
       if (coll_copy_bench(x->c, k, peer, sizes[i], (int)iters, x->samples, &bad, &x->e)) return -1;
       double total = 0;
       for (int64_t j = 0; j < iters; j++) total += x->samples[j], x->samples[j] *= 1e6;
-      res_stats st;
-      res_stats_compute(&st, x->samples, (size_t)iters);
+      util_stats st;
+      util_stats_compute(&st, x->samples, (size_t)iters);
       double traffic = within ? 2.0 : 1.0; /* a copy within one memory reads and writes */
       p2p_result res;
       memset(&res, 0, sizeof res);

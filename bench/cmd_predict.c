@@ -13,6 +13,7 @@
 #include "bench.h"
 #include "coll.h"
 #include "res.h"
+#include "util.h"
 
 static const char pr_usage[] =
     "usage: fabench predict [options]\n"
@@ -292,7 +293,7 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
     free(buf);
     return snprintf(err, cap, "cannot write %.900s: out of memory", path), -1;
   }
-  int rc = res_file_replace(path, buf, len, err, cap);
+  int rc = util_file_replace(path, buf, len, err, cap);
   free(buf);
   if (rc) return -1;
   bench_gnuplot_log_reset(dir);

@@ -14,6 +14,7 @@
 #include "model.h"
 #include "coll.h"
 #include "res.h"
+#include "util.h"
 
 static const char rp_usage[] =
     "usage: fabench report [options] DIR...\n"
@@ -158,7 +159,7 @@ static int rp_close(rp_ctx *x, FILE *f, const char *name) {
   } else {
     char path[4200], err[sizeof x->werr];
     snprintf(path, sizeof path, "%s/%s", x->dir, name);
-    rc = res_file_replace(path, x->open[i].buf, x->open[i].len, err, sizeof err);
+    rc = util_file_replace(path, x->open[i].buf, x->open[i].len, err, sizeof err);
     if (rc && !x->werr[0]) memcpy(x->werr, err, sizeof err);
   }
   free(x->open[i].buf);
@@ -561,7 +562,7 @@ static void rp_model_words(rp_ctx *x) {
     fprintf(x->md,
             "- **%s** (%s): the model%s %zu of %zu measured all-reduce times from 1 MiB within 10%%; "
             "the median error is %.0f%% and the worst %.0f%% (%s on %lld ranks at %.0f MiB). %s\n",
-            k->fabric, k->transport, at ? "'s formulas predict" : " predicts", at ? ok0 : ok, n, 100 * res_median(at ? e0 : e, n),
+            k->fabric, k->transport, at ? "'s formulas predict" : " predicts", at ? ok0 : ok, n, 100 * util_median(at ? e0 : e, n),
             100 * wv, *worst->algo_ran ? worst->algo_ran : worst->algo, (long long)worst->ranks,
             (double)worst->bytes / 1048576, rp_verdict(at ? ok0 : ok, n));
     if (at)

@@ -24,6 +24,7 @@
 #include "launch.h"
 #include "nn.h"
 #include "res.h"
+#include "util.h"
 
 static const char suite_usage[] =
     "usage: fabench suite [options]\n"
@@ -216,12 +217,12 @@ static int step_run(const char *self, const suite_step *s, const char *dir, cons
       } else {
         *interrupted = sig;
         kill(p, sig == SIGHUP ? SIGTERM : sig);
-        kill_at = res_now() + SUITE_GRACE_S;
+        kill_at = util_now() + SUITE_GRACE_S;
       }
     }
-    if (kill_at > 0 && res_now() >= kill_at) {
+    if (kill_at > 0 && util_now() >= kill_at) {
       kill(p, SIGKILL);
-      kill_at = res_now() + 3600; /* SIGKILL is final; just reap */
+      kill_at = util_now() + 3600; /* SIGKILL is final; just reap */
     }
   }
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -258,7 +259,7 @@ static cJSON *state_load(const char *dir, char *err, size_t errcap) {
   char p[4200];
   snprintf(p, sizeof p, "%s/suite.json", dir);
   cJSON *s = NULL;
-  int rc = res_json_read_file(p, &s, err, errcap);
+  int rc = util_json_read_file(p, &s, err, errcap);
   if (rc == -2) snprintf(err, errcap, "no suite.json there (not a suite directory?)");
   return rc ? NULL : s;
 }
@@ -695,21 +696,21 @@ static int suite_step_one(suite_job *x, int i) {
   progress(x->tty, i, x->ns, p->name, "...");
   if (!x->fit_ok) drop_arg(p, "--model-from"); /* train without predictions */
   if (!strcmp(p->name, "predict") && x->fit_ok) predict_fabrics(p, x->dir);
-  double ts = res_now();
+  double ts = util_now();
   int src = step_run(x->self, p, x->dir, &x->sg.set, &x->sg.old, &x->interrupted);
   if (!strcmp(p->name, "fit")) x->fit_ok = src == 0;
   if (src == 0) x->ran_now |= UINT64_C(1) << i;
   char what[128], sj[4200], err[1024];
   snprintf(what, sizeof what, "%s in %.0f s",
            src == 0 ? "ok" : x->interrupted ? "interrupted" : p->optional ? "failed (optional)" : "FAILED",
-           res_now() - ts);
+           util_now() - ts);
   progress(x->tty, i + 1, x->ns, p->name, what);
   cJSON *sv = cJSON_GetObjectItem(x->state, "steps");
   cJSON_DeleteItemFromObject(sv, p->name);
   /* a step that ended ok despite the signal is done; one cut short runs again on --resume */
   cJSON_AddStringToObject(sv, p->name, src == 0 ? "ok" : x->interrupted ? "interrupted" : "failed");
   snprintf(sj, sizeof sj, "%s/suite.json", x->dir);
-  if (res_json_write_file(sj, x->state, err, sizeof err)) {
+  if (util_json_write_file(sj, x->state, err, sizeof err)) {
     bench_error("%s", err);
     x->failed = 1;
     return 1;
@@ -736,7 +737,7 @@ static int suite_run_steps(suite_job *x) {
   ssize_t sl = readlink("/proc/self/exe", x->self, sizeof x->self - 1);
   if (sl <= 0) return bench_error("cannot find this program (/proc/self/exe)");
   x->self[sl] = 0;
-  x->t0 = res_now();
+  x->t0 = util_now();
   launch_sigs_take(&x->sg); /* as the -n launcher does: signals go to the running step */
   struct timespec zero = {0, 0};
   for (int i = 0; i < x->ns; i++) {
@@ -756,7 +757,7 @@ static int suite_finish(suite_job *x) {
             x->stopped_in ? " during " : "", x->stopped_in ? x->stopped_in : "", x->dir);
     return 128 + x->interrupted;
   }
-  printf("suite: %.0f s\n", res_now() - x->t0);
+  printf("suite: %.0f s\n", util_now() - x->t0);
   summarize(x->dir, &x->o, x->rates, x->nrates, x->grad_bytes, x->talgo);
   printf("\nsuite: %s%s\n", x->dir,
          x->failed ? " (some steps FAILED: see their logs; --resume runs them again)" : "");

@@ -8,6 +8,7 @@
 #include "bench.h"
 #include "res.h"
 #include "topo.h"
+#include "util.h"
 
 static const char topo_usage[] =
     "usage: fabench topo [--json] [--xml FILE] [--input FILE | --synthetic DESC]\n"
@@ -77,7 +78,7 @@ int bench_cmd_topo(int argc, char **argv) {
       goto done;
     }
     snprintf(path, sizeof path, "%s/topo.json", out_dir);
-    if (res_json_write_file(path, j, err, sizeof err) != 0) {
+    if (util_json_write_file(path, j, err, sizeof err) != 0) {
       rc = bench_error("topo: %s", err);
       goto done;
     }

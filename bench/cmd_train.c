@@ -18,6 +18,7 @@
 #include "nn.h"
 #include "res.h"
 #include "topo.h"
+#include "util.h"
 
 static const char train_usage[] =
     "usage: fabench train [options]\n"
@@ -401,7 +402,7 @@ static int heartbeat(train_ctx *x, int32_t say, int32_t *heard) {
   int rc = coll_boot_allgather(x->boot, all, &say, sizeof say, &e);
   if (rc) bench_error("%s", e.msg);
   else if (heard) *heard = all[0];
-  x->alive_said = res_now();
+  x->alive_said = util_now();
   free(all);
   return rc ? -1 : 0;
 }
@@ -457,7 +458,7 @@ static int on_alive(void *ctx) {
   train_ctx *x = ctx;
   if (!x->heartbeat || x->size < 2) return 0;
   double period = x->a->r.timeout_s / 4.0;
-  if (res_now() - x->alive_said < (period < 1 ? period : 1)) return 0;
+  if (util_now() - x->alive_said < (period < 1 ? period : 1)) return 0;
   return heartbeat(x, 0, NULL);
 }
 
@@ -523,7 +524,7 @@ static int write_trace(train_ctx *x) {
   cJSON_AddItemReferenceToObject(doc, "traceEvents", x->trace);
   cJSON_AddStringToObject(doc, "displayTimeUnit", "ms");
   char err[512];
-  int rc = res_json_write_file(x->a->trace, doc, err, sizeof err);
+  int rc = util_json_write_file(x->a->trace, doc, err, sizeof err);
   cJSON_Delete(doc);
   return rc ? bench_error("--trace: %s", err) : 0;
 }
@@ -537,7 +538,7 @@ static int out_file_check(const char *flag, const char *path) {
   const char *slash = strrchr(path, '/');
   if (!*path || (slash && !slash[1]))
     return bench_error("%s '%s': not a file name", flag, path);
-  if (strlen(path) >= sizeof d || res_path_dir(d, sizeof d, path)) return bench_error("%s: path too long", flag);
+  if (strlen(path) >= sizeof d || util_path_dir(d, sizeof d, path)) return bench_error("%s: path too long", flag);
   struct stat st;
   if (stat(d, &st) != 0)
     return bench_error("%s %s: directory '%s': %s", flag, path, d, strerror(errno));

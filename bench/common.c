@@ -14,6 +14,7 @@
 #include "launch.h"
 #include "res.h"
 #include "topo.h"
+#include "util.h"
 
 /* strto* skip leading space and take a sign (strtoull wraps "-5" to 2^64 - 5), and strtod
  * also takes "nan", "inf" and hex: a number here is what a user types, only chars, starting
@@ -264,7 +265,7 @@ int bench_run_begin(bench_run *r, const char *out, const char *command, int argc
     char path[4200];
     cJSON *old = NULL;
     snprintf(path, sizeof path, "%s/run.json", out);
-    if (access(path, F_OK) == 0 && res_json_read_file(path, &old, err, sizeof err) == 0) {
+    if (access(path, F_OK) == 0 && util_json_read_file(path, &old, err, sizeof err) == 0) {
       const cJSON *c = cJSON_GetObjectItem(old, "command");
       int other = cJSON_IsString(c) && strcmp(c->valuestring, command);
       if (other) bench_error("--out %s holds a `%s` run (its run.json): give %s a directory of its own", out,
@@ -291,7 +292,7 @@ int bench_run_begin(bench_run *r, const char *out, const char *command, int argc
     if (summary) {
       char path[4400];
       snprintf(path, sizeof path, "%s/topo.json", r->dir);
-      if (res_json_write_file(path, summary, err, sizeof err) != 0) bench_error("%s", err);
+      if (util_json_write_file(path, summary, err, sizeof err) != 0) bench_error("%s", err);
       cJSON_AddItemToObject(t, "summary", summary);
     }
   } else {
@@ -403,7 +404,7 @@ int bench_run_gather_hosts(bench_run *r, struct coll_boot *b) {
         char path[4400];
         snprintf(path, sizeof path, "%s/topo-%s.xml", r->dir, all[i].host);
         char werr[512]; /* whole or not at all, as rank 0's own XML (topo_write_xml) */
-        if (res_file_replace(path, xmls + (size_t)i * maxlen, all[i].xml_bytes, werr, sizeof werr))
+        if (util_file_replace(path, xmls + (size_t)i * maxlen, all[i].xml_bytes, werr, sizeof werr))
           bench_error("%s", werr);
       }
     }
@@ -457,9 +458,9 @@ double bench_gamma_kernel(void) {
   for (size_t i = 0; i < count; i++) a[i] = (float)(i & 7), b[i] = 1.0f;
   double best = INFINITY;
   for (int rep = 0; rep < 7; rep++) {
-    double t0 = res_now();
+    double t0 = util_now();
     coll_reduce(a, b, count, COLL_F32, COLL_SUM);
-    double t = res_now() - t0;
+    double t = util_now() - t0;
     if (t < best) best = t;
   }
   free(a);

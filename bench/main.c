@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "res.h"
+#include "util.h"
 
 static const char fabench_usage[] =
     "usage: fabench <command> [options]\n"
@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *cmd = argv[1];
-  if (res_stop_signals_install() != 0) perror("fabench: sigaction");
+  if (util_stop_signals_install() != 0) perror("fabench: sigaction");
   if (!strcmp(cmd, "allreduce")) return bench_cmd_allreduce(argc - 1, argv + 1);
   if (!strcmp(cmd, "p2p")) return bench_cmd_p2p(argc - 1, argv + 1);
   if (!strcmp(cmd, "train")) return bench_cmd_train(argc - 1, argv + 1);

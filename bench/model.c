@@ -15,6 +15,7 @@
 #include "model.h"
 #include "coll.h"
 #include "res.h"
+#include "util.h"
 
 int bench_read_dirs(res_rows *ar, res_rows *pp, char **dirs, int ndirs, int quiet, char *err,
                     size_t cap) {
@@ -69,7 +70,7 @@ static cJSON *model_run_json(const char *dir) {
   char path[4200];
   snprintf(path, sizeof path, "%s/run.json", dir);
   cJSON *o;
-  return res_json_read_file(path, &o, NULL, 0) ? NULL : o;
+  return util_json_read_file(path, &o, NULL, 0) ? NULL : o;
 }
 
 void bench_dir_host(const char *dir, int *cores, double *llc) {
@@ -173,8 +174,8 @@ static double model_dirs_gamma(char *const *dirs, int ndirs) {
     if (cJSON_IsNumber(g) && g->valuedouble > 0 && isfinite(g->valuedouble)) v[n++] = 1e-9 / g->valuedouble;
     cJSON_Delete(o);
   }
-  res_stats st = {0};
-  if (n) res_stats_compute(&st, v, n);
+  util_stats st = {0};
+  if (n) util_stats_compute(&st, v, n);
   free(v);
   return n ? st.p50 : NAN;
 }

@@ -1,5 +1,5 @@
 /* Checkpoints: a little-endian header, the parameter, momentum and buffer arenas as float32,
- * and a zlib crc32 of everything before it. Replaced whole (res_file_replace: synced, renamed). */
+ * and a zlib crc32 of everything before it. Replaced whole (util_file_replace: synced, renamed). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <zlib.h>
 
 #include "nn_data.h"
-#include "res.h"
+#include "util.h"
 
 static const char ckpt_magic[8] = {'F', 'A', 'B', 'C', 'K', 'P', 'T', '\n'};
 #define HDR_BYTES 512 /* fixed, zero-padded: room for fields of later versions */
@@ -132,7 +132,7 @@ int nn_ckpt_save(const char *path, const nn_ckpt_info *info, const float *params
   /* whole or not at all, as run.json: a kill or a stop signal mid-save leaves the previous
    * checkpoint and no partial temporary beside it */
   char e[4400];
-  int rc = res_file_replace(path, b.p, b.off, e, sizeof e);
+  int rc = util_file_replace(path, b.p, b.off, e, sizeof e);
   free(b.p);
   if (rc) snprintf(err, errcap, "checkpoint: %s", e);
   return rc;

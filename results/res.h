@@ -1,4 +1,5 @@
-/* results: record tables (CSV + JSON Lines), run directories, run metadata, statistics.
+/* results: record tables (CSV + JSON Lines), run directories, run metadata, the cost model
+ * fit and predictions. Files, JSON files, statistics and the clock are util.h's.
  * results knows nothing of how a figure was measured; benches hand it rows. */
 #ifndef FABENCH_RES_H
 #define FABENCH_RES_H
@@ -111,30 +112,10 @@ void res_run_id(char *id, size_t cap);
  * PSM key OMPI_MCA_orte_precondition_transports, nor any value or argument holding the job
  * token FABENCH_TOKEN. Caller adds more fields. */
 cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **argv);
-/* Makes SIGTERM, SIGINT and SIGHUP wait for a res_file_replace in progress, in any thread,
- * then end the process as before (default action). Call once at start, before any thread. */
-int res_stop_signals_install(void);
-/* Replaces path with the n bytes at data, whole: written to an unnamed file in path's directory,
- * synced, named path.tmp and renamed over path, so a crash or kill leaves the old file or the
- * new. 0, or -1 with err naming the file. */
-int res_file_replace(const char *path, const void *data, size_t n, char *err, size_t errcap);
-/* Writes the object as <dir>/run.json (atomically: res_file_replace). */
+/* Writes the object as <dir>/run.json (atomically: util_file_replace). */
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap);
-/* Writes any JSON value to a file, pretty-printed, atomically (res_file_replace). */
-int res_json_write_file(const char *path, const cJSON *v, char *err, size_t errcap);
-/* The directory a file path names its file in ("." for a bare name, "/" for one at the root):
- * 0, or -1 when it does not fit in cap. */
-int res_path_dir(char *dir, size_t cap, const char *path);
-
-/* Reads a whole file of at most max bytes into *out, NUL-terminated (free it), its length in
- * *len. 0; -2 with err when the file cannot be opened (a caller may word a missing file its
- * own way); -1 with err when it cannot be read or is larger than max. */
-int res_file_read(const char *path, size_t max, char **out, size_t *len, char *err, size_t errcap);
-/* Reads and parses a JSON file of at most RES_JSON_MAX_BYTES into *out (cJSON_Delete it):
- * res_file_read's returns, and -1 with err when it is not JSON (err names the line and column
- * where the parse stopped). *out is NULL on error. */
-#define RES_JSON_MAX_BYTES ((size_t)256 << 20)
-int res_json_read_file(const char *path, cJSON **out, char *err, size_t errcap);
+/* util_file_replace under its former name, for topo/, which still calls it so. */
+int res_file_replace(const char *path, const void *data, size_t n, char *err, size_t errcap);
 
 /* ---- the cost model fit (res_fit.c): alpha-beta-gamma per fabric and host count ---- */
 #define RES_BUSY_MAX 16 /* a fabric's (ranks, size) points measured beside a load */
@@ -371,24 +352,5 @@ res_bound res_train_bound(const res_train_row *r, const res_train_row *none, dou
  * suite's "a 10gbit link would give ..." 0, or -1 (row untouched) as res_predict_train_row. */
 int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                                const res_model *m, double factor);
-
-/* ---- statistics ---- */
-typedef struct {
-  size_t n;
-  double min, p50, p90, p99, max, mean, stddev;
-} res_stats;
-/* Sorts x in place. Percentiles by nearest rank (ceil(n p) - 1), population stddev.
- * n == 0 gives all zeros. */
-void res_stats_compute(res_stats *out, double *x, size_t n);
-/* The median of x[0..n) (sorted in place; the mean of the middle two where n is even), NaN for
- * n == 0. */
-double res_median(double *x, size_t n);
-/* x[0..n) measured in `rounds` rounds of consecutive samples (round r: [n r / rounds,
- * n (r + 1) / rounds)): the slowest round's median over the fastest's, less 1. Sorts each
- * round's samples in place. NaN where fewer than 2 rounds have a sample. */
-double res_round_spread(double *x, size_t n, int rounds);
-
-/* Seconds from a monotonic clock. */
-double res_now(void);
 
 #endif

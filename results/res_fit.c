@@ -16,6 +16,7 @@
  * (res_fit_opts.llc_bytes; rf_mem_ratio). */
 #include "res.h"
 #include "res_internal.h"
+#include "util.h"
 
 #include <limits.h>
 #include <math.h>
@@ -428,8 +429,8 @@ static double rf_cell_gamma(const res_fit_opts *o, const char *const *ids, size_
     while (i < n && strcmp(ids[i], o->runs[r].run_id)) i++;
     if (i < n) v[k++] = o->runs[r].gamma_kernel;
   }
-  res_stats st = {0};
-  if (k) res_stats_compute(&st, v, k); /* p50 as bench_fit_gamma takes it */
+  util_stats st = {0};
+  if (k) util_stats_compute(&st, v, k); /* p50 as bench_fit_gamma takes it */
   free(v);
   return k ? st.p50 : o->gamma_kernel;
 }
@@ -1090,7 +1091,7 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     }
     cJSON_AddItemToArray(arr, j);
   }
-  int rc = res_json_write_file(path, o, err, errcap);
+  int rc = util_json_write_file(path, o, err, errcap);
   cJSON_Delete(o);
   return rc;
 }
@@ -1152,7 +1153,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
   else
     snprintf(file, sizeof file, "%s", path);
   cJSON *o;
-  int jr = res_json_read_file(file, &o, err, errcap);
+  int jr = util_json_read_file(file, &o, err, errcap);
   if (jr == -2) {
     res_errf(err, errcap, "no cost model at '%s' (a model.json, or a directory with one: run fabench fit)", path);
     return -1;

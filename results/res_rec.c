@@ -1,6 +1,7 @@
 /* results: the record descriptors (from res_rec.h) and the one reader of CSV/JSONL rows. */
 #include "res.h"
 #include "res_internal.h"
+#include "util.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -88,7 +89,7 @@ static int rr_meta_read(const char *path, int *ver, char *run_id, size_t idcap, 
   if (stat(path, &st) != 0 && errno == ENOENT) return 1;
   cJSON *j;
   char why[512];
-  if (res_json_read_file(path, &j, why, sizeof why)) {
+  if (util_json_read_file(path, &j, why, sizeof why)) {
     res_errf(err, cap, "%s; a run.json is a JSON object with its schema version", why);
     return -1;
   }
@@ -446,7 +447,7 @@ int res_table_read(res_rows *out, const res_schema *s, const char *path, char *e
   }
   size_t len;
   char *buf;
-  if (res_file_read(file, SIZE_MAX, &buf, &len, err, errcap)) return -1;
+  if (util_file_read(file, SIZE_MAX, &buf, &len, err, errcap)) return -1;
   if (strlen(buf) != len) {
     free(buf);
     res_errf(err, errcap, "%s: binary data, not a fabench %s table", file, s->base);

@@ -22,6 +22,7 @@
 
 #include "res.h"
 #include "test_util.h"
+#include "util.h"
 
 #define R_SCHEMA_FN_(rec, COLS) res_schema_##rec,
 static const res_schema *(*const all_records[])(void) = {RES_RECORDS(R_SCHEMA_FN_)};
@@ -265,16 +266,16 @@ static void test_json_read_file(void **state) {
   snprintf(path, sizeof path, "%s/v.json", dir);
   cJSON *v = cJSON_Parse("{\"a\": [1, 2.5, \"x\"], \"b\": {\"c\": null, \"d\": true}}");
   assert_non_null(v);
-  assert_int_equal(res_json_write_file(path, v, err, sizeof err), 0);
+  assert_int_equal(util_json_write_file(path, v, err, sizeof err), 0);
   cJSON *back = NULL;
-  if (res_json_read_file(path, &back, err, sizeof err)) fail_msg("%s", err);
+  if (util_json_read_file(path, &back, err, sizeof err)) fail_msg("%s", err);
   assert_true(cJSON_Compare(v, back, 1));
   cJSON_Delete(back);
   cJSON_Delete(v);
 
   char missing[700];
   snprintf(missing, sizeof missing, "%s/none.json", dir);
-  assert_int_equal(res_json_read_file(missing, &back, err, sizeof err), -2);
+  assert_int_equal(util_json_read_file(missing, &back, err, sizeof err), -2);
   assert_null(back);
   assert_non_null(strstr(err, missing));
   assert_non_null(strstr(err, strerror(ENOENT)));
@@ -283,7 +284,7 @@ static void test_json_read_file(void **state) {
   assert_non_null(f);
   fputs("{\n  \"a\": 1,\n  \"b\": ]\n}\n", f); /* the ']' is line 3, column 8 */
   fclose(f);
-  assert_int_equal(res_json_read_file(path, &back, err, sizeof err), -1);
+  assert_int_equal(util_json_read_file(path, &back, err, sizeof err), -1);
   assert_null(back);
   char want[700];
   snprintf(want, sizeof want, "%s:3:8: not JSON", path);
@@ -292,9 +293,9 @@ static void test_json_read_file(void **state) {
   /* a sparse file one byte past the limit: no disk, and the reader stops at the limit */
   int fd = open(path, O_WRONLY | O_TRUNC);
   assert_true(fd >= 0);
-  assert_int_equal(ftruncate(fd, (off_t)RES_JSON_MAX_BYTES + 1), 0);
+  assert_int_equal(ftruncate(fd, (off_t)UTIL_JSON_MAX_BYTES + 1), 0);
   close(fd);
-  assert_int_equal(res_json_read_file(path, &back, err, sizeof err), -1);
+  assert_int_equal(util_json_read_file(path, &back, err, sizeof err), -1);
   assert_null(back);
   assert_non_null(strstr(err, "too large"));
   assert_int_equal(tu_rmtree(dir), 0);
@@ -313,7 +314,7 @@ static void *idle_thread(void *arg) {
  * inside the write) until a signal ends it, with a second thread that masks nothing, as a rank's
  * helper threads. */
 static void stop_child(const char *dir, int ready_fd, int nstr, size_t len) {
-  if (res_stop_signals_install() != 0) _exit(3);
+  if (util_stop_signals_install() != 0) _exit(3);
   pthread_t th;
   if (pthread_create(&th, NULL, idle_thread, NULL) != 0) _exit(3);
   /* long strings: rendering them is quick next to writing and syncing them */
@@ -327,7 +328,7 @@ static void stop_child(const char *dir, int ready_fd, int nstr, size_t len) {
   char path[600], err[256];
   snprintf(path, sizeof path, "%s/run.json", dir);
   for (int k = 0;; k++) {
-    if (res_json_write_file(path, v, err, sizeof err) != 0) _exit(4);
+    if (util_json_write_file(path, v, err, sizeof err) != 0) _exit(4);
     if (k == 0 && write(ready_fd, "r", 1) != 1) _exit(5);
   }
 }

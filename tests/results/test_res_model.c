@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "res.h"
+#include "util.h"
 
 static void near(double got, double want, double rel, const char *what) {
   if (!(fabs(got - want) <= rel * fabs(want))) fail_msg("%s: got %.9g, want %.9g", what, got, want);
@@ -28,7 +29,7 @@ static void model_back_ex(const res_model *m, res_model *back, void (*edit)(cJSO
   if (res_model_write(m, path, err, sizeof err)) fail_msg("%s", err);
   if (edit) {
     cJSON *j;
-    if (res_json_read_file(path, &j, err, sizeof err)) fail_msg("%s", err);
+    if (util_json_read_file(path, &j, err, sizeof err)) fail_msg("%s", err);
     edit(j);
     char *txt = cJSON_Print(j);
     FILE *f = fopen(path, "w");

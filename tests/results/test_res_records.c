@@ -15,6 +15,7 @@
 
 #include "res.h"
 #include "test_util.h"
+#include "util.h"
 
 #define R_SCHEMA_FN_(rec, COLS) res_schema_##rec,
 static const res_schema *(*const all_records[])(void) = {RES_RECORDS(R_SCHEMA_FN_)};
@@ -499,22 +500,22 @@ static void test_round_spread(void **state) {
   (void)state;
   /* 3 rounds of 3: medians 10, 12 (the 30 an outlier), 11 */
   double x[9] = {10, 9, 11, 30, 12, 12, 11, 11, 10};
-  assert_true(fabs(res_round_spread(x, 9, 3) - 0.2) < 1e-12);
+  assert_true(fabs(util_round_spread(x, 9, 3) - 0.2) < 1e-12);
   /* 7 samples in 3 rounds: [0,2) [2,4) [4,7); medians by nearest rank 1, 4, 6 */
   double y[7] = {2, 1, 4, 5, 6, 9, 3};
-  assert_true(fabs(res_round_spread(y, 7, 3) - 5.0) < 1e-12);
+  assert_true(fabs(util_round_spread(y, 7, 3) - 5.0) < 1e-12);
   /* one round, or more rounds than samples with one left holding any: no spread */
   double z[3] = {1, 2, 3};
-  assert_true(isnan(res_round_spread(z, 3, 1)));
-  assert_true(isnan(res_round_spread(z, 1, 4)));
+  assert_true(isnan(util_round_spread(z, 3, 1)));
+  assert_true(isnan(util_round_spread(z, 1, 4)));
   /* rounds that agree */
   double w[4] = {5, 5, 5, 5};
-  assert_true(res_round_spread(w, 4, 2) == 0);
+  assert_true(util_round_spread(w, 4, 2) == 0);
   /* the median: the middle one, the mean of the middle two, sorted in place; none of nothing */
   double m[5] = {9, 1, 7, 3, 5}, e[4] = {8, 2, 6, 4};
-  assert_true(res_median(m, 5) == 5 && m[0] == 1 && m[4] == 9);
-  assert_true(res_median(e, 4) == 5);
-  assert_true(isnan(res_median(e, 0)));
+  assert_true(util_median(m, 5) == 5 && m[0] == 1 && m[4] == 9);
+  assert_true(util_median(e, 4) == 5);
+  assert_true(isnan(util_median(e, 0)));
 }
 
 int main(void) {
