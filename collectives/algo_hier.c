@@ -19,12 +19,16 @@
  * copies. Every element is therefore the one value its group computed, on every rank.
  *
  * Steps 1 and 3 go over c->intra where the communicator has one (another transport inside the
- * hosts: coll_comm_opts.intra), on the same ranks and with the same seq.
+ * hosts: coll_comm_opts.intra), on the same ranks and with the same seq. Where the host's ranks
+ * map each other's copies of the vector (ucx), they read them in place instead of sending
+ * messages (hier_phase_mapped).
  *
  * Tags: each step takes its own c->seq (the call's base, then base + 1 + k for block k, then
  * base + 1 + lmax for the all-gather), the same on every rank whatever it owns, so messages of
  * two steps between one pair of ranks never match each other. */
 #include "algo_plan.h"
+
+#define COLL_HIER_MAPPED_MAX 64 /* ranks on one host that may read each other's copies */
 
 /* One ring phase inside the host, on the view of its ranks (c->rank = j, c->size = L) and
  * "super-blocks": super-block i is the blocks this host's local rank i owns (i, i + L, ...).
@@ -70,6 +74,78 @@ static int hier_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, 
   return 0;
 }
 
+/* ---- the phases inside a host on mapped memory ----
+ * Where every rank of the host maps the others' copies of buf (coll_host_ptr: ucx's
+ * rkey_ptr), step 1 reads: the owner of block k reduces every peer's copy of k into its own,
+ * and step 3 copies each owner's finished blocks out of the owner's copy. Three rounds of small
+ * tokens among the host's ranks order it: at the start (every copy holds its input, and all
+ * pass the same place), after step 2 (every owner's blocks are final) and at the end (nobody
+ * reads this rank's copy any more, so the caller may reuse it). A rank writes only its own
+ * blocks until every peer has finished reading them. */
+typedef struct {
+  uint64_t mapped, where[2];
+} hier_place;
+
+/* One round: `mine` (sz bytes) to every other rank of the view, theirs into all + i * sz. */
+static int hier_tokens(coll_comm *c, const void *mine, unsigned char *all, size_t sz, uint32_t step,
+                       coll_err *e) {
+  coll_reqset rs;
+  if (coll_reqset_init(&rs, c, 2 * c->size, e) != 0) return -1;
+  for (int i = 0; i < c->size; i++) {
+    if (i == c->rank) continue;
+    if (coll_reqset_recv(&rs, i, all + (size_t)i * sz, sz, coll_tag(c, step), e) != 0 ||
+        coll_reqset_send(&rs, i, mine, sz, coll_tag(c, step), e) != 0)
+      return -1;
+  }
+  return coll_reqset_wait(&rs, e);
+}
+
+/* The start's round: 1 where every rank of the host passed the same place of mapped memory
+ * (then the phases read), 0 where none did (they send messages), -1 on a mix. */
+static int hier_mapped(coll_comm *c, unsigned char *buf, size_t bytes, coll_err *e) {
+  hier_place me = {0}, all[COLL_HIER_MAPPED_MAX];
+  if (c->size > COLL_HIER_MAPPED_MAX) return 0;
+  me.mapped = bytes && coll_host_ptr(c, c->rank, buf, bytes, me.where) != NULL;
+  if (hier_tokens(c, &me, (unsigned char *)all, sizeof me, 0, e) != 0) return -1;
+  int n = 0;
+  for (int i = 0; i < c->size; i++) {
+    const hier_place *p = i == c->rank ? &me : &all[i];
+    n += p->mapped != 0;
+    if (p->mapped && me.mapped && (p->where[0] != me.where[0] || p->where[1] != me.where[1]))
+      return coll_fail(e, "rank %d (%s): hier: ranks on this host passed different places of mapped memory "
+                       "(every rank must pass the same place of coll_mem_alloc memory)",
+                       c->world_rank, c->hosts[c->world_rank]);
+  }
+  if (n == 0 || n == c->size) return n == c->size;
+  return coll_fail(e, "rank %d (%s): hier: %d of the %d ranks on this host passed mapped memory "
+                   "(every rank must pass the same place of coll_mem_alloc memory)",
+                   c->world_rank, c->hosts[c->world_rank], n, c->size);
+}
+
+/* Step 1 (ag 0: each owned block += every peer's copy of it, peers in turn from the next) or
+ * step 3 (ag 1: every peer's owned blocks copied from its copy), on the host's view. */
+static int hier_phase_mapped(coll_comm *c, unsigned char *buf, size_t count, int lmax, coll_dtype dt,
+                             coll_op op, int ag, coll_err *e) {
+  int L = c->size, j = c->rank;
+  size_t es = coll_dtype_size(dt);
+  for (int i = 1; i < L; i++) {
+    int p = (j + i) % L;
+    for (int k = ag ? p : j; k < lmax; k += L) {
+      size_t off, len;
+      uint64_t w[2];
+      coll_block(count, lmax, k, &off, &len);
+      if (!len) continue;
+      const unsigned char *src = coll_host_ptr(c, p, buf + off * es, len * es, w);
+      if (!src) return coll_fail(e, "rank %d: internal: hier lost its mapping of rank %d", c->world_rank, c->view[p]);
+      if (ag)
+        memcpy(buf + off * es, src, len * es);
+      else
+        coll_reduce(buf + off * es, src, len, dt, op);
+    }
+  }
+  return 0;
+}
+
 /* Before the other transport's step: what c's completed sends left buffered goes out, since
  * this rank will not progress c while it waits on the other (a peer may wait for it). */
 static int hier_flush(coll_comm *c, coll_err *e) {
@@ -88,11 +164,16 @@ int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
   int L = start[h + 1] - start[h], j = c->node_pos - start[h], rc = 0;
   uint32_t base = c->seq;
   coll_comm *in = c->intra ? c->intra : c; /* the host's phases' transport */
+  int mapped = 0;
+  unsigned char tok = 1, toks[COLL_HIER_MAPPED_MAX];
   if (in != c) rc = hier_flush(c, e); /* what an earlier call on c left buffered */
   if (rc == 0 && L > 1) { /* 1 */
     in->seq = base;
     coll_view_set(in, order + start[h], L, j);
-    rc = hier_phase(in, buf, count, lmax, dt, op, 0, e);
+    if (in->tp->maps && (mapped = rc = hier_mapped(in, buf, count * es, e)) == 1)
+      rc = hier_phase_mapped(in, buf, count, lmax, dt, op, 0, e);
+    else if (rc == 0)
+      rc = hier_phase(in, buf, count, lmax, dt, op, 0, e);
     coll_view_clear(in);
     if (rc == 0 && in != c) rc = hier_flush(in, e);
   }
@@ -110,7 +191,13 @@ int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
   c->seq = in->seq = base + 1 + (uint32_t)lmax;
   if (rc == 0 && L > 1) { /* 3 */
     coll_view_set(in, order + start[h], L, j);
-    rc = hier_phase(in, buf, count, lmax, dt, op, 1, e);
+    if (mapped == 1) {
+      rc = hier_tokens(in, &tok, toks, 1, 0, e);
+      if (rc == 0) rc = hier_phase_mapped(in, buf, count, lmax, dt, op, 1, e);
+      if (rc == 0) rc = hier_tokens(in, &tok, toks, 1, 1, e);
+    } else {
+      rc = hier_phase(in, buf, count, lmax, dt, op, 1, e);
+    }
     coll_view_clear(in);
   }
   if (rc == 0 && in != c) rc = hier_flush(in, e); /* the next call may start on c */

@@ -351,6 +351,8 @@ int coll_timer_stop(coll_comm *c, double *sec, coll_err *e) {
 }
 
 void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e) {
+  if (!c->tp->ops->mem_alloc && c->intra && c->intra->tp->ops->mem_alloc)
+    return coll_mem_alloc(c->intra, bytes, e); /* hier's phases inside hosts map it there */
   if (c->tp->ops->mem_alloc) {
     void *p = c->tp->ops->mem_alloc(c->tp, bytes, e);
     /* the mapped ring's stores are part of what carries the data: a run that streams them is
@@ -373,8 +375,16 @@ void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e) {
   return p;
 }
 
+int coll_comm_maps(const coll_comm *c) {
+  return c && ((c->tp->maps && !c->tp->on_device) || coll_comm_maps(c->intra));
+}
+
 void coll_mem_free(coll_comm *c, void *p) {
   if (!p) return;
+  if (!c->tp->ops->mem_free && c->intra && c->intra->tp->ops->mem_free) {
+    coll_mem_free(c->intra, p);
+    return;
+  }
   if (c->tp->ops->mem_free)
     c->tp->ops->mem_free(c->tp, p);
   else
@@ -382,8 +392,15 @@ void coll_mem_free(coll_comm *c, void *p) {
 }
 
 const void *coll_peer_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]) {
-  if (!c->tp->ops->peer_ptr || c->view) return NULL;
+  if (!c->tp->ops->peer_ptr || c->view || c->nhosts > 1) return NULL;
   return c->tp->ops->peer_ptr(c->tp, peer, buf, bytes, where);
+}
+
+const void *coll_host_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]) {
+  if (!c->tp->ops->peer_ptr || c->tp->on_device || peer < 0 || peer >= c->size) return NULL;
+  int w = c->view ? c->view[peer] : peer;
+  if (strcmp(c->hosts[w], c->hosts[c->world_rank]) != 0) return NULL;
+  return c->tp->ops->peer_ptr(c->tp, w, buf, bytes, where);
 }
 
 void coll_view_set(coll_comm *c, const int *map, int n, int idx) {

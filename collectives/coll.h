@@ -132,14 +132,18 @@ void coll_comm_close(coll_comm *c);
 void coll_comm_mark_failed(coll_comm *c);
 
 /* Memory for buffers to be all-reduced on c. Collective: every rank calls it with the same
- * bytes, in the same order. On ucx, when every rank can map every other's (one host, UCX's
- * sysv/posix shared memory), it is a UCX-allocated segment that the peers map (ucp_rkey_ptr),
- * and the ring then reduces straight from its neighbour's copy instead of receiving it; the
- * fabric then ends in "+rkey_ptr" (and "+nt<size>" where FABENCH_RING_STREAM_BYTES has the ring
- * stream its results from that size). Otherwise it is plain 64-byte aligned memory. Ranks must
- * pass the same place (region and offset) of it to one call. Free before closing c. */
+ * bytes, in the same order. On ucx (c's transport, or the one inside hosts, coll_comm_opts.intra),
+ * when every rank can map the copies of the other ranks on its host (UCX's sysv/posix shared
+ * memory), it is a UCX-allocated segment that those peers map (ucp_rkey_ptr): on one host the
+ * ring then reduces straight from its neighbour's copy instead of receiving it, and across hosts
+ * hier's phases inside each host read their peers' copies; the fabric then ends in "+rkey_ptr"
+ * (and "+nt<size>" where FABENCH_RING_STREAM_BYTES has the ring stream its results from that
+ * size). Otherwise it is plain 64-byte aligned memory. Ranks must pass the same place (region
+ * and offset) of it to one call. Free before closing c. */
 void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e);
 void coll_mem_free(coll_comm *c, void *p);
+/* Whether coll_mem_alloc on c may give memory that peers map (ucx, mapping not turned off). */
+int coll_comm_maps(const coll_comm *c);
 
 /* ---- device memory (the nccl transport: coll_mem_alloc gives GPU memory) ----
  * 0 when the transport can run on this machine, else -1 and why (nccl: no CUDA device). */

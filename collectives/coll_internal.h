@@ -33,8 +33,9 @@ typedef struct {
   void *(*mem_alloc)(coll_transport *t, size_t bytes, coll_err *e);
   void (*mem_free)(coll_transport *t, void *p);
   /* Rank `peer`'s copy of [buf, buf + bytes) of a mem_alloc'd region, mapped into this process,
-   * or NULL (not such memory, or not every rank maps every other's). where[0..1] gets the
-   * region's number and the offset, so ranks can check that they pass the same place. */
+   * or NULL (not such memory, a peer on another host, or not every rank maps every rank on its
+   * host). where[0..1] gets the region's number and the offset, so ranks can check that they
+   * pass the same place. */
   const void *(*peer_ptr)(coll_transport *t, int peer, const void *buf, size_t bytes,
                           uint64_t where[2]);
   /* The library's own all-reduce, or NULL. */
@@ -83,6 +84,7 @@ struct coll_transport {
   int marks;             /* dev_mark's slots (0: none); set once mapped memory exists */
   int sleeps;            /* a waiting rank sleeps at once, never spins: the host's busy time
                             during a call is the call's work (coll_comm_sleeps) */
+  int maps;              /* mem_alloc may give memory that peers on this host map (peer_ptr) */
 };
 
 /* Where this rank's transports listen and what they advertise: FABENCH_BIND_ADDR, else the
@@ -209,9 +211,14 @@ void coll_reduce2(void *inout, void *out2, const void *in, size_t count, coll_dt
 /* inout = in (op) inout: the result where the right operand was (reduce.c). */
 void coll_reduce_rev(void *inout, const void *in, size_t count, coll_dtype dt, coll_op op);
 
-/* The transport's peer_ptr, or NULL when it has none, and NULL in a group view: the mapped
- * ring's tokens and a device's marks belong to the world's ring, so a group goes by messages. */
+/* The transport's peer_ptr, or NULL when it has none, in a group view and across several
+ * hosts: the mapped ring's tokens and a device's marks belong to the world's ring on one host,
+ * so a group or a cluster goes by messages. */
 const void *coll_peer_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]);
+/* Group member `peer`'s copy of host memory buf (as coll_peer_ptr) where it is on this rank's
+ * host and mapped, in a group view too; NULL otherwise (device memory included). hier's phases
+ * inside a host read their peers' vectors through it. */
+const void *coll_host_ptr(coll_comm *c, int peer, const void *buf, size_t bytes, uint64_t where[2]);
 
 /* Runs the algorithms on a group of ranks as if it were the whole communicator: map[i] is the
  * world rank of group index i (n of them; this rank is map[idx]). The communicator's rank and

@@ -63,8 +63,8 @@ typedef struct {
 } ucx_req;
 _Static_assert(sizeof(ucx_req) <= sizeof(coll_req), "ucx_req must fit in coll_req");
 
-/* A coll_mem_alloc region. When `mapped`, every rank has mapped every other's copy:
- * peer[p] is rank p's copy as seen from here (peer[rank] = base). */
+/* A coll_mem_alloc region. When `mapped`, every rank has mapped the copy of every rank on its
+ * host: peer[p] is rank p's copy as seen from here (peer[rank] = base; NULL on other hosts). */
 typedef struct {
   char *base;
   size_t bytes;
@@ -491,6 +491,12 @@ static int ucx_exchange(ucx_tp *u, uint32_t what, int hear_back, int timeout_ms,
  * sums where they lie instead of having UCX copy them over (a rendezvous with a CMA copy into
  * scratch, then a reduction from it): one pass over the data instead of two, no page pinning
  * and no handshake per message. */
+/* Is rank p on this rank's host (itself included)? Without a communicator to name hosts, every
+ * rank is taken to be. */
+static int ucx_same_host(const ucx_tp *u, int p) {
+  return p == u->base.rank || !u->base.comm || u->local_pid[p] != 0;
+}
+
 static void ucx_region_release(ucx_tp *u, ucx_region *g) {
   for (int p = 0; g->rkeys && p < u->base.size; p++)
     if (g->rkeys[p]) ucp_rkey_destroy(g->rkeys[p]);
@@ -550,22 +556,28 @@ static void *ucx_mem_alloc(coll_transport *t, size_t bytes, coll_err *e) {
     /* collective from here on, whatever this rank got: the peers wait for our key */
     if (ucx_ctrl_allgather(u, UCX_CTRL_RKEY, msg, sizeof *msg, all, u->timeout_ms, "exchanging memory keys", e) != 0)
       goto fail;
+    /* Every peer on this host must map (bit 0); peers on other hosts are not tried. bit 1: this
+     * rank has a peer on its host, so that mapping is of use to someone. */
     unsigned char mine = (unsigned char)(msg->ok != 0);
     for (int p = 0; p < n && mine; p++) {
       if (p == me) {
         g.peer[p] = g.base;
         continue;
       }
+      if (!ucx_same_host(u, p)) continue;
       void *ptr = NULL;
       if (!all[p].ok || ucp_ep_rkey_unpack(u->eps[p], all[p].key, &g.rkeys[p]) != UCS_OK ||
           ucp_rkey_ptr(g.rkeys[p], all[p].addr, &ptr) != UCS_OK)
-        mine = 0; /* another host, a key from another allocator, or no shared memory */
+        mine = 0; /* a key from another allocator, or no shared memory */
       g.peer[p] = ptr;
+      mine |= 2;
     }
     if (ucx_ctrl_allgather(u, UCX_CTRL_MAPPED, &mine, 1, oks, u->timeout_ms, "exchanging memory keys", e) != 0)
       goto fail;
+    unsigned char used = 0;
     ok_all = 1;
-    for (int p = 0; p < n; p++) ok_all &= oks[p];
+    for (int p = 0; p < n; p++) ok_all &= oks[p] & 1, used |= oks[p] & 2;
+    ok_all = ok_all && used;
     /* Memory no peer reads in place is ordinary memory: without shared memory UCX allocates
      * transparent huge pages, and on a 2-core VM a training step computing on them ran 1.3-2x
      * slower in spells (UCX_TLS=self,tcp: ResNet-20's forward 48-83 ms against 36) */
@@ -615,7 +627,7 @@ static const void *ucx_peer_ptr(coll_transport *t, int peer, const void *buf, si
                                 uint64_t where[2]) {
   ucx_tp *u = (ucx_tp *)t;
   const char *b = buf;
-  if (peer < 0 || peer >= t->size) return NULL;
+  if (peer < 0 || peer >= t->size || !ucx_same_host(u, peer)) return NULL;
   for (int i = 0; i < u->nregions; i++) {
     const ucx_region *g = &u->regions[i];
     if (!g->mapped || b < g->base || b > g->base + g->bytes || bytes > (size_t)(g->base + g->bytes - b))
@@ -815,6 +827,7 @@ static int ucx_open_alloc(ucx_open_ctx *x, const coll_comm_opts *o, int timeout_
   u->base.comm = x->c;
   u->efd = -1;
   u->map = !(o && o->no_peer_map);
+  u->base.maps = u->map;
   u->timeout_ms = timeout_ms;
   u->eps = calloc((size_t)size, sizeof *u->eps);
   u->gone = calloc((size_t)size, sizeof *u->gone); /* UCS_OK is 0 */

@@ -157,6 +157,12 @@ static int open_rank(const test_cfg *cfg, coll_comm_opts *o, coll_boot **b, coll
   return 0;
 }
 
+/* Does the fabric (or hier's inside hosts) say that the peers mapped the buffer? */
+static int fabric_maps(const coll_comm *c) {
+  const char *f = coll_comm_fabric(c), *in = coll_comm_intra_fabric(c);
+  return strstr(f, "+rkey_ptr") || strstr(f, "+mapped") || (in && strstr(in, "+rkey_ptr"));
+}
+
 /* One rank's whole job; returns the number of wrong elements (or -1 on a failed call). */
 static long run_rank(const test_cfg *cfg) {
   coll_err e = {{0}};
@@ -207,10 +213,10 @@ static long run_rank(const test_cfg *cfg) {
   if (!buf || !hbuf) {
     fprintf(stderr, "rank %d: buffer: %s\n", me, e.msg);
     bad = -1;
-  } else if (cfg->mapped >= 0 && n > 1 &&
-             (strstr(coll_comm_fabric(c), "+rkey_ptr") || strstr(coll_comm_fabric(c), "+mapped") ? 1 : 0) != cfg->mapped) {
-    fprintf(stderr, "rank %d: fabric %s: the peers %s the buffer, expected otherwise\n", me,
-            coll_comm_fabric(c), cfg->mapped ? "did not map" : "mapped");
+  } else if (cfg->mapped >= 0 && n > 1 && fabric_maps(c) != cfg->mapped) {
+    fprintf(stderr, "rank %d: fabric %s (inside hosts %s): the peers %s the buffer, expected otherwise\n", me,
+            coll_comm_fabric(c), coll_comm_intra_fabric(c) ? coll_comm_intra_fabric(c) : "-",
+            cfg->mapped ? "did not map" : "mapped");
     bad = -1;
   }
   for (int dt = 0; dt < COLL_NDTYPES && bad >= 0; dt++)

@@ -27,6 +27,13 @@ if(FABENCH_BUILD_UCX OR (FABENCH_HAVE_UCX AND EXISTS ${PROJECT_SOURCE_DIR}/colle
                          ARGS --layouts AABB,AAABCC,ABACCA,ABCD,AAAA --intra ucx --big 65537)
   fabench_allreduce_test(ucx hier:rhd NAME coll_allreduce_ucx_hier_intra_tcp TIMEOUT 300
                          ARGS --layouts AABB,ABACCA --intra tcp --big 65537)
+  # hier on memory the ranks of a host map (coll_mem_alloc): its phases inside hosts read their
+  # peers' copies, on ucx alone and on ucx inside hosts beside tcp between them; uneven hosts,
+  # a lone rank owning every block, interleaved hosts, one host
+  fabench_allreduce_test(ucx hier NAME coll_allreduce_ucx_hier_mapped TIMEOUT 300
+                         ARGS --layouts AABB,AAABCC,ABACCA,AAAAB,ABAB,AAAA --mem comm --mapped yes --big 65537)
+  fabench_allreduce_test(tcp hier:rhd NAME coll_allreduce_tcp_hier_intra_ucx_mapped TIMEOUT 300
+                         ARGS --layouts AABB,AAABBB,ABACCA --intra ucx --mem comm --mapped yes --big 65537)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/test_ucx_transport.c)
   fabench_test(test_ucx_transport SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ucx_transport.c
                LIBS fabench_collectives LABELS coll TIMEOUT 120)
