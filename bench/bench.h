@@ -8,6 +8,7 @@
 
 #include "coll.h"   /* coll_transport_kind */
 #include "launch.h" /* launch_own */
+#include "res.h"    /* res_run_desc: run.json, described */
 
 /* Subcommands: each returns the process exit status (0 ok, 1 failure, 2 usage error). */
 int bench_cmd_allreduce(int argc, char **argv);
@@ -89,8 +90,10 @@ int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage);
  * --emulate NODESxRANKS:RATE (which sets it where it is missing), --emulate-slow only with
  * that. 0, or 2 after a usage error. */
 int bench_rank_check(bench_rank_opts *r, int argc, char **argv, const char *usage);
-/* co's hier inside hosts as --intra-transport asked (nothing where it was not given). */
-void bench_comm_intra(const bench_rank_opts *r, coll_comm_opts *co);
+/* co's hier inside hosts: as --intra-transport asked; where it was not given and co may run
+ * hier (may_hier: hier or auto is asked for), ucx where it is built and co's transport is tcp
+ * or mpi (coll_comm_open opens it only where hosts have several ranks). */
+void bench_comm_intra(const bench_rank_opts *r, coll_comm_opts *co, int may_hier);
 /* One transport of a --transport list: 0 when built in and usable here; 2 after a usage error;
  * 3 for nccl on a machine without a usable GPU (said on stderr, one line). */
 int bench_transport_check(coll_transport_kind tk, const char *usage);
@@ -111,7 +114,7 @@ typedef struct {
   char run_id[64];
   char host[256];      /* this host */
   char topo_hash[32];  /* this host's topology hash ("" if unknown) */
-  cJSON *meta;         /* run.json being built */
+  res_run_desc meta;   /* run.json, described (res_run_write renders it); meta.base NULL: none */
 } bench_run;
 /* Creates the run directory (--out or results/<UTC>-<command>), starts run.json with the common
  * fields, and records this host's topology into it (topo.json, topo-<host>.xml). */

@@ -68,7 +68,9 @@ static const char ar_usage[] =
     "                        sharing its memory and loopback, hosts linked at RATE\n"
     "  --emulate-slow K=RATE with NxR: host K's link at RATE instead (repeatable)\n"
     "  --intra-transport T   hier's phases inside hosts over T (tcp, ucx, mpi) and only\n"
-    "                        between hosts over --transport (default: --transport's own)\n"
+    "                        between hosts over --transport (default: ucx, whose ranks\n"
+    "                        on a host map each other's buffer, where it is built and\n"
+    "                        --transport is tcp or mpi; else --transport's own)\n"
     "  --bind HOW            auto|none|core|numa|nic|gpu (default: auto, a core each\n"
     "                        where the host's ranks fit its cores and no launcher bound them)\n"
     "  --seed N              data seed (default: 1)\n"
@@ -786,10 +788,10 @@ static int ar_begin(ar_ctx *x, int argc, char **argv) {
     } else if (res_table_open_schema(&x->tab, x->run.dir, res_schema_allreduce(), err, sizeof err)) {
       rc = bench_error("%s", err);
     } else {
-      cJSON_AddNumberToObject(x->run.meta, "rounds", (double)o->rounds);
-      /* the rows' errors column counts wrong elements only where the run checked them */
-      cJSON_AddBoolToObject(x->run.meta, "check", o->check);
-      if (o->beside) cJSON_AddBoolToObject(x->run.meta, "beside_compute", 1);
+      x->run.meta.has_rounds = 1;
+      x->run.meta.rounds = (long)o->rounds;
+      x->run.meta.check = o->check != 0;
+      x->run.meta.beside_compute = o->beside != 0;
       ar_header(x);
     }
   }
@@ -809,9 +811,13 @@ static int ar_open(ar_ctx *x, ar_run *u) {
                          .tcp_cc = o->r.tcp_cc, .no_peer_map = o->no_peer_map,
                          .no_spin = o->no_spin || o->beside, /* a spinning wait would take the load's core */
                          .model = ar_model_for(x, o->transports[t]), .devices = o->devices};
-    bench_comm_intra(&o->r, &co);
+    int may_hier = 0;
+    for (int a = 0; a < o->nalgos; a++)
+      may_hier |= o->algos[a].kind == COLL_ALGO_HIER || o->algos[a].kind == COLL_ALGO_AUTO;
+    bench_comm_intra(&o->r, &co, may_hier);
     if (coll_comm_open(&u->comms[t], x->boot, &co, &e)) return ar_fail(&e);
-    if (o->transports[t] == COLL_UCX) u->buf_owner = u->comms[t];
+    /* the run's buffer from a communicator whose ranks map it: ucx's own, else one inside hosts */
+    if (coll_comm_maps(u->comms[t]) && (!u->buf_owner || o->transports[t] == COLL_UCX)) u->buf_owner = u->comms[t];
     /* a GPU communicator has its own buffer on the device; the host one stages its data */
     if (coll_comm_device(u->comms[t]) >= 0 &&
         !(u->dbufs[t] = coll_mem_alloc(u->comms[t], (size_t)o->max_bytes + 8, &e)))
@@ -885,8 +891,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     if (!rc && (rc = ar_cells_check(&x, u->cells, u->ncells))) agreed = 1;
     if (!rc) rc = ar_buffer(&x, u);
     for (int t = 0; t < o->ntransports && !rc && x.rank == 0; t++) { /* after the buffer: +rkey_ptr */
-      cJSON_AddStringToObject(cJSON_GetObjectItem(x.run.meta, "fabrics"), coll_transport_name(o->transports[t]),
-                              coll_comm_fabric(u->comms[t]));
+      res_run_add_fabric(&x.run.meta, coll_transport_name(o->transports[t]), coll_comm_fabric(u->comms[t]));
       bench_record_intra(&x.run, o->transports[t], u->comms[t]);
       bench_run_write(&x.run);
     }
@@ -905,7 +910,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
       x.load = NULL;
     }
     if (x.rank == 0 && x.tab) {
-      cJSON_AddStringToObject(x.run.meta, "status", rc ? "failed" : wrong ? "wrong results" : "ok");
+      x.run.meta.status = rc ? "failed" : wrong ? "wrong results" : "ok";
       bench_run_write(&x.run);
       printf("# %s: %s\n",
              wrong ? "FAILED: wrong results at some sizes" : rc ? "FAILED" : o->check ? "all results verified" : "done, results not checked (--no-check)",
@@ -921,7 +926,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
   free(u);
   if (x.rank == 0) {
     res_table_close(x.tab);
-    if (x.run.meta) bench_run_end(&x.run);
+    if (x.run.meta.base) bench_run_end(&x.run);
   }
   res_model_free(&x.model);
   /* a failure (not wrong results) may leave a rank dead or stopped: MPI must not wait for it */

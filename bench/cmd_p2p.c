@@ -749,30 +749,25 @@ static int p2p_begin(p2p_out *po, const p2p_ctx *x, coll_boot *b, int argc, char
 }
 
 /* run.json's p2p object (rank 0), status "running" until the end. */
-static cJSON *p2p_meta(p2p_out *po, const p2p_opts *o, const uint64_t *sizes, int nsizes) {
-  cJSON *meta = cJSON_AddObjectToObject(po->run.meta, "p2p");
-  cJSON_AddStringToObject(meta, "pairs", o->pairs_all ? "all" : "one");
-  if (!o->pairs_all) {
-    cJSON_AddNumberToObject(meta, "src", o->src);
-    cJSON_AddNumberToObject(meta, "dst", o->dst);
-  }
-  cJSON_AddNumberToObject(meta, "min_bytes", (double)sizes[0]);
-  cJSON_AddNumberToObject(meta, "max_bytes", (double)sizes[nsizes - 1]);
-  cJSON_AddNumberToObject(meta, "step_factor", o->step_factor);
-  cJSON_AddNumberToObject(meta, "window", (double)o->window);
-  if (o->iters)
-    cJSON_AddNumberToObject(meta, "iters", (double)o->iters);
-  else
-    cJSON_AddNumberToObject(meta, "time_per_size_s", o->time_per_size);
-  cJSON_AddStringToObject(meta, "gbps_unit", "GB/s (1e9 bytes/s), bytes / one-way time");
-  cJSON_AddStringToObject(meta, "status", "running");
+static void p2p_meta(p2p_out *po, const p2p_opts *o, const uint64_t *sizes, int nsizes) {
+  po->run.meta.p2p = (res_run_p2p){.on = 1,
+                                   .pairs = o->pairs_all ? "all" : "one",
+                                   .src = o->src,
+                                   .dst = o->dst,
+                                   .min_bytes = (double)sizes[0],
+                                   .max_bytes = (double)sizes[nsizes - 1],
+                                   .step_factor = o->step_factor,
+                                   .window = (double)o->window,
+                                   .iters = (double)o->iters,
+                                   .time_per_size_s = o->time_per_size,
+                                   .status = "running",
+                                   .data_ok = -1};
   bench_run_write(&po->run);
-  return meta;
 }
 
 /* Every transport in turn, each on its own communicator. 0, or -1 after saying why (run.json's
  * status then "failed"). */
-static int p2p_transports(p2p_ctx *x, p2p_out *po, cJSON *meta, coll_boot *b, const uint64_t *sizes,
+static int p2p_transports(p2p_ctx *x, p2p_out *po, coll_boot *b, const uint64_t *sizes,
                           int nsizes) {
   const p2p_opts *o = x->o;
   coll_err e = {{0}};
@@ -786,8 +781,7 @@ static int p2p_transports(p2p_ctx *x, p2p_out *po, cJSON *meta, coll_boot *b, co
       return -1;
     }
     if (x->rank == 0) {
-      cJSON_AddStringToObject(cJSON_GetObjectItem(po->run.meta, "fabrics"), coll_transport_name(o->transports[t]),
-                              coll_comm_fabric(x->c));
+      res_run_add_fabric(&po->run.meta, coll_transport_name(o->transports[t]), coll_comm_fabric(x->c));
       bench_run_write(&po->run);
     }
     x->e.msg[0] = '\0';
@@ -797,7 +791,7 @@ static int p2p_transports(p2p_ctx *x, p2p_out *po, cJSON *meta, coll_boot *b, co
     x->c = NULL;
     if (trc) {
       if (x->rank == 0) {
-        cJSON_ReplaceItemInObject(meta, "status", cJSON_CreateString("failed"));
+        po->run.meta.p2p.status = "failed";
         bench_run_write(&po->run);
       }
       return -1;
@@ -836,12 +830,12 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   /* every host's topology and every rank's binding, recorded by rank 0 (collective) */
   if (nsizes > 0 && !p2p_buffers(&x, sizes[nsizes - 1]) && p2p_begin(&po, &x, b, argc, argv) &&
       !bench_run_world(&po.run, b, bind_desc)) {
-    cJSON *meta = x.rank == 0 ? p2p_meta(&po, o, sizes, nsizes) : NULL;
-    if (!p2p_transports(&x, &po, meta, b, sizes, nsizes)) {
+    if (x.rank == 0) p2p_meta(&po, o, sizes, nsizes);
+    if (!p2p_transports(&x, &po, b, sizes, nsizes)) {
       int bad_data = x.bad_bytes != 0;
       if (x.rank == 0) {
-        cJSON_AddBoolToObject(meta, "data_ok", !bad_data);
-        cJSON_ReplaceItemInObject(meta, "status", cJSON_CreateString(bad_data ? "wrong data" : "ok"));
+        po.run.meta.p2p.data_ok = !bad_data;
+        po.run.meta.p2p.status = bad_data ? "wrong data" : "ok";
         bench_run_write(&po.run);
         printf("# results in %s\n", po.run.dir);
       }
@@ -852,7 +846,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   }
   if (po.tab) res_table_close(po.tab);
   if (po.matrix) res_table_close(po.matrix);
-  if (x.rank == 0 && po.run.meta) bench_run_end(&po.run);
+  if (x.rank == 0 && po.run.meta.base) bench_run_end(&po.run);
   free(po.bw);
   free(po.bibw);
   free(po.lat);

@@ -436,12 +436,13 @@ static int pr_begin(bench_run *run, res_table **tab, const pr_opts *o, const pr_
   memset(run, 0, sizeof *run);
   if (res_run_dir(run->dir, sizeof run->dir, o->out, "predict", err, sizeof err)) return bench_error("%s", err);
   res_run_id(run->run_id, sizeof run->run_id);
-  cJSON *meta = res_meta_new(run->run_id, "predict", argc, argv);
-  cJSON_AddStringToObject(meta, "intra", intra->desc);
-  cJSON_AddStringToObject(meta, "inter", inter->desc);
-  cJSON_AddStringToObject(meta, "compute", compute_src);
-  res_meta_write(run->dir, meta, err, sizeof err);
-  cJSON_Delete(meta);
+  res_run_desc meta;
+  if (res_run_desc_init(&meta, run->run_id, "predict", argc, argv)) return bench_error("out of memory");
+  meta.intra = intra->desc;
+  meta.inter = inter->desc;
+  meta.compute = compute_src;
+  res_run_write(run->dir, &meta, err, sizeof err);
+  res_run_desc_free(&meta);
   if (res_table_open_schema(tab, run->dir, res_schema_predict(), err, sizeof err)) return bench_error("%s", err);
   return 0;
 }

@@ -50,7 +50,9 @@ static const char train_usage[] =
     "                       its memory and loopback, hosts linked at RATE\n"
     "  --emulate-slow K=RATE with NxR: host K's link at RATE instead (repeatable)\n"
     "  --intra-transport T  hier's phases inside hosts over T (tcp, ucx, mpi), only between\n"
-    "                       hosts over the pair's transport (default: the pair's own)\n"
+    "                       hosts over the pair's transport (default: ucx, whose ranks on\n"
+    "                       a host map each other's buffer, where it is built and the\n"
+    "                       pair's transport is tcp or mpi; else the pair's own)\n"
     "  --mpirun-args ARGS   extra mpirun arguments when -n starts ranks through mpirun\n"
     "  --chunk SIZE         pipelining unit of the all-reduce algorithms\n"
     "  --bind HOW           auto|none|core|numa|nic|gpu [auto: --threads cores each where\n"
@@ -624,21 +626,18 @@ static int result_buckets(const train_ctx *x, const nn_train_result *r, res_trai
 
 /* The pair's entry in run.json's results (rank 0), written with the next bench_run_write. */
 static void result_meta(train_ctx *x, const res_train_row *row, const nn_train_result *r) {
-  cJSON *rs = cJSON_GetObjectItem(x->run.meta, "results");
-  if (!rs) rs = cJSON_AddArrayToObject(x->run.meta, "results");
-  cJSON *rj = cJSON_CreateObject();
-  cJSON_AddStringToObject(rj, "role", row->role);
-  cJSON_AddStringToObject(rj, "transport", row->transport);
-  cJSON_AddStringToObject(rj, "algo", row->algo);
-  cJSON_AddStringToObject(rj, "status", r->status);
-  cJSON_AddNumberToObject(rj, "steps", (double)r->steps);
-  cJSON_AddNumberToObject(rj, "end_step", (double)r->end_step);
-  cJSON_AddNumberToObject(rj, "images_per_s", r->images_per_s);
-  cJSON_AddNumberToObject(rj, "step_ms_p50", 1e3 * r->step_p50_s);
-  if (isfinite(r->test_acc)) cJSON_AddNumberToObject(rj, "test_acc", r->test_acc);
-  if (r->time_to_target_s >= 0) cJSON_AddNumberToObject(rj, "time_to_target_s", r->time_to_target_s);
-  cJSON_AddNumberToObject(rj, "train_time_s", r->train_s);
-  cJSON_AddItemToArray(rs, rj);
+  res_run_train_result e = {.steps = (double)r->steps,
+                            .end_step = (double)r->end_step,
+                            .images_per_s = r->images_per_s,
+                            .step_ms_p50 = 1e3 * r->step_p50_s,
+                            .test_acc = r->test_acc,
+                            .time_to_target_s = r->time_to_target_s,
+                            .train_time_s = r->train_s};
+  snprintf(e.role, sizeof e.role, "%s", row->role);
+  snprintf(e.transport, sizeof e.transport, "%s", row->transport);
+  snprintf(e.algo, sizeof e.algo, "%s", row->algo);
+  snprintf(e.status, sizeof e.status, "%s", r->status);
+  if (res_run_add_result(&x->run.meta, &e)) bench_error("out of memory: run.json's results miss a pair");
 }
 
 /* The pair's line (rank 0); the efficiencies as its row has them. */
@@ -911,9 +910,14 @@ static int job_open(train_job *j) {
   for (int t = 0; x->size > 1 && t < j->ntk; t++) {
     coll_comm_opts co = {.transport = j->tks[t], .timeout_ms = (int)a->r.timeout_s * 1000,
                          .chunk_bytes = (size_t)a->chunk, .no_spin = 1};
-    bench_comm_intra(&a->r, &co);
+    int may_hier = 0;
+    for (int i = 0; i < j->npairs; i++)
+      may_hier |= j->pairs[i].role == ROLE_DP && j->pairs[i].tk == j->tks[t] &&
+                  (j->pairs[i].algo.kind == COLL_ALGO_HIER || j->pairs[i].algo.kind == COLL_ALGO_AUTO);
+    bench_comm_intra(&a->r, &co, may_hier);
     if (coll_comm_open(&j->comms[t], x->boot, &co, &e)) return bench_error("%s", e.msg);
-    if (j->tks[t] == COLL_UCX) j->owner = j->comms[t];
+    /* the gradients from a communicator whose ranks map them: ucx's own, else one inside hosts */
+    if (coll_comm_maps(j->comms[t]) && (!j->owner || j->tks[t] == COLL_UCX)) j->owner = j->comms[t];
     for (int i = 0; i < j->npairs; i++)
       if (j->pairs[i].role == ROLE_DP && j->pairs[i].tk == j->tks[t]) j->pairs[i].comm = j->comms[t];
   }
@@ -996,38 +1000,37 @@ static int job_load(train_job *j, const nn_data_spec *spec) {
 static void job_meta(train_job *j) {
   const train_args *a = j->a;
   train_ctx *x = &j->x;
-  cJSON *tj = cJSON_AddObjectToObject(x->run.meta, "train");
-  cJSON_AddStringToObject(tj, "model", a->model);
-  cJSON_AddNumberToObject(tj, "params", (double)x->np);
-  cJSON_AddNumberToObject(tj, "bn_buffers", (double)j->nb);
-  cJSON_AddStringToObject(tj, "backend", nn_net_backend(x->net));
-  cJSON_AddStringToObject(tj, "data", x->dname);
-  cJSON_AddNumberToObject(tj, "train_images", (double)x->train.n);
-  cJSON_AddNumberToObject(tj, "test_images", (double)x->test.n);
-  cJSON_AddStringToObject(tj, "input", x->shape);
-  cJSON_AddNumberToObject(tj, "classes", x->train.classes);
-  cJSON_AddNumberToObject(tj, "ranks", x->size);
-  cJSON_AddNumberToObject(tj, "batch", (double)a->batch);
-  cJSON_AddNumberToObject(tj, "global_batch", (double)a->batch * x->size);
-  cJSON_AddNumberToObject(tj, "threads", (double)a->threads);
-  cJSON_AddNumberToObject(tj, "rounds", (double)a->rounds);
-  cJSON_AddNumberToObject(tj, "seed", (double)a->seed);
-  cJSON_AddNumberToObject(tj, "bucket_mb", a->bucket_mb);
-  cJSON_AddNumberToObject(tj, "first_bucket_mb", a->first_bucket_mb);
-  cJSON_AddBoolToObject(tj, "overlap", a->overlap);
-  cJSON_AddStringToObject(tj, "overlap_step", ostep_names[a->overlap_step]);
-  cJSON_AddStringToObject(tj, "grad_dtype", coll_dtype_name(a->grad_dtype));
-  cJSON_AddStringToObject(tj, "gradients", x->size > 1 ? "averaged over the ranks (all-reduce, "
-                                                         "then 1/N in SGD; 16-bit wires: 1/N first)"
-                                                       : "one rank: no averaging");
-  cJSON_AddStringToObject(tj, "batch_norm", "statistics local to each rank (PyTorch DDP)");
-  cJSON *fj = cJSON_GetObjectItem(x->run.meta, "fabrics");
-  for (int t = 0; fj && t < j->ntk; t++)
+  x->run.meta.train = (res_run_train){
+      .on = 1,
+      .model = a->model,
+      .params = (double)x->np,
+      .bn_buffers = (double)j->nb,
+      .backend = nn_net_backend(x->net),
+      .data = x->dname,
+      .train_images = (double)x->train.n,
+      .test_images = (double)x->test.n,
+      .input = x->shape,
+      .classes = x->train.classes,
+      .ranks = x->size,
+      .batch = (double)a->batch,
+      .global_batch = (double)a->batch * x->size,
+      .threads = (double)a->threads,
+      .rounds = (double)a->rounds,
+      .seed = (double)a->seed,
+      .bucket_mb = a->bucket_mb,
+      .first_bucket_mb = a->first_bucket_mb,
+      .overlap = a->overlap,
+      .overlap_step = ostep_names[a->overlap_step],
+      .grad_dtype = coll_dtype_name(a->grad_dtype),
+      .gradients = x->size > 1 ? "averaged over the ranks (all-reduce, then 1/N in SGD; 16-bit wires: 1/N first)"
+                               : "one rank: no averaging",
+      .batch_norm = "statistics local to each rank (PyTorch DDP)",
+      .resumed_from = a->resume};
+  for (int t = 0; t < j->ntk; t++)
     if (j->comms[t]) {
-      cJSON_AddStringToObject(fj, coll_transport_name(j->tks[t]), coll_comm_fabric(j->comms[t]));
+      res_run_add_fabric(&x->run.meta, coll_transport_name(j->tks[t]), coll_comm_fabric(j->comms[t]));
       bench_record_intra(&x->run, j->tks[t], j->comms[t]);
     }
-  if (a->resume) cJSON_AddStringToObject(tj, "resumed_from", a->resume);
 }
 
 /* The run directory, run.json and the tables (rank 0), and rank 0's weights for every rank,
@@ -1246,7 +1249,7 @@ static int job_train(train_job *j) {
   }
   free(kept);
   if (x->rank == 0) {
-    cJSON_AddStringToObject(x->run.meta, "status", status ? "failed" : "ok");
+    x->run.meta.status = status ? "failed" : "ok";
     if (bench_run_write(&x->run) && !status) status = 1;
     printf("train: %s\n", x->run.dir);
   }

@@ -190,17 +190,22 @@ int bench_rank_check(bench_rank_opts *r, int argc, char **argv, const char *usag
   return 0;
 }
 
-void bench_comm_intra(const bench_rank_opts *r, coll_comm_opts *co) {
+void bench_comm_intra(const bench_rank_opts *r, coll_comm_opts *co, int may_hier) {
   co->has_intra = r->has_intra;
   co->intra = r->intra;
+  /* by default the fastest inside a host: ucx, whose ranks there map each other's buffers */
+  if (!r->has_intra && may_hier && coll_transport_built(COLL_UCX) &&
+      (co->transport == COLL_TCP || co->transport == COLL_MPI)) {
+    co->has_intra = 1;
+    co->intra = COLL_UCX;
+  }
 }
 
 void bench_record_intra(bench_run *run, coll_transport_kind tk, const coll_comm *c) {
   const char *f = coll_comm_intra_fabric(c);
-  cJSON *fj = cJSON_GetObjectItem(run->meta, "fabrics");
   char key[32];
   snprintf(key, sizeof key, "%s/intra", coll_transport_name(tk));
-  if (f && fj) cJSON_AddStringToObject(fj, key, f);
+  if (f) res_run_add_fabric(&run->meta, key, f);
 }
 
 int bench_transport_check(coll_transport_kind tk, const char *usage) {
@@ -277,41 +282,39 @@ int bench_run_begin(bench_run *r, const char *out, const char *command, int argc
   if (res_run_dir(r->dir, sizeof r->dir, out, command, err, sizeof err) != 0)
     return bench_error("%s", err), -1;
   res_run_id(r->run_id, sizeof r->run_id);
-  r->meta = res_meta_new(r->run_id, command, argc, argv);
-  cJSON_AddStringToObject(r->meta, "run_dir", r->dir);
+  if (res_run_desc_init(&r->meta, r->run_id, command, argc, argv)) return bench_error("out of memory"), -1;
+  snprintf(r->meta.run_dir, sizeof r->meta.run_dir, "%s", r->dir);
   gethostname(r->host, sizeof r->host - 1);
 
   topo_stamp st;
   cJSON *summary = NULL;
   if (topo_record(r->dir, &st, &summary, err, sizeof err) == 0) {
     snprintf(r->topo_hash, sizeof r->topo_hash, "%s", st.hash);
-    cJSON *t = cJSON_AddObjectToObject(r->meta, "topology");
-    cJSON_AddStringToObject(t, "host", st.host);
-    cJSON_AddStringToObject(t, "topo_hash", st.hash);
-    cJSON_AddStringToObject(t, "hwloc_backend", st.backend);
+    snprintf(r->meta.topo_host, sizeof r->meta.topo_host, "%s", st.host);
+    snprintf(r->meta.topo_hash, sizeof r->meta.topo_hash, "%s", st.hash);
+    snprintf(r->meta.topo_backend, sizeof r->meta.topo_backend, "%s", st.backend);
     if (summary) {
       char path[4400];
       snprintf(path, sizeof path, "%s/topo.json", r->dir);
       if (util_json_write_file(path, summary, err, sizeof err) != 0) bench_error("%s", err);
-      cJSON_AddItemToObject(t, "summary", summary);
+      r->meta.topo_summary = summary;
     }
   } else {
     /* a run is still worth having without its topology; say so once */
     bench_error("topology not recorded: %s", err);
-    cJSON_AddStringToObject(r->meta, "topology_error", err);
+    snprintf(r->meta.topology_error, sizeof r->meta.topology_error, "%s", err);
   }
   return bench_run_write(r);
 }
 
 int bench_run_write(bench_run *r) {
   char err[512];
-  if (res_meta_write(r->dir, r->meta, err, sizeof err) != 0) return bench_error("%s", err), -1;
+  if (res_run_write(r->dir, &r->meta, err, sizeof err) != 0) return bench_error("%s", err), -1;
   return 0;
 }
 
 void bench_run_end(bench_run *r) {
-  cJSON_Delete(r->meta);
-  r->meta = NULL;
+  res_run_desc_free(&r->meta);
 }
 
 typedef struct {
@@ -341,6 +344,25 @@ static char *bench_read_all(const char *path, size_t *len) {
   fclose(f);
   *len = n;
   return buf;
+}
+
+/* run.json's hosts (rank 0): rank 0's own, and each other host whose first rank sent its
+ * topology, with the boot world's ranks on it. 0, or -1 out of memory. */
+static int bench_run_hosts(bench_run *r, struct coll_boot *b, const bench_host_stamp *all) {
+  res_run_desc *d = &r->meta;
+  int n = coll_boot_size(b);
+  if (!(d->hosts = calloc((size_t)n, sizeof *d->hosts))) return -1;
+  d->has_hosts = 1;
+  for (int i = 0; i < n; i++) {
+    if (i != 0 && !all[i].xml_bytes) continue;
+    res_run_host *h = &d->hosts[d->nhosts++];
+    snprintf(h->host, sizeof h->host, "%s", i == 0 ? r->host : all[i].host);
+    snprintf(h->topo_hash, sizeof h->topo_hash, "%s", i == 0 ? r->topo_hash : all[i].hash);
+    if (!(h->ranks = malloc((size_t)n * sizeof *h->ranks))) return -1;
+    for (int k = 0; k < n; k++)
+      if (!strcmp(coll_boot_host(b, k), coll_boot_host(b, i))) h->ranks[h->nranks++] = k;
+  }
+  return 0;
 }
 
 int bench_run_gather_hosts(bench_run *r, struct coll_boot *b) {
@@ -388,25 +410,17 @@ int bench_run_gather_hosts(bench_run *r, struct coll_boot *b) {
     if (grc) goto out;
   }
   if (me == 0) {
-    cJSON *hosts = cJSON_AddArrayToObject(r->meta, "hosts");
-    for (int i = 0; i < n; i++) {
-      const char *h = i == 0 ? r->host : all[i].host;
-      const char *hash = i == 0 ? r->topo_hash : all[i].hash;
-      if (i != 0 && !all[i].xml_bytes) continue;
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "host", h);
-      cJSON_AddStringToObject(o, "topo_hash", hash);
-      cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
-      for (int k = 0; k < n; k++)
-        if (!strcmp(coll_boot_host(b, k), coll_boot_host(b, i))) cJSON_AddItemToArray(ranks, cJSON_CreateNumber(k));
-      cJSON_AddItemToArray(hosts, o);
-      if (i != 0) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/topo-%s.xml", r->dir, all[i].host);
-        char werr[512]; /* whole or not at all, as rank 0's own XML (topo_write_xml) */
-        if (util_file_replace(path, xmls + (size_t)i * maxlen, all[i].xml_bytes, werr, sizeof werr))
-          bench_error("%s", werr);
-      }
+    if (bench_run_hosts(r, b, all)) {
+      bench_error("out of memory");
+      goto out;
+    }
+    for (int i = 1; i < n; i++) {
+      if (!all[i].xml_bytes) continue;
+      char path[4400];
+      snprintf(path, sizeof path, "%s/topo-%s.xml", r->dir, all[i].host);
+      char werr[512]; /* whole or not at all, as rank 0's own XML (topo_write_xml) */
+      if (util_file_replace(path, xmls + (size_t)i * maxlen, all[i].xml_bytes, werr, sizeof werr))
+        bench_error("%s", werr);
     }
     bench_run_write(r);
   }
@@ -491,6 +505,39 @@ int bench_ranks_per_host(const struct coll_boot *b) {
   return most;
 }
 
+static char *bench_strdup_env(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? strdup(v) : NULL;
+}
+
+/* run.json's world (rank 0) from the boot world and every rank's binding (binds: ranks entries
+ * of stride bytes). 0, or -1 out of memory. */
+static int bench_run_world_desc(res_run_world *w, struct coll_boot *b, const char *binds, size_t stride) {
+  int n = coll_boot_size(b);
+  w->ranks = n;
+  w->host_count = coll_boot_host_count(b);
+  w->bootstrap = strdup(coll_boot_kind_name(b));
+  w->rank_hosts = calloc((size_t)n, sizeof *w->rank_hosts);
+  w->binding = calloc((size_t)n, sizeof *w->binding);
+  if (!w->bootstrap || !w->rank_hosts || !w->binding) return -1;
+  for (int k = 0; k < n; k++)
+    if (!(w->rank_hosts[k] = strdup(coll_boot_host(b, k))) || !(w->binding[k] = strdup(binds + (size_t)k * stride)))
+      return -1;
+  char vers[512];
+  coll_versions(vers, sizeof vers);
+  if (!(w->library_versions = strdup(vers))) return -1;
+  /* the reduction kernel's rate where and when the rows are measured: fit checks gamma against
+   * it, and measuring it at fit time instead made two fits of the same rows differ */
+  double g = bench_gamma_kernel();
+  w->reduce_gbps = g > 0 && isfinite(g) ? 1e-9 / g : NAN;
+  w->emulated_fabric = bench_strdup_env("FABENCH_FABRIC");
+  w->emulated_rate = bench_strdup_env("FABENCH_EMU_RATE");
+  /* an emulated cluster: NODESxRANKS, and the nodes whose link is slower than the rest */
+  w->emulated_layout = bench_strdup_env("FABENCH_EMU_LAYOUT");
+  w->emulated_slow = bench_strdup_env("FABENCH_EMU_SLOW");
+  return 0;
+}
+
 int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {
   if (bench_run_gather_hosts(r, b)) return -1;
   int n = coll_boot_size(b);
@@ -503,30 +550,11 @@ int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc) {
     return -1;
   }
   if (coll_boot_rank(b) == 0) {
-    cJSON *m = r->meta;
-    cJSON_AddNumberToObject(m, "ranks", n);
-    cJSON_AddNumberToObject(m, "host_count", coll_boot_host_count(b));
-    cJSON_AddStringToObject(m, "bootstrap", coll_boot_kind_name(b));
-    cJSON *hosts = cJSON_AddArrayToObject(m, "rank_hosts");
-    for (int k = 0; k < n; k++) cJSON_AddItemToArray(hosts, cJSON_CreateString(coll_boot_host(b, k)));
-    char vers[512];
-    coll_versions(vers, sizeof vers);
-    cJSON_AddStringToObject(m, "library_versions", vers);
-    /* the reduction kernel's rate where and when the rows are measured: fit checks gamma
-     * against it, and measuring it at fit time instead made two fits of the same rows differ
-     * (28-45 GB/s on this VM moved a fitted 1gbit ucx link from 1.02 to 1.06 of its ceiling) */
-    double g = bench_gamma_kernel();
-    if (g > 0 && isfinite(g)) cJSON_AddNumberToObject(m, "reduce_gbps", 1e-9 / g);
-    const char *fab = getenv("FABENCH_FABRIC"), *rate = getenv("FABENCH_EMU_RATE");
-    if (fab && *fab) cJSON_AddStringToObject(m, "emulated_fabric", fab);
-    if (rate && *rate) cJSON_AddStringToObject(m, "emulated_rate", rate);
-    /* an emulated cluster: NODESxRANKS, and the nodes whose link is slower than the rest */
-    const char *lay = getenv("FABENCH_EMU_LAYOUT"), *slow = getenv("FABENCH_EMU_SLOW");
-    if (lay && *lay) cJSON_AddStringToObject(m, "emulated_layout", lay);
-    if (slow && *slow) cJSON_AddStringToObject(m, "emulated_slow", slow);
-    cJSON_AddObjectToObject(m, "fabrics");
-    cJSON *bd = cJSON_AddArrayToObject(m, "binding");
-    for (int k = 0; k < n; k++) cJSON_AddItemToArray(bd, cJSON_CreateString(all + (size_t)k * sizeof mine));
+    if (bench_run_world_desc(&r->meta.world, b, all, sizeof mine)) {
+      free(all);
+      return bench_error("out of memory"), -1;
+    }
+    r->meta.has_world = 1;
     bench_run_write(r);
   }
   free(all);

@@ -117,6 +117,91 @@ int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap)
 /* util_file_replace under its former name, for topo/, which still calls it so. */
 int res_file_replace(const char *path, const void *data, size_t n, char *err, size_t errcap);
 
+/* ---- run.json (res_run.c): the run as its command describes it; results writes the JSON ---- */
+/* A host of a multi-host run: its topology stamp and the boot world's ranks on it. */
+typedef struct {
+  char host[256], topo_hash[32];
+  int *ranks; /* owned by the res_run_desc */
+  int nranks;
+} res_run_host;
+/* The world of a multi-rank command: strings and arrays are the res_run_desc's own (malloc'd,
+ * freed by res_run_desc_free); rank_hosts and binding have `ranks` entries. */
+typedef struct {
+  int ranks, host_count;
+  char *bootstrap, *library_versions;
+  char **rank_hosts, **binding;
+  double reduce_gbps; /* the reduction kernel's rate where the rows are measured (NaN: none) */
+  char *emulated_fabric, *emulated_rate, *emulated_layout, *emulated_slow; /* NULL: none */
+} res_run_world;
+/* p2p's object. Strings are static. */
+typedef struct {
+  int on;
+  const char *pairs;         /* "all" or "one" */
+  int src, dst;              /* the one pair (pairs "one") */
+  double min_bytes, max_bytes, step_factor, window;
+  double iters;              /* 0: time_per_size_s timed each size instead */
+  double time_per_size_s;
+  const char *status;        /* "running" until the end */
+  int data_ok;               /* -1: not known yet */
+} res_run_p2p;
+/* train's object. Strings are the caller's and must live until the last res_run_write. */
+typedef struct {
+  int on;
+  const char *model, *backend, *data, *input, *overlap_step, *grad_dtype, *gradients, *batch_norm;
+  const char *resumed_from; /* NULL: not resumed */
+  double params, bn_buffers, train_images, test_images, batch, global_batch, threads, rounds, seed;
+  double bucket_mb, first_bucket_mb;
+  int classes, ranks, overlap;
+} res_run_train;
+/* One pair's entry in train's results. */
+typedef struct {
+  char role[32], transport[32], algo[32], status[64];
+  double steps, end_step, images_per_s, step_ms_p50, train_time_s;
+  double test_acc;         /* NaN: not measured */
+  double time_to_target_s; /* < 0: target not reached or none */
+} res_run_train_result;
+#define RES_RUN_FABRICS 32
+/* A run's run.json, described: a command fills what it records and calls res_run_write after
+ * each change (the file is rewritten whole). Sections not filled are left out. */
+typedef struct res_run_desc {
+  cJSON *base;               /* res_run_desc_init's: schema, run_id, command, argv, version, start
+                                time, hostname, environment (res_meta_new) */
+  char run_dir[4096];        /* "": not recorded */
+  /* this host's topology (topo_host ""), or why it is missing (topology_error "") */
+  char topo_host[256], topo_hash[32], topo_backend[32], topology_error[512];
+  cJSON *topo_summary;       /* topo's summary, owned (NULL: none) */
+  res_run_host *hosts;       /* owned; the key is written once has_hosts */
+  int nhosts, has_hosts;
+  res_run_world world;
+  int has_world;
+  struct {
+    char key[48], fabric[256]; /* a transport's name, or "<transport>/intra": hier's inside hosts */
+  } fabrics[RES_RUN_FABRICS];
+  int nfabrics;
+  /* allreduce's */
+  int has_rounds;
+  long rounds;
+  int check;                 /* -1: not recorded */
+  int beside_compute;
+  res_run_p2p p2p;
+  res_run_train train;
+  res_run_train_result *results; /* owned (res_run_add_result) */
+  int nresults;
+  /* predict's: the fabrics and the compute profile it was given (NULL: not recorded) */
+  const char *intra, *inter, *compute;
+  const char *status;        /* the run's end (static; NULL: not yet) */
+} res_run_desc;
+/* Starts a description with the fields every command records (res_meta_new's, taken now).
+ * 0, or -1 out of memory. */
+int res_run_desc_init(res_run_desc *d, const char *run_id, const char *command, int argc, char **argv);
+void res_run_desc_free(res_run_desc *d);
+/* Adds a fabric to run.json's "fabrics" (copied; a full table drops it). */
+void res_run_add_fabric(res_run_desc *d, const char *key, const char *fabric);
+/* Adds a pair's entry to train's results (copied). 0, or -1 out of memory. */
+int res_run_add_result(res_run_desc *d, const res_run_train_result *r);
+/* Writes the description as <dir>/run.json (atomically: res_meta_write). */
+int res_run_write(const char *dir, const res_run_desc *d, char *err, size_t errcap);
+
 /* ---- the cost model fit (res_fit.c): alpha-beta-gamma per fabric and host count ---- */
 #define RES_BUSY_MAX 16 /* a fabric's (ranks, size) points measured beside a load */
 /* The share of a computing thread's pace an all-reduce of `bytes` on `ranks` took, and the
