@@ -390,6 +390,8 @@ typedef struct {
   double cpu_s;  /* rank 0: its host's busy CPU seconds over this size's timed iterations */
   long cpu_n;    /* the iterations they cover; -1: not measurable (a rank spins, no /proc) */
   void *dbuf;    /* the device buffer of a device communicator (nccl), else NULL */
+  void *mbuf;    /* host memory that this communicator's ranks map, where the run's buffer is
+                    another's (ucx beside tcp with ucx inside hosts), else NULL */
   char gfabric[80]; /* device communicators (rank 0): what carries the data, then the widest
                        path class between neighbouring ranks' GPUs: "nccl:nvlink/NV18" */
 } ar_cell;
@@ -420,8 +422,8 @@ static int ar_max(ar_ctx *x, coll_comm *c, double *v, size_t n, coll_err *e) {
   return ar_ctl(x, c, v, n, COLL_MAX, e);
 }
 
-/* The cell's buffer: its device buffer, or the run's host one. */
-static void *ar_buf(const ar_cell *k, void *hbuf) { return k->dbuf ? k->dbuf : hbuf; }
+/* The cell's buffer: its device buffer, its mapped one, or the run's host one. */
+static void *ar_buf(const ar_cell *k, void *hbuf) { return k->dbuf ? k->dbuf : k->mbuf ? k->mbuf : hbuf; }
 
 /* Device communicators run asynchronously: wait for what was enqueued. */
 static int ar_sync(ar_cell *k, coll_err *e) {
@@ -538,9 +540,13 @@ static int ar_verify(ar_ctx *x, const ar_cell *k, void *buf, size_t count, coll_
   if (k->dbuf) { /* the device's data, copied back after the all-reduce */
     if (coll_mem_copy(c, k->dbuf, buf, nbytes, e)) return -1;
     memset(buf, 0xa5, nbytes); /* a result that was never copied back cannot pass */
+  } else if (k->mbuf) {
+    memcpy(k->mbuf, buf, nbytes);
+    memset(buf, 0xa5, nbytes);
   }
   if (coll_allreduce(c, ar_buf(k, buf), count, dt, op, algo, NULL, e)) return -1;
   if (k->dbuf && coll_mem_copy(c, buf, k->dbuf, nbytes, e)) return -1;
+  if (k->mbuf) memcpy(buf, k->mbuf, nbytes);
   size_t first = 0;
   double bad = (double)coll_pattern_check(buf, count, dt, op, x->size, seed, &first);
   if (bad > 0)
@@ -667,6 +673,7 @@ static int ar_size(ar_ctx *x, ar_cell *cells, int ncells, void *buf, size_t coun
   for (int i = 0; i < ncells; i++) {
     coll_pattern_fill(buf, count, dt, op, x->rank, (uint64_t)o->seed);
     if (cells[i].dbuf && coll_mem_copy(cells[i].c, cells[i].dbuf, buf, nbytes, &e)) return ar_fail(&e);
+    if (cells[i].mbuf) memcpy(cells[i].mbuf, buf, nbytes);
     if (ar_prepare(x, &cells[i], buf, count, dt, op, &e)) return ar_fail(&e);
   }
   x->alone_n = x->alone_s = 0;
@@ -767,7 +774,7 @@ static int ar_cells_check(const ar_ctx *x, const ar_cell *cells, int ncells) {
  * cells, and the run's one host buffer. */
 typedef struct {
   coll_comm *comms[AR_MAX_LIST], *buf_owner;
-  void *buf, *dbufs[AR_MAX_LIST];
+  void *buf, *dbufs[AR_MAX_LIST], *mbufs[AR_MAX_LIST];
   ar_cell cells[AR_MAX_LIST * AR_MAX_LIST];
   int ncells;
 } ar_run;
@@ -852,6 +859,13 @@ static int ar_open(ar_ctx *x, ar_run *u) {
 static int ar_buffer(ar_ctx *x, ar_run *u) {
   coll_err e = {{0}};
   size_t maxbytes = (size_t)x->o->max_bytes + 8;
+  /* every other communicator whose ranks map memory gets its own (a region is one context's) */
+  for (int t = 0; t < x->o->ntransports; t++) {
+    if (u->comms[t] == u->buf_owner || !coll_comm_maps(u->comms[t]) || u->dbufs[t]) continue;
+    if (!(u->mbufs[t] = coll_mem_alloc(u->comms[t], maxbytes, &e))) return ar_fail(&e);
+    for (int i = 0; i < u->ncells; i++)
+      if (u->cells[i].c == u->comms[t]) u->cells[i].mbuf = u->mbufs[t];
+  }
   if (u->buf_owner) return (u->buf = coll_mem_alloc(u->buf_owner, maxbytes, &e)) ? 0 : ar_fail(&e);
   if (!posix_memalign(&u->buf, 64, maxbytes)) return 0;
   u->buf = NULL;
@@ -865,6 +879,7 @@ static void ar_run_close(const ar_opts *o, ar_run *u) {
     free(u->buf);
   for (int t = 0; t < o->ntransports; t++) {
     if (u->dbufs[t]) coll_mem_free(u->comms[t], u->dbufs[t]);
+    if (u->mbufs[t]) coll_mem_free(u->comms[t], u->mbufs[t]);
     if (u->comms[t]) coll_comm_close(u->comms[t]);
   }
   for (int i = 0; i < AR_MAX_LIST * AR_MAX_LIST; i++) free(u->cells[i].times);
