@@ -6,6 +6,8 @@ install(TARGETS fabench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples
         USE_SOURCE_PERMISSIONS)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# README's links point into docs/: the pages go beside it
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
 
 # The man page: help2man over `fabench --help`, every command's --help and cmake/fabench.h2m,
 # built with the binary (cmake/FabenchMan.cmake). Without help2man there is no man page.
