@@ -1,0 +1,135 @@
+/* bench: what the train command's files share (cmd_train.c: the run's flow; train_args.c: its
+ * flags; train_pairs.c: the pairs it trains; train_rows.c: its rows and run.json's results;
+ * train_trace.c: --trace). */
+#ifndef FABENCH_TRAIN_INTERNAL_H
+#define FABENCH_TRAIN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bench.h"
+#include "coll.h"
+#include "nn.h"
+#include "res.h"
+
+/* ---- flags (train_args.c) ---- */
+extern const char train_usage[];
+
+typedef struct {
+  bench_rank_opts r; /* -n, --emulate, --mpirun-args, --bind, --timeout, --out */
+  const char *model, *data, *save, *resume, *milestones;
+  const char *transports, *algos, *trace, *model_from;
+  int devices[2], ndevices, precision, cudnn_search;
+  long gpu;                   /* -1: the local rank */
+  long trace_steps;
+  int no_single, overlap, overlap_step;
+  coll_dtype grad_dtype;
+  double bucket_mb, first_bucket_mb;
+  long check_every;
+  uint64_t chunk;
+  nn_lr_kind sched;
+  long batch, epochs, steps, warmup_steps, threads, ref_batch, eval_every, log_every, prefetch;
+  long rounds;
+  long crop_pad; /* -1: the data's default */
+  double lr, momentum, wd, warmup_epochs, target_acc, gamma;
+  int nesterov, augment, stop_at_target, epochs_given, seed_given;
+  uint64_t seed;
+} train_args;
+
+/* --overlap-step's words, indexed by NN_OSTEP_* */
+extern const char *const train_ostep_names[];
+
+/* Parses the flags into a (defaults first). 0, or the exit status after a usage error. */
+int train_parse_args(train_args *a, int argc, char **argv);
+/* 0 when every device of the list can train here, else NN_ENODEV and why: a rank's GPU is --gpu,
+ * or its local rank modulo the GPU count */
+int train_devices_usable(const train_args *a, int local_rank, char *err, size_t errcap);
+/* Milestones in epochs ("30,60,80" or fractions "0.5,0.75" of --epochs) to steps. */
+int train_parse_milestones(nn_lr_sched *s, const char *list, long epochs, int64_t spe);
+/* --trace and --save before anything trains (rank 0, which writes them): their directory must
+ * exist and take files, and an existing FILE must be a writable file. 0, or -1 after saying why. */
+int train_out_file_check(const char *flag, const char *path);
+
+/* ---- what one run trains: the roles in turn, each from the same initial weights ---- */
+typedef enum { ROLE_SINGLE, ROLE_NONE, ROLE_DP } train_role;
+extern const char *const train_role_names[]; /* indexed by train_role */
+
+typedef struct {
+  train_role role;
+  coll_comm *comm;        /* ROLE_DP */
+  coll_transport_kind tk;
+  coll_algo algo;
+  char tname[16], aname[32];
+} train_pair;
+
+#define TRAIN_MAX_PAIRS 64
+
+typedef struct {
+  const train_args *a;
+  coll_boot *boot;
+  int rank, size;
+  bench_run run;          /* rank 0 */
+  res_table *tsteps, *teval, *trun, *tbuckets;
+  nn_net *net;
+  nn_dataset train, test;
+  char dname[2200], shape[64];
+  int crop_pad, augment;
+  size_t np;
+  const train_pair *pair; /* being trained */
+  int ranks;              /* of the pair being trained */
+  int64_t spe;            /* of the pair being trained */
+  double single_ips, none_ips; /* 0 until measured */
+  int heartbeat;          /* the one-rank run: rank 0 tells the waiting ranks it goes on */
+  cJSON *trace;           /* rank 0: the trace events so far (--trace) */
+  int same_data;          /* tests (FABENCH_TEST_SAME_DATA=1): every rank reads one rank's data */
+  res_model model;        /* --model-from (n == 0 without) */
+  /* the predictions' compute profile: the none run's rows (the same ranks sharing the cores as
+   * training does), else one rank alone's */
+  res_train_row profile;
+  res_train_buckets_row prof_buckets[NN_TRAIN_MAX_BUCKETS];
+  res_train_buckets_row bk_rows[2 * NN_TRAIN_MAX_BUCKETS]; /* a data-parallel pair's, after the profile's */
+  int have_profile, nprof_buckets;
+  int role_index;         /* of the pair being trained: its trace's process ids */
+  int round;              /* of --rounds, from 1 */
+  int slow_said;          /* the warning about oneDNN's reference code is out */
+  double alive_said;      /* when the heartbeat last went (rank 0) */
+} train_ctx;
+
+/* ---- the pairs (train_pairs.c) ---- */
+/* "none", "tcp", ... into pairs with every algorithm; pairs a transport cannot run are said
+ * and skipped. Returns the count, or -1 after a usage error (rc set). */
+int train_make_pairs(train_pair *pairs, const train_args *a, int size, coll_transport_kind *tks, int *ntk,
+                     int *want_mpi, int *rc);
+
+/* ---- rows (train_rows.c) ---- */
+/* --rounds: what one entry of the training order has measured so far, for its row */
+typedef struct {
+  nn_train_result best; /* its fastest round */
+  double slowest_ips;
+  int rounds;           /* done */
+  nn_lr_sched sched;
+  nn_sgd_opts so;
+  int64_t epochs;
+} train_kept;
+/* The training loop's callbacks: a step's rows and log line, an evaluation's row. */
+int train_on_step(void *ctx, const nn_step_rec *rs, int n);
+int train_on_eval(void *ctx, const nn_eval_rec *ev);
+/* Takes one round's result into k (r of a rank that trained nothing has images_per_s NaN). */
+void train_kept_add(train_kept *k, const nn_train_result *r, const nn_lr_sched *sched, const nn_sgd_opts *so,
+                    int64_t epochs);
+/* The row of pair p from what its rounds measured (rank 0), with its buckets and run.json's
+ * entry; the one-rank and none rows set the denominators of the rows after them. */
+int train_kept_write(train_ctx *x, const train_pair *p, const train_kept *k);
+
+/* ---- the trace (train_trace.c) ---- */
+/* The loop's trace callback: gathers Chrome trace events (rank 0). */
+int train_on_trace(void *ctx, const nn_trace_ev *ev, size_t n);
+/* The trace so far into --trace (rank 0, after each pair's row). 0, or -1 after saying why. */
+int train_write_trace(train_ctx *x);
+
+/* ---- the run (cmd_train.c) ---- */
+/* The one-rank run's heartbeat over the bootstrap (collective): rank 0 says 0 (going on),
+ * 1 (done) or 2 (failed); heard (may be NULL) gets rank 0's word. 0, or -1 after saying why. */
+int train_heartbeat(train_ctx *x, int32_t say, int32_t *heard);
+
+#endif
