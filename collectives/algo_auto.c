@@ -1,96 +1,19 @@
-/* `auto`: picks the all-reduce algorithm per size from an alpha-beta-gamma cost model.
+/* `auto` and the cost model's formulas: coll_model_time prices one all-reduce of each algorithm
+ * on a fitted (or default) alpha-beta-gamma model, and `auto` runs the cheapest per size.
  *
- * Notation: p ranks, n bytes per rank, alpha = seconds per message (start-up), beta = seconds
- * per byte on one link, gamma = seconds per byte reduced, lg = log2, p' = 2^floor(lg p),
- * f = 1 when p is not a power of two (the MPICH fold), else 0; c = the pipelining unit
- * (c->chunk_bytes), H = ceil(lg p) the height of our binary trees.
- *
- * Each algorithm is counted at its busiest rank: M messages in sequence, L bytes in sequence on
- * its link (each way), R bytes it reduces; and over all ranks S, the bytes sent in one call. Its
- * time is
- *   delta + M alpha + B + y max(0, S_h beta_mem - B) + R s gamma + x s (L + R) mem,
- *   B = max(L beta, S_h beta_cpu / c_h)
- * with S_h = S / hosts the bytes a host's ranks send and c_h = min(ranks per host, cores) the
- * cores they send them with: moving bytes is CPU work too (kernel copies, shared memory), and
- * the slower of the busiest link and the host's CPU bounds a call; y, from 0 to 1, is how far
- * the ranks' vectors (2 n a rank) are past the host's last-level cache, where its memory bounds
- * the call too (0 up to half the cache, 1 from twice it).
- * s = max(1, reducers per host / cores) (the reducers share the host's cores: every rank, but a
- * parameter server's K servers only) and x = max(0, 1 - cache / (2 x ranks per host x land)),
- * land the bytes a rank receives into at once: p n for the ring's small case, n on mapped
- * memory, a few chunks for the pipelined algorithms, rd and rhd included (beyond the cache
- * every byte comes from memory); for the ring on mapped memory where it streams its results
- * past the cache (from m->stream_bytes, FABENCH_RING_STREAM_BYTES: algo_ring.c), x = y where
- * the host's last-level cache is known, else 1.
- * S is 2 (p-1) n for every algorithm below except where said (each byte goes to the others once
- * up and once down).
- * Per algorithm (M; L; R):
- *   ring  (Patarasuk-Yuan 2009; Thakur-Rabenseifner-Gropp 2005), pipelined: each of the
- *         2(p-1) steps sends its block of n/p bytes as sub-chunks of c, whose start-ups overlap
- *         the previous sub-chunk's transfer, so only one start-up per step shows:
- *         2(p-1); 2 (p-1)/p n; (p-1)/p n
- *         algo_ring.c all-gathers whole vectors when p n <= 64 KiB (its COLL_RING_SMALL):
- *         p-1; (p-1) n; (p-1) n; S = p (p-1) n
- *         on memory every rank maps (m->mapped, from 16 KiB) it reads its left neighbour's
- *         block in place: reduce-scatter reduces from it, all-gather copies it, tokens only;
- *         the last reduce-scatter step also writes the right's copy, which is one step less.
- *         No byte crosses the transport, so none is on a link or sent (S = 0): the call is
- *         memory work on the ranks' cores, counted in reductions' worth of memory streams (a
- *         reduction reads two and writes one): p-1 reductions of n/p, one extra write, p-2
- *         copies (two streams each), (5p-6)/3 streams of n/p:
- *         2p-3; 0; (5p-6)/(3p) n
- *         (counted as a link's bytes and sent bytes before, its cost hung on the transport's
- *         beta and CPU bound: on loopback over ucx the 2-rank ring took 0.47-0.82 of what the
- *         fit predicted, which pulled the fitted beta, and rd and rhd came out up to 86% slower
- *         than predicted)
- *   rhd   (Rabenseifner, TRG 2005): reduce-scatter by recursive halving + all-gather by
- *         recursive doubling, plus the fold's two whole-vector messages (f = 1 if p is not a
- *         power of two): 2 lg p' + 2f; 2 (p'-1)/p' n + 2 f n; (p'-1)/p' n + f n;
- *         S = 2 (p'-1) n + 2 (p-p') n
- *   rd    (TRG 2005) lg p' + 2f; lg p' n + 2 f n; lg p' n + f n; S = p' lg p' n + 2 (p-p') n
- *         rd's exchanges, rhd's halving and the fold reduce in pieces of c as they arrive
- *         (coll_xchg_reduce), so a message's start-ups overlap as the ring's do
- *   tree  (pipelined reduce + broadcast; Sanders-Speck-Traeff 2009, NCCL's tree model): k =
- *         ceil(n/c) chunks of u = min(n, c) bytes in k + 2H - 1 lockstep steps (algo_tree.c),
- *         H the root's height; each step costs the chunks its busiest rank moves one way (in
- *         the steady state 3 for an interior node: its children and parent; 1 on 2 ranks) and
- *         reduces, summed over the steps from the schedule (model_tree_sched):
- *         (k + 2H - 1); sum_s link_s u; sum_s red_s u        ~ 3 n beta for large n and p
- *   dtree two trees each carrying n/2 (k = ceil(n/2c), u = min(n/2, c)), both in each step (an
- *         interior node of one is a leaf of the other: 4 chunks each way for large p, 2 on 2
- *         ranks) ~ 2 n beta for large n.
- *   ps:K  (not a candidate: the many-to-one baseline) shards of n/K in chunks of u = min(n/K, c),
- *         k + 1 steps; a server moves (p-1)u of pushes and (K-1)u of other servers' returns
- *         each way per step, reducing (p-1)u:
- *         k + 1; (k + 1) (p + K - 2) u; (k + 1) (p - 1) u                  ~ (p-1) n beta, K = 1
- *
- * So for small n the alpha terms rule and rd (lg p messages) or rhd (2 lg p, but less data)
- * win; for large n the beta terms rule and ring and rhd (2 (p-1)/p n, the lower bound) win over
- * dtree (2n) and tree (3n); the pipelined trees pay 2H - 1 extra steps of alpha, which matters
- * only in the middle. Every formula adds delta, a cost per call that no algorithm escapes
- * (on an oversubscribed host: waking the ranks; always: their skew at the start). beta is a
- * byte's cost on a link; beta_cpu a byte's CPU cost to send and receive, which a host's cores
- * share. The bound shows where ranks outnumber cores: on 4 ranks of a 2-core host, the ring
- * (L = 1.5 n, S_h / c_h = 3 n) is CPU-bound where the tree (L = 3 n) is not, which measured
- * over tcp on an emulated 5gbit link and on loopback (4 ranks: the ring as slow as the tree,
- * where an extra per-byte cost on every link made the tree 2x slower).
- * Where the formulas miss on a machine (its caches, its scheduler: on this project's 2-core VM
- * over loopback they held about half of the rows within 10%), the fit learns the misses at the sizes
- * it saw, per algorithm and rank count, and the time carries them (coll_model_learned): `auto`
- * then picks from what the machine did, not from what the formulas say it should.
- * A communicator's model is the fitted one it was opened with
- * (coll_comm_opts.model, from `fabench fit`), else its transport's order-of-magnitude
- * default. It describes one fabric: where the ranks span several hosts and some host has more
- * than one, `auto` runs hier:ring instead (algo_hier.c), whose cost needs two fabrics'
- * (results/ prices it so). */
+ * Each algorithm is counted at its busiest rank (model_algo_terms): messages in sequence,
+ * bytes in sequence on its link, bytes it reduces, and the bytes all ranks send. The time is
+ * delta + messages x alpha + the slowest of the link, the host's CPU and (past the last-level
+ * cache) its memory + reductions x gamma, plus cache, wake-up and shaper terms, times what the
+ * fit learned the formulas miss. docs/cost-model.md gives every formula and why it is so. */
 #include <math.h>
 #include <string.h>
 
 #include "algo_plan.h"
 
 void coll_model_default(coll_model *m, coll_transport_kind kind) {
-  /* Orders of magnitude on this project's 2-core test machine: kernel TCP costs tens of
-   * microseconds per message, UCX and MPI on one host (shared memory) a few. */
+  /* Orders of magnitude: kernel TCP costs tens of microseconds per message, UCX and MPI on one
+   * host (shared memory) a few. */
   *m = (coll_model){0};
   m->gamma = 1.0 / 4e9;
   switch (kind) {
@@ -133,15 +56,9 @@ typedef struct {
 /* The bytes of link a shaper's credit saves a call: the busiest direction (`most` bytes in the
  * call, against the `link` bytes the call's steps last) idles in the steps that another
  * direction bounds, banks that up to its bucket (burst bytes, a tbf's) and spends it at once
- * when its chunks come, once a call. Where several directions are busiest (a tree's interior
- * rank, in and out) each banked as much. Measured at 2 ranks over emulated 1gbit and 5gbit:
- * tree and ps took the ring's time plus 0.0-0.3 of a chunk's, not plus a chunk's (rows at 1-2
- * MiB 9-21% faster than the model without credit); over 5gbit (625 kB bucket) at 4 ranks, 1 to
- * 32 MiB: tree and ps (5 and 3 chunks of 256 KiB idle) took 0.85-0.95 ms less than
- * the model without credit, dtree (1 chunk at 1 MiB, 2 beyond) 0.5-0.9 ms. A step-by-step
- * simulation of every direction's bucket, our lockstep steps taken literally, made it 2 ms for
- * the tree: the ranks do not wait for one another's steps, so a direction idles less than the
- * steps make it. */
+ * when its chunks come, once a call. Credited once, not per step: the ranks do not wait for
+ * one another's steps, so a direction idles less than the lockstep count says
+ * (docs/measurements.md, "The emulated link's queue and credit"). */
 static double model_banked(double link, double most, double burst) {
   double idle = link - most;
   return !(burst > 0) || !(idle > 0) ? 0 : idle < burst ? idle : burst;
@@ -150,15 +67,12 @@ static double model_banked(double link, double most, double burst) {
 /* Our binary trees (algo_tree.c) carrying k chunks each, step by step: in step s a rank of
  * height h and depth d receives chunk s - h_c from each child c and sends chunk s - h up, then
  * receives chunk s - H - d + 1 from its parent and sends chunk s - H - d to its children (H the
- * root's height). A step costs what its busiest rank moves one way (in or out, whichever is
- * more) and reduces; *link and *red get those summed over the k + 2H - 1 steps, in chunks, and
- * *H the greatest root height; *most the chunks of the busiest direction (rank, in or out) in
- * the call (model_banked). Counting step by step, not the steady state's load at every step,
- * matters where k is small: dtree on 4 ranks at 2 chunks a tree costs 2.25 n, not 4.75
- * (measured 2.3 on an emulated link). Steps 2H .. k-1 all carry the steady load, so beyond
- * k = 2H + 2 each further chunk adds one such step. Up to 64 ranks from coll_btree's shapes;
- * beyond, the large-p steady loads (3 chunks each way for tree, 4 for dtree) at every step,
- * which every interior rank carries (*most = *link). */
+ * root's height). A step costs what its busiest rank moves one way and reduces; *link and *red
+ * get those summed over the k + 2H - 1 steps, in chunks, *H the greatest root height, *most the
+ * busiest direction's chunks (model_banked). Step by step, because where k is small the steady
+ * load overstates it (dtree on 4 ranks at 2 chunks a tree: 2.25 n, not 4.75). Steps 2H .. k-1
+ * carry the steady load, so only the first 2H + 2 are walked. Beyond 64 ranks: the large-p
+ * steady loads (3 chunks each way for tree, 4 for dtree) at every step. */
 static void model_tree_sched(int p, int ntrees, double k, double *link, double *red, int *H, double *most) {
   enum { MAXP = 64 };
   if (p > MAXP) {
@@ -260,9 +174,7 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
 double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
   double c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
-  /* its streaming stores bypass the cache: as if no cache could hold it. With 2 local n
-   * instead, the 2-rank ring over ucx on loopback measured 1.5-5x its prediction at 8 MiB,
-   * where it took 7-9x the time of 4 MiB */
+  /* its streaming stores bypass the cache: as if no cache could hold it */
   if (m->mapped && m->stream_bytes > 0 && a.kind == COLL_ALGO_RING && (double)bytes >= m->stream_bytes)
     return INFINITY;
   model_terms t = model_algo_terms(a, p, (double)bytes, c, m->mapped, m->red_hidden, 0);
@@ -349,8 +261,7 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   if (!isfinite(t.msgs)) return INFINITY;
   /* ranks of one host share its cores: the reductions stretch by reducers/cores beyond one
    * per core, and the bytes its ranks send are sent with at most its cores. A parameter
-   * server's K servers are its only reducers; the workers wait asleep (measured: ps on 4 ranks
-   * of 2 cores 13-68% faster than the stretch by 2 made it) */
+   * server's K servers are its only reducers; the workers wait asleep */
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (p + hosts - 1) / hosts;
   int reducers = t.reducers > 0 && t.reducers < local ? t.reducers : local;
   double share = m->cores > 0 && reducers > m->cores ? (double)reducers / m->cores : 1;
@@ -358,41 +269,29 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   /* less what a shaper's credit saves (model_banked) */
   double link = (t.link - t.banked) * m->beta, cpu = t.sent / hosts / senders * m->beta_cpu;
   /* beyond the host's last-level cache its memory bounds the bytes the ranks send, whatever
-   * the algorithm: on loopback over 2 ranks every algorithm ran at 3.3-4.1 GB/s from 16 MiB
-   * (2 x 2 x 16 MiB, twice the 32 MiB L3), at 3.8-6.7 GB/s up to 4 MiB (half of it). Between,
-   * the bound comes in by degrees, as more of the vectors miss the cache: where they just fill
-   * it (2 ranks at 8 MiB) every algorithm ran 6-43% faster than the memory's rate made it and
-   * 7-30% slower than the cache's, and 4 ranks at 4 MiB up to 26% faster than the memory's
-   * (2026-11-29, bench-model.sh on loopback, tcp and ucx alike). So its weight rises in log
-   * size from half the cache (0) to twice it (1). */
+   * the algorithm; the bound comes in by degrees as more of the vectors miss the cache, from
+   * half the cache (0) to twice it (1) in log size (docs/measurements.md, "The host's cache and
+   * memory") */
   double bound = link > cpu ? link : cpu, memb = t.sent / hosts * m->beta_mem;
   if (memb > bound) bound += model_past_llc(m->llc_bytes, 2.0 * local * n) * (memb - bound);
   /* what the host's ranks receive into at once, twice (the kernel's or the library's copy
    * too): beyond the cache, every byte moved or reduced comes from memory. Pipelined
-   * algorithms land chunks that stay in cache (when rd landed whole vectors, its busbw on
-   * loopback fell from 2.2 to 1.2 GB/s between 1 and 16 MiB where the tree's stayed at
-   * 2.0-2.1) */
+   * algorithms land chunks, which stay in cache */
   double ws = coll_model_ws(m, a, p, bytes, chunk_bytes);
   double beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
   /* the mapped ring's streamed results (a working set without end, coll_model_ws) miss the
-   * cache by the same degrees as the vectors where the cache is known (2026-11-29, 32 MiB L3:
-   * 2 ranks took 3.2x the time of 4 MiB at 8 MiB, 2.4-2.6x each doubling after; 4 ranks 4.5x,
-   * then 2.0-2.4x) */
+   * cache by the same degrees as the vectors where the cache is known */
   if (isinf(ws) && m->cache_bytes > 0 && m->llc_bytes > 0)
     beyond = model_past_llc(m->llc_bytes, 2.0 * local * n);
   double t_ = m->delta + t.msgs * m->alpha + bound + t.red * share * m->gamma;
   if (beyond > 0 && m->mem != 0) t_ += beyond * share * (t.link + t.red) * m->mem;
   /* more ranks than cores: a rank waits asleep (the transports stop spinning there), so each
-   * message in sequence also costs the scheduler's wake-up and switch. Measured on 4 ranks of
-   * 2 cores at 256 KiB, where the bytes cost little: 40-57 us a message in sequence over the
-   * fitted alpha, over ucx and tcp on loopback, for ring, rhd, rd and dtree alike */
+   * message in sequence also costs the scheduler's wake-up and switch */
   if (m->cores > 0 && local > m->cores) t_ += t.msgs * m->wake;
   /* Asleep with a core each, a rank sleeps where it waits for another's reduction: each step
    * of the trees and ps (the leaves and workers wait for the root's or the servers' sums) and
    * the fold's two (its extra ranks wait for the rest). The symmetric exchanges (ring, rd, rhd)
-   * find their peer's part there at once. Measured (2026-11-29, mpi, 2 ranks of 2 cores,
-   * --no-spin against the same with spinning waits, in turns): tree and ps took 1.9-2.1x at
-   * 4-16 MiB (8.3 ms against 3.9 at 16 MiB: 64-67 us a chunk step), ring 1.03-1.18x */
+   * find their peer's part there at once (docs/measurements.md, "Waiting asleep"). */
   else if (m->asleep) t_ += model_asleep_waits(a, p, t.msgs) * m->wake;
   return t_ * coll_model_learned(m, a, p, bytes, chunk_bytes);
 }
@@ -417,7 +316,7 @@ coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk
 coll_algo coll_auto_choose(coll_comm *c, const void *buf, size_t bytes) {
   /* The ring on mapped memory (algo_ring.c) moves no data through the transport, which the
    * cost model of message passing does not describe; measured over ucx on one host it beat
-   * every other algorithm from 128 KiB (4 ranks: 1.67 GB/s busbw against at most 1.42). */
+   * every other algorithm from 128 KiB. */
   uint64_t where[2];
   if (c->size > 1 && bytes >= COLL_AUTO_MAPPED_RING &&
       coll_peer_ptr(c, (c->rank + c->size - 1) % c->size, buf, bytes, where))

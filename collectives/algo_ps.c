@@ -6,11 +6,9 @@
  * a ring puts on any link: busbw falls as 2/p of the ring's as ranks grow.
  *
  * The shards go in chunks of c->chunk_bytes, in lockstep steps: in step s every rank pushes
- * chunk s of each server's shard (servers receive them) and every server returns chunk s-1,
- * reduced after the previous step, in rank order so the result is the same every call; all
- * ranks receive the server's copy and so end bit-identical. Within a step the pushes are posted
- * before the returns on both ends, which keeps the in-order matching between a pair of ranks that
- * are both servers. */
+ * chunk s of each shard and every server returns chunk s-1, reduced in rank order, so all ranks
+ * end bit-identical. Pushes are posted before returns on both ends, which keeps the in-order
+ * matching between two ranks that are both servers. */
 #include "algo_plan.h"
 
 int coll_ar_ps(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op, int param,

@@ -2,9 +2,8 @@
  * after the MPICH fold for rank counts that are not a power of two (algo_plan.h). Latency-optimal
  * (lg p messages) but every step moves and reduces all n bytes, so it is for small messages.
  *
- * Each exchange goes in pieces reduced as they arrive (coll_xchg_reduce): at 2 ranks over an
- * emulated 10 Gbit/s link the whole vector's exchange and then its reduction took 62-95 ms for
- * 64 MiB where the pipelined ring took 54.
+ * Each exchange goes in pieces reduced as they arrive (coll_xchg_reduce), so the reduction hides
+ * under the transfer instead of following it.
  *
  * Both partners of a step compute the same value: each reduces (lower newrank's vector) op
  * (higher newrank's vector), in that order, so every rank evaluates one expression tree and the

@@ -5,8 +5,8 @@
  * Cost 2 lg p alpha + 2 (p-1)/p n beta + (p-1)/p n gamma for p = 2^k.
  *
  * The halving's exchanges go in pieces reduced as they arrive (coll_xchg_reduce), as the ring's
- * steps do; whole halves reduced after they had crossed made rhd at 2 ranks over an emulated
- * 10 Gbit/s link take 62-95 ms for 64 MiB where the ring took 54.
+ * steps do, so the reduction hides under the transfer (docs/measurements.md, "rd and rhd reduce
+ * as the pieces arrive").
  *
  * Every block is reduced on exactly one rank and then copied to the others, so all ranks end
  * with bit-identical results. */

@@ -1,25 +1,15 @@
 /* Ring all-reduce: reduce-scatter then all-gather, 2(n-1) steps, pipelined in sub-chunks of
- * c->chunk_bytes so that reducing one sub-chunk overlaps the transfer of the next, and each
- * reduced sub-chunk is forwarded as soon as it is ready (no barrier between steps).
+ * c->chunk_bytes so that reducing one sub-chunk overlaps the transfer of the next.
  *
- * Step s (0 <= s < 2(n-1)) sends block (r - s) mod n and receives block (r - s - 1) mod n;
- * the first n-1 steps reduce what they receive (into place, from a few scratch slots that stay
- * in cache; ring_flow), the last n-1 receive straight into place. The block received at step s
- * is the one sent at step s+1. Each block is reduced once, in ring order, then copied around,
- * so every rank ends with bit-identical results.
+ * Step s sends block (r - s) mod n and receives block (r - s - 1) mod n; the first n-1 steps
+ * reduce what they receive (from scratch slots that stay in cache: ring_flow), the last n-1
+ * receive straight into place. Each block is reduced once, in ring order, then copied around,
+ * so every rank ends with bit-identical results. A block's first c->ring_ramp sub-chunks are
+ * chunk/4 and chunk/2: a small first piece shortens the pipeline's fill.
  *
- * Sub-chunks ramp up: a block's first c->ring_ramp sub-chunks (2 on tcp and mpi, none on
- * ucx; see coll.c) are chunk/4, chunk/2, then chunk-sized. The pipeline cannot start before
- * the first sub-chunk has crossed and been reduced, so a small first one shortens the fill,
- * and large later ones keep the per-message costs low. (At 1 MiB on 2 ranks over tcp the fill was what a slow spell of the machine's
- * cross-core copies stretched: 740 against MPI_Allreduce's 700 us with uniform 256 KiB.)
- *
- * On memory that every rank maps (coll_mem_alloc on ucx, one host) the ring reads instead of
- * receiving: ring_direct below.
- *
- * Small messages (n * bytes <= COLL_RING_SMALL) take n-1 ring steps of whole vectors instead
- * (a ring all-gather) and every rank reduces them in rank order: n-1 message latencies rather
- * than 2(n-1), still deterministic across ranks. */
+ * Variants: on memory every rank maps, the ring reads its neighbour's block in place
+ * (ring_direct); small messages (n * bytes <= COLL_RING_SMALL) all-gather whole vectors and
+ * reduce them in rank order, n-1 latencies instead of 2(n-1). */
 #include <string.h>
 
 #include "coll_internal.h"
@@ -163,30 +153,14 @@ static int ring_pump(ring_flow *f, coll_err *e) {
   return 0;
 }
 
-/* The ring over memory every rank maps (coll_mem_alloc on ucx, one host; CUDA IPC): the same
- * steps and the same reduction order as below, but each rank reads its left neighbour's block
- * where it lies instead of receiving it, so no data crosses the transport, only small tokens.
- * Reduce-scatter step s reduces block (r-s-1) from the left's copy once the left has finished
- * its step s-1 (token s; token 0 is the left's hello: it has entered the call, so its buffer
- * holds its input). Rank r then owns block r+1; all-gather step t copies block (r-t) from the
- * left once the left has it (token n-1 at t = 0, then token n+t). One token goes the other way:
- * nobody returns before the right has finished copying (AG done).
- * No token is needed before the all-gather overwrites a block the right reads in its reduce-
- * scatter (block r-t, read by the right at its step t): our all-gather step t follows the left's
- * step t-1, and so on back around the ring to rank r+1's reduce-scatter step t.
- * Where the transport has marks (CUDA IPC), "finished" is a mark: each token is sent once its
- * step is queued, with the mark of the same number, and its receiver's GPU waits for the mark
- * instead of its host waiting for the GPU, so the steps run back to back on the device. Every
- * wait on a rank's marks is queued before that rank can pass AG done, so none of them is
- * recorded again, by the next call, before its waiter has queued its wait.
- * On the GPU each step goes in pieces (ring_pieces), each with its own token and mark: a rank
- * starts its next step's first piece while its left still works on the last pieces of the step
- * before, so the GPU is not left to drain at every step's end.
- * Where `right` maps the right's buffer too, the last reduce-scatter step writes its block into
- * the right's copy as well, which is the right's all-gather step 0: that copy's read is saved
- * (two ranks move 4S bytes through memory instead of 5S) and so is a step. The right has read
- * that block of ours at its step 0, long before: our last step follows it through the chain of
- * tokens around the ring. */
+/* The ring over memory every rank maps (ucx on one host; CUDA IPC): the same steps and
+ * reduction order, but each rank reads its left neighbour's block in place, and only tokens
+ * cross the transport: token s says the left finished step s-1 (token 0, the hello: its buffer
+ * holds its input), and AG done, sent back, that the right finished copying. The chain of
+ * tokens around the ring orders every overwrite after the reads it must follow. With marks
+ * (CUDA IPC) the receiver's GPU waits for the mark instead of its host, and steps go in pieces
+ * (ring_pieces), so the device runs them back to back. Where `right` maps the right's buffer,
+ * the last reduce-scatter step writes there too: the right's all-gather step 0 is saved. */
 typedef struct {
   uint64_t region, offset, count, kind;
 } ring_hello;
@@ -196,10 +170,8 @@ enum { RING_TOK_AG_DONE = 0x4001 };
 /* Pieces a step goes in: one on host memory (each is a token the host waits for), on the GPU
  * one per COLL_RING_PIECE_BYTES of a block, at most COLL_RING_PIECES_MAX, as far as the
  * transport's marks and the tags below the AG-done token allow. FABENCH_RING_PIECES (read at
- * coll_comm_open) sets it. On an H100 under MPS, 1, 2, 4 and 8 pieces in turns (two rounds): 2
- * ranks at 1 GiB 1536-1543 us in one piece, 1500-1507 in 8; at 256 MiB 400-408, 389-396 in 2;
- * 4 ranks at 1 GiB 5288-5311, 5267-5284 in 4 (8: 5292-5324); at 256 MiB one piece was best
- * (1325, 2: 1330, 8: 1438-1458). 64 MiB pieces pick the best of each. */
+ * coll_comm_open) sets it. 64 MiB pieces were the best of 1 to 8 at every size measured
+ * (docs/measurements.md, GPUs). */
 static int ring_pieces(const coll_comm *c, size_t block_bytes) {
   int n = c->size, want = c->ring_pieces < COLL_RING_PIECES_MAX ? c->ring_pieces : COLL_RING_PIECES_MAX;
   if (want <= 0) {
@@ -232,14 +204,10 @@ static int ring_direct(coll_comm *c, char *buf, const char *left, char *right, c
   int ns = 0;
   uint64_t tok = 0, got = 0;
   /* Streaming stores only where FABENCH_RING_STREAM_BYTES asks (c->ring_stream_bytes): a
-   * result the neighbour reads next then comes from memory, not out of this core's cache. The
-   * results land where this core has just read its inputs (its own block; on 2 ranks the
-   * neighbour's copy too), so a streaming store must first evict lines the core holds. On a
-   * 2-core Xeon VM (260 MiB L3) streamed results took 4x the time at 8-32 MiB on 2 ranks, 2x
-   * at 16 MiB on 4, and 1.3-2x even at 64-512 MiB, past the cache. They won only on an EPYC
-   * VM whose cross-core transfers slowed 5x for seconds at a time (8-16 MiB: 1.67-3.44x
-   * MPI_Allreduce in those spells, cached 0.76-1.11x; streamed from 8 MiB, the ring there took
-   * 7-9x the time at 8 MiB that it took cached at 4), and lost below 8 MiB (0.81-0.93x). */
+   * result the neighbour reads next then comes from memory, not out of this core's cache. Not
+   * the default: the results land where this core has just read its inputs, so a streaming
+   * store must first evict lines the core holds, and it lost by up to 4x (docs/measurements.md,
+   * "The mapped ring's stores"). */
   int stream = count * es >= c->ring_stream_bytes && !c->tp->on_device; /* GPU: its own kernel */
   ring_hello mine = {where[0], where[1], count, (uint64_t)dt * 64 + (uint64_t)op}, theirs;
   coll_req rq;

@@ -6,17 +6,11 @@
  * carrying half of the vector; a rank is an interior node of at most one of them, so no rank
  * carries more than about 2n bytes each way (a single tree's interior nodes carry 3n).
  *
- * Schedule. Steps run in lockstep between neighbours: in step s every rank posts all of its
- * receives and sends of that step, in a fixed order (tree, then up before down, then children
- * in order), and waits for them. With h the height of a node (0 at leaves), H the root's height
- * and d its depth, chunk j
- *   goes up from a node at step j + h (its children's chunks j arrived at steps j + h_child,
- *   h_child < h, and were reduced after those steps);
- *   leaves the root downwards at step j + H, and a node at depth d receives it at step
- *   j + H + d - 1 and passes it on at step j + H + d.
- * So the reduction and the broadcast overlap, k chunks take k + 2H - 1 steps, and both ends of
- * every edge know which message each step carries, which keeps the transports' in-order
- * matching between a pair of ranks that are neighbours in both trees. The root reduces every
+ * Schedule, in lockstep steps (each rank posts a step's messages in a fixed order and waits for
+ * them), with h a node's height, H the root's and d its depth: chunk j goes up from a node at
+ * step j + h and leaves the root downwards at step j + H, reaching depth d at step j + H + d - 1.
+ * Reduction and broadcast overlap, k chunks take k + 2H - 1 steps, and both ends of every edge
+ * know which message each step carries (the transports match in order). The root reduces every
  * chunk once and broadcasts it, so all ranks end bit-identical. */
 #include <stdlib.h>
 

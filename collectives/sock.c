@@ -212,8 +212,7 @@ int coll_sock_connect(const char *host, int port, double deadline, int *fd, char
         fcntl(s, F_SETFL, fl & ~O_NONBLOCK);
         /* every socket here carries framed messages written in parts (a header, then the
          * payload): with Nagle's algorithm the second part waits for the peer's ACK, which a
-         * delayed ACK holds up to 40 ms (seen on emulated links: the bootstrap's per-step
-         * exchange took 44-71 ms instead of 1) */
+         * delayed ACK holds up to 40 ms */
         coll_sock_tune(s, 0);
         freeaddrinfo(res);
         *fd = s;

@@ -1,10 +1,9 @@
 /* mpi transport: MPI_Isend/MPI_Irecv on MPI_COMM_WORLD, and MPI_Allreduce as the native
  * algorithm. Waits poll MPI_Test against a deadline, since MPI_Waitall cannot time out; where
  * the rank has no core to spin on (no_spin, or more ranks than cores) they sleep between polls.
- * MPI moves data only inside its calls, so sleeping slows the transfer (2 ranks on loopback,
- * ring, 16 MiB: 3.4 -> 4.2-4.5 ms), but training's communication thread no longer takes a core
- * from backward: ResNet-18, 2 ranks x batch 32, 742-898 -> 928-977 images/s in turns. MPI's
- * own MPI_Allreduce (native) spins inside Open MPI whatever we do. */
+ * MPI moves data only inside its calls, so sleeping slows the transfer, but training's
+ * communication thread then leaves backward its core, which matters more (docs/measurements.md,
+ * "Waiting asleep"). MPI's own MPI_Allreduce (native) spins inside Open MPI whatever we do. */
 #include <mpi.h>
 #include <stdio.h>
 /* Open MPI's component headers (libopenmpi-dev ships them): to ask which pml and btl it chose */
@@ -128,15 +127,10 @@ static int mpi_waitall(coll_transport *tp, coll_req *r, int n, int timeout_ms, c
     }
     if (t->idle_sleep_ns && ++idle > MPI_SPIN_TESTS) {
       /* 2, 4, 8 ... us, up to the full sleep: a message's partner must poll too (a rendezvous
-       * needs both ends), and a wait that ends soon after it started sleeping was the most
-       * common; 2 ranks, loopback, --no-spin, in turns: ring, tree and ps at 256 KiB-4 MiB took
-       * 0.66-0.80 of the time with 50 us from the first sleep; training's images/s unchanged */
+       * needs both ends), and most waits end soon after they start sleeping */
       int k = idle - MPI_SPIN_TESTS - 1;
       /* Linux stretches a normal thread's sleep by its timer slack (50 us by default), which
-       * made every step of this backoff a 50-60 us sleep; the waiting thread asks for none.
-       * 2 ranks, --no-spin, in turns (2026-11-29): tree and ps at 4-16 KiB 39-46 us against
-       * 158-242, every algorithm at 16 MiB 0.57-0.91 of the time; ResNet-18's fabric
-       * efficiency over mpi 0.816-0.821 against 0.819-0.830 (its wakes cost compute a little) */
+       * would make every step of this backoff a 50 us sleep: the waiting thread asks for none */
       if (k == 0) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
       long ns = k < 16 && (2000L << k) < t->idle_sleep_ns ? 2000L << k : t->idle_sleep_ns;
       struct timespec ts = {0, ns};

@@ -1,23 +1,17 @@
 /* nccl transport: GPU buffers, one CUDA device per rank, on one stream per communicator.
  *
  * Two ways to move device data, chosen when the communicator opens:
- * - NCCL (every rank on its own GPU): the native all-reduce is ncclAllReduce, and fabench's own
- *   algorithms run over ncclSend/ncclRecv. NCCL's point-to-point calls only move data when a
- *   group is launched, so isend/irecv queue their calls and every test/wait launches what is
- *   queued as one ncclGroupStart/End on the stream. A request is then complete as far as any
- *   later work on the stream can tell: the reductions (reduce_cuda.cu) and the next sends follow
- *   it in stream order, and nothing waits on the host until the all-reduce's end is timed or
- *   copied back. Algorithms must therefore post a step's sends and receives and wait them
- *   together (base.grouped), which every one of them does; the ring goes step by step.
- * - Shared GPU (two or more ranks on one device, which NCCL refuses): CUDA IPC. coll_mem_alloc
- *   exports each rank's buffer (cudaIpcGetMemHandle) and every rank opens every other's, so the
- *   ring reads its neighbour's partial sums in place on the device, as the ucx ring does on
- *   mapped host memory. Other device messages go through host memory over the tcp transport.
- *   The ring's tokens (host messages) tell the neighbour that a step is done: with marks
- *   (interprocess CUDA events, dev_mark/dev_after) a token goes as soon as the step is queued
- *   and the neighbour's stream waits for the event, so the GPU runs the steps back to back;
- *   where the events cannot be shared, every reduction and copy waits for the stream first.
- * Host memory (barriers, tokens) always goes over an inner tcp transport. The unique id and the
+ * - NCCL (every rank on its own GPU): `native` is ncclAllReduce; fabench's algorithms run over
+ *   ncclSend/ncclRecv. NCCL moves point-to-point data only when a group is launched, so
+ *   isend/irecv queue their calls and every test/wait launches the queue as one group on the
+ *   stream; later work (reductions, next sends) follows in stream order. Algorithms therefore
+ *   post a step's messages and wait for them together (base.grouped).
+ * - A shared GPU (several ranks on one device, which NCCL refuses): CUDA IPC. coll_mem_alloc
+ *   exports each rank's buffer and every rank maps every other's, so the ring reduces its
+ *   neighbour's block in place, as on mapped ucx memory. Its tokens go over tcp; with
+ *   interprocess CUDA events (dev_mark/dev_after) the neighbour's stream waits on the GPU
+ *   instead of its host. Other algorithms stage device messages through host memory.
+ * Host messages (barriers, tokens) go over an inner tcp transport; the NCCL unique id and the
  * device map are exchanged through the bootstrap. */
 #include <sched.h>
 #include <stdio.h>

@@ -28,15 +28,15 @@
  * and sleep in poll only after FABENCH_TCP_SPIN_US (default TCP_SPIN_S). Sleeping early costs
  * more than latency on loopback: the peer's send wakes the sleeper and the scheduler pulls it
  * onto the waker's core (wake-affine); once two ranks share a core each waits long enough to
- * sleep again, and they stay there (measured: 1.4 instead of 2.5 GB/s). Spinning longer (5 or
- * 20 ms) did not make it rarer on this VM. */
+ * sleep again, and they stay there, at about half the bandwidth. Spinning longer than 2 ms
+ * did not make it rarer. */
 #define TCP_SPIN_S 2e-3
 #define TCP_SPIN_PURE 32 /* idle attempts before yielding the core in between */
 /* Sleeping for a part, wake when this much of it is readable (SO_RCVLOWAT; less when less is
  * left): the part completes no sooner, and a slow link's trickle wakes the rank once per this
- * many bytes instead of once per packet. Emulated 1gbit, 2 ranks, 16 MiB: the host's CPU per
- * call 40 -> 32 ms for the ring, 44 -> 23 ms for the tree, the time the same; the kernel still
- * wakes a reader whose window is closing (tcp_data_ready). */
+ * many bytes instead of once per packet, which saves host CPU on slow links at the same speed
+ * (docs/measurements.md, "Waiting asleep"); the kernel still wakes a reader whose window is
+ * closing (tcp_data_ready). */
 #define TCP_LOWAT_MAX (256 * 1024)
 
 /* len is the whole message's size, in every part's header: a part's own length alone would let
