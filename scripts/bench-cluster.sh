@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The emulated clusters' benchmark (issue "Clusters"): all-reduce and training on emulated nodes
+# The emulated clusters' benchmark: all-reduce and training on emulated nodes
 # of several ranks, the hierarchical all-reduce against the node-aware flat ones, in one run, the
 # algorithms taking turns at each size (--rounds) so that a slow spell of the machine hits all.
 #   (a) --emulate 2x2:RATE, 4 ranks, 1-64 MiB, tcp and ucx: ring, rhd and hier (hier:ring);
@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 fabench="$root/build/fabench"
 rate=1gbit rounds=3 parts="a,b,c,d,e" quick=0 out=""
-usage() { sed -n '19,20p' "$0" | sed 's/^# //' >&2; exit 2; }
+usage() { sed -n '/^# usage:/,/^set -euo/p' "$0" | grep '^#' | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabench) fabench=$2; shift 2 ;;

@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
-# Issue 10's benchmark: data-parallel `fabench train -n N` against PyTorch DDP (scripts/ddp_peer.py,
+# Data-parallel `fabench train -n N` against PyTorch DDP (scripts/ddp_peer.py,
 # gloo, the same ResNet-18, 3x32x32 synthetic data, batch 64 per rank, 1 thread per rank, SGD),
 # fabench and DDP alternating within each round (fabench first on odd rounds, DDP first on even
 # ones), so that a slow spell of the machine hits both. Each round's figures and ratios are
 # printed; the summary is the median over rounds of each ratio (not the ratio of medians).
 #   (a) loopback, 2 ranks: fabench over tcp, ucx and none against DDP and DDP in no_sync()
 #   (b) emulated RATE (default 1gbit), 2 ranks: fabench f32 and bf16 against DDP and DDP+bf16 hook,
-#       and each step against max(compute step, the gradient all-reduce alone on the same link):
-#       a none run and `fabench allreduce` at the gradient's size, in the same round; and against
-#       the shared-core bound max(compute step + the communication thread's CPU time (comm_cpu_ms),
-#       all-reduce alone): where the ranks' threads share cores the exchange's CPU comes out of
-#       compute, and no overlap can hide that
+#       and each step against its bounds, measured in the same round: max(compute step, the
+#       gradient's all-reduce alone), and max(compute + comm_cpu_ms, all-reduce alone), since
+#       where threads share cores the exchange's CPU time comes out of compute
 #   (c) emulated RATE: fabench with ring, rhd, ps and ps:4 on 4 ranks, ring and ps on 2 ranks
 #       (images/s, step, comm and exposed comm from train.csv), DDP f32 on 4 ranks for reference
 # (b) and (c) need root, ip and tc (they make network namespaces, removed at the end).
@@ -29,7 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 fabench="$root/build/fabench"
 rounds=3 steps=40 warm=10 parts="a,b,c" rate=1gbit emu_transport=tcp out="" fargs="" bind=none
-usage() { sed -n '23,25p' "$0" | sed 's/^# //' >&2; exit 2; }
+usage() { sed -n '/^# usage:/,/^set -euo/p' "$0" | grep '^#' | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabench) fabench=$2; shift 2 ;;

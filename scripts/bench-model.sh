@@ -1,40 +1,22 @@
 #!/usr/bin/env bash
-# Issue 11's cost-model benchmark: how well the fitted model predicts all-reduce times it was not
-# fitted on. Every cell (fabric x rank count) is measured twice, in two passes over all cells:
-# the fit set (pass 1) and the validation set (pass 2, minutes later, so the machine's drift shows
-# as error, as it would for a user). `fabench fit` fits the model on the fit set only; `fabench
-# fit --model M --check` predicts every validation row and prints the error per fabric, transport,
-# ranks, algorithm and size (out-of-sample), and the fitted bandwidth of each emulated link
-# against the payload its shaped rate can carry. The sizes both passes measure (1, 4, 16 and
-# 64 MiB) show the machine's own drift beside the model's error ("again" in check.txt); the
-# rows whose rounds agreed within 10% ("steady") show the model's error apart from the drift
-# inside a row (an emulated cell's 2 rounds of 3 calls make that a rough test).
-#   fabrics: lo (tcp and ucx on loopback/shared memory), and with root emulated links (each rank
-#            in its own network namespace, tbf at RATE on every link; namespaces made and removed
-#            by fabench): 1gbit and 5gbit by default
-#   ranks:   2 and 4;  sizes: fit 256 KiB to 64 MiB by 4, validation 1 MiB to 64 MiB by 2 (1gbit:
-#            to 8 MiB, 5gbit: to 32 MiB; --quick: to 16 MiB or 4 MiB, validation by 4)
+# The cost model's out-of-sample benchmark (docs/cost-model.md): every cell (fabric x rank count)
+# is measured twice, minutes apart; `fabench fit` fits the model on the first pass and `fit
+# --check` predicts the second, per fabric, transport, ranks, algorithm and size, so the
+# machine's drift shows as error, as it would for a user. The sizes both passes measure show
+# that drift beside the model's error ("again" in check.txt); rows whose rounds agreed within
+# 10% ("steady") show the model's error apart from the drift inside a row.
+#   fabrics: lo (tcp and ucx on loopback), and as root emulated links: 1gbit and 5gbit by default
+#   ranks:   2 and 4;  sizes: fit 256 KiB to 64 MiB by 4, validation 1 MiB to 64 MiB by 2
+#            (1gbit: to 8 MiB, 5gbit: to 32 MiB; --quick: to 16 MiB or 4 MiB, by 4)
 #   algos:   ring, rhd, rd, tree, dtree, ps
-# With training (below), a third pass between the two: each cell's ring at a few sizes beside a
-# compute load (allreduce --beside-compute, fit/<cell>-busy/): what a computing core loses to
-# the all-reduce, which the training step's share of the cores takes (fit leaves those rows out
-# of the link's parameters).
-# Then (unless --no-train) the training step, on every fabric and rank count above, for
-# ResNet-18 and ResNet-20 (--train-models; batch 64 per rank, 1 thread, synthetic 3x32x32
-# data): `fabench train -n N` with none (the profile: the same ranks, no exchange) and each
-# transport, each data-parallel row predicted from the model (--model-from):
-# train/<cell>/train.csv holds step_ms_pred and pred_err, train.txt the table and the median
-# |error| per fabric. (--quick: 2 ranks and ResNet-18 only.) The pairs take turns 3 times
-# (--train-rounds; train --rounds, each row its fastest round; --quick: 1): in one round each the
-# none profile and the data-parallel pairs were measured in different moments of the machine's
-# drift, and 11 of 24 rows missed 10% where 3 of those cells measured again with 3 rounds missed
-# 1 of 6.
+# Between the passes each cell's ring runs beside a compute load (--beside-compute): what a
+# computing core loses to the all-reduce, for the training step's share of the cores. Then
+# (unless --no-train) ResNet-18 and ResNet-20 train on every cell with none (the profile) and
+# each transport, the pairs in turns 3 times (--train-rounds), each data-parallel row predicted
+# from the model: train/<cell>/train.csv and train.txt.
 # Outputs in one directory: fit/<cell>/ and val/<cell>/ (run directories), model.json,
-# model_check.csv (every validation row: measured, predicted, error), fit.txt and check.txt (the
-# tables), load.txt (the load average before each run), state.txt (the loopback cells' probes).
-# Runtime on the 2-core test machine, nothing else running: 979-1005 s in three runs of
-# 2026-11-28 (the all-reduce passes about 250 s, the 12 training cells the rest, 3 rounds);
-# --quick took 152 s at load 0.3-3.7 when the training cells were fewer.
+# model_check.csv, fit.txt and check.txt (the tables), load.txt (the load average before each
+# run), state.txt (the loopback cells' probes). A full run takes about 16 minutes on two cores.
 #
 # usage: scripts/bench-model.sh [--fabench PATH] [--quick] [--fabrics LIST] [--ranks LIST]
 #                               [--transports LIST] [--algos LIST] [--no-train]
@@ -103,14 +85,11 @@ sizes() { # pass fabric -> "min max factor"
   fi
 }
 
-# The VM's cross-core copies switch between a fast and a slow state, about 3x apart, each lasting
-# seconds to minutes (2026-11-28: a 4 MiB tcp ring's fastest call 0.7 ms, then 2.5 ms). A probe
-# before and after each loopback cell of the fit and validation passes (that ring, 0.3 s) says
-# which state each was measured in: state.txt, and check.txt counts the loopback rows within 10%
-# of the cells measured in their fit's state apart. A slow spell that comes and goes inside a cell
-# escapes the probes (2026-11-28: a fit cell slow from 1 MiB on, fast before and after); fit's
-# "repeated" (the rows both passes measured within 10% alike, and the model's share of them)
-# does not depend on them.
+# A machine's cross-core copies may switch between a fast and a slow state for seconds to
+# minutes (docs/measurements.md, "The machine's two states"). A probe (a 4 MiB tcp ring, 0.3 s)
+# before and after each loopback cell says which state the cell was measured in: state.txt, and
+# check.txt counts apart the loopback rows of the cells measured in their fit's state. A spell
+# inside a cell escapes the probes; fit's "repeated" does not depend on them.
 probe() { # label -> "label fastest_us median_us" appended to state.txt
   local d=$out/probe
   rm -rf "$d"

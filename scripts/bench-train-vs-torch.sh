@@ -17,7 +17,7 @@ only=""
 only_threads=""
 out=""
 small_steps=30 small_warm=5 large_steps=8 large_warm=2
-usage() { sed -n '8,9p' "$0" | sed 's/^# //' >&2; exit 2; }
+usage() { sed -n '/^# usage:/,/^set -euo/p' "$0" | grep '^#' | sed 's/^# //' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabench) fabench=$2; shift 2 ;;

@@ -80,9 +80,8 @@ static hwloc_obj_t topo_nth_allowed(hwloc_topology_t t, hwloc_obj_type_t type,
 /* auto: `threads` allowed cores of its own for each local rank, where they fit (set, what and 1);
  * else 0 and what says why not. A process bound already (by mpirun, srun, taskset) keeps that:
  * its launcher chose. Unbound, a rank's communication thread and the kernel's work for its
- * messages drift to whichever core woke them: at emulated 5gbit, 2 ranks x 1 thread, the two
- * ranks took turns, step by step, at losing 0.4-0.5 of backward while the other lost nothing,
- * and each step waited for the one that lost (2026-11-29). */
+ * messages drift to whichever core woke them, so the ranks take turns at losing backward time
+ * and every step waits for the one that lost (docs/measurements.md, "Binding by default"). */
 static int topo_auto(topo_info *ti, hwloc_const_bitmap_t allowed, hwloc_bitmap_t set, hwloc_bitmap_t got,
                      int local_rank, int local_size, int threads, char *what, size_t cap) {
   if (hwloc_get_cpubind(ti->t, got, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_isincluded(allowed, got)) {

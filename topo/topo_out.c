@@ -15,8 +15,7 @@
  * Left out as volatile: host name, process name, cgroup and allowed cpuset, OS release, time,
  * MAC addresses, GUIDs/LIDs, serials and UUIDs, exact NUMA memory (a few MB move between boots),
  * current PCIe link speed (idle GPUs downtrain), NIC speed, operstate and IB port state, and
- * network interfaces (eth0, ibp22s0): a network namespace shows only its own, so the ranks of an
- * emulated link (bench/emulate.c) saw another machine in the one they ran on, and udev names
+ * network interfaces (eth0, ibp22s0): a network namespace shows only its own, and udev names
  * them by policy; the NIC's PCI device stays. */
 
 typedef struct {

@@ -1,15 +1,11 @@
 /* An hwloc XML file given to us (`fabench topo --input`, HWLOC_XMLFILE) is outside input, and
- * hwloc 2.9's XML import is not safe on bad input: Debian builds it with assert() on, so a
- * malformed file can abort the process (a bitmap attribute that starts with a comma:
- * "bitmap.c:395: hwloc_bitmap_sscanf: Assertion `count > 0' failed"), crash it, or keep it busy
- * for minutes. Two defences, in this order:
- * - topo_xml_sane: cheap textual checks for what fuzzing found, each refused with a precise
- *   message before hwloc sees the file;
- * - topo_xml_isolated: the load itself in a forked child. The import has dozens of asserts and
- *   its core more, reachable from any attribute, so no precise check covers them all; a child
- *   that dies turns into one line of error here. The child hands the topology back as hwloc's own
- *   XML export, which it has itself loaded once more, so the parent's load of those bytes takes a
- *   path that already succeeded in the same library. */
+ * hwloc 2.9's XML import is not safe on bad input: built with assert() on, a malformed file can
+ * abort the process, crash it, or keep it busy for minutes. Two defences, in this order:
+ * - topo_xml_sane: cheap textual checks for what fuzzing found, each with a precise message;
+ * - topo_xml_isolated: the load itself in a forked child, since no precise check covers every
+ *   assert reachable from an attribute; a child that dies becomes one line of error. The child
+ *   hands back hwloc's own XML export, which it has loaded once more itself, so the parent's load
+ *   takes a path that already succeeded. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,10 +20,9 @@
 
 #include "topo_int.h"
 
-/* A real machine's XML loads in well under a second (the 96-PU fixture: `fabench topo --input`
- * in 0.05 s); hwloc kept busy for 5 s is stuck. Under the fuzzer's 10 s per input: a child that
- * hung once in CI (its input loaded in 17 ms when replayed) waited out 60 s here, and the
- * fuzzer reported our wait as the finding instead of this clear error. */
+/* A real machine's XML loads in well under a second; hwloc kept busy for 5 s is stuck. The limit
+ * stays under the fuzzer's 10 s per input, so a hung child is reported as this clear error, not
+ * as the fuzzer's timeout. */
 #define TOPO_XML_TIMEOUT_MS 5000
 #define TOPO_XML_MAX_BYTES (256u << 20)
 

@@ -439,7 +439,7 @@ static void test_single_rank(void **st) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
-/* tcp/ring and mpi/native in one run through mpirun (the README's main job, small). */
+/* tcp/ring and mpi/native in one run through mpirun (as the README's all-reduce examples run, small). */
 static void test_tcp_and_mpi_same_run(void **st) {
   (void)st;
 #if !FABENCH_HAVE_MPI

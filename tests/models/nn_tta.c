@@ -1,5 +1,5 @@
 /* Not a test: time to a test accuracy, one process, through the training loop (nn_train_run) with
- * the recipe of the README's CPU figure: SGD momentum 0.9, weight decay 5e-4, cosine schedule, batch
+ * the recipe of docs/measurements.md's accuracy figures: SGD momentum 0.9, weight decay 5e-4, cosine schedule, batch
  * 128, random 2-pixel crops and flips, an evaluation every epoch.
  * usage: nn_tta MODEL DATA_DIR EPOCHS TARGET [cpu|fp32|tf32|bf16] [THREADS] [LR]
  *   e.g. nn_tta resnet20 /usr/share/datasets/fashion-mnist 5 0.91 fp32 */

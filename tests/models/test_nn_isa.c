@@ -2,8 +2,8 @@
  * caps oneDNN's ISA (ONEDNN_MAX_CPU_ISA, set before its first call) to the argument:
  *   avx2  (an AVX2-only EPYC, whatever this CPU has): ResNet-18 on 3x32x32 and ResNet-20 on
  *         1x28x28 train a step with no primitive on it. The weight gradients that oneDNN's AVX2
- *         JIT refuses (256 channels at 2x2, a one-channel stem) run by GEMM (nn_dnnl.c); before,
- *         they ran on its reference code at 3.5 s a call.
+ *         JIT refuses (256 channels at 2x2, a one-channel stem) run by GEMM (nn_dnnl.c), not
+ *         on its reference code, which is hundreds of times slower.
  *   sse41 (the control): some primitives do fall back there, and nn_net_slow_primitives counts
  *         them and names the first, so the check above can fail. */
 #include <setjmp.h>

@@ -442,13 +442,11 @@ static void test_trace(void **st) {
 
 /* --overlap-step auto (the default) turns the overlap on after the warm-up only where backward
  * cannot hide the all-reduce: on over an emulated 10 Mbit/s link (1 MB takes 0.9 s against a
- * backward of 50 ms or so), off on loopback (1 MB in about 3 ms). Whether backward hides the
- * loopback all-reduce depends on the machine of the day, though: CI once saw an ASan build's
- * 32 ms against a backward of 56 ms, and a 19 ms all-reduce at batch 8. So loopback is judged by
- * rank 0's warm-up steps, which the rule itself reads (from the second on): where one all-reduced
- * in at most half its backward, which hides it with the first bucket ready in the first half,
- * the rule must stay off; where none did, the VM was too slow that day to say, and the test says
- * so. The emulated half needs root, ip and tc, and is skipped with a message without them. */
+ * backward of tens of ms), off on loopback. Whether backward hides the loopback all-reduce
+ * depends on the machine's speed (a sanitizer build is slow), so loopback is judged by rank 0's
+ * warm-up steps, as the rule itself reads them: where one all-reduced in at most half its
+ * backward, the rule must stay off; where none did, the machine is too slow to say, and the test
+ * says so. The emulated half needs root, ip and tc, and is skipped with a message without them. */
 static void test_overlap_step_auto(void **st) {
   (void)st;
   const char *base = "--model resnet20 --data synthetic:1x28x28:10:64 --batch 32 --threads 1 "

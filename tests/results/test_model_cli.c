@@ -797,8 +797,8 @@ static void test_negative_model_refused(void **state) {
 }
 
 /* predict --intra PATH@X: X is a fabric string of the model or a transport that names one of its
- * fabrics (UCX's fabric strings differ from machine to machine: the README's `@ucx:posix` failed
- * here); a model of several fabrics needs an X, where the first of them was taken silently. The
+ * fabrics (UCX's fabric strings differ from machine to machine, so a documented `@ucx:posix`
+ * fails elsewhere); a model of several fabrics needs an X, where the first of them was taken silently. The
  * model has tcp:lo/reno and two ucx fabrics, each from the fixture's rows. */
 /* predict --intra MODEL<at> for each case: its exit status, and want in what it said. */
 typedef struct {

@@ -421,10 +421,9 @@ static void test_kill_leaves_no_temporary(void **state) {
 /* A SIGTERM, then SIGKILL up to 200 us later (mpirun's way with the ranks left when one has
  * died), at any moment of a small JSON file's replacement: the old file or the new, whole, and
  * almost never a temporary file. The signal that comes before the new file is named drops the
- * new text; deferred to the rename instead, the kill that followed it often landed between the
- * name and the rename: 9-28 of these 1000 rounds left run.json.tmp. A SIGTERM after that check
- * with its SIGKILL during the link still leaves one: 5 in 16,000 rounds of the sanitizer build
- * on a 2-core VM, once 2 in 400 on CI's machine; hence up to 6, not none. */
+ * new text (deferred to the rename instead, the kill that followed it often landed between the
+ * name and the rename). A SIGTERM after that check with its SIGKILL during the link still leaves
+ * one, rarely (no order of the system calls closes that window), hence up to 6, not none. */
 static void test_stop_then_kill_leaves_no_temporary(void **state) {
   (void)state;
   char dir[64], tmp[600];
