@@ -1,4 +1,5 @@
-/* models: the CPU engine on oneDNN 2.6's C API. Every oneDNN call of the module is in this file, so
+/* models: the CPU engine on oneDNN 2.6's C API, behind the network front (nn_net.c), which
+ * calls its nn_dnnl_* functions for CPU nets. Every oneDNN call of the module is in this file, so
  * a port to the 3.x API (which replaced the *_desc_init functions) touches only it.
  *
  * A plan is the layer table compiled for one batch size: primitives created once, activations in
@@ -1140,9 +1141,7 @@ static int forward(nn_net *net, plan *p, const float *x, int train, char *err, s
   return 0;
 }
 
-int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
-  if (NN_OPS(net)) return NN_OPS(net)->forward(net, x, n, train, y, err, errcap);
-
+int nn_dnnl_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
   if (nn_check_batch(x, n, net->o.batch, err, errcap)) return -1;
   plan *p = plan_for(net, n, train, err, errcap);
   if (!p || forward(net, p, x, train, err, errcap)) return -1;
@@ -1157,26 +1156,18 @@ static int backward(nn_net *net, plan *p, char *err, size_t errcap) {
   return 0;
 }
 
-void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) {
-  if (NN_OPS(net)) {
-    NN_OPS(net)->on_grad_ready(net, fn, ctx);
-    return;
-  }
-
+void nn_dnnl_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) {
   net->ready_fn = fn;
   net->ready_ctx = ctx;
 }
 
-int nn_net_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx) {
-  if (NN_OPS(net)) return fn ? -1 : 0; /* GPU nets queue their whole forward at once */
+int nn_dnnl_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx) {
   net->fwd_fn = fn;
   net->fwd_ctx = ctx;
   return 0;
 }
 
-int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
-  if (NN_OPS(net)) return NN_OPS(net)->backward(net, dy, dx, err, errcap);
-
+int nn_dnnl_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
   plan *p = net->last;
   if (!p || !p->full) {
     snprintf(err, errcap, "backward without a training forward");
@@ -1188,10 +1179,8 @@ int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t e
   return 0;
 }
 
-int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
+int nn_dnnl_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
                       nn_step_times *t, char *err, size_t errcap) {
-  if (NN_OPS(net)) return NN_OPS(net)->train_step(net, x, labels, n, loss, correct, t, err, errcap);
-
   if (nn_check_batch(x, n, net->o.batch, err, errcap) || nn_check_labels(labels, n, net->classes, err, errcap)) return -1;
   if (net->classes <= 0) {
     snprintf(err, errcap, "this network has no classifier");
@@ -1215,9 +1204,8 @@ int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n,
   return 0;
 }
 
-int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
+int nn_dnnl_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
                 char *err, size_t errcap) {
-  if (NN_OPS(net)) return NN_OPS(net)->eval(net, x, labels, n, loss_sum, correct, err, errcap);
   if (nn_check_batch(x, n, net->o.batch, err, errcap) || nn_check_labels(labels, n, net->classes, err, errcap)) return -1;
   plan *p = plan_for(net, n, 0, err, errcap);
   if (!p || forward(net, p, x, 0, err, errcap)) return -1;
@@ -1232,9 +1220,8 @@ int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, doubl
 /* ------------------------------------------------------------------------------------------------
  * creation */
 
-int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
+int nn_dnnl_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
   *out = NULL;
-  if (o && o->device == NN_DEV_CUDA) return nn_cuda_create_table(out, t, o, err, errcap);
   if (o && o->precision != NN_PREC_FP32) {
     snprintf(err, errcap, "the CPU engine computes in fp32 only (tf32 and bf16 are GPU precisions)");
     return -1;
@@ -1294,16 +1281,11 @@ int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o
 oom:
   snprintf(err, errcap, "out of memory");
 fail:
-  nn_net_destroy(net);
+  nn_dnnl_destroy(net);
   return -1;
 }
 
-void nn_net_destroy(nn_net *net) {
-  if (NN_OPS(net)) {
-    NN_OPS(net)->destroy(net);
-    return;
-  }
-
+void nn_dnnl_destroy(nn_net *net) {
   if (!net) return;
   plan_free(net->main);
   for (int i = 0; i < NN_MAX_PLANS; i++) plan_free(net->cache[i]);
@@ -1323,46 +1305,31 @@ void nn_net_destroy(nn_net *net) {
   free(net);
 }
 
-int nn_net_slow_primitives(const nn_net *net, const char **first) {
-  if (first) *first = "";
-  if (!net || NN_OPS(net)) return 0;
+int nn_dnnl_slow_primitives(const nn_net *net, const char **first) {
   if (first) *first = net->slow;
   return net->nslow;
 }
 
-float *nn_net_params(nn_net *net, size_t *count) {
-  if (NN_OPS(net)) return NN_OPS(net)->arena(net, NN_ARENA_PARAMS, count);
-
+float *nn_dnnl_params(nn_net *net, size_t *count) {
   if (count) *count = net ? net->nparams : 0;
   if (!net) return NULL;
   net->pver++; /* the caller may write the weights */
   return net->params;
 }
-float *nn_net_grads(nn_net *net, size_t *count) {
-  if (NN_OPS(net)) return NN_OPS(net)->arena(net, NN_ARENA_GRADS, count);
-
+float *nn_dnnl_grads(nn_net *net, size_t *count) {
   if (count) *count = net ? net->nparams : 0;
   return net ? net->grads : NULL;
 }
-float *nn_net_momentum(nn_net *net, size_t *count) {
-  if (NN_OPS(net)) return NN_OPS(net)->arena(net, NN_ARENA_MOMENTUM, count);
-
+float *nn_dnnl_momentum(nn_net *net, size_t *count) {
   if (count) *count = net ? net->nparams : 0;
   return net ? net->mom : NULL;
 }
-float *nn_net_buffers(nn_net *net, size_t *count) {
-  if (NN_OPS(net)) return NN_OPS(net)->arena(net, NN_ARENA_BUFFERS, count);
-
+float *nn_dnnl_buffers(nn_net *net, size_t *count) {
   if (count) *count = net ? net->nbufs : 0;
   return net ? net->bufs : NULL;
 }
 
-void nn_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t off, size_t count) {
-  if (NN_OPS(net)) {
-    NN_OPS(net)->sgd_step(net, o, off, count);
-    return;
-  }
-
+void nn_dnnl_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t off, size_t count) {
   if (!net || !o || off >= net->nparams) return;
   if (count > net->nparams - off) count = net->nparams - off;
   set_threads(net->o.threads);
@@ -1370,11 +1337,7 @@ void nn_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t off, size_t cou
   net->pver++;
 }
 
-void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) { nn_sgd_step_range(net, o, 0, SIZE_MAX); }
-
-const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
-  if (NN_OPS(net)) return NN_OPS(net)->logits(net, n, classes);
-
+const float *nn_dnnl_logits(const nn_net *net, int *n, int *classes) {
   if (!net || !net->last) {
     if (n) *n = 0;
     return NULL;
@@ -1384,9 +1347,7 @@ const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
   return ptr_of(net->last->y);
 }
 
-int nn_net_param_tensors(const nn_net *net, const nn_param_info **info) {
-  if (NN_OPS(net)) return NN_OPS(net)->param_tensors(net, info);
-
+int nn_dnnl_param_tensors(const nn_net *net, const nn_param_info **info) {
   *info = net ? net->pinfo : NULL;
   return net ? net->npinfo : 0;
 }
@@ -1398,100 +1359,81 @@ const char *nn_backend_version(void) {
   return "oneDNN " NN_STR(DNNL_VERSION_MAJOR) "." NN_STR(DNNL_VERSION_MINOR) "." NN_STR(DNNL_VERSION_PATCH);
 }
 
-#else /* !FABENCH_HAVE_DNNL: the binary links; CPU training reports why it cannot run, GPU nets work */
+#else /* !FABENCH_HAVE_DNNL: the binary links; CPU nets cannot be made, GPU nets work */
 
 #define NO_DNNL "fabench was built without oneDNN (install libdnnl-dev and re-run cmake)"
 
-int nn_net_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
+int nn_dnnl_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap) {
+  (void)t, (void)o;
   *out = NULL;
-  if (o && o->device == NN_DEV_CUDA) return nn_cuda_create_table(out, t, o, err, errcap);
   snprintf(err, errcap, NO_DNNL);
   return -1;
 }
-/* Every net here is a GPU net (only nn_cuda_create_table makes one). */
-void nn_net_destroy(nn_net *net) {
-  if (NN_OPS(net)) NN_OPS(net)->destroy(net);
+/* No CPU net exists in this build: what follows answers for none (a NULL net). */
+void nn_dnnl_destroy(nn_net *net) { (void)net; }
+void nn_dnnl_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) { (void)net, (void)fn, (void)ctx; }
+int nn_dnnl_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx) {
+  (void)net, (void)ctx;
+  return fn ? -1 : 0;
 }
-void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx) {
-  if (NN_OPS(net)) NN_OPS(net)->on_grad_ready(net, fn, ctx);
-}
-int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
-  if (NN_OPS(net)) return NN_OPS(net)->forward(net, x, n, train, y, err, errcap);
+int nn_dnnl_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap) {
+  (void)net, (void)x, (void)n, (void)train, (void)y;
   snprintf(err, errcap, NO_DNNL);
   return -1;
 }
-int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
-  if (NN_OPS(net)) return NN_OPS(net)->backward(net, dy, dx, err, errcap);
+int nn_dnnl_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap) {
+  (void)net, (void)dy, (void)dx;
   snprintf(err, errcap, NO_DNNL);
   return -1;
 }
-int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
-                      nn_step_times *t, char *err, size_t errcap) {
-  if (NN_OPS(net)) return NN_OPS(net)->train_step(net, x, labels, n, loss, correct, t, err, errcap);
+int nn_dnnl_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
+                       nn_step_times *t, char *err, size_t errcap) {
+  (void)net, (void)x, (void)labels, (void)n, (void)loss, (void)correct, (void)t;
   snprintf(err, errcap, NO_DNNL);
   return -1;
 }
-int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
-                char *err, size_t errcap) {
-  if (NN_OPS(net)) return NN_OPS(net)->eval(net, x, labels, n, loss_sum, correct, err, errcap);
+int nn_dnnl_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
+                 char *err, size_t errcap) {
+  (void)net, (void)x, (void)labels, (void)n, (void)loss_sum, (void)correct;
   snprintf(err, errcap, NO_DNNL);
   return -1;
 }
-static float *arena(nn_net *net, enum nn_arena a, size_t *count) {
-  if (NN_OPS(net)) return NN_OPS(net)->arena(net, a, count);
+static float *arena(size_t *count) {
   if (count) *count = 0;
   return NULL;
 }
-float *nn_net_params(nn_net *net, size_t *count) { return arena(net, NN_ARENA_PARAMS, count); }
-float *nn_net_grads(nn_net *net, size_t *count) { return arena(net, NN_ARENA_GRADS, count); }
-float *nn_net_momentum(nn_net *net, size_t *count) { return arena(net, NN_ARENA_MOMENTUM, count); }
-float *nn_net_buffers(nn_net *net, size_t *count) { return arena(net, NN_ARENA_BUFFERS, count); }
-void nn_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t offset, size_t count) {
-  if (NN_OPS(net)) NN_OPS(net)->sgd_step(net, o, offset, count);
+float *nn_dnnl_params(nn_net *net, size_t *count) { return (void)net, arena(count); }
+float *nn_dnnl_grads(nn_net *net, size_t *count) { return (void)net, arena(count); }
+float *nn_dnnl_momentum(nn_net *net, size_t *count) { return (void)net, arena(count); }
+float *nn_dnnl_buffers(nn_net *net, size_t *count) { return (void)net, arena(count); }
+void nn_dnnl_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t offset, size_t count) {
+  (void)net, (void)o, (void)offset, (void)count;
 }
-void nn_sgd_step(nn_net *net, const nn_sgd_opts *o) { nn_sgd_step_range(net, o, 0, SIZE_MAX); }
-int nn_net_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx) {
-  (void)net;
-  (void)ctx;
-  return fn ? -1 : 0; /* GPU nets queue their whole forward at once */
-}
-const float *nn_net_logits(const nn_net *net, int *n, int *classes) {
-  if (NN_OPS(net)) return NN_OPS(net)->logits(net, n, classes);
+const float *nn_dnnl_logits(const nn_net *net, int *n, int *classes) {
+  (void)net, (void)classes;
   if (n) *n = 0;
   return NULL;
 }
-int nn_net_param_tensors(const nn_net *net, const nn_param_info **info) {
-  if (NN_OPS(net)) return NN_OPS(net)->param_tensors(net, info);
+int nn_dnnl_param_tensors(const nn_net *net, const nn_param_info **info) {
+  (void)net;
   *info = NULL;
   return 0;
 }
-const char *nn_backend_version(void) { return "none (built without oneDNN)"; }
-int nn_net_slow_primitives(const nn_net *net, const char **first) {
+int nn_dnnl_slow_primitives(const nn_net *net, const char **first) {
+  (void)net;
   if (first) *first = "";
-  return (void)net, 0;
+  return 0;
 }
+const char *nn_backend_version(void) { return "none (built without oneDNN)"; }
 
 #endif
 
-/* Either build: the options' ResNet on the engine nn_net_create_table picks. */
-int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) {
-  *out = NULL;
-  if (!o) {
-    snprintf(err, errcap, "no network options");
-    return -1;
-  }
-#if !FABENCH_HAVE_DNNL
-  if (o->device != NN_DEV_CUDA) { /* before the table: the model is not the trouble */
-    snprintf(err, errcap, NO_DNNL);
-    return -1;
-  }
+int nn_dnnl_available(char *err, size_t errcap) {
+#if FABENCH_HAVE_DNNL
+  (void)err, (void)errcap;
+  return 0;
+#else
+  snprintf(err, errcap, NO_DNNL);
+  return -1;
 #endif
-  nn_table t;
-  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
-  nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
-                       .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
-                       .search = o->cudnn_search, .gpu = o->gpu, .gpu_of_rank = o->gpu_of_rank};
-  int rc = nn_net_create_table(out, &t, &eo, err, errcap);
-  nn_table_free(&t);
-  return rc;
 }

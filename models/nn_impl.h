@@ -51,7 +51,7 @@ int nn_net_forward(nn_net *net, const float *x, int n, int train, float *y, char
 int nn_net_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap);
 
 /* The GPU engine (nn_cuda.c) behind the same functions: its nets begin with a head whose ops the
-   public functions of nn_dnnl.c dispatch to; a CPU net's head is zero (ops NULL). */
+   network front (nn_net.c) dispatches to; a CPU net's head is zero (ops NULL). */
 typedef struct nn_net_ops {
   void (*destroy)(nn_net *net);
   int (*train_step)(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
@@ -71,6 +71,29 @@ typedef struct {
   const nn_net_ops *ops;     /* NULL: the oneDNN engine */
 } nn_net_head;
 #define NN_OPS(net) ((net) ? ((const nn_net_head *)(const void *)(net))->ops : NULL)
+
+/* The CPU engine (nn_dnnl.c) behind the front: the public functions of the same names for a CPU
+   net (head zero; a NULL net where the public one takes one). Without oneDNN none is made:
+   nn_dnnl_available and nn_dnnl_create_table say so. */
+int nn_dnnl_available(char *err, size_t errcap);
+int nn_dnnl_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err, size_t errcap);
+void nn_dnnl_destroy(nn_net *net);
+int nn_dnnl_forward(nn_net *net, const float *x, int n, int train, float *y, char *err, size_t errcap);
+int nn_dnnl_backward(nn_net *net, const float *dy, float *dx, char *err, size_t errcap);
+int nn_dnnl_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss, int *correct,
+                       nn_step_times *t, char *err, size_t errcap);
+int nn_dnnl_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum, int *correct,
+                 char *err, size_t errcap);
+void nn_dnnl_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx);
+int nn_dnnl_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx);
+float *nn_dnnl_params(nn_net *net, size_t *count);
+float *nn_dnnl_grads(nn_net *net, size_t *count);
+float *nn_dnnl_momentum(nn_net *net, size_t *count);
+float *nn_dnnl_buffers(nn_net *net, size_t *count);
+void nn_dnnl_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t offset, size_t count);
+const float *nn_dnnl_logits(const nn_net *net, int *n, int *classes);
+int nn_dnnl_param_tensors(const nn_net *net, const nn_param_info **info);
+int nn_dnnl_slow_primitives(const nn_net *net, const char **first);
 
 /* A GPU net over a table: 0, NN_ENODEV or -1 with the cause in err. */
 int nn_cuda_create_table(nn_net **out, const nn_table *t, const nn_engine_opts *o, char *err,
