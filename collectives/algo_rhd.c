@@ -1,8 +1,12 @@
 /* Rabenseifner's all-reduce: a reduce-scatter by recursive halving followed by an all-gather by
  * recursive doubling (Thakur, Rabenseifner, Gropp 2005), with the MPICH fold for rank counts that
- * are not a power of two (algo_plan.h). The vector is cut into pof2 blocks (coll_block); after
- * the halving, newrank i holds block i fully reduced; the doubling then spreads the blocks.
- * Cost 2 lg p alpha + 2 (p-1)/p n beta + (p-1)/p n gamma for p = 2^k.
+ * are not a power of two (algo_plan.h). The vector is cut into pof2 blocks (coll_block); the
+ * halving exchanges half of what a rank holds with partner newrank ^ mask for mask 1, 2, 4, ...
+ * (nearest first), and the doubling retraces its steps backwards. In the node-aware rank order
+ * the first, largest exchanges then stay inside a node and only the last, smallest ones cross
+ * nodes: a node's link carries 2 (M-1)/M n for M nodes of 2^j ranks, as hier's does, where
+ * farthest-first would send each rank's half across. Cost 2 lg p alpha + 2 (p-1)/p n beta +
+ * (p-1)/p n gamma for p = 2^k.
  *
  * The halving's exchanges go in pieces reduced as they arrive (coll_xchg_reduce), as the ring's
  * steps do, so the reduction hides under the transfer (docs/measurements.md, "rd and rhd reduce
@@ -36,10 +40,12 @@ int coll_ar_rhd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op
   step++;
 
   int lo = 0, hi = f.pof2; /* blocks [lo, hi) are mine to reduce */
+  int was_lo[32], was_hi[32], nsteps = 0; /* each halving step's range before it */
   if (f.newrank >= 0) {
     int nr = f.newrank;
-    for (int mask = f.pof2 / 2; mask >= 1; mask >>= 1, step++) {
+    for (int mask = 1; mask < f.pof2; mask <<= 1, step++, nsteps++) {
       int partner = coll_fold_real(&f, nr ^ mask), mid = (lo + hi) / 2;
+      was_lo[nsteps] = lo, was_hi[nsteps] = hi;
       int keep_lo = (nr & mask) ? mid : lo, keep_hi = (nr & mask) ? hi : mid;
       int give_lo = (nr & mask) ? lo : mid, give_hi = (nr & mask) ? mid : hi;
       size_t k0 = rhd_off(count, f.pof2, keep_lo), k1 = rhd_off(count, f.pof2, keep_hi);
@@ -56,17 +62,16 @@ int coll_ar_rhd(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op
   if (coll_reqset_init(&rs, c, 2, e) != 0) return -1;
   if (f.newrank >= 0) {
     int nr = f.newrank;
-    for (int mask = 1; mask < f.pof2; mask <<= 1, step++) {
-      int partner = coll_fold_real(&f, nr ^ mask);
-      int plo = (nr & mask) ? lo - mask : hi, phi = plo + mask;
+    for (int s = nsteps - 1; s >= 0; s--, step++) { /* the partner holds the other half */
+      int partner = coll_fold_real(&f, nr ^ (1 << s));
+      int plo = lo == was_lo[s] ? hi : was_lo[s], phi = lo == was_lo[s] ? was_hi[s] : lo;
       size_t m0 = rhd_off(count, f.pof2, lo), m1 = rhd_off(count, f.pof2, hi);
       size_t p0 = rhd_off(count, f.pof2, plo), p1 = rhd_off(count, f.pof2, phi);
       if (coll_reqset_recv(&rs, partner, b + p0 * es, (p1 - p0) * es, coll_tag(c, step), e) != 0 ||
           coll_reqset_send(&rs, partner, b + m0 * es, (m1 - m0) * es, coll_tag(c, step), e) != 0 ||
           coll_reqset_wait(&rs, e) != 0)
         return -1;
-      if (plo < lo) lo = plo;
-      else hi = phi;
+      lo = was_lo[s], hi = was_hi[s];
     }
   }
 

@@ -28,6 +28,16 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   coll_model im = s->inter ? *s->inter : *s->intra;
   im.hosts = nodes;
   const coll_model *inter = &im;
+  int pow2 = (ppn & (ppn - 1)) == 0 && (nodes & (nodes - 1)) == 0 && s->ranks == nodes * ppn;
+  if (!s->hier && s->algo.kind == COLL_ALGO_RHD && ppn > 1 && pow2 && s->inter) {
+    /* rhd goes nearest first (algo_rhd.c): its first lg ppn exchanges are an rhd of each node's
+     * ranks on the whole vector, the rest an rhd across nodes of 1/ppn of it, the node's ppn
+     * ranks sharing its link */
+    coll_model shared = im;
+    shared.beta *= ppn;
+    return coll_model_time(s->intra, s->algo, ppn, (size_t)bytes, s->chunk_bytes) +
+           coll_model_time(&shared, s->algo, nodes, (size_t)(bytes / ppn), s->chunk_bytes);
+  }
   if (!s->hier || ppn == 1) {
     /* a flat algorithm's messages cross both fabrics, and each of its steps waits for its
      * slowest link: as slow as it would be over either alone (an intra-node fabric slower than

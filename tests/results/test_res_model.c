@@ -1338,6 +1338,13 @@ static void test_hier(void **state) {
   intra.cores = 0, intra.wake = 0;
   s.hier = 0; /* flat: every ring crosses the inter-node links */
   near(res_allreduce_time(&s, n) * 1e6, 5 + 30 * 10 + 2 * (15.0 / 16) * 8e6 * 1e-3 + (15.0 / 16) * 8e6 * 0.05e-3, 1e-9, "flat");
+  /* rhd goes nearest first: an rhd of each node's 4 ranks on the whole vector (4 steps), then
+   * one across the 4 nodes on 2e6, the node's 4 of them sharing its link */
+  s.algo = (coll_algo){COLL_ALGO_RHD, 0};
+  near(res_allreduce_time(&s, n) * 1e6,
+       (2 + 4 * 1 + 1.5 * 8e6 * 0.1e-3 + 0.75 * 8e6 * 0.05e-3) + (5 + 4 * 10 + 4 * 1.5 * 2e6 * 1e-3 + 0.75 * 2e6 * 0.05e-3),
+       1e-9, "flat rhd across nodes");
+  s.algo = (coll_algo){COLL_ALGO_RING, 0};
   /* an intra-node fabric slower than the inter-node one bounds the flat ring as much: each of
    * its steps waits for the slowest link (it was priced on the inter-node fabric alone) */
   intra.beta = 10e-9;
