@@ -177,6 +177,16 @@ def check_rows(out_dir, pairs, boot):
     check(set(pairs) <= seen, f"rows for {sorted(seen)}, want {sorted(pairs)}")
 
 
+def check_intra(run_json, transport, fabench):
+    """hier's phases inside nodes went over ucx, whose ranks on a node mapped each other's
+    buffer (the default where ucx is built): run.json's fabrics say so."""
+    if not have_feature(fabench, "UCX"):
+        return
+    f = run_json.get("fabrics", {}).get(f"{transport}/intra", "")
+    check(f.startswith("ucx:") and "+rkey_ptr" in f,
+          f"{transport}'s hier inside nodes ran over '{f}', want ucx with mapped memory (+rkey_ptr)")
+
+
 def have_feature(fabench, name):
     v = os.environ.get(f"EMU_HAVE_{name}")
     if v is not None:
@@ -226,6 +236,7 @@ def test_torchrun(fabench, tmp):
             check(rc == 0, f"node {k}'s ranks exited {rc}:\n{text}")
         check_layout(read_run(out), ["node0", "node0", "node1", "node1"], "env")
         check_rows(out, [(t, a) for t in transports for a in ("ring", "hier:ring")], "env")
+        check_intra(read_run(out), "tcp", fabench)
         log(f"allreduce {','.join(transports)} on 2x2 via RANK/WORLD_SIZE/MASTER_ADDR: ok ({res[0][2]:.1f} s)")
 
         if not have_feature(fabench, "DNNL"):
@@ -348,6 +359,7 @@ def test_mpirun(fabench, tmp):
             hosts = ["node0"] * slots[0] + ["node1"] * slots[1]
             check_layout(read_run(out), hosts, "mpi")
             check_rows(out, [("mpi", "native"), ("mpi", "ring"), ("mpi", "hier:ring")], "mpi")
+            check_intra(read_run(out), "mpi", fabench)
             only_holders_left(c)
             log(f"mpirun node0 slots={slots[0]} node1 slots={slots[1]}: ok, ranks on {hosts} "
                 f"({time.monotonic() - t0:.1f} s)")
