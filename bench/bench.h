@@ -158,13 +158,18 @@ int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **o
  * irq and softirq, so the kernel's network work in any context counts; not steal or idle),
  * in jiffies; NaN where unreadable. */
 double bench_host_cpu_s(void);
-/* ---- the cost model (model.c) ---- */
-struct res_model;
 /* Seconds per byte of the f32 sum kernel over 8 MiB, the best of a few passes (NaN: no memory). */
 double bench_gamma_kernel(void);
+/* ---- the cost model (costmodel.c) ---- */
+struct res_model;
+/* The reduction kernel's cost per byte for a fit of run directories: the one the runs recorded
+ * (res_fit_dirs_gamma), so that two fits of the same rows agree; measured now
+ * (bench_gamma_kernel) only where none did. */
+double bench_fit_gamma(char *const *dirs, int ndirs);
 /* --model-from: a model.json, a directory with one, or a run directory fitted on the spot (its
- * notes on rows left out on stderr unless quiet: one rank says them for all). More in model.h. */
+ * notes on rows left out on stderr unless quiet: one rank says them for all). */
 int bench_model_load(struct res_model *m, const char *from, int quiet, char *err, size_t cap);
+/* ---- plots (plot.c) ---- */
 /* Runs `gnuplot script` in dir, its output appended to dir/gnuplot.log under the script's name;
  * bench_gnuplot_log_reset starts that log afresh, so it holds one run's plots only. The script
  * (STEM.gp) draws STEM.png.tmp and STEM.svg.tmp, renamed to STEM.png and STEM.svg once gnuplot

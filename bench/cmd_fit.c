@@ -8,7 +8,6 @@
 
 #include "bench.h"
 #include "launch.h"
-#include "model.h"
 #include "res.h"
 #include "util.h"
 
@@ -124,7 +123,7 @@ static void fit_print_links(const res_model *m, char **dirs, int ndirs) {
     uint64_t bps;
     if (strncmp(f->fabric, "emu-", 4) || launch_emu_parse_rate(f->fabric + 4, &bps)) continue;
     int mtu = 0;
-    for (int d = 0; d < ndirs && !mtu; d++) mtu = bench_dir_emu_mtu(dirs[d], f->fabric);
+    for (int d = 0; d < ndirs && !mtu; d++) mtu = res_fit_dir_emu_mtu(dirs[d], f->fabric);
     if (!mtu) mtu = LAUNCH_EMU_DEFAULT_MTU;
     double ceil_gbps = (double)bps / 8 * (mtu - 52) / (mtu + 14) / 1e9;
     double ack = (double)bps / 8 * (mtu - 52) / (mtu + 14 + 33) / 1e9;
@@ -190,9 +189,9 @@ static int fit_check_read(fit_check_ctx *k, char **dirs, int ndirs, char **reps,
                           res_table **t) {
   res_rows pp;
   char err[1024];
-  if (bench_read_dirs(&k->ar, &pp, dirs, ndirs, 0, err, sizeof err)) return bench_error("fit --check: %s", err);
+  if (res_fit_read_dirs(&k->ar, &pp, dirs, ndirs, 0, err, sizeof err)) return bench_error("fit --check: %s", err);
   res_rows_free(&pp);
-  if (nreps && bench_read_dirs(&k->rep, &pp, reps, nreps, 0, err, sizeof err))
+  if (nreps && res_fit_read_dirs(&k->rep, &pp, reps, nreps, 0, err, sizeof err))
     return bench_error("fit --repeat: %s", err);
   if (nreps) res_rows_free(&pp);
   char odir[4096];
@@ -420,9 +419,9 @@ static int fit_model(res_model *m, const fit_opts *o) {
   }
   res_fit_opts fo = {.gamma_kernel = o->kernel ? bench_fit_gamma(o->dirs, o->ndirs) : NAN,
                      .min_bytes = (int64_t)o->min_bytes, .formulas_only = o->formulas_only};
-  bench_dir_host(o->dirs[0], &fo.cores, &fo.llc_bytes);
+  res_fit_dir_host(o->dirs[0], &fo.cores, &fo.llc_bytes);
   if (o->cores >= 0) fo.cores = (int)o->cores;
-  if (bench_fit_dirs_ex(m, o->dirs, o->ndirs, &fo, err, sizeof err)) return bench_error("fit: %s", err);
+  if (res_fit_dirs(m, o->dirs, o->ndirs, &fo, 0, err, sizeof err)) return bench_error("fit: %s", err);
   char path[4200];
   if (o->out)
     snprintf(path, sizeof path, "%s", o->out);

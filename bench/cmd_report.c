@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "model.h"
 #include "coll.h"
 #include "res.h"
 #include "util.h"
@@ -70,7 +69,7 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   for (int k = 0; k < RP_NREC; k++) sch[k] = rp_schema(k);
   int found = res_run_read(x->rec, sch, RP_NREC, d, err, cap);
   if (found < 0) return -1;
-  /* left out and said, as fit does (bench_read_dirs): a negative time plotted as a median and
+  /* left out and said, as fit does (res_fit_read_dirs): a negative time plotted as a median and
    * priced as a 382% model error; NaN is a time not measured */
   size_t u = res_rows_drop_untimed(&x->rec[RP_AR]) + res_rows_drop_untimed(&x->rec[RP_P2P]);
   if (u) {
@@ -967,13 +966,13 @@ int bench_cmd_report(int argc, char **argv) {
             x->untimed, x->untimed == 1 ? "" : "s", x->untimed_in);
   if (!rc && !x->have_model && (x->rec[RP_AR].n || x->rec[RP_P2P].n)) {
     res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + optind, argc - optind)};
-    bench_dir_host(argv[optind], &fo.cores, &fo.llc_bytes);
-    if (bench_fit_recorded(&fo, argv + optind, argc - optind) == 0 &&
+    res_fit_dir_host(argv[optind], &fo.cores, &fo.llc_bytes);
+    if (res_fit_recorded(&fo, argv + optind, argc - optind) == 0 &&
         res_fit_ex(&x->model, &x->rec[RP_AR], &x->rec[RP_P2P], &fo, err, sizeof err) == 0) {
       x->have_model = 1;
       snprintf(x->model_src, sizeof x->model_src, "fitted from these runs");
     }
-    bench_fit_recorded_free(&fo);
+    res_fit_recorded_free(&fo);
   }
   char dir[4096];
   if (!rc && res_run_dir(dir, sizeof dir, out, "report", err, sizeof err)) rc = bench_error("report: %s", err);

@@ -297,6 +297,31 @@ typedef struct {
 } res_fit_opts;
 int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
                char *err, size_t errcap);
+/* ---- the fit's inputs from run directories (res_fit_dirs.c) ---- */
+/* The allreduce and p2p rows of run directories (either may come back empty; -1 if neither); the
+ * rows with an untimed median are left out, said on stderr unless quiet. */
+int res_fit_read_dirs(res_rows *ar, res_rows *pp, char *const *dirs, int ndirs, int quiet, char *err,
+                      size_t cap);
+/* The reduction kernel's cost per byte the runs with rows to fit (all-reduce or p2p) recorded
+ * (run.json's reduce_gbps; the middle one over the directories), so that two fits of the same
+ * rows agree; NaN where none did. */
+double res_fit_dirs_gamma(char *const *dirs, int ndirs);
+/* The CPU cores and the last-level cache's bytes of the host a run directory was measured on
+ * (run.json's topology; 0: unknown). */
+void res_fit_dir_host(const char *dir, int *cores, double *llc);
+/* The MTU of an emulated fabric's links when the run directory measured that fabric (0: not). */
+int res_fit_dir_emu_mtu(const char *dir, const char *fabric);
+/* What the run directories' run.json recorded that the fit needs: o->bursts, the emulated links'
+ * shaper bursts (their ranks' FABENCH_EMU_BURST), and o->runs, each run's kernel rate
+ * (reduce_gbps; none where o->gamma_kernel is NaN, fit --no-gamma-kernel), so that a fabric's
+ * gamma comes from the runs that measured it, and whether its ranks waited asleep (--no-spin).
+ * -1 when out of memory. Release with res_fit_recorded_free. */
+int res_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs);
+void res_fit_recorded_free(res_fit_opts *o);
+/* Fits run directories: their rows (res_fit_read_dirs) under o and what the runs recorded
+ * (res_fit_recorded). */
+int res_fit_dirs(res_model *m, char *const *dirs, int ndirs, const res_fit_opts *o, int quiet, char *err,
+                 size_t cap);
 /* The bandwidth (GB/s, 1e9) a model gives one rank's link in a ring at this rank count: 1 /
  * max(beta, beta_cpu x the host's ranks per core it sends with, at least 1, beta_mem x the
  * host's ranks: the rate of large vectors). NaN when zero. */

@@ -1,0 +1,30 @@
+/* The cost model for the commands that use it (fit, allreduce --model-from, predict, report,
+ * suite, train): the kernel rate a fit takes, and a model loaded from a file or fitted from a run
+ * directory on the spot (results' res_fit_dirs). */
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+#include "res.h"
+
+double bench_fit_gamma(char *const *dirs, int ndirs) {
+  double rec = res_fit_dirs_gamma(dirs, ndirs);
+  return rec > 0 ? rec : bench_gamma_kernel();
+}
+
+int bench_model_load(res_model *m, const char *from, int quiet, char *err, size_t cap) {
+  struct stat st;
+  if (stat(from, &st) != 0) {
+    snprintf(err, cap, "'%s' does not exist", from);
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) return res_model_read(m, from, err, cap);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/model.json", from);
+  if (stat(path, &st) == 0) return res_model_read(m, path, err, cap);
+  char *dirs[1] = {(char *)from};
+  /* fit it now */
+  res_fit_opts o = {.gamma_kernel = bench_fit_gamma(dirs, 1)};
+  res_fit_dir_host(from, &o.cores, &o.llc_bytes);
+  return res_fit_dirs(m, dirs, 1, &o, quiet, err, cap);
+}
