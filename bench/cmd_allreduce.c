@@ -124,6 +124,70 @@ static int ar_list(const char *list, const char *flag, const char *what,
   return rc;
 }
 
+/* What the flags ask together, once read: the sizes' bounds, --model-from (loaded once, so that
+ * a bad path fails before any rank starts), and the transport, algorithm, type and reduction
+ * lists. 0, or the exit status of a usage error. */
+static int ar_parse_lists(ar_opts *o, const char *tl, const char *al, const char *dl, const char *ol) {
+  int rc;
+  if (o->min_bytes > o->max_bytes) return bench_usage_error(ar_usage, "--min-bytes is larger than --max-bytes");
+  if (o->model_from) {
+    res_model m;
+    char err[1024];
+    if (bench_model_load(&m, o->model_from, 1, err, sizeof err))
+      return bench_usage_error(ar_usage, "--model-from: %s", err);
+    res_model_free(&m);
+  }
+  if ((rc = bench_parse_transports(tl, o->transports, AR_MAX_LIST, &o->ntransports, &o->want_mpi, ar_usage)))
+    return rc;
+  if ((rc = ar_list(al, "--algo", "algorithm", ar_algo_at, o->algos, &o->nalgos)) ||
+      (rc = ar_list(dl, "--dtype", "type", ar_dtype_at, o->dtypes, &o->ndtypes)) ||
+      (rc = ar_list(ol, "--op", "reduction", ar_op_at, o->ops, &o->nops)))
+    return rc;
+  /* a type whose elements do not fit between the bounds would leave its sweep empty */
+  for (int d = 0; d < o->ndtypes; d++) {
+    uint64_t *sizes = NULL;
+    size_t es = coll_dtype_size(o->dtypes[d]);
+    int n = bench_sizes(o->min_bytes, o->max_bytes, o->step, es, &sizes);
+    free(sizes);
+    if (n == 0) /* (-1, no memory, is the sweep's to report) */
+      return bench_usage_error(ar_usage, "--dtype %s: no size from --min-bytes %llu to --max-bytes %llu holds a whole %zu-byte element",
+                               coll_dtype_name(o->dtypes[d]), (unsigned long long)o->min_bytes,
+                               (unsigned long long)o->max_bytes, es);
+  }
+  return 0;
+}
+
+/* --peer: a transport/algorithm pair of this run that every row is compared with (NULL: mpi/native
+ * where the run measures it; "none": no peer). 0, or the exit status of a usage error. */
+static int ar_parse_peer(ar_opts *o, const char *peer) {
+  if (peer && !strcmp(peer, "none")) return 0;
+  coll_transport_kind ptk = COLL_MPI;
+  coll_algo pa = {COLL_ALGO_NATIVE, 0};
+  if (peer) {
+    char t[32];
+    const char *slash = strchr(peer, '/');
+    size_t tlen = slash ? (size_t)(slash - peer) : 0;
+    if (!slash || tlen == 0 || tlen >= sizeof t)
+      return bench_usage_error(ar_usage, "--peer: '%s' is not TRANSPORT/ALGO (e.g. mpi/native) or none", peer);
+    memcpy(t, peer, tlen);
+    t[tlen] = '\0';
+    if (coll_transport_parse(t, &ptk) || coll_algo_parse(slash + 1, &pa))
+      return bench_usage_error(ar_usage, "--peer: '%s' is not TRANSPORT/ALGO (e.g. mpi/native) or none", peer);
+  }
+  int in_t = 0, in_a = 0;
+  for (int i = 0; i < o->ntransports; i++) in_t |= o->transports[i] == ptk;
+  for (int i = 0; i < o->nalgos; i++) in_a |= ar_algo_eq(o->algos[i], pa);
+  if (in_t && in_a) {
+    o->has_peer = 1;
+    o->peer_given = peer != NULL;
+    o->peer_tk = ptk;
+    o->peer_algo = pa;
+  } else if (peer) {
+    return bench_usage_error(ar_usage, "--peer: '%s' is not among the --transport and --algo of this run", peer);
+  }
+  return 0;
+}
+
 static int ar_parse(ar_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   bench_rank_opts_init(&o->r);
@@ -212,59 +276,8 @@ static int ar_parse(ar_opts *o, int argc, char **argv) {
     }
   }
   if ((rc = bench_rank_check(&o->r, argc, argv, ar_usage))) return rc;
-  if (o->min_bytes > o->max_bytes) return bench_usage_error(ar_usage, "--min-bytes is larger than --max-bytes");
-  if (o->model_from) { /* checked here, once, so that a bad path fails before any rank starts */
-    res_model m;
-    char err[1024];
-    if (bench_model_load(&m, o->model_from, 1, err, sizeof err))
-      return bench_usage_error(ar_usage, "--model-from: %s", err);
-    res_model_free(&m);
-  }
-
-  if ((rc = bench_parse_transports(tl, o->transports, AR_MAX_LIST, &o->ntransports, &o->want_mpi, ar_usage)))
-    return rc;
-  if ((rc = ar_list(al, "--algo", "algorithm", ar_algo_at, o->algos, &o->nalgos)) ||
-      (rc = ar_list(dl, "--dtype", "type", ar_dtype_at, o->dtypes, &o->ndtypes)) ||
-      (rc = ar_list(ol, "--op", "reduction", ar_op_at, o->ops, &o->nops)))
-    return rc;
-  /* a type whose elements do not fit between the bounds would leave its sweep empty */
-  for (int d = 0; d < o->ndtypes; d++) {
-    uint64_t *sizes = NULL;
-    size_t es = coll_dtype_size(o->dtypes[d]);
-    int n = bench_sizes(o->min_bytes, o->max_bytes, o->step, es, &sizes);
-    free(sizes);
-    if (n == 0) /* (-1, no memory, is the sweep's to report) */
-      return bench_usage_error(ar_usage, "--dtype %s: no size from --min-bytes %llu to --max-bytes %llu holds a whole %zu-byte element",
-                               coll_dtype_name(o->dtypes[d]), (unsigned long long)o->min_bytes,
-                               (unsigned long long)o->max_bytes, es);
-  }
-  /* the peer: a transport/algorithm pair of this run that every row is compared with */
-  if (peer && !strcmp(peer, "none")) return 0;
-  coll_transport_kind ptk = COLL_MPI;
-  coll_algo pa = {COLL_ALGO_NATIVE, 0};
-  if (peer) {
-    char t[32];
-    const char *slash = strchr(peer, '/');
-    size_t tlen = slash ? (size_t)(slash - peer) : 0;
-    if (!slash || tlen == 0 || tlen >= sizeof t)
-      return bench_usage_error(ar_usage, "--peer: '%s' is not TRANSPORT/ALGO (e.g. mpi/native) or none", peer);
-    memcpy(t, peer, tlen);
-    t[tlen] = '\0';
-    if (coll_transport_parse(t, &ptk) || coll_algo_parse(slash + 1, &pa))
-      return bench_usage_error(ar_usage, "--peer: '%s' is not TRANSPORT/ALGO (e.g. mpi/native) or none", peer);
-  }
-  int in_t = 0, in_a = 0;
-  for (int i = 0; i < o->ntransports; i++) in_t |= o->transports[i] == ptk;
-  for (int i = 0; i < o->nalgos; i++) in_a |= ar_algo_eq(o->algos[i], pa);
-  if (in_t && in_a) {
-    o->has_peer = 1;
-    o->peer_given = peer != NULL;
-    o->peer_tk = ptk;
-    o->peer_algo = pa;
-  } else if (peer) {
-    return bench_usage_error(ar_usage, "--peer: '%s' is not among the --transport and --algo of this run", peer);
-  }
-  return 0;
+  if ((rc = ar_parse_lists(o, tl, al, dl, ol))) return rc;
+  return ar_parse_peer(o, peer);
 }
 
 /* ---- one rank's run ---- */

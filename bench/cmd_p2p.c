@@ -125,6 +125,77 @@ typedef struct {
 
 /* ---- flags ---- */
 
+/* --pairs S,D or all. 0, or the exit status of a usage error. */
+static int p2p_parse_pairs(p2p_opts *o, const char *v) {
+  char *items[2], *store = NULL;
+  if (!strcmp(v, "all")) {
+    o->pairs_all = 1;
+  } else {
+    long s, d;
+    int n = bench_split_list(v, items, 2, &store);
+    int ok = n == 2 && !bench_parse_int(items[0], 0, 1 << 20, &s) &&
+             !bench_parse_int(items[1], 0, 1 << 20, &d) && s != d;
+    free(store);
+    if (!ok) return bench_usage_error(p2p_usage, "bad --pairs '%s' (S,D with S != D, or all)", v);
+    o->pairs_all = 0;
+    o->src = (int)s;
+    o->dst = (int)d;
+  }
+  return 0;
+}
+
+/* --tests LIST: the tests to run, by name. 0, or the exit status of a usage error. */
+static int p2p_parse_tests(p2p_opts *o, const char *v) {
+  char *items[16], *store = NULL;
+  int n = bench_split_list(v, items, 16, &store);
+  if (n <= 0) {
+    free(store);
+    return bench_usage_error(p2p_usage, "bad --tests '%s'", v);
+  }
+  memset(o->tests, 0, sizeof o->tests);
+  for (int i = 0; i < n; i++) {
+    int t = 0;
+    while (t < P2P_NTESTS && strcmp(items[i], p2p_test_names[t])) t++;
+    if (t == P2P_NTESTS) {
+      int rc = bench_usage_error(p2p_usage, "unknown test '%s' (latency, bw, bibw, d2d, h2d, d2h, peer, "
+                                 "d2d-sm, h2d-sm, d2h-sm)", items[i]);
+      free(store);
+      return rc;
+    }
+    o->tests[t] = 1;
+  }
+  free(store);
+  return 0;
+}
+
+/* What the flags ask together, once read: bounds that hold a size, a test that can run on the
+ * transports given, and a pair within -n's ranks. 0, or the exit status of a usage error. */
+static int p2p_parse_check(p2p_opts *o) {
+  if (o->min_bytes > o->max_bytes)
+    return bench_usage_error(p2p_usage, "--min-bytes is larger than --max-bytes");
+  /* messages run on host buffers, the copy tests on a GPU's: a run that measures nothing is
+   * refused here, not ended with an empty table and status 0 */
+  int msg = o->tests[P2P_LAT] || o->tests[P2P_BW] || o->tests[P2P_BIBW], copies = 0, host = 0, gpu = 0;
+  for (int t = P2P_NMSG; t < P2P_NTESTS; t++) copies |= o->tests[t];
+  for (int i = 0; i < o->ntransports; i++) {
+    gpu |= o->transports[i] == COLL_NCCL;
+    host |= o->transports[i] != COLL_NCCL;
+  }
+  if (!(msg && host) && !(copies && gpu))
+    return bench_usage_error(p2p_usage, copies ? "--tests: the GPU copy tests need --transport nccl, and latency, "
+                                                 "bw and bibw a host transport: nothing to measure"
+                                               : "--tests: latency, bw and bibw run on host buffers, not over "
+                                                 "nccl: nothing to measure");
+  o->messages = msg && host;
+  if (o->messages && o->max_bytes > P2P_MAX_MSG_BYTES)
+    return bench_usage_error(p2p_usage, "--max-bytes: latency, bw and bibw send messages of 1G at most (the GPU "
+                                        "copy tests go to 4G)");
+  if (o->pairs_all == 0 && o->r.nranks && (o->src >= o->r.nranks || o->dst >= o->r.nranks))
+    return bench_usage_error(p2p_usage, "--pairs %d,%d needs at least %d ranks", o->src, o->dst,
+                             (o->src > o->dst ? o->src : o->dst) + 1);
+  return 0;
+}
+
 static int p2p_parse(p2p_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   bench_rank_opts_init(&o->r);
@@ -158,46 +229,16 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
   opterr = 0;
   optind = 1;
   int ch;
-  char *items[16], *store = NULL;
   while ((ch = getopt_long(argc, argv, "+:n:h", longs, NULL)) != -1) {
     const char *v = optarg;
     int n;
     switch (ch) {
     case O_TRANSPORT: tl = v; break;
     case O_PAIRS:
-      if (!strcmp(v, "all")) {
-        o->pairs_all = 1;
-      } else {
-        long s, d;
-        n = bench_split_list(v, items, 2, &store);
-        int ok = n == 2 && !bench_parse_int(items[0], 0, 1 << 20, &s) &&
-                 !bench_parse_int(items[1], 0, 1 << 20, &d) && s != d;
-        free(store);
-        if (!ok) return bench_usage_error(p2p_usage, "bad --pairs '%s' (S,D with S != D, or all)", v);
-        o->pairs_all = 0;
-        o->src = (int)s;
-        o->dst = (int)d;
-      }
+      if ((n = p2p_parse_pairs(o, v))) return n;
       break;
     case O_TESTS:
-      n = bench_split_list(v, items, 16, &store);
-      if (n <= 0) {
-        free(store);
-        return bench_usage_error(p2p_usage, "bad --tests '%s'", v);
-      }
-      memset(o->tests, 0, sizeof o->tests);
-      for (int i = 0; i < n; i++) {
-        int t = 0;
-        while (t < P2P_NTESTS && strcmp(items[i], p2p_test_names[t])) t++;
-        if (t == P2P_NTESTS) {
-          int rc = bench_usage_error(p2p_usage, "unknown test '%s' (latency, bw, bibw, d2d, h2d, d2h, peer, "
-                                     "d2d-sm, h2d-sm, d2h-sm)", items[i]);
-          free(store);
-          return rc;
-        }
-        o->tests[t] = 1;
-      }
-      free(store);
+      if ((n = p2p_parse_tests(o, v))) return n;
       break;
     case O_MIN:
       if (bench_parse_size(v, &o->min_bytes) || o->min_bytes < 1)
@@ -240,30 +281,7 @@ static int p2p_parse(p2p_opts *o, int argc, char **argv) {
     return bench_usage_error(p2p_usage, "--intra-transport: p2p runs no hier (allreduce and train do)");
   if (!rc) rc = bench_parse_transports(tl, o->transports, P2P_MAX_TRANSPORTS, &o->ntransports, &o->want_mpi, p2p_usage);
   if (rc) return rc;
-
-  if (o->min_bytes > o->max_bytes)
-    return bench_usage_error(p2p_usage, "--min-bytes is larger than --max-bytes");
-  /* messages run on host buffers, the copy tests on a GPU's: a run that measures nothing is
-   * refused here, not ended with an empty table and status 0 */
-  int msg = o->tests[P2P_LAT] || o->tests[P2P_BW] || o->tests[P2P_BIBW], copies = 0, host = 0, gpu = 0;
-  for (int t = P2P_NMSG; t < P2P_NTESTS; t++) copies |= o->tests[t];
-  for (int i = 0; i < o->ntransports; i++) {
-    gpu |= o->transports[i] == COLL_NCCL;
-    host |= o->transports[i] != COLL_NCCL;
-  }
-  if (!(msg && host) && !(copies && gpu))
-    return bench_usage_error(p2p_usage, copies ? "--tests: the GPU copy tests need --transport nccl, and latency, "
-                                                 "bw and bibw a host transport: nothing to measure"
-                                               : "--tests: latency, bw and bibw run on host buffers, not over "
-                                                 "nccl: nothing to measure");
-  o->messages = msg && host;
-  if (o->messages && o->max_bytes > P2P_MAX_MSG_BYTES)
-    return bench_usage_error(p2p_usage, "--max-bytes: latency, bw and bibw send messages of 1G at most (the GPU "
-                                        "copy tests go to 4G)");
-  if (o->pairs_all == 0 && o->r.nranks && (o->src >= o->r.nranks || o->dst >= o->r.nranks))
-    return bench_usage_error(p2p_usage, "--pairs %d,%d needs at least %d ranks", o->src, o->dst,
-                             (o->src > o->dst ? o->src : o->dst) + 1);
-  return 0;
+  return p2p_parse_check(o);
 }
 
 /* ---- the data: a seeded pattern per (sender, receiver, size), checked by the receiver ---- */

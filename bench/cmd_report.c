@@ -367,6 +367,95 @@ static double rp_steepest(const int64_t *b, const double *t, size_t n, int64_t *
 }
 
 /* busbw against size and latency percentiles: one data block per group. */
+/* One group of all-reduce rows (rp_same_group: one fabric, transport, algorithm, type, op and
+ * rank count): what its table row and plots need. */
+typedef struct {
+  double errs[256], gt[256]; /* the model's relative errors from 1 MiB; the medians by size */
+  int64_t gb[256];           /* the sizes of gt */
+  size_t ne, nsz, nbw, nlat, ng;
+  double top;                /* busbw at the largest size */
+} rp_ar_group;
+
+/* Writes the group of row i (its rows marked done) as a block of allreduce.dat, and sums it up. */
+static void rp_ar_group_data(rp_ctx *x, FILE *d, const res_rows *R, char *done, size_t i, rp_ar_group *g) {
+  const res_allreduce_row *rows = R->rows, *k = &rows[i];
+  memset(g, 0, sizeof *g);
+  int64_t topb = 0;
+  for (size_t j = i; j < R->n; j++) {
+    if (done[j] || !rp_same_group(&rows[j], k, 0)) continue;
+    done[j] = 1;
+    const res_allreduce_row *r = &rows[j];
+    double pred = rp_pred_us(x, r), f = 2.0 * (r->ranks - 1) / r->ranks;
+    double pbw = isfinite(pred) ? (double)r->bytes / (pred * 1e-6) / 1e9 * f : NAN;
+    fprintf(d, "%lld,%.6g,", (long long)r->bytes, r->busbw_gbps);
+    if (isfinite(pbw)) fprintf(d, "%.6g", pbw);
+    fprintf(d, ",%.6g,%.6g,%.6g\n", r->t_p50_us, r->t_p90_us, r->t_p99_us);
+    g->nsz++;
+    /* what the log-log plots can show: a 1-rank all-reduce's busbw is 0 */
+    g->nbw += r->bytes > 0 && (r->busbw_gbps > 0 || pbw > 0);
+    g->nlat += r->bytes > 0 && (r->t_p50_us > 0 || r->t_p99_us > 0);
+    if (r->bytes >= topb) topb = r->bytes, g->top = r->busbw_gbps;
+    if (r->bytes >= (1 << 20) && isfinite(pred) && g->ne < 256) g->errs[g->ne++] = fabs(r->t_p50_us - pred) / pred;
+    if (g->ng < 256) g->gb[g->ng] = r->bytes, g->gt[g->ng++] = r->t_p50_us;
+  }
+}
+
+/* The group's line in report.md's all-reduce table (its errors sorted), and in st (may be NULL)
+ * its line where its time grows faster than its size. */
+static void rp_ar_md_row(rp_ctx *x, FILE *st, const res_allreduce_row *k, const char *who, rp_ar_group *gr) {
+  double med = NAN, mx = NAN;
+  if (gr->ne) {
+    /* insertion sort: few sizes */
+    for (size_t a = 1; a < gr->ne; a++)
+      for (size_t b = a; b > 0 && gr->errs[b - 1] > gr->errs[b]; b--) {
+        double t = gr->errs[b];
+        gr->errs[b] = gr->errs[b - 1];
+        gr->errs[b - 1] = t;
+      }
+    med = gr->errs[gr->ne / 2];
+    mx = gr->errs[gr->ne - 1];
+  }
+  char c0[300], c1[640], c2[64], c3[64], c4[64], c5[64];
+  snprintf(c0, sizeof c0, "%s%s", k->fabric, who);
+  fprintf(x->md, "| %s | %s | %s | %s | %s | %lld | %zu | %.3f | ", rp_md(c1, sizeof c1, c0),
+          rp_md(c2, sizeof c2, k->transport), rp_md(c3, sizeof c3, k->algo), rp_md(c4, sizeof c4, k->dtype),
+          rp_md(c5, sizeof c5, k->op), (long long)k->ranks, gr->nsz, gr->top);
+  if (gr->ne)
+    fprintf(x->md, "%.1f%%, %.1f%% |\n", 100 * med, 100 * mx);
+  else
+    fprintf(x->md, "- |\n");
+  int64_t s0 = 0, s1 = 0;
+  double g = rp_steepest(gr->gb, gr->gt, gr->ng, &s0, &s1);
+  if (g > 0 && st) {
+    fprintf(st, "- **%s** (%s): %s on %lld ranks, from %.0f to %.0f MiB its time grew %.1fx, the size %.0fx.%s\n",
+            c1, c2, c3, (long long)k->ranks, s0 / 1048576.0, s1 / 1048576.0, g, (double)s1 / (double)s0,
+            !strcmp(k->transport, "mpi") && !strcmp(k->algo, "native")
+                ? " Open MPI 4.1's MPI_Allreduce maps a fresh scratch buffer in every call from 32 MiB; where "
+                  "the machine's page faults are slow that is most of its time (README: what fabench leaves "
+                  "to MPI)."
+                : "");
+  }
+}
+
+/* The panel of a group's curves in both plots (bw, lat: np so far): its fabric, and the transport
+ * where the fabric does not name it (emu-1gbit); a new one where none has that title yet. */
+static size_t rp_ar_panel(rp_panel *bw, rp_panel *lat, size_t *np, const res_allreduce_row *k) {
+  char panel[sizeof bw->title];
+  size_t tl = strlen(k->transport), q = 0;
+  if (!strncmp(k->fabric, k->transport, tl) && k->fabric[tl] == ':')
+    snprintf(panel, sizeof panel, "%s", k->fabric);
+  else
+    snprintf(panel, sizeof panel, "%s (%s)", k->fabric, k->transport);
+  rp_label(panel, 0);
+  while (q < *np && strcmp(bw[q].title, panel)) q++;
+  if (q == *np) {
+    memcpy(bw[q].title, panel, sizeof panel);
+    memcpy(lat[q].title, panel, sizeof panel);
+    (*np)++;
+  }
+  return q;
+}
+
 static void rp_allreduce(rp_ctx *x) {
   const res_rows *R = &x->rec[RP_AR];
   if (!R->n) return;
@@ -395,27 +484,8 @@ static void rp_allreduce(rp_ctx *x) {
     const res_allreduce_row *k = &rows[i];
     fprintf(d, "# %s %s %s %s %s p%lld\nbytes,busbw,pred_busbw,p50,p90,p99\n", k->fabric, k->transport, k->algo, k->dtype,
             k->op, (long long)k->ranks);
-    double errs[256], top = 0, gt[256];
-    int64_t gb[256];
-    size_t ne = 0, nsz = 0, nbw = 0, nlat = 0, ng = 0;
-    int64_t topb = 0;
-    for (size_t j = i; j < R->n; j++) {
-      if (done[j] || !rp_same_group(&rows[j], k, 0)) continue;
-      done[j] = 1;
-      const res_allreduce_row *r = &rows[j];
-      double pred = rp_pred_us(x, r), f = 2.0 * (r->ranks - 1) / r->ranks;
-      double pbw = isfinite(pred) ? (double)r->bytes / (pred * 1e-6) / 1e9 * f : NAN;
-      fprintf(d, "%lld,%.6g,", (long long)r->bytes, r->busbw_gbps);
-      if (isfinite(pbw)) fprintf(d, "%.6g", pbw);
-      fprintf(d, ",%.6g,%.6g,%.6g\n", r->t_p50_us, r->t_p90_us, r->t_p99_us);
-      nsz++;
-      /* what the log-log plots can show: a 1-rank all-reduce's busbw is 0 */
-      nbw += r->bytes > 0 && (r->busbw_gbps > 0 || pbw > 0);
-      nlat += r->bytes > 0 && (r->t_p50_us > 0 || r->t_p99_us > 0);
-      if (r->bytes >= topb) topb = r->bytes, top = r->busbw_gbps;
-      if (r->bytes >= (1 << 20) && isfinite(pred) && ne < 256) errs[ne++] = fabs(r->t_p50_us - pred) / pred;
-      if (ng < 256) gb[ng] = r->bytes, gt[ng++] = r->t_p50_us;
-    }
+    rp_ar_group g;
+    rp_ar_group_data(x, d, R, done, i, &g);
     fprintf(d, "\n\n");
     /* another run's rows of the key (rows measured beside a load are not shown: not theirs) */
     int elsewhere = 0;
@@ -426,60 +496,16 @@ static void rp_allreduce(rp_ctx *x) {
     snprintf(title, sizeof title, "%s p%lld%s%s%s%s%s", k->algo, (long long)k->ranks, mixed ? " " : "",
              mixed ? k->dtype : "", mixed ? " " : "", mixed ? k->op : "", who);
     rp_label(title, 0);
-    /* its panel: its fabric, and the transport where the fabric does not name it (emu-1gbit) */
-    char panel[sizeof bw->title];
-    size_t tl = strlen(k->transport), q = 0;
-    if (!strncmp(k->fabric, k->transport, tl) && k->fabric[tl] == ':')
-      snprintf(panel, sizeof panel, "%s", k->fabric);
-    else
-      snprintf(panel, sizeof panel, "%s (%s)", k->fabric, k->transport);
-    rp_label(panel, 0);
-    while (q < np && strcmp(bw[q].title, panel)) q++; /* the loop runs only with bw and lat */
-    if (q == np) {
-      memcpy(bw[q].title, panel, sizeof panel);
-      memcpy(lat[q].title, panel, sizeof panel);
-      np++;
-    }
+    size_t q = rp_ar_panel(bw, lat, &np, k);
     int lc = (int)bw[q].ncurves + 1; /* the same colour in both plots */
     snprintf(clause, sizeof clause, "'allreduce.dat' index %d using 1:2 with linespoints lc %d title '%s' noenhanced, "
              "'' index %d using 1:3 with lines dt 2 lc %d notitle", blk, lc, title, blk, lc);
-    rp_panel_add(&bw[q], clause, title, nbw);
+    rp_panel_add(&bw[q], clause, title, g.nbw);
     snprintf(clause, sizeof clause, "'allreduce.dat' index %d using 1:4 with linespoints lc %d title '%s' noenhanced, "
              "'' index %d using 1:6 with lines dt 3 lc %d notitle", blk, lc, title, blk, lc);
-    rp_panel_add(&lat[q], clause, title, nlat);
+    rp_panel_add(&lat[q], clause, title, g.nlat);
     blk++;
-    double med = NAN, mx = NAN;
-    if (ne) {
-      /* insertion sort: few sizes */
-      for (size_t a = 1; a < ne; a++)
-        for (size_t b = a; b > 0 && errs[b - 1] > errs[b]; b--) {
-          double t = errs[b];
-          errs[b] = errs[b - 1];
-          errs[b - 1] = t;
-        }
-      med = errs[ne / 2];
-      mx = errs[ne - 1];
-    }
-    char c0[300], c1[640], c2[64], c3[64], c4[64], c5[64];
-    snprintf(c0, sizeof c0, "%s%s", k->fabric, who);
-    fprintf(x->md, "| %s | %s | %s | %s | %s | %lld | %zu | %.3f | ", rp_md(c1, sizeof c1, c0),
-            rp_md(c2, sizeof c2, k->transport), rp_md(c3, sizeof c3, k->algo), rp_md(c4, sizeof c4, k->dtype),
-            rp_md(c5, sizeof c5, k->op), (long long)k->ranks, nsz, top);
-    if (ne)
-      fprintf(x->md, "%.1f%%, %.1f%% |\n", 100 * med, 100 * mx);
-    else
-      fprintf(x->md, "- |\n");
-    int64_t s0 = 0, s1 = 0;
-    double g = rp_steepest(gb, gt, ng, &s0, &s1);
-    if (g > 0 && st) {
-      fprintf(st, "- **%s** (%s): %s on %lld ranks, from %.0f to %.0f MiB its time grew %.1fx, the size %.0fx.%s\n",
-              c1, c2, c3, (long long)k->ranks, s0 / 1048576.0, s1 / 1048576.0, g, (double)s1 / (double)s0,
-              !strcmp(k->transport, "mpi") && !strcmp(k->algo, "native")
-                  ? " Open MPI 4.1's MPI_Allreduce maps a fresh scratch buffer in every call from 32 MiB; where "
-                    "the machine's page faults are slow that is most of its time (README: what fabench leaves "
-                    "to MPI)."
-                  : "");
-    }
+    rp_ar_md_row(x, st, k, who, &g);
   }
   if (st && fclose(st) == 0 && steep_len)
     fprintf(x->md, "\nRows whose time grows over %.0f times as fast as their size from 1 MiB, where every algorithm "

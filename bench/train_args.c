@@ -113,6 +113,98 @@ enum {
   O_DEVICE, O_PREC, O_SEARCH, O_GPU, O_ROUNDS
 };
 
+/* Every flag's default. */
+static void train_args_defaults(train_args *a) {
+  *a = (train_args){.model = "resnet20", .data = "fmnist", .sched = NN_LR_COSINE, .batch = 128,
+                    .epochs = 1, .warmup_steps = 10, .eval_every = 1, .log_every = 20,
+                    .prefetch = 2, .crop_pad = -1, .lr = 0.1, .momentum = 0.9, .wd = 5e-4,
+                    .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1,
+                    .algos = "ring", .overlap = 1, .overlap_step = NN_OSTEP_AUTO,
+                    .grad_dtype = COLL_F32, .bucket_mb = 25, .first_bucket_mb = 1, .trace_steps = 5,
+                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1, .rounds = 1};
+  bench_rank_opts_init(&a->r);
+}
+
+/* The flags whose value is a word or a list to parse (--overlap-step, --grad-dtype, --chunk,
+ * --device, --precision, --lr-schedule, --seed), else the flags every command that starts ranks
+ * shares. 0, or the exit status of a usage error. */
+static int train_flag_word(train_args *a, int c, char **argv) {
+  switch (c) {
+  case O_OSTEP: {
+    int k = 0;
+    while (k < 3 && strcmp(optarg, train_ostep_names[k])) k++;
+    if (k == 3) return bench_usage_error(train_usage, "bad --overlap-step '%s' (on, off or auto)", optarg);
+    a->overlap_step = k;
+    break;
+  }
+  case O_GDTYPE:
+    if (coll_dtype_parse(optarg, &a->grad_dtype) ||
+        (a->grad_dtype != COLL_F32 && a->grad_dtype != COLL_BF16 && a->grad_dtype != COLL_F16))
+      return bench_usage_error(train_usage, "bad --grad-dtype '%s' (f32, bf16 or f16)", optarg);
+    break;
+  case O_CHUNK:
+    if (bench_parse_size(optarg, &a->chunk) || a->chunk < 64)
+      return bench_usage_error(train_usage, "bad --chunk '%s' (a size >= 64)", optarg);
+    break;
+  case O_DEVICE: {
+    char *items[3], *store = NULL;
+    int n = bench_split_list(optarg, items, 3, &store), ok = n >= 1 && n <= 2;
+    for (int i = 0; ok && i < n; i++) {
+      ok = !strcmp(items[i], "cpu") || !strcmp(items[i], "cuda");
+      a->devices[i] = !strcmp(items[i], "cuda") ? NN_DEV_CUDA : NN_DEV_CPU;
+      ok = ok && (i == 0 || a->devices[1] != a->devices[0]);
+    }
+    free(store);
+    if (!ok) return bench_usage_error(train_usage, "bad --device '%s' (cpu, cuda or cpu,cuda)", optarg);
+    a->ndevices = n;
+    break;
+  }
+  case O_PREC:
+    if (!strcmp(optarg, "fp32")) a->precision = NN_PREC_FP32;
+    else if (!strcmp(optarg, "tf32")) a->precision = NN_PREC_TF32;
+    else if (!strcmp(optarg, "bf16")) a->precision = NN_PREC_BF16;
+    else return bench_usage_error(train_usage, "bad --precision '%s' (fp32, tf32 or bf16)", optarg);
+    break;
+  case O_SCHED:
+    if (!strcmp(optarg, "const")) a->sched = NN_LR_CONST;
+    else if (!strcmp(optarg, "step")) a->sched = NN_LR_STEP;
+    else if (!strcmp(optarg, "cosine")) a->sched = NN_LR_COSINE;
+    else return bench_usage_error(train_usage, "bad --lr-schedule '%s' (const, step or cosine)", optarg);
+    break;
+  case O_SEED: {
+    uint64_t s;
+    if (bench_parse_size(optarg, &s) != 0 || strpbrk(optarg, "kKmMgGiBb"))
+      return bench_usage_error(train_usage, "bad value '%s' for --seed (a non-negative integer)", optarg);
+    a->seed = s;
+    a->seed_given = 1;
+    break;
+  }
+  default: return bench_rank_flag(&a->r, c, argv, train_usage);
+  }
+  return 0;
+}
+
+/* What the flags ask together, checked once they are all read. 0, or the exit status of a
+ * usage error. */
+static int train_args_check(train_args *a) {
+  double d;
+  if (a->milestones) {
+    char *items[NN_LR_MAX_MILESTONES], *store;
+    int n = bench_split_list(a->milestones, items, NN_LR_MAX_MILESTONES, &store), ok = n > 0;
+    for (int i = 0; ok && i < n; i++) ok = bench_parse_double(items[i], 0, 1e9, &d) == 0;
+    free(store);
+    if (!ok) return bench_usage_error(train_usage, "bad --lr-milestones '%s' (epochs, comma separated, at most %d)", a->milestones,
+                 NN_LR_MAX_MILESTONES);
+  }
+  if (a->target_acc > 0 && a->eval_every == 0) return bench_usage_error(train_usage, "--target-acc needs test-set evaluation (--eval-every >= 1)");
+  /* each round trains afresh: a checkpoint would hold whichever round ended last */
+  if (a->rounds > 1 && (a->save || a->resume)) return bench_usage_error(train_usage, "--rounds %ld with --save or --resume: a checkpoint continues one training; rounds retrain the same steps", a->rounds);
+  /* the builder's own rule: a depth no ResNet has is a usage error, not a failure after setup */
+  char merr[512];
+  if (nn_model_check(a->model, merr, sizeof merr)) return bench_usage_error(train_usage, "bad --model: %s", merr);
+  return 0;
+}
+
 int train_parse_args(train_args *a, int argc, char **argv) {
   static const struct option opts[] = {
       {"model", 1, 0, O_MODEL},         {"data", 1, 0, O_DATA},
@@ -139,14 +231,7 @@ int train_parse_args(train_args *a, int argc, char **argv) {
       {"precision", 1, 0, O_PREC},      {"cudnn-search", 0, 0, O_SEARCH},
       {"gpu", 1, 0, O_GPU},             {"rounds", 1, 0, O_ROUNDS},
       {0, 0, 0, 0}};
-  *a = (train_args){.model = "resnet20", .data = "fmnist", .sched = NN_LR_COSINE, .batch = 128,
-                    .epochs = 1, .warmup_steps = 10, .eval_every = 1, .log_every = 20,
-                    .prefetch = 2, .crop_pad = -1, .lr = 0.1, .momentum = 0.9, .wd = 5e-4,
-                    .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1,
-                    .algos = "ring", .overlap = 1, .overlap_step = NN_OSTEP_AUTO,
-                    .grad_dtype = COLL_F32, .bucket_mb = 25, .first_bucket_mb = 1, .trace_steps = 5,
-                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1, .rounds = 1};
-  bench_rank_opts_init(&a->r);
+  train_args_defaults(a);
   optind = 1;
   opterr = 0;
   int c, li = 0, rc;
@@ -175,45 +260,10 @@ int train_parse_args(train_args *a, int argc, char **argv) {
     case O_BUCKET: DBL(0.001, 1 << 20, a->bucket_mb); break;
     case O_FIRSTB: DBL(0.001, 1 << 20, a->first_bucket_mb); break;
     case O_NOOVERLAP: a->overlap = 0; break;
-    case O_OSTEP: {
-      int k = 0;
-      while (k < 3 && strcmp(optarg, train_ostep_names[k])) k++;
-      if (k == 3) BAD("bad --overlap-step '%s' (on, off or auto)", optarg);
-      a->overlap_step = k;
-      break;
-    }
-    case O_GDTYPE:
-      if (coll_dtype_parse(optarg, &a->grad_dtype) ||
-          (a->grad_dtype != COLL_F32 && a->grad_dtype != COLL_BF16 && a->grad_dtype != COLL_F16))
-        BAD("bad --grad-dtype '%s' (f32, bf16 or f16)", optarg);
-      break;
     case O_CHECK: INT(0, 1L << 40, a->check_every); break;
-    case O_CHUNK:
-      if (bench_parse_size(optarg, &a->chunk) || a->chunk < 64)
-        BAD("bad --chunk '%s' (a size >= 64)", optarg);
-      break;
     case O_TRACE: a->trace = optarg; break;
     case O_TRACESTEPS: INT(1, 100000, a->trace_steps); break;
     case O_MODELFROM: a->model_from = optarg; break;
-    case O_DEVICE: {
-      char *items[3], *store = NULL;
-      int n = bench_split_list(optarg, items, 3, &store), ok = n >= 1 && n <= 2;
-      for (int i = 0; ok && i < n; i++) {
-        ok = !strcmp(items[i], "cpu") || !strcmp(items[i], "cuda");
-        a->devices[i] = !strcmp(items[i], "cuda") ? NN_DEV_CUDA : NN_DEV_CPU;
-        ok = ok && (i == 0 || a->devices[1] != a->devices[0]);
-      }
-      free(store);
-      if (!ok) BAD("bad --device '%s' (cpu, cuda or cpu,cuda)", optarg);
-      a->ndevices = n;
-      break;
-    }
-    case O_PREC:
-      if (!strcmp(optarg, "fp32")) a->precision = NN_PREC_FP32;
-      else if (!strcmp(optarg, "tf32")) a->precision = NN_PREC_TF32;
-      else if (!strcmp(optarg, "bf16")) a->precision = NN_PREC_BF16;
-      else BAD("bad --precision '%s' (fp32, tf32 or bf16)", optarg);
-      break;
     case O_SEARCH: a->cudnn_search = 1; break;
     case O_GPU: INT(0, 1023, a->gpu); break;
     case O_ROUNDS: INT(1, 100, a->rounds); break;
@@ -227,25 +277,11 @@ int train_parse_args(train_args *a, int argc, char **argv) {
     case O_MOM: DBL(0, 1, a->momentum); break;
     case O_WD: DBL(0, 1, a->wd); break;
     case O_NEST: a->nesterov = 1; break;
-    case O_SCHED:
-      if (!strcmp(optarg, "const")) a->sched = NN_LR_CONST;
-      else if (!strcmp(optarg, "step")) a->sched = NN_LR_STEP;
-      else if (!strcmp(optarg, "cosine")) a->sched = NN_LR_COSINE;
-      else BAD("bad --lr-schedule '%s' (const, step or cosine)", optarg);
-      break;
     case O_WEPOCHS: DBL(0, 1e6, a->warmup_epochs); break;
     case O_MILE: a->milestones = optarg; break;
     case O_GAMMA: DBL(0, 1e3, a->gamma); break;
     case O_REF: INT(1, 1 << 30, a->ref_batch); break;
     case O_THREADS: INT(1, 4096, a->threads); break;
-    case O_SEED: {
-      uint64_t s;
-      if (bench_parse_size(optarg, &s) != 0 || strpbrk(optarg, "kKmMgGiBb"))
-        BAD("bad value '%s' for --seed (a non-negative integer)", optarg);
-      a->seed = s;
-      a->seed_given = 1;
-      break;
-    }
     case O_NOAUG: a->augment = 0; break;
     case O_PAD: INT(0, 64, a->crop_pad); break;
     case O_EVAL: INT(0, 1000000, a->eval_every); break;
@@ -255,28 +291,14 @@ int train_parse_args(train_args *a, int argc, char **argv) {
     case O_RESUME: a->resume = optarg; break;
     case O_LOG: INT(1, 1L << 40, a->log_every); break;
     case O_PREFETCH: INT(1, 64, a->prefetch); break;
-    default: /* the flags every command that starts ranks shares */
-      if ((rc = bench_rank_flag(&a->r, c, argv, train_usage)) != 0) return rc;
+    default: /* the flags with words to parse, and those every command that starts ranks shares */
+      if ((rc = train_flag_word(a, c, argv)) != 0) return rc;
     }
   }
   if ((rc = bench_rank_check(&a->r, argc, argv, train_usage)) != 0) return rc;
-  if (a->milestones) {
-    char *items[NN_LR_MAX_MILESTONES], *store;
-    int n = bench_split_list(a->milestones, items, NN_LR_MAX_MILESTONES, &store), ok = n > 0;
-    for (int i = 0; ok && i < n; i++) ok = bench_parse_double(items[i], 0, 1e9, &d) == 0;
-    free(store);
-    if (!ok) BAD("bad --lr-milestones '%s' (epochs, comma separated, at most %d)", a->milestones,
-                 NN_LR_MAX_MILESTONES);
-  }
-  if (a->target_acc > 0 && a->eval_every == 0) BAD("--target-acc needs test-set evaluation (--eval-every >= 1)");
-  /* each round trains afresh: a checkpoint would hold whichever round ended last */
-  if (a->rounds > 1 && (a->save || a->resume)) BAD("--rounds %ld with --save or --resume: a checkpoint continues one training; rounds retrain the same steps", a->rounds);
-  /* the builder's own rule: a depth no ResNet has is a usage error, not a failure after setup */
-  char merr[512];
-  if (nn_model_check(a->model, merr, sizeof merr)) BAD("bad --model: %s", merr);
 #undef INT
 #undef DBL
-  return 0;
+  return train_args_check(a);
 }
 
 int train_parse_milestones(nn_lr_sched *s, const char *list, long epochs, int64_t spe) {

@@ -1144,6 +1144,110 @@ static const char *rf_gets(const cJSON *o, const char *k) {
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* A fabric's compute_loss points: [ranks, bytes, loss, pace]. 0, or -1 with err. */
+static int rf_read_busy(res_fabric_model *f, const cJSON *j, const char *file, const char *fab, char *err, size_t errcap) {
+  const cJSON *bz = cJSON_GetObjectItemCaseSensitive(j, "compute_loss"), *bp;
+  cJSON_ArrayForEach(bp, bz) {
+    const cJSON *q0 = cJSON_GetArrayItem(bp, 0), *q1 = cJSON_GetArrayItem(bp, 1), *q2 = cJSON_GetArrayItem(bp, 2);
+    if (f->nbusy == RES_BUSY_MAX || !cJSON_IsNumber(q0) || !cJSON_IsNumber(q1) || !cJSON_IsNumber(q2) ||
+        !(q0->valuedouble >= 2 && q0->valuedouble <= 1 << 20) || !(q1->valuedouble > 0) ||
+        !(q2->valuedouble >= -1 && q2->valuedouble <= 1)) {
+      res_errf(err, errcap, "%s: fabric %s: compute_loss holds a point that is not [ranks >= 2, bytes > 0, loss in -1..1] (at most %d)",
+               file, fab, RES_BUSY_MAX);
+      return -1;
+    }
+    /* the pace (a fourth item, a number above 0) is newer: a model without it prices the
+     * all-reduce beside the compute by the share of the cores alone */
+    const cJSON *q3 = cJSON_GetArrayItem(bp, 3);
+    double pace = cJSON_IsNumber(q3) && q3->valuedouble > 0 ? q3->valuedouble : NAN;
+    f->busy[f->nbusy++] = (res_busy){(int)q0->valuedouble, q1->valuedouble, q2->valuedouble, pace};
+  }
+  return 0;
+}
+
+/* A fabric's residuals (none kept where there is no memory for them). 0, or -1 with err. */
+static int rf_read_resid(res_fabric_model *f, const cJSON *j, const char *file, const char *fab, char *err,
+                         size_t errcap) {
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "residuals"), *x;
+  int nr = cJSON_GetArraySize(rs);
+  if (nr > 0 && (f->resid = calloc((size_t)nr, sizeof *f->resid))) {
+    cJSON_ArrayForEach(x, rs) {
+      res_resid *r = &f->resid[f->nresid++];
+      const char *al = rf_gets(x, "algo");
+      snprintf(r->algo, sizeof r->algo, "%s", al ? al : "");
+      double rk, by;
+      if (rf_getint(x, "ranks", 0, INT_MAX, 0, &rk) || rf_getint(x, "bytes", 0, 0x1p53, 0, &by)) {
+        res_errf(err, errcap, "%s: fabric %s: a residual's ranks or bytes is not a whole number in range", file, fab);
+        return -1;
+      }
+      r->ranks = (int)rk;
+      r->bytes = (int64_t)by;
+      r->t_us = rf_get(x, "t_us");
+      r->pred_us = rf_get(x, "pred_us");
+      r->resid = rf_get(x, "resid");
+      r->outlier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "outlier"));
+    }
+  }
+  return 0;
+}
+
+/* One entry of model.json's fabrics into a new fabric of m: its parameters, required then optional
+ * ones (absent: 0), what the fit measured beside a load, and its residuals. 0, or -1 with err. */
+static int rf_read_fabric(res_model *m, const cJSON *j, const char *file, char *err, size_t errcap) {
+  const char *fab = rf_gets(j, "fabric");
+  if (!fab) {
+    res_errf(err, errcap, "%s: a fabric entry lacks fabric, alpha_us, beta_s_per_byte or gamma_s_per_byte", file);
+    return -1;
+  }
+  double a, b, g, dl, bc, me, cb, wk, bu, cpu, bm, llc, stb;
+  if (rf_param(j, "alpha_us", 1, file, fab, &a, err, errcap) || rf_param(j, "beta_s_per_byte", 1, file, fab, &b, err, errcap) ||
+      rf_param(j, "gamma_s_per_byte", 1, file, fab, &g, err, errcap) || rf_param(j, "delta_us", 0, file, fab, &dl, err, errcap) ||
+      rf_param(j, "beta_cpu_s_per_byte", 0, file, fab, &bc, err, errcap) ||
+      rf_param(j, "mem_s_per_byte", 0, file, fab, &me, err, errcap) || rf_param(j, "cache_bytes", 0, file, fab, &cb, err, errcap) ||
+      rf_param(j, "wake_us", 0, file, fab, &wk, err, errcap) || rf_param(j, "burst_bytes", 0, file, fab, &bu, err, errcap) ||
+      rf_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap) ||
+      rf_param(j, "beta_mem_s_per_byte", 0, file, fab, &bm, err, errcap) ||
+      rf_param(j, "llc_bytes", 0, file, fab, &llc, err, errcap) ||
+      rf_param(j, "ring_stream_bytes", 0, file, fab, &stb, err, errcap))
+    return -1;
+  double hc, ch, n, nu;
+  if (rf_getint(j, "host_count", 1, INT_MAX, 1, &hc) || rf_getint(j, "chunk_bytes", 0, 0x1p53, 0, &ch) ||
+      rf_getint(j, "n", 0, 0x1p53, 0, &n) || rf_getint(j, "n_used", 0, 0x1p53, 0, &nu)) {
+    res_errf(err, errcap, "%s: fabric %s: host_count, chunk_bytes, n or n_used is not a whole number in range", file, fab);
+    return -1;
+  }
+  const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source"), *th = rf_gets(j, "topo_hash");
+  res_fabric_model *f = rf_add_named(m, fab, tr ? tr : "", src ? src : "", (int)hc, th, err, errcap);
+  if (!f) return -1;
+  f->chunk_bytes = (int64_t)ch;
+  double co;
+  if (rf_getint(j, "cores", 0, 1 << 20, 0, &co)) {
+    res_errf(err, errcap, "%s: fabric %s: cores is not a whole number in range", file, fab);
+    return -1;
+  }
+  f->m = (coll_model){.alpha = a * 1e-6, .beta = b, .gamma = g, .delta = isfinite(dl) ? dl * 1e-6 : 0,
+                      .beta_cpu = isfinite(bc) ? bc : 0, .mem = isfinite(me) ? me : 0,
+                      .wake = wk > 0 ? wk * 1e-6 : 0, .burst = bu > 0 ? bu : 0,
+                      .cache_bytes = isfinite(cb) ? cb : 0, .cores = (int)co,
+                      .beta_mem = bm > 0 ? bm : 0, .llc_bytes = llc > 0 ? llc : 0,
+                      .hosts = f->host_count,
+                      .mapped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "mapped")),
+                      .stream_bytes = stb > 0 ? stb : 0,
+                      .red_hidden = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "reduce_hidden")),
+                      .asleep = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "asleep"))};
+  f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
+  f->r2 = rf_get(j, "r2");
+  f->cpu_byte = cpu > 0 ? cpu : 0;
+  if (rf_read_busy(f, j, file, fab, err, errcap)) return -1;
+  f->rms_rel = rf_get(j, "rms_rel");
+  f->n = (size_t)n;
+  f->n_used = (size_t)nu;
+  if (rf_read_resid(f, j, file, fab, err, errcap)) return -1;
+  f->learned = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "learned"));
+  rf_learn(f);
+  return 0;
+}
+
 int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
   memset(m, 0, sizeof *m);
   char file[4200];
@@ -1178,104 +1282,7 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
   const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "fabrics"), *j;
   int rc = 0;
   cJSON_ArrayForEach(j, arr) {
-    const char *fab = rf_gets(j, "fabric");
-    if (!fab) {
-      res_errf(err, errcap, "%s: a fabric entry lacks fabric, alpha_us, beta_s_per_byte or gamma_s_per_byte", file);
-      rc = -1;
-      break;
-    }
-    /* the parameters, required then optional ones (absent: 0) */
-    double a, b, g, dl, bc, me, cb, wk, bu, cpu, bm, llc, stb;
-    if (rf_param(j, "alpha_us", 1, file, fab, &a, err, errcap) || rf_param(j, "beta_s_per_byte", 1, file, fab, &b, err, errcap) ||
-        rf_param(j, "gamma_s_per_byte", 1, file, fab, &g, err, errcap) || rf_param(j, "delta_us", 0, file, fab, &dl, err, errcap) ||
-        rf_param(j, "beta_cpu_s_per_byte", 0, file, fab, &bc, err, errcap) ||
-        rf_param(j, "mem_s_per_byte", 0, file, fab, &me, err, errcap) || rf_param(j, "cache_bytes", 0, file, fab, &cb, err, errcap) ||
-        rf_param(j, "wake_us", 0, file, fab, &wk, err, errcap) || rf_param(j, "burst_bytes", 0, file, fab, &bu, err, errcap) ||
-        rf_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap) ||
-        rf_param(j, "beta_mem_s_per_byte", 0, file, fab, &bm, err, errcap) ||
-        rf_param(j, "llc_bytes", 0, file, fab, &llc, err, errcap) ||
-        rf_param(j, "ring_stream_bytes", 0, file, fab, &stb, err, errcap)) {
-      rc = -1;
-      break;
-    }
-    double hc, ch, n, nu;
-    if (rf_getint(j, "host_count", 1, INT_MAX, 1, &hc) || rf_getint(j, "chunk_bytes", 0, 0x1p53, 0, &ch) ||
-        rf_getint(j, "n", 0, 0x1p53, 0, &n) || rf_getint(j, "n_used", 0, 0x1p53, 0, &nu)) {
-      res_errf(err, errcap, "%s: fabric %s: host_count, chunk_bytes, n or n_used is not a whole number in range", file, fab);
-      rc = -1;
-      break;
-    }
-    const char *tr = rf_gets(j, "transport"), *src = rf_gets(j, "source"), *th = rf_gets(j, "topo_hash");
-    res_fabric_model *f = rf_add_named(m, fab, tr ? tr : "", src ? src : "", (int)hc, th, err, errcap);
-    if (!f) {
-      rc = -1;
-      break;
-    }
-    f->chunk_bytes = (int64_t)ch;
-    double co;
-    if (rf_getint(j, "cores", 0, 1 << 20, 0, &co)) {
-      res_errf(err, errcap, "%s: fabric %s: cores is not a whole number in range", file, fab);
-      rc = -1;
-      break;
-    }
-    f->m = (coll_model){.alpha = a * 1e-6, .beta = b, .gamma = g, .delta = isfinite(dl) ? dl * 1e-6 : 0,
-                        .beta_cpu = isfinite(bc) ? bc : 0, .mem = isfinite(me) ? me : 0,
-                        .wake = wk > 0 ? wk * 1e-6 : 0, .burst = bu > 0 ? bu : 0,
-                        .cache_bytes = isfinite(cb) ? cb : 0, .cores = (int)co,
-                        .beta_mem = bm > 0 ? bm : 0, .llc_bytes = llc > 0 ? llc : 0,
-                        .hosts = f->host_count,
-                        .mapped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "mapped")),
-                        .stream_bytes = stb > 0 ? stb : 0,
-                        .red_hidden = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "reduce_hidden")),
-                        .asleep = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "asleep"))};
-    f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
-    f->r2 = rf_get(j, "r2");
-    f->cpu_byte = cpu > 0 ? cpu : 0;
-    const cJSON *bz = cJSON_GetObjectItemCaseSensitive(j, "compute_loss"), *bp;
-    cJSON_ArrayForEach(bp, bz) {
-      const cJSON *q0 = cJSON_GetArrayItem(bp, 0), *q1 = cJSON_GetArrayItem(bp, 1), *q2 = cJSON_GetArrayItem(bp, 2);
-      if (f->nbusy == RES_BUSY_MAX || !cJSON_IsNumber(q0) || !cJSON_IsNumber(q1) || !cJSON_IsNumber(q2) ||
-          !(q0->valuedouble >= 2 && q0->valuedouble <= 1 << 20) || !(q1->valuedouble > 0) ||
-          !(q2->valuedouble >= -1 && q2->valuedouble <= 1)) {
-        res_errf(err, errcap, "%s: fabric %s: compute_loss holds a point that is not [ranks >= 2, bytes > 0, loss in -1..1] (at most %d)",
-                 file, fab, RES_BUSY_MAX);
-        rc = -1;
-        break;
-      }
-      /* the pace (a fourth item, a number above 0) is newer: a model without it prices the
-       * all-reduce beside the compute by the share of the cores alone */
-      const cJSON *q3 = cJSON_GetArrayItem(bp, 3);
-      double pace = cJSON_IsNumber(q3) && q3->valuedouble > 0 ? q3->valuedouble : NAN;
-      f->busy[f->nbusy++] = (res_busy){(int)q0->valuedouble, q1->valuedouble, q2->valuedouble, pace};
-    }
-    if (rc) break;
-    f->rms_rel = rf_get(j, "rms_rel");
-    f->n = (size_t)n;
-    f->n_used = (size_t)nu;
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "residuals"), *x;
-    int nr = cJSON_GetArraySize(rs);
-    if (nr > 0 && (f->resid = calloc((size_t)nr, sizeof *f->resid))) {
-      cJSON_ArrayForEach(x, rs) {
-        res_resid *r = &f->resid[f->nresid++];
-        const char *al = rf_gets(x, "algo");
-        snprintf(r->algo, sizeof r->algo, "%s", al ? al : "");
-        double rk, by;
-        if (rf_getint(x, "ranks", 0, INT_MAX, 0, &rk) || rf_getint(x, "bytes", 0, 0x1p53, 0, &by)) {
-          res_errf(err, errcap, "%s: fabric %s: a residual's ranks or bytes is not a whole number in range", file, fab);
-          rc = -1;
-          break;
-        }
-        r->ranks = (int)rk;
-        r->bytes = (int64_t)by;
-        r->t_us = rf_get(x, "t_us");
-        r->pred_us = rf_get(x, "pred_us");
-        r->resid = rf_get(x, "resid");
-        r->outlier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "outlier"));
-      }
-    }
-    if (rc) break;
-    f->learned = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "learned"));
-    rf_learn(f);
+    if ((rc = rf_read_fabric(m, j, file, err, errcap))) break;
   }
   cJSON_Delete(o);
   if (!rc && m->n == 0) {
