@@ -132,6 +132,39 @@ static void test_same_data_bit_identical(void **st) {
   free(one);
 }
 
+/* hier on an emulated cluster of 2 nodes of 2 ranks (root only): its phases inside the nodes run
+ * over ucx on the mapped gradients by default where ucx is built; the ranks reading the same data
+ * still end bit-identical to one rank (x + x, then 2x + 2x: exact). */
+static void test_hier_cluster_identical(void **st) {
+  (void)st;
+  if (geteuid() != 0) {
+    fprintf(stderr, "SKIP: an emulated cluster needs root\n");
+    skip();
+  }
+  run_result r;
+  run(&r, 120, NULL, -1, NULL, SMALL " --steps 4 --lr 0.1 --save %s/h1.ckpt --out %s/h1", dir, dir);
+  ok(&r);
+  run(&r, 240, "FABENCH_TEST_SAME_DATA=1", -1, NULL,
+      SMALL " --steps 4 --lr 0.1 --emulate 2x2:10gbit --transport tcp --algo hier --overlap-step off "
+            "--no-single --save %s/h4.ckpt --out %s/h4", dir, dir);
+  ok(&r);
+  size_t n1, n;
+  float *one = ckpt_params("h1.ckpt", &n1), *dp = ckpt_params("h4.ckpt", &n);
+  assert_int_equal(n, n1);
+  size_t diff = 0;
+  for (size_t k = 0; k < n; k++) diff += memcmp(&dp[k], &one[k], 4) != 0;
+  if (diff) fail_msg("hier on 2x2: %zu of %zu parameters differ from one rank's", diff, n);
+  free(one);
+  free(dp);
+  char p[600];
+  snprintf(p, sizeof p, "%s/h4/run.json", dir);
+  char *meta = tu_slurp(p, NULL);
+  assert_non_null(meta);
+  if (coll_transport_built(COLL_UCX) && !strstr(meta, "\"tcp/intra\":\t\"ucx:"))
+    fail_msg("hier's phases inside the nodes did not run over ucx:\n%s", meta);
+  free(meta);
+}
+
 static void test_rows_and_shards(void **st) {
   (void)st;
   run_result r;
@@ -626,6 +659,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_flags),
       cmocka_unit_test(test_same_data_bit_identical),
+      cmocka_unit_test(test_hier_cluster_identical),
       cmocka_unit_test(test_rows_and_shards),
       cmocka_unit_test(test_rounds),
       cmocka_unit_test(test_corrupted_rank_caught),
