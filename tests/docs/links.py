@@ -2,6 +2,8 @@
 """Checks the links of README.md and docs/*.md: every link is relative and names a file
 (or a heading of one) inside the repository. Nothing may point outside it: no URL, no
 absolute path, no ../ that leaves the repository (../shared/ is not shipped to users).
+No paragraph (a list item or table row counts alone; code blocks do not count) runs over
+PARA_MAX characters, so the pages stay readable.
 
   links.py ROOT        check ROOT's README.md and ROOT/docs/*.md; exit 1 naming each bad link
   links.py --self-test check that the checker catches each kind of bad link
@@ -15,6 +17,7 @@ LINK = re.compile(r'!?\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]*)>?(?:\s+"[^"]*")?\s*\
 REFDEF = re.compile(r'^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+["(].*)?$')
 HTML = re.compile(r'<(?:a|img)\s[^>]*(?:href|src)\s*=\s*"([^"]*)"', re.I)
 SCHEME = re.compile(r'^[A-Za-z][A-Za-z0-9+.-]*:')
+PARA_MAX = 1000
 
 
 def slug(heading):
@@ -52,6 +55,32 @@ def links(path):
             yield n, m.group(1)
 
 
+def long_paragraphs(path):
+    """(line, length) of each paragraph over PARA_MAX characters."""
+    out, cur, start, fence = [], [], 0, False
+
+    def flush():
+        n = len(' '.join(l.strip() for l in cur))
+        if cur and n > PARA_MAX:
+            out.append((start, n))
+
+    for n, line in enumerate(open(path, encoding='utf-8'), 1):
+        if line.lstrip().startswith('```'):
+            flush(); cur = []; fence = not fence
+        elif fence:
+            continue
+        elif not line.strip():
+            flush(); cur = []
+        elif re.match(r'\s*([-*]|\d+\.)\s', line) or line.lstrip().startswith(('|', '#')):
+            flush(); cur, start = [line], n
+        else:
+            if not cur:
+                start = n
+            cur.append(line)
+    flush()
+    return out
+
+
 def check(root):
     root = os.path.realpath(root)
     files = [os.path.join(root, 'README.md')]
@@ -63,6 +92,8 @@ def check(root):
         if not os.path.isfile(f):
             bad.append(f'{os.path.relpath(f, root)}: missing')
             continue
+        for n, k in long_paragraphs(f):
+            bad.append(f'{os.path.relpath(f, root)}:{n}: a paragraph of {k} characters (at most {PARA_MAX})')
         for n, line in enumerate(open(f, encoding='utf-8'), 1):
             if '../shared' in line:
                 bad.append(f'{os.path.relpath(f, root)}:{n}: names ../shared, which users do not have')
@@ -100,6 +131,8 @@ def self_test():
         'url': ('see [nccl-tests](https://github.com/NVIDIA/nccl-tests)', 1),
         'absolute': ('[d](/etc/passwd)', 1),
         'shared named': ('the design is in `../shared/DESIGN.md`', 1),
+        'long paragraph': ('word ' * 250, 1),
+        'long code block': ('```\n' + 'word ' * 250 + '\n```', 0),
         'reference': ('[d]: ../outside.md', 1),
         'image': ('<img src="docs/none.png">', 1),
     }
