@@ -133,6 +133,12 @@ int bench_ranks_per_host(const struct coll_boot *b);
  * `threads` compute threads (auto's cores per rank); desc gets what it got ("none" for "none").
  * 0, or -1 after reporting the error. */
 int bench_bind_rank(struct coll_boot *b, const char *how, int threads, char *desc, size_t cap);
+/* Compute threads per rank (collective over the boot world). The ranks that share this rank's
+ * cores are those on the same kernel (its boot id: emulated nodes share one) with the same CPU
+ * set (a launcher that binds gives each its own): *threads 0 becomes those cores divided among
+ * them, at least 1; an explicit count that oversubscribes them gets a one-line warning from the
+ * first of them, naming the figures. `who` opens the warning. 0, or -1 after reporting. */
+int bench_rank_threads(struct coll_boot *b, long *threads, const char *who);
 /* The world every multi-rank command records (collective over the boot world): every host's
  * topology (bench_run_gather_hosts), and on rank 0 run.json's ranks, host_count, bootstrap,
  * rank_hosts, library_versions, emulation, an empty "fabrics" object for the transports, and

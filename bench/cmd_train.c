@@ -130,6 +130,7 @@ static int job_open(train_job *j) {
     return bench_error("%s", e.msg);
   x->rank = coll_boot_rank(x->boot);
   x->size = coll_boot_size(x->boot);
+  if (bench_rank_threads(x->boot, &a->threads, "train")) return 1;
   j->npairs = train_make_pairs(j->pairs, a, x->size, j->tks, &j->ntk, &want_mpi, &rc);
   if (x->size == 1) { /* one process: it trains alone, whatever the list */
     j->npairs = 1;
@@ -537,8 +538,6 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   nn_data_spec spec;
   if (nn_data_parse_spec(&spec, a->data, err, sizeof err) != 0)
     return bench_usage_error(train_usage, "%s", err);
-  if (a->threads == 0)
-    a->threads = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
   train_job *j = calloc(1, sizeof *j);
   if (!j) return bench_error("out of memory");
   const char *same = getenv("FABENCH_TEST_SAME_DATA");

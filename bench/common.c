@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,6 +446,50 @@ int bench_bind_rank(struct coll_boot *b, const char *how, int threads, char *des
     bench_error("rank %d (%s): --bind %s: %s", me, coll_boot_host(b, me), how, err);
     return -1;
   }
+  return 0;
+}
+
+/* What decides which ranks share cores: the kernel they run on and their CPU set. */
+typedef struct {
+  char kernel[40];
+  unsigned char set[128];
+  int cores;
+} bench_cpu_share;
+
+int bench_rank_threads(struct coll_boot *b, long *threads, const char *who) {
+  bench_cpu_share me, *all = calloc((size_t)coll_boot_size(b), sizeof *all);
+  memset(&me, 0, sizeof me);
+  if (!all) return bench_error("out of memory"), -1;
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f || !fgets(me.kernel, sizeof me.kernel, f)) /* no boot id: the host's name stands in */
+    snprintf(me.kernel, sizeof me.kernel, "%s", coll_boot_host(b, coll_boot_rank(b)));
+  if (f) fclose(f);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    me.cores = CPU_COUNT(&set);
+    memcpy(me.set, &set, sizeof set < sizeof me.set ? sizeof set : sizeof me.set);
+  } else {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    me.cores = n > 0 ? (int)n : 1;
+  }
+  coll_err e = {{0}};
+  if (coll_boot_allgather(b, all, &me, sizeof me, &e)) {
+    free(all);
+    return bench_error("%s", e.msg), -1;
+  }
+  int sharing = 0, first = -1;
+  for (int r = 0; r < coll_boot_size(b); r++)
+    if (!memcmp(&all[r], &me, sizeof me)) sharing++, first = first < 0 ? r : first;
+  free(all);
+  if (sharing < 1) sharing = 1;
+  long def = me.cores / sharing > 0 ? me.cores / sharing : 1;
+  if (*threads <= 0)
+    *threads = def;
+  else if (*threads * sharing > me.cores && coll_boot_rank(b) == first)
+    fprintf(stderr, "%s: warning: --threads %ld on each of the %d rank(s) sharing %s's %d core(s) is %ld "
+            "threads: they oversubscribe the cores (the default would be %ld)\n",
+            who, *threads, sharing, coll_boot_host(b, first), me.cores, *threads * sharing, def);
   return 0;
 }
 

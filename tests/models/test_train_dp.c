@@ -10,6 +10,7 @@
  * - --trace writes each rank's forward, backward layers, waits and every bucket once;
  * - --model-from predicts a row from its own run's bucket plan. */
 #include <math.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -163,6 +164,42 @@ static void test_hier_cluster_identical(void **st) {
   if (coll_transport_built(COLL_UCX) && !strstr(meta, "\"tcp/intra\":\t\"ucx:"))
     fail_msg("hier's phases inside the nodes did not run over ucx:\n%s", meta);
   free(meta);
+}
+
+/* The threads of a rank that was given none: the cores of its CPU set divided among the ranks on
+ * this machine with the same set, at least 1; a count that oversubscribes them is warned of
+ * once, by the first of them. Each row records what the ranks ran. */
+static long rows_threads(const char *run) {
+  res_rows rr = rows_of(run, res_schema_train());
+  const res_train_row *t = rr.rows;
+  assert_true(rr.n > 0);
+  long th = (long)t[0].threads;
+  for (size_t k = 1; k < rr.n; k++) assert_int_equal((long)t[k].threads, th);
+  res_rows_free(&rr);
+  return th;
+}
+
+static void test_threads_default(void **st) {
+  (void)st;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+  long cores = CPU_COUNT(&set), half = cores / 2 > 0 ? cores / 2 : 1;
+#define PLAIN "--model resnet8-w4 --data synthetic:1x8x8:4:96 --batch 8 --steps 2 --eval-every 0"
+  run_result r;
+  run(&r, 120, NULL, -1, NULL, PLAIN " -n 2 --transport tcp --no-single --out %s/th2", dir);
+  ok(&r);
+  assert_int_equal(rows_threads("th2"), half);
+  assert_null(strstr(r.err, "oversubscribe"));
+  run(&r, 120, NULL, -1, NULL, PLAIN " --out %s/th1", dir);
+  ok(&r);
+  assert_int_equal(rows_threads("th1"), cores);
+  run(&r, 120, NULL, -1, NULL, PLAIN " -n 2 --transport tcp --no-single --threads %ld --out %s/thx", cores, dir);
+  ok(&r);
+  assert_int_equal(rows_threads("thx"), cores);
+  const char *w = strstr(r.err, "oversubscribe");
+  if (!w || strstr(w + 1, "oversubscribe")) fail_msg("want one warning of oversubscribed cores:\n%s", r.err);
+#undef PLAIN
 }
 
 static void test_rows_and_shards(void **st) {
@@ -660,6 +697,7 @@ int main(void) {
       cmocka_unit_test(test_bad_flags),
       cmocka_unit_test(test_same_data_bit_identical),
       cmocka_unit_test(test_hier_cluster_identical),
+      cmocka_unit_test(test_threads_default),
       cmocka_unit_test(test_rows_and_shards),
       cmocka_unit_test(test_rounds),
       cmocka_unit_test(test_corrupted_rank_caught),
