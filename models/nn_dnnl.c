@@ -45,7 +45,7 @@ static int cores(void) {
 #define NN_BN_MOMENTUM 0.1
 #define NN_MAX_PLANS 4
 
-enum { K_PRIM, K_ADD_RELU_FWD, K_ADD_RELU_BWD, K_ACC, K_RUNSTAT };
+enum { K_PRIM, K_ADD_RELU_FWD, K_ADD_RELU_BWD, K_ACC, K_RUNSTAT, K_WPAD, K_WUNPAD };
 
 typedef struct {
   int kind, scratch, layer;
@@ -56,6 +56,7 @@ typedef struct {
   float *a, *b, *c, *d, *e;          /* buffer changes every call), or raw pointers */
   size_t n;
   double cnt;
+  int64_t wdim[4], wstr[4], icp; /* K_WPAD, K_WUNPAD: the arena's weights view, the padded inputs */
 } step;
 
 typedef struct {
@@ -456,6 +457,98 @@ static int fwd_weights_dst(bctx *b, dnnl_primitive_desc_t fpd, dnnl_memory_t wp,
   return (p->vmem[out] = mem_new(b, &p->vmd[out])) ? 0 : -1;
 }
 
+/* The channel block of a blocked 4-d layout (aBcd8b: 8, aBcd16b: 16), else 0. */
+static int md_cblock(const dnnl_memory_desc_t *md) {
+  const dnnl_blocking_desc_t *bl = &md->format_desc.blocking;
+  if (md->format_kind != dnnl_blocked || md->ndims != 4 || bl->inner_nblks != 1 || bl->inner_idxs[0] != 1) return 0;
+  return (int)bl->inner_blks[0];
+}
+
+static int md_padded(const dnnl_memory_desc_t *md) { return md_cblock(md) && md->padded_dims[1] != md->dims[1]; }
+
+static dnnl_format_tag_t cblock_tag(int block) { return block == 16 ? dnnl_aBcd16b : dnnl_aBcd8b; }
+
+/* The same bytes as a padded value, seen with its padding as channels of their own (zeros: oneDNN
+ * keeps padding zero and so does the residual add). Returns 1 and *view where md is such a value. */
+static int md_padded_view(const dnnl_memory_desc_t *md, dnnl_memory_desc_t *view) {
+  if (!md_padded(md)) return 0;
+  dnnl_dims_t d = {md->dims[0], md->padded_dims[1], md->dims[2], md->dims[3]};
+  if (dnnl_memory_desc_init_by_tag(view, 4, d, dnnl_f32, cblock_tag(md_cblock(md))) != dnnl_success) return 0;
+  for (int i = 0; i < 4; i++)
+    if (view->format_desc.blocking.strides[i] != md->format_desc.blocking.strides[i]) return 0;
+  return dnnl_memory_desc_get_size(view) == dnnl_memory_desc_get_size(md);
+}
+
+/* oneDNN's own choice for a convolution (every layout "any") suits channel counts that fill its
+ * ISA's blocks, not narrow ones: under 16 input channels on AVX-512 (8 on AVX2) it takes its
+ * first-layer kernel, which reads plain NCHW (a reorder of the blocked value every step) and whose
+ * data gradient, plain too, only its reference code writes; and it pads 8 or 12 channels to 16,
+ * doubling the work. Where its choice reorders the input, pads the output or is the reference
+ * code, the convolution is tried on the producer's layout with the output blocked by 8 (AVX2
+ * kernels, no padding for multiples of 8) or by the input's block; then, for inputs narrower than
+ * their block, with the padding taken as input channels of zero weight (the weights are padded
+ * with zeros: conv_fwd's K_WPAD). The first that is not the reference code replaces *fpd. The
+ * network's input (plain; its stem has no data gradient) only gets the output's layout chosen. */
+static int conv_fwd_layout(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, const dnnl_memory_desc_t *smd,
+                           const dnnl_memory_desc_t *dmd, const dnnl_dims_t st, const dnnl_dims_t pad) {
+  plan *p = b->p;
+  const dnnl_memory_desc_t *vmd = l->in ? &p->vmd[l->in] : smd;
+  int vblock = l->in ? md_cblock(vmd) : 16;
+  if (!vblock) return 0;
+  if (!pd_is_ref(*fpd) && (!l->in || dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(*fpd, dnnl_query_src_md, 0), vmd)) &&
+      !md_padded(dnnl_primitive_desc_query_md(*fpd, dnnl_query_dst_md, 0)))
+    return 0;
+  dnnl_memory_desc_t srcs[2];
+  srcs[0] = *vmd;
+  int nsrc = l->in && md_padded_view(vmd, &srcs[1]) ? 2 : 1;
+  for (int k = 0; k < 2 * nsrc; k++) {
+    const dnnl_memory_desc_t *sk = &srcs[k / 2];
+    dnnl_memory_desc_t d, w;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t alt = NULL;
+    dnnl_dims_t wd = {dmd->dims[1], sk->dims[1], 0, 0};
+    const dnnl_memory_desc_t *fw = dnnl_primitive_desc_query_md(*fpd, dnnl_query_weights_md, 0);
+    wd[2] = fw->dims[2];
+    wd[3] = fw->dims[3];
+    if (md_any(b, &w, 4, wd)) return -1;
+    DN(dnnl_memory_desc_init_by_tag(&d, 4, dmd->dims, dnnl_f32, cblock_tag(k % 2 ? vblock : 8)));
+    DN(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, sk, &w, NULL, &d,
+                                          st, pad, pad));
+    if (dnnl_primitive_desc_create(&alt, &cd, b->net->attr, b->net->eng, NULL) != dnnl_success) continue;
+    if (pd_is_ref(alt)) {
+      dnnl_primitive_desc_destroy(alt);
+      continue;
+    }
+    dnnl_primitive_desc_destroy(*fpd);
+    *fpd = alt;
+    return 0;
+  }
+  return 0;
+}
+
+/* The convolution reads its input with more channels than the layer has (a padded view, above):
+ * the weights and their gradient pass through a plain OIHW buffer of icp input channels, zero
+ * beyond the layer's, which the K_WPAD and K_WUNPAD steps copy from and to the arena's view wv
+ * (the padding's gradients are dropped). */
+static dnnl_memory_t wpad_mem(bctx *b, const dnnl_memory_desc_t *wv, int64_t icp, dnnl_memory_desc_t *pmd) {
+  dnnl_dims_t d = {wv->dims[0], icp, wv->dims[2], wv->dims[3]};
+  return md_plain(b, pmd, 4, d) ? NULL : mem_new(b, pmd);
+}
+
+static int wpad_step(bctx *b, steplist *l, int kind, const dnnl_memory_desc_t *wv, float *arena, dnnl_memory_t m) {
+  step *s = push(b, l);
+  if (!s) return -1;
+  s->kind = kind;
+  s->a = arena + wv->offset0;
+  s->c = ptr_of(m);
+  s->icp = md_of(m)->dims[1];
+  for (int i = 0; i < 4; i++) {
+    s->wdim[i] = wv->dims[i];
+    s->wstr[i] = wv->format_desc.blocking.strides[i];
+  }
+  return 0;
+}
+
 static int conv_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl_memory_t *csrc,
                     dnnl_memory_t *wmem) {
   nn_net *net = b->net;
@@ -467,15 +560,26 @@ static int conv_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl
   dnnl_dims_t wd = {l->cout, si.c, kh, kw};
   dims4(sd, p->n, si);
   dims4(dd, p->n, so);
-  dnnl_memory_desc_t smd, wmd, dmd, wplain;
-  if (md_any(b, &smd, 4, sd) || md_any(b, &wmd, 4, wd) || md_any(b, &dmd, 4, dd) || conv_arena_md(b, l, &wplain))
+  dnnl_memory_desc_t smd, wmd, dmd, warena, wplain;
+  if (md_any(b, &smd, 4, sd) || md_any(b, &wmd, 4, wd) || md_any(b, &dmd, 4, dd) || conv_arena_md(b, l, &warena))
     return -1;
   dnnl_convolution_desc_t cd;
   DN(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, &smd, &wmd,
                                         NULL, &dmd, st, pad, pad));
   if (pd_new(b, fpd, &cd, NULL, "convolution")) return -1;
-  if (!(*csrc = value_as(b, l->in, dnnl_primitive_desc_query_md(*fpd, dnnl_query_src_md, 0)))) return -1;
-  dnnl_memory_t wp = mem_user(b, &wplain, net->params + net->li[b->layer].poff);
+  if (conv_fwd_layout(b, l, fpd, &smd, &dmd, st, pad)) return -1;
+  const dnnl_memory_desc_t *fsrc = dnnl_primitive_desc_query_md(*fpd, dnnl_query_src_md, 0);
+  float *arena = net->params + net->li[b->layer].poff;
+  dnnl_memory_t wp;
+  if (fsrc->dims[1] == si.c) {
+    if (!(*csrc = value_as(b, l->in, fsrc))) return -1;
+    wplain = warena;
+    wp = mem_user(b, &wplain, arena);
+  } else { /* the padded view of the value */
+    if (!(*csrc = mem_user(b, fsrc, ptr_of(p->vmem[l->in])))) return -1;
+    if (!(wp = wpad_mem(b, &warena, fsrc->dims[1], &wplain)) || wpad_step(b, &p->wfwd, K_WPAD, &warena, arena, wp))
+      return -1;
+  }
   if (!wp) return -1;
   if (fwd_weights_dst(b, *fpd, wp, &wplain, l->out, wmem)) return -1;
   dnnl_primitive_t prim = prim_of(b, *fpd);
@@ -495,9 +599,12 @@ static int bwd_data_exec(bctx *b, dnnl_primitive_desc_t pd, dnnl_memory_t wmem, 
   if (!dnnl_memory_desc_equal(bwq, md_of(wmem))) {
     if (!(bw = mem_new(b, bwq)) || reorder_step(b, &p->bwd, NULL, wmem, bw)) goto fail;
   }
-  dnnl_memory_t wr, tgt;
-  if (diff_into(b, in, smd, &wr, &tgt)) goto fail;
-  dnnl_exec_arg_t ad[] = {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DIFF_SRC, wr}};
+  /* a padded view (conv_fwd_layout) writes the value's gradient itself, its padding zero */
+  int view = smd->dims[1] != b->net->t.shapes[in].c;
+  dnnl_memory_t wr, tgt, ws;
+  if (diff_into(b, in, view ? &p->vmd[in] : smd, &wr, &tgt)) goto fail;
+  if (!(ws = view ? mem_user(b, smd, ptr_of(wr)) : wr)) goto fail;
+  dnnl_exec_arg_t ad[] = {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DIFF_SRC, ws}};
   if (prim_step(b, &p->bwd, pd, 3, ad)) return -1;
   return diff_done(b, wr, tgt);
 fail:
@@ -543,16 +650,16 @@ static int conv_bwdw_plain(bctx *b, dnnl_primitive_desc_t *pd, const dnnl_memory
 static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_memory_t csrc, dnnl_memory_t wmem) {
   nn_net *net = b->net;
   plan *p = b->p;
-  nn_shape si = net->t.shapes[l->in];
   int64_t kh, kw;
   dnnl_dims_t st, pad;
   conv_geom(net, l, &kh, &kw, st, pad);
-  dnnl_dims_t wd = {l->cout, si.c, kh, kw};
   int kh_, kw_;
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0);
   const dnnl_memory_desc_t *dmd = &p->vmd[l->out];
-  dnnl_memory_desc_t wany, wplain;
-  if (md_any(b, &wany, 4, wd) || conv_arena_md(b, l, &wplain) || diff_ready(b, l->out, 0)) return -1;
+  dnnl_dims_t wd = {l->cout, smd->dims[1], kh, kw}; /* input channels: padded ones too (conv_fwd_layout) */
+  int padded = smd->dims[1] != net->t.shapes[l->in].c;
+  dnnl_memory_desc_t wany, warena, wplain;
+  if (md_any(b, &wany, 4, wd) || conv_arena_md(b, l, &warena) || diff_ready(b, l->out, 0)) return -1;
   if (conv_taps(net, l, &kh_, &kw_)) /* the taps that only see padding: zero gradients, never written */
     memset(net->grads + net->li[b->layer].poff, 0, net->li[b->layer].pcount * sizeof(float));
   dnnl_memory_t dy = p->dmem[l->out];
@@ -564,12 +671,15 @@ static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_
   if (pd_new(b, &pd, &cd, fpd, "convolution backward weights")) return -1;
   dnnl_memory_t wsrc = csrc, wdy = dy;
   if (conv_bwdw_plain(b, &pd, &wany, st, pad, fpd, &wsrc, &wdy)) goto fail;
-  dnnl_memory_t gp = mem_user(b, &wplain, net->grads + net->li[b->layer].poff), dw = gp;
+  float *arena = net->grads + net->li[b->layer].poff;
+  wplain = warena;
+  dnnl_memory_t gp = padded ? wpad_mem(b, &warena, wd[1], &wplain) : mem_user(b, &warena, arena), dw = gp;
   const dnnl_memory_desc_t *dwq = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
   if (!gp || (!dnnl_memory_desc_equal(dwq, &wplain) && !(dw = mem_new(b, dwq)))) goto fail;
   dnnl_exec_arg_t aw[] = {{DNNL_ARG_SRC, wsrc}, {DNNL_ARG_DIFF_DST, wdy}, {DNNL_ARG_DIFF_WEIGHTS, dw}};
   if (prim_step(b, &p->bwd, pd, 3, aw)) return -1;
   if (dw != gp && reorder_step(b, &p->bwd, NULL, dw, gp)) return -1;
+  if (padded && wpad_step(b, &p->bwd, K_WUNPAD, &warena, arena, gp)) return -1;
 
   /* data gradient */
   if (l->in == 0 && !net->o.need_dx) return 0;
@@ -1015,7 +1125,7 @@ static int run_list(nn_net *net, steplist *l, int notify, char *err, size_t errc
   for (int i = 0; i < l->n; i++) {
     step *s = &l->v[i];
     size_t n = s->n;
-    if (s->kind != K_PRIM && s->kind != K_RUNSTAT) {
+    if (s->kind != K_PRIM && s->kind != K_RUNSTAT && s->kind != K_WPAD && s->kind != K_WUNPAD) {
       s->a = s->ma ? ptr_of(s->ma) : NULL;
       s->b = s->mb ? ptr_of(s->mb) : NULL;
       s->c = s->mc ? ptr_of(s->mc) : NULL;
@@ -1066,6 +1176,22 @@ static int run_list(nn_net *net, steplist *l, int notify, char *err, size_t errc
       const float *bb = s->b;
 #pragma omp parallel for simd schedule(static)
       for (size_t j = 0; j < n; j++) a[j] += bb[j];
+      break;
+    }
+    case K_WPAD:
+    case K_WUNPAD: { /* a: the arena's view (wdim, wstr), c: plain OIHW with icp input channels */
+      const int64_t *d = s->wdim, *st = s->wstr;
+      for (int64_t o = 0; o < d[0]; o++)
+        for (int64_t i = 0; i < d[1]; i++)
+          for (int64_t h = 0; h < d[2]; h++)
+            for (int64_t w = 0; w < d[3]; w++) {
+              float *av = s->a + o * st[0] + i * st[1] + h * st[2] + w * st[3];
+              float *cv = s->c + ((o * s->icp + i) * d[2] + h) * d[3] + w;
+              if (s->kind == K_WPAD)
+                *cv = *av;
+              else
+                *av = *cv;
+            }
       break;
     }
     case K_RUNSTAT: { /* PyTorch: running = (1-m) running + m stat, variance unbiased */

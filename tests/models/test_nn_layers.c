@@ -178,6 +178,86 @@ static void test_conv(void **state) {
   conv_case(dev, (nn_shape){4, 2, 3}, 5, 5, 3, 2, 2, 2);    /* 2x3 input to 1x1 output: 6 taps of 25 */
 }
 
+/* The same on any shapes and operands (double), for chains of layers: y = conv(x), and from dy the
+   gradients dx and dw (either may be NULL); y, dx and dw are accumulated into. */
+static void ref_conv_g(int batch, nn_shape a, nn_shape b, const nn_layer *l, const double *x, const float *w,
+                       const double *dy, double *y, double *dx, double *dw) {
+  for (int n = 0; n < batch; n++)
+    for (int co = 0; co < b.c; co++)
+      for (int oh = 0; oh < b.h; oh++)
+        for (int ow = 0; ow < b.w; ow++) {
+          size_t yi = (((size_t)n * b.c + co) * b.h + oh) * b.w + ow;
+          double acc = 0, g = dy ? dy[yi] : 0;
+          for (int ci = 0; ci < a.c; ci++)
+            for (int kh = 0; kh < l->k; kh++)
+              for (int kw = 0; kw < l->k; kw++) {
+                int ih = oh * l->stride - l->pad + kh, iw = ow * l->stride - l->pad + kw;
+                if (ih < 0 || ih >= a.h || iw < 0 || iw >= a.w) continue;
+                size_t xi = (((size_t)n * a.c + ci) * a.h + ih) * a.w + iw;
+                size_t wi = (((size_t)co * a.c + ci) * l->k + kh) * l->k + kw;
+                acc += x[xi] * w[wi];
+                if (dx) dx[xi] += g * w[wi];
+                if (dw) dw[wi] += g * x[xi];
+              }
+          y[yi] += acc;
+        }
+}
+
+/* Two convolutions in a row: the second reads the first's output in the blocked layout the engine
+   chose for it, as every convolution inside a network does (the first reads the plain input). Narrow
+   channel counts there (fewer than an ISA's 8- or 16-channel block) are where oneDNN's own layout
+   choice led to its reference code; the engine's own choice (nn_dnnl.c, conv_fwd_layout) is
+   checked here, the padding of its weights included. */
+static void chain_case(nn_shape in, int c1, int c2, int k, int stride, int pad, int batch, int n) {
+  nn_layer ls[] = {{.op = NN_CONV, .in = 0, .cout = c1, .k = 3, .stride = 1, .pad = 1},
+                   {.op = NN_CONV, .in = 1, .cout = c2, .k = k, .stride = stride, .pad = pad}};
+  lt T;
+  lt_make(&T, NN_DEV_CPU, ls, 2, in, batch, n, (uint64_t)(c1 * 97 + c2 * 13 + k + stride));
+  lt_run(&T, 1);
+  nn_shape mid = T.t.shapes[1];
+  size_t mn = (size_t)n * mid.c * mid.h * mid.w, w2n = nn_layer_param_count(&T.t, 1);
+  double *x = calloc(T.xn, sizeof(double)), *y1 = calloc(mn, sizeof(double)), *dy1 = calloc(mn, sizeof(double));
+  double *dy = calloc(T.yn, sizeof(double));
+  for (size_t i = 0; i < T.xn; i++) x[i] = T.x[i];
+  for (size_t i = 0; i < T.yn; i++) dy[i] = T.dy[i];
+  /* the arena holds the second layer's weights first */
+  const float *w1 = T.params + w2n, *w2 = T.params;
+  ref_conv_g(n, in, mid, &ls[0], x, w1, NULL, y1, NULL, NULL);
+  ref_conv_g(n, mid, T.out, &ls[1], y1, w2, dy, T.ry, dy1, T.rg);
+  double *scratch = calloc(mn, sizeof(double));
+  ref_conv_g(n, in, mid, &ls[0], x, w1, dy1, scratch, T.rdx, T.rg + w2n);
+  char what[96];
+  snprintf(what, sizeof what, "chain %d->%d->%d k%d s%d: forward", in.c, c1, c2, k, stride);
+  check(what, T.y, T.ry, T.yn);
+  snprintf(what, sizeof what, "chain %d->%d->%d k%d s%d: backward data", in.c, c1, c2, k, stride);
+  check(what, T.dx, T.rdx, T.xn);
+  snprintf(what, sizeof what, "chain %d->%d->%d k%d s%d: weight gradients", in.c, c1, c2, k, stride);
+  check(what, nn_net_grads(T.net, NULL), T.rg, T.np);
+  free(x);
+  free(y1);
+  free(dy1);
+  free(dy);
+  free(scratch);
+  lt_free(&T);
+}
+
+static void test_conv_narrow(void **state) {
+  (void)state;
+  chain_case((nn_shape){3, 9, 9}, 8, 8, 3, 1, 1, 3, 3);    /* ResNet-20-w8's first stage */
+  chain_case((nn_shape){1, 10, 10}, 8, 16, 3, 2, 1, 2, 2); /* its first strided block */
+  chain_case((nn_shape){1, 10, 10}, 8, 16, 1, 2, 0, 2, 2); /* and its projection */
+  chain_case((nn_shape){1, 7, 7}, 4, 4, 3, 1, 1, 3, 2);    /* -w4: 4 of 8 or 16, partial batch */
+  chain_case((nn_shape){3, 8, 8}, 4, 8, 3, 2, 1, 2, 2);
+  chain_case((nn_shape){3, 8, 8}, 2, 4, 3, 2, 1, 2, 2);    /* resnet8-w2 */
+  chain_case((nn_shape){3, 6, 6}, 2, 2, 1, 1, 0, 2, 2);
+  chain_case((nn_shape){1, 9, 9}, 12, 12, 3, 1, 1, 2, 2);  /* -w12 */
+  chain_case((nn_shape){1, 9, 9}, 12, 24, 3, 2, 1, 2, 2);
+  chain_case((nn_shape){3, 7, 5}, 20, 20, 3, 1, 1, 2, 2);  /* 20 of 24 or 32 */
+  chain_case((nn_shape){3, 1, 1}, 4, 6, 3, 1, 1, 3, 3);    /* 1x1 input: the centre tap of padded weights */
+  chain_case((nn_shape){3, 2, 2}, 5, 7, 3, 2, 1, 2, 2);    /* 2x2 to 1x1: 4 taps of 9 */
+  chain_case((nn_shape){3, 6, 6}, 16, 16, 3, 1, 1, 2, 2);  /* full blocks: oneDNN's own choice */
+}
+
 static void ref_bn(const lt *T, int relu, const float *gb, double *y, double *dx, double *dg, double *mean,
                    double *var) {
   nn_shape a = T->in;
@@ -522,7 +602,7 @@ int main(void) {
       BOTH(test_conv),     BOTH(test_bn),       BOTH(test_maxpool),
       BOTH(test_avgpool_fc), BOTH(test_residual), BOTH(test_add_same),
       cmocka_unit_test(test_xent),     cmocka_unit_test(test_sgd),      cmocka_unit_test(test_checker_fails),
-      cmocka_unit_test(test_grad_ready),
+      cmocka_unit_test(test_grad_ready),  cmocka_unit_test(test_conv_narrow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
