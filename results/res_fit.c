@@ -594,6 +594,9 @@ static void rf_busy(res_fabric_model *f, const res_allreduce_row *rows, size_t n
       f->busy[b] = f->busy[b - 1];
       f->busy[b - 1] = t;
     }
+  /* a share of the load's pace lies in -1..1 (a model holds no other): a mean beyond is a noisy
+   * pace alone, not a load that ran more than twice as fast beside the all-reduce */
+  for (int a = 0; a < f->nbusy; a++) f->busy[a].loss = fmax(-1, fmin(1, f->busy[a].loss));
 }
 
 /* One all-reduce cell (fabric, transport, host count, machine) through its fit's phases: k its
