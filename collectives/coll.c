@@ -31,7 +31,8 @@ static const size_t coll_dtype_sizes[COLL_NDTYPES] = {4, 8, 2, 2, 4, 8};
 static const char *const coll_op_names[COLL_NOPS] = {"sum", "prod", "min", "max"};
 static const char *const coll_transport_names[COLL_NTRANSPORTS] = {"tcp", "mpi", "ucx", "nccl"};
 static const char *const coll_algo_names[COLL_NALGOS] = {"ring", "rhd", "rd",   "tree", "dtree",
-                                                         "ps",   "native", "auto", "hier"};
+                                                         "ps",   "native", "auto", "hier",
+                                                         "bruck", "chain", "vdg", "pairwise"};
 
 size_t coll_dtype_size(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_sizes[dt] : 0; }
 const char *coll_dtype_name(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_names[dt] : "?"; }
@@ -96,7 +97,7 @@ int coll_algo_parse(const char *s, coll_algo *out) {
   memcpy(name, s, n);
   name[n] = '\0';
   int i = coll_lookup(name, coll_algo_names, COLL_NALGOS);
-  if (i < 0) return -1;
+  if (i < 0 || i > COLL_ALGO_HIER) return -1; /* all-reduce's only (coll_colls_algo_parse) */
   if (i == COLL_ALGO_HIER) { /* hier[:ALG], ALG a flat kind but ps (no parameter of its own) */
     int k = colon ? coll_lookup(colon + 1, coll_algo_names, COLL_NALGOS) : COLL_ALGO_RING;
     if (k < 0 || k == COLL_ALGO_PS || !coll_algo_flat((coll_algo_kind)k)) return -1;
@@ -519,30 +520,10 @@ int coll_barrier(coll_comm *c, coll_err *e) {
   return 0;
 }
 
-/* Binomial-tree broadcast of the whole buffer (weights once per run: latency matters little). */
+/* The binomial tree over the whole buffer (weights once per run: latency matters little). */
 int coll_bcast(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e) {
   c->seq++;
-  int n = c->size, vr = (c->rank - root + n) % n; /* rank relative to root */
-  int mask = 1;
-  while (mask < n) {
-    if (vr & mask) {
-      coll_req r;
-      int src = ((vr - mask) + root) % n;
-      if (coll_irecv(c, src, buf, bytes, coll_tag(c, 0), &r, e) != 0) return -1;
-      if (coll_waitall(c, &r, 1, e) != 0) return -1;
-      break;
-    }
-    mask <<= 1;
-  }
-  for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (vr + mask < n) {
-      coll_req r;
-      int dst = (vr + mask + root) % n;
-      if (coll_isend(c, dst, buf, bytes, coll_tag(c, 0), &r, e) != 0) return -1;
-      if (coll_waitall(c, &r, 1, e) != 0) return -1;
-    }
-  }
-  return 0;
+  return coll_bcast_tree(c, buf, bytes, root, e);
 }
 
 coll_algo_fn coll_algo_flat(coll_algo_kind k) {
@@ -580,6 +561,42 @@ int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op
   if (ordered) coll_view_set(c, c->node_order, c->size, c->node_pos);
   int rc = f(c, buf, count, dt, op, algo.param, e);
   if (ordered) coll_view_clear(c);
+  if (c->tp->ops->finish && c->tp->ops->finish(c->tp, rc ? NULL : e) != 0) rc = -1;
+  return rc;
+}
+
+int coll_colls_algo(coll_kind k, coll_algo a) {
+  coll_algo_kind x = a.kind;
+  switch (k) {
+  case COLL_REDUCE_SCATTER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RHD;
+  case COLL_ALLGATHER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RD || x == COLL_ALGO_BRUCK;
+  case COLL_BCAST: return x == COLL_ALGO_AUTO || x == COLL_ALGO_TREE || x == COLL_ALGO_CHAIN || x == COLL_ALGO_VDG;
+  case COLL_ALLTOALL: return x == COLL_ALGO_AUTO || x == COLL_ALGO_PAIRWISE;
+  default: return 0;
+  }
+}
+
+int coll_colls_algo_parse(coll_kind k, const char *s, coll_algo *out) {
+  int i = s ? coll_lookup(s, coll_algo_names, COLL_NALGOS) : -1;
+  if (i < 0 || !coll_colls_algo(k, (coll_algo){(coll_algo_kind)i, 0})) return -1;
+  *out = (coll_algo){(coll_algo_kind)i, 0};
+  return 0;
+}
+
+int coll_colls_begin(coll_comm *c, coll_kind k, coll_algo a, coll_dtype dt, coll_err *e) {
+  static const char *const names[COLL_NCOLLS] = {"reduce-scatter", "all-gather", "broadcast", "all-to-all"};
+  if (dt >= COLL_NDTYPES) return coll_fail(e, "invalid dtype");
+  if (!coll_colls_algo(k, a)) {
+    char an[32];
+    coll_algo_format(an, sizeof an, a);
+    return coll_fail(e, "%s has no algorithm '%s'", names[k], an);
+  }
+  if (c->view) return coll_fail(e, "rank %d: internal: a %s inside a group view", c->world_rank, names[k]);
+  c->seq++;
+  return 0;
+}
+
+int coll_colls_end(coll_comm *c, int rc, coll_err *e) {
   if (c->tp->ops->finish && c->tp->ops->finish(c->tp, rc ? NULL : e) != 0) rc = -1;
   return rc;
 }

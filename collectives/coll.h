@@ -178,7 +178,9 @@ int coll_copy_bench(coll_comm *c, coll_copy_kind k, int peer, size_t bytes, int 
  * each host boundary once each way. */
 typedef enum {
   COLL_ALGO_RING, COLL_ALGO_RHD, COLL_ALGO_RD, COLL_ALGO_TREE, COLL_ALGO_DTREE,
-  COLL_ALGO_PS, COLL_ALGO_NATIVE, COLL_ALGO_AUTO, COLL_ALGO_HIER, COLL_NALGOS
+  COLL_ALGO_PS, COLL_ALGO_NATIVE, COLL_ALGO_AUTO, COLL_ALGO_HIER,
+  /* the other collectives' own (coll_colls_algo says which collective runs which) */
+  COLL_ALGO_BRUCK, COLL_ALGO_CHAIN, COLL_ALGO_VDG, COLL_ALGO_PAIRWISE, COLL_NALGOS
 } coll_algo_kind;
 typedef struct {
   coll_algo_kind kind;
@@ -191,6 +193,39 @@ int coll_algo_parse(const char *s, coll_algo *out);
 void coll_algo_format(char *out, size_t cap, coll_algo a);
 /* Can this communicator run this algorithm? (native needs a library that has one.) */
 int coll_algo_supported(const coll_comm *c, coll_algo a);
+
+/* ---- the collectives sharded training uses: reduce-scatter, all-gather, broadcast, all-to-all
+ * Rank r's block of a reduce-scatter or all-gather is elements [r count, (r+1) count) of the
+ * whole vector. Every algorithm is correct for any rank count; one a rank count does not suit
+ * (rhd and rd want a power of two) runs the ring instead, and *ran (may be NULL) says what ran.
+ *   reduce-scatter: ring, rhd (recursive halving), auto
+ *   all-gather:     ring, rd (recursive doubling), bruck, auto
+ *   broadcast:      tree (binomial), chain (pipelined in the communicator's chunks), vdg
+ *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn), auto
+ *   all-to-all(v):  pairwise, auto
+ * auto: the ring, or rd/rhd/bruck for vectors under COLL_COLLS_SMALL bytes; the tree for a
+ * broadcast under it, vdg above. The send and receive buffers must not overlap. */
+typedef enum { COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BCAST, COLL_ALLTOALL, COLL_NCOLLS } coll_kind;
+#define COLL_COLLS_SMALL (64u << 10)
+/* Does collective k have algorithm a? */
+int coll_colls_algo(coll_kind k, coll_algo a);
+/* One of collective k's algorithms by name ("ring", "bruck", ...); -1 where k has none such.
+ * (coll_algo_parse takes all-reduce's only.) */
+int coll_colls_algo_parse(coll_kind k, const char *s, coll_algo *out);
+/* recvbuf (count elements) = block `rank` of every rank's sendbuf (size blocks) reduced. */
+int coll_reduce_scatter(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count, coll_dtype dt,
+                        coll_op op, coll_algo algo, coll_algo *ran, coll_err *e);
+/* recvbuf (size blocks of count elements): block r = rank r's sendbuf. */
+int coll_allgather(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count, coll_dtype dt,
+                   coll_algo algo, coll_algo *ran, coll_err *e);
+/* buf (count elements) = rank root's buf, on every rank. */
+int coll_broadcast(coll_comm *c, void *buf, size_t count, coll_dtype dt, int root, coll_algo algo,
+                   coll_algo *ran, coll_err *e);
+/* recvbuf + rdispls[p] gets rcounts[p] elements from rank p, which sent them from its sendbuf +
+ * sdispls[this rank] (its scounts[this rank] equal to rcounts[p]); counts may be 0. */
+int coll_alltoallv(coll_comm *c, const void *sendbuf, const size_t *scounts, const size_t *sdispls,
+                   void *recvbuf, const size_t *rcounts, const size_t *rdispls, coll_dtype dt,
+                   coll_algo algo, coll_algo *ran, coll_err *e);
 
 /* ---- the cost model: one fabric's alpha-beta-gamma parameters (results/ fits them) ----
  * What the formulas miss, learned from the rows they were fitted to: per algorithm and rank

@@ -289,6 +289,14 @@ coll_algo_fn coll_algo_flat(coll_algo_kind k);
 /* auto: returns the algorithm it would run for this size on buf (the ring on a mapped one). */
 coll_algo coll_auto_choose(coll_comm *c, const void *buf, size_t bytes);
 
+/* The other collectives' entry points (algo_rsag.c, algo_bcast.c, algo_a2a.c): begin checks the
+ * dtype and that k has algorithm a (not auto: resolved before) and takes the call's seq; end
+ * lets a device transport finish, keeping the first error. */
+int coll_colls_begin(coll_comm *c, coll_kind k, coll_algo a, coll_dtype dt, coll_err *e);
+int coll_colls_end(coll_comm *c, int rc, coll_err *e);
+/* The binomial broadcast of `bytes` from root under the call's seq (coll_bcast, coll_broadcast). */
+int coll_bcast_tree(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e);
+
 /* Split count elements into `parts` nearly equal blocks: block i is [off, off+len). */
 static inline void coll_block(size_t count, int parts, int i, size_t *off, size_t *len) {
   size_t base = count / (size_t)parts, rem = count % (size_t)parts;

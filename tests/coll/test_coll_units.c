@@ -336,6 +336,23 @@ static void test_parsing(void **st) {
                                          "hier:native", "hier:bogus", "hier:ring:2"};
   for (size_t i = 0; i < sizeof bad_hier / sizeof bad_hier[0]; i++)
     if (coll_algo_parse(bad_hier[i], &a) != -1) fail_msg("'%s' was accepted", bad_hier[i]);
+  /* the other collectives' algorithms are theirs: all-reduce refuses them, each collective takes
+   * its own only */
+  static const char *const others[] = {"bruck", "chain", "vdg", "pairwise", "hier:bruck"};
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+    if (coll_algo_parse(others[i], &a) != -1) fail_msg("all-reduce accepted '%s'", others[i]);
+  static const struct {
+    coll_kind k;
+    const char *name;
+    int ok;
+  } per[] = {{COLL_REDUCE_SCATTER, "ring", 1}, {COLL_REDUCE_SCATTER, "rhd", 1}, {COLL_REDUCE_SCATTER, "bruck", 0},
+             {COLL_ALLGATHER, "rd", 1},        {COLL_ALLGATHER, "bruck", 1},    {COLL_ALLGATHER, "rhd", 0},
+             {COLL_BCAST, "tree", 1},          {COLL_BCAST, "chain", 1},        {COLL_BCAST, "vdg", 1},
+             {COLL_BCAST, "ring", 0},          {COLL_ALLTOALL, "pairwise", 1},  {COLL_ALLTOALL, "ring", 0},
+             {COLL_ALLTOALL, "auto", 1},       {COLL_ALLGATHER, "ps:2", 0},     {COLL_BCAST, "bogus", 0}};
+  for (size_t i = 0; i < sizeof per / sizeof per[0]; i++)
+    if ((coll_colls_algo_parse(per[i].k, per[i].name, &a) == 0) != per[i].ok)
+      fail_msg("collective %d: '%s' %s", (int)per[i].k, per[i].name, per[i].ok ? "refused" : "accepted");
   coll_dtype d;
   assert_int_equal(coll_dtype_parse("bf16", &d), 0);
   assert_int_equal(d, COLL_BF16);

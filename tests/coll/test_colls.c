@@ -1,0 +1,201 @@
+/* Reduce-scatter, all-gather, broadcast and all-to-all(v), each rank checking every element
+ * against a reference computed here (test_values.h: the test's own values and arithmetic):
+ * every dtype (and op, where it reduces), counts 0, 1, 2, 7, ranks - 1 and a large odd one,
+ * at 1, 2, 3, 5 and 8 ranks over a forked transport. A broadcast goes from every root; an
+ * all-to-allv has per-pair counts drawn from a seed, zeros among them. The send buffers must
+ * come back unchanged, and what ran is what was asked (rhd/rd off a power of two: the ring).
+ * usage: test_colls --transport T --coll rs|ag|bcast|a2a --algo A [--ranks 1,2,...] [--big N] */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coll.h"
+#include "test_ranks.h"
+#include "test_values.h"
+
+typedef struct {
+  const char *transport, *coll, *algo;
+  size_t big;
+} colls_cfg;
+static colls_cfg cfg_g;
+
+/* Element i of rank r's contribution (as ref_value, the op folded into the data's kind). */
+static double val(size_t i, int r, int dt, int op) { return ref_value(i, r, dt, op); }
+
+static void fill(void *b, size_t n, size_t first, int r, coll_dtype dt, int op) {
+  for (size_t i = 0; i < n; i++) put(b, i, dt, val(first + i, r, dt, op));
+}
+
+/* Elements of b that differ from want (first: the first such index). */
+static size_t diff(const void *b, const double *want, size_t n, coll_dtype dt, size_t *first) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++)
+    if (get(b, i, dt) != want[i] && !bad++) *first = i;
+  return bad;
+}
+
+static int report(int me, const char *what, coll_dtype dt, int op, size_t count, size_t bad, size_t first) {
+  if (!bad) return 0;
+  fprintf(stderr, "rank %d: %s %s/%s count %zu: %zu wrong, first at %zu\n", me, what, coll_dtype_name(dt),
+          coll_op_name((coll_op)op), count, bad, first);
+  return 1;
+}
+
+/* The all-to-allv count from rank p to rank q for this round: 0..3 times the base, some zero. */
+static size_t a2a_count(int p, int q, size_t base, int round) {
+  uint32_t x = (uint32_t)(p * 131 + q * 977 + round * 7919) * 2654435761u;
+  x ^= x >> 13;
+  return (x % 4) * base;
+}
+
+static int one_rank(const colls_cfg *cfg) {
+  coll_err e = {{0}};
+  coll_boot *b;
+  coll_comm *c;
+  coll_transport_kind tk;
+  coll_algo algo;
+  static const char *const kinds[] = {"rs", "ag", "bcast", "a2a"};
+  int kind = 0;
+  while (kind < 3 && strcmp(cfg->coll, kinds[kind])) kind++;
+  if (coll_transport_parse(cfg->transport, &tk) || coll_colls_algo_parse((coll_kind)kind, cfg->algo, &algo)) return 1;
+  coll_comm_opts o = {.transport = tk, .timeout_ms = 60000, .chunk_bytes = 4096};
+  if (coll_boot_open(&b, COLL_BOOT_AUTO, 0, 60000, &e) || coll_comm_open(&c, b, &o, &e)) {
+    fprintf(stderr, "open: %s\n", e.msg);
+    return 1;
+  }
+  int n = coll_comm_size(c), me = coll_comm_rank(c), fails = 0;
+  int pow2 = (n & (n - 1)) == 0;
+  size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big}, maxc = 3 * cfg->big * (size_t)n + 64;
+  unsigned char *sb = malloc(maxc * 8), *rb = malloc(maxc * 8), *keep = malloc(maxc * 8);
+  double *want = malloc(maxc * sizeof *want);
+  size_t *sc = calloc((size_t)n, sizeof *sc), *sd = calloc((size_t)n, sizeof *sd);
+  size_t *rc = calloc((size_t)n, sizeof *rc), *rd = calloc((size_t)n, sizeof *rd);
+  if (!sb || !rb || !keep || !want || !sc || !sd || !rc || !rd) return 1;
+  const char *k = cfg->coll;
+  for (int dt = 0; dt < COLL_NDTYPES && !fails; dt++)
+    for (int op = 0; op < (strcmp(k, "rs") ? 1 : COLL_NOPS) && !fails; op++)
+      for (int ci = 0; ci < 6 && !fails; ci++) {
+        size_t cnt = counts[ci], es = coll_dtype_size((coll_dtype)dt), first = 0;
+        coll_algo ran = {COLL_NALGOS, 0};
+        int rcall = 0;
+        if (!strcmp(k, "rs")) {
+          fill(sb, cnt * (size_t)n, 0, me, (coll_dtype)dt, op);
+          memcpy(keep, sb, cnt * (size_t)n * es);
+          rcall = coll_reduce_scatter(c, sb, rb, cnt, (coll_dtype)dt, (coll_op)op, algo, &ran, &e);
+          for (size_t i = 0; i < cnt; i++) { /* my block of every rank's vector, combined */
+            want[i] = val((size_t)me * cnt + i, 0, dt, op);
+            for (int r = 1; r < n; r++) want[i] = combine(want[i], val((size_t)me * cnt + i, r, dt, op), (coll_op)op);
+          }
+          if (!rcall) fails += report(me, "reduce-scatter", (coll_dtype)dt, op, cnt, diff(rb, want, cnt, (coll_dtype)dt, &first), first);
+          if (!rcall && memcmp(keep, sb, cnt * (size_t)n * es)) fails += report(me, "reduce-scatter's send buffer", (coll_dtype)dt, op, cnt, 1, 0);
+        } else if (!strcmp(k, "ag")) {
+          fill(sb, cnt, 0, me, (coll_dtype)dt, op);
+          memset(rb, 0xa5, cnt * (size_t)n * es);
+          rcall = coll_allgather(c, sb, rb, cnt, (coll_dtype)dt, algo, &ran, &e);
+          for (int r = 0; r < n; r++)
+            for (size_t i = 0; i < cnt; i++) want[(size_t)r * cnt + i] = val(i, r, dt, op);
+          if (!rcall) fails += report(me, "all-gather", (coll_dtype)dt, op, cnt, diff(rb, want, cnt * (size_t)n, (coll_dtype)dt, &first), first);
+        } else if (!strcmp(k, "bcast")) {
+          for (int root = 0; root < n && !rcall && !fails; root++) {
+            if (me == root) fill(rb, cnt, 0, root, (coll_dtype)dt, op);
+            else memset(rb, 0xa5, cnt * es);
+            rcall = coll_broadcast(c, rb, cnt, (coll_dtype)dt, root, algo, &ran, &e);
+            for (size_t i = 0; i < cnt; i++) want[i] = val(i, root, dt, op);
+            if (!rcall) fails += report(me, "broadcast", (coll_dtype)dt, op, cnt, diff(rb, want, cnt, (coll_dtype)dt, &first), first);
+          }
+        } else { /* a2a: the data rank p sends rank q starts at element p*1000 + q*100000 of p's values */
+          size_t st = 0, rt = 0;
+          for (int q = 0; q < n; q++) {
+            sc[q] = a2a_count(me, q, cnt, ci), sd[q] = st, st += sc[q];
+            rc[q] = a2a_count(q, me, cnt, ci), rd[q] = rt, rt += rc[q];
+          }
+          for (int q = 0; q < n; q++) fill(sb + sd[q] * es, sc[q], (size_t)q * 100000, me, (coll_dtype)dt, op);
+          memset(rb, 0xa5, rt * es);
+          rcall = coll_alltoallv(c, sb, sc, sd, rb, rc, rd, (coll_dtype)dt, algo, &ran, &e);
+          for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < rc[p]; i++) want[rd[p] + i] = val((size_t)me * 100000 + i, p, dt, op);
+          if (!rcall) fails += report(me, "all-to-allv", (coll_dtype)dt, op, cnt, diff(rb, want, rt, (coll_dtype)dt, &first), first);
+        }
+        if (rcall) {
+          fprintf(stderr, "rank %d: %s %s count %zu: %s\n", me, k, coll_dtype_name(dt), cnt, e.msg);
+          fails++;
+        }
+        /* what ran: what was asked, auto resolved, rhd/rd off a power of two the ring */
+        coll_algo_kind want_kind = algo.kind;
+        if ((want_kind == COLL_ALGO_RHD || want_kind == COLL_ALGO_RD) && !pow2) want_kind = COLL_ALGO_RING;
+        if (!rcall && algo.kind != COLL_ALGO_AUTO && ran.kind != want_kind) {
+          fprintf(stderr, "rank %d: %s ran algorithm %d, asked %s\n", me, k, (int)ran.kind, cfg->algo);
+          fails++;
+        }
+      }
+  free(sb), free(rb), free(keep), free(want), free(sc), free(sd), free(rc), free(rd);
+  coll_comm_close(c);
+  coll_boot_close(b);
+  return fails ? 1 : 0;
+}
+
+static void test_group(void **state) {
+  int n = *(int *)*state, port = test_free_port();
+  assert_true(port > 0);
+  pid_t pids[16];
+  char tok[32];
+  snprintf(tok, sizeof tok, "c%d-%d", (int)getpid(), n);
+  for (int r = 0; r < n; r++) {
+    pid_t p = fork();
+    if (p == 0) {
+      test_rank_env(r, n, port, tok);
+      _exit(one_rank(&cfg_g));
+    }
+    pids[r] = p;
+  }
+  int failed = test_wait_ranks(pids, n, 240);
+  if (failed) fail_msg("%s %s/%s at %d ranks: %d rank(s) failed", cfg_g.coll, cfg_g.transport, cfg_g.algo, n, failed);
+}
+
+int main(int argc, char **argv) {
+  colls_cfg *cfg = &cfg_g;
+  *cfg = (colls_cfg){.transport = "tcp", .coll = "rs", .algo = "ring", .big = 4099};
+  const char *ranks = "1,2,3,5,8";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--transport")) cfg->transport = argv[i + 1];
+    else if (!strcmp(argv[i], "--coll")) cfg->coll = argv[i + 1];
+    else if (!strcmp(argv[i], "--algo")) cfg->algo = argv[i + 1];
+    else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
+    else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
+  }
+  coll_transport_kind tk;
+  if (coll_transport_parse(cfg->transport, &tk) || !coll_transport_built(tk)) {
+    printf("SKIP: transport %s is not built into this fabench\n", cfg->transport);
+    return 0;
+  }
+  coll_algo a;
+  static const char *const kinds[] = {"rs", "ag", "bcast", "a2a"};
+  int kind = -1;
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(cfg->coll, kinds[i])) kind = i;
+  if (kind < 0 || coll_colls_algo_parse((coll_kind)kind, cfg->algo, &a)) {
+    fprintf(stderr, "no collective %s with algorithm %s\n", cfg->coll, cfg->algo);
+    return 1;
+  }
+  static int ns[8];
+  static char names[8][64];
+  struct CMUnitTest tests[8];
+  int nt = 0;
+  char *list = strdup(ranks), *save = NULL;
+  for (char *t = strtok_r(list, ",", &save); t && nt < 8; t = strtok_r(NULL, ",", &save)) {
+    ns[nt] = atoi(t);
+    if (ns[nt] < 1 || ns[nt] > 16) continue;
+    snprintf(names[nt], sizeof names[nt], "%s_%s_%s_ranks%d", cfg->coll, cfg->transport, cfg->algo, ns[nt]);
+    tests[nt] = (struct CMUnitTest){names[nt], test_group, NULL, NULL, &ns[nt]};
+    nt++;
+  }
+  free(list);
+  return _cmocka_run_group_tests(cfg->coll, tests, (size_t)nt, NULL, NULL);
+}
