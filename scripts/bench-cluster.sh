@@ -1,21 +1,14 @@
 #!/usr/bin/env bash
-# The emulated clusters' benchmark: all-reduce and training on emulated nodes
-# of several ranks, the hierarchical all-reduce against the node-aware flat ones, in one run, the
-# algorithms taking turns at each size (--rounds) so that a slow spell of the machine hits all.
-#   (a) --emulate 2x2:RATE, 4 ranks, 1-64 MiB, tcp and ucx: ring, rhd and hier (hier:ring);
-#       busbw per size, and hier's busbw over the ring's per size. A ring of N ranks moves
-#       2(N-1)/N of the buffer through each node's link, hier 2(M-1)/M with M nodes (1.5 against
-#       1.0 on 2x2), so on a link-bound cluster hier can reach 1.5x the ring's busbw.
-#   (b) 4x1, 2x2 and 1x4 at RATE (4 ranks each): ring and hier over tcp, busbw per size.
-#   (c) train --emulate 2x2:RATE --model resnet18 over tcp: ring against hier (images/s, exposed
-#       communication), each with the cost model's prediction from a model fitted in the same run
-#       (loopback rows for inside a node, a 2x1 run for between nodes).
-#   (d) through mpirun on 2x2:RATE: MPI_Allreduce (native) against fabench's hier and ring over
-#       the mpi transport.
-#   (e) 8x1:RATE and 4x2:RATE: all-reduce (ring, hier) and ResNet-18 training (ring, hier).
-# Needs root, ip and tc (network namespaces, removed at the end). Every run directory and a
-# summary.csv (part, config, transport, algo, bytes, busbw_gbps or images_per_s, ratio) go to one
-# results directory.
+# The emulated clusters' benchmark: all-reduce and training on emulated nodes of several ranks,
+# hier against the node-aware flat algorithms, taking turns at each size (--rounds).
+#   (a) 2x2:RATE, tcp and ucx, 1-64 MiB: ring, rhd and hier; hier's busbw over the ring's (the
+#       ring puts 1.5x the buffer through each node's link on 2x2, hier 1.0x)
+#   (b) 4x1, 2x2 and 1x4 at RATE over tcp: ring and hier
+#   (c) ResNet-18 on 2x2:RATE over tcp, ring against hier, each with the cost model's prediction
+#       from a model fitted in the same run (loopback and 2x1 rows)
+#   (d) through mpirun on 2x2:RATE: MPI_Allreduce against hier and ring over the mpi transport
+#   (e) 8x1:RATE and 4x2:RATE: all-reduce and training, ring and hier
+# Needs root, ip and tc. Every run directory and summary.csv go to one results directory.
 # usage: scripts/bench-cluster.sh [--fabench PATH] [--rate RATE] [--rounds R] [--parts a,b,c,d,e]
 #                                 [--quick] [--out DIR]
 set -euo pipefail

@@ -1,23 +1,15 @@
 #!/usr/bin/env bash
-# Data-parallel `fabench train -n N` against PyTorch DDP (scripts/ddp_peer.py,
-# gloo, the same ResNet-18, 3x32x32 synthetic data, batch 64 per rank, 1 thread per rank, SGD),
-# fabench and DDP alternating within each round (fabench first on odd rounds, DDP first on even
-# ones), so that a slow spell of the machine hits both. Each round's figures and ratios are
-# printed; the summary is the median over rounds of each ratio (not the ratio of medians).
+# Data-parallel `fabench train -n N` against PyTorch DDP (scripts/ddp_peer.py, gloo) on the same
+# ResNet-18, data and batch, the two alternating within each round so that a slow spell of the
+# machine hits both; the summary is the median over rounds of each ratio.
 #   (a) loopback, 2 ranks: fabench over tcp, ucx and none against DDP and DDP in no_sync()
-#   (b) emulated RATE (default 1gbit), 2 ranks: fabench f32 and bf16 against DDP and DDP+bf16 hook,
-#       and each step against its bounds, measured in the same round: max(compute step, the
-#       gradient's all-reduce alone), and max(compute + comm_cpu_ms, all-reduce alone), since
-#       where threads share cores the exchange's CPU time comes out of compute
-#   (c) emulated RATE: fabench with ring, rhd, ps and ps:4 on 4 ranks, ring and ps on 2 ranks
-#       (images/s, step, comm and exposed comm from train.csv), DDP f32 on 4 ranks for reference
-# (b) and (c) need root, ip and tc (they make network namespaces, removed at the end).
-# All CSVs and logs go to one results directory: per run a fabench run directory (train.csv) or a
-# DDP CSV, plus summary.csv (part, round, config, figures, ratio) and load.txt. In part (b)'s
-# "-step" rows the peer is the bound in ms and comm_ms the all-reduce alone.
-#
-# --fabench-args "ARGS" adds ARGS to every fabench run (e.g. "--overlap-step on").
-# --bind core binds rank r of both fabench and DDP to the r-th core (default none: neither).
+#   (b) emulated RATE (default 1gbit), 2 ranks: fabench f32 and bf16 against DDP and DDP's bf16
+#       hook, and each step against its bounds measured in the same round: max(compute, the
+#       all-reduce alone) and max(compute + comm_cpu_ms, all-reduce alone)
+#   (c) emulated RATE: ring, rhd, ps and ps:4 on 4 ranks, ring and ps on 2, DDP on 4
+# (b) and (c) need root, ip and tc. Every run and summary.csv (part, round, config, figures,
+# ratio; in (b)'s "-step" rows the peer is the bound, in ms) go to one results directory. --fabench-args adds arguments to every fabench run;
+# --bind core binds rank r of both to core r.
 # usage: scripts/bench-dp.sh [--fabench PATH] [--rounds R] [--steps S] [--warmup-steps W]
 #                            [--parts a,b,c] [--rate RATE] [--emu-transport T] [--quick] [--out DIR]
 #                            [--fabench-args "ARGS"] [--bind none|core]

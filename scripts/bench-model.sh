@@ -1,22 +1,15 @@
 #!/usr/bin/env bash
 # The cost model's out-of-sample benchmark (docs/cost-model.md): every cell (fabric x rank count)
-# is measured twice, minutes apart; `fabench fit` fits the model on the first pass and `fit
-# --check` predicts the second, per fabric, transport, ranks, algorithm and size, so the
-# machine's drift shows as error, as it would for a user. The sizes both passes measure show
-# that drift beside the model's error ("again" in check.txt); rows whose rounds agreed within
-# 10% ("steady") show the model's error apart from the drift inside a row.
-#   fabrics: lo (tcp and ucx on loopback), and as root emulated links: 1gbit and 5gbit by default
-#   ranks:   2 and 4;  sizes: fit 256 KiB to 64 MiB by 4, validation 1 MiB to 64 MiB by 2
-#            (1gbit: to 8 MiB, 5gbit: to 32 MiB; --quick: to 16 MiB or 4 MiB, by 4)
-#   algos:   ring, rhd, rd, tree, dtree, ps
-# Between the passes each cell's ring runs beside a compute load (--beside-compute): what a
-# computing core loses to the all-reduce, for the training step's share of the cores. Then
-# (unless --no-train) ResNet-18 and ResNet-20 train on every cell with none (the profile) and
-# each transport, the pairs in turns 3 times (--train-rounds), each data-parallel row predicted
-# from the model: train/<cell>/train.csv and train.txt.
-# Outputs in one directory: fit/<cell>/ and val/<cell>/ (run directories), model.json,
-# model_check.csv, fit.txt and check.txt (the tables), load.txt (the load average before each
-# run), state.txt (the loopback cells' probes). A full run takes about 16 minutes on two cores.
+# is measured twice, minutes apart; `fabench fit` fits the first pass and `fit --check` predicts
+# the second, so the machine's drift shows as error, as it would for a user. check.txt gives
+# the error per fabric, transport, ranks, algorithm and size, the drift between the passes
+# ("again"), and the error on rows whose rounds agreed ("steady").
+#   cells:  lo (tcp and ucx on loopback) and, as root, emulated 1gbit and 5gbit; 2 and 4 ranks;
+#           ring, rhd, rd, tree, dtree, ps; fit 256 KiB-64 MiB by 4, check 1-64 MiB by 2
+# Between the passes each cell's ring runs beside a compute load (--beside-compute). Then,
+# unless --no-train, ResNet-18 and ResNet-20 train on every cell, each data-parallel row
+# predicted from the model (train.txt). Outputs: fit/ and val/ run directories, model.json,
+# model_check.csv, fit.txt, check.txt, load.txt, state.txt. About 16 minutes on two cores.
 #
 # usage: scripts/bench-model.sh [--fabench PATH] [--quick] [--fabrics LIST] [--ranks LIST]
 #                               [--transports LIST] [--algos LIST] [--no-train]
