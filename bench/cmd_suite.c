@@ -622,7 +622,7 @@ static void suite_plan_micro(suite_job *x, int f) {
   /* Asleep while they wait, as training's communication thread is: the fit then prices the
    * all-reduce as training gets it (MPI moves data only when a poll comes round) and measures
    * the host's CPU per byte (a spinning rank's is not), the share of the cores the exchange
-   * costs the compute. Spinning rows predicted training fast (MEASUREMENTS.md, "late night"). */
+   * costs the compute. Spinning rows predicted training fast (docs/measurements.md, History). */
   arg(s, "--no-spin");
   if (f < 0) {
     arg(s, "--time-per-size"), arg(s, "%s", o->quick ? "0.02" : "0.05"), arg(s, "--rounds"), arg(s, "2");

@@ -20,7 +20,7 @@ COMMANDS = {
     "allreduce": (["allreduce", "--max-bytes", "256K", "--time-per-size", "0.3", "--rounds", "2"], 3),
     "p2p": (["p2p", "--max-bytes", "256K", "--time-per-size", "0.2"], 2),
     "train": (["train", "--data", "synthetic:1x8x8:10:256", "--model", "resnet8-w4", "--batch", "8",
-               "--steps", "3000", "--threads", "1", "--eval-every", "0", "--no-single"], 2),
+               "--steps", "200000", "--threads", "1", "--eval-every", "0", "--no-single"], 2),
 }
 # per transport: the algorithms of the all-reduce cases (mpi's own MPI_Allreduce has no timeout)
 ALGOS = {"tcp": "ring,rd", "ucx": "ring,rd", "mpi": "ring,native"}
