@@ -7,8 +7,10 @@ int coll_alltoallv(coll_comm *c, const void *sendbuf, const size_t *scounts, con
                    void *recvbuf, const size_t *rcounts, const size_t *rdispls, coll_dtype dt,
                    coll_algo algo, coll_algo *ran, coll_err *e) {
   if (coll_colls_begin(c, COLL_ALLTOALL, algo, dt, e) != 0) return -1;
-  coll_algo a = {COLL_ALGO_PAIRWISE, 0};
+  coll_algo a = {algo.kind == COLL_ALGO_NATIVE ? COLL_ALGO_NATIVE : COLL_ALGO_PAIRWISE, 0};
   if (ran) *ran = a;
+  if (a.kind == COLL_ALGO_NATIVE)
+    return coll_colls_end(c, c->tp->ops->alltoallv(c->tp, sendbuf, scounts, sdispls, recvbuf, rcounts, rdispls, dt, e), e);
   int n = c->size, r = c->rank;
   size_t es = coll_dtype_size(dt);
   const unsigned char *in = sendbuf;

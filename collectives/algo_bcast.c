@@ -113,6 +113,7 @@ int coll_broadcast(coll_comm *c, void *buf, size_t count, coll_dtype dt, int roo
   if (a.kind == COLL_ALGO_AUTO) a.kind = bytes < COLL_COLLS_SMALL ? COLL_ALGO_TREE : COLL_ALGO_VDG;
   a.param = 0;
   if (ran) *ran = a;
+  if (a.kind == COLL_ALGO_NATIVE) return coll_colls_end(c, c->tp->ops->bcast(c->tp, buf, count, dt, root, e), e);
   if (c->size == 1 || bytes == 0) return coll_colls_end(c, 0, e);
   int rc = a.kind == COLL_ALGO_CHAIN ? bc_chain(c, buf, bytes, root, e)
            : a.kind == COLL_ALGO_VDG ? bc_vdg(c, buf, bytes, root, e)

@@ -74,6 +74,8 @@ int coll_reduce_scatter(coll_comm *c, const void *sendbuf, void *recvbuf, size_t
   size_t bb = count * coll_dtype_size(dt);
   coll_algo a = rsag_pick(c, COLL_REDUCE_SCATTER, algo, bb * (size_t)c->size);
   if (ran) *ran = a;
+  if (a.kind == COLL_ALGO_NATIVE)
+    return coll_colls_end(c, c->tp->ops->reduce_scatter(c->tp, sendbuf, recvbuf, count, dt, op, e), e);
   const unsigned char *in = sendbuf;
   if (c->size == 1 || count == 0) {
     if (count) coll_ccopy(c, recvbuf, in, bb);
@@ -148,6 +150,7 @@ int coll_allgather(coll_comm *c, const void *sendbuf, void *recvbuf, size_t coun
   size_t bb = count * coll_dtype_size(dt);
   coll_algo a = rsag_pick(c, COLL_ALLGATHER, algo, bb * (size_t)c->size);
   if (ran) *ran = a;
+  if (a.kind == COLL_ALGO_NATIVE) return coll_colls_end(c, c->tp->ops->allgather(c->tp, sendbuf, recvbuf, count, dt, e), e);
   unsigned char *out = recvbuf;
   if (count == 0) return coll_colls_end(c, 0, e);
   if (c->size == 1 || a.kind != COLL_ALGO_BRUCK) coll_ccopy(c, out + (size_t)c->rank * bb, sendbuf, bb);

@@ -567,6 +567,7 @@ int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op
 
 int coll_colls_algo(coll_kind k, coll_algo a) {
   coll_algo_kind x = a.kind;
+  if (x == COLL_ALGO_NATIVE) return k < COLL_NCOLLS; /* where the transport's library has it */
   switch (k) {
   case COLL_REDUCE_SCATTER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RHD;
   case COLL_ALLGATHER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RD || x == COLL_ALGO_BRUCK;
@@ -592,6 +593,11 @@ int coll_colls_begin(coll_comm *c, coll_kind k, coll_algo a, coll_dtype dt, coll
     return coll_fail(e, "%s has no algorithm '%s'", names[k], an);
   }
   if (c->view) return coll_fail(e, "rank %d: internal: a %s inside a group view", c->world_rank, names[k]);
+  const coll_transport_ops *o = c->tp->ops;
+  const void *native[COLL_NCOLLS] = {(const void *)o->reduce_scatter, (const void *)o->allgather,
+                                     (const void *)o->bcast, (const void *)o->alltoallv};
+  if (a.kind == COLL_ALGO_NATIVE && !native[k])
+    return coll_fail(e, "transport %s has no native %s", o->name, names[k]);
   c->seq++;
   return 0;
 }

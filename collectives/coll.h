@@ -203,6 +203,8 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
  *   broadcast:      tree (binomial), chain (pipelined in the communicator's chunks), vdg
  *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn), auto
  *   all-to-all(v):  pairwise, auto
+ * and native where the transport's library has its own (mpi: MPI_Reduce_scatter_block,
+ * MPI_Allgather, MPI_Bcast, MPI_Alltoallv).
  * auto: the ring, or rd/rhd/bruck for vectors under COLL_COLLS_SMALL bytes; the tree for a
  * broadcast under it, vdg above. The send and receive buffers must not overlap. */
 typedef enum { COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BCAST, COLL_ALLTOALL, COLL_NCOLLS } coll_kind;

@@ -41,6 +41,15 @@ typedef struct {
   /* The library's own all-reduce, or NULL. */
   int (*allreduce)(coll_transport *t, void *buf, size_t count, coll_dtype dt, coll_op op,
                    coll_err *e);
+  /* The library's own reduce-scatter, all-gather, broadcast and all-to-allv, as coll.h's
+   * coll_reduce_scatter and the others define them, or NULL. */
+  int (*reduce_scatter)(coll_transport *t, const void *sendbuf, void *recvbuf, size_t count, coll_dtype dt,
+                        coll_op op, coll_err *e);
+  int (*allgather)(coll_transport *t, const void *sendbuf, void *recvbuf, size_t count, coll_dtype dt,
+                   coll_err *e);
+  int (*bcast)(coll_transport *t, void *buf, size_t count, coll_dtype dt, int root, coll_err *e);
+  int (*alltoallv)(coll_transport *t, const void *sendbuf, const size_t *scounts, const size_t *sdispls,
+                   void *recvbuf, const size_t *rcounts, const size_t *rdispls, coll_dtype dt, coll_err *e);
   /* Pushes out what sends reported complete left in the library's buffers (ucx), before this
    * rank waits on another transport and makes no progress on this one: a peer may be waiting
    * for those bytes. NULL: a completed send is out. */

@@ -168,6 +168,58 @@ static int mpi_allreduce(coll_transport *tp, void *buf, size_t count, coll_dtype
   return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Allreduce", -1);
 }
 
+static int mpi_reduce_scatter(coll_transport *tp, const void *sb, void *rb, size_t count, coll_dtype dt,
+                              coll_op op, coll_err *e) {
+  mpi_transport *t = (mpi_transport *)tp;
+  static const MPI_Op builtin[COLL_NOPS] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+  if (count > (size_t)INT32_MAX) return coll_fail(e, "MPI_Reduce_scatter_block: count over 2^31");
+  MPI_Op mop = dt == COLL_F16 ? t->half_ops[0][op] : dt == COLL_BF16 ? t->half_ops[1][op] : builtin[op];
+  coll_boot_mpi_begin(t->boot, "MPI_Reduce_scatter_block");
+  int rc = MPI_Reduce_scatter_block(sb, rb, (int)count, mpi_type(dt), mop, t->comm);
+  coll_boot_mpi_end(t->boot);
+  return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Reduce_scatter_block", -1);
+}
+
+static int mpi_allgather(coll_transport *tp, const void *sb, void *rb, size_t count, coll_dtype dt, coll_err *e) {
+  mpi_transport *t = (mpi_transport *)tp;
+  if (count > (size_t)INT32_MAX) return coll_fail(e, "MPI_Allgather: count over 2^31");
+  coll_boot_mpi_begin(t->boot, "MPI_Allgather");
+  int rc = MPI_Allgather(sb, (int)count, mpi_type(dt), rb, (int)count, mpi_type(dt), t->comm);
+  coll_boot_mpi_end(t->boot);
+  return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Allgather", -1);
+}
+
+static int mpi_bcast(coll_transport *tp, void *buf, size_t count, coll_dtype dt, int root, coll_err *e) {
+  mpi_transport *t = (mpi_transport *)tp;
+  if (count > (size_t)INT32_MAX) return coll_fail(e, "MPI_Bcast: count over 2^31");
+  coll_boot_mpi_begin(t->boot, "MPI_Bcast");
+  int rc = MPI_Bcast(buf, (int)count, mpi_type(dt), root, t->comm);
+  coll_boot_mpi_end(t->boot);
+  return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Bcast", -1);
+}
+
+/* MPI takes int counts and displacements: the size_t ones converted, each checked. */
+static int mpi_alltoallv(coll_transport *tp, const void *sb, const size_t *sc, const size_t *sd, void *rb,
+                         const size_t *rc_, const size_t *rd, coll_dtype dt, coll_err *e) {
+  mpi_transport *t = (mpi_transport *)tp;
+  int n = tp->size, *v = malloc(4 * (size_t)n * sizeof *v);
+  if (!v) return coll_fail(e, "MPI_Alltoallv: out of memory");
+  const size_t *from[4] = {sc, sd, rc_, rd};
+  for (int k = 0; k < 4; k++)
+    for (int p = 0; p < n; p++) {
+      if (from[k][p] > (size_t)INT32_MAX) {
+        free(v);
+        return coll_fail(e, "MPI_Alltoallv: a count or displacement over 2^31");
+      }
+      v[k * n + p] = (int)from[k][p];
+    }
+  coll_boot_mpi_begin(t->boot, "MPI_Alltoallv");
+  int rc = MPI_Alltoallv(sb, v, v + n, mpi_type(dt), rb, v + 2 * n, v + 3 * n, mpi_type(dt), t->comm);
+  coll_boot_mpi_end(t->boot);
+  free(v);
+  return rc == MPI_SUCCESS ? 0 : mpi_err(t, e, rc, "MPI_Alltoallv", -1);
+}
+
 static void mpi_close(coll_transport *tp) {
   mpi_transport *t = (mpi_transport *)tp;
   int fin = 0;
@@ -188,6 +240,10 @@ static const coll_transport_ops mpi_ops = {
     .test = mpi_test,
     .waitall = mpi_waitall,
     .allreduce = mpi_allreduce,
+    .reduce_scatter = mpi_reduce_scatter,
+    .allgather = mpi_allgather,
+    .bcast = mpi_bcast,
+    .alltoallv = mpi_alltoallv,
     .close = mpi_close,
 };
 

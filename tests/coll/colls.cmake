@@ -1,5 +1,5 @@
 # Reduce-scatter, all-gather, broadcast and all-to-all(v) (test_colls.c): every algorithm over
-# tcp at 1, 2, 3, 5 and 8 ranks, and over ucx where it is built.
+# tcp at 1, 2, 3, 5 and 8 ranks, over mpi (its own too) and over ucx where they are built.
 add_executable(test_colls ${CMAKE_CURRENT_SOURCE_DIR}/test_colls.c)
 target_link_libraries(test_colls PRIVATE fabench_collectives PkgConfig::CMOCKA fabench_config m)
 function(fabench_colls_test transport coll algo)
@@ -14,6 +14,17 @@ foreach(_c rs:ring rs:rhd rs:auto ag:ring ag:rd ag:bruck ag:auto bcast:tree bcas
   list(GET _p 1 _algo)
   fabench_colls_test(tcp ${_coll} ${_algo})
 endforeach()
+# MPI's own (native) beside its transport's messages under fabench's algorithms
+if(FABENCH_HAVE_MPI)
+  foreach(_c rs:native ag:native bcast:native a2a:native rs:ring bcast:vdg)
+    string(REPLACE ":" ";" _p ${_c})
+    list(GET _p 0 _coll)
+    list(GET _p 1 _algo)
+    fabench_colls_test(mpi ${_coll} ${_algo} --ranks 1,2,3,5)
+    set_tests_properties(coll_${_coll}_mpi_${_algo} PROPERTIES ENVIRONMENT
+      "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  endforeach()
+endif()
 if(FABENCH_BUILD_UCX)
   foreach(_c rs:ring ag:bruck bcast:vdg a2a:pairwise)
     string(REPLACE ":" ";" _p ${_c})

@@ -66,7 +66,7 @@ static int one_rank(const colls_cfg *cfg) {
   while (kind < 3 && strcmp(cfg->coll, kinds[kind])) kind++;
   if (coll_transport_parse(cfg->transport, &tk) || coll_colls_algo_parse((coll_kind)kind, cfg->algo, &algo)) return 1;
   coll_comm_opts o = {.transport = tk, .timeout_ms = 60000, .chunk_bytes = 4096};
-  if (coll_boot_open(&b, COLL_BOOT_AUTO, 0, 60000, &e) || coll_comm_open(&c, b, &o, &e)) {
+  if (coll_boot_open(&b, COLL_BOOT_AUTO, tk == COLL_MPI, 60000, &e) || coll_comm_open(&c, b, &o, &e)) {
     fprintf(stderr, "open: %s\n", e.msg);
     return 1;
   }
@@ -141,10 +141,33 @@ static int one_rank(const colls_cfg *cfg) {
   return fails ? 1 : 0;
 }
 
+static char self_g[4096];
+
 static void test_group(void **state) {
   int n = *(int *)*state, port = test_free_port();
   assert_true(port > 0);
   pid_t pids[16];
+  if (!strcmp(cfg_g.transport, "mpi")) { /* mpirun starts the ranks: this binary again */
+#ifdef FABENCH_MPIRUN
+    pid_t p = fork();
+    if (p == 0) {
+      char ns[16], big[32];
+      snprintf(ns, sizeof ns, "%d", n);
+      snprintf(big, sizeof big, "%zu", cfg_g.big);
+      setenv("TEST_COLLS_CHILD", "1", 1);
+      setenv("ASAN_OPTIONS", "detect_leaks=0", 1); /* Open MPI's unloaded plugins (test_allreduce.c) */
+      execl(FABENCH_MPIRUN, FABENCH_MPIRUN, "-np", ns, "--oversubscribe", "--bind-to", "none", "--mca", "btl",
+            "self,vader,tcp", self_g, "--transport", "mpi", "--coll", cfg_g.coll, "--algo", cfg_g.algo, "--big", big,
+            (char *)NULL);
+      _exit(127);
+    }
+    int failed = test_wait_ranks(&p, 1, 240);
+    if (failed) fail_msg("%s mpi/%s at %d ranks: mpirun failed", cfg_g.coll, cfg_g.algo, n);
+    return;
+#else
+    skip();
+#endif
+  }
   char tok[32];
   snprintf(tok, sizeof tok, "c%d-%d", (int)getpid(), n);
   for (int r = 0; r < n; r++) {
@@ -170,6 +193,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
     else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
   }
+  if (getenv("TEST_COLLS_CHILD")) return one_rank(cfg);
+  ssize_t l = readlink("/proc/self/exe", self_g, sizeof self_g - 1);
+  if (l > 0) self_g[l] = '\0';
   coll_transport_kind tk;
   if (coll_transport_parse(cfg->transport, &tk) || !coll_transport_built(tk)) {
     printf("SKIP: transport %s is not built into this fabench\n", cfg->transport);
