@@ -1,31 +1,13 @@
 /* Hierarchical all-reduce (hier, hier:ALG), as NCCL and Horovod run it on multi-GPU nodes:
- *   1. reduce-scatter inside each host: each rank ends with its host's reduction of the blocks
- *      it owns;
- *   2. across hosts, for each block, an all-reduce among the block's owners (one per host) by
- *      the flat algorithm ALG (ring, rhd, rd, tree, dtree), run unchanged on that group through
- *      the communicator's group view (coll_view_set);
- *   3. all-gather inside each host.
- * Only step 2 crosses host boundaries, with 1/L of the vector per rank (L ranks on the host).
- *
- * Blocks (algo_plan.h, coll_hier_group): the vector is cut into lmax blocks, lmax the most ranks
- * on one host, and local rank j of a host of L ranks owns the blocks k with k mod L == j. So
- * hosts of different rank counts agree on every block's bounds and each host has exactly one
- * owner of each block, the group that reduces it across hosts. A rank owning several blocks
- * runs their step 2 in block order; every group's members reach block k after their blocks
- * below k, which by induction all finish, so the groups cannot wait on each other in a cycle.
- *
- * Bit-identical results: a host's partial of block k is formed once, by its owner; the owners
- * then all-reduce it with an algorithm that ends bit-identical on its members, and step 3 only
- * copies. Every element is therefore the one value its group computed, on every rank.
- *
- * Steps 1 and 3 go over c->intra where the communicator has one (another transport inside the
- * hosts: coll_comm_opts.intra), on the same ranks and with the same seq. Where the host's ranks
- * map each other's copies of the vector (ucx), they read them in place instead of sending
- * messages (hier_phase_mapped).
- *
- * Tags: each step takes its own c->seq (the call's base, then base + 1 + k for block k, then
- * base + 1 + lmax for the all-gather), the same on every rank whatever it owns, so messages of
- * two steps between one pair of ranks never match each other. */
+ * 1. reduce-scatter inside each host; 2. for each block, an all-reduce among its owners (one per
+ * host) by the flat ALG, through the group view; 3. all-gather inside each host. Only step 2
+ * crosses hosts. The vector is cut into lmax blocks and local rank j of a host of L ranks owns
+ * the blocks k = j mod L (coll_hier_group), so uneven hosts agree on every block; owners run
+ * their blocks in order, so groups cannot wait on each other in a cycle. A block's host partial
+ * is formed once and step 3 only copies: results are bit-identical everywhere. Steps 1 and 3 go
+ * over c->intra where there is one, and read the peers' mapped copies where the host maps them.
+ * Each step has its own seq (base, base + 1 + k, base + 1 + lmax), so steps never match each
+ * other's messages. */
 #include "algo_plan.h"
 
 #define COLL_HIER_MAPPED_MAX 64 /* ranks on one host that may read each other's copies */
@@ -74,14 +56,11 @@ static int hier_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, 
   return 0;
 }
 
-/* ---- the phases inside a host on mapped memory ----
- * Where every rank of the host maps the others' copies of buf (coll_host_ptr: ucx's
- * rkey_ptr), step 1 reads: the owner of block k reduces every peer's copy of k into its own,
- * and step 3 copies each owner's finished blocks out of the owner's copy. Three rounds of small
- * tokens among the host's ranks order it: at the start (every copy holds its input, and all
- * pass the same place), after step 2 (every owner's blocks are final) and at the end (nobody
- * reads this rank's copy any more, so the caller may reuse it). A rank writes only its own
- * blocks until every peer has finished reading them. */
+/* ---- the phases inside a host on mapped memory (coll_host_ptr) ----
+ * Step 1: the owner of block k reduces every peer's copy of k into its own; step 3: each rank
+ * copies the owners' final blocks out of their copies. Three rounds of tokens order it: at the
+ * start (inputs in place, same place everywhere), after step 2 (blocks final), at the end
+ * (nobody reads this copy any more). A rank writes only its own blocks before the end. */
 typedef struct {
   uint64_t mapped, where[2];
 } hier_place;

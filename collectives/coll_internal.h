@@ -170,7 +170,7 @@ struct coll_comm {
   size_t chunk_bytes;
   coll_model model;    /* auto's parameters (fixed once open) */
   size_t auto_bytes;   /* auto's last size and its pick: a call repeats its size, and the pick */
-  coll_algo auto_algo; /* walks the trees' schedule (12 us at 64 ranks); auto_bytes 0: none */
+  coll_algo auto_algo; /* walks the trees' schedule (costly at many ranks); auto_bytes 0: none */
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
   size_t ring_stream_bytes; /* mapped ring: streaming stores from this buffer size on, where
                                FABENCH_RING_STREAM_BYTES asks (SIZE_MAX: never; the fabric then

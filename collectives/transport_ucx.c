@@ -9,14 +9,11 @@
  * UCX picks its transports itself and honours UCX_TLS and UCX_NET_DEVICES (ucp_config_read).
  * What it picked is read back from ucp_ep_print_info and kept in the `fabric` string.
  *
- * Over tcp alone, large messages go eager (UCX_RNDV_THRESH=inf unless the user set it): UCX's
- * rendezvous over tcp waits for a receiver's reply that queues behind the bulk data going the
- * other way on the same stream. At emulated 1 Gbit/s, 4 ranks, 1 MiB, rhd took 20.3 ms with
- * rendezvous and 12.7 eager, as our tcp transport does; over shared memory eager is the slower
- * (rhd 16 MiB at 2 ranks 6.7 ms against 9.1), so the rule is for contexts whose only network
- * is tcp: where every peer is on this host, only for tcp-only contexts; where some peer is on
- * another host (reached by tcp), also beside shared memory, since there the bulk of a large
- * call crosses tcp. */
+ * Large messages go eager (UCX_RNDV_THRESH=inf unless the user set it) where tcp is the only
+ * network: UCX's rendezvous over tcp waits for a reply queued behind the bulk data going the
+ * other way, while over shared memory eager is the slower (docs/measurements.md, "Open
+ * MPI's rendezvous on TCP"). So: tcp-only contexts, and beside shared memory where a peer is on
+ * another host, since the bulk of a large call then crosses tcp. */
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -579,8 +576,8 @@ static void *ucx_mem_alloc(coll_transport *t, size_t bytes, coll_err *e) {
     for (int p = 0; p < n; p++) ok_all &= oks[p] & 1, used |= oks[p] & 2;
     ok_all = ok_all && used;
     /* Memory no peer reads in place is ordinary memory: without shared memory UCX allocates
-     * transparent huge pages, and on a 2-core VM a training step computing on them ran 1.3-2x
-     * slower in spells (UCX_TLS=self,tcp: ResNet-20's forward 48-83 ms against 36) */
+     * transparent huge pages, on which compute ran slower in spells (docs/measurements.md,
+     * "Mapped buffers on ucx: ordinary memory where nothing maps") */
     if (!ok_all && g.mh) {
       ucx_region plain = {.id = g.id, .bytes = g.bytes};
       ucx_region_release(u, &g);

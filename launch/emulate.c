@@ -243,10 +243,8 @@ uint64_t launch_emu_burst(uint64_t bps) {
 }
 
 /* The queue holds 5 ms of traffic and at least 8 MiB, as a switch port's buffer would: the
- * chunks of a pipelined tree or a parameter server converge on one rank (4 ranks: 4 of 256 KiB
- * at once, from 3 senders) and must queue, not drop. With 5 ms alone (625 kB at 1gbit) tbf
- * dropped 60-80 packets a run there, and dtree on 4 ranks at 8 MiB took 156-171 ms where a
- * deeper queue took 140 (the cost model's 142), tree and ps 2-5% longer. */
+ * chunks of a pipelined tree or a parameter server converge on one rank and must queue, not
+ * drop (docs/measurements.md, "The emulated link's queue and credit"). */
 uint64_t launch_emu_limit(uint64_t bps) {
   uint64_t q = bps / 8 / 200 + launch_emu_burst(bps);
   return q < (8u << 20) ? 8u << 20 : q;
