@@ -1,19 +1,10 @@
-/* Rabenseifner's all-reduce: a reduce-scatter by recursive halving followed by an all-gather by
- * recursive doubling (Thakur, Rabenseifner, Gropp 2005), with the MPICH fold for rank counts that
- * are not a power of two (algo_plan.h). The vector is cut into pof2 blocks (coll_block); the
- * halving exchanges half of what a rank holds with partner newrank ^ mask for mask 1, 2, 4, ...
- * (nearest first), and the doubling retraces its steps backwards. In the node-aware rank order
- * the first, largest exchanges then stay inside a node and only the last, smallest ones cross
- * nodes: a node's link carries 2 (M-1)/M n for M nodes of 2^j ranks, as hier's does, where
- * farthest-first would send each rank's half across. Cost 2 lg p alpha + 2 (p-1)/p n beta +
- * (p-1)/p n gamma for p = 2^k.
- *
- * The halving's exchanges go in pieces reduced as they arrive (coll_xchg_reduce), as the ring's
- * steps do, so the reduction hides under the transfer (docs/measurements.md, "rd and rhd reduce
- * as the pieces arrive").
- *
- * Every block is reduced on exactly one rank and then copied to the others, so all ranks end
- * with bit-identical results. */
+/* Rabenseifner's all-reduce (Thakur, Rabenseifner, Gropp 2005): a reduce-scatter by recursive
+ * halving, then an all-gather by recursive doubling, with the MPICH fold off a power of two. The
+ * halving goes nearest partner first (newrank ^ 1, ^ 2, ...), so in the node-aware order its
+ * largest exchanges stay inside a node and a node's link carries what hier's would. Exchanges
+ * go in pieces reduced as they arrive (coll_xchg_reduce); every block is reduced on one rank and
+ * copied to the others, so results are bit-identical. Cost 2 lg p alpha + 2 (p-1)/p n beta +
+ * (p-1)/p n gamma for p = 2^k. */
 #include <string.h>
 
 #include "algo_plan.h"
