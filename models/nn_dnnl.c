@@ -439,6 +439,30 @@ static void conv_geom(const nn_net *net, const nn_layer *l, int64_t *kh, int64_t
   pad[0] = pad[1] = c ? 0 : l->pad;
 }
 
+/* oneDNN's Winograd convolution (F(4x4, 3x3): a quarter of the multiplications; AVX-512 only,
+ * channels in 16s) for a 3x3 stride-1 layer whose output fills at least half of its 4x4 tiles: the
+ * CIFAR ResNets' layers at 32x32 down to 7x7 train faster than on the direct kernels, while the
+ * 2x2 maps of ResNet-18's last stages on small images, three quarters padding, train slower.
+ * Not the network's input (1 or 3 channels). FABENCH_NO_WINO in the environment keeps every layer
+ * on the direct kernels, to compare the two. */
+static int conv_wino_fits(const nn_net *net, const nn_layer *l) {
+  nn_shape so = net->t.shapes[l->out];
+  int64_t kh, kw;
+  dnnl_dims_t st, pad;
+  conv_geom(net, l, &kh, &kw, st, pad);
+  if (!l->in || kh != 3 || kw != 3 || st[0] != 1 || getenv("FABENCH_NO_WINO")) return 0;
+  int64_t th = (so.h + 3) / 4 * 4, tw = (so.w + 3) / 4 * 4;
+  return 2 * (int64_t)so.h * so.w >= th * tw;
+}
+
+/* The algorithm a convolution's forward descriptor was made with (its backward uses the same). */
+static dnnl_alg_kind_t conv_alg(const_dnnl_primitive_desc_t pd) {
+  const dnnl_convolution_desc_t *d = NULL;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_convolution_d, 0, &d) != dnnl_success || !d)
+    return dnnl_convolution_direct;
+  return d->alg_kind;
+}
+
 /* ------------------------------------------------------------------------------------------------
  * layers: forward builders (in layer order) */
 
@@ -568,6 +592,21 @@ static int conv_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl
                                         NULL, &dmd, st, pad, pad));
   if (pd_new(b, fpd, &cd, NULL, "convolution")) return -1;
   if (conv_fwd_layout(b, l, fpd, &smd, &dmd, st, pad)) return -1;
+  if (conv_wino_fits(net, l)) { /* on the layouts chosen above, where oneDNN has it */
+    dnnl_primitive_desc_t wpd = NULL;
+    if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_winograd,
+                                           dnnl_primitive_desc_query_md(*fpd, dnnl_query_src_md, 0), &wmd, NULL,
+                                           dnnl_primitive_desc_query_md(*fpd, dnnl_query_dst_md, 0), st, pad,
+                                           pad) == dnnl_success &&
+        dnnl_primitive_desc_create(&wpd, &cd, net->attr, net->eng, NULL) == dnnl_success) {
+      if (pd_is_ref(wpd)) {
+        dnnl_primitive_desc_destroy(wpd);
+      } else {
+        dnnl_primitive_desc_destroy(*fpd);
+        *fpd = wpd;
+      }
+    }
+  }
   const dnnl_memory_desc_t *fsrc = dnnl_primitive_desc_query_md(*fpd, dnnl_query_src_md, 0);
   float *arena = net->params + net->li[b->layer].poff;
   dnnl_memory_t wp;
@@ -647,6 +686,27 @@ static int conv_bwdw_plain(bctx *b, dnnl_primitive_desc_t *pd, const dnnl_memory
   return 0;
 }
 
+/* A backward descriptor (weights, or data) of the forward's algorithm; the direct one where oneDNN
+ * has that algorithm only on its reference code or not at all. */
+static int conv_bwd_pd(bctx *b, dnnl_primitive_desc_t *pd, int weights, dnnl_alg_kind_t alg,
+                       const dnnl_memory_desc_t *smd, const dnnl_memory_desc_t *wany, const dnnl_memory_desc_t *dmd,
+                       const dnnl_dims_t st, const dnnl_dims_t pad, const_dnnl_primitive_desc_t fpd) {
+  dnnl_convolution_desc_t cd;
+  if (alg != dnnl_convolution_direct) {
+    dnnl_status_t s = weights ? dnnl_convolution_backward_weights_desc_init(&cd, alg, smd, wany, NULL, dmd, st, pad, pad)
+                              : dnnl_convolution_backward_data_desc_init(&cd, alg, smd, wany, dmd, st, pad, pad);
+    if (s == dnnl_success && dnnl_primitive_desc_create(pd, &cd, b->net->attr, b->net->eng, fpd) == dnnl_success) {
+      if (!pd_is_ref(*pd)) return 0;
+      dnnl_primitive_desc_destroy(*pd);
+    }
+  }
+  if (weights)
+    DN(dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, smd, wany, NULL, dmd, st, pad, pad));
+  else
+    DN(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, smd, wany, dmd, st, pad, pad));
+  return pd_new(b, pd, &cd, fpd, weights ? "convolution backward weights" : "convolution backward data");
+}
+
 static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_memory_t csrc, dnnl_memory_t wmem) {
   nn_net *net = b->net;
   plan *p = b->p;
@@ -665,10 +725,9 @@ static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_
   dnnl_memory_t dy = p->dmem[l->out];
 
   /* weights gradient, written to the plain gradient arena */
-  dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd;
-  DN(dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, smd, &wany, NULL, dmd, st, pad, pad));
-  if (pd_new(b, &pd, &cd, fpd, "convolution backward weights")) return -1;
+  dnnl_alg_kind_t alg = conv_alg(fpd);
+  if (conv_bwd_pd(b, &pd, 1, alg, smd, &wany, dmd, st, pad, fpd)) return -1;
   dnnl_memory_t wsrc = csrc, wdy = dy;
   if (conv_bwdw_plain(b, &pd, &wany, st, pad, fpd, &wsrc, &wdy)) goto fail;
   float *arena = net->grads + net->li[b->layer].poff;
@@ -683,8 +742,7 @@ static int conv_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_
 
   /* data gradient */
   if (l->in == 0 && !net->o.need_dx) return 0;
-  DN(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, smd, &wany, dmd, st, pad, pad));
-  if (pd_new(b, &pd, &cd, fpd, "convolution backward data")) return -1;
+  if (conv_bwd_pd(b, &pd, 0, alg, smd, &wany, dmd, st, pad, fpd)) return -1;
   return bwd_data_exec(b, pd, wmem, dy, l->in, smd);
 fail:
   dnnl_primitive_desc_destroy(pd);

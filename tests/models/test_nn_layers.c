@@ -207,7 +207,8 @@ static void ref_conv_g(int batch, nn_shape a, nn_shape b, const nn_layer *l, con
    chose for it, as every convolution inside a network does (the first reads the plain input). Narrow
    channel counts there (fewer than an ISA's 8- or 16-channel block) are where oneDNN's own layout
    choice led to its reference code; the engine's own choice (nn_dnnl.c, conv_fwd_layout) is
-   checked here, the padding of its weights included. */
+   checked here, the padding of its weights included. Full blocks of 16 channels at 3x3, stride 1,
+   are where the engine takes oneDNN's Winograd kernels (AVX-512; conv_wino_fits). */
 static void chain_case(nn_shape in, int c1, int c2, int k, int stride, int pad, int batch, int n) {
   nn_layer ls[] = {{.op = NN_CONV, .in = 0, .cout = c1, .k = 3, .stride = 1, .pad = 1},
                    {.op = NN_CONV, .in = 1, .cout = c2, .k = k, .stride = stride, .pad = pad}};
@@ -256,6 +257,9 @@ static void test_conv_narrow(void **state) {
   chain_case((nn_shape){3, 1, 1}, 4, 6, 3, 1, 1, 3, 3);    /* 1x1 input: the centre tap of padded weights */
   chain_case((nn_shape){3, 2, 2}, 5, 7, 3, 2, 1, 2, 2);    /* 2x2 to 1x1: 4 taps of 9 */
   chain_case((nn_shape){3, 6, 6}, 16, 16, 3, 1, 1, 2, 2);  /* full blocks: oneDNN's own choice */
+  chain_case((nn_shape){3, 9, 7}, 32, 48, 3, 1, 1, 3, 2);  /* Winograd: partial tiles, partial batch */
+  chain_case((nn_shape){1, 8, 8}, 16, 64, 3, 1, 1, 2, 2);  /* whole 4x4 tiles */
+  chain_case((nn_shape){3, 2, 2}, 32, 32, 3, 1, 1, 2, 2);  /* 2x2: direct (tiles three quarters empty) */
 }
 
 static void ref_bn(const lt *T, int relu, const float *gb, double *y, double *dx, double *dg, double *mean,
