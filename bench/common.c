@@ -267,19 +267,10 @@ int bench_run_begin(bench_run *r, const char *out, const char *command, int argc
   char err[512];
   /* another command's run in --out would be overwritten file by file and its run.json replaced,
    * leaving a directory that mixes two runs (fit and report read such a mix as one run) */
-  if (out && *out) {
-    char path[4200];
-    cJSON *old = NULL;
-    snprintf(path, sizeof path, "%s/run.json", out);
-    if (access(path, F_OK) == 0 && util_json_read_file(path, &old, err, sizeof err) == 0) {
-      const cJSON *c = cJSON_GetObjectItem(old, "command");
-      int other = cJSON_IsString(c) && strcmp(c->valuestring, command);
-      if (other) bench_error("--out %s holds a `%s` run (its run.json): give %s a directory of its own", out,
-                             c->valuestring, command);
-      cJSON_Delete(old);
-      if (other) return -1;
-    }
-  }
+  char had[256];
+  if (out && *out && res_run_command(out, had, sizeof had) == 0 && strcmp(had, command))
+    return bench_error("--out %s holds a `%s` run (its run.json): give %s a directory of its own", out, had,
+                       command), -1;
   if (res_run_dir(r->dir, sizeof r->dir, out, command, err, sizeof err) != 0)
     return bench_error("%s", err), -1;
   res_run_id(r->run_id, sizeof r->run_id);

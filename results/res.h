@@ -201,6 +201,9 @@ void res_run_add_fabric(res_run_desc *d, const char *key, const char *fabric);
 int res_run_add_result(res_run_desc *d, const res_run_train_result *r);
 /* Writes the description as <dir>/run.json (atomically: res_meta_write). */
 int res_run_write(const char *dir, const res_run_desc *d, char *err, size_t errcap);
+/* The command a run directory's run.json names, into cmd: 0, or -1 where there is no readable
+ * run.json that names one. */
+int res_run_command(const char *dir, char *cmd, size_t cap);
 
 /* ---- the cost model fit (res_fit.c): alpha-beta-gamma per fabric and host count ---- */
 #define RES_BUSY_MAX 16 /* a fabric's (ranks, size) points measured beside a load */

@@ -1,6 +1,7 @@
 /* results: run.json rendered from the run its command described (res_run_desc), so that every
  * command's run.json is assembled here and the commands build no JSON of their own. */
 #include "res.h"
+#include "util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -192,5 +193,17 @@ int res_run_write(const char *dir, const res_run_desc *d, char *err, size_t errc
   rr_str(m, "status", d->status);
   int rc = res_meta_write(dir, m, err, errcap);
   cJSON_Delete(m);
+  return rc;
+}
+
+int res_run_command(const char *dir, char *cmd, size_t cap) {
+  char path[4200];
+  cJSON *o = NULL;
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  if (util_json_read_file(path, &o, NULL, 0)) return -1;
+  const cJSON *c = cJSON_GetObjectItem(o, "command");
+  int rc = cJSON_IsString(c) ? 0 : -1;
+  if (!rc) snprintf(cmd, cap, "%s", c->valuestring);
+  cJSON_Delete(o);
   return rc;
 }
