@@ -113,7 +113,7 @@ struct nn_net {
   void *fwd_ctx;
   nn_arena_alloc galloc;         /* who owns the gradient arena (alloc NULL: we do) */
   int nslow;                     /* primitives built on oneDNN's reference code (pd_is_ref) */
-  char slow[96];                 /* the first of them */
+  char slow[192];                /* the first of them (slow_name) */
 };
 
 /* ------------------------------------------------------------------------------------------------
@@ -227,6 +227,34 @@ static const char *pd_impl(const_dnnl_primitive_desc_t pd) {
  * ones (conv_bwdw_plain; nn_net_slow_primitives). */
 static int pd_is_ref(const_dnnl_primitive_desc_t pd) { return !strncmp(pd_impl(pd), "ref", 3); }
 
+/* Names a primitive on the reference code for nn_net_slow_primitives' warning: the layer, its shape,
+ * the primitive and the implementation, e.g. "layer 17 (convolution 8->8 3x3/1 on 28x28: convolution
+ * backward_data), ref:any". */
+static void slow_name(bctx *b, const_dnnl_primitive_desc_t pd) {
+  static const char *const ops[] = {"convolution", "batch norm", "residual add", "max pooling", "average pooling",
+                                    "fully connected"};
+  char lay[96] = "";
+  if (b->layer >= 0) {
+    const nn_layer *l = &b->net->t.layers[b->layer];
+    nn_shape si = b->net->t.shapes[l->in], so = b->net->t.shapes[l->out];
+    if (l->op == NN_CONV)
+      snprintf(lay, sizeof lay, "%s %d->%d %dx%d/%d on %dx%d: ", ops[l->op], si.c, so.c, l->k, l->k, l->stride, si.h,
+               si.w);
+    else
+      snprintf(lay, sizeof lay, "%s %d on %dx%d: ", ops[l->op], si.c, si.h, si.w);
+  }
+  dnnl_primitive_kind_t kind = dnnl_undefined_primitive;
+  dnnl_prop_kind_t prop = dnnl_prop_kind_undef;
+  dnnl_primitive_desc_query(pd, dnnl_query_primitive_kind, 0, &kind);
+  dnnl_primitive_desc_query(pd, dnnl_query_prop_kind, 0, &prop);
+  const char *pk = prop == dnnl_prop_kind_undef ? "" : dnnl_prop_kind2str(prop);
+  if (b->layer >= 0)
+    snprintf(b->net->slow, sizeof b->net->slow, "layer %d (%s%s%s%s), %s", b->layer, lay, dnnl_prim_kind2str(kind),
+             *pk ? " " : "", pk, pd_impl(pd));
+  else
+    snprintf(b->net->slow, sizeof b->net->slow, "%s at the network's edge, %s", dnnl_prim_kind2str(kind), pd_impl(pd));
+}
+
 /* Creates the primitive of a descriptor and remembers the largest scratchpad. */
 static dnnl_primitive_t prim_of(bctx *b, dnnl_primitive_desc_t pd) {
   plan *p = b->p;
@@ -241,8 +269,7 @@ static dnnl_primitive_t prim_of(bctx *b, dnnl_primitive_desc_t pd) {
     snprintf(b->err, b->cap, "oneDNN %s creating a primitive at layer %d", dnnl_status2str(s), b->layer);
     return NULL;
   }
-  if (pd_is_ref(pd) && b->net->nslow++ == 0)
-    snprintf(b->net->slow, sizeof b->net->slow, "layer %d, %s", b->layer, pd_impl(pd));
+  if (pd_is_ref(pd) && b->net->nslow++ == 0) slow_name(b, pd);
   if (grow((void **)&p->prims, &p->capprims, p->nprims + 1, sizeof(*p->prims))) {
     dnnl_primitive_destroy(prim);
     snprintf(b->err, b->cap, "out of memory");

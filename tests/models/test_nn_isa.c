@@ -9,7 +9,8 @@
  *         (nn_dnnl.c, conv_fwd_layout), and the weight gradients its AVX2 JIT refuses (256 channels
  *         at 2x2, a one-channel stem) run by GEMM. Skipped, with one line, on a CPU without AVX2.
  *   sse41 (the control): some primitives do fall back there, and nn_net_slow_primitives counts
- *         them and names the first, so the check above can fail. */
+ *         them and names the first (its layer, shape and implementation), so the check above can
+ *         fail. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,7 +69,9 @@ static void test_reference_code(void **state) {
   if (!strcmp(isa, "sse41")) {
     int k = slow_prims("resnet18-w4", shapes[1], 2, 1, 1, first, sizeof first);
     if (k == 0) fail_msg("under SSE4.1 no primitive of resnet18-w4 was counted on the reference code");
-    assert_non_null(strstr(first, "ref"));
+    assert_non_null(strstr(first, "ref")); /* the implementation and the layer, with its shape */
+    assert_non_null(strstr(first, "layer "));
+    assert_non_null(strstr(first, " on "));
     return;
   }
   __builtin_cpu_init();
