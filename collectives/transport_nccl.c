@@ -53,7 +53,7 @@ typedef struct {
 } nc_host;
 
 typedef struct {
-  int peer, recv;
+  int peer, is_send;
   void *buf;
   size_t bytes;
 } nc_op;
@@ -158,10 +158,10 @@ static int nc_flush(nc_transport *t) {
   if (nc_nccl(t, ncclGroupStart(), "ncclGroupStart")) return -1;
   for (int i = 0; i < n; i++) {
     nc_op *o = &t->pend[i];
-    ncclResult_t rc = o->recv ? ncclRecv(o->buf, o->bytes, ncclUint8, o->peer, t->nccl, t->stream)
-                              : ncclSend(o->buf, o->bytes, ncclUint8, o->peer, t->nccl, t->stream);
+    ncclResult_t rc = o->is_send ? ncclSend(o->buf, o->bytes, ncclUint8, o->peer, t->nccl, t->stream)
+                                 : ncclRecv(o->buf, o->bytes, ncclUint8, o->peer, t->nccl, t->stream);
     if (rc != ncclSuccess) {
-      nc_nccl(t, rc, o->recv ? "ncclRecv" : "ncclSend");
+      nc_nccl(t, rc, o->is_send ? "ncclSend" : "ncclRecv");
       ncclGroupEnd();
       return -1;
     }
@@ -170,7 +170,7 @@ static int nc_flush(nc_transport *t) {
 }
 
 static int nc_post(coll_transport *tp, int peer, void *buf, size_t bytes, uint32_t tag, coll_req *r,
-                   int recv, coll_err *e) {
+                   int is_send, coll_err *e) {
   nc_transport *t = (nc_transport *)tp;
   nc_req *q = (nc_req *)r;
   q->kind = NC_DONE;
@@ -184,7 +184,7 @@ static int nc_post(coll_transport *tp, int peer, void *buf, size_t bytes, uint32
       t->pend = p;
       t->cappend = cap;
     }
-    t->pend[t->npend++] = (nc_op){peer, recv, buf, bytes};
+    t->pend[t->npend++] = (nc_op){peer, is_send, buf, bytes};
     q->kind = NC_GROUP;
     return 0;
   }
@@ -199,7 +199,7 @@ static int nc_post(coll_transport *tp, int peer, void *buf, size_t bytes, uint32
     }
     hbuf = h->bounce;
     h->bytes = bytes;
-    if (recv) {
+    if (!is_send) {
       h->dev = buf;
     } else if (nc_cuda(t, cudaMemcpyAsync(h->bounce, buf, bytes, cudaMemcpyDeviceToHost, t->stream),
                        "cudaMemcpyAsync (stage a send)") ||
@@ -209,8 +209,8 @@ static int nc_post(coll_transport *tp, int peer, void *buf, size_t bytes, uint32
       return -1;
     }
   }
-  int rc = recv ? t->tcp->ops->irecv(t->tcp, peer, hbuf, bytes, tag, &h->inner, e)
-                : t->tcp->ops->isend(t->tcp, peer, hbuf, bytes, tag, &h->inner, e);
+  int rc = is_send ? t->tcp->ops->isend(t->tcp, peer, hbuf, bytes, tag, &h->inner, e)
+                   : t->tcp->ops->irecv(t->tcp, peer, hbuf, bytes, tag, &h->inner, e);
   if (rc != 0) {
     free(h->bounce);
     free(h);
@@ -223,11 +223,11 @@ static int nc_post(coll_transport *tp, int peer, void *buf, size_t bytes, uint32
 
 static int nc_isend(coll_transport *tp, int peer, const void *buf, size_t bytes, uint32_t tag,
                     coll_req *r, coll_err *e) {
-  return nc_post(tp, peer, (void *)buf, bytes, tag, r, 0, e);
+  return nc_post(tp, peer, (void *)buf, bytes, tag, r, 1, e);
 }
 static int nc_irecv(coll_transport *tp, int peer, void *buf, size_t bytes, uint32_t tag,
                     coll_req *r, coll_err *e) {
-  return nc_post(tp, peer, buf, bytes, tag, r, 1, e);
+  return nc_post(tp, peer, buf, bytes, tag, r, 0, e);
 }
 
 /* A host message has arrived or left: a staged receive goes on to the device. */

@@ -55,7 +55,7 @@ typedef struct {
   size_t bytes;
   uint32_t tag;
   int peer;
-  int is_recv;
+  int is_send;
   int state;
 } ucx_req;
 _Static_assert(sizeof(ucx_req) <= sizeof(coll_req), "ucx_req must fit in coll_req");
@@ -198,7 +198,7 @@ static int ucx_post_send(ucx_tp *u, int peer, const void *buf, size_t bytes, uin
   q->bytes = bytes;
   q->tag = (uint32_t)tag;
   q->peer = peer;
-  q->is_recv = 0;
+  q->is_send = 1;
   if (UCS_PTR_IS_ERR(r)) {
     q->state = UREQ_FAILED;
     u->failed = 1;
@@ -232,7 +232,7 @@ static int ucx_post_recv(ucx_tp *u, int peer, void *buf, size_t bytes, uint64_t 
   q->bytes = bytes;
   q->tag = (uint32_t)tag;
   q->peer = peer;
-  q->is_recv = 1;
+  q->is_send = 0;
   if (UCS_PTR_IS_ERR(r)) {
     q->state = UREQ_FAILED;
     u->failed = 1;
@@ -271,7 +271,7 @@ static int ucx_check_recv(ucx_tp *u, ucx_req *q, ucs_status_t st, coll_err *e) {
 static int ucx_poll(ucx_tp *u, ucx_req *q, coll_err *e, int *err) {
   if (q->state != UREQ_PENDING) return 1;
   ucs_status_t st;
-  if (q->is_recv)
+  if (!q->is_send)
     st = ucp_tag_recv_request_test(q->ureq, &q->info);
   else
     st = ucp_request_check_status(q->ureq);
@@ -282,12 +282,12 @@ static int ucx_poll(ucx_tp *u, ucx_req *q, coll_err *e, int *err) {
     q->state = UREQ_FAILED;
     u->failed = 1;
     *err = coll_fail(e, "ucx: rank %d (%s): %s of %zu bytes %s rank %d (%s) failed: %s",
-                     u->base.rank, ucx_host(u, u->base.rank), q->is_recv ? "receive" : "send",
-                     q->bytes, q->is_recv ? "from" : "to", q->peer, ucx_host(u, q->peer),
+                     u->base.rank, ucx_host(u, u->base.rank), q->is_send ? "send" : "receive",
+                     q->bytes, q->is_send ? "to" : "from", q->peer, ucx_host(u, q->peer),
                      ucs_status_string(st));
     return 1;
   }
-  if (q->is_recv && ucx_check_recv(u, q, st, e) != 0) {
+  if (!q->is_send && ucx_check_recv(u, q, st, e) != 0) {
     q->state = UREQ_FAILED;
     *err = -1;
     return 1;
@@ -300,7 +300,7 @@ static int ucx_poll(ucx_tp *u, ucx_req *q, coll_err *e, int *err) {
  * matching into the caller's buffer. */
 static void ucx_abandon(ucx_tp *u, ucx_req *q) {
   if (q->state == UREQ_PENDING && q->ureq) {
-    if (q->is_recv) ucp_request_cancel(u->worker, q->ureq);
+    if (!q->is_send) ucp_request_cancel(u->worker, q->ureq);
     ucp_request_free(q->ureq);
   }
   q->ureq = NULL;
@@ -336,7 +336,7 @@ static int ucx_wait(ucx_tp *u, ucx_req **qs, int n, int timeout_ms, const char *
      * sender dies, so the requests on a peer its error handler reported are failed here */
     for (int i = first; u->any_gone && i < n; i++)
       if (qs[i]->state == UREQ_PENDING && u->gone[qs[i]->peer] != UCS_OK) {
-        err = ucx_gone_fail(u, qs[i]->peer, qs[i]->is_recv ? "receiving" : "sending",
+        err = ucx_gone_fail(u, qs[i]->peer, qs[i]->is_send ? "sending" : "receiving",
                             qs[i]->bytes, e);
         goto fail;
       }
@@ -353,8 +353,8 @@ static int ucx_wait(ucx_tp *u, ucx_req **qs, int n, int timeout_ms, const char *
                       "ucx: rank %d (%s): timed out after %d ms %s: %s of %zu bytes (tag %u) "
                       "%s rank %d (%s) did not complete",
                       u->base.rank, ucx_host(u, u->base.rank), timeout_ms, what,
-                      q->is_recv ? "receive" : "send", q->bytes, q->tag,
-                      q->is_recv ? "from" : "to", q->peer, ucx_host(u, q->peer));
+                      q->is_send ? "send" : "receive", q->bytes, q->tag,
+                      q->is_send ? "to" : "from", q->peer, ucx_host(u, q->peer));
       goto fail;
     }
     if (idle_since < 0) {
@@ -415,7 +415,7 @@ static int ucx_test(coll_transport *t, coll_req *r, int *done, coll_err *e) {
   *done = ucx_poll(u, q, e, &err);
   if (err) return -1;
   if (!*done && u->gone[q->peer] != UCS_OK) {
-    int rc = ucx_gone_fail(u, q->peer, q->is_recv ? "receiving" : "sending", q->bytes, e);
+    int rc = ucx_gone_fail(u, q->peer, q->is_send ? "sending" : "receiving", q->bytes, e);
     ucx_abandon(u, q);
     return rc;
   }
