@@ -459,7 +459,3 @@ int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap)
   return util_json_write_file(path, meta, err, errcap);
 }
 
-
-int res_file_replace(const char *path, const void *data, size_t n, char *err, size_t errcap) {
-  return util_file_replace(path, data, n, err, errcap);
-}

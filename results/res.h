@@ -65,12 +65,10 @@ typedef struct {
   size_t n;
 } res_rows;
 /* Reads a record's rows from path: a run directory (<base>.csv, else <base>.jsonl) or a
- * .csv/.jsonl file. Columns are matched by name; an optional column (res_field.optional) the
- * file lacks reads as NaN, 0 or "" (a file from before it was added). A missing required
- * column (CSV header or JSONL record), an unknown column, a malformed value, a schema version
- * newer than s->version (from a row's schema column or the directory's run.json), or a
- * run.json beside the file that is not a JSON object with a whole schema number from 1 is an
- * error naming the file. Strings are owned by out; free with res_rows_free. */
+ * .csv/.jsonl file, columns matched by name; an optional column the file lacks reads as NaN, 0
+ * or "". An error names the file: a missing required or unknown column, a malformed value, a
+ * schema newer than s->version (a row's or run.json's), or a run.json beside it that is not an
+ * object with a whole schema number. Strings are owned by out; free with res_rows_free. */
 int res_table_read(res_rows *out, const res_schema *s, const char *path, char *err,
                    size_t errcap);
 void res_rows_free(res_rows *r);
@@ -114,8 +112,6 @@ void res_run_id(char *id, size_t cap);
 cJSON *res_meta_new(const char *run_id, const char *command, int argc, char **argv);
 /* Writes the object as <dir>/run.json (atomically: util_file_replace). */
 int res_meta_write(const char *dir, const cJSON *meta, char *err, size_t errcap);
-/* util_file_replace under its former name, for topo/, which still calls it so. */
-int res_file_replace(const char *path, const void *data, size_t n, char *err, size_t errcap);
 
 /* ---- run.json (res_run.c): the run as its command describes it; results writes the JSON ---- */
 /* A host of a multi-host run: its topology stamp and the boot world's ranks on it. */
@@ -254,14 +250,11 @@ typedef struct res_model {
   double gamma_kernel; /* s/byte of the reduction kernel where measured, else NaN */
 } res_model;
 
-/* Fits every (fabric, transport, host_count, topo_hash) of the rows: all-reduce rows (error-free, a named
- * algorithm, finite median) give alpha, beta and gamma by robust least squares on relative
- * residuals (Huber weights, outliers beyond 4 MAD left out); fabrics with only p2p rows get
- * alpha and beta from one-way times (lat and bw tests) and gamma from gamma_kernel. When the
- * rows cannot tell gamma from beta (e.g. ring and rhd at 2 ranks only), gamma is gamma_kernel
- * (s/byte; NaN: coll_model_default's). An all-reduce fabric then learns what its formulas
- * miss at the sizes fitted (res_fabric_model.learned; not with res_fit_opts.formulas_only).
- * Either rows pointer may be NULL. */
+/* Fits every (fabric, transport, host_count, topo_hash) of the rows: all-reduce rows by robust
+ * least squares on relative residuals, p2p-only fabrics from one-way times, gamma from
+ * gamma_kernel (s/byte; NaN: coll_model_default's) where the rows cannot tell it from beta. An
+ * all-reduce fabric then learns what its formulas miss at the sizes fitted (unless
+ * formulas_only). Either rows pointer may be NULL. Rules: docs/cost-model.md, "The fit". */
 int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
             char *err, size_t errcap);
 /* An emulated fabric's shaper burst in bytes, as its run recorded it. */
@@ -276,13 +269,10 @@ typedef struct {
   double gamma_kernel; /* s/byte (NaN: not recorded) */
   int asleep;          /* its ranks waited asleep with a core each (allreduce --no-spin) */
 } res_fit_run;
-/* res_fit with its options: the reduction kernel's rate, the cores of the host the rows were
- * measured on (the ranks of one host share them; 0: unknown, no sharing modelled), the
- * smallest size fitted (all-reduce rows below it are left out: 0 fits all), and the emulated
- * fabrics' shapers (an emulated fabric's rows shorter than 8 bursts are left out where some
- * size is longer; one fitted slower than its ceiling with no more ranks than cores is bound by
- * the host's CPU: its link is the ceiling, its CPU cost the rest; a fabric not listed keeps
- * every row and its fit). */
+/* res_fit with its options: the reduction kernel's rate, the cores of the rows' host (0:
+ * unknown, no sharing modelled), the smallest size fitted (0: all), and the emulated fabrics'
+ * shapers, whose short rows are left out and whose link is split into its ceiling and a CPU
+ * cost where it fitted slower (a fabric not listed keeps every row and its fit). */
 typedef struct {
   double gamma_kernel;
   int cores;
@@ -361,12 +351,10 @@ typedef struct {
  * bound by the inter-node fabric (every ring crosses it). */
 double res_allreduce_time(const res_ar_spec *s, double bytes);
 /* The model's seconds for an all-reduce row (its algo_ran, else its algo): one fabric's
- * (coll_model_time) where the row measures one, both levels' (res_allreduce_time from
- * res_model_levels) where it ran across hosts of several ranks; NaN without the fabrics, and
- * for native and auto. formulas (may be NULL) gets the formulas' alone, without what the model
- * learned (coll_model_learned), and learned_at (may be NULL) whether the model learned this
- * very row's algorithm, ranks and size (there the time is a measurement it holds); a two-level
- * row learned nothing. */
+ * (coll_model_time), or both levels' (res_allreduce_time) where it ran across hosts of several
+ * ranks; NaN without the fabrics, and for native and auto. formulas (may be NULL) gets the
+ * formulas' time alone; learned_at (may be NULL) whether the model learned this very row's
+ * algorithm, ranks and size (a two-level row learned nothing). */
 double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r, double *formulas, int *learned_at);
 /* Does a row of algorithm a measure one fabric that the formulas price (not native, auto or
  * hier; on host_count hosts of at most ranks_per_host ranks, not two fabrics at once: several
@@ -420,14 +408,12 @@ typedef struct {
   double images_per_s;                      /* over all ranks */
   double scaling_eff;                       /* images/s over ranks x one rank's */
 } res_step_out;
-/* A data-parallel step: one communication thread reduces the buckets in order, each starting
- * when it is ready and the previous one is done; while a reduction runs beside backward, it
- * takes `share` of the cores (half at most, where it then slows too; under half, it runs at
- * `pace` where that was measured slower) and backward the rest;
- * exposed communication is the time after backward's end until the last bucket is reduced
- * (overlap_step: the forward's longest wait for a bucket its layers need), and at least the
- * ranks' meeting (meet_ms), which a training row counts there; the wait for data hides behind
- * the exposed communication (the loader has its own thread). */
+/* A data-parallel step: one communication thread reduces the buckets in order, each when it is
+ * ready and the previous one is done; beside backward it takes `share` of the cores (half at
+ * most; under half it runs at `pace` where that was measured slower) and backward the rest.
+ * Exposed communication: from backward's end until the last bucket is reduced (overlap_step:
+ * the forward's longest wait), at least the ranks' meeting (meet_ms); the wait for data hides
+ * behind it (the loader has its own thread). */
 void res_predict_step(res_step_out *out, const res_step_in *in);
 /* The communication's CPU share for res_step_in.share: the part of an all-reduce of `bytes`
  * under the model that is host CPU work (cpu_beta per byte on the busiest link, or the host's
@@ -436,15 +422,12 @@ void res_predict_step(res_step_out *out, const res_step_in *in);
 double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, double bytes, size_t chunk_bytes,
                       double cpu_beta);
 /* The prediction of a data-parallel train row (ranks > 1, a named algorithm) from a compute
- * profile row of the same model (fwd/bwd/opt/data ms: one rank alone, or the same ranks with no
- * exchange) and train_buckets rows: the bucket plan is the row's own run's buckets (its run_id,
- * transport, algo and ranks: what its reducer did) when given, else the profile's; gradients
- * are ready when the profile's backward had completed that much of the arena (its buckets'
- * ready times, interpolated by bytes). No bucket rows at all: the row's bucket_mb and
- * first_bucket_mb, ready evenly over backward. Under the model of the row's fabric and
- * transport: fills step_ms_pred, images_per_s_pred, exposed_comm_ms_pred and pred_err
- * ((measured - predicted) / predicted, of step_ms_mean, else step_ms). 0, or -1 (fields
- * untouched) when there is no prediction to make. */
+ * profile row of the same model (one rank alone, or the same ranks with no exchange) and
+ * train_buckets rows: the row's own run's bucket plan where given, else the profile's, each
+ * bucket ready when the profile's backward had completed that much of the arena; no bucket
+ * rows: bucket_mb and first_bucket_mb, ready evenly over backward. Fills step_ms_pred,
+ * images_per_s_pred, exposed_comm_ms_pred and pred_err. 0, or -1 (fields untouched) when there
+ * is nothing to predict. */
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                           const res_model *m);
 /* A data-parallel row's compute profile among train rows, as `train` takes it: its run's
@@ -452,11 +435,10 @@ int res_predict_train_row(res_train_row *row, const res_train_row *one, const re
  * did; NULL if there is none. */
 const res_train_row *res_train_profile(const res_rows *train, const res_train_row *r);
 /* What bounds a data-parallel row, against the same ranks with no communication (none may be
- * NULL): the link where over a fifth of the step waits for the all-reduce; where the step
- * outgrew the no-communication step by over a tenth, the larger share of what it lost: the
- * wait (the link) or the rest (the cores: the exchange's CPU work, kernel copies and
- * reductions, slows the compute on the same cores); else the compute. Steps are compared by step_ms_mean, the wall time per step (step_ms where a
- * row has none); *step and *base (may be NULL) get the two compared (NaN without none). */
+ * NULL): the link where over a fifth of the step waits; where the step outgrew none's by over a
+ * tenth, the larger of its losses: the wait (link) or the rest (cores, which the exchange's CPU
+ * work takes from compute); else the compute. Steps compared by step_ms_mean (else step_ms);
+ * *step and *base (may be NULL) get the two (NaN without none). */
 typedef enum { RES_BOUND_COMPUTE, RES_BOUND_LINK, RES_BOUND_CORES } res_bound;
 res_bound res_train_bound(const res_train_row *r, const res_train_row *none, double *step, double *base);
 /* The same prediction on a link `factor` times faster than the row's fabric: its beta divided

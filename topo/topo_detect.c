@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "res.h"
+#include "util.h"
 #include "topo_int.h"
 
 void topo_warn(topo_info *ti, const char *fmt, ...) {
@@ -589,7 +589,7 @@ int topo_write_xml(const topo_info *ti, const char *path, char *err, size_t errc
     snprintf(err, errcap, "cannot write %s: hwloc could not export the topology", path);
     return -1;
   }
-  int rc = res_file_replace(path, xml, (size_t)len - 1, err, errcap); /* len counts the NUL */
+  int rc = util_file_replace(path, xml, (size_t)len - 1, err, errcap); /* len counts the NUL */
   hwloc_free_xmlbuffer(ti->t, xml);
   return rc;
 }
