@@ -1,19 +1,11 @@
-/* results: the cost-model fit. Every all-reduce formula (coll_model_time) is linear in its six
- * parameters (alpha, beta, gamma, delta, mem, wake) once the fabric's structure is fixed (cores,
- * hosts, mapped memory, cache size, and the ratio of the host's CPU cost per byte sent to the
- * link's, beta_cpu / beta), so a row's design vector is the formula evaluated at the unit
- * models, and the fit is a linear least-squares problem. Residuals are relative (the
- * sizes span decades; absolute residuals would let the largest size decide everything),
- * weighted by Huber's function and refitted (IRLS); points beyond 4 robust deviations are
- * outliers and left out. A fitted gamma that the reduction kernel measured on the spot makes
- * implausible is replaced by the kernel's rate. A parameter the rows cannot tell from the others (its column, relative
- * to each time, lies within 3% of the span of the columns already in) is not fitted: gamma is
- * then the kernel's rate, the others 0. Parameters must be positive: one that comes out negative
- * is fixed the same way and the rest refitted. The cache size and the CPU ratio are not linear:
- * each candidate (cache: none, 1 MiB to 512 MiB by factors of sqrt 2; ratio: none, 1/4 to 10
- * in steps of 10%) is fitted and the one with the smallest trimmed mean residual kept; so is the
- * ratio beta_mem / beta of a host's memory bound where its last-level cache is known
- * (res_fit_opts.llc_bytes; rf_mem_ratio). */
+/* results: the cost-model fit. Once the fabric's structure is fixed (cores, hosts, mapped memory,
+ * cache size, CPU ratio beta_cpu / beta), every all-reduce formula (coll_model_time) is linear in
+ * its six parameters, so a row's design vector is the formula at the unit models and the fit is
+ * linear least squares: relative residuals (sizes span decades), Huber-weighted and refitted
+ * (IRLS), points beyond 4 robust deviations left out. A parameter the rows cannot tell apart, or
+ * that comes out negative, is fixed (gamma to the reduction kernel's rate, the others to 0). The
+ * non-linear choices (cache size, CPU ratio, memory ratio) are tried as candidates and the best
+ * trimmed residual kept. docs/cost-model.md ("The fit") has the rules. */
 #include "res.h"
 #include "res_internal.h"
 #include "util.h"
@@ -190,17 +182,11 @@ static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, const int free_in[RF
 }
 
 /* What the formulas miss, from f's residuals: per algorithm and rank count, ln(t / pred) of its
- * non-outlier rows by size, sorted, rows of one size averaged (several runs). An outlier is left
- * out here as in the fit: one slow spell should not be learned. Sizes beyond COLL_MODEL_POINTS
- * of a curve, and curves beyond COLL_MODEL_CURVES, are left to the formulas. Why learn at all:
- * on this project's 2-core VM over loopback the formulas' misses repeat from run to run at the
- * same algorithm, ranks and size (4 ranks at 1-2 MiB: ring, ps and tree 14-25% slower in every
- * run; 2 ranks at 8 MiB all faster, before the memory bound came in by degrees). Refitted from 20 stored bench-model runs and checked on
- * their second passes, loopback rows within 10%: 1907 of 3696 with what was learned against
- * 1289 (more in 38 of 40 run and transport pairs; one-state run tcp 47 -> 67 of 84, ucx 38 ->
- * 57; at the sizes it did not fit 19 -> 25 of 36, 15 -> 14); emulated rows unchanged. It
- * learns the fit pass's state too: where the machine changed state between the passes, ucx
- * lost rows in three runs of five. */
+ * non-outlier rows by size, sorted, rows of one size averaged (several runs). Outliers stay out
+ * as in the fit: one slow spell should not be learned. Sizes beyond COLL_MODEL_POINTS of a curve,
+ * and curves beyond COLL_MODEL_CURVES, are left to the formulas. The misses repeat from run to
+ * run on one machine, which is why learning them pays (docs/measurements.md, "What the formulas
+ * miss, learned"). */
 void res_fabric_learn(res_fabric_model *f) {
   coll_model *m = &f->m;
   m->ncurves = 0;
@@ -267,13 +253,12 @@ static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const d
   return 0;
 }
 
-/* Which parameters the rows determine. alpha and beta always; then, in order, delta (needs
- * rows with different numbers of start-ups), gamma (algorithms that reduce a different share of
- * what they move), mem (sizes on both sides of the cache) and wake (rows with more ranks than
- * cores beside rows with fewer, or asleep: the trees and ps beside the symmetric exchanges),
- * each only when its column, relative to each point's time, keeps more than 3% of its length
- * outside the span of the columns already in (Gram-Schmidt): otherwise the fit would trade it
- * for the others. A column that is all zero is not in. */
+/* Which parameters the rows determine: alpha and beta always; then delta, gamma, mem and wake,
+ * each only where its column, relative to each point's time, keeps more than 3% of its length
+ * outside the span of those already in (Gram-Schmidt); otherwise the fit would trade it for the
+ * others. delta needs rows with different start-up counts, gamma algorithms that reduce a
+ * different share of what they move, mem sizes on both sides of the cache, wake crowded or
+ * asleep rows beside others. An all-zero column is not in. */
 static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
   static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_GAMMA, RF_MEM, RF_WAKE};
   double *basis = malloc((size_t)RF_NP * (n ? n : 1) * sizeof *basis), *v = malloc((n ? n : 1) * sizeof *v);
@@ -350,10 +335,10 @@ static double rf_score(const rf_pt *pt, size_t n, const double th[RF_NP]) {
 }
 
 /* The robust fit, with gamma checked against the reduction kernel measured on the spot (when
- * kernel): the rows tell gamma from beta only through algorithms that reduce a different share
- * of what they move, which noise on a busy machine swamps (fitted gamma came out 40x slower
- * than the kernel, having swallowed beta). A fitted rate more than 10x slower than the kernel's
- * (out of cache it is a few times slower) or 2x faster is refitted with the kernel's. */
+ * kernel): only algorithms that reduce a different share of what they move tell gamma from beta,
+ * and noise can swamp that. A fitted rate over 10x slower than the kernel's (out of cache it is a
+ * few times slower) or 2x faster is refitted with the kernel's (docs/measurements.md, "What the
+ * fit guards against"). */
 static int rf_fit_gamma(rf_pt *pt, size_t n, double gfix, int kernel, const int fr[RF_NP], double th[RF_NP],
                         int *gfixed) {
   if (rf_robust(pt, n, gfix, fr, th, gfixed)) return -1;
@@ -413,9 +398,8 @@ static const res_fit_burst *rf_emu_shaper(const res_fit_opts *o, const char *fab
 }
 
 /* The kernel's rate for a cell (s/byte): the median over the runs that recorded one (o->runs)
- * among those its n rows came from (ids: their run_ids), else o->gamma_kernel. A run whose
- * rows are another fabric's says nothing of this one's host: with every run's rate pooled, a
- * train-only run added to `fit` moved a tcp link from 2.109 to 2.063 GB/s. */
+ * among those its n rows came from (ids: their run_ids), else o->gamma_kernel. A run whose rows
+ * are another fabric's says nothing of this one's host, so rates are not pooled over all runs. */
 static double rf_cell_gamma(const res_fit_opts *o, const char *const *ids, size_t n) {
   double *v = o->nruns ? malloc(o->nruns * sizeof *v) : NULL;
   size_t k = 0;
@@ -432,12 +416,10 @@ static double rf_cell_gamma(const res_fit_opts *o, const char *const *ids, size_
 }
 
 /* Rows of an emulated fabric shorter than RF_BURSTS bursts are left out where two longer sizes
- * remain: after the barrier before each call the shaper's bucket is full, and a transfer within
- * it passes unshaped (a 16 KiB all-reduce on 1gbit ran at 0.97 GB/s, 8x the rate), so short rows
- * measure the shaper's credit, not the link. The suite's 10gbit link (burst 1.25 MB) fitted at
- * 1.86 GB/s with them, 1.5x its ceiling. Two sizes, because one does not tell alpha from beta
- * (bench-model's 5gbit link, 16 MiB alone beyond 8 bursts, fitted 1.34x its ceiling with a
- * 5 ms delta): with fewer the bar halves, down to one burst, and below that every row stays. */
+ * remain: after the barrier before each call the shaper's bucket is full, so a short transfer
+ * passes partly unshaped and measures the shaper's credit, not the link. Two sizes, because one
+ * does not tell alpha from beta; with fewer the bar halves, down to one burst, and below that
+ * every row stays (docs/measurements.md, "Emulated rows shorter than the shaper's burst"). */
 #define RF_BURSTS 8
 #define RF_LONG_SIZES 2
 /* an emulated link fitted this much slower than its ceiling is CPU-bound (rf_cell_store) */
@@ -498,8 +480,7 @@ static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci
   shape->beta_mem = mi < 0 ? 0 : rf_mem_ratio[mi];
   /* by sqrt 2: the working sets of power-of-two sizes are powers of two, so with candidates
    * by 2 each row lay exactly on one, and a cache that ends between two could only be put on
-   * one side or the other (loopback over ucx: 16 MiB, where rd at 2-4 MiB was already 37-86%
-   * slower than that predicted) */
+   * one side or the other, missing the rows just below it */
   shape->cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * pow(2, ci / 2.0);
   if (ci >= 0 && !rf_cache_spanned(w->pt, w->src, n, shape)) return;
   rf_design(w->pt, n, shape, w->src);
@@ -528,10 +509,9 @@ static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci
 /* A fabric's host CPU cost per byte sent (res_fabric_model.cpu_byte) from its rows' host_cpu_us:
  * what is left after the reductions at the model's gamma (the training step's share adds them
  * back at the same rate), over the bytes the host's ranks sent, median of the rows from 1 MiB
- * (a jiffy's granularity matters less there); 0 without such rows. Why measured and not fitted
- * from times: on an emulated link the CPU bound never binds, yet the slower the shaper the more
- * CPU a byte costs (bench-model, 4 ranks over tcp on 2 cores: 1gbit 0.93 ns a byte sent, 5gbit
- * 0.68, loopback 0.39), and that work slows a training step's compute. */
+ * (a jiffy matters less there); 0 without such rows. Measured, not fitted from times: on an
+ * emulated link the CPU bound never binds, yet a slower shaper costs more CPU a byte, and that
+ * work slows a training step's compute. */
 static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const coll_model *m, double gamma) {
   double *v = malloc((n ? n : 1) * sizeof *v);
   size_t k = 0;
@@ -710,27 +690,21 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
   shape->burst = c->shaper ? c->shaper->bytes : 0; /* what its links bank while they idle */
   c->b = (rf_best){.score = INFINITY, .g = c->gfix};
   /* An emulated link (bench/emulate.c names it emu-<rate>) is the bottleneck, not the host's
-   * memory. Its short rows, faster than the rate, looked like a cache to the fit: the suite's
-   * 1gbit link came out at 0.21 GB/s plus a memory term, which the faster-link what-if, scaling
-   * beta only, kept. */
+   * memory: no cache or memory term, which its short, fast rows would otherwise suggest. */
   c->emulated = !strncmp(k->fabric, "emu-", 4);
   /* The CPU bound differs from the link's bytes only where a host's ranks outnumber its
-   * cores; elsewhere a ratio would merely hide what the formulas miss (at 2 ranks on 2 cores
-   * it absorbed the trees' pipeline fill: a 1gbit link fitted as CPU-bound at 0.124 GB/s, and
-   * a 10x faster link then gained nothing) */
+   * cores; elsewhere a ratio would merely absorb what the formulas miss (the trees' pipeline
+   * fill), and a faster link would then gain nothing */
   for (size_t j = 0; j < c->n; j++) c->crowded |= rf_crowded(shape, w->pt[j].ranks);
   shape->asleep = rf_cell_asleep(w, o, c);
   /* The host's memory bounds a call only where the ranks share one host's memory through its
    * cores (an emulated link's rows are the link's) and the rows reach beyond its cache */
   shape->llc_bytes = !c->emulated && shape->hosts == 1 && o->llc_bytes > 0 ? o->llc_bytes : 0;
   int mems = shape->llc_bytes > 0 && rf_beyond_llc(w->src, c->n, shape->llc_bytes) ? RF_NMEM : 0;
-  /* On an emulated link a rank's pause shorter than the shaper's bucket (1 ms) is banked and
-   * spent after it, so a pipelined reduction's chunks cost the link nothing: a 2-rank ring over
-   * 5gbit took 1.000 of the ceiling's time from 1 to 32 MiB, and the kernel's gamma added to
-   * it made the fit put the link at 1.06-1.12 of its ceiling. So pipelined reductions hidden
-   * (red_hidden) are tried beside it. rd and rhd reduce in pieces as they arrive too
-   * (coll_xchg_reduce); when they reduced whole vectors between their exchanges, which no
-   * bucket hides, rd on 5gbit came out 11-17% slower than predicted from 8 MiB. */
+  /* On an emulated link a rank's pause shorter than the shaper's bucket is banked and spent
+   * after it, so a pipelined reduction's chunks cost the link nothing; pricing them anyway puts
+   * the fitted link above its ceiling. So reductions hidden (red_hidden) are tried beside them.
+   * rd and rhd qualify since they reduce pieces as they arrive (coll_xchg_reduce). */
   for (int gi = 0; gi < (c->emulated ? 2 : 1); gi++)
     for (int ri = -1; ri < (c->crowded ? RF_NRATIO : 0); ri++)
       for (int ci = -1; ci <= (c->emulated ? -1 : 18); ci++)
@@ -778,11 +752,10 @@ static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, con
   if (!(f->m.beta_mem > 0) && !(f->m.mapped && f->m.stream_bytes > 0 && f->m.cache_bytes > 0)) f->m.llc_bytes = 0;
   f->m.wake = b->th[RF_WAKE];
   /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
-   * back by the host's CPU (the emulated stack's, 1 ns a byte, against loopback's 0.2): the
-   * link is the ceiling, the CPU the rest. The rows' calls are predicted as before (at most
-   * one rank a core, both bounds take the same bytes), but a training step now knows the
-   * exchange's CPU work (the suite's 10gbit step: 97 ms predicted against 106, not 76) and a
-   * faster link stops at the CPU. */
+   * back by the host's CPU (the emulated stack costs more a byte than loopback): the link is the
+   * ceiling, the CPU the rest. The rows' calls are predicted as before (both bounds take the same
+   * bytes), but a training step now sees the exchange's CPU work and a faster link stops at the
+   * CPU. */
   if (c->emulated && !c->crowded && c->shape.cores > 0 && !(b->ratio > 0) && shaper && shaper->ceil_beta > 0 &&
       f->m.beta > RF_BELOW_CEIL * shaper->ceil_beta) {
     f->m.beta_cpu = f->m.beta;
@@ -857,8 +830,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o,
     int hc = rf_p2p_hosts(k);
     /* Hockney's own experiment is the ping-pong: its one-way time is alpha + n beta at every
      * size. The streaming test keeps a window of messages in flight, so its time per small
-     * message is far under alpha (a fit of both gave loopback ucx 0.17 us); it stands in only
-     * where no latency rows were measured. */
+     * message is far under alpha; it stands in only where no latency rows were measured. */
     size_t nlat = 0;
     for (size_t j = i; j < pp->n; j++) {
       const res_p2p_row *r = &rows[j];

@@ -91,21 +91,17 @@ double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r, do
 void res_predict_step(res_step_out *out, const res_step_in *in) {
   /* Backward (B ms of work) and the communication thread side by side on the wall clock. Bucket
    * i needs t[i] ms of reduction once backward has done ready[i] of its work and bucket i-1 is
-   * reduced. While both run they share the cores as the scheduler shares them between the
-   * communication's threads and the compute's, as many of each: the reduction, which needs
-   * `share` of the cores to keep its pace, gets that up to half of them (rc: its speed), and
-   * backward the rest (rb). A link-bound reduction so keeps its pace and takes its CPU out of
-   * backward: at emulated 5gbit on 2 ranks (share 0.39) backward ran at 0.63 of its speed
-   * beside the 25 MiB bucket, and the bucket at 0.88 of the link's pace. Slowing both to
-   * 1 / (1 + share) costs backward as much but ends each reduction later: ResNet-18 at 1gbit
-   * was predicted 3-8% slow in five bench-model runs (within 2.3% with this). Events: a bucket
-   * becomes ready, a reduction ends, backward ends. */
+   * reduced. While both run they share the cores as the scheduler shares them between as many
+   * threads of each: the reduction gets the `share` it needs to keep its pace, up to half the
+   * cores (rc: its speed), backward the rest (rb). So a link-bound reduction keeps its pace and
+   * takes its CPU out of backward, which predicted the step better than slowing both
+   * (docs/measurements.md, "The predicted training step"). Events: a bucket becomes ready, a
+   * reduction ends, backward ends. */
   double B = in->bwd_ms, s = in->overlap && in->share > 0 ? in->share : 0;
   double rc = s > 0.5 ? 0.5 / s : 1, rb = 1 - s * rc;
   /* a reduction that keeps its pace by the shares (link-bound) runs at the pace measured beside
-   * a load where that is slower; one that needs over half the cores is priced by them (taking
-   * its measured pace too, 0.2-0.3 for loopback tcp's 4 ranks on 2 cores, predicted ResNet-18
-   * there 9-14% slow in three bench-model runs: the cores counted twice) */
+   * a load where that is slower; one that needs over half the cores is priced by the shares
+   * alone (taking its measured pace too would count the cores twice) */
   if (s > 0 && s <= 0.5 && in->pace > 0 && in->pace < rc) rc = in->pace;
   double w = 0, p = 0, end_bwd = B > 0 ? -1 : 0, comm = 0, rem = 0, done = 0;
   double late = -INFINITY; /* overlap_step: the latest (done - when the next forward needs it) */
@@ -166,15 +162,14 @@ void res_predict_step(res_step_out *out, const res_step_in *in) {
     under_fwd = under_fwd < 0 ? 0 : under_fwd > in->fwd_ms ? in->fwd_ms : under_fwd;
   }
   /* the loader prepares the next batch on its own thread, so the wait for it that the profile
-   * measured hides behind the wait for the all-reduce (4 ranks on 2 cores: 17.6 ms a step
-   * without communication, 2.7 with 15 ms exposed) */
+   * measured hides behind the wait for the all-reduce (docs/measurements.md, "The predicted
+   * training step") */
   double data = in->data_ms > exposed ? in->data_ms - exposed : 0;
   double alone = in->data_ms + in->fwd_ms + in->bwd_ms + in->opt_ms, compute = alone - in->data_ms + data;
   out->comm_ms = comm;
   out->bwd_ms = end_bwd;
-  /* the step is the same either way; where the ranks wait is what differs: at emulated 5gbit,
-   * 4 ranks, ResNet-20 (1.1 MB of gradients) waited 14.8 ms after backward, 13 of the profile's
-   * data */
+  /* the step is the same either way; what differs is where the ranks wait: after backward, the
+   * profile's data wait included */
   out->exposed_comm_ms = in->meet_ms > exposed ? in->meet_ms : exposed;
   out->step_ms = compute + (end_bwd - in->bwd_ms) + exposed + (1 / rb - 1) * under_fwd;
   int ranks = in->ar.ranks > 0 ? in->ar.ranks : 1;
@@ -198,9 +193,8 @@ res_bound res_train_bound(const res_train_row *r, const res_train_row *none, dou
   if (base) *base = b;
   double wait = r->exposed_comm_ms;
   if (wait > 0.2 * s) return RES_BOUND_LINK;
-  /* a step over a tenth slower than none: the larger of its two losses names it (2026-11-29,
-   * suite --quick: ResNet-20 at 0.85 on emulated 1gbit, 3.5 of 5.3 ms lost waiting, had been
-   * called compute-bound, as under a fifth of the step waited) */
+  /* a step over a tenth slower than none: the larger of its two losses names it, so a step that
+   * lost mostly to waiting is link-bound even where under a fifth of it waited */
   if (b > 0 && s - b > 0.1 * s) return wait >= s - b - wait ? RES_BOUND_LINK : RES_BOUND_CORES;
   return RES_BOUND_COMPUTE;
 }
@@ -318,11 +312,9 @@ static double rp_stack_beta(const res_model *m, const char *transport, const cha
 
 /* The CPU cost of a byte on fabric f's link, for the training step's share of the cores. On one
  * host without emulation (loopback, shared memory) moving a byte is CPU work only: beta. Through
- * an emulated link the kernel does at least the work it does on loopback for the same
- * transport, and as much as a CPU bound fitted on any emulated link of that transport (the
- * shaped rate does not change the work per byte): on 2 cores, ResNet-18's 45 MB of gradients
- * over emulated 10gbit tcp made a step 94 ms against 55 with no communication, 13 of it waiting.
- * Elsewhere (a real link): 0, its CPU bound beta_cpu counts on its own. */
+ * an emulated link the kernel does at least the work it does on loopback for the same transport,
+ * and as much as a CPU bound fitted on any emulated link of that transport (the shaped rate does
+ * not change the work per byte). Elsewhere (a real link): 0, its beta_cpu counts on its own. */
 static double rp_cpu_beta(const res_model *m, const res_fabric_model *f) {
   int emulated = !strncmp(f->fabric, "emu-", 4);
   if (!emulated) return f->host_count <= 1 ? f->m.beta : 0;
@@ -405,13 +397,11 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
   }
   in.share = rp_measured_share(f, a, (int)row->ranks, (int)row->threads, big, in.ar.chunk_bytes);
   if (isnan(in.share)) in.share = res_comm_share(&f->m, a, (int)row->ranks, (int)row->threads, big, in.ar.chunk_bytes, cpu_beta);
-  /* computing cores lose more than the exchange's CPU time where that was measured: at emulated
-   * 5gbit, 2 ranks, 16 MiB, 0.48 of their pace against a share of 0.35 from it */
+  /* computing cores lose more than the exchange's CPU time where that was measured beside a load
+   * (docs/measurements.md, "What the cores lose beside the all-reduce") */
   double busy = rp_busy_share(f, (int)row->ranks, (int)row->threads, big);
   if (busy > in.share) in.share = busy;
-  /* and a link-bound reduction beside them slows too, where its sender waits for a core: at
-   * emulated 5gbit, 2 ranks, ucx, the 25 MiB bucket took 48 ms where alone it takes 42, and
-   * ResNet-18's step was predicted 7.5-10.8% fast; beside the load the 16 MiB ring ran at 0.84 */
+  /* and a link-bound reduction beside them slows too, where its sender waits for a core */
   double pace = rp_busy_at(f, (int)row->ranks, big, 1);
   in.pace = pace > 0 && pace < 1 ? pace : 0;
   res_step_out o;

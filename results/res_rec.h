@@ -1,27 +1,20 @@
-/* results: the records. Each record's columns are listed once here, as an X-macro
- * X(KIND, name) with KIND one of STR (const char *), INT (int64_t), F64 (double); the list
- * gives the row struct res_<record>_row, the CSV/JSONL column order, and the schema
- * descriptor res_schema_<record>() that res_table_open_schema, res_table_put and
- * res_table_read take. Included by res.h; not included on its own.
+/* results: the records. Each record's columns are listed once here, as an X-macro X(KIND, name)
+ * with KIND STR (const char *), INT (int64_t) or F64 (double); the list gives the row struct
+ * res_<record>_row, the CSV/JSONL column order and the schema descriptor res_schema_<record>()
+ * that the table writer and reader take. Included by res.h only.
  *
- * Required and optional columns: every column is required of a file of the current schema
- * (RES_SCHEMA_VERSION), except those of kind STR_OPT, INT_OPT or F64_OPT: columns added to the
- * schema after the record's first files were written, which a file from before them lacks (it
- * reads them as not measured). A new column of schema 1 must be one of these; a column every
- * file must have comes with a new schema version. */
+ * Every column is required of a file of the current schema except STR_OPT, INT_OPT and F64_OPT
+ * ones, added after the record's first files (an older file reads them as not measured). A new
+ * column of schema 1 must be optional; a required one needs a new schema version. The columns'
+ * meanings are in docs/records.md. */
 #ifndef FABENCH_RES_REC_H
 #define FABENCH_RES_REC_H
 
-/* allreduce.csv: one row per (transport, algorithm, dtype, op, size). t_pred_us and pred_err
- * are the cost model's prediction of t_p50_us and (measured - predicted) / predicted.
- * host_cpu_us: CPU time rank 0's host was busy per call over the timed iterations (all its
- * cores, the kernel's network work included), where no rank spins while it waits; else empty.
- * round_spread: with --rounds, the slowest round's median time over the fastest's, less 1: how
- * far the machine moved while the row was measured (empty: one round). compute_loss: with
- * --beside-compute, the share of a computing thread's pace each rank lost while it all-reduced
- * (mean over ranks); such a row's times are those of a loaded machine, which the fit of the
- * link leaves out. ranks_per_host: the most ranks any one host ran (with host_count, the
- * layout: 2 and 2 on an emulated 2x2 cluster). */
+/* allreduce.csv: one row per (transport, algorithm, dtype, op, size). t_pred_us and pred_err:
+ * the cost model's prediction of t_p50_us and (measured - predicted) / predicted; host_cpu_us:
+ * rank 0's host's CPU time per call, where no rank spins; round_spread: with --rounds, how far
+ * the rounds' medians spread; compute_loss: with --beside-compute, the pace a computing thread
+ * lost (such rows stay out of the link's fit); ranks_per_host: with host_count, the layout. */
 #define RES_ALLREDUCE_COLS(X)                                                                 \
   X(STR, run_id) X(INT, schema) X(INT, host_count) X(INT, ranks) X(STR, fabric)               \
   X(STR, transport) X(STR, algo) X(STR, dtype) X(STR, op) X(INT, bytes) X(INT, count)         \
