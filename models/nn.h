@@ -1,12 +1,11 @@
 /* models: ResNets on oneDNN (CPU) or cuDNN/cuBLAS (GPU, NN_DEV_CUDA), their parameter arenas,
  * SGD, and the data API (nn_data.h).
  *
- * Parameters, gradients and momentum live in three contiguous float arenas in PyTorch's plain layout
- * (OIHW conv weights, [out,in] fc weights, per-channel BN vectors), ordered by the order backward
- * produces the gradients (last layer first; within a layer weight before bias), so gradient buckets
- * for data parallelism are plain views of the arena. Activations stay in oneDNN's blocked layouts
- * (CPU) or NHWC (GPU). A GPU net keeps the arenas in device memory in that same layout and order,
- * with host copies that the functions below keep current (see nn_net_params). */
+ * Parameters, gradients and momentum live in three contiguous float arenas in PyTorch's plain
+ * layout, ordered as backward produces the gradients (last layer first; weight before bias), so
+ * data parallelism's gradient buckets are plain views of the arena. Activations stay in oneDNN's
+ * blocked layouts (CPU) or NHWC (GPU). A GPU net keeps the arenas on the device in the same
+ * layout, with host copies kept current (nn_net_params). */
 #ifndef FABENCH_NN_H
 #define FABENCH_NN_H
 
@@ -77,24 +76,22 @@ typedef struct { double fwd_s, bwd_s; } nn_step_times;
 int nn_net_train_step(nn_net *net, const float *x, const int32_t *labels, int n, float *loss,
                       int *correct, nn_step_times *t, char *err, size_t errcap);
 
-/* Called during backward, on the thread that runs it, each time a layer's backward has ended
-   (layer: its index in the layer table; -1 for the last call of a step) and with it more of the
-   gradient arena is final: its first `ready` floats. Calls within a step never decrease, and the
-   last call of a step gives the whole count, so a data-parallel reducer can start on a bucket
-   while backward goes on. fn NULL: no calls. GPU nets report the layers that have parameters:
-   the whole backward is queued first, then each such layer is reported as its gradients land
-   where they are read (the host arena with host gradients, see nn_net_grads; else device memory,
-   final in stream order), so the waits hold back no device work. */
+/* Called during backward, on its thread, each time a layer's backward has ended (layer: its
+   index in the layer table; -1 for a step's last call) and the first `ready` floats of the
+   gradient arena are final. Within a step `ready` never decreases and the last call gives the
+   whole count, so a reducer can start on a bucket while backward goes on. fn NULL: no calls.
+   GPU nets queue the whole backward first, then report each layer with parameters as its
+   gradients land where they are read (host arena or device memory), holding back no device
+   work. */
 typedef void (*nn_grad_ready_fn)(void *ctx, int layer, size_t ready);
 void nn_net_on_grad_ready(nn_net *net, nn_grad_ready_fn fn, void *ctx);
 
-/* Called by the training forward (nn_net_train_step), on its thread, just before the forward of
-   each layer that has parameters reads them (layer: its index in the layer table; its parameters
-   are the arena's floats [offset, offset + count)). The hook may wait for them and update them
-   (nn_sgd_step_range): a data-parallel loop lets the next step's forward start while the last
-   step's gradients are still being all-reduced. A non-zero return stops the forward with the
-   hook's message in err. fn NULL: no calls. Returns 0, or -1 where the engine cannot call it
-   (GPU nets: the whole forward is queued at once; the caller must update before the step). */
+/* Called by the training forward (nn_net_train_step), on its thread, just before a layer with
+   parameters reads them (the arena's floats [offset, offset + count)). The hook may wait for
+   them and update them (nn_sgd_step_range), so the next step's forward can start while the
+   last step's gradients are still being reduced. A non-zero return stops the forward with the
+   hook's message in err. fn NULL: no calls. -1 where the engine cannot call it (GPU nets queue
+   the whole forward at once: update before the step). */
 typedef int (*nn_fwd_layer_fn)(void *ctx, int layer, size_t offset, size_t count, char *err,
                                size_t errcap);
 int nn_net_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx);
@@ -103,21 +100,16 @@ int nn_net_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx);
 int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum,
                 int *correct, char *err, size_t errcap);
 
-/* Contiguous arenas in the canonical plain layout, ordered by the order backward produces the
-   gradients (last layer first). Writing into the parameter arena is allowed (checkpoint resume,
-   a broadcast of rank 0's weights): nn_net_params marks the weights as changed, so call it after
-   writing through a pointer kept from before (nn_sgd_step marks them too). The gradients of
-   convolution taps that only ever see padding (a 3x3 convolution on a 1x1 input) are exactly zero.
+/* The contiguous arenas, in the plain layout and backward order. Writing into the parameter
+   arena is allowed (resume, a broadcast of rank 0's weights): nn_net_params marks the weights
+   changed, so call it again after writing through an older pointer. Gradients of convolution
+   taps that only ever see padding are exactly zero. CPU nets: the arenas themselves.
 
-   GPU nets: these return HOST pointers, host copies of the device arenas. Each call first brings
-   its copy up to date (a download when the device has changed the arena since), then marks the
-   copy as possibly written, so the next device use uploads it: read or write through the pointer
-   after the call and before the next step, SGD or eval (a pointer kept across a step is stale until
-   the next call). nn_net_grads also switches the net to host gradients: from then on every backward
-   copies each layer's gradients into the host arena as they are produced (reported through
-   nn_grad_ready_fn once they are there), and nn_sgd_step reads them back from it, so a reducer of
-   host memory may rewrite them in place. nn_net_grads_on_host(net, 0) switches back (a reducer of
-   device memory: nn_net_device_arena). CPU nets: the arenas themselves. */
+   GPU nets: HOST copies. Each call downloads what the device changed, then marks the copy
+   written, so the next device use uploads it; a pointer kept across a step is stale.
+   nn_net_grads also switches the net to host gradients: every backward then copies each layer's
+   gradients into the host arena (reported once there) and nn_sgd_step reads them back, so a
+   host-memory reducer may rewrite them in place. nn_net_grads_on_host(net, 0) switches back. */
 float *nn_net_params(nn_net *net, size_t *count);
 float *nn_net_grads(nn_net *net, size_t *count);
 float *nn_net_momentum(nn_net *net, size_t *count);
@@ -152,7 +144,8 @@ int nn_device_check(int device, int *gpu, int of_rank, char *err, size_t errcap)
 /* GPU nets. On a CPU net these return NULL, 0 or do nothing. */
 enum nn_arena { NN_ARENA_PARAMS, NN_ARENA_GRADS, NN_ARENA_MOMENTUM, NN_ARENA_BUFFERS };
 int nn_net_device(const nn_net *net);            /* enum nn_device */
-/* "cuDNN 9.19.0 cuBLAS 13.0.0 bf16 NVIDIA H100 80GB HBM3" (the net's backend, for records). */
+/* The net's backend for records: libraries, precision and device ("cuDNN 9.19.0 cuBLAS 13.0.0
+   bf16 <GPU name>"). */
 const char *nn_net_backend(const nn_net *net);
 /* The device arena (its current contents: uploads a host copy marked written first) and the CUDA
    stream (a cudaStream_t) every device operation of the net runs on, in order. */

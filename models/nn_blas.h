@@ -1,10 +1,9 @@
 /* models: private header of the GPU engine. cuBLAS is opened with the first GPU net, not linked:
- * its cuBLASLt's static initialisers cost every fabench process about 0.3 s of CPU at start,
- * CPU-only commands and every rank of a job included. The engine calls cuBLAS through this table;
- * cublas_v2.h's names expand to the _v2 symbols for the members and the looked-up names alike.
- * Include after <cublas_v2.h>. FABENCH_CUBLAS_PATH: the library CMake found, tried after the
- * soname (the loader's search path). It stays loaded once opened (RTLD_NODELETE): CUDA's libraries
- * are not made to be unloaded, and their static allocations would read as leaks. */
+ * its cuBLASLt's static initialisers would cost every fabench process CPU at start, CPU-only
+ * commands included (docs/measurements.md, "Start-up"). The engine calls cuBLAS through this
+ * table (cublas_v2.h maps the names to the _v2 symbols alike). Include after <cublas_v2.h>.
+ * FABENCH_CUBLAS_PATH, the library CMake found, is tried after the soname. Once opened it stays
+ * (RTLD_NODELETE): CUDA's libraries are not made to be unloaded. */
 #ifndef FABENCH_NN_BLAS_H
 #define FABENCH_NN_BLAS_H
 

@@ -1,22 +1,16 @@
-/* models: the GPU engine. Convolutions on cuDNN 9, the classifier on cuBLAS, everything else on our
- * kernels (nn_cuda_kern.cu): batch normalization with its ReLU, residual add + ReLU, pooling,
- * softmax cross-entropy and SGD. The same layer table, arenas (layout and backward order) and
- * initialisation as the oneDNN engine; activations NHWC in fp32 or bf16.
+/* models: the GPU engine. Convolutions on cuDNN 9, the classifier on cuBLAS, everything else on
+ * our kernels (nn_cuda_kern.cu): batch norm with its ReLU, residual add + ReLU, pooling, softmax
+ * cross-entropy, SGD. Same layer table, arenas and initialisation as the oneDNN engine;
+ * activations NHWC in fp32 or bf16.
  *
- * cuDNN API: the legacy convolution calls (cudnnConvolutionForward/BackwardData/BackwardFilter,
- * cudnnGetConvolution*Algorithm_v7 and cudnnFind*AlgorithmEx), not the graph API. In 9.x they are
- * marked deprecated but ship and run in every 9.x library, take bf16/NHWC/tensor-op math, and
- * cost a few lines per convolution in C, where the backend graph API costs a hundred lines of
- * attribute setting per operation (its C++ frontend is not installed here). What the graph API
- * would buy is fusing BN statistics into the convolution's epilogue; our BN kernels are separate
- * passes instead. Batch normalization is ours rather than cuDNN's because cuDNN's legacy BN is not
- * offered for bf16 (PyTorch keeps bf16 BN off cuDNN for that reason) and its running variance
- * convention would be one more thing to match; ours does fused ReLU, PyTorch's running statistics
- * and double-precision channel sums.
+ * cuDNN's legacy convolution calls, not the graph API: deprecated in 9.x but shipped, they take
+ * bf16/NHWC/tensor ops in a few lines of C where the graph API's C interface takes a hundred per
+ * operation; it would only add fusing BN statistics into the epilogue. Batch norm is ours since
+ * cuDNN's legacy BN has no bf16 (PyTorch avoids it too); ours fuses ReLU, keeps PyTorch's running
+ * statistics and sums channels in double.
  *
- * Streams: every kernel and library call of a net runs in order on one stream; input batches come
- * on a second (copy) stream from page-locked memory, so the next batch's upload overlaps a step,
- * and host copies of gradients leave on the copy stream too. */
+ * Streams: a net's work runs in order on one stream; input batches and host copies of gradients
+ * go on a second, copy stream from page-locked memory, so the next upload overlaps a step. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

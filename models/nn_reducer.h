@@ -1,35 +1,19 @@
-/* models: the data-parallel gradient reducer (private to models/ and its tests).
+/* models: the data-parallel gradient reducer (private to models/ and its tests), PyTorch DDP's
+ * on a contiguous arena. The arena is in backward order; it is cut into buckets (a cut may fall
+ * inside a tensor: every rank cuts alike), and a communication thread all-reduces each bucket as
+ * soon as backward reports it complete (nn_reducer_ready). A 16-bit wire type scales by 1/N and
+ * rounds into a wire buffer (DDP's compression hooks); an f32 bucket is summed in place, its 1/N
+ * applied there or, with scale_in_sgd, by the optimizer.
  *
- * The gradient arena is in backward order, so backward finishes it front to back. The reducer cuts
- * it into buckets (cuts may fall inside a tensor, which is harmless since every rank cuts alike)
- * and a communication thread all-reduces the buckets, in the plan's order, each as soon as
- * backward has reported it complete (nn_reducer_ready), while backward goes on: PyTorch DDP's
- * reducer, on a contiguous arena. With a 16-bit wire type each bucket is scaled by 1/N, rounded to
- * bf16 or f16 into a wire buffer, all-reduced there and widened back (DDP's compression hooks):
- * half the bytes on the fabric. An f32 bucket is summed in place; the 1/N is applied there too,
- * or, with scale_in_sgd, left to the optimizer (nn_reducer_grad_scale), which reads every
- * gradient anyway: one pass over the arena less.
+ * The order of the calls depends only on the sizes and `front`, never on timing, or the ranks
+ * would deadlock. front >= count: arena order, first and last bucket first_bucket_bytes (a small
+ * last bucket keeps the exposed tail short). front < count (--overlap-step): `front` floats in
+ * arena order, the rest in forward order in chunks growing to bucket_bytes, and last the
+ * held-back first bucket. docs/training.md ("The reducer", "Overlapping the next step") has the
+ * plan in full.
  *
- * The plan (the order of the all-reduce calls is the same on every rank: it depends only on the
- * sizes and on `front`, never on timing, or the ranks would deadlock):
- * - front >= count (the default): arena order; the first bucket first_bucket_bytes, then
- *   bucket_bytes each, and the LAST bucket first_bucket_bytes again. The last floats of the arena
- *   (the front layers) are the ones backward completes at its very end, so their all-reduce can
- *   never overlap backward: a small last bucket keeps that exposed part short (with one big
- *   remainder bucket, 18.7 MB of ResNet-18's 44.7, all of it was exposed).
- * - front < count (overlapping the next step's forward): `front` floats in arena order after the
- *   first first_bucket_bytes (reduced while backward goes on), then the rest in FORWARD order,
- *   from the arena's end towards the front, each part in chunks of first_bucket_bytes doubling
- *   up to bucket_bytes (the link starts on the front's layers as backward completes them, and
- *   the next forward's first layers come first, in small pieces, so a big bucket does not hold
- *   them back); and last the held-back first first_bucket_bytes. Those are the last
- *   layers', which the next forward needs last, and complete first in backward; reduced last,
- *   they keep the link busy while the forward runs the front's layers, which were reduced during
- *   backward (measured with bf16 over emulated 1gbit: the link idled 5.9 ms a step for the
- *   forward of ResNet-18's layer4 after its last wait). front 0: all in forward order.
- *
- * With no communicator the reducer only records when each bucket became ready: the one-rank
- * profile and the no-communication baseline measure the same timeline without an exchange. */
+ * With no communicator the reducer only records when each bucket became ready (the one-rank
+ * profile and the no-communication baseline). */
 #ifndef FABENCH_NN_REDUCER_H
 #define FABENCH_NN_REDUCER_H
 
@@ -79,12 +63,11 @@ void nn_reducer_destroy(nn_reducer *r);
  * memory: the old plan stays). */
 int nn_reducer_set_front(nn_reducer *r, size_t front);
 /* The front to set from a profile's estimates, in floats: least, what the link reduces while
- * backward goes on (a shorter front leaves the link idle before backward ends); most, all but what
- * it must still reduce while the next step's forward runs (a longer one leaves it idle during that
- * forward). Three quarters of the way from least to most where most is the larger, else least;
- * within [0, count]. Not the least alone: overlapped, backward ran 10% longer than in the warm-up
- * that measured it, and the link idled 15-19 ms a step before backward ended (bf16, emulated
- * 1gbit); a front too long costs nothing while the rest still covers the forward. */
+ * backward goes on; most, all but what it must still reduce during the next step's forward.
+ * Three quarters of the way from least to most where most is the larger, else least; within
+ * [0, count]. Not least alone, since overlapped backward runs slower than in the warm-up that
+ * measured it (docs/measurements.md, "The overlapped step"); a longer front costs nothing while
+ * the rest still covers the forward. */
 size_t nn_reducer_front_choose(double least, double most, size_t count);
 /* The bucket plan, in the order of the all-reduce calls. */
 int nn_reducer_nbuckets(const nn_reducer *r);

@@ -1,14 +1,12 @@
 /* models: the training loop, one process or data-parallel (nn_train.h).
  *
  * A step: the next batch of this rank's shard, forward, backward with the reducer all-reducing
- * each finished bucket on its thread, the wait for the last bucket (exposed communication), SGD.
- * With overlap_step the step ends with backward: the next step's forward waits, layer by layer,
- * for the buckets that hold that layer's parameters, and each bucket is updated (SGD per range) as
- * soon as it is reduced, so the all-reduce also overlaps the next forward. Before anything that
- * needs final weights (evaluation, checkpoints, the end) a step drains as before; a parameter
- * check is made after the next step's forward instead, before that step's update.
- * Between steps, over the bootstrap (never the gradient communicator, which its thread owns
- * during a step): every rank's step record to rank 0, and at checks the parameter hashes. */
+ * each finished bucket on its thread, the wait for the last bucket, SGD. With overlap_step the
+ * step ends with backward: the next forward waits layer by layer for the buckets holding its
+ * parameters, each bucket updated as soon as it is reduced. Before anything that needs final
+ * weights (evaluation, checkpoints, the end) a step drains; a parameter check comes after the
+ * next forward, before its update. Between steps, over the bootstrap (the gradient
+ * communicator belongs to the reducer's thread): step records to rank 0, parameter hashes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,9 +58,9 @@ nn_arena_alloc nn_arena_from_comm(coll_comm *c) {
 uint64_t nn_params_hash(const float *p, size_t count) {
   /* FNV-1a over 64-bit words in 4 interleaved lanes (the last odd words 32 bits at a time), the
    * lanes folded with the count, then a final mix. Each step is a bijection of the lane and of
-   * the word, so any changed bit of any weight changes the hash. The lanes are independent
-   * multiply chains: one chain of 32-bit words waited a multiply's latency a word, 14 ms of
-   * every check for ResNet-18's 11 M weights; these take 2. */
+   * the word, so any changed bit of any weight changes the hash. Four independent multiply
+   * chains, since one chain waits a multiply's latency a word (docs/measurements.md, "The training
+   * loop's figures"). */
   const uint64_t prime = 0x100000001b3ull, basis = 0xcbf29ce484222325ull;
   const unsigned char *b = (const unsigned char *)p;
   size_t bytes = count * sizeof *p, i = 0;
@@ -505,8 +503,8 @@ static void keep(train_state *s, const nn_step_rec *all) {
 
 /* Throughput from wall time, not from each step's slowest rank: a step record ends where its
  * rank reaches the exchange, so the rank that waited there carries the wait into its next step,
- * and with overlap_step the ranks take turns at being late. Summing each step's slowest rank
- * counted those turns twice (433 ms a step against 406 of wall time at 1 Gbit/s). */
+ * and with overlap_step the ranks take turns at being late; summing each step's slowest rank
+ * would count those turns twice (docs/measurements.md, "The training loop's figures"). */
 static void summarize(train_state *s, nn_train_result *res, int64_t images) {
   size_t n = s->nmeas;
   double wall = 0, tcomp = 0;
@@ -571,12 +569,11 @@ static void front_estimate(train_state *s, const tr_step *st, size_t count) {
   s->front_hi[s->nfront++] = hi > 0 ? hi : 0;
 }
 
-/* overlap_step from now on, with rank 0's front (nn_reducer_front_choose, from the medians of
- * its warm-up estimates; the whole arena without any: the plan then stays in arena order) on
- * every rank, since the order of the all-reduce calls must be the same everywhere. With
- * NN_OSTEP_AUTO only if even rank 0's best estimate is short of the arena: one warm-up step on a
- * slow spell of a fast link must not turn it on, while on a link too slow for backward to hide
- * no step shows the whole arena reduced (every rank decides on rank 0's figures). Collective. */
+/* overlap_step from now on, with rank 0's front (nn_reducer_front_choose on the medians of its
+ * warm-up estimates; without any, the whole arena, which keeps arena order) on every rank, since
+ * the all-reduce calls must be the same everywhere. With NN_OSTEP_AUTO only if even rank 0's
+ * best estimate is short of the arena: one warm-up step on a slow spell of a fast link must not
+ * turn it on. Collective. */
 static int set_front(train_state *s, size_t count) {
   double mine[3] = {(double)count, (double)count, (double)count}; /* median, best, most */
   if (s->nfront) {

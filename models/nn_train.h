@@ -18,9 +18,9 @@ nn_arena_alloc nn_arena_from_comm(coll_comm *c);
 
 /* overlap_step: off; on (after the warm-up); auto: on after the warm-up only where rank 0's
  * profile says the link cannot reduce the gradients within backward (the front is less than the
- * arena in every warm-up step after the first), since where it can, overlapping the forward
- * hides nothing and its per-layer waits and updates cost a little (loopback: fabric efficiency
- * 0.76-0.93 on, 0.81-0.97 off). */
+ * arena in every warm-up step after the first): where it can, overlapping the forward hides
+ * nothing and its per-layer waits and updates cost a little (docs/measurements.md, "The
+ * training loop's figures"). */
 enum { NN_OSTEP_OFF = 0, NN_OSTEP_ON = 1, NN_OSTEP_AUTO = 2 };
 
 /* One step of one rank. Times in seconds. */
