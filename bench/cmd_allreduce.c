@@ -339,9 +339,9 @@ typedef struct {
 } ar_ctx;
 
 /* --beside-compute: a thread that multiplies 64x64 matrices without pause, counting them. The
- * host's CPU per byte measured with idle cores understates what a training step's compute
- * loses to its reduction: at emulated 5gbit, 2 ranks, 25 MiB, it gives 0.35 of the cores and
- * two such loops (numpy's) lost 0.42-0.44 of their pace. */
+ * host's CPU per byte measured with idle cores understates what a training step's compute loses
+ * to its reduction, so the loss is measured directly (docs/measurements.md, "What the cores
+ * lose beside the all-reduce"). */
 typedef struct ar_load {
   pthread_t th;
   atomic_int stop;
@@ -370,10 +370,10 @@ static uint64_t ar_load_done(const ar_ctx *x) {
   return x->load ? atomic_load_explicit(&x->load->done, memory_order_relaxed) : 0;
 }
 
-/* The load's pace alone, before a round of a size: 200 ms with no all-reduce on any rank (the
- * barrier: a rank done with its calls while its peers still send to it measured their
- * exchange as "alone"). Over 50 ms, unsynchronised, 4 ranks on 2 cores at emulated 1gbit gave
- * a 4 MiB ring's loss 0.11-0.35 in four runs, 0.29-0.34 over 200 ms after a barrier. */
+/* The load's pace alone, before a round of a size: 200 ms with no all-reduce on any rank. The
+ * barrier first, since a rank done with its calls while its peers still send to it would
+ * measure their exchange as "alone"; a shorter window gave a loss that varied from run to run
+ * (docs/measurements.md, "What the cores lose beside the all-reduce"). */
 static int ar_load_alone(ar_ctx *x, coll_comm *c, coll_err *e) {
   if (!x->load) return 0;
   if (coll_barrier(c, e)) return -1;

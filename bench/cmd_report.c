@@ -69,8 +69,8 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   for (int k = 0; k < RP_NREC; k++) sch[k] = rp_schema(k);
   int found = res_run_read(x->rec, sch, RP_NREC, d, err, cap);
   if (found < 0) return -1;
-  /* left out and said, as fit does (res_fit_read_dirs): a negative time plotted as a median and
-   * priced as a 382% model error; NaN is a time not measured */
+  /* left out and said, as fit does (res_fit_read_dirs): a negative time would be plotted as a
+   * median and priced as a model error; NaN is a time not measured */
   size_t u = res_rows_drop_untimed(&x->rec[RP_AR]) + res_rows_drop_untimed(&x->rec[RP_P2P]);
   if (u) {
     size_t l = strlen(x->untimed_in);
@@ -347,9 +347,8 @@ static void rp_run_suffix(char *out, size_t cap, int elsewhere, const char *run_
 
 /* A time that grows over RP_STEEP times as fast as the size between two sizes from 1 MiB, where
  * every algorithm moves its bytes at a rate: something other than the link set in there (a
- * library's allocation, a protocol's switch, the machine slowing), and a ratio against that
- * row would mislead. Open MPI 4.1's MPI_Allreduce on 2 ranks took 4.3 ms at 16 MiB and 185 at
- * 64 MiB on the EPYC VM, mapping a fresh scratch buffer in every call. The group's steepest
+ * library's allocation, a protocol's switch, the machine slowing), and a ratio against that row
+ * would mislead (docs/measurements.md, "MPI_Allreduce's scratch buffer"). The group's steepest
  * step (from, to) and how many times its time grew there; 0 where none is that steep. */
 #define RP_STEEP 3.0
 static double rp_steepest(const int64_t *b, const double *t, size_t n, int64_t *from, int64_t *to) {
@@ -526,8 +525,8 @@ static void rp_allreduce(rp_ctx *x) {
   free(done);
 }
 
-/* Rows from 1 MiB below which no verdict is given: suite --quick's loopback sweep ends at 1 MiB,
- * and its 3 rows there had got "Do not rely on it" from one size's misses */
+/* Rows from 1 MiB below which no verdict is given: a short sweep (suite --quick's ends at
+ * 1 MiB) has too few rows there, and one size's misses would condemn the model */
 #define RP_VERDICT_MIN_ROWS 6
 
 /* What a user may do with a model that has ok of n rows within 10%. */

@@ -131,11 +131,12 @@ static int suite_parse(suite_opts *o, int argc, char **argv) {
                                           "give --resume DIR alone");
   if (!o->model) o->model = o->quick ? "resnet20" : "resnet18";
   if (!o->data) o->data = o->quick ? "synthetic:1x28x28" : "synthetic:3x32x32";
-  /* enough steps that the VM's slow spells of seconds average out: with 8 a pair's fabric
-   * efficiency came out at 1.2-1.4, faster than no communication at all */
+  /* enough steps that a machine's slow spells of seconds average out: with too few, a pair's
+   * fabric efficiency came out above 1, faster than no communication at all
+   * (docs/measurements.md, "The training loop's figures") */
   if (!o->steps) o->steps = o->quick ? 24 : 48;
-  /* and the pairs in turns: the none baseline measured in one block during a slow spell gave
-   * ucx a fabric efficiency of 1.20 */
+  /* and the pairs in turns, so a slow spell cannot land on the none baseline alone
+   * (docs/measurements.md, History) */
   if (!o->rounds) o->rounds = o->quick ? 2 : 3;
   return 0;
 }
@@ -631,8 +632,7 @@ static void suite_plan_micro(suite_job *x, int f) {
     arg(s, "--emulate"), arg(s, "%s", x->rates[f]);
   }
   /* the ring beside a load: what a computing core loses to the all-reduce, which the fit gives
-   * the training step's share of the cores (bench-model, ResNet-18 on 2 ranks at emulated
-   * 5gbit: 6-13% slower than predicted without it, 6.4% with it) */
+   * the training step's share of the cores; without it training was predicted fast */
   s = step_new(x->steps, &x->ns, 0, "busy-%s", tag);
   arg(s, "allreduce"), suite_ranks(s, x, f, o->nranks), arg(s, "--transport"), arg(s, "%s", ftl);
   arg(s, "--algo"), arg(s, "ring"), arg(s, "--beside-compute"), arg(s, "--peer"), arg(s, "none");

@@ -607,8 +607,8 @@ int bench_relaunch(int argc, char **argv, const launch_own *own, int n, int use_
   for (int i = 0; i < argc; i++) rargv[i] = argv[i];
   launch_own_strip(argc, rargv, own);
   /* the emulated namespaces' sockets that choose none (UCX's, Open MPI's) take the tcp
-   * transport's: under bbr, the host's default here, ucx's dtree over an emulated 1gbit link on
-   * 4 ranks took 172 ms at 8 MiB against 139 under reno, as the tcp transport's */
+   * transport's congestion control, not the host's default (docs/measurements.md, "reno for
+   * the tcp transport") */
   if (!tcp_cc) tcp_cc = COLL_TCP_CC_DEFAULT;
   launch_opts lo = {.n = n, .use_mpirun = use_mpirun, .mpirun_args = mpirun_args,
                           .emulate = emulate, .slow = slow, .nslow = nslow, .tcp_cc = strcmp(tcp_cc, "system") ? tcp_cc : NULL,

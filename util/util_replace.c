@@ -10,13 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A stop signal (SIGTERM, SIGINT, SIGHUP) that arrives while a file is being replaced waits
- * until the rename, or until the new bytes are dropped where it came before the new file was
- * named: the file is the old one or the new one and no .tmp is left behind.
- * Masking the signal in the writing thread is not enough: the kernel hands a process-directed
- * signal to any thread that does not mask it (the reducer's, UCX's, OpenMP's), and its default
- * action ends the whole process mid-write. So a handler defers it instead. These two counters
- * are process-wide by nature: a signal belongs to the process, not to one run. */
+/* A stop signal (SIGTERM, SIGINT, SIGHUP) that arrives during a replacement waits until the
+ * rename, or until the new bytes are dropped if the new file had no name yet: the file is the
+ * old one or the new one, and no .tmp is left. Masking it in the writing thread is not enough:
+ * the kernel hands a process-directed signal to any thread that does not mask it (the
+ * reducer's, UCX's, OpenMP's), so a handler defers it instead. The counters are process-wide,
+ * as a signal is. */
 static atomic_int util_writers;     /* replacements in progress */
 static atomic_int util_pending_sig; /* a stop signal deferred by util_stop_handler, or 0 */
 
