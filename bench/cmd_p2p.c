@@ -1,12 +1,10 @@
 /* fabench p2p: point-to-point latency (ping-pong, one-way = round trip / 2) and streaming
- * bandwidth, unidirectional (a window of messages in flight, then a small ack, as osu_bw) and
- * bidirectional (both sides stream a window at once, as osu_bibw), swept over sizes, for one
- * ordered rank pair or every ordered pair in turn (the N x N matrix finds a slow link or host).
- *
- * Every rank runs this; rank 0 writes the run directory. For each (pair, test, size) step the
- * source times, the receivers check the seeded pattern of the timed traffic, the source sends
- * its figures to rank 0, and all ranks meet in a barrier, so ranks outside the pair only ever
- * wait one step (within the timeout). */
+ * bandwidth, one way (a window in flight, then a small ack, as osu_bw) and both ways (as
+ * osu_bibw), over sizes, for one ordered rank pair or every pair in turn (the N x N matrix finds
+ * a slow link or host). Every rank runs this; rank 0 writes the run directory. Each (pair, test,
+ * size) step: the source times, the receivers check the seeded pattern, the source sends its
+ * figures to rank 0, and all ranks meet in a barrier, so ranks outside the pair wait one step at
+ * most. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>

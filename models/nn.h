@@ -100,16 +100,14 @@ int nn_net_on_forward(nn_net *net, nn_fwd_layer_fn fn, void *ctx);
 int nn_net_eval(nn_net *net, const float *x, const int32_t *labels, int n, double *loss_sum,
                 int *correct, char *err, size_t errcap);
 
-/* The contiguous arenas, in the plain layout and backward order. Writing into the parameter
-   arena is allowed (resume, a broadcast of rank 0's weights): nn_net_params marks the weights
-   changed, so call it again after writing through an older pointer. Gradients of convolution
-   taps that only ever see padding are exactly zero. CPU nets: the arenas themselves.
-
-   GPU nets: HOST copies. Each call downloads what the device changed, then marks the copy
-   written, so the next device use uploads it; a pointer kept across a step is stale.
-   nn_net_grads also switches the net to host gradients: every backward then copies each layer's
-   gradients into the host arena (reported once there) and nn_sgd_step reads them back, so a
-   host-memory reducer may rewrite them in place. nn_net_grads_on_host(net, 0) switches back. */
+/* The contiguous arenas, in the plain layout and backward order. Writing parameters is allowed
+   (resume, rank 0's broadcast); call nn_net_params again after writing through an older pointer.
+   Taps that only ever see padding get zero gradients. CPU nets: the arenas themselves.
+   GPU nets: host copies, downloaded where the device changed them and then marked written, so
+   the next device use uploads them; a pointer kept across a step is stale. nn_net_grads also
+   switches to host gradients (each backward copies them into the host arena, nn_sgd_step reads
+   them back), so a host-memory reducer may rewrite them in place; nn_net_grads_on_host(net, 0)
+   switches back. */
 float *nn_net_params(nn_net *net, size_t *count);
 float *nn_net_grads(nn_net *net, size_t *count);
 float *nn_net_momentum(nn_net *net, size_t *count);

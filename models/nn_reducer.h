@@ -1,19 +1,13 @@
 /* models: the data-parallel gradient reducer (private to models/ and its tests), PyTorch DDP's
- * on a contiguous arena. The arena is in backward order; it is cut into buckets (a cut may fall
- * inside a tensor: every rank cuts alike), and a communication thread all-reduces each bucket as
- * soon as backward reports it complete (nn_reducer_ready). A 16-bit wire type scales by 1/N and
- * rounds into a wire buffer (DDP's compression hooks); an f32 bucket is summed in place, its 1/N
- * applied there or, with scale_in_sgd, by the optimizer.
+ * on a contiguous arena in backward order. The arena is cut into buckets (a cut may fall inside
+ * a tensor: every rank cuts alike) and a communication thread all-reduces each bucket as soon as
+ * backward reports it complete (nn_reducer_ready). A 16-bit wire scales by 1/N and rounds into a
+ * wire buffer (DDP's compression hooks); f32 sums in place, the 1/N there or in the optimizer.
  *
- * The order of the calls depends only on the sizes and `front`, never on timing, or the ranks
- * would deadlock. front >= count: arena order, first and last bucket first_bucket_bytes (a small
- * last bucket keeps the exposed tail short). front < count (--overlap-step): `front` floats in
- * arena order, the rest in forward order in chunks growing to bucket_bytes, and last the
- * held-back first bucket. docs/training.md ("The reducer", "Overlapping the next step") has the
- * plan in full.
- *
- * With no communicator the reducer only records when each bucket became ready (the one-rank
- * profile and the no-communication baseline). */
+ * The call order depends only on the sizes and `front`, never on timing, or the ranks would
+ * deadlock: arena order with a small first and last bucket, or with --overlap-step the front in
+ * arena order and the rest in forward order (docs/training.md, "The reducer" and "Overlapping the
+ * next step"). With no communicator it only records when each bucket became ready. */
 #ifndef FABENCH_NN_REDUCER_H
 #define FABENCH_NN_REDUCER_H
 

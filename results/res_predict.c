@@ -91,10 +91,9 @@ double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r, do
 void res_predict_step(res_step_out *out, const res_step_in *in) {
   /* Backward (B ms of work) and the communication thread side by side on the wall clock. Bucket
    * i needs t[i] ms of reduction once backward has done ready[i] of its work and bucket i-1 is
-   * reduced. While both run they share the cores as the scheduler shares them between as many
-   * threads of each: the reduction gets the `share` it needs to keep its pace, up to half the
-   * cores (rc: its speed), backward the rest (rb). So a link-bound reduction keeps its pace and
-   * takes its CPU out of backward, which predicted the step better than slowing both
+   * reduced. While both run, the reduction gets the `share` of the cores it needs, up to half
+   * (rc: its speed), and backward the rest (rb), as the scheduler shares cores among as many
+   * threads of each: a link-bound reduction keeps its pace and takes its CPU out of backward
    * (docs/measurements.md, "The predicted training step"). Events: a bucket becomes ready, a
    * reduction ends, backward ends. */
   double B = in->bwd_ms, s = in->overlap && in->share > 0 ? in->share : 0;
