@@ -110,7 +110,7 @@ int coll_broadcast(coll_comm *c, void *buf, size_t count, coll_dtype dt, int roo
   if (root < 0 || root >= c->size) return coll_fail(e, "broadcast: root %d is not a rank (0..%d)", root, c->size - 1);
   size_t bytes = count * coll_dtype_size(dt);
   coll_algo a = algo;
-  if (a.kind == COLL_ALGO_AUTO) a.kind = bytes < COLL_COLLS_SMALL ? COLL_ALGO_TREE : COLL_ALGO_VDG;
+  if (a.kind == COLL_ALGO_AUTO) a = coll_colls_pick(&c->model, COLL_BCAST, c->size, bytes, c->chunk_bytes);
   a.param = 0;
   if (ran) *ran = a;
   if (a.kind == COLL_ALGO_NATIVE) return coll_colls_end(c, c->tp->ops->bcast(c->tp, buf, count, dt, root, e), e);

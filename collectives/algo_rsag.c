@@ -15,10 +15,7 @@ static int pof2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 /* auto and the rank counts an algorithm does not take: what runs. */
 static coll_algo rsag_pick(const coll_comm *c, coll_kind k, coll_algo a, size_t bytes) {
-  if (a.kind == COLL_ALGO_AUTO)
-    a.kind = bytes >= COLL_COLLS_SMALL ? COLL_ALGO_RING
-             : k == COLL_ALLGATHER     ? (pof2(c->size) ? COLL_ALGO_RD : COLL_ALGO_BRUCK)
-                                       : COLL_ALGO_RHD;
+  if (a.kind == COLL_ALGO_AUTO) a = coll_colls_pick(&c->model, k, c->size, bytes, c->chunk_bytes);
   if ((a.kind == COLL_ALGO_RHD || a.kind == COLL_ALGO_RD) && !pof2(c->size)) a.kind = COLL_ALGO_RING;
   a.param = 0;
   return a;

@@ -205,10 +205,9 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
  *   all-to-all(v):  pairwise, auto
  * and native where the transport's library has its own (mpi: MPI_Reduce_scatter_block,
  * MPI_Allgather, MPI_Bcast, MPI_Alltoallv).
- * auto: the ring, or rd/rhd/bruck for vectors under COLL_COLLS_SMALL bytes; the tree for a
- * broadcast under it, vdg above. The send and receive buffers must not overlap. */
+ * auto: the fastest by the communicator's cost model (coll_colls_time). The send and receive
+ * buffers must not overlap. */
 typedef enum { COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BCAST, COLL_ALLTOALL, COLL_NCOLLS } coll_kind;
-#define COLL_COLLS_SMALL (64u << 10)
 /* Does collective k have algorithm a? */
 int coll_colls_algo(coll_kind k, coll_algo a);
 /* One of collective k's algorithms by name ("ring", "bruck", ...); -1 where k has none such.
@@ -311,6 +310,13 @@ void coll_model_host_bytes(const coll_model *m, coll_algo a, int p, size_t bytes
                            double *sent, double *reduced);
 /* The cheapest of ring, rhd, rd, tree, dtree under m (ring on a tie or for p < 2). */
 coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes);
+/* The other collectives' formulas (algo_colls_model.c): seconds for collective k by algorithm a
+ * on p ranks, bytes being the whole vector (reduce-scatter, all-gather), the message
+ * (broadcast) or what one rank sends in all (all-to-all); alpha, beta and gamma only (one
+ * level, nothing learned yet). INFINITY for native and for what k does not have. */
+double coll_colls_time(const coll_model *m, coll_kind k, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
+/* The fastest of k's algorithms by those formulas (auto). */
+coll_algo coll_colls_pick(const coll_model *m, coll_kind k, int p, size_t bytes, size_t chunk_bytes);
 /* The model a communicator's `auto` uses. */
 const coll_model *coll_comm_model(const coll_comm *c);
 

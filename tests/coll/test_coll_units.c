@@ -303,6 +303,43 @@ static void test_pattern_checker_catches_corruption(void **st) {
     }
 }
 
+/* The other collectives' formulas, worked by hand (algo_colls_model.c), and auto's pick by them. */
+static void test_colls_model(void **st) {
+  (void)st;
+  coll_model m = {.alpha = 1e-6, .beta = 1e-9, .gamma = 0.5e-9};
+  double n = 4e6;
+  static const struct {
+    coll_kind k;
+    coll_algo_kind a;
+    int p;
+    double want;
+  } cases[] = {
+      {COLL_REDUCE_SCATTER, COLL_ALGO_RING, 4, 3e-6 + 0.75 * 4e6 * 1.5e-9},
+      {COLL_REDUCE_SCATTER, COLL_ALGO_RHD, 4, 2e-6 + 0.75 * 4e6 * 1.5e-9},
+      {COLL_REDUCE_SCATTER, COLL_ALGO_RHD, 3, 2e-6 + (2.0 / 3) * 4e6 * 1.5e-9}, /* the ring runs */
+      {COLL_ALLGATHER, COLL_ALGO_RING, 4, 3e-6 + 3e-3},
+      {COLL_ALLGATHER, COLL_ALGO_RD, 4, 2e-6 + 3e-3},
+      {COLL_ALLGATHER, COLL_ALGO_BRUCK, 5, 3e-6 + 0.8 * 4e6 * 1e-9},
+      {COLL_BCAST, COLL_ALGO_TREE, 4, 2 * (1e-6 + 4e-3)},
+      {COLL_BCAST, COLL_ALGO_VDG, 4, 5e-6 + 6e-3},
+      {COLL_BCAST, COLL_ALGO_CHAIN, 4, 6 * (1e-6 + 1e-3)}, /* 4 chunks of 1e6 */
+      {COLL_ALLTOALL, COLL_ALGO_PAIRWISE, 4, 3e-6 + 3e-3},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    double t = coll_colls_time(&m, cases[i].k, (coll_algo){cases[i].a, 0}, cases[i].p, (size_t)n, 1000000);
+    if (fabs(t - cases[i].want) > 1e-12) fail_msg("case %zu: %.9g s, want %.9g", i, t, cases[i].want);
+  }
+  assert_true(isinf(coll_colls_time(&m, COLL_BCAST, (coll_algo){COLL_ALGO_NATIVE, 0}, 4, 1000, 0)));
+  assert_true(isinf(coll_colls_time(&m, COLL_BCAST, (coll_algo){COLL_ALGO_RING, 0}, 4, 1000, 0)));
+  /* auto: the tree for a short broadcast, vdg for a long one (chain is 1 us behind), rd for a
+   * short all-gather on a power of two, bruck off it */
+  assert_int_equal(coll_colls_pick(&m, COLL_BCAST, 4, 1000, 1000000).kind, COLL_ALGO_TREE);
+  assert_int_equal(coll_colls_pick(&m, COLL_BCAST, 4, (size_t)n, 1000000).kind, COLL_ALGO_VDG);
+  assert_int_equal(coll_colls_pick(&m, COLL_ALLGATHER, 8, 1000, 0).kind, COLL_ALGO_RD);
+  assert_int_equal(coll_colls_pick(&m, COLL_ALLGATHER, 6, 1000, 0).kind, COLL_ALGO_BRUCK);
+  assert_int_equal(coll_colls_pick(&m, COLL_ALLTOALL, 6, 1000, 0).kind, COLL_ALGO_PAIRWISE);
+}
+
 static void test_parsing(void **st) {
   (void)st;
   coll_algo a;
@@ -908,7 +945,7 @@ int main(void) {
       cmocka_unit_test(test_reduce2),
       cmocka_unit_test(test_reduce_rev),
       cmocka_unit_test(test_pattern_checker_catches_corruption),
-      cmocka_unit_test(test_parsing),
+      cmocka_unit_test(test_parsing), cmocka_unit_test(test_colls_model),
       cmocka_unit_test(test_wrong_token_rejected),
       cmocka_unit_test(test_port_in_use),
       cmocka_unit_test(test_sockets_no_nagle),
