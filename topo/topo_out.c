@@ -215,19 +215,8 @@ int topo_has_ib(const topo_info *ti) {
   return 0;
 }
 
-cJSON *topo_json(const topo_info *ti) {
-  cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "schema", "fabench-topo");
-  cJSON_AddNumberToObject(j, "schema_version", TOPO_SCHEMA_VERSION);
-  cJSON_AddStringToObject(j, "host", ti->host);
-  cJSON_AddStringToObject(j, "topo_hash", ti->hash);
-  cJSON_AddStringToObject(j, "backend", ti->backend);
-  cJSON_AddStringToObject(j, "source_backend", ti->source_backend);
-  cJSON_AddBoolToObject(j, "this_system", ti->thissystem);
-  cJSON_AddStringToObject(j, "hwloc_version", ti->hwloc_version);
-  cJSON_AddStringToObject(j, "architecture", ti->arch);
-  topo_json_str_or_null(j, "sysfs_root", ti->sysfs_root);
-
+/* "cpu": packages, NUMA nodes, caches and CPU sets. */
+static void topo_json_cpu(cJSON *j, const topo_info *ti) {
   cJSON *cpu = cJSON_AddObjectToObject(j, "cpu");
   cJSON_AddNumberToObject(cpu, "packages", ti->npkgs);
   cJSON *models = cJSON_AddArrayToObject(cpu, "package_models");
@@ -260,7 +249,10 @@ cJSON *topo_json(const topo_info *ti) {
   cJSON_AddStringToObject(cpu, "cpus", ti->complete_cpuset);
   cJSON_AddStringToObject(cpu, "allowed_cpus", ti->allowed_cpuset);
   topo_json_str_or_null(cpu, "bound_cpus", ti->bound_cpuset);
+}
 
+/* "gpus": each GPU with its locality, nearest NIC and MIG instances. */
+static void topo_json_gpus(cJSON *j, const topo_info *ti) {
   cJSON *gpus = cJSON_AddArrayToObject(j, "gpus");
   for (int i = 0; i < ti->ngpus; i++) {
     const topo_gpu *g = &ti->gpu[i];
@@ -300,7 +292,10 @@ cJSON *topo_json(const topo_info *ti) {
     }
     cJSON_AddItemToArray(gpus, o);
   }
+}
 
+/* "nics": each NIC with its net devices and InfiniBand ports. */
+static void topo_json_nics(cJSON *j, const topo_info *ti) {
   cJSON *nics = cJSON_AddArrayToObject(j, "nics");
   for (int i = 0; i < ti->nnics; i++) {
     const topo_nic *n = &ti->nic[i];
@@ -334,7 +329,10 @@ cJSON *topo_json(const topo_info *ti) {
     }
     cJSON_AddItemToArray(nics, o);
   }
+}
 
+/* "nvlink": the GPU pairs NVLink joins, where known. */
+static void topo_json_nvlink(cJSON *j, const topo_info *ti) {
   cJSON *nv = cJSON_AddObjectToObject(j, "nvlink");
   cJSON_AddStringToObject(nv, "source", ti->nvlink_source);
   topo_json_str_or_null(nv, "note", ti->nvml_note);
@@ -356,7 +354,10 @@ cJSON *topo_json(const topo_info *ti) {
   } else {
     cJSON_AddNullToObject(nv, "pairs");
   }
+}
 
+/* "paths": the device-to-device path matrix, as topo prints it. */
+static void topo_json_paths(cJSON *j, const topo_info *ti) {
   cJSON *paths = cJSON_AddObjectToObject(j, "paths");
   int nd = ti->ngpus + ti->nnics;
   cJSON *devs = cJSON_AddArrayToObject(paths, "devices");
@@ -376,6 +377,26 @@ cJSON *topo_json(const topo_info *ti) {
     }
     cJSON_AddItemToArray(mat, row);
   }
+}
+
+cJSON *topo_json(const topo_info *ti) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "schema", "fabench-topo");
+  cJSON_AddNumberToObject(j, "schema_version", TOPO_SCHEMA_VERSION);
+  cJSON_AddStringToObject(j, "host", ti->host);
+  cJSON_AddStringToObject(j, "topo_hash", ti->hash);
+  cJSON_AddStringToObject(j, "backend", ti->backend);
+  cJSON_AddStringToObject(j, "source_backend", ti->source_backend);
+  cJSON_AddBoolToObject(j, "this_system", ti->thissystem);
+  cJSON_AddStringToObject(j, "hwloc_version", ti->hwloc_version);
+  cJSON_AddStringToObject(j, "architecture", ti->arch);
+  topo_json_str_or_null(j, "sysfs_root", ti->sysfs_root);
+
+  topo_json_cpu(j, ti);
+  topo_json_gpus(j, ti);
+  topo_json_nics(j, ti);
+  topo_json_nvlink(j, ti);
+  topo_json_paths(j, ti);
   cJSON *w = cJSON_AddArrayToObject(j, "warnings");
   if (ti->warnings[0]) cJSON_AddItemToArray(w, cJSON_CreateString(ti->warnings));
   return j;
