@@ -167,14 +167,14 @@ double bench_host_cpu_s(void);
 /* Seconds per byte of the f32 sum kernel over 8 MiB, the best of a few passes (NaN: no memory). */
 double bench_gamma_kernel(void);
 /* ---- the cost model (costmodel.c) ---- */
-struct res_model;
+struct res_costmodel;
 /* The reduction kernel's cost per byte for a fit of run directories: the one the runs recorded
  * (res_fit_dirs_gamma), so that two fits of the same rows agree; measured now
  * (bench_gamma_kernel) only where none did. */
 double bench_fit_gamma(char *const *dirs, int ndirs);
 /* --model-from: a model.json, a directory with one, or a run directory fitted on the spot (its
  * notes on rows left out on stderr unless quiet: one rank says them for all). */
-int bench_model_load(struct res_model *m, const char *from, int quiet, char *err, size_t cap);
+int bench_costmodel_load(struct res_costmodel *m, const char *from, int quiet, char *err, size_t cap);
 /* ---- plots (plot.c) ---- */
 /* Runs `gnuplot script` in dir, its output appended to dir/gnuplot.log under the script's name;
  * bench_gnuplot_log_reset starts that log afresh, so it holds one run's plots only. The script

@@ -131,11 +131,11 @@ static int ar_parse_lists(ar_opts *o, const char *tl, const char *al, const char
   int rc;
   if (o->min_bytes > o->max_bytes) return bench_usage_error(ar_usage, "--min-bytes is larger than --max-bytes");
   if (o->model_from) {
-    res_model m;
+    res_costmodel m;
     char err[1024];
-    if (bench_model_load(&m, o->model_from, 1, err, sizeof err))
+    if (bench_costmodel_load(&m, o->model_from, 1, err, sizeof err))
       return bench_usage_error(ar_usage, "--model-from: %s", err);
-    res_model_free(&m);
+    res_costmodel_free(&m);
   }
   if ((rc = bench_parse_transports(tl, o->transports, AR_MAX_LIST, &o->ntransports, &o->want_mpi, ar_usage)))
     return rc;
@@ -332,7 +332,7 @@ typedef struct {
   bench_run run; /* rank 0 only */
   res_table *tab;
   int progress;
-  res_model model; /* --model-from (n == 0 without) */
+  res_costmodel model; /* --model-from (n == 0 without) */
   unsigned model_missed; /* transports (bit per kind) said to have no model of their fabric */
   struct ar_load *load;  /* --beside-compute's thread, else NULL */
   double alone_n, alone_s; /* this size: the load's products and seconds with no all-reduce */
@@ -650,7 +650,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   if (k->cpu_n > 0) row.host_cpu_us = k->cpu_s / (double)k->cpu_n * 1e6;
   row.round_spread = k->spread;
   if (x->load) row.compute_loss = k->loss;
-  const res_fabric_model *fm = res_model_find(&x->model, fabric, coll_transport_name(k->tk),
+  const res_fabric_cost *fm = res_costmodel_find(&x->model, fabric, coll_transport_name(k->tk),
                                               coll_boot_host_count(x->boot), row.topo_hash);
   if (fm) { /* one fabric, or on a cluster both levels */
     row.t_pred_us = res_allreduce_row_time(&x->model, &row, NULL, NULL) * 1e6;
@@ -662,7 +662,7 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
             o->model_from, fabric, coll_transport_name(k->tk));
     for (size_t i = 0; i < x->model.n; i++) {
       char l[256];
-      fprintf(stderr, "%s %s (%s)", i ? "," : "", res_model_label(&x->model, &x->model.f[i], l, sizeof l),
+      fprintf(stderr, "%s %s (%s)", i ? "," : "", res_costmodel_label(&x->model, &x->model.f[i], l, sizeof l),
               x->model.f[i].transport);
     }
     fprintf(stderr, "\n");
@@ -751,9 +751,9 @@ static int ar_sweep(ar_ctx *x, ar_cell *cells, int ncells, void *buf, int *wrong
  * fabric string itself is known only once the communicator is open). */
 static const coll_model *ar_model_for(const ar_ctx *x, coll_transport_kind tk) {
   const char *emu = getenv("FABENCH_FABRIC"), *name = coll_transport_name(tk);
-  const res_fabric_model *any = NULL;
+  const res_fabric_cost *any = NULL;
   for (size_t i = 0; i < x->model.n; i++) {
-    const res_fabric_model *f = &x->model.f[i];
+    const res_fabric_cost *f = &x->model.f[i];
     if (strcmp(f->transport, name)) continue;
     if (emu && *emu && !strcmp(f->fabric, emu)) return &f->m;
     /* this machine's fit before another's */
@@ -912,7 +912,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     /* every rank reads the model: auto must pick alike everywhere */
     if (o->model_from) {
       char err[1024];
-      if (bench_model_load(&x.model, o->model_from, x.rank != 0, err, sizeof err))
+      if (bench_costmodel_load(&x.model, o->model_from, x.rank != 0, err, sizeof err))
         rc = bench_error("rank %d: --model-from: %s", x.rank, err);
     }
     if (!rc) rc = ar_open(&x, u);
@@ -956,7 +956,7 @@ static int ar_rank_main(const ar_opts *o, int argc, char **argv) {
     res_table_close(x.tab);
     if (x.run.meta.base) bench_run_end(&x.run);
   }
-  res_model_free(&x.model);
+  res_costmodel_free(&x.model);
   /* a failure (not wrong results) may leave a rank dead or stopped: MPI must not wait for it */
   if (failed) coll_boot_abort(x.boot);
   else coll_boot_close(x.boot);

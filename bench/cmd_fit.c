@@ -40,12 +40,12 @@ static const char fit_usage[] =
     "Rows measured beside a load (allreduce --beside-compute) are kept for the training step's\n"
     "share of the cores (compute_loss in model.json) and left out of the rest.\n";
 
-static void fit_print(const res_model *m) {
+static void fit_print(const res_costmodel *m) {
   printf("# %-22s %-5s %5s %-9s %9s %9s %8s %10s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
          "source", "alpha(us)", "delta(us)", "wake(us)", "link(GB/s)", "cpu(GB/s)", "mem(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "cache",
          "R^2", "rms_rel", "used");
   for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_model *f = &m->f[i];
+    const res_fabric_cost *f = &m->f[i];
     char used[32], cache[16], red[16], hcpu[16] = "-", mem[16] = "-";
     if (f->m.beta_mem > 0) snprintf(mem, sizeof mem, "%.3f", 1e-9 / f->m.beta_mem);
     if (f->cpu_byte > 0) snprintf(hcpu, sizeof hcpu, "%.3f", 1e-9 / f->cpu_byte);
@@ -60,7 +60,7 @@ static void fit_print(const res_model *m) {
       snprintf(cache, sizeof cache, "-");
     /* a long fabric string is cut to the column, but never another machine's hash after it */
     char name[256];
-    res_model_label(m, f, name, sizeof name);
+    res_costmodel_label(m, f, name, sizeof name);
     int w = strcmp(name, f->fabric) ? (int)strlen(name) : 22;
     printf("  %-22.*s %-5s %5d %-9s %9.2f %9.2f %8.2f %10.3f %10.3f %10s %10s %9s%s%s %7s %7.4f %7.3f %7s\n", w, name,
            f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
@@ -69,7 +69,7 @@ static void fit_print(const res_model *m) {
            used);
   }
   for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_model *f = &m->f[i];
+    const res_fabric_cost *f = &m->f[i];
     if (!f->m.ncurves) continue;
     double worst = 0;
     int pts = 0;
@@ -78,7 +78,7 @@ static void fit_print(const res_model *m) {
         if (fabs(expm1(f->m.curve[c].ln[q])) > worst) worst = fabs(expm1(f->m.curve[c].ln[q]));
     char name[256];
     printf("# learned: %s %s: what the formulas miss at %d sizes of %d algorithms and rank counts, at most %.0f%%\n",
-           res_model_label(m, f, name, sizeof name), f->transport, pts, f->m.ncurves, 100 * worst);
+           res_costmodel_label(m, f, name, sizeof name), f->transport, pts, f->m.ncurves, 100 * worst);
   }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
@@ -95,13 +95,13 @@ static void fit_print(const res_model *m) {
          "# reduces in pieces as they arrive; res_fit.c)\n");
   int any = 0;
   for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_model *f = &m->f[i];
+    const res_fabric_cost *f = &m->f[i];
     if (!f->nbusy) continue;
     if (!any++)
       printf("# beside a load (allreduce --beside-compute): the share of a computing core's pace the all-reduce "
              "took, by ranks and size, and (/) the all-reduce's own pace against the model's time\n");
     char name[256];
-    printf("  %-22s %-5s", res_model_label(m, f, name, sizeof name), f->transport);
+    printf("  %-22s %-5s", res_costmodel_label(m, f, name, sizeof name), f->transport);
     for (int q = 0; q < f->nbusy; q++) {
       char sz[32];
       coll_format_size(sz, sizeof sz, (uint64_t)f->busy[q].bytes);
@@ -116,10 +116,10 @@ static void fit_print(const res_model *m) {
  * each frame's bytes from the Ethernet header on (14 + MTU), of which MTU - 52 are TCP payload
  * (20 IP, 20 TCP, 12 timestamp option); ACKs of the other direction share the link too (one of
  * 66 bytes per two segments, about 0.4% at 9000). */
-static void fit_print_links(const res_model *m, char **dirs, int ndirs) {
+static void fit_print_links(const res_costmodel *m, char **dirs, int ndirs) {
   int header = 0;
   for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_model *f = &m->f[i];
+    const res_fabric_cost *f = &m->f[i];
     uint64_t bps;
     if (strncmp(f->fabric, "emu-", 4) || launch_emu_parse_rate(f->fabric + 4, &bps)) continue;
     int mtu = 0;
@@ -127,13 +127,13 @@ static void fit_print_links(const res_model *m, char **dirs, int ndirs) {
     if (!mtu) mtu = LAUNCH_EMU_DEFAULT_MTU;
     double ceil_gbps = (double)bps / 8 * (mtu - 52) / (mtu + 14) / 1e9;
     double ack = (double)bps / 8 * (mtu - 52) / (mtu + 14 + 33) / 1e9;
-    double fit = res_model_link_gbps(&f->m, 2);
+    double fit = res_costmodel_link_gbps(&f->m, 2);
     if (!header++)
       printf("# emulated links: fitted bandwidth (2 ranks) against the TCP payload the shaped rate carries\n"
              "# %-14s %-5s %5s %10s %10s %10s %8s %8s\n", "fabric", "trans", "mtu", "rate(GB/s)", "ceil(GB/s)",
              "fit(GB/s)", "fit/ceil", "w/ acks");
     char name[256];
-    printf("  %-14s %-5s %5d %10.4f %10.4f %10.4f %8.3f %8.3f\n", res_model_label(m, f, name, sizeof name), f->transport, mtu, (double)bps / 8e9,
+    printf("  %-14s %-5s %5d %10.4f %10.4f %10.4f %8.3f %8.3f\n", res_costmodel_label(m, f, name, sizeof name), f->transport, mtu, (double)bps / 8e9,
            ceil_gbps, fit, fit / ceil_gbps, fit / ack);
   }
   if (header)
@@ -222,7 +222,7 @@ static int fit_check_put(res_table *t, const res_allreduce_row *r, const char *a
 
 /* The rows the model predicts into k->c, and into t where there is one (closed here). 0, or 1
  * after saying why. */
-static int fit_check_rows(fit_check_ctx *k, const res_model *m, int64_t min_bytes, res_table *t) {
+static int fit_check_rows(fit_check_ctx *k, const res_costmodel *m, int64_t min_bytes, res_table *t) {
   fit_chk *c = k->c = calloc(k->ar.n ? k->ar.n : 1, sizeof *c);
   int failed = !c;
   if (!c) bench_error("fit --check: out of memory");
@@ -334,7 +334,7 @@ static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
  * transport, ranks and algorithm a line of errors by size, then per fabric and transport the
  * median and largest |error| and how many are within 10%; with repeat directories, also how much
  * the rows measured in both moved. */
-static int fit_check(const res_model *m, char **dirs, int ndirs, char **reps, int nreps, int64_t min_bytes,
+static int fit_check(const res_costmodel *m, char **dirs, int ndirs, char **reps, int nreps, int64_t min_bytes,
                      const char *out) {
   fit_check_ctx k = {0};
   res_table *t = NULL;
@@ -410,10 +410,10 @@ static int fit_parse(fit_opts *o, int argc, char **argv) {
 
 /* The model: --model's, or fitted to the run directories, printed and written. 0, or the exit
  * status after saying why (m is then not held). */
-static int fit_model(res_model *m, const fit_opts *o) {
+static int fit_model(res_costmodel *m, const fit_opts *o) {
   char err[1024];
   if (o->model) {
-    if (bench_model_load(m, o->model, 0, err, sizeof err)) return bench_error("fit --model: %s", err);
+    if (bench_costmodel_load(m, o->model, 0, err, sizeof err)) return bench_error("fit --model: %s", err);
     for (size_t i = 0; o->formulas_only && i < m->n; i++) m->f[i].learned = m->f[i].m.ncurves = 0;
     return 0;
   }
@@ -429,8 +429,8 @@ static int fit_model(res_model *m, const fit_opts *o) {
     snprintf(path, sizeof path, "%s/model.json", o->dirs[0]);
   fit_print(m);
   fit_print_links(m, o->dirs, o->ndirs);
-  if (res_model_write(m, path, err, sizeof err)) {
-    res_model_free(m);
+  if (res_costmodel_write(m, path, err, sizeof err)) {
+    res_costmodel_free(m);
     return bench_error("fit: %s", err);
   }
   printf("# model: %s\n", path);
@@ -453,10 +453,10 @@ int bench_cmd_fit(int argc, char **argv) {
   if (res_run_dirs_unique(o.dirs, &o.ndirs, note, sizeof note)) fprintf(stderr, "fabench: fit: %s\n", note);
   if (res_run_dirs_unique(o.checks, &o.nchecks, note, sizeof note)) fprintf(stderr, "fabench: fit --check: %s\n", note);
   if (res_run_dirs_unique(o.reps, &o.nreps, note, sizeof note)) fprintf(stderr, "fabench: fit --repeat: %s\n", note);
-  res_model m;
+  res_costmodel m;
   if (!(rc = fit_model(&m, &o))) {
     if (o.nchecks) rc = fit_check(&m, o.checks, o.nchecks, o.reps, o.nreps, (int64_t)o.min_bytes, o.check_out);
-    res_model_free(&m);
+    res_costmodel_free(&m);
     if (bench_stdout_check("fit")) rc = 1;
   }
   free(o.checks);

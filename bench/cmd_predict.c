@@ -103,17 +103,17 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
   char *at = strrchr(path, '@');
   const char *want = NULL;
   if (at) *at = '\0', want = at + 1;
-  res_model m;
-  if (bench_model_load(&m, path, 0, err, cap)) return -1;
+  res_costmodel m;
+  if (bench_costmodel_load(&m, path, 0, err, cap)) return -1;
   /* FABRIC is a fabric string as fit wrote it, or a transport that names one fabric of the
    * model (`@ucx`: the fabric strings carry the machine's UCX transports); without it the model
    * must have one fabric, since picking the first of several silently priced ucx as tcp */
-  const res_fabric_model *pick = NULL, *by = NULL;
+  const res_fabric_cost *pick = NULL, *by = NULL;
   size_t by_transport = 0;
   char l[256];
   /* a fabric fitted on two machines is named with its hash, as fit and report label it */
   for (size_t i = 0; i < m.n && want && !pick; i++)
-    if (strcmp(m.f[i].fabric, want) && !strcmp(res_model_label(&m, &m.f[i], l, sizeof l), want)) pick = &m.f[i];
+    if (strcmp(m.f[i].fabric, want) && !strcmp(res_costmodel_label(&m, &m.f[i], l, sizeof l), want)) pick = &m.f[i];
   int machines = 0; /* the fabric string names fits of more than one machine */
   if (want && !pick)
     for (size_t i = 0; i < m.n; i++) {
@@ -126,11 +126,11 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
     for (size_t i = 0, o = 0; i < m.n && o < sizeof list; i++)
       if (!strcmp(m.f[i].fabric, want))
         o += (size_t)snprintf(list + o, sizeof list - o, "%s'%s' (%s, topology %s)", o ? ", " : "",
-                              res_model_label(&m, &m.f[i], l, sizeof l), m.f[i].transport,
+                              res_costmodel_label(&m, &m.f[i], l, sizeof l), m.f[i].transport,
                               *m.f[i].topo ? m.f[i].topo : "not recorded");
     snprintf(err, cap, "'%s': fabric %s was fitted on more than one machine: %.600s; name one as PATH@'LABEL'",
              spec, want, list);
-    res_model_free(&m);
+    res_costmodel_free(&m);
     return -1;
   }
   for (size_t i = 0; i < m.n && !pick; i++)
@@ -139,7 +139,7 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
   if (!pick) {
     char list[1024] = "";
     for (size_t i = 0, o = 0; i < m.n && o < sizeof list; i++)
-      o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", res_model_label(&m, &m.f[i], l, sizeof l));
+      o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", res_costmodel_label(&m, &m.f[i], l, sizeof l));
     if (!want)
       snprintf(err, cap, "'%s' has %zu fabrics (%.600s): name one, as %s@FABRIC or %s@TRANSPORT", spec,
                m.n, m.n ? list : "none", spec, spec);
@@ -149,7 +149,7 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
     else
       snprintf(err, cap, "'%s': no fabric or transport '%s' in the model (it has %.600s)", spec, want,
                m.n ? list : "none");
-    res_model_free(&m);
+    res_costmodel_free(&m);
     return -1;
   }
   f->m = pick->m;
@@ -157,8 +157,8 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
    * over) and are counted by --ranks-per-node, not by the fit's host count */
   f->m.cores = 0;
   f->m.hosts = 0;
-  snprintf(f->desc, sizeof f->desc, "%s/%s(fit)", res_model_label(&m, pick, l, sizeof l), pick->transport);
-  res_model_free(&m);
+  snprintf(f->desc, sizeof f->desc, "%s/%s(fit)", res_costmodel_label(&m, pick, l, sizeof l), pick->transport);
+  res_costmodel_free(&m);
   return 0;
 }
 

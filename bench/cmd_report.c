@@ -29,7 +29,7 @@ enum { RP_AR, RP_P2P, RP_MAT, RP_TRAIN, RP_BUCKETS, RP_PREDICT, RP_NREC };
 
 typedef struct {
   res_rows rec[RP_NREC];
-  res_model model;
+  res_costmodel model;
   int have_model;
   char model_src[4200];
   FILE *md;
@@ -79,7 +79,7 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   }
   snprintf(path, sizeof path, "%s/model.json", d);
   if (!x->have_model && stat(path, &st) == 0) {
-    if (res_model_read(&x->model, path, err, cap)) return -1;
+    if (res_costmodel_read(&x->model, path, err, cap)) return -1;
     x->have_model = 1;
     snprintf(x->model_src, sizeof x->model_src, "%s", path);
     found = 1;
@@ -617,7 +617,7 @@ static void rp_model(rp_ctx *x) {
   fprintf(x->md, "\n## Cost model (%s)\n\n| fabric | transport | hosts | source | alpha (us) | delta (us) | wake-up (us): per message, crowded; per waiting step, asleep | link (GB/s) | reduction (GB/s) | host CPU per byte sent (ns) | R^2 | rms rel. residual | rows used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
           x->model_src);
   for (size_t i = 0; i < x->model.n; i++) {
-    const res_fabric_model *f = &x->model.f[i];
+    const res_fabric_cost *f = &x->model.f[i];
     char red[80], cpu[16] = "-"; /* measured where no rank spun (host_cpu_us) */
     if (f->cpu_byte > 0) snprintf(cpu, sizeof cpu, "%.3f", f->cpu_byte * 1e9);
     if (f->m.gamma > 0) /* res_fit.c: an emulated link's shaper banks a pipelined reduction's pauses */
@@ -627,7 +627,7 @@ static void rp_model(rp_ctx *x) {
       snprintf(red, sizeof red, "hidden by the shaper");
     char c1[512], c2[64], c3[64], name[256];
     fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.2f | %.2f | %.3f | %s | %s | %.4f | %.3f | %zu/%zu |\n",
-            rp_md(c1, sizeof c1, res_model_label(&x->model, f, name, sizeof name)), rp_md(c2, sizeof c2, f->transport), f->host_count,
+            rp_md(c1, sizeof c1, res_costmodel_label(&x->model, f, name, sizeof name)), rp_md(c2, sizeof c2, f->transport), f->host_count,
             rp_md(c3, sizeof c3, f->source), f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
             1e-9 / f->m.beta, red, cpu,
             f->r2, f->rms_rel, f->n_used, f->n);
@@ -812,7 +812,7 @@ static void rp_scaling(rp_ctx *x) {
   size_t npts = 0, len = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nplot ");
   for (size_t f = 0; f < x->model.n; f++) {
     char name[256];
-    res_model_label(&x->model, &x->model.f[f], name, sizeof name);
+    res_costmodel_label(&x->model, &x->model.f[f], name, sizeof name);
     fprintf(d, "# %s\nranks,eff\n", name);
     for (int p = 2; p <= 1024; p *= 2) {
       res_step_in in = {.data_ms = data, .fwd_ms = fwd, .bwd_ms = bwd, .opt_ms = opt, .buckets = b, .nbuckets = nb,
@@ -1029,7 +1029,7 @@ int bench_cmd_report(int argc, char **argv) {
       printf("# report: %s/report.md (%d plots%s)\n", dir, x->nplots, plot ? "" : ", not drawn");
   }
   for (int k = 0; k < RP_NREC; k++) res_rows_free(&x->rec[k]);
-  res_model_free(&x->model);
+  res_costmodel_free(&x->model);
   if (!rc && x->failed[0]) rc = 1;
   free(x);
   return rc;

@@ -315,11 +315,11 @@ static void plan_reads(suite_step *v, int n, const char *dir) {
 static void predict_fabrics(suite_step *s, const char *dir) {
   char p[4200], err[512];
   snprintf(p, sizeof p, "%s/model.json", dir);
-  res_model m;
-  if (bench_model_load(&m, p, 0, err, sizeof err)) return;
-  const res_fabric_model *intra = NULL, *inter = NULL;
+  res_costmodel m;
+  if (bench_costmodel_load(&m, p, 0, err, sizeof err)) return;
+  const res_fabric_cost *intra = NULL, *inter = NULL;
   for (size_t i = 0; i < m.n; i++) {
-    const res_fabric_model *f = &m.f[i];
+    const res_fabric_cost *f = &m.f[i];
     if (!(f->m.beta > 0)) continue;
     if (!strncmp(f->fabric, "emu-", 4)) {
       if (!inter || f->m.beta > inter->m.beta) inter = f;
@@ -329,7 +329,7 @@ static void predict_fabrics(suite_step *s, const char *dir) {
   }
   if (intra) arg(s, "--intra"), arg(s, "%s@%s", p, intra->fabric);
   if (inter) arg(s, "--inter"), arg(s, "%s@%s", p, inter->fabric);
-  res_model_free(&m);
+  res_costmodel_free(&m);
 }
 
 /* ---- the summary: a row per fabric, from the steps' records ---- */
@@ -365,7 +365,7 @@ static void rate_label(char *out, size_t cap, double bps) {
  * training from its no-communication speed, what bounds it, and for a link-bound emulated
  * link what a link ten times faster would give under the cost model. */
 static void summarize_row(const char *label, const suite_opts *o, const res_train_row *r,
-                          const res_train_row *none, const res_rows *buckets, const res_model *m,
+                          const res_train_row *none, const res_rows *buckets, const res_costmodel *m,
                           double busbw) {
   printf("  %-22s %12.3f %12.1f %10.2f %10.1f %12.1f\n", label, busbw, r->images_per_s,
          r->fabric_eff, r->exposed_comm_ms, r->images_per_s_pred);
@@ -424,8 +424,8 @@ static void summarize(const char *dir, const suite_opts *o, char rates[][32], in
          "exposed_ms", "pred img/s");
   char mpath[4200], err[512];
   snprintf(mpath, sizeof mpath, "%s/model.json", dir);
-  res_model model;
-  int have_model = bench_model_load(&model, mpath, 0, err, sizeof err) == 0;
+  res_costmodel model;
+  int have_model = bench_costmodel_load(&model, mpath, 0, err, sizeof err) == 0;
   for (int f = -1; f < nrates; f++) {
     char tdir[4200], adir[4200];
     const char *tag = f < 0 ? "loopback" : rates[f];
@@ -450,7 +450,7 @@ static void summarize(const char *dir, const suite_opts *o, char rates[][32], in
     res_rows_free(&buckets);
     res_rows_free(&rows);
   }
-  if (have_model) res_model_free(&model);
+  if (have_model) res_costmodel_free(&model);
 }
 
 /* ---- the job ---- */

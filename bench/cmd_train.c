@@ -152,7 +152,7 @@ static int job_open(train_job *j) {
             "(its data order and augmentation)\n", (unsigned long long)seed_given, a->resume,
             (unsigned long long)j->have.seed);
   /* rank 0 reads it; the others stop with it, not later on a vanished peer */
-  int model_ok = !(a->model_from && x->rank == 0 && bench_model_load(&x->model, a->model_from, 0, err, sizeof err));
+  int model_ok = !(a->model_from && x->rank == 0 && bench_costmodel_load(&x->model, a->model_from, 0, err, sizeof err));
   if (!model_ok) bench_usage_error(train_usage, "--model-from: %s", err);
   if (!bench_rank0_ok(x->boot, model_ok)) return 2;
 
@@ -528,7 +528,7 @@ static void job_close(train_job *j, int status) {
   nn_data_free(&x->test);
   if (j->have_run) bench_run_end(&x->run);
   cJSON_Delete(x->trace);
-  if (x->model.n) res_model_free(&x->model);
+  if (x->model.n) res_costmodel_free(&x->model);
   if (status == 1) coll_boot_abort(x->boot);
   else coll_boot_close(x->boot);
 }

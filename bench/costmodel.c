@@ -12,16 +12,16 @@ double bench_fit_gamma(char *const *dirs, int ndirs) {
   return rec > 0 ? rec : bench_gamma_kernel();
 }
 
-int bench_model_load(res_model *m, const char *from, int quiet, char *err, size_t cap) {
+int bench_costmodel_load(res_costmodel *m, const char *from, int quiet, char *err, size_t cap) {
   struct stat st;
   if (stat(from, &st) != 0) {
     snprintf(err, cap, "'%s' does not exist", from);
     return -1;
   }
-  if (!S_ISDIR(st.st_mode)) return res_model_read(m, from, err, cap);
+  if (!S_ISDIR(st.st_mode)) return res_costmodel_read(m, from, err, cap);
   char path[4200];
   snprintf(path, sizeof path, "%s/model.json", from);
-  if (stat(path, &st) == 0) return res_model_read(m, path, err, cap);
+  if (stat(path, &st) == 0) return res_costmodel_read(m, path, err, cap);
   char *dirs[1] = {(char *)from};
   /* fit it now */
   res_fit_opts o = {.gamma_kernel = bench_fit_gamma(dirs, 1)};

@@ -82,7 +82,7 @@ typedef struct {
   int heartbeat;          /* the one-rank run: rank 0 tells the waiting ranks it goes on */
   cJSON *trace;           /* rank 0: the trace events so far (--trace) */
   int same_data;          /* tests (FABENCH_TEST_SAME_DATA=1): every rank reads one rank's data */
-  res_model model;        /* --model-from (n == 0 without) */
+  res_costmodel model;        /* --model-from (n == 0 without) */
   /* the predictions' compute profile: the none run's rows (the same ranks sharing the cores as
    * training does), else one rank alone's */
   res_train_row profile;

@@ -243,19 +243,19 @@ typedef struct {
   size_t nresid;
   int learned;         /* its predictions carry what the formulas miss, learned from resid (the
                           non-outliers' ln(t / pred) per algorithm and rank count: m.curve) */
-} res_fabric_model;
-typedef struct res_model {
-  res_fabric_model *f;
+} res_fabric_cost;
+typedef struct res_costmodel {
+  res_fabric_cost *f;
   size_t n;
   double gamma_kernel; /* s/byte of the reduction kernel where measured, else NaN */
-} res_model;
+} res_costmodel;
 
 /* Fits every (fabric, transport, host_count, topo_hash) of the rows: all-reduce rows by robust
  * least squares on relative residuals, p2p-only fabrics from one-way times, gamma from
  * gamma_kernel (s/byte; NaN: coll_model_default's) where the rows cannot tell it from beta. An
  * all-reduce fabric then learns what its formulas miss at the sizes fitted (unless
  * formulas_only). Either rows pointer may be NULL. Rules: docs/cost-model.md, "The fit". */
-int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
+int res_fit(res_costmodel *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
             char *err, size_t errcap);
 /* An emulated fabric's shaper burst in bytes, as its run recorded it. */
 typedef struct {
@@ -288,7 +288,7 @@ typedef struct {
   size_t nruns;
   int formulas_only; /* learn nothing from the residuals: the formulas alone predict */
 } res_fit_opts;
-int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
+int res_fit_ex(res_costmodel *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
                char *err, size_t errcap);
 /* ---- the fit's inputs from run directories (res_fit_dirs.c) ---- */
 /* The allreduce and p2p rows of run directories (either may come back empty; -1 if neither); the
@@ -313,27 +313,27 @@ int res_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs);
 void res_fit_recorded_free(res_fit_opts *o);
 /* Fits run directories: their rows (res_fit_read_dirs) under o and what the runs recorded
  * (res_fit_recorded). */
-int res_fit_dirs(res_model *m, char *const *dirs, int ndirs, const res_fit_opts *o, int quiet, char *err,
+int res_fit_dirs(res_costmodel *m, char *const *dirs, int ndirs, const res_fit_opts *o, int quiet, char *err,
                  size_t cap);
 /* The bandwidth (GB/s, 1e9) a model gives one rank's link in a ring at this rank count: 1 /
  * max(beta, beta_cpu x the host's ranks per core it sends with, at least 1, beta_mem x the
  * host's ranks: the rate of large vectors). NaN when zero. */
-double res_model_link_gbps(const coll_model *m, int ranks);
+double res_costmodel_link_gbps(const coll_model *m, int ranks);
 /* model.json: write, and read back from a file or a directory holding one. */
-int res_model_write(const res_model *m, const char *path, char *err, size_t errcap);
-int res_model_read(res_model *m, const char *path, char *err, size_t errcap);
+int res_costmodel_write(const res_costmodel *m, const char *path, char *err, size_t errcap);
+int res_costmodel_read(res_costmodel *m, const char *path, char *err, size_t errcap);
 /* The model of a fabric and transport (NULL: any) for rows of this host count and topology
  * hash (NULL or "": unknown): the same host count before another, and among those the same
  * machine before another (a model fitted on one cluster still prices another's rows where
  * that one has none of its own); NULL where the fabric has none. (Emulated links name one
  * fabric for every transport.) */
-const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
+const res_fabric_cost *res_costmodel_find(const res_costmodel *m, const char *fabric,
                                        const char *transport, int host_count, const char *topo);
 /* f's name for tables and plots: its fabric, and where another entry of m has the same
  * fabric, transport and host count (another machine's), the first 8 digits of its topology
  * hash in brackets. Returns buf. */
-const char *res_model_label(const res_model *m, const res_fabric_model *f, char *buf, size_t cap);
-void res_model_free(res_model *m);
+const char *res_costmodel_label(const res_costmodel *m, const res_fabric_cost *f, char *buf, size_t cap);
+void res_costmodel_free(res_costmodel *m);
 
 /* ---- predictions (res_predict.c): pure functions of the model ---- */
 /* One all-reduce as a job would run it: flat over one fabric, or hierarchical (ranks per node
@@ -355,25 +355,25 @@ double res_allreduce_time(const res_ar_spec *s, double bytes);
  * ranks; NaN without the fabrics, and for native and auto. formulas (may be NULL) gets the
  * formulas' time alone; learned_at (may be NULL) whether the model learned this very row's
  * algorithm, ranks and size (a two-level row learned nothing). */
-double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r, double *formulas, int *learned_at);
+double res_allreduce_row_time(const res_costmodel *m, const res_allreduce_row *r, double *formulas, int *learned_at);
 /* Does a row of algorithm a measure one fabric that the formulas price (not native, auto or
  * hier; on host_count hosts of at most ranks_per_host ranks, not two fabrics at once: several
  * hosts with several ranks each)? What fit learns from, and checks. */
 int res_row_one_fabric(coll_algo a, int64_t host_count, int64_t ranks_per_host, int64_t ranks);
 /* The fabrics that price a row of `fabric` and transport on host_count hosts of ranks_per_host
- * ranks (0: ranks / host_count): *inter the row's own fabric (res_model_find); where there are
+ * ranks (0: ranks / host_count): *inter the row's own fabric (res_costmodel_find); where there are
  * several hosts with several ranks each, also *intra, the same transport's fit on one host of
  * this machine (topo), not an emulated link, unmapped memory preferred (the ranks of one host
  * of a cluster map no buffers: algo_hier.c); else *intra NULL. 0, or -1 where the row's fabric
  * or the intra-node one is missing. */
-int res_model_levels(const res_model *m, const char *fabric, const char *transport, int host_count,
-                     int ranks_per_host, int ranks, const char *topo, const res_fabric_model **intra,
-                     const res_fabric_model **inter);
+int res_costmodel_levels(const res_costmodel *m, const char *fabric, const char *transport, int host_count,
+                     int ranks_per_host, int ranks, const char *topo, const res_fabric_cost **intra,
+                     const res_fabric_cost **inter);
 /* The spec of a row's all-reduce of algorithm a on ranks over host_count hosts of
- * ranks_per_host (0: ranks / host_count) from res_model_levels' two fabrics: hier as the
+ * ranks_per_host (0: ranks / host_count) from res_costmodel_levels' two fabrics: hier as the
  * two-level algorithm where there are both, else as the ring on one host or its algorithm across
  * hosts of one rank each. 0, or -1 where a has no formula (native, auto). */
-int res_ar_spec_for(res_ar_spec *s, const res_fabric_model *intra, const res_fabric_model *inter, coll_algo a,
+int res_ar_spec_for(res_ar_spec *s, const res_fabric_cost *intra, const res_fabric_cost *inter, coll_algo a,
                     int ranks, int host_count, int ranks_per_host);
 
 typedef struct {
@@ -429,7 +429,7 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
  * images_per_s_pred, exposed_comm_ms_pred and pred_err. 0, or -1 (fields untouched) when there
  * is nothing to predict. */
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
-                          const res_model *m);
+                          const res_costmodel *m);
 /* A data-parallel row's compute profile among train rows, as `train` takes it: its run's
  * no-communication row (role none) at the same rank count, the ranks sharing the cores as they
  * did; NULL if there is none. */
@@ -446,6 +446,6 @@ res_bound res_train_bound(const res_train_row *r, const res_train_row *none, dou
  * emulation in m (the stack's own cost per byte, which a faster link does not remove). For the
  * suite's "a 10gbit link would give ..." 0, or -1 (row untouched) as res_predict_train_row. */
 int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
-                               const res_model *m, double factor);
+                               const res_costmodel *m, double factor);
 
 #endif

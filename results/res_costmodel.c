@@ -11,12 +11,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const res_fabric_model *res_model_find(const res_model *m, const char *fabric,
+const res_fabric_cost *res_costmodel_find(const res_costmodel *m, const char *fabric,
                                        const char *transport, int host_count, const char *topo) {
-  const res_fabric_model *best = NULL;
+  const res_fabric_cost *best = NULL;
   int best_score = -1;
   for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_model *f = &m->f[i];
+    const res_fabric_cost *f = &m->f[i];
     if (strcmp(f->fabric, fabric) || (transport && strcmp(f->transport, transport))) continue;
     int score = 2 * (f->host_count == host_count) + (topo && *topo && !strcmp(f->topo, topo));
     if (score > best_score) best = f, best_score = score;
@@ -35,17 +35,17 @@ int res_row_one_fabric(coll_algo a, int64_t host_count, int64_t ranks_per_host, 
   return host_count <= 1 || ppn <= 1;
 }
 
-int res_model_levels(const res_model *m, const char *fabric, const char *transport, int host_count,
-                     int ranks_per_host, int ranks, const char *topo, const res_fabric_model **intra,
-                     const res_fabric_model **inter) {
+int res_costmodel_levels(const res_costmodel *m, const char *fabric, const char *transport, int host_count,
+                     int ranks_per_host, int ranks, const char *topo, const res_fabric_cost **intra,
+                     const res_fabric_cost **inter) {
   *intra = NULL;
-  *inter = m && fabric ? res_model_find(m, fabric, transport, host_count, topo) : NULL;
+  *inter = m && fabric ? res_costmodel_find(m, fabric, transport, host_count, topo) : NULL;
   if (!*inter) return -1;
   int ppn = (int)rcm_per_host(host_count, ranks_per_host, ranks);
   if (host_count <= 1 || ppn <= 1) return 0;
   int best = -1;
   for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_model *f = &m->f[i];
+    const res_fabric_cost *f = &m->f[i];
     if (f->host_count > 1 || !strncmp(f->fabric, "emu-", 4) || (transport && strcmp(f->transport, transport)))
       continue;
     int score = 2 * (topo && *topo && !strcmp(f->topo, topo)) + !f->m.mapped;
@@ -54,7 +54,7 @@ int res_model_levels(const res_model *m, const char *fabric, const char *transpo
   return *intra ? 0 : -1;
 }
 
-int res_ar_spec_for(res_ar_spec *s, const res_fabric_model *intra, const res_fabric_model *inter, coll_algo a,
+int res_ar_spec_for(res_ar_spec *s, const res_fabric_cost *intra, const res_fabric_cost *inter, coll_algo a,
                     int ranks, int host_count, int ranks_per_host) {
   if (a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO || !inter) return -1;
   int hier = a.kind == COLL_ALGO_HIER;
@@ -68,7 +68,7 @@ int res_ar_spec_for(res_ar_spec *s, const res_fabric_model *intra, const res_fab
   return 0;
 }
 
-const char *res_model_label(const res_model *m, const res_fabric_model *f, char *buf, size_t cap) {
+const char *res_costmodel_label(const res_costmodel *m, const res_fabric_cost *f, char *buf, size_t cap) {
   int twin = 0;
   for (size_t i = 0; i < m->n; i++)
     twin |= &m->f[i] != f && !strcmp(m->f[i].fabric, f->fabric) &&
@@ -78,7 +78,7 @@ const char *res_model_label(const res_model *m, const res_fabric_model *f, char 
   return buf;
 }
 
-void res_model_free(res_model *m) {
+void res_costmodel_free(res_costmodel *m) {
   if (!m) return;
   for (size_t i = 0; i < m->n; i++) free(m->f[i].resid);
   free(m->f);
@@ -86,7 +86,7 @@ void res_model_free(res_model *m) {
   m->n = 0;
 }
 
-double res_model_link_gbps(const coll_model *m, int ranks) {
+double res_costmodel_link_gbps(const coll_model *m, int ranks) {
   /* the ring's: a rank sends 2 (p-1)/p n on its link, its host 2 (p-1) n / hosts with
    * min(local, cores) cores */
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
@@ -100,14 +100,14 @@ double res_model_link_gbps(const coll_model *m, int ranks) {
 
 static cJSON *rcm_num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
-int res_model_write(const res_model *m, const char *path, char *err, size_t errcap) {
+int res_costmodel_write(const res_costmodel *m, const char *path, char *err, size_t errcap) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "schema", RES_SCHEMA_VERSION);
   cJSON_AddStringToObject(o, "kind", "fabench-cost-model");
   cJSON_AddItemToObject(o, "gamma_kernel_s_per_byte", rcm_num(m->gamma_kernel));
   cJSON *arr = cJSON_AddArrayToObject(o, "fabrics");
   for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_model *f = &m->f[i];
+    const res_fabric_cost *f = &m->f[i];
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "fabric", f->fabric);
     cJSON_AddStringToObject(j, "transport", f->transport);
@@ -130,7 +130,7 @@ int res_model_write(const res_model *m, const char *path, char *err, size_t errc
     if (f->m.stream_bytes > 0) cJSON_AddNumberToObject(j, "ring_stream_bytes", f->m.stream_bytes);
     cJSON_AddBoolToObject(j, "reduce_hidden", f->m.red_hidden);
     cJSON_AddBoolToObject(j, "asleep", f->m.asleep);
-    cJSON_AddItemToObject(j, "link_gbps", rcm_num(res_model_link_gbps(&f->m, 2) ));
+    cJSON_AddItemToObject(j, "link_gbps", rcm_num(res_costmodel_link_gbps(&f->m, 2) ));
     cJSON_AddItemToObject(j, "reduce_gbps", rcm_num(f->m.gamma > 0 ? 1e-9 / f->m.gamma : NAN));
     cJSON_AddBoolToObject(j, "gamma_fixed", f->gamma_fixed);
     cJSON_AddItemToObject(j, "r2", rcm_num(f->r2));
@@ -221,7 +221,7 @@ static const char *rcm_gets(const cJSON *o, const char *k) {
 }
 
 /* A fabric's compute_loss points: [ranks, bytes, loss, pace]. 0, or -1 with err. */
-static int rcm_read_busy(res_fabric_model *f, const cJSON *j, const char *file, const char *fab, char *err, size_t errcap) {
+static int rcm_read_busy(res_fabric_cost *f, const cJSON *j, const char *file, const char *fab, char *err, size_t errcap) {
   const cJSON *bz = cJSON_GetObjectItemCaseSensitive(j, "compute_loss"), *bp;
   cJSON_ArrayForEach(bp, bz) {
     const cJSON *q0 = cJSON_GetArrayItem(bp, 0), *q1 = cJSON_GetArrayItem(bp, 1), *q2 = cJSON_GetArrayItem(bp, 2);
@@ -242,7 +242,7 @@ static int rcm_read_busy(res_fabric_model *f, const cJSON *j, const char *file, 
 }
 
 /* A fabric's residuals (none kept where there is no memory for them). 0, or -1 with err. */
-static int rcm_read_resid(res_fabric_model *f, const cJSON *j, const char *file, const char *fab, char *err,
+static int rcm_read_resid(res_fabric_cost *f, const cJSON *j, const char *file, const char *fab, char *err,
                          size_t errcap) {
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "residuals"), *x;
   int nr = cJSON_GetArraySize(rs);
@@ -269,7 +269,7 @@ static int rcm_read_resid(res_fabric_model *f, const cJSON *j, const char *file,
 
 /* One entry of model.json's fabrics into a new fabric of m: its parameters, required then optional
  * ones (absent: 0), what the fit measured beside a load, and its residuals. 0, or -1 with err. */
-static int rcm_read_fabric(res_model *m, const cJSON *j, const char *file, char *err, size_t errcap) {
+static int rcm_read_fabric(res_costmodel *m, const cJSON *j, const char *file, char *err, size_t errcap) {
   const char *fab = rcm_gets(j, "fabric");
   if (!fab) {
     res_errf(err, errcap, "%s: a fabric entry lacks fabric, alpha_us, beta_s_per_byte or gamma_s_per_byte", file);
@@ -293,7 +293,7 @@ static int rcm_read_fabric(res_model *m, const cJSON *j, const char *file, char 
     return -1;
   }
   const char *tr = rcm_gets(j, "transport"), *src = rcm_gets(j, "source"), *th = rcm_gets(j, "topo_hash");
-  res_fabric_model *f = res_fabric_add(m, fab, tr ? tr : "", src ? src : "", (int)hc, th, err, errcap);
+  res_fabric_cost *f = res_fabric_add(m, fab, tr ? tr : "", src ? src : "", (int)hc, th, err, errcap);
   if (!f) return -1;
   f->chunk_bytes = (int64_t)ch;
   double co;
@@ -324,7 +324,7 @@ static int rcm_read_fabric(res_model *m, const cJSON *j, const char *file, char 
   return 0;
 }
 
-int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
+int res_costmodel_read(res_costmodel *m, const char *path, char *err, size_t errcap) {
   memset(m, 0, sizeof *m);
   char file[4200];
   struct stat st;
@@ -365,6 +365,6 @@ int res_model_read(res_model *m, const char *path, char *err, size_t errcap) {
     res_errf(err, errcap, "%s: the cost model has no fabrics", file);
     rc = -1;
   }
-  if (rc) res_model_free(m);
+  if (rc) res_costmodel_free(m);
   return rc;
 }

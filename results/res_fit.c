@@ -187,7 +187,7 @@ static int rf_robust(rf_pt *pt, size_t n, double gamma_fix, const int free_in[RF
  * and curves beyond COLL_MODEL_CURVES, are left to the formulas. The misses repeat from run to
  * run on one machine, which is why learning them pays (docs/measurements.md, "What the formulas
  * miss, learned"). */
-void res_fabric_learn(res_fabric_model *f) {
+void res_fabric_learn(res_fabric_cost *f) {
   coll_model *m = &f->m;
   m->ncurves = 0;
   m->learned_chunk = f->chunk_bytes > 0 ? (size_t)f->chunk_bytes : 0;
@@ -222,7 +222,7 @@ void res_fabric_learn(res_fabric_model *f) {
   }
 }
 
-static int rf_fill_stats(res_fabric_model *f, const rf_pt *pt, size_t n, const double th[RF_NP]) {
+static int rf_fill_stats(res_fabric_cost *f, const rf_pt *pt, size_t n, const double th[RF_NP]) {
   f->resid = calloc(n ? n : 1, sizeof *f->resid);
   if (!f->resid) return -1;
   double mean = 0, sr = 0, st = 0, rel = 0;
@@ -289,9 +289,9 @@ static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
 }
 
 /* A new, zeroed fabric model at the end of m, named; NULL with err when out of memory. */
-res_fabric_model *res_fabric_add(res_model *m, const char *fabric, const char *transport, const char *source,
+res_fabric_cost *res_fabric_add(res_costmodel *m, const char *fabric, const char *transport, const char *source,
                                  int host_count, const char *topo, char *err, size_t cap) {
-  res_fabric_model *f = realloc(m->f, (m->n + 1) * sizeof *f);
+  res_fabric_cost *f = realloc(m->f, (m->n + 1) * sizeof *f);
   if (!f) return res_errf(err, cap, "out of memory"), NULL;
   m->f = f;
   f = &f[m->n++];
@@ -506,7 +506,7 @@ static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci
   b->fitted = 1;
 }
 
-/* A fabric's host CPU cost per byte sent (res_fabric_model.cpu_byte) from its rows' host_cpu_us:
+/* A fabric's host CPU cost per byte sent (res_fabric_cost.cpu_byte) from its rows' host_cpu_us:
  * what is left after the reductions at the model's gamma (the training step's share adds them
  * back at the same rate), over the bytes the host's ranks sent, median of the rows from 1 MiB
  * (a jiffy matters less there); 0 without such rows. Measured, not fitted from times: on an
@@ -541,7 +541,7 @@ static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const c
  * the mean pace of the all-reduce itself against the fitted model's time (a link-bound ring
  * keeps it; one whose CPU work shares a core with the load does not), sorted by ranks then
  * size; at most RES_BUSY_MAX points, the first found. */
-static void rf_busy(res_fabric_model *f, const res_allreduce_row *rows, size_t n) {
+static void rf_busy(res_fabric_cost *f, const res_allreduce_row *rows, size_t n) {
   int cnt[RES_BUSY_MAX] = {0}, npace[RES_BUSY_MAX] = {0};
   f->nbusy = 0;
   for (size_t i = 0; i < n; i++) {
@@ -736,12 +736,12 @@ static void rf_cell_refit(rf_work *w, rf_cell *c) {
 }
 
 /* The cell's model into out. -1 (err said) when out of memory. */
-static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, const res_fit_opts *o, char *err,
+static int rf_cell_store(res_costmodel *out, const rf_work *w, const rf_cell *c, const res_fit_opts *o, char *err,
                          size_t cap) {
   const res_allreduce_row *k = c->k;
   const rf_best *b = &c->b;
   const res_fit_burst *shaper = c->shaper;
-  res_fabric_model *f = res_fabric_add(out, k->fabric, k->transport, "allreduce", (int)k->host_count,
+  res_fabric_cost *f = res_fabric_add(out, k->fabric, k->transport, "allreduce", (int)k->host_count,
                                      rf_str(k->topo_hash), err, cap);
   if (!f) return -1;
   f->m = c->shape;
@@ -770,7 +770,7 @@ static int rf_cell_store(res_model *out, const rf_work *w, const rf_cell *c, con
   return 0;
 }
 
-static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_opts *o, char *err,
+static int rf_fit_allreduce(res_costmodel *out, const res_rows *ar, const res_fit_opts *o, char *err,
                             size_t cap) {
   const res_allreduce_row *rows = ar->rows;
   rf_work w;
@@ -792,10 +792,10 @@ static int rf_fit_allreduce(res_model *out, const res_rows *ar, const res_fit_op
 }
 
 /* m's fit of exactly this cell (fabric, transport, host count, machine), or NULL */
-static const res_fabric_model *rf_cell_model(const res_model *m, const char *fabric, const char *transport,
+static const res_fabric_cost *rf_cell_model(const res_costmodel *m, const char *fabric, const char *transport,
                                              int hosts, const char *topo) {
   for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_model *f = &m->f[i];
+    const res_fabric_cost *f = &m->f[i];
     if (!strcmp(f->fabric, fabric) && !strcmp(f->transport, transport) && f->host_count == hosts &&
         !strcmp(f->topo, topo))
       return f;
@@ -813,7 +813,7 @@ static int rf_same_p2p(const res_p2p_row *r, const res_p2p_row *k) {
 }
 
 /* p2p: one-way time t = alpha + n beta from lat rows (t_p50_us) and bw rows (bytes / rate). */
-static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o, char *err,
+static int rf_fit_p2p(res_costmodel *out, const res_rows *pp, const res_fit_opts *o, char *err,
                       size_t cap) {
   const res_p2p_row *rows = pp->rows;
   rf_work w;
@@ -869,7 +869,7 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o,
     int gfixed;
     static const int ab[RF_NP] = {1, 1, 0, 0, 0};
     if (rf_robust(w.pt, n, 0, ab, th, &gfixed)) continue;
-    res_fabric_model *f = res_fabric_add(out, k->fabric, k->transport, "p2p", hc, rf_str(k->topo_hash), err, cap);
+    res_fabric_cost *f = res_fabric_add(out, k->fabric, k->transport, "p2p", hc, rf_str(k->topo_hash), err, cap);
     if (!f) {
       rc = -1;
       break;
@@ -883,13 +883,13 @@ static int rf_fit_p2p(res_model *out, const res_rows *pp, const res_fit_opts *o,
   return rc;
 }
 
-int res_fit(res_model *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
+int res_fit(res_costmodel *out, const res_rows *allreduce, const res_rows *p2p, double gamma_kernel,
             char *err, size_t errcap) {
   res_fit_opts o = {.gamma_kernel = gamma_kernel};
   return res_fit_ex(out, allreduce, p2p, &o, err, errcap);
 }
 
-int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
+int res_fit_ex(res_costmodel *out, const res_rows *allreduce, const res_rows *p2p, const res_fit_opts *o,
                char *err, size_t errcap) {
   memset(out, 0, sizeof *out);
   out->gamma_kernel = o->gamma_kernel;
@@ -902,6 +902,6 @@ int res_fit_ex(res_model *out, const res_rows *allreduce, const res_rows *p2p, c
   }
   return 0;
 fail:
-  res_model_free(out);
+  res_costmodel_free(out);
   return -1;
 }

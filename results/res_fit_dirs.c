@@ -173,7 +173,7 @@ double res_fit_dirs_gamma(char *const *dirs, int ndirs) {
   return n ? st.p50 : NAN;
 }
 
-int res_fit_dirs(res_model *m, char *const *dirs, int ndirs, const res_fit_opts *o, int quiet, char *err,
+int res_fit_dirs(res_costmodel *m, char *const *dirs, int ndirs, const res_fit_opts *o, int quiet, char *err,
                  size_t cap) {
   res_rows ar, pp;
   if (res_fit_read_dirs(&ar, &pp, dirs, ndirs, quiet, err, cap)) return -1;

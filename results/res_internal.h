@@ -10,9 +10,9 @@
 void res_errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* A new, zeroed fabric model at the end of m, named; NULL with err when out of memory. */
-res_fabric_model *res_fabric_add(res_model *m, const char *fabric, const char *transport, const char *source,
+res_fabric_cost *res_fabric_add(res_costmodel *m, const char *fabric, const char *transport, const char *source,
                                  int host_count, const char *topo, char *err, size_t cap);
 /* Fills f->m's learned curves from f's residuals where f->learned (res_fit.c says how). */
-void res_fabric_learn(res_fabric_model *f);
+void res_fabric_learn(res_fabric_cost *f);
 
 #endif

@@ -61,14 +61,14 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   return t;
 }
 
-double res_allreduce_row_time(const res_model *m, const res_allreduce_row *r, double *formulas, int *learned_at) {
-  const res_fabric_model *f, *intra;
+double res_allreduce_row_time(const res_costmodel *m, const res_allreduce_row *r, double *formulas, int *learned_at) {
+  const res_fabric_cost *f, *intra;
   coll_algo a;
   const char *an = r->algo_ran && *r->algo_ran ? r->algo_ran : r->algo;
   if (formulas) *formulas = NAN;
   if (learned_at) *learned_at = 0;
   if (!m || !an || coll_algo_parse(an, &a) ||
-      res_model_levels(m, r->fabric, r->transport, (int)r->host_count, (int)r->ranks_per_host, (int)r->ranks,
+      res_costmodel_levels(m, r->fabric, r->transport, (int)r->host_count, (int)r->ranks_per_host, (int)r->ranks,
                        r->topo_hash, &intra, &f))
     return NAN;
   int p = (int)r->ranks;
@@ -224,7 +224,7 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
 /* The share from the fabric's measured host CPU cost (cpu_byte): the CPU seconds a host spends
  * on an all-reduce of `bytes` (what its ranks send at cpu_byte, what they reduce at gamma), over
  * the call's seconds, spread over its cores; 0 where a core is free. NaN: not measured. */
-static double rp_measured_share(const res_fabric_model *f, coll_algo a, int ranks, int threads, double bytes,
+static double rp_measured_share(const res_fabric_cost *f, coll_algo a, int ranks, int threads, double bytes,
                                 size_t chunk_bytes) {
   const coll_model *m = &f->m;
   if (!(f->cpu_byte > 0)) return NAN;
@@ -238,7 +238,7 @@ static double rp_measured_share(const res_fabric_model *f, coll_algo a, int rank
 /* What was measured beside a load (f->busy, the same rank count) at `bytes`: the computing
  * cores' loss (pace 0) or the all-reduce's own pace (pace 1), interpolated in log size between
  * the measured sizes, the nearest beyond them; NaN: not measured. */
-static double rp_busy_at(const res_fabric_model *f, int ranks, double bytes, int pace) {
+static double rp_busy_at(const res_fabric_cost *f, int ranks, double bytes, int pace) {
   const res_busy *lo = NULL, *hi = NULL;
   for (int i = 0; i < f->nbusy; i++) {
     const res_busy *p = &f->busy[i];
@@ -253,7 +253,7 @@ static double rp_busy_at(const res_fabric_model *f, int ranks, double bytes, int
 
 /* The share computing cores lost to an all-reduce of `bytes` on `ranks`, as measured beside a
  * load; 0 where a core is free; NaN: not measured. */
-static double rp_busy_share(const res_fabric_model *f, int ranks, int threads, double bytes) {
+static double rp_busy_share(const res_fabric_cost *f, int ranks, int threads, double bytes) {
   double l = rp_busy_at(f, ranks, bytes, 0);
   if (isnan(l) || !rp_cores_shared(&f->m, ranks, threads, bytes)) return isnan(l) ? l : 0;
   return l < 0 ? 0 : l > 1 ? 1 : l;
@@ -290,17 +290,17 @@ static int rp_cmp_end(const void *a, const void *b) {
 
 /* g was fitted on the machine of topology hash topo (or either is not recorded): a stack's CPU
  * cost per byte is its host's, not another cluster's */
-static int rp_same_machine(const res_fabric_model *g, const char *topo) {
+static int rp_same_machine(const res_fabric_cost *g, const char *topo) {
   return !topo || !*topo || !*g->topo || !strcmp(g->topo, topo);
 }
 
 /* The smallest beta of a transport on one host without emulation in m (emulated fabrics are
  * named emu-<rate> by bench/emulate.c) on topo's machine: the stack's own cost per byte, all CPU
  * work; 0: none. */
-static double rp_stack_beta(const res_model *m, const char *transport, const char *topo) {
+static double rp_stack_beta(const res_costmodel *m, const char *transport, const char *topo) {
   double b = 0;
   for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_model *g = &m->f[i];
+    const res_fabric_cost *g = &m->f[i];
     double c = g->m.beta_cpu > g->m.beta ? g->m.beta_cpu : g->m.beta; /* a CPU-bound stack: its bound */
     if (g->host_count <= 1 && !strcmp(g->transport, transport) && strncmp(g->fabric, "emu-", 4) && c > 0 &&
         rp_same_machine(g, topo) && (b == 0 || c < b))
@@ -314,7 +314,7 @@ static double rp_stack_beta(const res_model *m, const char *transport, const cha
  * an emulated link the kernel does at least the work it does on loopback for the same transport,
  * and as much as a CPU bound fitted on any emulated link of that transport (the shaped rate does
  * not change the work per byte). Elsewhere (a real link): 0, its beta_cpu counts on its own. */
-static double rp_cpu_beta(const res_model *m, const res_fabric_model *f) {
+static double rp_cpu_beta(const res_costmodel *m, const res_fabric_cost *f) {
   int emulated = !strncmp(f->fabric, "emu-", 4);
   if (!emulated) return f->host_count <= 1 ? f->m.beta : 0;
   double b = rp_stack_beta(m, f->transport, f->topo);
@@ -328,7 +328,7 @@ static double rp_cpu_beta(const res_model *m, const res_fabric_model *f) {
 /* The prediction of a data-parallel row on fabric f (and inside its hosts intra, where it has
  * several hosts of several ranks), whose link's bytes cost cpu_beta of CPU. */
 static int rp_predict_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
-                          const res_fabric_model *f, const res_fabric_model *intra, double cpu_beta) {
+                          const res_fabric_cost *f, const res_fabric_cost *intra, double cpu_beta) {
   coll_algo a;
   res_ar_spec ar;
   if (!one || row->ranks < 2 || !(one->fwd_ms > 0) || !(one->bwd_ms > 0) || coll_algo_parse(row->algo, &a) ||
@@ -415,24 +415,24 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
 }
 
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
-                          const res_model *m) {
-  const res_fabric_model *f, *intra;
-  if (!m || res_model_levels(m, row->fabric, row->transport, (int)row->host_count, (int)row->ranks_per_host,
+                          const res_costmodel *m) {
+  const res_fabric_cost *f, *intra;
+  if (!m || res_costmodel_levels(m, row->fabric, row->transport, (int)row->host_count, (int)row->ranks_per_host,
                              (int)row->ranks, row->topo_hash, &intra, &f))
     return -1;
   return rp_predict_row(row, one, buckets, f, intra, rp_cpu_beta(m, f));
 }
 
 int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
-                               const res_model *m, double factor) {
-  const res_fabric_model *f = NULL, *intra = NULL;
+                               const res_costmodel *m, double factor) {
+  const res_fabric_cost *f = NULL, *intra = NULL;
   if (!m || !row->fabric || !row->transport ||
-      res_model_levels(m, row->fabric, row->transport, (int)row->host_count, (int)row->ranks_per_host,
+      res_costmodel_levels(m, row->fabric, row->transport, (int)row->host_count, (int)row->ranks_per_host,
                        (int)row->ranks, row->topo_hash, &intra, &f) ||
       !(factor > 0))
     return -1;
   double floor = rp_stack_beta(m, row->transport, f->topo);
-  res_fabric_model fast = *f;
+  res_fabric_cost fast = *f;
   fast.m.beta = f->m.beta / factor > floor ? f->m.beta / factor : floor;
   fast.cpu_byte = 0, fast.nbusy = 0; /* measured on this link's shaper, not on the faster one */
   return rp_predict_row(row, one, buckets, &fast, intra, rp_cpu_beta(m, f));

@@ -1,5 +1,5 @@
 /* `fabench report DIR`: a run directory as report reads it, every record report merges through
- * results' res_run_read, and model.json through res_model_read and its predictions. The input
+ * results' res_run_read, and model.json through res_costmodel_read and its predictions. The input
  * is the directory as a small archive: each file starts with a line "=== NAME" (NAME one of the
  * files report reads; other names are skipped); text before the first such line is
  * allreduce.csv. The files are written to a scratch directory made once per process. Rows that
@@ -181,9 +181,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[4300];
   snprintf(path, sizeof path, "%s/model.json", fz_dir);
   if (access(path, F_OK) == 0) {
-    res_model m;
+    res_costmodel m;
     err[0] = '\0';
-    int rc = res_model_read(&m, path, err, sizeof err);
+    int rc = res_costmodel_read(&m, path, err, sizeof err);
     FUZZ_SAY(rc, err);
     if (rc == 0) {
       FUZZ_CHECK(m.n > 0);
@@ -196,7 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           double t = coll_model_time(&m.f[i].m, a, r->ranks, (size_t)r->bytes, (size_t)m.f[i].chunk_bytes);
           FUZZ_CHECK(!(t < 0));
         }
-      res_model_free(&m);
+      res_costmodel_free(&m);
     } else {
       FUZZ_CHECK(err[0] != '\0');
     }

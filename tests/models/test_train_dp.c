@@ -373,16 +373,16 @@ static void test_model_from_own_plan(void **st) {
   run(&r, 180, NULL, -1, NULL, "%s --out %s/mf0", args, dir);
   ok(&r);
   res_rows rows = rows_of("mf0", res_schema_train());
-  res_fabric_model fm = {.transport = "tcp", .host_count = 1, .source = "allreduce",
+  res_fabric_cost fm = {.transport = "tcp", .host_count = 1, .source = "allreduce",
                          .m = {.alpha = 200e-6, .beta = 20e-9, .gamma = 1e-9}};
   for (size_t i = 0; i < rows.n; i++)
     if (!strcmp(((const res_train_row *)rows.rows)[i].role, "dp"))
       snprintf(fm.fabric, sizeof fm.fabric, "%s", ((const res_train_row *)rows.rows)[i].fabric);
   res_rows_free(&rows);
-  res_model m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
+  res_costmodel m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
   char mp[600], err[512];
   snprintf(mp, sizeof mp, "%s/m.json", dir);
-  if (res_model_write(&m, mp, err, sizeof err)) fail_msg("%s", err);
+  if (res_costmodel_write(&m, mp, err, sizeof err)) fail_msg("%s", err);
   run(&r, 180, NULL, -1, NULL, "%s --model-from %s --out %s/mf", args, mp, dir);
   ok(&r);
   rows = rows_of("mf", res_schema_train());
@@ -395,15 +395,15 @@ static void test_model_from_own_plan(void **st) {
   assert_non_null(none);
   assert_non_null(dp);
   if (!(dp->step_ms_pred > 0)) fail_msg("no prediction in the row: %g", dp->step_ms_pred);
-  res_model got;
-  if (res_model_read(&got, mp, err, sizeof err)) fail_msg("%s", err);
+  res_costmodel got;
+  if (res_costmodel_read(&got, mp, err, sizeof err)) fail_msg("%s", err);
   res_train_row again = *dp;
   again.step_ms_pred = NAN;
   assert_int_equal(res_predict_train_row(&again, none, &bk, &got), 0);
   /* the rows hold 6 digits */
   if (!(fabs(again.step_ms_pred - dp->step_ms_pred) < 1e-4 * dp->step_ms_pred))
     fail_msg("train predicted %.6g ms, its rows give %.6g ms", dp->step_ms_pred, again.step_ms_pred);
-  res_model_free(&got);
+  res_costmodel_free(&got);
   res_rows_free(&bk);
   res_rows_free(&rows);
 }

@@ -315,14 +315,14 @@ static void test_fit_and_predict(void **state) {
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, "--out", model, "--no-gamma-kernel", NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
-  res_model m;
+  res_costmodel m;
   char err[256];
-  if (res_model_read(&m, model, err, sizeof err)) fail_msg("%s", err);
-  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", "tcp", 1, NULL);
+  if (res_costmodel_read(&m, model, err, sizeof err)) fail_msg("%s", err);
+  const res_fabric_cost *f = res_costmodel_find(&m, "tcp:lo/reno", "tcp", 1, NULL);
   assert_non_null(f);
   assert_true(fabs(f->m.alpha - 30e-6) < 3e-6);
   assert_true(fabs(1 / f->m.beta - 1.5e9) < 0.1e9);
-  res_model_free(&m);
+  res_costmodel_free(&m);
 
   snprintf(out, sizeof out, "%s/pred", tmp);
   snprintf(intra, sizeof intra, "%s@tcp:lo/reno", model);
@@ -429,16 +429,16 @@ static void test_fit_beside_compute(void **state) {
   const char *line = strstr(r->out, "beside a load");
   if (!line || !strstr(line, "p2 1M:0.25") || !strstr(line, "p4 4M:0.50"))
     fail_msg("fit does not print the losses:\n%s", r->out);
-  res_model a, b;
+  res_costmodel a, b;
   char err[512];
-  if (res_model_read(&a, plain, err, sizeof err) || res_model_read(&b, both, err, sizeof err)) fail_msg("%s", err);
+  if (res_costmodel_read(&a, plain, err, sizeof err) || res_costmodel_read(&b, both, err, sizeof err)) fail_msg("%s", err);
   assert_int_equal(a.n, 1);
   assert_int_equal(b.n, 1);
   assert_true(a.f[0].m.beta == b.f[0].m.beta && a.f[0].m.alpha == b.f[0].m.alpha);
   assert_int_equal(a.f[0].nbusy, 0);
   assert_true(b.f[0].nbusy >= 4 && b.f[0].busy[0].ranks == 2 && b.f[0].busy[0].bytes == 1 << 20);
-  res_model_free(&a);
-  res_model_free(&b);
+  res_costmodel_free(&a);
+  res_costmodel_free(&b);
   /* the report leaves them out of its all-reduce table, and says so */
   char rep[160];
   snprintf(rep, sizeof rep, "%s/rep", tmp);
@@ -453,10 +453,10 @@ static void test_fit_beside_compute(void **state) {
   assert_int_equal(system(cmd), 0);
   cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){FIXTURE_RUN, loaded, "--out", both, "--no-gamma-kernel", NULL});
   if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
-  if (res_model_read(&b, both, err, sizeof err)) fail_msg("%s", err);
+  if (res_costmodel_read(&b, both, err, sizeof err)) fail_msg("%s", err);
   assert_true(b.f[0].nbusy >= 4);
   for (int q = 0; q < b.f[0].nbusy; q++) assert_true(b.f[0].busy[q].loss == -1);
-  res_model_free(&b);
+  res_costmodel_free(&b);
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
 }

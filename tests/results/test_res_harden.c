@@ -450,7 +450,7 @@ static void test_model_json_costs_checked(void **state) {
   char dir[64], path[128], text[2048], err[512];
   assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
   snprintf(path, sizeof path, "%s/model.json", dir);
-  res_model m;
+  res_costmodel m;
   for (size_t f = 0; f <= sizeof fields / sizeof *fields; f++)
     for (int bad = 0; bad < 4; bad++) {
       size_t len = (size_t)snprintf(text, sizeof text, "{\"schema\": 1, \"kind\": \"fabench-cost-model\", \"gamma_kernel_s_per_byte\": %s, "
@@ -463,12 +463,12 @@ static void test_model_json_costs_checked(void **state) {
       }
       snprintf(text + len, sizeof text - len, "}]}\n");
       assert_int_equal(tu_write(dir, "model.json", text), 0);
-      int rc = res_model_read(&m, path, err, sizeof err);
+      int rc = res_costmodel_read(&m, path, err, sizeof err);
       int required = f < 3; /* alpha, beta, gamma */
       const char *name = f < sizeof fields / sizeof *fields ? fields[f] : "gamma_kernel_s_per_byte";
       if (bad == 3 || (bad == 2 && !required)) { /* 0, or an optional one not given */
         if (rc) fail_msg("%s = %s refused: %s", name, bad == 3 ? "0" : "null", err);
-        res_model_free(&m);
+        res_costmodel_free(&m);
         continue;
       }
       if (rc == 0) fail_msg("%s = %s accepted", name, bad == 0 ? "-1e-9" : bad == 1 ? "1e999" : "null");

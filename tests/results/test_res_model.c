@@ -21,12 +21,12 @@ static void near(double got, double want, double rel, const char *what) {
 
 /* m through model.json and back: written to a fresh directory, changed by edit (if not NULL),
  * read from it, removed. */
-static void model_back_ex(const res_model *m, res_model *back, void (*edit)(cJSON *)) {
+static void model_back_ex(const res_costmodel *m, res_costmodel *back, void (*edit)(cJSON *)) {
   char dir[64], path[128], err[256];
   snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
   assert_non_null(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/model.json", dir);
-  if (res_model_write(m, path, err, sizeof err)) fail_msg("%s", err);
+  if (res_costmodel_write(m, path, err, sizeof err)) fail_msg("%s", err);
   if (edit) {
     cJSON *j;
     if (util_json_read_file(path, &j, err, sizeof err)) fail_msg("%s", err);
@@ -38,12 +38,12 @@ static void model_back_ex(const res_model *m, res_model *back, void (*edit)(cJSO
     free(txt);
     cJSON_Delete(j);
   }
-  if (res_model_read(back, dir, err, sizeof err)) fail_msg("%s", err);
+  if (res_costmodel_read(back, dir, err, sizeof err)) fail_msg("%s", err);
   unlink(path);
   rmdir(dir);
 }
 
-static void model_back(const res_model *m, res_model *back) { model_back_ex(m, back, NULL); }
+static void model_back(const res_costmodel *m, res_costmodel *back) { model_back_ex(m, back, NULL); }
 
 /* model.json as written before the all-reduce's pace beside a load: [ranks, bytes, loss] */
 static void drop_pace(cJSON *j) {
@@ -209,11 +209,11 @@ static void test_fit_recovers(void **state) {
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
   res_rows ar = {res_schema_allreduce(), rows, n};
-  res_model m;
+  res_costmodel m;
   char err[256];
   if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
   assert_int_equal(m.n, 1);
-  const res_fabric_model *f = res_model_find(&m, "tcp:lo/reno", "tcp", 1, NULL);
+  const res_fabric_cost *f = res_costmodel_find(&m, "tcp:lo/reno", "tcp", 1, NULL);
   assert_non_null(f);
   near(f->m.alpha, truth.alpha, 0.05, "alpha");
   near(f->m.beta, truth.beta, 0.05, "beta");
@@ -227,7 +227,7 @@ static void test_fit_recovers(void **state) {
   assert_true(f->rms_rel < 0.05);
 
   /* model.json round trip */
-  res_model back;
+  res_costmodel back;
   model_back(&m, &back);
   assert_int_equal(back.n, 1);
   near(back.f[0].m.alpha, f->m.alpha, 1e-12, "alpha back");
@@ -236,7 +236,7 @@ static void test_fit_recovers(void **state) {
   near(back.f[0].m.delta, f->m.delta, 1e-12, "delta back");
   assert_int_equal(back.f[0].nresid, f->nresid);
   assert_string_equal(back.f[0].fabric, "tcp:lo/reno");
-  res_model_free(&back);
+  res_costmodel_free(&back);
   /* a foreign file */
   char dir[64], path[128];
   snprintf(dir, sizeof dir, "/tmp/fabench-model-XXXXXX");
@@ -245,11 +245,11 @@ static void test_fit_recovers(void **state) {
   FILE *fp = fopen(path, "w");
   fputs("{\"hello\": 1}\n", fp);
   fclose(fp);
-  assert_int_equal(res_model_read(&back, path, err, sizeof err), -1);
+  assert_int_equal(res_costmodel_read(&back, path, err, sizeof err), -1);
   assert_non_null(strstr(err, "not a fabench cost model"));
   unlink(path);
   rmdir(dir);
-  res_model_free(&m);
+  res_costmodel_free(&m);
   free(rows);
 }
 
@@ -288,7 +288,7 @@ static void test_learned(void **state) {
     if (rows[i].ranks == 4 && !strcmp(rows[i].algo, "tree") && (rows[i].bytes == 1 << 20 || rows[i].bytes == 2 << 20))
       rows[i].t_p50_us = 1.10 * coll_model_time(&truth, (coll_algo){COLL_ALGO_TREE, 0}, 4, (size_t)rows[i].bytes, c) * 1e6;
   res_rows ar = {res_schema_allreduce(), rows, n};
-  res_model fit, plain, back;
+  res_costmodel fit, plain, back;
   char err[256];
   if (res_fit(&fit, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
   res_fit_opts fo = {.gamma_kernel = NAN, .formulas_only = 1};
@@ -313,13 +313,13 @@ static void test_learned(void **state) {
   assert_int_equal(back.f[0].m.ncurves, fit.f[0].m.ncurves);
   near(coll_model_time(&back.f[0].m, tree, 4, 1u << 20, c), coll_model_time(&fit.f[0].m, tree, 4, 1u << 20, c), 1e-6,
        "learned, back from model.json");
-  res_model_free(&back);
+  res_costmodel_free(&back);
   model_back(&plain, &back);
   assert_false(back.f[0].learned);
   assert_int_equal(back.f[0].m.ncurves, 0);
-  res_model_free(&back);
-  res_model_free(&fit);
-  res_model_free(&plain);
+  res_costmodel_free(&back);
+  res_costmodel_free(&fit);
+  res_costmodel_free(&plain);
   free(rows);
 }
 
@@ -338,12 +338,12 @@ static void test_fit_two_machines(void **state) {
   memcpy(all + na, b, nb * sizeof *b);
   for (size_t i = 0; i < na + nb; i++) all[i].topo_hash = i < na ? "aaaaaaaaaaaaaaaa" : "bbbbbbbbbbbbbbbb";
   res_rows ar = {res_schema_allreduce(), all, na + nb};
-  res_model m;
+  res_costmodel m;
   char err[256], l[256];
   if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
   assert_int_equal(m.n, 2);
-  const res_fabric_model *fa = res_model_find(&m, "tcp:eth0/cubic", "tcp", 1, "aaaaaaaaaaaaaaaa"),
-                         *fb = res_model_find(&m, "tcp:eth0/cubic", "tcp", 1, "bbbbbbbbbbbbbbbb");
+  const res_fabric_cost *fa = res_costmodel_find(&m, "tcp:eth0/cubic", "tcp", 1, "aaaaaaaaaaaaaaaa"),
+                         *fb = res_costmodel_find(&m, "tcp:eth0/cubic", "tcp", 1, "bbbbbbbbbbbbbbbb");
   assert_non_null(fa);
   assert_non_null(fb);
   assert_string_equal(fa->topo, "aaaaaaaaaaaaaaaa");
@@ -351,25 +351,25 @@ static void test_fit_two_machines(void **state) {
   near(fa->m.beta, fast.beta, 0.05, "the fast machine's beta");
   near(fb->m.beta, slow.beta, 0.05, "the slow machine's beta");
   /* a third machine, or rows without a hash, still get a model of the fabric */
-  assert_non_null(res_model_find(&m, "tcp:eth0/cubic", "tcp", 1, "cccccccccccccccc"));
-  assert_non_null(res_model_find(&m, "tcp:eth0/cubic", "tcp", 1, NULL));
-  assert_string_equal(res_model_label(&m, fa, l, sizeof l), "tcp:eth0/cubic [aaaaaaaa]");
-  assert_string_equal(res_model_label(&m, fb, l, sizeof l), "tcp:eth0/cubic [bbbbbbbb]");
+  assert_non_null(res_costmodel_find(&m, "tcp:eth0/cubic", "tcp", 1, "cccccccccccccccc"));
+  assert_non_null(res_costmodel_find(&m, "tcp:eth0/cubic", "tcp", 1, NULL));
+  assert_string_equal(res_costmodel_label(&m, fa, l, sizeof l), "tcp:eth0/cubic [aaaaaaaa]");
+  assert_string_equal(res_costmodel_label(&m, fb, l, sizeof l), "tcp:eth0/cubic [bbbbbbbb]");
   /* model.json keeps the hashes, so a model read back tells them apart too */
-  res_model back;
+  res_costmodel back;
   model_back(&m, &back);
-  const res_fabric_model *bb = res_model_find(&back, "tcp:eth0/cubic", "tcp", 1, "bbbbbbbbbbbbbbbb");
+  const res_fabric_cost *bb = res_costmodel_find(&back, "tcp:eth0/cubic", "tcp", 1, "bbbbbbbbbbbbbbbb");
   assert_non_null(bb);
   near(bb->m.beta, fb->m.beta, 1e-12, "the slow machine's beta, read back");
-  res_model_free(&back);
+  res_costmodel_free(&back);
   /* one machine alone: its label is the fabric string */
   ar.n = na;
-  res_model one;
+  res_costmodel one;
   if (res_fit(&one, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
   assert_int_equal(one.n, 1);
-  assert_string_equal(res_model_label(&one, &one.f[0], l, sizeof l), "tcp:eth0/cubic");
-  res_model_free(&one);
-  res_model_free(&m);
+  assert_string_equal(res_costmodel_label(&one, &one.f[0], l, sizeof l), "tcp:eth0/cubic");
+  res_costmodel_free(&one);
+  res_costmodel_free(&m);
   free(all);
   free(a);
   free(b);
@@ -387,14 +387,14 @@ static void test_fit_gamma_fixed(void **state) {
     if (rows[i].ranks == 2 && !strcmp(rows[i].algo, "ring") && rows[i].bytes >= 64 << 10)
       rows[k++] = rows[i]; /* above the ring's whole-vector exchange: one beta:gamma ratio */
   res_rows ar = {res_schema_allreduce(), rows, k};
-  res_model m;
+  res_costmodel m;
   char err[256];
   if (res_fit(&m, &ar, NULL, truth.gamma, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].gamma_fixed);
   near(m.f[0].m.gamma, truth.gamma, 1e-12, "gamma");
   near(m.f[0].m.alpha, truth.alpha, 0.1, "alpha");
   near(m.f[0].m.beta, truth.beta, 0.05, "beta");
-  res_model_free(&m);
+  res_costmodel_free(&m);
   /* the kernel's rate the fabric's own run recorded, not another run's: with every run's rate
    * pooled, a train-only run added to fit moved a link from 2.109 to 2.063 GB/s */
   res_fit_run runs[] = {{"other-run", 1.0 / 50e9, 0}, {"synthetic", truth.gamma, 0}, {"third-run", 1.0 / 40e9, 0}};
@@ -403,12 +403,12 @@ static void test_fit_gamma_fixed(void **state) {
   assert_true(m.f[0].gamma_fixed);
   near(m.f[0].m.gamma, truth.gamma, 1e-12, "gamma of the fabric's own run");
   near(m.f[0].m.beta, truth.beta, 0.05, "beta with its own run's gamma");
-  res_model_free(&m);
+  res_costmodel_free(&m);
   /* no run of the rows recorded one: the caller's */
   o.nruns = 1;
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   near(m.f[0].m.gamma, o.gamma_kernel, 1e-12, "gamma without a recorded rate");
-  res_model_free(&m);
+  res_costmodel_free(&m);
   /* nothing fittable */
   res_rows none = {res_schema_allreduce(), rows, 0};
   assert_int_equal(res_fit(&m, &none, NULL, NAN, err, sizeof err), -1);
@@ -440,25 +440,25 @@ static void test_fit_memory_bound(void **state) {
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
   res_rows ar = {res_schema_allreduce(), rows, n};
-  res_model m;
+  res_costmodel m;
   char err[256];
   res_fit_opts o = {.gamma_kernel = NAN, .llc_bytes = truth.llc_bytes};
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
-  const res_fabric_model *f = &m.f[0];
+  const res_fabric_cost *f = &m.f[0];
   near(f->m.beta, truth.beta, 0.05, "beta");
   near(f->m.beta_mem, truth.beta_mem, 0.05, "beta_mem");
   near(f->m.llc_bytes, truth.llc_bytes, 1e-12, "llc");
-  near(res_model_link_gbps(&f->m, 2), 2.0, 0.05, "link at 2 ranks: memory's 1 / (2 x 0.25 ns)");
-  res_model back;
+  near(res_costmodel_link_gbps(&f->m, 2), 2.0, 0.05, "link at 2 ranks: memory's 1 / (2 x 0.25 ns)");
+  res_costmodel back;
   model_back(&m, &back);
   near(back.f[0].m.beta_mem, f->m.beta_mem, 1e-12, "beta_mem back");
   near(back.f[0].m.llc_bytes, f->m.llc_bytes, 1e-12, "llc back");
-  res_model_free(&back);
-  res_model_free(&m);
+  res_costmodel_free(&back);
+  res_costmodel_free(&m);
   o.llc_bytes = 0;
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].m.beta_mem == 0 && m.f[0].m.llc_bytes == 0);
-  res_model_free(&m);
+  res_costmodel_free(&m);
   free(rows);
 }
 
@@ -473,29 +473,29 @@ static void test_fit_cores_and_cache(void **state) {
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
   res_rows ar = {res_schema_allreduce(), rows, n};
-  res_model m;
+  res_costmodel m;
   char err[256];
   res_fit_opts o = {.gamma_kernel = NAN, .cores = 2};
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
-  const res_fabric_model *f = &m.f[0];
+  const res_fabric_cost *f = &m.f[0];
   assert_int_equal(f->m.cores, 2);
   near(f->m.beta, truth.beta, 0.05, "beta");
   near(f->m.beta_cpu, truth.beta_cpu, 0.10, "beta_cpu");
   near(f->m.cache_bytes, truth.cache_bytes, 1e-12, "cache");
   near(f->m.mem, truth.mem, 0.15, "mem");
-  near(res_model_link_gbps(&f->m, 2), 2.0, 0.05, "link at 2 ranks");
-  near(res_model_link_gbps(&f->m, 4), 1.25, 0.10, "link at 4 ranks: the CPU's 1 / (2 x 0.4 ns)");
+  near(res_costmodel_link_gbps(&f->m, 2), 2.0, 0.05, "link at 2 ranks");
+  near(res_costmodel_link_gbps(&f->m, 4), 1.25, 0.10, "link at 4 ranks: the CPU's 1 / (2 x 0.4 ns)");
   near(f->m.wake, truth.wake, 0.15, "wake");
-  res_model back;
+  res_costmodel back;
   model_back(&m, &back);
   near(back.f[0].m.wake, f->m.wake, 1e-12, "wake back");
-  res_model_free(&back);
-  res_model_free(&m);
+  res_costmodel_free(&back);
+  res_costmodel_free(&m);
   /* not told the cores: no sharing, beta_cpu not fitted */
   o.cores = 0;
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].m.beta_cpu == 0);
-  res_model_free(&m);
+  res_costmodel_free(&m);
   free(rows);
 }
 
@@ -530,31 +530,31 @@ static void test_fit_asleep(void **state) {
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "mpi:ob1/vader");
   res_rows ar = {res_schema_allreduce(), rows, n};
-  res_model m;
+  res_costmodel m;
   char err[256];
   res_fit_run run = {"synthetic", NAN, 1};
   res_fit_opts o = {.gamma_kernel = NAN, .runs = &run, .nruns = 1};
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
-  const res_fabric_model *f = &m.f[0];
+  const res_fabric_cost *f = &m.f[0];
   assert_true(f->m.asleep);
   near(f->m.wake, truth.wake, 0.10, "wake");
   near(f->m.alpha, truth.alpha, 0.10, "alpha");
   near(f->m.beta, truth.beta, 0.05, "beta");
-  res_model back;
+  res_costmodel back;
   model_back(&m, &back);
   assert_true(back.f[0].m.asleep);
   near(back.f[0].m.wake, f->m.wake, 1e-12, "wake back");
-  res_model_free(&back);
-  res_model_free(&m);
+  res_costmodel_free(&back);
+  res_costmodel_free(&m);
   run.asleep = 0; /* no run says so: awake, no wake-up */
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   assert_false(m.f[0].m.asleep);
   assert_true(m.f[0].m.wake == 0);
-  res_model_free(&m);
+  res_costmodel_free(&m);
   for (size_t i = 0; i < n; i++) rows[i].host_cpu_us = 100; /* measured asleep */
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].m.asleep);
-  res_model_free(&m);
+  res_costmodel_free(&m);
   free(rows);
 }
 
@@ -599,13 +599,13 @@ static void test_fit_no_cpu_bound_within_cores(void **state) {
   res_allreduce_row rows[50];
   size_t n = emu_rows(rows, &truth, "emu-1gbit", 0);
   res_rows ar = {res_schema_allreduce(), rows, n};
-  res_model m;
+  res_costmodel m;
   char err[256];
   res_fit_opts o = {.gamma_kernel = NAN, .cores = 2};
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].m.beta_cpu == 0);
   near(m.f[0].m.beta, truth.beta, 0.03, "beta");
-  res_model_free(&m);
+  res_costmodel_free(&m);
 }
 
 /* An emulated link fitted slower than its shaper's ceiling, at 2 ranks on 2 cores, is split
@@ -620,7 +620,7 @@ static void test_fit_emulated_cpu_bound(void **state) {
     res_allreduce_row rows[50];
     size_t n = emu_rows(rows, &truth, "emu-10gbit", 1);
     res_rows ar = {res_schema_allreduce(), rows, n};
-    res_model m;
+    res_costmodel m;
     char err[256];
     res_fit_burst b = {"emu-10gbit", 1250000, c == 1 ? 0 : ceil_beta};
     res_fit_opts o = {.gamma_kernel = NAN, .cores = 2, .bursts = &b, .nbursts = 1};
@@ -635,7 +635,7 @@ static void test_fit_emulated_cpu_bound(void **state) {
     }
     near(coll_model_time(f, ring, 2, 32u << 20, 256 << 10), coll_model_time(&truth, ring, 2, 32u << 20, 256 << 10),
          0.03, "a 2-rank call");
-    res_model_free(&m);
+    res_costmodel_free(&m);
   }
 }
 
@@ -677,13 +677,13 @@ static void test_fit_cpu_byte(void **state) {
       r->compute_loss = b == (4 << 20) ? 0.5 : 0.6;
     }
     res_rows ar = {res_schema_allreduce(), rows, n};
-    res_model m;
+    res_costmodel m;
     char err[256];
     res_fit_opts o = {.gamma_kernel = g, .cores = 2};
     if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
     if (!with) {
       assert_true(m.f[0].cpu_byte == 0 && m.f[0].nbusy == 0);
-      res_model_free(&m);
+      res_costmodel_free(&m);
       continue;
     }
     near(m.f[0].cpu_byte, c, 0.01, "cpu per byte sent");
@@ -693,18 +693,18 @@ static void test_fit_cpu_byte(void **state) {
     assert_true(m.f[0].busy[1].ranks == 4 && m.f[0].busy[1].bytes == (16 << 20) && m.f[0].busy[1].loss == 0.6);
     near(m.f[0].busy[0].pace, 1 / 1.3, 0.01, "the ring's pace beside the load, 4 MiB");
     near(m.f[0].busy[1].pace, 1 / 1.3, 0.01, "the ring's pace beside the load, 16 MiB");
-    res_model back;
+    res_costmodel back;
     model_back(&m, &back);
     near(back.f[0].cpu_byte, m.f[0].cpu_byte, 1e-12, "model.json");
     assert_int_equal(back.f[0].nbusy, 2);
     assert_true(back.f[0].busy[1].bytes == (16 << 20) && back.f[0].busy[1].loss == 0.6);
     near(back.f[0].busy[1].pace, m.f[0].busy[1].pace, 1e-12, "model.json: the pace");
-    res_model_free(&back);
+    res_costmodel_free(&back);
     /* a model.json from before the pace ([ranks, bytes, loss]) reads, without it */
     model_back_ex(&m, &back, drop_pace);
     assert_true(back.f[0].nbusy == 2 && back.f[0].busy[0].loss == 0.5 && isnan(back.f[0].busy[0].pace));
-    res_model_free(&back);
-    res_model_free(&m);
+    res_costmodel_free(&back);
+    res_costmodel_free(&m);
   }
   /* what a host sends and reduces, by hand: ring on 4 ranks of one host sends 2 (p-1) n and
    * reduces (p-1)/p n at each rank; on 2 hosts each sends half */
@@ -784,7 +784,7 @@ static void test_fit_emulated_burst(void **state) {
       rows[i].t_p50_us = 1e6 * (t > 20e-6 ? t : 20e-6);
     }
     res_rows ar = {res_schema_allreduce(), rows, n};
-    res_model m;
+    res_costmodel m;
     char err[256];
     res_fit_burst b = {"emu-1gbit", burst, 0};
     res_fit_opts o = {.gamma_kernel = truth.gamma, .bursts = &b, .nbursts = emu};
@@ -793,13 +793,13 @@ static void test_fit_emulated_burst(void **state) {
     if (emu && rel > 0.03) fail_msg("emulated: beta %.4g, truth %.4g", m.f[0].m.beta, truth.beta);
     assert_true(m.f[0].m.burst == (emu ? burst : 0)); /* the shaper's, as its run recorded it */
     if (emu) {
-      res_model back;
+      res_costmodel back;
       model_back(&m, &back);
       assert_true(back.f[0].m.burst == burst);
-      res_model_free(&back);
+      res_costmodel_free(&back);
     }
     if (!emu && rel < 0.03) fail_msg("the credit should pull an unfiltered fit off: beta %.4g", m.f[0].m.beta);
-    res_model_free(&m);
+    res_costmodel_free(&m);
     free(rows);
   }
 }
@@ -831,12 +831,12 @@ static void test_fit_emulated_hidden_reduction(void **state) {
       for (int64_t b = 256 << 10; b <= (16 << 20); b *= 4, n++)
         syn_row(&rows[n], emu ? "emu-5gbit" : "tcp:eth0/reno", algos[a], b, &truth, algos[a]);
     res_rows ar = {res_schema_allreduce(), rows, n};
-    res_model m;
+    res_costmodel m;
     char err[256];
     res_fit_burst b = {"emu-5gbit", 625000, ceil_beta};
     res_fit_opts o = {.gamma_kernel = kern, .cores = 2, .bursts = &b, .nbursts = 1};
     if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
-    const res_fabric_model *f = &m.f[0];
+    const res_fabric_cost *f = &m.f[0];
     double rel = fabs(f->m.beta / truth.beta - 1);
     if (emu) {
       assert_int_equal(f->n, 12); /* 4 and 16 MiB */
@@ -850,11 +850,11 @@ static void test_fit_emulated_hidden_reduction(void **state) {
       if (rel < 0.03) fail_msg("not emulated: every reduction paid should pull beta off: %.4g", f->m.beta);
     }
     /* model.json keeps it */
-    res_model back;
+    res_costmodel back;
     model_back(&m, &back);
     assert_int_equal(back.f[0].m.red_hidden, f->m.red_hidden);
-    res_model_free(&back);
-    res_model_free(&m);
+    res_costmodel_free(&back);
+    res_costmodel_free(&m);
   }
 }
 
@@ -873,7 +873,7 @@ static void test_fit_mapped_ring(void **state) {
   }
   assert_true(mapped > 10);
   res_rows ar = {res_schema_allreduce(), rows, n};
-  res_model m;
+  res_costmodel m;
   char err[256];
   if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].m.mapped);
@@ -916,16 +916,16 @@ static void test_fit_mapped_ring(void **state) {
        1e-9, "mapped ring, 8 MiB, the cache known: half past it");
   near(coll_model_time(&cached, ring, 2, 16u << 20, 1u << 20) * 1e6,
        5 + 8 + 16777.216 * 2 / 3 / 8 + 16777.216 * 2 / 3 / 2, 1e-9, "mapped ring, 16 MiB: all past it");
-  res_model_free(&m);
+  res_costmodel_free(&m);
   /* the fabric says where the ring streamed, and model.json keeps it */
   for (size_t i = 0; i < n; i++) rows[i].fabric = "ucx:sysv+cma+rkey_ptr+nt8M";
   if (res_fit(&m, &ar, NULL, NAN, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].m.mapped && m.f[0].m.stream_bytes == 8.0 * 1048576);
-  res_model back;
+  res_costmodel back;
   model_back(&m, &back);
   assert_true(back.f[0].m.stream_bytes == 8.0 * 1048576);
-  res_model_free(&back);
-  res_model_free(&m);
+  res_costmodel_free(&back);
+  res_costmodel_free(&m);
   free(rows);
 }
 
@@ -968,29 +968,29 @@ static void test_fit_p2p(void **state) {
     }
   }
   res_rows pp = {res_schema_p2p(), r, k};
-  res_model m;
+  res_costmodel m;
   char err[256];
   if (res_fit(&m, NULL, &pp, 1.0 / 7e9, err, sizeof err)) fail_msg("%s", err);
-  const res_fabric_model *f = res_model_find(&m, "tcp:eth0/reno", NULL, 2, NULL);
+  const res_fabric_cost *f = res_costmodel_find(&m, "tcp:eth0/reno", NULL, 2, NULL);
   assert_non_null(f);
   assert_string_equal(f->source, "p2p");
   near(f->m.alpha, 12e-6, 1e-6, "alpha");
   near(f->m.beta, 1 / 3e9, 1e-6, "beta");
   near(f->m.gamma, 1 / 7e9, 1e-12, "gamma");
-  assert_null(res_model_find(&m, "tcp:lo", NULL, 1, NULL));
-  assert_null(res_model_find(&m, "tcp:eth0/reno", "ucx", 2, NULL));
-  res_model_free(&m);
+  assert_null(res_costmodel_find(&m, "tcp:lo", NULL, 1, NULL));
+  assert_null(res_costmodel_find(&m, "tcp:eth0/reno", "ucx", 2, NULL));
+  res_costmodel_free(&m);
   /* the stream alone: its rows are all there is */
   size_t nb = 0;
   for (size_t i = 0; i < k; i++)
     if (!strcmp(r[i].test, "bw")) r[nb++] = r[i];
   pp.n = nb;
   if (res_fit(&m, NULL, &pp, 1.0 / 7e9, err, sizeof err)) fail_msg("%s", err);
-  f = res_model_find(&m, "tcp:eth0/reno", NULL, 2, NULL);
+  f = res_costmodel_find(&m, "tcp:eth0/reno", NULL, 2, NULL);
   assert_non_null(f);
   near(f->m.beta, 1 / 3e9, 1e-6, "beta from the stream");
   assert_true(f->m.alpha < 1e-6);
-  res_model_free(&m);
+  res_costmodel_free(&m);
 }
 
 /* A hand-built timeline: alpha, gamma and delta 0, beta 1 ns/B, so a 2-rank ring of n bytes
@@ -1082,8 +1082,8 @@ static void test_step_timeline(void **state) {
 /* The same timeline through train rows: a one-rank row and its buckets predict a two-rank row. */
 static void test_train_row_prediction(void **state) {
   (void)state;
-  res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9}};
-  res_model m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
+  res_fabric_cost fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9}};
+  res_costmodel m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
   res_train_row one, two;
   res_row_init(res_schema_train(), &one);
   res_row_init(res_schema_train(), &two);
@@ -1132,8 +1132,8 @@ static void test_train_row_prediction(void **state) {
  * beta 1 ns/B, 2 ranks. */
 static void test_train_plan_and_share(void **state) {
   (void)state;
-  res_fabric_model fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9}};
-  res_model m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
+  res_fabric_cost fm = {.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9}};
+  res_costmodel m = {.f = &fm, .n = 1, .gamma_kernel = NAN};
   res_train_row one, two;
   res_row_init(res_schema_train(), &one);
   res_row_init(res_schema_train(), &two);
@@ -1228,8 +1228,8 @@ static void test_train_plan_and_share(void **state) {
   /* on loopback moving bytes is all CPU: share 1 where both cores compute. Bucket 0 (10 ms of
    * work) from 13.33 runs beside backward, both at half speed: it ends at 33.33, backward at
    * 40 (10 ms stretched); bucket 1 (15 ms) from 40 to 55: 15 exposed, step 42 + 10 + 15 */
-  res_fabric_model lofm = {.fabric = "tcp:lo/reno", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9, .cores = 2}};
-  res_model lom = {.f = &lofm, .n = 1, .gamma_kernel = NAN};
+  res_fabric_cost lofm = {.fabric = "tcp:lo/reno", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9, .cores = 2}};
+  res_costmodel lom = {.f = &lofm, .n = 1, .gamma_kernel = NAN};
   res_train_row lorow = two;
   lorow.fabric = "tcp:lo/reno";
   assert_int_equal(res_predict_train_row(&lorow, &one, &br, &lom), 0);
@@ -1238,9 +1238,9 @@ static void test_train_plan_and_share(void **state) {
   /* an emulated link's bytes cost the CPU the same transport costs on loopback: 0.5 ns/B of
    * its 1 ns/B (share 0.5, from 13.33 bucket 0 at 2/3 speed for 15 ms, backward at 2/3 too:
    * 10 ms of work, ends at 35; bucket 1 from 35 to 50: step 42 + 5 + 15) */
-  res_fabric_model pair[2] = {{.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9, .cores = 2}},
+  res_fabric_cost pair[2] = {{.fabric = "emu-1gbit", .transport = "tcp", .host_count = 1, .m = {.beta = 1e-9, .cores = 2}},
                               {.fabric = "tcp:lo/reno", .transport = "tcp", .host_count = 1, .m = {.beta = 0.5e-9, .cores = 2}}};
-  res_model em = {.f = pair, .n = 2, .gamma_kernel = NAN};
+  res_costmodel em = {.f = pair, .n = 2, .gamma_kernel = NAN};
   res_train_row erow = two;
   assert_int_equal(res_predict_train_row(&erow, &one, &br, &em), 0);
   near(erow.step_ms_pred, 62, 1e-9, "emulated: the loopback stack's CPU share");
@@ -1303,8 +1303,8 @@ static void test_train_plan_and_share(void **state) {
   assert_int_equal(res_predict_train_row_link(&fast, &one, &br, &m, 10), 0);
   near(fast.step_ms_pred, 43.5, 1e-9, "10x link");
   near(fast.exposed_comm_ms_pred, 1.5, 1e-9, "10x link exposed");
-  res_fabric_model both[2] = {fm, {.fabric = "tcp:lo", .transport = "tcp", .host_count = 1, .m = {.beta = 0.2e-9}}};
-  res_model m2 = {.f = both, .n = 2, .gamma_kernel = NAN};
+  res_fabric_cost both[2] = {fm, {.fabric = "tcp:lo", .transport = "tcp", .host_count = 1, .m = {.beta = 0.2e-9}}};
+  res_costmodel m2 = {.f = both, .n = 2, .gamma_kernel = NAN};
   fast = two;
   assert_int_equal(res_predict_train_row_link(&fast, &one, &br, &m2, 10), 0);
   near(fast.step_ms_pred, 45, 1e-9, "10x link, floored by loopback");
@@ -1359,7 +1359,7 @@ static void test_hier(void **state) {
  * this machine (not an emulated link, unmapped preferred); fit learns only from one-fabric rows. */
 static void test_cluster_levels(void **state) {
   (void)state;
-  res_fabric_model fs[4];
+  res_fabric_cost fs[4];
   memset(fs, 0, sizeof fs);
   snprintf(fs[0].fabric, sizeof fs[0].fabric, "emu-1gbit"), snprintf(fs[0].transport, sizeof fs[0].transport, "tcp");
   fs[0].host_count = 2, snprintf(fs[0].topo, sizeof fs[0].topo, "aaaa");
@@ -1370,16 +1370,16 @@ static void test_cluster_levels(void **state) {
     fs[i].host_count = 1, snprintf(fs[i].topo, sizeof fs[i].topo, i == 3 ? "bbbb" : "aaaa");
     fs[i].m = (coll_model){.alpha = 2e-6, .beta = (0.2 + 0.1 * i) * 1e-9, .gamma = 0.1e-9, .mapped = i == 1};
   }
-  res_model m = {.f = fs, .n = 4};
-  const res_fabric_model *intra, *inter;
-  assert_int_equal(res_model_levels(&m, "emu-1gbit", "tcp", 2, 2, 4, "aaaa", &intra, &inter), 0);
+  res_costmodel m = {.f = fs, .n = 4};
+  const res_fabric_cost *intra, *inter;
+  assert_int_equal(res_costmodel_levels(&m, "emu-1gbit", "tcp", 2, 2, 4, "aaaa", &intra, &inter), 0);
   assert_ptr_equal(inter, &fs[0]);
   assert_ptr_equal(intra, &fs[2]); /* this machine's, unmapped */
-  assert_int_equal(res_model_levels(&m, "emu-1gbit", "tcp", 2, 1, 2, "aaaa", &intra, &inter), 0);
+  assert_int_equal(res_costmodel_levels(&m, "emu-1gbit", "tcp", 2, 1, 2, "aaaa", &intra, &inter), 0);
   assert_null(intra); /* one rank a host: one fabric */
-  assert_int_equal(res_model_levels(&m, "emu-1gbit", "ucx", 2, 2, 4, "aaaa", &intra, &inter), -1);
-  res_model only = {.f = fs, .n = 1}; /* no fit on one host: a cluster row cannot be priced */
-  assert_int_equal(res_model_levels(&only, "emu-1gbit", "tcp", 2, 2, 4, "aaaa", &intra, &inter), -1);
+  assert_int_equal(res_costmodel_levels(&m, "emu-1gbit", "ucx", 2, 2, 4, "aaaa", &intra, &inter), -1);
+  res_costmodel only = {.f = fs, .n = 1}; /* no fit on one host: a cluster row cannot be priced */
+  assert_int_equal(res_costmodel_levels(&only, "emu-1gbit", "tcp", 2, 2, 4, "aaaa", &intra, &inter), -1);
 
   coll_algo ring = {COLL_ALGO_RING, 0}, hier = {COLL_ALGO_HIER, COLL_ALGO_RING}, native = {COLL_ALGO_NATIVE, 0};
   assert_true(res_row_one_fabric(ring, 1, 4, 4) && res_row_one_fabric(ring, 4, 1, 4));
