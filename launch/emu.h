@@ -1,18 +1,11 @@
-/* launch: emulated fabrics and clusters on one machine (--emulate). Private to launch/ and its
- * tests; launch.h is the public side.
- *
- * One network namespace per node (per rank for the plain RATE form), joined by a bridge in the
- * root namespace through veth pairs; both ends of every veth are shaped with tc tbf to the
- * node's rate, so each node has a full-duplex link of that rate to a non-blocking switch. With
- * host namespaces (NODESxRANKS) each node also gets a hostname ("node<k>") and an IPC namespace
- * of its own, held by one sleeping process per node that the node's ranks join: the node's
- * ranks then see one host and share System V memory, other nodes see other hosts (UCX's shared
- * memory transports tell nodes apart by the IPC namespace). Addresses come from 198.18.0.0/15 (RFC 2544,
- * benchmarking), one free /24 per set; nothing is routed anywhere else. Names (the same scheme
- * as scripts/fabric-emu.sh), with <id> the owner's pid:
- *   fb<id>n<r>  node r's namespace          fb<id>e<r>  node r's interface (in its namespace)
- *   fb<id>h<r>  its peer on the bridge      fb<id>br    the bridge (address .254 of the /24)
- * A set whose owner pid is gone is stale and is removed by the next set-up. */
+/* launch: emulated fabrics and clusters on one machine (--emulate), private to launch/ and its
+ * tests (launch.h is the public side). One network namespace per node (per rank for the plain
+ * RATE form), joined to a bridge by veth pairs shaped with tbf at both ends: a full-duplex link
+ * of the node's rate to a non-blocking switch. With NODESxRANKS each node also has a hostname
+ * (node<k>) and an IPC namespace, held by one sleeping process that its ranks join, so they see
+ * one host and share System V memory while other nodes are other hosts. Addresses come from
+ * 198.18.0.0/15; names carry the owner's pid (fb<id>n<k> namespace, fb<id>e<k> its interface,
+ * fb<id>h<k> the bridge's end, fb<id>br the bridge), and a set whose owner is gone is stale. */
 #ifndef FABENCH_LAUNCH_EMU_H
 #define FABENCH_LAUNCH_EMU_H
 
