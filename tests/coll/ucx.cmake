@@ -20,19 +20,21 @@ if(FABENCH_BUILD_UCX OR (FABENCH_HAVE_UCX AND EXISTS ${PROJECT_SOURCE_DIR}/colle
   fabench_allreduce_test(ucx ring NAME coll_allreduce_ucx_tcp_ring_mem TIMEOUT 600
                          ENV "UCX_TLS=tcp" "UCX_NET_DEVICES=lo" ARGS --mem comm --mapped no --ranks 2,3)
   fabench_allreduce_test(ucx ring NAME coll_idle_wait_ucx TIMEOUT 120 ARGS --ranks 2 --idle yes)
+  # Tests across emulated hosts (FABENCH_HOST) keep UCX's tcp on loopback: an interface another
+  # test's emulation adds and removes meanwhile would otherwise be advertised and then refuse.
   # hier with its phases inside the hosts over ucx (shared memory, all ranks on one machine) and
   # tcp between them (emulated hosts, FABENCH_HOST): a second communicator exactly where there
   # are two levels (each rank checks), and the other way round
-  fabench_allreduce_test(tcp hier NAME coll_allreduce_tcp_hier_intra_ucx TIMEOUT 300
+  fabench_allreduce_test(tcp hier NAME coll_allreduce_tcp_hier_intra_ucx TIMEOUT 300 ENV "UCX_NET_DEVICES=lo"
                          ARGS --layouts AABB,AAABCC,ABACCA,ABCD,AAAA --intra ucx --big 65537)
-  fabench_allreduce_test(ucx hier:rhd NAME coll_allreduce_ucx_hier_intra_tcp TIMEOUT 300
+  fabench_allreduce_test(ucx hier:rhd NAME coll_allreduce_ucx_hier_intra_tcp TIMEOUT 300 ENV "UCX_NET_DEVICES=lo"
                          ARGS --layouts AABB,ABACCA --intra tcp --big 65537)
   # hier on memory the ranks of a host map (coll_mem_alloc): its phases inside hosts read their
   # peers' copies, on ucx alone and on ucx inside hosts beside tcp between them; uneven hosts,
   # a lone rank owning every block, interleaved hosts, one host
-  fabench_allreduce_test(ucx hier NAME coll_allreduce_ucx_hier_mapped TIMEOUT 300
+  fabench_allreduce_test(ucx hier NAME coll_allreduce_ucx_hier_mapped TIMEOUT 300 ENV "UCX_NET_DEVICES=lo"
                          ARGS --layouts AABB,AAABCC,ABACCA,AAAAB,ABAB,AAAA --mem comm --mapped yes --big 65537)
-  fabench_allreduce_test(tcp hier:rhd NAME coll_allreduce_tcp_hier_intra_ucx_mapped TIMEOUT 300
+  fabench_allreduce_test(tcp hier:rhd NAME coll_allreduce_tcp_hier_intra_ucx_mapped TIMEOUT 300 ENV "UCX_NET_DEVICES=lo"
                          ARGS --layouts AABB,AAABBB,ABACCA --intra ucx --mem comm --mapped yes --big 65537)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/test_ucx_transport.c)
   fabench_test(test_ucx_transport SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ucx_transport.c
