@@ -19,8 +19,8 @@
  * block j is the host's sum. All-gather (ag 1): step s sends (j - s) and receives (j - s - 1)
  * straight into place. A step's messages are posted together and then waited for (grouped
  * transports move them only so), one message per block. */
-static int hier_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, coll_dtype dt, coll_op op,
-                      int ag, coll_err *e) {
+int coll_ring_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, coll_dtype dt, coll_op op,
+                    int ag, coll_err *e) {
   int L = c->size, j = c->rank, next = (j + 1) % L, prev = (j - 1 + L) % L;
   int per = (lmax + L - 1) / L; /* blocks in the largest super-block */
   size_t es = coll_dtype_size(dt), bmax = (count + (size_t)lmax - 1) / (size_t)lmax;
@@ -152,7 +152,7 @@ int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
     if (in->tp->maps && (mapped = rc = hier_mapped(in, buf, count * es, e)) == 1)
       rc = hier_phase_mapped(in, buf, count, lmax, dt, op, 0, e);
     else if (rc == 0)
-      rc = hier_phase(in, buf, count, lmax, dt, op, 0, e);
+      rc = coll_ring_phase(in, buf, count, lmax, dt, op, 0, e);
     coll_view_clear(in);
     if (rc == 0 && in != c) rc = hier_flush(in, e);
   }
@@ -175,7 +175,7 @@ int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
       if (rc == 0) rc = hier_phase_mapped(in, buf, count, lmax, dt, op, 1, e);
       if (rc == 0) rc = hier_tokens(in, &tok, toks, 1, 1, e);
     } else {
-      rc = hier_phase(in, buf, count, lmax, dt, op, 1, e);
+      rc = coll_ring_phase(in, buf, count, lmax, dt, op, 1, e);
     }
     coll_view_clear(in);
   }

@@ -67,6 +67,14 @@ int coll_reqset_recv(coll_reqset *s, int peer, void *buf, size_t bytes, uint32_t
 /* Waits for every request in the set and empties it. */
 int coll_reqset_wait(coll_reqset *s, coll_err *e);
 
+/* The ring's reduce-scatter (ag 0) or all-gather (ag 1) in place on buf's count elements cut
+ * into lmax blocks (coll_block), among the communicator's (or view's) ranks: rank i's
+ * "super-block" is blocks i, i + size, ...; after size - 1 steps rank i holds its super-block
+ * reduced (ag 0) or every super-block (ag 1). hier's phases inside a host and the
+ * reduce-scatter's and all-gather's ring (algo_hier.c). */
+int coll_ring_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, coll_dtype dt, coll_op op,
+                    int ag, coll_err *e);
+
 /* An exchange with one partner whose received elements are reduced into dst: sends scount
  * elements from sbuf and receives rcount, in pieces of the communicator's chunk, COLL_RING_SLOTS
  * in flight each way, each received piece landing in a scratch slot (scratch 0) and reduced as

@@ -21,25 +21,6 @@ static coll_algo rsag_pick(const coll_comm *c, coll_kind k, coll_algo a, size_t 
   return a;
 }
 
-/* Ring reduce-scatter in place on work (size blocks): step s sends block (r - s - 1) and
- * receives block (r - s - 2) into tmp, reduced into the copy; block r ends complete. */
-static int rs_ring(coll_comm *c, unsigned char *work, size_t count, coll_dtype dt, coll_op op, coll_err *e) {
-  int n = c->size, r = c->rank;
-  size_t bb = count * coll_dtype_size(dt);
-  unsigned char *tmp = coll_scratch(c, 1, bb, e);
-  coll_reqset rs;
-  if (!tmp || coll_reqset_init(&rs, c, 2, e) != 0) return -1;
-  for (int s = 0; s < n - 1; s++) {
-    int sb = ((r - s - 1) % n + n) % n, rb = ((r - s - 2) % n + n) % n;
-    if (coll_reqset_recv(&rs, (r - 1 + n) % n, tmp, bb, coll_tag(c, (uint32_t)s), e) != 0 ||
-        coll_reqset_send(&rs, (r + 1) % n, work + (size_t)sb * bb, bb, coll_tag(c, (uint32_t)s), e) != 0 ||
-        coll_reqset_wait(&rs, e) != 0)
-      return -1;
-    if (count) coll_creduce(c, work + (size_t)rb * bb, tmp, count, dt, op);
-  }
-  return 0;
-}
-
 /* Recursive halving in place on work (n a power of two): the range of blocks [lo, hi) that
  * holds block r halves each step; the other half goes to partner r ^ mask, whose copy of ours
  * comes back into tmp and is reduced in. */
@@ -81,25 +62,10 @@ int coll_reduce_scatter(coll_comm *c, const void *sendbuf, void *recvbuf, size_t
   unsigned char *work = coll_scratch(c, 0, bb * (size_t)c->size, e);
   if (!work) return -1;
   coll_ccopy(c, work, in, bb * (size_t)c->size); /* sendbuf stays as it was */
-  int rc = a.kind == COLL_ALGO_RHD ? rs_halving(c, work, count, dt, op, e) : rs_ring(c, work, count, dt, op, e);
+  int rc = a.kind == COLL_ALGO_RHD ? rs_halving(c, work, count, dt, op, e)
+                                    : coll_ring_phase(c, work, count * (size_t)c->size, c->size, dt, op, 0, e);
   if (rc == 0) coll_ccopy(c, recvbuf, work + (size_t)c->rank * bb, bb);
   return coll_colls_end(c, rc, e);
-}
-
-/* Ring all-gather in place on out (block r already there): step s sends block (r - s) to the
- * next rank and receives block (r - s - 1) from the previous straight into place. */
-static int ag_ring(coll_comm *c, unsigned char *out, size_t bb, coll_err *e) {
-  int n = c->size, r = c->rank;
-  coll_reqset rs;
-  if (coll_reqset_init(&rs, c, 2, e) != 0) return -1;
-  for (int s = 0; s < n - 1; s++) {
-    int sb = ((r - s) % n + n) % n, rb = ((r - s - 1) % n + n) % n;
-    if (coll_reqset_recv(&rs, (r - 1 + n) % n, out + (size_t)rb * bb, bb, coll_tag(c, (uint32_t)s), e) != 0 ||
-        coll_reqset_send(&rs, (r + 1) % n, out + (size_t)sb * bb, bb, coll_tag(c, (uint32_t)s), e) != 0 ||
-        coll_reqset_wait(&rs, e) != 0)
-      return -1;
-  }
-  return 0;
 }
 
 /* Recursive doubling in place on out (n a power of two): before the step of mask m a rank holds
@@ -154,6 +120,6 @@ int coll_allgather(coll_comm *c, const void *sendbuf, void *recvbuf, size_t coun
   if (c->size == 1) return coll_colls_end(c, 0, e);
   int rc = a.kind == COLL_ALGO_BRUCK ? ag_bruck(c, sendbuf, out, bb, e)
            : a.kind == COLL_ALGO_RD  ? ag_doubling(c, out, bb, e)
-                                     : ag_ring(c, out, bb, e);
+                                     : coll_ring_phase(c, out, count * (size_t)c->size, c->size, dt, COLL_SUM, 1, e);
   return coll_colls_end(c, rc, e);
 }
