@@ -553,22 +553,23 @@ static void *ucx_mem_alloc(coll_transport *t, size_t bytes, coll_err *e) {
     /* collective from here on, whatever this rank got: the peers wait for our key */
     if (ucx_ctrl_allgather(u, UCX_CTRL_RKEY, msg, sizeof *msg, all, u->timeout_ms, "exchanging memory keys", e) != 0)
       goto fail;
-    /* Every peer on this host must map (bit 0); peers on other hosts are not tried. bit 1: this
-     * rank has a peer on its host, so that mapping is of use to someone. */
-    unsigned char mine = (unsigned char)(msg->ok != 0);
-    for (int p = 0; p < n && mine; p++) {
+    /* Every peer on this host must map (bit 0 of what a rank tells); peers on other hosts are
+     * not tried. bit 1: this rank has a peer on its host, so that mapping is of use to someone. */
+    int mapped = msg->ok != 0, local = 0;
+    for (int p = 0; p < n && mapped; p++) {
       if (p == me) {
         g.peer[p] = g.base;
         continue;
       }
       if (!ucx_same_host(u, p)) continue;
       void *ptr = NULL;
+      local = 1;
       if (!all[p].ok || ucp_ep_rkey_unpack(u->eps[p], all[p].key, &g.rkeys[p]) != UCS_OK ||
           ucp_rkey_ptr(g.rkeys[p], all[p].addr, &ptr) != UCS_OK)
-        mine = 0; /* a key from another allocator, or no shared memory */
+        mapped = 0; /* a key from another allocator, or no shared memory */
       g.peer[p] = ptr;
-      mine |= 2;
     }
+    unsigned char mine = (unsigned char)(mapped | local << 1);
     if (ucx_ctrl_allgather(u, UCX_CTRL_MAPPED, &mine, 1, oks, u->timeout_ms, "exchanging memory keys", e) != 0)
       goto fail;
     unsigned char used = 0;
