@@ -3,6 +3,7 @@
 #define FABENCH_BENCH_H
 
 #include <stddef.h>
+#include <getopt.h> /* struct option */
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
@@ -12,6 +13,10 @@
 
 /* Subcommands: each returns the process exit status (0 ok, 1 failure, 2 usage error). */
 int bench_cmd_allreduce(int argc, char **argv);
+int bench_cmd_reducescatter(int argc, char **argv);
+int bench_cmd_allgather(int argc, char **argv);
+int bench_cmd_bcast(int argc, char **argv);
+int bench_cmd_alltoall(int argc, char **argv);
 int bench_cmd_p2p(int argc, char **argv);
 int bench_cmd_train(int argc, char **argv);
 int bench_cmd_topo(int argc, char **argv);
@@ -51,6 +56,22 @@ int bench_stdout_check(const char *command);
  * -h/--help (long option {"help", 0, 0, 'h'}) prints usage on stdout (1: the command exits 0);
  * a missing value (':', with ":" leading the optstring) or an unknown flag gets a usage error (2). */
 int bench_flag_common(int ch, char **argv, const char *usage);
+
+/* A command's flags, declared once: the parser and --help both read the table. A flag's default
+ * is written once, as a user would type it, and set through the same parsing as a given value. */
+typedef struct {
+  const char *name; /* long name, without the dashes ("min-bytes"); "n" for -n */
+  const char *arg;  /* its value's name ("SIZE"), or NULL where it takes none */
+  const char *def;  /* the default (NULL: none, or said in help) */
+  const char *help; /* what it does; '\n' starts another line */
+  int code;         /* getopt_long's code */
+} bench_flag;
+/* The usage: head, then a line per flag ("  --name ARG  help (default: DEF)"), wrapped. The
+ * caller frees it; NULL: out of memory. */
+char *bench_flags_usage(const char *head, const bench_flag *f, size_t n);
+/* struct options for getopt_long: the table's, then extra (terminated by a zero entry), then a
+ * zero entry. The caller frees it; NULL: out of memory. */
+struct option *bench_flags_options(const bench_flag *f, size_t n, const struct option *extra);
 
 /* The flags of the commands that start ranks (allreduce, p2p). */
 /* getopt_long codes of the shared flags, clear of a command's own (256 and up). */

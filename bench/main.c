@@ -11,6 +11,8 @@ static const char fabench_usage[] =
     "  suite      the main job: topology, microbenchmarks and training per fabric, the cost\n"
     "             model and the report (no flags needed)\n"
     "  allreduce  all-reduce sweep over transports and algorithms, verified\n"
+    "  reducescatter, allgather, bcast, alltoall\n"
+    "             the other collectives, the same sweep and flags as allreduce\n"
     "  p2p        point-to-point latency and bandwidth\n"
     "  train      ResNet training (CPU, oneDNN), one process or data-parallel (-n N)\n"
     "  topo       this machine's topology (or an hwloc XML's)\n"
@@ -28,6 +30,10 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (util_stop_signals_install() != 0) perror("fabench: sigaction");
   if (!strcmp(cmd, "allreduce")) return bench_cmd_allreduce(argc - 1, argv + 1);
+  if (!strcmp(cmd, "reducescatter")) return bench_cmd_reducescatter(argc - 1, argv + 1);
+  if (!strcmp(cmd, "allgather")) return bench_cmd_allgather(argc - 1, argv + 1);
+  if (!strcmp(cmd, "bcast")) return bench_cmd_bcast(argc - 1, argv + 1);
+  if (!strcmp(cmd, "alltoall")) return bench_cmd_alltoall(argc - 1, argv + 1);
   if (!strcmp(cmd, "p2p")) return bench_cmd_p2p(argc - 1, argv + 1);
   if (!strcmp(cmd, "train")) return bench_cmd_train(argc - 1, argv + 1);
   if (!strcmp(cmd, "topo")) return bench_cmd_topo(argc - 1, argv + 1);

@@ -583,6 +583,18 @@ int coll_colls_algo_parse(coll_kind k, const char *s, coll_algo *out) {
   return 0;
 }
 
+/* The transport's native call of collective k (NULL: none). */
+static const void *coll_colls_native(const coll_transport_ops *o, coll_kind k) {
+  const void *native[COLL_NCOLLS] = {(const void *)o->reduce_scatter, (const void *)o->allgather,
+                                     (const void *)o->bcast, (const void *)o->alltoallv};
+  return k < COLL_NCOLLS ? native[k] : NULL;
+}
+
+int coll_colls_supported(const coll_comm *c, coll_kind k, coll_algo a) {
+  if (k >= COLL_NCOLLS || !coll_colls_algo(k, a) || coll_comm_device(c) >= 0) return 0;
+  return a.kind != COLL_ALGO_NATIVE || coll_colls_native(c->tp->ops, k) != NULL;
+}
+
 int coll_colls_begin(coll_comm *c, coll_kind k, coll_algo a, coll_dtype dt, coll_err *e) {
   static const char *const names[COLL_NCOLLS] = {"reduce-scatter", "all-gather", "broadcast", "all-to-all"};
   if (dt >= COLL_NDTYPES) return coll_fail(e, "invalid dtype");
@@ -593,9 +605,7 @@ int coll_colls_begin(coll_comm *c, coll_kind k, coll_algo a, coll_dtype dt, coll
   }
   if (c->view) return coll_fail(e, "rank %d: internal: a %s inside a group view", c->world_rank, names[k]);
   const coll_transport_ops *o = c->tp->ops;
-  const void *native[COLL_NCOLLS] = {(const void *)o->reduce_scatter, (const void *)o->allgather,
-                                     (const void *)o->bcast, (const void *)o->alltoallv};
-  if (a.kind == COLL_ALGO_NATIVE && !native[k])
+  if (a.kind == COLL_ALGO_NATIVE && !coll_colls_native(o, k))
     return coll_fail(e, "transport %s has no native %s", o->name, names[k]);
   c->seq++;
   return 0;

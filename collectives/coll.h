@@ -210,6 +210,9 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
 typedef enum { COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BCAST, COLL_ALLTOALL, COLL_NCOLLS } coll_kind;
 /* Does collective k have algorithm a? */
 int coll_colls_algo(coll_kind k, coll_algo a);
+/* Can this communicator run collective k by algorithm a? (Not on a device communicator: these
+ * run on host memory; native only where the transport's library has it.) */
+int coll_colls_supported(const coll_comm *c, coll_kind k, coll_algo a);
 /* One of collective k's algorithms by name ("ring", "bruck", ...); -1 where k has none such.
  * (coll_algo_parse takes all-reduce's only.) */
 int coll_colls_algo_parse(coll_kind k, const char *s, coll_algo *out);
@@ -356,6 +359,13 @@ double coll_pattern_value(size_t i, coll_dtype dt, coll_op op, int rank, uint64_
  * *first_bad (may be NULL) gets the first such index. */
 size_t coll_pattern_check(const void *buf, size_t count, coll_dtype dt, coll_op op, int nranks,
                           uint64_t seed, size_t *first_bad);
+/* The same for elements offset.. of the whole vector (a reduce-scatter's block). */
+size_t coll_pattern_check_at(const void *buf, size_t count, coll_dtype dt, coll_op op, int nranks,
+                             uint64_t seed, size_t offset, size_t *first_bad);
+/* Counts elements of buf that differ from what rank `rank` put at offset.. (a copy of its data:
+ * all-gather, broadcast, all-to-all). */
+size_t coll_pattern_check_rank(const void *buf, size_t count, coll_dtype dt, coll_op op, int rank,
+                               uint64_t seed, size_t offset, size_t *first_bad);
 /* Element i of buf as a double. */
 double coll_elem_get(const void *buf, size_t i, coll_dtype dt);
 

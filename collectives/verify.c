@@ -49,11 +49,16 @@ void coll_pattern_fill(void *buf, size_t count, coll_dtype dt, coll_op op, int r
 
 size_t coll_pattern_check(const void *buf, size_t count, coll_dtype dt, coll_op op, int nranks,
                           uint64_t seed, size_t *first_bad) {
+  return coll_pattern_check_at(buf, count, dt, op, nranks, seed, 0, first_bad);
+}
+
+size_t coll_pattern_check_at(const void *buf, size_t count, coll_dtype dt, coll_op op, int nranks,
+                             uint64_t seed, size_t offset, size_t *first_bad) {
   size_t bad = 0;
   for (size_t i = 0; i < count; i++) {
-    double want = coll_pattern_value(i, dt, op, 0, seed);
+    double want = coll_pattern_value(offset + i, dt, op, 0, seed);
     for (int r = 1; r < nranks; r++) {
-      double v = coll_pattern_value(i, dt, op, r, seed);
+      double v = coll_pattern_value(offset + i, dt, op, r, seed);
       switch (op) {
       case COLL_SUM: want += v; break;
       case COLL_PROD: want *= v; break;
@@ -66,5 +71,16 @@ size_t coll_pattern_check(const void *buf, size_t count, coll_dtype dt, coll_op 
       bad++;
     }
   }
+  return bad;
+}
+
+size_t coll_pattern_check_rank(const void *buf, size_t count, coll_dtype dt, coll_op op, int rank,
+                               uint64_t seed, size_t offset, size_t *first_bad) {
+  size_t bad = 0;
+  for (size_t i = 0; i < count; i++)
+    if (coll_elem_get(buf, i, dt) != coll_pattern_value(offset + i, dt, op, rank, seed)) {
+      if (!bad && first_bad) *first_bad = i;
+      bad++;
+    }
   return bad;
 }

@@ -585,6 +585,8 @@ static int rr_allreduce_timed(const void *row) {
   return rr_timed(((const res_allreduce_row *)row)->t_p50_us);
 }
 
+static int rr_colls_timed(const void *row) { return rr_timed(((const res_colls_row *)row)->t_p50_us); }
+
 /* a latency row's measure is its time, the others' (bw, bibw, copies) their rate */
 static int rr_p2p_timed(const void *row) {
   const res_p2p_row *r = row;
@@ -593,6 +595,7 @@ static int rr_p2p_timed(const void *row) {
 
 size_t res_rows_drop_untimed(res_rows *t) {
   if (t->schema == res_schema_allreduce()) return rr_drop_rows(t, rr_allreduce_timed);
+  if (t->schema == res_schema_colls()) return rr_drop_rows(t, rr_colls_timed);
   if (t->schema == res_schema_p2p()) return rr_drop_rows(t, rr_p2p_timed);
   return 0;
 }

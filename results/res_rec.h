@@ -26,6 +26,13 @@
   X(F64_OPT, host_cpu_us) X(F64_OPT, round_spread) X(F64_OPT, compute_loss)                  \
   X(INT_OPT, ranks_per_host)
 
+/* colls.csv: the other collectives (reduce-scatter, all-gather, broadcast, all-to-all), one row
+ * per (collective, transport, algorithm, dtype, op, size): allreduce.csv's columns after the
+ * collective's name, then broadcast's root and all-to-all's imbalance (0: even counts). bytes
+ * is nccl-tests' size: the whole vector (all-gather's output, reduce-scatter's input), the
+ * broadcast buffer, or what one rank sends in all (all-to-all). */
+#define RES_COLLS_COLS(X) X(STR, coll) RES_ALLREDUCE_COLS(X) X(INT, root) X(F64, imbalance)
+
 /* p2p.csv: one row per (transport, test, pair, size); latency is one-way. */
 #define RES_P2P_COLS(X)                                                                       \
   X(STR, run_id) X(INT, schema) X(INT, ranks) X(STR, fabric) X(STR, transport) X(STR, test)   \
@@ -104,6 +111,7 @@
 /* Every record: R(name, COLUMNS). The name is the base of its files (<name>.csv, .jsonl). */
 #define RES_RECORDS(R)                                                                        \
   R(allreduce, RES_ALLREDUCE_COLS)                                                            \
+  R(colls, RES_COLLS_COLS)                                                                    \
   R(p2p, RES_P2P_COLS)                                                                        \
   R(p2p_matrix, RES_P2P_MATRIX_COLS)                                                          \
   R(train, RES_TRAIN_COLS)                                                                    \
