@@ -39,7 +39,7 @@ static size_t ag_check(const bench_coll_shape *s, const void *recv, size_t *firs
 
 static int ag_algo(const char *s, coll_algo *a) { return coll_colls_algo_parse(COLL_ALLGATHER, s, a); }
 
-static const bench_coll ag_desc = {
+const bench_coll bench_coll_allgather = {
     .name = "allgather",
     .what = "all-gather",
     .kind = COLL_ALLGATHER,
@@ -54,4 +54,4 @@ static const bench_coll ag_desc = {
     .algo_parse = ag_algo,
 };
 
-int bench_cmd_allgather(int argc, char **argv) { return bench_coll_main(&ag_desc, argc, argv); }
+int bench_cmd_allgather(int argc, char **argv) { return bench_coll_main(&bench_coll_allgather, argc, argv); }

@@ -26,7 +26,7 @@ static size_t ar_check(const bench_coll_shape *s, const void *recv, size_t *firs
   return coll_pattern_check(recv, s->count, s->dt, s->op, s->size, s->seed, first);
 }
 
-static const bench_coll ar_desc = {
+const bench_coll bench_coll_allreduce = {
     .name = "allreduce",
     .what = "all-reduce",
     .kind = -1,
@@ -42,4 +42,4 @@ static const bench_coll ar_desc = {
     .check = ar_check,
 };
 
-int bench_cmd_allreduce(int argc, char **argv) { return bench_coll_main(&ar_desc, argc, argv); }
+int bench_cmd_allreduce(int argc, char **argv) { return bench_coll_main(&bench_coll_allreduce, argc, argv); }

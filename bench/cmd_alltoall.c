@@ -81,7 +81,7 @@ static size_t a2a_check(const bench_coll_shape *s, const void *recv, size_t *fir
 
 static int a2a_algo(const char *s, coll_algo *a) { return coll_colls_algo_parse(COLL_ALLTOALL, s, a); }
 
-static const bench_coll a2a_desc = {
+const bench_coll bench_coll_alltoall = {
     .name = "alltoall",
     .what = "all-to-all",
     .kind = COLL_ALLTOALL,
@@ -97,4 +97,4 @@ static const bench_coll a2a_desc = {
     .algo_parse = a2a_algo,
 };
 
-int bench_cmd_alltoall(int argc, char **argv) { return bench_coll_main(&a2a_desc, argc, argv); }
+int bench_cmd_alltoall(int argc, char **argv) { return bench_coll_main(&bench_coll_alltoall, argc, argv); }

@@ -33,7 +33,7 @@ static size_t bc_check(const bench_coll_shape *s, const void *recv, size_t *firs
 
 static int bc_algo(const char *s, coll_algo *a) { return coll_colls_algo_parse(COLL_BCAST, s, a); }
 
-static const bench_coll bc_desc = {
+const bench_coll bench_coll_bcast = {
     .name = "bcast",
     .what = "broadcast",
     .kind = COLL_BCAST,
@@ -50,4 +50,4 @@ static const bench_coll bc_desc = {
     .algo_parse = bc_algo,
 };
 
-int bench_cmd_bcast(int argc, char **argv) { return bench_coll_main(&bc_desc, argc, argv); }
+int bench_cmd_bcast(int argc, char **argv) { return bench_coll_main(&bench_coll_bcast, argc, argv); }

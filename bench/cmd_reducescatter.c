@@ -32,7 +32,7 @@ static size_t rs_check(const bench_coll_shape *s, const void *recv, size_t *firs
 
 static int rs_algo(const char *s, coll_algo *a) { return coll_colls_algo_parse(COLL_REDUCE_SCATTER, s, a); }
 
-static const bench_coll rs_desc = {
+const bench_coll bench_coll_reducescatter = {
     .name = "reducescatter",
     .what = "reduce-scatter",
     .kind = COLL_REDUCE_SCATTER,
@@ -48,4 +48,4 @@ static const bench_coll rs_desc = {
     .algo_parse = rs_algo,
 };
 
-int bench_cmd_reducescatter(int argc, char **argv) { return bench_coll_main(&rs_desc, argc, argv); }
+int bench_cmd_reducescatter(int argc, char **argv) { return bench_coll_main(&bench_coll_reducescatter, argc, argv); }

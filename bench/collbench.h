@@ -50,4 +50,8 @@ typedef struct bench_coll {
 /* The command: parse, start the ranks (-n) or run this one. Its exit status. */
 int bench_coll_main(const bench_coll *d, int argc, char **argv);
 
+/* The collectives' descriptors (their command files). */
+extern const bench_coll bench_coll_allreduce, bench_coll_reducescatter, bench_coll_allgather,
+    bench_coll_bcast, bench_coll_alltoall;
+
 #endif

@@ -37,7 +37,7 @@ static void fl_wrap(fl_buf *b, const char *text, size_t col) {
   char pad[FL_COL + 1];
   memset(pad, ' ', FL_COL);
   pad[FL_COL] = '\0';
-  if (col >= FL_COL) fl_puts(b, "\n"), col = 0;
+  if (col + 1 >= FL_COL) fl_puts(b, "\n"), col = 0; /* a name too long for the column: help below it */
   fl_put(b, pad, FL_COL - col);
   col = FL_COL;
   for (const char *p = text; *p;) {
@@ -66,7 +66,7 @@ char *bench_flags_usage(const char *head, const bench_flag *f, size_t n) {
     snprintf(help, sizeof help, "%s%s%s%s", f[i].help, f[i].def ? " (default: " : "", f[i].def ? f[i].def : "",
              f[i].def ? ")" : "");
     fl_puts(&b, lead);
-    fl_wrap(&b, help, strlen(lead) + 2);
+    fl_wrap(&b, help, strlen(lead));
   }
   if (!b.ok) free(b.s);
   return b.ok ? b.s : NULL;
