@@ -51,12 +51,15 @@ static int a2a_shape(bench_coll_shape *s, double imbalance) {
   }
   s->send_elems = so;
   s->recv_elems = ro;
+  s->uneven = imbalance > 0;
   return 0;
 }
 
+/* Even counts (no --imbalance): the all-to-all of equal blocks, which Bruck takes too. */
 static int a2a_call(coll_comm *c, const bench_coll_shape *s, void *send, void *recv, coll_algo a,
                     coll_algo *ran, coll_err *e) {
-  return coll_alltoallv(c, send, s->sc, s->sd, recv, s->rc, s->rd, s->dt, a, ran, e);
+  if (s->uneven) return coll_alltoallv(c, send, s->sc, s->sd, recv, s->rc, s->rd, s->dt, a, ran, e);
+  return coll_alltoall(c, send, recv, s->block, s->dt, a, ran, e);
 }
 
 static void a2a_fill(const bench_coll_shape *s, void *send, void *recv) {
@@ -81,12 +84,16 @@ static size_t a2a_check(const bench_coll_shape *s, const void *recv, size_t *fir
 
 static int a2a_algo(const char *s, coll_algo *a) { return coll_colls_algo_parse(COLL_ALLTOALL, s, a); }
 
+static const char *a2a_unsupported(coll_algo a, double imbalance) {
+  return a.kind == COLL_ALGO_BRUCK && imbalance > 0 ? "bruck takes even counts only (--imbalance 0)" : NULL;
+}
+
 const bench_coll bench_coll_alltoall = {
     .name = "alltoall",
     .what = "all-to-all",
     .kind = COLL_ALLTOALL,
-    .algos = "pairwise,native",
-    .algo_help = "pairwise,native,auto",
+    .algos = "pairwise,bruck,native",
+    .algo_help = "pairwise,bruck (even counts only),native,auto",
     .varies = 1,
     .blocks = 1,
     .busbw = a2a_busbw,
@@ -95,6 +102,7 @@ const bench_coll bench_coll_alltoall = {
     .fill = a2a_fill,
     .check = a2a_check,
     .algo_parse = a2a_algo,
+    .unsupported = a2a_unsupported,
 };
 
 int bench_cmd_alltoall(int argc, char **argv) { return bench_coll_main(&bench_coll_alltoall, argc, argv); }

@@ -548,6 +548,8 @@ static const char *cb_unsupported(const cb_ctx *x, const cb_cell *k) {
     return coll_algo_supported(k->c, k->algo) ? NULL
            : k->algo.kind == COLL_ALGO_NATIVE ? "this transport has no native all-reduce"
                                               : "not available in this build";
+  const char *why = x->d->unsupported ? x->d->unsupported(k->algo, x->o->imbalance) : NULL;
+  if (why) return why;
   if (coll_colls_supported(k->c, (coll_kind)x->d->kind, k->algo)) return NULL;
   return coll_comm_device(k->c) >= 0 ? "fabench runs it on host memory only"
                                      : "this transport has no native one";

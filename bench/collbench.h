@@ -20,6 +20,7 @@ typedef struct {
   size_t send_elems, recv_elems; /* this rank's buffers (the same buffer where in place) */
   /* all-to-all(v): the n x n counts (row: sender), this rank's counts and displacements */
   size_t *matrix, *sc, *sd, *rc, *rd;
+  int uneven; /* the counts differ (--imbalance): the all-to-allv call */
 } bench_coll_shape;
 
 typedef struct bench_coll {
@@ -45,6 +46,8 @@ typedef struct bench_coll {
   size_t (*check)(const bench_coll_shape *s, const void *recv, size_t *first);
   /* its algorithm by name (NULL: coll_algo_parse, all-reduce's) */
   int (*algo_parse)(const char *s, coll_algo *out);
+  /* why algorithm a cannot run with these flags, or NULL (NULL hook: it always can) */
+  const char *(*unsupported)(coll_algo a, double imbalance);
 } bench_coll;
 
 /* The command: parse, start the ranks (-n) or run this one. Its exit status. */

@@ -32,8 +32,9 @@ double coll_colls_time(const coll_model *m, coll_kind k, coll_algo a, int p, siz
   switch (a.kind) {
   case COLL_ALGO_RING: t = (p - 1) * m->alpha + pr * n * (m->beta + (k == COLL_REDUCE_SCATTER ? m->gamma : 0)); break;
   case COLL_ALGO_RHD: t = lg * m->alpha + pr * n * (m->beta + m->gamma); break;
-  case COLL_ALGO_RD:
-  case COLL_ALGO_BRUCK: t = lg * m->alpha + pr * n * m->beta; break;
+  case COLL_ALGO_RD: t = lg * m->alpha + pr * n * m->beta; break;
+  /* the all-gather's Bruck sends (n-1)/n in all; the all-to-all's about half the blocks a step */
+  case COLL_ALGO_BRUCK: t = lg * m->alpha + (k == COLL_ALLTOALL ? lg / 2 : pr) * n * m->beta; break;
   case COLL_ALGO_TREE: t = lg * (m->alpha + n * m->beta); break;
   case COLL_ALGO_CHAIN: {
     double c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT, kc = ceil(n / c), u = n < c ? n : c;

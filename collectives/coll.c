@@ -571,7 +571,7 @@ int coll_colls_algo(coll_kind k, coll_algo a) {
   case COLL_REDUCE_SCATTER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RHD;
   case COLL_ALLGATHER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RD || x == COLL_ALGO_BRUCK;
   case COLL_BCAST: return x == COLL_ALGO_AUTO || x == COLL_ALGO_TREE || x == COLL_ALGO_CHAIN || x == COLL_ALGO_VDG;
-  case COLL_ALLTOALL: return x == COLL_ALGO_AUTO || x == COLL_ALGO_PAIRWISE;
+  case COLL_ALLTOALL: return x == COLL_ALGO_AUTO || x == COLL_ALGO_PAIRWISE || x == COLL_ALGO_BRUCK;
   default: return 0;
   }
 }

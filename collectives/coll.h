@@ -202,7 +202,7 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
  *   all-gather:     ring, rd (recursive doubling), bruck, auto
  *   broadcast:      tree (binomial), chain (pipelined in the communicator's chunks), vdg
  *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn), auto
- *   all-to-all(v):  pairwise, auto
+ *   all-to-all(v):  pairwise, bruck (all-to-all only: equal counts), auto
  * and native where the transport's library has its own (mpi: MPI_Reduce_scatter_block,
  * MPI_Allgather, MPI_Bcast, MPI_Alltoallv).
  * auto: the fastest by the communicator's cost model (coll_colls_time). The send and receive
@@ -230,6 +230,10 @@ int coll_broadcast(coll_comm *c, void *buf, size_t count, coll_dtype dt, int roo
 int coll_alltoallv(coll_comm *c, const void *sendbuf, const size_t *scounts, const size_t *sdispls,
                    void *recvbuf, const size_t *rcounts, const size_t *rdispls, coll_dtype dt,
                    coll_algo algo, coll_algo *ran, coll_err *e);
+/* All-to-all of equal blocks: recvbuf block p (count elements) = block `rank` of rank p's
+ * sendbuf (size blocks). */
+int coll_alltoall(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count, coll_dtype dt,
+                  coll_algo algo, coll_algo *ran, coll_err *e);
 
 /* ---- the cost model: one fabric's alpha-beta-gamma parameters (results/ fits them) ----
  * What the formulas miss, learned from the rows they were fitted to: per algorithm and rank

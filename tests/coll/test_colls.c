@@ -2,7 +2,8 @@
  * against a reference computed here (test_values.h: the test's own values and arithmetic):
  * every dtype (and op, where it reduces), counts 0, 1, 2, 7, ranks - 1 and a large odd one,
  * at 1, 2, 3, 5 and 8 ranks over a forked transport. A broadcast goes from every root; an
- * all-to-allv has per-pair counts drawn from a seed, zeros among them. The send buffers must
+ * all-to-allv has per-pair counts drawn from a seed, zeros among them (Bruck: the all-to-all of
+ * equal blocks). The send buffers must
  * come back unchanged, and what ran is what was asked (rhd/rd off a power of two: the ring).
  * usage: test_colls --transport T --coll rs|ag|bcast|a2a --algo A [--ranks 1,2,...] [--big N] */
 #include <setjmp.h>
@@ -112,13 +113,15 @@ static int one_rank(const colls_cfg *cfg) {
           }
         } else { /* a2a: the data rank p sends rank q starts at element p*1000 + q*100000 of p's values */
           size_t st = 0, rt = 0;
+          int even = algo.kind == COLL_ALGO_BRUCK; /* the all-to-all of equal blocks (coll_alltoall) */
           for (int q = 0; q < n; q++) {
-            sc[q] = a2a_count(me, q, cnt, ci), sd[q] = st, st += sc[q];
-            rc[q] = a2a_count(q, me, cnt, ci), rd[q] = rt, rt += rc[q];
+            sc[q] = even ? cnt : a2a_count(me, q, cnt, ci), sd[q] = st, st += sc[q];
+            rc[q] = even ? cnt : a2a_count(q, me, cnt, ci), rd[q] = rt, rt += rc[q];
           }
           for (int q = 0; q < n; q++) fill(sb + sd[q] * es, sc[q], (size_t)q * 100000, me, (coll_dtype)dt, op);
           memset(rb, 0xa5, rt * es);
-          rcall = coll_alltoallv(c, sb, sc, sd, rb, rc, rd, (coll_dtype)dt, algo, &ran, &e);
+          rcall = even ? coll_alltoall(c, sb, rb, cnt, (coll_dtype)dt, algo, &ran, &e)
+                       : coll_alltoallv(c, sb, sc, sd, rb, rc, rd, (coll_dtype)dt, algo, &ran, &e);
           for (int p = 0; p < n; p++)
             for (size_t i = 0; i < rc[p]; i++) want[rd[p] + i] = val((size_t)me * 100000 + i, p, dt, op);
           if (!rcall) fails += report(me, "all-to-allv", (coll_dtype)dt, op, cnt, diff(rb, want, rt, (coll_dtype)dt, &first), first);
