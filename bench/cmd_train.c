@@ -67,7 +67,7 @@ static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
       .ckpt = *want, .rank = x->rank, .world = x->size, .wire = a->grad_dtype,
       .bucket_bytes = (size_t)(a->bucket_mb * 1048576.0),
       .first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0), .overlap = a->overlap,
-      .overlap_step = a->overlap_step, .ctx = x, .on_step = train_on_step, .on_eval = train_on_eval,
+      .overlap_step = a->overlap_step, .sharded = a->dp_sharded, .ctx = x, .on_step = train_on_step, .on_eval = train_on_eval,
       .trace_steps = a->trace ? a->trace_steps : 0, .on_trace = train_on_trace};
   /* tests: FABENCH_TEST_CORRUPT=RANK:STEP[:ROUND] perturbs that rank's weights after that step
    * (of that round of --rounds only) */

@@ -32,6 +32,11 @@ const char train_usage[] =
     "                       auto: on after the warm-up where backward cannot hide the\n"
     "                       all-reduce [auto]\n"
     "  --grad-dtype T       f32|bf16|f16: the type gradients travel in [f32]\n"
+    "  --dp replicated|sharded  replicated: every rank all-reduces the gradients and updates\n"
+    "                       all parameters (DDP); sharded: ZeRO stage 2, each bucket\n"
+    "                       reduce-scattered, each rank updating its block and keeping its\n"
+    "                       block of the optimizer state, the parameters then all-gathered\n"
+    "                       (CPU, f32, no --overlap-step) [replicated]\n"
     "  --check-every K      compare the ranks' parameter hashes every K steps too (always at\n"
     "                       epoch ends and at the end) [0]\n"
     "  --emulate RATE       with -n: each rank in its own network namespace, links shaped to\n"
@@ -110,7 +115,7 @@ enum {
   O_MODEL = 256, O_DATA, O_BATCH, O_EPOCHS, O_STEPS, O_WSTEPS, O_LR, O_MOM, O_WD, O_NEST, O_SCHED,
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
-  O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM,
+  O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_DP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM,
   O_DEVICE, O_PREC, O_SEARCH, O_GPU, O_ROUNDS
 };
 
@@ -138,6 +143,11 @@ static int train_flag_word(train_args *a, int c, char **argv) {
     a->overlap_step = k;
     break;
   }
+  case O_DP:
+    if (strcmp(optarg, "replicated") && strcmp(optarg, "sharded"))
+      return bench_usage_error(train_usage, "bad --dp '%s' (replicated or sharded)", optarg);
+    a->dp_sharded = !strcmp(optarg, "sharded");
+    break;
   case O_GDTYPE:
     if (coll_dtype_parse(optarg, &a->grad_dtype) ||
         (a->grad_dtype != COLL_F32 && a->grad_dtype != COLL_BF16 && a->grad_dtype != COLL_F16))
@@ -200,6 +210,13 @@ static int train_args_check(train_args *a) {
   if (a->target_acc > 0 && a->eval_every == 0) return bench_usage_error(train_usage, "--target-acc needs test-set evaluation (--eval-every >= 1)");
   /* each round trains afresh: a checkpoint would hold whichever round ended last */
   if (a->rounds > 1 && (a->save || a->resume)) return bench_usage_error(train_usage, "--rounds %ld with --save or --resume: a checkpoint continues one training; rounds retrain the same steps", a->rounds);
+  if (a->dp_sharded) { /* ZeRO stage 2 as built: f32 buckets, the update after the gather */
+    if (a->grad_dtype != COLL_F32) return bench_usage_error(train_usage, "--dp sharded: gradients travel as f32 (not --grad-dtype %s)", coll_dtype_name(a->grad_dtype));
+    if (a->overlap_step == NN_OSTEP_ON) return bench_usage_error(train_usage, "--dp sharded takes no --overlap-step on: each rank's update waits for the parameters' all-gather");
+    for (int i = 0; i < a->ndevices; i++)
+      if (a->devices[i] != NN_DEV_CPU) return bench_usage_error(train_usage, "--dp sharded trains on the CPU only (not --device cuda)");
+    a->overlap_step = NN_OSTEP_OFF;
+  }
   /* the builder's own rule: a depth no ResNet has is a usage error, not a failure after setup */
   char merr[512];
   if (nn_model_check(a->model, merr, sizeof merr)) return bench_usage_error(train_usage, "bad --model: %s", merr);
@@ -225,7 +242,7 @@ int train_parse_args(train_args *a, int argc, char **argv) {
       {"algo", 1, 0, O_ALGO},           {"no-single", 0, 0, O_NOSINGLE},
       {"bucket-mb", 1, 0, O_BUCKET},    {"first-bucket-mb", 1, 0, O_FIRSTB},
       {"no-overlap", 0, 0, O_NOOVERLAP}, {"grad-dtype", 1, 0, O_GDTYPE},
-      {"overlap-step", 1, 0, O_OSTEP},
+      {"overlap-step", 1, 0, O_OSTEP}, {"dp", 1, 0, O_DP},
       {"check-every", 1, 0, O_CHECK},   {"chunk", 1, 0, O_CHUNK},
       {"trace", 1, 0, O_TRACE},         {"trace-steps", 1, 0, O_TRACESTEPS},
       {"model-from", 1, 0, O_MODELFROM}, {"device", 1, 0, O_DEVICE},

@@ -23,6 +23,7 @@ typedef struct {
   long gpu;                   /* -1: the local rank */
   long trace_steps;
   int no_single, overlap, overlap_step;
+  int dp_sharded; /* --dp sharded: ZeRO stage 2 */
   coll_dtype grad_dtype;
   double bucket_mb, first_bucket_mb;
   long check_every;

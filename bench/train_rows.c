@@ -120,7 +120,11 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
       .backend = nn_net_backend(x->net) ? nn_net_backend(x->net) : nn_backend_version(),
       .status = r->status, .step_ms_pred = NAN,
       .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN,
-      .rounds = rounds, .images_per_s_slowest = slowest_ips};
+      .rounds = rounds, .images_per_s_slowest = slowest_ips,
+      .dp = p->role == ROLE_DP ? (a->dp_sharded ? "sharded" : "replicated") : "-",
+      /* both ways 2(n-1)/n of the gradients' bytes: the all-reduce, or its two halves */
+      .sent_mb_step = p->role == ROLE_DP && n > 1 ? (double)r->grad_bytes * 2.0 * (n - 1) / n / 1e6 : 0,
+      .state_mb = (double)(2 * x->np + (r->opt_floats ? r->opt_floats : x->np)) * sizeof(float) / 1e6};
 }
 
 /* The pair's buckets into bks from at on (rank 0): the count. */

@@ -21,8 +21,10 @@ struct nn_reducer {
   nn_bucket *last;      /* the last completed step's */
   int nb;
   void *wire;           /* 16-bit wire buffer (count elements), or NULL */
-  int nranks;
+  int nranks, rank;
   float inv_n;
+  float *block;         /* sharded: a bucket's block, received (reduce-scatter) or sent (gather) */
+  coll_algo rs_algo, ag_algo; /* sharded: the all-reduce's algorithm's halves */
 
   pthread_t thread;
   int have_thread;
@@ -139,6 +141,12 @@ static int red_bucket(nn_reducer *r, const nn_bucket *k, coll_err *e) {
   float *g = r->grads + k->offset;
   size_t n = k->count;
   if (n == 0) return 0;
+  if (r->o.sharded && r->nranks > 1) { /* the sum of this rank's block only; 1/N in the optimizer */
+    size_t b = n / (size_t)r->nranks, tail = n - b * (size_t)r->nranks;
+    if (b && coll_reduce_scatter(r->o.comm, g, r->block, b, COLL_F32, COLL_SUM, r->rs_algo, NULL, e)) return -1;
+    if (b) memcpy(g + (size_t)r->rank * b, r->block, b * sizeof *g);
+    return tail ? coll_allreduce(r->o.comm, g + b * (size_t)r->nranks, tail, COLL_F32, COLL_SUM, r->o.algo, NULL, e) : 0;
+  }
   if (r->o.wire == COLL_F32) {
     if (coll_allreduce(r->o.comm, g, n, COLL_F32, COLL_SUM, r->o.algo, NULL, e)) return -1;
     if (r->nranks > 1 && !r->o.scale_in_sgd)
@@ -198,6 +206,21 @@ static void *red_main(void *arg) {
   return NULL;
 }
 
+/* Sharded: the block buffer (the largest bucket's block) and the all-reduce algorithm's halves:
+ * ring's are rings, rhd's recursive halving and doubling, native's the library's own. 0, or -1
+ * (out of memory). */
+static int red_shard_setup(nn_reducer *r) {
+  /* no plan (nn_reducer_set_front's either) has a bucket longer than the arena or the sizes */
+  size_t first = red_floats(r->o.first_bucket_bytes), rest = red_floats(r->o.bucket_bytes);
+  size_t most = first > rest ? first : rest;
+  most = (most < r->count ? most : r->count) / (size_t)r->nranks + 1;
+  if (posix_memalign((void **)&r->block, 64, most * sizeof *r->block)) return r->block = NULL, -1;
+  coll_algo_kind k = r->o.algo.kind;
+  r->rs_algo = (coll_algo){k == COLL_ALGO_RHD || k == COLL_ALGO_NATIVE || k == COLL_ALGO_AUTO ? k : COLL_ALGO_RING, 0};
+  r->ag_algo = (coll_algo){k == COLL_ALGO_RHD ? COLL_ALGO_RD : r->rs_algo.kind, 0};
+  return 0;
+}
+
 int nn_reducer_create(nn_reducer **out, const nn_reducer_opts *o, float *grads, size_t count,
                       char *err, size_t errcap) {
   *out = NULL;
@@ -217,6 +240,13 @@ int nn_reducer_create(nn_reducer **out, const nn_reducer_opts *o, float *grads, 
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv, NULL);
   if (red_plan(r, count)) goto oom;
+  if (o->sharded && (o->wire != COLL_F32 || !o->scale_in_sgd)) {
+    snprintf(err, errcap, "sharded gradients travel as f32, scaled in the optimizer");
+    nn_reducer_destroy(r);
+    return -1;
+  }
+  r->rank = o->comm ? coll_comm_rank(o->comm) : 0;
+  if (o->sharded && r->nranks > 1 && red_shard_setup(r)) goto oom;
   if (o->comm && o->wire != COLL_F32) {
     size_t bytes = (count ? count : 1) * sizeof(uint16_t);
     r->wire = o->wire_alloc ? o->wire_alloc->alloc(o->wire_alloc->ctx, bytes) : malloc(bytes);
@@ -260,6 +290,7 @@ void nn_reducer_destroy(nn_reducer *r) {
   }
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
+  free(r->block);
   free(r->b);
   free(r->last);
   free(r);
@@ -291,6 +322,38 @@ int nn_reducer_last(nn_reducer *r, nn_bucket *out, int cap, nn_reducer_stats *st
   }
   pthread_mutex_unlock(&r->mu);
   return n;
+}
+
+int nn_reducer_shards(const nn_reducer *r, size_t *off, size_t *count, int cap) {
+  if (!r->o.sharded || r->nranks == 1) {
+    if (cap > 0) off[0] = 0, count[0] = r->count;
+    return 1;
+  }
+  int k = 0;
+  for (int i = 0; i < r->nb; i++) {
+    size_t n = r->b[i].count, b = n / (size_t)r->nranks, tail = n - b * (size_t)r->nranks;
+    if (b && k < cap) off[k] = r->b[i].offset + (size_t)r->rank * b, count[k] = b;
+    k += b > 0;
+    if (tail && k < cap) off[k] = r->b[i].offset + b * (size_t)r->nranks, count[k] = tail;
+    k += tail > 0;
+  }
+  return k;
+}
+
+int nn_reducer_gather(nn_reducer *r, float *arena, double *secs, char *err, size_t errcap) {
+  double t = red_now();
+  coll_err e = {{0}};
+  int rc = 0;
+  for (int i = 0; i < r->nb && !rc && r->o.sharded && r->nranks > 1; i++) {
+    size_t b = r->b[i].count / (size_t)r->nranks;
+    float *at = arena + r->b[i].offset;
+    if (!b) continue;
+    memcpy(r->block, at + (size_t)r->rank * b, b * sizeof *at); /* the call's buffers must not overlap */
+    rc = coll_allgather(r->o.comm, r->block, at, b, COLL_F32, r->ag_algo, NULL, &e);
+  }
+  if (rc) snprintf(err, errcap, "%s", e.msg);
+  if (secs) *secs = red_now() - t;
+  return rc;
 }
 
 float nn_reducer_grad_scale(const nn_reducer *r) {

@@ -26,6 +26,10 @@ typedef struct {
   int scale_in_sgd;           /* f32: leave the sum; the optimizer applies nn_reducer_grad_scale */
   const nn_arena_alloc *wire_alloc; /* memory of the 16-bit wire buffer (collective, like the
                                        arena's); NULL: malloc */
+  int sharded;                /* ZeRO stage 2 (train --dp sharded): each bucket is reduce-scattered,
+                                 so a rank holds the sum of its own block of it only (the bucket's
+                                 count / N floats at offset + rank x that, plus the tail that does
+                                 not divide, all-reduced); needs an f32 wire and scale_in_sgd */
 } nn_reducer_opts;
 
 typedef struct {
@@ -41,7 +45,7 @@ typedef struct {
   double exposed_s;           /* the time this call waited (finish: from the end of backward until
                                  the last bucket was reduced) */
   double bwd_end_s;           /* the end of backward, seconds after the step's t0 */
-  size_t wire_bytes;          /* bytes all-reduced this step */
+  size_t wire_bytes;          /* bytes all-reduced this step (sharded: reduce-scattered) */
 } nn_reducer_stats;
 
 typedef struct nn_reducer nn_reducer;
@@ -72,6 +76,16 @@ int nn_reducer_last(nn_reducer *r, nn_bucket *out, int cap, nn_reducer_stats *st
 /* What the optimizer must multiply the gradients by: 1/N with scale_in_sgd on an f32 wire and
  * more than one rank, else 1. */
 float nn_reducer_grad_scale(const nn_reducer *r);
+
+/* Sharded: this rank's ranges of the arena (its block of each bucket, then the bucket's tail),
+ * in plan order, at most cap of them; returns their count (all of the arena, one range, when
+ * not sharded or alone). */
+int nn_reducer_shards(const nn_reducer *r, size_t *off, size_t *count, int cap);
+/* Sharded: every rank's blocks of `arena` (parameters after each rank updated its own, or the
+ * optimizer's state before a checkpoint) all-gathered, so every rank holds all of it; on the
+ * calling thread, with nothing in flight (after nn_reducer_drain). *secs (may be NULL) gets
+ * its time. Collective. 0, or -1 with the cause in err. */
+int nn_reducer_gather(nn_reducer *r, float *arena, double *secs, char *err, size_t errcap);
 
 /* A step starts: nothing of the arena is final yet. t0: the step's time origin (CLOCK_MONOTONIC
  * seconds; 0: now). Waits first until the previous step's buckets are all reduced (nothing of

@@ -132,6 +132,8 @@ typedef struct {
   double gap;                 /* the last step's record exchange (a wait for the other ranks) */
   double *front_est;          /* warm-up steps' estimates of the front (floats): the least */
   double *front_hi;           /* and the most that leaves the next forward's reduction its time */
+  size_t *shoff, *shcnt;      /* sharded: this rank's ranges of the arenas (nn_reducer_shards) */
+  int nsh;
   size_t nfront;
   /* the trace of this rank */
   nn_trace_ev *tev;
@@ -391,6 +393,10 @@ static int evaluate(train_state *s, nn_eval_rec *r) {
 
 static int save_ckpt(train_state *s, int64_t epoch, int64_t step, int64_t gstep, double elapsed) {
   const nn_train_opts *o = s->o;
+  /* sharded: every rank's block of the optimizer state first, so the checkpoint is whole */
+  if (o->save && o->sharded && o->comm && s->world > 1 &&
+      nn_reducer_gather(s->red, nn_net_momentum(o->net, NULL), NULL, s->err, s->cap))
+    return -1;
   if (!o->save || o->rank != 0) return 0;
   nn_ckpt_info ci = o->ckpt;
   ci.epoch = epoch;
@@ -454,6 +460,8 @@ static int ts_buckets(train_state *s) {
 }
 
 static void ts_free(train_state *s) {
+  free(s->shoff);
+  free(s->shcnt);
   free(s->step_per);
   free(s->step_max);
   free(s->step_min);
@@ -616,8 +624,17 @@ static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   else nn_net_grads_on_host(o->net, 0);
   nn_reducer_opts ro = {.comm = o->comm, .algo = o->algo, .wire = o->wire,
                         .bucket_bytes = o->bucket_bytes, .first_bucket_bytes = o->first_bucket_bytes,
-                        .overlap = o->overlap, .scale_in_sgd = 1, .wire_alloc = o->wire_alloc};
+                        .overlap = o->overlap, .scale_in_sgd = 1, .wire_alloc = o->wire_alloc,
+                        .sharded = o->sharded && o->comm};
+  if (o->sharded && o->comm && (o->overlap_step == NN_OSTEP_ON || nn_net_device(o->net) != NN_DEV_CPU)) {
+    snprintf(s->err, s->cap, "sharded training runs on the CPU without overlap_step");
+    return -1;
+  }
   if (nn_reducer_create(&s->red, &ro, grads, *np, s->err, s->cap)) return -1;
+  s->nsh = nn_reducer_shards(s->red, NULL, NULL, 0);
+  s->shoff = malloc((size_t)s->nsh * sizeof *s->shoff), s->shcnt = malloc((size_t)s->nsh * sizeof *s->shcnt);
+  if (!s->shoff || !s->shcnt) return snprintf(s->err, s->cap, "out of memory"), -1;
+  nn_reducer_shards(s->red, s->shoff, s->shcnt, s->nsh);
   nn_net_on_grad_ready(o->net, on_ready, s);
   /* the others are not in this loop but wait outside it; with a boot they are in every step */
   s->alive = !o->boot && o->on_alive;
@@ -626,7 +643,7 @@ static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   s->fwd_hook = (o->overlap_step || s->alive) && nn_net_on_forward(o->net, on_forward, s) == 0;
   /* overlap_step exchanges a step's records and checks while the communication thread reduces:
    * not where both go through one MPI library that takes one thread at a time */
-  s->hooked = o->overlap_step && s->fwd_hook && !coll_comm_serial_with_boot(o->comm);
+  s->hooked = o->overlap_step && !ro.sharded && s->fwd_hook && !coll_comm_serial_with_boot(o->comm);
   s->upload_ahead = nn_net_device(o->net) == NN_DEV_CUDA;
 
   nn_loader_opts lo = o->loader;
@@ -689,6 +706,23 @@ static int tr_compute(train_state *s, nn_loader *loader, tr_step *st, int64_t gs
   return 0;
 }
 
+/* The optimizer's step: on the whole arena, or (sharded) on this rank's ranges, then every
+ * rank's updated parameters gathered (a wait the step's exposed communication counts). 0, or -1
+ * with the cause in err. */
+static int tr_update(train_state *s, tr_step *st, const nn_sgd_opts *so, char *err, size_t errcap) {
+  const nn_train_opts *o = s->o;
+  if (!o->sharded || !o->comm || s->world == 1) {
+    nn_sgd_step(o->net, so);
+    return 0;
+  }
+  for (int i = 0; i < s->nsh; i++) nn_sgd_step_range(o->net, so, s->shoff[i], s->shcnt[i]);
+  double secs = 0;
+  int rc = nn_reducer_gather(s->red, nn_net_params(o->net, NULL), &secs, err, errcap);
+  st->comm += secs;
+  st->wait_end += secs;
+  return rc;
+}
+
 /* The step's end: the last buckets to the reducer, the deferred parameter check, then the update
  * now (a drained step) or bucket by bucket in the next forward (overlap_step). 0, or -1 with
  * s->err set. */
@@ -728,7 +762,10 @@ static int tr_reduce(train_state *s, tr_step *st, nn_sgd_opts *so, int64_t gstep
   st->wait_end = st->rs.exposed_s;
   st->comm += st->rs.comm_s;
   st->comm_cpu += st->rs.comm_cpu_s;
-  nn_sgd_step(o->net, so);
+  if (tr_update(s, st, so, rerr, sizeof rerr)) {
+    snprintf(s->err, s->cap, "step %lld, parameter all-gather: %s", (long long)gstep + 1, rerr);
+    return -1;
+  }
   /* the last step's, if reduced behind this one, then this step's buckets, for the record */
   trace_buckets(s, s->t1_prev);
   nn_reducer_last(s->red, s->lastb, s->nb, NULL);
@@ -834,6 +871,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   s.tbase = t_start;
   const char *why = "done";
   res->grad_bytes = o->comm ? np * coll_dtype_size(o->wire) : 0;
+  for (int i = 0; i < s.nsh; i++) res->opt_floats += s.shcnt[i];
   while (gstep < o->stop_step) {
     if (s.hooked && !s.ostep && run_steps == o->warmup_steps && set_front(&s, np)) goto out;
     tr_step st = {.tm = {0, 0}};

@@ -85,7 +85,10 @@ typedef struct {
   int overlap_step;           /* the next forward overlapped the all-reduce (auto: as decided) */
   double imbalance_s;         /* median of (slowest rank's step - fastest's) */
   double final_loss, test_loss, test_acc, time_to_target_s, train_s;
-  size_t grad_bytes;          /* bytes each rank all-reduced per step */
+  size_t grad_bytes;          /* bytes each rank all-reduced per step (sharded: reduce-scattered,
+                                 and as many parameter bytes all-gathered) */
+  size_t opt_floats;          /* floats of optimizer state this rank keeps up to date (sharded: its
+                                 blocks; else every parameter's) */
   int nbuckets;
   nn_bucket_rec buckets[NN_TRAIN_MAX_BUCKETS];
 } nn_train_result;
@@ -122,6 +125,10 @@ typedef struct {
                                  only for its own parameters' buckets, each bucket updated (SGD)
                                  once reduced; CPU nets (a GPU net drains before its forward) */
   const nn_arena_alloc *wire_alloc;
+  int sharded;                /* ZeRO stage 2 (--dp sharded): gradients reduce-scattered per bucket,
+                                 each rank updates its own block of the parameters and keeps its
+                                 block of the optimizer state, then the parameters are all-gathered;
+                                 f32 wire, no overlap_step (nn_reducer.h) */
   int corrupt_rank;           /* tests: this rank's weights are perturbed after step */
   int64_t corrupt_step;       /* corrupt_step (0: never) */
 

@@ -50,7 +50,10 @@
 
 /* train.csv: one row per training run (per rank role). With --rounds R the pairs took turns R
  * times, each round training the same steps from the same weights: the row is the pair's fastest
- * round (rounds: R), images_per_s_slowest its slowest round's figure (one round: the same). */
+ * round (rounds: R), images_per_s_slowest its slowest round's figure (one round: the same). dp:
+ * replicated or sharded (ZeRO stage 2); sent_mb_step: what each rank sends per step by the
+ * algorithm's bus factor (MB, 10^6 bytes); state_mb: the parameters, gradients and optimizer
+ * state each rank keeps (MB). */
 #define RES_TRAIN_COLS(X)                                                                     \
   X(STR, run_id) X(INT, schema) X(STR, host) X(INT, host_count) X(STR, topo_hash)             \
   X(INT, ranks) X(STR, role) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, model)      \
@@ -68,7 +71,8 @@
   X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)           \
   X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)               \
   X(F64, exposed_comm_ms_pred) X(F64, pred_err) X(INT_OPT, rounds)                          \
-  X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host)
+  X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host) X(STR_OPT, dp)               \
+  X(F64_OPT, sent_mb_step) X(F64_OPT, state_mb)
 
 /* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \

@@ -6,6 +6,7 @@
  * - a run writes the single, none and per-transport rows with their efficiencies, and the
  *   per-step rows of every rank;
  * - a killed rank stops the others with an error naming it, never a hang;
+ * - --dp sharded ends where replicated does (bit-identical on the same data), its checkpoint whole;
  * - a checkpoint from another world size is refused;
  * - --trace writes each rank's forward, backward layers, waits and every bucket once;
  * - --model-from predicts a row from its own run's bucket plan. */
@@ -131,6 +132,96 @@ static void test_same_data_bit_identical(void **st) {
   assert_memory_not_equal(init, one, n * 4);
   free(init);
   free(one);
+}
+
+/* A checkpoint's arena (params or momentum). */
+static float *ckpt_arena(const char *name, int momentum, size_t *n) {
+  char p[600], err[1024];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  nn_ckpt_info info, got;
+  if (nn_ckpt_read_info(p, &info, err, sizeof err)) fail_msg("%s", err);
+  float *w = malloc(info.n_params * 4 + 4), *m = malloc(info.n_momentum * 4 + 4),
+        *b = malloc(info.n_buffers * 4 + 4);
+  if (nn_ckpt_load(p, &got, w, m, b, &info, err, sizeof err)) fail_msg("%s", err);
+  free(b);
+  if (momentum) free(w);
+  else free(m);
+  *n = momentum ? info.n_momentum : info.n_params;
+  return momentum ? m : w;
+}
+
+/* Elements of a and b (n each) further apart than rel x |b| + abs. */
+static size_t arena_diff(const float *a, const float *b, size_t n, double rel, double abs_tol, size_t *first) {
+  size_t bad = 0;
+  for (size_t k = 0; k < n; k++)
+    if (!(fabs((double)a[k] - (double)b[k]) <= rel * fabs((double)b[k]) + abs_tol) && !bad++) *first = k;
+  return bad;
+}
+
+/* --dp sharded (ZeRO stage 2): ranks reading the same data end bit-identical to one rank, weights
+ * and (gathered into the checkpoint) momentum, over tcp and ucx; ranks on their own shards end
+ * where the replicated run ends, within f32 rounding (the sums run in another order), at 2 and 3
+ * ranks; the rows say sharded and keep a smaller state. */
+static void test_sharded(void **st) {
+  (void)st;
+  run_result r;
+#define SH SMALL " --steps 6 --lr 0.1 --overlap-step off --bucket-mb 0.01 --first-bucket-mb 0.004"
+  run(&r, 120, NULL, -1, NULL, SH " --save %s/sh1.ckpt --out %s/sh1", dir, dir);
+  ok(&r);
+  size_t n1, n, first = 0;
+  float *one = ckpt_arena("sh1.ckpt", 0, &n1), *one_m = ckpt_arena("sh1.ckpt", 1, &n1);
+  const char *same[] = {"tcp", coll_transport_built(COLL_UCX) ? "ucx" : NULL};
+  for (int i = 0; i < 2 && same[i]; i++) {
+    run(&r, 180, "FABENCH_TEST_SAME_DATA=1", -1, NULL,
+        SH " -n 2 --transport %s --dp sharded --no-single --save %s/shs%d.ckpt --out %s/shs%d", same[i], dir, i, dir, i);
+    ok(&r);
+    char name[64];
+    snprintf(name, sizeof name, "shs%d.ckpt", i);
+    float *w = ckpt_arena(name, 0, &n), *m = ckpt_arena(name, 1, &n);
+    assert_int_equal(n, n1);
+    size_t bad = arena_diff(w, one, n, 0, 0, &first);
+    if (bad) fail_msg("sharded %s, same data: %zu of %zu weights differ from one rank's, first %zu", same[i], bad, n, first);
+    bad = arena_diff(m, one_m, n, 0, 0, &first);
+    if (bad) fail_msg("sharded %s, same data: %zu of %zu momentum values differ, first %zu", same[i], bad, n, first);
+    free(w);
+    free(m);
+  }
+  for (int ranks = 2; ranks <= 3; ranks++) {
+    run(&r, 180, NULL, -1, NULL, SH " -n %d --transport tcp --no-single --save %s/rep%d.ckpt --out %s/rep%d", ranks,
+        dir, ranks, dir, ranks);
+    ok(&r);
+    run(&r, 180, NULL, -1, NULL, SH " -n %d --transport tcp --dp sharded --no-single --save %s/shd%d.ckpt --out %s/shd%d",
+        ranks, dir, ranks, dir, ranks);
+    ok(&r);
+    char a[64], b[64];
+    snprintf(a, sizeof a, "rep%d.ckpt", ranks);
+    snprintf(b, sizeof b, "shd%d.ckpt", ranks);
+    float *rep = ckpt_arena(a, 0, &n), *shd = ckpt_arena(b, 0, &n1);
+    assert_int_equal(n, n1);
+    size_t bad = arena_diff(shd, rep, n, 1e-4, 1e-6, &first);
+    if (bad)
+      fail_msg("-n %d: %zu of %zu sharded weights differ from replicated, first %zu (%.9g vs %.9g)", ranks, bad, n,
+               first, (double)shd[first], (double)rep[first]);
+    assert_memory_not_equal(rep, one, n * 4); /* another run's weights: the comparison could fail */
+    free(rep);
+    free(shd);
+    snprintf(a, sizeof a, "rep%d", ranks);
+    snprintf(b, sizeof b, "shd%d", ranks);
+    res_rows rr = rows_of(a, res_schema_train()), rs = rows_of(b, res_schema_train());
+    const res_train_row *tr = rr.rows, *ts = rs.rows;
+    assert_string_equal(tr[rr.n - 1].dp, "replicated");
+    assert_string_equal(ts[rs.n - 1].dp, "sharded");
+    /* the same bytes on the wire; the optimizer state divided among the ranks */
+    assert_true(fabs(tr[rr.n - 1].sent_mb_step - ts[rs.n - 1].sent_mb_step) < 1e-9);
+    double opt = 4.0 * (double)tr[rr.n - 1].params / 1e6;
+    if (!(ts[rs.n - 1].state_mb < tr[rr.n - 1].state_mb - opt * (ranks - 1) / ranks * 0.9))
+      fail_msg("-n %d: sharded state %g MB, replicated %g MB", ranks, ts[rs.n - 1].state_mb, tr[rr.n - 1].state_mb);
+    res_rows_free(&rr);
+    res_rows_free(&rs);
+  }
+  free(one);
+  free(one_m);
+#undef SH
 }
 
 /* hier on an emulated cluster of 2 nodes of 2 ranks (root only): its phases inside the nodes run
@@ -671,7 +762,10 @@ static void test_bad_flags(void **st) {
                             {"--emulate fast -n 2", "--emulate"},
                             {"-n 0", "-n"},
                             {"--rounds 0", "--rounds"},
-                            {"--rounds 2 --save ck", "--rounds 2 with --save or --resume"}};
+                            {"--rounds 2 --save ck", "--rounds 2 with --save or --resume"},
+                            {"--dp zero3", "bad --dp 'zero3'"},
+                            {"--dp sharded --grad-dtype bf16", "--dp sharded: gradients travel as f32"},
+                            {"--dp sharded --overlap-step on", "--dp sharded takes no --overlap-step on"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     run(&r, 30, NULL, -1, NULL, SMALL " %s --out %s/bad", cases[i][0], dir);
     if (r.status != 2 || !strstr(r.err, cases[i][1]))
@@ -697,6 +791,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_flags),
       cmocka_unit_test(test_same_data_bit_identical),
+      cmocka_unit_test(test_sharded),
       cmocka_unit_test(test_hier_cluster_identical),
       cmocka_unit_test(test_threads_default),
       cmocka_unit_test(test_rows_and_shards),
