@@ -12,6 +12,9 @@ Run with Debian's python3-torch (1.13), not the first python3 on PATH:
 --steps counts every step and --warmup-steps of them are left out of the figures, as in fabench.
 --no-sync: every step runs inside DDP's no_sync(), so nothing is exchanged: the no-communication
 baseline (role "ddp-nosync"), the peer of fabench's `--transport none`.
+--zero: torch's ZeroRedundancyOptimizer over SGD (ZeRO stage 1: each rank updates its share of the
+parameters and keeps that share's momentum; role "ddp-zero"), the peer of `fabench train --dp
+sharded` (FSDP, the closer one, does not import in Debian's torch 1.13 on Python 3.11).
 --grad-dtype bf16|f16: gradients travel in 16 bits through a DDP comm hook. f16: DDP's own
 fp16_compress_hook (gloo all-reduces in f16), or with --f16-hook ring ours. bf16: ours, a ring
 all-reduce on gloo send/recv (ring_compress_hook), because torch 1.13 refuses bf16_compress_hook
@@ -90,6 +93,9 @@ def parse_args(argv):
                     help="f16: DDP's fp16_compress_hook (gloo all-reduce in f16) or our ring hook; "
                          "bf16 always uses the ring hook")
     ap.add_argument("--no-sync", action="store_true", help="every step inside no_sync()")
+    ap.add_argument("--zero", action="store_true",
+                    help="ZeroRedundancyOptimizer over SGD (ZeRO stage 1; role ddp-zero): the peer "
+                         "of fabench's --dp sharded, since FSDP does not import in Debian's torch")
     ap.add_argument("--bind", default="none", choices=["none", "core"],
                     help="core: rank r on the r-th allowed CPU (as fabench --bind core)")
     ap.add_argument("--broadcast-buffers", action="store_true",
@@ -336,7 +342,12 @@ def worker(a):
             hook_name = "ring_compress_hook"
     else:
         hook_name = "none"
-    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.wd)
+    if a.zero:  # ZeRO stage 1: each rank keeps and updates its share of the optimizer state
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.SGD, lr=a.lr,
+                                      momentum=a.momentum, weight_decay=a.wd)
+    else:
+        opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.wd)
     px, labels = synthetic_pool(a, torch)
 
     def flat_params():
@@ -409,7 +420,7 @@ def worker(a):
             "images_per_s": ips, "images_per_s_rank": ips / world,
             "step_ms": 1e3 * statistics.median(pooled),
             "step_ms_max_rank_p50": 1e3 * max(statistics.median(r["times"]) for r in per_rank),
-            "final_loss": loss, "fabric": a.fabric, "role": "ddp-nosync" if a.no_sync else "ddp",
+            "final_loss": loss, "fabric": a.fabric, "role": "ddp-nosync" if a.no_sync else "ddp-zero" if a.zero else "ddp",
             "params_identical": "n/a" if a.no_sync else ("yes" if not differ else "no"),
             "torch": torch.__version__, "params": nparams,
             "step_ms_p50_per_rank": [1e3 * statistics.median(r["times"]) for r in per_rank],
