@@ -62,6 +62,7 @@ typedef struct {
   double cpu_s; /* rank 0: its host's busy CPU seconds over this size's timed iterations */
   long cpu_n;   /* the iterations they cover; -1: not measurable (a rank spins, no /proc) */
   void *dbuf;   /* the device buffer of a device communicator (nccl), else NULL */
+  void *drbuf;  /* its receive buffer where the collective is not in place, else NULL */
   void *mbuf;   /* host memory that this communicator's ranks map, where the run's buffer is
                    another's (ucx beside tcp with ucx inside hosts), else NULL */
   char gfabric[80]; /* device communicators (rank 0): what carries the data, then the widest
@@ -99,7 +100,8 @@ static void *cb_buf(const cb_cell *k, void *hbuf) { return k->dbuf ? k->dbuf : k
 
 /* One call of the collective on the cell's buffers. */
 static int cb_call(cb_ctx *x, cb_cell *k, void *buf, coll_algo *ran, coll_err *e) {
-  return x->d->call(k->c, &x->sh, buf, x->d->in_place ? buf : x->rbuf, k->algo, ran, e);
+  void *recv = x->d->in_place ? buf : k->drbuf ? k->drbuf : x->rbuf;
+  return x->d->call(k->c, &x->sh, buf, recv, k->algo, ran, e);
 }
 
 /* Device communicators run asynchronously: wait for what was enqueued. */
@@ -219,8 +221,13 @@ static int cb_verify(cb_ctx *x, cb_cell *k, void *hbuf, int64_t *wrong, coll_err
     if (d->in_place) memset(hbuf, 0xa5, sbytes);
   }
   void *send = cb_buf(k, hbuf);
-  if (d->call(c, s, send, d->in_place ? send : recv, k->algo, NULL, e)) return -1;
-  if (k->dbuf && coll_mem_copy(c, hbuf, k->dbuf, sbytes, e)) return -1;
+  if (k->drbuf) { /* the scribbled receive buffer, on the device too */
+    if (coll_mem_copy(c, k->drbuf, recv, s->recv_elems * es, e)) return -1;
+    memset(recv, 0x5a, s->recv_elems * es);
+  }
+  if (d->call(c, s, send, d->in_place ? send : k->drbuf ? k->drbuf : recv, k->algo, NULL, e)) return -1;
+  if (k->dbuf && d->in_place && coll_mem_copy(c, hbuf, k->dbuf, sbytes, e)) return -1;
+  if (k->drbuf && coll_mem_copy(c, recv, k->drbuf, s->recv_elems * es, e)) return -1;
   if (k->mbuf && d->in_place) memcpy(hbuf, k->mbuf, sbytes);
   size_t first = 0;
   double bad = (double)d->check(s, recv, &first);
@@ -505,7 +512,7 @@ static int cb_cells_check(const cb_ctx *x, const cb_cell *cells, int ncells) {
  * cells, and the run's one host buffer. */
 typedef struct {
   coll_comm *comms[CB_MAX_LIST], *buf_owner;
-  void *buf, *dbufs[CB_MAX_LIST], *mbufs[CB_MAX_LIST];
+  void *buf, *dbufs[CB_MAX_LIST], *drbufs[CB_MAX_LIST], *mbufs[CB_MAX_LIST];
   cb_cell cells[CB_MAX_LIST * CB_MAX_LIST];
   int ncells;
 } cb_run;
@@ -551,7 +558,7 @@ static const char *cb_unsupported(const cb_ctx *x, const cb_cell *k) {
   const char *why = x->d->unsupported ? x->d->unsupported(k->algo, x->o->imbalance) : NULL;
   if (why) return why;
   if (coll_colls_supported(k->c, (coll_kind)x->d->kind, k->algo)) return NULL;
-  return coll_comm_device(k->c) >= 0 ? "fabench runs it on host memory only"
+  return coll_comm_device(k->c) >= 0 ? "on GPU memory only the library's own (native) runs"
                                      : "this transport has no native one";
 }
 
@@ -574,10 +581,12 @@ static int cb_open(cb_ctx *x, cb_run *u) {
     if (coll_comm_open(&u->comms[t], x->boot, &co, &e)) return cb_fail(&e);
     /* the run's buffer from a communicator whose ranks map it: ucx's own, else one inside hosts */
     if (coll_comm_maps(u->comms[t]) && (!u->buf_owner || o->transports[t] == COLL_UCX)) u->buf_owner = u->comms[t];
-    /* a GPU communicator has its own buffer on the device; the host one stages its data (only
-     * the all-reduce runs on a device) */
-    if (x->d->kind < 0 && coll_comm_device(u->comms[t]) >= 0 &&
-        !(u->dbufs[t] = coll_mem_alloc(u->comms[t], (size_t)o->max_bytes + 8, &e)))
+    /* a GPU communicator has its own buffers on the device; the host ones stage their data. A
+     * skewed all-to-allv's receive may reach every sender's whole total. */
+    size_t rmax = ((size_t)o->max_bytes + 8) * (x->d->varies && o->imbalance > 0 ? (size_t)x->size : 1);
+    if (coll_comm_device(u->comms[t]) >= 0 &&
+        (!(u->dbufs[t] = coll_mem_alloc(u->comms[t], (size_t)o->max_bytes + 8, &e)) ||
+         (!x->d->in_place && !(u->drbufs[t] = coll_mem_alloc(u->comms[t], rmax, &e)))))
       return cb_fail(&e);
     char gfabric[80] = "";
     if (u->dbufs[t] && x->rank == 0) cb_gpu_fabric(u->comms[t], gfabric, sizeof gfabric);
@@ -585,6 +594,7 @@ static int cb_open(cb_ctx *x, cb_run *u) {
       cb_cell *k = &u->cells[u->ncells];
       k->c = u->comms[t];
       k->dbuf = u->dbufs[t];
+      k->drbuf = u->drbufs[t];
       snprintf(k->gfabric, sizeof k->gfabric, "%s", gfabric);
       k->tk = o->transports[t];
       k->algo = o->algos[a];
@@ -628,6 +638,7 @@ static void cb_run_close(const cb_opts *o, cb_run *u) {
     free(u->buf);
   for (int t = 0; t < o->ntransports; t++) {
     if (u->dbufs[t]) coll_mem_free(u->comms[t], u->dbufs[t]);
+    if (u->drbufs[t]) coll_mem_free(u->comms[t], u->drbufs[t]);
     if (u->mbufs[t]) coll_mem_free(u->comms[t], u->mbufs[t]);
     if (u->comms[t]) coll_comm_close(u->comms[t]);
   }

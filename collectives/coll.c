@@ -591,7 +591,8 @@ static const void *coll_colls_native(const coll_transport_ops *o, coll_kind k) {
 }
 
 int coll_colls_supported(const coll_comm *c, coll_kind k, coll_algo a) {
-  if (k >= COLL_NCOLLS || !coll_colls_algo(k, a) || coll_comm_device(c) >= 0) return 0;
+  if (k >= COLL_NCOLLS || !coll_colls_algo(k, a)) return 0;
+  if (coll_comm_device(c) >= 0 && a.kind != COLL_ALGO_NATIVE) return 0;
   return a.kind != COLL_ALGO_NATIVE || coll_colls_native(c->tp->ops, k) != NULL;
 }
 

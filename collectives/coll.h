@@ -204,14 +204,15 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
  *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn), auto
  *   all-to-all(v):  pairwise, bruck (all-to-all only: equal counts), auto
  * and native where the transport's library has its own (mpi: MPI_Reduce_scatter_block,
- * MPI_Allgather, MPI_Bcast, MPI_Alltoallv).
+ * MPI_Allgather, MPI_Bcast, MPI_Alltoallv; nccl: ncclReduceScatter, ncclAllGather,
+ * ncclBroadcast, and ncclSend/ncclRecv in one group for the all-to-allv).
  * auto: the fastest by the communicator's cost model (coll_colls_time). The send and receive
  * buffers must not overlap. */
 typedef enum { COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BCAST, COLL_ALLTOALL, COLL_NCOLLS } coll_kind;
 /* Does collective k have algorithm a? */
 int coll_colls_algo(coll_kind k, coll_algo a);
-/* Can this communicator run collective k by algorithm a? (Not on a device communicator: these
- * run on host memory; native only where the transport's library has it.) */
+/* Can this communicator run collective k by algorithm a? Native only where the transport's
+ * library has it; a device communicator (nccl) runs native only. */
 int coll_colls_supported(const coll_comm *c, coll_kind k, coll_algo a);
 /* One of collective k's algorithms by name ("ring", "bruck", ...); -1 where k has none such.
  * (coll_algo_parse takes all-reduce's only.) */

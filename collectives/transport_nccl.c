@@ -360,6 +360,60 @@ static int nc_allreduce(coll_transport *tp, void *buf, size_t count, coll_dtype 
   return 0;
 }
 
+/* The library's own reduce-scatter, all-gather and broadcast; all-to-allv as one group of
+ * ncclSend/ncclRecv (NCCL has no all-to-all call of its own). */
+static int nc_ready(nc_transport *t, const char *what, coll_err *e) {
+  if (nc_flush(t) || !t->nccl) {
+    if (!t->nccl) nc_note(t, what, "the NCCL communicator was aborted");
+    return nc_report(t, e);
+  }
+  return 0;
+}
+
+static int nc_reduce_scatter(coll_transport *tp, const void *sb, void *rb, size_t count, coll_dtype dt,
+                             coll_op op, coll_err *e) {
+  nc_transport *t = (nc_transport *)tp;
+  if (nc_ready(t, "ncclReduceScatter", e)) return -1;
+  if (nc_nccl(t, ncclReduceScatter(sb, rb, count, nc_type(dt), nc_redop(op), t->nccl, t->stream), "ncclReduceScatter"))
+    return nc_report(t, e);
+  return 0;
+}
+
+static int nc_allgather(coll_transport *tp, const void *sb, void *rb, size_t count, coll_dtype dt, coll_err *e) {
+  nc_transport *t = (nc_transport *)tp;
+  if (nc_ready(t, "ncclAllGather", e)) return -1;
+  if (nc_nccl(t, ncclAllGather(sb, rb, count, nc_type(dt), t->nccl, t->stream), "ncclAllGather"))
+    return nc_report(t, e);
+  return 0;
+}
+
+static int nc_bcast(coll_transport *tp, void *buf, size_t count, coll_dtype dt, int root, coll_err *e) {
+  nc_transport *t = (nc_transport *)tp;
+  if (nc_ready(t, "ncclBroadcast", e)) return -1;
+  if (nc_nccl(t, ncclBroadcast(buf, buf, count, nc_type(dt), root, t->nccl, t->stream), "ncclBroadcast"))
+    return nc_report(t, e);
+  return 0;
+}
+
+static int nc_alltoallv(coll_transport *tp, const void *sb, const size_t *sc, const size_t *sd, void *rb,
+                        const size_t *rc, const size_t *rd, coll_dtype dt, coll_err *e) {
+  nc_transport *t = (nc_transport *)tp;
+  size_t es = coll_dtype_size(dt);
+  if (nc_ready(t, "ncclSend/ncclRecv", e)) return -1;
+  if (nc_nccl(t, ncclGroupStart(), "ncclGroupStart")) return nc_report(t, e);
+  for (int p = 0; p < tp->size; p++) {
+    ncclResult_t r1 = sc[p] ? ncclSend((const char *)sb + sd[p] * es, sc[p] * es, ncclUint8, p, t->nccl, t->stream) : ncclSuccess;
+    ncclResult_t r2 = rc[p] ? ncclRecv((char *)rb + rd[p] * es, rc[p] * es, ncclUint8, p, t->nccl, t->stream) : ncclSuccess;
+    if (r1 != ncclSuccess || r2 != ncclSuccess) {
+      nc_nccl(t, r1 != ncclSuccess ? r1 : r2, r1 != ncclSuccess ? "ncclSend" : "ncclRecv");
+      ncclGroupEnd();
+      return nc_report(t, e);
+    }
+  }
+  if (nc_nccl(t, ncclGroupEnd(), "ncclGroupEnd")) return nc_report(t, e);
+  return 0;
+}
+
 /* ---- coll_mem_alloc: device memory; on a shared GPU, every rank opens every other's ---- */
 
 /* all[p] = rank p's `mine` (bytes each), over the inner tcp transport. */
@@ -585,7 +639,9 @@ static void nc_close(coll_transport *tp) {
   .dev_reduce = nc_dev_reduce, .dev_copy = nc_dev_copy, .dev_reduce2 = nc_dev_reduce2,           \
   .dev_alloc = nc_dev_alloc, .dev_free = nc_dev_free, .finish = nc_finish
 
-static const coll_transport_ops nc_ops = {NC_OPS_SHARED, .allreduce = nc_allreduce};
+static const coll_transport_ops nc_ops = {NC_OPS_SHARED, .allreduce = nc_allreduce,
+                                         .reduce_scatter = nc_reduce_scatter, .allgather = nc_allgather,
+                                         .bcast = nc_bcast, .alltoallv = nc_alltoallv};
 /* Shared GPU: no NCCL, so no native all-reduce; the ranks order their streams by marks. */
 static const coll_transport_ops nc_ipc_ops = {NC_OPS_SHARED, .dev_mark = nc_dev_mark, .dev_after = nc_dev_after};
 #undef NC_OPS_SHARED

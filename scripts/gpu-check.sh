@@ -60,6 +60,11 @@ cpu=$!
   for a in rhd tree ps:2; do t 60 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo $a --ranks 2,3 --mem comm --big 100003; done
   t 90 "${G[@]}" "$bin/fabench" allreduce -n 3 --transport nccl --algo ring,rhd --dtype f32,f64,f16,bf16,i32,i64 \
     --op sum,prod,min,max --min-bytes 4 --max-bytes 4M --step-factor 37 --iters 3 --rounds 1 --out "$res/ar3"
+  # NCCL's own reduce-scatter, all-gather, broadcast (from rank 1) and skewed all-to-allv, verified
+  for c in reducescatter allgather "bcast --root 1" "alltoall --imbalance 1"; do
+    t 60 "${G[@]}" "$bin/fabench" $c -n 2 --transport nccl --algo native --dtype f32,bf16,i64 --min-bytes 8 \
+      --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/colls-${c%% *}"
+  done
 } > "$out/tests.log" 2>&1
 {
   for p in bf16 tf32 fp32; do
