@@ -44,7 +44,8 @@ const bench_coll bench_coll_allgather = {
     .what = "all-gather",
     .kind = COLL_ALLGATHER,
     .algos = "ring,rd,bruck,native",
-    .algo_help = "ring,rd (recursive doubling; a power of two of ranks, else ring),bruck,native,auto",
+    .algo_help = "ring,rd (recursive doubling; a power of two of ranks, else ring),bruck,hier (inside "
+                 "hosts, then across them; hosts of equal rank counts, else ring),native,auto",
     .blocks = 1,
     .busbw = ag_busbw,
     .shape = ag_shape,

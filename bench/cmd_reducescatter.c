@@ -37,7 +37,8 @@ const bench_coll bench_coll_reducescatter = {
     .what = "reduce-scatter",
     .kind = COLL_REDUCE_SCATTER,
     .algos = "ring,rhd,native",
-    .algo_help = "ring,rhd (recursive halving; a power of two of ranks, else ring),native,auto",
+    .algo_help = "ring,rhd (recursive halving; a power of two of ranks, else ring),hier (inside hosts, "
+                 "then across them; hosts of equal rank counts, else ring),native,auto",
     .reduces = 1,
     .blocks = 1,
     .busbw = rs_busbw,

@@ -72,6 +72,12 @@ int coll_reqset_wait(coll_reqset *s, coll_err *e);
  * "super-block" is blocks i, i + size, ...; after size - 1 steps rank i holds its super-block
  * reduced (ag 0) or every super-block (ag 1). hier's phases inside a host and the
  * reduce-scatter's and all-gather's ring (algo_hier.c). */
+/* Two-level reduce-scatter and all-gather (algo_rsag_hier.c): fits where every host has as many
+ * ranks (outside a group view); else the caller runs the flat ring. */
+int coll_rsag_hier_fits(const coll_comm *c);
+int coll_rs_hier(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count, coll_dtype dt, coll_op op,
+                 coll_err *e);
+int coll_ag_hier(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count, coll_dtype dt, coll_err *e);
 int coll_ring_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, coll_dtype dt, coll_op op,
                     int ag, coll_err *e);
 

@@ -7,7 +7,8 @@
  *         lg n steps of n/2, n/4, ... blocks (halving) or 1, 2, 4, ... (doubling) with partner
  *         rank ^ mask: fewer start-ups for short vectors;
  *   bruck (all-gather, any n): ceil(lg n) steps of 1, 2, 4, ... blocks to rank - 2^k, then one
- *         rotation into place.
+ *         rotation into place;
+ *   hier: inside hosts, then across them (algo_rsag_hier.c).
  * Each block is reduced on one rank only, so a reduce-scatter has one result per block. */
 #include "algo_plan.h"
 
@@ -17,6 +18,7 @@ static int pof2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 static coll_algo rsag_pick(const coll_comm *c, coll_kind k, coll_algo a, size_t bytes) {
   if (a.kind == COLL_ALGO_AUTO) a = coll_colls_pick(&c->model, k, c->size, bytes, c->chunk_bytes);
   if ((a.kind == COLL_ALGO_RHD || a.kind == COLL_ALGO_RD) && !pof2(c->size)) a.kind = COLL_ALGO_RING;
+  if (a.kind == COLL_ALGO_HIER && !coll_rsag_hier_fits(c)) a.kind = COLL_ALGO_RING;
   a.param = 0;
   return a;
 }
@@ -55,6 +57,8 @@ int coll_reduce_scatter(coll_comm *c, const void *sendbuf, void *recvbuf, size_t
   if (a.kind == COLL_ALGO_NATIVE)
     return coll_colls_end(c, c->tp->ops->reduce_scatter(c->tp, sendbuf, recvbuf, count, dt, op, e), e);
   const unsigned char *in = sendbuf;
+  if (a.kind == COLL_ALGO_HIER && c->size > 1 && count)
+    return coll_colls_end(c, coll_rs_hier(c, sendbuf, recvbuf, count, dt, op, e), e);
   if (c->size == 1 || count == 0) {
     if (count) coll_ccopy(c, recvbuf, in, bb);
     return coll_colls_end(c, 0, e);
@@ -116,6 +120,7 @@ int coll_allgather(coll_comm *c, const void *sendbuf, void *recvbuf, size_t coun
   if (a.kind == COLL_ALGO_NATIVE) return coll_colls_end(c, c->tp->ops->allgather(c->tp, sendbuf, recvbuf, count, dt, e), e);
   unsigned char *out = recvbuf;
   if (count == 0) return coll_colls_end(c, 0, e);
+  if (a.kind == COLL_ALGO_HIER && c->size > 1) return coll_colls_end(c, coll_ag_hier(c, sendbuf, recvbuf, count, dt, e), e);
   if (c->size == 1 || a.kind != COLL_ALGO_BRUCK) coll_ccopy(c, out + (size_t)c->rank * bb, sendbuf, bb);
   if (c->size == 1) return coll_colls_end(c, 0, e);
   int rc = a.kind == COLL_ALGO_BRUCK ? ag_bruck(c, sendbuf, out, bb, e)

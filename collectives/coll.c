@@ -568,8 +568,9 @@ int coll_colls_algo(coll_kind k, coll_algo a) {
   coll_algo_kind x = a.kind;
   if (x == COLL_ALGO_NATIVE) return k < COLL_NCOLLS; /* where the transport's library has it */
   switch (k) {
-  case COLL_REDUCE_SCATTER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RHD;
-  case COLL_ALLGATHER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RD || x == COLL_ALGO_BRUCK;
+  case COLL_REDUCE_SCATTER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RHD || x == COLL_ALGO_HIER;
+  case COLL_ALLGATHER:
+    return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RD || x == COLL_ALGO_BRUCK || x == COLL_ALGO_HIER;
   case COLL_BCAST: return x == COLL_ALGO_AUTO || x == COLL_ALGO_TREE || x == COLL_ALGO_CHAIN || x == COLL_ALGO_VDG;
   case COLL_ALLTOALL: return x == COLL_ALGO_AUTO || x == COLL_ALGO_PAIRWISE || x == COLL_ALGO_BRUCK;
   default: return 0;

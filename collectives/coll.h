@@ -198,8 +198,10 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
  * Rank r's block of a reduce-scatter or all-gather is elements [r count, (r+1) count) of the
  * whole vector. Every algorithm is correct for any rank count; one a rank count does not suit
  * (rhd and rd want a power of two) runs the ring instead, and *ran (may be NULL) says what ran.
- *   reduce-scatter: ring, rhd (recursive halving), auto
- *   all-gather:     ring, rd (recursive doubling), bruck, auto
+ *   reduce-scatter: ring, rhd (recursive halving), hier, auto
+ *   all-gather:     ring, rd (recursive doubling), bruck, hier, auto
+ *   (hier: inside each host, then among the ranks of one local index across hosts; hosts of
+ *   different rank counts run the ring)
  *   broadcast:      tree (binomial), chain (pipelined in the communicator's chunks), vdg
  *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn), auto
  *   all-to-all(v):  pairwise, bruck (all-to-all only: equal counts), auto

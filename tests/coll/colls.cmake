@@ -14,6 +14,11 @@ foreach(_c rs:ring rs:rhd rs:auto ag:ring ag:rd ag:bruck ag:auto bcast:tree bcas
   list(GET _p 1 _algo)
   fabench_colls_test(tcp ${_coll} ${_algo})
 endforeach()
+# hier on groups whose ranks report hosts by letter: even hosts (two levels), uneven (the ring)
+foreach(_coll rs ag)
+  fabench_colls_test(tcp ${_coll} hier --layouts AABB,AAABBB,ABAB,ABCABC,AABBB,AAAA --big 1031)
+  set_tests_properties(coll_${_coll}_tcp_hier PROPERTIES TIMEOUT 600)
+endforeach()
 # MPI's own (native) beside its transport's messages under fabench's algorithms
 if(FABENCH_HAVE_MPI)
   foreach(_c rs:native ag:native bcast:native a2a:native rs:ring bcast:vdg)

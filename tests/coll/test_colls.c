@@ -5,7 +5,10 @@
  * all-to-allv has per-pair counts drawn from a seed, zeros among them (Bruck: the all-to-all of
  * equal blocks). The send buffers must
  * come back unchanged, and what ran is what was asked (rhd/rd off a power of two: the ring).
- * usage: test_colls --transport T --coll rs|ag|bcast|a2a --algo A [--ranks 1,2,...] [--big N] */
+ * --layouts AABB,ABAB,...: instead of rank counts, groups whose ranks report hosts (FABENCH_HOST)
+ * by letter, for hier (hosts of unequal rank counts run the ring, and say so).
+ * usage: test_colls --transport T --coll rs|ag|bcast|a2a --algo A [--ranks 1,2,...]
+ *                   [--layouts L,...] [--big N] */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,6 +57,16 @@ static size_t a2a_count(int p, int q, size_t base, int round) {
   uint32_t x = (uint32_t)(p * 131 + q * 977 + round * 7919) * 2654435761u;
   x ^= x >> 13;
   return (x % 4) * base;
+}
+
+/* Every host of the layout ("AABB": a letter a rank) has as many ranks; no layout: one host. */
+static int layout_even(const char *layout) {
+  int count[26] = {0}, want = 0;
+  for (const char *p = layout; p && *p; p++) count[(*p - 'A') % 26]++;
+  for (int i = 0; i < 26; i++)
+    if (count[i] && want && count[i] != want) return 0;
+    else if (count[i]) want = count[i];
+  return 1;
 }
 
 static int one_rank(const colls_cfg *cfg) {
@@ -133,6 +146,7 @@ static int one_rank(const colls_cfg *cfg) {
         /* what ran: what was asked, auto resolved, rhd/rd off a power of two the ring */
         coll_algo_kind want_kind = algo.kind;
         if ((want_kind == COLL_ALGO_RHD || want_kind == COLL_ALGO_RD) && !pow2) want_kind = COLL_ALGO_RING;
+        if (want_kind == COLL_ALGO_HIER && !layout_even(getenv("TEST_COLLS_LAYOUT"))) want_kind = COLL_ALGO_RING;
         if (!rcall && algo.kind != COLL_ALGO_AUTO && ran.kind != want_kind) {
           fprintf(stderr, "rank %d: %s ran algorithm %d, asked %s\n", me, k, (int)ran.kind, cfg->algo);
           fails++;
@@ -146,8 +160,15 @@ static int one_rank(const colls_cfg *cfg) {
 
 static char self_g[4096];
 
+/* One test's group: n ranks, on hosts by letter where layout is set. */
+typedef struct {
+  int n;
+  char layout[20];
+} group_cfg;
+
 static void test_group(void **state) {
-  int n = *(int *)*state, port = test_free_port();
+  const group_cfg *gc = *state;
+  int n = gc->n, port = test_free_port();
   assert_true(port > 0);
   pid_t pids[16];
   if (!strcmp(cfg_g.transport, "mpi")) { /* mpirun starts the ranks: this binary again */
@@ -177,6 +198,12 @@ static void test_group(void **state) {
     pid_t p = fork();
     if (p == 0) {
       test_rank_env(r, n, port, tok);
+      if (gc->layout[0]) {
+        char host[16];
+        snprintf(host, sizeof host, "host-%c", gc->layout[r]);
+        setenv("FABENCH_HOST", host, 1);
+        setenv("TEST_COLLS_LAYOUT", gc->layout, 1);
+      }
       _exit(one_rank(&cfg_g));
     }
     pids[r] = p;
@@ -188,8 +215,9 @@ static void test_group(void **state) {
 int main(int argc, char **argv) {
   colls_cfg *cfg = &cfg_g;
   *cfg = (colls_cfg){.transport = "tcp", .coll = "rs", .algo = "ring", .big = 4099};
-  const char *ranks = "1,2,3,5,8";
+  const char *ranks = "1,2,3,5,8", *layouts = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--layouts")) layouts = argv[i + 1];
     if (!strcmp(argv[i], "--transport")) cfg->transport = argv[i + 1];
     else if (!strcmp(argv[i], "--coll")) cfg->coll = argv[i + 1];
     else if (!strcmp(argv[i], "--algo")) cfg->algo = argv[i + 1];
@@ -213,16 +241,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "no collective %s with algorithm %s\n", cfg->coll, cfg->algo);
     return 1;
   }
-  static int ns[8];
-  static char names[8][64];
-  struct CMUnitTest tests[8];
+  static group_cfg gs[12];
+  static char names[12][80];
+  struct CMUnitTest tests[12];
   int nt = 0;
-  char *list = strdup(ranks), *save = NULL;
-  for (char *t = strtok_r(list, ",", &save); t && nt < 8; t = strtok_r(NULL, ",", &save)) {
-    ns[nt] = atoi(t);
-    if (ns[nt] < 1 || ns[nt] > 16) continue;
-    snprintf(names[nt], sizeof names[nt], "%s_%s_%s_ranks%d", cfg->coll, cfg->transport, cfg->algo, ns[nt]);
-    tests[nt] = (struct CMUnitTest){names[nt], test_group, NULL, NULL, &ns[nt]};
+  char *list = strdup(layouts ? layouts : ranks), *save = NULL;
+  for (char *t = strtok_r(list, ",", &save); t && nt < 12; t = strtok_r(NULL, ",", &save)) {
+    gs[nt].n = layouts ? (int)strlen(t) : atoi(t);
+    if (gs[nt].n < 1 || gs[nt].n > 16) continue;
+    if (layouts) snprintf(gs[nt].layout, sizeof gs[nt].layout, "%s", t);
+    snprintf(names[nt], sizeof names[nt], "%s_%s_%s_%s%s", cfg->coll, cfg->transport, cfg->algo,
+             layouts ? "layout" : "ranks", t);
+    tests[nt] = (struct CMUnitTest){names[nt], test_group, NULL, NULL, &gs[nt]};
     nt++;
   }
   free(list);
