@@ -207,8 +207,8 @@ static void *red_main(void *arg) {
 }
 
 /* Sharded: the block buffer (the largest bucket's block) and the all-reduce algorithm's halves:
- * ring's are rings, rhd's recursive halving and doubling, native's the library's own. 0, or -1
- * (out of memory). */
+ * ring's are rings, rhd's recursive halving and doubling, hier's two-level rings, native's the
+ * library's own, the others' rings. 0, or -1 (out of memory). */
 static int red_shard_setup(nn_reducer *r) {
   /* no plan (nn_reducer_set_front's either) has a bucket longer than the arena or the sizes */
   size_t first = red_floats(r->o.first_bucket_bytes), rest = red_floats(r->o.bucket_bytes);
@@ -216,7 +216,8 @@ static int red_shard_setup(nn_reducer *r) {
   most = (most < r->count ? most : r->count) / (size_t)r->nranks + 1;
   if (posix_memalign((void **)&r->block, 64, most * sizeof *r->block)) return r->block = NULL, -1;
   coll_algo_kind k = r->o.algo.kind;
-  r->rs_algo = (coll_algo){k == COLL_ALGO_RHD || k == COLL_ALGO_NATIVE || k == COLL_ALGO_AUTO ? k : COLL_ALGO_RING, 0};
+  int same = k == COLL_ALGO_RHD || k == COLL_ALGO_NATIVE || k == COLL_ALGO_AUTO || k == COLL_ALGO_HIER;
+  r->rs_algo = (coll_algo){same ? k : COLL_ALGO_RING, 0};
   r->ag_algo = (coll_algo){k == COLL_ALGO_RHD ? COLL_ALGO_RD : r->rs_algo.kind, 0};
   return 0;
 }
