@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_util.h" /* tu_slurp, tu_count_lines */
+
 typedef struct {
   int status; /* exit status, or 128+signal */
   char out[262144], err[65536];
@@ -122,6 +124,23 @@ static void cli_run(run_result *r, int timeout_s, const char *cmd, const char *e
   unlink(ofile);
   unlink(efile);
   if (kill_rank >= 0) assert_true(killed);
+}
+
+/* A rank killed mid-run (rank 1, once csv has a data row) of `fabench args...` writing into out: the
+ * run fails, quickly after the kill (within its --timeout of 20 s, and some), with an error naming
+ * the rank, and the rows measured before stay on disk. */
+static inline void cli_expect_killed(char *const args[], const char *csv) {
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, NULL, NULL, 1, csv, args);
+  assert_int_not_equal(r->status, 0);
+  /* from the kill (the start-up before it is the machine's): within the timeout, and some */
+  if (r->kill_secs < 0 || r->kill_secs > 20 + 10) fail_msg("%.1f s after the kill (-1: none)", r->kill_secs);
+  if (!strstr(r->err, "rank 1")) fail_msg("stderr does not name rank 1:\n%s", r->err);
+  char *c = tu_slurp(csv, NULL);
+  assert_non_null(c);
+  assert_true(tu_count_lines(c) >= 2); /* the header and at least one measured row */
+  free(c);
+  free(r);
 }
 
 #endif

@@ -59,8 +59,8 @@ static res_rows rows_of(const char *run, const res_schema *sch) {
   return r;
 }
 
-/* The parameter arena of a checkpoint. */
-static float *ckpt_params(const char *name, size_t *n) {
+/* A checkpoint's arena (params or momentum). */
+static float *ckpt_arena(const char *name, int momentum, size_t *n) {
   char p[600], err[1024];
   snprintf(p, sizeof p, "%s/%s", dir, name);
   nn_ckpt_info info, got;
@@ -68,10 +68,11 @@ static float *ckpt_params(const char *name, size_t *n) {
   float *w = malloc(info.n_params * 4 + 4), *m = malloc(info.n_momentum * 4 + 4),
         *b = malloc(info.n_buffers * 4 + 4);
   if (nn_ckpt_load(p, &got, w, m, b, &info, err, sizeof err)) fail_msg("%s", err);
-  free(m);
   free(b);
-  *n = info.n_params;
-  return w;
+  if (momentum) free(w);
+  else free(m);
+  *n = momentum ? info.n_momentum : info.n_params;
+  return momentum ? m : w;
 }
 
 #define SMALL "--model resnet8-w4 --data synthetic:1x8x8:4:96 --batch 8 --threads 1 --eval-every 0"
@@ -82,7 +83,7 @@ static void test_same_data_bit_identical(void **st) {
   run(&r, 120, NULL, -1, NULL, SMALL " --steps 6 --lr 0.1 --save %s/one.ckpt --out %s/one", dir, dir);
   ok(&r);
   size_t n1, n;
-  float *one = ckpt_params("one.ckpt", &n1);
+  float *one = ckpt_arena("one.ckpt", 0, &n1);
   const char *cases[][2] = {{"2", "--transport tcp --algo ring --overlap-step off"},
                             {"2", "--transport tcp --algo ring --no-overlap --bucket-mb 0.01 "
                                   "--overlap-step off"},
@@ -115,7 +116,7 @@ static void test_same_data_bit_identical(void **st) {
     assert_int_equal(ndp, 1);
     res_rows_free(&rr);
     snprintf(name, sizeof name, "dp%zu.ckpt", i);
-    float *dp = ckpt_params(name, &n);
+    float *dp = ckpt_arena(name, 0, &n);
     assert_int_equal(n, n1);
     size_t diff = 0, first = 0;
     for (size_t k = 0; k < n; k++)
@@ -128,26 +129,10 @@ static void test_same_data_bit_identical(void **st) {
   /* and training moved the weights: the comparison could fail */
   run(&r, 60, NULL, -1, NULL, SMALL " --steps 1 --lr 0.1 --save %s/init.ckpt --out %s/init", dir, dir);
   ok(&r);
-  float *init = ckpt_params("init.ckpt", &n);
+  float *init = ckpt_arena("init.ckpt", 0, &n);
   assert_memory_not_equal(init, one, n * 4);
   free(init);
   free(one);
-}
-
-/* A checkpoint's arena (params or momentum). */
-static float *ckpt_arena(const char *name, int momentum, size_t *n) {
-  char p[600], err[1024];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  nn_ckpt_info info, got;
-  if (nn_ckpt_read_info(p, &info, err, sizeof err)) fail_msg("%s", err);
-  float *w = malloc(info.n_params * 4 + 4), *m = malloc(info.n_momentum * 4 + 4),
-        *b = malloc(info.n_buffers * 4 + 4);
-  if (nn_ckpt_load(p, &got, w, m, b, &info, err, sizeof err)) fail_msg("%s", err);
-  free(b);
-  if (momentum) free(w);
-  else free(m);
-  *n = momentum ? info.n_momentum : info.n_params;
-  return momentum ? m : w;
 }
 
 /* Elements of a and b (n each) further apart than rel x |b| + abs. */
@@ -241,7 +226,7 @@ static void test_hier_cluster_identical(void **st) {
             "--no-single --save %s/h4.ckpt --out %s/h4", dir, dir);
   ok(&r);
   size_t n1, n;
-  float *one = ckpt_params("h1.ckpt", &n1), *dp = ckpt_params("h4.ckpt", &n);
+  float *one = ckpt_arena("h1.ckpt", 0, &n1), *dp = ckpt_arena("h4.ckpt", 0, &n);
   assert_int_equal(n, n1);
   size_t diff = 0;
   for (size_t k = 0; k < n; k++) diff += memcmp(&dp[k], &one[k], 4) != 0;
