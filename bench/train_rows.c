@@ -120,7 +120,11 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
       .backend = nn_net_backend(x->net) ? nn_net_backend(x->net) : nn_backend_version(),
       .status = r->status, .step_ms_pred = NAN,
       .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN,
-      .rounds = rounds, .images_per_s_slowest = slowest_ips};
+      .rounds = rounds, .images_per_s_slowest = slowest_ips,
+      .bound = x->bound.bound[0] ? x->bound.bound : NULL,
+      .link_util = x->bound.bound[0] ? x->bound.link_util : NAN,
+      .cpu_busy = x->bound.bound[0] ? x->bound.cpu_busy : NAN,
+      .tcp_retrans = x->bound.bound[0] ? x->bound.retrans : NAN};
 }
 
 /* The pair's buckets into bks from at on (rank 0): the count. */

@@ -43,7 +43,9 @@
 
 /* train.csv: one row per training run (per rank role). With --rounds R the pairs took turns R
  * times, each round training the same steps from the same weights: the row is the pair's fastest
- * round (rounds: R), images_per_s_slowest its slowest round's figure (one round: the same). */
+ * round (rounds: R), images_per_s_slowest its slowest round's figure (one round: the same).
+ * bound: with --telemetry-hz, what bound the pair's last round on the worst host (link-bound,
+ * cpu-bound or neither), with that host's link_util and cpu_busy and every host's tcp_retrans. */
 #define RES_TRAIN_COLS(X)                                                                     \
   X(STR, run_id) X(INT, schema) X(STR, host) X(INT, host_count) X(STR, topo_hash)             \
   X(INT, ranks) X(STR, role) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, model)      \
@@ -61,7 +63,8 @@
   X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)           \
   X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)               \
   X(F64, exposed_comm_ms_pred) X(F64, pred_err) X(INT_OPT, rounds)                          \
-  X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host)
+  X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host) X(STR_OPT, bound)               \
+  X(F64_OPT, link_util) X(F64_OPT, cpu_busy) X(F64_OPT, tcp_retrans)
 
 /* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \
