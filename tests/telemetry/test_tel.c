@@ -370,6 +370,45 @@ static void test_sampler_malformed(void **state) {
   assert_int_equal(tu_rmtree(root), 0);
 }
 
+/* The GPUs' rows from NVML (the test library: 8 GPUs, GPU i busy 10 i + 1 %, NVLink counters
+ * 1000 + i and 2000 + i KiB, none on GPU 7); a library that is not there gives no GPU rows. */
+static void test_nvml_rows(void **state) {
+  (void)state;
+  char root[256], err[512] = "", csv[512];
+  make_tree(root, sizeof root);
+  snprintf(csv, sizeof csv, "%s/telemetry.csv", root);
+  setenv("FABENCH_NVML_SHIM", "dgx8", 1);
+  static const char *const libs[] = {TEL_NVML_SHIM, "/nonexistent/libnvidia-ml.so.1"};
+  for (int l = 0; l < 2; l++) {
+    tel_opts o = opts_for(root);
+    o.csv_path = csv;
+    o.nvml = libs[l];
+    tel *h;
+    assert_int_equal(tel_start(&h, &o, err, sizeof err), 0);
+    assert_int_equal(tel_mark_begin(h, "gpu", err, sizeof err), 0);
+    tel_stop(h, NULL);
+    char *t = tu_slurp(csv, NULL);
+    assert_non_null(t);
+    if (l == 0) {
+      for (int g = 0; g < 8; g++) {
+        char want[128];
+        snprintf(want, sizeof want, ",gpu,gpu%d,util_pct,%d\n", g, 10 * g + 1);
+        assert_int_equal(count_lines(t, want), 1);
+        snprintf(want, sizeof want, ",gpu,gpu%d,mem_used_bytes,0\n", g);
+        assert_int_equal(count_lines(t, want), 1);
+        snprintf(want, sizeof want, ",gpu,gpu%d,nvlink_tx_kib,%d\n", g, 1000 + g);
+        assert_int_equal(count_lines(t, want), g < 7);
+        snprintf(want, sizeof want, ",gpu,gpu%d,nvlink_rx_kib,%d\n", g, 2000 + g);
+        assert_int_equal(count_lines(t, want), g < 7);
+      }
+    } else {
+      assert_null(strstr(t, ",gpu0,"));
+    }
+    free(t);
+  }
+  assert_int_equal(tu_rmtree(root), 0);
+}
+
 /* Refused: a rate out of range, a CSV that cannot be created or written, an end without a begin. */
 static void test_refused(void **state) {
   (void)state;
@@ -404,7 +443,8 @@ int main(void) {
       cmocka_unit_test(test_summary_known_deltas), cmocka_unit_test(test_summary_given_rate),
       cmocka_unit_test(test_missing_files_left_out), cmocka_unit_test(test_malformed_files),
       cmocka_unit_test(test_verdict_thresholds), cmocka_unit_test(test_sampler_csv),
-      cmocka_unit_test(test_sampler_malformed), cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_sampler_malformed), cmocka_unit_test(test_nvml_rows),
+      cmocka_unit_test(test_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
