@@ -45,11 +45,11 @@ static void tel_clean(char *dst, size_t cap, const char *src) {
     if (*p == ',' || *p == '"' || *p == '\n' || *p == '\r') *p = ' ';
 }
 
-static void tel_row(tel *h, double t, const char *source, const char *counter, uint64_t v) {
+/* One row: the reading's "time_s,host,label," (pre), then source, counter and value. */
+static void tel_row(tel *h, const char *pre, const char *source, const char *counter, uint64_t v) {
   for (;;) {
     size_t room = h->outcap - h->outlen;
-    int n = snprintf(h->out + h->outlen, room, "%.3f,%s,%s,%s,%s,%" PRIu64 "\n", t, h->host, h->label, source,
-                     counter, v);
+    int n = snprintf(h->out + h->outlen, room, "%s%s,%s,%" PRIu64 "\n", pre, source, counter, v);
     if (n < 0) return;
     if ((size_t)n < room) {
       h->outlen += (size_t)n;
@@ -73,20 +73,21 @@ static void tel_write(tel *h, const tel_snap *s) {
                                                    "nvlink_tx_kib", "nvlink_rx_kib"};
   if (h->fd < 0) return;
   h->outlen = 0;
-  char src[96];
+  char src[96], pre[400];
+  snprintf(pre, sizeof pre, "%.3f,%s,%s,", s->wall, h->host, h->label);
   for (int i = 0; s->have_cpu && i <= s->ncpu; i++) {
     if (i == 0) snprintf(src, sizeof src, "cpu");
     else snprintf(src, sizeof src, "cpu%d", s->cpu[i].num);
-    for (int k = 0; k < 4; k++) tel_row(h, s->wall, src, cpu_names[k], s->cpu[i].ms[k]);
+    for (int k = 0; k < 4; k++) tel_row(h, pre, src, cpu_names[k], s->cpu[i].ms[k]);
   }
   for (int i = 0; i < s->nlink; i++)
-    for (int k = 0; k < TEL_LINK_N; k++) tel_row(h, s->wall, s->link[i].name, link_names[k], s->link[i].v[k]);
+    for (int k = 0; k < TEL_LINK_N; k++) tel_row(h, pre, s->link[i].name, link_names[k], s->link[i].v[k]);
   for (int k = 0; k < TEL_TCP_N; k++)
-    if (s->have_tcp[k]) tel_row(h, s->wall, "tcp", tcp_names[k], s->tcp[k]);
+    if (s->have_tcp[k]) tel_row(h, pre, "tcp", tcp_names[k], s->tcp[k]);
   for (int i = 0; i < s->ngpu; i++) {
     snprintf(src, sizeof src, "gpu%d", i);
     for (int k = 0; k < TEL_GPU_N; k++)
-      if (s->gpu[i].have[k]) tel_row(h, s->wall, src, gpu_names[k], s->gpu[i].v[k]);
+      if (s->gpu[i].have[k]) tel_row(h, pre, src, gpu_names[k], s->gpu[i].v[k]);
   }
   size_t done = 0;
   while (done < h->outlen) {
