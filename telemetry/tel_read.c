@@ -249,7 +249,7 @@ static int tel_read_ib(const tel_src *s, tel_snap *snap, char *err, size_t errca
     if (!ok) continue;
     l->v[TEL_RX_BYTES] *= 4;
     l->v[TEL_TX_BYTES] *= 4;
-    snprintf(l->name, sizeof l->name, "ib:%s", s->ib[i]);
+    snprintf(l->name, sizeof l->name, "ib:%.60s", s->ib[i]);
     l->rate_bps = s->ib_rate[i];
     snap->nlink++;
   }
@@ -266,18 +266,19 @@ void tel_src_init(tel_src *s, const char *root) {
   DIR *d = opendir(path);
   struct dirent *e;
   while (d && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || strlen(e->d_name) > 40) continue;
     char ports[2200];
-    snprintf(ports, sizeof ports, "%s/%s/ports", path, e->d_name);
+    if (e->d_name[0] == '.' || strlen(e->d_name) > 40 ||
+        (size_t)snprintf(ports, sizeof ports, "%s/%.40s/ports", path, e->d_name) >= sizeof ports)
+      continue;
     DIR *pd = opendir(ports);
     struct dirent *pe;
     while (pd && (pe = readdir(pd)) != NULL && s->nib < TEL_MAX_LINKS) {
       char *end;
       long pn = strtol(pe->d_name, &end, 10);
       if (end == pe->d_name || *end || pn < 0 || pn > 1000) continue;
-      snprintf(s->ib[s->nib], sizeof s->ib[0], "%s/%ld", e->d_name, pn);
+      snprintf(s->ib[s->nib], sizeof s->ib[0], "%.40s/%ld", e->d_name, pn);
       char rel[256], b[128];
-      snprintf(rel, sizeof rel, "/sys/class/infiniband/%s/ports/%ld/rate", e->d_name, pn);
+      snprintf(rel, sizeof rel, "/sys/class/infiniband/%.40s/ports/%ld/rate", e->d_name, pn);
       double gbs = tel_slurp(s, rel, b, sizeof b) == 0 ? strtod(b, NULL) : 0; /* "100 Gb/sec (4X EDR)" */
       s->ib_rate[s->nib++] = gbs > 0 ? gbs * 1e9 : 0;
     }
