@@ -35,6 +35,19 @@ static double bench_tel_link_bps(int rank) {
   return (double)bps;
 }
 
+/* mkdir -p: 0, or -1 with errno. */
+static int bench_tel_mkdirs(const char *dir) {
+  char p[BENCH_TEL_DIR_MAX];
+  snprintf(p, sizeof p, "%s", dir);
+  for (char *c = p + 1; *c; c++)
+    if (*c == '/') {
+      *c = '\0';
+      if (mkdir(p, 0755) && errno != EEXIST) return -1;
+      *c = '/';
+    }
+  return mkdir(p, 0755) && errno != EEXIST ? -1 : 0;
+}
+
 int bench_tel_start(bench_tel *t, struct coll_boot *b, double hz, const char *dir) {
   memset(t, 0, sizeof *t);
   t->hz = hz;
@@ -59,7 +72,7 @@ int bench_tel_start(bench_tel *t, struct coll_boot *b, double hz, const char *di
     snprintf(csv, sizeof csv, "%s/telemetry.csv", root_dir);
   else /* the run directory where --out is shared, else one of that name on this host */
     snprintf(csv, sizeof csv, "%s/telemetry-%s.csv", root_dir, host);
-  if (mkdir(root_dir, 0755) && errno != EEXIST) {
+  if (bench_tel_mkdirs(root_dir)) {
     fprintf(stderr, "fabench: warning: rank %d (%s): no telemetry: cannot make %s: %s\n", me, host, root_dir,
             strerror(errno));
     return 0;

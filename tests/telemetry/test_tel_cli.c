@@ -71,6 +71,34 @@ static void test_p2p_telemetry(void **state) {
   assert_int_equal(tu_rmtree(top), 0);
 }
 
+/* An emulated cluster of two hosts whose second is slowed (as root, with iproute2): each host
+ * writes its own file, and the bound named is the slowed host's link. */
+static void test_emulated_slow_host_named(void **state) {
+  (void)state;
+  if (geteuid() != 0 || (access("/usr/sbin/ip", X_OK) && access("/sbin/ip", X_OK) && access("/usr/bin/ip", X_OK))) {
+    fprintf(stderr, "SKIP: emulated hosts need root and iproute2\n");
+    skip();
+  }
+  char top[128], dir[256], path[400];
+  assert_non_null(tu_tmpdir(top, sizeof top, "telcli"));
+  snprintf(dir, sizeof dir, "%s/emu", top);
+  cli_run(&res, 120, "p2p", NULL, -1, NULL,
+          (char *[]){"-n", "2", "--emulate", "2x1:1gbit", "--emulate-slow", "1=100mbit", "--tests", "bw", "--min-bytes",
+                     "1M", "--max-bytes", "1M", "--window", "4", "--time-per-size", "0.3", "--telemetry-hz", "10", "--out",
+                     dir, NULL});
+  if (res.status) fprintf(stderr, "%s\n%s\n", res.out, res.err);
+  assert_int_equal(res.status, 0);
+  if (!strstr(res.out, "# telemetry, tcp: link-bound on node1 ")) fail_msg("%s", res.out);
+  check_csv(dir, "tcp", 2);
+  snprintf(path, sizeof path, "%s/telemetry-node1.csv", dir);
+  char *t = tu_slurp(path, NULL);
+  assert_non_null(t);
+  assert_true(count(t, ",node1,tcp,cpu,user_ms,") >= 2);
+  assert_int_equal(count(t, ",node0,"), 0);
+  free(t);
+  assert_int_equal(tu_rmtree(top), 0);
+}
+
 static void test_bad_rate_refused(void **state) {
   (void)state;
   static const char *const bad[] = {"-1", "abc", "101", "nan", "", "1e9", "10Hz"};
@@ -134,7 +162,8 @@ static void test_train_telemetry(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_p2p_telemetry), cmocka_unit_test(test_bad_rate_refused),
+      cmocka_unit_test(test_p2p_telemetry), cmocka_unit_test(test_emulated_slow_host_named),
+      cmocka_unit_test(test_bad_rate_refused),
 #if FABENCH_HAVE_DNNL
       cmocka_unit_test(test_train_telemetry),
 #endif
