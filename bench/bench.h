@@ -180,8 +180,9 @@ typedef struct {
   int warned;    /* a file that did not parse has been said */
 } bench_tel;
 /* A measurement's verdict over every host: the worst host's ("link-bound" before "cpu-bound"
- * before "neither"; "" without telemetry), its link utilisation and CPU busy fraction, and the
- * TCP retransmits of all hosts (NaN: unknown). */
+ * before "neither"; "" without telemetry) and its name, the most utilised link's utilisation and
+ * the busiest host's CPU busy fraction (any hosts), and the TCP retransmits of all hosts (NaN:
+ * unknown). */
 typedef struct {
   char bound[16];
   char host[64];

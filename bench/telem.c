@@ -140,6 +140,10 @@ int bench_tel_end(bench_tel *t, struct coll_boot *b, bench_tel_result *out) {
     if (!all[i].has) continue;
     all[i].bound[sizeof all[i].bound - 1] = all[i].host[sizeof all[i].host - 1] = '\0';
     if (!isnan(all[i].retrans)) out->retrans = (isnan(out->retrans) ? 0 : out->retrans) + all[i].retrans;
+    if (all[i].link_util > out->link_util || (isnan(out->link_util) && !isnan(all[i].link_util)))
+      out->link_util = all[i].link_util;
+    if (all[i].cpu_busy > out->cpu_busy || (isnan(out->cpu_busy) && !isnan(all[i].cpu_busy)))
+      out->cpu_busy = all[i].cpu_busy;
     if (best < 0) {
       best = i;
       continue;
@@ -152,8 +156,6 @@ int bench_tel_end(bench_tel *t, struct coll_boot *b, bench_tel_result *out) {
   if (best >= 0) {
     snprintf(out->bound, sizeof out->bound, "%s", all[best].bound);
     snprintf(out->host, sizeof out->host, "%s", all[best].host);
-    out->link_util = all[best].link_util;
-    out->cpu_busy = all[best].cpu_busy;
   }
   free(all);
   return 0;

@@ -45,7 +45,8 @@
  * times, each round training the same steps from the same weights: the row is the pair's fastest
  * round (rounds: R), images_per_s_slowest its slowest round's figure (one round: the same).
  * bound: with --telemetry-hz, what bound the pair's last round on the worst host (link-bound,
- * cpu-bound or neither), with that host's link_util and cpu_busy and every host's tcp_retrans. */
+ * cpu-bound or neither); link_util the most utilised link's, cpu_busy the busiest host's,
+ * tcp_retrans all hosts' retransmits. */
 #define RES_TRAIN_COLS(X)                                                                     \
   X(STR, run_id) X(INT, schema) X(STR, host) X(INT, host_count) X(STR, topo_hash)             \
   X(INT, ranks) X(STR, role) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, model)      \
