@@ -806,7 +806,8 @@ static int p2p_transports(p2p_ctx *x, p2p_out *po, coll_boot *b, const uint64_t 
     bench_tel_result tr;
     bench_tel_begin(&x->tel, coll_transport_name(o->transports[t]));
     int trc = p2p_run_transport(x, po, o->transports[t], sizes, nsizes);
-    if (!trc && !bench_tel_end(&x->tel, b, &tr) && x->rank == 0) bench_tel_print(&tr, coll_transport_name(o->transports[t]));
+    if (!trc && !bench_tel_end(&x->tel, b, &tr) && x->rank == 0)
+      bench_tel_print(&tr, coll_transport_name(o->transports[t]));
     if (trc) bench_error("%s", x->e.msg[0] ? x->e.msg : "p2p step failed");
     coll_comm_close(x->c);
     x->c = NULL;

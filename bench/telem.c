@@ -149,8 +149,10 @@ int bench_tel_end(bench_tel *t, struct coll_boot *b, bench_tel_result *out) {
       continue;
     }
     int a = bench_tel_rank(all[i].bound), c = bench_tel_rank(all[best].bound);
-    double ui = isnan(all[i].link_util) ? -1 : all[i].link_util, ub = isnan(all[best].link_util) ? -1 : all[best].link_util;
-    double ci = isnan(all[i].cpu_busy_max) ? -1 : all[i].cpu_busy_max, cb = isnan(all[best].cpu_busy_max) ? -1 : all[best].cpu_busy_max;
+    double ui = isnan(all[i].link_util) ? -1 : all[i].link_util;
+    double ub = isnan(all[best].link_util) ? -1 : all[best].link_util;
+    double ci = isnan(all[i].cpu_busy_max) ? -1 : all[i].cpu_busy_max;
+    double cb = isnan(all[best].cpu_busy_max) ? -1 : all[best].cpu_busy_max;
     if (a > c || (a == c && (a == 1 ? ci > cb : ui > ub))) best = i;
   }
   if (best >= 0) {

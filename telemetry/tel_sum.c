@@ -56,10 +56,12 @@ static void tel_sum_links(const tel_snap *a, const tel_snap *b, const tel_opts *
     for (int k = 0; k < a->nlink && !la; k++)
       if (!strcmp(a->link[k].name, lb->name)) la = &a->link[k];
     if (!la || lb->loopback) continue;
-    double drops = tel_delta(la->v[TEL_RX_DROPS], lb->v[TEL_RX_DROPS]) + tel_delta(la->v[TEL_TX_DROPS], lb->v[TEL_TX_DROPS]);
+    double drops = tel_delta(la->v[TEL_RX_DROPS], lb->v[TEL_RX_DROPS]) +
+                   tel_delta(la->v[TEL_TX_DROPS], lb->v[TEL_TX_DROPS]);
     s->drops = isnan(s->drops) ? drops : s->drops + drops;
     if (!(secs > 0)) continue;
-    double rx = tel_delta(la->v[TEL_RX_BYTES], lb->v[TEL_RX_BYTES]), tx = tel_delta(la->v[TEL_TX_BYTES], lb->v[TEL_TX_BYTES]);
+    double rx = tel_delta(la->v[TEL_RX_BYTES], lb->v[TEL_RX_BYTES]);
+    double tx = tel_delta(la->v[TEL_TX_BYTES], lb->v[TEL_TX_BYTES]);
     double bits = 8 * (rx > tx ? rx : tx) / secs;
     double rate = o && o->link_bps > 0 ? o->link_bps : lb->rate_bps;
     double util = rate > 0 ? bits / rate : NAN;

@@ -52,7 +52,8 @@ static const char stat_b[] = "cpu  200 0 55 890 0 0 55 0 0 0\n"
 
 static const char dev_head[] =
     "Inter-|   Receive                                                |  Transmit\n"
-    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n";
+    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls "
+    "carrier compressed\n";
 
 static void write_dev(const char *root, uint64_t lo_bytes, uint64_t eth_rx, uint64_t eth_tx, uint64_t rx_drop,
                       uint64_t tx_drop) {
