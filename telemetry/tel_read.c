@@ -56,13 +56,18 @@ static void tel_err_once(char *err, size_t cap, int *had, const tel_src *s, cons
   snprintf(err, cap, "telemetry: %s: %s", path, why);
 }
 
-/* An unsigned decimal at *p (after blanks): 0 and *p moved past it, or -1 (no digits). */
+/* An unsigned decimal at *p (after blanks): 0 and *p moved past it, or -1 (no digits, or more
+ * than 64 bits hold). */
 static int tel_num(const char **p, uint64_t *v) {
   const char *q = *p;
   while (*q == ' ' || *q == '\t') q++;
   if (*q < '0' || *q > '9') return -1;
   uint64_t x = 0;
-  while (*q >= '0' && *q <= '9') x = x * 10 + (uint64_t)(*q++ - '0');
+  for (; *q >= '0' && *q <= '9'; q++) {
+    uint64_t d = (uint64_t)(*q - '0');
+    if (x > (UINT64_MAX - d) / 10) return -1;
+    x = x * 10 + d;
+  }
   *p = q;
   *v = x;
   return 0;
