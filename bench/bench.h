@@ -76,13 +76,13 @@ struct option *bench_flags_options(const bench_flag *f, size_t n, const struct o
 /* The flags of the commands that start ranks (allreduce, p2p). */
 /* getopt_long codes of the shared flags, clear of a command's own (256 and up). */
 enum { BENCH_O_EMULATE = 0x4000, BENCH_O_MPIRUN, BENCH_O_BIND, BENCH_O_TIMEOUT, BENCH_O_OUT,
-       BENCH_O_TCP_STREAMS, BENCH_O_TCP_CC, BENCH_O_EMULATE_SLOW, BENCH_O_INTRA };
+       BENCH_O_TCP_STREAMS, BENCH_O_TCP_CC, BENCH_O_EMULATE_SLOW, BENCH_O_INTRA, BENCH_O_TELEMETRY };
 /* Entries of a command's struct option list: how its ranks start, where the run goes, help. */
 #define BENCH_RANK_OPTIONS                                                                    \
   {"ranks", 1, 0, 'n'}, {"emulate", 1, 0, BENCH_O_EMULATE}, {"emulate-slow", 1, 0, BENCH_O_EMULATE_SLOW}, \
       {"mpirun-args", 1, 0, BENCH_O_MPIRUN}, {"intra-transport", 1, 0, BENCH_O_INTRA}, \
       {"bind", 1, 0, BENCH_O_BIND}, {"timeout", 1, 0, BENCH_O_TIMEOUT}, {"out", 1, 0, BENCH_O_OUT}, \
-      {"help", 0, 0, 'h'}
+      {"telemetry-hz", 1, 0, BENCH_O_TELEMETRY}, {"help", 0, 0, 'h'}
 /* The tcp transport's flags, for a command that opens tcp communicators. */
 #define BENCH_TCP_OPTIONS {"tcp-streams", 1, 0, BENCH_O_TCP_STREAMS}, {"tcp-cc", 1, 0, BENCH_O_TCP_CC}
 typedef struct {
@@ -98,6 +98,7 @@ typedef struct {
   const char *tcp_cc;      /* --tcp-cc NAME (NULL: the transport's default) */
   int has_intra;           /* --intra-transport T: hier inside hosts over T */
   coll_transport_kind intra;
+  double telemetry_hz;     /* --telemetry-hz: samples a second of each host (default 10; 0: off) */
   launch_own own;          /* the argv elements of -n, --emulate and --emulate-slow, left out of
                               the ranks' */
 } bench_rank_opts;
@@ -187,6 +188,44 @@ int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **o
 double bench_host_cpu_s(void);
 /* Seconds per byte of the f32 sum kernel over 8 MiB, the best of a few passes (NaN: no memory). */
 double bench_gamma_kernel(void);
+/* ---- telemetry during the measurements (telem.c) ---- */
+/* The usage line of --telemetry-hz, as the rank commands print it. */
+#define BENCH_TELEMETRY_USAGE(pad)                                                             \
+  "  --telemetry-hz HZ" pad "sample each host's CPUs, interfaces, TCP, InfiniBand ports and\n"  \
+  "                   " pad "GPUs HZ times a second into telemetry.csv, and name what bound\n" \
+  "                   " pad "each measurement (docs/records.md); 0: off (default 10)\n"
+struct tel;
+typedef struct {
+  struct tel *h; /* this host's sampler: its first rank's, where --telemetry-hz is not 0 */
+  double hz;
+  int warned;    /* a file that did not parse has been said */
+} bench_tel;
+/* A measurement's verdict over every host: the worst host's ("link-bound" before "cpu-bound"
+ * before "neither"; "" without telemetry) and its name, the most utilised link's utilisation and
+ * the busiest host's CPU busy fraction (any hosts), and the TCP retransmits of all hosts (NaN:
+ * unknown). */
+typedef struct {
+  char bound[16];
+  char host[64];
+  double link_util, cpu_busy, retrans;
+} bench_tel_result;
+/* Collective over the boot world: with hz > 0 each host's first rank starts sampling its host
+ * into rank 0's run directory dir (given on rank 0): telemetry.csv for rank 0's host,
+ * telemetry-<host>.csv for another (where that directory is not shared, one of its name is made
+ * on that host). Telemetry that cannot start is a warning, not a failed run: 0, or -1 after
+ * saying why (a failed exchange). */
+int bench_tel_start(bench_tel *t, struct coll_boot *b, double hz, const char *dir);
+/* The start of a measurement, labelled in the CSV (every rank may call it; the sampling rank
+ * reads). */
+void bench_tel_begin(bench_tel *t, const char *label);
+/* Its end: the summary, over every host of b's world (collective when b is not NULL; NULL: this
+ * host's alone) into *out, on every rank. 0, or -1 after saying why. */
+int bench_tel_end(bench_tel *t, struct coll_boot *b, bench_tel_result *out);
+/* "# telemetry, <what>: <bound> ..." on stdout (nothing without telemetry). */
+void bench_tel_print(const bench_tel_result *r, const char *what);
+/* Stops this host's sampler (a file that could not be parsed or written is said). */
+void bench_tel_stop(bench_tel *t);
+
 /* ---- the cost model (costmodel.c) ---- */
 struct res_costmodel;
 /* The reduction kernel's cost per byte for a fit of run directories: the one the runs recorded

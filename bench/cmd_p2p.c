@@ -66,6 +66,7 @@ static const char p2p_usage[] =
     "                        kernel's default (default " COLL_TCP_CC_DEFAULT "); with --emulate\n"
     "                        also the namespaces' default, which ucx's and mpi's sockets take\n"
     "  --timeout S           seconds any wait may take (default 60)\n"
+    BENCH_TELEMETRY_USAGE("     ")
     "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
     "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
     "  --emulate NxR:RATE    an emulated cluster of N hosts of R ranks (e.g. 2x2:1gbit):\n"
@@ -110,6 +111,7 @@ typedef struct {
   double *samples;                     /* P2P_MAX_ITERS */
   int64_t bad_bytes;                   /* rank 0: bytes that arrived wrong, over the run */
   int corrupt;                         /* test hook: damage what arrived before checking */
+  bench_tel tel;                       /* --telemetry-hz: a mark per transport, its bound said */
   coll_err e;
 } p2p_ctx;
 
@@ -801,7 +803,11 @@ static int p2p_transports(p2p_ctx *x, p2p_out *po, coll_boot *b, const uint64_t 
       bench_run_write(&po->run);
     }
     x->e.msg[0] = '\0';
+    bench_tel_result tr;
+    bench_tel_begin(&x->tel, coll_transport_name(o->transports[t]));
     int trc = p2p_run_transport(x, po, o->transports[t], sizes, nsizes);
+    if (!trc && !bench_tel_end(&x->tel, b, &tr) && x->rank == 0)
+      bench_tel_print(&tr, coll_transport_name(o->transports[t]));
     if (trc) bench_error("%s", x->e.msg[0] ? x->e.msg : "p2p step failed");
     coll_comm_close(x->c);
     x->c = NULL;
@@ -847,7 +853,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   if (nsizes > 0 && !p2p_buffers(&x, sizes[nsizes - 1]) && p2p_begin(&po, &x, b, argc, argv) &&
       !bench_run_world(&po.run, b, bind_desc)) {
     if (x.rank == 0) p2p_meta(&po, o, sizes, nsizes);
-    if (!p2p_transports(&x, &po, b, sizes, nsizes)) {
+    if (!bench_tel_start(&x.tel, b, o->r.telemetry_hz, po.run.dir) && !p2p_transports(&x, &po, b, sizes, nsizes)) {
       int bad_data = x.bad_bytes != 0;
       if (x.rank == 0) {
         po.run.meta.p2p.data_ok = !bad_data;
@@ -860,6 +866,7 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
       if (bad_data && x.rank == 0) bench_error("data arrived wrong (see the errors column)");
     }
   }
+  bench_tel_stop(&x.tel);
   if (po.tab) res_table_close(po.tab);
   if (po.matrix) res_table_close(po.matrix);
   if (x.rank == 0 && po.run.meta.base) bench_run_end(&po.run);

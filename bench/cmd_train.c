@@ -481,7 +481,12 @@ static int job_train(train_job *j) {
   if (!kept) status = bench_error("out of memory");
   for (int round = 1; round <= a->rounds && !status; round++)
     for (int oi = 0; oi < j->norder && !status; oi++) {
+      const train_pair *p = job_pair(j, oi);
+      char label[80];
+      snprintf(label, sizeof label, "%s %s/%s", train_role_names[p->role], p->tname, p->aname);
+      if (round == a->rounds) bench_tel_begin(&x->tel, label); /* the round whose row is written */
       if ((status = job_entry(j, oi, round, &kept[oi])) || round < a->rounds) continue;
+      bench_tel_end(&x->tel, x->boot, &x->bound); /* collective; a row without it still goes out */
       /* the row before the trace: a trace that cannot be written loses no row */
       int wrc = x->rank == 0 ? train_kept_write(x, job_pair(j, oi), &kept[oi]) : 0;
       written = oi + 1;
@@ -489,7 +494,8 @@ static int job_train(train_job *j) {
       if (!bench_rank0_ok(x->boot, !wrc)) status = 1; /* every rank stops alike */
     }
   /* a later round failed: the rounds done are measured, and kept (rows of the entries on the
-   * net's device; another device's would be written with this one's name) */
+   * net's device; another device's would be written with this one's name), without a bound */
+  x->bound.bound[0] = '\0';
   for (int oi = written; x->rank == 0 && a->rounds > 1 && kept && oi < j->norder; oi++) {
     const train_pair *p = job_pair(j, oi);
     if (!kept[oi].rounds || !x->net || j->odev[oi] != nn_net_device(x->net)) continue;
@@ -547,7 +553,9 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   int status = job_open(j);
   if (!status) status = job_load(j, &spec);
   if (!status) status = job_begin(j, argc, argv);
+  if (!status && bench_tel_start(&j->x.tel, j->x.boot, a->r.telemetry_hz, j->x.run.dir)) status = 1;
   if (!status) status = job_train(j);
+  bench_tel_stop(&j->x.tel);
   job_close(j, status);
   free(j);
   return status;

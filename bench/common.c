@@ -116,7 +116,7 @@ int bench_flag_common(int ch, char **argv, const char *usage) {
 }
 
 void bench_rank_opts_init(bench_rank_opts *r) {
-  *r = (bench_rank_opts){.timeout_s = 60, .tcp_streams = 1};
+  *r = (bench_rank_opts){.timeout_s = 60, .tcp_streams = 1, .telemetry_hz = 10};
 }
 
 int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage) {
@@ -167,6 +167,10 @@ int bench_rank_flag(bench_rank_opts *r, int ch, char **argv, const char *usage) 
       return bench_usage_error(usage, "--timeout: '%s' is not seconds (1..86400)", optarg);
     return 0;
   case BENCH_O_OUT: r->out = optarg; return 0;
+  case BENCH_O_TELEMETRY:
+    if (bench_parse_double(optarg, 0, 100, &r->telemetry_hz))
+      return bench_usage_error(usage, "--telemetry-hz: '%s' is not samples a second (0 to 100; 0: off)", optarg);
+    return 0;
   case BENCH_O_TCP_STREAMS: /* the tcp transport opens at most 16 */
     if (bench_parse_int(optarg, 1, 16, &r->tcp_streams))
       return bench_usage_error(usage, "--tcp-streams: '%s' is not 1..16", optarg);

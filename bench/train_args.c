@@ -54,6 +54,7 @@ const char train_usage[] =
     "  --bind HOW           auto|none|core|numa|nic|gpu [auto: --threads cores each where\n"
     "                       the host's ranks fit its cores and no launcher bound them]\n"
     "  --timeout SEC        every network wait [60]\n"
+    BENCH_TELEMETRY_USAGE("    ")
     "  --trace FILE         Chrome trace (Perfetto, chrome://tracing) of the measured steps:\n"
     "                       per rank, forward, each layer's backward, each bucket's all-reduce\n"
     "                       on the communication thread, and the waits\n"

@@ -94,6 +94,8 @@ typedef struct {
   int round;              /* of --rounds, from 1 */
   int slow_said;          /* the warning about oneDNN's reference code is out */
   double alive_said;      /* when the heartbeat last went (rank 0) */
+  bench_tel tel;          /* --telemetry-hz: a mark around each pair's last round */
+  bench_tel_result bound; /* what bound the pair whose row is written next */
 } train_ctx;
 
 /* ---- the pairs (train_pairs.c) ---- */

@@ -124,7 +124,11 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
       .dp = p->role == ROLE_DP ? (a->dp_sharded ? "sharded" : "replicated") : "-",
       /* both ways 2(n-1)/n of the gradients' bytes: the all-reduce, or its two halves */
       .sent_mb_step = p->role == ROLE_DP && n > 1 ? (double)r->grad_bytes * 2.0 * (n - 1) / n / 1e6 : 0,
-      .state_mb = (double)(2 * x->np + (r->opt_floats ? r->opt_floats : x->np)) * sizeof(float) / 1e6};
+      .state_mb = (double)(2 * x->np + (r->opt_floats ? r->opt_floats : x->np)) * sizeof(float) / 1e6,
+      .bound = x->bound.bound[0] ? x->bound.bound : NULL,
+      .link_util = x->bound.bound[0] ? x->bound.link_util : NAN,
+      .cpu_busy = x->bound.bound[0] ? x->bound.cpu_busy : NAN,
+      .tcp_retrans = x->bound.bound[0] ? x->bound.retrans : NAN};
 }
 
 /* The pair's buckets into bks from at on (rank 0): the count. */

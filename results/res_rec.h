@@ -53,7 +53,9 @@
  * round (rounds: R), images_per_s_slowest its slowest round's figure (one round: the same). dp:
  * replicated or sharded (ZeRO stage 2); sent_mb_step: what each rank sends per step by the
  * algorithm's bus factor (MB, 10^6 bytes); state_mb: the parameters, gradients and optimizer
- * state each rank keeps (MB). */
+ * state each rank keeps (MB). bound: with --telemetry-hz, what bound the pair's last round on
+ * the worst host (link-bound, cpu-bound or neither); link_util the most utilised link's,
+ * cpu_busy the busiest host's, tcp_retrans all hosts' retransmits. */
 #define RES_TRAIN_COLS(X)                                                                     \
   X(STR, run_id) X(INT, schema) X(STR, host) X(INT, host_count) X(STR, topo_hash)             \
   X(INT, ranks) X(STR, role) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, model)      \
@@ -72,7 +74,8 @@
   X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)               \
   X(F64, exposed_comm_ms_pred) X(F64, pred_err) X(INT_OPT, rounds)                          \
   X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host) X(STR_OPT, dp)               \
-  X(F64_OPT, sent_mb_step) X(F64_OPT, state_mb)
+  X(F64_OPT, sent_mb_step) X(F64_OPT, state_mb) X(STR_OPT, bound) X(F64_OPT, link_util)      \
+  X(F64_OPT, cpu_busy) X(F64_OPT, tcp_retrans)
 
 /* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \

@@ -1,7 +1,8 @@
 /* nvml_min: the few NVML types and entry points topo/ uses, written from NVIDIA's documented
  * ABI so that neither nvml.h nor the driver is needed to build. Symbols are named with their
  * explicit versions (nvml.h #defines the plain names to these): the struct layouts below are
- * those of the versions named. Shared by topo_nvml.c and the test-only NVML library. */
+ * those of the versions named. Shared by topo_nvml.c, telemetry's tel_nvml.c and the test-only
+ * NVML library. */
 #ifndef FABENCH_NVML_MIN_H
 #define FABENCH_NVML_MIN_H
 
@@ -37,6 +38,29 @@ typedef struct {
 
 #define NVML_NVLINK_MAX_LINKS 18
 
+/* nvmlDeviceGetUtilizationRates: percent of the last sample period (1/6 s to 1 s) */
+typedef struct {
+  unsigned int gpu, memory;
+} nvmlUtilization_t;
+
+/* nvmlDeviceGetFieldValues: NVLink data counters, cumulative KiB over the GPU's links */
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
+typedef union {
+  double dVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+} nvmlValue_t;
+typedef struct {
+  unsigned int fieldId, scopeId;
+  long long timestamp, latencyUsec;
+  int valueType; /* 0 double, 1 unsigned int, 2 unsigned long, 3 unsigned long long, 4 signed long long */
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+
 /* Function pointer types, one per symbol looked up with dlsym. */
 typedef nvmlReturn_t (*nvmlInit_v2_fn)(void);
 typedef nvmlReturn_t (*nvmlShutdown_fn)(void);
@@ -60,5 +84,7 @@ typedef nvmlReturn_t (*nvmlDeviceGetComputeInstanceId_fn)(nvmlDevice_t, unsigned
 typedef nvmlReturn_t (*nvmlDeviceGetUUID_fn)(nvmlDevice_t, char *, unsigned int);
 typedef nvmlReturn_t (*nvmlDeviceGetMaxPcieLinkGeneration_fn)(nvmlDevice_t, unsigned int *);
 typedef nvmlReturn_t (*nvmlDeviceGetMaxPcieLinkWidth_fn)(nvmlDevice_t, unsigned int *);
+typedef nvmlReturn_t (*nvmlDeviceGetUtilizationRates_fn)(nvmlDevice_t, nvmlUtilization_t *);
+typedef nvmlReturn_t (*nvmlDeviceGetFieldValues_fn)(nvmlDevice_t, int, nvmlFieldValue_t *);
 
 #endif
