@@ -28,6 +28,8 @@ typedef struct {
   bench_coll_shape sh;     /* this size's shape */
   void *rbuf;              /* the receive buffer where not in place (host memory) */
   size_t rcap;
+  bench_tel tel;           /* --telemetry-hz: a mark a size */
+  bench_tel_result bound;  /* the size's bound ("" without telemetry) */
 } cb_ctx;
 
 /* The load's pace alone, before a round of a size: 200 ms with no collective on any rank. The
@@ -363,6 +365,12 @@ static int cb_report(cb_ctx *x, const cb_cell *k, const cb_cell *peer, int64_t w
   if (k->cpu_n > 0) row.host_cpu_us = k->cpu_s / (double)k->cpu_n * 1e6;
   row.round_spread = k->spread;
   if (x->load) row.compute_loss = k->loss;
+  if (x->bound.bound[0]) {
+    row.bound = x->bound.bound;
+    row.link_util = x->bound.link_util;
+    row.cpu_busy = x->bound.cpu_busy;
+    row.tcp_retrans = x->bound.retrans;
+  }
   double pred = cb_predict(x, k, &row);
   if (isfinite(pred) && pred > 0) {
     row.t_pred_us = pred;
@@ -413,6 +421,10 @@ static int cb_size(cb_ctx *x, cb_cell *cells, int ncells, void *buf, size_t coun
     if (cb_prepare(x, &cells[i], buf, &e)) return cb_fail(&e);
   }
   x->alone_n = x->alone_s = 0;
+  char label[64];
+  snprintf(label, sizeof label, "%s %s %zu", coll_dtype_name(dt), x->d->reduces ? coll_op_name(op) : "-",
+           count * coll_dtype_size(dt));
+  bench_tel_begin(&x->tel, label);
   for (long r = 0; r < o->rounds; r++)
     for (int i = 0; i < ncells; i++) {
       cb_cell *k = &cells[i];
@@ -424,6 +436,8 @@ static int cb_size(cb_ctx *x, cb_cell *cells, int ncells, void *buf, size_t coun
       if (r > 0 && o->warmup && cb_call(x, k, cb_buf(k, buf), &k->ran, &e)) return cb_fail(&e);
       if (cb_measure(x, k, buf, n, &e)) return cb_fail(&e);
     }
+  /* every rank is here: the size's bound over every host (none where telemetry failed) */
+  if (bench_tel_end(&x->tel, x->boot, &x->bound)) x->bound.bound[0] = '\0';
   const cb_cell *peer = NULL;
   for (int i = 0; i < ncells; i++) {
     cells[i].spread = util_round_spread(cells[i].times, cells[i].ntimes, (int)o->rounds);
@@ -682,6 +696,7 @@ static int cb_body(cb_ctx *x, cb_run *u, int *wrong, int *agreed) {
     bench_record_intra(&x->run, o->transports[t], u->comms[t]);
     bench_run_write(&x->run);
   }
+  if (bench_tel_start(&x->tel, x->boot, o->r.telemetry_hz, x->rank == 0 ? x->run.dir : NULL)) return 1;
   if (o->beside && !(x->load = cb_load_start()))
     return bench_error("rank %d: cannot start the --beside-compute thread", x->rank);
   rc = cb_sweep(x, u->cells, u->ncells, u->buf, wrong);
@@ -716,6 +731,7 @@ static int cb_rank_main(const cb_opts *o, int argc, char **argv) {
     if (agreed && coll_boot_barrier(x.boot, &e)) failed = 1;
     if (!rc && wrong) rc = 1;
   }
+  bench_tel_stop(&x.tel);
   if (u) cb_run_close(o, u);
   free(u);
   cb_shape_free(&x.sh);

@@ -86,6 +86,9 @@ static const cb_flag cb_flags[] = {
                                       "error (pred_err); auto picks by this model. A model.json, a "
                                       "directory with one, or a run directory to fit (fabench fit)",
       O_MODEL}, 0},
+    {{"telemetry-hz", "HZ", "10", "sample each host's CPUs, interfaces, TCP, InfiniBand ports and GPUs HZ "
+                                  "times a second into telemetry.csv, and name what bound each size's "
+                                  "measurement in its rows (0: off)", BENCH_O_TELEMETRY}, 0},
     {{"out", "DIR", NULL, "run directory (default: results/<UTC>-<command>)", BENCH_O_OUT}, 0},
 };
 #define CB_NFLAGS (sizeof cb_flags / sizeof cb_flags[0])

@@ -14,7 +14,9 @@
  * the cost model's prediction of t_p50_us and (measured - predicted) / predicted; host_cpu_us:
  * rank 0's host's CPU time per call, where no rank spins; round_spread: with --rounds, how far
  * the rounds' medians spread; compute_loss: with --beside-compute, the pace a computing thread
- * lost (such rows stay out of the link's fit); ranks_per_host: with host_count, the layout. */
+ * lost (such rows stay out of the link's fit); ranks_per_host: with host_count, the layout;
+ * bound, link_util, cpu_busy, tcp_retrans: with --telemetry-hz, what bound the size's
+ * measurement (all its transport/algorithm pairs, taking turns) on the worst host, as train's. */
 #define RES_ALLREDUCE_COLS(X)                                                                 \
   X(STR, run_id) X(INT, schema) X(INT, host_count) X(INT, ranks) X(STR, fabric)               \
   X(STR, transport) X(STR, algo) X(STR, dtype) X(STR, op) X(INT, bytes) X(INT, count)         \
@@ -24,7 +26,8 @@
   X(INT, warmup) X(INT, chunk_bytes) X(INT, tcp_streams) X(STR, boot) X(INT_OPT, rounds)      \
   X(STR_OPT, peer) X(F64_OPT, busbw_vs_peer) X(F64_OPT, t_pred_us) X(F64_OPT, pred_err)       \
   X(F64_OPT, host_cpu_us) X(F64_OPT, round_spread) X(F64_OPT, compute_loss)                  \
-  X(INT_OPT, ranks_per_host)
+  X(INT_OPT, ranks_per_host) X(STR_OPT, bound) X(F64_OPT, link_util) X(F64_OPT, cpu_busy)     \
+  X(F64_OPT, tcp_retrans)
 
 /* colls.csv: the other collectives (reduce-scatter, all-gather, broadcast, all-to-all), one row
  * per (collective, transport, algorithm, dtype, op, size): allreduce.csv's columns after the

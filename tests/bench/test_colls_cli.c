@@ -122,6 +122,32 @@ static void test_nccl_native(void **st) {
   }
 }
 
+/* --telemetry-hz: telemetry.csv and each row's bound; 0: neither. */
+static void test_telemetry(void **st) {
+  (void)st;
+  for (int on = 0; on < 2; on++) {
+    char dir[] = "/tmp/fbtestcolltelXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char out[300], p[400];
+    snprintf(out, sizeof out, "%s/r", dir);
+    run_result *r = calloc(1, sizeof *r);
+    cli_run(r, 60, NULL, NULL, -1, NULL,
+            (char *[]){"bcast", "-n", "2", "--transport", "tcp", "--max-bytes", "64K", "--step-factor", "16",
+                       "--iters", "20", "--telemetry-hz", on ? "20" : "0", "--out", out, NULL});
+    if (r->status != 0) fail_msg("status %d\n%s", r->status, r->err);
+    snprintf(p, sizeof p, "%s/telemetry.csv", out);
+    assert_int_equal(access(p, F_OK) == 0, on);
+    snprintf(p, sizeof p, "%s/colls.csv", out);
+    char *c = tu_slurp(p, NULL);
+    assert_non_null(c);
+    int named = strstr(c, ",cpu-bound,") || strstr(c, ",link-bound,") || strstr(c, ",neither,");
+    if (named != on) fail_msg("telemetry %s, rows:\n%s", on ? "on" : "off", c);
+    free(c);
+    free(r);
+    assert_int_equal(tu_rmtree(dir), 0);
+  }
+}
+
 static void expect_usage_error(const char *cmd, char *const args[], const char *needle) {
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 30, cmd, NULL, -1, NULL, args);
@@ -172,7 +198,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reducescatter), cmocka_unit_test(test_allgather), cmocka_unit_test(test_bcast),
       cmocka_unit_test(test_alltoall),      cmocka_unit_test(test_mpi_native), cmocka_unit_test(test_nccl_native),
-      cmocka_unit_test(test_flags),
+      cmocka_unit_test(test_flags),         cmocka_unit_test(test_telemetry),
       cmocka_unit_test(test_killed_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
