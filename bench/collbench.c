@@ -19,7 +19,8 @@ typedef struct {
   int rank, size;
   int per_host;  /* the most ranks on one host (every row says it) */
   bench_run run; /* rank 0 only */
-  res_table *tab;
+  res_table *tab, *ranks_tab; /* the collective's rows; each rank's own times (coll_ranks.csv) */
+  double *own_all;         /* every rank's median own time of a cell (rank 0) */
   int progress;
   res_costmodel model;     /* --model-from (n == 0 without) */
   unsigned model_missed;   /* transports (bit per kind) said to have no model of their fabric */
@@ -55,6 +56,7 @@ typedef struct {
   char aname[32];
   long iters;
   double *times; /* microseconds, each the maximum over ranks */
+  double *own;   /* this rank's own seconds of the same iterations (barrier timing) */
   size_t ntimes, cap;
   util_stats st;         /* of this size's samples */
   double spread;         /* the rounds' medians apart (util_round_spread; NaN: one round) */
@@ -132,6 +134,9 @@ static int cb_cell_grow(cb_cell *k, size_t n) {
   double *t = realloc(k->times, n * sizeof *t);
   if (!t) return -1;
   k->times = t;
+  double *o = realloc(k->own, n * sizeof *o);
+  if (!o) return -1;
+  k->own = o;
   k->cap = n;
   return 0;
 }
@@ -197,6 +202,7 @@ static int cb_measure(cb_ctx *x, cb_cell *k, void *hbuf, long n, coll_err *e) {
   } else {
     for (long i = 0; i < n; i++)
       if (coll_barrier(k->c, e) || cb_timed(x, k, buf, 1, &t[i], e)) return -1;
+    memcpy(k->own + k->ntimes, t, (size_t)n * sizeof *t);
     cb_cpu_add(k, cpu0, n);
     if (cb_max(x, k->c, t, (size_t)n, e)) return -1;
   }
@@ -297,6 +303,30 @@ static int cb_put(cb_ctx *x, const res_allreduce_row *row) {
   c.root = x->d->rooted ? x->o->root : 0;
   c.imbalance = x->d->varies ? x->o->imbalance : 0;
   return res_table_put(x->tab, &c, err, sizeof err) ? bench_error("%s", err) : 0;
+}
+
+/* Each rank's median own time of the cell's size, gathered to rank 0, which writes a row per
+ * rank (barrier timing, several ranks). 0, or 1 after saying why. */
+static int cb_ranks(cb_ctx *x, const cb_cell *k) {
+  if (x->o->pipelined || x->size < 2 || !k->ntimes) return 0;
+  double mine = util_median(k->own, k->ntimes) * 1e6;
+  coll_err e = {{0}};
+  if (coll_boot_allgather(x->boot, x->own_all, &mine, sizeof mine, &e)) return cb_fail(&e);
+  if (x->rank != 0) return 0;
+  double least = x->own_all[0];
+  for (int r = 1; r < x->size; r++) least = x->own_all[r] < least ? x->own_all[r] : least;
+  const bench_coll_shape *s = &x->sh;
+  for (int r = 0; r < x->size; r++) {
+    res_coll_ranks_row row = {.run_id = x->run.run_id, .schema = RES_SCHEMA_VERSION, .coll = x->d->name,
+                              .transport = coll_transport_name(k->tk), .algo = k->aname,
+                              .dtype = coll_dtype_name(s->dt), .op = x->d->reduces ? coll_op_name(s->op) : "-",
+                              .bytes = (int64_t)(s->count * coll_dtype_size(s->dt)), .ranks = x->size, .rank = r,
+                              .host = coll_boot_host(x->boot, r), .t_p50_us = x->own_all[r],
+                              .wait_us = x->own_all[r] - least};
+    char err[256];
+    if (res_table_put(x->ranks_tab, &row, err, sizeof err)) return bench_error("%s", err);
+  }
+  return 0;
 }
 
 /* Prints and writes one measured row (rank 0). */
@@ -457,6 +487,7 @@ static int cb_size(cb_ctx *x, cb_cell *cells, int ncells, void *buf, size_t coun
     if (o->check && cb_verify(x, k, buf, &wrong, &e)) return cb_fail(&e);
     *wrong_total += wrong > 0;
     if (x->rank == 0 && cb_report(x, k, peer, wrong)) return 1;
+    if (cb_ranks(x, k)) return 1;
   }
   return 0;
 }
@@ -549,7 +580,9 @@ static int cb_begin(cb_ctx *x, int argc, char **argv) {
     const res_schema *schema = x->d->kind < 0 ? res_schema_allreduce() : res_schema_colls();
     if (bench_run_begin(&x->run, o->r.out, x->d->name, argc, argv)) {
       rc = 1;
-    } else if (res_table_open_schema(&x->tab, x->run.dir, schema, err, sizeof err)) {
+    } else if (res_table_open_schema(&x->tab, x->run.dir, schema, err, sizeof err) ||
+               (x->size > 1 && !o->pipelined &&
+                res_table_open_schema(&x->ranks_tab, x->run.dir, res_schema_coll_ranks(), err, sizeof err))) {
       rc = bench_error("%s", err);
     } else {
       x->run.meta.has_rounds = 1;
@@ -656,7 +689,7 @@ static void cb_run_close(const cb_opts *o, cb_run *u) {
     if (u->mbufs[t]) coll_mem_free(u->comms[t], u->mbufs[t]);
     if (u->comms[t]) coll_comm_close(u->comms[t]);
   }
-  for (int i = 0; i < CB_MAX_LIST * CB_MAX_LIST; i++) free(u->cells[i].times);
+  for (int i = 0; i < CB_MAX_LIST * CB_MAX_LIST; i++) free(u->cells[i].times), free(u->cells[i].own);
 }
 
 /* The shape's arrays: all-to-all's counts (n x n) and this rank's four lists. */
@@ -666,6 +699,7 @@ static int cb_shape_alloc(cb_ctx *x) {
   s->rank = x->rank;
   s->size = x->size;
   s->root = (int)x->o->root;
+  if (!(x->own_all = calloc((size_t)x->size, sizeof *x->own_all))) return bench_error("rank %d: out of memory", x->rank);
   if (!x->d->varies) return 0;
   s->matrix = calloc(n * n, sizeof *s->matrix);
   s->sc = calloc(n, sizeof *s->sc), s->sd = calloc(n, sizeof *s->sd);
@@ -736,8 +770,10 @@ static int cb_rank_main(const cb_opts *o, int argc, char **argv) {
   free(u);
   cb_shape_free(&x.sh);
   free(x.rbuf);
+  free(x.own_all);
   if (x.rank == 0) {
     res_table_close(x.tab);
+    res_table_close(x.ranks_tab);
     if (x.run.meta.base) bench_run_end(&x.run);
   }
   res_costmodel_free(&x.model);

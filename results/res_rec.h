@@ -36,6 +36,16 @@
  * broadcast buffer, or what one rank sends in all (all-to-all). */
 #define RES_COLLS_COLS(X) X(STR, coll) RES_ALLREDUCE_COLS(X) X(INT, root) X(F64, imbalance)
 
+/* coll_ranks.csv: each rank's own time of a collective (the allreduce and the others), one row
+ * per (collective, transport, algorithm, dtype, op, size, rank), barrier timing and several
+ * ranks only. Every iteration starts behind a barrier and ends when the last rank's data is in,
+ * so a rank that arrives late waits least: wait_us = this rank's median - the fastest rank's
+ * median, and the straggler is the rank with wait_us 0 while the others wait for it. */
+#define RES_COLL_RANKS_COLS(X)                                                                \
+  X(STR, run_id) X(INT, schema) X(STR, coll) X(STR, transport) X(STR, algo) X(STR, dtype)     \
+  X(STR, op) X(INT, bytes) X(INT, ranks) X(INT, rank) X(STR, host) X(F64, t_p50_us)           \
+  X(F64, wait_us)
+
 /* p2p.csv: one row per (transport, test, pair, size); latency is one-way. */
 #define RES_P2P_COLS(X)                                                                       \
   X(STR, run_id) X(INT, schema) X(INT, ranks) X(STR, fabric) X(STR, transport) X(STR, test)   \
@@ -122,6 +132,7 @@
 #define RES_RECORDS(R)                                                                        \
   R(allreduce, RES_ALLREDUCE_COLS)                                                            \
   R(colls, RES_COLLS_COLS)                                                                    \
+  R(coll_ranks, RES_COLL_RANKS_COLS)                                                          \
   R(p2p, RES_P2P_COLS)                                                                        \
   R(p2p_matrix, RES_P2P_MATRIX_COLS)                                                          \
   R(train, RES_TRAIN_COLS)                                                                    \

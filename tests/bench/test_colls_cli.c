@@ -52,6 +52,22 @@ static void run_ok(const char *cmd, const char *ranks, const char *transport, ch
   }
   if (rows < min_rows) fail_msg("%s -n %s: %d rows, wanted at least %d\n%s", cmd, ranks, rows, min_rows, r->out);
   free(c);
+  /* coll_ranks.csv: a row per rank of every row, each rank's wait behind the fastest (0 for it) */
+  snprintf(csv, sizeof csv, "%s/coll_ranks.csv", out);
+  c = tu_slurp(csv, NULL);
+  assert_non_null(c);
+  assert_int_equal(tu_count_lines(c), 1 + rows * atoi(ranks));
+  int zeros = 0;
+  for (char *line = strchr(c, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+    const char *w = strrchr(line + 1, ','); /* the last field: wait_us, up to this row's end */
+    char *end = strchr(line + 1, '\n');
+    for (const char *q = line + 1; end && q < end; q++)
+      if (*q == ',') w = q;
+    assert_true(atof(w + 1) >= 0);
+    zeros += atof(w + 1) == 0;
+  }
+  assert_true(zeros >= rows); /* the fastest rank of each row waits 0 */
+  free(c);
   free(r);
   assert_int_equal(tu_rmtree(dir), 0);
 }
