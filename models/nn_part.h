@@ -38,11 +38,16 @@ int nn_part_net_create(nn_net **out, const nn_net_opts *o, int part, int parts, 
 void nn_part_join(float *full, const float *left, size_t nl, const float *right, size_t nr);
 void nn_part_split(const float *full, float *left, size_t nl, float *right, size_t nr);
 
+/* The left part at inference: n images in, the cut's n x width activations out (what crosses to
+   the right part's rank). */
+int nn_part_left_infer(nn_net *left, const float *x, int n, float *out, char *err, size_t errcap);
+
 /* The right part's inputs for a batch: row labels[i] of sil for each of the n images. */
 void nn_part_sil_rows(float *x, const int32_t *labels, int n, const float *sil, int width);
 
-/* One training step of the left part (labels in [0, classes), sil classes x width): forward of n images, the loss (the mean over the batch of
-   the squared distance to the images' SILs: sum over the width, mean over the images), backward.
+/* One training step of the left part (labels in [0, classes), sil classes x width): forward of n
+   images, the loss (the squared error against the images' SILs, the mean over images and width,
+   as PyTorch's MSELoss), backward.
    Gradients are written into the net's arena as nn_net_train_step's. scratch: 2 x n x width
    floats. t may be NULL. */
 int nn_part_left_step(nn_net *left, const float *x, const int32_t *labels, int n, const float *sil,

@@ -110,6 +110,10 @@ void nn_part_split(const float *full, float *left, size_t nl, float *right, size
   memcpy(left, full + nr, nl * sizeof *full);
 }
 
+int nn_part_left_infer(nn_net *left, const float *x, int n, float *out, char *err, size_t errcap) {
+  return nn_net_forward(left, x, n, 0, out, err, errcap);
+}
+
 void nn_part_sil_rows(float *x, const int32_t *labels, int n, const float *sil, int width) {
   for (int i = 0; i < n; i++)
     memcpy(x + (size_t)i * width, sil + (size_t)labels[i] * width, (size_t)width * sizeof *x);
@@ -128,12 +132,12 @@ int nn_part_left_step(nn_net *left, const float *x, const int32_t *labels, int n
       size_t k = (size_t)i * width + j;
       float d = y[k] - tg[j];
       sum += (double)d * d;
-      dy[k] = 2.0f * d / (float)n;
+      dy[k] = 2.0f * d / ((float)n * (float)width);
     }
   }
   double t1 = pt_now();
   if (nn_net_backward(left, dy, NULL, err, errcap)) return -1;
-  if (loss) *loss = (float)(sum / n);
+  if (loss) *loss = (float)(sum / ((double)n * width));
   if (t) {
     t->fwd_s = t1 - t0;
     t->bwd_s = pt_now() - t1;

@@ -294,7 +294,7 @@ static void test_part_steps(void **state) {
   nn_net_params(P.part[0], NULL);
   nn_net_params(P.part[1], NULL);
 
-  /* left: loss = mean over images of |y - sil[label]|^2, dy = 2 (y - t) / n */
+  /* left: loss = mean over images and the width of (y - sil[label])^2, dy = 2 (y - t) / (n width) */
   float loss;
   if (nn_part_left_step(P.part[0], x, lab, n, sil, P.classes, P.width, scratch, &loss, NULL, err, sizeof err))
     fail_msg("%s", err);
@@ -309,9 +309,9 @@ static void test_part_steps(void **state) {
     for (int j = 0; j < P.width; j++) {
       double d = ry[(size_t)i * P.width + j] - sil[(size_t)lab[i] * P.width + j];
       rl += d * d;
-      rdy[(size_t)i * P.width + j] = 2 * d / n;
+      rdy[(size_t)i * P.width + j] = 2 * d / ((double)n * P.width);
     }
-  rl /= n;
+  rl /= (double)n * P.width;
   ref_run(&m, pl, x, n, ry, rdy, NULL, rg);
   assert_true(fabs(loss - rl) <= 1e-4 * rl);
   check("left part forward", scratch, ry, yn);
@@ -370,7 +370,7 @@ static void joined_case(const char *model, int c, int h, int w, int classes, int
   float *x = malloc((size_t)n * P.in * sizeof *x), *mid = malloc((size_t)n * P.width * sizeof *mid);
   float *y1 = malloc((size_t)n * classes * sizeof *y1), *y2 = malloc((size_t)n * classes * sizeof *y2);
   fill(x, (size_t)n * P.in, &s, 0, 1);
-  if (nn_net_forward(P.part[0], x, n, 0, mid, err, sizeof err) ||
+  if (nn_part_left_infer(P.part[0], x, n, mid, err, sizeof err) ||
       nn_net_forward(P.part[1], mid, n, 0, y1, err, sizeof err) ||
       nn_net_forward(P.joined, x, n, 0, y2, err, sizeof err))
     fail_msg("%s", err);
