@@ -130,6 +130,9 @@ static int job_open(train_job *j) {
     return bench_error("%s", e.msg);
   x->rank = coll_boot_rank(x->boot);
   x->size = coll_boot_size(x->boot);
+  if (a->mode == TRAIN_MODE_CONVENTIONAL && x->size > 1) /* under another launcher's world */
+    return x->rank == 0 ? bench_usage_error(train_usage, "--mode conventional trains one rank; this "
+                                                         "world has %d", x->size) : 2;
   if (bench_rank_threads(x->boot, &a->threads, "train")) return 1;
   j->npairs = train_make_pairs(j->pairs, a, x->size, j->tks, &j->ntk, &want_mpi, &rc);
   if (x->size == 1) { /* one process: it trains alone, whatever the list */
@@ -212,11 +215,14 @@ static int job_load(train_job *j, const nn_data_spec *spec) {
                            .classes = x->train.classes, .batch = (int)a->batch, .rank = 0,
                            .world = x->size, .seed = a->seed, .n_params = x->np, .n_momentum = nm,
                            .n_buffers = j->nb};
-  snprintf(j->want.model, sizeof j->want.model, "%s", a->model);
-  if (strlen(x->dname) >= sizeof j->want.data || strlen(a->model) >= sizeof j->want.model)
+  snprintf(j->want.model, sizeof j->want.model, "%.*s", (int)sizeof j->want.model - 1, a->model);
+  if ((a->save || a->resume) &&
+      (strlen(x->dname) >= sizeof j->want.data || strlen(a->model) >= sizeof j->want.model))
     return bench_error("--data or --model too long for a checkpoint (%zu and %zu bytes at most)",
                        sizeof j->want.data - 1, sizeof j->want.model - 1);
-  memcpy(j->want.data, x->dname, strlen(x->dname) + 1);
+  size_t dlen = strnlen(x->dname, sizeof j->want.data - 1); /* whole where checkpoints are kept */
+  memcpy(j->want.data, x->dname, dlen);
+  j->want.data[dlen] = 0;
   if (a->resume && nn_ckpt_load(a->resume, &j->have, params, mom, bufs, &j->want, err, sizeof err) != 0)
     return bench_error("%s", err);
   /* a shard too small for one batch */
@@ -541,6 +547,7 @@ static void job_close(train_job *j, int status) {
 
 static int train_rank_main(train_args *a, int argc, char **argv) {
   char err[4096];
+  if (a->mode == TRAIN_MODE_PARTITIONED) return train_partitioned_main(a, argc, argv);
   nn_data_spec spec;
   if (nn_data_parse_spec(&spec, a->data, err, sizeof err) != 0)
     return bench_usage_error(train_usage, "%s", err);

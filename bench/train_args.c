@@ -68,7 +68,9 @@ const char train_usage[] =
     "                       step (from this run's none or one-rank profile and the fitted\n"
     "                       all-reduce model of its fabric) and the error\n"
     "  --model NAME         resnet18|34|50 (torchvision), resnet20|32|56 (CIFAR), '-wN' sets the\n"
-    "                       base width (e.g. resnet20-w4) [resnet20]\n"
+    "                       base width (e.g. resnet20-w4); mlp:IN,W,...,OUT fully connected\n"
+    "                       (IN = C*H*W, OUT = classes, ReLU between) or fc6 (IN,1024,1024,512,\n"
+    "                       512,256,classes), CPU only [resnet20]\n"
     "  --data SPEC          fmnist[:DIR] (default DIR " NN_DATA_FMNIST_DIR "),\n"
     "                       cifar10:DIR, synthetic[:CxHxW[:CLASSES[:N]]] [fmnist]\n"
     "  --batch N            images per step and rank [128]\n"
@@ -98,7 +100,18 @@ const char train_usage[] =
     "                       run)\n"
     "  --log-every N        step log period [20]\n"
     "  --prefetch N         batches the loader prepares ahead [2]\n"
-    "  --out DIR            run directory [results/<UTC>-train]\n";
+    "  --out DIR            run directory [results/<UTC>-train]\n"
+    "  --mode M             data-parallel (every pair, and one rank alone), conventional (one\n"
+    "                       rank) or partitioned: a fully connected --model cut into --parts\n"
+    "                       trained on their own ranks with synthetic intermediate labels, with\n"
+    "                       the conventional and data-parallel rows of the same network in\n"
+    "                       train_partition.csv (docs/training.md) [data-parallel]\n"
+    "  --parts N            partitioned: parts, one a rank (-n N); 2 only [2]\n"
+    "  --recovery-epochs N  partitioned: epochs fine-tuning the joined network after the parts\n"
+    "                       [0]\n"
+    "  --no-compare         partitioned: no conventional and data-parallel rows\n";
+
+const char *const train_mode_names[] = {"data-parallel", "conventional", "partitioned"};
 
 const char *const train_ostep_names[] = {"off", "on", "auto"};
 _Static_assert(NN_OSTEP_OFF == 0 && NN_OSTEP_ON == 1 && NN_OSTEP_AUTO == 2, "train_ostep_names follows NN_OSTEP_*");
@@ -117,7 +130,7 @@ enum {
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
   O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_DP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM,
-  O_DEVICE, O_PREC, O_SEARCH, O_GPU, O_ROUNDS
+  O_DEVICE, O_PREC, O_SEARCH, O_GPU, O_ROUNDS, O_MODE, O_PARTS, O_RECOVERY, O_NOCOMPARE
 };
 
 /* Every flag's default. */
@@ -128,7 +141,7 @@ static void train_args_defaults(train_args *a) {
                     .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1,
                     .algos = "ring", .overlap = 1, .overlap_step = NN_OSTEP_AUTO,
                     .grad_dtype = COLL_F32, .bucket_mb = 25, .first_bucket_mb = 1, .trace_steps = 5,
-                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1, .rounds = 1};
+                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1, .rounds = 1, .parts = 2};
   bench_rank_opts_init(&a->r);
 }
 
@@ -183,6 +196,14 @@ static int train_flag_word(train_args *a, int c, char **argv) {
     else if (!strcmp(optarg, "cosine")) a->sched = NN_LR_COSINE;
     else return bench_usage_error(train_usage, "bad --lr-schedule '%s' (const, step or cosine)", optarg);
     break;
+  case O_MODE: {
+    int k = 0;
+    while (k < 3 && strcmp(optarg, train_mode_names[k])) k++;
+    if (k == 3)
+      return bench_usage_error(train_usage, "bad --mode '%s' (data-parallel, conventional or partitioned)", optarg);
+    a->mode = k;
+    break;
+  }
   case O_SEED: {
     uint64_t s;
     if (bench_parse_size(optarg, &s) != 0 || strpbrk(optarg, "kKmMgGiBb"))
@@ -221,7 +242,7 @@ static int train_args_check(train_args *a) {
   /* the builder's own rule: a depth no ResNet has is a usage error, not a failure after setup */
   char merr[512];
   if (nn_model_check(a->model, merr, sizeof merr)) return bench_usage_error(train_usage, "bad --model: %s", merr);
-  return 0;
+  return train_partitioned_check(a);
 }
 
 int train_parse_args(train_args *a, int argc, char **argv) {
@@ -249,6 +270,8 @@ int train_parse_args(train_args *a, int argc, char **argv) {
       {"model-from", 1, 0, O_MODELFROM}, {"device", 1, 0, O_DEVICE},
       {"precision", 1, 0, O_PREC},      {"cudnn-search", 0, 0, O_SEARCH},
       {"gpu", 1, 0, O_GPU},             {"rounds", 1, 0, O_ROUNDS},
+      {"mode", 1, 0, O_MODE},           {"parts", 1, 0, O_PARTS},
+      {"recovery-epochs", 1, 0, O_RECOVERY}, {"no-compare", 0, 0, O_NOCOMPARE},
       {0, 0, 0, 0}};
   train_args_defaults(a);
   optind = 1;
@@ -310,6 +333,9 @@ int train_parse_args(train_args *a, int argc, char **argv) {
     case O_RESUME: a->resume = optarg; break;
     case O_LOG: INT(1, 1L << 40, a->log_every); break;
     case O_PREFETCH: INT(1, 64, a->prefetch); break;
+    case O_PARTS: INT(1, 64, a->parts); a->parts_given = 1; break;
+    case O_RECOVERY: INT(0, 1000000, a->recovery_epochs); break;
+    case O_NOCOMPARE: a->no_compare = 1; break;
     default: /* the flags with words to parse, and those every command that starts ranks shares */
       if ((rc = train_flag_word(a, c, argv)) != 0) return rc;
     }

@@ -35,7 +35,16 @@ typedef struct {
   double lr, momentum, wd, warmup_epochs, target_acc, gamma;
   int nesterov, augment, stop_at_target, epochs_given, seed_given;
   uint64_t seed;
+  int mode;                   /* TRAIN_MODE_*: --mode */
+  long parts, recovery_epochs; /* --mode partitioned: --parts, --recovery-epochs */
+  int no_compare;             /* --mode partitioned: no conventional and data-parallel rows */
+  int parts_given;
 } train_args;
+
+/* --mode: data-parallel (the default: every pair, and one rank alone), conventional (one rank),
+ * partitioned (train_partitioned.c) */
+enum { TRAIN_MODE_DP = 0, TRAIN_MODE_CONVENTIONAL = 1, TRAIN_MODE_PARTITIONED = 2 };
+extern const char *const train_mode_names[];
 
 /* --overlap-step's words, indexed by NN_OSTEP_* */
 extern const char *const train_ostep_names[];
@@ -129,6 +138,14 @@ int train_kept_write(train_ctx *x, const train_pair *p, const train_kept *k);
 int train_on_trace(void *ctx, const nn_trace_ev *ev, size_t n);
 /* The trace so far into --trace (rank 0, after each pair's row). 0, or -1 after saying why. */
 int train_write_trace(train_ctx *x);
+
+/* ---- partitioned training (train_partitioned.c) ---- */
+/* --mode partitioned, once the flags are read: what they ask together. 0, or the exit status of
+ * a usage error. */
+int train_partitioned_check(const train_args *a);
+/* A rank's whole partitioned run: the parts, and the conventional and data-parallel rows of the
+ * same network; the run's exit status. */
+int train_partitioned_main(train_args *a, int argc, char **argv);
 
 /* ---- the run (cmd_train.c) ---- */
 /* The one-rank run's heartbeat over the bootstrap (collective): rank 0 says 0 (going on),

@@ -34,7 +34,9 @@ enum nn_precision { NN_PREC_FP32 = 0, NN_PREC_TF32 = 1, NN_PREC_BF16 = 2 };
 #define NN_ENODEV (-3)
 
 typedef struct {
-  const char *model;  /* "resnet18","resnet34","resnet50","resnet101","resnet152" (torchvision);
+  const char *model;  /* "mlp:IN,W1,...,OUT" (fully connected, ReLU between; IN = C*H*W, OUT =
+                         classes) or "fc6" (6 layers: IN,1024,1024,512,512,256,classes); CPU only;
+                         "resnet18","resnet34","resnet50","resnet101","resnet152" (torchvision);
                          "resnet20","resnet32","resnet56", any 6n+2 depth (He et al. CIFAR);
                          an optional "-wN" suffix sets the base width (default 64, CIFAR 16),
                          e.g. "resnet18-w4" for small tests */
@@ -58,6 +60,10 @@ typedef struct {
    data-parallel step all-reduces are 4 x this). 0, or -1 with a message in err. */
 int nn_model_param_count(const char *model, int in_c, int in_h, int in_w, int classes,
                          size_t *count, char *err, size_t errcap);
+
+/* 1 for a fully connected model ("mlp:IN,W,...,OUT", "fc6"), which partitioned training cuts;
+   0 for the others (ResNets). */
+int nn_model_is_mlp(const char *model);
 
 /* 0 where nn_net_create knows the model's name, else -1 with the names it knows in err (a caller's
    usage error, before any setup). */
@@ -177,5 +183,6 @@ int nn_net_param_tensors(const nn_net *net, const nn_param_info **info);
 
 #include "nn_data.h"
 #include "nn_train.h"
+#include "nn_part.h"
 
 #endif

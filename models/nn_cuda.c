@@ -774,7 +774,8 @@ static int layer_setup(cnet *n, int i, char *err, size_t errcap) {
   nn_shape si = n->t.shapes[l->in], so = n->t.shapes[l->out];
   size_t B = (size_t)n->o.batch;
   if (l->in != 0 && n->t.layers[l->in - 1].op == NN_FC) {
-    snprintf(err, errcap, "layer %d: a fully connected layer must be the last", i);
+    snprintf(err, errcap, "layer %d: a fully connected layer must be the last (the GPU engine runs no "
+             "MLP: --device cpu)", i);
     return -1;
   }
   switch (l->op) {

@@ -45,7 +45,7 @@ static int cores(void) {
 #define NN_BN_MOMENTUM 0.1
 #define NN_MAX_PLANS 4
 
-enum { K_PRIM, K_ADD_RELU_FWD, K_ADD_RELU_BWD, K_ACC, K_RUNSTAT, K_WPAD, K_WUNPAD };
+enum { K_PRIM, K_ADD_RELU_FWD, K_ADD_RELU_BWD, K_ACC, K_RUNSTAT, K_WPAD, K_WUNPAD, K_RELU_FWD, K_RELU_BWD };
 
 typedef struct {
   int kind, scratch, layer;
@@ -928,15 +928,39 @@ static int pool_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_
   return diff_done(b, wr, tgt);
 }
 
+/* A fully connected layer's operands: 4-d (n, c, h, w) after a feature map, 2-d (n, c) after
+   another fully connected layer, whose output is 2-d. */
+static int fc_nd(const nn_net *net, const nn_layer *l) {
+  return l->in != 0 && net->t.layers[l->in - 1].op == NN_FC ? 2 : 4;
+}
+
+static void fc_dims(const nn_net *net, const nn_layer *l, int n, dnnl_dims_t sd, dnnl_dims_t wd) {
+  nn_shape si = net->t.shapes[l->in];
+  int64_t s[4] = {n, si.c, si.h, si.w}, w[4] = {l->cout, si.c, si.h, si.w};
+  for (int i = 0; i < 4; i++) sd[i] = s[i], wd[i] = w[i];
+}
+
+/* A ReLU after a fully connected layer (MLPs): forward in place on its output; backward masks the
+   output's gradient in place before the layer's own backward reads it. */
+static int relu_step(bctx *b, steplist *l, int kind, dnnl_memory_t y, dnnl_memory_t dy) {
+  step *s = push(b, l);
+  if (!s) return -1;
+  s->kind = kind;
+  s->ma = y;
+  s->mb = dy;
+  s->n = nfloats(y);
+  return 0;
+}
+
 static int fc_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl_memory_t *csrc, dnnl_memory_t *wmem) {
   nn_net *net = b->net;
   plan *p = b->p;
-  nn_shape si = net->t.shapes[l->in];
-  dnnl_dims_t sd, wd = {l->cout, si.c, si.h, si.w}, bd = {l->cout}, dd = {p->n, l->cout};
-  dims4(sd, p->n, si);
+  int nd = fc_nd(net, l);
+  dnnl_dims_t sd, wd, bd = {l->cout}, dd = {p->n, l->cout};
+  fc_dims(net, l, p->n, sd, wd);
   dnnl_memory_desc_t smd, wmd, bmd, dmd, wplain;
-  if (md_any(b, &smd, 4, sd) || md_any(b, &wmd, 4, wd) || md_plain(b, &bmd, 1, bd) || md_any(b, &dmd, 2, dd) ||
-      md_plain(b, &wplain, 4, wd))
+  if (md_any(b, &smd, nd, sd) || md_any(b, &wmd, nd, wd) || md_plain(b, &bmd, 1, bd) || md_any(b, &dmd, 2, dd) ||
+      md_plain(b, &wplain, nd, wd))
     return -1;
   dnnl_inner_product_desc_t d;
   DN(dnnl_inner_product_forward_desc_init(&d, dnnl_forward_training, &smd, &wmd, &bmd, &dmd));
@@ -951,19 +975,25 @@ static int fc_fwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t *fpd, dnnl_m
                          {DNNL_ARG_DST, p->vmem[l->out]}};
   dnnl_primitive_t prim = prim_of(b, *fpd);
   if (!prim || add_prim(b, &p->fwd, prim, 4, a) || add_prim(b, &p->fwd_eval, prim, 4, a)) return -1;
+  if (l->relu && (relu_step(b, &p->fwd, K_RELU_FWD, p->vmem[l->out], NULL) ||
+                  relu_step(b, &p->fwd_eval, K_RELU_FWD, p->vmem[l->out], NULL)))
+    return -1;
   return 0;
 }
 
 static int fc_bwd(bctx *b, const nn_layer *l, dnnl_primitive_desc_t fpd, dnnl_memory_t csrc, dnnl_memory_t wmem) {
   nn_net *net = b->net;
   plan *p = b->p;
-  nn_shape si = net->t.shapes[l->in];
-  dnnl_dims_t wd = {l->cout, si.c, si.h, si.w}, bd = {l->cout};
+  int nd = fc_nd(net, l);
+  dnnl_dims_t sd, wd, bd = {l->cout};
+  fc_dims(net, l, p->n, sd, wd);
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0);
   dnnl_memory_desc_t wany, wplain, bmd;
-  if (md_any(b, &wany, 4, wd) || md_plain(b, &wplain, 4, wd) || md_plain(b, &bmd, 1, bd) || diff_ready(b, l->out, 0))
+  if (md_any(b, &wany, nd, wd) || md_plain(b, &wplain, nd, wd) || md_plain(b, &bmd, 1, bd) ||
+      diff_ready(b, l->out, 0))
     return -1;
   dnnl_memory_t dy = p->dmem[l->out];
+  if (l->relu && relu_step(b, &p->bwd, K_RELU_BWD, p->vmem[l->out], dy)) return -1;
   size_t off = net->li[b->layer].poff;
   dnnl_inner_product_desc_t d;
   dnnl_primitive_desc_t pd;
@@ -1066,8 +1096,8 @@ static int plan_build(bctx *b) {
   for (int i = 0; i < nl; i++) {
     const nn_layer *l = &t->layers[i];
     b->layer = i;
-    if (l->in != 0 && t->layers[l->in - 1].op == NN_FC) {
-      snprintf(b->err, b->cap, "layer %d: a fully connected layer must be the last", i);
+    if (l->in != 0 && t->layers[l->in - 1].op == NN_FC && l->op != NN_FC) {
+      snprintf(b->err, b->cap, "layer %d: only a fully connected layer may follow one", i);
       goto out;
     }
     int r = 0;
@@ -1254,6 +1284,19 @@ static int run_list(nn_net *net, steplist *l, int notify, char *err, size_t errc
           d2[j] = g;
         }
       }
+      break;
+    }
+    case K_RELU_FWD: {
+      float *a = s->a;
+#pragma omp parallel for simd schedule(static)
+      for (size_t j = 0; j < n; j++) a[j] = a[j] > 0.0f ? a[j] : 0.0f;
+      break;
+    }
+    case K_RELU_BWD: { /* a: the ReLU's output, b: its gradient, masked in place */
+      const float *y = s->a;
+      float *g = s->b;
+#pragma omp parallel for simd schedule(static)
+      for (size_t j = 0; j < n; j++) g[j] = y[j] > 0.0f ? g[j] : 0.0f;
       break;
     }
     case K_ACC: {

@@ -13,7 +13,7 @@ typedef struct {
   int in, in2, out;          /* value ids; in2 only for NN_ADD_RELU */
   int cout, k, stride, pad;  /* conv: out channels, kernel, stride, pad; pools: k, stride, pad;
                                 avgpool k 0 = global; fc: cout = outputs */
-  int relu;                  /* NN_BN: ReLU fused after the normalization */
+  int relu;                  /* NN_BN, NN_FC: ReLU fused after the normalization or the product */
 } nn_layer;
 
 typedef struct { int c, h, w; } nn_shape;
@@ -30,6 +30,13 @@ int nn_table_add(nn_table *t, nn_layer l, char *err, size_t errcap);
 void nn_table_free(nn_table *t);
 int nn_table_resnet(nn_table *t, const char *model, int in_c, int in_h, int in_w, int classes,
                     char *err, size_t errcap);
+/* Fully connected networks (nn_mlp.c): "mlp:IN,W,...,OUT" or "fc6", a ReLU fused into every
+   layer but the last; nn_mlp_check checks the name alone. nn_table_model: any model's table. */
+int nn_table_mlp(nn_table *t, const char *model, int in_c, int in_h, int in_w, int classes, char *err,
+                 size_t errcap);
+int nn_mlp_check(const char *model, char *err, size_t errcap);
+int nn_table_model(nn_table *t, const char *model, int in_c, int in_h, int in_w, int classes, char *err,
+                   size_t errcap);
 
 /* Parameter count of a table's layer (the arena holds them in reverse layer order). */
 size_t nn_layer_param_count(const nn_table *t, int layer);

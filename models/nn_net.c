@@ -16,7 +16,7 @@ int nn_net_create(nn_net **out, const nn_net_opts *o, char *err, size_t errcap) 
   /* before the table: without oneDNN, the model is not the trouble */
   if (o->device != NN_DEV_CUDA && nn_dnnl_available(err, errcap)) return -1;
   nn_table t;
-  if (nn_table_resnet(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
+  if (nn_table_model(&t, o->model, o->in_c, o->in_h, o->in_w, o->classes, err, errcap)) return -1;
   nn_engine_opts eo = {.batch = o->batch, .threads = o->threads, .need_dx = 0, .seed = o->seed,
                        .grad_alloc = o->grad_alloc, .device = o->device, .precision = o->precision,
                        .search = o->cudnn_search, .gpu = o->gpu, .gpu_of_rank = o->gpu_of_rank};

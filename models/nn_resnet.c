@@ -159,7 +159,8 @@ static const int tv_blocks[][4] = {{2, 2, 2, 2}, {3, 4, 6, 3}, {3, 4, 6, 3}, {3,
 #define RESNET_MAX_DEPTH 1202
 #define RESNET_MAX_WIDTH 1024
 #define RESNET_NAMES "resnetD or resnetD-wN: D is 18|34|50|101|152 (torchvision) or any 6n+2 " \
-                     "from 8 to 1202, e.g. 20|32|56|110 (CIFAR), N the base width (1 to 1024)"
+                     "from 8 to 1202, e.g. 20|32|56|110 (CIFAR), N the base width (1 to 1024); or a " \
+                     "fully connected mlp:IN,W,...,OUT or fc6"
 
 /* resnet<depth>[-w<width>]: 0 with the depth, the width (0: the default) and the torchvision
  * table's row (-1: a CIFAR ResNet), or -1 with why in err. The one rule for the builder and
@@ -196,6 +197,7 @@ unknown:
 
 int nn_model_check(const char *model, char *err, size_t errcap) {
   int depth, width, tv;
+  if (nn_model_is_mlp(model)) return nn_mlp_check(model, err, errcap);
   return parse_name(model, &depth, &width, &tv, err, errcap);
 }
 
@@ -250,7 +252,7 @@ int nn_table_resnet(nn_table *t, const char *model, int in_c, int in_h, int in_w
 int nn_model_param_count(const char *model, int in_c, int in_h, int in_w, int classes,
                          size_t *count, char *err, size_t errcap) {
   nn_table t;
-  if (nn_table_resnet(&t, model, in_c, in_h, in_w, classes, err, errcap)) return -1;
+  if (nn_table_model(&t, model, in_c, in_h, in_w, classes, err, errcap)) return -1;
   size_t n = 0;
   for (int i = 0; i < t.nlayers; i++) n += nn_layer_param_count(&t, i);
   nn_table_free(&t);

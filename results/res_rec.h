@@ -112,6 +112,24 @@
   X(INT, bucket) X(INT, offset_bytes) X(INT, bytes) X(F64, ready_ms) X(F64, comm_ms)          \
   X(F64, done_ms)
 
+/* train_partition.csv: `train --mode partitioned`, one row per way of training the same fully
+ * connected network: mode conventional (one rank), data-parallel, partitioned (each part on its
+ * own rank, synthetic intermediate labels). epoch_s: training wall time per epoch (the slowest
+ * rank); fabric_bytes_per_epoch: bytes all ranks sent over the fabric while training, per epoch;
+ * infer_fabric_bytes: bytes one pass over the test set sent (the cut's activations);
+ * recovery_fabric_bytes: what joining the parts for the recovery epochs sent; peak_rss_max_bytes:
+ * the largest of the ranks' peak resident memory during this mode (peak_rss_rank0/1_bytes each);
+ * test_acc: the mode's final test accuracy, for partitioned the joined network's after the
+ * recovery epochs (test_acc_before_recovery: the parts in sequence before them). */
+#define RES_TRAIN_PARTITION_COLS(X)                                                           \
+  X(STR, run_id) X(INT, schema) X(STR, mode) X(STR, model) X(STR, data) X(INT, ranks)         \
+  X(INT, parts) X(INT, cut_layer) X(INT, cut_width) X(INT, params) X(INT, epochs)             \
+  X(INT, recovery_epochs) X(INT, batch) X(F64, lr) X(INT, threads) X(STR, fabric)              \
+  X(F64, test_acc) X(F64, test_acc_before_recovery) X(F64, epoch_s) X(F64, train_s)           \
+  X(F64, recovery_s) X(INT, fabric_bytes_per_epoch) X(INT, infer_fabric_bytes)                \
+  X(INT, recovery_fabric_bytes) X(INT, peak_rss_max_bytes) X(INT, peak_rss_rank0_bytes)       \
+  X(INT, peak_rss_rank1_bytes) X(F64, final_loss)
+
 /* predict.csv: one row per (rank count, algorithm) of `fabench predict`. inter_gbps_needed:
  * the inter-node link rate (GB/s) at which the step reaches target_eff (inf: not by the link;
  * 0: at any rate, the link does not bound it). */
@@ -139,6 +157,7 @@
   R(train_steps, RES_TRAIN_STEPS_COLS)                                                        \
   R(train_eval, RES_TRAIN_EVAL_COLS)                                                          \
   R(train_buckets, RES_TRAIN_BUCKETS_COLS)                                                    \
+  R(train_partition, RES_TRAIN_PARTITION_COLS)                                                \
   R(predict, RES_PREDICT_COLS)                                                                \
   R(model_check, RES_MODEL_CHECK_COLS)
 
