@@ -61,7 +61,7 @@
   X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)           \
   X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)               \
   X(F64, exposed_comm_ms_pred) X(F64, pred_err) X(INT_OPT, rounds)                          \
-  X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host)
+  X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host) X(STR_OPT, pred_kind)
 
 /* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \
@@ -87,13 +87,14 @@
 
 /* predict.csv: one row per (rank count, algorithm) of `fabench predict`. inter_gbps_needed:
  * the inter-node link rate (GB/s) at which the step reaches target_eff (inf: not by the link;
- * 0: at any rate, the link does not bound it). */
+ * 0: at any rate, the link does not bound it). pred_kind (here and in train.csv): replay or
+ * held-out (res_pred_kind). */
 #define RES_PREDICT_COLS(X)                                                                   \
   X(STR, run_id) X(INT, schema) X(STR, model) X(INT, grad_bytes) X(INT, buckets) X(INT, batch) \
   X(INT, ranks) X(INT, ranks_per_node) X(INT, nodes) X(STR, algo) X(STR, intra) X(STR, inter) \
   X(INT, overlap) X(F64, compute_ms) X(F64, step_ms) X(F64, comm_ms) X(F64, exposed_comm_ms)  \
   X(F64, images_per_s) X(F64, scaling_eff) X(F64, inter_gbps) X(F64, target_eff)              \
-  X(F64, inter_gbps_needed)
+  X(F64, inter_gbps_needed) X(STR_OPT, pred_kind)
 
 /* model_check.csv: `fabench fit --check`, one row per all-reduce row predicted by a model it
  * may not have been fitted on. pred_err = (t_p50_us - t_pred_us) / t_pred_us. */
