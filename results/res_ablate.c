@@ -19,6 +19,10 @@ int res_terms_parse(const char *list, unsigned *mask, char *err, size_t cap) {
   for (const char *p = list; p && *p;) {
     const char *e = strchr(p, ',');
     size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (!n || (e && !e[1])) {
+      res_errf(err, cap, "'%s': an empty item", list);
+      return -1;
+    }
     unsigned i = 0;
     while (i < RA_N && !(strlen(ra_names[i]) == n && !strncmp(ra_names[i], p, n))) i++;
     if (i == RA_N) {
