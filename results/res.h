@@ -472,6 +472,12 @@ void res_fabric_scaled(res_fabric_cost *out, const res_costmodel *m, const res_f
  * no emulated fabric of the transport. */
 int res_fabric_at_rate(res_fabric_cost *out, const res_costmodel *m, const char *transport, int host_count,
                        const char *topo, double bps, const char *name, const res_fabric_cost **src);
+/* res_predict_train_row on a link of bps (bits/s; 0: the row's own fabric) of the row's
+ * transport: the row priced as a row of emulated fabric emu-<rate> (its fit where the model has
+ * one, else held out by res_fabric_at_rate). pred_err is left NaN unless the row ran on that
+ * rate. */
+int res_predict_train_row_rate(res_train_row *row, const res_train_row *one, const res_rows *buckets,
+                               const res_costmodel *m, double bps);
 /* The CPU cost of a byte on fabric f's link for the training step's share of the cores (on one
  * host without emulation beta; through an emulated link at least the same transport's loopback
  * cost and any emulated link's fitted CPU bound; a real link 0). */

@@ -449,6 +449,15 @@ void res_fabric_scaled(res_fabric_cost *out, const res_costmodel *m, const res_f
   if (fabric) snprintf(out->fabric, sizeof out->fabric, "%s", fabric);
 }
 
+/* An emulated fabric's name for a rate as tc writes it (bench/emulate.c): emu-2gbit, emu-2500mbit. */
+static const char *rp_emu_name(char *buf, size_t cap, double bps) {
+  double g = bps / 1e9, mb = bps / 1e6;
+  if (g >= 1 && g == floor(g)) snprintf(buf, cap, "emu-%.0fgbit", g);
+  else if (mb >= 1 && mb == floor(mb)) snprintf(buf, cap, "emu-%.0fmbit", mb);
+  else snprintf(buf, cap, "emu-%.0fkbit", bps / 1e3);
+  return buf;
+}
+
 int res_fabric_at_rate(res_fabric_cost *out, const res_costmodel *m, const char *transport, int host_count,
                        const char *topo, double bps, const char *name, const res_fabric_cost **src) {
   const res_fabric_cost *best = NULL;
@@ -470,11 +479,7 @@ int res_fabric_at_rate(res_fabric_cost *out, const res_costmodel *m, const char 
   if (src) *src = best;
   if (!best) return -1;
   char label[64];
-  if (!name) {
-    if (bps >= 1e9) snprintf(label, sizeof label, "emu-%ggbit", bps / 1e9);
-    else snprintf(label, sizeof label, "emu-%gmbit", bps / 1e6);
-    name = label;
-  }
+  if (!name) name = rp_emu_name(label, sizeof label, bps);
   res_fabric_scaled(out, m, best, bps / best_bps, name);
   if (best->m.burst > 0 && bps < 1.8e19) out->m.burst = (double)launch_emu_burst((uint64_t)bps);
   /* the ranks of a row spread over its own hosts, not the fitted run's */
@@ -534,4 +539,21 @@ int res_predict_train_row_link(res_train_row *row, const res_train_row *one, con
   free(fast);
   if (!rc) row->pred_kind = res_pred_kind_name(RES_PRED_HELDOUT);
   return rc;
+}
+
+int res_predict_train_row_rate(res_train_row *row, const res_train_row *one, const res_rows *buckets,
+                               const res_costmodel *m, double bps) {
+  if (!(bps > 0)) return res_predict_train_row(row, one, buckets, m);
+  char name[64];
+  rp_emu_name(name, sizeof name, bps);
+  res_train_row at = *row;
+  at.fabric = name;
+  /* at the stated rate, not the row's own: held out, and the link's host count is the row's */
+  if (res_predict_train_row(&at, one, buckets, m)) return -1;
+  row->step_ms_pred = at.step_ms_pred;
+  row->images_per_s_pred = at.images_per_s_pred;
+  row->exposed_comm_ms_pred = at.exposed_comm_ms_pred;
+  row->pred_err = row->fabric && !strcmp(row->fabric, name) ? at.pred_err : NAN;
+  row->pred_kind = at.pred_kind;
+  return 0;
 }

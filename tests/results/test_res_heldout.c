@@ -84,6 +84,19 @@ static void test_stated_rate(void **state) {
   assert_int_equal(res_predict_train_row_link(&r, &one, &br, &m, 10), 0);
   near(r.step_ms_pred, 48, 1e-9, "10x what-if");
   assert_string_equal(r.pred_kind, "held-out");
+  /* train --link: a loopback row priced on a stated 2 Gbit/s link, no error against a run on
+   * another link; 2500mbit: 1gbit x 2.5, 3.2 ns/B: 16, 48, 16 ms: 10-26, 26-74, 74-90: step 102 */
+  r = dp("tcp:lo", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row_rate(&r, &one, &br, &m, 2e9), 0);
+  near(r.step_ms_pred, 122, 1e-9, "--link 2gbit");
+  assert_true(isnan(r.pred_err));
+  assert_string_equal(r.pred_kind, "held-out");
+  r = dp("emu-2gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row_rate(&r, &one, &br, &m, 2e9), 0);
+  near(r.pred_err, (100 - 122) / 122.0, 1e-9, "--link at the row's own rate: its error");
+  r = dp("tcp:lo", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row_rate(&r, &one, &br, &m, 2.5e9), 0);
+  near(r.step_ms_pred, 102, 1e-9, "--link 2500mbit");
   /* the fabric at a rate, directly: named, scaled, nothing of the source's own link kept */
   res_fabric_cost at;
   const res_fabric_cost *src = NULL;
