@@ -354,7 +354,8 @@ double res_allreduce_time(const res_ar_spec *s, double bytes);
  * (coll_model_time), or both levels' (res_allreduce_time) where it ran across hosts of several
  * ranks; NaN without the fabrics, and for native and auto. formulas (may be NULL) gets the
  * formulas' time alone; learned_at (may be NULL) whether the model learned this very row's
- * algorithm, ranks and size (a two-level row learned nothing). */
+ * algorithm, ranks and size (a two-level row learned nothing). A row on an emulated rate the
+ * model did not fit is priced held out (res_fabric_at_rate). */
 double res_allreduce_row_time(const res_costmodel *m, const res_allreduce_row *r, double *formulas, int *learned_at);
 /* Does a row of algorithm a measure one fabric that the formulas price (not native, auto or
  * hier; on host_count hosts of at most ranks_per_host ranks, not two fabrics at once: several
@@ -507,5 +508,23 @@ const char *res_term_name(unsigned bit);
 int res_terms_parse(const char *list, unsigned *mask, char *err, size_t cap);
 /* Turns the terms of mask off in every fabric of m: their parameters 0, the curves dropped. */
 void res_costmodel_ablate(res_costmodel *m, unsigned mask);
+
+/* ---- validation (res_validate.c): the leave-out design's split and arithmetic ---- */
+/* A cell of fabench validate's grid: a link rate (bits/s), nodes of ranks_per_node ranks. */
+typedef struct {
+  double bps;
+  int nodes, ppn;
+} res_vcell;
+/* What a cell holds out of a fit on the rates train_bps[0..ntrain) and up to max_nodes nodes:
+ * "" (a training cell), "rate", "nodes" or "both". */
+const char *res_validate_held(const res_vcell *c, const double *train_bps, int ntrain, int max_nodes);
+/* (pred - meas) / meas; NaN where either is not a positive number. */
+double res_validate_err(double pred, double meas);
+/* Seconds to move an all-reduce's n bytes over the links at bps, nothing else counted: the ring's
+ * 2 (p-1)/p n through each node's link, p the ranks (flat: the node-aware ring crosses each
+ * link once each way) or the nodes (hier); 0 on one node. */
+double res_validate_bytes_s(double bytes, const res_vcell *c, int hier);
+/* The median and the largest of |v[i]| over the finite ones (NaN when none); *n their count. */
+void res_validate_abs_stats(const double *v, size_t nv, double *median, double *worst, size_t *n);
 
 #endif

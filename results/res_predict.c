@@ -67,30 +67,50 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   return t;
 }
 
-double res_allreduce_row_time(const res_costmodel *m, const res_allreduce_row *r, double *formulas, int *learned_at) {
-  const res_fabric_cost *f, *intra;
-  coll_algo a;
-  const char *an = r->algo_ran && *r->algo_ran ? r->algo_ran : r->algo;
-  if (formulas) *formulas = NAN;
-  if (learned_at) *learned_at = 0;
-  if (!m || !an || coll_algo_parse(an, &a) ||
-      res_costmodel_levels(m, r->fabric, r->transport, (int)r->host_count, (int)r->ranks_per_host, (int)r->ranks,
-                       r->topo_hash, &intra, &f))
-    return NAN;
-  int p = (int)r->ranks;
+static double rp_row_time(const res_fabric_cost *f, const res_fabric_cost *intra, const res_allreduce_row *r,
+                          coll_algo a, double *formulas, int *learned_at) {
+  int p = (int)r->ranks, hc = (int)r->host_count;
   size_t bytes = (size_t)r->bytes, chunk = (size_t)r->chunk_bytes;
   double t;
   if (res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks)) {
-    t = coll_model_time(&f->m, a, p, bytes, chunk);
-    if (formulas) *formulas = t / coll_model_learned(&f->m, a, p, bytes, chunk);
-    if (learned_at) *learned_at = coll_model_learned_at(&f->m, a, p, bytes, chunk);
+    /* the row's own hosts share its bytes; what f learned holds at its own host count only */
+    coll_model *fm = malloc(sizeof *fm);
+    if (!fm) return NAN;
+    *fm = f->m;
+    if (hc > 0 && f->host_count != hc) fm->ncurves = 0, fm->hosts = hc;
+    t = coll_model_time(fm, a, p, bytes, chunk);
+    if (formulas) *formulas = t / coll_model_learned(fm, a, p, bytes, chunk);
+    if (learned_at) *learned_at = coll_model_learned_at(fm, a, p, bytes, chunk);
+    free(fm);
     return t;
   }
   res_ar_spec s;
-  if (res_ar_spec_for(&s, intra, f, a, p, (int)r->host_count, (int)r->ranks_per_host)) return NAN;
+  if (res_ar_spec_for(&s, intra, f, a, p, hc, (int)r->ranks_per_host)) return NAN;
   s.chunk_bytes = chunk > 0 ? chunk : s.chunk_bytes;
   t = res_allreduce_time(&s, (double)r->bytes);
   if (formulas) *formulas = t;
+  return t;
+}
+
+double res_allreduce_row_time(const res_costmodel *m, const res_allreduce_row *r, double *formulas, int *learned_at) {
+  const res_fabric_cost *f, *intra, *src;
+  coll_algo a;
+  const char *an = r->algo_ran && *r->algo_ran ? r->algo_ran : r->algo;
+  int hc = (int)r->host_count, ppn = (int)r->ranks_per_host, p = (int)r->ranks;
+  if (formulas) *formulas = NAN;
+  if (learned_at) *learned_at = 0;
+  if (!m || !an || !r->fabric || coll_algo_parse(an, &a)) return NAN;
+  if (!res_costmodel_levels(m, r->fabric, r->transport, hc, ppn, p, r->topo_hash, &intra, &f))
+    return rp_row_time(f, intra, r, a, formulas, learned_at);
+  /* an emulated rate the model did not fit: held out, its nearest fitted rate scaled to it */
+  uint64_t bps = 0;
+  res_fabric_cost *at = malloc(sizeof *at);
+  double t = NAN;
+  if (at && r->transport && !strncmp(r->fabric, "emu-", 4) && !launch_emu_parse_rate(r->fabric + 4, &bps) &&
+      !res_fabric_at_rate(at, m, r->transport, hc, r->topo_hash, (double)bps, r->fabric, &src) &&
+      !res_costmodel_levels(m, src->fabric, r->transport, hc, ppn, p, r->topo_hash, &intra, &f))
+    t = rp_row_time(at, intra, r, a, formulas, learned_at);
+  free(at);
   return t;
 }
 

@@ -102,6 +102,27 @@
   X(STR, run_id) X(INT, schema) X(STR, fabric) X(STR, transport) X(INT, host_count)           \
   X(INT, ranks) X(STR, algo) X(INT, bytes) X(F64, t_p50_us) X(F64, t_pred_us) X(F64, pred_err)
 
+/* validate.csv: `fabench validate`, one row per measured figure of a cell (the all-reduce at a
+ * size, or the training step): split train (fitted on), held-out or repeat; held what the cell
+ * holds out (rate, nodes, both; "" for a training cell); t_* in ms: measured, the model's
+ * prediction and the two baselines (compute alone: the no-communication step, 0 for an
+ * all-reduce; bytes over the link: that plus the ring's bytes at the link's rate, no overlap);
+ * err_* = (prediction - measured) / measured; comm_share: the step's share over the compute
+ * alone; t_repeat: the same cell measured again (the machine's own repeatability). */
+#define RES_VALIDATE_COLS(X)                                                                  \
+  X(STR, run_id) X(INT, schema) X(STR, cell) X(STR, split) X(STR, held) X(STR, fabric)        \
+  X(INT, nodes) X(INT, ranks_per_node) X(INT, ranks) X(STR, algo) X(STR, model) X(STR, what)  \
+  X(INT, bytes) X(F64, t_meas) X(F64, t_pred) X(STR, pred_kind) X(F64, err) X(F64, t_compute) \
+  X(F64, err_compute) X(F64, t_bytes_link) X(F64, err_bytes_link) X(F64, comm_share)           \
+  X(F64, t_repeat) X(F64, err_repeat)
+
+/* validate_ablation.csv: per term of the model (res_term_name; "none": the whole model) and
+ * figure (allreduce, step), the held-out cells' median and worst |err| with every term and with
+ * that term off. */
+#define RES_VALIDATE_ABLATION_COLS(X)                                                         \
+  X(STR, run_id) X(INT, schema) X(STR, term) X(STR, what) X(INT, n) X(F64, median_with)       \
+  X(F64, median_without) X(F64, worst_with) X(F64, worst_without)
+
 /* Every record: R(name, COLUMNS). The name is the base of its files (<name>.csv, .jsonl). */
 #define RES_RECORDS(R)                                                                        \
   R(allreduce, RES_ALLREDUCE_COLS)                                                            \
@@ -112,7 +133,9 @@
   R(train_eval, RES_TRAIN_EVAL_COLS)                                                          \
   R(train_buckets, RES_TRAIN_BUCKETS_COLS)                                                    \
   R(predict, RES_PREDICT_COLS)                                                                \
-  R(model_check, RES_MODEL_CHECK_COLS)
+  R(model_check, RES_MODEL_CHECK_COLS)                                                        \
+  R(validate, RES_VALIDATE_COLS)                                                              \
+  R(validate_ablation, RES_VALIDATE_ABLATION_COLS)
 
 #define RES_CTYPE_STR const char *
 #define RES_CTYPE_INT int64_t
