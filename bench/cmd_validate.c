@@ -21,8 +21,8 @@
 
 static const char vd_usage[] =
     "usage: fabench validate [options]   (needs root and iproute2: emulated links)\n"
-    "  --quick               a few cells: 1, 2 and 10 gbit on 2 nodes of one rank, ring,\n"
-    "                        fitted on 1 and 10 gbit (minutes)\n"
+    "  --quick               a few cells: 1, 2 and 10 gbit on 2 and 3 nodes of one rank,\n"
+    "                        ring, fitted on 1 and 10 gbit and 2 nodes (minutes)\n"
     "  --rates LIST          emulated link rates [1gbit,2gbit,5gbit,10gbit]\n"
     "  --nodes LIST          node counts [2,3,4]\n"
     "  --ranks-per-node LIST [1,2]\n"
@@ -134,7 +134,7 @@ static int vd_parse(vd_opts *o, int argc, char **argv) {
   }
   if (optind < argc) return bench_usage_error(vd_usage, "unexpected argument '%s'", argv[optind]);
   if (!rates) rates = o->quick ? "1gbit,2gbit,10gbit" : "1gbit,2gbit,5gbit,10gbit";
-  if (!nodes) nodes = o->quick ? "2" : "2,3,4";
+  if (!nodes) nodes = o->quick ? "2,3" : "2,3,4";
   if (!ppn) ppn = o->quick ? "1" : "1,2";
   if (!algos) algos = o->quick ? "ring" : "ring,hier";
   if (!o->batch) o->batch = o->quick ? 16 : 32;

@@ -212,11 +212,48 @@ static void test_ablation(void **state) {
   assert_true(f.m.alpha == keep.m.alpha && f.m.beta == keep.m.beta && f.m.gamma == keep.m.gamma);
 }
 
+/* The leave-out split, the error and the no-overlap baseline, by hand. */
+static void test_validate_arithmetic(void **state) {
+  (void)state;
+  const double tb[2] = {1e9, 10e9};
+  res_vcell c = {1e9, 2, 1};
+  assert_string_equal(res_validate_held(&c, tb, 2, 2), "");
+  c.bps = 2e9;
+  assert_string_equal(res_validate_held(&c, tb, 2, 2), "rate");
+  c.bps = 10e9, c.nodes = 3;
+  assert_string_equal(res_validate_held(&c, tb, 2, 2), "nodes");
+  c.bps = 5e9;
+  assert_string_equal(res_validate_held(&c, tb, 2, 2), "both");
+  c.nodes = 1;
+  assert_string_equal(res_validate_held(&c, tb, 1, 2), "rate");
+  near(res_validate_err(110, 100), 0.10, 1e-12, "10% over");
+  near(res_validate_err(90, 100), -0.10, 1e-12, "10% under");
+  assert_true(isnan(res_validate_err(NAN, 100)) && isnan(res_validate_err(1, 0)) && isnan(res_validate_err(-1, 5)));
+  /* 8 MB over 1 Gbit/s: 2 ranks ring 2 (1/2) n = n: 64 ms; 4 ranks on 2 nodes flat: 1.5 n,
+   * 96 ms; hier on those 2 nodes: the nodes' ring, n: 64 ms; one node: nothing crosses */
+  res_vcell two = {1e9, 2, 1}, fl = {1e9, 2, 2}, one = {1e9, 1, 4};
+  near(res_validate_bytes_s(8e6, &two, 0), 0.064, 1e-12, "2 ranks");
+  near(res_validate_bytes_s(8e6, &fl, 0), 0.096, 1e-12, "2x2 flat");
+  near(res_validate_bytes_s(8e6, &fl, 1), 0.064, 1e-12, "2x2 hier");
+  assert_true(res_validate_bytes_s(8e6, &one, 0) == 0);
+  double v[6] = {0.1, -0.3, NAN, 0.2, -0.05, INFINITY}, med, worst;
+  size_t n;
+  res_validate_abs_stats(v, 6, &med, &worst, &n);
+  assert_int_equal(n, 4);
+  near(med, 0.15, 1e-12, "median of 0.05, 0.1, 0.2, 0.3");
+  near(worst, 0.3, 1e-12, "worst");
+  res_validate_abs_stats(v, 1, &med, &worst, &n);
+  near(med, 0.1, 1e-12, "one");
+  res_validate_abs_stats(v + 2, 1, &med, &worst, &n);
+  assert_true(n == 0 && isnan(med) && isnan(worst));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stated_rate),
       cmocka_unit_test(test_residuals_stay),
       cmocka_unit_test(test_ablation),
+      cmocka_unit_test(test_validate_arithmetic),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
