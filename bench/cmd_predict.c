@@ -36,8 +36,8 @@ static const char pr_usage[] =
     "                        ,gbit=R or ,gbps=R for a stated rate it did not fit: its nearest\n"
     "                        emulated rate of the transport scaled to R (held out)\n"
     "  --cores N             cores per node, which its ranks share with the communication's\n"
-    "                        CPU work (default: the fitted host's; a stated fabric's 0: a\n"
-    "                        core of its own for each rank)\n"
+    "                        CPU work (default: the fitted host's, at least one per rank of\n"
+    "                        --ranks-per-node; a stated fabric's 0: none shared)\n"
     "  --threads N           compute threads per rank (default: 1)\n"
     "  --algo LIST           ring,rhd,rd,tree,dtree,ps,ps:K and hier:ALG (ring reduce-scatter\n"
     "                        and all-gather in the node, ALG across nodes)\n"
@@ -191,7 +191,8 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, long co
     f->model = m;
     if (pr_stated_rate(f, pick, by_rate, want, bps, spec, err, cap)) return pr_fabric_free(f), -1;
     f->fc.m.hosts = 0;
-    f->fc.m.cores = cores >= 0 ? (int)cores : f->fc.m.cores;
+    if (cores >= 0) f->fc.m.cores = (int)cores;
+    else if (f->fc.m.cores > 0 && f->fc.m.cores < -cores) f->fc.m.cores = (int)-cores;
     return 0;
   }
   if (!pick) {
@@ -215,9 +216,10 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, long co
   f->fitted = 1;
   f->cpu_beta = res_fabric_cpu_beta(&f->model, pick);
   /* the what-if's nodes are counted by --ranks-per-node, not by the fit's host count; their
-   * cores are the fitted host's unless --cores says otherwise */
+   * cores are the fitted host's unless --cores says otherwise (cores < -1: at least -cores) */
   f->fc.m.hosts = 0;
   if (cores >= 0) f->fc.m.cores = (int)cores;
+  else if (f->fc.m.cores > 0 && f->fc.m.cores < -cores) f->fc.m.cores = (int)-cores;
   snprintf(f->desc, sizeof f->desc, "%s/%s(fit)", res_costmodel_label(&m, pick, l, sizeof l), pick->transport);
   return 0;
 }
@@ -585,8 +587,10 @@ int bench_cmd_predict(int argc, char **argv) {
   char err[1024];
   double gamma = bench_gamma_kernel();
   pr_fabric intra, inter;
-  if (pr_fabric_parse(&intra, o.intra, gamma, o.cores, err, sizeof err)) return bench_usage_error(pr_usage, "--intra: %s", err);
-  if (pr_fabric_parse(&inter, o.inter, gamma, o.cores, err, sizeof err)) {
+  /* a node has at least a core for each of its ranks, as the profile's rank had */
+  long cores = o.cores >= 0 ? o.cores : -o.ppn;
+  if (pr_fabric_parse(&intra, o.intra, gamma, cores, err, sizeof err)) return bench_usage_error(pr_usage, "--intra: %s", err);
+  if (pr_fabric_parse(&inter, o.inter, gamma, cores, err, sizeof err)) {
     pr_fabric_free(&intra);
     return bench_usage_error(pr_usage, "--inter: %s", err);
   }
