@@ -56,6 +56,7 @@ typedef struct {
   int repeat;    /* the repeat of cell `of` */
   int of;
   int loopback;  /* the intra-node fit's all-reduce on loopback (no training) */
+  int fit_only;  /* a link's flat all-reduce the fit needs that the grid lacks (no training) */
   int ok_ar, ok_train;
   res_rows ar, train, bk;
 } vd_cell;
@@ -230,6 +231,19 @@ static int vd_plan(vd_job *x) {
     k.repeat = 1, k.of = first_held;
     snprintf(k.key + strlen(k.key), sizeof k.key - strlen(k.key), "-repeat");
     snprintf(k.id + strlen(k.id), sizeof k.id - strlen(k.id), "-repeat");
+    c[n++] = k;
+  }
+  /* the fit learns a link from flat rows (one rank a node): each fitted rate needs some */
+  for (int i = 0; i < n; i++) {
+    if (*c[i].held || c[i].repeat || c[i].ppn == 1) continue;
+    int have = 0;
+    for (int k = 0; k < n; k++) have |= !*c[k].held && c[k].ppn == 1 && c[k].bps == c[i].bps;
+    if (have || n >= VD_MAX) continue;
+    vd_cell k = c[i];
+    k.ppn = 1, k.fit_only = 1, k.held = "";
+    snprintf(k.algo, sizeof k.algo, "ring");
+    snprintf(k.key, sizeof k.key, "%s-%dx1-ring", k.rate, k.nodes);
+    snprintf(k.id, sizeof k.id, "%s", k.key);
     c[n++] = k;
   }
   if (maxppn > 1 && n < VD_MAX) { /* the intra-node level: the same transport on one host */
@@ -415,7 +429,7 @@ static int vd_price(const res_costmodel *m, const vd_cell *c, res_validate_row *
     res_validate_row *v = &out[i];
     v->cell = c->id, v->split = c->repeat ? "repeat" : *c->held ? "held-out" : "train", v->held = c->held;
     v->nodes = c->nodes, v->ranks_per_node = c->ppn, v->ranks = c->nodes * c->ppn, v->algo = c->algo;
-    v->model = c->loopback ? "" : c->model;
+    v->model = c->loopback || c->fit_only ? "" : c->model;
     v->err = res_validate_err(v->t_pred, v->t_meas);
     v->err_compute = res_validate_err(v->t_compute, v->t_meas);
     v->err_bytes_link = res_validate_err(v->t_bytes_link, v->t_meas);
