@@ -197,8 +197,9 @@ static int vd_plan(vd_job *x) {
   const vd_opts *o = &x->o;
   double tb[VD_LIST];
   int nt = vd_train_bps(o, tb), maxppn = 1;
-  static vd_cell c[VD_MAX];
+  vd_cell *c = x->c = calloc(VD_MAX, sizeof *c);
   int n = 0;
+  if (!c) return bench_error("out of memory");
   for (int pass = 0; pass < 2; pass++)
     for (int r = 0; r < o->nrates; r++)
       for (int nn = 0; nn < o->nnodes; nn++)
@@ -254,7 +255,7 @@ static int vd_plan(vd_job *x) {
     snprintf(k.id, sizeof k.id, "%s", k.key);
     c[n++] = k;
   }
-  x->c = c, x->n = n;
+  x->n = n;
   return 0;
 }
 
@@ -628,9 +629,10 @@ int bench_cmd_validate(int argc, char **argv) {
   vd_job *x = calloc(1, sizeof *x);
   if (!x) return bench_error("out of memory");
   int rc = vd_parse(&x->o, argc, argv);
+  if (rc == 1) rc = -1; /* --help: exit 0 */
   if (rc || (rc = vd_plan(x))) {
-    vd_opts_free(&x->o), free(x);
-    return rc == 1 ? 0 : rc;
+    vd_opts_free(&x->o), free(x->c), free(x);
+    return rc < 0 ? 0 : rc;
   }
   ssize_t sl = readlink("/proc/self/exe", x->self, sizeof x->self - 1);
   if (sl <= 0) rc = bench_error("cannot find this program (/proc/self/exe)");
@@ -655,6 +657,7 @@ int bench_cmd_validate(int argc, char **argv) {
     res_run_desc_free(&x->run.meta);
   }
   for (int i = 0; i < x->n; i++) res_rows_free(&x->c[i].ar), res_rows_free(&x->c[i].train), res_rows_free(&x->c[i].bk);
+  free(x->c);
   vd_opts_free(&x->o);
   free(x);
   return bench_stdout_check("validate") || rc;
