@@ -961,6 +961,20 @@ static void rp_heatmap(rp_ctx *x) {
           "set palette rgb 33,13,10\nset xtics 1\nset ytics 1\nplot 'p2p_matrix.dat' matrix with image title ''", npts);
 }
 
+/* fabench validate's section (its run directory's validate.md), as it wrote it. */
+static void rp_validate(rp_ctx *x, char *const *dirs, int n) {
+  for (int i = 0; i < n; i++) {
+    char path[4200], buf[8192];
+    snprintf(path, sizeof path, "%s/validate.md", dirs[i]);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    fprintf(x->md, "\n");
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, x->md);
+    fclose(f);
+  }
+}
+
 int bench_cmd_report(int argc, char **argv) {
   const char *out = NULL;
   int plot = 1;
@@ -1028,6 +1042,7 @@ int bench_cmd_report(int argc, char **argv) {
     rp_scaling(x);
     rp_p2p(x);
     rp_heatmap(x);
+    rp_validate(x, argv + optind, argc - optind);
     rp_close(x, x->md, "report.md");
     if (x->failed[0]) fprintf(stderr, "fabench: report: plots missing: %s\n", x->failed);
     if (x->werr[0])

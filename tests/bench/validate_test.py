@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """fabench validate end to end on a tiny grid of emulated links: fitted on 1 Gbit/s and 2 nodes,
 it predicts 2 Gbit/s (rate held out), 3 nodes (nodes held out) and both, beside the baselines
-and the repeat of the first held-out cell; the ablation table; a second run with the same --out
-keeps every cell measured; bad flags are usage errors. Needs root and iproute2 (exit 77
+and the repeat of the first held-out cell; the ablation table; report carries its section; a
+second run with the same --out keeps every cell measured; bad flags are usage errors. Needs root and iproute2 (exit 77
 without). Usage: validate_test.py FABENCH"""
 import csv
 import os
@@ -71,6 +71,11 @@ def main():
         assert len(a) == 14 and {r["term"] for r in a} == {"curves", "delta", "cpu", "mem", "wake", "burst", "share"}, a
         md = open(os.path.join(out, "validate.md")).read()
         assert "## Validation" in md and "### Ablation" in md, md[:400]
+        # the report over the run carries the section
+        rep = os.path.join(tmp, "rep")
+        p = subprocess.run([fab, "report", out, "--no-plot", "--out", rep], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "## Validation" in open(os.path.join(rep, "report.md")).read()
         # resumed: nothing is measured again
         p = run(fab, args)
         assert p.returncode == 0, p.stderr[-2000:]
