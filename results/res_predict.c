@@ -491,10 +491,12 @@ int res_fabric_at_rate(res_fabric_cost *out, const res_costmodel *m, const char 
       continue;
     int s = 2 * (g->host_count == host_count) + (topo && *topo && !strcmp(g->topo, topo));
     double d = fabs(log(bps / (double)r));
-    /* the same host count first, then the nearest rate (the faster on a tie), then the machine */
-    if (!best || (s >> 1) > (best_s >> 1) ||
-        ((s >> 1) == (best_s >> 1) && (d < best_d - 1e-12 || (fabs(d - best_d) <= 1e-12 && ((double)r > best_bps || s > best_s)))))
-      best = g, best_s = s, best_d = d, best_bps = (double)r;
+    /* the same host count first, then the nearest rate, then the same machine, then the faster */
+    int better = !best || (s >> 1) != (best_s >> 1) ? !best || (s >> 1) > (best_s >> 1)
+                 : fabs(d - best_d) > 1e-12     ? d < best_d
+                 : (s & 1) != (best_s & 1)      ? (s & 1)
+                                                : (double)r > best_bps;
+    if (better) best = g, best_s = s, best_d = d, best_bps = (double)r;
   }
   if (src) *src = best;
   if (!best) return -1;

@@ -104,6 +104,17 @@ static void test_stated_rate(void **state) {
   assert_ptr_equal(src, &fs[0]);
   assert_string_equal(at.fabric, "emu-2gbit");
   near(at.m.beta, 4e-9, 1e-12, "2gbit beta");
+  /* which fitted rate: the same host count before a nearer rate; at equal distance the faster */
+  res_fabric_cost pick[3];
+  fabric(&pick[0], "emu-1gbit", 8e-9), fabric(&pick[1], "emu-4gbit", 2e-9), fabric(&pick[2], "emu-8gbit", 1e-9);
+  pick[2].host_count = 3;
+  res_costmodel pm = {.f = pick, .n = 3, .gamma_kernel = NAN};
+  assert_int_equal(res_fabric_at_rate(&at, &pm, "tcp", 1, NULL, 2e9, NULL, &src), 0);
+  assert_ptr_equal(src, &pick[1]);
+  near(at.m.beta, 4e-9, 1e-12, "2gbit from 4gbit");
+  assert_int_equal(res_fabric_at_rate(&at, &pm, "tcp", 3, NULL, 2e9, NULL, &src), 0);
+  assert_ptr_equal(src, &pick[2]);
+  assert_int_equal(at.host_count, 3);
   /* no emulated fabric of the transport, an unparsable or unfitted non-emulated fabric: none */
   assert_int_equal(res_fabric_at_rate(&at, &m, "ucx", 1, NULL, 2e9, NULL, &src), -1);
   r = dp("tcp:eth0", "ring", 2, 1);
