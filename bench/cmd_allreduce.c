@@ -652,9 +652,12 @@ static int ar_report(ar_ctx *x, const ar_cell *k, const ar_cell *peer, size_t nb
   if (x->load) row.compute_loss = k->loss;
   const res_fabric_cost *fm = res_costmodel_find(&x->model, fabric, coll_transport_name(k->tk),
                                               coll_boot_host_count(x->boot), row.topo_hash);
-  if (fm) { /* one fabric, or on a cluster both levels */
-    row.t_pred_us = res_allreduce_row_time(&x->model, &row, NULL, NULL) * 1e6;
-    if (isfinite(row.t_pred_us) && row.t_pred_us > 0) row.pred_err = (st.p50 - row.t_pred_us) / row.t_pred_us;
+  int learned = 0;
+  double tp = x->model.n ? res_allreduce_row_time(&x->model, &row, NULL, &learned) * 1e6 : NAN;
+  if (fm || tp > 0) { /* one fabric, on a cluster both levels, or an unfitted emulated rate (held out) */
+    row.t_pred_us = tp;
+    if (isfinite(tp) && tp > 0)
+      row.pred_err = (st.p50 - tp) / tp, row.pred_kind = res_pred_kind_name(learned ? RES_PRED_REPLAY : RES_PRED_HELDOUT);
   } else if (x->model.n && !(x->model_missed & (1u << k->tk))) {
     /* said once per transport: rows without t_pred_us would pass for a run checked against it */
     x->model_missed |= 1u << k->tk;

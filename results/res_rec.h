@@ -24,7 +24,7 @@
   X(INT, warmup) X(INT, chunk_bytes) X(INT, tcp_streams) X(STR, boot) X(INT_OPT, rounds)      \
   X(STR_OPT, peer) X(F64_OPT, busbw_vs_peer) X(F64_OPT, t_pred_us) X(F64_OPT, pred_err)       \
   X(F64_OPT, host_cpu_us) X(F64_OPT, round_spread) X(F64_OPT, compute_loss)                  \
-  X(INT_OPT, ranks_per_host)
+  X(INT_OPT, ranks_per_host) X(STR_OPT, pred_kind)
 
 /* p2p.csv: one row per (transport, test, pair, size); latency is one-way. */
 #define RES_P2P_COLS(X)                                                                       \

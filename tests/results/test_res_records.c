@@ -119,7 +119,7 @@ static void test_train_columns(void **state) {
       "opt_ms,"
       "imbalance_ms,comm_busbw_gbps,scaling_eff,fabric_eff,final_loss,test_loss,test_acc,target_acc,"
       "time_to_target_s,train_time_s,start_step,end_step,backend,status,step_ms_pred,"
-      "images_per_s_pred,exposed_comm_ms_pred,pred_err,rounds,images_per_s_slowest,ranks_per_host\n";
+      "images_per_s_pred,exposed_comm_ms_pred,pred_err,rounds,images_per_s_slowest,ranks_per_host,pred_kind\n";
   char dir[64], err[256], path[600], line[4096];
   assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
   res_table *t;
