@@ -34,6 +34,9 @@ static const char vd_usage[] =
     "  --data SPEC           training data [synthetic:3x32x32:10:1024]\n"
     "  --batch N             images per rank per step [32; --quick 16]\n"
     "  --steps N             training steps per cell [30; --quick 16]\n"
+    "  --rounds R            the cell's pairs take turns R times, its row the fastest round's\n"
+    "                        (train --rounds: a slow spell of the machine is not the model's\n"
+    "                        miss) [2]\n"
     "  --no-repeat           skip the repeat of the first held-out cell (the machine's own\n"
     "                        repeatability)\n"
     "  --timeout SEC         every network wait of the cells' runs [60]\n"
@@ -67,7 +70,7 @@ typedef struct {
   int nrates, nnodes, nppn, nalgos, nmodels, ntrain;
   char *store[6];
   const char *data, *out;
-  long batch, steps, timeout, max_nodes;
+  long batch, steps, rounds, timeout, max_nodes;
 } vd_opts;
 
 typedef struct {
@@ -91,16 +94,17 @@ static int vd_list(const char *flag, const char *s, char **items, int *n, char *
 
 static int vd_parse(vd_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
-  o->repeat = 1, o->timeout = 60, o->max_nodes = 2, o->data = "synthetic:3x32x32:10:1024";
+  o->repeat = 1, o->timeout = 60, o->max_nodes = 2, o->rounds = 2, o->data = "synthetic:3x32x32:10:1024";
   const char *rates = NULL, *nodes = NULL, *ppn = NULL, *algos = NULL, *models = "resnet20", *train = NULL;
   enum { O_QUICK = 256, O_RATES, O_NODES, O_PPN, O_ALGO, O_MODEL, O_TRAIN, O_MAXN, O_DATA, O_BATCH, O_STEPS,
-         O_NOREP, O_TO, O_OUT };
+         O_NOREP, O_TO, O_OUT, O_ROUNDS };
   static const struct option lo[] = {
       {"quick", 0, 0, O_QUICK},         {"rates", 1, 0, O_RATES},          {"nodes", 1, 0, O_NODES},
       {"ranks-per-node", 1, 0, O_PPN},  {"algo", 1, 0, O_ALGO},            {"model", 1, 0, O_MODEL},
       {"train-rates", 1, 0, O_TRAIN},   {"train-max-nodes", 1, 0, O_MAXN}, {"data", 1, 0, O_DATA},
       {"batch", 1, 0, O_BATCH},         {"steps", 1, 0, O_STEPS},          {"no-repeat", 0, 0, O_NOREP},
-      {"timeout", 1, 0, O_TO},          {"out", 1, 0, O_OUT},              {"help", 0, 0, 'h'},
+      {"timeout", 1, 0, O_TO},          {"out", 1, 0, O_OUT},              {"rounds", 1, 0, O_ROUNDS},
+      {"help", 0, 0, 'h'},
       {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
@@ -126,6 +130,9 @@ static int vd_parse(vd_opts *o, int argc, char **argv) {
       if (bench_parse_int(optarg, 4, 1 << 20, &o->steps)) return bench_usage_error(vd_usage, "--steps: '%s' is not a count >= 4", optarg);
       break;
     case O_NOREP: o->repeat = 0; break;
+    case O_ROUNDS:
+      if (bench_parse_int(optarg, 1, 100, &o->rounds)) return bench_usage_error(vd_usage, "--rounds: '%s' is not a count from 1 to 100", optarg);
+      break;
     case O_TO:
       if (bench_parse_int(optarg, 1, 86400, &o->timeout)) return bench_usage_error(vd_usage, "--timeout: '%s' is not seconds", optarg);
       break;
@@ -356,6 +363,7 @@ static void vd_cell_measure(vd_job *x, vd_cell *c) {
   vd_arg(&a, "--threads"), vd_arg(&a, "1"), vd_arg(&a, "--steps"), vd_arg(&a, "%ld", o->steps);
   vd_arg(&a, "--warmup-steps"), vd_arg(&a, "%ld", o->steps / 4), vd_arg(&a, "--eval-every"), vd_arg(&a, "0");
   vd_arg(&a, "--no-single"), vd_arg(&a, "--timeout"), vd_arg(&a, "%ld", o->timeout);
+  vd_arg(&a, "--rounds"), vd_arg(&a, "%ld", o->rounds);
   c->ok_train = vd_measure(x, what, dir, &a);
 }
 

@@ -42,7 +42,7 @@ def main():
     try:
         out = os.path.join(tmp, "v")
         args = ["--quick", "--rates", "1gbit,2gbit", "--nodes", "2,3", "--train-rates", "1gbit", "--steps", "8",
-                "--batch", "8", "--data", "synthetic:3x16x16:10:256", "--out", out]
+                "--batch", "8", "--rounds", "1", "--data", "synthetic:3x16x16:10:256", "--out", out]
         p = run(fab, args)
         assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
         v = rows(os.path.join(out, "validate.csv"))
