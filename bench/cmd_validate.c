@@ -414,7 +414,7 @@ static int vd_price(const res_costmodel *m, const vd_cell *c, res_validate_row *
     v->what = "allreduce", v->bytes = r->bytes, v->fabric = r->fabric;
     v->t_meas = r->t_p50_us / 1e3;
     v->t_pred = res_allreduce_row_time(m, r, NULL, &learned) * 1e3;
-    v->pred_kind = res_pred_kind_name(learned ? RES_PRED_REPLAY : RES_PRED_HELDOUT);
+    if (v->t_pred > 0) v->pred_kind = res_pred_kind_name(learned ? RES_PRED_REPLAY : RES_PRED_HELDOUT);
     v->t_bytes_link = c->loopback ? NAN : res_validate_bytes_s((double)r->bytes, &vc, hier) * 1e3;
   }
   const res_train_row *t = c->train.rows;
