@@ -24,6 +24,7 @@ int bench_cmd_suite(int argc, char **argv);
 int bench_cmd_fit(int argc, char **argv);
 int bench_cmd_predict(int argc, char **argv);
 int bench_cmd_report(int argc, char **argv);
+int bench_cmd_validate(int argc, char **argv);
 
 /* ---- parsing: each returns 0 or -1 (never prints) ---- */
 /* The largest size (and train's seed): 8 PiB, beyond any buffer, exact in run.json's numbers,
@@ -233,8 +234,14 @@ struct res_costmodel;
  * (bench_gamma_kernel) only where none did. */
 double bench_fit_gamma(char *const *dirs, int ndirs);
 /* --model-from: a model.json, a directory with one, or a run directory fitted on the spot (its
- * notes on rows left out on stderr unless quiet: one rank says them for all). */
+ * notes on rows left out on stderr unless quiet: one rank says them for all). The terms that
+ * FABENCH_MODEL_OFF names (curves, delta, cpu, mem, wake, burst, share) are turned off in it
+ * (res_costmodel_ablate); a name it does not know is an error. */
 int bench_costmodel_load(struct res_costmodel *m, const char *from, int quiet, char *err, size_t cap);
+/* Runs `self argv...` (argv NULL-terminated, argv[0] the command) with its stdout and stderr in
+ * log; past limit_s it is sent SIGTERM, 10 s later SIGKILL. Its exit status (128 + signal when
+ * killed), or -1 where it could not be started (said on stderr). */
+int bench_subrun(const char *self, char *const argv[], const char *log, double limit_s);
 /* ---- plots (plot.c) ---- */
 /* Runs `gnuplot script` in dir, its output appended to dir/gnuplot.log under the script's name;
  * bench_gnuplot_log_reset starts that log afresh, so it holds one run's plots only. The script

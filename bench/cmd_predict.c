@@ -12,6 +12,7 @@
 
 #include "bench.h"
 #include "coll.h"
+#include "launch.h" /* launch_emu_parse_rate: an emulated fabric's name gives its rate */
 #include "res.h"
 #include "util.h"
 
@@ -31,7 +32,13 @@ static const char pr_usage[] =
     "  --inter SPEC          the fabric between nodes (default: alpha=10,gbit=100)\n"
     "                        SPEC: alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s], or\n"
     "                        a model.json / run directory (fitted: fabench fit), with\n"
-    "                        @FABRIC or @TRANSPORT where it has several fabrics\n"
+    "                        @FABRIC or @TRANSPORT where it has several fabrics, and\n"
+    "                        ,gbit=R or ,gbps=R for a stated rate it did not fit: its nearest\n"
+    "                        emulated rate of the transport scaled to R (held out)\n"
+    "  --cores N             cores per node, which its ranks share with the communication's\n"
+    "                        CPU work (default: the fitted host's, at least one per rank of\n"
+    "                        --ranks-per-node; a stated fabric's 0: none shared)\n"
+    "  --threads N           compute threads per rank (default: 1)\n"
     "  --algo LIST           ring,rhd,rd,tree,dtree,ps,ps:K and hier:ALG (ring reduce-scatter\n"
     "                        and all-gather in the node, ALG across nodes)\n"
     "                        (default: ring,dtree,hier:ring)\n"
@@ -54,16 +61,47 @@ static const struct {
 
 #define PR_MAX 32
 
+/* A fabric as predict prices it: fc.m its parameters, fc what the training step's CPU share
+ * comes from (fc.resid points into model, the loaded fit, for the replay label). */
 typedef struct {
-  coll_model m;
+  res_fabric_cost fc;
+  res_costmodel model; /* n 0: a stated fabric */
+  double cpu_beta;     /* res_fabric_cpu_beta */
+  int fitted;          /* fc is a fitted fabric as fitted (not scaled to a stated rate) */
   char desc[200];
 } pr_fabric;
 
+static void pr_fabric_free(pr_fabric *f) { res_costmodel_free(&f->model); }
+
+/* A model's fabric at a stated rate (bits/s; the one named by `want`, an emulated one scaled by its
+ * own rate, another by its fitted one; or a transport's nearest emulated rate): 0, or -1 with err. */
+static int pr_stated_rate(pr_fabric *f, const res_fabric_cost *pick, int by_rate, const char *want, double bps,
+                          const char *spec, char *err, size_t cap) {
+  char name[64], l[256];
+  uint64_t own = 0;
+  if (bps >= 1e9) snprintf(name, sizeof name, "%ggbit", bps / 1e9);
+  else snprintf(name, sizeof name, "%gmbit", bps / 1e6);
+  const res_fabric_cost *src = pick;
+  if (by_rate && !res_fabric_at_rate(&f->fc, &f->model, want, 1, NULL, bps, name, &src))
+    ;
+  else if (pick && !strncmp(pick->fabric, "emu-", 4) && !launch_emu_parse_rate(pick->fabric + 4, &own) && own)
+    res_fabric_scaled(&f->fc, &f->model, pick, bps / (double)own, name);
+  else if (pick)
+    res_fabric_scaled(&f->fc, &f->model, pick, bps / 8.0 * pick->m.beta, name);
+  else
+    return snprintf(err, cap, "'%s': the model has no emulated fabric of transport %s to scale to %s", spec,
+                    want ? want : "?", name), -1;
+  f->cpu_beta = res_fabric_cpu_beta(&f->model, src);
+  snprintf(f->desc, sizeof f->desc, "%s/%s(from %s)", name, src->transport, res_costmodel_label(&f->model, src, l, sizeof l));
+  return 0;
+}
+
 /* alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s] or PATH[@FABRIC|@TRANSPORT]. */
-static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *err, size_t cap) {
+static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, long cores, char *err, size_t cap) {
   memset(f, 0, sizeof *f);
-  f->m.gamma = gamma;
-  if (strchr(spec, '=')) {
+  f->fc.m.gamma = gamma;
+  const char *comma = strchr(spec, ','), *eq = strchr(spec, '=');
+  if (eq && (!comma || eq < comma)) {
     char *items[8], *store = NULL;
     int n = bench_split_list(spec, items, 8, &store), have_bw = 0, rc = n > 0 ? 0 : -1;
     if (rc) snprintf(err, cap, "'%s': an empty item or too many", spec);
@@ -82,11 +120,11 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
       if (bench_parse_double(eq + 1, 0, 1e12, &v) || (!may_be_0 && v == 0)) {
         snprintf(err, cap, "'%s': %s needs a number %s 0 to 1e12", spec, kv, may_be_0 ? "from" : "above");
         rc = -1;
-      } else if (!strcmp(kv, "alpha")) f->m.alpha = v * 1e-6;
-      else if (!strcmp(kv, "delta")) f->m.delta = v * 1e-6;
-      else if (!strcmp(kv, "gbps")) f->m.beta = 1.0 / (v * 1e9), have_bw = 1;
-      else if (!strcmp(kv, "gbit")) f->m.beta = 8.0 / (v * 1e9), have_bw = 1;
-      else if (!strcmp(kv, "reduce")) f->m.gamma = 1.0 / (v * 1e9);
+      } else if (!strcmp(kv, "alpha")) f->fc.m.alpha = v * 1e-6;
+      else if (!strcmp(kv, "delta")) f->fc.m.delta = v * 1e-6;
+      else if (!strcmp(kv, "gbps")) f->fc.m.beta = 1.0 / (v * 1e9), have_bw = 1;
+      else if (!strcmp(kv, "gbit")) f->fc.m.beta = 8.0 / (v * 1e9), have_bw = 1;
+      else if (!strcmp(kv, "reduce")) f->fc.m.gamma = 1.0 / (v * 1e9);
       else {
         snprintf(err, cap, "'%s': unknown key '%s' (alpha, delta, gbps, gbit, reduce)", spec, kv);
         rc = -1;
@@ -95,11 +133,23 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
     free(store);
     if (rc) return -1;
     if (!have_bw) return snprintf(err, cap, "'%s': needs gbps= or gbit=", spec), -1;
+    if (cores > 0) f->fc.m.cores = (int)cores;
     snprintf(f->desc, sizeof f->desc, "%s", spec);
     return 0;
   }
   char path[4096];
   snprintf(path, sizeof path, "%s", spec);
+  /* PATH[@FABRIC|@TRANSPORT][,gbit=R|,gbps=R] */
+  double bps = 0;
+  char *rate = strchr(path, ',');
+  if (rate) {
+    *rate++ = '\0';
+    double v;
+    int gbit = !strncmp(rate, "gbit=", 5), gbps = !strncmp(rate, "gbps=", 5);
+    if ((!gbit && !gbps) || bench_parse_double(rate + 5, 1e-6, 1e6, &v))
+      return snprintf(err, cap, "'%s': after the model, ',gbit=R' or ',gbps=R' (R a rate above 0), not '%s'", spec, rate), -1;
+    bps = gbit ? v * 1e9 : v * 8e9;
+  }
   char *at = strrchr(path, '@');
   const char *want = NULL;
   if (at) *at = '\0', want = at + 1;
@@ -136,6 +186,15 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
   for (size_t i = 0; i < m.n && !pick; i++)
     if (!want || !strcmp(m.f[i].transport, want)) by = &m.f[i], by_transport++;
   if (!pick && by_transport == 1) pick = by;
+  if (bps > 0 && (pick || want)) { /* a stated rate: held out */
+    int by_rate = !pick || !want || strcmp(pick->fabric, want); /* not @FABRIC: the transport's nearest rate */
+    f->model = m;
+    if (pr_stated_rate(f, pick, by_rate, want, bps, spec, err, cap)) return pr_fabric_free(f), -1;
+    f->fc.m.hosts = 0;
+    if (cores >= 0) f->fc.m.cores = (int)cores;
+    else if (f->fc.m.cores > 0 && f->fc.m.cores < -cores) f->fc.m.cores = (int)-cores;
+    return 0;
+  }
   if (!pick) {
     char list[1024] = "";
     for (size_t i = 0, o = 0; i < m.n && o < sizeof list; i++)
@@ -152,13 +211,16 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, char *e
     res_costmodel_free(&m);
     return -1;
   }
-  f->m = pick->m;
-  /* the what-if's nodes give each rank a core (the fitted host's core count does not carry
-   * over) and are counted by --ranks-per-node, not by the fit's host count */
-  f->m.cores = 0;
-  f->m.hosts = 0;
+  f->model = m;
+  f->fc = *pick;
+  f->fitted = 1;
+  f->cpu_beta = res_fabric_cpu_beta(&f->model, pick);
+  /* the what-if's nodes are counted by --ranks-per-node, not by the fit's host count; their
+   * cores are the fitted host's unless --cores says otherwise (cores < -1: at least -cores) */
+  f->fc.m.hosts = 0;
+  if (cores >= 0) f->fc.m.cores = (int)cores;
+  else if (f->fc.m.cores > 0 && f->fc.m.cores < -cores) f->fc.m.cores = (int)-cores;
   snprintf(f->desc, sizeof f->desc, "%s/%s(fit)", res_costmodel_label(&m, pick, l, sizeof l), pick->transport);
-  res_costmodel_free(&m);
   return 0;
 }
 
@@ -304,7 +366,7 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
 typedef struct {
   const char *model, *profile, *intra, *inter, *ranks, *algos, *out;
   double ips, bucket_mb, first_mb, target;
-  long batch, ppn;
+  long batch, ppn, cores, threads;
   int overlap, plot;
 } pr_opts;
 
@@ -312,15 +374,16 @@ typedef struct {
 static int pr_parse(pr_opts *o, int argc, char **argv) {
   *o = (pr_opts){.intra = "alpha=5,gbps=50", .inter = "alpha=10,gbit=100", .ranks = "8,64,512,1024",
                  .algos = "ring,dtree,hier:ring", .ips = NAN, .bucket_mb = 25, .first_mb = 1, .target = 0.9,
-                 .ppn = 8, .overlap = 1, .plot = 1};
+                 .ppn = 8, .cores = -1, .threads = 1, .overlap = 1, .plot = 1};
   enum { O_MODEL = 256, O_PROFILE, O_IPS, O_BATCH, O_RANKS, O_PPN, O_INTRA, O_INTER, O_ALGO, O_BMB,
-         O_FMB, O_NOOV, O_TARGET, O_NOPLOT, O_OUT };
+         O_FMB, O_NOOV, O_TARGET, O_NOPLOT, O_OUT, O_CORES, O_THREADS };
   static const struct option lo[] = {
       {"model", 1, 0, O_MODEL},       {"profile", 1, 0, O_PROFILE},   {"images-per-s-rank", 1, 0, O_IPS},
       {"batch", 1, 0, O_BATCH},       {"ranks", 1, 0, O_RANKS},       {"ranks-per-node", 1, 0, O_PPN},
       {"intra", 1, 0, O_INTRA},       {"inter", 1, 0, O_INTER},       {"algo", 1, 0, O_ALGO},
       {"bucket-mb", 1, 0, O_BMB},     {"first-bucket-mb", 1, 0, O_FMB}, {"no-overlap", 0, 0, O_NOOV},
       {"target-eff", 1, 0, O_TARGET}, {"no-plot", 0, 0, O_NOPLOT},    {"out", 1, 0, O_OUT},
+      {"cores", 1, 0, O_CORES},       {"threads", 1, 0, O_THREADS},
       {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
@@ -340,6 +403,12 @@ static int pr_parse(pr_opts *o, int argc, char **argv) {
       if (bench_parse_int(optarg, 1, 1 << 16, &o->ppn)) return bench_usage_error(pr_usage, "--ranks-per-node: '%s' is not a count >= 1", optarg);
       break;
     case O_INTRA: o->intra = optarg; break;
+    case O_CORES:
+      if (bench_parse_int(optarg, 0, 1 << 20, &o->cores)) return bench_usage_error(pr_usage, "--cores: '%s' is not a count >= 0", optarg);
+      break;
+    case O_THREADS:
+      if (bench_parse_int(optarg, 1, 1 << 12, &o->threads)) return bench_usage_error(pr_usage, "--threads: '%s' is not a count >= 1", optarg);
+      break;
     case O_INTER: o->inter = optarg; break;
     case O_ALGO: o->algos = optarg; break;
     case O_BMB:
@@ -454,11 +523,20 @@ static int pr_row(res_table *tab, const char *run_id, const pr_opts *o, const pr
   int ppn = (int)o->ppn, nodes = (ranks + ppn - 1) / ppn;
   res_step_in in = {.data_ms = pf->data_ms, .fwd_ms = pf->fwd_ms, .bwd_ms = pf->bwd_ms, .opt_ms = pf->opt_ms,
                     .buckets = pf->b, .nbuckets = pf->nb, .overlap = o->overlap, .batch = pf->batch,
-                    .ar = {.intra = &intra->m, .inter = nodes > 1 ? &inter->m : NULL, .algo = al->algo,
+                    .ar = {.intra = &intra->fc.m, .inter = nodes > 1 ? &inter->fc.m : NULL, .algo = al->algo,
                            .hier = al->hier, .ranks = ranks, .ranks_per_node = ppn}};
+  /* the fabric that bounds the run gives the pipelining unit and the CPU share, as for a
+   * train row (res_price_step) */
+  const pr_fabric *bf = nodes > 1 ? inter : intra;
+  const coll_model *bound = &bf->fc.m;
+  if (bf->fc.chunk_bytes > 0) in.ar.chunk_bytes = (size_t)bf->fc.chunk_bytes;
   res_step_out out;
-  res_predict_step(&out, &in);
-  const coll_model *bound = nodes > 1 ? &inter->m : &intra->m;
+  res_price_step(&out, &in, &bf->fc, bf->cpu_beta, ranks, (int)o->threads);
+  /* a replay where the fit measured this very all-reduce: one fabric, its rank count and
+   * algorithm on as many hosts */
+  int flat = !al->hier && (nodes == 1 || ppn == 1);
+  res_pred_kind kind = bf->fitted && flat && res_fabric_measured(&bf->fc, al->name, ranks, nodes) ? RES_PRED_REPLAY
+                                                                                                : RES_PRED_HELDOUT;
   double need = pr_needed(pf, &in, bound, o->target);
   char needs[32];
   if (need == 0)
@@ -467,8 +545,8 @@ static int pr_row(res_table *tab, const char *run_id, const pr_opts *o, const pr
     snprintf(needs, sizeof needs, "%.3g", need);
   else
     snprintf(needs, sizeof needs, pr_intra_bound(pf, &in, bound, o->target) ? "intra-bound" : "not by link");
-  printf("  %7d %6d %-12s %10.2f %10.2f %10.2f %12.1f %6.3f %14s\n", ranks, nodes, al->name, out.step_ms,
-         out.comm_ms, out.exposed_comm_ms, out.images_per_s, out.scaling_eff, needs);
+  printf("  %7d %6d %-12s %10.2f %10.2f %10.2f %12.1f %6.3f %-8s %14s\n", ranks, nodes, al->name, out.step_ms,
+         out.comm_ms, out.exposed_comm_ms, out.images_per_s, out.scaling_eff, res_pred_kind_name(kind), needs);
   res_predict_row row;
   res_row_init(res_schema_predict(), &row);
   row.run_id = run_id;
@@ -493,6 +571,7 @@ static int pr_row(res_table *tab, const char *run_id, const pr_opts *o, const pr
   row.inter_gbps = 1e-9 / bound->beta;
   row.target_eff = o->target;
   row.inter_gbps_needed = need; /* empty when no link rate reaches it, 0 when any does */
+  row.pred_kind = res_pred_kind_name(kind);
   return res_table_put(tab, &row, err, sizeof err) ? bench_error("%s", err) : 0;
 }
 
@@ -508,15 +587,21 @@ int bench_cmd_predict(int argc, char **argv) {
   char err[1024];
   double gamma = bench_gamma_kernel();
   pr_fabric intra, inter;
-  if (pr_fabric_parse(&intra, o.intra, gamma, err, sizeof err)) return bench_usage_error(pr_usage, "--intra: %s", err);
-  if (pr_fabric_parse(&inter, o.inter, gamma, err, sizeof err)) return bench_usage_error(pr_usage, "--inter: %s", err);
+  /* a node has at least a core for each of its ranks, as the profile's rank had */
+  long cores = o.cores >= 0 ? o.cores : -o.ppn;
+  if (pr_fabric_parse(&intra, o.intra, gamma, cores, err, sizeof err)) return bench_usage_error(pr_usage, "--intra: %s", err);
+  if (pr_fabric_parse(&inter, o.inter, gamma, cores, err, sizeof err)) {
+    pr_fabric_free(&intra);
+    return bench_usage_error(pr_usage, "--inter: %s", err);
+  }
   pr_profile *pf = calloc(1, sizeof *pf); /* 64 KiB of buckets: off the stack */
-  if (!pf) return bench_error("out of memory");
+  if (!pf) return pr_fabric_free(&intra), pr_fabric_free(&inter), bench_error("out of memory");
   const char *compute_src = NULL;
   bench_run run;
   res_table *tab = NULL;
   if ((rc = pr_make_profile(pf, &o, &compute_src)) || (rc = pr_begin(&run, &tab, &o, &intra, &inter, compute_src, argc, argv))) {
     free(pf);
+    pr_fabric_free(&intra), pr_fabric_free(&inter);
     return rc;
   }
 
@@ -524,16 +609,18 @@ int bench_cmd_predict(int argc, char **argv) {
          pf->model, pf->grad_bytes / 1e6, pf->nb, pf->batch, pf->data_ms + pf->fwd_ms + pf->bwd_ms + pf->opt_ms,
          compute_src);
   printf("# intra-node: %s (alpha %.2f us, %.2f GB/s); inter-node: %s (alpha %.2f us, %.2f GB/s); %ld ranks per node; overlap %s\n",
-         intra.desc, intra.m.alpha * 1e6, 1e-9 / intra.m.beta, inter.desc, inter.m.alpha * 1e6, 1e-9 / inter.m.beta, o.ppn,
+         intra.desc, intra.fc.m.alpha * 1e6, 1e-9 / intra.fc.m.beta, inter.desc, inter.fc.m.alpha * 1e6, 1e-9 / inter.fc.m.beta, o.ppn,
          o.overlap ? "on" : "off");
-  printf("  %7s %6s %-12s %10s %10s %10s %12s %6s %14s\n", "ranks", "nodes", "algo", "step(ms)", "comm(ms)",
-         "exposed", "images/s", "eff", "GB/s for eff");
+  printf("  %7s %6s %-12s %10s %10s %10s %12s %6s %-8s %14s\n", "ranks", "nodes", "algo", "step(ms)", "comm(ms)",
+         "exposed", "images/s", "eff", "kind", "GB/s for eff");
   /* algorithm by algorithm, so that each one's rows are consecutive (the plot's lines) */
   for (int a = 0; a < nalgos && !rc; a++)
     for (int r = 0; r < nranks && !rc; r++) rc = pr_row(tab, run.run_id, &o, pf, &al[a], ranks[r], &intra, &inter);
   res_table_close(tab);
   free(pf);
-  printf("# GB/s for eff: the link rate (inter-node, or intra-node on one node) at which efficiency reaches %.2f;\n"
+  pr_fabric_free(&intra), pr_fabric_free(&inter);
+  printf("# kind: replay where the fit measured this very all-reduce (fabric, ranks, algorithm), else held-out\n"
+         "# GB/s for eff: the link rate (inter-node, or intra-node on one node) at which efficiency reaches %.2f;\n"
          "# intra-bound: no inter-node rate reaches it, a faster intra-node link would; not by link: start-ups\n"
          "# or compute hold it back at any rate\n", o.target);
   if (!rc && o.plot) {

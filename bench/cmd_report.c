@@ -670,15 +670,17 @@ static size_t rp_buckets(const rp_ctx *x, const res_train_row *one, res_bucket *
 }
 
 /* A train row's predicted step and exposed communication: its own columns when the run wrote
- * them, else ours. */
-static double rp_train_pred(const rp_ctx *x, const res_train_row *r, double *exposed) {
+ * them, else ours; *kind: replay or held-out ("" where a run wrote no kind). */
+static double rp_train_pred(const rp_ctx *x, const res_train_row *r, double *exposed, const char **kind) {
   *exposed = r->exposed_comm_ms_pred;
+  *kind = r->pred_kind ? r->pred_kind : "";
   if (isfinite(r->step_ms_pred)) return r->step_ms_pred;
   res_train_row c = *r;
   const res_train_row *prof = res_train_profile(&x->rec[RP_TRAIN], r);
   if (!prof) prof = rp_one_rank(x, r->model);
   if (res_predict_train_row(&c, prof, &x->rec[RP_BUCKETS], x->have_model ? &x->model : NULL)) return NAN;
   *exposed = c.exposed_comm_ms_pred;
+  *kind = c.pred_kind;
   return c.step_ms_pred;
 }
 
@@ -694,7 +696,8 @@ static void rp_train(rp_ctx *x) {
   fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step p50 (ms) | exposed comm (ms) | predicted step (ms) | predicted exposed (ms) | error of the mean step | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
-    double pexp, pred = rp_train_pred(x, r, &pexp);
+    const char *kind;
+    double pexp, pred = rp_train_pred(x, r, &pexp, &kind);
     /* the prediction is of the wall time per step, the mean (train.csv's pred_err too); the
      * table's step is the p50 (step_ms), as train prints it and train.csv names it */
     double step = isfinite(r->step_ms_mean) ? r->step_ms_mean : r->step_ms;
@@ -723,7 +726,8 @@ static void rp_train(rp_ctx *x) {
     if (isfinite(pred)) {
       char pe[32] = "-";
       if (isfinite(pexp)) snprintf(pe, sizeof pe, "%.2f", pexp);
-      fprintf(x->md, "%.2f | %s | %+.1f%% | ", pred, pe, 100 * (step - pred) / pred);
+      fprintf(x->md, "%.2f%s%s%s | %s | %+.1f%% | ", pred, *kind ? " (" : "", kind, *kind ? ")" : "", pe,
+              100 * (step - pred) / pred);
     } else {
       fprintf(x->md, "- | - | - | ");
     }
@@ -758,7 +762,8 @@ static void rp_pred_vs_meas(rp_ctx *x) {
   fprintf(d, "\n\n# training steps: measured_us,predicted_us\n");
   const res_train_row *t = x->rec[RP_TRAIN].rows;
   for (size_t i = 0; i < x->rec[RP_TRAIN].n; i++) {
-    double e, p = rp_train_pred(x, &t[i], &e);
+    const char *k;
+    double e, p = rp_train_pred(x, &t[i], &e, &k);
     double s = isfinite(t[i].step_ms_mean) ? t[i].step_ms_mean : t[i].step_ms;
     if (isfinite(p) && p > 0 && s > 0) fprintf(d, "%.6g,%.6g\n", s * 1e3, p * 1e3), nt++;
   }
@@ -819,7 +824,8 @@ static void rp_scaling(rp_ctx *x) {
                         .overlap = 1, .batch = batch,
                         .ar = {.intra = &x->model.f[f].m, .algo = {COLL_ALGO_RING, 0}, .ranks = p, .ranks_per_node = p}};
       res_step_out o;
-      res_predict_step(&o, &in);
+      /* the one pricing of a step (train's and predict's), the host's CPU share included */
+      res_price_step(&o, &in, &x->model.f[f], res_fabric_cpu_beta(&x->model, &x->model.f[f]), p, 1);
       fprintf(d, "%d,%.6g\n", p, o.scaling_eff);
       npts += isfinite(o.scaling_eff);
     }
@@ -831,7 +837,8 @@ static void rp_scaling(rp_ctx *x) {
       len += (size_t)snprintf(body + len, sizeof body - len, "%s'scaling.dat' index %zu using 1:2 with linespoints title '%s' noenhanced", f ? ", " : "", f, t);
   }
   rp_close(x, d, "scaling.dat");
-  fprintf(x->md, "\n## Scaling to 1024 ranks (predicted)\n\nA flat ring over each fitted fabric, overlap on, %s.\n", what);
+  fprintf(x->md, "\n## Scaling to 1024 ranks (predicted, held out)\n\nA flat ring over each fitted fabric, overlap on, %s; "
+                 "the ranks share the fitted host's cores, and past the rank counts fitted the formulas alone predict.\n", what);
   rp_plot(x, "scaling", "predicted scaling efficiency, flat ring", body, npts);
   free(b);
 }
@@ -954,6 +961,20 @@ static void rp_heatmap(rp_ctx *x) {
           "set palette rgb 33,13,10\nset xtics 1\nset ytics 1\nplot 'p2p_matrix.dat' matrix with image title ''", npts);
 }
 
+/* fabench validate's section (its run directory's validate.md), as it wrote it. */
+static void rp_validate(rp_ctx *x, char *const *dirs, int n) {
+  for (int i = 0; i < n; i++) {
+    char path[4200], buf[8192];
+    snprintf(path, sizeof path, "%s/validate.md", dirs[i]);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    fprintf(x->md, "\n");
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, x->md);
+    fclose(f);
+  }
+}
+
 int bench_cmd_report(int argc, char **argv) {
   const char *out = NULL;
   int plot = 1;
@@ -1021,6 +1042,7 @@ int bench_cmd_report(int argc, char **argv) {
     rp_scaling(x);
     rp_p2p(x);
     rp_heatmap(x);
+    rp_validate(x, argv + optind, argc - optind);
     rp_close(x, x->md, "report.md");
     if (x->failed[0]) fprintf(stderr, "fabench: report: plots missing: %s\n", x->failed);
     if (x->werr[0])

@@ -380,7 +380,7 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
     char to[32];
     rate_label(to, sizeof to, 10.0 * (double)bps);
     double eff = fast.images_per_s_pred / none->images_per_s;
-    snprintf(whatif, sizeof whatif, "; a %s link would give %.2f (predicted)", to, eff > 1 ? 1.0 : eff);
+    snprintf(whatif, sizeof whatif, "; a %s link would give %.2f (predicted, held out)", to, eff > 1 ? 1.0 : eff);
   }
   char speed[160];
   if (r->fabric_eff > 1.02) /* faster than no exchange: the machine drifted between the two */
@@ -397,9 +397,12 @@ static void summarize_row(const char *label, const suite_opts *o, const res_trai
     snprintf(why, sizeof why, "%s (%.0f of %.0f ms a step waits for the all-reduce)",
              bound == RES_BOUND_LINK ? "link-bound" : "compute-bound", r->exposed_comm_ms, r->step_ms);
   printf("    %s: %s trains %s, %s%s.\n", label, o->model, speed, why, whatif);
+  /* a replay rebuilds the row from its own fabric's fitted all-reduce; held out, it was not fitted */
   if (isfinite(r->images_per_s_pred))
-    printf("      the cost model predicted %.1f images/s (measured %.1f).\n", r->images_per_s_pred,
-           r->images_per_s);
+    printf("      the cost model %s %.1f images/s (measured %.1f).\n",
+           r->pred_kind && !strcmp(r->pred_kind, "replay") ? "replayed (fitted on this configuration)"
+                                                             : "predicted (held out)",
+           r->images_per_s_pred, r->images_per_s);
 }
 
 /* The largest all-reduce on an emulated link: 16 MiB (--quick: 4 MiB), or more where that

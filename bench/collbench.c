@@ -266,15 +266,22 @@ static void cb_header(const cb_ctx *x) {
   fflush(stdout);
 }
 
-/* The model's time for the row (microseconds; NaN: no model of its fabric). */
-static double cb_predict(cb_ctx *x, const cb_cell *k, const res_allreduce_row *row) {
+/* The model's time for the row (microseconds; NaN: no model of its fabric) and whether it is a
+ * replay (the all-reduce's learned curve at this fabric, host count, rank count and algorithm)
+ * or held out (the formulas alone; an unfitted emulated rate scaled from a fitted one; the other
+ * collectives, which the model was never fitted on). */
+static double cb_predict(cb_ctx *x, const cb_cell *k, const res_allreduce_row *row, const char **kind) {
   const char *fabric = row->fabric;
   const res_fabric_cost *fm = res_costmodel_find(&x->model, fabric, coll_transport_name(k->tk),
                                                  coll_boot_host_count(x->boot), row->topo_hash);
-  if (fm) /* one fabric, or on a cluster both levels */
-    return (x->d->kind < 0 ? res_allreduce_row_time(&x->model, row, NULL, NULL)
-                           : coll_colls_time(&fm->m, (coll_kind)x->d->kind, k->ran, x->size,
-                                             (size_t)row->bytes, coll_comm_chunk(k->c))) * 1e6;
+  int learned = 0;
+  double tp = NAN;
+  if (x->d->kind < 0 && x->model.n)
+    tp = res_allreduce_row_time(&x->model, row, NULL, &learned) * 1e6;
+  else if (fm)
+    tp = coll_colls_time(&fm->m, (coll_kind)x->d->kind, k->ran, x->size, (size_t)row->bytes, coll_comm_chunk(k->c)) * 1e6;
+  *kind = res_pred_kind_name(learned ? RES_PRED_REPLAY : RES_PRED_HELDOUT);
+  if (fm || (isfinite(tp) && tp > 0)) return tp; /* one fabric, a cluster's two levels, or a scaled rate */
   if (x->model.n && !(x->model_missed & (1u << k->tk))) {
     /* said once per transport: rows without t_pred_us would pass for a run checked against it */
     x->model_missed |= 1u << k->tk;
@@ -401,10 +408,12 @@ static int cb_report(cb_ctx *x, const cb_cell *k, const cb_cell *peer, int64_t w
     row.cpu_busy = x->bound.cpu_busy;
     row.tcp_retrans = x->bound.retrans;
   }
-  double pred = cb_predict(x, k, &row);
+  const char *kind = NULL;
+  double pred = cb_predict(x, k, &row, &kind);
   if (isfinite(pred) && pred > 0) {
     row.t_pred_us = pred;
     row.pred_err = (st.p50 - pred) / pred;
+    row.pred_kind = kind;
   }
   return cb_put(x, &row);
 }

@@ -19,6 +19,7 @@ static const char fabench_usage[] =
     "  fit        the cost model (alpha, beta, gamma per fabric) from run directories\n"
     "  predict    what-if: training throughput at many ranks from the cost model\n"
     "  report     report.md with plots from one or more run directories\n"
+    "  validate   the cost model against measurements it was not fitted on (emulated links)\n"
     "  version    print the version\n"
     "fabench <command> --help shows a command's options.\n";
 
@@ -41,6 +42,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "fit")) return bench_cmd_fit(argc - 1, argv + 1);
   if (!strcmp(cmd, "predict")) return bench_cmd_predict(argc - 1, argv + 1);
   if (!strcmp(cmd, "report")) return bench_cmd_report(argc - 1, argv + 1);
+  if (!strcmp(cmd, "validate")) return bench_cmd_validate(argc - 1, argv + 1);
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
     printf("fabench %s\n", FABENCH_VERSION);
     return 0;

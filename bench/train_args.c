@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "launch.h" /* launch_emu_parse_rate: --link */
 #include "train_internal.h"
 #include "util.h"
 
@@ -67,6 +68,9 @@ const char train_usage[] =
     "  --model-from DIR|F   every data-parallel row gains the cost model's prediction of its\n"
     "                       step (from this run's none or one-rank profile and the fitted\n"
     "                       all-reduce model of its fabric) and the error\n"
+    "  --link RATE          with --model-from: price the rows on a link of RATE (1gbit,\n"
+    "                       500mbit) of their transport instead: a held-out prediction\n"
+    "                       from the model's nearest emulated rate scaled to it\n"
     "  --model NAME         resnet18|34|50 (torchvision), resnet20|32|56 (CIFAR), '-wN' sets the\n"
     "                       base width (e.g. resnet20-w4); mlp:IN,W,...,OUT fully connected\n"
     "                       (IN = C*H*W, OUT = classes, ReLU between) or fc6 (IN,1024,1024,512,\n"
@@ -129,7 +133,7 @@ enum {
   O_MODEL = 256, O_DATA, O_BATCH, O_EPOCHS, O_STEPS, O_WSTEPS, O_LR, O_MOM, O_WD, O_NEST, O_SCHED,
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
-  O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_DP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM,
+  O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_DP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM, O_LINK,
   O_DEVICE, O_PREC, O_SEARCH, O_GPU, O_ROUNDS, O_MODE, O_PARTS, O_RECOVERY, O_NOCOMPARE
 };
 
@@ -229,6 +233,7 @@ static int train_args_check(train_args *a) {
     if (!ok) return bench_usage_error(train_usage, "bad --lr-milestones '%s' (epochs, comma separated, at most %d)", a->milestones,
                  NN_LR_MAX_MILESTONES);
   }
+  if (a->link_bps && !a->model_from) return bench_usage_error(train_usage, "--link prices the rows by a model: it needs --model-from");
   if (a->target_acc > 0 && a->eval_every == 0) return bench_usage_error(train_usage, "--target-acc needs test-set evaluation (--eval-every >= 1)");
   /* each round trains afresh: a checkpoint would hold whichever round ended last */
   if (a->rounds > 1 && (a->save || a->resume)) return bench_usage_error(train_usage, "--rounds %ld with --save or --resume: a checkpoint continues one training; rounds retrain the same steps", a->rounds);
@@ -267,7 +272,7 @@ int train_parse_args(train_args *a, int argc, char **argv) {
       {"overlap-step", 1, 0, O_OSTEP}, {"dp", 1, 0, O_DP},
       {"check-every", 1, 0, O_CHECK},   {"chunk", 1, 0, O_CHUNK},
       {"trace", 1, 0, O_TRACE},         {"trace-steps", 1, 0, O_TRACESTEPS},
-      {"model-from", 1, 0, O_MODELFROM}, {"device", 1, 0, O_DEVICE},
+      {"model-from", 1, 0, O_MODELFROM}, {"device", 1, 0, O_DEVICE}, {"link", 1, 0, O_LINK},
       {"precision", 1, 0, O_PREC},      {"cudnn-search", 0, 0, O_SEARCH},
       {"gpu", 1, 0, O_GPU},             {"rounds", 1, 0, O_ROUNDS},
       {"mode", 1, 0, O_MODE},           {"parts", 1, 0, O_PARTS},
@@ -306,6 +311,10 @@ int train_parse_args(train_args *a, int argc, char **argv) {
     case O_TRACE: a->trace = optarg; break;
     case O_TRACESTEPS: INT(1, 100000, a->trace_steps); break;
     case O_MODELFROM: a->model_from = optarg; break;
+    case O_LINK:
+      if (launch_emu_parse_rate(optarg, &a->link_bps))
+        return bench_usage_error(train_usage, "--link: '%s' is not a rate (1mbit to 400gbit, as 1gbit or 500mbit)", optarg);
+      break;
     case O_SEARCH: a->cudnn_search = 1; break;
     case O_GPU: INT(0, 1023, a->gpu); break;
     case O_ROUNDS: INT(1, 100, a->rounds); break;

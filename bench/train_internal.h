@@ -19,6 +19,7 @@ typedef struct {
   bench_rank_opts r; /* -n, --emulate, --mpirun-args, --bind, --timeout, --out */
   const char *model, *data, *save, *resume, *milestones;
   const char *transports, *algos, *trace, *model_from;
+  uint64_t link_bps;          /* --link: the rate the rows are priced at (0: their own fabric) */
   int devices[2], ndevices, precision, cudnn_search;
   long gpu;                   /* -1: the local rank */
   long trace_steps;

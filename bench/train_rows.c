@@ -202,7 +202,7 @@ static int write_result(train_ctx *x, const nn_train_result *r, double slowest_i
   int nbk = result_buckets(x, r, bks, at);
   if (p->role == ROLE_DP && x->model.n && x->have_profile) {
     res_rows bk = {.schema = res_schema_train_buckets(), .rows = bks, .n = (size_t)(at + nbk)};
-    res_predict_train_row(&row, &x->profile, &bk, &x->model);
+    res_predict_train_row_rate(&row, &x->profile, &bk, &x->model, (double)x->a->link_bps);
   }
   char err[512];
   if (res_table_put(x->trun, &row, err, sizeof err)) return bench_error("%s", err);

@@ -354,7 +354,8 @@ double res_allreduce_time(const res_ar_spec *s, double bytes);
  * (coll_model_time), or both levels' (res_allreduce_time) where it ran across hosts of several
  * ranks; NaN without the fabrics, and for native and auto. formulas (may be NULL) gets the
  * formulas' time alone; learned_at (may be NULL) whether the model learned this very row's
- * algorithm, ranks and size (a two-level row learned nothing). */
+ * algorithm, ranks and size (a two-level row learned nothing). A row on an emulated rate the
+ * model did not fit is priced held out (res_fabric_at_rate). */
 double res_allreduce_row_time(const res_costmodel *m, const res_allreduce_row *r, double *formulas, int *learned_at);
 /* Does a row of algorithm a measure one fabric that the formulas price (not native, auto or
  * hier; on host_count hosts of at most ranks_per_host ranks, not two fabrics at once: several
@@ -447,5 +448,83 @@ res_bound res_train_bound(const res_train_row *r, const res_train_row *none, dou
  * suite's "a 10gbit link would give ..." 0, or -1 (row untouched) as res_predict_train_row. */
 int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                                const res_costmodel *m, double factor);
+
+/* ---- held-out pricing: stated rates, the step's CPU share, replay or held-out ---- */
+/* What a prediction rests on. A replay prices a configuration whose all-reduce the model fitted
+ * (the same fabric, host count, rank count and algorithm: its learned residuals apply); a
+ * held-out prediction prices anything else from the fitted parameters alone. */
+typedef enum { RES_PRED_HELDOUT, RES_PRED_REPLAY } res_pred_kind;
+/* "replay" or "held-out": the pred_kind column's values. */
+const char *res_pred_kind_name(res_pred_kind k);
+/* Did fabric f's fit measure algorithm `algo` (as its rows name it) at `ranks` on `host_count`
+ * hosts (its residuals, outliers apart)? Then a prediction of that configuration is a replay. */
+int res_fabric_measured(const res_fabric_cost *f, const char *algo, int ranks, int host_count);
+/* f on a link `factor` times faster (below 1: slower): beta / factor, but not below the
+ * smallest beta of the same transport on one host of f's machine without emulation in m (the
+ * stack's own cost per byte, which a faster link does not remove); the shaper's bucket scaled
+ * alike. What f measured of its own link is left out: its learned residuals, its host CPU per
+ * byte and what it lost beside a load. out->fabric names the rate where given (NULL: f's). */
+void res_fabric_scaled(res_fabric_cost *out, const res_costmodel *m, const res_fabric_cost *f, double factor,
+                       const char *fabric);
+/* A stated link rate (bits/s) of a transport, unmeasured: the model's emulated fabric of that
+ * transport nearest in rate (log scale; the same host count, then the same machine preferred),
+ * scaled to it by res_fabric_scaled and named emu-<rate> where the rate is tc's (name may be
+ * NULL). *src (may be NULL) gets the fitted fabric it came from. 0, or -1 where the model has
+ * no emulated fabric of the transport. */
+int res_fabric_at_rate(res_fabric_cost *out, const res_costmodel *m, const char *transport, int host_count,
+                       const char *topo, double bps, const char *name, const res_fabric_cost **src);
+/* res_predict_train_row on a link of bps (bits/s; 0: the row's own fabric) of the row's
+ * transport: the row priced as a row of emulated fabric emu-<rate> (its fit where the model has
+ * one, else held out by res_fabric_at_rate). pred_err is left NaN unless the row ran on that
+ * rate. */
+int res_predict_train_row_rate(res_train_row *row, const res_train_row *one, const res_rows *buckets,
+                               const res_costmodel *m, double bps);
+/* The CPU cost of a byte on fabric f's link for the training step's share of the cores (on one
+ * host without emulation beta; through an emulated link at least the same transport's loopback
+ * cost and any emulated link's fitted CPU bound; a real link 0). */
+double res_fabric_cpu_beta(const res_costmodel *m, const res_fabric_cost *f);
+/* The training step of `in` on `ranks` ranks of `threads` compute threads each, the
+ * communication's CPU share of the cores (in->share, in->pace) taken from fabric f, the bound
+ * fabric of in->ar: its measured host CPU per byte, else its CPU terms with cpu_beta per link
+ * byte (res_comm_share), raised to what it lost beside a load. The one pricing of a step that
+ * `predict`, `train --model-from`, the suite and `report` share. */
+void res_price_step(res_step_out *out, res_step_in *in, const res_fabric_cost *f, double cpu_beta, int ranks,
+                    int threads);
+
+/* ---- ablation: the model's terms, each of which can be turned off ---- */
+enum {
+  RES_TERM_CURVES = 1u << 0, /* learned residuals (what the formulas miss) */
+  RES_TERM_DELTA = 1u << 1,  /* the per-call cost */
+  RES_TERM_CPU = 1u << 2,    /* beta_cpu, the host's CPU bound on sending */
+  RES_TERM_MEM = 1u << 3,    /* mem, beta_mem and the cache: the memory terms */
+  RES_TERM_WAKE = 1u << 4,   /* the wake-up per message of sleeping ranks */
+  RES_TERM_BURST = 1u << 5,  /* the shaper's banked bucket and hidden reductions */
+  RES_TERM_SHARE = 1u << 6,  /* the training step's CPU share (host CPU per byte, loss beside a load) */
+};
+#define RES_TERMS_ALL 0x7fu
+/* The terms' names, in bit order: curves, delta, cpu, mem, wake, burst, share. */
+const char *res_term_name(unsigned bit);
+/* A comma list of term names ("" or NULL: none) into a mask. 0, or -1 naming the bad one. */
+int res_terms_parse(const char *list, unsigned *mask, char *err, size_t cap);
+/* Turns the terms of mask off in every fabric of m: their parameters 0, the curves dropped. */
+void res_costmodel_ablate(res_costmodel *m, unsigned mask);
+
+/* ---- validation (res_validate.c): the leave-out design's split and arithmetic ---- */
+/* A cell of fabench validate's grid: a link rate (bits/s), nodes of ranks_per_node ranks. */
+typedef struct {
+  double bps;
+  int nodes, ppn;
+} res_vcell;
+/* What a cell holds out of a fit on the rates train_bps[0..ntrain) and up to max_nodes nodes:
+ * "" (a training cell), "rate", "nodes" or "both". */
+const char *res_validate_held(const res_vcell *c, const double *train_bps, int ntrain, int max_nodes);
+/* (pred - meas) / meas; NaN where either is not a positive number. */
+double res_validate_err(double pred, double meas);
+/* Seconds to move an all-reduce's n bytes over the links at bps, nothing else counted: the ring's
+ * 2 (p-1)/p n through each node's link, p the ranks (flat: the node-aware ring crosses each
+ * link once each way) or the nodes (hier); 0 on one node. */
+double res_validate_bytes_s(double bytes, const res_vcell *c, int hier);
+/* The median and the largest of |v[i]| over the finite ones (NaN when none); *n their count. */
+void res_validate_abs_stats(const double *v, size_t nv, double *median, double *worst, size_t *n);
 
 #endif

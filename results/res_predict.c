@@ -1,8 +1,10 @@
 /* results: predictions from the cost model: an all-reduce as a job runs it (flat or
  * hierarchical) and a data-parallel training step with its bucket timeline. */
 #include "res.h"
+#include "launch.h" /* launch_emu_parse_rate, launch_emu_burst: an emulated fabric's name gives its rate */
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +28,9 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   if (nodes <= 1) return coll_model_time(s->intra, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
   /* across nodes: the ranks of a host (its cores, its cache) are those of one node */
   coll_model im = s->inter ? *s->inter : *s->intra;
+  /* what the fabric learned holds only for the configuration it learned at: a flat algorithm
+   * across as many hosts as the fit's, one rank each */
+  if (ppn > 1 || im.hosts != nodes) im.ncurves = 0;
   im.hosts = nodes;
   const coll_model *inter = &im;
   int pow2 = (ppn & (ppn - 1)) == 0 && (nodes & (nodes - 1)) == 0 && s->ranks == nodes * ppn;
@@ -46,6 +51,7 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
     if (ppn > 1 && s->inter) {
       coll_model in = *s->intra;
       in.hosts = nodes;
+      in.ncurves = 0; /* learned on one host, not across nodes */
       double ti = coll_model_time(&in, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
       if (ti > t) t = ti;
     }
@@ -61,30 +67,50 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   return t;
 }
 
-double res_allreduce_row_time(const res_costmodel *m, const res_allreduce_row *r, double *formulas, int *learned_at) {
-  const res_fabric_cost *f, *intra;
-  coll_algo a;
-  const char *an = r->algo_ran && *r->algo_ran ? r->algo_ran : r->algo;
-  if (formulas) *formulas = NAN;
-  if (learned_at) *learned_at = 0;
-  if (!m || !an || coll_algo_parse(an, &a) ||
-      res_costmodel_levels(m, r->fabric, r->transport, (int)r->host_count, (int)r->ranks_per_host, (int)r->ranks,
-                       r->topo_hash, &intra, &f))
-    return NAN;
-  int p = (int)r->ranks;
+static double rp_row_time(const res_fabric_cost *f, const res_fabric_cost *intra, const res_allreduce_row *r,
+                          coll_algo a, double *formulas, int *learned_at) {
+  int p = (int)r->ranks, hc = (int)r->host_count;
   size_t bytes = (size_t)r->bytes, chunk = (size_t)r->chunk_bytes;
   double t;
   if (res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks)) {
-    t = coll_model_time(&f->m, a, p, bytes, chunk);
-    if (formulas) *formulas = t / coll_model_learned(&f->m, a, p, bytes, chunk);
-    if (learned_at) *learned_at = coll_model_learned_at(&f->m, a, p, bytes, chunk);
+    /* the row's own hosts share its bytes; what f learned holds at its own host count only */
+    coll_model *fm = malloc(sizeof *fm);
+    if (!fm) return NAN;
+    *fm = f->m;
+    if (hc > 0 && f->host_count != hc) fm->ncurves = 0, fm->hosts = hc;
+    t = coll_model_time(fm, a, p, bytes, chunk);
+    if (formulas) *formulas = t / coll_model_learned(fm, a, p, bytes, chunk);
+    if (learned_at) *learned_at = coll_model_learned_at(fm, a, p, bytes, chunk);
+    free(fm);
     return t;
   }
   res_ar_spec s;
-  if (res_ar_spec_for(&s, intra, f, a, p, (int)r->host_count, (int)r->ranks_per_host)) return NAN;
+  if (res_ar_spec_for(&s, intra, f, a, p, hc, (int)r->ranks_per_host)) return NAN;
   s.chunk_bytes = chunk > 0 ? chunk : s.chunk_bytes;
   t = res_allreduce_time(&s, (double)r->bytes);
   if (formulas) *formulas = t;
+  return t;
+}
+
+double res_allreduce_row_time(const res_costmodel *m, const res_allreduce_row *r, double *formulas, int *learned_at) {
+  const res_fabric_cost *f, *intra, *src;
+  coll_algo a;
+  const char *an = r->algo_ran && *r->algo_ran ? r->algo_ran : r->algo;
+  int hc = (int)r->host_count, ppn = (int)r->ranks_per_host, p = (int)r->ranks;
+  if (formulas) *formulas = NAN;
+  if (learned_at) *learned_at = 0;
+  if (!m || !an || !r->fabric || coll_algo_parse(an, &a)) return NAN;
+  if (!res_costmodel_levels(m, r->fabric, r->transport, hc, ppn, p, r->topo_hash, &intra, &f))
+    return rp_row_time(f, intra, r, a, formulas, learned_at);
+  /* an emulated rate the model did not fit: held out, its nearest fitted rate scaled to it */
+  uint64_t bps = 0;
+  res_fabric_cost *at = malloc(sizeof *at);
+  double t = NAN;
+  if (at && r->transport && !strncmp(r->fabric, "emu-", 4) && !launch_emu_parse_rate(r->fabric + 4, &bps) &&
+      !res_fabric_at_rate(at, m, r->transport, hc, r->topo_hash, (double)bps, r->fabric, &src) &&
+      !res_costmodel_levels(m, src->fabric, r->transport, hc, ppn, p, r->topo_hash, &intra, &f))
+    t = rp_row_time(at, intra, r, a, formulas, learned_at);
+  free(at);
   return t;
 }
 
@@ -314,7 +340,7 @@ static double rp_stack_beta(const res_costmodel *m, const char *transport, const
  * an emulated link the kernel does at least the work it does on loopback for the same transport,
  * and as much as a CPU bound fitted on any emulated link of that transport (the shaped rate does
  * not change the work per byte). Elsewhere (a real link): 0, its beta_cpu counts on its own. */
-static double rp_cpu_beta(const res_costmodel *m, const res_fabric_cost *f) {
+double res_fabric_cpu_beta(const res_costmodel *m, const res_fabric_cost *f) {
   int emulated = !strncmp(f->fabric, "emu-", 4);
   if (!emulated) return f->host_count <= 1 ? f->m.beta : 0;
   double b = rp_stack_beta(m, f->transport, f->topo);
@@ -323,6 +349,27 @@ static double rp_cpu_beta(const res_costmodel *m, const res_fabric_cost *f) {
         rp_same_machine(&m->f[i], f->topo) && m->f[i].m.beta_cpu > b)
       b = m->f[i].m.beta_cpu;
   return b;
+}
+
+void res_price_step(res_step_out *out, res_step_in *in, const res_fabric_cost *f, double cpu_beta, int ranks,
+                    int threads) {
+  /* hier's part across hosts stands for the algorithm in the CPU shares */
+  coll_algo a = in->ar.algo;
+  /* the reduction's CPU work slows backward where the host's cores are all computing: its
+   * share at the plan's typical (largest) bucket */
+  double big = 0;
+  for (size_t i = 0; i < in->nbuckets; i++)
+    if (in->buckets[i].bytes > big) big = in->buckets[i].bytes;
+  in->share = rp_measured_share(f, a, ranks, threads, big, in->ar.chunk_bytes);
+  if (isnan(in->share)) in->share = res_comm_share(&f->m, a, ranks, threads, big, in->ar.chunk_bytes, cpu_beta);
+  /* computing cores lose more than the exchange's CPU time where that was measured beside a load
+   * (docs/measurements.md, "What the cores lose beside the all-reduce") */
+  double busy = rp_busy_share(f, ranks, threads, big);
+  if (busy > in->share) in->share = busy;
+  /* and a link-bound reduction beside them slows too, where its sender waits for a core */
+  double pace = rp_busy_at(f, ranks, big, 1);
+  in->pace = pace > 0 && pace < 1 ? pace : 0;
+  res_predict_step(out, in);
 }
 
 /* The prediction of a data-parallel row on fabric f (and inside its hosts intra, where it has
@@ -334,7 +381,6 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
   if (!one || row->ranks < 2 || !(one->fwd_ms > 0) || !(one->bwd_ms > 0) || coll_algo_parse(row->algo, &a) ||
       res_ar_spec_for(&ar, intra, f, a, (int)row->ranks, (int)row->host_count, (int)row->ranks_per_host))
     return -1;
-  a = ar.algo; /* the CPU shares below: hier's part across hosts stands for it */
   size_t cap = 64, n = 0, np = 0;
   /* the buckets' bytes are f32 gradients; 16-bit ones travel in half the bytes */
   double wire = row->grad_dtype && (!strcmp(row->grad_dtype, "bf16") || !strcmp(row->grad_dtype, "f16")) ? 0.5 : 1.0;
@@ -387,24 +433,9 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
                                    ? (one->data_ms - (isfinite(one->load_ms) ? one->load_ms : 0)) * scale
                                    : 0,
                     .ar = ar};
-  /* the reduction's CPU work slows backward where the host's cores are all computing: its
-   * share at the plan's typical (largest) bucket */
-  double big = 0;
-  for (size_t i = 0; i < n; i++) {
-    b[i].ready_ms *= scale;
-    if (b[i].bytes > big) big = b[i].bytes;
-  }
-  in.share = rp_measured_share(f, a, (int)row->ranks, (int)row->threads, big, in.ar.chunk_bytes);
-  if (isnan(in.share)) in.share = res_comm_share(&f->m, a, (int)row->ranks, (int)row->threads, big, in.ar.chunk_bytes, cpu_beta);
-  /* computing cores lose more than the exchange's CPU time where that was measured beside a load
-   * (docs/measurements.md, "What the cores lose beside the all-reduce") */
-  double busy = rp_busy_share(f, (int)row->ranks, (int)row->threads, big);
-  if (busy > in.share) in.share = busy;
-  /* and a link-bound reduction beside them slows too, where its sender waits for a core */
-  double pace = rp_busy_at(f, (int)row->ranks, big, 1);
-  in.pace = pace > 0 && pace < 1 ? pace : 0;
+  for (size_t i = 0; i < n; i++) b[i].ready_ms *= scale;
   res_step_out o;
-  res_predict_step(&o, &in);
+  res_price_step(&o, &in, f, cpu_beta, (int)row->ranks, (int)row->threads);
   free(b);
   double meas = isfinite(row->step_ms_mean) ? row->step_ms_mean : row->step_ms;
   row->step_ms_pred = o.step_ms;
@@ -414,13 +445,105 @@ static int rp_predict_row(res_train_row *row, const res_train_row *one, const re
   return 0;
 }
 
+const char *res_pred_kind_name(res_pred_kind k) { return k == RES_PRED_REPLAY ? "replay" : "held-out"; }
+
+int res_fabric_measured(const res_fabric_cost *f, const char *algo, int ranks, int host_count) {
+  if (!f || !algo || f->host_count != host_count) return 0;
+  for (size_t i = 0; i < f->nresid; i++)
+    if (!f->resid[i].outlier && f->resid[i].ranks == ranks && !strcmp(f->resid[i].algo, algo)) return 1;
+  return 0;
+}
+
+void res_fabric_scaled(res_fabric_cost *out, const res_costmodel *m, const res_fabric_cost *f, double factor,
+                       const char *fabric) {
+  double floor = m ? rp_stack_beta(m, f->transport, f->topo) : 0;
+  *out = *f;
+  out->m.beta = f->m.beta / factor > floor ? f->m.beta / factor : floor;
+  /* a shaper's bucket is a fixed time of its rate, at least 64 KiB (bench/emulate.c) */
+  if (f->m.burst > 0) out->m.burst = f->m.burst * factor > 65536 ? f->m.burst * factor : 65536;
+  /* learned and measured on f's own link: they do not carry to another rate */
+  out->m.ncurves = 0;
+  out->learned = 0;
+  out->resid = NULL, out->nresid = 0;
+  out->cpu_byte = 0, out->nbusy = 0;
+  if (fabric) snprintf(out->fabric, sizeof out->fabric, "%s", fabric);
+}
+
+/* An emulated fabric's name for a rate as tc writes it (bench/emulate.c): emu-2gbit, emu-2500mbit. */
+static const char *rp_emu_name(char *buf, size_t cap, double bps) {
+  double g = bps / 1e9, mb = bps / 1e6;
+  if (g >= 1 && g == floor(g)) snprintf(buf, cap, "emu-%.0fgbit", g);
+  else if (mb >= 1 && mb == floor(mb)) snprintf(buf, cap, "emu-%.0fmbit", mb);
+  else snprintf(buf, cap, "emu-%.0fkbit", bps / 1e3);
+  return buf;
+}
+
+int res_fabric_at_rate(res_fabric_cost *out, const res_costmodel *m, const char *transport, int host_count,
+                       const char *topo, double bps, const char *name, const res_fabric_cost **src) {
+  const res_fabric_cost *best = NULL;
+  double best_d = INFINITY, best_bps = 0;
+  int best_s = -1;
+  for (size_t i = 0; m && transport && bps > 0 && i < m->n; i++) {
+    const res_fabric_cost *g = &m->f[i];
+    uint64_t r = 0;
+    if (strcmp(g->transport, transport) || strncmp(g->fabric, "emu-", 4) || launch_emu_parse_rate(g->fabric + 4, &r) ||
+        !r || !(g->m.beta > 0))
+      continue;
+    int s = 2 * (g->host_count == host_count) + (topo && *topo && !strcmp(g->topo, topo));
+    double d = fabs(log(bps / (double)r));
+    /* the same host count first, then the nearest rate, then the same machine, then the faster */
+    int better = !best || (s >> 1) != (best_s >> 1) ? !best || (s >> 1) > (best_s >> 1)
+                 : fabs(d - best_d) > 1e-12     ? d < best_d
+                 : (s & 1) != (best_s & 1)      ? (s & 1)
+                                                : (double)r > best_bps;
+    if (better) best = g, best_s = s, best_d = d, best_bps = (double)r;
+  }
+  if (src) *src = best;
+  if (!best) return -1;
+  char label[64];
+  if (!name) name = rp_emu_name(label, sizeof label, bps);
+  res_fabric_scaled(out, m, best, bps / best_bps, name);
+  if (best->m.burst > 0 && bps < 1.8e19) out->m.burst = (double)launch_emu_burst((uint64_t)bps);
+  /* the ranks of a row spread over its own hosts, not the fitted run's */
+  if (host_count > 0) out->host_count = host_count, out->m.hosts = host_count;
+  return 0;
+}
+
+/* f as it prices a row on host_count hosts: what it learned only where it learned it (its own
+ * host count; the curves are per algorithm and rank count already). tmp holds the copy. */
+static const res_fabric_cost *rp_at_hosts(const res_fabric_cost *f, int host_count, res_fabric_cost *tmp) {
+  if (f->host_count == host_count || !f->m.ncurves) return f;
+  *tmp = *f;
+  tmp->m.ncurves = 0;
+  return tmp;
+}
+
 int res_predict_train_row(res_train_row *row, const res_train_row *one, const res_rows *buckets,
                           const res_costmodel *m) {
   const res_fabric_cost *f, *intra;
-  if (!m || res_costmodel_levels(m, row->fabric, row->transport, (int)row->host_count, (int)row->ranks_per_host,
-                             (int)row->ranks, row->topo_hash, &intra, &f))
-    return -1;
-  return rp_predict_row(row, one, buckets, f, intra, rp_cpu_beta(m, f));
+  int hc = (int)row->host_count, ranks = (int)row->ranks;
+  if (!m || !row->fabric) return -1;
+  res_fabric_cost *tmp = malloc(sizeof *tmp); /* a fabric with its curves is ~10 KiB */
+  if (!tmp) return -1;
+  int rc = -1, replay = 0;
+  if (!res_costmodel_levels(m, row->fabric, row->transport, hc, (int)row->ranks_per_host, ranks, row->topo_hash,
+                            &intra, &f)) {
+    replay = !intra && res_fabric_measured(f, row->algo, ranks, hc);
+    rc = rp_predict_row(row, one, buckets, rp_at_hosts(f, hc, tmp), intra, res_fabric_cpu_beta(m, f));
+  } else {
+    /* an emulated rate the model did not fit: held out, from the nearest fitted rate of the
+     * transport scaled to it (the levels inside the hosts from that fabric's) */
+    uint64_t bps = 0;
+    const res_fabric_cost *src = NULL;
+    if (row->transport && !strncmp(row->fabric, "emu-", 4) && !launch_emu_parse_rate(row->fabric + 4, &bps) &&
+        !res_fabric_at_rate(tmp, m, row->transport, hc, row->topo_hash, (double)bps, row->fabric, &src) &&
+        !res_costmodel_levels(m, src->fabric, row->transport, hc, (int)row->ranks_per_host, ranks,
+                              row->topo_hash, &intra, &f))
+      rc = rp_predict_row(row, one, buckets, tmp, intra, res_fabric_cpu_beta(m, src));
+  }
+  free(tmp);
+  if (!rc) row->pred_kind = res_pred_kind_name(replay ? RES_PRED_REPLAY : RES_PRED_HELDOUT);
+  return rc;
 }
 
 int res_predict_train_row_link(res_train_row *row, const res_train_row *one, const res_rows *buckets,
@@ -431,9 +554,28 @@ int res_predict_train_row_link(res_train_row *row, const res_train_row *one, con
                        (int)row->ranks, row->topo_hash, &intra, &f) ||
       !(factor > 0))
     return -1;
-  double floor = rp_stack_beta(m, row->transport, f->topo);
-  res_fabric_cost fast = *f;
-  fast.m.beta = f->m.beta / factor > floor ? f->m.beta / factor : floor;
-  fast.cpu_byte = 0, fast.nbusy = 0; /* measured on this link's shaper, not on the faster one */
-  return rp_predict_row(row, one, buckets, &fast, intra, rp_cpu_beta(m, f));
+  res_fabric_cost *fast = malloc(sizeof *fast);
+  if (!fast) return -1;
+  res_fabric_scaled(fast, m, f, factor, NULL);
+  int rc = rp_predict_row(row, one, buckets, fast, intra, res_fabric_cpu_beta(m, f));
+  free(fast);
+  if (!rc) row->pred_kind = res_pred_kind_name(RES_PRED_HELDOUT);
+  return rc;
+}
+
+int res_predict_train_row_rate(res_train_row *row, const res_train_row *one, const res_rows *buckets,
+                               const res_costmodel *m, double bps) {
+  if (!(bps > 0)) return res_predict_train_row(row, one, buckets, m);
+  char name[64];
+  rp_emu_name(name, sizeof name, bps);
+  res_train_row at = *row;
+  at.fabric = name;
+  /* at the stated rate, not the row's own: held out, and the link's host count is the row's */
+  if (res_predict_train_row(&at, one, buckets, m)) return -1;
+  row->step_ms_pred = at.step_ms_pred;
+  row->images_per_s_pred = at.images_per_s_pred;
+  row->exposed_comm_ms_pred = at.exposed_comm_ms_pred;
+  row->pred_err = row->fabric && !strcmp(row->fabric, name) ? at.pred_err : NAN;
+  row->pred_kind = at.pred_kind;
+  return 0;
 }

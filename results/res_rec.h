@@ -27,7 +27,7 @@
   X(STR_OPT, peer) X(F64_OPT, busbw_vs_peer) X(F64_OPT, t_pred_us) X(F64_OPT, pred_err)       \
   X(F64_OPT, host_cpu_us) X(F64_OPT, round_spread) X(F64_OPT, compute_loss)                  \
   X(INT_OPT, ranks_per_host) X(STR_OPT, bound) X(F64_OPT, link_util) X(F64_OPT, cpu_busy)     \
-  X(F64_OPT, tcp_retrans)
+  X(F64_OPT, tcp_retrans) X(STR_OPT, pred_kind)
 
 /* colls.csv: the other collectives (reduce-scatter, all-gather, broadcast, all-to-all), one row
  * per (collective, transport, algorithm, dtype, op, size): allreduce.csv's columns after the
@@ -88,7 +88,7 @@
   X(F64, exposed_comm_ms_pred) X(F64, pred_err) X(INT_OPT, rounds)                          \
   X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host) X(STR_OPT, dp)               \
   X(F64_OPT, sent_mb_step) X(F64_OPT, state_mb) X(STR_OPT, bound) X(F64_OPT, link_util)      \
-  X(F64_OPT, cpu_busy) X(F64_OPT, tcp_retrans)
+  X(F64_OPT, cpu_busy) X(F64_OPT, tcp_retrans) X(STR_OPT, pred_kind)
 
 /* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \
@@ -132,19 +132,41 @@
 
 /* predict.csv: one row per (rank count, algorithm) of `fabench predict`. inter_gbps_needed:
  * the inter-node link rate (GB/s) at which the step reaches target_eff (inf: not by the link;
- * 0: at any rate, the link does not bound it). */
+ * 0: at any rate, the link does not bound it). pred_kind (here and in train.csv): replay or
+ * held-out (res_pred_kind). */
 #define RES_PREDICT_COLS(X)                                                                   \
   X(STR, run_id) X(INT, schema) X(STR, model) X(INT, grad_bytes) X(INT, buckets) X(INT, batch) \
   X(INT, ranks) X(INT, ranks_per_node) X(INT, nodes) X(STR, algo) X(STR, intra) X(STR, inter) \
   X(INT, overlap) X(F64, compute_ms) X(F64, step_ms) X(F64, comm_ms) X(F64, exposed_comm_ms)  \
   X(F64, images_per_s) X(F64, scaling_eff) X(F64, inter_gbps) X(F64, target_eff)              \
-  X(F64, inter_gbps_needed)
+  X(F64, inter_gbps_needed) X(STR_OPT, pred_kind)
 
 /* model_check.csv: `fabench fit --check`, one row per all-reduce row predicted by a model it
  * may not have been fitted on. pred_err = (t_p50_us - t_pred_us) / t_pred_us. */
 #define RES_MODEL_CHECK_COLS(X)                                                               \
   X(STR, run_id) X(INT, schema) X(STR, fabric) X(STR, transport) X(INT, host_count)           \
   X(INT, ranks) X(STR, algo) X(INT, bytes) X(F64, t_p50_us) X(F64, t_pred_us) X(F64, pred_err)
+
+/* validate.csv: `fabench validate`, one row per measured figure of a cell (the all-reduce at a
+ * size, or the training step): split train (fitted on), held-out or repeat; held what the cell
+ * holds out (rate, nodes, both; "" for a training cell); t_* in ms: measured, the model's
+ * prediction and the two baselines (compute alone: the no-communication step, 0 for an
+ * all-reduce; bytes over the link: that plus the ring's bytes at the link's rate, no overlap);
+ * err_* = (prediction - measured) / measured; comm_share: the step's share over the compute
+ * alone; t_repeat: the same cell measured again (the machine's own repeatability). */
+#define RES_VALIDATE_COLS(X)                                                                  \
+  X(STR, run_id) X(INT, schema) X(STR, cell) X(STR, split) X(STR, held) X(STR, fabric)        \
+  X(INT, nodes) X(INT, ranks_per_node) X(INT, ranks) X(STR, algo) X(STR, model) X(STR, what)  \
+  X(INT, bytes) X(F64, t_meas) X(F64, t_pred) X(STR, pred_kind) X(F64, err) X(F64, t_compute) \
+  X(F64, err_compute) X(F64, t_bytes_link) X(F64, err_bytes_link) X(F64, comm_share)           \
+  X(F64, t_repeat) X(F64, err_repeat)
+
+/* validate_ablation.csv: per term of the model (res_term_name; "none": the whole model) and
+ * figure (allreduce, step), the held-out cells' median and worst |err| with every term and with
+ * that term off. */
+#define RES_VALIDATE_ABLATION_COLS(X)                                                         \
+  X(STR, run_id) X(INT, schema) X(STR, term) X(STR, what) X(INT, n) X(F64, median_with)       \
+  X(F64, median_without) X(F64, worst_with) X(F64, worst_without)
 
 /* Every record: R(name, COLUMNS). The name is the base of its files (<name>.csv, .jsonl). */
 #define RES_RECORDS(R)                                                                        \
@@ -159,7 +181,9 @@
   R(train_buckets, RES_TRAIN_BUCKETS_COLS)                                                    \
   R(train_partition, RES_TRAIN_PARTITION_COLS)                                                \
   R(predict, RES_PREDICT_COLS)                                                                \
-  R(model_check, RES_MODEL_CHECK_COLS)
+  R(model_check, RES_MODEL_CHECK_COLS)                                                        \
+  R(validate, RES_VALIDATE_COLS)                                                              \
+  R(validate_ablation, RES_VALIDATE_ABLATION_COLS)
 
 #define RES_CTYPE_STR const char *
 #define RES_CTYPE_INT int64_t

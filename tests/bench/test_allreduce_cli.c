@@ -238,7 +238,7 @@ static void test_run_files(void **st) {
     rows++;
     int fields = 1;
     for (char *c = line; *c; c++) fields += *c == ',';
-    assert_int_equal(fields, 43); /* res_rec.h: RES_ALLREDUCE_COLS */
+    assert_int_equal(fields, 44); /* res_rec.h: RES_ALLREDUCE_COLS */
     assert_non_null(strstr(line, ",3,")); /* ranks */
     char *last_err = NULL, *iters = NULL, *fs = NULL, *f = strtok_r(line, ",", &fs);
     for (int i = 0; f; i++, f = strtok_r(NULL, ",", &fs)) {

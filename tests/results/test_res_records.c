@@ -121,7 +121,7 @@ static void test_train_columns(void **state) {
       "time_to_target_s,train_time_s,start_step,end_step,backend,status,step_ms_pred,"
       "images_per_s_pred,exposed_comm_ms_pred,pred_err,rounds,images_per_s_slowest,ranks_per_host,dp,"
       "sent_mb_step,state_mb,bound,"
-      "link_util,cpu_busy,tcp_retrans\n";
+      "link_util,cpu_busy,tcp_retrans,pred_kind\n";
   char dir[64], err[256], path[600], line[4096];
   assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
   res_table *t;

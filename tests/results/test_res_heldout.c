@@ -1,0 +1,270 @@
+/* Held-out pricing: a stated or unfitted emulated rate priced from the nearest fitted rate of
+ * its transport (the loopback stack's cost per byte a floor) against hand-worked timelines; the
+ * replay/held-out label; learned residuals used only at the fabric, host count, rank count and
+ * algorithm where they were learned; the ablation switches. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "res.h"
+
+static void near(double got, double want, double rel, const char *what) {
+  if (!(fabs(got - want) <= rel * fabs(want))) fail_msg("%s: got %.9g, want %.9g", what, got, want);
+}
+
+/* The profile of test_res_model's timeline: forward 10 ms, backward 30, optimizer 2, and three
+ * buckets of 5, 15 and 5 MB ready at 10, 20 and 30 ms of backward. */
+static res_train_row one;
+static res_train_buckets_row bk[3];
+static res_rows br = {0};
+
+static void profile(void) {
+  res_row_init(res_schema_train(), &one);
+  one.run_id = "r1", one.ranks = 1, one.batch = 32;
+  one.fwd_ms = 10, one.bwd_ms = 30, one.opt_ms = 2, one.data_ms = 0;
+  const double bytes[3] = {5e6, 15e6, 5e6}, ready[3] = {10, 20, 30}, offs[3] = {0, 5e6, 20e6};
+  for (int i = 0; i < 3; i++) {
+    res_row_init(res_schema_train_buckets(), &bk[i]);
+    bk[i].run_id = "r1", bk[i].ranks = 1, bk[i].bucket = i;
+    bk[i].offset_bytes = (int64_t)offs[i], bk[i].bytes = (int64_t)bytes[i], bk[i].ready_ms = ready[i];
+  }
+  br = (res_rows){res_schema_train_buckets(), bk, 3};
+}
+
+/* A data-parallel row of `ranks` ranks on one host of fabric, ring unless algo. */
+static res_train_row dp(const char *fabric, const char *algo, int ranks, int hosts) {
+  res_train_row r;
+  res_row_init(res_schema_train(), &r);
+  r.fabric = fabric, r.transport = "tcp", r.algo = algo, r.host_count = hosts, r.ranks = ranks;
+  r.ranks_per_host = ranks / hosts, r.batch = 32, r.overlap = 1, r.step_ms_mean = 100;
+  return r;
+}
+
+static void fabric(res_fabric_cost *f, const char *name, double beta) {
+  memset(f, 0, sizeof *f);
+  snprintf(f->fabric, sizeof f->fabric, "%s", name);
+  snprintf(f->transport, sizeof f->transport, "tcp");
+  f->host_count = 1;
+  f->m.beta = beta, f->m.hosts = 1;
+}
+
+/* Fitted: emulated 1 and 10 Gbit/s (8 and 0.8 ns/B) and loopback (0.2 ns/B, the stack's floor).
+ * A 2-rank ring moves n bytes per rank, so a bucket of n takes n beta. Timelines by hand: */
+static void test_stated_rate(void **state) {
+  (void)state;
+  profile();
+  res_fabric_cost fs[3];
+  fabric(&fs[0], "emu-1gbit", 8e-9), fabric(&fs[1], "emu-10gbit", 0.8e-9), fabric(&fs[2], "tcp:lo", 0.2e-9);
+  res_costmodel m = {.f = fs, .n = 3, .gamma_kernel = NAN};
+  /* 2 Gbit/s: nearest 1gbit (a factor 2 against 5), beta 4 ns/B: the buckets take 20, 60, 20
+   * ms: 10-30, 30-90, 90-110; backward ends at 30, so 80 exposed, step 42 + 80 */
+  res_train_row r = dp("emu-2gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), 0);
+  near(r.step_ms_pred, 122, 1e-9, "2gbit step");
+  near(r.exposed_comm_ms_pred, 80, 1e-9, "2gbit exposed");
+  assert_string_equal(r.pred_kind, "held-out");
+  /* 5 Gbit/s: nearest 10gbit (2 against 5), beta 1.6: 8, 24, 8 ms: 10-18, 20-44, 44-52: step 64 */
+  r = dp("emu-5gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), 0);
+  near(r.step_ms_pred, 64, 1e-9, "5gbit step");
+  /* 100 Gbit/s: 10gbit x 10 is 0.08 ns/B, under loopback's 0.2: 1, 3, 1 ms: 10-11, 20-23,
+   * 30-31: 1 exposed, step 43 */
+  r = dp("emu-100gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), 0);
+  near(r.step_ms_pred, 43, 1e-9, "100gbit step, floored by loopback");
+  /* the suite's 10x what-if is the same scaling: 1gbit x 10 = 0.8 ns/B: 4, 12, 4 ms: 10-14,
+   * 20-32, 32-36: 6 exposed, step 48 */
+  r = dp("emu-1gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row_link(&r, &one, &br, &m, 10), 0);
+  near(r.step_ms_pred, 48, 1e-9, "10x what-if");
+  assert_string_equal(r.pred_kind, "held-out");
+  /* train --link: a loopback row priced on a stated 2 Gbit/s link, no error against a run on
+   * another link; 2500mbit: 1gbit x 2.5, 3.2 ns/B: 16, 48, 16 ms: 10-26, 26-74, 74-90: step 102 */
+  r = dp("tcp:lo", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row_rate(&r, &one, &br, &m, 2e9), 0);
+  near(r.step_ms_pred, 122, 1e-9, "--link 2gbit");
+  assert_true(isnan(r.pred_err));
+  assert_string_equal(r.pred_kind, "held-out");
+  r = dp("emu-2gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row_rate(&r, &one, &br, &m, 2e9), 0);
+  near(r.pred_err, (100 - 122) / 122.0, 1e-9, "--link at the row's own rate: its error");
+  r = dp("tcp:lo", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row_rate(&r, &one, &br, &m, 2.5e9), 0);
+  near(r.step_ms_pred, 102, 1e-9, "--link 2500mbit");
+  /* the fabric at a rate, directly: named, scaled, nothing of the source's own link kept */
+  res_fabric_cost at;
+  const res_fabric_cost *src = NULL;
+  assert_int_equal(res_fabric_at_rate(&at, &m, "tcp", 1, NULL, 2e9, NULL, &src), 0);
+  assert_ptr_equal(src, &fs[0]);
+  assert_string_equal(at.fabric, "emu-2gbit");
+  near(at.m.beta, 4e-9, 1e-12, "2gbit beta");
+  /* which fitted rate: the same host count before a nearer rate; at equal distance the faster */
+  res_fabric_cost pick[3];
+  fabric(&pick[0], "emu-1gbit", 8e-9), fabric(&pick[1], "emu-4gbit", 2e-9), fabric(&pick[2], "emu-8gbit", 1e-9);
+  pick[2].host_count = 3;
+  res_costmodel pm = {.f = pick, .n = 3, .gamma_kernel = NAN};
+  assert_int_equal(res_fabric_at_rate(&at, &pm, "tcp", 1, NULL, 2e9, NULL, &src), 0);
+  assert_ptr_equal(src, &pick[1]);
+  near(at.m.beta, 4e-9, 1e-12, "2gbit from 4gbit");
+  assert_int_equal(res_fabric_at_rate(&at, &pm, "tcp", 3, NULL, 2e9, NULL, &src), 0);
+  assert_ptr_equal(src, &pick[2]);
+  assert_int_equal(at.host_count, 3);
+  /* no emulated fabric of the transport, an unparsable or unfitted non-emulated fabric: none */
+  assert_int_equal(res_fabric_at_rate(&at, &m, "ucx", 1, NULL, 2e9, NULL, &src), -1);
+  r = dp("tcp:eth0", "ring", 2, 1);
+  r.step_ms_pred = NAN;
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), -1);
+  assert_true(isnan(r.step_ms_pred));
+  r = dp("emu-fast", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), -1);
+  r = dp("emu-2gbit", "ring", 2, 1);
+  r.transport = "ucx";
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), -1);
+}
+
+/* emu-1gbit (1 ns/B) learned that ring on 2 ranks on one host takes twice its formula (ln 2 at
+ * 1 to 64 MiB, the buckets' sizes between). That doubles the replay and nothing else. */
+static void test_residuals_stay(void **state) {
+  (void)state;
+  profile();
+  res_fabric_cost fs[2];
+  fabric(&fs[0], "emu-1gbit", 1e-9), fabric(&fs[1], "emu-10gbit", 0.1e-9);
+  coll_model_curve *k = &fs[0].m.curve[0];
+  k->algo = (coll_algo){COLL_ALGO_RING, 0}, k->ranks = 2, k->n = 2;
+  k->lg[0] = 20, k->lg[1] = 26, k->ln[0] = k->ln[1] = (float)log(2.0);
+  fs[0].m.ncurves = 1, fs[0].learned = 1;
+  res_resid rs = {.algo = "ring", .ranks = 2, .bytes = 1 << 20, .t_us = 2, .pred_us = 1};
+  fs[0].resid = &rs, fs[0].nresid = 1;
+  res_costmodel m = {.f = fs, .n = 2, .gamma_kernel = NAN};
+  res_fabric_cost plain[2] = {fs[0], fs[1]};
+  plain[0].m.ncurves = 0;
+  res_costmodel formulas = {.f = plain, .n = 2, .gamma_kernel = NAN};
+
+  /* the replay: buckets 10, 30, 10 ms: 10-20, 20-50, 50-60: 30 exposed, step 72 */
+  res_train_row r = dp("emu-1gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), 0);
+  near(r.step_ms_pred, 72, 1e-6, "replay: the learned factor");
+  assert_string_equal(r.pred_kind, "replay");
+  /* another rank count: 4 ranks move 1.5 n: 7.5, 22.5, 7.5 ms: 10-17.5, 20-42.5, 42.5-50: step 62
+   * (the factor leaked would give 82) */
+  r = dp("emu-1gbit", "ring", 4, 1);
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), 0);
+  near(r.step_ms_pred, 62, 1e-6, "4 ranks: the formulas alone");
+  assert_string_equal(r.pred_kind, "held-out");
+  /* other algorithms, another host count, another rate: as the model without the curve */
+  struct {
+    const char *fabric, *algo;
+    int ranks, hosts;
+  } other[] = {{"emu-1gbit", "tree", 2, 1}, {"emu-1gbit", "rhd", 2, 1}, {"emu-1gbit", "ring", 2, 2},
+               {"emu-2gbit", "ring", 2, 1}, {"emu-1gbit", "dtree", 2, 1}};
+  for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+    res_train_row a = dp(other[i].fabric, other[i].algo, other[i].ranks, other[i].hosts);
+    res_train_row b = a;
+    assert_int_equal(res_predict_train_row(&a, &one, &br, &m), 0);
+    assert_int_equal(res_predict_train_row(&b, &one, &br, &formulas), 0);
+    char what[96];
+    snprintf(what, sizeof what, "%s %s %d ranks on %d hosts", other[i].fabric, other[i].algo, other[i].ranks,
+             other[i].hosts);
+    near(a.step_ms_pred, b.step_ms_pred, 1e-12, what);
+    assert_string_equal(a.pred_kind, "held-out");
+  }
+  /* the 2gbit row by hand: 1gbit scaled x2, 0.5 ns/B: 2.5, 7.5, 2.5 ms: 10-12.5, 20-27.5,
+   * 30-32.5: 2.5 exposed, step 44.5 (with the factor: 52) */
+  r = dp("emu-2gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), 0);
+  near(r.step_ms_pred, 44.5, 1e-9, "2gbit: not the 1gbit's curve");
+  /* the all-reduce across nodes: the curve applies to 2 ranks on one host only */
+  res_ar_spec s1 = {.intra = &fs[0].m, .algo = {COLL_ALGO_RING, 0}, .ranks = 2, .ranks_per_node = 1};
+  near(res_allreduce_time(&s1, 8e6), 8e-3, 1e-6, "2 nodes of 1 rank: the formula");
+  s1.ranks_per_node = 2;
+  near(res_allreduce_time(&s1, 8e6), 16e-3, 1e-6, "one node of 2: learned");
+}
+
+static void test_ablation(void **state) {
+  (void)state;
+  unsigned mask = 99;
+  char err[256] = "";
+  assert_int_equal(res_terms_parse("", &mask, err, sizeof err), 0);
+  assert_int_equal(mask, 0);
+  assert_int_equal(res_terms_parse("curves,cpu,share", &mask, err, sizeof err), 0);
+  assert_int_equal(mask, RES_TERM_CURVES | RES_TERM_CPU | RES_TERM_SHARE);
+  assert_int_equal(res_terms_parse("curves,bogus", &mask, err, sizeof err), -1);
+  assert_non_null(strstr(err, "'bogus'"));
+  assert_int_equal(res_terms_parse("cpu,", &mask, err, sizeof err), -1);
+  for (unsigned b = 1; b <= RES_TERMS_ALL; b <<= 1) {
+    unsigned back;
+    assert_non_null(res_term_name(b));
+    assert_int_equal(res_terms_parse(res_term_name(b), &back, err, sizeof err), 0);
+    assert_int_equal(back, b);
+  }
+  assert_null(res_term_name(1u << 7));
+  /* each term off alone: its parameters 0, the others kept */
+  res_fabric_cost f;
+  fabric(&f, "emu-1gbit", 1e-9);
+  f.m = (coll_model){.alpha = 1e-6, .beta = 1e-9, .gamma = 2e-10, .delta = 3e-6, .beta_cpu = 4e-10, .mem = 5e-11,
+                     .beta_mem = 6e-10, .wake = 7e-6, .cache_bytes = 1e6, .burst = 65536, .red_hidden = 1,
+                     .ncurves = 1};
+  f.cpu_byte = 1e-9, f.nbusy = 1;
+  res_costmodel m = {.f = &f, .n = 1};
+  res_fabric_cost keep = f;
+  res_costmodel_ablate(&m, RES_TERM_DELTA | RES_TERM_WAKE);
+  assert_true(f.m.delta == 0 && f.m.wake == 0);
+  assert_true(f.m.beta_cpu == keep.m.beta_cpu && f.m.mem == keep.m.mem && f.m.ncurves == 1 && f.cpu_byte > 0 &&
+              f.m.burst > 0 && f.m.alpha == keep.m.alpha && f.m.beta == keep.m.beta);
+  res_costmodel_ablate(&m, RES_TERM_CURVES | RES_TERM_CPU | RES_TERM_MEM | RES_TERM_BURST | RES_TERM_SHARE);
+  assert_true(f.m.ncurves == 0 && f.m.beta_cpu == 0 && f.m.mem == 0 && f.m.beta_mem == 0 && f.m.cache_bytes == 0 &&
+              f.m.burst == 0 && f.m.red_hidden == 0 && f.cpu_byte == 0 && f.nbusy == 0);
+  assert_true(f.m.alpha == keep.m.alpha && f.m.beta == keep.m.beta && f.m.gamma == keep.m.gamma);
+}
+
+/* The leave-out split, the error and the no-overlap baseline, by hand. */
+static void test_validate_arithmetic(void **state) {
+  (void)state;
+  const double tb[2] = {1e9, 10e9};
+  res_vcell c = {1e9, 2, 1};
+  assert_string_equal(res_validate_held(&c, tb, 2, 2), "");
+  c.bps = 2e9;
+  assert_string_equal(res_validate_held(&c, tb, 2, 2), "rate");
+  c.bps = 10e9, c.nodes = 3;
+  assert_string_equal(res_validate_held(&c, tb, 2, 2), "nodes");
+  c.bps = 5e9;
+  assert_string_equal(res_validate_held(&c, tb, 2, 2), "both");
+  c.nodes = 1;
+  assert_string_equal(res_validate_held(&c, tb, 1, 2), "rate");
+  near(res_validate_err(110, 100), 0.10, 1e-12, "10% over");
+  near(res_validate_err(90, 100), -0.10, 1e-12, "10% under");
+  assert_true(isnan(res_validate_err(NAN, 100)) && isnan(res_validate_err(1, 0)) && isnan(res_validate_err(-1, 5)));
+  /* 8 MB over 1 Gbit/s: 2 ranks ring 2 (1/2) n = n: 64 ms; 4 ranks on 2 nodes flat: 1.5 n,
+   * 96 ms; hier on those 2 nodes: the nodes' ring, n: 64 ms; one node: nothing crosses */
+  res_vcell two = {1e9, 2, 1}, fl = {1e9, 2, 2}, one = {1e9, 1, 4};
+  near(res_validate_bytes_s(8e6, &two, 0), 0.064, 1e-12, "2 ranks");
+  near(res_validate_bytes_s(8e6, &fl, 0), 0.096, 1e-12, "2x2 flat");
+  near(res_validate_bytes_s(8e6, &fl, 1), 0.064, 1e-12, "2x2 hier");
+  assert_true(res_validate_bytes_s(8e6, &one, 0) == 0);
+  double v[6] = {0.1, -0.3, NAN, 0.2, -0.05, INFINITY}, med, worst;
+  size_t n;
+  res_validate_abs_stats(v, 6, &med, &worst, &n);
+  assert_int_equal(n, 4);
+  near(med, 0.15, 1e-12, "median of 0.05, 0.1, 0.2, 0.3");
+  near(worst, 0.3, 1e-12, "worst");
+  res_validate_abs_stats(v, 1, &med, &worst, &n);
+  near(med, 0.1, 1e-12, "one");
+  res_validate_abs_stats(v + 2, 1, &med, &worst, &n);
+  assert_true(n == 0 && isnan(med) && isnan(worst));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_stated_rate),
+      cmocka_unit_test(test_residuals_stay),
+      cmocka_unit_test(test_ablation),
+      cmocka_unit_test(test_validate_arithmetic),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
