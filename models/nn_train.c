@@ -695,6 +695,7 @@ static int tr_compute(train_state *s, nn_loader *loader, tr_step *st, int64_t gs
 static int tr_reduce(train_state *s, tr_step *st, nn_sgd_opts *so, int64_t gstep) {
   const nn_train_opts *o = s->o;
   so->lr = (float)nn_lr_at(&o->sched, gstep);
+  so->t = gstep + 1; /* Adam's bias corrections count the steps of the whole training */
   st->epoch_end = st->b.step + 1 == o->steps_per_epoch;
   st->done = st->b.epoch + 1;
   st->eval_due = st->epoch_end && o->eval_every > 0 && (st->done % o->eval_every == 0 || st->done == o->epochs);
@@ -824,11 +825,23 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   s.world = o->boot ? o->world : 1;
   nn_loader *loader = NULL;
   size_t np = 0;
+  float *adam_v = NULL;
   int rc = -1;
   if (tr_open(&s, &loader, &np)) goto out;
 
   nn_sgd_opts so = o->sgd;
   so.grad_scale = nn_reducer_grad_scale(s.red);
+  if (so.kind != NN_OPT_SGD && !so.v) { /* Adam's second moment, from zero as PyTorch starts it */
+    if (nn_net_device(o->net) != NN_DEV_CPU) {
+      snprintf(err, errcap, "--optimizer %s: GPU nets train with sgd only", nn_optim_name(so.kind));
+      goto out;
+    }
+    if (!(adam_v = calloc(np ? np : 1, sizeof *adam_v))) {
+      snprintf(err, errcap, "out of memory for %s's second moment", nn_optim_name(so.kind));
+      goto out;
+    }
+    so.v = adam_v;
+  }
   int64_t gstep = o->start_step, run_steps = 0, images = 0, last_eval = -1;
   double t_start = tr_now();
   s.tbase = t_start;
@@ -903,5 +916,6 @@ out:
   nn_loader_destroy(loader);
   nn_reducer_destroy(s.red);
   ts_free(&s);
+  free(adam_v);
   return rc;
 }
