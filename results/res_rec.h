@@ -61,7 +61,17 @@
   X(F64, time_to_target_s) X(F64, train_time_s) X(INT, start_step) X(INT, end_step)           \
   X(STR, backend) X(STR, status) X(F64, step_ms_pred) X(F64, images_per_s_pred)               \
   X(F64, exposed_comm_ms_pred) X(F64, pred_err) X(INT_OPT, rounds)                          \
-  X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host)
+  X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host)                               \
+  X(INT_OPT, setting) X(STR_OPT, optimizer) X(INT_OPT, loader_workers) X(F64_OPT, data_wait_ms) \
+  X(F64_OPT, loader_mb_s) X(F64_OPT, loader_images_s) X(STR_OPT, cache)
+
+/* train_epochs.csv: a sweep's accuracy after each evaluated epoch, one row per (setting, role,
+ * pair, device, evaluation), with every setting of the row it belongs to in train.csv. */
+#define RES_TRAIN_EPOCHS_COLS(X)                                                              \
+  X(STR, run_id) X(INT, schema) X(INT, setting) X(STR, role) X(STR, transport) X(STR, algo)   \
+  X(STR, device) X(INT, ranks) X(INT, batch) X(INT, global_batch) X(F64, lr) X(STR, optimizer) \
+  X(INT, epochs) X(INT, threads) X(INT, loader_workers) X(INT, epoch) X(INT, step)             \
+  X(F64, test_acc) X(F64, test_loss) X(F64, elapsed_s) X(INT, round)
 
 /* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \
@@ -109,6 +119,7 @@
   R(train, RES_TRAIN_COLS)                                                                    \
   R(train_steps, RES_TRAIN_STEPS_COLS)                                                        \
   R(train_eval, RES_TRAIN_EVAL_COLS)                                                          \
+  R(train_epochs, RES_TRAIN_EPOCHS_COLS)                                                      \
   R(train_buckets, RES_TRAIN_BUCKETS_COLS)                                                    \
   R(predict, RES_PREDICT_COLS)                                                                \
   R(model_check, RES_MODEL_CHECK_COLS)
