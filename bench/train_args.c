@@ -100,12 +100,12 @@ const char train_usage[] =
     "  --loader-workers LIST  loader threads; 0: the training thread makes each batch [1]\n"
     "  --cold-cache         drop the dataset's files from the page cache before reading them\n"
     "                       (posix_fadvise DONTNEED; rows say cache cold, else warm)\n"
+    "  --out DIR            run directory [results/<UTC>-train]\n"
     "Sweeps: --batch, --lr, --optimizer, --epochs, --threads and --loader-workers take comma\n"
     "lists; the run trains their product (at most 256 settings), a row each in train.csv and\n"
-    "the accuracy after each epoch in train_epochs.csv. Order: the first of those flags\n"
-    "(as listed here) changes slowest; within a setting, each --device, and on it the one-rank\n"
-    "run, none and the pairs. See docs/training.md.\n"
-    "  --out DIR            run directory [results/<UTC>-train]\n";
+    "the accuracy after each epoch in train_epochs.csv. Order: --batch changes slowest, then\n"
+    "--lr, --optimizer, --epochs, --threads, and --loader-workers fastest; within a setting,\n"
+    "each --device, and on it the one-rank run, none and the pairs. See docs/training.md.\n";
 
 const char *const train_ostep_names[] = {"off", "on", "auto"};
 _Static_assert(NN_OSTEP_OFF == 0 && NN_OSTEP_ON == 1 && NN_OSTEP_AUTO == 2, "train_ostep_names follows NN_OSTEP_*");
@@ -211,9 +211,6 @@ static int train_args_check(train_args *a) {
     if (!ok) return bench_usage_error(train_usage, "bad --lr-milestones '%s' (epochs, comma separated, at most %d)", a->milestones,
                  NN_LR_MAX_MILESTONES);
   }
-  if (a->target_acc > 0 && a->eval_every == 0) return bench_usage_error(train_usage, "--target-acc needs test-set evaluation (--eval-every >= 1)");
-  /* each round trains afresh: a checkpoint would hold whichever round ended last */
-  if (a->rounds > 1 && (a->save || a->resume)) return bench_usage_error(train_usage, "--rounds %ld with --save or --resume: a checkpoint continues one training; rounds retrain the same steps", a->rounds);
   /* --resume DIR: a run directory to go on in (a file is a checkpoint) */
   struct stat st;
   if (a->resume && stat(a->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -223,6 +220,9 @@ static int train_args_check(train_args *a) {
     a->continue_dir = a->r.out = a->resume;
     a->resume = NULL;
   }
+  if (a->target_acc > 0 && a->eval_every == 0) return bench_usage_error(train_usage, "--target-acc needs test-set evaluation (--eval-every >= 1)");
+  /* each round trains afresh: a checkpoint would hold whichever round ended last */
+  if (a->rounds > 1 && (a->save || a->resume)) return bench_usage_error(train_usage, "--rounds %ld with --save or --resume: a checkpoint continues one training; rounds retrain the same steps", a->rounds);
   int settings = train_sweep_count(a);
   if (settings > TRAIN_SWEEP_MAX)
     return bench_usage_error(train_usage, "the lists make %d settings; at most %d in one run", settings, TRAIN_SWEEP_MAX);

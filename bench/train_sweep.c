@@ -30,8 +30,8 @@ int train_sweep_list(train_args *a, int dim, const char *flag, const char *list)
     rc = bench_usage_error(train_usage, "bad --%s '%s' (a comma list of 1 to %d values, no empty item)", flag, list,
                            TRAIN_SWEEP_MAX_ITEMS);
   for (int i = 0; !rc && i < n; i++) {
-    double v;
-    long l;
+    double v = 0;
+    long l = 0;
     if (dim == SW_OPTIM) {
       int k = nn_optim_parse(items[i]);
       if (k < 0) rc = bench_usage_error(train_usage, "bad --optimizer '%s' (sgd, adam or adamw)", items[i]);

@@ -1,7 +1,8 @@
 /* `fabench train` sweeps end to end, on synthetic data and a tiny ResNet: the product of the
  * lists in its documented order (the first list slowest), a row each in train.csv and
  * train_epochs.csv recording every setting; --resume DIR adds only the missing rows; loader
- * workers change no number; refused lists exit 2 with one line. */
+ * workers change no number; the files' read rate, cold or warm; refused lists exit 2 with one
+ * line. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cmocka.h>
@@ -143,6 +145,60 @@ static void test_loader_workers_same_numbers(void **state) {
   res_rows_free(&t);
 }
 
+/* A Fashion-MNIST look-alike of plain IDX files in sub: n training and n test images of 8 x 8. */
+static void make_idx(const char *sub, int n) {
+  char d[512], p[600];
+  snprintf(d, sizeof d, "%s/%s", dir, sub);
+  assert_int_equal(mkdir(d, 0755), 0);
+  const char *names[2][2] = {{"train-images-idx3-ubyte", "train-labels-idx1-ubyte"},
+                             {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}};
+  for (int split = 0; split < 2; split++) {
+    unsigned char head[16] = {0, 0, 8, 3, 0, 0, (unsigned char)(n >> 8), (unsigned char)n, 0, 0, 0, 8, 0, 0, 0, 8};
+    snprintf(p, sizeof p, "%s/%s", d, names[split][0]);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite(head, 1, 16, f);
+    for (int i = 0; i < n * 64; i++) fputc((i * 7 + split) & 255, f);
+    fclose(f);
+    unsigned char lh[8] = {0, 0, 8, 1, 0, 0, (unsigned char)(n >> 8), (unsigned char)n};
+    snprintf(p, sizeof p, "%s/%s", d, names[split][1]);
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite(lh, 1, 8, f);
+    for (int i = 0; i < n; i++) fputc(i % 10, f);
+    fclose(f);
+  }
+}
+
+/* The files' read rate and the cache they were read from, per row. */
+static void test_cold_cache(void **state) {
+  (void)state;
+  char out[65536];
+  make_idx("fm", 64);
+  expect(train(out, sizeof out, "--model resnet8-w4 --data fmnist:fm --batch 16 --steps 2 --warmup-steps 1 "
+                                "--threads 1 --cold-cache --out s6"),
+         out, 0, "train:");
+  expect(train(out, sizeof out, "--model resnet8-w4 --data fmnist:fm --batch 16 --steps 2 --warmup-steps 1 "
+                                "--threads 1 --out s7"),
+         out, 0, "train:");
+  res_rows c, w;
+  rows_of(&c, res_schema_train(), "s6");
+  rows_of(&w, res_schema_train(), "s7");
+  const res_train_row *rc = c.rows, *rw = w.rows;
+  assert_string_equal(rc[0].cache, "cold");
+  assert_string_equal(rw[0].cache, "warm");
+  for (int k = 0; k < 2; k++) {
+    const res_train_row *r = k ? rw : rc;
+    assert_true(r->loader_mb_s > 0 && isfinite(r->loader_mb_s));
+    assert_true(r->loader_images_s > 0 && isfinite(r->loader_images_s));
+    /* 128 images of 64 bytes, labels and headers, over the same time as the images */
+    double bytes = 2 * (16 + 64 * 64 + 8 + 64);
+    assert_true(fabs(r->loader_mb_s * 1e6 / r->loader_images_s - bytes / 128) < 1e-6 * bytes);
+  }
+  res_rows_free(&c);
+  res_rows_free(&w);
+}
+
 static void test_refused(void **state) {
   (void)state;
   char out[65536];
@@ -187,6 +243,7 @@ int main(void) {
       cmocka_unit_test(test_product_order),
       cmocka_unit_test(test_resume_skips_done),
       cmocka_unit_test(test_loader_workers_same_numbers),
+      cmocka_unit_test(test_cold_cache),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
