@@ -822,7 +822,7 @@ static void rp_sweep(rp_ctx *x) {
       len += (size_t)n;
       block++;
     }
-    fprintf(d, "%lld,%.6g\n", (long long)q->epoch, q->test_acc);
+    fprintf(d, "%.6g,%.6g\n", q->epoch, q->test_acc);
     np += isfinite(q->test_acc);
   }
   if (d) rp_close(x, d, "sweep_epochs.dat");
@@ -830,7 +830,7 @@ static void rp_sweep(rp_ctx *x) {
     size_t bl = len + 256;
     char *body = malloc(bl);
     if (body) {
-      snprintf(body, bl, "set xlabel 'epoch'\nset ylabel 'test accuracy'\nset key noenhanced\nplot %s", plots);
+      snprintf(body, bl, "set offsets graph 0.05, graph 0.05, graph 0.05, 0\nset xlabel 'epoch'\nset ylabel 'test accuracy'\nset key noenhanced\nplot %s", plots);
       rp_plot(x, "sweep_acc", "test accuracy against epoch, per setting", body, np);
     }
     free(body);
@@ -849,7 +849,7 @@ static void rp_sweep(rp_ctx *x) {
   d = rp_open(x, "sweep_batch.dat");
   if (!d) return;
   char *done = calloc(R->n, 1), body[8192];
-  size_t bl = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset xlabel 'global batch'\nset ylabel 'images/s'\n"
+  size_t bl = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset offsets graph 0.05, graph 0.05, graph 0.05, 0\nset xlabel 'global batch'\nset ylabel 'images/s'\n"
                                                     "set key noenhanced\nplot ");
   int series = 0;
   size_t npts = 0;

@@ -76,7 +76,8 @@ int train_on_eval(void *ctx, const nn_eval_rec *ev) {
       .global_batch = (int64_t)x->ranks * a->batch,
       .lr = nn_lr_scaled(a->lr, (int)a->batch * x->ranks, (int)a->ref_batch),
       .optimizer = nn_optim_name(a->optimizer), .epochs = a->epochs, .threads = a->threads,
-      .loader_workers = a->loader_workers, .epoch = ev->epoch, .step = ev->step, .test_acc = ev->acc,
+      .loader_workers = a->loader_workers,
+      .epoch = x->spe > 0 ? (double)ev->step / (double)x->spe : (double)ev->epoch, .step = ev->step, .test_acc = ev->acc,
       .test_loss = ev->loss, .elapsed_s = ev->elapsed_s, .round = x->round};
   if (res_table_put(x->tepochs, &ep, err, sizeof err)) return bench_error("%s", err);
   return 0;

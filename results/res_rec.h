@@ -66,11 +66,12 @@
   X(F64_OPT, loader_mb_s) X(F64_OPT, loader_images_s) X(STR_OPT, cache)
 
 /* train_epochs.csv: a sweep's accuracy after each evaluated epoch, one row per (setting, role,
- * pair, device, evaluation), with every setting of the row it belongs to in train.csv. */
+ * pair, device, evaluation), with every setting of the row it belongs to in train.csv; epoch:
+ * the epochs trained when it was evaluated (a fraction for a run cut by --steps). */
 #define RES_TRAIN_EPOCHS_COLS(X)                                                              \
   X(STR, run_id) X(INT, schema) X(INT, setting) X(STR, role) X(STR, transport) X(STR, algo)   \
   X(STR, device) X(INT, ranks) X(INT, batch) X(INT, global_batch) X(F64, lr) X(STR, optimizer) \
-  X(INT, epochs) X(INT, threads) X(INT, loader_workers) X(INT, epoch) X(INT, step)             \
+  X(INT, epochs) X(INT, threads) X(INT, loader_workers) X(F64, epoch) X(INT, step)             \
   X(F64, test_acc) X(F64, test_loss) X(F64, elapsed_s) X(INT, round)
 
 /* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */

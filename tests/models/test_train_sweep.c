@@ -87,6 +87,7 @@ static void test_product_order(void **state) {
     assert_int_equal(q[k].batch, batch);
     assert_string_equal(q[k].optimizer, opt);
     assert_true(fabs(q[k].test_acc - r[k].test_acc) < 1e-12);
+    assert_true(fabs(q[k].epoch - 2.0 / (64.0 / (double)batch)) < 1e-12); /* 2 steps of 64 / batch an epoch */
   }
   /* the same batch and lr, sgd against adamw: another optimizer, another model */
   assert_true(r[0].final_loss != r[1].final_loss);
