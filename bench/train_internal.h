@@ -112,6 +112,7 @@ typedef struct {
   res_table *tsteps, *teval, *trun, *tbuckets, *tepochs;
   res_rows done;          /* rank 0, --resume DIR: the rows there (entries not trained again) */
   double files_bytes, files_s; /* the dataset's files and the time reading them took (NaN: none) */
+  int cold;               /* they were dropped from the page cache first (--cold-cache) */
   nn_net *net;
   nn_dataset train, test;
   char dname[2200], shape[64];

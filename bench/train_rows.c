@@ -136,7 +136,7 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
       .optimizer = nn_optim_name(so->kind), .loader_workers = a->loader_workers,
       .data_wait_ms = 1e3 * r->wait_s, .loader_mb_s = x->files_bytes / x->files_s / 1e6,
       .loader_images_s = isfinite(x->files_bytes) ? (double)(x->train.n + x->test.n) / x->files_s : NAN,
-      .cache = !isfinite(x->files_bytes) ? "-" : a->cold_cache ? "cold" : "warm"};
+      .cache = !isfinite(x->files_bytes) ? "-" : x->cold ? "cold" : "warm"};
 }
 
 /* The pair's buckets into bks from at on (rank 0): the count. */
