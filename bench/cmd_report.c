@@ -18,14 +18,16 @@
 static const char rp_usage[] =
     "usage: fabench report [options] DIR...\n"
     "  Merges the run directories' records (allreduce, p2p, p2p_matrix, train, train_buckets,\n"
-    "  predict) and writes report.md with plots (PNG and SVG): busbw against size per fabric\n"
-    "  and algorithm with the cost model's curve, latency percentiles, training images/s and\n"
-    "  step breakdown, predicted against measured, scaling efficiency to 1024 ranks, the p2p\n"
-    "  matrix. The model is the first model.json found, else fitted from the rows.\n"
+    "  train_epochs, predict) and writes report.md with plots (PNG and SVG): busbw against size\n"
+    "  per fabric and algorithm with the cost model's curve, latency percentiles, training\n"
+    "  images/s and step breakdown, a training sweep's settings with test accuracy against\n"
+    "  epoch per setting and images/s against global batch, predicted against measured,\n"
+    "  scaling efficiency to 1024 ranks, the p2p matrix. The model is the first model.json\n"
+    "  found, else fitted from the rows.\n"
     "  --out DIR     where to write (default: results/<UTC>-report)\n"
     "  --no-plot     write report.md and the data, skip gnuplot\n";
 
-enum { RP_AR, RP_P2P, RP_MAT, RP_TRAIN, RP_BUCKETS, RP_PREDICT, RP_NREC };
+enum { RP_AR, RP_P2P, RP_MAT, RP_TRAIN, RP_BUCKETS, RP_PREDICT, RP_EPOCHS, RP_NREC };
 
 typedef struct {
   res_rows rec[RP_NREC];
@@ -54,6 +56,7 @@ static const res_schema *rp_schema(int k) {
   case RP_MAT: return res_schema_p2p_matrix();
   case RP_TRAIN: return res_schema_train();
   case RP_BUCKETS: return res_schema_train_buckets();
+  case RP_EPOCHS: return res_schema_train_epochs();
   default: return res_schema_predict();
   }
 }
@@ -92,9 +95,10 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
  * reused --out directory removes first, so that no plot of an earlier report is left beside
  * this one's (one it does not draw now would pass for this run's). Nothing else is removed. */
 static const char *const rp_plot_names[] = {"busbw", "latency", "train_images", "train_breakdown", "pred_vs_meas",
-                                            "scaling", "p2p_heatmap", "p2p_latency", "p2p_bw"};
+                                            "scaling", "p2p_heatmap", "p2p_latency", "p2p_bw", "sweep_acc",
+                                            "sweep_batch"};
 static const char *const rp_data_names[] = {"allreduce.dat", "train.dat", "pred_vs_meas.dat", "scaling.dat",
-                                            "p2p.dat", "p2p_matrix.dat"};
+                                            "p2p.dat", "p2p_matrix.dat", "sweep_epochs.dat", "sweep_batch.dat"};
 #define RP_COUNT(a) (sizeof a / sizeof *a)
 
 static int rp_plot_known(const char *name) {
@@ -747,6 +751,137 @@ static void rp_train(rp_ctx *x) {
           "'' using 6 title 'exposed comm', '' using 7 title 'optimizer'", R->n); /* NaN parts are written 0 */
 }
 
+/* A sweep row's settings, for a curve's title and the table (the role and pair where they are
+ * not one rank alone). */
+static void rp_setting_name(char *out, size_t cap, int64_t batch, int64_t global, double lr, const char *opt,
+                            int64_t epochs, int64_t threads, int64_t workers, const char *device, const char *role,
+                            const char *transport, const char *algo) {
+  char pair[96] = "";
+  if (strcmp(role, "single")) snprintf(pair, sizeof pair, " %s %s/%s", role, transport, algo);
+  snprintf(out, cap, "b%lld (global %lld) lr %g %s %lld ep %lldt %lldw %s%s", (long long)batch, (long long)global,
+           lr, opt && *opt ? opt : "sgd", (long long)epochs, (long long)threads, (long long)workers, device, pair);
+  rp_label(out, 1);
+}
+
+/* A training sweep (train rows that record their setting): its table, test accuracy against
+ * epoch per setting (train_epochs.csv), and images/s against the global batch where the rows
+ * have more than one. */
+static void rp_sweep(rp_ctx *x) {
+  const res_rows *R = &x->rec[RP_TRAIN], *E = &x->rec[RP_EPOCHS];
+  const res_train_row *t = R->rows;
+  size_t nsw = 0;
+  for (size_t i = 0; i < R->n; i++) nsw += t[i].optimizer && *t[i].optimizer;
+  if (!nsw && !E->n) return;
+  fprintf(x->md, "\n## Training sweep\n\n| run | setting | device | role | batch | global batch | lr | optimizer | epochs | threads "
+                 "| loader workers | images/s | test acc | target | time to target (s) | data wait (ms/step) | load (ms/batch) |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  const res_train_row *first = NULL;
+  for (size_t i = 0; i < R->n; i++) {
+    const res_train_row *r = &t[i];
+    if (!r->optimizer || !*r->optimizer) continue;
+    char c1[128], c2[64];
+    fprintf(x->md, "| %s | %lld | %s | %s %s | %lld | %lld | %g | %s | %lld | %lld | %lld | %.1f | %.4f | ",
+            rp_md(c1, sizeof c1, r->run_id), (long long)r->setting, r->device, r->role, rp_md(c2, sizeof c2, r->transport),
+            (long long)r->batch, (long long)r->global_batch, r->lr, r->optimizer, (long long)r->epochs,
+            (long long)r->threads, (long long)r->loader_workers, r->images_per_s, r->test_acc);
+    if (isfinite(r->target_acc)) fprintf(x->md, "%.4f | ", r->target_acc);
+    else fprintf(x->md, "- | ");
+    if (isfinite(r->time_to_target_s)) fprintf(x->md, "%.1f | ", r->time_to_target_s);
+    else fprintf(x->md, "%s | ", isfinite(r->target_acc) ? "not reached" : "-");
+    fprintf(x->md, "%.3f | %.3f |\n", r->data_wait_ms, r->load_ms);
+    if (isfinite(r->time_to_target_s) && (!first || r->time_to_target_s < first->time_to_target_s)) first = r;
+  }
+  if (first) {
+    char name[256];
+    rp_setting_name(name, sizeof name, first->batch, first->global_batch, first->lr, first->optimizer, first->epochs,
+                    first->threads, first->loader_workers, first->device, first->role, first->transport, first->algo);
+    fprintf(x->md, "\nFirst to test accuracy %.4f: %s, after %.1f s.\n", first->target_acc, name, first->time_to_target_s);
+  }
+  /* accuracy against epoch: a data block per (run, setting, role, pair, device, round), in file order */
+  const res_train_epochs_row *e = E->rows;
+  FILE *d = E->n ? rp_open(x, "sweep_epochs.dat") : NULL;
+  size_t cap = 4096, len = 0, np = 0;
+  char *plots = d ? malloc(cap) : NULL;
+  if (plots) plots[0] = '\0';
+  int block = 0;
+  for (size_t i = 0; plots && i < E->n; i++) {
+    const res_train_epochs_row *q = &e[i];
+    int same = i > 0 && !strcmp(q->run_id, e[i - 1].run_id) && q->setting == e[i - 1].setting &&
+               !strcmp(q->role, e[i - 1].role) && !strcmp(q->transport, e[i - 1].transport) &&
+               !strcmp(q->algo, e[i - 1].algo) && !strcmp(q->device, e[i - 1].device) && q->round == e[i - 1].round;
+    if (!same) {
+      char name[256], clause[512];
+      rp_setting_name(name, sizeof name, q->batch, q->global_batch, q->lr, q->optimizer, q->epochs, q->threads,
+                      q->loader_workers, q->device, q->role, q->transport, q->algo);
+      if (i) fprintf(d, "\n\n");
+      int n = snprintf(clause, sizeof clause, "%s'sweep_epochs.dat' index %d using 1:2 with linespoints title '%s'",
+                       block ? ", " : "", block, name);
+      if (len + (size_t)n + 1 > cap) {
+        char *more = realloc(plots, 2 * cap + (size_t)n);
+        if (!more) break;
+        plots = more;
+        cap = 2 * cap + (size_t)n;
+      }
+      memcpy(plots + len, clause, (size_t)n + 1);
+      len += (size_t)n;
+      block++;
+    }
+    fprintf(d, "%.6g,%.6g\n", q->epoch, q->test_acc);
+    np += isfinite(q->test_acc);
+  }
+  if (d) rp_close(x, d, "sweep_epochs.dat");
+  if (plots && block) {
+    size_t bl = len + 256;
+    char *body = malloc(bl);
+    if (body) {
+      snprintf(body, bl, "set offsets graph 0.05, graph 0.05, graph 0.05, 0\nset xlabel 'epoch'\nset ylabel 'test accuracy'\nset key noenhanced\nplot %s", plots);
+      rp_plot(x, "sweep_acc", "test accuracy against epoch, per setting", body, np);
+    }
+    free(body);
+  }
+  free(plots);
+  /* images/s against the global batch: one series per (role, pair, device), where the rows have
+   * more than one global batch */
+  int64_t g0 = -1;
+  int several = 0;
+  for (size_t i = 0; i < R->n; i++)
+    if (t[i].optimizer && *t[i].optimizer) {
+      if (g0 < 0) g0 = t[i].global_batch;
+      several |= t[i].global_batch != g0;
+    }
+  if (!several) return;
+  d = rp_open(x, "sweep_batch.dat");
+  if (!d) return;
+  char *done = calloc(R->n, 1), body[8192];
+  size_t bl = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset offsets graph 0.05, graph 0.05, graph 0.05, 0\nset xlabel 'global batch'\nset ylabel 'images/s'\n"
+                                                    "set key noenhanced\nplot ");
+  int series = 0;
+  size_t npts = 0;
+  for (size_t i = 0; done && i < R->n; i++) {
+    if (done[i] || !t[i].optimizer || !*t[i].optimizer) continue;
+    if (series) fprintf(d, "\n\n");
+    for (size_t k = i; k < R->n; k++) {
+      const res_train_row *r = &t[k];
+      if (done[k] || !r->optimizer || !*r->optimizer || strcmp(r->role, t[i].role) || strcmp(r->transport, t[i].transport) ||
+          strcmp(r->algo, t[i].algo) || strcmp(r->device, t[i].device))
+        continue;
+      done[k] = 1;
+      fprintf(d, "%lld,%.6g\n", (long long)r->global_batch, r->images_per_s);
+      npts += isfinite(r->images_per_s);
+    }
+    char title[160];
+    snprintf(title, sizeof title, "%s %s/%s %s", t[i].role, t[i].transport, t[i].algo, t[i].device);
+    rp_label(title, 0);
+    if (bl + 200 < sizeof body)
+      bl += (size_t)snprintf(body + bl, sizeof body - bl, "%s'sweep_batch.dat' index %d using 1:2 with points pt 7 title '%s'",
+                             series ? ", " : "", series, title);
+    series++;
+  }
+  free(done);
+  rp_close(x, d, "sweep_batch.dat");
+  rp_plot(x, "sweep_batch", "training images/s against global batch", body, npts);
+}
+
 /* Predicted against measured: every all-reduce row with a prediction, and training steps. */
 static void rp_pred_vs_meas(rp_ctx *x) {
   FILE *d = rp_open(x, "pred_vs_meas.dat");
@@ -1038,6 +1173,7 @@ int bench_cmd_report(int argc, char **argv) {
     rp_allreduce(x);
     rp_model_words(x);
     rp_train(x);
+    rp_sweep(x);
     rp_pred_vs_meas(x);
     rp_scaling(x);
     rp_p2p(x);

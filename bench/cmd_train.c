@@ -59,7 +59,8 @@ static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
   *t = (nn_train_opts){
       .net = x->net, .train = &x->train, .test = &x->test,
       .loader = {.batch = (int)a->batch, .shuffle = 1, .drop_last = 1, .crop_pad = x->crop_pad,
-                 .flip = x->augment, .seed = a->seed, .prefetch = (int)a->prefetch},
+                 .flip = x->augment, .seed = a->seed, .prefetch = (int)a->prefetch,
+                 .workers = a->loader_workers ? (int)a->loader_workers : NN_LOADER_NO_THREAD},
       .same_data = x->same_data,
       .sched = *sched, .sgd = *so, .epochs = epochs, .warmup_steps = a->warmup_steps,
       .eval_every = a->eval_every, .target_acc = a->target_acc,
@@ -183,7 +184,15 @@ static int job_load(train_job *j, const nn_data_spec *spec) {
   train_args *a = j->a;
   train_ctx *x = &j->x;
   char err[4096];
+  /* the files' read rate (cold: dropped from the page cache first) */
+  x->cold = a->cold_cache;
+  if (train_data_files(spec, a->cold_cache, &x->files_bytes, err, sizeof err)) {
+    bench_error("%s", err); /* said, and the rows say warm: not every page was dropped */
+    x->cold = 0;
+  }
+  double t0 = util_now();
   if (nn_data_load(&x->train, &x->test, spec, a->seed, err, sizeof err) != 0) return bench_error("%s", err);
+  x->files_s = util_now() - t0;
   data_name(x->dname, sizeof x->dname, spec, &x->train);
   x->augment = a->augment && spec->kind != NN_DATA_SYNTHETIC;
   x->crop_pad = a->crop_pad >= 0 ? (int)a->crop_pad
@@ -296,8 +305,13 @@ static int job_begin(train_job *j, int argc, char **argv) {
   train_ctx *x = &j->x;
   char err[4096];
   coll_err e = {{0}};
-  if (x->rank == 0 && bench_run_begin(&x->run, a->r.out, "train", argc, argv) == 0) j->have_run = 1;
-  if (!bench_rank0_ok(x->boot, x->rank != 0 || j->have_run)) return 1; /* rank 0 said why */
+  /* a continued run keeps its run_id: its rows, old and new, are one run's */
+  char old_id[128] = "";
+  if (x->rank == 0 && a->continue_dir && res_run_meta_check(a->continue_dir, old_id, sizeof old_id, err, sizeof err) < 0)
+    bench_error("--resume %s: %s", a->continue_dir, err);
+  else if (x->rank == 0 && bench_run_begin(&x->run, a->r.out, "train", argc, argv) == 0) j->have_run = 1;
+  int id_ok = !(j->have_run && *old_id && train_sweep_keep_id(&x->run, old_id));
+  if (!bench_rank0_ok(x->boot, x->rank != 0 || (j->have_run && id_ok))) return 1; /* rank 0 said why */
   if (bench_run_world(&x->run, x->boot, j->bind_desc)) return 1;
   /* rank 0's weights for everyone (they start alike from the seed; a resumed or changed rank
    * would not) */
@@ -318,10 +332,12 @@ static int job_begin(train_job *j, int argc, char **argv) {
   if (x->rank == 0) {
     job_meta(j);
     if (bench_run_write(&x->run) != 0) ready = 0;
-    else if (res_table_open_schema(&x->tsteps, x->run.dir, res_schema_train_steps(), err, sizeof err) ||
-             res_table_open_schema(&x->teval, x->run.dir, res_schema_train_eval(), err, sizeof err) ||
-             res_table_open_schema(&x->trun, x->run.dir, res_schema_train(), err, sizeof err) ||
-             res_table_open_schema(&x->tbuckets, x->run.dir, res_schema_train_buckets(), err, sizeof err)) {
+    else if ((a->continue_dir && train_sweep_load_done(&x->done, x->run.dir, err, sizeof err)) ||
+             res_table_open_schema_mode(&x->tsteps, x->run.dir, res_schema_train_steps(), !!a->continue_dir, err, sizeof err) ||
+             res_table_open_schema_mode(&x->teval, x->run.dir, res_schema_train_eval(), !!a->continue_dir, err, sizeof err) ||
+             res_table_open_schema_mode(&x->trun, x->run.dir, res_schema_train(), !!a->continue_dir, err, sizeof err) ||
+             res_table_open_schema_mode(&x->tbuckets, x->run.dir, res_schema_train_buckets(), !!a->continue_dir, err, sizeof err) ||
+             res_table_open_schema_mode(&x->tepochs, x->run.dir, res_schema_train_epochs(), !!a->continue_dir, err, sizeof err)) {
       bench_error("%s", err);
       ready = 0;
     }
@@ -404,10 +420,13 @@ static int job_entry(train_job *j, int oi, int round, train_kept *kept) {
   x->pair = p;
   x->role_index = oi;
   x->round = round;
-  if (j->odev[oi] != nn_net_device(x->net)) { /* the next device: its own net, the same weights */
+  /* the next device, or a sweep's batch or threads: its own net, the same weights */
+  if (j->odev[oi] != nn_net_device(x->net) || j->no.batch != (int)a->batch || j->no.threads != (int)a->threads) {
     nn_net_destroy(x->net);
     x->net = NULL;
     j->no.device = j->odev[oi];
+    j->no.batch = (int)a->batch;
+    j->no.threads = (int)a->threads;
     int crc = nn_net_create(&x->net, &j->no, err, sizeof err);
     if (crc) {
       bench_error("%s", err);
@@ -429,7 +448,8 @@ static int job_entry(train_job *j, int oi, int round, train_kept *kept) {
   if (a->sched == NN_LR_STEP &&
       train_parse_milestones(&sched, a->milestones ? a->milestones : "0.5,0.75", (long)epochs, x->spe))
     return bench_usage_error(train_usage, "bad --lr-milestones '%s'", a->milestones);
-  nn_sgd_opts so = {.momentum = (float)a->momentum, .weight_decay = (float)a->wd, .nesterov = a->nesterov};
+  nn_sgd_opts so = {.momentum = (float)a->momentum, .weight_decay = (float)a->wd, .nesterov = a->nesterov,
+                    .kind = a->optimizer, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps};
   /* every pair from the same weights (the calls mark the copies written: a GPU net uploads) */
   memcpy(nn_net_params(x->net, NULL), j->init, x->np * sizeof *j->init);
   memcpy(nn_net_buffers(x->net, NULL), j->init_bufs, j->nb * sizeof *j->init_bufs);
@@ -470,23 +490,43 @@ static int job_entry(train_job *j, int oi, int round, train_kept *kept) {
   return 0;
 }
 
-/* Every entry of the order, --rounds times: the whole order again each round, so that a slow
- * spell of the machine hits one round of a pair, not the pair; each entry's row is written with
- * its last round (its fastest round, and the slowest figure). 0, or the run's exit status. */
-static int job_train(train_job *j) {
+/* Whether entry oi of the current setting has its row in the train.csv of the run this one
+ * continues (--resume DIR): rank 0 looks, every rank hears. Such an entry is not trained again;
+ * a one-rank or none row gives its denominator from there. */
+static int job_done_before(train_job *j, int oi) {
+  const train_args *a = j->a;
+  train_ctx *x = &j->x;
+  if (!a->continue_dir) return 0;
+  const train_pair *p = job_pair(j, oi);
+  const res_train_row *row = NULL;
+  if (x->rank == 0) {
+    int ranks = p->role == ROLE_SINGLE ? 1 : x->size;
+    double lr = nn_lr_scaled(a->lr, (int)a->batch * ranks, (int)a->ref_batch);
+    row = train_sweep_done(&x->done, a, train_role_names[p->role], p->tname, p->aname,
+                           j->odev[oi] == NN_DEV_CUDA ? "cuda" : "cpu", ranks, lr);
+    if (row && p->role == ROLE_SINGLE) x->single_ips = row->images_per_s;
+    if (row && p->role == ROLE_NONE) x->none_ips = row->images_per_s;
+    if (row) {
+      printf("# %s %s/%s on %s: its row is in %s already, not trained again\n", train_role_names[p->role], p->tname,
+             p->aname, j->odev[oi] == NN_DEV_CUDA ? "cuda" : "cpu", x->run.dir);
+      fflush(stdout);
+    }
+  }
+  return bench_rank0_ok(x->boot, row != NULL);
+}
+
+/* Every entry of the order for the current setting, --rounds times: the whole order again each
+ * round, so that a slow spell of the machine hits one round of a pair, not the pair; each
+ * entry's row is written with its last round (its fastest round, and the slowest figure).
+ * 0, or the run's exit status. */
+static int job_setting(train_job *j, train_kept *kept, int *done) {
   const train_args *a = j->a;
   train_ctx *x = &j->x;
   int status = 0, written = 0; /* entries of the order whose row is out */
-  job_order(j);
-  if (j->norder == 0) { /* every pair skipped and no one-rank run: a run with no row is no success */
-    fflush(stdout); /* the skipped pairs' lines first */
-    if (x->rank == 0) bench_error("train: nothing to train: every transport/algorithm pair was skipped (above)");
-    status = 1;
-  }
-  train_kept *kept = calloc(j->norder ? (size_t)j->norder : 1, sizeof *kept);
-  if (!kept) status = bench_error("out of memory");
+  for (int oi = 0; oi < j->norder; oi++) done[oi] = job_done_before(j, oi);
   for (int round = 1; round <= a->rounds && !status; round++)
     for (int oi = 0; oi < j->norder && !status; oi++) {
+      if (done[oi]) continue;
       const train_pair *p = job_pair(j, oi);
       char label[80];
       snprintf(label, sizeof label, "%s %s/%s", train_role_names[p->role], p->tname, p->aname);
@@ -502,14 +542,45 @@ static int job_train(train_job *j) {
   /* a later round failed: the rounds done are measured, and kept (rows of the entries on the
    * net's device; another device's would be written with this one's name), without a bound */
   x->bound.bound[0] = '\0';
-  for (int oi = written; x->rank == 0 && a->rounds > 1 && kept && oi < j->norder; oi++) {
+  for (int oi = written; x->rank == 0 && a->rounds > 1 && oi < j->norder; oi++) {
     const train_pair *p = job_pair(j, oi);
     if (!kept[oi].rounds || !x->net || j->odev[oi] != nn_net_device(x->net)) continue;
     printf("# %s %s/%s: the row of its %d round(s) of %ld done\n", train_role_names[p->role], p->tname,
            p->aname, kept[oi].rounds, a->rounds);
     if (train_kept_write(x, p, &kept[oi])) break;
   }
+  return status;
+}
+
+/* Every setting of the sweep (one without lists), in order, each a fresh set of rows with its own
+ * denominators. 0, or the run's exit status. */
+static int job_train(train_job *j) {
+  train_args *a = j->a;
+  train_ctx *x = &j->x;
+  int status = 0, nset = train_sweep_count(a);
+  job_order(j);
+  if (j->norder == 0) { /* every pair skipped and no one-rank run: a run with no row is no success */
+    fflush(stdout); /* the skipped pairs' lines first */
+    if (x->rank == 0) bench_error("train: nothing to train: every transport/algorithm pair was skipped (above)");
+    status = 1;
+  }
+  train_kept *kept = calloc(j->norder ? (size_t)j->norder : 1, sizeof *kept);
+  int *done = calloc(j->norder ? (size_t)j->norder : 1, sizeof *done);
+  if (!kept || !done) status = bench_error("out of memory");
+  for (int k = 0; k < nset && !status; k++) {
+    train_sweep_apply(a, k);
+    x->single_ips = x->none_ips = 0; /* this setting's own */
+    x->have_profile = 0;
+    memset(kept, 0, (size_t)j->norder * sizeof *kept);
+    if (nset > 1 && x->rank == 0) {
+      printf("# setting %d of %d: batch %ld, lr %g, %s, %ld epoch(s), %ld thread(s), %ld loader worker(s)\n", k + 1,
+             nset, a->batch, a->lr, nn_optim_name(a->optimizer), a->epochs, a->threads, a->loader_workers);
+      fflush(stdout);
+    }
+    status = job_setting(j, kept, done);
+  }
   free(kept);
+  free(done);
   if (x->rank == 0) {
     x->run.meta.status = status ? "failed" : "ok";
     if (bench_run_write(&x->run) && !status) status = 1;
@@ -527,6 +598,8 @@ static void job_close(train_job *j, int status) {
     res_table_close(x->teval);
     res_table_close(x->trun);
     res_table_close(x->tbuckets);
+    res_table_close(x->tepochs);
+    res_rows_free(&x->done);
   }
   nn_net_destroy(x->net); /* frees the arena through its communicator: before closing them */
   free(j->init);

@@ -77,21 +77,23 @@ const char train_usage[] =
     "                       512,256,classes), CPU only [resnet20]\n"
     "  --data SPEC          fmnist[:DIR] (default DIR " NN_DATA_FMNIST_DIR "),\n"
     "                       cifar10:DIR, synthetic[:CxHxW[:CLASSES[:N]]] [fmnist]\n"
-    "  --batch N            images per step and rank [128]\n"
-    "  --epochs N           epochs to train; also the schedule's length [1]\n"
+    "  --batch LIST         images per step and rank [128]\n"
+    "  --epochs LIST        epochs to train; also the schedule's length [1]\n"
     "  --steps N            stop after global step N (throughput runs) [0: whole epochs]\n"
     "  --warmup-steps N     first steps of this run left out of the figures [10]\n"
-    "  --lr X               base learning rate [0.1]\n"
-    "  --momentum X         [0.9]\n"
-    "  --wd X               weight decay [5e-4]\n"
+    "  --lr LIST            base learning rate [0.1]\n"
+    "  --optimizer LIST     sgd|adam|adamw, as torch.optim has them (adam and adamw: CPU) [sgd]\n"
+    "  --momentum X         SGD's momentum [0.9]\n"
+    "  --wd X, --weight-decay X  weight decay (adamw: decoupled, p *= 1 - lr wd) [5e-4]\n"
     "  --nesterov           Nesterov momentum\n"
+    "  --beta1 X, --beta2 X, --eps X  Adam's [0.9, 0.999, 1e-8]\n"
     "  --lr-schedule S      const|step|cosine [cosine]\n"
     "  --warmup-epochs X    linear learning-rate warm-up [0]\n"
     "  --lr-milestones L    step schedule: epochs where lr is multiplied by --lr-gamma, e.g.\n"
     "                       30,60 or fractions of --epochs 0.5,0.75 [0.5,0.75]\n"
     "  --lr-gamma X         [0.1]\n"
     "  --ref-batch N        linear scaling rule: lr x global batch (ranks x batch) / N [off]\n"
-    "  --threads N          oneDNN/OpenMP threads per rank [the cores of this rank's CPU\n"
+    "  --threads LIST       oneDNN/OpenMP threads per rank [the cores of this rank's CPU\n"
     "                       set divided among the ranks on this machine with the same set]\n"
     "  --seed N             weights, data order and augmentation [1]\n"
     "  --no-augment         no random crop or flip (default: crop and flip on fmnist, cifar10)\n"
@@ -102,8 +104,14 @@ const char train_usage[] =
     "  --save FILE          checkpoint at every epoch end and at the end (no one-rank run)\n"
     "  --resume FILE        continue from a checkpoint (its seed and data position; no one-rank\n"
     "                       run)\n"
+    "  --resume DIR         continue an interrupted run (a sweep) in its run directory, with\n"
+    "                       the same flags: rows already in its train.csv are not trained\n"
+    "                       again, new rows are added to its files\n"
     "  --log-every N        step log period [20]\n"
     "  --prefetch N         batches the loader prepares ahead [2]\n"
+    "  --loader-workers LIST  loader threads; 0: the training thread makes each batch [1]\n"
+    "  --cold-cache         drop the dataset's files from the page cache before reading them\n"
+    "                       (posix_fadvise DONTNEED; rows say cache cold, else warm)\n"
     "  --out DIR            run directory [results/<UTC>-train]\n"
     "  --mode M             data-parallel (every pair, and one rank alone), conventional (one\n"
     "                       rank) or partitioned: a fully connected --model cut into --parts\n"
@@ -113,7 +121,12 @@ const char train_usage[] =
     "  --parts N            partitioned: parts, one a rank (-n N); 2 only [2]\n"
     "  --recovery-epochs N  partitioned: epochs fine-tuning the joined network after the parts\n"
     "                       [0]\n"
-    "  --no-compare         partitioned: no conventional and data-parallel rows\n";
+    "  --no-compare         partitioned: no conventional and data-parallel rows\n"
+    "Sweeps: --batch, --lr, --optimizer, --epochs, --threads and --loader-workers take comma\n"
+    "lists; the run trains their product (at most 256 settings), a row each in train.csv and\n"
+    "the accuracy after each epoch in train_epochs.csv. Order: --batch changes slowest, then\n"
+    "--lr, --optimizer, --epochs, --threads, and --loader-workers fastest; within a setting,\n"
+    "each --device, and on it the one-rank run, none and the pairs. See docs/training.md.\n";
 
 const char *const train_mode_names[] = {"data-parallel", "conventional", "partitioned"};
 
@@ -134,7 +147,8 @@ enum {
   O_WEPOCHS, O_MILE, O_GAMMA, O_REF, O_THREADS, O_SEED, O_NOAUG, O_PAD, O_EVAL, O_TARGET,
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_OUT, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
   O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_DP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM, O_LINK,
-  O_DEVICE, O_PREC, O_SEARCH, O_GPU, O_ROUNDS, O_MODE, O_PARTS, O_RECOVERY, O_NOCOMPARE
+  O_DEVICE, O_PREC, O_SEARCH, O_GPU, O_ROUNDS, O_MODE, O_PARTS, O_RECOVERY, O_NOCOMPARE, O_OPTIM, O_BETA1,
+  O_BETA2, O_EPS, O_WORKERS, O_COLD
 };
 
 /* Every flag's default. */
@@ -145,7 +159,8 @@ static void train_args_defaults(train_args *a) {
                     .gamma = 0.1, .augment = 1, .stop_at_target = 1, .seed = 1,
                     .algos = "ring", .overlap = 1, .overlap_step = NN_OSTEP_AUTO,
                     .grad_dtype = COLL_F32, .bucket_mb = 25, .first_bucket_mb = 1, .trace_steps = 5,
-                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1, .rounds = 1, .parts = 2};
+                    .devices = {NN_DEV_CPU}, .ndevices = 1, .gpu = -1, .rounds = 1, .parts = 2,
+                    .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .loader_workers = 1};
   bench_rank_opts_init(&a->r);
 }
 
@@ -233,6 +248,15 @@ static int train_args_check(train_args *a) {
     if (!ok) return bench_usage_error(train_usage, "bad --lr-milestones '%s' (epochs, comma separated, at most %d)", a->milestones,
                  NN_LR_MAX_MILESTONES);
   }
+  /* --resume DIR: a run directory to go on in (a file is a checkpoint) */
+  struct stat st;
+  if (a->resume && stat(a->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (a->r.out && strcmp(a->r.out, a->resume))
+      return bench_usage_error(train_usage, "--resume %s continues in that run directory: give no other --out (%s)",
+                               a->resume, a->r.out);
+    a->continue_dir = a->r.out = a->resume;
+    a->resume = NULL;
+  }
   if (a->link_bps && !a->model_from) return bench_usage_error(train_usage, "--link prices the rows by a model: it needs --model-from");
   if (a->target_acc > 0 && a->eval_every == 0) return bench_usage_error(train_usage, "--target-acc needs test-set evaluation (--eval-every >= 1)");
   /* each round trains afresh: a checkpoint would hold whichever round ended last */
@@ -244,6 +268,19 @@ static int train_args_check(train_args *a) {
       if (a->devices[i] != NN_DEV_CPU) return bench_usage_error(train_usage, "--dp sharded trains on the CPU only (not --device cuda)");
     a->overlap_step = NN_OSTEP_OFF;
   }
+  int settings = train_sweep_count(a);
+  if (settings > TRAIN_SWEEP_MAX)
+    return bench_usage_error(train_usage, "the lists make %d settings; at most %d in one run", settings, TRAIN_SWEEP_MAX);
+  if (settings > 1 && (a->save || a->resume))
+    return bench_usage_error(train_usage, "--save and --resume FILE continue one training: give one value to each "
+                                          "list flag (this run has %d settings)", settings);
+  int adam = a->optimizer != NN_OPT_SGD;
+  for (int i = 0; i < a->sw.n[SW_OPTIM]; i++) adam |= a->sw.v[SW_OPTIM][i] != NN_OPT_SGD;
+  for (int d = 0; adam && d < a->ndevices; d++)
+    if (a->devices[d] == NN_DEV_CUDA) return bench_usage_error(train_usage, "--optimizer adam and adamw train on the CPU only: give sgd for --device cuda");
+  if (adam && (a->save || a->resume))
+    return bench_usage_error(train_usage, "--save and --resume FILE keep SGD's state only: not with --optimizer adam or adamw");
+  train_sweep_prepare(a);
   /* the builder's own rule: a depth no ResNet has is a usage error, not a failure after setup */
   char merr[512];
   if (nn_model_check(a->model, merr, sizeof merr)) return bench_usage_error(train_usage, "bad --model: %s", merr);
@@ -277,6 +314,10 @@ int train_parse_args(train_args *a, int argc, char **argv) {
       {"gpu", 1, 0, O_GPU},             {"rounds", 1, 0, O_ROUNDS},
       {"mode", 1, 0, O_MODE},           {"parts", 1, 0, O_PARTS},
       {"recovery-epochs", 1, 0, O_RECOVERY}, {"no-compare", 0, 0, O_NOCOMPARE},
+      {"optimizer", 1, 0, O_OPTIM},     {"weight-decay", 1, 0, O_WD},
+      {"beta1", 1, 0, O_BETA1},         {"beta2", 1, 0, O_BETA2},
+      {"eps", 1, 0, O_EPS},             {"loader-workers", 1, 0, O_WORKERS},
+      {"cold-cache", 0, 0, O_COLD},
       {0, 0, 0, 0}};
   train_args_defaults(a);
   optind = 1;
@@ -299,6 +340,10 @@ int train_parse_args(train_args *a, int argc, char **argv) {
           (double)(hi));                                                             \
     dst = d;                                                                          \
   } while (0)
+#define SWEEP(dim)                                                                    \
+  do {                                                                                \
+    if ((rc = train_sweep_list(a, dim, opts[li].name, optarg)) != 0) return rc;     \
+  } while (0)
   while ((c = getopt_long(argc, argv, ":hn:", opts, &li)) != -1) {
     switch (c) {
     case O_TRANSPORT: a->transports = optarg; break;
@@ -320,11 +365,17 @@ int train_parse_args(train_args *a, int argc, char **argv) {
     case O_ROUNDS: INT(1, 100, a->rounds); break;
     case O_MODEL: a->model = optarg; break;
     case O_DATA: a->data = optarg; break;
-    case O_BATCH: INT(1, 1 << 20, a->batch); break;
-    case O_EPOCHS: INT(1, 1000000, a->epochs); a->epochs_given = 1; break;
+    case O_BATCH: SWEEP(SW_BATCH); break;
+    case O_EPOCHS: SWEEP(SW_EPOCHS); a->epochs_given = 1; break;
+    case O_OPTIM: SWEEP(SW_OPTIM); break;
+    case O_WORKERS: SWEEP(SW_WORKERS); break;
+    case O_BETA1: DBL(0, 0.999999, a->beta1); break;
+    case O_BETA2: DBL(0, 0.999999999, a->beta2); break;
+    case O_EPS: DBL(1e-30, 1, a->eps); break;
+    case O_COLD: a->cold_cache = 1; break;
     case O_STEPS: INT(1, 1L << 40, a->steps); break;
     case O_WSTEPS: INT(0, 1L << 40, a->warmup_steps); break;
-    case O_LR: DBL(0, 1e3, a->lr); break;
+    case O_LR: SWEEP(SW_LR); break;
     case O_MOM: DBL(0, 1, a->momentum); break;
     case O_WD: DBL(0, 1, a->wd); break;
     case O_NEST: a->nesterov = 1; break;
@@ -332,7 +383,7 @@ int train_parse_args(train_args *a, int argc, char **argv) {
     case O_MILE: a->milestones = optarg; break;
     case O_GAMMA: DBL(0, 1e3, a->gamma); break;
     case O_REF: INT(1, 1 << 30, a->ref_batch); break;
-    case O_THREADS: INT(1, 4096, a->threads); break;
+    case O_THREADS: SWEEP(SW_THREADS); break;
     case O_NOAUG: a->augment = 0; break;
     case O_PAD: INT(0, 64, a->crop_pad); break;
     case O_EVAL: INT(0, 1000000, a->eval_every); break;
@@ -352,6 +403,7 @@ int train_parse_args(train_args *a, int argc, char **argv) {
   if ((rc = bench_rank_check(&a->r, argc, argv, train_usage)) != 0) return rc;
 #undef INT
 #undef DBL
+#undef SWEEP
   return train_args_check(a);
 }
 

@@ -15,6 +15,16 @@
 /* ---- flags (train_args.c) ---- */
 extern const char train_usage[];
 
+/* A sweep (train_sweep.c): the flags that take a list, in the order of the product (the first
+ * changes slowest); a flag not given is a list of its one value. */
+enum { SW_BATCH, SW_LR, SW_OPTIM, SW_EPOCHS, SW_THREADS, SW_WORKERS, SW_DIMS };
+#define TRAIN_SWEEP_MAX_ITEMS 16
+#define TRAIN_SWEEP_MAX 256 /* settings of one run */
+typedef struct {
+  int n[SW_DIMS];                            /* 0: not given */
+  double v[SW_DIMS][TRAIN_SWEEP_MAX_ITEMS];
+} train_sweep;
+
 typedef struct {
   bench_rank_opts r; /* -n, --emulate, --mpirun-args, --bind, --timeout, --out */
   const char *model, *data, *save, *resume, *milestones;
@@ -40,6 +50,13 @@ typedef struct {
   long parts, recovery_epochs; /* --mode partitioned: --parts, --recovery-epochs */
   int no_compare;             /* --mode partitioned: no conventional and data-parallel rows */
   int parts_given;
+  int optimizer;              /* enum nn_optim_kind */
+  double beta1, beta2, eps;   /* Adam's */
+  long loader_workers;        /* 0: the training thread makes each batch */
+  int cold_cache;             /* drop the dataset files from the page cache before reading */
+  const char *continue_dir;   /* --resume DIR: rows go on in this run directory */
+  train_sweep sw;
+  int setting;                /* the sweep's setting being trained, from 0 */
 } train_args;
 
 /* --mode: data-parallel (the default: every pair, and one rank alone), conventional (one rank),
@@ -61,6 +78,29 @@ int train_parse_milestones(nn_lr_sched *s, const char *list, long epochs, int64_
  * exist and take files, and an existing FILE must be a writable file. 0, or -1 after saying why. */
 int train_out_file_check(const char *flag, const char *path);
 
+/* ---- sweeps (train_sweep.c) ---- */
+/* A list flag's value into dimension dim (every item checked; an empty one refused). 0, or the
+ * exit status of a usage error. */
+int train_sweep_list(train_args *a, int dim, const char *flag, const char *list);
+/* The number of settings (the product of the lists' lengths). */
+int train_sweep_count(const train_args *a);
+/* Before set-up: the largest batch, epochs and threads of the lists (the checks and the net's
+ * first build take them), the other flags at the first setting's values. */
+void train_sweep_prepare(train_args *a);
+/* Setting k's values into a's flags (a->setting = k): the last list changes fastest. */
+void train_sweep_apply(train_args *a, int k);
+/* The rows of the run directory a sweep continues in (rank 0), and whether entry (role, pair,
+ * device) of the current setting is among them, done: the row, or NULL. */
+int train_sweep_load_done(res_rows *rows, const char *dir, char *err, size_t cap);
+const res_train_row *train_sweep_done(const res_rows *rows, const train_args *a, const char *role,
+                                      const char *transport, const char *algo, const char *device,
+                                      int ranks, double lr);
+/* A continued run's run_id back into r and its run.json. 0, or -1 after saying why. */
+int train_sweep_keep_id(bench_run *r, const char *id);
+/* The dataset's files (fmnist and cifar10 directories): their bytes, after dropping them from
+ * the page cache with drop (posix_fadvise DONTNEED); 0, or -1 with err (NaN bytes: no files). */
+int train_data_files(const nn_data_spec *sp, int drop, double *bytes, char *err, size_t cap);
+
 /* ---- what one run trains: the roles in turn, each from the same initial weights ---- */
 typedef enum { ROLE_SINGLE, ROLE_NONE, ROLE_DP } train_role;
 extern const char *const train_role_names[]; /* indexed by train_role */
@@ -80,7 +120,10 @@ typedef struct {
   coll_boot *boot;
   int rank, size;
   bench_run run;          /* rank 0 */
-  res_table *tsteps, *teval, *trun, *tbuckets;
+  res_table *tsteps, *teval, *trun, *tbuckets, *tepochs;
+  res_rows done;          /* rank 0, --resume DIR: the rows there (entries not trained again) */
+  double files_bytes, files_s; /* the dataset's files and the time reading them took (NaN: none) */
+  int cold;               /* they were dropped from the page cache first (--cold-cache) */
   nn_net *net;
   nn_dataset train, test;
   char dname[2200], shape[64];

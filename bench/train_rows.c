@@ -68,6 +68,18 @@ int train_on_eval(void *ctx, const nn_eval_rec *ev) {
                             .eval_s = ev->secs, .elapsed_s = ev->elapsed_s, .round = x->round};
   char err[512];
   if (res_table_put(x->teval, &row, err, sizeof err)) return bench_error("%s", err);
+  const train_args *a = x->a;
+  res_train_epochs_row ep = {
+      .run_id = x->run.run_id, .schema = RES_SCHEMA_VERSION, .setting = a->setting,
+      .role = train_role_names[x->pair->role], .transport = x->pair->tname, .algo = x->pair->aname,
+      .device = nn_net_device(x->net) == NN_DEV_CUDA ? "cuda" : "cpu", .ranks = x->ranks, .batch = a->batch,
+      .global_batch = (int64_t)x->ranks * a->batch,
+      .lr = nn_lr_scaled(a->lr, (int)a->batch * x->ranks, (int)a->ref_batch),
+      .optimizer = nn_optim_name(a->optimizer), .epochs = a->epochs, .threads = a->threads,
+      .loader_workers = a->loader_workers,
+      .epoch = x->spe > 0 ? (double)ev->step / (double)x->spe : (double)ev->epoch, .step = ev->step, .test_acc = ev->acc,
+      .test_loss = ev->loss, .elapsed_s = ev->elapsed_s, .round = x->round};
+  if (res_table_put(x->tepochs, &ep, err, sizeof err)) return bench_error("%s", err);
   return 0;
 }
 
@@ -124,11 +136,18 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
       .dp = p->role == ROLE_DP ? (a->dp_sharded ? "sharded" : "replicated") : "-",
       /* both ways 2(n-1)/n of the gradients' bytes: the all-reduce, or its two halves */
       .sent_mb_step = p->role == ROLE_DP && n > 1 ? (double)r->grad_bytes * 2.0 * (n - 1) / n / 1e6 : 0,
-      .state_mb = (double)(2 * x->np + (r->opt_floats ? r->opt_floats : x->np)) * sizeof(float) / 1e6,
+      /* SGD keeps one arena of state (momentum), Adam two */
+      .state_mb = (double)(2 * x->np + (so->kind == NN_OPT_SGD ? 1 : 2) * (r->opt_floats ? r->opt_floats : x->np)) *
+                  sizeof(float) / 1e6,
       .bound = x->bound.bound[0] ? x->bound.bound : NULL,
       .link_util = x->bound.bound[0] ? x->bound.link_util : NAN,
       .cpu_busy = x->bound.bound[0] ? x->bound.cpu_busy : NAN,
-      .tcp_retrans = x->bound.bound[0] ? x->bound.retrans : NAN};
+      .tcp_retrans = x->bound.bound[0] ? x->bound.retrans : NAN,
+      .setting = a->setting,
+      .optimizer = nn_optim_name(so->kind), .loader_workers = a->loader_workers,
+      .data_wait_ms = 1e3 * r->wait_s, .loader_mb_s = x->files_bytes / x->files_s / 1e6,
+      .loader_images_s = isfinite(x->files_bytes) ? (double)(x->train.n + x->test.n) / x->files_s : NAN,
+      .cache = !isfinite(x->files_bytes) ? "-" : x->cold ? "cold" : "warm"};
 }
 
 /* The pair's buckets into bks from at on (rank 0): the count. */

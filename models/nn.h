@@ -119,17 +119,32 @@ float *nn_net_grads(nn_net *net, size_t *count);
 float *nn_net_momentum(nn_net *net, size_t *count);
 float *nn_net_buffers(nn_net *net, size_t *count); /* BN running mean/var, for checkpoints */
 
+/* The optimizers (nn_optim.c): torch.optim.SGD, Adam and AdamW. */
+enum nn_optim_kind { NN_OPT_SGD = 0, NN_OPT_ADAM = 1, NN_OPT_ADAMW = 2 };
+
 typedef struct {
   float lr, momentum, weight_decay;
   int nesterov;
   float grad_scale; /* SGD reads each gradient times this: data parallelism's 1/N average folded
                        into the optimizer's one pass over the arena instead of a pass of its own
                        (0 means 1; a power of two keeps the average exact) */
+  /* Adam and AdamW (kind): the momentum arena holds the first moment (exp_avg), v the second
+     (exp_avg_sq, as many floats as the parameters, zeroed before the first step); t is the step
+     being taken, from 1, for the bias corrections. momentum and nesterov are SGD's only. */
+  int kind;                 /* enum nn_optim_kind */
+  double beta1, beta2, eps;
+  int64_t t;
+  float *v;
 } nn_sgd_opts;
+/* "sgd", "adam", "adamw" to enum nn_optim_kind; -1 for another word. */
+int nn_optim_parse(const char *name);
+const char *nn_optim_name(int kind);
 
 /* torch.optim.SGD semantics (weight decay added to the gradient, momentum buffer, dampening 0,
-   nesterov optional). Applies to every parameter (PyTorch's default applies weight decay to BN
-   parameters too). */
+   nesterov optional); with kind Adam or AdamW, torch.optim.Adam's (weight decay added to the
+   gradient) or AdamW's (decoupled: p *= 1 - lr wd), bias-corrected, eps outside the square root,
+   no amsgrad. Applies to every parameter (PyTorch's default applies weight decay to BN
+   parameters too). GPU nets take SGD only. */
 void nn_sgd_step(nn_net *net, const nn_sgd_opts *o);
 /* The same on the arenas' floats [offset, offset + count) only (an update layer by layer: the
    result is bit-identical to nn_sgd_step once every float has been updated once). */

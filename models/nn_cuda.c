@@ -680,6 +680,10 @@ static void c_sgd_step(nn_net *net, const nn_sgd_opts *o, size_t off, size_t cou
   cnet *n = C(net);
   if (off >= n->cnt[NN_ARENA_PARAMS]) return;
   if (count > n->cnt[NN_ARENA_PARAMS] - off) count = n->cnt[NN_ARENA_PARAMS] - off;
+  if (o->kind != NN_OPT_SGD) { /* the training loop refuses it first */
+    fprintf(stderr, "fabench: %s: GPU nets train with sgd only\n", nn_optim_name(o->kind));
+    return;
+  }
   char err[256];
   size_t errcap = sizeof err;
   if (upload_all(n, err, errcap)) {

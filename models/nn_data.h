@@ -70,6 +70,9 @@ typedef struct {
   int64_t epoch, step;    /* start position (resume): epoch, and step within it */
   int64_t epochs;         /* stop after this epoch count (absolute; 0: endless) */
   int prefetch;           /* batches prepared ahead, >= 1 */
+  int workers;            /* loader threads (0: one; NN_LOADER_NO_THREAD: none, each batch is
+                             made in nn_loader_next by the caller); the batches are the same
+                             for any count */
   /* where batches live (NULL: malloc/free); a GPU net gives page-locked memory, so a batch's
    * upload is one asynchronous copy that overlaps the step before it */
   void *(*host_alloc)(void *ctx, size_t bytes);
@@ -82,8 +85,11 @@ typedef struct {
   const int32_t *labels;  /* n */
   int n;                  /* 0: no more batches */
   int64_t epoch, step;    /* this batch's position */
-  double load_s;          /* time the loader thread spent preparing it */
+  double load_s;          /* time the loader spent preparing it (decoding, augmentation) */
+  double wait_s;          /* time nn_loader_next took to hand it over (waiting, or making it) */
 } nn_batch;
+#define NN_LOADER_MAX_WORKERS 64
+#define NN_LOADER_NO_THREAD (-1)
 
 typedef struct nn_loader nn_loader;
 /* The dataset must outlive the loader. */

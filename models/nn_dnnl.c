@@ -1587,7 +1587,7 @@ void nn_dnnl_sgd_step_range(nn_net *net, const nn_sgd_opts *o, size_t off, size_
   if (!net || !o || off >= net->nparams) return;
   if (count > net->nparams - off) count = net->nparams - off;
   set_threads(net->o.threads);
-  nn_sgd_apply(net->params + off, net->grads + off, net->mom + off, count, o);
+  nn_optim_apply(net->params + off, net->grads + off, net->mom + off, o->v ? o->v + off : NULL, count, o);
   net->pver++;
 }
 

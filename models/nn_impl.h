@@ -123,6 +123,9 @@ int nn_params_init(const nn_table *t, uint64_t seed, float *params, float *bufs)
 void nn_softmax_xent(const float *logits, const int32_t *labels, int n, int classes, double *loss_sum,
                      int *correct, float *dlogits);
 void nn_sgd_apply(float *p, const float *g, float *m, size_t count, const nn_sgd_opts *o);
+/* The optimizer o->kind names over count floats of the arenas (v: the second moment's, at the
+   same offset; NULL for SGD), nn_optim.c. */
+void nn_optim_apply(float *p, const float *g, float *m, float *v, size_t count, const nn_sgd_opts *o);
 
 /* Deterministic uniform floats in [lo, hi) from a seed (splitmix64 state). */
 float nn_rand_uniform(uint64_t *state, float lo, float hi);

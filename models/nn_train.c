@@ -91,7 +91,7 @@ uint64_t nn_params_hash(const float *p, size_t count) {
 
 /* ---- the state of one run ---- */
 
-#define TR_PARTS 8
+#define TR_PARTS 9
 
 typedef struct {
   const nn_train_opts *o;
@@ -101,7 +101,7 @@ typedef struct {
   int world;                  /* ranks exchanging (1 alone) */
   nn_step_rec *all;           /* one step of every rank (rank 0's gather) */
   /* measured steps, for the result */
-  /* data, load, fwd, bwd, comm, exposed, opt, comm_cpu */
+  /* data, load, fwd, bwd, comm, exposed, opt, comm_cpu, wait */
   double *step_per, *step_max, *step_min, *part[TR_PARTS];
   double *rank_wall;          /* [world]: each rank's measured steps, summed */
   double *comp;
@@ -349,7 +349,7 @@ static int evaluate(train_state *s, nn_eval_rec *r) {
   const nn_train_opts *o = s->o;
   double t0 = tr_now();
   if (share_buffers(s)) return -1;
-  nn_loader_opts lo = {.batch = o->loader.batch, .world = s->world, .rank = s->world > 1 ? o->rank : 0,
+  nn_loader_opts lo = {.batch = o->loader.batch, .world = s->world, .rank = s->world > 1 ? o->rank : 0, .workers = o->loader.workers,
                        .epochs = 1, .prefetch = o->loader.prefetch > 0 ? o->loader.prefetch : 1};
   tr_host_mem(&lo, o->net);
   nn_loader *l;
@@ -491,8 +491,8 @@ static void keep(train_state *s, const nn_step_rec *all) {
     per += q->step_s / s->world;
     mx = q->step_s > mx ? q->step_s : mx;
     mn = q->step_s < mn ? q->step_s : mn;
-    double p[TR_PARTS] = {q->data_s, q->load_s,    q->fwd_s, q->bwd_s,
-                          q->comm_s, q->exposed_s, q->opt_s, q->comm_cpu_s};
+    double p[TR_PARTS] = {q->data_s, q->load_s,    q->fwd_s,      q->bwd_s,
+                          q->comm_s, q->exposed_s, q->opt_s, q->comm_cpu_s, q->wait_s};
     for (int k = 0; k < TR_PARTS; k++) sum[k] += p[k];
     comp = q->fwd_s + q->bwd_s + q->opt_s > comp ? q->fwd_s + q->bwd_s + q->opt_s : comp;
   }
@@ -529,9 +529,9 @@ static void summarize(train_state *s, nn_train_result *res, int64_t images) {
   free(imb);
   res->step_p50_s = median(s->step_per, n);
   res->step_p90_s = n ? s->step_per[(size_t)ceil(0.9 * (double)n) - 1] : NAN; /* sorted now */
-  double *dst[TR_PARTS] = {&res->data_s, &res->load_s,    &res->fwd_s, &res->bwd_s,
-                           &res->comm_s, &res->exposed_s, &res->opt_s, &res->comm_cpu_s};
-  /* means: all but load, comm and comm_cpu (inside the others) add up to the mean step */
+  double *dst[TR_PARTS] = {&res->data_s, &res->load_s,    &res->fwd_s,      &res->bwd_s,
+                           &res->comm_s, &res->exposed_s, &res->opt_s, &res->comm_cpu_s, &res->wait_s};
+  /* means: all but load, comm, comm_cpu and wait (inside the others) add up to the mean step */
   for (int k = 0; k < TR_PARTS; k++) *dst[k] = mean(s->part[k], n);
   const nn_bucket *b = s->lastb;
   int nb = s->nb;
@@ -729,6 +729,7 @@ static int tr_update(train_state *s, tr_step *st, const nn_sgd_opts *so, char *e
 static int tr_reduce(train_state *s, tr_step *st, nn_sgd_opts *so, int64_t gstep) {
   const nn_train_opts *o = s->o;
   so->lr = (float)nn_lr_at(&o->sched, gstep);
+  so->t = gstep + 1; /* Adam's bias corrections count the steps of the whole training */
   st->epoch_end = st->b.step + 1 == o->steps_per_epoch;
   st->done = st->b.epoch + 1;
   st->eval_due = st->epoch_end && o->eval_every > 0 && (st->done % o->eval_every == 0 || st->done == o->epochs);
@@ -808,7 +809,7 @@ static int tr_record(train_state *s, const tr_step *st, const nn_sgd_opts *so, i
   nn_step_rec me = {.rank = o->rank, .images = st->b.n, .warmup = st->warm, .step = gstep,
                     .epoch = st->b.epoch, .step_in_epoch = st->b.step, .loss = st->loss,
                     .batch_acc = (double)st->correct / st->b.n, .lr = so->lr, .step_s = t3 - t0 + s->gap,
-                    .data_s = st->t1 - t0 + s->gap, .load_s = st->b.load_s, .fwd_s = st->tm.fwd_s - hooks,
+                    .data_s = st->t1 - t0 + s->gap, .load_s = st->b.load_s, .wait_s = st->t1 - t0, .fwd_s = st->tm.fwd_s - hooks,
                     .bwd_s = st->tm.bwd_s, .comm_s = st->comm, .comm_cpu_s = st->comm_cpu,
                     .exposed_s = s->hook_wait + st->wait_end,
                     .opt_s = s->hook_opt + (t3 - st->t2) - st->wait_end,
@@ -861,11 +862,23 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   s.world = o->boot ? o->world : 1;
   nn_loader *loader = NULL;
   size_t np = 0;
+  float *adam_v = NULL;
   int rc = -1;
   if (tr_open(&s, &loader, &np)) goto out;
 
   nn_sgd_opts so = o->sgd;
   so.grad_scale = nn_reducer_grad_scale(s.red);
+  if (so.kind != NN_OPT_SGD && !so.v) { /* Adam's second moment, from zero as PyTorch starts it */
+    if (nn_net_device(o->net) != NN_DEV_CPU) {
+      snprintf(err, errcap, "--optimizer %s: GPU nets train with sgd only", nn_optim_name(so.kind));
+      goto out;
+    }
+    if (!(adam_v = calloc(np ? np : 1, sizeof *adam_v))) {
+      snprintf(err, errcap, "out of memory for %s's second moment", nn_optim_name(so.kind));
+      goto out;
+    }
+    so.v = adam_v;
+  }
   int64_t gstep = o->start_step, run_steps = 0, images = 0, last_eval = -1;
   double t_start = tr_now();
   s.tbase = t_start;
@@ -941,5 +954,6 @@ out:
   nn_loader_destroy(loader);
   nn_reducer_destroy(s.red);
   ts_free(&s);
+  free(adam_v);
   return rc;
 }

@@ -33,7 +33,9 @@ typedef struct {
                                  the last step to the end of this one (less evaluations, checks
                                  and checkpoints between them) */
   double data_s, load_s, fwd_s, bwd_s; /* data: the batch, and the last step's record exchange
-                                 with the other ranks (they meet there) */
+                                 with the other ranks (they meet there); load: the loader's
+                                 decoding and augmentation of the batch */
+  double wait_s;              /* the wait for the batch alone (with no loader thread: its making) */
   double comm_s;              /* the buckets' all-reduce times, added up (overlaps bwd); with
                                  overlap_step those this step waited for: the previous step's,
                                  or its own where it drained */
@@ -82,6 +84,7 @@ typedef struct {
      step */
   double data_s, load_s, fwd_s, bwd_s, comm_s, exposed_s, opt_s;
   double comm_cpu_s;          /* mean over steps and ranks of nn_step_rec's */
+  double wait_s;              /* the same: each step's wait for its batch */
   int overlap_step;           /* the next forward overlapped the all-reduce (auto: as decided) */
   double imbalance_s;         /* median of (slowest rank's step - fastest's) */
   double final_loss, test_loss, test_acc, time_to_target_s, train_s;

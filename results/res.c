@@ -83,7 +83,8 @@ static int res_mkdirs(const char *path, char *err, size_t errcap) {
   return 0;
 }
 
-static int res_file_open(res_file *f, const char *dir, const char *base, const char *ext,
+/* Creates the file, or with append opens it to write after what it holds (f->good: its size). */
+static int res_file_open(res_file *f, const char *dir, const char *base, const char *ext, int append,
                          char *err, size_t errcap) {
   f->good = 0;
   if ((size_t)snprintf(f->path, sizeof f->path, "%s/%s.%s", dir, base, ext) >= sizeof f->path) {
@@ -91,12 +92,34 @@ static int res_file_open(res_file *f, const char *dir, const char *base, const c
     f->fd = -1;
     return -1;
   }
-  f->fd = open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  f->fd = open(f->path, O_WRONLY | O_CREAT | (append ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
   if (f->fd < 0) {
     res_errf(err, errcap, "cannot create '%s': %s", f->path, strerror(errno));
     return -1;
   }
+  if (append) {
+    off_t end = lseek(f->fd, 0, SEEK_END);
+    if (end < 0) {
+      res_errf(err, errcap, "cannot open '%s': %s", f->path, strerror(errno));
+      return -1;
+    }
+    f->good = end;
+  }
   return 0;
+}
+
+/* With append: 1 when path holds a CSV (its first line is kept in line), 0 when it is absent or
+ * empty; -1 with err when it cannot be read. */
+static int res_csv_head(const char *path, char *line, size_t cap, char *err, size_t errcap) {
+  FILE *fp = fopen(path, "r");
+  if (!fp) {
+    if (errno == ENOENT) return 0;
+    res_errf(err, errcap, "cannot read '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  int got = fgets(line, (int)cap, fp) != NULL;
+  fclose(fp);
+  return got;
 }
 
 /* Appends n bytes; on a short write (disk full, file too large, I/O error) the file is cut
@@ -135,8 +158,8 @@ static void res_table_fail(res_table *t, const res_file *f, int e, char *err, si
   res_errf(err, errcap, "%s", t->failed);
 }
 
-int res_table_open(res_table **out, const char *dir, const char *base, const res_col *cols,
-                   size_t ncols, char *err, size_t errcap) {
+static int res_table_open_mode(res_table **out, const char *dir, const char *base, const res_col *cols,
+                               size_t ncols, int append, char *err, size_t errcap) {
   *out = NULL;
   if (ncols == 0 || ncols > RES_MAX_COLS) {
     res_errf(err, errcap, "table %s: %zu columns (1..%d allowed)", base, ncols, RES_MAX_COLS);
@@ -162,11 +185,21 @@ int res_table_open(res_table **out, const char *dir, const char *base, const res
   for (size_t i = 0; i < ncols; i++)
     off += (size_t)sprintf(head + off, "%s%s", i ? "," : "", cols[i].name);
   head[off++] = '\n';
-  int rc = -1;
-  if (res_file_open(&t->csv, dir, base, "csv", err, errcap) != 0 ||
-      res_file_open(&t->jsonl, dir, base, "jsonl", err, errcap) != 0)
+  int rc = -1, had = 0;
+  if (append) { /* rows go after those there, under the same header only */
+    char path[4200], *line = malloc(off + 2);
+    snprintf(path, sizeof path, "%s/%s.csv", dir, base);
+    had = line ? res_csv_head(path, line, off + 2, err, errcap) : -1;
+    if (!line) res_errf(err, errcap, "out of memory");
+    else if (had > 0 && (strlen(line) != off || memcmp(line, head, off)))
+      had = -1, res_errf(err, errcap, "'%s' has other columns than this %s's: cannot add rows to it", path, base);
+    free(line);
+    if (had < 0) goto out;
+  }
+  if (res_file_open(&t->csv, dir, base, "csv", had, err, errcap) != 0 ||
+      res_file_open(&t->jsonl, dir, base, "jsonl", had, err, errcap) != 0)
     goto out;
-  if (res_file_append(&t->csv, head, off) != 0) {
+  if (!had && res_file_append(&t->csv, head, off) != 0) {
     res_errf(err, errcap, "cannot write '%s': %s", t->csv.path, strerror(errno));
     goto out;
   }
@@ -181,6 +214,11 @@ out:
   }
   *out = t;
   return 0;
+}
+
+int res_table_open(res_table **out, const char *dir, const char *base, const res_col *cols,
+                   size_t ncols, char *err, size_t errcap) {
+  return res_table_open_mode(out, dir, base, cols, ncols, 0, err, errcap);
 }
 
 static res_cell *res_next(res_table *t, res_kind k) {
@@ -323,6 +361,11 @@ void res_table_close(res_table *t) {
 
 int res_table_open_schema(res_table **out, const char *dir, const res_schema *s, char *err,
                           size_t errcap) {
+  return res_table_open_schema_mode(out, dir, s, 0, err, errcap);
+}
+
+int res_table_open_schema_mode(res_table **out, const char *dir, const res_schema *s, int append, char *err,
+                               size_t errcap) {
   res_col cols[RES_MAX_COLS];
   *out = NULL;
   if (s->nfields > RES_MAX_COLS) {
@@ -330,7 +373,7 @@ int res_table_open_schema(res_table **out, const char *dir, const res_schema *s,
     return -1;
   }
   for (size_t i = 0; i < s->nfields; i++) cols[i] = (res_col){s->fields[i].name, s->fields[i].kind};
-  if (res_table_open(out, dir, s->base, cols, s->nfields, err, errcap)) return -1;
+  if (res_table_open_mode(out, dir, s->base, cols, s->nfields, append, err, errcap)) return -1;
   (*out)->schema = s;
   return 0;
 }

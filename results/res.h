@@ -54,6 +54,10 @@ void res_row_init(const res_schema *s, void *row);
 /* Creates <dir>/<base>.csv and <dir>/<base>.jsonl for the record and writes the CSV header. */
 int res_table_open_schema(res_table **out, const char *dir, const res_schema *s, char *err,
                           size_t errcap);
+/* The same with append 1: where <dir>/<base>.csv exists with this record's header, the rows go
+ * after those the files hold (a continued run); a CSV with another header is refused. */
+int res_table_open_schema_mode(res_table **out, const char *dir, const res_schema *s, int append, char *err,
+                               size_t errcap);
 /* Writes and flushes one row (a res_<rec>_row of the table's record) to both files. NULL
  * strings are written as empty, non-finite F64 as an empty CSV field and JSON null. */
 int res_table_put(res_table *t, const void *row, char *err, size_t errcap);

@@ -88,7 +88,18 @@
   X(F64, exposed_comm_ms_pred) X(F64, pred_err) X(INT_OPT, rounds)                          \
   X(F64_OPT, images_per_s_slowest) X(INT_OPT, ranks_per_host) X(STR_OPT, dp)               \
   X(F64_OPT, sent_mb_step) X(F64_OPT, state_mb) X(STR_OPT, bound) X(F64_OPT, link_util)      \
-  X(F64_OPT, cpu_busy) X(F64_OPT, tcp_retrans) X(STR_OPT, pred_kind)
+  X(F64_OPT, cpu_busy) X(F64_OPT, tcp_retrans) X(STR_OPT, pred_kind) X(INT_OPT, setting)      \
+  X(STR_OPT, optimizer) X(INT_OPT, loader_workers) X(F64_OPT, data_wait_ms)                   \
+  X(F64_OPT, loader_mb_s) X(F64_OPT, loader_images_s) X(STR_OPT, cache)
+
+/* train_epochs.csv: a sweep's accuracy after each evaluated epoch, one row per (setting, role,
+ * pair, device, evaluation), with every setting of the row it belongs to in train.csv; epoch:
+ * the epochs trained when it was evaluated (a fraction for a run cut by --steps). */
+#define RES_TRAIN_EPOCHS_COLS(X)                                                              \
+  X(STR, run_id) X(INT, schema) X(INT, setting) X(STR, role) X(STR, transport) X(STR, algo)   \
+  X(STR, device) X(INT, ranks) X(INT, batch) X(INT, global_batch) X(F64, lr) X(STR, optimizer) \
+  X(INT, epochs) X(INT, threads) X(INT, loader_workers) X(F64, epoch) X(INT, step)             \
+  X(F64, test_acc) X(F64, test_loss) X(F64, elapsed_s) X(INT, round)
 
 /* train_steps.csv: one row per rank and step (round: of --rounds, from 1). */
 #define RES_TRAIN_STEPS_COLS(X)                                                               \
@@ -178,6 +189,7 @@
   R(train, RES_TRAIN_COLS)                                                                    \
   R(train_steps, RES_TRAIN_STEPS_COLS)                                                        \
   R(train_eval, RES_TRAIN_EVAL_COLS)                                                          \
+  R(train_epochs, RES_TRAIN_EPOCHS_COLS)                                                      \
   R(train_buckets, RES_TRAIN_BUCKETS_COLS)                                                    \
   R(train_partition, RES_TRAIN_PARTITION_COLS)                                                \
   R(predict, RES_PREDICT_COLS)                                                                \

@@ -14,6 +14,9 @@ fabench_test(test_train_hash SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_hash.c
 if(FABENCH_HAVE_DNNL)
   fabench_test(test_train_cli SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_cli.c
                LIBS fabench_models ZLIB::ZLIB TIMEOUT 300)
+  # sweeps: the lists' product, its order and rows, --resume DIR, loader workers, refused lists
+  fabench_test(test_train_sweep SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_sweep.c
+               LIBS fabench_models fabench_results TIMEOUT 120)
   fabench_test(test_train_dp SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_dp.c
                LIBS fabench_models fabench_collectives fabench_results TIMEOUT 900)
 endif()

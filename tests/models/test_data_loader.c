@@ -259,6 +259,68 @@ static void test_resume_and_prefetch(void **state) {
   nn_data_free(&d);
 }
 
+/* The batches, their bytes and order, are the same for any number of loader threads (none: the
+ * caller makes each), and match the reference; across several epochs (the loader keeps two
+ * epochs' orders), to the end of --epochs, and from a start position. */
+static void test_workers_same_batches(void **state) {
+  (void)state;
+  nn_dataset d = random_dataset(23, 3, 5, 7);
+  const int workers[] = {NN_LOADER_NO_THREAD, 1, 2, 3};
+  size_t per = 3 * 5 * 7, bytes = 4 * per * sizeof(float);
+  float *first = malloc(40 * bytes);
+  int32_t lab[40][4];
+  int64_t count0 = -1;
+  for (int prefetch = 1; prefetch <= 3; prefetch += 2)
+    for (int w = 0; w < 4; w++) {
+      nn_loader_opts o = {.batch = 4, .shuffle = 1, .drop_last = 1, .crop_pad = 2, .flip = 1, .rank = 1,
+                          .world = 2, .seed = 11, .prefetch = prefetch, .workers = workers[w]};
+      check_stream(&d, &o, 9); /* 2 steps an epoch: five epochs */
+      o.epochs = 17;           /* to the end: 34 batches, then none */
+      nn_loader *l;
+      char err[256];
+      assert_int_equal(nn_loader_create(&l, &d, &o, err, sizeof err), 0);
+      int64_t count = 0;
+      for (;;) {
+        nn_batch b;
+        nn_loader_next(l, &b);
+        if (b.n == 0) break;
+        assert_true(count < 40);
+        assert_true(b.wait_s >= 0 && b.load_s >= 0);
+        if (count0 < 0) { /* the first loader's stream: every other one gives these bytes */
+          memcpy(first + count * 4 * per, b.x, bytes);
+          memcpy(lab[count], b.labels, sizeof lab[count]);
+        } else {
+          assert_memory_equal(b.x, first + count * 4 * per, bytes);
+          assert_memory_equal(b.labels, lab[count], sizeof lab[count]);
+        }
+        count++;
+      }
+      nn_batch b;
+      nn_loader_next(l, &b); /* stays at the end */
+      assert_int_equal(b.n, 0);
+      nn_loader_destroy(l);
+      assert_int_equal(count, 34);
+      if (count0 < 0) count0 = count;
+      o.epochs = 0;
+      o.epoch = 3;
+      o.step = 1;
+      check_stream(&d, &o, 6);
+      /* destroyed while its threads wait for free slots */
+      assert_int_equal(nn_loader_create(&l, &d, &o, err, sizeof err), 0);
+      nn_loader_next(l, &b);
+      usleep(1000);
+      nn_loader_destroy(l);
+    }
+  free(first);
+  nn_loader_opts bad = {.batch = 4, .world = 1, .prefetch = 1, .workers = NN_LOADER_MAX_WORKERS + 1};
+  nn_loader *l;
+  char err[256];
+  assert_int_equal(nn_loader_create(&l, &d, &bad, err, sizeof err), -1);
+  bad.workers = -2;
+  assert_int_equal(nn_loader_create(&l, &d, &bad, err, sizeof err), -1);
+  nn_data_free(&d);
+}
+
 static void test_eval_pass_and_bad_options(void **state) {
   (void)state;
   nn_dataset d = random_dataset(10, 1, 3, 3);
@@ -373,6 +435,7 @@ int main(void) {
       cmocka_unit_test(test_resume_and_prefetch),
       cmocka_unit_test(test_eval_pass_and_bad_options),
       cmocka_unit_test(test_host_memory_and_peek),
+      cmocka_unit_test(test_workers_same_batches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,7 +143,7 @@ static void compare_model(const char *model, int threads, int dev) {
   const float *x = getf(&f, "x", (size_t)batch * cfg[0] * cfg[1] * cfg[2]);
   const int32_t *labels = get(&f, "labels")->data;
   const float *sgdv = getf(&f, "sgd", 4);
-  nn_sgd_opts sgd = {sgdv[0], sgdv[1], sgdv[2], sgdv[3] != 0.0f, 1.0f};
+  nn_sgd_opts sgd = {.lr = sgdv[0], .momentum = sgdv[1], .weight_decay = sgdv[2], .nesterov = sgdv[3] != 0.0f, .grad_scale = 1.0f};
   const float *tolv = getf(&f, "tol", 2);
   double tol = tolv[0], traj_tol = tolv[1];
   assert_true(tol >= TOL * 0.999 && traj_tol >= TOL * 0.999); /* 1e-4 at the tightest */

@@ -108,6 +108,40 @@ static void test_round_trip_every_record(void **state) {
 }
 
 /* The columns of train.csv, exactly as the training command's consumers expect them. */
+/* A table opened to append keeps the rows there and adds after them, in both files; a CSV with
+ * other columns is refused, a missing one is created with its header. */
+static void test_append(void **state) {
+  (void)state;
+  char dir[64], err[256], path[600];
+  assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
+  res_table *t;
+  res_train_epochs_row r = {.run_id = "a", .setting = 0, .role = "single", .transport = "-", .algo = "-",
+                            .device = "cpu", .optimizer = "sgd", .test_acc = 0.5};
+  for (int k = 0; k < 3; k++) { /* created, then twice continued */
+    if (res_table_open_schema_mode(&t, dir, res_schema_train_epochs(), 1, err, sizeof err)) fail_msg("%s", err);
+    r.setting = k;
+    if (res_table_put(t, &r, err, sizeof err)) fail_msg("%s", err);
+    res_table_close(t);
+  }
+  res_rows rows;
+  memset(&rows, 0, sizeof rows);
+  if (res_table_read(&rows, res_schema_train_epochs(), dir, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(rows.n, 3);
+  for (int k = 0; k < 3; k++) assert_int_equal(((res_train_epochs_row *)rows.rows)[k].setting, k);
+  res_rows_free(&rows);
+  snprintf(path, sizeof path, "%s/train_epochs.jsonl", dir);
+  size_t len;
+  char *j = tu_slurp(path, &len);
+  assert_non_null(j);
+  assert_int_equal(tu_count_lines(j), 3);
+  free(j);
+  /* not created anew: the header of another record */
+  assert_int_equal(tu_write(dir, "train_epochs.csv", "run_id,schema,other\n"), 0);
+  assert_int_equal(res_table_open_schema_mode(&t, dir, res_schema_train_epochs(), 1, err, sizeof err), -1);
+  assert_non_null(strstr(err, "other columns"));
+  tu_rmtree(dir);
+}
+
 static void test_train_columns(void **state) {
   (void)state;
   static const char want[] =
@@ -121,7 +155,8 @@ static void test_train_columns(void **state) {
       "time_to_target_s,train_time_s,start_step,end_step,backend,status,step_ms_pred,"
       "images_per_s_pred,exposed_comm_ms_pred,pred_err,rounds,images_per_s_slowest,ranks_per_host,dp,"
       "sent_mb_step,state_mb,bound,"
-      "link_util,cpu_busy,tcp_retrans,pred_kind\n";
+      "link_util,cpu_busy,tcp_retrans,pred_kind,"
+      "setting,optimizer,loader_workers,data_wait_ms,loader_mb_s,loader_images_s,cache\n";
   char dir[64], err[256], path[600], line[4096];
   assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
   res_table *t;
@@ -524,6 +559,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_every_record),
       cmocka_unit_test(test_train_columns),
+      cmocka_unit_test(test_append),
       cmocka_unit_test(test_written_text),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_older_file_reads),
