@@ -20,6 +20,7 @@ typedef struct {
   size_t plen;
   long num;
   int width;
+  int key; /* the group: the width of zero-padded numbers it shares, 0 for plain numbers */
 } acc_hname;
 
 static void acc_hname_split(acc_hname *h, const char *s) {
@@ -37,11 +38,22 @@ static void acc_hname_split(acc_hname *h, const char *s) {
   }
 }
 
-/* Same group: the same prefix, and numbers of one width where either is zero-padded. */
+static int acc_padded(const acc_hname *h) { return h->width > 1 && h->name[h->plen] == '0'; }
+
+/* Groups: zero-padded numbers by their width, joined by plain numbers of that width ("node03"
+ * and "node17" are node[03,17]); other plain numbers together ("node2", "node10": node[2,10]). */
+static void acc_hname_keys(acc_hname *h, int n) {
+  for (int i = 0; i < n; i++) {
+    h[i].key = acc_padded(&h[i]) ? h[i].width : 0;
+    for (int j = 0; j < n && !h[i].key; j++)
+      if (h[j].num >= 0 && acc_padded(&h[j]) && h[j].width == h[i].width && h[j].plen == h[i].plen &&
+          !strncmp(h[j].name, h[i].name, h[i].plen))
+        h[i].key = h[i].width;
+  }
+}
+
 static int acc_same_group(const acc_hname *a, const acc_hname *b) {
-  if (a->num < 0 || b->num < 0 || a->plen != b->plen || strncmp(a->name, b->name, a->plen)) return 0;
-  int pa = a->width > 1 && a->name[a->plen] == '0', pb = b->width > 1 && b->name[b->plen] == '0';
-  return (!pa && !pb) || a->width == b->width;
+  return a->num >= 0 && b->num >= 0 && a->plen == b->plen && !strncmp(a->name, b->name, a->plen) && a->key == b->key;
 }
 
 static int acc_hname_cmp(const void *x, const void *y) {
@@ -50,6 +62,7 @@ static int acc_hname_cmp(const void *x, const void *y) {
   int c = strncmp(a->name, b->name, p);
   if (c) return c;
   if (a->plen != b->plen) return a->plen < b->plen ? -1 : 1;
+  if (a->key != b->key) return a->key < b->key ? -1 : 1;
   if (a->num != b->num) return a->num < b->num ? -1 : 1;
   return strcmp(a->name, b->name);
 }
@@ -58,6 +71,7 @@ int acc_hostlist_compress(char *const *hosts, int n, char *out, size_t cap) {
   acc_hname *h = calloc((size_t)n + 1, sizeof *h);
   if (!h) return -1;
   for (int i = 0; i < n; i++) acc_hname_split(&h[i], hosts[i]);
+  acc_hname_keys(h, n);
   qsort(h, (size_t)n, sizeof *h, acc_hname_cmp);
   size_t len = 0;
   if (cap) out[0] = '\0';
@@ -224,13 +238,13 @@ static cJSON *acc_json(const acc_rules *rules, const acc_result *res, int nres, 
   cJSON *sa = cJSON_AddArrayToObject(o, "suspects");
   for (int i = 0; i < nsus; i++) {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "rank", i + 1);
+    cJSON_AddNumberToObject(j, "order", i + 1);
     cJSON_AddStringToObject(j, "kind", sus[i].kind);
     cJSON_AddStringToObject(j, "host", sus[i].host);
     if (sus[i].link[0]) cJSON_AddStringToObject(j, "link", sus[i].link);
     else cJSON_AddNullToObject(j, "link");
-    if (sus[i].rank >= 0) cJSON_AddNumberToObject(j, "fabench_rank", sus[i].rank);
-    else cJSON_AddNullToObject(j, "fabench_rank");
+    if (sus[i].rank >= 0) cJSON_AddNumberToObject(j, "rank", sus[i].rank);
+    else cJSON_AddNullToObject(j, "rank");
     cJSON_AddItemToObject(j, "ratio", acc_num_or_null(sus[i].ratio));
     cJSON_AddStringToObject(j, "evidence", sus[i].evidence);
     cJSON_AddItemToArray(sa, j);

@@ -113,7 +113,7 @@ static int acc_dup_keys(acc_reader *x, const yaml_node_t *map) {
 }
 
 /* "<n> <unit>" or "<f> x link|model|reference|median of nodes". */
-static int acc_threshold(acc_reader *x, acc_rule *rule, const yaml_node_t *v, const char *key, const char *s) {
+static int acc_threshold(acc_reader *x, acc_rule *rule, const yaml_node_t *kn, const char *key, const char *s) {
   acc_quantity q = acc_metric_quantity(rule->metric);
   snprintf(rule->threshold_text, sizeof rule->threshold_text, "%s", s);
   const char *xp = strstr(s, " x ");
@@ -121,21 +121,21 @@ static int acc_threshold(acc_reader *x, acc_rule *rule, const yaml_node_t *v, co
     double f;
     const char *e;
     if (acc_number(s, &f, &e) || e != xp || f <= 0 || f > 1000)
-      return acc_fail(x, v, key, "bad factor in '%s' (a number above 0, then ' x ')", s);
+      return acc_fail(x, kn, key, "bad factor in '%s' (a number above 0, then ' x ')", s);
     const char *what = xp + 3;
     if (!strcmp(what, "link")) rule->ref = ACC_REF_LINK;
     else if (!strcmp(what, "model")) rule->ref = ACC_REF_MODEL;
     else if (!strcmp(what, "reference")) rule->ref = ACC_REF_REFERENCE;
     else if (!strcmp(what, "median of nodes")) rule->ref = ACC_REF_NODES;
-    else return acc_fail(x, v, key, "unknown reference '%s' (link, model, reference, median of nodes)", what);
+    else return acc_fail(x, kn, key, "unknown reference '%s' (link, model, reference, median of nodes)", what);
     if (rule->ref == ACC_REF_LINK && q != ACC_Q_RATE)
-      return acc_fail(x, v, key, "'x link' compares a rate (busbw, algbw, bw, bibw), not %s", acc_metric_name(rule->metric));
+      return acc_fail(x, kn, key, "'x link' compares a rate (busbw, algbw, bw, bibw), not %s", acc_metric_name(rule->metric));
     rule->value = f;
     return 0;
   }
   if (acc_parse_quantity(s, q, &rule->value)) {
     const char *units = q == ACC_Q_RATE ? "GB/s, MB/s, Gbit/s, Mbit/s" : q == ACC_Q_TIME ? "ns, us, ms, s" : "images/s";
-    return acc_fail(x, v, key, "bad value or unit '%s' for %s (a number and one of %s)", s,
+    return acc_fail(x, kn, key, "bad value or unit '%s' for %s (a number and one of %s)", s,
                     acc_metric_name(rule->metric), units);
   }
   rule->ref = ACC_REF_ABS;
@@ -143,25 +143,25 @@ static int acc_threshold(acc_reader *x, acc_rule *rule, const yaml_node_t *v, co
 }
 
 /* The run: a measuring command and its flags, split at spaces; accept gives --out itself. */
-static int acc_run(acc_reader *x, acc_rule *rule, const yaml_node_t *v, const char *s) {
-  if (strlen(s) >= sizeof rule->argstore) return acc_fail(x, v, "run", "longer than %zu characters", sizeof rule->argstore - 1);
+static int acc_run(acc_reader *x, acc_rule *rule, const yaml_node_t *kn, const char *s) {
+  if (strlen(s) >= sizeof rule->argstore) return acc_fail(x, kn, "run", "longer than %zu characters", sizeof rule->argstore - 1);
   if (strpbrk(s, "'\"\\`$;|&<>"))
-    return acc_fail(x, v, "run", "'%s': words are split at spaces, without quotes or shell characters", s);
+    return acc_fail(x, kn, "run", "'%s': words are split at spaces, without quotes or shell characters", s);
   snprintf(rule->run, sizeof rule->run, "%s", s);
   snprintf(rule->argstore, sizeof rule->argstore, "%s", s);
   rule->argc = 0;
   for (char *sv, *w = strtok_r(rule->argstore, " \t", &sv); w; w = strtok_r(NULL, " \t", &sv)) {
-    if (rule->argc == ACC_ARGS_MAX - 1) return acc_fail(x, v, "run", "more than %d words", ACC_ARGS_MAX - 2);
+    if (rule->argc == ACC_ARGS_MAX - 1) return acc_fail(x, kn, "run", "more than %d words", ACC_ARGS_MAX - 2);
     rule->argv[rule->argc++] = w;
   }
   rule->argv[rule->argc] = NULL;
-  if (!rule->argc) return acc_fail(x, v, "run", "is empty");
+  if (!rule->argc) return acc_fail(x, kn, "run", "is empty");
   const char *c = rule->argv[0];
   if (strcmp(c, "allreduce") && strcmp(c, "p2p") && strcmp(c, "train") && strcmp(c, "topo"))
-    return acc_fail(x, v, "run", "unknown measurement '%s' (allreduce, p2p, train, topo)", c);
+    return acc_fail(x, kn, "run", "unknown measurement '%s' (allreduce, p2p, train, topo)", c);
   for (int i = 1; i < rule->argc; i++)
     if (!strcmp(rule->argv[i], "--out") || !strncmp(rule->argv[i], "--out=", 6))
-      return acc_fail(x, v, "run", "no --out: accept puts each measurement in its own folder");
+      return acc_fail(x, kn, "run", "no --out: accept puts each measurement in its own folder");
   return 0;
 }
 
@@ -173,37 +173,40 @@ static int acc_rule_read(acc_reader *x, const yaml_node_t *m, acc_rule *rule) {
   if (m->type != YAML_MAPPING_NODE) return acc_fail(x, m, "rules", "each rule is a mapping (name, run, metric, ...)");
   if (acc_dup_keys(x, m)) return -1;
   const yaml_node_t *th = NULL, *metric = NULL, *runv = NULL;
+  const char *metric_s = NULL, *th_s = NULL;
   const char *thkey = NULL;
   for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-    const char *k = acc_scalar(yaml_document_get_node(&x->doc, p->key)), *s;
-    const yaml_node_t *v = yaml_document_get_node(&x->doc, p->value);
+    const yaml_node_t *kn = yaml_document_get_node(&x->doc, p->key), *v = yaml_document_get_node(&x->doc, p->value);
+    const char *k = acc_scalar(kn), *s;
     if (acc_want_scalar(x, v, k, &s)) return -1;
     if (!strcmp(k, "name")) {
-      if (bench_parse_name(s, ACC_NAME_MAX - 1)) return acc_fail(x, v, k, "'%s' is not a name ([a-z0-9_-], at most 63)", s);
+      if (bench_parse_name(s, ACC_NAME_MAX - 1)) return acc_fail(x, kn, k, "'%s' is not a name ([a-z0-9_-], at most 63)", s);
       snprintf(rule->name, sizeof rule->name, "%s", s);
     } else if (!strcmp(k, "run")) {
-      if (acc_run(x, rule, v, s)) return -1;
+      if (acc_run(x, rule, kn, s)) return -1;
       runv = v;
     } else if (!strcmp(k, "metric")) {
-      metric = v;
+      metric = kn;
+      metric_s = s;
     } else if (!strcmp(k, "at_least") || !strcmp(k, "at_most")) {
-      if (th) return acc_fail(x, v, k, "a rule has one threshold (at_least or at_most)");
-      th = v;
+      if (th) return acc_fail(x, kn, k, "a rule has one threshold (at_least or at_most)");
+      th = kn;
       thkey = k;
+      th_s = s;
       rule->at_least = !strcmp(k, "at_least");
     } else if (!strcmp(k, "transport") || !strcmp(k, "algo")) {
-      if (bench_parse_name(s, 31)) return acc_fail(x, v, k, "'%s' is not a name", s);
+      if (bench_parse_name(s, 31)) return acc_fail(x, kn, k, "'%s' is not a name", s);
       snprintf(!strcmp(k, "algo") ? rule->algo : rule->transport, 32, "%s", s);
     } else if (!strcmp(k, "bytes")) {
       uint64_t b;
-      if (bench_parse_size(s, &b) || b < 1) return acc_fail(x, v, k, "bad size '%s' (8, 64K, 64M, ...)", s);
+      if (bench_parse_size(s, &b) || b < 1) return acc_fail(x, kn, k, "bad size '%s' (8, 64K, 64M, ...)", s);
       rule->bytes = (int64_t)b;
     } else if (!strcmp(k, "repeat")) {
       long n;
-      if (bench_parse_int(s, 1, ACC_REPEAT_MAX, &n)) return acc_fail(x, v, k, "bad count '%s' (1 to %d)", s, ACC_REPEAT_MAX);
+      if (bench_parse_int(s, 1, ACC_REPEAT_MAX, &n)) return acc_fail(x, kn, k, "bad count '%s' (1 to %d)", s, ACC_REPEAT_MAX);
       rule->repeat = (int)n;
     } else {
-      return acc_fail(x, v, k, "unknown key (name, run, metric, at_least, at_most, transport, algo, bytes, repeat)");
+      return acc_fail(x, kn, k, "unknown key (name, run, metric, at_least, at_most, transport, algo, bytes, repeat)");
     }
   }
   if (!rule->name[0]) return acc_fail(x, m, "name", "missing");
@@ -215,8 +218,7 @@ static int acc_rule_read(acc_reader *x, const yaml_node_t *m, acc_rule *rule) {
     return 0;
   }
   if (!metric) return acc_fail(x, m, "metric", "missing in rule '%s'", rule->name);
-  const char *ms = acc_scalar(metric);
-  if (!ms) return acc_fail(x, metric, "metric", "wants a single value");
+  const char *ms = metric_s;
   int found = 0;
   for (int i = 0; i < ACC_M_NONE; i++)
     if (!strcmp(ms, acc_metrics[i].name)) {
@@ -229,7 +231,7 @@ static int acc_rule_read(acc_reader *x, const yaml_node_t *m, acc_rule *rule) {
     return acc_fail(x, metric, "metric", "unknown metric '%s' (busbw, algbw, time, time_p99, bw, bibw, latency, "
                                          "latency_p99, images_per_s)", ms);
   if (!th) return acc_fail(x, m, "at_least", "missing in rule '%s' (at_least or at_most)", rule->name);
-  return acc_threshold(x, rule, th, thkey, acc_scalar(th));
+  return acc_threshold(x, rule, th, thkey, th_s);
 }
 
 /* model: and reference: are paths from the rules file's folder. */
@@ -243,23 +245,23 @@ static int acc_topology(acc_reader *x, const yaml_node_t *m) {
   if (m->type != YAML_MAPPING_NODE) return acc_fail(x, m, "topology", "wants a mapping (gpus, nic_speed, pcie_width)");
   if (acc_dup_keys(x, m)) return -1;
   for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-    const char *k = acc_scalar(yaml_document_get_node(&x->doc, p->key)), *s;
-    const yaml_node_t *v = yaml_document_get_node(&x->doc, p->value);
+    const yaml_node_t *kn = yaml_document_get_node(&x->doc, p->key), *v = yaml_document_get_node(&x->doc, p->value);
+    const char *k = acc_scalar(kn), *s;
     long n;
     double g;
     if (acc_want_scalar(x, v, k, &s)) return -1;
     if (!strcmp(k, "gpus")) {
-      if (bench_parse_int(s, 0, 1024, &n)) return acc_fail(x, v, k, "bad count '%s'", s);
+      if (bench_parse_int(s, 0, 1024, &n)) return acc_fail(x, kn, k, "bad count '%s'", s);
       x->r->gpus = (int)n;
     } else if (!strcmp(k, "pcie_width")) {
-      if (bench_parse_int(s, 1, 32, &n) || (n & (n - 1))) return acc_fail(x, v, k, "bad width '%s' (1, 2, 4, 8, 16, 32)", s);
+      if (bench_parse_int(s, 1, 32, &n) || (n & (n - 1))) return acc_fail(x, kn, k, "bad width '%s' (1, 2, 4, 8, 16, 32)", s);
       x->r->pcie_width = (int)n;
     } else if (!strcmp(k, "nic_speed")) {
       if (acc_parse_quantity(s, ACC_Q_RATE, &g) || g <= 0)
-        return acc_fail(x, v, k, "bad speed or unit '%s' (e.g. 100 Gbit/s)", s);
+        return acc_fail(x, kn, k, "bad speed or unit '%s' (e.g. 100 Gbit/s)", s);
       x->r->nic_gbit = g * 8;
     } else {
-      return acc_fail(x, v, k, "unknown key (gpus, nic_speed, pcie_width)");
+      return acc_fail(x, kn, k, "unknown key (gpus, nic_speed, pcie_width)");
     }
   }
   return 0;
@@ -272,8 +274,8 @@ static int acc_top(acc_reader *x) {
   if (acc_dup_keys(x, root)) return -1;
   const yaml_node_t *rules = NULL;
   for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
-    const char *k = acc_scalar(yaml_document_get_node(&x->doc, p->key)), *s;
-    const yaml_node_t *v = yaml_document_get_node(&x->doc, p->value);
+    const yaml_node_t *kn = yaml_document_get_node(&x->doc, p->key), *v = yaml_document_get_node(&x->doc, p->value);
+    const char *k = acc_scalar(kn), *s;
     if (!strcmp(k, "rules")) {
       rules = v;
     } else if (!strcmp(k, "model") || !strcmp(k, "reference")) {
@@ -282,7 +284,7 @@ static int acc_top(acc_reader *x) {
     } else if (!strcmp(k, "topology")) {
       if (acc_topology(x, v)) return -1;
     } else {
-      return acc_fail(x, v, k, "unknown key (rules, model, reference, topology)");
+      return acc_fail(x, kn, k, "unknown key (rules, model, reference, topology)");
     }
   }
   if (!rules) return acc_fail(x, root, "rules", "missing");
