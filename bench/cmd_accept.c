@@ -190,6 +190,15 @@ static int accept_measure(accept_run *x, const acc_rule *r, acc_result *res) {
   return 0;
 }
 
+/* Whether a measured rule's rows name a suspect (p2p rules only). */
+static int accept_names(const acc_ctx *c, const acc_result *res) {
+  acc_suspect *sus = NULL;
+  int n = 0;
+  acc_name_suspects(c, res, 1, &sus, &n);
+  free(sus);
+  return n > 0;
+}
+
 /* ---- the verdict ---- */
 
 static int accept_status(const acc_result *res, int nres) {
@@ -226,9 +235,10 @@ static int accept_main(const accept_opts *o, const acc_rules *rules, acc_ctx *c)
     }
     accept_measure(&x, r, &res[i]);
     acc_judge_rule(c, &res[i]);
-    /* repeat: a failing rule gets its K runs and is judged on their median */
-    while (!res[i].pass && !res[i].error && res[i].measured && res[i].ndirs < r->repeat && !x.interrupted &&
-           !x.usage_error && accept_measure(&x, r, &res[i]) == 0)
+    /* repeat: a failing rule, or one whose rows name a suspect, gets its K runs and is judged
+     * (and names) on their median */
+    while ((!res[i].pass || accept_names(c, &res[i])) && !res[i].error && res[i].measured && res[i].ndirs < r->repeat &&
+           !x.interrupted && !x.usage_error && accept_measure(&x, r, &res[i]) == 0)
       acc_judge_rule(c, &res[i]);
   }
   if (!o->from) launch_sigs_restore(&x.sg);
