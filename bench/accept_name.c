@@ -50,7 +50,9 @@ static int acc_sus_cmp(const void *a, const void *b) {
   return strcmp(x->host, y->host);
 }
 
-void acc_suspects_sort(acc_suspect *s, int n) { qsort(s, (size_t)n, sizeof *s, acc_sus_cmp); }
+void acc_suspects_sort(acc_suspect *s, int n) {
+  if (n > 1) qsort(s, (size_t)n, sizeof *s, acc_sus_cmp);
+}
 
 /* ---- the links of the p2p rules ---- */
 

@@ -163,7 +163,7 @@ void acc_judge_topology(const acc_ctx *c, const acc_result *res, int nres, acc_r
         for (int j = 0; j < nchecked; j++) again |= !strcmp(checked[j], host);
         if (expect && !again && !acc_host_excluded(c, host)) {
           bad |= acc_expect(r, s, host, why, sizeof why);
-          if (nchecked < 64) snprintf(checked[nchecked++], sizeof checked[0], "%s", host);
+          if (nchecked < 64) acc_say(checked[nchecked++], sizeof checked[0], "%s", host);
         }
         cJSON_Delete(s);
       }

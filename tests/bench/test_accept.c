@@ -388,15 +388,23 @@ static const char cli_rules[] =
     "  - name: ref\n    run: p2p --pairs all\n    metric: bw\n    at_least: 0.9 x reference\n"
     "  - name: nodes\n    run: p2p --tests bw\n    metric: bw\n    at_least: 0.8 x median of nodes\n";
 
-/* Runs fabench accept --rules RULES --out OUT --from DIRS... in g_dir; its exit status, with
- * stdout and stderr in g_dir/OUT.log. */
-static int accept_run(const char *rules, const char *out, const char *dirs, const char *extra) {
+/* Runs fabench accept --rules RULES --out OUT --from DIRS... in g_dir, stdout and stderr in
+ * g_dir/OUT.log, and fails (showing the log) unless it exits with want. */
+#define accept_run(rules, out, dirs, extra, want) accept_run_(rules, out, dirs, extra, want, __LINE__)
+static void accept_run_(const char *rules, const char *out, const char *dirs, const char *extra, int want, int line) {
   char cmd[4096];
   snprintf(cmd, sizeof cmd, "cd %s && %s accept --rules %s --out %s %s %s%s > %s.log 2>&1", g_dir, getenv("FABENCH_BIN"),
            rules, out, extra ? extra : "", dirs ? "--from " : "", dirs ? dirs : "", out);
   int st = system(cmd);
-  assert_true(WIFEXITED(st));
-  return WEXITSTATUS(st);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != want) {
+    char log[512];
+    snprintf(log, sizeof log, "%s/%s.log", g_dir, out);
+    char *text = tu_slurp(log, NULL), shown[8192];
+    snprintf(shown, sizeof shown, "%s", text ? text : "(none)");
+    free(text);
+    fail_msg("line %d: %s: status %d, wanted %d; its output:\n%s", line, cmd, WIFEXITED(st) ? WEXITSTATUS(st) : -1, want,
+             shown);
+  }
 }
 
 static char *slurp_in(const char *rel) {
@@ -446,7 +454,7 @@ static void test_cli_from(void **state) {
   assert_int_equal(tu_write(g_dir, "rules.yaml", cli_rules), 0);
 
   /* uniform: every kind passes, nobody named, suspects.txt empty */
-  assert_int_equal(accept_run("rules.yaml", "a-uniform", "uniform", NULL), 0);
+  accept_run("rules.yaml", "a-uniform", "uniform", NULL, 0);
   check_junit("a-uniform", 6, 0);
   char *s = slurp_in("a-uniform/suspects.txt");
   assert_string_equal(s, "");
@@ -458,7 +466,7 @@ static void test_cli_from(void **state) {
   cJSON_Delete(o);
 
   /* a slow host: every relative rule fails, node2 named alone, first */
-  assert_int_equal(accept_run("rules.yaml", "a-slowhost", "slowhost", NULL), 1);
+  accept_run("rules.yaml", "a-slowhost", "slowhost", NULL, 1);
   check_junit("a-slowhost", 6, 5);
   s = slurp_in("a-slowhost/suspects.txt");
   assert_string_equal(s, "node2\n");
@@ -477,7 +485,7 @@ static void test_cli_from(void **state) {
   cJSON_Delete(o);
 
   /* a slow link: named as the link, neither of its hosts alone */
-  assert_int_equal(accept_run("rules.yaml", "a-slowlink", "slowlink", NULL), 1);
+  accept_run("rules.yaml", "a-slowlink", "slowlink", NULL, 1);
   o = accept_json("a-slowlink");
   sus = cJSON_GetObjectItem(o, "suspects");
   assert_int_equal(cJSON_GetArraySize(sus), 1);
@@ -492,16 +500,16 @@ static void test_cli_from(void **state) {
   assert_string_equal(s, "node[1,3]\n");
   free(s);
   /* --exclude leaves a host out of the judging and the naming */
-  assert_int_equal(accept_run("rules.yaml", "a-excl", "slowhost", "--exclude node[2]"), 0);
+  accept_run("rules.yaml", "a-excl", "slowhost", "--exclude node[2]", 0);
 
   /* wrong elements fail whatever the threshold says */
-  assert_int_equal(accept_run("rules.yaml", "a-wrong", "wrong", NULL), 1);
+  accept_run("rules.yaml", "a-wrong", "wrong", NULL, 1);
   s = slurp_in("a-wrong.log");
   assert_non_null(strstr(s, "wrong data"));
   free(s);
 
   /* a host whose topology differs from the majority's is named, and the topology fails */
-  assert_int_equal(accept_run("rules.yaml", "a-hash", "otherhash", NULL), 1);
+  accept_run("rules.yaml", "a-hash", "otherhash", NULL, 1);
   s = slurp_in("a-hash/suspects.txt");
   assert_string_equal(s, "node3\n");
   free(s);
@@ -513,18 +521,18 @@ static void test_cli_from(void **state) {
   assert_int_equal(tu_write(g_dir, "train.yaml", "rules:\n  - name: img\n    run: train\n    metric: images_per_s\n"
                                                  "    at_least: 1 images/s\n"),
                    0);
-  assert_int_equal(accept_run("train.yaml", "a-none", "uniform", NULL), 3);
+  accept_run("train.yaml", "a-none", "uniform", NULL, 3);
   check_junit("a-none", 2, 2);
 
   /* rules and usage errors: 2, naming the file and line */
   assert_int_equal(tu_write(g_dir, "broken.yaml", "rules:\n  - name: a\n    run: p2p\n    metric: bw\n    at_least: 3 parsecs\n"), 0);
-  assert_int_equal(accept_run("broken.yaml", "a-broken", "uniform", NULL), 2);
+  accept_run("broken.yaml", "a-broken", "uniform", NULL, 2);
   s = slurp_in("a-broken.log");
   assert_non_null(strstr(s, "broken.yaml:5: key 'at_least'"));
   free(s);
-  assert_int_equal(accept_run("rules.yaml", "a-usage", "uniform", "--colour"), 2);
-  assert_int_equal(accept_run("rules.yaml", "a-nodir", "no-such-dir", NULL), 2);
-  assert_int_equal(accept_run("rules.yaml", "a-excl2", "uniform", "--exclude node["), 2);
+  accept_run("rules.yaml", "a-usage", "uniform", "--colour", 2);
+  accept_run("rules.yaml", "a-nodir", "no-such-dir", NULL, 2);
+  accept_run("rules.yaml", "a-excl2", "uniform", "--exclude node[", 2);
 }
 
 int main(void) {
