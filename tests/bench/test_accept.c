@@ -18,6 +18,7 @@
 #include "accept.h"
 #include "res.h"
 #include "test_util.h"
+#include "topo.h"
 #include "util.h"
 
 static char g_dir[256];
@@ -359,6 +360,20 @@ static void write_p2p_run(const char *name, int slow_host, int slow_src, int slo
   res_table_close(t);
 }
 
+/* Each host's hwloc XML in a run directory: node3 a synthetic machine of one package of 4
+ * cores, the others two packages of 4. */
+static void write_topo_xmls(const char *name) {
+  for (int h = 0; h < NODES; h++) {
+    topo_opts o = {.synthetic = h == 3 ? "pack:1 core:4 pu:1" : "pack:2 core:4 pu:1", .nvml = TOPO_NVML_OFF};
+    topo_info *ti = NULL;
+    char err[256], p[512];
+    if (topo_load(&ti, &o, err, sizeof err)) fail_msg("%s", err);
+    snprintf(p, sizeof p, "%s/%s/topo-node%d.xml", g_dir, name, h);
+    assert_int_equal(topo_write_xml(ti, p, err, sizeof err), 0);
+    topo_free(ti);
+  }
+}
+
 /* A model of the emulated link: alpha 10 us, 1 Gbit/s. */
 static void write_model(void) {
   res_costmodel m = {0};
@@ -450,6 +465,7 @@ static void test_cli_from(void **state) {
   write_p2p_run("slowlink", -1, 1, 3, 0.3, 0, NULL);
   write_p2p_run("wrong", -1, -1, -1, 1, 5, NULL);
   write_p2p_run("otherhash", -1, -1, -1, 1, 0, "eeeeffff00001111");
+  write_topo_xmls("otherhash");
   write_model();
   assert_int_equal(tu_write(g_dir, "rules.yaml", cli_rules), 0);
 
@@ -514,7 +530,32 @@ static void test_cli_from(void **state) {
   assert_string_equal(s, "node3\n");
   free(s);
   s = slurp_in("a-hash.log");
-  assert_non_null(strstr(s, "host node3: topology eeeeffff00001111 differs from the majority's aaaabbbbccccdddd (3 of 4 hosts)"));
+  assert_non_null(strstr(s, "host node3: topology eeeeffff00001111 differs from the majority's aaaabbbbccccdddd (3 of 4 hosts): "
+                      "1 CPU packages (majority 2), 4 cores (majority 8), 4 hardware threads (majority 8)"));
+  free(s);
+
+  /* the rules' topology expectations against a recorded topology (a topo run's topo.json) */
+  char tdir[600];
+  snprintf(tdir, sizeof tdir, "%s/topo-a", g_dir);
+  assert_int_equal(mkdir(tdir, 0777), 0);
+  strcat(tdir, "/t"); /* the rule's folder, as an earlier accept run left it */
+  assert_int_equal(mkdir(tdir, 0777), 0);
+  assert_int_equal(tu_write(tdir, "topo.json",
+                            "{\"schema\": \"fabench-topo\", \"host\": \"gpu7\", \"topo_hash\": \"0123456789abcdef\","
+                            " \"gpus\": [{\"name\": \"GPU0\", \"pcie\": {\"cur_width\": 8}}],"
+                            " \"nics\": [{\"name\": \"mlx5_0\", \"speed_gbps\": 200, \"pcie\": {\"cur_width\": 16}}]}"),
+                   0);
+  assert_int_equal(tu_write(g_dir, "topo-bad.yaml", "topology:\n  gpus: 2\n  nic_speed: 400 Gbit/s\n  pcie_width: 16\n"
+                                                   "rules:\n  - name: t\n    run: topo\n"),
+                   0);
+  assert_int_equal(tu_write(g_dir, "topo-good.yaml", "topology:\n  gpus: 1\n  nic_speed: 200 Gbit/s\n  pcie_width: 8\n"
+                                                    "rules:\n  - name: t\n    run: topo\n"),
+                   0);
+  accept_run("topo-good.yaml", "a-topo-good", "topo-a", NULL, 0);
+  accept_run("topo-bad.yaml", "a-topo-bad", "topo-a", NULL, 1);
+  s = slurp_in("a-topo-bad.log");
+  if (!strstr(s, "gpu7: 1 GPUs, expected 2; gpu7: fastest NIC 200 Gbit/s, expected 400; gpu7: GPU0 at PCIe x8, expected x16"))
+    fail_msg("%s", s);
   free(s);
 
   /* nothing measured the rules' runs: could not measure */
