@@ -83,6 +83,12 @@ typedef struct {
   double ratio;                 /* its figure over the median (1: not a figure: topology) */
   double score;                 /* higher: more suspect */
   char evidence[ACC_TEXT_MAX];
+  /* where it came from a p2p rule: the rule, a pair of ranks to retest it alone (a link's own;
+   * a host's link to a host not named; -1: none), and the bound it lies beyond */
+  char rule[ACC_NAME_MAX];
+  int pair_src, pair_dst;
+  double median, limit;
+  int higher_worse;
 } acc_suspect;
 
 typedef struct {
@@ -115,7 +121,7 @@ void acc_say(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(
 typedef struct {
   double value, thr, pred;      /* pred: the model's figure for it (NaN: none) */
   char src[256], dst[256];      /* a p2p row's hosts ("": not a p2p row); a host point: src */
-  int src_rank;
+  int src_rank, dst_rank;
   char where[ACC_TEXT_MAX];
 } acc_pt;
 typedef struct {
@@ -148,6 +154,9 @@ void acc_name_suspects(const acc_ctx *c, const acc_result *res, int nres, acc_su
  * (above where higher is worse) by more than max(k x 1.4826 x MAD, min_rel x median). Marks
  * out[i] = 1; returns the count and the median in *med. */
 int acc_outliers(const double *x, int n, int higher_worse, double *med, int *out);
+/* The bound acc_outliers holds figures to: the distance from the median beyond which one is an
+ * outlier, for these figures (n >= 3). */
+double acc_outlier_limit(const double *x, int n, int higher_worse, double *med);
 /* Appends a suspect (score: higher is more suspect; a topology that differs scores 1). 0 or -1. */
 int acc_suspect_add(acc_suspect **sus, int *nsus, const char *kind, const char *host, const char *link, int rank,
                     double ratio, double score, const char *evidence);

@@ -30,7 +30,7 @@ acc_pt *acc_pts_add(acc_pts *p) {
   acc_pt *q = &p->pt[p->n++];
   memset(q, 0, sizeof *q);
   q->pred = q->thr = NAN;
-  q->src_rank = -1;
+  q->src_rank = q->dst_rank = -1;
   return q;
 }
 
@@ -162,6 +162,7 @@ static int acc_points_p2p(const acc_ctx *c, const acc_rule *r, const res_rows *t
     snprintf(q->src, sizeof q->src, "%s", w->src_host);
     snprintf(q->dst, sizeof q->dst, "%s", w->dst_host);
     q->src_rank = (int)w->src;
+    q->dst_rank = (int)w->dst;
     acc_say(q->where, sizeof q->where, "%s %s %lld->%lld (%s->%s) %lld bytes", w->transport, w->test, (long long)w->src,
             (long long)w->dst, w->src_host, w->dst_host, (long long)w->bytes);
     if (m) {

@@ -22,11 +22,11 @@ static int acc_cmp_d(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-int acc_outliers(const double *x, int n, int higher_worse, double *med, int *out) {
+double acc_outlier_limit(const double *x, int n, int higher_worse, double *med) {
   *med = NAN;
-  if (n < 3) return 0; /* two figures cannot tell which of them is off */
+  if (n < 3) return NAN; /* two figures cannot tell which of them is off */
   double *s = malloc(sizeof *s * (size_t)n);
-  if (!s) return 0;
+  if (!s) return NAN;
   memcpy(s, x, sizeof *s * (size_t)n);
   qsort(s, (size_t)n, sizeof *s, acc_cmp_d);
   double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
@@ -34,13 +34,18 @@ int acc_outliers(const double *x, int n, int higher_worse, double *med, int *out
   qsort(s, (size_t)n, sizeof *s, acc_cmp_d);
   double mad = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
   free(s);
-  double lim = fmax(ACC_K * 1.4826 * mad, (higher_worse ? ACC_MIN_REL_TIME : ACC_MIN_REL_RATE) * m);
+  *med = m;
+  return fmax(ACC_K * 1.4826 * mad, (higher_worse ? ACC_MIN_REL_TIME : ACC_MIN_REL_RATE) * m);
+}
+
+int acc_outliers(const double *x, int n, int higher_worse, double *med, int *out) {
+  double lim = acc_outlier_limit(x, n, higher_worse, med);
+  if (isnan(lim)) return 0;
   int k = 0;
   for (int i = 0; i < n; i++) {
-    out[i] = higher_worse ? x[i] - m > lim : m - x[i] > lim;
+    out[i] = higher_worse ? x[i] - *med > lim : *med - x[i] > lim;
     k += out[i];
   }
-  *med = m;
   return k;
 }
 
@@ -58,7 +63,7 @@ void acc_suspects_sort(acc_suspect *s, int n) {
 
 typedef struct {
   char src[256], dst[256];
-  int src_rank;
+  int src_rank, dst_rank;
   double v[ACC_DIRS_MAX];
   int nv;
 } acc_link;
@@ -82,7 +87,7 @@ static acc_link *acc_link_get(acc_links *L, const char *src, const char *dst) {
   memset(k, 0, sizeof *k);
   snprintf(k->src, sizeof k->src, "%s", src);
   snprintf(k->dst, sizeof k->dst, "%s", dst);
-  k->src_rank = -1;
+  k->src_rank = k->dst_rank = -1;
   return k;
 }
 
@@ -97,7 +102,7 @@ static void acc_links_add(acc_links *L, const acc_pts *p, int dir, int higher_wo
       if (higher_worse ? q->value > k->v[dir] : q->value < k->v[dir]) k->v[dir] = q->value;
     } else if (k->nv == dir) {
       k->v[k->nv++] = q->value;
-      if (k->src_rank < 0) k->src_rank = q->src_rank;
+      if (k->src_rank < 0) k->src_rank = q->src_rank, k->dst_rank = q->dst_rank;
     }
   }
 }
@@ -121,6 +126,8 @@ int acc_suspect_add(acc_suspect **sus, int *nsus, const char *kind, const char *
   s->rank = rank;
   s->ratio = ratio;
   s->score = score;
+  s->pair_src = s->pair_dst = -1;
+  s->median = s->limit = NAN;
   snprintf(s->evidence, sizeof s->evidence, "%s", evidence);
   return 0;
 }
@@ -134,8 +141,20 @@ static int acc_host_rank(const acc_links *L, const char *host) {
 }
 
 /* One rule's names. runs: how many runs the figures are medians over. */
-static void acc_name_links(const acc_links *L, const char *what, int higher_worse, int runs, acc_suspect **sus,
-                           int *nsus) {
+/* The last suspect added: where to retest it alone and the bound it lies beyond. */
+static void acc_sus_from(acc_suspect *sus, int nsus, const char *rule, int src, int dst, double med, double lim, int hw) {
+  if (!nsus) return;
+  acc_suspect *s = &sus[nsus - 1];
+  snprintf(s->rule, sizeof s->rule, "%s", rule);
+  s->pair_src = src;
+  s->pair_dst = dst;
+  s->median = med;
+  s->limit = lim;
+  s->higher_worse = hw;
+}
+
+static void acc_name_links(const acc_links *L, const char *rule, const char *what, int higher_worse, int runs,
+                           acc_suspect **sus, int *nsus) {
   int n = L->n;
   if (n == 0) return;
   double *lv = malloc(sizeof *lv * (size_t)n), *hv = malloc(sizeof *hv * (size_t)(2 * n)),
@@ -163,8 +182,9 @@ static void acc_name_links(const acc_links *L, const char *what, int higher_wors
         tmp[k++] = lv[i];
     hv[j] = util_median(tmp, (size_t)k);
   }
-  double med;
+  double med, lim;
   acc_outliers(hv, nh, higher_worse, &med, named);
+  lim = acc_outlier_limit(hv, nh, higher_worse, &med);
   for (int j = 0; j < nh; j++) {
     if (!named[j]) continue;
     double ratio = hv[j] / med;
@@ -172,6 +192,17 @@ static void acc_name_links(const acc_links *L, const char *what, int higher_wors
              hv[j], med, higher_worse ? "us" : "GB/s", over);
     acc_suspect_add(sus, nsus, "host", hosts[j], "", acc_host_rank(L, hosts[j]), ratio,
                 higher_worse ? 1 - 1 / ratio : 1 - ratio, ev);
+    /* retested alone: its link to a host not named */
+    for (int i = 0; i < n; i++) {
+      const acc_link *l = &L->l[i];
+      int other = -1;
+      for (int h = 0; h < nh; h++)
+        if (!strcmp(l->dst, hosts[h])) other = h;
+      if (!strcmp(l->src, hosts[j]) && other >= 0 && !named[other]) {
+        acc_sus_from(*sus, *nsus, rule, l->src_rank, l->dst_rank, med, lim, higher_worse);
+        break;
+      }
+    }
   }
   /* the links between hosts that no named host explains, against each other */
   int m = 0;
@@ -185,6 +216,7 @@ static void acc_name_links(const acc_links *L, const char *what, int higher_wors
     if (!explained) idx[m] = i, tmp[m++] = lv[i];
   }
   acc_outliers(tmp, m, higher_worse, &med, out);
+  lim = acc_outlier_limit(tmp, m, higher_worse, &med);
   for (int k = 0; k < m; k++) {
     if (!out[k]) continue;
     const acc_link *l = &L->l[idx[k]];
@@ -194,6 +226,7 @@ static void acc_name_links(const acc_links *L, const char *what, int higher_wors
     acc_say(ev, sizeof ev, "link %s: %.2f of the median %s (%.4g vs %.4g %s) over %s", link, ratio, q, tmp[k], med,
              higher_worse ? "us" : "GB/s", over);
     acc_suspect_add(sus, nsus, "link", l->src, link, l->src_rank, ratio, higher_worse ? 1 - 1 / ratio : 1 - ratio, ev);
+    acc_sus_from(*sus, *nsus, rule, l->src_rank, l->dst_rank, med, lim, higher_worse);
   }
   /* inside hosts: each host's own fabric against the other hosts' */
   m = 0;
@@ -238,7 +271,7 @@ void acc_name_suspects(const acc_ctx *c, const acc_result *res, int nres, acc_su
     for (int j = 0; j < L.n; j++)
       if (L.l[j].nv == runs) L.l[k++] = L.l[j];
     L.n = k;
-    if (runs) acc_name_links(&L, acc_metric_name(r->metric), hw, runs, sus, nsus);
+    if (runs) acc_name_links(&L, r->name, acc_metric_name(r->metric), hw, runs, sus, nsus);
     free(L.l);
   }
   /* one host or link named by several rules: keep its strongest evidence */

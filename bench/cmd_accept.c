@@ -190,6 +190,60 @@ static int accept_measure(accept_run *x, const acc_rule *r, acc_result *res) {
   return 0;
 }
 
+/* A suspect from a p2p rule measured alone: its pair of ranks with the rule's flags (--pairs
+ * S,D instead of the rule's), into <rule>.alone-S-D. Confirmed (1) where that pair's figure is
+ * still beyond the bound the naming held it to, its evidence then saying so; 0: not confirmed
+ * (said on stdout); -1: the retest could not be made (the suspect stays, said). */
+static int accept_retest(accept_run *x, const acc_ctx *c, const acc_rules *rules, acc_suspect *s) {
+  const acc_rule *r = NULL;
+  for (int i = 0; i < rules->n; i++)
+    if (!strcmp(rules->rules[i].name, s->rule)) r = &rules->rules[i];
+  if (!r || s->pair_src < 0 || s->pair_dst < 0) return -1;
+  acc_rule alone = *r;
+  char pair[32], sub[ACC_PATH_MAX], log[ACC_PATH_MAX + 8];
+  snprintf(pair, sizeof pair, "%d,%d", s->pair_src, s->pair_dst);
+  alone.argc = 0;
+  for (int i = 0; i < r->argc; i++) {
+    if (!strcmp(r->argv[i], "--pairs")) {
+      i++;
+      continue;
+    }
+    if (strncmp(r->argv[i], "--pairs=", 8)) alone.argv[alone.argc++] = r->argv[i];
+  }
+  if (alone.argc + 5 > ACC_ARGS_MAX) return -1;
+  acc_say(sub, sizeof sub, "%s/%s.alone-%d-%d", x->dir, r->name, s->pair_src, s->pair_dst);
+  acc_say(log, sizeof log, "%s.log", sub);
+  char *args[ACC_ARGS_MAX + 4];
+  int n = 0;
+  for (int i = 0; i < alone.argc; i++) args[n++] = alone.argv[i];
+  args[n++] = "--pairs";
+  args[n++] = pair;
+  args[n++] = "--out";
+  args[n++] = sub;
+  args[n] = NULL;
+  printf("# %s: retesting %s alone: ranks %s\n", r->name, s->link[0] ? s->link : s->host, pair);
+  fflush(stdout);
+  int st = bench_child_run(x->self, args, log, x->o->run_timeout, &x->sg.set, &x->sg.old, &x->interrupted);
+  acc_pts p = {0};
+  char why[ACC_TEXT_MAX];
+  alone.ref = ACC_REF_ABS;
+  double v = NAN;
+  if (st >= 0 && st != 2 && !acc_dir_points(c, &alone, sub, NULL, &p, why, sizeof why))
+    for (int i = 0; i < p.n; i++)
+      if (p.pt[i].src_rank == s->pair_src && p.pt[i].dst_rank == s->pair_dst) v = p.pt[i].value;
+  acc_pts_free(&p);
+  if (!isfinite(v)) {
+    printf("# %s: the retest alone gave no figure (%s); named on the rounds' figures\n", r->name, log);
+    return -1;
+  }
+  double ratio = v / s->median;
+  int beyond = s->higher_worse ? v - s->median > s->limit : s->median - v > s->limit;
+  size_t len = strlen(s->evidence);
+  acc_say(s->evidence + len, sizeof s->evidence - len, "; alone %d->%d: %.2f of the median", s->pair_src, s->pair_dst, ratio);
+  if (!beyond) printf("# not named: %s (%s)\n", s->evidence, "the pair alone is within the others' spread");
+  return beyond;
+}
+
 /* Whether a measured rule's rows name a suspect (p2p rules only). */
 static int accept_names(const acc_ctx *c, const acc_result *res) {
   acc_suspect *sus = NULL;
@@ -251,6 +305,12 @@ static int accept_main(const accept_opts *o, const acc_rules *rules, acc_ctx *c)
   } else {
     acc_judge_topology(c, res, nres, &res[nres], &sus, &nsus);
     acc_name_suspects(c, res, nres, &sus, &nsus);
+    /* measured suspects are retested alone before they are named */
+    if (!o->from) launch_sigs_take(&x.sg);
+    for (int k = 0; !o->from && k < nsus && !x.interrupted; k++)
+      if (sus[k].pair_src >= 0 && accept_retest(&x, c, rules, &sus[k]) == 0) sus[k--] = sus[--nsus];
+    if (!o->from) launch_sigs_restore(&x.sg);
+    acc_suspects_sort(sus, nsus);
     res[nres].seconds = 0;
     rc = accept_status(res, nres + 1);
     acc_print(res, nres + 1, sus, nsus);

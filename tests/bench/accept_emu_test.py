@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """fabench accept on emulated clusters (fabench's own --emulate 4x1:1gbit, as root): one node's
 link slowed with --emulate-slow is named, alone, with its evidence; a uniform cluster names
-nobody. Each measures concurrent pairwise rounds (p2p --pairs rounds).
+nobody. Each measures concurrent pairwise rounds (p2p --pairs rounds); the named node is
+retested alone (one of its pairs) before it is named.
 
     accept_emu_test.py FABENCH
 
@@ -66,6 +67,7 @@ def main():
         assert names == [("host", "node2")], names
         ev = j["suspects"][0]["evidence"]
         assert ev.startswith("host node2: its links at 0.") and "of the median bw" in ev, ev
+        assert "; alone 2->" in ev, ev  # retested alone before it was named
         assert j["suspects"][0]["rank"] == 2, j["suspects"][0]
         assert sus == "node2\n", sus
         verdict = {r["name"]: r["pass"] for r in j["rules"]}
