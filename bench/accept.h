@@ -89,6 +89,7 @@ typedef struct {
   int pair_src, pair_dst;
   double median, limit;
   int higher_worse;
+  int runs;                     /* the runs its figures are medians over (0: not a figure) */
 } acc_suspect;
 
 typedef struct {

@@ -142,9 +142,11 @@ static int acc_host_rank(const acc_links *L, const char *host) {
 
 /* One rule's names. runs: how many runs the figures are medians over. */
 /* The last suspect added: where to retest it alone and the bound it lies beyond. */
-static void acc_sus_from(acc_suspect *sus, int nsus, const char *rule, int src, int dst, double med, double lim, int hw) {
+static void acc_sus_from(acc_suspect *sus, int nsus, const char *rule, int src, int dst, double med, double lim, int hw,
+                         int runs) {
   if (!nsus) return;
   acc_suspect *s = &sus[nsus - 1];
+  s->runs = runs;
   snprintf(s->rule, sizeof s->rule, "%s", rule);
   s->pair_src = src;
   s->pair_dst = dst;
@@ -192,6 +194,7 @@ static void acc_name_links(const acc_links *L, const char *rule, const char *wha
              hv[j], med, higher_worse ? "us" : "GB/s", over);
     acc_suspect_add(sus, nsus, "host", hosts[j], "", acc_host_rank(L, hosts[j]), ratio,
                 higher_worse ? 1 - 1 / ratio : 1 - ratio, ev);
+    acc_sus_from(*sus, *nsus, rule, -1, -1, med, lim, higher_worse, runs);
     /* retested alone: its link to a host not named */
     for (int i = 0; i < n; i++) {
       const acc_link *l = &L->l[i];
@@ -199,7 +202,7 @@ static void acc_name_links(const acc_links *L, const char *rule, const char *wha
       for (int h = 0; h < nh; h++)
         if (!strcmp(l->dst, hosts[h])) other = h;
       if (!strcmp(l->src, hosts[j]) && other >= 0 && !named[other]) {
-        acc_sus_from(*sus, *nsus, rule, l->src_rank, l->dst_rank, med, lim, higher_worse);
+        acc_sus_from(*sus, *nsus, rule, l->src_rank, l->dst_rank, med, lim, higher_worse, runs);
         break;
       }
     }
@@ -226,7 +229,7 @@ static void acc_name_links(const acc_links *L, const char *rule, const char *wha
     acc_say(ev, sizeof ev, "link %s: %.2f of the median %s (%.4g vs %.4g %s) over %s", link, ratio, q, tmp[k], med,
              higher_worse ? "us" : "GB/s", over);
     acc_suspect_add(sus, nsus, "link", l->src, link, l->src_rank, ratio, higher_worse ? 1 - 1 / ratio : 1 - ratio, ev);
-    acc_sus_from(*sus, *nsus, rule, l->src_rank, l->dst_rank, med, lim, higher_worse);
+    acc_sus_from(*sus, *nsus, rule, l->src_rank, l->dst_rank, med, lim, higher_worse, runs);
   }
   /* inside hosts: each host's own fabric against the other hosts' */
   m = 0;
@@ -240,6 +243,7 @@ static void acc_name_links(const acc_links *L, const char *rule, const char *wha
     acc_say(ev, sizeof ev, "host %s: inside it %.2f of the median %s between ranks of one host (%.4g vs %.4g %s) over %s",
              l->src, ratio, q, tmp[k], med, higher_worse ? "us" : "GB/s", over);
     acc_suspect_add(sus, nsus, "host", l->src, "", l->src_rank, ratio, higher_worse ? 1 - 1 / ratio : 1 - ratio, ev);
+    acc_sus_from(*sus, *nsus, rule, -1, -1, med, lim, higher_worse, runs); /* not retested: no pair of ranks alone */
   }
   free(idx);
 done:
@@ -274,12 +278,13 @@ void acc_name_suspects(const acc_ctx *c, const acc_result *res, int nres, acc_su
     if (runs) acc_name_links(&L, r->name, acc_metric_name(r->metric), hw, runs, sus, nsus);
     free(L.l);
   }
-  /* one host or link named by several rules: keep its strongest evidence */
+  /* one host or link named by several rules: keep the evidence over the most runs, then the
+   * strongest */
   for (int i = 0; i < *nsus; i++)
     for (int j = i + 1; j < *nsus; j++) {
       acc_suspect *a = &(*sus)[i], *b = &(*sus)[j];
       if (strcmp(a->kind, b->kind) || strcmp(a->host, b->host) || strcmp(a->link, b->link)) continue;
-      if (b->score > a->score) *a = *b;
+      if (b->runs > a->runs || (b->runs == a->runs && b->score > a->score)) *a = *b;
       (*sus)[j--] = (*sus)[--(*nsus)];
     }
   acc_suspects_sort(*sus, *nsus);
