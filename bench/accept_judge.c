@@ -178,7 +178,11 @@ static int acc_points_p2p(const acc_ctx *c, const acc_rule *r, const res_rows *t
   return 0;
 }
 
-static int acc_points_train(const acc_rule *r, const res_rows *t, acc_pts *p, char *why, size_t cap) {
+/* train rows: the data-parallel ones (not the no-exchange profile); the model's figure is the
+ * row priced under it as `train --model-from` prices it (its profile and bucket rows, bk may be
+ * NULL). */
+static int acc_points_train(const acc_rule *r, const res_rows *t, const res_rows *bk, const res_costmodel *m, acc_pts *p,
+                            char *why, size_t cap) {
   const res_train_row *rows = t->rows;
   for (size_t i = 0; i < t->n; i++) {
     const res_train_row *w = &rows[i];
@@ -192,7 +196,10 @@ static int acc_points_train(const acc_rule *r, const res_rows *t, acc_pts *p, ch
     acc_pt *q = acc_pts_add(p);
     if (!q) return -1;
     q->value = w->images_per_s;
-    q->pred = w->images_per_s_pred;
+    if (m) {
+      res_train_row priced = *w;
+      if (!res_predict_train_row(&priced, res_train_profile(t, w), bk, m)) q->pred = priced.images_per_s_pred;
+    }
     acc_say(q->where, sizeof q->where, "%s %s %s x%lld", w->role, w->transport, w->algo, (long long)w->ranks);
   }
   return 0;
@@ -230,7 +237,11 @@ int acc_dir_points(const acc_ctx *c, const acc_rule *r, const char *dir, const r
   } else if (!strcmp(cmd, "p2p")) {
     rc = acc_points_p2p(c, r, &t, m, p);
   } else {
-    rc = acc_points_train(r, &t, p, why, cap);
+    res_rows bk = {0};
+    int have_bk = m && res_table_exists(res_schema_train_buckets(), dir) &&
+                  !res_table_read(&bk, res_schema_train_buckets(), dir, err, sizeof err);
+    rc = acc_points_train(r, &t, have_bk ? &bk : NULL, m, p, why, cap);
+    if (have_bk) res_rows_free(&bk);
   }
   if (rc == -1) acc_say(why, cap, "out of memory");
   if (!rc && p->n == 0) {
@@ -401,7 +412,7 @@ void acc_judge_rule(const acc_ctx *c, acc_result *res) {
   const char *unit = acc_quantity_unit(acc_metric_quantity(r->metric));
   char runs[96] = "";
   if (res->ndirs > 1) snprintf(runs, sizeof runs, ", median of %d runs, spread %.0f%%", res->ndirs, 100 * res->spread);
-  acc_say(res->evidence, sizeof res->evidence, "%s %.4g %s %s %.4g %s (%s) at %s%s", acc_metric_name(r->metric),
+  acc_say(res->evidence, sizeof res->evidence, "%s %.5g %s %s %.5g %s (%s) at %s%s", acc_metric_name(r->metric),
            res->value, unit, res->pass ? (r->at_least ? ">=" : "<=") : (r->at_least ? "<" : ">"), res->threshold, unit,
            r->threshold_text, res->where, runs);
 }

@@ -185,8 +185,8 @@ void acc_print(const acc_result *res, int nres, const acc_suspect *sus, int nsus
     const acc_result *r = &res[i];
     const char *verdict = r->pass ? "pass" : r->error ? "ERROR" : "FAIL";
     char v[32] = "-", t[32] = "-";
-    if (isfinite(r->value)) snprintf(v, sizeof v, "%.4g", r->value);
-    if (isfinite(r->threshold)) snprintf(t, sizeof t, "%.4g", r->threshold);
+    if (isfinite(r->value)) snprintf(v, sizeof v, "%.5g", r->value);
+    if (isfinite(r->threshold)) snprintf(t, sizeof t, "%.5g", r->threshold);
     printf("%-24s %-6s %12s %12s  %s\n", r->name, verdict, v, t, r->evidence);
   }
   if (nsus) printf("# suspects, most suspect first:\n");

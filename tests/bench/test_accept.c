@@ -576,11 +576,133 @@ static void test_cli_from(void **state) {
   accept_run("rules.yaml", "a-excl2", "uniform", "--exclude node[", 2);
 }
 
+/* A run.json of a command that ended ok (or with status). */
+static void write_meta(const char *dir, const char *command, const char *status) {
+  char err[512];
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddNumberToObject(m, "schema", 1);
+  cJSON_AddStringToObject(m, "run_id", command);
+  cJSON_AddStringToObject(m, "command", command);
+  cJSON *av = cJSON_AddArrayToObject(m, "argv");
+  const char *args[] = {command, "--transport", "tcp"};
+  for (int i = 0; i < 3; i++) cJSON_AddItemToArray(av, cJSON_CreateString(args[i]));
+  cJSON *topo = cJSON_AddObjectToObject(m, "topology");
+  cJSON_AddStringToObject(topo, "host", "vm");
+  cJSON_AddStringToObject(topo, "topo_hash", "aaaabbbbccccdddd");
+  cJSON_AddStringToObject(m, "status", status);
+  assert_int_equal(res_meta_write(dir, m, err, sizeof err), 0);
+  cJSON_Delete(m);
+}
+
+/* An all-reduce run: tcp ring at 4 MiB (busbw 0.5 GB/s, 900 us) and 64 MiB (busbw 2 GB/s),
+ * wrong elements at 64 MiB where asked. */
+static void write_allreduce_run(const char *name, int64_t errors) {
+  char dir[512], err[512];
+  snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+  assert_int_equal(mkdir(dir, 0777), 0);
+  write_meta(dir, "allreduce", "ok"); /* the rows alone tell the wrong elements */
+  res_table *t = NULL;
+  assert_int_equal(res_table_open_schema(&t, dir, res_schema_allreduce(), err, sizeof err), 0);
+  for (int k = 0; k < 2; k++) {
+    res_allreduce_row r;
+    res_row_init(res_schema_allreduce(), &r);
+    r.run_id = name;
+    r.schema = 1;
+    r.host_count = 1;
+    r.ranks = 2;
+    r.fabric = "tcp:lo/reno";
+    r.transport = "tcp";
+    r.algo = r.algo_ran = "ring";
+    r.dtype = "f32";
+    r.op = "sum";
+    r.bytes = k ? 64 << 20 : 4 << 20;
+    r.count = r.bytes / 4;
+    r.iters = 10;
+    r.timing = "barrier";
+    r.busbw_gbps = k ? 2.0 : 0.5;
+    r.algbw_gbps = r.busbw_gbps; /* 2 ranks: 2(n-1)/n = 1 */
+    r.t_p50_us = r.t_min_us = r.t_p90_us = r.t_max_us = r.t_mean_us = (double)r.bytes / (r.algbw_gbps * 1e3);
+    r.t_p99_us = k ? 40000 : 9000;
+    r.errors = k ? errors : 0;
+    r.host = "vm";
+    r.topo_hash = "aaaabbbbccccdddd";
+    r.boot = "env";
+    assert_int_equal(res_table_put(t, &r, err, sizeof err), 0);
+  }
+  res_table_close(t);
+}
+
+/* A train run: the ranks with no exchange (role none, 300 images/s: not the job) and a
+ * data-parallel pair at 800 images/s. */
+static void write_train_run(const char *name) {
+  char dir[512], err[512];
+  snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+  assert_int_equal(mkdir(dir, 0777), 0);
+  write_meta(dir, "train", "ok");
+  res_table *t = NULL;
+  assert_int_equal(res_table_open_schema(&t, dir, res_schema_train(), err, sizeof err), 0);
+  for (int k = 0; k < 2; k++) {
+    res_train_row r;
+    res_row_init(res_schema_train(), &r);
+    r.run_id = name;
+    r.schema = 1;
+    r.ranks = 2;
+    r.role = k ? "dp" : "none";
+    r.transport = "tcp";
+    r.algo = "ring";
+    r.status = "done";
+    r.images_per_s = k ? 800 : 300;
+    assert_int_equal(res_table_put(t, &r, err, sizeof err), 0);
+  }
+  res_table_close(t);
+}
+
+/* allreduce's and train's figures: the size judged, the model's prediction, wrong elements. */
+static void test_cli_allreduce_train(void **state) {
+  (void)state;
+  write_allreduce_run("ar", 0);
+  write_allreduce_run("ar-wrong", 3);
+  write_train_run("tr");
+  assert_int_equal(tu_write(g_dir, "ar.yaml",
+                            "rules:\n"
+                            "  - name: busbw\n    run: allreduce --transport tcp\n    metric: busbw\n    at_least: 1 GB/s\n"
+                            "  - name: time\n    run: allreduce\n    metric: time\n    at_most: 10 ms\n"
+                            "  - name: p99\n    run: allreduce\n    metric: time_p99\n    at_most: 50 ms\n    bytes: 64M\n"
+                            "  - name: img\n    run: train\n    metric: images_per_s\n    at_least: 750 images/s\n"),
+                   0);
+  /* busbw at the largest size (2 >= 1, though 4 MiB gives 0.5); time at the smallest
+   * (4 MiB / 0.5 GB/s = 8389 us <= 10 ms); p99 at 64 MiB; the dp row's 800, not none's 300 */
+  accept_run("ar.yaml", "a-ar", "ar tr", NULL, 0);
+  cJSON *o = accept_json("a-ar");
+  cJSON *rules = cJSON_GetObjectItem(o, "rules");
+  assert_true(fabs(cJSON_GetObjectItem(cJSON_GetArrayItem(rules, 0), "value")->valuedouble - 2.0) < 1e-9);
+  assert_true(fabs(cJSON_GetObjectItem(cJSON_GetArrayItem(rules, 1), "value")->valuedouble - 4194304 / 500.0) < 0.01); /* as the CSV keeps it */
+  assert_true(fabs(cJSON_GetObjectItem(cJSON_GetArrayItem(rules, 2), "value")->valuedouble - 40000) < 1e-9);
+  assert_true(fabs(cJSON_GetObjectItem(cJSON_GetArrayItem(rules, 3), "value")->valuedouble - 800) < 1e-9);
+  cJSON_Delete(o);
+  /* x model on a train row the model cannot price (no compute profile): fails, saying so */
+  write_model();
+  assert_int_equal(tu_write(g_dir, "img.yaml", "model: model.json\nrules:\n  - name: img\n    run: train\n"
+                                               "    metric: images_per_s\n    at_least: 0.85 x model\n"),
+                   0);
+  accept_run("img.yaml", "a-img", "tr", NULL, 1);
+  o = accept_json("a-img");
+  const char *ev0 = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "rules"), 0), "evidence")->valuestring;
+  if (!strstr(ev0, "the model prices no dp tcp ring x2")) fail_msg("%s", ev0);
+  cJSON_Delete(o);
+  /* wrong elements fail a rule whose figure passes */
+  accept_run("ar.yaml", "a-arw", "ar-wrong tr", NULL, 1);
+  o = accept_json("a-arw");
+  const char *ev = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "rules"), 0), "evidence")->valuestring;
+  if (!strstr(ev, "3 wrong elements in ")) fail_msg("%s", ev);
+  cJSON_Delete(o);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rules_every_kind), cmocka_unit_test(test_rules_refused), cmocka_unit_test(test_rules_examples),
       cmocka_unit_test(test_quantity),         cmocka_unit_test(test_hostlist),      cmocka_unit_test(test_outliers),
-      cmocka_unit_test(test_cli_from),
+      cmocka_unit_test(test_cli_from),         cmocka_unit_test(test_cli_allreduce_train),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
