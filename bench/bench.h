@@ -25,6 +25,7 @@ int bench_cmd_fit(int argc, char **argv);
 int bench_cmd_predict(int argc, char **argv);
 int bench_cmd_report(int argc, char **argv);
 int bench_cmd_validate(int argc, char **argv);
+int bench_cmd_accept(int argc, char **argv);
 
 /* ---- parsing: each returns 0 or -1 (never prints) ---- */
 /* The largest size (and train's seed): 8 PiB, beyond any buffer, exact in run.json's numbers,
@@ -238,10 +239,6 @@ double bench_fit_gamma(char *const *dirs, int ndirs);
  * FABENCH_MODEL_OFF names (curves, delta, cpu, mem, wake, burst, share) are turned off in it
  * (res_costmodel_ablate); a name it does not know is an error. */
 int bench_costmodel_load(struct res_costmodel *m, const char *from, int quiet, char *err, size_t cap);
-/* Runs `self argv...` (argv NULL-terminated, argv[0] the command) with its stdout and stderr in
- * log; past limit_s it is sent SIGTERM, 10 s later SIGKILL. Its exit status (128 + signal when
- * killed), or -1 where it could not be started (said on stderr). */
-int bench_subrun(const char *self, char *const argv[], const char *log, double limit_s);
 /* ---- plots (plot.c) ---- */
 /* Runs `gnuplot script` in dir, its output appended to dir/gnuplot.log under the script's name;
  * bench_gnuplot_log_reset starts that log afresh, so it holds one run's plots only. The script
@@ -249,6 +246,21 @@ int bench_subrun(const char *self, char *const argv[], const char *log, double l
  * has succeeded and removed if not: a plot stopped midway or past a disk's end is not left cut. */
 int bench_gnuplot(const char *dir, const char *script, char *err, size_t cap);
 void bench_gnuplot_log_reset(const char *dir);
+
+/* ---- child commands (child.c) ---- */
+#define BENCH_CHILD_MAX_ARGS 128
+#include <signal.h>
+/* Runs `self args...` (args NULL-terminated, at most BENCH_CHILD_MAX_ARGS) with stdout and
+ * stderr in log and returns its exit status (128 + signal where one ended it; -1 where it could
+ * not start, said). sigs (SIGINT, SIGTERM, SIGHUP, SIGCHLD; launch_sigs_take) are blocked by the
+ * caller: one of the first three is forwarded to the child, which is waited for (one left running
+ * would go on writing), and set in *interrupted; a second one, or the child outliving a grace of
+ * 10 s after it, gets SIGKILL. timeout_s > 0: a child running longer is stopped the same way. */
+int bench_child_run(const char *self, char *const *args, const char *log, double timeout_s, const sigset_t *sigs,
+                    const sigset_t *old_mask, int *interrupted);
+/* A failed child's report on stderr: its log's first "fabench:" error lines (which a usage
+ * text would push out of the tail), then its last lines, indented. */
+void bench_child_log_tail(const char *log);
 
 /* Writes run.json (can be called again to update it) . */
 int bench_run_write(bench_run *r);

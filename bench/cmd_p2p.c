@@ -4,7 +4,9 @@
  * a slow link or host). Every rank runs this; rank 0 writes the run directory. Each (pair, test,
  * size) step: the source times, the receivers check the seeded pattern, the source sends its
  * figures to rank 0, and all ranks meet in a barrier, so ranks outside the pair wait one step at
- * most. */
+ * most. --pairs rounds measures every pair too, N/2 disjoint pairs at once: the rounds of a
+ * round-robin tournament (N-1 rounds cover every pair, each both ways), so a cluster's matrix
+ * takes N-1 steps per size instead of N(N-1). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -44,8 +46,11 @@ static const char p2p_usage[] =
     "usage: fabench p2p [options]\n"
     "  -n N                  start N local ranks (default: the launcher's world)\n"
     "  --transport LIST      tcp,ucx,mpi,nccl (default tcp)\n"
-    "  --pairs S,D | all     the ordered pair measured (default 0,1), or every ordered pair\n"
-    "                        in turn (writes p2p_matrix.csv)\n"
+    "  --pairs S,D | all | rounds\n"
+    "                        the ordered pair measured (default 0,1); all: every ordered\n"
+    "                        pair in turn; rounds: every pair, N/2 disjoint pairs at once in\n"
+    "                        the N-1 rounds of a round-robin tournament, each pair both ways\n"
+    "                        (all and rounds write p2p_matrix.csv)\n"
     "  --tests LIST          latency,bw,bibw (default all three); with --transport nccl\n"
     "                        also the GPU's copy ceilings: d2d (within its memory; GB/s\n"
     "                        counts bytes read plus written), h2d, d2h (pinned host memory),\n"
@@ -84,6 +89,7 @@ typedef struct {
   int ntransports;
   int want_mpi;
   int pairs_all, src, dst;
+  int rounds;            /* --pairs rounds: every pair (pairs_all), N/2 at once */
   int tests[P2P_NTESTS]; /* which are on */
   int messages;          /* latency, bw or bibw over a host transport: messages of max_bytes */
   uint64_t min_bytes, max_bytes, matrix_bytes;
@@ -128,16 +134,17 @@ typedef struct {
 /* --pairs S,D or all. 0, or the exit status of a usage error. */
 static int p2p_parse_pairs(p2p_opts *o, const char *v) {
   char *items[2], *store = NULL;
-  if (!strcmp(v, "all")) {
+  if (!strcmp(v, "all") || !strcmp(v, "rounds")) {
     o->pairs_all = 1;
+    o->rounds = !strcmp(v, "rounds");
   } else {
     long s, d;
     int n = bench_split_list(v, items, 2, &store);
     int ok = n == 2 && !bench_parse_int(items[0], 0, 1 << 20, &s) &&
              !bench_parse_int(items[1], 0, 1 << 20, &d) && s != d;
     free(store);
-    if (!ok) return bench_usage_error(p2p_usage, "bad --pairs '%s' (S,D with S != D, or all)", v);
-    o->pairs_all = 0;
+    if (!ok) return bench_usage_error(p2p_usage, "bad --pairs '%s' (S,D with S != D, all or rounds)", v);
+    o->pairs_all = o->rounds = 0;
     o->src = (int)s;
     o->dst = (int)d;
   }
@@ -639,6 +646,102 @@ static int p2p_copies(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transpor
   return 0;
 }
 
+/* The sources' figures to rank 0: src[k] sent res[k] (rank 0's own step is already there).
+ * Collective over the step's sources and rank 0. */
+static int p2p_gather(p2p_ctx *x, const int *src, p2p_result *res, int n) {
+  coll_req one, *r = n > 1 ? calloc((size_t)n, sizeof *r) : &one;
+  if (!r) return bench_error("rank %d: out of memory", x->rank), -1;
+  int nr = 0, rc = 0;
+  for (int k = 0; k < n && !rc; k++) {
+    if (src[k] == 0) continue;
+    if (x->rank == src[k]) rc = coll_isend(x->c, 0, &res[k], sizeof res[k], TAG_RESULT, &r[nr++], &x->e);
+    if (x->rank == 0) rc = coll_irecv(x->c, src[k], &res[k], sizeof res[k], TAG_RESULT, &r[nr++], &x->e);
+  }
+  if (!rc && nr) rc = coll_waitall(x->c, r, nr, &x->e);
+  if (r != &one) free(r);
+  return rc;
+}
+
+/* Rank 0: one step's row, its matrices' entry and its wrong bytes. */
+static int p2p_note(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transport_kind tk, int test, int s, int d,
+                    uint64_t bytes, p2p_result *res) {
+  int n = x->size;
+  res->fabric[sizeof res->fabric - 1] = '\0';
+  if (p2p_row(po, x, fabric, tk, test, s, d, bytes, res)) return -1;
+  if (test == P2P_BW && bytes == po->bw_bytes) po->bw[s * n + d] = res->gbps;
+  if (test == P2P_BIBW && bytes == po->bibw_bytes) po->bibw[s * n + d] = res->gbps;
+  if (test == P2P_LAT && bytes == po->lat_bytes) po->lat[s * n + d] = res->t.p50;
+  x->bad_bytes += res->errors;
+  if (res->errors)
+    bench_error("%s %s %d->%d at %llu bytes: %lld bytes arrived wrong", coll_transport_name(tk), p2p_test_names[test], s, d,
+                (unsigned long long)bytes, (long long)res->errors);
+  return 0;
+}
+
+/* Round r's pairs of a round-robin tournament of n ranks (the circle method over m = n rounded up
+ * to even slots; a rank paired with slot n, which is no rank, sits the round out): pair k is
+ * (a[k], b[k]) with a[k] < b[k]. Returns the count. */
+static int p2p_round_pairs(int n, int r, int *a, int *b) {
+  int m = n + (n & 1), k = 0;
+  for (int i = 0; i < m / 2; i++) {
+    int p = i == 0 ? m - 1 : (r + i) % (m - 1), q = i == 0 ? r : (r - i + m - 1) % (m - 1);
+    if (p >= n || q >= n) continue;
+    a[k] = p < q ? p : q;
+    b[k++] = p < q ? q : p;
+  }
+  return k;
+}
+
+static int p2p_rounds_run(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transport_kind tk, const uint64_t *sizes,
+                          int nsizes, int *a, int *b, int *src, int *dst, p2p_result *res);
+
+/* --pairs rounds: per round, each way, test and size, every pair of the round at once; then the
+ * sources' figures go to rank 0, which writes them in pair order, and all ranks meet. */
+static int p2p_rounds(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transport_kind tk, const uint64_t *sizes,
+                      int nsizes) {
+  int n = x->size, me = x->rank;
+  size_t m = (size_t)n / 2 + 1;
+  int *a = calloc(m, sizeof *a), *b = calloc(m, sizeof *b), *src = calloc(m, sizeof *src), *dst = calloc(m, sizeof *dst);
+  p2p_result *res = calloc(m, sizeof *res);
+  int rc = a && b && src && dst && res ? p2p_rounds_run(x, po, fabric, tk, sizes, nsizes, a, b, src, dst, res)
+                                       : (bench_error("rank %d: out of memory", me), -1);
+  free(a);
+  free(b);
+  free(src);
+  free(dst);
+  free(res);
+  return rc;
+}
+
+static int p2p_rounds_run(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transport_kind tk, const uint64_t *sizes,
+                          int nsizes, int *a, int *b, int *src, int *dst, p2p_result *res) {
+  const p2p_opts *o = x->o;
+  int n = x->size, me = x->rank;
+  for (int r = 0; r < n - 1 + (n & 1); r++) {
+    int np = p2p_round_pairs(n, r, a, b);
+    for (int way = 0; way < 2; way++) {
+      int mine = -1;
+      for (int k = 0; k < np; k++) {
+        src[k] = way ? b[k] : a[k];
+        dst[k] = way ? a[k] : b[k];
+        if (me == src[k] || me == dst[k]) mine = k;
+      }
+      for (int test = 0; test < P2P_NMSG; test++) {
+        if (!o->tests[test]) continue;
+        for (int i = 0; i < nsizes; i++) {
+          memset(res, 0, sizeof *res * (size_t)np);
+          if (mine >= 0 && p2p_step(x, test, src[mine], dst[mine], sizes[i], &res[mine])) return -1;
+          if (p2p_gather(x, src, res, np)) return -1;
+          for (int k = 0; k < np && me == 0; k++)
+            if (p2p_note(x, po, fabric, tk, test, src[k], dst[k], sizes[i], &res[k])) return -1;
+          if (coll_barrier(x->c, &x->e)) return -1;
+        }
+      }
+    }
+  }
+  return 0;
+}
+
 /* ---- the run on every rank ---- */
 
 static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, const uint64_t *sizes,
@@ -680,7 +783,8 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
     if (me == 0 && p2p_copies(x, po, fabric, tk, dev, sizes, nsizes)) return -1;
     if (coll_barrier(x->c, &x->e)) return -1;
   }
-  for (int s = 0; s < n && msg_tests; s++) {
+  if (msg_tests && o->rounds && p2p_rounds(x, po, fabric, tk, sizes, nsizes)) return -1;
+  for (int s = 0; s < n && msg_tests && !o->rounds; s++) {
     for (int d = 0; d < n; d++) {
       if (s == d) continue;
       if (!o->pairs_all && (s != o->src || d != o->dst)) continue;
@@ -689,30 +793,9 @@ static int p2p_run_transport(p2p_ctx *x, p2p_out *po, coll_transport_kind tk, co
         for (int i = 0; i < nsizes; i++) {
           p2p_result res;
           if ((me == s || me == d) && p2p_step(x, test, s, d, sizes[i], &res)) return -1;
-          /* the figures go to rank 0 */
-          if (me == s && s != 0) {
-            coll_req r;
-            if (coll_isend(x->c, 0, &res, sizeof res, TAG_RESULT, &r, &x->e) ||
-                coll_waitall(x->c, &r, 1, &x->e))
-              return -1;
-          } else if (me == 0 && s != 0) {
-            coll_req r;
-            if (coll_irecv(x->c, s, &res, sizeof res, TAG_RESULT, &r, &x->e) ||
-                coll_waitall(x->c, &r, 1, &x->e))
-              return -1;
-          }
-          if (me == 0) {
-            res.fabric[sizeof res.fabric - 1] = '\0';
-            if (p2p_row(po, x, fabric, tk, test, s, d, sizes[i], &res)) return -1;
-            if (test == P2P_BW && sizes[i] == po->bw_bytes) po->bw[s * n + d] = res.gbps;
-            if (test == P2P_BIBW && sizes[i] == po->bibw_bytes) po->bibw[s * n + d] = res.gbps;
-            if (test == P2P_LAT && sizes[i] == po->lat_bytes) po->lat[s * n + d] = res.t.p50;
-            x->bad_bytes += res.errors;
-            if (res.errors)
-              bench_error("%s %s %d->%d at %llu bytes: %lld bytes arrived wrong",
-                          coll_transport_name(tk), p2p_test_names[test], s, d,
-                          (unsigned long long)sizes[i], (long long)res.errors);
-          }
+          int src = s;
+          if (p2p_gather(x, &src, &res, 1) || (me == 0 && p2p_note(x, po, fabric, tk, test, s, d, sizes[i], &res)))
+            return -1;
           /* the others wait here, one step at a time (so never longer than the timeout) */
           if (coll_barrier(x->c, &x->e)) return -1;
         }
@@ -769,7 +852,7 @@ static int p2p_begin(p2p_out *po, const p2p_ctx *x, coll_boot *b, int argc, char
 /* run.json's p2p object (rank 0), status "running" until the end. */
 static void p2p_meta(p2p_out *po, const p2p_opts *o, const uint64_t *sizes, int nsizes) {
   po->run.meta.p2p = (res_run_p2p){.on = 1,
-                                   .pairs = o->pairs_all ? "all" : "one",
+                                   .pairs = o->rounds ? "rounds" : o->pairs_all ? "all" : "one",
                                    .src = o->src,
                                    .dst = o->dst,
                                    .min_bytes = (double)sizes[0],

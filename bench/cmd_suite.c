@@ -6,7 +6,6 @@
  * that measures); suite.json records each step as it ends, so --resume skips what is on disk
  * unless a step it reads runs again. */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,9 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -168,85 +165,23 @@ static void arg(suite_step *s, const char *fmt, ...) {
   s->argv[s->argc++] = strdup(buf);
 }
 
-#define SUITE_GRACE_S 10.0 /* a forwarded signal to SIGKILL: the step's -n launcher stops its ranks in 3 */
-
 /* Runs `self step-args --out DIR/name` (or the step's own output flag) with its output in
- * DIR/name.log; returns its exit status. sigs (SIGINT, SIGTERM, SIGHUP, SIGCHLD) are blocked by
- * the caller: one of the first three is forwarded to the step, which is waited for (a step left
- * running would go on writing into the suite directory, and a --resume would run it twice), and
- * set in *interrupted; a second one, or the step outliving SUITE_GRACE_S, gets it SIGKILL. */
+ * DIR/name.log (bench_child_run); returns its exit status. */
 static int step_run(const char *self, const suite_step *s, const char *dir, const sigset_t *sigs,
                     const sigset_t *old_mask, int *interrupted) {
   char log[32768];
+  char *args[SUITE_MAX_ARGS + 1];
   snprintf(log, sizeof log, "%s/%s.log", dir, s->name);
-  int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return bench_error("cannot write %s: %s", log, strerror(errno)), -1;
-  char *argv[SUITE_MAX_ARGS + 2];
-  int n = 0;
-  argv[n++] = (char *)self;
-  for (int i = 0; i < s->argc; i++) argv[n++] = s->argv[i];
-  argv[n] = NULL;
-  fflush(stdout);
-  pid_t parent = getpid();
-  pid_t p = fork();
-  if (p == 0) {
-    /* the step ends with the suite even when the suite is SIGKILLed (it forwards the rest) */
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(127);
-    sigprocmask(SIG_SETMASK, old_mask, NULL);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execv(self, argv);
-    _exit(127);
-  }
-  close(fd);
-  if (p < 0) return bench_error("cannot start %s: %s", s->name, strerror(errno)), -1;
-  int st = 0;
-  double kill_at = 0;
-  for (;;) {
-    pid_t w = waitpid(p, &st, WNOHANG);
-    if (w == p) break;
-    if (w < 0 && errno != EINTR) { /* not ours any more (SIGCHLD ignored above us): lost */
-      st = 0x7f00;
-      break;
-    }
-    struct timespec ts = {0, 200 * 1000 * 1000};
-    int sig = sigtimedwait(sigs, NULL, &ts);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-      if (*interrupted) {
-        kill(p, SIGKILL);
-      } else {
-        *interrupted = sig;
-        kill(p, sig == SIGHUP ? SIGTERM : sig);
-        kill_at = util_now() + SUITE_GRACE_S;
-      }
-    }
-    if (kill_at > 0 && util_now() >= kill_at) {
-      kill(p, SIGKILL);
-      kill_at = util_now() + 3600; /* SIGKILL is final; just reap */
-    }
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  for (int i = 0; i < s->argc; i++) args[i] = s->argv[i];
+  args[s->argc] = NULL;
+  return bench_child_run(self, args, log, 0, sigs, old_mask, interrupted);
 }
 
-/* A failed step's report: the log's first error lines ("fabench: ...", which a usage error's
- * usage text would push out of the tail), then its last lines, indented. */
+/* A failed step's report (bench_child_log_tail). */
 static void log_tail(const char *dir, const char *name) {
-  char p[32768], line[512], ring[6][512], errs[3][512];
-  int errat[3], nerr = 0, n = 0;
+  char p[32768];
   snprintf(p, sizeof p, "%s/%s.log", dir, name);
-  FILE *f = fopen(p, "r");
-  while (f && fgets(line, sizeof line, f)) {
-    if (nerr < 3 && !strncmp(line, "fabench:", 8))
-      errat[nerr] = n, snprintf(errs[nerr++], sizeof errs[0], "%s", line);
-    snprintf(ring[n++ % 6], sizeof ring[0], "%s", line);
-  }
-  if (f) fclose(f);
-  int from = n > 6 ? n - 6 : 0, shown = 0;
-  for (int i = 0; i < nerr; i++)
-    if (errat[i] < from) fprintf(stderr, "    %s", errs[i]), shown = 1; /* the tail shows the rest */
-  if (shown) fprintf(stderr, "    ...\n");
-  for (int i = from; i < n; i++) fprintf(stderr, "    %s", ring[i % 6]);
+  bench_child_log_tail(p);
 }
 
 /* suite.json: {"steps": {name: "ok" | "failed" | "skipped"}, ...}, rewritten after each step. */

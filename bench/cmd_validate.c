@@ -80,6 +80,8 @@ typedef struct {
   vd_cell *c;
   int n;
   res_table *tab;
+  launch_sigs sg;  /* SIGINT, SIGTERM, SIGHUP go to the running cell (bench_child_run) */
+  int interrupted; /* the signal that stopped the run, or 0 */
 } vd_job;
 
 /* ---- options ---- */
@@ -315,7 +317,8 @@ static int vd_measure(vd_job *x, const char *what, const char *dir, vd_argv *a) 
   if (mkdir(parent, 0755) && errno != EEXIST) return bench_error("cannot make %s: %s", parent, strerror(errno)), 0;
   vd_arg(a, "--out"), vd_arg(a, "%s", dir);
   double t0 = util_now();
-  int st = bench_subrun(x->self, a->v, log, 1800);
+  if (x->interrupted) return 0;
+  int st = bench_child_run(x->self, a->v, log, 1800, &x->sg.set, &x->sg.old, &x->interrupted);
   printf("  %-44s %s (%.0f s)\n", what, st == 0 ? "measured" : "FAILED", util_now() - t0);
   fflush(stdout);
   if (st != 0) {
@@ -377,7 +380,8 @@ static int vd_fit(vd_job *x) {
   if (!n) return bench_error("validate: no training cell was measured: nothing to fit"), -1;
   char log[4200];
   snprintf(log, sizeof log, "%s/fit.log", x->run.dir);
-  int st = bench_subrun(x->self, a.v, log, 600);
+  if (x->interrupted) return -1;
+  int st = bench_child_run(x->self, a.v, log, 600, &x->sg.set, &x->sg.old, &x->interrupted);
   if (st) return bench_error("validate: fit failed (exit %d): see %s", st, log), -1;
   return 0;
 }
@@ -650,10 +654,17 @@ int bench_cmd_validate(int argc, char **argv) {
     for (int i = 0; i < x->n; i++) held += *x->c[i].held && !x->c[i].repeat;
     printf("# fabench validate: %d cells (%d held out), %s; into %s\n", x->n, held,
            x->o.quick ? "quick" : "the grid", x->run.dir);
-    for (int i = 0; i < x->n; i++) vd_cell_measure(x, &x->c[i]);
+    launch_sigs_take(&x->sg); /* signals go to the running measurement */
+    for (int i = 0; i < x->n && !x->interrupted; i++) vd_cell_measure(x, &x->c[i]);
+    int fit = x->interrupted ? -1 : vd_fit(x);
+    launch_sigs_restore(&x->sg);
     char err[512];
-    if (vd_fit(x)) rc = 1;
-    else if (res_table_open_schema(&x->tab, x->run.dir, res_schema_validate(), err, sizeof err))
+    if (x->interrupted) {
+      bench_error("interrupted: the cells measured so far are in %s (the same --out goes on)", x->run.dir);
+      rc = 128 + x->interrupted;
+    } else if (fit) {
+      rc = 1;
+    } else if (res_table_open_schema(&x->tab, x->run.dir, res_schema_validate(), err, sizeof err))
       rc = bench_error("%s", err);
     else {
       for (int i = 0; i < x->n; i++) vd_read(x, &x->c[i]);

@@ -20,6 +20,8 @@ static const char fabench_usage[] =
     "  predict    what-if: training throughput at many ranks from the cost model\n"
     "  report     report.md with plots from one or more run directories\n"
     "  validate   the cost model against measurements it was not fitted on (emulated links)\n"
+    "  accept     judges a cluster against a rules file: pass or fail per rule, the suspect\n"
+    "             hosts and links named (JUnit XML, a Slurm hostlist)\n"
     "  version    print the version\n"
     "fabench <command> --help shows a command's options.\n";
 
@@ -43,6 +45,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "predict")) return bench_cmd_predict(argc - 1, argv + 1);
   if (!strcmp(cmd, "report")) return bench_cmd_report(argc - 1, argv + 1);
   if (!strcmp(cmd, "validate")) return bench_cmd_validate(argc - 1, argv + 1);
+  if (!strcmp(cmd, "accept")) return bench_cmd_accept(argc - 1, argv + 1);
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
     printf("fabench %s\n", FABENCH_VERSION);
     return 0;

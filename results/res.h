@@ -136,7 +136,7 @@ typedef struct {
 /* p2p's object. Strings are static. */
 typedef struct {
   int on;
-  const char *pairs;         /* "all" or "one" */
+  const char *pairs;         /* "all", "rounds" or "one" */
   int src, dst;              /* the one pair (pairs "one") */
   double min_bytes, max_bytes, step_factor, window;
   double iters;              /* 0: time_per_size_s timed each size instead */

@@ -108,7 +108,7 @@ static void rr_world(cJSON *m, const res_run_desc *d) {
 static void rr_p2p(cJSON *m, const res_run_p2p *p) {
   cJSON *o = cJSON_AddObjectToObject(m, "p2p");
   cJSON_AddStringToObject(o, "pairs", p->pairs);
-  if (strcmp(p->pairs, "all")) {
+  if (!strcmp(p->pairs, "one")) {
     cJSON_AddNumberToObject(o, "src", p->src);
     cJSON_AddNumberToObject(o, "dst", p->dst);
   }

@@ -12,6 +12,7 @@ PKGS=(
   libdnnl-dev                         # CPU training backend (oneDNN 2.6)
   zlib1g-dev                          # gzip'd Fashion-MNIST
   libcjson-dev                        # JSON writer/reader (run.json, topo.json)
+  libyaml-dev                         # accept's rules files
   libcmocka-dev                       # unit-test framework
   iproute2 procps                     # emulated fabrics (ip netns, tc), process control
   gnuplot-nox                         # report plots

@@ -294,6 +294,56 @@ static void test_three_ranks_all_pairs(void **state) {
   rmtree(dir);
 }
 
+/* --pairs rounds: every ordered pair measured once per test and size, at odd and even rank
+ * counts (an odd one sits a rank out of each round), the matrices full, run.json's pairs. */
+static void test_rounds_pairs(void **state) {
+  (void)state;
+  for (int n = 4; n <= 5; n++) {
+    char dir[256], ns[8];
+    tmpdir(dir, sizeof dir, "rounds");
+    snprintf(ns, sizeof ns, "%d", n);
+    run_result r;
+    char *args[] = {"-n", ns, "--pairs", "rounds", "--tests", "latency,bw", "--min-bytes", "8", "--max-bytes", "4K",
+                    "--step-factor", "512", "--iters", "5", "--warmup", "1", "--timeout", "20", "--out", dir, NULL};
+    cli_run(&r, 90, "p2p", NULL, -1, NULL, args);
+    if (r.status) fprintf(stderr, "%s\n%s\n", r.out, r.err);
+    assert_int_equal(r.status, 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/p2p.csv", dir);
+    csv_file c;
+    csv_read(&c, path);
+    int seen[2][2][5][5] = {{{{0}}}};
+    assert_int_equal(c.nrows, 2 * 2 * n * (n - 1)); /* tests x sizes x ordered pairs */
+    for (int i = 0; i < c.nrows; i++) {
+      int t = !strcmp(cell(&c, i, "test"), "bw"), z = (long)num(&c, i, "bytes") == 4096;
+      int s = (int)num(&c, i, "src"), d = (int)num(&c, i, "dst");
+      assert_true(s >= 0 && s < n && d >= 0 && d < n);
+      assert_int_equal((long)num(&c, i, "errors"), 0);
+      seen[t][z][s][d]++;
+    }
+    for (int t = 0; t < 2; t++)
+      for (int z = 0; z < 2; z++)
+        for (int s = 0; s < n; s++)
+          for (int d = 0; d < n; d++) assert_int_equal(seen[t][z][s][d], s != d);
+    csv_free(&c);
+    snprintf(path, sizeof path, "%s/p2p_matrix.csv", dir);
+    csv_read(&c, path);
+    assert_int_equal(c.nrows, 2 * n * (n - 1)); /* bw and latency, every ordered pair */
+    for (int i = 0; i < c.nrows; i++) assert_true(num(&c, i, "value") > 0);
+    csv_free(&c);
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    char *j = tu_slurp(path, NULL);
+    assert_non_null(j);
+    cJSON *o = cJSON_Parse(j);
+    free(j);
+    const cJSON *pairs = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "p2p"), "pairs");
+    assert_true(cJSON_IsString(pairs) && !strcmp(pairs->valuestring, "rounds"));
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "p2p"), "src"));
+    cJSON_Delete(o);
+    rmtree(dir);
+  }
+}
+
 /* The receivers' check is live: a flipped byte fails the run and shows in the errors column. */
 static void test_damaged_data_fails(void **state) {
   (void)state;
@@ -382,6 +432,7 @@ int main(void) {
       cmocka_unit_test(test_two_ranks_tcp),
       cmocka_unit_test(test_two_ranks_ucx_tcp),
       cmocka_unit_test(test_three_ranks_all_pairs),
+      cmocka_unit_test(test_rounds_pairs),
       cmocka_unit_test(test_damaged_data_fails),
       cmocka_unit_test(test_killed_rank),
   };
