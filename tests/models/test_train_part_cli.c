@@ -18,31 +18,7 @@
 static char dir[256];
 static const char *bin;
 
-/* Runs `fabench train ARGS` in dir (stdout and stderr captured); returns the exit status. */
-static int train(char *out, size_t cap, const char *fmt, ...) {
-  char args[4096], cmd[4800];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof cmd,
-           "cd '%s' && ASAN_OPTIONS=\"fast_unwind_on_malloc=0:$ASAN_OPTIONS\" "
-           "LSAN_OPTIONS=\"suppressions=%s/lsan.supp:$LSAN_OPTIONS\" '%s' train %s 2>&1",
-           dir, dir, bin, args);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t n = fread(out, 1, cap - 1, p);
-  out[n] = 0;
-  while (fgetc(p) != EOF) {
-  }
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static void expect(int rc, const char *out, int want_rc, const char *want) {
-  if (rc != want_rc || !strstr(out, want))
-    fail_msg("exit %d (want %d), output lacks '%s':\n%s", rc, want_rc, want, out);
-}
+#include "train_cli.h"
 
 /* The CSV's rows as arrays of fields (quoted fields kept whole, quotes dropped). */
 typedef struct {

@@ -23,30 +23,7 @@ static char dir[256];
 static const char *bin;
 static const char *tiny = "--model resnet8-w4 --data synthetic:1x8x8:4:64 --steps 2 --warmup-steps 1 --threads 1";
 
-/* `fabench train ARGS` in the test directory, output captured; the exit status. */
-static int train(char *out, size_t cap, const char *fmt, ...) {
-  char args[2048], cmd[3000];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof cmd,
-           "cd '%s' && ASAN_OPTIONS=\"fast_unwind_on_malloc=0:$ASAN_OPTIONS\" "
-           "LSAN_OPTIONS=\"suppressions=%s/lsan.supp:$LSAN_OPTIONS\" '%s' train %s 2>&1",
-           dir, dir, bin, args);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t n = fread(out, 1, cap - 1, p);
-  out[n] = 0;
-  while (fgetc(p) != EOF) {
-  }
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static void expect(int rc, const char *out, int want_rc, const char *want) {
-  if (rc != want_rc || !strstr(out, want)) fail_msg("exit %d (want %d), output lacks '%s':\n%s", rc, want_rc, want, out);
-}
+#include "train_cli.h"
 
 /* A record's rows of run directory sub, read as fabench's own reader reads them. */
 static void rows_of(res_rows *r, const res_schema *s, const char *sub) {
