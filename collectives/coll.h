@@ -90,8 +90,8 @@ typedef struct {
 } coll_comm_opts;
 
 /* reno: built into every kernel and allowed to every user. Pacing controls (bbr, a common
- * system default) pace even loopback and LAN links: 2 MiB all-reduce on loopback took 2x as
- * long under bbr as under reno or cubic. */
+ * system default) pace even loopback and LAN links, which slows the all-reduce there
+ * (docs/measurements.md). */
 #define COLL_TCP_CC_DEFAULT "reno"
 #define COLL_CHUNK_DEFAULT (256u * 1024u)
 #define COLL_CHUNK_UCX (1024u * 1024u)

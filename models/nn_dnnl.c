@@ -679,8 +679,8 @@ fail:
 }
 
 /* On AVX2 (no AVX-512) oneDNN 2.6's JIT weights gradient refuses some blocked shapes (ResNet-18's
- * 256-channel 3x3 at 2x2, a one-channel input) and its reference code takes them: 3.5 s a call on
- * an EPYC, against 10 ms for the other layers. In plain layouts its GEMM implementation takes
+ * 256-channel 3x3 at 2x2, a one-channel input) and its reference code takes them, hundreds of
+ * times slower than the other layers (docs/measurements.md). In plain layouts its GEMM implementation takes
  * them, for a reorder of the input and of the output's gradient. Replaces *pd, *src and *dy
  * where that helps; 0, or -1 with *pd still the caller's. */
 static int conv_bwdw_plain(bctx *b, dnnl_primitive_desc_t *pd, const dnnl_memory_desc_t *wany, const dnnl_dims_t st,
