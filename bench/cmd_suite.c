@@ -301,21 +301,31 @@ static void rate_label(char *out, size_t cap, double bps) {
  * link what a link ten times faster would give under the cost model. */
 static void summarize_row(const char *label, const suite_opts *o, const res_train_row *r,
                           const res_train_row *none, const res_rows *buckets, const res_costmodel *m,
-                          double busbw) {
-  printf("  %-22s %12.3f %12.1f %10.2f %10.1f %12.1f\n", label, busbw, r->images_per_s,
-         r->fabric_eff, r->exposed_comm_ms, r->images_per_s_pred);
+                          double busbw, char rates[][32], int nrates) {
+  printf("  %-22s %12.3f %12.1f %10.2f %10.1f %12.1f %-9s\n", label, busbw, r->images_per_s,
+         r->fabric_eff, r->exposed_comm_ms, r->images_per_s_pred,
+         isfinite(r->images_per_s_pred) && r->pred_kind && *r->pred_kind ? r->pred_kind : "-");
   double step, base;
   res_bound bound = res_train_bound(r, none, &step, &base);
   char whatif[160] = "";
   uint64_t bps = 0;
   res_train_row fast = *r;
+  /* from the model without that rate's fabric: where the suite measured it too, the measurement
+   * is set beside this figure (summarize_checks) and must not be in it */
   if (bound == RES_BOUND_LINK && none && m && none->images_per_s > 0 && !strncmp(r->fabric, "emu-", 4) &&
       !launch_emu_parse_rate(r->fabric + 4, &bps) &&
-      !res_predict_train_row_link(&fast, none, buckets, m, 10) && fast.images_per_s_pred > 0) {
+      !res_predict_train_row_heldout(&fast, none, buckets, m, 10.0 * (double)bps, NULL, 0) &&
+      fast.images_per_s_pred > 0) {
     char to[32];
     rate_label(to, sizeof to, 10.0 * (double)bps);
     double eff = fast.images_per_s_pred / none->images_per_s;
-    snprintf(whatif, sizeof whatif, "; a %s link would give %.2f (predicted, held out)", to, eff > 1 ? 1.0 : eff);
+    int measured = 0; /* the suite measured that rate too: the two are set side by side below */
+    for (int g = 0; g < nrates; g++) {
+      uint64_t b = 0;
+      measured |= !strchr(rates[g], ':') && !launch_emu_parse_rate(rates[g], &b) && b == 10 * bps;
+    }
+    snprintf(whatif, sizeof whatif, "; a %s link would give %.2f (predicted, held out%s)", to, eff > 1 ? 1.0 : eff,
+             measured && r->host_count <= 1 ? ": measured beside it below" : "");
   }
   char speed[160];
   if (r->fabric_eff > 1.02) /* faster than no exchange: the machine drifted between the two */
@@ -358,8 +368,8 @@ static void summarize(const char *dir, const suite_opts *o, char rates[][32], in
          o->batch, grad_bytes / 1e6);
   char bcol[32]; /* the busbw is the training's algorithm's, at the gradients' size */
   snprintf(bcol, sizeof bcol, "%.24s GB/s", talgo);
-  printf("# %-22s %12s %12s %10s %10s %12s\n", "fabric", bcol, "images/s", "fabric_eff",
-         "exposed_ms", "pred img/s");
+  printf("# %-22s %12s %12s %10s %10s %12s %-9s\n", "fabric", bcol, "images/s", "fabric_eff",
+         "exposed_ms", "pred img/s", "pred kind");
   char mpath[4200], err[512];
   snprintf(mpath, sizeof mpath, "%s/model.json", dir);
   res_costmodel model;
@@ -383,7 +393,7 @@ static void summarize(const char *dir, const suite_opts *o, char rates[][32], in
       snprintf(label, sizeof label, "%.*s%s%s %s/%s", colon ? (int)(colon - rates[f]) : 0, colon ? rates[f] : "",
                colon ? " " : "", f < 0 ? "loopback" : r[i].fabric, r[i].transport, r[i].algo);
       summarize_row(label, o, &r[i], none, have_buckets ? &buckets : NULL, have_model ? &model : NULL,
-                    busbw_at(adir, r[i].transport, r[i].algo, grad_bytes));
+                    busbw_at(adir, r[i].transport, r[i].algo, grad_bytes), rates, nrates);
     }
     res_rows_free(&buckets);
     res_rows_free(&rows);
@@ -401,6 +411,8 @@ typedef struct {
   const char *algos;
   char rates[SUITE_MAX_RATES][32];     /* the emulated links */
   int nrates;
+  char check[48];                      /* the held-out check's --emulate ("": none) */
+  double check_bps;
   double grad_bytes;
   uint64_t maxb;                       /* the largest all-reduce on loopback */
   char dir[4096];
@@ -597,6 +609,45 @@ static void suite_plan_train(suite_job *x, int f) {
   arg(s, "--model-from"), arg(s, "%s/model.json", x->dir);
 }
 
+/* A rate as tc takes it, in whole gbit or mbit. */
+static void rate_spell(char *out, size_t cap, double bps) {
+  if (bps >= 1e9 && fmod(bps, 1e9) == 0) snprintf(out, cap, "%.0fgbit", bps / 1e9);
+  else snprintf(out, cap, "%.0fmbit", bps / 1e6);
+}
+
+/* The held-out check, where links are emulated: training at a rate between the suite's
+ * (res_middle_rate) on two emulated nodes of the suite's ranks (one node's were measured on
+ * loopback), briefly: its prediction is made before it runs, from the fit without it. */
+static void suite_plan_check(suite_job *x) {
+  const suite_opts *o = &x->o;
+  double bps[SUITE_MAX_RATES];
+  int n = 0;
+  for (int f = 0; f < x->nrates; f++) {
+    launch_emu_spec sp;
+    uint64_t b = 0;
+    char err[256];
+    if (!launch_emu_parse_spec(x->rates[f], &sp, err, sizeof err) && !launch_emu_parse_rate(sp.rate, &b))
+      bps[n++] = (double)b;
+  }
+  double mid = res_middle_rate(bps, n);
+  if (!(mid > 0)) return;
+  char rate[32];
+  rate_spell(rate, sizeof rate, mid);
+  if (o->nranks % 2 == 0) snprintf(x->check, sizeof x->check, "2x%d:%s", o->nranks / 2, rate);
+  else snprintf(x->check, sizeof x->check, "%s", rate); /* one host: the rate alone held out */
+  x->check_bps = mid;
+  long steps = o->steps / 4 > 8 ? o->steps / 4 : 8;
+  suite_step *s = step_new(x->steps, &x->ns, 1, "heldout-%s", x->check);
+  arg(s, "train");
+  if (!strchr(x->check, ':')) arg(s, "-n"), arg(s, "%d", o->nranks);
+  arg(s, "--transport"), arg(s, "tcp"), arg(s, "--emulate"), arg(s, "%s", x->check), arg(s, "--no-single");
+  arg(s, "--model"), arg(s, "%s", o->model), arg(s, "--data"), arg(s, "%s", o->data);
+  arg(s, "--batch"), arg(s, "%ld", o->batch), arg(s, "--threads"), arg(s, "%d", o->threads);
+  arg(s, "--steps"), arg(s, "%ld", steps), arg(s, "--warmup-steps"), arg(s, "%ld", steps / 4);
+  arg(s, "--rounds"), arg(s, "1"), arg(s, "--eval-every"), arg(s, "0");
+  arg(s, "--timeout"), arg(s, "%ld", o->timeout_s), arg(s, "--algo"), arg(s, "%s", x->talgo);
+}
+
 static void suite_plan(suite_job *x) {
   suite_step *v = x->steps, *s = step_new(v, &x->ns, 0, "topo");
   const char *dir = x->dir;
@@ -608,6 +659,7 @@ static void suite_plan(suite_job *x) {
   for (int i = 0; i + 1 < x->ns; i++)
     if (strncmp(v[i].name, "topo", 4)) arg(s, "%s/%s", dir, v[i].name);
   for (int f = -1; f < x->nrates; f++) suite_plan_train(x, f);
+  suite_plan_check(x);
   /* the predictions beyond this machine (their fabrics chosen once the fit is there), and the
    * report over every run directory */
   s = step_new(v, &x->ns, 1, "predict");
@@ -620,6 +672,69 @@ static void suite_plan(suite_job *x) {
   for (int i = 0; i + 1 < x->ns; i++) /* the run directories (topo's is a topology's) */
     if (strcmp(v[i].name, "fit") && strcmp(v[i].name, "topo")) arg(s, "%s/%s", dir, v[i].name);
   plan_reads(v, x->ns, dir);
+  /* the check's prediction, made before it runs, reads the fit and loopback training's profile */
+  for (int i = 0; i < x->ns; i++)
+    if (!strncmp(v[i].name, "heldout-", 8))
+      for (int j = 0; j < x->ns; j++)
+        if (!strcmp(v[j].name, "fit") || !strcmp(v[j].name, "train-loopback")) v[i].reads |= UINT64_C(1) << j;
+}
+
+/* ---- figures set beside predictions made without them ---- */
+
+/* A train run directory's rows and buckets, its data-parallel row of transport (NULL: the
+ * first) and its no-communication row; 0, or -1 where it has no such data-parallel row. */
+typedef struct {
+  res_rows rows, buckets;
+  int have_buckets;
+  const res_train_row *dp, *none;
+} suite_trained;
+
+static int trained_read(suite_trained *t, const char *dir, const char *name, const char *transport) {
+  char p[4200], err[512];
+  memset(t, 0, sizeof *t);
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  if (res_table_read(&t->rows, res_schema_train(), p, err, sizeof err)) return -1;
+  t->have_buckets = !res_table_read(&t->buckets, res_schema_train_buckets(), p, err, sizeof err);
+  const res_train_row *r = t->rows.rows;
+  for (size_t i = 0; i < t->rows.n; i++) {
+    if (!strcmp(r[i].role, "none")) t->none = &r[i];
+    if (!t->dp && !strcmp(r[i].role, "dp") && (!transport || !strcmp(r[i].transport, transport))) t->dp = &r[i];
+  }
+  return t->dp ? 0 : -1;
+}
+
+static void trained_free(suite_trained *t) {
+  res_rows_free(&t->rows);
+  res_rows_free(&t->buckets);
+}
+
+/* The held-out check's prediction, before it runs: loopback training's tcp row as the template
+ * (its ranks, model, batch, algorithm; its no-communication row the compute profile) on the
+ * check's hosts, priced at the check's rate by the fit without that rate. Into suite.json's
+ * "heldout": {"pred", "from"}; nothing where there is no fit or no loopback tcp row. */
+static void check_predict(suite_job *x) {
+  char p[4200], err[512], from[64] = "";
+  cJSON_DeleteItemFromObject(x->state, "heldout");
+  snprintf(p, sizeof p, "%s/model.json", x->dir);
+  res_costmodel m;
+  if (!x->fit_ok || bench_costmodel_load(&m, p, 0, err, sizeof err)) return;
+  suite_trained t;
+  if (!trained_read(&t, x->dir, "train-loopback", "tcp") && t.none) {
+    res_train_row row = *t.dp;
+    launch_emu_spec sp;
+    launch_emu_parse_spec(x->check, &sp, err, sizeof err);
+    row.host_count = sp.nodes ? sp.nodes : 1; /* a plain rate: every rank's namespace on one host */
+    row.ranks_per_host = sp.nodes ? sp.per_node : x->o.nranks;
+    if (!res_predict_train_row_heldout(&row, t.none, t.have_buckets ? &t.buckets : NULL, &m, x->check_bps, from,
+                                       sizeof from) &&
+        isfinite(row.images_per_s_pred)) {
+      cJSON *h = cJSON_AddObjectToObject(x->state, "heldout");
+      cJSON_AddNumberToObject(h, "pred", row.images_per_s_pred);
+      cJSON_AddStringToObject(h, "from", from);
+    }
+  }
+  trained_free(&t);
+  res_costmodel_free(&m);
 }
 
 /* Runs step i unless it is done; nonzero where the suite stops there. */
@@ -634,6 +749,7 @@ static int suite_step_one(suite_job *x, int i) {
   progress(x->tty, i, x->ns, p->name, "...");
   if (!x->fit_ok) drop_arg(p, "--model-from"); /* train without predictions */
   if (!strcmp(p->name, "predict") && x->fit_ok) predict_fabrics(p, x->dir);
+  if (!strncmp(p->name, "heldout-", 8)) check_predict(x);
   double ts = util_now();
   int src = step_run(x->self, p, x->dir, &x->sg.set, &x->sg.old, &x->interrupted);
   if (!strcmp(p->name, "fit")) x->fit_ok = src == 0;
@@ -688,6 +804,105 @@ static int suite_run_steps(suite_job *x) {
   return 0;
 }
 
+/* A check's row into suite_check.csv (t may be NULL) and its line. */
+static void check_put(res_table *t, const char *check, const char *label, const res_train_row *meas,
+                      const char *from, double pred, const char *model) {
+  res_suite_check_row c;
+  res_row_init(res_schema_suite_check(), &c);
+  c.run_id = meas->run_id, c.check = check, c.fabric = meas->fabric, c.from = from;
+  c.nodes = meas->host_count, c.ranks = meas->ranks, c.algo = meas->algo, c.model = model;
+  c.images_s_pred = pred, c.images_s_meas = meas->images_per_s;
+  c.err = (pred - meas->images_per_s) / meas->images_per_s;
+  c.pred_kind = res_pred_kind_name(RES_PRED_HELDOUT);
+  char err[512];
+  if (t && res_table_put(t, &c, err, sizeof err)) bench_error("%s", err);
+  printf("  %-22s %12.1f %12.1f %+9.1f%%  held-out (from %s, without %s's rows)\n", label, pred,
+         meas->images_per_s, 100 * c.err, from, meas->fabric);
+}
+
+/* Where the suite measured a rate that it also predicts (the what-if's faster link), the two side
+ * by side, the prediction from the fit without that rate's rows; and the held-out check's
+ * prediction, made before it ran, against its measurement. Rows into suite_check.csv. */
+static void summarize_checks(suite_job *x) {
+  char p[4200], err[512];
+  snprintf(p, sizeof p, "%s/model.json", x->dir);
+  res_costmodel m;
+  int have_model = bench_costmodel_load(&m, p, 0, err, sizeof err) == 0;
+  res_table *t = NULL;
+  if (res_table_open_schema(&t, x->dir, res_schema_suite_check(), err, sizeof err)) {
+    bench_error("%s", err);
+    t = NULL;
+  }
+  printf("\n# predicted without the measurement, beside it (images/s)\n# %-22s %12s %12s %10s  kind\n",
+         "fabric", "predicted", "measured", "error");
+  int lines = 0;
+  for (int f = 0; have_model && f < x->nrates; f++) {
+    suite_trained hi;
+    char name[64];
+    uint64_t bhi = 0;
+    snprintf(name, sizeof name, "train-%s", x->rates[f]);
+    if (!trained_read(&hi, x->dir, name, NULL) && !strncmp(hi.dp->fabric, "emu-", 4) &&
+        !launch_emu_parse_rate(hi.dp->fabric + 4, &bhi)) {
+      /* from the nearest slower emulated rate of the same layout that the suite measured */
+      int lo = -1;
+      uint64_t blo = 0;
+      for (int g = 0; g < x->nrates; g++) {
+        launch_emu_spec a, b;
+        uint64_t r = 0;
+        if (g == f || launch_emu_parse_spec(x->rates[g], &a, err, sizeof err) ||
+            launch_emu_parse_spec(x->rates[f], &b, err, sizeof err) || a.nodes != b.nodes ||
+            a.per_node != b.per_node || launch_emu_parse_rate(a.rate, &r) || r >= bhi || r <= blo)
+          continue;
+        lo = g, blo = r;
+      }
+      suite_trained s;
+      char from[64] = "";
+      snprintf(name, sizeof name, "train-%s", lo >= 0 ? x->rates[lo] : "");
+      if (lo >= 0 && !trained_read(&s, x->dir, name, hi.dp->transport)) {
+        res_train_row row = *s.dp;
+        if (s.none && !res_predict_train_row_heldout(&row, s.none, s.have_buckets ? &s.buckets : NULL, &m,
+                                                     (double)bhi, from, sizeof from)) {
+          char label[96];
+          snprintf(label, sizeof label, "%s %s/%s", hi.dp->fabric, hi.dp->transport, hi.dp->algo);
+          check_put(t, "whatif", label, hi.dp, from, row.images_per_s_pred, x->o.model);
+          lines++;
+        }
+      }
+      if (lo >= 0) trained_free(&s);
+    }
+    trained_free(&hi);
+  }
+  /* the suite's own check: predicted before it ran */
+  cJSON *h = cJSON_GetObjectItem(x->state, "heldout");
+  double pred = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "pred"));
+  const char *from = cJSON_GetStringValue(cJSON_GetObjectItem(h, "from"));
+  suite_trained c;
+  char name[80];
+  snprintf(name, sizeof name, "heldout-%s", x->check);
+  if (!*x->check) {
+    printf("  held-out check: skipped (no emulated links: they need root and iproute2)\n");
+  } else if (trained_read(&c, x->dir, name, NULL)) {
+    printf("  held-out check %s: not measured (see %s/%s.log)\n", x->check, x->dir, name);
+    trained_free(&c);
+  } else {
+    char label[96];
+    snprintf(label, sizeof label, "%dx%d %s %s/%s", (int)c.dp->host_count,
+             (int)(c.dp->ranks / (c.dp->host_count > 0 ? c.dp->host_count : 1)), c.dp->fabric, c.dp->transport,
+             c.dp->algo);
+    if (isfinite(pred) && from) {
+      check_put(t, "heldout", label, c.dp, from, pred, x->o.model);
+      lines++;
+    } else {
+      printf("  held-out check %s: measured %.1f images/s; no prediction (no fit or no loopback tcp training)\n",
+             x->check, c.dp->images_per_s);
+    }
+    trained_free(&c);
+  }
+  if (!lines) printf("  (no figure here was both predicted and measured)\n");
+  res_table_close(t);
+  if (have_model) res_costmodel_free(&m);
+}
+
 static int suite_finish(suite_job *x) {
   if (x->interrupted) {
     fprintf(stderr, "fabench: suite: stopped by %s%s%s; the steps done are kept: --resume %s runs the rest\n",
@@ -697,6 +912,7 @@ static int suite_finish(suite_job *x) {
   }
   printf("suite: %.0f s\n", util_now() - x->t0);
   summarize(x->dir, &x->o, x->rates, x->nrates, x->grad_bytes, x->talgo);
+  summarize_checks(x);
   printf("\nsuite: %s%s\n", x->dir,
          x->failed ? " (some steps FAILED: see their logs; --resume runs them again)" : "");
   struct stat sb;

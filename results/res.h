@@ -495,6 +495,24 @@ double res_fabric_cpu_beta(const res_costmodel *m, const res_fabric_cost *f);
 void res_price_step(res_step_out *out, res_step_in *in, const res_fabric_cost *f, double cpu_beta, int ranks,
                     int threads);
 
+/* ---- checks against measurements left out (res_check.c): the suite's side by side ---- */
+/* view: m without its fabrics named `fabric` (every host count): what the model knows without
+ * that fabric's rows, each fabric being fitted from its own. The entries are m's (shallow
+ * copies): free view->f alone, never res_costmodel_free(view). 0, or -1 out of memory. */
+int res_costmodel_without(res_costmodel *view, const res_costmodel *m, const char *fabric);
+/* row (a data-parallel train row: its ranks, hosts, algorithm, model) priced on an emulated link
+ * of bps by the model without any fabric at that rate (res_costmodel_without), so a measurement
+ * at bps cannot enter its own prediction: from the nearest fitted rate scaled
+ * (res_fabric_at_rate). Fills row's *_pred and pred_kind (held-out); *src (may be NULL) gets
+ * the fitted fabric's name it came from (cap bytes). 0, or -1 as res_predict_train_row. */
+int res_predict_train_row_heldout(res_train_row *row, const res_train_row *one, const res_rows *buckets,
+                                  const res_costmodel *m, double bps, char *src, size_t cap);
+/* The suite's held-out rate among its n emulated rates (bits/s): the geometric middle of the
+ * slowest and fastest rounded to one significant digit, else to two, else their arithmetic
+ * middle rounded to two; one rate alone: twice it. Never one of the rates; 0 where none
+ * qualifies (no rates, or no rate between them apart from theirs). */
+double res_middle_rate(const double *bps, int n);
+
 /* ---- ablation: the model's terms, each of which can be turned off ---- */
 enum {
   RES_TERM_CURVES = 1u << 0, /* learned residuals (what the formulas miss) */

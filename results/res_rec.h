@@ -179,6 +179,16 @@
   X(STR, run_id) X(INT, schema) X(STR, term) X(STR, what) X(INT, n) X(F64, median_with)       \
   X(F64, median_without) X(F64, worst_with) X(F64, worst_without)
 
+/* suite_check.csv: `fabench suite`'s figures set beside a prediction made without them, one row
+ * per check: check whatif (a measured emulated rate priced from the slower fitted one) or
+ * heldout (the suite's own check: a middle rate on two nodes, predicted before it ran); fabric
+ * the measured one, from the fitted fabric it was priced from; images/s of all ranks;
+ * err = (pred - meas) / meas; pred_kind replay or held-out (res_pred_kind). */
+#define RES_SUITE_CHECK_COLS(X)                                                               \
+  X(STR, run_id) X(INT, schema) X(STR, check) X(STR, fabric) X(STR, from) X(INT, nodes)       \
+  X(INT, ranks) X(STR, algo) X(STR, model) X(F64, images_s_pred) X(F64, images_s_meas)        \
+  X(F64, err) X(STR, pred_kind)
+
 /* Every record: R(name, COLUMNS). The name is the base of its files (<name>.csv, .jsonl). */
 #define RES_RECORDS(R)                                                                        \
   R(allreduce, RES_ALLREDUCE_COLS)                                                            \
@@ -195,7 +205,8 @@
   R(predict, RES_PREDICT_COLS)                                                                \
   R(model_check, RES_MODEL_CHECK_COLS)                                                        \
   R(validate, RES_VALIDATE_COLS)                                                              \
-  R(validate_ablation, RES_VALIDATE_ABLATION_COLS)
+  R(validate_ablation, RES_VALIDATE_ABLATION_COLS)                                            \
+  R(suite_check, RES_SUITE_CHECK_COLS)
 
 #define RES_CTYPE_STR const char *
 #define RES_CTYPE_INT int64_t

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "res.h"
@@ -126,6 +127,64 @@ static void test_stated_rate(void **state) {
   r = dp("emu-2gbit", "ring", 2, 1);
   r.transport = "ucx";
   assert_int_equal(res_predict_train_row(&r, &one, &br, &m), -1);
+}
+
+/* The suite's side by side: a rate it measured, priced by the model without that rate's fabric.
+ * emu-10gbit's fit (5 ns/B) is far from 1gbit scaled (0.8), so its leaking in would show. */
+static void test_suite_checks(void **state) {
+  (void)state;
+  profile();
+  res_fabric_cost fs[3];
+  fabric(&fs[0], "emu-1gbit", 8e-9), fabric(&fs[1], "emu-10gbit", 5e-9), fabric(&fs[2], "tcp:lo", 0.2e-9);
+  res_costmodel m = {.f = fs, .n = 3, .gamma_kernel = NAN};
+  res_costmodel v;
+  assert_int_equal(res_costmodel_without(&v, &m, "emu-10gbit"), 0);
+  assert_int_equal(v.n, 2);
+  assert_int_equal(m.n, 3);
+  for (size_t i = 0; i < v.n; i++) assert_string_not_equal(v.f[i].fabric, "emu-10gbit");
+  free(v.f);
+  /* 10 Gbit/s from 1gbit x 10, 0.8 ns/B: step 48 (test_stated_rate's what-if), whatever the
+   * 10gbit fit says; with it the same row would take 25, 75, 25 ms: 10-35, 35-110, 110-135,
+   * step 147 */
+  char src[64] = "";
+  res_train_row r = dp("emu-1gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row_heldout(&r, &one, &br, &m, 10e9, src, sizeof src), 0);
+  near(r.step_ms_pred, 48, 1e-9, "10gbit without its fit");
+  assert_string_equal(src, "emu-1gbit");
+  assert_string_equal(r.pred_kind, "held-out");
+  res_train_row full = dp("emu-10gbit", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row(&full, &one, &br, &m), 0);
+  near(full.step_ms_pred, 147, 1e-9, "10gbit with its fit");
+  fs[1].m.beta = 1e-12;
+  r = dp("tcp:lo", "ring", 2, 1);
+  assert_int_equal(res_predict_train_row_heldout(&r, &one, &br, &m, 10e9, NULL, 0), 0);
+  near(r.step_ms_pred, 48, 1e-9, "10gbit without its fit, whatever it was");
+  /* the suite's check: 3 Gbit/s on 2 hosts of a rank each, from 1gbit / 3 (8/3 ns/B): 40/3, 40,
+   * 40/3 ms: 10-23.3, 23.3-63.3, 63.3-76.7: 46.7 exposed, step 88.7 */
+  r = dp("tcp:lo", "ring", 2, 2);
+  assert_int_equal(res_predict_train_row_heldout(&r, &one, &br, &m, 3e9, src, sizeof src), 0);
+  near(r.step_ms_pred, 42 + 140 / 3.0, 1e-9, "3gbit on 2 hosts");
+  assert_string_equal(src, "emu-1gbit");
+  /* nothing emulated of the transport, or no rate: nothing */
+  r = dp("tcp:lo", "ring", 2, 1);
+  r.transport = "ucx";
+  assert_int_equal(res_predict_train_row_heldout(&r, &one, &br, &m, 3e9, NULL, 0), -1);
+  assert_int_equal(res_predict_train_row_heldout(&r, &one, &br, &m, 0, NULL, 0), -1);
+}
+
+/* The suite's held-out rate: between its slowest and fastest, rounded, never one it measured. */
+static void test_middle_rate(void **state) {
+  (void)state;
+  const double a[] = {1e9, 10e9}, b[] = {1e9}, c[] = {1e9, 2e9}, d[] = {3e9, 1e9, 10e9}, e[] = {1e9, 1.1e9},
+               f[] = {100e6, 1e9}, g[] = {1e9, 1e9};
+  near(res_middle_rate(a, 2), 3e9, 1e-12, "1 and 10 gbit");
+  near(res_middle_rate(b, 1), 2e9, 1e-12, "one rate: twice it");
+  near(res_middle_rate(c, 2), 1.4e9, 1e-12, "1 and 2 gbit: two digits");
+  near(res_middle_rate(d, 3), 3.2e9, 1e-12, "3gbit measured: two digits");
+  near(res_middle_rate(f, 2), 300e6, 1e-12, "100 mbit and 1 gbit");
+  near(res_middle_rate(g, 2), 2e9, 1e-12, "one rate twice");
+  assert_true(res_middle_rate(e, 2) == 0);
+  assert_true(res_middle_rate(a, 0) == 0);
 }
 
 /* emu-1gbit (1 ns/B) learned that ring on 2 ranks on one host takes twice its formula (ln 2 at
@@ -264,6 +323,8 @@ int main(void) {
       cmocka_unit_test(test_stated_rate),
       cmocka_unit_test(test_residuals_stay),
       cmocka_unit_test(test_ablation),
+      cmocka_unit_test(test_suite_checks),
+      cmocka_unit_test(test_middle_rate),
       cmocka_unit_test(test_validate_arithmetic),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
