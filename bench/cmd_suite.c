@@ -880,7 +880,8 @@ static void summarize_checks(suite_job *x) {
   char name[80];
   snprintf(name, sizeof name, "heldout-%s", x->check);
   if (!*x->check) {
-    printf("  held-out check: skipped (no emulated links: they need root and iproute2)\n");
+    printf("  held-out check: skipped (the suite emulates no links: --emulate none, or not root with "
+           "iproute2)\n");
   } else if (trained_read(&c, x->dir, name, NULL)) {
     printf("  held-out check %s: not measured (see %s/%s.log)\n", x->check, x->dir, name);
     trained_free(&c);

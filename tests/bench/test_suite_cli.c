@@ -102,6 +102,9 @@ static void test_small_suite_and_resume(void **st) {
   if (!strstr(r.out, "loopback tcp/ring") || (!strstr(r.out, "of its no-communication speed") &&
                                                !strstr(r.out, "as fast as with no communication")))
     fail_msg("no per-fabric summary:\n%s", r.out);
+  /* nothing emulated: no held-out check, and the suite says so */
+  if (!strstr(r.out, "held-out check: skipped (the suite emulates no links"))
+    fail_msg("no line for the skipped held-out check:\n%s", r.out);
   /* a resumed suite measures nothing again: every step says so */
   run(&r, "--resume %s/s", dir);
   if (r.status != 0) fail_msg("exit %d\n%s", r.status, r.err);
@@ -228,7 +231,10 @@ static void test_killed_suite_leaves_no_step(void **st) {
 }
 
 /* An emulated cluster as one of the suite's fabrics: its steps run on 2 hosts of 2 ranks (not
- * the suite's -n), p2p crosses the link, and the summary names the layout. Root only. */
+ * the suite's -n), p2p crosses the link, and the summary names the layout. Two rates of it: the
+ * faster one is also predicted from the slower one's fit and set beside its measurement, and the
+ * held-out check trains at a rate between them on 2 hosts of 1 rank (2x1:3gbit), predicted
+ * before it ran (suite.json) against its measurement. Root only. */
 static void test_cluster_suite(void **st) {
   (void)st;
   if (geteuid() != 0) {
@@ -236,7 +242,7 @@ static void test_cluster_suite(void **st) {
     skip();
   }
   run_result r;
-  run(&r, "-n 2 --transport tcp --algo ring --emulate 2x2:1gbit --model resnet8-w2 "
+  run(&r, "-n 2 --transport tcp --algo ring --emulate 2x2:1gbit,2x2:10gbit --model resnet8-w2 "
           "--data synthetic:1x8x8:4:64 --batch 8 --steps 4 --timeout 20 --out %s/c", dir);
   if (r.status != 0) fail_msg("exit %d\n%s\n%s", r.status, r.out, r.err);
   const char *must[] = {"c/p2p-2x2:1gbit/p2p.csv", "c/allreduce-2x2:1gbit/allreduce.csv",
@@ -254,6 +260,35 @@ static void test_cluster_suite(void **st) {
     free(meta);
   }
   if (!strstr(r.out, "2x2 emu-1gbit tcp/ring")) fail_msg("no summary line for the cluster:\n%s", r.out);
+  /* predicted without the measurement, beside it */
+  if (!strstr(r.out, "held-out (from emu-1gbit, without emu-10gbit's rows)") ||
+      !strstr(r.out, "  2x1 emu-3gbit tcp/ring") || !strstr(r.out, "without emu-3gbit's rows"))
+    fail_msg("no side-by-side or held-out check line:\n%s", r.out);
+  if (!exists("c/heldout-2x1:3gbit/train.csv")) fail_msg("the held-out check did not train");
+  char p[600], err[512];
+  snprintf(p, sizeof p, "%s/c/suite.json", dir);
+  char *sj = tu_slurp(p, NULL);
+  const char *hp = sj ? strstr(sj, "\"heldout\":") : NULL;
+  const char *pp = hp ? strstr(hp, "\"pred\":") : NULL;
+  double before = pp ? strtod(pp + 7, NULL) : NAN;
+  free(sj);
+  res_rows rows = {0};
+  snprintf(p, sizeof p, "%s/c", dir);
+  if (res_table_read(&rows, res_schema_suite_check(), p, err, sizeof err)) fail_msg("%s", err);
+  const res_suite_check_row *c = rows.rows;
+  int whatif = 0, heldout = 0;
+  for (size_t i = 0; i < rows.n; i++) {
+    if (!(c[i].images_s_pred > 0) || !(c[i].images_s_meas > 0) || strcmp(c[i].pred_kind, "held-out") ||
+        fabs(c[i].err - (c[i].images_s_pred - c[i].images_s_meas) / c[i].images_s_meas) > 1e-4)
+      fail_msg("suite_check.csv row %zu: pred %g meas %g err %g kind %s", i, c[i].images_s_pred,
+               c[i].images_s_meas, c[i].err, c[i].pred_kind);
+    whatif += !strcmp(c[i].check, "whatif") && !strcmp(c[i].fabric, "emu-10gbit") && !strcmp(c[i].from, "emu-1gbit");
+    /* the check's prediction is the one made before it ran */
+    heldout += !strcmp(c[i].check, "heldout") && !strcmp(c[i].fabric, "emu-3gbit") && c[i].nodes == 2 &&
+               fabs(c[i].images_s_pred - before) <= 1e-4 * before;
+  }
+  res_rows_free(&rows);
+  if (whatif != 1 || heldout != 1) fail_msg("suite_check.csv: %d what-if and %d held-out rows", whatif, heldout);
 }
 
 static void test_bad_flags(void **st) {
