@@ -433,11 +433,15 @@ int bench_bind_rank(struct coll_boot *b, const char *how, int threads, char *des
   snprintf(desc, cap, "none");
   if (!how) how = "auto";
   if (!strcmp(how, "none")) return 0;
-  int me = coll_boot_rank(b), local_size = 0;
+  int me = coll_boot_rank(b), local_size = 0, local = coll_boot_local_rank(b);
   for (int r = 0; r < coll_boot_size(b); r++)
     local_size += !strcmp(coll_boot_host(b, r), coll_boot_host(b, me));
+  /* an emulated cluster's hosts (FABENCH_EMU_LAYOUT) share this machine's cores: bound by their
+   * index among its hosts' ranks each, every host's first rank took the same core */
+  const char *layout = getenv("FABENCH_EMU_LAYOUT");
+  if (layout && *layout) local = me, local_size = coll_boot_size(b);
   char err[256];
-  if (topo_bind(how, coll_boot_local_rank(b), local_size, threads, NULL, desc, cap, err, sizeof err)) {
+  if (topo_bind(how, local, local_size, threads, NULL, desc, cap, err, sizeof err)) {
     bench_error("rank %d (%s): --bind %s: %s", me, coll_boot_host(b, me), how, err);
     return -1;
   }

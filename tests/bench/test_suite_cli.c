@@ -266,6 +266,12 @@ static void test_cluster_suite(void **st) {
     fail_msg("no side-by-side or held-out check line:\n%s", r.out);
   if (!exists("c/heldout-2x1:3gbit/train.csv")) fail_msg("the held-out check did not train");
   char p[600], err[512];
+  /* its two hosts share this machine: their ranks bound to two cores, not both to the first */
+  snprintf(p, sizeof p, "%s/c/heldout-2x1:3gbit/run.json", dir);
+  char *rj = tu_slurp(p, NULL);
+  if (sysconf(_SC_NPROCESSORS_ONLN) >= 2 && (!rj || !strstr(rj, "auto: core:0") || !strstr(rj, "auto: core:1")))
+    fail_msg("the emulated hosts' ranks are not bound to cores 0 and 1:\n%s", rj ? rj : "(none)");
+  free(rj);
   snprintf(p, sizeof p, "%s/c/suite.json", dir);
   char *sj = tu_slurp(p, NULL);
   const char *hp = sj ? strstr(sj, "\"heldout\":") : NULL;
