@@ -31,8 +31,7 @@ static const char *rp_coll_name(const char *cmd) {
 #define RP_TABLE_FROM ((int64_t)64 << 10) /* the table's sizes: where a paper quotes bandwidth */
 #define RP_TABLE_ROWS 256
 
-/* What a row measured, less the algorithm and size: a collective (an imbalanced all-to-all is
- * another), rank count and transport. */
+/* A collective (an imbalanced all-to-all is another) on a rank count. */
 static int rp_same_coll(const res_colls_row *a, const res_colls_row *b) {
   return !strcmp(a->coll, b->coll) && a->ranks == b->ranks && a->imbalance == b->imbalance;
 }
@@ -66,16 +65,19 @@ typedef struct {
 static size_t rp_colls_plots(rp_ctx *x, FILE *d, rp_coll_plot *pl) {
   const res_rows *R = &x->rec[RP_COLLS];
   const res_colls_row *rows = R->rows;
-  char *plotted = calloc(R->n, 1), *done = calloc(R->n, 1);
+  char *done = calloc(R->n, 1);
   int blk = 0;
   size_t np = 0;
-  for (size_t i = 0; plotted && done && i < R->n; i++) {
-    if (plotted[i]) continue;
+  for (size_t i = 0; done && i < R->n; i++) {
+    if (done[i]) continue;
     const res_colls_row *k = &rows[i];
-    int mixed = 0; /* the plot's rows hold more than one dtype, op or root: the titles name them */
+    /* the plot's rows hold more than one dtype, op or root, or fabric: the titles name them */
+    int mixed = 0, fabrics = 0;
     for (size_t j = i; j < R->n; j++)
-      if (rp_same_coll(&rows[j], k))
+      if (rp_same_coll(&rows[j], k)) {
         mixed |= strcmp(rows[j].dtype, k->dtype) || strcmp(rows[j].op, k->op) || rows[j].root != k->root;
+        fabrics |= strcmp(rows[j].fabric, k->fabric) != 0;
+      }
     char *plots = NULL;
     size_t plen = 0, npts = 0, ncurves = 0;
     FILE *p = open_memstream(&plots, &plen);
@@ -88,7 +90,7 @@ static size_t rp_colls_plots(rp_ctx *x, FILE *d, rp_coll_plot *pl) {
       for (size_t j = c; j < R->n; j++) {
         const res_colls_row *r = &rows[j];
         if (done[j] || !rp_same_curve(r, h, 0)) continue;
-        done[j] = plotted[j] = 1;
+        done[j] = 1;
         fprintf(d, "%lld,%.6g\n", (long long)r->bytes, r->busbw_gbps);
         npts += r->bytes > 0 && r->busbw_gbps > 0; /* a log-log plot's: one rank's busbw is 0 */
       }
@@ -97,7 +99,7 @@ static size_t rp_colls_plots(rp_ctx *x, FILE *d, rp_coll_plot *pl) {
       for (size_t j = 0; j < R->n && !elsewhere; j++) elsewhere = rp_same_curve(&rows[j], h, 1);
       char who[96], title[384];
       rp_run_suffix(who, sizeof who, elsewhere, h->run_id);
-      snprintf(title, sizeof title, "%s/%s", h->transport, h->algo);
+      snprintf(title, sizeof title, "%s/%s%s%s", h->transport, h->algo, fabrics ? " " : "", fabrics ? h->fabric : "");
       if (mixed) {
         size_t l = strlen(title);
         snprintf(title + l, sizeof title - l, " %s %s root %lld", h->dtype, h->op, (long long)h->root);
@@ -129,18 +131,17 @@ static size_t rp_colls_plots(rp_ctx *x, FILE *d, rp_coll_plot *pl) {
     pl[np].plots = plots;
     pl[np++].npts = npts;
   }
-  free(plotted);
   free(done);
   return np;
 }
 
 /* A row of the table and what orders it: its collective (by the collective's first row, their
- * order in the runs), rank count, imbalance, transport and size. */
+ * order in the runs), rank count, imbalance, fabric, transport and size. */
 typedef struct {
   size_t idx, coll;
   int64_t ranks, bytes;
   double imbalance;
-  const char *transport;
+  const char *fabric, *transport;
 } rp_cand;
 
 static int rp_cand_cmp(const void *pa, const void *pb) {
@@ -148,15 +149,16 @@ static int rp_cand_cmp(const void *pa, const void *pb) {
   if (a->coll != b->coll) return a->coll < b->coll ? -1 : 1;
   if (a->ranks != b->ranks) return a->ranks < b->ranks ? -1 : 1;
   if (a->imbalance != b->imbalance) return a->imbalance < b->imbalance ? -1 : 1;
-  int c = strcmp(a->transport, b->transport);
+  int c = strcmp(a->fabric, b->fabric);
   if (c) return c;
+  if ((c = strcmp(a->transport, b->transport))) return c;
   if (a->bytes != b->bytes) return a->bytes < b->bytes ? -1 : 1;
   return a->idx < b->idx ? -1 : a->idx > b->idx;
 }
 
-/* Per collective, rank count, transport and size from 64 KiB (the largest where a sweep ended
- * below): fabench's best algorithm (native, the library's own, is the peer's) and its busbw
- * against the peer. Rows with wrong elements are not candidates. */
+/* Per collective, rank count, fabric, transport and size from 64 KiB (the largest where a sweep
+ * ended below): fabench's best algorithm (native, the library's own, is the peer's) and its
+ * busbw against the peer. Rows with wrong elements are not candidates. */
 static void rp_colls_table(rp_ctx *x) {
   const res_rows *R = &x->rec[RP_COLLS];
   const res_colls_row *rows = R->rows;
@@ -171,24 +173,25 @@ static void rp_colls_table(rp_ctx *x) {
       continue;
     }
     if (!strcmp(r->algo, "native")) continue;
-    /* the largest size of its collective, ranks and transport, where none reaches 64 KiB */
+    /* the largest size of its collective, ranks, fabric and transport, where none reaches 64 KiB */
     int64_t top = 0;
     for (size_t j = 0; j < R->n; j++)
-      if (rp_same_coll(&rows[j], r) && !strcmp(rows[j].transport, r->transport) && rows[j].bytes > top)
+      if (rp_same_coll(&rows[j], r) && !strcmp(rows[j].fabric, r->fabric) && !strcmp(rows[j].transport, r->transport) &&
+          rows[j].bytes > top)
         top = rows[j].bytes;
     if (r->bytes < RP_TABLE_FROM && !(top < RP_TABLE_FROM && r->bytes == top)) continue;
     size_t first = 0;
     while (strcmp(rows[first].coll, r->coll)) first++;
     c[n++] = (rp_cand){.idx = i, .coll = first, .ranks = r->ranks, .bytes = r->bytes, .imbalance = r->imbalance,
-                       .transport = r->transport};
+                       .fabric = r->fabric, .transport = r->transport};
   }
   qsort(c, n, sizeof *c, rp_cand_cmp);
   fprintf(x->md, "\n### Best algorithm against the peer (from 64 KiB)\n\n");
   if (!n) {
     fprintf(x->md, "No row of fabench's own algorithms without wrong elements to compare.\n");
   } else {
-    fprintf(x->md, "| collective | ranks | bytes | transport | best algorithm | busbw (GB/s) | peer | busbw vs peer |\n"
-                   "|---|---|---|---|---|---|---|---|\n");
+    fprintf(x->md, "| collective | ranks | bytes | fabric | transport | best algorithm | busbw (GB/s) | peer | busbw vs "
+                   "peer |\n|---|---|---|---|---|---|---|---|---|\n");
   }
   size_t shown = 0, more = 0;
   for (size_t a = 0; a < n;) {
@@ -196,7 +199,9 @@ static void rp_colls_table(rp_ctx *x) {
     size_t b = a;
     for (; b < n; b++) {
       const res_colls_row *r = &rows[c[b].idx];
-      if (!rp_same_coll(r, k) || strcmp(r->transport, k->transport) || r->bytes != k->bytes) break;
+      if (!rp_same_coll(r, k) || strcmp(r->fabric, k->fabric) || strcmp(r->transport, k->transport) ||
+          r->bytes != k->bytes)
+        break;
       if (r->busbw_gbps > best->busbw_gbps) best = r;
     }
     a = b;
@@ -205,7 +210,7 @@ static void rp_colls_table(rp_ctx *x) {
       continue;
     }
     shown++;
-    char what[160], c0[320], c1[64], c2[200], c3[64], c4[200], algo[160];
+    char what[160], c0[320], c1[64], c2[200], c3[64], c4[200], c5[640], algo[160];
     rp_coll_label(what, sizeof what, best);
     if (*best->algo_ran && strcmp(best->algo_ran, best->algo))
       snprintf(algo, sizeof algo, "%s (ran %s)", best->algo, best->algo_ran);
@@ -215,10 +220,10 @@ static void rp_colls_table(rp_ctx *x) {
     below |= lo;
     char vs[32] = "-";
     if (isfinite(best->busbw_vs_peer)) snprintf(vs, sizeof vs, "%.2fx", best->busbw_vs_peer);
-    fprintf(x->md, "| %s | %lld | %lld%s | %s | %s | %.3f | %s | %s |\n", rp_md(c0, sizeof c0, what),
-            (long long)best->ranks, (long long)best->bytes, lo ? "*" : "", rp_md(c1, sizeof c1, best->transport),
-            rp_md(c2, sizeof c2, algo), best->busbw_gbps, rp_md(c4, sizeof c4, *best->peer ? best->peer : "-"),
-            rp_md(c3, sizeof c3, vs));
+    fprintf(x->md, "| %s | %lld | %lld%s | %s | %s | %s | %.3f | %s | %s |\n", rp_md(c0, sizeof c0, what),
+            (long long)best->ranks, (long long)best->bytes, lo ? "*" : "", rp_md(c5, sizeof c5, best->fabric),
+            rp_md(c1, sizeof c1, best->transport), rp_md(c2, sizeof c2, algo), best->busbw_gbps,
+            rp_md(c4, sizeof c4, *best->peer ? best->peer : "-"), rp_md(c3, sizeof c3, vs));
   }
   if (more) fprintf(x->md, "\n%zu more in colls.csv.\n", more);
   if (below) fprintf(x->md, "\n\\* the sweep ended below 64 KiB: its largest size.\n");

@@ -45,7 +45,7 @@ static void want_best(const char *run, const char *name, char *want, size_t cap)
   assert_non_null(c);
   long long top = -1;
   double bw = -1;
-  char algo[64] = "", ran[64] = "", ranks[16] = "";
+  char algo[64] = "", ran[64] = "", ranks[16] = "", fabric[64] = "";
   for (int pass = 0; pass < 2; pass++)
     for (char *line = strchr(c, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
       char f[64];
@@ -61,13 +61,14 @@ static void want_best(const char *run, const char *name, char *want, size_t cap)
         field(line + 1, 7, algo, sizeof algo);
         field(line + 1, 24, ran, sizeof ran); /* algo_ran: rd on 3 ranks runs the ring */
         field(line + 1, 4, ranks, sizeof ranks);
+        field(line + 1, 5, fabric, sizeof fabric);
       }
     }
   free(c);
   char shown[160];
   snprintf(shown, sizeof shown, "%s%s%s%s", algo, strcmp(ran, algo) ? " (ran " : "", strcmp(ran, algo) ? ran : "",
            strcmp(ran, algo) ? ")" : "");
-  snprintf(want, cap, "| %s | %s | %lld* | tcp | %s | %.3f | - | - |", name, ranks, top, shown, bw);
+  snprintf(want, cap, "| %s | %s | %lld* | %s | tcp | %s | %.3f | - | - |", name, ranks, top, fabric, shown, bw);
 }
 
 static void test_report_colls(void **state) {
