@@ -263,6 +263,17 @@ static int rp_same_wait(const res_coll_ranks_row *a, const res_coll_ranks_row *b
          !strcmp(a->transport, b->transport) && !strcmp(a->algo, b->algo);
 }
 
+/* A broadcast's root for a group of coll_ranks.csv: its colls.csv rows say; 0 (--root's default)
+ * where the runs hold none. */
+static int64_t rp_bcast_root(const rp_ctx *x, const res_coll_ranks_row *k) {
+  const res_colls_row *c = x->rec[RP_COLLS].rows;
+  for (size_t i = 0; i < x->rec[RP_COLLS].n; i++)
+    if (!strcmp(c[i].run_id, k->run_id) && !strcmp(c[i].coll, k->coll) && !strcmp(c[i].transport, k->transport) &&
+        !strcmp(c[i].algo, k->algo))
+      return c[i].root;
+  return 0;
+}
+
 /* Who the others waited for: per group, the rank at wait 0 most often across sizes (it arrives
  * last, so waits least: the straggler), shown where the other ranks' median wait exceeds 10% of
  * the group's median time. */
@@ -283,7 +294,7 @@ void rp_waits(rp_ctx *x) {
   fprintf(x->md, "\n## Who the others waited for\n\nFrom coll_ranks.csv: per run, collective and transport/algorithm, "
                  "the rank at wait 0 most often across sizes (it arrived last, so it waited least while the others "
                  "waited for it), where the other ranks' median wait exceeds 10%% of the median time.\n\n");
-  size_t groups = 0, shown = 0;
+  size_t groups = 0, shown = 0, roots = 0;
   for (size_t i = 0; i < R->n; i++) {
     if (done[i]) continue;
     const res_coll_ranks_row *k = &rows[i];
@@ -313,12 +324,18 @@ void rp_waits(rp_ctx *x) {
     if (!shown++)
       fprintf(x->md, "| run | collective | transport/algo | ranks | straggler (host) | at wait 0 | others' median wait (us) "
                      "| median time (us) |\n|---|---|---|---|---|---|---|---|\n");
-    char c0[200], c1[200], c2[320], c3[200], ta[320];
+    char c0[200], c1[200], c2[320], c3[200], ta[320], hs[240];
     snprintf(ta, sizeof ta, "%s/%s", k->transport, k->algo);
+    int root = !strcmp(k->coll, "bcast") && s == rp_bcast_root(x, k);
+    roots += root;
+    snprintf(hs, sizeof hs, "%s%s", host, root ? ", the root" : "");
     fprintf(x->md, "| %s | %s | %s | %lld | %lld (%s) | %zu of %zu sizes | %.1f | %.1f |\n", rp_md(c0, sizeof c0, k->run_id),
             rp_md(c1, sizeof c1, rp_coll_name(k->coll)), rp_md(c2, sizeof c2, ta), (long long)k->ranks, (long long)s,
-            rp_md(c3, sizeof c3, host), zeros[s], sizes, mw, mt);
+            rp_md(c3, sizeof c3, hs), zeros[s], sizes, mw, mt);
   }
+  if (roots)
+    fprintf(x->md, "\nA broadcast's root is done once its data has left, the others only when it has come down to "
+                   "them: the root at wait 0 is the broadcast's shape, not a straggler.\n");
   if (!shown)
     fprintf(x->md, "No straggler stands out: in each of the %zu groups the other ranks' median wait is within 10%% of "
                    "the median time.\n", groups);

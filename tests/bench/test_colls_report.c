@@ -37,7 +37,7 @@ static void field(const char *line, int n, char *out, size_t cap) {
 
 /* The table's line the report must write for a run's colls.csv, worked out from the rows: at
  * the largest size (the sweeps here end below 64 KiB), the algorithm of the highest busbw, and
- * what it ran where that differs. */
+ * what it ran where that differs, its peer and busbw against it. */
 static void want_best(const char *run, const char *name, char *want, size_t cap) {
   char path[4200];
   snprintf(path, sizeof path, "%s/colls.csv", run);
@@ -45,7 +45,7 @@ static void want_best(const char *run, const char *name, char *want, size_t cap)
   assert_non_null(c);
   long long top = -1;
   double bw = -1;
-  char algo[64] = "", ran[64] = "", ranks[16] = "", fabric[64] = "";
+  char algo[64] = "", ran[64] = "", ranks[16] = "", fabric[64] = "", peer[64] = "", vs[64] = "";
   for (int pass = 0; pass < 2; pass++)
     for (char *line = strchr(c, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
       char f[64];
@@ -62,13 +62,18 @@ static void want_best(const char *run, const char *name, char *want, size_t cap)
         field(line + 1, 24, ran, sizeof ran); /* algo_ran: rd on 3 ranks runs the ring */
         field(line + 1, 4, ranks, sizeof ranks);
         field(line + 1, 5, fabric, sizeof fabric);
+        field(line + 1, 32, peer, sizeof peer);
+        field(line + 1, 33, vs, sizeof vs); /* busbw_vs_peer */
       }
     }
   free(c);
   char shown[160];
   snprintf(shown, sizeof shown, "%s%s%s%s", algo, strcmp(ran, algo) ? " (ran " : "", strcmp(ran, algo) ? ran : "",
            strcmp(ran, algo) ? ")" : "");
-  snprintf(want, cap, "| %s | %s | %lld* | %s | tcp | %s | %.3f | - | - |", name, ranks, top, fabric, shown, bw);
+  char ratio[32] = "-";
+  if (*vs) snprintf(ratio, sizeof ratio, "%.2fx", atof(vs));
+  snprintf(want, cap, "| %s | %s | %lld* | %s | tcp | %s | %.3f | %s | %s |", name, ranks, top, fabric, shown, bw,
+           *peer ? peer : "-", ratio);
 }
 
 static void test_report_colls(void **state) {
@@ -83,8 +88,9 @@ static void test_report_colls(void **state) {
   assert_non_null(r);
   run_or_fail(r, (char *[]){"allgather", "-n", "3", "--transport", "tcp", "--max-bytes", "64K", "--step-factor", "16",
                             "--iters", "3", "--out", ag, NULL});
+  /* the broadcast against a peer of its own: the table's last two columns */
   run_or_fail(r, (char *[]){"bcast", "-n", "3", "--transport", "tcp", "--max-bytes", "64K", "--step-factor", "16",
-                            "--iters", "3", "--out", bc, NULL});
+                            "--iters", "3", "--peer", "tcp/chain", "--out", bc, NULL});
   run_or_fail(r, (char *[]){"report", ag, bc, "--out", out, NULL});
   assert_true(tu_file_has(out, "report.md", "## Other collectives"));
   assert_true(tu_file_has(out, "report.md", "### Best algorithm against the peer (from 64 KiB)"));
@@ -123,7 +129,8 @@ static void test_report_colls(void **state) {
 
 /* Hand-worked waits: over allgather tcp/ring rank 2 is at 0 at both sizes while ranks 0 and 1
  * wait 60, 50, 70, 80 us (median 65) of times whose median is (100 + 130) / 2 = 115; over
- * tcp/bruck the others wait 1 and 2 us of 101: no straggler stands out there. */
+ * tcp/bruck the others wait 1 and 2 us of 101: no straggler stands out there; over bcast
+ * tcp/tree the root is done first (10 us) and the others wait 50 of a median 60. */
 static void test_report_waits(void **state) {
   (void)state;
   char dir[128];
@@ -143,7 +150,10 @@ static void test_report_waits(void **state) {
                             "fx,1,allgather,tcp,ring,f32,-,1024,3,2,hostC,130,0\n"
                             "fx,1,allgather,tcp,bruck,f32,-,8,3,0,hostA,100,0\n"
                             "fx,1,allgather,tcp,bruck,f32,-,8,3,1,hostB,101,1\n"
-                            "fx,1,allgather,tcp,bruck,f32,-,8,3,2,hostC,102,2\n"),
+                            "fx,1,allgather,tcp,bruck,f32,-,8,3,2,hostC,102,2\n"
+                            "fx,1,bcast,tcp,tree,f32,-,8,3,0,hostA,10,0\n"
+                            "fx,1,bcast,tcp,tree,f32,-,8,3,1,hostB,60,50\n"
+                            "fx,1,bcast,tcp,tree,f32,-,8,3,2,hostC,60,50\n"),
                    0);
   run_result *r = calloc(1, sizeof *r);
   assert_non_null(r);
@@ -151,6 +161,10 @@ static void test_report_waits(void **state) {
   const char *want = "| fx | all-gather | tcp/ring | 3 | 2 (hostC) | 2 of 2 sizes | 65.0 | 115.0 |";
   if (!tu_file_has(out, "report.md", want)) fail_msg("report.md has no line '%s'", want);
   assert_false(tu_file_has(out, "report.md", "tcp/bruck"));
+  /* a broadcast's root (0 by default) at wait 0 is said to be the root */
+  want = "| fx | broadcast | tcp/tree | 3 | 0 (hostA, the root) | 1 of 1 sizes | 50.0 | 60.0 |";
+  if (!tu_file_has(out, "report.md", want)) fail_msg("report.md has no line '%s'", want);
+  assert_true(tu_file_has(out, "report.md", "A broadcast's root is done once its data has left"));
   assert_true(tu_file_has(out, "report.md", "In the other 1 groups no straggler stands out"));
   /* without colls.csv, no section of the other collectives */
   assert_false(tu_file_has(out, "report.md", "## Other collectives"));
