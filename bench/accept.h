@@ -76,7 +76,7 @@ void acc_hostlist_free(char **hosts, int n);
 
 /* ---- judging (accept_judge.c) ---- */
 typedef struct {
-  char kind[8];                 /* "host" or "link" */
+  char kind[8];                 /* "host", "link" or "rank" (a straggler) */
   char host[256];               /* the host (a link's source where kind is link) */
   char link[520];               /* "a->b" for a link, "" for a host */
   int rank;                     /* a rank on that host (-1: not known) */
@@ -151,6 +151,11 @@ void acc_judge_topology(const acc_ctx *c, const acc_result *res, int nres, acc_r
  * links' median is a robust outlier among the hosts, then links not explained by a named host.
  * Appends to *sus. */
 void acc_name_suspects(const acc_ctx *c, const acc_result *res, int nres, acc_suspect **sus, int *nsus);
+/* Stragglers (accept_strag.c): from each train rule's last run (train_steps.csv) and each
+ * all-reduce or collective rule's (coll_ranks.csv), the rank the others waited for, named as a
+ * suspect of kind "rank" where their wait is at least a tenth of the step (call) and its own at
+ * most a third of theirs. Appends to *sus. */
+void acc_name_stragglers(const acc_result *res, int nres, acc_suspect **sus, int *nsus);
 /* Robust outliers (accept_name.c): of x[0..n), the indexes whose value lies below the median
  * (above where higher is worse) by more than max(k x 1.4826 x MAD, min_rel x median). Marks
  * out[i] = 1; returns the count and the median in *med. */

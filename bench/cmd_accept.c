@@ -305,6 +305,7 @@ static int accept_main(const accept_opts *o, const acc_rules *rules, acc_ctx *c)
   } else {
     acc_judge_topology(c, res, nres, &res[nres], &sus, &nsus);
     acc_name_suspects(c, res, nres, &sus, &nsus);
+    acc_name_stragglers(res, nres, &sus, &nsus);
     /* measured suspects are retested alone before they are named */
     if (!o->from) launch_sigs_take(&x.sg);
     for (int k = 0; !o->from && k < nsus && !x.interrupted; k++)

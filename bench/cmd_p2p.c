@@ -42,46 +42,58 @@ static const char *const p2p_test_names[P2P_NTESTS] = {"latency", "bw",  "bibw",
 /* Message tags, each checked by the transports against the posted receive. */
 enum { TAG_DATA = 1, TAG_ACK, TAG_ITERS, TAG_ERRS, TAG_RESULT };
 
-static const char p2p_usage[] =
-    "usage: fabench p2p [options]\n"
-    "  -n N                  start N local ranks (default: the launcher's world)\n"
-    "  --transport LIST      tcp,ucx,mpi,nccl (default tcp)\n"
-    "  --pairs S,D | all | rounds\n"
-    "                        the ordered pair measured (default 0,1); all: every ordered\n"
-    "                        pair in turn; rounds: every pair, N/2 disjoint pairs at once in\n"
-    "                        the N-1 rounds of a round-robin tournament, each pair both ways\n"
-    "                        (all and rounds write p2p_matrix.csv)\n"
-    "  --tests LIST          latency,bw,bibw (default all three); with --transport nccl\n"
-    "                        also the GPU's copy ceilings: d2d (within its memory; GB/s\n"
-    "                        counts bytes read plus written), h2d, d2h (pinned host memory),\n"
-    "                        peer (to the next GPU of the host); d2d-sm, h2d-sm, d2h-sm:\n"
-    "                        the same copies by a kernel instead of the copy engines\n"
-    "  --min-bytes B         smallest message (default 1; K/M/G suffixes)\n"
-    "  --max-bytes B         largest message (default 4M; at most 1G, GPU copies 4G)\n"
-    "  --step-factor F       size multiplier between steps, 1.01 to 1024 (default 2)\n"
-    "  --iters N             iterations per size (default: adapt to --time-per-size)\n"
-    "  --time-per-size S     seconds measured per size (default 0.2)\n"
-    "  --warmup N            warm-up iterations per size (default 10 latency, 2 bw/bibw)\n"
-    "  --window N            messages in flight per bw/bibw iteration (default 64; capped so\n"
-    "                        at most 64 MiB are in flight)\n"
-    "  --matrix-bytes B      message size of the bw and bibw matrices: the largest size swept\n"
-    "                        up to B (default the largest)\n"
-    "  --tcp-streams N       connections per peer for the tcp transport, 1..16 (default 1)\n"
-    "  --tcp-cc NAME         congestion control of the tcp sockets, or 'system' for the\n"
-    "                        kernel's default (default " COLL_TCP_CC_DEFAULT "); with --emulate\n"
-    "                        also the namespaces' default, which ucx's and mpi's sockets take\n"
-    "  --timeout S           seconds any wait may take (default 60)\n"
-    BENCH_TELEMETRY_USAGE("     ")
-    "  --emulate RATE        with -n: each rank in its own network namespace, links shaped\n"
-    "                        to RATE (e.g. 1gbit); needs root and iproute2\n"
-    "  --emulate NxR:RATE    an emulated cluster of N hosts of R ranks (e.g. 2x2:1gbit):\n"
-    "                        each host a namespace with a hostname of its own, its ranks\n"
-    "                        sharing its memory and loopback, hosts linked at RATE\n"
-    "  --emulate-slow K=RATE with NxR: host K's link at RATE instead (repeatable)\n"
-    "  --bind HOW            auto|none|core|numa|nic|gpu (default: auto, a core each\n"
-    "                        where the host's ranks fit its cores and no launcher bound them)\n"
-    "  --mpirun-args ARGS    extra mpirun arguments (with -n and --transport mpi)\n"
-    "  --out DIR             run directory (default results/<UTC>-p2p)\n";
+enum { O_TRANSPORT = 256, O_PAIRS, O_TESTS, O_MIN, O_MAX, O_STEP, O_ITERS, O_TIME, O_WARMUP, O_WINDOW, O_MATRIX };
+
+/* Every flag once: getopt_long's options, --help, and the default (set through the same
+ * parsing as a given value). */
+static const bench_flag p2p_flags[] = {
+    {"n", "N", NULL, "start N local ranks (default: the launcher's world)", 'n'},
+    {"transport", "LIST", "tcp", "tcp,ucx,mpi,nccl", O_TRANSPORT},
+    {"pairs", "S,D|all|rounds", "0,1", "the ordered pair measured; all: every ordered pair in turn; rounds: every "
+                                       "pair, N/2 disjoint pairs at once in the N-1 rounds of a round-robin "
+                                       "tournament, each pair both ways (all and rounds write p2p_matrix.csv)",
+     O_PAIRS},
+    {"tests", "LIST", "latency,bw,bibw", "latency,bw,bibw; with --transport nccl also the GPU's copy ceilings: d2d "
+                                         "(within its memory; GB/s counts bytes read plus written), h2d, d2h "
+                                         "(pinned host memory), peer (to the next GPU of the host); d2d-sm, "
+                                         "h2d-sm, d2h-sm: the same copies by a kernel instead of the copy engines",
+     O_TESTS},
+    {"min-bytes", "B", "1", "smallest message, K/M/G suffixes", O_MIN},
+    {"max-bytes", "B", "4M", "largest message (at most 1G, GPU copies 4G)", O_MAX},
+    {"step-factor", "F", "2", "size multiplier between steps, 1.01 to 1024", O_STEP},
+    {"iters", "N", NULL, "iterations per size (default: adapt to --time-per-size)", O_ITERS},
+    {"time-per-size", "S", "0.2", "seconds measured per size", O_TIME},
+    {"warmup", "N", NULL, "warm-up iterations per size (default: 10 latency, 2 bw/bibw)", O_WARMUP},
+    {"window", "N", "64", "messages in flight per bw/bibw iteration (capped so at most 64 MiB are in flight)",
+     O_WINDOW},
+    {"matrix-bytes", "B", NULL, "message size of the bw and bibw matrices: the largest size swept up to B (default: "
+                                "the largest)", O_MATRIX},
+    {"tcp-streams", "N", "1", "connections per peer for the tcp transport, 1..16", BENCH_O_TCP_STREAMS},
+    {"tcp-cc", "NAME", COLL_TCP_CC_DEFAULT, "congestion control of the tcp sockets, or 'system' for the kernel's "
+                                           "default; with --emulate also the namespaces' default, which ucx's and "
+                                           "mpi's sockets take", BENCH_O_TCP_CC},
+    {"timeout", "S", "60", "seconds any wait may take", BENCH_O_TIMEOUT},
+    {"telemetry-hz", "HZ", "10", "sample each host's CPUs, interfaces, TCP, InfiniBand ports and GPUs HZ times a "
+                                 "second into telemetry.csv, and name what bound each transport's measurement "
+                                 "(docs/records.md); 0: off", BENCH_O_TELEMETRY},
+    {"emulate", "RATE|NxR:RATE", NULL, "RATE with -n: each rank in its own network namespace, links shaped to RATE "
+                                       "(e.g. 1gbit); NxR:RATE an emulated cluster of N hosts of R ranks (e.g. "
+                                       "2x2:1gbit), each host a namespace with a hostname of its own, its ranks "
+                                       "sharing its memory and loopback; needs root and iproute2", BENCH_O_EMULATE},
+    {"emulate-slow", "K=RATE", NULL, "with NxR: host K's link at RATE instead (repeatable)", BENCH_O_EMULATE_SLOW},
+    {"bind", "HOW", NULL, "auto|none|core|numa|nic|gpu (default: auto, a core each where the host's ranks fit its "
+                          "cores and no launcher bound them)", BENCH_O_BIND},
+    {"mpirun-args", "ARGS", NULL, "extra mpirun arguments (with -n and --transport mpi)", BENCH_O_MPIRUN},
+    {"intra-transport", "T", NULL, "refused: p2p runs no hier", BENCH_O_INTRA},
+    {"out", "DIR", NULL, "run directory (default: results/<UTC>-p2p)", BENCH_O_OUT},
+};
+#define P2P_NFLAGS (sizeof p2p_flags / sizeof p2p_flags[0])
+
+static const char *p2p_usage(void) {
+  static char *text; /* made once from the table; the process's for its life */
+  if (!text) text = bench_flags_usage("usage: fabench p2p [options]\n", p2p_flags, P2P_NFLAGS);
+  return text ? text : "usage: fabench p2p [options] (--help: out of memory)\n";
+}
 
 typedef struct {
   bench_rank_opts r; /* -n, --emulate, --timeout, --out, --tcp-*, ... */
@@ -143,7 +155,7 @@ static int p2p_parse_pairs(p2p_opts *o, const char *v) {
     int ok = n == 2 && !bench_parse_int(items[0], 0, 1 << 20, &s) &&
              !bench_parse_int(items[1], 0, 1 << 20, &d) && s != d;
     free(store);
-    if (!ok) return bench_usage_error(p2p_usage, "bad --pairs '%s' (S,D with S != D, all or rounds)", v);
+    if (!ok) return bench_usage_error(p2p_usage(), "bad --pairs '%s' (S,D with S != D, all or rounds)", v);
     o->pairs_all = o->rounds = 0;
     o->src = (int)s;
     o->dst = (int)d;
@@ -157,14 +169,14 @@ static int p2p_parse_tests(p2p_opts *o, const char *v) {
   int n = bench_split_list(v, items, 16, &store);
   if (n <= 0) {
     free(store);
-    return bench_usage_error(p2p_usage, "bad --tests '%s'", v);
+    return bench_usage_error(p2p_usage(), "bad --tests '%s'", v);
   }
   memset(o->tests, 0, sizeof o->tests);
   for (int i = 0; i < n; i++) {
     int t = 0;
     while (t < P2P_NTESTS && strcmp(items[i], p2p_test_names[t])) t++;
     if (t == P2P_NTESTS) {
-      int rc = bench_usage_error(p2p_usage, "unknown test '%s' (latency, bw, bibw, d2d, h2d, d2h, peer, "
+      int rc = bench_usage_error(p2p_usage(), "unknown test '%s' (latency, bw, bibw, d2d, h2d, d2h, peer, "
                                  "d2d-sm, h2d-sm, d2h-sm)", items[i]);
       free(store);
       return rc;
@@ -179,7 +191,7 @@ static int p2p_parse_tests(p2p_opts *o, const char *v) {
  * transports given, and a pair within -n's ranks. 0, or the exit status of a usage error. */
 static int p2p_parse_check(p2p_opts *o) {
   if (o->min_bytes > o->max_bytes)
-    return bench_usage_error(p2p_usage, "--min-bytes is larger than --max-bytes");
+    return bench_usage_error(p2p_usage(), "--min-bytes is larger than --max-bytes");
   /* messages run on host buffers, the copy tests on a GPU's: a run that measures nothing is
    * refused here, not ended with an empty table and status 0 */
   int msg = o->tests[P2P_LAT] || o->tests[P2P_BW] || o->tests[P2P_BIBW], copies = 0, host = 0, gpu = 0;
@@ -189,104 +201,90 @@ static int p2p_parse_check(p2p_opts *o) {
     host |= o->transports[i] != COLL_NCCL;
   }
   if (!(msg && host) && !(copies && gpu))
-    return bench_usage_error(p2p_usage, copies ? "--tests: the GPU copy tests need --transport nccl, and latency, "
+    return bench_usage_error(p2p_usage(), copies ? "--tests: the GPU copy tests need --transport nccl, and latency, "
                                                  "bw and bibw a host transport: nothing to measure"
                                                : "--tests: latency, bw and bibw run on host buffers, not over "
                                                  "nccl: nothing to measure");
   o->messages = msg && host;
   if (o->messages && o->max_bytes > P2P_MAX_MSG_BYTES)
-    return bench_usage_error(p2p_usage, "--max-bytes: latency, bw and bibw send messages of 1G at most (the GPU "
+    return bench_usage_error(p2p_usage(), "--max-bytes: latency, bw and bibw send messages of 1G at most (the GPU "
                                         "copy tests go to 4G)");
   if (o->pairs_all == 0 && o->r.nranks && (o->src >= o->r.nranks || o->dst >= o->r.nranks))
-    return bench_usage_error(p2p_usage, "--pairs %d,%d needs at least %d ranks", o->src, o->dst,
+    return bench_usage_error(p2p_usage(), "--pairs %d,%d needs at least %d ranks", o->src, o->dst,
                              (o->src > o->dst ? o->src : o->dst) + 1);
   return 0;
+}
+
+/* One flag's value (given, or its default). 0; 2 after a usage error; -1: a flag every rank
+ * command shares. */
+static int p2p_set(p2p_opts *o, int ch, const char *v, const char **tl) {
+  switch (ch) {
+  case O_TRANSPORT: *tl = v; return 0;
+  case O_PAIRS: return p2p_parse_pairs(o, v);
+  case O_TESTS: return p2p_parse_tests(o, v);
+  case O_MIN:
+    if (bench_parse_size(v, &o->min_bytes) || o->min_bytes < 1) return bench_usage_error(p2p_usage(), "bad --min-bytes '%s'", v);
+    return 0;
+  case O_MAX:
+    if (bench_parse_size(v, &o->max_bytes) || o->max_bytes < 1 || o->max_bytes > P2P_MAX_COPY_BYTES)
+      return bench_usage_error(p2p_usage(), "bad --max-bytes '%s' (1 to 1G; the GPU copy tests to 4G)", v);
+    return 0;
+  case O_MATRIX:
+    if (bench_parse_size(v, &o->matrix_bytes) || o->matrix_bytes < 1)
+      return bench_usage_error(p2p_usage(), "bad --matrix-bytes '%s'", v);
+    return 0;
+  case O_STEP:
+    if (bench_parse_double(v, 1.01, 1024, &o->step_factor))
+      return bench_usage_error(p2p_usage(), "bad --step-factor '%s' (1.01 to 1024)", v);
+    return 0;
+  case O_ITERS:
+    if (bench_parse_int(v, 1, P2P_MAX_ITERS, &o->iters))
+      return bench_usage_error(p2p_usage(), "bad --iters '%s' (1 to %d)", v, P2P_MAX_ITERS);
+    return 0;
+  case O_TIME:
+    if (bench_parse_double(v, 0.0001, 3600, &o->time_per_size)) return bench_usage_error(p2p_usage(), "bad --time-per-size '%s'", v);
+    return 0;
+  case O_WARMUP:
+    if (bench_parse_int(v, 0, 100000, &o->warmup)) return bench_usage_error(p2p_usage(), "bad --warmup '%s'", v);
+    return 0;
+  case O_WINDOW:
+    if (bench_parse_int(v, 1, P2P_MAX_WINDOW, &o->window))
+      return bench_usage_error(p2p_usage(), "bad --window '%s' (1 to %d)", v, P2P_MAX_WINDOW);
+    return 0;
+  default: return -1;
+  }
 }
 
 static int p2p_parse(p2p_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   bench_rank_opts_init(&o->r);
-  const char *tl = "tcp";
-  o->src = 0;
-  o->dst = 1;
-  for (int t = 0; t < P2P_NMSG; t++) o->tests[t] = 1;
-  o->min_bytes = 1;
-  o->max_bytes = 4u << 20;
-  o->step_factor = 2.0;
-  o->time_per_size = 0.2;
-  o->warmup = -1;
-  o->window = 64;
-  enum { O_TRANSPORT = 256, O_PAIRS, O_TESTS, O_MIN, O_MAX, O_STEP, O_ITERS, O_TIME, O_WARMUP,
-         O_WINDOW, O_MATRIX };
-  static const struct option longs[] = {
-      {"transport", required_argument, NULL, O_TRANSPORT},
-      {"pairs", required_argument, NULL, O_PAIRS},
-      {"tests", required_argument, NULL, O_TESTS},
-      {"min-bytes", required_argument, NULL, O_MIN},
-      {"max-bytes", required_argument, NULL, O_MAX},
-      {"step-factor", required_argument, NULL, O_STEP},
-      {"iters", required_argument, NULL, O_ITERS},
-      {"time-per-size", required_argument, NULL, O_TIME},
-      {"warmup", required_argument, NULL, O_WARMUP},
-      {"window", required_argument, NULL, O_WINDOW},
-      {"matrix-bytes", required_argument, NULL, O_MATRIX},
-      BENCH_RANK_OPTIONS,
-      BENCH_TCP_OPTIONS,
-      {NULL, 0, NULL, 0}};
+  o->warmup = -1; /* per test */
+  const char *tl = NULL;
+  int rc = 0;
+  for (size_t i = 0; i < P2P_NFLAGS && !rc; i++) { /* the defaults, as given values parse */
+    const bench_flag *f = &p2p_flags[i];
+    if (!f->def || !f->arg) continue;
+    optarg = (char *)f->def;
+    rc = p2p_set(o, f->code, f->def, &tl);
+    if (rc < 0) rc = bench_rank_flag(&o->r, f->code, argv, p2p_usage());
+  }
+  if (rc) return bench_error("internal: a default of p2p's flags does not parse");
+  static const struct option extra[] = {{"ranks", 1, 0, 'n'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  struct option *longs = bench_flags_options(p2p_flags, P2P_NFLAGS, extra);
+  if (!longs) return bench_error("out of memory");
   opterr = 0;
   optind = 1;
   int ch;
-  while ((ch = getopt_long(argc, argv, "+:n:h", longs, NULL)) != -1) {
-    const char *v = optarg;
-    int n;
-    switch (ch) {
-    case O_TRANSPORT: tl = v; break;
-    case O_PAIRS:
-      if ((n = p2p_parse_pairs(o, v))) return n;
-      break;
-    case O_TESTS:
-      if ((n = p2p_parse_tests(o, v))) return n;
-      break;
-    case O_MIN:
-      if (bench_parse_size(v, &o->min_bytes) || o->min_bytes < 1)
-        return bench_usage_error(p2p_usage, "bad --min-bytes '%s'", v);
-      break;
-    case O_MAX:
-      if (bench_parse_size(v, &o->max_bytes) || o->max_bytes < 1 || o->max_bytes > P2P_MAX_COPY_BYTES)
-        return bench_usage_error(p2p_usage, "bad --max-bytes '%s' (1 to 1G; the GPU copy tests to 4G)", v);
-      break;
-    case O_MATRIX:
-      if (bench_parse_size(v, &o->matrix_bytes) || o->matrix_bytes < 1)
-        return bench_usage_error(p2p_usage, "bad --matrix-bytes '%s'", v);
-      break;
-    case O_STEP:
-      if (bench_parse_double(v, 1.01, 1024, &o->step_factor))
-        return bench_usage_error(p2p_usage, "bad --step-factor '%s' (1.01 to 1024)", v);
-      break;
-    case O_ITERS:
-      if (bench_parse_int(v, 1, P2P_MAX_ITERS, &o->iters))
-        return bench_usage_error(p2p_usage, "bad --iters '%s' (1 to %d)", v, P2P_MAX_ITERS);
-      break;
-    case O_TIME:
-      if (bench_parse_double(v, 0.0001, 3600, &o->time_per_size))
-        return bench_usage_error(p2p_usage, "bad --time-per-size '%s'", v);
-      break;
-    case O_WARMUP:
-      if (bench_parse_int(v, 0, 100000, &o->warmup))
-        return bench_usage_error(p2p_usage, "bad --warmup '%s'", v);
-      break;
-    case O_WINDOW:
-      if (bench_parse_int(v, 1, P2P_MAX_WINDOW, &o->window))
-        return bench_usage_error(p2p_usage, "bad --window '%s' (1 to %d)", v, P2P_MAX_WINDOW);
-      break;
-    default:
-      if ((n = bench_rank_flag(&o->r, ch, argv, p2p_usage))) return n;
-    }
+  while (!rc && (ch = getopt_long(argc, argv, "+:n:h", longs, NULL)) != -1) {
+    rc = p2p_set(o, ch, optarg, &tl);
+    if (rc < 0) rc = bench_rank_flag(&o->r, ch, argv, p2p_usage());
   }
-  int rc = bench_rank_check(&o->r, argc, argv, p2p_usage);
+  free(longs);
+  if (rc) return rc;
+  rc = bench_rank_check(&o->r, argc, argv, p2p_usage());
   if (!rc && o->r.has_intra) /* accepted and dropped, it would look applied */
-    return bench_usage_error(p2p_usage, "--intra-transport: p2p runs no hier (allreduce and train do)");
-  if (!rc) rc = bench_parse_transports(tl, o->transports, P2P_MAX_TRANSPORTS, &o->ntransports, &o->want_mpi, p2p_usage);
+    return bench_usage_error(p2p_usage(), "--intra-transport: p2p runs no hier (allreduce and train do)");
+  if (!rc) rc = bench_parse_transports(tl, o->transports, P2P_MAX_TRANSPORTS, &o->ntransports, &o->want_mpi, p2p_usage());
   if (rc) return rc;
   return p2p_parse_check(o);
 }

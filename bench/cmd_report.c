@@ -12,42 +12,22 @@
 
 #include "bench.h"
 #include "coll.h"
+#include "report_int.h"
 #include "res.h"
 #include "util.h"
 
 static const char rp_usage[] =
     "usage: fabench report [options] DIR...\n"
-    "  Merges the run directories' records (allreduce, p2p, p2p_matrix, train, train_buckets,\n"
-    "  train_epochs, predict) and writes report.md with plots (PNG and SVG): busbw against size\n"
-    "  per fabric and algorithm with the cost model's curve, latency percentiles, training\n"
-    "  images/s and step breakdown, a training sweep's settings with test accuracy against\n"
-    "  epoch per setting and images/s against global batch, predicted against measured,\n"
-    "  scaling efficiency to 1024 ranks, the p2p matrix. The model is the first model.json\n"
-    "  found, else fitted from the rows.\n"
+    "  Merges the run directories' records (allreduce, colls, coll_ranks, p2p, p2p_matrix, train,\n"
+    "  train_buckets, train_epochs, predict) and writes report.md with plots (PNG and SVG): busbw\n"
+    "  against size per fabric and algorithm with the cost model's curve, latency percentiles,\n"
+    "  the other collectives' busbw per collective and rank count with the best algorithm against\n"
+    "  the peer, the rank the others waited for, training images/s and step breakdown, a training\n"
+    "  sweep's settings with test accuracy against epoch per setting and images/s against global\n"
+    "  batch, predicted against measured, scaling efficiency to 1024 ranks, the p2p matrix. The\n"
+    "  model is the first model.json found, else fitted from the rows.\n"
     "  --out DIR     where to write (default: results/<UTC>-report)\n"
     "  --no-plot     write report.md and the data, skip gnuplot\n";
-
-enum { RP_AR, RP_P2P, RP_MAT, RP_TRAIN, RP_BUCKETS, RP_PREDICT, RP_EPOCHS, RP_NREC };
-
-typedef struct {
-  res_rows rec[RP_NREC];
-  res_costmodel model;
-  int have_model;
-  char model_src[4200];
-  FILE *md;
-  const char *dir;
-  int plot;
-  int nplots;
-  char failed[1024];
-  char werr[1024]; /* the first file that could not be written, and why */
-  struct {         /* the files open: each is written whole at rp_close */
-    FILE *f;
-    char *buf;
-    size_t len;
-  } open[4];
-  size_t untimed;  /* all-reduce and p2p rows left out: no valid measure */
-  char untimed_in[600];
-} rp_ctx;
 
 static const res_schema *rp_schema(int k) {
   switch (k) {
@@ -57,6 +37,8 @@ static const res_schema *rp_schema(int k) {
   case RP_TRAIN: return res_schema_train();
   case RP_BUCKETS: return res_schema_train_buckets();
   case RP_EPOCHS: return res_schema_train_epochs();
+  case RP_COLLS: return res_schema_colls();
+  case RP_COLL_RANKS: return res_schema_coll_ranks();
   default: return res_schema_predict();
   }
 }
@@ -74,7 +56,8 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   if (found < 0) return -1;
   /* left out and said, as fit does (res_fit_read_dirs): a negative time would be plotted as a
    * median and priced as a model error; NaN is a time not measured */
-  size_t u = res_rows_drop_untimed(&x->rec[RP_AR]) + res_rows_drop_untimed(&x->rec[RP_P2P]);
+  size_t u = res_rows_drop_untimed(&x->rec[RP_AR]) + res_rows_drop_untimed(&x->rec[RP_P2P]) +
+             res_rows_drop_untimed(&x->rec[RP_COLLS]);
   if (u) {
     size_t l = strlen(x->untimed_in);
     snprintf(x->untimed_in + l, sizeof x->untimed_in - l, "%s%s: %zu", l ? ", " : "", d, u);
@@ -87,232 +70,10 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
     snprintf(x->model_src, sizeof x->model_src, "%s", path);
     found = 1;
   }
-  if (!found) return snprintf(err, cap, "'%s' holds no fabench records (allreduce, p2p, train, predict)", d), -1;
+  if (!found) return snprintf(err, cap, "'%s' holds no fabench records (allreduce, colls, p2p, train, predict)", d), -1;
   return 0;
 }
 
-/* Every plot report draws (rp_plot's names) and every data file it writes: what a report into a
- * reused --out directory removes first, so that no plot of an earlier report is left beside
- * this one's (one it does not draw now would pass for this run's). Nothing else is removed. */
-static const char *const rp_plot_names[] = {"busbw", "latency", "train_images", "train_breakdown", "pred_vs_meas",
-                                            "scaling", "p2p_heatmap", "p2p_latency", "p2p_bw", "sweep_acc",
-                                            "sweep_batch"};
-static const char *const rp_data_names[] = {"allreduce.dat", "train.dat", "pred_vs_meas.dat", "scaling.dat",
-                                            "p2p.dat", "p2p_matrix.dat", "sweep_epochs.dat", "sweep_batch.dat"};
-#define RP_COUNT(a) (sizeof a / sizeof *a)
-
-static int rp_plot_known(const char *name) {
-  for (size_t i = 0; i < RP_COUNT(rp_plot_names); i++)
-    if (!strcmp(rp_plot_names[i], name)) return 1;
-  return 0;
-}
-
-/* A previous report's files, and what one stopped midway left (a plot gnuplot was drawing). */
-static void rp_remove_old(const char *dir) {
-  static const char *const ext[] = {".png", ".svg", ".gp", ".png.tmp", ".svg.tmp"};
-  char path[4200];
-  for (size_t i = 0; i < RP_COUNT(rp_plot_names); i++)
-    for (size_t e = 0; e < RP_COUNT(ext); e++) {
-      snprintf(path, sizeof path, "%s/%s%s", dir, rp_plot_names[i], ext[e]);
-      unlink(path);
-    }
-  for (size_t i = 0; i < RP_COUNT(rp_data_names); i++) {
-    snprintf(path, sizeof path, "%s/%s", dir, rp_data_names[i]);
-    unlink(path);
-  }
-}
-
-/* s for a Markdown table cell: a '|' would end the cell (a fabric is named by its transport's
- * own string), so it is escaped. Returns buf. */
-static const char *rp_md(char *buf, size_t cap, const char *s) {
-  size_t n = 0;
-  for (; *s && n + 2 < cap; s++) {
-    if (*s == '|') buf[n++] = '\\';
-    buf[n++] = *s;
-  }
-  buf[n] = '\0';
-  return buf;
-}
-
-static void rp_write_failed(rp_ctx *x, const char *name, int e) {
-  if (!x->werr[0]) snprintf(x->werr, sizeof x->werr, "cannot write %s/%s: %s", x->dir, name, e ? strerror(e) : "write error");
-}
-
-/* A file of the report, in memory until rp_close writes it whole: a report stopped midway
- * (a kill, a full disk) leaves the previous file or none, never a cut one. */
-static FILE *rp_open(rp_ctx *x, const char *name) {
-  for (size_t i = 0; i < sizeof x->open / sizeof *x->open; i++) {
-    if (x->open[i].f) continue;
-    x->open[i].f = open_memstream(&x->open[i].buf, &x->open[i].len);
-    if (!x->open[i].f) rp_write_failed(x, name, errno);
-    return x->open[i].f;
-  }
-  rp_write_failed(x, name, EMFILE);
-  return NULL;
-}
-
-/* Closes a file rp_open opened and writes it out whole; 0 when all of it was written. */
-static int rp_close(rp_ctx *x, FILE *f, const char *name) {
-  size_t i = 0;
-  while (x->open[i].f != f) i++; /* rp_open gave it out */
-  int bad = ferror(f), rc = -1;
-  errno = 0;
-  if (fclose(f) != 0 || bad) {
-    rp_write_failed(x, name, errno ? errno : ENOMEM);
-  } else {
-    char path[4200], err[sizeof x->werr];
-    snprintf(path, sizeof path, "%s/%s", x->dir, name);
-    rc = util_file_replace(path, x->open[i].buf, x->open[i].len, err, sizeof err);
-    if (rc && !x->werr[0]) memcpy(x->werr, err, sizeof err);
-  }
-  free(x->open[i].buf);
-  memset(&x->open[i], 0, sizeof x->open[i]);
-  return rc;
-}
-
-/* A name for a plot: gnuplot's single-quoted strings end at a quote, and the data files' fields
- * at a comma (data: for a label written into a .dat file). Names are drawn noenhanced, as
- * written: enhanced text made the _ of a fabric such as ucx:sysv+cma+rkey_ptr a subscript. */
-static void rp_label(char *s, int data) {
-  for (; *s; s++)
-    if (*s == '\'' || (data && *s == ',')) *s = ' ';
-}
-
-#define RP_PLOT_WIDTH 1000 /* px, every plot's canvas */
-
-/* The canvas's height for a plot body: 700 px, and taller where its key below needs more rows
- * than fit under a plot of about 450 px. gnuplot makes the key's columns as wide as its longest
- * title (about 9 px a character at its default font, and 150 for the sample line and gaps), 19
- * px a row: 48 curves of four runs, one a row, overflowed the canvas's top and hid the title. */
-static int rp_plot_height(const char *body) {
-  size_t n = 0, longest = 0;
-  for (const char *p = strstr(body, " title '"); p; p = strstr(p, " title '")) {
-    p += strlen(" title '");
-    const char *e = strchr(p, '\'');
-    if (!e) break;
-    n++;
-    if ((size_t)(e - p) > longest) longest = (size_t)(e - p);
-    p = e;
-  }
-  size_t cols = RP_PLOT_WIDTH / (longest * 9 + 150);
-  if (cols < 1) cols = 1;
-  size_t rows = (n + cols - 1) / cols, need = 520 + 19 * rows;
-  return need > 700 ? (int)(need < 4000 ? need : 4000) : 700;
-}
-
-/* Writes NAME.gp around the plot body (run once per terminal) and runs it; the Markdown gets
- * the PNG and a link to the SVG. A plot of no points (npoints: those its axes can show) is
- * not drawn, and the Markdown says so: gnuplot fails on it, on a log scale above all. */
-static void rp_plot_sized(rp_ctx *x, const char *name, const char *title, const char *body, size_t npoints,
-                          int height) {
-  if (!rp_plot_known(name) && !x->werr[0]) /* rp_remove_old must know it */
-    snprintf(x->werr, sizeof x->werr, "internal: plot '%s' is not in rp_plot_names", name);
-  if (!npoints) {
-    fprintf(x->md, "\n*%s*: not drawn, nothing to plot.\n", title);
-    return;
-  }
-  char gp[128];
-  snprintf(gp, sizeof gp, "%s.gp", name);
-  FILE *f = rp_open(x, gp);
-  if (!f) return;
-  /* the key below the plot: a suite's 30 curves to the right left the plot a fifth of the width */
-  fprintf(f, "set datafile separator ','\nset grid\nset key outside below\n");
-  if (height <= 0) height = rp_plot_height(body);
-  for (int t = 0; t < 2; t++) {
-    fprintf(f, t ? "set terminal svg size %d,%d dynamic\nset output '%s.svg.tmp'\n"
-                 : "set terminal pngcairo size %d,%d\nset output '%s.png.tmp'\n",
-            RP_PLOT_WIDTH, height, name);
-    fprintf(f, "set title '%s'\n%s\n", title, body);
-  }
-  if (rp_close(x, f, gp)) return;
-  fprintf(x->md, "\n![%s](%s.png)\n\n[%s.svg](%s.svg)\n", title, name, name, name);
-  x->nplots++;
-  if (!x->plot) return;
-  char err[1024];
-  if (bench_gnuplot(x->dir, gp, err, sizeof err) && !x->failed[0]) snprintf(x->failed, sizeof x->failed, "%s", err);
-}
-
-static void rp_plot(rp_ctx *x, const char *name, const char *title, const char *body, size_t npoints) {
-  rp_plot_sized(x, name, title, body, npoints, 0);
-}
-
-/* sizes as 1K, 32K, 1M at powers of 2: gnuplot's 1x10^6 labels ran into each other, and its
- * binary format (%b%B) put 127 ki at 2^17 */
-#define RP_SIZE_AXIS                                                                                         \
-  "set logscale xy\nset xtics (\"1\" 1, \"32\" 32, \"1K\" 1024, \"32K\" 32768, \"1M\" 1048576, \"32M\" " \
-  "33554432, \"1G\" 1073741824, \"32G\" 34359738368.)\nset xlabel 'bytes'\n"
-
-/* A log-log plot against bytes of the given plot clauses (npoints: those it can show). */
-static void rp_against_size(rp_ctx *x, const char *name, const char *title, const char *ylabel, const char *extra,
-                            const char *plots, size_t npoints) {
-  size_t cap = strlen(plots) + strlen(ylabel) + strlen(extra) + 512; /* and the fixed clauses below */
-  char *body = malloc(cap);
-  if (!body) return;
-  snprintf(body, cap, RP_SIZE_AXIS "set ylabel '%s'\n%splot %s", ylabel, extra, plots);
-  rp_plot(x, name, title, body, npoints);
-  free(body);
-}
-
-/* One panel of a plot against bytes: a fabric's curves (plot clauses), and how many of their
- * points a log-log plot can show. */
-typedef struct {
-  char title[300];
-  char *plots;
-  size_t len, cap, npoints, ncurves, longest; /* longest: a curve's title, for its key */
-} rp_panel;
-
-static void rp_panel_add(rp_panel *p, const char *clause, const char *curve_title, size_t npoints) {
-  size_t need = strlen(clause) + 3;
-  if (p->len + need > p->cap) {
-    size_t cap = 2 * (p->len + need);
-    char *n = realloc(p->plots, cap);
-    if (!n) return;
-    p->plots = n, p->cap = cap;
-  }
-  p->len += (size_t)snprintf(p->plots + p->len, p->cap - p->len, "%s%s", p->len ? ", " : "", clause);
-  p->npoints += npoints;
-  p->ncurves++;
-  if (strlen(curve_title) > p->longest) p->longest = strlen(curve_title);
-}
-
-/* Log-log plots against bytes, a panel each (two a row), one canvas: the suite's 26 curves of 5
- * fabrics in one plot, and their key of 52 lines, hid each other. Panels with no point are left
- * out (gnuplot fails on them). */
-static void rp_panels_against_size(rp_ctx *x, const char *name, const char *title, const char *ylabel,
-                                   const rp_panel *p, size_t np) {
-  size_t shown = 0, cap = 1024, keyrows = 0, npoints = 0;
-  for (size_t i = 0; i < np; i++)
-    if (p[i].npoints) {
-      shown++, npoints += p[i].npoints, cap += p[i].len + 2 * sizeof p[i].title;
-      /* the key below a panel of half the width, as rp_plot_height counts it */
-      size_t cols = RP_PLOT_WIDTH / 2 / (p[i].longest * 9 + 150);
-      if (!cols) cols = 1;
-      if ((p[i].ncurves + cols - 1) / cols > keyrows) keyrows = (p[i].ncurves + cols - 1) / cols;
-    }
-  if (shown < 2) { /* one panel: a plot as any other */
-    for (size_t i = 0; i < np; i++)
-      if (p[i].npoints) {
-        char both[512];
-        snprintf(both, sizeof both, "%s, %s", title, p[i].title);
-        rp_against_size(x, name, both, ylabel, "", p[i].plots, p[i].npoints);
-        return;
-      }
-    rp_plot(x, name, title, "", 0);
-    return;
-  }
-  char *body = malloc(cap);
-  if (!body) return;
-  size_t cols = 2, rows = (shown + cols - 1) / cols, len = 0;
-  len += (size_t)snprintf(body + len, cap - len, RP_SIZE_AXIS "set ylabel '%s'\nset multiplot layout %zu,%zu title '%s'\n",
-                          ylabel, rows, cols, title);
-  for (size_t i = 0; i < np; i++)
-    if (p[i].npoints)
-      len += (size_t)snprintf(body + len, cap - len, "set title '%s' noenhanced\nplot %s\n", p[i].title, p[i].plots);
-  snprintf(body + len, cap - len, "unset multiplot");
-  int panel_h = 380 + 19 * (int)keyrows;
-  rp_plot_sized(x, name, title, body, npoints, 40 + (int)rows * panel_h);
-  free(body);
-}
 
 /* The model's time for an all-reduce row (NaN without a model for its fabric); where formulas
  * is not NULL, also its formulas' alone (*formulas) and whether the model learned the row's
@@ -343,11 +104,6 @@ static int rp_same_group(const res_allreduce_row *a, const res_allreduce_row *b,
          !strcmp(a->run_id, b->run_id) == !other_run;
 }
 
-/* " (RUN)" where another run has the key too, so that each curve and table row says whose it is. */
-static void rp_run_suffix(char *out, size_t cap, int elsewhere, const char *run_id) {
-  if (elsewhere) snprintf(out, cap, " (%s)", run_id);
-  else if (cap) out[0] = '\0';
-}
 
 /* A time that grows over RP_STEEP times as fast as the size between two sizes from 1 MiB, where
  * every algorithm moves its bytes at a rate: something other than the link set in there (a
@@ -1172,6 +928,8 @@ int bench_cmd_report(int argc, char **argv) {
     rp_model(x);
     rp_allreduce(x);
     rp_model_words(x);
+    rp_colls(x);
+    rp_waits(x);
     rp_train(x);
     rp_sweep(x);
     rp_pred_vs_meas(x);

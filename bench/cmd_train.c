@@ -132,7 +132,7 @@ static int job_open(train_job *j) {
   x->rank = coll_boot_rank(x->boot);
   x->size = coll_boot_size(x->boot);
   if (a->mode == TRAIN_MODE_CONVENTIONAL && x->size > 1) /* under another launcher's world */
-    return x->rank == 0 ? bench_usage_error(train_usage, "--mode conventional trains one rank; this "
+    return x->rank == 0 ? bench_usage_error(train_usage(), "--mode conventional trains one rank; this "
                                                          "world has %d", x->size) : 2;
   if (bench_rank_threads(x->boot, &a->threads, "train")) return 1;
   j->npairs = train_make_pairs(j->pairs, a, x->size, j->tks, &j->ntk, &want_mpi, &rc);
@@ -143,7 +143,7 @@ static int job_open(train_job *j) {
   int ntrain = 0;
   for (int i = 0; i < j->npairs; i++) ntrain += j->pairs[i].role != ROLE_SINGLE;
   if ((a->save || a->resume) && ntrain > 1)
-    return bench_usage_error(train_usage, "--save and --resume continue one training: give "
+    return bench_usage_error(train_usage(), "--save and --resume continue one training: give "
                                           "one --transport and one --algo");
   j->do_single = x->size > 1 && !a->no_single && !a->save && !a->resume;
   /* the files only rank 0 writes, checked before anything trains: a bad --trace used to fail
@@ -157,7 +157,7 @@ static int job_open(train_job *j) {
             (unsigned long long)j->have.seed);
   /* rank 0 reads it; the others stop with it, not later on a vanished peer */
   int model_ok = !(a->model_from && x->rank == 0 && bench_costmodel_load(&x->model, a->model_from, 0, err, sizeof err));
-  if (!model_ok) bench_usage_error(train_usage, "--model-from: %s", err);
+  if (!model_ok) bench_usage_error(train_usage(), "--model-from: %s", err);
   if (!bench_rank0_ok(x->boot, model_ok)) return 2;
 
   if (bench_bind_rank(x->boot, a->r.bind, (int)a->threads, j->bind_desc, sizeof j->bind_desc)) return 1;
@@ -447,7 +447,7 @@ static int job_entry(train_job *j, int oi, int round, train_kept *kept) {
                        .warmup_steps = (int64_t)llround(a->warmup_epochs * (double)x->spe)};
   if (a->sched == NN_LR_STEP &&
       train_parse_milestones(&sched, a->milestones ? a->milestones : "0.5,0.75", (long)epochs, x->spe))
-    return bench_usage_error(train_usage, "bad --lr-milestones '%s'", a->milestones);
+    return bench_usage_error(train_usage(), "bad --lr-milestones '%s'", a->milestones);
   nn_sgd_opts so = {.momentum = (float)a->momentum, .weight_decay = (float)a->wd, .nesterov = a->nesterov,
                     .kind = a->optimizer, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps};
   /* every pair from the same weights (the calls mark the copies written: a GPU net uploads) */
@@ -623,7 +623,7 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   if (a->mode == TRAIN_MODE_PARTITIONED) return train_partitioned_main(a, argc, argv);
   nn_data_spec spec;
   if (nn_data_parse_spec(&spec, a->data, err, sizeof err) != 0)
-    return bench_usage_error(train_usage, "%s", err);
+    return bench_usage_error(train_usage(), "%s", err);
   train_job *j = calloc(1, sizeof *j);
   if (!j) return bench_error("out of memory");
   const char *same = getenv("FABENCH_TEST_SAME_DATA");

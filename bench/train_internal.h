@@ -13,7 +13,8 @@
 #include "res.h"
 
 /* ---- flags (train_args.c) ---- */
-extern const char train_usage[];
+/* The usage text, made from the flag table (train_args.c). */
+const char *train_usage(void);
 
 /* A sweep (train_sweep.c): the flags that take a list, in the order of the product (the first
  * changes slowest); a flag not given is a list of its one value. */

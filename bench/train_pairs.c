@@ -21,10 +21,10 @@ int train_make_pairs(train_pair *pairs, const train_args *a, int size, coll_tran
   *ntk = 0;
   *want_mpi = 0;
   if (nt <= 0) {
-    *rc = bench_usage_error(train_usage, "--transport: '%s' is empty, has an empty item or is too long", tl);
+    *rc = bench_usage_error(train_usage(), "--transport: '%s' is empty, has an empty item or is too long", tl);
     goto fail;
   }
-  if ((*rc = bench_parse_algos(a->algos, algos, 16, &na, train_usage))) goto fail;
+  if ((*rc = bench_parse_algos(a->algos, algos, 16, &na, train_usage()))) goto fail;
   /* a pair twice trains twice into rows that cannot be told apart: refused, as allreduce and
    * p2p refuse a transport twice; ps and ps:1 are one server alike */
   for (int i = 0; i < na; i++)
@@ -34,7 +34,7 @@ int train_make_pairs(train_pair *pairs, const train_args *a, int size, coll_tran
       if (algos[i].kind == algos[j].kind && pi == pj) {
         char an[32];
         coll_algo_format(an, sizeof an, algos[i]);
-        *rc = bench_usage_error(train_usage, "algorithm '%s' given twice", an);
+        *rc = bench_usage_error(train_usage(), "algorithm '%s' given twice", an);
         goto fail;
       }
     }
@@ -42,13 +42,13 @@ int train_make_pairs(train_pair *pairs, const train_args *a, int size, coll_tran
   int total = 0, seen_none = 0;
   for (int i = 0; i < nt; i++) total += strcmp(items[i], "none") ? na : 1;
   if (total > TRAIN_MAX_PAIRS) {
-    *rc = bench_usage_error(train_usage, "--transport x --algo: more than %d pairs", TRAIN_MAX_PAIRS);
+    *rc = bench_usage_error(train_usage(), "--transport x --algo: more than %d pairs", TRAIN_MAX_PAIRS);
     goto fail;
   }
   for (int i = 0; i < nt; i++) {
     if (!strcmp(items[i], "none")) {
       if (seen_none++) {
-        *rc = bench_usage_error(train_usage, "transport 'none' given twice");
+        *rc = bench_usage_error(train_usage(), "transport 'none' given twice");
         goto fail;
       }
       pairs[np++] = (train_pair){.role = ROLE_NONE, .tname = "none", .aname = "-"};
@@ -56,15 +56,15 @@ int train_make_pairs(train_pair *pairs, const train_args *a, int size, coll_tran
     }
     coll_transport_kind tk;
     if (coll_transport_parse(items[i], &tk)) {
-      *rc = bench_usage_error(train_usage, "--transport: unknown transport '%s'", items[i]);
+      *rc = bench_usage_error(train_usage(), "--transport: unknown transport '%s'", items[i]);
       goto fail;
     }
     for (int j = 0; j < *ntk; j++)
       if (tks[j] == tk) {
-        *rc = bench_usage_error(train_usage, "transport '%s' given twice", coll_transport_name(tk));
+        *rc = bench_usage_error(train_usage(), "transport '%s' given twice", coll_transport_name(tk));
         goto fail;
       }
-    if ((*rc = bench_transport_check(tk, train_usage))) goto fail;
+    if ((*rc = bench_transport_check(tk, train_usage()))) goto fail;
     tks[(*ntk)++] = tk;
     *want_mpi |= tk == COLL_MPI;
     for (int j = 0; j < na; j++) {

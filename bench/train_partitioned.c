@@ -19,23 +19,23 @@
 int train_partitioned_check(const train_args *a) {
   if (a->mode != TRAIN_MODE_PARTITIONED) {
     if (a->parts_given || a->recovery_epochs || a->no_compare)
-      return bench_usage_error(train_usage, "--parts, --recovery-epochs and --no-compare belong to --mode partitioned");
+      return bench_usage_error(train_usage(), "--parts, --recovery-epochs and --no-compare belong to --mode partitioned");
     if (a->mode == TRAIN_MODE_CONVENTIONAL && a->r.nranks > 1)
-      return bench_usage_error(train_usage, "--mode conventional trains one rank: leave out -n %d", a->r.nranks);
+      return bench_usage_error(train_usage(), "--mode conventional trains one rank: leave out -n %d", a->r.nranks);
     return 0;
   }
   if (!nn_model_is_mlp(a->model))
-    return bench_usage_error(train_usage, "--mode partitioned cuts a fully connected network, not '%s' "
+    return bench_usage_error(train_usage(), "--mode partitioned cuts a fully connected network, not '%s' "
                                           "(--model mlp:IN,W,...,OUT or fc6)", a->model);
   if (a->parts != 2)
-    return bench_usage_error(train_usage, "--parts %ld: partitioned training cuts a network into 2 parts", a->parts);
+    return bench_usage_error(train_usage(), "--parts %ld: partitioned training cuts a network into 2 parts", a->parts);
   if (a->r.nranks > 0 && a->r.nranks != a->parts)
-    return bench_usage_error(train_usage, "--mode partitioned --parts %ld trains a part a rank: -n %ld, not -n %d",
+    return bench_usage_error(train_usage(), "--mode partitioned --parts %ld trains a part a rank: -n %ld, not -n %d",
                              a->parts, a->parts, a->r.nranks);
   if (a->ndevices != 1 || a->devices[0] != NN_DEV_CPU)
-    return bench_usage_error(train_usage, "--mode partitioned trains on the CPU (--device cpu)");
+    return bench_usage_error(train_usage(), "--mode partitioned trains on the CPU (--device cpu)");
   if (a->save || a->resume || a->rounds > 1 || a->trace)
-    return bench_usage_error(train_usage, "--mode partitioned takes no --save, --resume, --rounds or --trace");
+    return bench_usage_error(train_usage(), "--mode partitioned takes no --save, --resume, --rounds or --trace");
   return 0;
 }
 
@@ -435,7 +435,7 @@ static int pt_open(pt_job *j, int argc, char **argv) {
   const train_pair *dp = NULL;
   for (int i = 0; i < np && !dp; i++)
     if (pairs[i].role == ROLE_DP) dp = &pairs[i];
-  if (!dp) return bench_usage_error(train_usage, "--mode partitioned needs a transport (tcp, ucx or mpi)");
+  if (!dp) return bench_usage_error(train_usage(), "--mode partitioned needs a transport (tcp, ucx or mpi)");
   j->algo = dp->algo;
   snprintf(j->tname, sizeof j->tname, "%s", dp->tname);
   snprintf(j->aname, sizeof j->aname, "%s", dp->aname);
@@ -444,11 +444,11 @@ static int pt_open(pt_job *j, int argc, char **argv) {
   j->rank = coll_boot_rank(j->boot);
   j->size = coll_boot_size(j->boot);
   if (j->size != a->parts)
-    return j->rank == 0 ? bench_usage_error(train_usage, "--mode partitioned --parts %ld trains a part a rank: "
+    return j->rank == 0 ? bench_usage_error(train_usage(), "--mode partitioned --parts %ld trains a part a rank: "
                                             "%d rank(s) here (-n %ld)", a->parts, j->size, a->parts) : 2;
   if (bench_rank_threads(j->boot, &a->threads, "train")) return 1;
   nn_data_spec spec;
-  if (nn_data_parse_spec(&spec, a->data, err, sizeof err)) return bench_usage_error(train_usage, "%s", err);
+  if (nn_data_parse_spec(&spec, a->data, err, sizeof err)) return bench_usage_error(train_usage(), "%s", err);
   if (nn_data_load(&j->train, &j->test, &spec, a->seed, err, sizeof err)) return bench_error("%s", err);
   if (spec.kind == NN_DATA_SYNTHETIC)
     snprintf(j->dname, sizeof j->dname, "synthetic:%dx%dx%d:%d:%lld", spec.c, spec.h, spec.w, spec.classes,
@@ -458,7 +458,7 @@ static int pt_open(pt_job *j, int argc, char **argv) {
   /* the widths against the data: a usage error, said once */
   if (nn_part_cut(a->model, j->train.c, j->train.h, j->train.w, j->train.classes, (int)a->parts, &j->cut,
                   &j->width, err, sizeof err))
-    return j->rank == 0 ? bench_usage_error(train_usage, "bad --model for --mode partitioned: %s", err) : 2;
+    return j->rank == 0 ? bench_usage_error(train_usage(), "bad --model for --mode partitioned: %s", err) : 2;
   if (nn_model_param_count(a->model, j->train.c, j->train.h, j->train.w, j->train.classes, &j->nparams, err,
                            sizeof err))
     return bench_error("%s", err);

@@ -27,26 +27,26 @@ int train_sweep_list(train_args *a, int dim, const char *flag, const char *list)
   int n = bench_split_list(list, items, TRAIN_SWEEP_MAX_ITEMS + 1, &store);
   int rc = 0;
   if (n < 1 || n > TRAIN_SWEEP_MAX_ITEMS)
-    rc = bench_usage_error(train_usage, "bad --%s '%s' (a comma list of 1 to %d values, no empty item)", flag, list,
+    rc = bench_usage_error(train_usage(), "bad --%s '%s' (a comma list of 1 to %d values, no empty item)", flag, list,
                            TRAIN_SWEEP_MAX_ITEMS);
   for (int i = 0; !rc && i < n; i++) {
     double v = 0;
     long l = 0;
     if (dim == SW_OPTIM) {
       int k = nn_optim_parse(items[i]);
-      if (k < 0) rc = bench_usage_error(train_usage, "bad --optimizer '%s' (sgd, adam or adamw)", items[i]);
+      if (k < 0) rc = bench_usage_error(train_usage(), "bad --optimizer '%s' (sgd, adam or adamw)", items[i]);
       v = k;
     } else if (sw_range[dim].whole) {
       if (bench_parse_int(items[i], (long)sw_range[dim].lo, (long)sw_range[dim].hi, &l))
-        rc = bench_usage_error(train_usage, "bad value '%s' for --%s (an integer %ld..%ld)", items[i], flag,
+        rc = bench_usage_error(train_usage(), "bad value '%s' for --%s (an integer %ld..%ld)", items[i], flag,
                                (long)sw_range[dim].lo, (long)sw_range[dim].hi);
       v = (double)l;
     } else if (bench_parse_double(items[i], sw_range[dim].lo, sw_range[dim].hi, &v)) {
-      rc = bench_usage_error(train_usage, "bad value '%s' for --%s (a number %g..%g)", items[i], flag,
+      rc = bench_usage_error(train_usage(), "bad value '%s' for --%s (a number %g..%g)", items[i], flag,
                              sw_range[dim].lo, sw_range[dim].hi);
     }
     for (int j = 0; !rc && j < i; j++)
-      if (a->sw.v[dim][j] == v) rc = bench_usage_error(train_usage, "--%s '%s': '%s' twice", flag, list, items[i]);
+      if (a->sw.v[dim][j] == v) rc = bench_usage_error(train_usage(), "--%s '%s': '%s' twice", flag, list, items[i]);
     if (!rc) a->sw.v[dim][i] = v;
   }
   free(store);

@@ -30,11 +30,11 @@
   X(F64_OPT, tcp_retrans) X(STR_OPT, pred_kind)
 
 /* colls.csv: the other collectives (reduce-scatter, all-gather, broadcast, all-to-all), one row
- * per (collective, transport, algorithm, dtype, op, size): allreduce.csv's columns after the
- * collective's name, then broadcast's root and all-to-all's imbalance (0: even counts). bytes
+ * per (collective, transport, algorithm, dtype, op, size): allreduce.csv's columns, then the
+ * collective's name, broadcast's root and all-to-all's imbalance (0: even counts). bytes
  * is nccl-tests' size: the whole vector (all-gather's output, reduce-scatter's input), the
  * broadcast buffer, or what one rank sends in all (all-to-all). */
-#define RES_COLLS_COLS(X) X(STR, coll) RES_ALLREDUCE_COLS(X) X(INT, root) X(F64, imbalance)
+#define RES_COLLS_COLS(X) RES_ALLREDUCE_COLS(X) X(STR, coll) X(INT, root) X(F64, imbalance)
 
 /* coll_ranks.csv: each rank's own time of a collective (the allreduce and the others), one row
  * per (collective, transport, algorithm, dtype, op, size, rank), barrier timing and several

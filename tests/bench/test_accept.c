@@ -657,6 +657,64 @@ static void write_train_run(const char *name) {
   res_table_close(t);
 }
 
+/* A train run whose steps (3 ranks x 10 measured steps of 100 ms, tcp ring) have rank `slow`
+ * arriving last: it waits 2 ms at the all-reduce while the others wait 30 ms (-1: all wait 3). */
+static void write_train_steps_run(const char *name, int slow) {
+  char dir[512], err[512];
+  write_train_run(name);
+  snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+  res_table *t = NULL;
+  assert_int_equal(res_table_open_schema(&t, dir, res_schema_train_steps(), err, sizeof err), 0);
+  for (int step = 1; step <= 12; step++)
+    for (int r = 0; r < 3; r++) {
+      res_train_steps_row q;
+      res_row_init(res_schema_train_steps(), &q);
+      char host[16];
+      snprintf(host, sizeof host, "node%d", r);
+      q.run_id = name;
+      q.rank = r;
+      q.host = host;
+      q.transport = "tcp";
+      q.algo = "ring";
+      q.step = step;
+      q.images = 32;
+      q.step_ms = 100 + (step % 3);
+      q.exposed_comm_ms = slow < 0 ? 3 : r == slow ? 2 : 30 + (step % 2);
+      q.warmup = step <= 2;
+      assert_int_equal(res_table_put(t, &q, err, sizeof err), 0);
+    }
+  res_table_close(t);
+}
+
+/* The rank the others wait for is named from the steps' waits, with its host; nobody where the
+ * waits are even. */
+static void test_cli_straggler(void **state) {
+  (void)state;
+  write_train_steps_run("tr-slow", 1);
+  write_train_steps_run("tr-even", -1);
+  assert_int_equal(tu_write(g_dir, "strag.yaml",
+                            "rules:\n  - name: img\n    run: train\n    metric: images_per_s\n    at_least: 100 images/s\n"),
+                   0);
+  accept_run("strag.yaml", "a-slow", "tr-slow", NULL, 0);
+  cJSON *o = accept_json("a-slow");
+  cJSON *sus = cJSON_GetObjectItem(o, "suspects");
+  assert_int_equal(cJSON_GetArraySize(sus), 1);
+  cJSON *s0 = cJSON_GetArrayItem(sus, 0);
+  assert_string_equal(cJSON_GetObjectItem(s0, "kind")->valuestring, "rank");
+  assert_string_equal(cJSON_GetObjectItem(s0, "host")->valuestring, "node1");
+  assert_int_equal(cJSON_GetObjectItem(s0, "rank")->valueint, 1);
+  const char *ev = cJSON_GetObjectItem(s0, "evidence")->valuestring;
+  if (!strstr(ev, "rank 1 (node1): the other ranks waited 30")) fail_msg("%s", ev);
+  cJSON_Delete(o);
+  char *txt = slurp_in("a-slow/suspects.txt");
+  assert_string_equal(txt, "node1\n");
+  free(txt);
+  accept_run("strag.yaml", "a-even", "tr-even", NULL, 0);
+  o = accept_json("a-even");
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "suspects")), 0);
+  cJSON_Delete(o);
+}
+
 /* allreduce's and train's figures: the size judged, the model's prediction, wrong elements. */
 static void test_cli_allreduce_train(void **state) {
   (void)state;
@@ -703,6 +761,7 @@ int main(void) {
       cmocka_unit_test(test_rules_every_kind), cmocka_unit_test(test_rules_refused), cmocka_unit_test(test_rules_examples),
       cmocka_unit_test(test_quantity),         cmocka_unit_test(test_hostlist),      cmocka_unit_test(test_outliers),
       cmocka_unit_test(test_cli_from),         cmocka_unit_test(test_cli_allreduce_train),
+      cmocka_unit_test(test_cli_straggler),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -324,6 +324,7 @@ static void test_colls_model(void **st) {
       {COLL_BCAST, COLL_ALGO_VDG, 4, 5e-6 + 6e-3},
       {COLL_BCAST, COLL_ALGO_CHAIN, 4, 6 * (1e-6 + 1e-3)}, /* 4 chunks of 1e6 */
       {COLL_ALLTOALL, COLL_ALGO_PAIRWISE, 4, 3e-6 + 3e-3},
+      {COLL_ALLTOALL, COLL_ALGO_BRUCK, 4, 2e-6 + 4e-3}, /* lg 4 steps of half the blocks each */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     double t = coll_colls_time(&m, cases[i].k, (coll_algo){cases[i].a, 0}, cases[i].p, (size_t)n, 1000000);
@@ -337,7 +338,9 @@ static void test_colls_model(void **st) {
   assert_int_equal(coll_colls_pick(&m, COLL_BCAST, 4, (size_t)n, 1000000).kind, COLL_ALGO_VDG);
   assert_int_equal(coll_colls_pick(&m, COLL_ALLGATHER, 8, 1000, 0).kind, COLL_ALGO_RD);
   assert_int_equal(coll_colls_pick(&m, COLL_ALLGATHER, 6, 1000, 0).kind, COLL_ALGO_BRUCK);
-  assert_int_equal(coll_colls_pick(&m, COLL_ALLTOALL, 6, 1000, 0).kind, COLL_ALGO_PAIRWISE);
+  /* all-to-all: Bruck's fewer steps for short blocks, pairwise's fewer bytes for long ones */
+  assert_int_equal(coll_colls_pick(&m, COLL_ALLTOALL, 6, 1000, 0).kind, COLL_ALGO_BRUCK);
+  assert_int_equal(coll_colls_pick(&m, COLL_ALLTOALL, 6, (size_t)n, 0).kind, COLL_ALGO_PAIRWISE);
 }
 
 static void test_parsing(void **st) {
