@@ -330,6 +330,76 @@ static void fit_check_print_fabrics(const fit_chk *c, size_t n, int nreps) {
   free(e);
 }
 
+/* The other collectives' formulas (coll_colls_time, from the all-reduce's fitted alpha, beta and
+ * gamma) on the check directories' colls.csv rows, every one held out: per collective and
+ * algorithm, the median and largest |error| and how many are within 10%. Nothing where no
+ * directory has such rows. */
+static void fit_check_colls(const res_costmodel *m, char **dirs, int ndirs, int64_t min_bytes) {
+  static const char *const names[COLL_NCOLLS] = {"reducescatter", "allgather", "bcast", "alltoall"};
+  typedef struct {
+    int kind;
+    char algo[32];
+    double err;
+  } fit_cerr;
+  fit_cerr *e = NULL;
+  size_t n = 0, cap = 0;
+  for (int d = 0; d < ndirs; d++) {
+    res_rows rows = {0};
+    char err[1024];
+    if (!res_table_exists(res_schema_colls(), dirs[d])) continue;
+    if (res_table_read(&rows, res_schema_colls(), dirs[d], err, sizeof err)) {
+      fprintf(stderr, "fabench: fit --check: %s\n", err);
+      continue;
+    }
+    const res_colls_row *r = rows.rows;
+    for (size_t i = 0; i < rows.n; i++) {
+      int k = 0;
+      while (k < COLL_NCOLLS && strcmp(r[i].coll, names[k])) k++;
+      coll_algo a;
+      const char *an = r[i].algo_ran && *r[i].algo_ran ? r[i].algo_ran : r[i].algo;
+      if (k == COLL_NCOLLS || r[i].errors || r[i].ranks < 2 || r[i].bytes < min_bytes || !(r[i].t_p50_us > 0) ||
+          coll_colls_algo_parse((coll_kind)k, an, &a) || a.kind == COLL_ALGO_NATIVE || a.kind == COLL_ALGO_AUTO)
+        continue;
+      const res_fabric_cost *fm = res_costmodel_find(m, r[i].fabric, r[i].transport, (int)r[i].host_count, r[i].topo_hash);
+      double pred = fm ? coll_colls_time(&fm->m, (coll_kind)k, a, (int)r[i].ranks, (size_t)r[i].bytes,
+                                         (size_t)r[i].chunk_bytes) * 1e6
+                       : NAN;
+      if (!(pred > 0) || !isfinite(pred)) continue;
+      if (n == cap) {
+        fit_cerr *g = realloc(e, (cap = cap ? 2 * cap : 64) * sizeof *e);
+        if (!g) break;
+        e = g;
+      }
+      e[n].kind = k;
+      snprintf(e[n].algo, sizeof e[n].algo, "%s", an);
+      e[n++].err = (r[i].t_p50_us - pred) / pred;
+    }
+    res_rows_free(&rows);
+  }
+  if (n) printf("# the other collectives: their formulas on the all-reduce's fit, every row held out\n"
+                "# %-14s %-10s %5s %12s %12s %10s\n", "collective", "algo", "rows", "median |err|", "worst |err|",
+                "within 10%");
+  for (int k = 0; k < COLL_NCOLLS; k++)
+    for (size_t i = 0; i < n; i++) {
+      if (e[i].kind != k || !e[i].algo[0]) continue;
+      double v[4096];
+      int m2 = 0, in10 = 0;
+      char algo[32];
+      snprintf(algo, sizeof algo, "%s", e[i].algo);
+      for (size_t j = i; j < n && m2 < 4096; j++)
+        if (e[j].kind == k && !strcmp(e[j].algo, algo)) {
+          v[m2] = fabs(e[j].err);
+          in10 += v[m2++] <= 0.10;
+          e[j].algo[0] = '\0'; /* counted */
+        }
+      double worst = 0;
+      for (int j = 0; j < m2; j++) worst = v[j] > worst ? v[j] : worst;
+      printf("  %-14s %-10s %5d %11.1f%% %11.1f%% %5d/%d\n", names[k], algo, m2, 100 * util_median(v, (size_t)m2),
+             100 * worst, in10, m2);
+    }
+  free(e);
+}
+
 /* Predicts every all-reduce row of the check directories and prints the errors: per fabric,
  * transport, ranks and algorithm a line of errors by size, then per fabric and transport the
  * median and largest |error| and how many are within 10%; with repeat directories, also how much
@@ -347,6 +417,7 @@ static int fit_check(const res_costmodel *m, char **dirs, int ndirs, char **reps
     qsort(k.c, k.n, sizeof *k.c, fit_chk_cmp);
     fit_check_print_sizes(k.c, k.n);
     fit_check_print_fabrics(k.c, k.n, nreps);
+    fit_check_colls(m, dirs, ndirs, min_bytes);
   }
   free(k.c);
   res_rows_free(&k.ar);

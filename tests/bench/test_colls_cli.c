@@ -166,6 +166,34 @@ static void test_telemetry(void **st) {
   }
 }
 
+/* fit --check prices the other collectives' rows by their formulas on the all-reduce's fit. */
+static void test_fit_check(void **st) {
+  (void)st;
+  char dir[] = "/tmp/fbtestcollfitXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char ar[300], ag[300], m[300];
+  snprintf(ar, sizeof ar, "%s/ar", dir);
+  snprintf(ag, sizeof ag, "%s/ag", dir);
+  snprintf(m, sizeof m, "%s/m", dir);
+  run_result *r = calloc(1, sizeof *r);
+  cli_run(r, 60, NULL, NULL, -1, NULL,
+          (char *[]){"allreduce", "-n", "2", "--transport", "tcp", "--algo", "ring", "--min-bytes", "1K", "--max-bytes",
+                     "1M", "--step-factor", "4", "--iters", "5", "--telemetry-hz", "0", "--out", ar, NULL});
+  assert_int_equal(r->status, 0);
+  cli_run(r, 60, NULL, NULL, -1, NULL,
+          (char *[]){"allgather", "-n", "2", "--transport", "tcp", "--algo", "ring,bruck", "--min-bytes", "1K",
+                     "--max-bytes", "1M", "--step-factor", "4", "--iters", "5", "--telemetry-hz", "0", "--out", ag, NULL});
+  assert_int_equal(r->status, 0);
+  cli_run(r, 60, NULL, NULL, -1, NULL, (char *[]){"fit", ar, "--out", m, NULL});
+  if (r->status != 0) fail_msg("fit: %s", r->err);
+  cli_run(r, 60, NULL, NULL, -1, NULL, (char *[]){"fit", "--model", m, "--check", ar, "--check", ag, NULL});
+  if (r->status != 0 || !strstr(r->out, "# the other collectives") || !strstr(r->out, "  allgather      ring") ||
+      !strstr(r->out, "  allgather      bruck"))
+    fail_msg("fit --check: status %d\n%s\n%s", r->status, r->out, r->err);
+  free(r);
+  assert_int_equal(tu_rmtree(dir), 0);
+}
+
 static void expect_usage_error(const char *cmd, char *const args[], const char *needle) {
   run_result *r = calloc(1, sizeof *r);
   cli_run(r, 30, cmd, NULL, -1, NULL, args);
@@ -217,6 +245,7 @@ int main(void) {
       cmocka_unit_test(test_reducescatter), cmocka_unit_test(test_allgather), cmocka_unit_test(test_bcast),
       cmocka_unit_test(test_alltoall),      cmocka_unit_test(test_mpi_native), cmocka_unit_test(test_nccl_native),
       cmocka_unit_test(test_flags),         cmocka_unit_test(test_telemetry),
+      cmocka_unit_test(test_fit_check),
       cmocka_unit_test(test_killed_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
