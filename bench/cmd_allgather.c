@@ -45,7 +45,8 @@ const bench_coll bench_coll_allgather = {
     .kind = COLL_ALLGATHER,
     .algos = "ring,rd,bruck,native",
     .algo_help = "ring,rd (recursive doubling; a power of two of ranks, else ring),bruck,hier (inside "
-                 "hosts, then across them; hosts of equal rank counts, else ring),native,auto",
+                 "hosts, then across them; hosts of equal rank counts, else ring),direct (the peers' mapped copies read "
+                 "in place: ucx, one host; else ring),native,auto",
     .blocks = 1,
     .busbw = ag_busbw,
     .shape = ag_shape,

@@ -85,7 +85,8 @@ static size_t a2a_check(const bench_coll_shape *s, const void *recv, size_t *fir
 static int a2a_algo(const char *s, coll_algo *a) { return coll_colls_algo_parse(COLL_ALLTOALL, s, a); }
 
 static const char *a2a_unsupported(coll_algo a, double imbalance) {
-  return a.kind == COLL_ALGO_BRUCK && imbalance > 0 ? "bruck takes even counts only (--imbalance 0)" : NULL;
+  if (imbalance > 0 && a.kind == COLL_ALGO_BRUCK) return "bruck takes even counts only (--imbalance 0)";
+  return imbalance > 0 && a.kind == COLL_ALGO_DIRECT ? "direct takes even counts only (--imbalance 0)" : NULL;
 }
 
 const bench_coll bench_coll_alltoall = {
@@ -93,7 +94,8 @@ const bench_coll bench_coll_alltoall = {
     .what = "all-to-all",
     .kind = COLL_ALLTOALL,
     .algos = "pairwise,bruck,native",
-    .algo_help = "pairwise,bruck (even counts only),native,auto",
+    .algo_help = "pairwise,bruck (even counts only),direct (the peers' mapped copies read in place: ucx, "
+                 "one host; else pairwise; even counts only),native,auto",
     .varies = 1,
     .blocks = 1,
     .busbw = a2a_busbw,

@@ -38,7 +38,8 @@ const bench_coll bench_coll_reducescatter = {
     .kind = COLL_REDUCE_SCATTER,
     .algos = "ring,rhd,native",
     .algo_help = "ring,rhd (recursive halving; a power of two of ranks, else ring),hier (inside hosts, "
-                 "then across them; hosts of equal rank counts, else ring),native,auto",
+                 "then across them; hosts of equal rank counts, else ring),direct (the peers' mapped copies read in "
+                 "place: ucx, one host; else ring),native,auto",
     .reduces = 1,
     .blocks = 1,
     .busbw = rs_busbw,

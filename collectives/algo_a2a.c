@@ -3,7 +3,9 @@
  *             has one partner each way a step and every pair meets once; a rank's own part is a
  *             copy. Parts of zero elements send nothing (both ends know the count);
  *   bruck (equal counts only, coll_alltoall): ceil(lg n) steps instead of n - 1, each moving
- *             about half the blocks: fewer start-ups for short blocks, more bytes. */
+ *             about half the blocks: fewer start-ups for short blocks, more bytes;
+ *   direct (equal counts only): the peers' mapped copies read in place (algo_direct.c), else
+ *             pairwise. */
 #include <stdlib.h>
 
 #include "algo_plan.h"
@@ -12,8 +14,9 @@ int coll_alltoallv(coll_comm *c, const void *sendbuf, const size_t *scounts, con
                    void *recvbuf, const size_t *rcounts, const size_t *rdispls, coll_dtype dt,
                    coll_algo algo, coll_algo *ran, coll_err *e) {
   if (coll_colls_begin(c, COLL_ALLTOALL, algo, dt, e) != 0) return -1;
-  if (algo.kind == COLL_ALGO_BRUCK)
-    return coll_colls_end(c, coll_fail(e, "rank %d: all-to-allv: bruck takes equal counts only (coll_alltoall)", c->rank), e);
+  if (algo.kind == COLL_ALGO_BRUCK || algo.kind == COLL_ALGO_DIRECT)
+    return coll_colls_end(c, coll_fail(e, "rank %d: all-to-allv: %s takes equal counts only (coll_alltoall)", c->rank,
+                                       algo.kind == COLL_ALGO_BRUCK ? "bruck" : "direct"), e);
   coll_algo a = {algo.kind == COLL_ALGO_NATIVE ? COLL_ALGO_NATIVE : COLL_ALGO_PAIRWISE, 0};
   if (ran) *ran = a;
   if (a.kind == COLL_ALGO_NATIVE)
@@ -71,6 +74,14 @@ int coll_alltoall(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count
   int n = c->size;
   size_t es = coll_dtype_size(dt);
   if (algo.kind == COLL_ALGO_AUTO) algo = coll_colls_pick(&c->model, COLL_ALLTOALL, n, count * es * (size_t)n, c->chunk_bytes);
+  if (algo.kind == COLL_ALGO_DIRECT) {
+    if (coll_colls_begin(c, COLL_ALLTOALL, algo, dt, e) != 0) return -1;
+    if (ran) *ran = algo;
+    int rc = count ? coll_a2a_direct(c, sendbuf, recvbuf, count * es, e) : 0;
+    if (rc != 1) return coll_colls_end(c, rc, e);
+    coll_colls_end(c, 0, e);
+    algo = (coll_algo){COLL_ALGO_PAIRWISE, 0}; /* not every rank's copy can be read here */
+  }
   if (algo.kind != COLL_ALGO_BRUCK) { /* pairwise and native: the v call with equal counts */
     size_t *v = malloc(4 * (size_t)n * sizeof *v);
     if (!v) return coll_fail(e, "rank %d: out of memory", c->rank);

@@ -115,6 +115,12 @@ int coll_broadcast(coll_comm *c, void *buf, size_t count, coll_dtype dt, int roo
   if (ran) *ran = a;
   if (a.kind == COLL_ALGO_NATIVE) return coll_colls_end(c, c->tp->ops->bcast(c->tp, buf, count, dt, root, e), e);
   if (c->size == 1 || bytes == 0) return coll_colls_end(c, 0, e);
+  if (a.kind == COLL_ALGO_DIRECT) {
+    int rc = coll_bcast_direct(c, buf, bytes, root, e);
+    if (rc != 1) return coll_colls_end(c, rc, e);
+    a.kind = COLL_ALGO_TREE; /* not every rank's copy can be read here */
+    if (ran) *ran = a;
+  }
   int rc = a.kind == COLL_ALGO_CHAIN ? bc_chain(c, buf, bytes, root, e)
            : a.kind == COLL_ALGO_VDG ? bc_vdg(c, buf, bytes, root, e)
                                      : bc_tree(c, buf, bytes, root, e);

@@ -10,7 +10,6 @@
  * other's messages. */
 #include "algo_plan.h"
 
-#define COLL_HIER_MAPPED_MAX 64 /* ranks on one host that may read each other's copies */
 
 /* One ring phase inside the host, on the view of its ranks (c->rank = j, c->size = L) and
  * "super-blocks": super-block i is the blocks this host's local rank i owns (i, i + L, ...).
@@ -61,44 +60,15 @@ int coll_ring_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, co
  * copies the owners' final blocks out of their copies. Three rounds of tokens order it: at the
  * start (inputs in place, same place everywhere), after step 2 (blocks final), at the end
  * (nobody reads this copy any more). A rank writes only its own blocks before the end. */
-typedef struct {
-  uint64_t mapped, where[2];
-} hier_place;
-
-/* One round: `mine` (sz bytes) to every other rank of the view, theirs into all + i * sz. */
-static int hier_tokens(coll_comm *c, const void *mine, unsigned char *all, size_t sz, uint32_t step,
-                       coll_err *e) {
-  coll_reqset rs;
-  if (coll_reqset_init(&rs, c, 2 * c->size, e) != 0) return -1;
-  for (int i = 0; i < c->size; i++) {
-    if (i == c->rank) continue;
-    if (coll_reqset_recv(&rs, i, all + (size_t)i * sz, sz, coll_tag(c, step), e) != 0 ||
-        coll_reqset_send(&rs, i, mine, sz, coll_tag(c, step), e) != 0)
-      return -1;
-  }
-  return coll_reqset_wait(&rs, e);
-}
-
 /* The start's round: 1 where every rank of the host passed the same place of mapped memory
  * (then the phases read), 0 where none did (they send messages), -1 on a mix. */
 static int hier_mapped(coll_comm *c, unsigned char *buf, size_t bytes, coll_err *e) {
-  hier_place me = {0}, all[COLL_HIER_MAPPED_MAX];
-  if (c->size > COLL_HIER_MAPPED_MAX) return 0;
-  me.mapped = bytes && coll_host_ptr(c, c->rank, buf, bytes, me.where) != NULL;
-  if (hier_tokens(c, &me, (unsigned char *)all, sizeof me, 0, e) != 0) return -1;
-  int n = 0;
-  for (int i = 0; i < c->size; i++) {
-    const hier_place *p = i == c->rank ? &me : &all[i];
-    n += p->mapped != 0;
-    if (p->mapped && me.mapped && (p->where[0] != me.where[0] || p->where[1] != me.where[1]))
-      return coll_fail(e, "rank %d (%s): hier: ranks on this host passed different places of mapped memory "
-                       "(every rank must pass the same place of coll_mem_alloc memory)",
-                       c->world_rank, c->hosts[c->world_rank]);
-  }
-  if (n == 0 || n == c->size) return n == c->size;
-  return coll_fail(e, "rank %d (%s): hier: %d of the %d ranks on this host passed mapped memory "
-                   "(every rank must pass the same place of coll_mem_alloc memory)",
-                   c->world_rank, c->hosts[c->world_rank], n, c->size);
+  int rc = coll_mapped_same(c, buf, bytes, 0, e);
+  if (rc == -2)
+    return coll_fail(e, "rank %d (%s): hier: ranks on this host passed different places of mapped memory, or "
+                     "some mapped memory and some not (every rank must pass the same place of coll_mem_alloc "
+                     "memory)", c->world_rank, c->hosts[c->world_rank]);
+  return rc;
 }
 
 /* Step 1 (ag 0: each owned block += every peer's copy of it, peers in turn from the next) or
@@ -144,7 +114,7 @@ int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
   uint32_t base = c->seq;
   coll_comm *in = c->intra ? c->intra : c; /* the host's phases' transport */
   int mapped = 0;
-  unsigned char tok = 1, toks[COLL_HIER_MAPPED_MAX];
+  unsigned char tok = 1, toks[COLL_MAPPED_MAX];
   if (in != c) rc = hier_flush(c, e); /* what an earlier call on c left buffered */
   if (rc == 0 && L > 1) { /* 1 */
     in->seq = base;
@@ -171,9 +141,9 @@ int coll_ar_hier(coll_comm *c, void *vbuf, size_t count, coll_dtype dt, coll_op 
   if (rc == 0 && L > 1) { /* 3 */
     coll_view_set(in, order + start[h], L, j);
     if (mapped == 1) {
-      rc = hier_tokens(in, &tok, toks, 1, 0, e);
+      rc = coll_tokens(in, &tok, toks, 1, 0, e);
       if (rc == 0) rc = hier_phase_mapped(in, buf, count, lmax, dt, op, 1, e);
-      if (rc == 0) rc = hier_tokens(in, &tok, toks, 1, 1, e);
+      if (rc == 0) rc = coll_tokens(in, &tok, toks, 1, 1, e);
     } else {
       rc = coll_ring_phase(in, buf, count, lmax, dt, op, 1, e);
     }

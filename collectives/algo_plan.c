@@ -205,3 +205,35 @@ int coll_fold_out(coll_comm *c, const coll_fold *f, coll_reqset *rs, void *buf, 
                           : coll_reqset_send(rs, c->rank - 1, buf, bytes, coll_tag(c, back), e);
   return rc != 0 || coll_reqset_wait(rs, e) != 0 ? -1 : 0;
 }
+
+int coll_tokens(coll_comm *c, const void *mine, unsigned char *all, size_t sz, uint32_t step, coll_err *e) {
+  coll_reqset rs;
+  if (coll_reqset_init(&rs, c, 2 * c->size, e) != 0) return -1;
+  for (int i = 0; i < c->size; i++) {
+    if (i == c->rank) continue;
+    if (coll_reqset_recv(&rs, i, all + (size_t)i * sz, sz, coll_tag(c, step), e) != 0 ||
+        coll_reqset_send(&rs, i, mine, sz, coll_tag(c, step), e) != 0)
+      return -1;
+  }
+  return coll_reqset_wait(&rs, e);
+}
+
+/* What a rank says of its buffer in coll_mapped_same's round. */
+typedef struct {
+  uint64_t mapped, where[2];
+} coll_place;
+
+int coll_mapped_same(coll_comm *c, const void *buf, size_t bytes, uint32_t step, coll_err *e) {
+  coll_place me = {0}, all[COLL_MAPPED_MAX];
+  if (c->size > COLL_MAPPED_MAX) return 0;
+  me.mapped = bytes && coll_host_ptr(c, c->rank, buf, bytes, me.where) != NULL;
+  if (coll_tokens(c, &me, (unsigned char *)all, sizeof me, step, e) != 0) return -1;
+  int n = 0, same = 1;
+  for (int i = 0; i < c->size; i++) {
+    const coll_place *p = i == c->rank ? &me : &all[i];
+    n += p->mapped != 0;
+    same &= !p->mapped || !me.mapped || (p->where[0] == me.where[0] && p->where[1] == me.where[1]);
+  }
+  if (n == c->size && same) return 1;
+  return n == 0 ? 0 : -2;
+}

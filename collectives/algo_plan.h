@@ -72,6 +72,23 @@ int coll_reqset_wait(coll_reqset *s, coll_err *e);
  * "super-block" is blocks i, i + size, ...; after size - 1 steps rank i holds its super-block
  * reduced (ag 0) or every super-block (ag 1). hier's phases inside a host and the
  * reduce-scatter's and all-gather's ring (algo_hier.c). */
+/* A round of small tokens: `mine` (sz bytes) to every other rank of c (its view), theirs into
+ * all + i x sz; under c's seq and this step's tag. */
+int coll_tokens(coll_comm *c, const void *mine, unsigned char *all, size_t sz, uint32_t step, coll_err *e);
+/* The most ranks whose mapped copies one round compares. */
+#define COLL_MAPPED_MAX 64
+/* One round of tokens: 1 where every rank of c passed the same place of memory its peers on this
+ * host map (coll_host_ptr: then each may read the others' copies in place), 0 where none did,
+ * -2 where some did or the places differ, -1 on a failed round. */
+int coll_mapped_same(coll_comm *c, const void *buf, size_t bytes, uint32_t step, coll_err *e);
+/* The collectives by direct reads of the peers' mapped copies (algo_direct.c), where every rank
+ * is on one host and coll_mapped_same says 1; 1 (not done: the caller runs its fallback, every
+ * rank alike) where that is not so; 0 done; -1 failed. */
+int coll_ag_direct(coll_comm *c, const void *sendbuf, void *recvbuf, size_t bb, coll_err *e);
+int coll_rs_direct(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count, coll_dtype dt, coll_op op,
+                   coll_err *e);
+int coll_bcast_direct(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e);
+int coll_a2a_direct(coll_comm *c, const void *sendbuf, void *recvbuf, size_t bb, coll_err *e);
 /* Two-level reduce-scatter and all-gather (algo_rsag_hier.c): fits where every host has as many
  * ranks (outside a group view); else the caller runs the flat ring. */
 int coll_rsag_hier_fits(const coll_comm *c);

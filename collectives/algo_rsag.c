@@ -8,7 +8,8 @@
  *         rank ^ mask: fewer start-ups for short vectors;
  *   bruck (all-gather, any n): ceil(lg n) steps of 1, 2, 4, ... blocks to rank - 2^k, then one
  *         rotation into place;
- *   hier: inside hosts, then across them (algo_rsag_hier.c).
+ *   hier: inside hosts, then across them (algo_rsag_hier.c);
+ *   direct: the peers' mapped copies read in place (algo_direct.c), else the ring.
  * Each block is reduced on one rank only, so a reduce-scatter has one result per block. */
 #include "algo_plan.h"
 
@@ -57,6 +58,12 @@ int coll_reduce_scatter(coll_comm *c, const void *sendbuf, void *recvbuf, size_t
   if (a.kind == COLL_ALGO_NATIVE)
     return coll_colls_end(c, c->tp->ops->reduce_scatter(c->tp, sendbuf, recvbuf, count, dt, op, e), e);
   const unsigned char *in = sendbuf;
+  if (a.kind == COLL_ALGO_DIRECT && count) {
+    int rc = coll_rs_direct(c, sendbuf, recvbuf, count, dt, op, e);
+    if (rc != 1) return coll_colls_end(c, rc, e);
+    a.kind = COLL_ALGO_RING; /* not every rank's copy can be read here */
+    if (ran) *ran = a;
+  }
   if (a.kind == COLL_ALGO_HIER && c->size > 1 && count)
     return coll_colls_end(c, coll_rs_hier(c, sendbuf, recvbuf, count, dt, op, e), e);
   if (c->size == 1 || count == 0) {
@@ -121,6 +128,12 @@ int coll_allgather(coll_comm *c, const void *sendbuf, void *recvbuf, size_t coun
   unsigned char *out = recvbuf;
   if (count == 0) return coll_colls_end(c, 0, e);
   if (a.kind == COLL_ALGO_HIER && c->size > 1) return coll_colls_end(c, coll_ag_hier(c, sendbuf, recvbuf, count, dt, e), e);
+  if (a.kind == COLL_ALGO_DIRECT) {
+    int rc = coll_ag_direct(c, sendbuf, recvbuf, bb, e);
+    if (rc != 1) return coll_colls_end(c, rc, e);
+    a.kind = COLL_ALGO_RING; /* not every rank's copy can be read here */
+    if (ran) *ran = a;
+  }
   if (c->size == 1 || a.kind != COLL_ALGO_BRUCK) coll_ccopy(c, out + (size_t)c->rank * bb, sendbuf, bb);
   if (c->size == 1) return coll_colls_end(c, 0, e);
   int rc = a.kind == COLL_ALGO_BRUCK ? ag_bruck(c, sendbuf, out, bb, e)

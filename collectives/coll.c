@@ -32,7 +32,7 @@ static const char *const coll_op_names[COLL_NOPS] = {"sum", "prod", "min", "max"
 static const char *const coll_transport_names[COLL_NTRANSPORTS] = {"tcp", "mpi", "ucx", "nccl"};
 static const char *const coll_algo_names[COLL_NALGOS] = {"ring", "rhd", "rd",   "tree", "dtree",
                                                          "ps",   "native", "auto", "hier",
-                                                         "bruck", "chain", "vdg", "pairwise"};
+                                                         "bruck", "chain", "vdg", "pairwise", "direct"};
 
 size_t coll_dtype_size(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_sizes[dt] : 0; }
 const char *coll_dtype_name(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_names[dt] : "?"; }
@@ -566,7 +566,7 @@ int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op
 
 int coll_colls_algo(coll_kind k, coll_algo a) {
   coll_algo_kind x = a.kind;
-  if (x == COLL_ALGO_NATIVE) return k < COLL_NCOLLS; /* where the transport's library has it */
+  if (x == COLL_ALGO_NATIVE || x == COLL_ALGO_DIRECT) return k < COLL_NCOLLS; /* native: where the library has it */
   switch (k) {
   case COLL_REDUCE_SCATTER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RHD || x == COLL_ALGO_HIER;
   case COLL_ALLGATHER:

@@ -180,7 +180,7 @@ typedef enum {
   COLL_ALGO_RING, COLL_ALGO_RHD, COLL_ALGO_RD, COLL_ALGO_TREE, COLL_ALGO_DTREE,
   COLL_ALGO_PS, COLL_ALGO_NATIVE, COLL_ALGO_AUTO, COLL_ALGO_HIER,
   /* the other collectives' own (coll_colls_algo says which collective runs which) */
-  COLL_ALGO_BRUCK, COLL_ALGO_CHAIN, COLL_ALGO_VDG, COLL_ALGO_PAIRWISE, COLL_NALGOS
+  COLL_ALGO_BRUCK, COLL_ALGO_CHAIN, COLL_ALGO_VDG, COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT, COLL_NALGOS
 } coll_algo_kind;
 typedef struct {
   coll_algo_kind kind;
@@ -205,6 +205,10 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
  *   broadcast:      tree (binomial), chain (pipelined in the communicator's chunks), vdg
  *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn), auto
  *   all-to-all(v):  pairwise, bruck (all-to-all only: equal counts), auto
+ *   every one:      direct (all-to-all only: equal counts): each rank reads what it needs from its
+ *                   peers' copies in place, where every rank is on one host and passed the same
+ *                   place of memory they map (coll_mem_alloc over ucx); elsewhere the ring (the
+ *                   tree, pairwise) runs
  * and native where the transport's library has its own (mpi: MPI_Reduce_scatter_block,
  * MPI_Allgather, MPI_Bcast, MPI_Alltoallv; nccl: ncclReduceScatter, ncclAllGather,
  * ncclBroadcast, and ncclSend/ncclRecv in one group for the all-to-allv).

@@ -29,8 +29,8 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 transports=tcp,mpi
 ldd "$fabench" | grep -q libucp && transports=tcp,ucx,mpi  # ucx where it is built in
-declare -A algos=([reducescatter]=ring,rhd,native [allgather]=ring,rd,bruck,native
-                  [bcast]=tree,chain,vdg,native [alltoall]=pairwise,bruck,native)
+declare -A algos=([reducescatter]=ring,rhd,direct,native [allgather]=ring,rd,bruck,direct,native
+                  [bcast]=tree,chain,vdg,direct,native [alltoall]=pairwise,bruck,direct,native)
 for n in ${ranks//,/ }; do
   for c in reducescatter allgather bcast alltoall; do
     echo "bench-colls: $c -n $n over $transports" >&2

@@ -19,6 +19,10 @@ foreach(_coll rs ag)
   fabench_colls_test(tcp ${_coll} hier --layouts AABB,AAABBB,ABAB,ABCABC,AABBB,AAAA --big 1031)
   set_tests_properties(coll_${_coll}_tcp_hier PROPERTIES TIMEOUT 600)
 endforeach()
+# direct over tcp: no rank maps another's memory, so the ring (the tree, pairwise) runs instead
+foreach(_coll rs ag bcast a2a)
+  fabench_colls_test(tcp ${_coll} direct --mapped no)
+endforeach()
 # MPI's own (native) beside its transport's messages under fabench's algorithms
 if(FABENCH_HAVE_MPI)
   foreach(_c rs:native ag:native bcast:native a2a:native rs:ring bcast:vdg)
@@ -31,6 +35,12 @@ if(FABENCH_HAVE_MPI)
   endforeach()
 endif()
 if(FABENCH_BUILD_UCX)
+  # direct: on shared memory with buffers the peers map, every rank reads in place; over UCX's
+  # tcp they cannot map them and it falls back to messages
+  foreach(_coll rs ag bcast a2a)
+    fabench_colls_test(ucx ${_coll} direct --ranks 2,3,5 --mem comm --mapped yes)
+    set_tests_properties(coll_${_coll}_ucx_direct PROPERTIES ENVIRONMENT "UCX_TLS=sm,self")
+  endforeach()
   foreach(_c rs:ring ag:bruck bcast:vdg a2a:pairwise a2a:bruck)
     string(REPLACE ":" ";" _p ${_c})
     list(GET _p 0 _coll)

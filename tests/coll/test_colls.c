@@ -7,8 +7,10 @@
  * come back unchanged, and what ran is what was asked (rhd/rd off a power of two: the ring).
  * --layouts AABB,ABAB,...: instead of rank counts, groups whose ranks report hosts (FABENCH_HOST)
  * by letter, for hier (hosts of unequal rank counts run the ring, and say so).
+ * --mem comm: the buffers from coll_mem_alloc; --mapped yes|no: direct must read the peers'
+ * copies in place (ucx on shared memory), or must fall back (elsewhere).
  * usage: test_colls --transport T --coll rs|ag|bcast|a2a --algo A [--ranks 1,2,...]
- *                   [--layouts L,...] [--big N] */
+ *                   [--layouts L,...] [--big N] [--mem comm] [--mapped yes|no] */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +29,8 @@
 typedef struct {
   const char *transport, *coll, *algo;
   size_t big;
+  int mem_comm; /* buffers from coll_mem_alloc (ucx: memory the peers on this host map) */
+  int mapped;   /* direct must read in place (1), must fall back (0), or either (-1) */
 } colls_cfg;
 static colls_cfg cfg_g;
 
@@ -87,7 +91,8 @@ static int one_rank(const colls_cfg *cfg) {
   int n = coll_comm_size(c), me = coll_comm_rank(c), fails = 0;
   int pow2 = (n & (n - 1)) == 0;
   size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big}, maxc = 3 * cfg->big * (size_t)n + 64;
-  unsigned char *sb = malloc(maxc * 8), *rb = malloc(maxc * 8), *keep = malloc(maxc * 8);
+  unsigned char *sb = cfg->mem_comm ? coll_mem_alloc(c, maxc * 8, &e) : malloc(maxc * 8);
+  unsigned char *rb = cfg->mem_comm ? coll_mem_alloc(c, maxc * 8, &e) : malloc(maxc * 8), *keep = malloc(maxc * 8);
   double *want = malloc(maxc * sizeof *want);
   size_t *sc = calloc((size_t)n, sizeof *sc), *sd = calloc((size_t)n, sizeof *sd);
   size_t *rc = calloc((size_t)n, sizeof *rc), *rd = calloc((size_t)n, sizeof *rd);
@@ -126,7 +131,8 @@ static int one_rank(const colls_cfg *cfg) {
           }
         } else { /* a2a: the data rank p sends rank q starts at element p*1000 + q*100000 of p's values */
           size_t st = 0, rt = 0;
-          int even = algo.kind == COLL_ALGO_BRUCK; /* the all-to-all of equal blocks (coll_alltoall) */
+          /* the all-to-all of equal blocks (coll_alltoall) */
+          int even = algo.kind == COLL_ALGO_BRUCK || algo.kind == COLL_ALGO_DIRECT;
           for (int q = 0; q < n; q++) {
             sc[q] = even ? cnt : a2a_count(me, q, cnt, ci), sd[q] = st, st += sc[q];
             rc[q] = even ? cnt : a2a_count(q, me, cnt, ci), rd[q] = rt, rt += rc[q];
@@ -147,12 +153,21 @@ static int one_rank(const colls_cfg *cfg) {
         coll_algo_kind want_kind = algo.kind;
         if ((want_kind == COLL_ALGO_RHD || want_kind == COLL_ALGO_RD) && !pow2) want_kind = COLL_ALGO_RING;
         if (want_kind == COLL_ALGO_HIER && !layout_even(getenv("TEST_COLLS_LAYOUT"))) want_kind = COLL_ALGO_RING;
+        /* direct reads in place where asked to (--mapped yes), else falls back to the ring (the
+         * tree, pairwise); a single rank or nothing to move: whatever it says */
+        int fallback = !strcmp(k, "bcast") ? COLL_ALGO_TREE : !strcmp(k, "a2a") ? COLL_ALGO_PAIRWISE : COLL_ALGO_RING;
+        if (want_kind == COLL_ALGO_DIRECT && cfg->mapped >= 0 && n > 1 && cnt > 0)
+          want_kind = cfg->mapped ? COLL_ALGO_DIRECT : (coll_algo_kind)fallback;
+        else if (want_kind == COLL_ALGO_DIRECT && ran.kind == (coll_algo_kind)fallback)
+          want_kind = ran.kind;
         if (!rcall && algo.kind != COLL_ALGO_AUTO && ran.kind != want_kind) {
           fprintf(stderr, "rank %d: %s ran algorithm %d, asked %s\n", me, k, (int)ran.kind, cfg->algo);
           fails++;
         }
       }
-  free(sb), free(rb), free(keep), free(want), free(sc), free(sd), free(rc), free(rd);
+  if (cfg->mem_comm) coll_mem_free(c, sb), coll_mem_free(c, rb);
+  else free(sb), free(rb);
+  free(keep), free(want), free(sc), free(sd), free(rc), free(rd);
   coll_comm_close(c);
   coll_boot_close(b);
   return fails ? 1 : 0;
@@ -214,7 +229,7 @@ static void test_group(void **state) {
 
 int main(int argc, char **argv) {
   colls_cfg *cfg = &cfg_g;
-  *cfg = (colls_cfg){.transport = "tcp", .coll = "rs", .algo = "ring", .big = 4099};
+  *cfg = (colls_cfg){.transport = "tcp", .coll = "rs", .algo = "ring", .big = 4099, .mapped = -1};
   const char *ranks = "1,2,3,5,8", *layouts = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--layouts")) layouts = argv[i + 1];
@@ -223,6 +238,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--algo")) cfg->algo = argv[i + 1];
     else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
     else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--mem")) cfg->mem_comm = !strcmp(argv[i + 1], "comm");
+    else if (!strcmp(argv[i], "--mapped")) cfg->mapped = !strcmp(argv[i + 1], "yes");
   }
   if (getenv("TEST_COLLS_CHILD")) return one_rank(cfg);
   ssize_t l = readlink("/proc/self/exe", self_g, sizeof self_g - 1);
