@@ -3,13 +3,13 @@
 # committed corpus, then fuzzes each target for SECONDS from a scratch copy of its corpus (the
 # repository's corpus is not changed; findings go to build-fuzz/findings/). Exit status 1 on a
 # finding. CI runs it with 10 s per target (.ci/run).
-#   scripts/fuzz.sh [SECONDS] [TARGET...]      targets: idx cifar ckpt tcp boot topo rundir
+#   scripts/fuzz.sh [SECONDS] [TARGET...]      targets: idx cifar ckpt tcp boot topo rundir accept
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(idx cifar ckpt tcp boot topo rundir)
+[ ${#targets[@]} -gt 0 ] || targets=(idx cifar ckpt tcp boot topo rundir accept)
 
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABENCH_FUZZ=ON >/dev/null
