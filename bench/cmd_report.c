@@ -453,7 +453,7 @@ static void rp_train(rp_ctx *x) {
   fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms_mean,step_ms_pred,"
              "exposed_comm_ms_pred\n");
   size_t nimg = 0;
-  fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step p50 (ms) | exposed comm (ms) | predicted step (ms) | predicted exposed (ms) | error of the mean step | fabric eff. |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step p50 (ms) | exposed comm (ms) | predicted step (ms) | predicted exposed (ms) | error of the mean step | fabric eff. | bound |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
     const char *kind;
@@ -492,9 +492,14 @@ static void rp_train(rp_ctx *x) {
       fprintf(x->md, "- | - | - | ");
     }
     if (isfinite(r->fabric_eff))
-      fprintf(x->md, "%.3f |\n", r->fabric_eff);
+      fprintf(x->md, "%.3f | ", r->fabric_eff);
     else
-      fprintf(x->md, "- |\n");
+      fprintf(x->md, "- | ");
+    /* what telemetry said bound the pair's last round, with the busiest link's share */
+    if (r->bound && *r->bound && isfinite(r->link_util))
+      fprintf(x->md, "%s (link %.0f%%) |\n", r->bound, 100 * r->link_util);
+    else
+      fprintf(x->md, "%s |\n", r->bound && *r->bound ? r->bound : "-");
   }
   rp_close(x, d, "train.dat");
   rp_plot(x, "train_images", "training images/s",

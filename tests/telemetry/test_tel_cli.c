@@ -155,6 +155,18 @@ static void test_train_telemetry(void **state) {
     check_bound(dir, on);
     if (on) check_csv(dir, "dp tcp/ring", 6); /* single, none, tcp */
     else no_csv(dir);
+    /* the report's training table names the bound (or - without telemetry) */
+    char rep[300], md[400];
+    snprintf(rep, sizeof rep, "%s/rep", dir);
+    cli_run(&res, 120, "report", NULL, -1, NULL, (char *[]){dir, "--out", rep, NULL});
+    assert_int_equal(res.status, 0);
+    snprintf(md, sizeof md, "%s/report.md", rep);
+    char *text = tu_slurp(md, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "| fabric eff. | bound |"));
+    int named = strstr(text, "| cpu-bound") || strstr(text, "| link-bound") || strstr(text, "| neither");
+    if (named != on) fail_msg("telemetry %s, the report:\n%s", on ? "on" : "off", text);
+    free(text);
   }
   assert_int_equal(tu_rmtree(top), 0);
 }
