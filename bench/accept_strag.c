@@ -1,6 +1,7 @@
-/* accept: stragglers, the ranks the others wait for. In a data-parallel step every rank waits at
- * the gradients' all-reduce for the slowest; the straggler arrives last and waits least. From a
- * train rule's train_steps.csv (each rank's exposed_comm_ms over the measured steps) and an
+/* accept: stragglers, the ranks the others wait for. In a data-parallel step every rank waits for
+ * the slowest, at the gradients' all-reduce or where the ranks meet between steps; the straggler
+ * arrives last and waits least. From a train rule's train_steps.csv (each rank's time not spent
+ * computing: its step less forward, backward and the optimizer, over the measured steps) and an
  * all-reduce rule's coll_ranks.csv (each rank's wait behind the fastest), a rank is named where
  * the others' median wait is a real share of the step and its own is a small part of theirs. */
 #include <math.h>
@@ -48,15 +49,15 @@ static void strag_judge(const strag_group *g, const char *rule, const char *what
   double w = strag_median(others, k), step = strag_median(whole, k);
   if (!(w > STRAG_SHARE * step) || !(g->wait[s] <= STRAG_OWN * w)) return;
   char ev[ACC_TEXT_MAX];
-  acc_say(ev, sizeof ev, "rank %d (%s): the other ranks waited %.3g %s for it at the %s (median; %.3g %s a %s), it "
+  acc_say(ev, sizeof ev, "rank %d (%s): the other ranks waited %.3g %s for it each %s (median; %.3g %s a %s), it "
           "waited %.3g",
-          s, g->host[s], w, unit, what, step, unit, strcmp(what, "all-reduce") ? "step" : "call", g->wait[s]);
+          s, g->host[s], w, unit, what, step, unit, what, g->wait[s]);
   if (acc_suspect_add(sus, nsus, "rank", g->host[s], "", s, NAN, w / (step > 0 ? step : 1), ev) == 0)
     snprintf((*sus)[*nsus - 1].rule, sizeof (*sus)[0].rule, "%s", rule);
 }
 
-/* train_steps.csv of one run: per (transport, algorithm) pair, each rank's median exposed
- * communication over its measured steps against its median step. */
+/* train_steps.csv of one run: per (transport, algorithm) pair, each rank's median time not
+ * computing over its measured steps against its median step. */
 static void strag_train(const char *dir, const char *rule, acc_suspect **sus, int *nsus) {
   res_rows rows = {0};
   char err[512];
@@ -79,13 +80,16 @@ static void strag_train(const char *dir, const char *rule, acc_suspect **sus, in
         if (strcmp(t[j].transport, t[i].transport) || strcmp(t[j].algo, t[i].algo)) continue;
         seen[j] = 1;
         if (t[j].rank != r || t[j].warmup) continue;
-        w[nw] = t[j].exposed_comm_ms, st[nw++] = t[j].step_ms;
+        /* the time the rank did not compute: its waits at the all-reduce and where the ranks
+         * meet between steps (data_ms holds that) */
+        double idle = t[j].step_ms - t[j].fwd_ms - t[j].bwd_ms - (isfinite(t[j].opt_ms) ? t[j].opt_ms : 0);
+        w[nw] = idle > 0 ? idle : 0, st[nw++] = t[j].step_ms;
         snprintf(g->host[r], sizeof g->host[0], "%s", t[j].host ? t[j].host : "");
       }
       g->wait[r] = strag_median(w, nw);
       g->whole[r] = strag_median(st, nw);
     }
-    strag_judge(g, rule, "gradients' all-reduce", "ms", sus, nsus);
+    strag_judge(g, rule, "step", "ms", sus, nsus);
   }
   free(seen), free(w), free(st), free(g);
   res_rows_free(&rows);
@@ -118,7 +122,7 @@ static void strag_colls(const char *dir, const char *rule, acc_suspect **sus, in
       g->wait[r] = strag_median(w, nw);
       g->whole[r] = strag_median(tt, nw);
     }
-    strag_judge(g, rule, "all-reduce", "us", sus, nsus);
+    strag_judge(g, rule, "call", "us", sus, nsus);
   }
   free(seen), free(w), free(tt), free(g);
   res_rows_free(&rows);

@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
@@ -657,8 +660,9 @@ static void write_train_run(const char *name) {
   res_table_close(t);
 }
 
-/* A train run whose steps (3 ranks x 10 measured steps of 100 ms, tcp ring) have rank `slow`
- * arriving last: it waits 2 ms at the all-reduce while the others wait 30 ms (-1: all wait 3). */
+/* A train run whose steps (3 ranks x 10 measured steps of about 100 ms, tcp ring) have rank `slow`
+ * arriving last: it computes 98 ms and waits 2, the others compute about 70 and wait 30 (-1: all
+ * compute 97 and wait 3). */
 static void write_train_steps_run(const char *name, int slow) {
   char dir[512], err[512];
   write_train_run(name);
@@ -679,7 +683,11 @@ static void write_train_steps_run(const char *name, int slow) {
       q.step = step;
       q.images = 32;
       q.step_ms = 100 + (step % 3);
-      q.exposed_comm_ms = slow < 0 ? 3 : r == slow ? 2 : 30 + (step % 2);
+      /* the rest of the step is waiting: 2 ms for the slow rank, about 30 for the others */
+      q.fwd_ms = 30;
+      q.bwd_ms = slow < 0 ? 66 : r == slow ? 67 : 39 - (step % 2);
+      q.opt_ms = 1;
+      q.exposed_comm_ms = slow < 0 ? 1 : r == slow ? 1 : 10;
       q.warmup = step <= 2;
       assert_int_equal(res_table_put(t, &q, err, sizeof err), 0);
     }
@@ -704,7 +712,7 @@ static void test_cli_straggler(void **state) {
   assert_string_equal(cJSON_GetObjectItem(s0, "host")->valuestring, "node1");
   assert_int_equal(cJSON_GetObjectItem(s0, "rank")->valueint, 1);
   const char *ev = cJSON_GetObjectItem(s0, "evidence")->valuestring;
-  if (!strstr(ev, "rank 1 (node1): the other ranks waited 30")) fail_msg("%s", ev);
+  if (!strstr(ev, "rank 1 (node1): the other ranks waited 3") || !strstr(ev, "ms for it each step")) fail_msg("%s", ev);
   cJSON_Delete(o);
   char *txt = slurp_in("a-slow/suspects.txt");
   assert_string_equal(txt, "node1\n");
@@ -712,6 +720,51 @@ static void test_cli_straggler(void **state) {
   accept_run("strag.yaml", "a-even", "tr-even", NULL, 0);
   o = accept_json("a-even");
   assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "suspects")), 0);
+  cJSON_Delete(o);
+}
+
+/* A real straggler: two ranks bound a core each, a busy loop on rank 1's core, so rank 1
+ * computes each step at half speed and rank 0 waits for it; accept names rank 1 (where there
+ * are two cores to bind to). */
+static void test_cli_straggler_hog(void **state) {
+  (void)state;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) || !CPU_ISSET(0, &set) || !CPU_ISSET(1, &set)) {
+    fprintf(stderr, "SKIP: no cores 0 and 1 to bind two ranks to\n");
+    skip();
+  }
+  pid_t hog = fork();
+  if (hog == 0) { /* the busy loop, on core 1 until killed */
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(1, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    for (volatile unsigned long i = 0;; i++) {
+    }
+  }
+  assert_true(hog > 0);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cd %s && %s train -n 2 --bind core --threads 1 --model resnet20 --data synthetic:3x32x32:10:256 "
+           "--batch 16 --steps 16 --warmup-steps 4 --eval-every 0 --transport tcp --no-single --telemetry-hz 0 "
+           "--out hogrun > hogrun.log 2>&1",
+           g_dir, getenv("FABENCH_BIN"));
+  int st = system(cmd);
+  kill(hog, SIGKILL);
+  waitpid(hog, NULL, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st)) fail_msg("%s: status %d", cmd, st);
+  assert_int_equal(tu_write(g_dir, "hog.yaml",
+                            "rules:\n  - name: img\n    run: train\n    metric: images_per_s\n    at_least: 1 images/s\n"),
+                   0);
+  accept_run("hog.yaml", "a-hog", "hogrun", NULL, 0);
+  cJSON *o = accept_json("a-hog");
+  cJSON *sus = cJSON_GetObjectItem(o, "suspects");
+  char *txt = cJSON_Print(sus);
+  if (cJSON_GetArraySize(sus) != 1 || cJSON_GetObjectItem(cJSON_GetArrayItem(sus, 0), "rank")->valueint != 1 ||
+      strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(sus, 0), "kind")->valuestring, "rank"))
+    fail_msg("want rank 1 named alone:\n%s", txt);
+  free(txt);
   cJSON_Delete(o);
 }
 
@@ -761,7 +814,7 @@ int main(void) {
       cmocka_unit_test(test_rules_every_kind), cmocka_unit_test(test_rules_refused), cmocka_unit_test(test_rules_examples),
       cmocka_unit_test(test_quantity),         cmocka_unit_test(test_hostlist),      cmocka_unit_test(test_outliers),
       cmocka_unit_test(test_cli_from),         cmocka_unit_test(test_cli_allreduce_train),
-      cmocka_unit_test(test_cli_straggler),
+      cmocka_unit_test(test_cli_straggler),    cmocka_unit_test(test_cli_straggler_hog),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
