@@ -14,7 +14,8 @@
 #include "tel_int.h"
 
 struct tel {
-  tel_opts o;
+  tel_opts o;     /* the caller's; its strings are read at tel_start only (csv_path: csv below) */
+  char *csv;      /* the CSV's path, for the message of a failed write */
   char host[256], label[64];
   tel_src src;
   tel_nvml *nvml;
@@ -99,7 +100,7 @@ static void tel_write(tel *h, const tel_snap *s) {
       (void)cut;
       if (!h->error[0])
         snprintf(h->error, sizeof h->error, "telemetry: cannot write '%s': %s; the readings before are intact",
-                 h->o.csv_path, strerror(e));
+                 h->csv ? h->csv : "", strerror(e));
       close(h->fd);
       h->fd = -1;
       return;
@@ -147,6 +148,7 @@ static void tel_free(tel *h) {
   tel_src_free(&h->src);
   pthread_cond_destroy(&h->cond);
   pthread_mutex_destroy(&h->lock);
+  free(h->csv);
   free(h->out);
   free(h->work);
   free(h->begin);
@@ -181,7 +183,9 @@ int tel_start(tel **out, const tel_opts *o, char *err, size_t errcap) {
   h->work = malloc(sizeof *h->work);
   h->begin = malloc(sizeof *h->begin);
   h->end = malloc(sizeof *h->end);
-  if (!h->out || !h->work || !h->begin || !h->end || !h->src.buf) {
+  h->csv = o->csv_path ? strdup(o->csv_path) : NULL;
+  h->o.csv_path = h->o.root = h->o.host = h->o.nvml = NULL; /* the caller's: gone after this call */
+  if (!h->out || !h->work || !h->begin || !h->end || !h->src.buf || (o->csv_path && !h->csv)) {
     tel_free(h);
     return snprintf(err, errcap, "telemetry: out of memory"), -1;
   }
