@@ -9,16 +9,9 @@
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  int fd = memfd_create("fuzz-accept.yaml", 0);
-  if (fd < 0) return 0;
-  size_t w = 0;
-  while (w < size) {
-    ssize_t r = write(fd, data + w, size - w);
-    if (r <= 0) break;
-    w += (size_t)r;
-  }
   char path[64], err[1024];
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  int fd = fuzz_file("fuzz-accept.yaml", data, size, path, sizeof path);
+  if (fd < 0) return 0;
   acc_rules r;
   memset(&r, 0, sizeof r);
   err[0] = '\0';

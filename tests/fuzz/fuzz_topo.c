@@ -25,16 +25,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  int fd = memfd_create("fuzz-topo.xml", 0);
-  if (fd < 0) return 0;
-  size_t w = 0;
-  while (w < size) {
-    ssize_t r = write(fd, data + w, size - w);
-    if (r <= 0) break;
-    w += (size_t)r;
-  }
   char path[64];
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  int fd = fuzz_file("fuzz-topo.xml", data, size, path, sizeof path);
+  if (fd < 0) return 0;
   topo_opts o;
   memset(&o, 0, sizeof o);
   o.xml = path;

@@ -556,26 +556,11 @@ static void test_resume_notes(void **state) {
 
 static int setup(void **state) {
   (void)state;
-  bin = getenv("FABENCH_BIN");
-  if (!tu_tmpdir(dir, sizeof dir, "test-train")) return -1;
-  char p[300];
-  snprintf(p, sizeof p, "%s/lsan.supp", dir);
-  FILE *f = fopen(p, "w");
-  if (!f) return -1;
-  fputs("leak:hwloc_topology_load\n", f);
-  return fclose(f);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  return tu_rmtree(dir);
+  return train_cli_setup("test-train");
 }
 
 int main(void) {
-  if (!getenv("FABENCH_BIN")) {
-    fprintf(stderr, "FABENCH_BIN is not set (ctest sets it); skipping\n");
-    return 0;
-  }
+  if (!train_cli_have_bin()) return 0;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_flags),       cmocka_unit_test(test_bad_files),
       cmocka_unit_test(test_tiny_run),        cmocka_unit_test(test_resume_bit_identical),
@@ -584,5 +569,5 @@ int main(void) {
       cmocka_unit_test(test_single_step_outlasts_timeout), cmocka_unit_test(test_repeated_pairs),
       cmocka_unit_test(test_out_files_first), cmocka_unit_test(test_resume_notes),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, train_cli_teardown);
 }

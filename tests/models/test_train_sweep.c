@@ -201,21 +201,11 @@ static void test_refused(void **state) {
 
 static int setup(void **state) {
   (void)state;
-  bin = getenv("FABENCH_BIN");
-  if (!tu_tmpdir(dir, sizeof dir, "test-sweep")) return -1;
-  return tu_write(dir, "lsan.supp", "leak:hwloc_topology_load\n");
-}
-
-static int teardown(void **state) {
-  (void)state;
-  return tu_rmtree(dir);
+  return train_cli_setup("test-sweep");
 }
 
 int main(void) {
-  if (!getenv("FABENCH_BIN")) {
-    fprintf(stderr, "FABENCH_BIN is not set (ctest sets it); skipping\n");
-    return 0;
-  }
+  if (!train_cli_have_bin()) return 0;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_refused),
       cmocka_unit_test(test_product_order),
@@ -223,5 +213,5 @@ int main(void) {
       cmocka_unit_test(test_loader_workers_same_numbers),
       cmocka_unit_test(test_cold_cache),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, train_cli_teardown);
 }

@@ -8,7 +8,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/wait.h>
+
+#include "test_util.h" /* tu_tmpdir, tu_write, tu_rmtree */
 
 /* Runs `fabench train ARGS` (stdout+stderr into out); returns the exit status. hwloc's plugins
  * leak inside hwloc_topology_load (the run directory's topology, not train's code): suppressed
@@ -38,6 +41,26 @@ static int train(char *out, size_t cap, const char *fmt, ...) {
 static void expect(int rc, const char *out, int want_rc, const char *want) {
   if (rc != want_rc || !strstr(out, want))
     fail_msg("exit %d (want %d), output lacks '%s':\n%s", rc, want_rc, want, out);
+}
+
+/* The tests' directory (its name's prefix) with the lsan.supp the runs read, and the binary: 0,
+ * or -1 (cmocka's setup failing). */
+static int train_cli_setup(const char *prefix) {
+  bin = getenv("FABENCH_BIN");
+  if (!tu_tmpdir(dir, sizeof dir, prefix)) return -1;
+  return tu_write(dir, "lsan.supp", "leak:hwloc_topology_load\n");
+}
+
+static int train_cli_teardown(void **state) {
+  (void)state;
+  return tu_rmtree(dir);
+}
+
+/* 1 where ctest gave the binary; else says so (the tests then pass as skipped). */
+static int train_cli_have_bin(void) {
+  if (getenv("FABENCH_BIN")) return 1;
+  fprintf(stderr, "FABENCH_BIN is not set (ctest sets it); skipping\n");
+  return 0;
 }
 
 #endif
