@@ -75,6 +75,28 @@ char *bench_flags_usage(const char *head, const bench_flag *f, size_t n);
  * zero entry. The caller frees it; NULL: out of memory. */
 struct option *bench_flags_options(const bench_flag *f, size_t n, const struct option *extra);
 
+/* The table entries of the shared flags whose value and meaning every rank command has alike
+ * (the codes below; their defaults are bench_rank_opts_init's). */
+#define BENCH_FLAG_EMULATE                                                                        \
+  {"emulate", "RATE|NxR:RATE", NULL,                                                             \
+   "RATE with -n: each rank in its own network namespace, links shaped to RATE (e.g. 1gbit); "    \
+   "NxR:RATE an emulated cluster of N hosts of R ranks (e.g. 2x2:1gbit), each host a namespace "  \
+   "with a hostname of its own, its ranks sharing its memory and loopback; needs root and "       \
+   "iproute2", BENCH_O_EMULATE}
+#define BENCH_FLAG_EMULATE_SLOW                                                                   \
+  {"emulate-slow", "K=RATE", NULL, "with NxR: host K's link at RATE instead (repeatable)", BENCH_O_EMULATE_SLOW}
+#define BENCH_FLAG_TIMEOUT {"timeout", "SEC", "60", "every network wait", BENCH_O_TIMEOUT}
+#define BENCH_FLAG_TELEMETRY                                                                      \
+  {"telemetry-hz", "HZ", "10",                                                                   \
+   "sample each host's CPUs, interfaces, TCP, InfiniBand ports and GPUs HZ times a second into "  \
+   "telemetry.csv, and name what bound each measurement in its rows (docs/records.md); 0: off",   \
+   BENCH_O_TELEMETRY}
+#define BENCH_FLAG_TCP_STREAMS {"tcp-streams", "N", "1", "tcp connections per peer, 1..16", BENCH_O_TCP_STREAMS}
+#define BENCH_FLAG_TCP_CC                                                                         \
+  {"tcp-cc", "NAME", COLL_TCP_CC_DEFAULT,                                                        \
+   "congestion control of the tcp sockets, or 'system' for the kernel's default; with --emulate " \
+   "also the namespaces' default, which ucx's and mpi's sockets take", BENCH_O_TCP_CC}
+
 /* The flags of the commands that start ranks (allreduce, p2p). */
 /* getopt_long codes of the shared flags, clear of a command's own (256 and up). */
 enum { BENCH_O_EMULATE = 0x4000, BENCH_O_MPIRUN, BENCH_O_BIND, BENCH_O_TIMEOUT, BENCH_O_OUT,
@@ -191,11 +213,6 @@ double bench_host_cpu_s(void);
 /* Seconds per byte of the f32 sum kernel over 8 MiB, the best of a few passes (NaN: no memory). */
 double bench_gamma_kernel(void);
 /* ---- telemetry during the measurements (telem.c) ---- */
-/* The usage line of --telemetry-hz, as the rank commands print it. */
-#define BENCH_TELEMETRY_USAGE(pad)                                                             \
-  "  --telemetry-hz HZ" pad "sample each host's CPUs, interfaces, TCP, InfiniBand ports and\n"  \
-  "                   " pad "GPUs HZ times a second into telemetry.csv, and name what bound\n" \
-  "                   " pad "each measurement (docs/records.md); 0: off (default 10)\n"
 struct tel;
 typedef struct {
   struct tel *h; /* this host's sampler: its first rank's, where --telemetry-hz is not 0 */

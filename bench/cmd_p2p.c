@@ -68,19 +68,12 @@ static const bench_flag p2p_flags[] = {
      O_WINDOW},
     {"matrix-bytes", "B", NULL, "message size of the bw and bibw matrices: the largest size swept up to B (default: "
                                 "the largest)", O_MATRIX},
-    {"tcp-streams", "N", "1", "connections per peer for the tcp transport, 1..16", BENCH_O_TCP_STREAMS},
-    {"tcp-cc", "NAME", COLL_TCP_CC_DEFAULT, "congestion control of the tcp sockets, or 'system' for the kernel's "
-                                           "default; with --emulate also the namespaces' default, which ucx's and "
-                                           "mpi's sockets take", BENCH_O_TCP_CC},
-    {"timeout", "S", "60", "seconds any wait may take", BENCH_O_TIMEOUT},
-    {"telemetry-hz", "HZ", "10", "sample each host's CPUs, interfaces, TCP, InfiniBand ports and GPUs HZ times a "
-                                 "second into telemetry.csv, and name what bound each transport's measurement "
-                                 "(docs/records.md); 0: off", BENCH_O_TELEMETRY},
-    {"emulate", "RATE|NxR:RATE", NULL, "RATE with -n: each rank in its own network namespace, links shaped to RATE "
-                                       "(e.g. 1gbit); NxR:RATE an emulated cluster of N hosts of R ranks (e.g. "
-                                       "2x2:1gbit), each host a namespace with a hostname of its own, its ranks "
-                                       "sharing its memory and loopback; needs root and iproute2", BENCH_O_EMULATE},
-    {"emulate-slow", "K=RATE", NULL, "with NxR: host K's link at RATE instead (repeatable)", BENCH_O_EMULATE_SLOW},
+    BENCH_FLAG_TCP_STREAMS,
+    BENCH_FLAG_TCP_CC,
+    BENCH_FLAG_TIMEOUT,
+    BENCH_FLAG_TELEMETRY,
+    BENCH_FLAG_EMULATE,
+    BENCH_FLAG_EMULATE_SLOW,
     {"bind", "HOW", NULL, "auto|none|core|numa|nic|gpu (default: auto, a core each where the host's ranks fit its "
                           "cores and no launcher bound them)", BENCH_O_BIND},
     {"mpirun-args", "ARGS", NULL, "extra mpirun arguments (with -n and --transport mpi)", BENCH_O_MPIRUN},

@@ -57,11 +57,8 @@ static const cb_flag cb_flags[] = {
     {{"no-spin", NULL, NULL, "waits sleep at once, as training's communication thread's do, "
                              "instead of spinning first; the host's busy CPU per call "
                              "(host_cpu_us) is then measured where every rank has a core too", O_NOSPIN}, 0},
-    {{"tcp-streams", "N", "1", "tcp connections per peer, 1..16", BENCH_O_TCP_STREAMS}, 0},
-    {{"tcp-cc", "NAME", COLL_TCP_CC_DEFAULT, "congestion control of the tcp sockets, or 'system' for "
-                                              "the kernel's default; with --emulate also the "
-                                              "namespaces' default, which ucx's and mpi's sockets "
-                                              "take", BENCH_O_TCP_CC}, 0},
+    {BENCH_FLAG_TCP_STREAMS, 0},
+    {BENCH_FLAG_TCP_CC, 0},
     {{"ucx-map", "on|off", "on", "ucx ranks on one host map each other's buffer (UCX shared memory, "
                                  "ucp_rkey_ptr) and read peers' data in place; off: UCX copies "
                                  "it", O_UCXMAP}, 0},
@@ -69,26 +66,20 @@ static const cb_flag cb_flags[] = {
                                "local rank modulo the device count)", O_DEVICES}, F_ALLREDUCE},
     {{"mpirun-args", "ARGS", NULL, "extra mpirun arguments when -n starts ranks through mpirun",
       BENCH_O_MPIRUN}, 0},
-    {{"emulate", "RATE|NxR:RATE", NULL, "RATE with -n: each rank in its own network namespace, links "
-                                        "shaped to RATE (e.g. 1gbit); NxR:RATE an emulated cluster "
-                                        "of N hosts of R ranks (e.g. 2x2:1gbit); needs root and "
-                                        "iproute2", BENCH_O_EMULATE}, 0},
-    {{"emulate-slow", "K=RATE", NULL, "with NxR: host K's link at RATE instead (repeatable)",
-      BENCH_O_EMULATE_SLOW}, 0},
+    {BENCH_FLAG_EMULATE, 0},
+    {BENCH_FLAG_EMULATE_SLOW, 0},
     {{"intra-transport", "T", NULL, "hier's phases inside hosts over T (tcp, ucx, mpi) (default: ucx "
                                     "where built and --transport is tcp or mpi, else "
                                     "--transport's own)", BENCH_O_INTRA}, F_ALLREDUCE},
     {{"bind", "HOW", "auto", "auto|none|core|numa|nic|gpu (auto: a core each where the host's ranks "
                              "fit its cores and no launcher bound them)", BENCH_O_BIND}, 0},
     {{"seed", "N", "1", "data seed", O_SEED}, 0},
-    {{"timeout", "SEC", "60", "every network wait", BENCH_O_TIMEOUT}, 0},
+    {BENCH_FLAG_TIMEOUT, 0},
     {{"model-from", "DIR|FILE", NULL, "every row gains the cost model's prediction (t_pred_us) and its "
                                       "error (pred_err); auto picks by this model. A model.json, a "
                                       "directory with one, or a run directory to fit (fabench fit)",
       O_MODEL}, 0},
-    {{"telemetry-hz", "HZ", "10", "sample each host's CPUs, interfaces, TCP, InfiniBand ports and GPUs HZ "
-                                  "times a second into telemetry.csv, and name what bound each size's "
-                                  "measurement in its rows (0: off)", BENCH_O_TELEMETRY}, 0},
+    {BENCH_FLAG_TELEMETRY, 0},
     {{"out", "DIR", NULL, "run directory (default: results/<UTC>-<command>)", BENCH_O_OUT}, 0},
 };
 #define CB_NFLAGS (sizeof cb_flags / sizeof cb_flags[0])

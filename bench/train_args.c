@@ -47,11 +47,8 @@ static const bench_flag train_flags[] = {
                                               "no --overlap-step)", O_DP},
     {"check-every", "K", "0", "compare the ranks' parameter hashes every K steps too (always at epoch ends and at "
                               "the end)", O_CHECK},
-    {"emulate", "RATE|NxR:RATE", NULL, "RATE with -n: each rank in its own network namespace, links shaped to RATE "
-                                       "(e.g. 1gbit); NxR:RATE an emulated cluster of N hosts of R ranks (e.g. "
-                                       "2x2:1gbit), each host a namespace with a hostname of its own, its ranks "
-                                       "sharing its memory and loopback; needs root and iproute2", BENCH_O_EMULATE},
-    {"emulate-slow", "K=RATE", NULL, "with NxR: host K's link at RATE instead (repeatable)", BENCH_O_EMULATE_SLOW},
+    BENCH_FLAG_EMULATE,
+    BENCH_FLAG_EMULATE_SLOW,
     {"intra-transport", "T", NULL, "hier's phases inside hosts over T (tcp, ucx, mpi), only between hosts over the "
                                    "pair's transport (default: ucx, whose ranks on a host map each other's buffer, "
                                    "where it is built and the pair's transport is tcp or mpi; else the pair's own)",
@@ -60,10 +57,8 @@ static const bench_flag train_flags[] = {
     {"chunk", "SIZE", NULL, "pipelining unit of the all-reduce algorithms", O_CHUNK},
     {"bind", "HOW", NULL, "auto|none|core|numa|nic|gpu (default: auto, --threads cores each where the host's ranks "
                           "fit its cores and no launcher bound them)", BENCH_O_BIND},
-    {"timeout", "SEC", "60", "every network wait", BENCH_O_TIMEOUT},
-    {"telemetry-hz", "HZ", "10", "sample each host's CPUs, interfaces, TCP, InfiniBand ports and GPUs HZ times a "
-                                 "second into telemetry.csv, and name what bound each measurement "
-                                 "(docs/records.md); 0: off", BENCH_O_TELEMETRY},
+    BENCH_FLAG_TIMEOUT,
+    BENCH_FLAG_TELEMETRY,
     {"trace", "FILE", NULL, "Chrome trace (Perfetto, chrome://tracing) of the measured steps: per rank, forward, "
                             "each layer's backward, each bucket's all-reduce on the communication thread, and the "
                             "waits", O_TRACE},
