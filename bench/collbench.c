@@ -302,13 +302,7 @@ static int cb_put(cb_ctx *x, const res_allreduce_row *row) {
   char err[256];
   if (x->d->kind < 0) return res_table_put(x->tab, row, err, sizeof err) ? bench_error("%s", err) : 0;
   res_colls_row c;
-  res_row_init(res_schema_colls(), &c);
-#define CB_COPY_(kind, name) c.name = row->name;
-  RES_ALLREDUCE_COLS(CB_COPY_)
-#undef CB_COPY_
-  c.coll = x->d->name;
-  c.root = x->d->rooted ? x->o->root : 0;
-  c.imbalance = x->d->varies ? x->o->imbalance : 0;
+  res_colls_row_of(&c, row, x->d->name, x->d->rooted ? x->o->root : 0, x->d->varies ? x->o->imbalance : 0);
   return res_table_put(x->tab, &c, err, sizeof err) ? bench_error("%s", err) : 0;
 }
 

@@ -99,6 +99,9 @@ int res_run_dirs_unique(char **dirs, int *ndirs, char *note, size_t notecap);
  * row's median time (t_p50_us), a p2p latency row's t_p50_us and another p2p row's rate (gbps);
  * other records are left as they are. Order kept; returns how many were removed. */
 size_t res_rows_drop_untimed(res_rows *t);
+/* A colls.csv row: the all-reduce row's columns (its strings borrowed), then the collective's
+ * name, broadcast's root and all-to-all's imbalance. */
+void res_colls_row_of(res_colls_row *c, const res_allreduce_row *a, const char *coll, int64_t root, double imbalance);
 
 /* ---- run directory and metadata ---- */
 /* Makes the run directory: `out` if given, else results/<UTC YYYYmmddTHHMMSSZ>-<command>.

@@ -599,3 +599,13 @@ size_t res_rows_drop_untimed(res_rows *t) {
   if (t->schema == res_schema_p2p()) return rr_drop_rows(t, rr_p2p_timed);
   return 0;
 }
+
+void res_colls_row_of(res_colls_row *c, const res_allreduce_row *a, const char *coll, int64_t root, double imbalance) {
+  res_row_init(res_schema_colls(), c);
+#define RR_COPY_(kind, name) c->name = a->name;
+  RES_ALLREDUCE_COLS(RR_COPY_)
+#undef RR_COPY_
+  c->coll = coll;
+  c->root = root;
+  c->imbalance = imbalance;
+}
