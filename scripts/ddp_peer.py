@@ -14,7 +14,8 @@ Run with Debian's python3-torch (1.13), not the first python3 on PATH:
 baseline (role "ddp-nosync"), the peer of fabench's `--transport none`.
 --zero: torch's ZeroRedundancyOptimizer over SGD (ZeRO stage 1: each rank updates its share of the
 parameters and keeps that share's momentum; role "ddp-zero"), the peer of `fabench train --dp
-sharded` (FSDP, the closer one, does not import in Debian's torch 1.13 on Python 3.11).
+sharded`. FSDP, the closer one, cannot run here: Debian's torch 1.13 fails to import it on Python
+3.11 (a dataclass default 3.11 refuses), and with that worked around it still asserts CUDA.
 --grad-dtype bf16|f16: gradients travel in 16 bits through a DDP comm hook. f16: DDP's own
 fp16_compress_hook (gloo all-reduces in f16), or with --f16-hook ring ours. bf16: ours, a ring
 all-reduce on gloo send/recv (ring_compress_hook), because torch 1.13 refuses bf16_compress_hook
