@@ -144,7 +144,8 @@ const char *nn_optim_name(int kind);
    nesterov optional); with kind Adam or AdamW, torch.optim.Adam's (weight decay added to the
    gradient) or AdamW's (decoupled: p *= 1 - lr wd), bias-corrected, eps outside the square root,
    no amsgrad. Applies to every parameter (PyTorch's default applies weight decay to BN
-   parameters too). GPU nets take SGD only. */
+   parameters too). A GPU net keeps Adam's second moment on the device (v unused), zeroed by
+   a step with t 1. */
 void nn_sgd_step(nn_net *net, const nn_sgd_opts *o);
 /* The same on the arenas' floats [offset, offset + count) only (an update layer by layer: the
    result is bit-identical to nn_sgd_step once every float has been updated once). */

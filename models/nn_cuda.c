@@ -102,6 +102,8 @@ typedef struct {
   nn_grad_ready_fn ready_fn;
   void *ready_ctx;
   char name[512];
+  float *adam_v;              /* Adam's second moment, made by its first step */
+  char fail[320];             /* an optimizer step's error, for the next training step */
 } cnet;
 
 static cnet *C(nn_net *n) { return (cnet *)(void *)n; }
@@ -563,6 +565,10 @@ static void loss_sum(cnet *n, int b, double *sum, int *hits) {
 static int c_train_step(nn_net *net, const float *x, const int32_t *labels, int b, float *loss, int *correct,
                         nn_step_times *t, char *err, size_t errcap) {
   cnet *n = C(net);
+  if (n->fail[0]) {
+    snprintf(err, errcap, "%s", n->fail);
+    return -1;
+  }
   if (nn_check_batch(x, b, n->o.batch, err, errcap) || nn_check_labels(labels, b, n->classes, err, errcap)) return -1;
   if (n->classes <= 0) {
     snprintf(err, errcap, "this network has no classifier");
@@ -676,22 +682,43 @@ static float *c_arena(nn_net *net, enum nn_arena a, size_t *count) {
   return n->h[a];
 }
 
+/* An error of the optimizer step (which has no channel of its own): said on stderr now, and the
+   next training step fails with it, so a run does not go on without its updates. */
+static void step_fail(cnet *n, const char *what) {
+  fprintf(stderr, "fabench: %s\n", what);
+  if (!n->fail[0]) snprintf(n->fail, sizeof n->fail, "optimizer step: %s", what);
+}
+
+/* SGD, Adam or AdamW over [off, off + count) of the arenas, one launch. Adam's second moment is
+   the net's own device arena (o->v is the CPU's), made at the first Adam step and zeroed where a
+   training's first step (t 1) updates it, as PyTorch starts it. */
 static void c_sgd_step(nn_net *net, const nn_sgd_opts *o, size_t off, size_t count) {
   cnet *n = C(net);
   if (off >= n->cnt[NN_ARENA_PARAMS]) return;
   if (count > n->cnt[NN_ARENA_PARAMS] - off) count = n->cnt[NN_ARENA_PARAMS] - off;
-  if (o->kind != NN_OPT_SGD) { /* the training loop refuses it first */
-    fprintf(stderr, "fabench: %s: GPU nets train with sgd only\n", nn_optim_name(o->kind));
-    return;
-  }
   char err[256];
   size_t errcap = sizeof err;
   if (upload_all(n, err, errcap)) {
-    fprintf(stderr, "fabench: %s\n", err);
+    step_fail(n, err);
     return;
   }
-  nnk_sgd(n->d[NN_ARENA_PARAMS] + off, n->d[NN_ARENA_GRADS] + off, n->d[NN_ARENA_MOMENTUM] + off, count, o->lr,
-          o->momentum, o->weight_decay, o->nesterov, o->grad_scale != 0.0f ? o->grad_scale : 1.0f, n->st);
+  float *p = n->d[NN_ARENA_PARAMS] + off, *g = n->d[NN_ARENA_GRADS] + off, *m = n->d[NN_ARENA_MOMENTUM] + off;
+  if (o->kind == NN_OPT_SGD) {
+    nnk_sgd(p, g, m, count, o->lr, o->momentum, o->weight_decay, o->nesterov,
+            o->grad_scale != 0.0f ? o->grad_scale : 1.0f, n->st);
+  } else {
+    cudaError_t e = n->adam_v ? cudaSuccess : cudaMalloc((void **)&n->adam_v, n->cnt[NN_ARENA_PARAMS] * sizeof(float));
+    if (e == cudaSuccess && o->t <= 1) e = cudaMemsetAsync(n->adam_v + off, 0, count * sizeof(float), n->st);
+    if (e != cudaSuccess) {
+      snprintf(err, errcap, "%s's second moment (%zu floats) on the GPU: %s", nn_optim_name(o->kind),
+               n->cnt[NN_ARENA_PARAMS], cudaGetErrorString(e));
+      step_fail(n, err);
+      return;
+    }
+    nn_adam_coef c;
+    nn_adam_coefs(&c, o);
+    nnk_adam(p, g, m, n->adam_v + off, count, &c, n->st);
+  }
   n->state[NN_ARENA_PARAMS] = n->state[NN_ARENA_MOMENTUM] = DEV_NEWER;
   n->pver++;
 }
@@ -735,7 +762,7 @@ static void c_destroy(nn_net *net) {
       cudaFree(n->dval[v]);
     }
   void *dev[] = {n->fcin, n->fcdx, n->logits, n->dlogits, n->rowloss, n->yplain, n->hits, n->labels, n->xin[0],
-                 n->xin[1], n->ws, n->d[0], n->d[1], n->d[2], n->d[3]};
+                 n->xin[1], n->ws, n->d[0], n->d[1], n->d[2], n->d[3], n->adam_v};
   for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
   void *host[] = {n->hx, n->hlab, n->hloss, n->hlogits, n->hhits, n->h[0], n->h[2], n->h[3]};
   for (size_t i = 0; i < sizeof host / sizeof *host; i++) cudaFreeHost(host[i]);

@@ -9,6 +9,8 @@
 
 #include <cuda_runtime.h>
 
+#include "nn_adam.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -62,6 +64,9 @@ void nnk_xent(float *dlogits, float *rowloss, int *hit, const float *logits, con
 /* torch.optim.SGD, as nn_sgd_apply (gs: the gradient scale, 1 for none). */
 void nnk_sgd(float *p, const float *g, float *m, size_t n, float lr, float mu, float wd, int nesterov,
              float gs, cudaStream_t s);
+/* torch.optim.Adam or AdamW over n floats (v: the second moment), as nn_optim_apply: c from
+   nn_adam_coefs. */
+void nnk_adam(float *p, const float *g, float *m, float *v, size_t n, const nn_adam_coef *c, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -459,3 +459,12 @@ extern "C" void nnk_sgd(float *p, const float *g, float *m, size_t n, float lr, 
                         float gs, cudaStream_t s) {
   k_sgd<<<blocks(n, 256), 256, 0, s>>>(p, g, m, n, lr, mu, wd, nest, gs);
 }
+
+/* Adam and AdamW: nn_adam_one, the CPU's element, on every element of the span. */
+__global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, nn_adam_coef c) {
+  GRID_LOOP(i, n) nn_adam_one(p, g, m, v, i, &c);
+}
+extern "C" void nnk_adam(float *p, const float *g, float *m, float *v, size_t n, const nn_adam_coef *c,
+                         cudaStream_t s) {
+  k_adam<<<blocks(n, 256), 256, 0, s>>>(p, g, m, v, n, *c);
+}
