@@ -76,7 +76,7 @@ static const bench_flag train_flags[] = {
      O_LINK},
     {"model", "NAME", "resnet20", "resnet18|34|50 (torchvision), resnet20|32|56 (CIFAR), '-wN' sets the base width "
                                   "(e.g. resnet20-w4); mlp:IN,W,...,OUT fully connected (IN = C*H*W, OUT = classes, "
-                                  "ReLU between) or fc6 (IN,1024,1024,512,512,256,classes), CPU only", O_MODEL},
+                                  "ReLU between) or fc6 (IN,1024,1024,512,512,256,classes)", O_MODEL},
     {"data", "SPEC", "fmnist", "fmnist[:DIR] (default DIR " NN_DATA_FMNIST_DIR "), cifar10:DIR, "
                                "synthetic[:CxHxW[:CLASSES[:N]]]", O_DATA},
     {"batch", "LIST", "128", "images per step and rank", O_BATCH},

@@ -35,7 +35,7 @@ enum nn_precision { NN_PREC_FP32 = 0, NN_PREC_TF32 = 1, NN_PREC_BF16 = 2 };
 
 typedef struct {
   const char *model;  /* "mlp:IN,W1,...,OUT" (fully connected, ReLU between; IN = C*H*W, OUT =
-                         classes) or "fc6" (6 layers: IN,1024,1024,512,512,256,classes); CPU only;
+                         classes) or "fc6" (6 layers: IN,1024,1024,512,512,256,classes);
                          "resnet18","resnet34","resnet50","resnet101","resnet152" (torchvision);
                          "resnet20","resnet32","resnet56", any 6n+2 depth (He et al. CIFAR);
                          an optional "-wN" suffix sets the base width (default 64, CIFAR 16),

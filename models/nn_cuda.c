@@ -61,6 +61,8 @@ typedef struct {
   float *mean, *invstd, *a, *b, *k;
   double *acc;
   int *idx;                   /* max pooling: the winners */
+  float *fy, *fdy;            /* a hidden fully connected layer (MLPs): output and its gradient,
+                                 [b, cout] fp32, read by the next one */
   cudaEvent_t ready;          /* backward: this layer's gradients are final where they are read */
 } lstate;
 
@@ -381,6 +383,14 @@ static int pack_weights(cnet *n, char *err, size_t errcap) {
   return 0;
 }
 
+/* Fully connected layers in a chain (MLPs) pass plain [b, c] fp32 from one to the next; the first
+   of a chain reads its input made plain (NCHW order, the CPU's) in fcin, and the last writes the
+   logits. */
+static int fc_after_fc(const cnet *n, const nn_layer *l) { return l->in != 0 && n->t.layers[l->in - 1].op == NN_FC; }
+static const float *fc_in(const cnet *n, const nn_layer *l) { return fc_after_fc(n, l) ? n->L[l->in - 1].fy : n->fcin; }
+static float *fc_out(const cnet *n, int i) { return i == n->t.nlayers - 1 ? n->logits : n->L[i].fy; }
+static float *fc_dout(const cnet *n, int i) { return i == n->t.nlayers - 1 ? n->dlogits : n->L[i].fdy; }
+
 static int forward(cnet *n, plan *p, int b, int train, char *err, size_t errcap) {
   const float one = 1.0f, zero = 0.0f;
   if (upload_all(n, err, errcap) || pack_weights(n, err, errcap)) return -1;
@@ -418,12 +428,13 @@ static int forward(cnet *n, plan *p, int b, int train, char *err, size_t errcap)
       break;
     case NN_FC: {
       int K = l->cout, Cin = (int)velems(n, l->in);
-      nnk_nhwc_to_nchw(n->fcin, n->val[l->in], n->bf, b, si.c, si.h, si.w, 0.0f, n->st);
-      /* logits^T (K x b, column-major) = W (K x Cin) . X^T (Cin x b); W is [K, Cin] row-major */
-      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, b, Cin, &one, P + L->poff, Cin, n->fcin, Cin, &zero,
-                       n->logits, K),
+      if (!fc_after_fc(n, l)) nnk_nhwc_to_nchw(n->fcin, n->val[l->in], n->bf, b, si.c, si.h, si.w, 0.0f, n->st);
+      float *y = fc_out(n, i);
+      /* Y^T (K x b, column-major) = W (K x Cin) . X^T (Cin x b); W is [K, Cin] row-major */
+      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, b, Cin, &one, P + L->poff, Cin, fc_in(n, l), Cin,
+                             &zero, y, K),
            i);
-      nnk_bias_add(n->logits, P + L->poff + (size_t)K * Cin, b, K, n->st);
+      nnk_bias_add(y, P + L->poff + (size_t)K * Cin, b, K, l->relu, n->st);
       break;
     }
     }
@@ -466,11 +477,13 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
       break;
     case NN_FC: {
       int K = l->cout, Cin = (int)velems(n, l->in);
+      float *dy = fc_dout(n, i);
+      if (l->relu) nnk_relu_bwd(dy, fc_out(n, i), (size_t)b * K, n->st);
       /* dW^T (Cin x K) = X^T (Cin x b) . dY (b x K) */
-      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_T, Cin, K, b, &one, n->fcin, Cin, n->dlogits, K, &zero,
-                       G + L->poff, Cin),
+      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_T, Cin, K, b, &one, fc_in(n, l), Cin, dy, K, &zero,
+                             G + L->poff, Cin),
            i);
-      nnk_bias_grad(G + L->poff + (size_t)K * Cin, n->dlogits, b, K, n->st);
+      nnk_bias_grad(G + L->poff + (size_t)K * Cin, dy, b, K, n->st);
       break;
     }
     default:
@@ -513,12 +526,14 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
                        (size_t)b * velems(n, l->out), n->st);
       break;
     case NN_FC: {
-      int K = l->cout, Cin = (int)velems(n, l->in);
-      /* dX^T (Cin x b) = W^T (Cin x K) . dY^T (K x b) */
-      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_N, Cin, b, K, &one, P + L->poff, Cin, n->dlogits, K, &zero,
-                       n->fcdx, Cin),
+      int K = l->cout, Cin = (int)velems(n, l->in), chain = fc_after_fc(n, l);
+      /* dX^T (Cin x b) = W^T (Cin x K) . dY^T (K x b): into the previous layer's own gradient
+         (added to it with beta 1), or plain here and then into the value's */
+      float *dx = chain ? n->L[l->in - 1].fdy : n->fcdx;
+      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_N, Cin, b, K, &one, P + L->poff, Cin, fc_dout(n, i), K,
+                             chain ? &beta : &zero, dx, Cin),
            i);
-      nnk_nchw_to_nhwc(n->dval[l->in], n->bf, n->fcdx, b, si.c, si.h, si.w, beta, n->st);
+      if (!chain) nnk_nchw_to_nhwc(n->dval[l->in], n->bf, n->fcdx, b, si.c, si.h, si.w, beta, n->st);
       break;
     }
     }
@@ -754,6 +769,8 @@ static void c_destroy(nn_net *net) {
       cudaFree(L->mean); /* mean, invstd, a, b, k in one allocation */
       cudaFree(L->acc);
       cudaFree(L->idx);
+      cudaFree(L->fy);
+      cudaFree(L->fdy);
       if (L->ready) cudaEventDestroy(L->ready);
     }
   if (n->val)
@@ -804,9 +821,11 @@ static int layer_setup(cnet *n, int i, char *err, size_t errcap) {
   lstate *L = &n->L[i];
   nn_shape si = n->t.shapes[l->in], so = n->t.shapes[l->out];
   size_t B = (size_t)n->o.batch;
-  if (l->in != 0 && n->t.layers[l->in - 1].op == NN_FC) {
-    snprintf(err, errcap, "layer %d: a fully connected layer must be the last (the GPU engine runs no "
-             "MLP: --device cpu)", i);
+  /* a fully connected layer's output goes to the next fully connected layer or out as the logits */
+  if (l->op == NN_FC && i != n->t.nlayers - 1 &&
+      (n->t.layers[i + 1].op != NN_FC || n->t.layers[i + 1].in != l->out)) {
+    snprintf(err, errcap, "layer %d: a fully connected layer feeds only the next fully connected one on the GPU "
+             "engine (--device cpu)", i);
     return -1;
   }
   switch (l->op) {
@@ -837,6 +856,12 @@ static int layer_setup(cnet *n, int i, char *err, size_t errcap) {
     break;
   case NN_MAXPOOL:
     DMALLOC(L->idx, B * so.c * so.h * so.w * sizeof(int), i);
+    break;
+  case NN_FC:
+    if (i != n->t.nlayers - 1) {
+      DMALLOC(L->fy, B * l->cout * sizeof(float), i);
+      DMALLOC(L->fdy, B * l->cout * sizeof(float), i);
+    }
     break;
   default:
     break;
@@ -934,7 +959,9 @@ static int create(cnet *n, const nn_table *t, const nn_engine_opts *o, char *err
   for (int i = 0; i < nl; i++)
     if (layer_setup(n, i, err, errcap)) return -1;
   size_t in0 = velems(n, 0), fcn = 1, outn = velems(n, n->t.layers[nl - 1].out);
-  if (lastl->op == NN_FC) fcn = velems(n, lastl->in);
+  for (int i = 0; i < nl; i++) /* the first layer of a fully connected chain reads fcin */
+    if (n->t.layers[i].op == NN_FC && !fc_after_fc(n, &n->t.layers[i]) && velems(n, n->t.layers[i].in) > fcn)
+      fcn = velems(n, n->t.layers[i].in);
   size_t k = n->classes > 0 ? (size_t)n->classes : 1;
   DMALLOC(n->fcin, B * fcn * sizeof(float), -1);
   DMALLOC(n->fcdx, B * fcn * sizeof(float), -1);

@@ -2,7 +2,8 @@
 # fabench's GPU checks and figures in one call (a lent GPU machine is paid by the minute): the
 # GPU tests, the copy ceilings (PyTorch's copies beside them), the ring over CUDA IPC, ResNet-50
 # training against the PyTorch peer (and AdamW's step beside SGD's), time to 91% on Fashion-MNIST
-# on the GPU against the CPU, two ranks sharing the GPU, and a --device cpu,cuda sweep.
+# on the GPU against the CPU, two ranks sharing the GPU, a --device cpu,cuda sweep and fc6 (an MLP)
+# on both devices.
 # usage: scripts/gpu-check.sh BIN_DIR OUT_DIR [FMNIST_DIR]
 # Run from the source tree. BIN_DIR holds fabench, test_allreduce, test_nn_cuda, test_nn_layers,
 # test_nn_torch, test_train_sweep and nn_bench (and lib/ with any shared library the machine lacks); CUDA's
@@ -110,6 +111,9 @@ cpu=$!
   # a sweep over both devices and the three optimizers: a row per setting and device
   t 90 "$bin/fabench" train --device cpu,cuda --optimizer sgd,adam,adamw --lr 0.01 --model resnet20 \
     --data synthetic:3x32x32 --batch 64 --steps 20 --warmup-steps 5 --eval-every 0 --out "$res/sweep-dev"
+  # the MLP on both devices: a row each, their accuracy after one epoch alike
+  t 90 "$bin/fabench" train --device cpu,cuda --model fc6 --data "fmnist:$fmnist" --batch 128 --epochs 1 \
+    --log-every 100 --out "$res/fc6"
 } > "$out/train.log" 2>&1
 ((mps)) && echo quit | nvidia-cuda-mps-control
 tar -C "$res" -czf "$out/results.tgz" . && rm -rf "$res"

@@ -3,7 +3,8 @@
  * callback walks the arena in order and, with host gradients, the host copy holds every gradient
  * when it is reported; tf32 and bf16 follow fp32; prefetched batches equal uploaded ones. Without
  * a GPU (or without CUDA in the build) every test but the refusal one skips with one line; a bad
- * batch is refused alike by both; Adam and AdamW on the GPU take the CPU's steps to the bit. cuBLAS is opened at run time, which needs no GPU to check. */
+ * batch is refused alike by both; Adam and AdamW on the GPU take the CPU's steps to the bit; an
+ * MLP trains as on the CPU. cuBLAS is opened at run time, which needs no GPU to check. */
 #include <limits.h>
 #include <math.h>
 #include <setjmp.h>
@@ -460,10 +461,61 @@ static void test_adam_as_cpu(void **state) {
   if (g) adam_check(g, "cuda");
 }
 
+/* An MLP (fully connected layers, ReLU between: a chain on cuBLAS with our bias+ReLU kernels) on
+   the GPU against the CPU engine: the same weights from the seed; each step's loss and every
+   gradient agree to fp32 rounding over three SGD steps on two batches; the chain's hidden layers
+   see both signs (ReLU masks something). */
+static void test_mlp_as_cpu(void **state) {
+  (void)state;
+  char model[64];
+  snprintf(model, sizeof model, "mlp:%d,64,32,%d", CH * H * W, K);
+  nn_net *nets[2] = {NULL, NULL};
+  for (int e = 0; e < 2; e++) {
+    nn_net_opts o = opts(e ? NN_DEV_CUDA : NN_DEV_CPU, NN_PREC_FP32);
+    o.model = model;
+    char err[256];
+    int rc = nn_net_create(&nets[e], &o, err, sizeof err);
+    if (rc == NN_ENODEV || (rc && strstr(err, "without oneDNN"))) {
+      print_message("[  SKIPPED ] %s engine: %s\n", e ? "GPU" : "CPU", err);
+      nn_net_destroy(nets[0]);
+      return;
+    }
+    if (rc) fail_msg("%s", err);
+  }
+  batches *d = malloc(sizeof *d);
+  make_batches(d);
+  size_t np, np2;
+  nn_net_params(nets[0], &np);
+  nn_net_params(nets[1], &np2);
+  assert_int_equal(np, np2);
+  assert_memory_equal(nn_net_params(nets[0], NULL), nn_net_params(nets[1], NULL), np * sizeof(float));
+  for (int s = 0; s < 3; s++) {
+    float loss[2];
+    for (int e = 0; e < 2; e++) loss[e] = step(nets[e], d, s & 1, 0);
+    near("mlp loss, GPU against CPU", loss[1], loss[0], 1e-5);
+    const float *gc = nn_net_grads(nets[0], NULL), *gg = nn_net_grads(nets[1], NULL);
+    double gmax = 0;
+    size_t zero = 0;
+    for (size_t i = 0; i < np; i++) {
+      gmax = fmax(gmax, fabs(gc[i]));
+      zero += gc[i] == 0.0f;
+    }
+    for (size_t i = 0; i < np; i++)
+      if (!(fabs(gg[i] - gc[i]) <= 1e-4 * gmax)) fail_msg("mlp step %d: gradient %zu is %.8g on the GPU, %.8g on the CPU", s, i, gg[i], gc[i]);
+    assert_true(gmax > 0);
+    assert_true(zero > 0 && zero < np / 2); /* the ReLUs masked some rows of the weights' gradient, not most */
+    nn_sgd_opts o = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f};
+    for (int e = 0; e < 2; e++) nn_sgd_step(nets[e], &o);
+  }
+  nn_net_destroy(nets[0]);
+  nn_net_destroy(nets[1]);
+  free(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_blas_at_run_time), cmocka_unit_test(test_refusal), cmocka_unit_test(test_checkpoint_across),
                                      cmocka_unit_test(test_grad_ready), cmocka_unit_test(test_precisions),
                                      cmocka_unit_test(test_prefetch), cmocka_unit_test(test_bad_batch_same),
-                                     cmocka_unit_test(test_adam_as_cpu)};
+                                     cmocka_unit_test(test_adam_as_cpu), cmocka_unit_test(test_mlp_as_cpu)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
