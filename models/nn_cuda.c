@@ -1,7 +1,7 @@
-/* models: the GPU engine. Convolutions on cuDNN 9, the classifier on cuBLAS, everything else on
- * our kernels (nn_cuda_kern.cu): batch norm with its ReLU, residual add + ReLU, pooling, softmax
- * cross-entropy, SGD. Same layer table, arenas and initialisation as the oneDNN engine;
- * activations NHWC in fp32 or bf16.
+/* models: the GPU engine. Convolutions on cuDNN 9, fully connected layers (the classifier, MLPs)
+ * on cuBLAS, everything else on our kernels (nn_cuda_kern.cu): batch norm with its ReLU, residual
+ * add + ReLU, pooling, bias + ReLU, softmax cross-entropy, SGD, Adam and AdamW. Same layer table,
+ * arenas and initialisation as the oneDNN engine; activations NHWC in fp32 or bf16.
  *
  * cuDNN's legacy convolution calls, not the graph API: deprecated in 9.x but shipped, they take
  * bf16/NHWC/tensor ops in a few lines of C where the graph API's C interface takes a hundred per
@@ -528,7 +528,7 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
     case NN_FC: {
       int K = l->cout, Cin = (int)velems(n, l->in), chain = fc_after_fc(n, l);
       /* dX^T (Cin x b) = W^T (Cin x K) . dY^T (K x b): into the previous layer's own gradient
-         (added to it with beta 1), or plain here and then into the value's */
+         (added to it where beta is 1), or plain here and then into the value's */
       float *dx = chain ? n->L[l->in - 1].fdy : n->fcdx;
       BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_N, Cin, b, K, &one, P + L->poff, Cin, fc_dout(n, i), K,
                              chain ? &beta : &zero, dx, Cin),
@@ -722,8 +722,14 @@ static void c_sgd_step(nn_net *net, const nn_sgd_opts *o, size_t off, size_t cou
     nnk_sgd(p, g, m, count, o->lr, o->momentum, o->weight_decay, o->nesterov,
             o->grad_scale != 0.0f ? o->grad_scale : 1.0f, n->st);
   } else {
-    cudaError_t e = n->adam_v ? cudaSuccess : cudaMalloc((void **)&n->adam_v, n->cnt[NN_ARENA_PARAMS] * sizeof(float));
-    if (e == cudaSuccess && o->t <= 1) e = cudaMemsetAsync(n->adam_v + off, 0, count * sizeof(float), n->st);
+    size_t all = n->cnt[NN_ARENA_PARAMS] * sizeof(float);
+    cudaError_t e = cudaSuccess;
+    if (!n->adam_v) {
+      e = cudaMalloc((void **)&n->adam_v, all);
+      if (e == cudaSuccess) e = cudaMemsetAsync(n->adam_v, 0, all, n->st);
+    } else if (o->t <= 1) {
+      e = cudaMemsetAsync(n->adam_v + off, 0, count * sizeof(float), n->st);
+    }
     if (e != cudaSuccess) {
       snprintf(err, errcap, "%s's second moment (%zu floats) on the GPU: %s", nn_optim_name(o->kind),
                n->cnt[NN_ARENA_PARAMS], cudaGetErrorString(e));
