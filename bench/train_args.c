@@ -76,7 +76,7 @@ static const bench_flag train_flags[] = {
      O_LINK},
     {"model", "NAME", "resnet20", "resnet18|34|50 (torchvision), resnet20|32|56 (CIFAR), '-wN' sets the base width "
                                   "(e.g. resnet20-w4); mlp:IN,W,...,OUT fully connected (IN = C*H*W, OUT = classes, "
-                                  "ReLU between) or fc6 (IN,1024,1024,512,512,256,classes), CPU only", O_MODEL},
+                                  "ReLU between) or fc6 (IN,1024,1024,512,512,256,classes)", O_MODEL},
     {"data", "SPEC", "fmnist", "fmnist[:DIR] (default DIR " NN_DATA_FMNIST_DIR "), cifar10:DIR, "
                                "synthetic[:CxHxW[:CLASSES[:N]]]", O_DATA},
     {"batch", "LIST", "128", "images per step and rank", O_BATCH},
@@ -84,7 +84,7 @@ static const bench_flag train_flags[] = {
     {"steps", "N", NULL, "stop after global step N, for throughput runs (default: whole epochs)", O_STEPS},
     {"warmup-steps", "N", "10", "first steps of this run left out of the figures", O_WSTEPS},
     {"lr", "LIST", "0.1", "base learning rate", O_LR},
-    {"optimizer", "LIST", "sgd", "sgd|adam|adamw, as torch.optim has them (adam and adamw: CPU)", O_OPTIM},
+    {"optimizer", "LIST", "sgd", "sgd|adam|adamw, as torch.optim has them", O_OPTIM},
     {"momentum", "X", "0.9", "SGD's momentum", O_MOM},
     {"wd", "X", "5e-4", "weight decay (adamw: decoupled, p *= 1 - lr wd)", O_WD},
     {"weight-decay", "X", NULL, "the same as --wd", O_WD},
@@ -278,8 +278,6 @@ static int train_args_check(train_args *a) {
                                           "list flag (this run has %d settings)", settings);
   int adam = a->optimizer != NN_OPT_SGD;
   for (int i = 0; i < a->sw.n[SW_OPTIM]; i++) adam |= a->sw.v[SW_OPTIM][i] != NN_OPT_SGD;
-  for (int d = 0; adam && d < a->ndevices; d++)
-    if (a->devices[d] == NN_DEV_CUDA) return bench_usage_error(train_usage(), "--optimizer adam and adamw train on the CPU only: give sgd for --device cuda");
   if (adam && (a->save || a->resume))
     return bench_usage_error(train_usage(), "--save and --resume FILE keep SGD's state only: not with --optimizer adam or adamw");
   train_sweep_prepare(a);

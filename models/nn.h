@@ -35,7 +35,7 @@ enum nn_precision { NN_PREC_FP32 = 0, NN_PREC_TF32 = 1, NN_PREC_BF16 = 2 };
 
 typedef struct {
   const char *model;  /* "mlp:IN,W1,...,OUT" (fully connected, ReLU between; IN = C*H*W, OUT =
-                         classes) or "fc6" (6 layers: IN,1024,1024,512,512,256,classes); CPU only;
+                         classes) or "fc6" (6 layers: IN,1024,1024,512,512,256,classes);
                          "resnet18","resnet34","resnet50","resnet101","resnet152" (torchvision);
                          "resnet20","resnet32","resnet56", any 6n+2 depth (He et al. CIFAR);
                          an optional "-wN" suffix sets the base width (default 64, CIFAR 16),
@@ -144,7 +144,8 @@ const char *nn_optim_name(int kind);
    nesterov optional); with kind Adam or AdamW, torch.optim.Adam's (weight decay added to the
    gradient) or AdamW's (decoupled: p *= 1 - lr wd), bias-corrected, eps outside the square root,
    no amsgrad. Applies to every parameter (PyTorch's default applies weight decay to BN
-   parameters too). GPU nets take SGD only. */
+   parameters too). A GPU net keeps Adam's second moment on the device (v unused), zeroed by
+   a step with t 1. */
 void nn_sgd_step(nn_net *net, const nn_sgd_opts *o);
 /* The same on the arenas' floats [offset, offset + count) only (an update layer by layer: the
    result is bit-identical to nn_sgd_step once every float has been updated once). */

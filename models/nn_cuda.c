@@ -1,7 +1,7 @@
-/* models: the GPU engine. Convolutions on cuDNN 9, the classifier on cuBLAS, everything else on
- * our kernels (nn_cuda_kern.cu): batch norm with its ReLU, residual add + ReLU, pooling, softmax
- * cross-entropy, SGD. Same layer table, arenas and initialisation as the oneDNN engine;
- * activations NHWC in fp32 or bf16.
+/* models: the GPU engine. Convolutions on cuDNN 9, fully connected layers (the classifier, MLPs)
+ * on cuBLAS, everything else on our kernels (nn_cuda_kern.cu): batch norm with its ReLU, residual
+ * add + ReLU, pooling, bias + ReLU, softmax cross-entropy, SGD, Adam and AdamW. Same layer table,
+ * arenas and initialisation as the oneDNN engine; activations NHWC in fp32 or bf16.
  *
  * cuDNN's legacy convolution calls, not the graph API: deprecated in 9.x but shipped, they take
  * bf16/NHWC/tensor ops in a few lines of C where the graph API's C interface takes a hundred per
@@ -61,6 +61,8 @@ typedef struct {
   float *mean, *invstd, *a, *b, *k;
   double *acc;
   int *idx;                   /* max pooling: the winners */
+  float *fy, *fdy;            /* a hidden fully connected layer (MLPs): output and its gradient,
+                                 [b, cout] fp32, read by the next one */
   cudaEvent_t ready;          /* backward: this layer's gradients are final where they are read */
 } lstate;
 
@@ -102,6 +104,8 @@ typedef struct {
   nn_grad_ready_fn ready_fn;
   void *ready_ctx;
   char name[512];
+  float *adam_v;              /* Adam's second moment, made by its first step */
+  char fail[320];             /* an optimizer step's error, for the next training step */
 } cnet;
 
 static cnet *C(nn_net *n) { return (cnet *)(void *)n; }
@@ -379,6 +383,14 @@ static int pack_weights(cnet *n, char *err, size_t errcap) {
   return 0;
 }
 
+/* Fully connected layers in a chain (MLPs) pass plain [b, c] fp32 from one to the next; the first
+   of a chain reads its input made plain (NCHW order, the CPU's) in fcin, and the last writes the
+   logits. */
+static int fc_after_fc(const cnet *n, const nn_layer *l) { return l->in != 0 && n->t.layers[l->in - 1].op == NN_FC; }
+static const float *fc_in(const cnet *n, const nn_layer *l) { return fc_after_fc(n, l) ? n->L[l->in - 1].fy : n->fcin; }
+static float *fc_out(const cnet *n, int i) { return i == n->t.nlayers - 1 ? n->logits : n->L[i].fy; }
+static float *fc_dout(const cnet *n, int i) { return i == n->t.nlayers - 1 ? n->dlogits : n->L[i].fdy; }
+
 static int forward(cnet *n, plan *p, int b, int train, char *err, size_t errcap) {
   const float one = 1.0f, zero = 0.0f;
   if (upload_all(n, err, errcap) || pack_weights(n, err, errcap)) return -1;
@@ -416,12 +428,13 @@ static int forward(cnet *n, plan *p, int b, int train, char *err, size_t errcap)
       break;
     case NN_FC: {
       int K = l->cout, Cin = (int)velems(n, l->in);
-      nnk_nhwc_to_nchw(n->fcin, n->val[l->in], n->bf, b, si.c, si.h, si.w, 0.0f, n->st);
-      /* logits^T (K x b, column-major) = W (K x Cin) . X^T (Cin x b); W is [K, Cin] row-major */
-      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, b, Cin, &one, P + L->poff, Cin, n->fcin, Cin, &zero,
-                       n->logits, K),
+      if (!fc_after_fc(n, l)) nnk_nhwc_to_nchw(n->fcin, n->val[l->in], n->bf, b, si.c, si.h, si.w, 0.0f, n->st);
+      float *y = fc_out(n, i);
+      /* Y^T (K x b, column-major) = W (K x Cin) . X^T (Cin x b); W is [K, Cin] row-major */
+      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, b, Cin, &one, P + L->poff, Cin, fc_in(n, l), Cin,
+                             &zero, y, K),
            i);
-      nnk_bias_add(n->logits, P + L->poff + (size_t)K * Cin, b, K, n->st);
+      nnk_bias_add(y, P + L->poff + (size_t)K * Cin, b, K, l->relu, n->st);
       break;
     }
     }
@@ -464,11 +477,13 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
       break;
     case NN_FC: {
       int K = l->cout, Cin = (int)velems(n, l->in);
+      float *dy = fc_dout(n, i);
+      if (l->relu) nnk_relu_bwd(dy, fc_out(n, i), (size_t)b * K, n->st);
       /* dW^T (Cin x K) = X^T (Cin x b) . dY (b x K) */
-      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_T, Cin, K, b, &one, n->fcin, Cin, n->dlogits, K, &zero,
-                       G + L->poff, Cin),
+      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_T, Cin, K, b, &one, fc_in(n, l), Cin, dy, K, &zero,
+                             G + L->poff, Cin),
            i);
-      nnk_bias_grad(G + L->poff + (size_t)K * Cin, n->dlogits, b, K, n->st);
+      nnk_bias_grad(G + L->poff + (size_t)K * Cin, dy, b, K, n->st);
       break;
     }
     default:
@@ -511,12 +526,14 @@ static int backward(cnet *n, plan *p, char *err, size_t errcap) {
                        (size_t)b * velems(n, l->out), n->st);
       break;
     case NN_FC: {
-      int K = l->cout, Cin = (int)velems(n, l->in);
-      /* dX^T (Cin x b) = W^T (Cin x K) . dY^T (K x b) */
-      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_N, Cin, b, K, &one, P + L->poff, Cin, n->dlogits, K, &zero,
-                       n->fcdx, Cin),
+      int K = l->cout, Cin = (int)velems(n, l->in), chain = fc_after_fc(n, l);
+      /* dX^T (Cin x b) = W^T (Cin x K) . dY^T (K x b): into the previous layer's own gradient
+         (added to it where beta is 1), or plain here and then into the value's */
+      float *dx = chain ? n->L[l->in - 1].fdy : n->fcdx;
+      BLAS(n->bl.cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_N, Cin, b, K, &one, P + L->poff, Cin, fc_dout(n, i), K,
+                             chain ? &beta : &zero, dx, Cin),
            i);
-      nnk_nchw_to_nhwc(n->dval[l->in], n->bf, n->fcdx, b, si.c, si.h, si.w, beta, n->st);
+      if (!chain) nnk_nchw_to_nhwc(n->dval[l->in], n->bf, n->fcdx, b, si.c, si.h, si.w, beta, n->st);
       break;
     }
     }
@@ -563,6 +580,10 @@ static void loss_sum(cnet *n, int b, double *sum, int *hits) {
 static int c_train_step(nn_net *net, const float *x, const int32_t *labels, int b, float *loss, int *correct,
                         nn_step_times *t, char *err, size_t errcap) {
   cnet *n = C(net);
+  if (n->fail[0]) {
+    snprintf(err, errcap, "%s", n->fail);
+    return -1;
+  }
   if (nn_check_batch(x, b, n->o.batch, err, errcap) || nn_check_labels(labels, b, n->classes, err, errcap)) return -1;
   if (n->classes <= 0) {
     snprintf(err, errcap, "this network has no classifier");
@@ -676,22 +697,49 @@ static float *c_arena(nn_net *net, enum nn_arena a, size_t *count) {
   return n->h[a];
 }
 
+/* An error of the optimizer step (which has no channel of its own): said on stderr now, and the
+   next training step fails with it, so a run does not go on without its updates. */
+static void step_fail(cnet *n, const char *what) {
+  fprintf(stderr, "fabench: %s\n", what);
+  if (!n->fail[0]) snprintf(n->fail, sizeof n->fail, "optimizer step: %s", what);
+}
+
+/* SGD, Adam or AdamW over [off, off + count) of the arenas, one launch. Adam's second moment is
+   the net's own device arena (o->v is the CPU's), made at the first Adam step and zeroed where a
+   training's first step (t 1) updates it, as PyTorch starts it. */
 static void c_sgd_step(nn_net *net, const nn_sgd_opts *o, size_t off, size_t count) {
   cnet *n = C(net);
   if (off >= n->cnt[NN_ARENA_PARAMS]) return;
   if (count > n->cnt[NN_ARENA_PARAMS] - off) count = n->cnt[NN_ARENA_PARAMS] - off;
-  if (o->kind != NN_OPT_SGD) { /* the training loop refuses it first */
-    fprintf(stderr, "fabench: %s: GPU nets train with sgd only\n", nn_optim_name(o->kind));
-    return;
-  }
   char err[256];
   size_t errcap = sizeof err;
   if (upload_all(n, err, errcap)) {
-    fprintf(stderr, "fabench: %s\n", err);
+    step_fail(n, err);
     return;
   }
-  nnk_sgd(n->d[NN_ARENA_PARAMS] + off, n->d[NN_ARENA_GRADS] + off, n->d[NN_ARENA_MOMENTUM] + off, count, o->lr,
-          o->momentum, o->weight_decay, o->nesterov, o->grad_scale != 0.0f ? o->grad_scale : 1.0f, n->st);
+  float *p = n->d[NN_ARENA_PARAMS] + off, *g = n->d[NN_ARENA_GRADS] + off, *m = n->d[NN_ARENA_MOMENTUM] + off;
+  if (o->kind == NN_OPT_SGD) {
+    nnk_sgd(p, g, m, count, o->lr, o->momentum, o->weight_decay, o->nesterov,
+            o->grad_scale != 0.0f ? o->grad_scale : 1.0f, n->st);
+  } else {
+    size_t all = n->cnt[NN_ARENA_PARAMS] * sizeof(float);
+    cudaError_t e = cudaSuccess;
+    if (!n->adam_v) {
+      e = cudaMalloc((void **)&n->adam_v, all);
+      if (e == cudaSuccess) e = cudaMemsetAsync(n->adam_v, 0, all, n->st);
+    } else if (o->t <= 1) {
+      e = cudaMemsetAsync(n->adam_v + off, 0, count * sizeof(float), n->st);
+    }
+    if (e != cudaSuccess) {
+      snprintf(err, errcap, "%s's second moment (%zu floats) on the GPU: %s", nn_optim_name(o->kind),
+               n->cnt[NN_ARENA_PARAMS], cudaGetErrorString(e));
+      step_fail(n, err);
+      return;
+    }
+    nn_adam_coef c;
+    nn_adam_coefs(&c, o);
+    nnk_adam(p, g, m, n->adam_v + off, count, &c, n->st);
+  }
   n->state[NN_ARENA_PARAMS] = n->state[NN_ARENA_MOMENTUM] = DEV_NEWER;
   n->pver++;
 }
@@ -727,6 +775,8 @@ static void c_destroy(nn_net *net) {
       cudaFree(L->mean); /* mean, invstd, a, b, k in one allocation */
       cudaFree(L->acc);
       cudaFree(L->idx);
+      cudaFree(L->fy);
+      cudaFree(L->fdy);
       if (L->ready) cudaEventDestroy(L->ready);
     }
   if (n->val)
@@ -735,7 +785,7 @@ static void c_destroy(nn_net *net) {
       cudaFree(n->dval[v]);
     }
   void *dev[] = {n->fcin, n->fcdx, n->logits, n->dlogits, n->rowloss, n->yplain, n->hits, n->labels, n->xin[0],
-                 n->xin[1], n->ws, n->d[0], n->d[1], n->d[2], n->d[3]};
+                 n->xin[1], n->ws, n->d[0], n->d[1], n->d[2], n->d[3], n->adam_v};
   for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
   void *host[] = {n->hx, n->hlab, n->hloss, n->hlogits, n->hhits, n->h[0], n->h[2], n->h[3]};
   for (size_t i = 0; i < sizeof host / sizeof *host; i++) cudaFreeHost(host[i]);
@@ -777,9 +827,11 @@ static int layer_setup(cnet *n, int i, char *err, size_t errcap) {
   lstate *L = &n->L[i];
   nn_shape si = n->t.shapes[l->in], so = n->t.shapes[l->out];
   size_t B = (size_t)n->o.batch;
-  if (l->in != 0 && n->t.layers[l->in - 1].op == NN_FC) {
-    snprintf(err, errcap, "layer %d: a fully connected layer must be the last (the GPU engine runs no "
-             "MLP: --device cpu)", i);
+  /* a fully connected layer's output goes to the next fully connected layer or out as the logits */
+  if (l->op == NN_FC && i != n->t.nlayers - 1 &&
+      (n->t.layers[i + 1].op != NN_FC || n->t.layers[i + 1].in != l->out)) {
+    snprintf(err, errcap, "layer %d: a fully connected layer feeds only the next fully connected one on the GPU "
+             "engine (--device cpu)", i);
     return -1;
   }
   switch (l->op) {
@@ -810,6 +862,12 @@ static int layer_setup(cnet *n, int i, char *err, size_t errcap) {
     break;
   case NN_MAXPOOL:
     DMALLOC(L->idx, B * so.c * so.h * so.w * sizeof(int), i);
+    break;
+  case NN_FC:
+    if (i != n->t.nlayers - 1) {
+      DMALLOC(L->fy, B * l->cout * sizeof(float), i);
+      DMALLOC(L->fdy, B * l->cout * sizeof(float), i);
+    }
     break;
   default:
     break;
@@ -907,7 +965,9 @@ static int create(cnet *n, const nn_table *t, const nn_engine_opts *o, char *err
   for (int i = 0; i < nl; i++)
     if (layer_setup(n, i, err, errcap)) return -1;
   size_t in0 = velems(n, 0), fcn = 1, outn = velems(n, n->t.layers[nl - 1].out);
-  if (lastl->op == NN_FC) fcn = velems(n, lastl->in);
+  for (int i = 0; i < nl; i++) /* the first layer of a fully connected chain reads fcin */
+    if (n->t.layers[i].op == NN_FC && !fc_after_fc(n, &n->t.layers[i]) && velems(n, n->t.layers[i].in) > fcn)
+      fcn = velems(n, n->t.layers[i].in);
   size_t k = n->classes > 0 ? (size_t)n->classes : 1;
   DMALLOC(n->fcin, B * fcn * sizeof(float), -1);
   DMALLOC(n->fcdx, B * fcn * sizeof(float), -1);

@@ -9,6 +9,8 @@
 
 #include <cuda_runtime.h>
 
+#include "nn_adam.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -54,7 +56,10 @@ void nnk_maxpool_bwd(void *dx, float beta, const void *dy, const int *idx, int b
 void nnk_avgpool(void *y, const void *x, int bf, int n, int c, int hw, cudaStream_t s);
 void nnk_avgpool_bwd(void *dx, float beta, const void *dy, int bf, int n, int c, int hw, cudaStream_t s);
 
-void nnk_bias_add(float *y, const float *b, int n, int k, cudaStream_t s);
+/* y[n, k] += b, then max(y, 0) with relu (a hidden layer of an MLP). */
+void nnk_bias_add(float *y, const float *b, int n, int k, int relu, cudaStream_t s);
+/* dy = 0 where y <= 0: a fused ReLU's backward, in place. */
+void nnk_relu_bwd(float *dy, const float *y, size_t n, cudaStream_t s);
 void nnk_bias_grad(float *db, const float *dy, int n, int k, cudaStream_t s);
 /* Softmax cross-entropy of rows [n, k]: per-row loss and hit, dlogits = (softmax - onehot) / n. */
 void nnk_xent(float *dlogits, float *rowloss, int *hit, const float *logits, const int *labels, int n,
@@ -62,6 +67,9 @@ void nnk_xent(float *dlogits, float *rowloss, int *hit, const float *logits, con
 /* torch.optim.SGD, as nn_sgd_apply (gs: the gradient scale, 1 for none). */
 void nnk_sgd(float *p, const float *g, float *m, size_t n, float lr, float mu, float wd, int nesterov,
              float gs, cudaStream_t s);
+/* torch.optim.Adam or AdamW over n floats (v: the second moment), as nn_optim_apply: c from
+   nn_adam_coefs. */
+void nnk_adam(float *p, const float *g, float *m, float *v, size_t n, const nn_adam_coef *c, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -377,11 +377,21 @@ extern "C" void nnk_avgpool_bwd(void *dx, float beta, const void *dy, int bf, in
 
 /* ---- classifier, loss, optimizer ---- */
 
-__global__ void k_bias_add(float *y, const float *b, int n, int k) {
-  GRID_LOOP(i, (size_t)n * k) y[i] += b[i % k];
+__global__ void k_bias_add(float *y, const float *b, int n, int k, int relu) {
+  GRID_LOOP(i, (size_t)n * k) {
+    float v = y[i] + b[i % k];
+    y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+  }
 }
-extern "C" void nnk_bias_add(float *y, const float *b, int n, int k, cudaStream_t s) {
-  k_bias_add<<<blocks((size_t)n * k, 256), 256, 0, s>>>(y, b, n, k);
+extern "C" void nnk_bias_add(float *y, const float *b, int n, int k, int relu, cudaStream_t s) {
+  k_bias_add<<<blocks((size_t)n * k, 256), 256, 0, s>>>(y, b, n, k, relu);
+}
+
+__global__ void k_relu_bwd(float *dy, const float *y, size_t n) {
+  GRID_LOOP(i, n) if (!(y[i] > 0.0f)) dy[i] = 0.0f;
+}
+extern "C" void nnk_relu_bwd(float *dy, const float *y, size_t n, cudaStream_t s) {
+  k_relu_bwd<<<blocks(n, 256), 256, 0, s>>>(dy, y, n);
 }
 
 __global__ void k_bias_grad(float *db, const float *dy, int n, int k) {
@@ -458,4 +468,13 @@ __global__ void k_sgd(float *p, const float *g, float *m, size_t n, float lr, fl
 extern "C" void nnk_sgd(float *p, const float *g, float *m, size_t n, float lr, float mu, float wd, int nest,
                         float gs, cudaStream_t s) {
   k_sgd<<<blocks(n, 256), 256, 0, s>>>(p, g, m, n, lr, mu, wd, nest, gs);
+}
+
+/* Adam and AdamW: nn_adam_one, the CPU's element, on every element of the span. */
+__global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, nn_adam_coef c) {
+  GRID_LOOP(i, n) nn_adam_one(p, g, m, v, i, &c);
+}
+extern "C" void nnk_adam(float *p, const float *g, float *m, float *v, size_t n, const nn_adam_coef *c,
+                         cudaStream_t s) {
+  k_adam<<<blocks(n, 256), 256, 0, s>>>(p, g, m, v, n, *c);
 }

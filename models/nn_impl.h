@@ -126,6 +126,10 @@ void nn_sgd_apply(float *p, const float *g, float *m, size_t count, const nn_sgd
 /* The optimizer o->kind names over count floats of the arenas (v: the second moment's, at the
    same offset; NULL for SGD), nn_optim.c. */
 void nn_optim_apply(float *p, const float *g, float *m, float *v, size_t count, const nn_sgd_opts *o);
+/* Adam's and AdamW's per-step scalars from o (its kind, t, lr, ...) for nn_adam_one (nn_adam.h),
+   on the CPU and in the GPU kernel alike. */
+typedef struct nn_adam_coef nn_adam_coef;
+void nn_adam_coefs(nn_adam_coef *c, const nn_sgd_opts *o);
 
 /* Deterministic uniform floats in [lo, hi) from a seed (splitmix64 state). */
 float nn_rand_uniform(uint64_t *state, float lo, float hi);

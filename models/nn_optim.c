@@ -3,10 +3,12 @@
  *   Adam:  g += wd p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
  *          p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
  *   AdamW: p *= 1 - lr wd first, and no wd in g.
- * The gradient is read times grad_scale (data parallelism's 1/N), as SGD reads it. */
+ * The gradient is read times grad_scale (data parallelism's 1/N), as SGD reads it. One element's
+ * arithmetic is nn_adam_one (nn_adam.h), which the GPU kernel runs too. */
 #include <math.h>
 #include <string.h>
 
+#include "nn_adam.h"
 #include "nn_impl.h"
 
 static const char *const optim_names[] = {"sgd", "adam", "adamw"};
@@ -19,32 +21,27 @@ int nn_optim_parse(const char *name) {
 
 const char *nn_optim_name(int kind) { return kind >= 0 && kind < 3 ? optim_names[kind] : "?"; }
 
-static void adam_apply(float *p, const float *g, float *m, float *v, size_t count, const nn_sgd_opts *o) {
-  const int decoupled = o->kind == NN_OPT_ADAMW;
+void nn_adam_coefs(nn_adam_coef *c, const nn_sgd_opts *o) {
   const double t = (double)(o->t > 0 ? o->t : 1), lr = o->lr;
   /* the scalars as PyTorch hands them to its float kernels: computed in double, then rounded */
-  const float b1 = (float)o->beta1, b2 = (float)o->beta2, a1 = (float)(1.0 - o->beta1),
-              a2 = (float)(1.0 - o->beta2), eps = (float)o->eps;
-  const float step = (float)-(lr / (1.0 - pow(o->beta1, t)));
-  const float bc2 = (float)sqrt(1.0 - pow(o->beta2, t));
-  const float wd = decoupled ? 0.0f : o->weight_decay;
-  const float shrink = (float)(1.0 - lr * (double)o->weight_decay);
-  const float gs = o->grad_scale != 0.0f ? o->grad_scale : 1.0f;
+  c->decoupled = o->kind == NN_OPT_ADAMW;
+  c->b1 = (float)o->beta1;
+  c->b2 = (float)o->beta2;
+  c->a1 = (float)(1.0 - o->beta1);
+  c->a2 = (float)(1.0 - o->beta2);
+  c->eps = (float)o->eps;
+  c->step = (float)-(lr / (1.0 - pow(o->beta1, t)));
+  c->bc2 = (float)sqrt(1.0 - pow(o->beta2, t));
+  c->wd = c->decoupled ? 0.0f : o->weight_decay;
+  c->shrink = (float)(1.0 - lr * (double)o->weight_decay);
+  c->gs = o->grad_scale != 0.0f ? o->grad_scale : 1.0f;
+}
+
+static void adam_apply(float *p, const float *g, float *m, float *v, size_t count, const nn_sgd_opts *o) {
+  nn_adam_coef c;
+  nn_adam_coefs(&c, o);
 #pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < count; i++) {
-    float pi = p[i];
-    if (decoupled) pi *= shrink;
-    float gi = gs * g[i];
-    if (wd != 0.0f) gi = gi + wd * pi;
-    float mi = m[i] * b1;
-    mi = mi + a1 * gi;
-    float vi = v[i] * b2;
-    vi = vi + a2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    float denom = sqrtf(vi) / bc2 + eps;
-    p[i] = pi + step * mi / denom;
-  }
+  for (size_t i = 0; i < count; i++) nn_adam_one(p, g, m, v, i, &c);
 }
 
 void nn_optim_apply(float *p, const float *g, float *m, float *v, size_t count, const nn_sgd_opts *o) {

@@ -868,11 +868,8 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
 
   nn_sgd_opts so = o->sgd;
   so.grad_scale = nn_reducer_grad_scale(s.red);
-  if (so.kind != NN_OPT_SGD && !so.v) { /* Adam's second moment, from zero as PyTorch starts it */
-    if (nn_net_device(o->net) != NN_DEV_CPU) {
-      snprintf(err, errcap, "--optimizer %s: GPU nets train with sgd only", nn_optim_name(so.kind));
-      goto out;
-    }
+  /* Adam's second moment, from zero as PyTorch starts it (a GPU net keeps its own on the device) */
+  if (so.kind != NN_OPT_SGD && !so.v && nn_net_device(o->net) == NN_DEV_CPU) {
     if (!(adam_v = calloc(np ? np : 1, sizeof *adam_v))) {
       snprintf(err, errcap, "out of memory for %s's second moment", nn_optim_name(so.kind));
       goto out;

@@ -1,11 +1,12 @@
 #!/bin/bash
 # fabench's GPU checks and figures in one call (a lent GPU machine is paid by the minute): the
 # GPU tests, the copy ceilings (PyTorch's copies beside them), the ring over CUDA IPC, ResNet-50
-# training against the PyTorch peer, time to 91% on Fashion-MNIST on the GPU against the CPU,
-# and two ranks sharing the GPU.
+# training against the PyTorch peer (and AdamW's step beside SGD's), time to 91% on Fashion-MNIST
+# on the GPU against the CPU, two ranks sharing the GPU, a --device cpu,cuda sweep and fc6 (an MLP)
+# on both devices.
 # usage: scripts/gpu-check.sh BIN_DIR OUT_DIR [FMNIST_DIR]
 # Run from the source tree. BIN_DIR holds fabench, test_allreduce, test_nn_cuda, test_nn_layers,
-# test_nn_torch and nn_bench (and lib/ with any shared library the machine lacks); CUDA's
+# test_nn_torch, test_train_sweep and nn_bench (and lib/ with any shared library the machine lacks); CUDA's
 # libraries are taken from there, the toolkit, or the nvidia-* Python wheels. Each part logs to
 # OUT_DIR (env.txt, tests.log, copy.log, bench.log, train.log, cputta.log) as it goes, and the
 # run directories end in OUT_DIR/results.tgz. Nothing starts after DEADLINE seconds [420].
@@ -51,6 +52,7 @@ cpu=$!
   t 120 "${G[@]}" "$bin/test_nn_cuda"
   t 120 "${G[@]}" "$bin/test_nn_layers"
   t 120 "${G[@]}" "$bin/test_nn_torch"
+  t 120 "${G[@]}" "$bin/test_train_sweep" # its --device cpu,cuda test trains the cuda rows here
   t 60 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo native --ranks 1
   t 90 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo ring --ranks 1,2,3,4 --mem comm --mapped yes --big 100003
   FABENCH_RING_PIECES=3 t 90 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo ring --ranks 2,3,4 --mem comm --mapped yes \
@@ -76,6 +78,9 @@ cpu=$!
     t 90 "${G[@]}" "$bin/fabench" train --device cuda --precision $p --model resnet50 --data synthetic:3x224x224:1000 \
       --batch 128 --epochs 20 --steps 45 --warmup-steps 10 --eval-every 0 --out "$res/tr50-$p"
   done
+  # AdamW's fused step against SGD's (tr50-bf16 above): the same run but the optimizer
+  t 60 "${G[@]}" "$bin/fabench" train --device cuda --precision bf16 --optimizer adamw --lr 1e-3 --model resnet50 \
+    --data synthetic:3x224x224:1000 --batch 128 --epochs 20 --steps 45 --warmup-steps 10 --eval-every 0 --out "$res/tr50-adamw"
 } > "$out/bench.log" 2>&1
 {
   t 60 "${G[@]}" "$bin/fabench" p2p --transport nccl --tests d2d,h2d,d2h,d2d-sm,h2d-sm,d2h-sm --min-bytes 1M --max-bytes 1G \
@@ -103,6 +108,12 @@ cpu=$!
   wait $cpu
   t 60 "$bin/fabench" train --device cpu,cuda --model resnet20 --data "fmnist:$fmnist" --batch 128 --steps 150 \
     --warmup-steps 20 --eval-every 0 --log-every 50 --out "$res/cpucuda"
+  # a sweep over both devices and the three optimizers: a row per setting and device
+  t 90 "$bin/fabench" train --device cpu,cuda --optimizer sgd,adam,adamw --lr 0.01 --model resnet20 \
+    --data synthetic:3x32x32 --batch 64 --steps 20 --warmup-steps 5 --eval-every 0 --out "$res/sweep-dev"
+  # the MLP on both devices: a row each, their accuracy after one epoch alike
+  t 90 "$bin/fabench" train --device cpu,cuda --model fc6 --data "fmnist:$fmnist" --batch 128 --epochs 1 \
+    --log-every 100 --out "$res/fc6"
 } > "$out/train.log" 2>&1
 ((mps)) && echo quit | nvidia-cuda-mps-control
 tar -C "$res" -czf "$out/results.tgz" . && rm -rf "$res"

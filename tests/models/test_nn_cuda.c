@@ -3,7 +3,9 @@
  * callback walks the arena in order and, with host gradients, the host copy holds every gradient
  * when it is reported; tf32 and bf16 follow fp32; prefetched batches equal uploaded ones. Without
  * a GPU (or without CUDA in the build) every test but the refusal one skips with one line; a bad
- * batch is refused alike by both. cuBLAS is opened at run time, which needs no GPU to check. */
+ * batch is refused alike by both; Adam and AdamW on the GPU take the CPU's steps to the bit; an
+ * MLP trains as on the CPU. cuBLAS is opened at run time, which needs no GPU to check. */
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include "nn.h"
+#include "nn_impl.h"
 #include "test_util.h"
 
 #if FABENCH_HAVE_CUDA && FABENCH_HAVE_CUDNN
@@ -360,9 +363,159 @@ static void test_bad_batch_same(void **state) {
   }
 }
 
+/* Units in the last place between two floats of one sign (0 for equal ones, huge across signs). */
+static long ulps(float a, float b) {
+  int32_t x, y;
+  memcpy(&x, &a, sizeof x);
+  memcpy(&y, &b, sizeof y);
+  if ((x < 0) != (y < 0)) return a == b ? 0 : LONG_MAX;
+  return labs((long)x - (long)y);
+}
+
+static long worst_ulps(const float *got, const float *ref, size_t n, size_t *at) {
+  long w = 0;
+  for (size_t i = 0; i < n; i++) {
+    long u = ulps(got[i], ref[i]);
+    if (u > w) w = u, *at = i;
+  }
+  return w;
+}
+
+/* Adam and AdamW of a net against nn_optim_apply over the whole arena at once, several steps on
+   random parameters and gradients, the net's arena updated in three spans (on the GPU one launch
+   each, as the reducer's buckets): parameters and first moment agree to the bit where both round
+   each operation alike (the kernel runs the CPU's element, nn_adam.h); 2 ulps are allowed. Then a
+   training from step 1 again gives the first step's result: the second moment starts from zero
+   (the caller's o->v on the CPU, the device's own on the GPU, which ignores o->v). */
+static void adam_check(nn_net *g, const char *engine) {
+  size_t np, nm;
+  nn_net_params(g, &np);
+  nn_net_momentum(g, &nm);
+  assert_int_equal(nm, np);
+  enum { STEPS = 4 };
+  float *p0 = malloc(np * sizeof(float)), *p = malloc(np * sizeof(float)), *m = calloc(np, sizeof(float)),
+        *v = calloc(np, sizeof(float)), *gr = malloc(np * sizeof(float)), *first = malloc(np * sizeof(float)),
+        *vnet = malloc(np * sizeof(float));
+  uint64_t s = 99;
+  for (size_t i = 0; i < np; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    p0[i] = (float)((s >> 40) & 0xffff) / 32768.0f - 1.0f;
+  }
+  const size_t cut[] = {0, np / 3, np / 3 + 1, np};
+  for (int kind = NN_OPT_ADAM; kind <= NN_OPT_ADAMW; kind++) {
+    memcpy(p, p0, np * sizeof(float));
+    memset(m, 0, np * sizeof(float));
+    memset(v, 0, np * sizeof(float));
+    for (int round = 0; round < 2; round++) {
+      memcpy(nn_net_params(g, NULL), p0, np * sizeof(float));
+      memset(nn_net_momentum(g, NULL), 0, np * sizeof(float));
+      memset(vnet, 0, np * sizeof(float));
+      for (int t = 1; t <= (round ? 1 : STEPS); t++) {
+        s = 1000u * (uint64_t)kind + (uint64_t)t; /* the same gradients for step t in either round */
+        for (size_t i = 0; i < np; i++) { /* gradients of several magnitudes, some zero */
+          s = s * 6364136223846793005ull + 1442695040888963407ull;
+          float u = (float)((s >> 40) & 0xffff) / 32768.0f - 1.0f;
+          gr[i] = i % 11 == 0 ? 0.0f : u * (i % 3 == 0 ? 1e-3f : i % 3 == 1 ? 1.0f : 30.0f);
+        }
+        memcpy(nn_net_grads(g, NULL), gr, np * sizeof(float));
+        nn_sgd_opts o = {.lr = 3e-3f, .weight_decay = 0.05f, .grad_scale = 0.5f, .kind = kind, .beta1 = 0.9,
+                         .beta2 = 0.999, .eps = 1e-8, .t = t, .v = vnet};
+        for (int k = 0; k < 3; k++) nn_sgd_step_range(g, &o, cut[k], k == 2 ? SIZE_MAX : cut[k + 1] - cut[k]);
+        if (round) break; /* compared with the first round's first step below */
+        nn_optim_apply(p, gr, m, v, np, &o);
+        size_t at = 0;
+        const float *gp = nn_net_params(g, NULL), *gm = nn_net_momentum(g, NULL);
+        long up = worst_ulps(gp, p, np, &at);
+        if (up > 2) fail_msg("%s %s step %d: parameter %zu is %.9g, %.9g by nn_optim_apply (%ld ulps)",
+                             engine, nn_optim_name(kind), t, at, gp[at], p[at], up);
+        long um = worst_ulps(gm, m, np, &at);
+        if (um > 2) fail_msg("%s %s step %d: first moment %zu is %.9g, %.9g by nn_optim_apply (%ld ulps)",
+                             engine, nn_optim_name(kind), t, at, gm[at], m[at], um);
+        if (t == 1) memcpy(first, gp, np * sizeof(float));
+        print_message("%s %s step %d: %zu parameters within %ld ulps of nn_optim_apply's (moment %ld)\n", engine,
+                      nn_optim_name(kind), t, np, up, um);
+      }
+      if (round) {
+        size_t at = 0;
+        long u = worst_ulps(nn_net_params(g, NULL), first, np, &at);
+        if (u != 0) fail_msg("%s %s from step 1 again: parameter %zu differs from the first training's (%ld ulps)",
+                             engine, nn_optim_name(kind), at, u);
+      }
+    }
+  }
+  free(p0);
+  free(p);
+  free(m);
+  free(v);
+  free(gr);
+  free(first);
+  free(vnet);
+  nn_net_destroy(g);
+}
+
+static void test_adam_as_cpu(void **state) {
+  (void)state;
+  nn_net *c = cpu_net();
+  if (c) adam_check(c, "cpu");
+  nn_net *g = gpu_net(NN_PREC_FP32);
+  if (g) adam_check(g, "cuda");
+}
+
+/* An MLP (fully connected layers, ReLU between: a chain on cuBLAS with our bias+ReLU kernels) on
+   the GPU against the CPU engine: the same weights from the seed; each step's loss and every
+   gradient agree to fp32 rounding over three SGD steps on two batches; the chain's hidden layers
+   see both signs (ReLU masks something). */
+static void test_mlp_as_cpu(void **state) {
+  (void)state;
+  char model[64];
+  snprintf(model, sizeof model, "mlp:%d,64,32,%d", CH * H * W, K);
+  nn_net *nets[2] = {NULL, NULL};
+  for (int e = 0; e < 2; e++) {
+    nn_net_opts o = opts(e ? NN_DEV_CUDA : NN_DEV_CPU, NN_PREC_FP32);
+    o.model = model;
+    char err[256];
+    int rc = nn_net_create(&nets[e], &o, err, sizeof err);
+    if (rc == NN_ENODEV || (rc && strstr(err, "without oneDNN"))) {
+      print_message("[  SKIPPED ] %s engine: %s\n", e ? "GPU" : "CPU", err);
+      nn_net_destroy(nets[0]);
+      return;
+    }
+    if (rc) fail_msg("%s", err);
+  }
+  batches *d = malloc(sizeof *d);
+  make_batches(d);
+  size_t np, np2;
+  nn_net_params(nets[0], &np);
+  nn_net_params(nets[1], &np2);
+  assert_int_equal(np, np2);
+  assert_memory_equal(nn_net_params(nets[0], NULL), nn_net_params(nets[1], NULL), np * sizeof(float));
+  for (int s = 0; s < 3; s++) {
+    float loss[2];
+    for (int e = 0; e < 2; e++) loss[e] = step(nets[e], d, s & 1, 0);
+    near("mlp loss, GPU against CPU", loss[1], loss[0], 1e-5);
+    const float *gc = nn_net_grads(nets[0], NULL), *gg = nn_net_grads(nets[1], NULL);
+    double gmax = 0;
+    size_t zero = 0;
+    for (size_t i = 0; i < np; i++) {
+      gmax = fmax(gmax, fabs(gc[i]));
+      zero += gc[i] == 0.0f;
+    }
+    for (size_t i = 0; i < np; i++)
+      if (!(fabs(gg[i] - gc[i]) <= 1e-4 * gmax)) fail_msg("mlp step %d: gradient %zu is %.8g on the GPU, %.8g on the CPU", s, i, gg[i], gc[i]);
+    assert_true(gmax > 0);
+    assert_true(zero > 0 && zero < np / 2); /* the ReLUs masked some rows of the weights' gradient, not most */
+    nn_sgd_opts o = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f};
+    for (int e = 0; e < 2; e++) nn_sgd_step(nets[e], &o);
+  }
+  nn_net_destroy(nets[0]);
+  nn_net_destroy(nets[1]);
+  free(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_blas_at_run_time), cmocka_unit_test(test_refusal), cmocka_unit_test(test_checkpoint_across),
                                      cmocka_unit_test(test_grad_ready), cmocka_unit_test(test_precisions),
-                                     cmocka_unit_test(test_prefetch), cmocka_unit_test(test_bad_batch_same)};
+                                     cmocka_unit_test(test_prefetch), cmocka_unit_test(test_bad_batch_same),
+                                     cmocka_unit_test(test_adam_as_cpu), cmocka_unit_test(test_mlp_as_cpu)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
