@@ -19,13 +19,13 @@ enum { O_MODEL = 256, O_PROFILE, O_IPS, O_BATCH, O_RANKS, O_PPN, O_INTRA, O_INTE
        O_FMB, O_NOOV, O_TARGET, O_NOPLOT, O_OUT, O_CORES, O_THREADS };
 
 static const bench_flag pr_flags[] = {
-    {"model", "NAME", NULL, "resnet18, resnet34, resnet50 (ImageNet) or resnet20 (CIFAR) (default: resnet50, or "
-                            "the profile's)", O_MODEL},
+    {"model", "NAME", "resnet50", "resnet18, resnet34, resnet50 (ImageNet) or resnet20 (CIFAR); with --profile, "
+                                  "the profile's", O_MODEL},
     {"profile", "DIR", NULL, "a one-rank `fabench train` run: its fwd/bwd/opt times, gradient size and bucket "
                              "readiness (train.csv, train_buckets.csv) replace the model's defaults", O_PROFILE},
     {"images-per-s-rank", "R", NULL, "one rank's compute speed without a profile (default: the model's V100-class "
                                      "figure, printed)", O_IPS},
-    {"batch", "N", NULL, "images per rank per step (default: 32, or the profile's)", O_BATCH},
+    {"batch", "N", "32", "images per rank per step; with --profile, the profile's unless given", O_BATCH},
     {"ranks", "LIST", "8,64,512,1024", "rank counts", O_RANKS},
     {"ranks-per-node", "N", "8", "ranks per node", O_PPN},
     {"intra", "SPEC", "alpha=5,gbps=50", "the fabric inside a node", O_INTRA},
@@ -372,19 +372,21 @@ typedef struct {
   double ips, bucket_mb, first_mb, target;
   long batch, ppn, cores, threads;
   int overlap, plot;
+  int model_given, batch_given; /* given, not the defaults: a --profile's own stand otherwise */
 } pr_opts;
 
 static int pr_set(void *ctx, int code, const char *val, int given) {
   pr_opts *o = ctx;
   (void)given;
   switch (code) {
-  case O_MODEL: o->model = val; break;
+  case O_MODEL: o->model = val, o->model_given = given; break;
   case O_PROFILE: o->profile = val; break;
   case O_IPS:
     if (bench_parse_double(val, 1e-6, 1e9, &o->ips)) return bench_usage_error(pr_usage(), "--images-per-s-rank: '%s' is not a positive rate", val);
     break;
   case O_BATCH:
     if (bench_parse_int(val, 1, 1 << 20, &o->batch)) return bench_usage_error(pr_usage(), "--batch: '%s' is not a count >= 1", val);
+    o->batch_given = given;
     break;
   case O_RANKS: o->ranks = val; break;
   case O_PPN:
@@ -457,10 +459,10 @@ static int pr_make_profile(pr_profile *pf, const pr_opts *o, const char **src) {
   char err[1024];
   if (o->profile) {
     if (pr_load_profile(pf, o->profile, err, sizeof err)) return bench_error("predict: %s", err);
-    if (o->model && strcmp(o->model, pf->model)) /* the profile's figures are its model's */
+    if (o->model_given && strcmp(o->model, pf->model)) /* the profile's figures are its model's */
       return bench_usage_error(pr_usage(), "--model %s: the --profile run trained %s (leave --model out, or "
                                "profile %s)", o->model, pf->model, o->model);
-    if (o->batch) { /* compute scales with the batch */
+    if (o->batch_given) { /* compute scales with the batch */
       double s = (double)o->batch / pf->batch;
       pf->fwd_ms *= s, pf->bwd_ms *= s, pf->data_ms *= s; /* the optimizer: per parameter */
       for (size_t i = 0; i < pf->nb; i++) pf->b[i].ready_ms *= s;
@@ -470,14 +472,14 @@ static int pr_make_profile(pr_profile *pf, const pr_opts *o, const char **src) {
     *src = "profile";
     return 0;
   }
-  const char *model = o->model ? o->model : "resnet50";
+  const char *model = o->model;
   int mi = -1;
   for (size_t i = 0; i < sizeof pr_models / sizeof *pr_models; i++)
     if (!strcmp(pr_models[i].name, model)) mi = (int)i;
   if (mi < 0) return bench_usage_error(pr_usage(), "--model: '%s' is not resnet18, resnet34, resnet50 or resnet20", model);
   snprintf(pf->model, sizeof pf->model, "%s", model);
   pf->grad_bytes = pr_models[mi].params * 4;
-  pf->batch = o->batch ? (int)o->batch : 32;
+  pf->batch = (int)o->batch;
   double r = isfinite(o->ips) ? o->ips : pr_models[mi].ips;
   double step = 1e3 * pf->batch / r; /* backward about twice forward */
   pf->fwd_ms = step / 3;
