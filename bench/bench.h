@@ -75,6 +75,41 @@ char *bench_flags_usage(const char *head, const bench_flag *f, size_t n);
  * zero entry. The caller frees it; NULL: out of memory. */
 struct option *bench_flags_options(const bench_flag *f, size_t n, const struct option *extra);
 
+/* A default that a flag without a value (--quick) switches to where the flag it is of is not
+ * given: a second default, written once too and shown beside the first in --help. */
+typedef struct {
+  int code;          /* the flag's getopt_long code; 0 ends a list */
+  const char *value; /* as a user would type it */
+} bench_flag_alt;
+/* A command's flags whole, for bench_flags_parse: the table and the usage's text around it. */
+typedef struct {
+  const char *head;           /* "usage: fabench CMD [options] DIR...\n" and any lines of what it does */
+  const bench_flag *f;
+  size_t n;
+  const char *tail;           /* after the flags (NULL: nothing) */
+  const char *alt_name;       /* the flag (without a value) that switches to alt's defaults, or NULL */
+  const bench_flag_alt *alt;  /* ended by a zero code */
+} bench_flags_cmd;
+/* Sets the flag of getopt_long code `code` from val (NULL for a flag without a value) into ctx:
+ * 0, or 2 after a usage error naming the flag and the value. Called for each default too (given
+ * 0), before the flags given (given 1). */
+typedef int (*bench_flag_set)(void *ctx, int code, const char *val, int given);
+/* The usage of c (head, a line per flag with its default, tail), made once for the process. */
+const char *bench_flags_help(const bench_flags_cmd *c);
+/* Parses argv by c: each default through set, each flag given in turn (a repeatable flag's set
+ * gathers its values), then, where alt_name was given, alt's defaults of the flags not given.
+ * -h/--help prints the usage on stdout and returns 1; a missing value or an unknown flag is a
+ * usage error (2), as is a set's refusal (its status). first NULL: no positional argument is
+ * taken (one is a usage error); else *first is the index of the first (argv is permuted so that
+ * they come last). 0 when all parsed. */
+int bench_flags_parse(const bench_flags_cmd *c, int argc, char **argv, bench_flag_set set, void *ctx, int *first);
+/* The long name (without dashes) of c's flag of getopt_long code `code` ("?" where none). */
+const char *bench_flags_name(const bench_flags_cmd *c, int code);
+/* A comma-list flag's value split into at most max items (bench_split_list; *store freed first,
+ * so a flag given again replaces its list): 0, or 2 after a usage error naming flag and s. */
+int bench_flags_list(const char *usage, const char *flag, const char *s, char **items, int max, int *n,
+                     char **store);
+
 /* The table entries of the shared flags whose value and meaning every rank command has alike
  * (the codes below; their defaults are bench_rank_opts_init's). */
 #define BENCH_FLAG_EMULATE                                                                        \

@@ -1,6 +1,5 @@
 /* fabench fit: the cost model from run directories' allreduce and p2p rows, as model.json; and
  * the model checked against rows it was not fitted on (--check), the honest error. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,34 +10,41 @@
 #include "res.h"
 #include "util.h"
 
-static const char fit_usage[] =
+enum { O_OUT = 256, O_K, O_NOK, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL, O_REPEAT, O_FORMULAS };
+
+static const bench_flag fit_flags[] = {
+    {"out", "FILE", NULL, "where to write the model (default: DIR/model.json of the first DIR)", O_OUT},
+    {"min-bytes", "SIZE", "0", "fit only all-reduce rows of at least SIZE bytes; 0: all", O_MIN},
+    {"cores", "N", NULL, "CPU cores of the host the rows were measured on (default: from the first DIR's "
+                         "run.json; 0: no sharing of cores modelled)", O_CORES},
+    {"check", "DIR", NULL, "predict DIR's all-reduce rows with the model and print the error per fabric, ranks, "
+                           "algorithm and size (repeatable; rows from --min-bytes)", O_CHECK},
+    {"check-out", "DIR", NULL, "write the checked rows as DIR/model_check.csv (and .jsonl)", O_CHECK_OUT},
+    {"repeat", "DIR", NULL, "runs that measured some checked rows again (the fit set, minutes before): per "
+                            "fabric, how far the machine moved between the two, the floor under any model's "
+                            "error, and the model's error on the rows both measured within 10% alike "
+                            "(repeatable)", O_REPEAT},
+    {"model", "FILE", NULL, "check this model (model.json or a directory with one) instead of fitting: no DIR "
+                            "needed", O_MODEL},
+    {"gamma-kernel", NULL, NULL, "check gamma against the reduction kernel's rate, for fabrics whose rows cannot "
+                                 "tell gamma from beta: as the runs recorded it (run.json's reduce_gbps), else "
+                                 "measured here (default: on)", O_K},
+    {"no-gamma-kernel", NULL, NULL, "use the transport's default gamma instead", O_NOK},
+    {"formulas-only", NULL, NULL, "predict with the formulas alone (fitting, or the --model checked): by default a "
+                                  "fabric also learns what its formulas miss at the sizes fitted, per algorithm "
+                                  "and rank count (model.json's residuals), and its predictions there carry it; "
+                                  "other rank counts and algorithms get the formulas alone", O_FORMULAS},
+};
+static const bench_flags_cmd fit_cmd = {
     "usage: fabench fit [options] DIR...\n"
     "  Fits alpha (start-up), beta (s/byte), gamma (reduction s/byte), delta (per call), the\n"
     "  host's CPU cost per byte shared by its ranks and a cache term per fabric and host count\n"
-    "  from the run directories' allreduce.csv (and p2p.csv), and writes model.json.\n"
-    "  --out FILE        where to write the model (default: DIR/model.json of the first DIR)\n"
-    "  --min-bytes SIZE  fit only all-reduce rows of at least SIZE bytes (default: 0, all)\n"
-    "  --cores N         CPU cores of the host the rows were measured on (default: from the\n"
-    "                    first DIR's run.json; 0: no sharing of cores modelled)\n"
-    "  --check DIR       predict DIR's all-reduce rows with the model and print the error per\n"
-    "                    fabric, ranks, algorithm and size (repeatable; rows from --min-bytes)\n"
-    "  --check-out DIR   write the checked rows as DIR/model_check.csv (and .jsonl)\n"
-    "  --repeat DIR      runs that measured some checked rows again (the fit set, minutes\n"
-    "                    before): per fabric, how far the machine moved between the two,\n"
-    "                    the floor under any model's error, and the model's error on the rows\n"
-    "                    both measured within 10% alike (repeatable)\n"
-    "  --model FILE      check this model (model.json or a directory with one) instead of\n"
-    "                    fitting: no DIR needed\n"
-    "  --gamma-kernel    check gamma against the reduction kernel's rate, for fabrics whose rows\n"
-    "                    cannot tell gamma from beta: as the runs recorded it (run.json's\n"
-    "                    reduce_gbps), else measured here (default: on)\n"
-    "  --no-gamma-kernel use the transport's default gamma instead\n"
-    "  --formulas-only   predict with the formulas alone (fitting, or the --model checked): by\n"
-    "                    default a fabric also learns what its formulas miss at the sizes fitted,\n"
-    "                    per algorithm and rank count (model.json's residuals), and its predictions\n"
-    "                    there carry it; other rank counts and algorithms get the formulas alone\n"
+    "  from the run directories' allreduce.csv (and p2p.csv), and writes model.json.\n",
+    fit_flags, sizeof fit_flags / sizeof *fit_flags,
     "Rows measured beside a load (allreduce --beside-compute) are kept for the training step's\n"
-    "share of the cores (compute_loss in model.json) and left out of the rest.\n";
+    "share of the cores (compute_loss in model.json) and left out of the rest.\n",
+    NULL, NULL};
+static const char *fit_usage(void) { return bench_flags_help(&fit_cmd); }
 
 static void fit_print(const res_costmodel *m) {
   printf("# %-22s %-5s %5s %-9s %9s %9s %8s %10s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
@@ -435,47 +441,43 @@ typedef struct {
   int nchecks, nreps, ndirs;
 } fit_opts;
 
+static int fit_set(void *ctx, int code, const char *val, int given) {
+  fit_opts *o = ctx;
+  (void)given;
+  switch (code) {
+  case O_OUT: o->out = val; break;
+  case O_K: o->kernel = 1; break;
+  case O_NOK: o->kernel = 0; break;
+  case O_MIN:
+    if (bench_parse_size(val, &o->min_bytes))
+      return bench_usage_error(fit_usage(), "--min-bytes: '%s' is not a size (e.g. 1M)", val);
+    break;
+  case O_CORES:
+    if (bench_parse_int(val, 0, 1 << 20, &o->cores))
+      return bench_usage_error(fit_usage(), "--cores: '%s' is not a count from 0", val);
+    break;
+  case O_CHECK: o->checks[o->nchecks++] = (char *)val; break; /* repeatable: argc places, in argv */
+  case O_CHECK_OUT: o->check_out = val; break;
+  case O_REPEAT: o->reps[o->nreps++] = (char *)val; break;
+  case O_MODEL: o->model = val; break;
+  case O_FORMULAS: o->formulas_only = 1; break;
+  }
+  return 0;
+}
+
 /* 0; 1 after --help; else the usage error's status. */
 static int fit_parse(fit_opts *o, int argc, char **argv) {
-  enum { O_OUT = 256, O_K, O_NOK, O_MIN, O_CORES, O_CHECK, O_CHECK_OUT, O_MODEL, O_REPEAT, O_FORMULAS };
-  static const struct option lo[] = {{"out", 1, 0, O_OUT},           {"gamma-kernel", 0, 0, O_K},
-                                     {"no-gamma-kernel", 0, 0, O_NOK}, {"help", 0, 0, 'h'},
-                                     {"min-bytes", 1, 0, O_MIN},       {"cores", 1, 0, O_CORES},
-                                     {"check", 1, 0, O_CHECK},         {"check-out", 1, 0, O_CHECK_OUT},
-                                     {"model", 1, 0, O_MODEL},         {"repeat", 1, 0, O_REPEAT},
-                                     {"formulas-only", 0, 0, O_FORMULAS}, {0, 0, 0, 0}};
-  opterr = 0;
-  optind = 1;
-  int ch;
-  while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-    switch (ch) {
-    case O_OUT: o->out = optarg; break;
-    case O_K: o->kernel = 1; break;
-    case O_NOK: o->kernel = 0; break;
-    case O_MIN:
-      if (bench_parse_size(optarg, &o->min_bytes))
-        return bench_usage_error(fit_usage, "--min-bytes: '%s' is not a size (e.g. 1M)", optarg);
-      break;
-    case O_CORES:
-      if (bench_parse_int(optarg, 0, 1 << 20, &o->cores))
-        return bench_usage_error(fit_usage, "--cores: '%s' is not a count from 0", optarg);
-      break;
-    case O_CHECK: o->checks[o->nchecks++] = optarg; break;
-    case O_CHECK_OUT: o->check_out = optarg; break;
-    case O_REPEAT: o->reps[o->nreps++] = optarg; break;
-    case O_MODEL: o->model = optarg; break;
-    case O_FORMULAS: o->formulas_only = 1; break;
-    default: return bench_flag_common(ch, argv, fit_usage); /* 1: --help */
-    }
-  }
-  if (o->model && optind < argc)
-    return bench_usage_error(fit_usage, "--model checks a model: no run directory to fit (got '%s')", argv[optind]);
+  int first = 0; /* the first run directory */
+  int rc = bench_flags_parse(&fit_cmd, argc, argv, fit_set, o, &first);
+  if (rc) return rc;
+  if (o->model && first < argc)
+    return bench_usage_error(fit_usage(), "--model checks a model: no run directory to fit (got '%s')", argv[first]);
   if ((o->check_out || o->nreps) && !o->nchecks)
-    return bench_usage_error(fit_usage, "%s needs --check DIR", o->check_out ? "--check-out" : "--repeat");
-  if (o->model && !o->nchecks) return bench_usage_error(fit_usage, "--model needs --check DIR");
-  if (!o->model && optind >= argc) return bench_usage_error(fit_usage, "no run directory given");
-  o->dirs = argv + optind;
-  o->ndirs = argc - optind;
+    return bench_usage_error(fit_usage(), "%s needs --check DIR", o->check_out ? "--check-out" : "--repeat");
+  if (o->model && !o->nchecks) return bench_usage_error(fit_usage(), "--model needs --check DIR");
+  if (!o->model && first >= argc) return bench_usage_error(fit_usage(), "no run directory given");
+  o->dirs = argv + first;
+  o->ndirs = argc - first;
   return 0;
 }
 

@@ -2,7 +2,6 @@
  * one-rank compute profile, the bucket plan and the cost model of an intra-node and an
  * inter-node fabric; and the inter-node link rate a target efficiency needs. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,37 +15,42 @@
 #include "res.h"
 #include "util.h"
 
-static const char pr_usage[] =
-    "usage: fabench predict [options]\n"
-    "  --model NAME          resnet18, resnet34, resnet50 (ImageNet) or resnet20 (CIFAR)\n"
-    "                        (default: resnet50, or the profile's)\n"
-    "  --profile DIR         a one-rank `fabench train` run: its fwd/bwd/opt times, gradient\n"
-    "                        size and bucket readiness (train.csv, train_buckets.csv) replace\n"
-    "                        the model's defaults\n"
-    "  --images-per-s-rank R one rank's compute speed without a profile (default: the model's\n"
-    "                        V100-class figure, printed)\n"
-    "  --batch N             images per rank per step (default: 32, or the profile's)\n"
-    "  --ranks LIST          rank counts (default: 8,64,512,1024)\n"
-    "  --ranks-per-node N    ranks per node (default: 8)\n"
-    "  --intra SPEC          the fabric inside a node (default: alpha=5,gbps=50)\n"
-    "  --inter SPEC          the fabric between nodes (default: alpha=10,gbit=100)\n"
-    "                        SPEC: alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s], or\n"
-    "                        a model.json / run directory (fitted: fabench fit), with\n"
-    "                        @FABRIC or @TRANSPORT where it has several fabrics, and\n"
-    "                        ,gbit=R or ,gbps=R for a stated rate it did not fit: its nearest\n"
-    "                        emulated rate of the transport scaled to R (held out)\n"
-    "  --cores N             cores per node, which its ranks share with the communication's\n"
-    "                        CPU work (default: the fitted host's, at least one per rank of\n"
-    "                        --ranks-per-node; a stated fabric's 0: none shared)\n"
-    "  --threads N           compute threads per rank (default: 1)\n"
-    "  --algo LIST           ring,rhd,rd,tree,dtree,ps,ps:K and hier:ALG (ring reduce-scatter\n"
-    "                        and all-gather in the node, ALG across nodes)\n"
-    "                        (default: ring,dtree,hier:ring)\n"
-    "  --bucket-mb MB        bucket size (default: 25); --first-bucket-mb MB (default: 1)\n"
-    "  --no-overlap          buckets reduced after backward, not during it\n"
-    "  --target-eff E        the efficiency the link rate is solved for (default: 0.9)\n"
-    "  --no-plot             skip the gnuplot plot\n"
-    "  --out DIR             run directory (default: results/<UTC>-predict)\n";
+enum { O_MODEL = 256, O_PROFILE, O_IPS, O_BATCH, O_RANKS, O_PPN, O_INTRA, O_INTER, O_ALGO, O_BMB,
+       O_FMB, O_NOOV, O_TARGET, O_NOPLOT, O_OUT, O_CORES, O_THREADS };
+
+static const bench_flag pr_flags[] = {
+    {"model", "NAME", "resnet50", "resnet18, resnet34, resnet50 (ImageNet) or resnet20 (CIFAR); with --profile, "
+                                  "the profile's", O_MODEL},
+    {"profile", "DIR", NULL, "a one-rank `fabench train` run: its fwd/bwd/opt times, gradient size and bucket "
+                             "readiness (train.csv, train_buckets.csv) replace the model's defaults", O_PROFILE},
+    {"images-per-s-rank", "R", NULL, "one rank's compute speed without a profile (default: the model's V100-class "
+                                     "figure, printed)", O_IPS},
+    {"batch", "N", "32", "images per rank per step; with --profile, the profile's unless given", O_BATCH},
+    {"ranks", "LIST", "8,64,512,1024", "rank counts", O_RANKS},
+    {"ranks-per-node", "N", "8", "ranks per node", O_PPN},
+    {"intra", "SPEC", "alpha=5,gbps=50", "the fabric inside a node", O_INTRA},
+    {"inter", "SPEC", "alpha=10,gbit=100", "the fabric between nodes.\n"
+                                           "SPEC: alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s], or a "
+                                           "model.json / run directory (fitted: fabench fit), with @FABRIC or "
+                                           "@TRANSPORT where it has several fabrics, and ,gbit=R or ,gbps=R for a "
+                                           "stated rate it did not fit: its nearest emulated rate of the transport "
+                                           "scaled to R (held out)", O_INTER},
+    {"cores", "N", NULL, "cores per node, which its ranks share with the communication's CPU work (default: the "
+                         "fitted host's, at least one per rank of --ranks-per-node; a stated fabric's 0: none "
+                         "shared)", O_CORES},
+    {"threads", "N", "1", "compute threads per rank", O_THREADS},
+    {"algo", "LIST", "ring,dtree,hier:ring", "ring,rhd,rd,tree,dtree,ps,ps:K and hier:ALG (ring reduce-scatter "
+                                             "and all-gather in the node, ALG across nodes)", O_ALGO},
+    {"bucket-mb", "MB", "25", "bucket size", O_BMB},
+    {"first-bucket-mb", "MB", "1", "the first bucket's size", O_FMB},
+    {"no-overlap", NULL, NULL, "buckets reduced after backward, not during it", O_NOOV},
+    {"target-eff", "E", "0.9", "the efficiency the link rate is solved for", O_TARGET},
+    {"no-plot", NULL, NULL, "skip the gnuplot plot", O_NOPLOT},
+    {"out", "DIR", NULL, "run directory (default: results/<UTC>-predict)", O_OUT},
+};
+static const bench_flags_cmd pr_cmd = {"usage: fabench predict [options]\n", pr_flags,
+                                       sizeof pr_flags / sizeof *pr_flags, NULL, NULL, NULL};
+static const char *pr_usage(void) { return bench_flags_help(&pr_cmd); }
 
 /* Parameters of the ImageNet ResNets (torchvision's counts) and CIFAR ResNet-20, with a fp32
  * V100-class training speed per GPU for the default compute time (a stand-in: give a profile
@@ -368,91 +372,78 @@ typedef struct {
   double ips, bucket_mb, first_mb, target;
   long batch, ppn, cores, threads;
   int overlap, plot;
+  int model_given, batch_given; /* given, not the defaults: a --profile's own stand otherwise */
 } pr_opts;
+
+static int pr_set(void *ctx, int code, const char *val, int given) {
+  pr_opts *o = ctx;
+  (void)given;
+  switch (code) {
+  case O_MODEL: o->model = val, o->model_given = given; break;
+  case O_PROFILE: o->profile = val; break;
+  case O_IPS:
+    if (bench_parse_double(val, 1e-6, 1e9, &o->ips)) return bench_usage_error(pr_usage(), "--images-per-s-rank: '%s' is not a positive rate", val);
+    break;
+  case O_BATCH:
+    if (bench_parse_int(val, 1, 1 << 20, &o->batch)) return bench_usage_error(pr_usage(), "--batch: '%s' is not a count >= 1", val);
+    o->batch_given = given;
+    break;
+  case O_RANKS: o->ranks = val; break;
+  case O_PPN:
+    if (bench_parse_int(val, 1, 1 << 16, &o->ppn)) return bench_usage_error(pr_usage(), "--ranks-per-node: '%s' is not a count >= 1", val);
+    break;
+  case O_INTRA: o->intra = val; break;
+  case O_CORES:
+    if (bench_parse_int(val, 0, 1 << 20, &o->cores)) return bench_usage_error(pr_usage(), "--cores: '%s' is not a count >= 0", val);
+    break;
+  case O_THREADS:
+    if (bench_parse_int(val, 1, 1 << 12, &o->threads)) return bench_usage_error(pr_usage(), "--threads: '%s' is not a count >= 1", val);
+    break;
+  case O_INTER: o->inter = val; break;
+  case O_ALGO: o->algos = val; break;
+  case O_BMB:
+    if (bench_parse_double(val, 1e-3, 1e6, &o->bucket_mb)) return bench_usage_error(pr_usage(), "--bucket-mb: '%s' is not a size in MB", val);
+    break;
+  case O_FMB:
+    if (bench_parse_double(val, 1e-3, 1e6, &o->first_mb)) return bench_usage_error(pr_usage(), "--first-bucket-mb: '%s' is not a size in MB", val);
+    break;
+  case O_NOOV: o->overlap = 0; break;
+  case O_TARGET:
+    if (bench_parse_double(val, 0.01, 1.0, &o->target)) return bench_usage_error(pr_usage(), "--target-eff: '%s' is not in (0, 1]", val);
+    break;
+  case O_NOPLOT: o->plot = 0; break;
+  case O_OUT: o->out = val; break;
+  }
+  return 0;
+}
 
 /* 0; 1 after --help; else the usage error's status. */
 static int pr_parse(pr_opts *o, int argc, char **argv) {
-  *o = (pr_opts){.intra = "alpha=5,gbps=50", .inter = "alpha=10,gbit=100", .ranks = "8,64,512,1024",
-                 .algos = "ring,dtree,hier:ring", .ips = NAN, .bucket_mb = 25, .first_mb = 1, .target = 0.9,
-                 .ppn = 8, .cores = -1, .threads = 1, .overlap = 1, .plot = 1};
-  enum { O_MODEL = 256, O_PROFILE, O_IPS, O_BATCH, O_RANKS, O_PPN, O_INTRA, O_INTER, O_ALGO, O_BMB,
-         O_FMB, O_NOOV, O_TARGET, O_NOPLOT, O_OUT, O_CORES, O_THREADS };
-  static const struct option lo[] = {
-      {"model", 1, 0, O_MODEL},       {"profile", 1, 0, O_PROFILE},   {"images-per-s-rank", 1, 0, O_IPS},
-      {"batch", 1, 0, O_BATCH},       {"ranks", 1, 0, O_RANKS},       {"ranks-per-node", 1, 0, O_PPN},
-      {"intra", 1, 0, O_INTRA},       {"inter", 1, 0, O_INTER},       {"algo", 1, 0, O_ALGO},
-      {"bucket-mb", 1, 0, O_BMB},     {"first-bucket-mb", 1, 0, O_FMB}, {"no-overlap", 0, 0, O_NOOV},
-      {"target-eff", 1, 0, O_TARGET}, {"no-plot", 0, 0, O_NOPLOT},    {"out", 1, 0, O_OUT},
-      {"cores", 1, 0, O_CORES},       {"threads", 1, 0, O_THREADS},
-      {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
-  opterr = 0;
-  optind = 1;
-  int ch;
-  while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-    switch (ch) {
-    case O_MODEL: o->model = optarg; break;
-    case O_PROFILE: o->profile = optarg; break;
-    case O_IPS:
-      if (bench_parse_double(optarg, 1e-6, 1e9, &o->ips)) return bench_usage_error(pr_usage, "--images-per-s-rank: '%s' is not a positive rate", optarg);
-      break;
-    case O_BATCH:
-      if (bench_parse_int(optarg, 1, 1 << 20, &o->batch)) return bench_usage_error(pr_usage, "--batch: '%s' is not a count >= 1", optarg);
-      break;
-    case O_RANKS: o->ranks = optarg; break;
-    case O_PPN:
-      if (bench_parse_int(optarg, 1, 1 << 16, &o->ppn)) return bench_usage_error(pr_usage, "--ranks-per-node: '%s' is not a count >= 1", optarg);
-      break;
-    case O_INTRA: o->intra = optarg; break;
-    case O_CORES:
-      if (bench_parse_int(optarg, 0, 1 << 20, &o->cores)) return bench_usage_error(pr_usage, "--cores: '%s' is not a count >= 0", optarg);
-      break;
-    case O_THREADS:
-      if (bench_parse_int(optarg, 1, 1 << 12, &o->threads)) return bench_usage_error(pr_usage, "--threads: '%s' is not a count >= 1", optarg);
-      break;
-    case O_INTER: o->inter = optarg; break;
-    case O_ALGO: o->algos = optarg; break;
-    case O_BMB:
-      if (bench_parse_double(optarg, 1e-3, 1e6, &o->bucket_mb)) return bench_usage_error(pr_usage, "--bucket-mb: '%s' is not a size in MB", optarg);
-      break;
-    case O_FMB:
-      if (bench_parse_double(optarg, 1e-3, 1e6, &o->first_mb)) return bench_usage_error(pr_usage, "--first-bucket-mb: '%s' is not a size in MB", optarg);
-      break;
-    case O_NOOV: o->overlap = 0; break;
-    case O_TARGET:
-      if (bench_parse_double(optarg, 0.01, 1.0, &o->target)) return bench_usage_error(pr_usage, "--target-eff: '%s' is not in (0, 1]", optarg);
-      break;
-    case O_NOPLOT: o->plot = 0; break;
-    case O_OUT: o->out = optarg; break;
-    default: return bench_flag_common(ch, argv, pr_usage); /* 1: --help */
-    }
-  }
-  if (optind < argc) return bench_usage_error(pr_usage, "unexpected argument '%s'", argv[optind]);
-  return 0;
+  *o = (pr_opts){.ips = NAN, .cores = -1, .overlap = 1, .plot = 1}; /* what no default string says */
+  return bench_flags_parse(&pr_cmd, argc, argv, pr_set, o, NULL);
 }
 
 /* --ranks and --algo into their lists: 0, or the usage error's status. */
 static int pr_lists(const pr_opts *o, int *ranks, int *nranks, pr_algo *al, int *nalgos) {
   char *items[PR_MAX], *store = NULL;
-  int rc = 0;
-  *nranks = bench_split_list(o->ranks, items, PR_MAX, &store);
-  if (*nranks <= 0) rc = bench_usage_error(pr_usage, "--ranks: '%s' is empty, has an empty item or is too long", o->ranks);
+  int rc = bench_flags_list(pr_usage(), "--ranks", o->ranks, items, PR_MAX, nranks, &store);
   for (int i = 0; i < *nranks && !rc; i++) {
     long v;
     if (bench_parse_int(items[i], 1, 1 << 24, &v))
-      rc = bench_usage_error(pr_usage, "--ranks: '%s' is not a rank count", items[i]);
+      rc = bench_usage_error(pr_usage(), "--ranks: '%s' is not a rank count", items[i]);
     else
       ranks[i] = (int)v;
   }
   free(store);
   if (rc) return rc;
-  *nalgos = bench_split_list(o->algos, items, PR_MAX, &store);
-  if (*nalgos <= 0) rc = bench_usage_error(pr_usage, "--algo: '%s' is empty, has an empty item or is too long", o->algos);
+  store = NULL;
+  rc = bench_flags_list(pr_usage(), "--algo", o->algos, items, PR_MAX, nalgos, &store);
   for (int i = 0; i < *nalgos && !rc; i++) {
     const char *a = items[i];
     al[i].hier = !strncmp(a, "hier:", 5);
     if (coll_algo_parse(a + (al[i].hier ? 5 : 0), &al[i].algo) || al[i].algo.kind == COLL_ALGO_NATIVE ||
         al[i].algo.kind == COLL_ALGO_AUTO || (al[i].hier && al[i].algo.kind == COLL_ALGO_HIER))
-      rc = bench_usage_error(pr_usage, "--algo: '%s' has no cost formula (ring, rhd, rd, tree, dtree, ps, ps:K, hier:ALG)", a);
+      rc = bench_usage_error(pr_usage(), "--algo: '%s' has no cost formula (ring, rhd, rd, tree, dtree, ps, ps:K, hier:ALG)", a);
     else if (al[i].algo.kind == COLL_ALGO_HIER) /* plain "hier" is hier:ring */
       al[i].hier = 1, al[i].algo = (coll_algo){(coll_algo_kind)al[i].algo.param, 0};
     snprintf(al[i].name, sizeof al[i].name, "%s", a);
@@ -468,10 +459,10 @@ static int pr_make_profile(pr_profile *pf, const pr_opts *o, const char **src) {
   char err[1024];
   if (o->profile) {
     if (pr_load_profile(pf, o->profile, err, sizeof err)) return bench_error("predict: %s", err);
-    if (o->model && strcmp(o->model, pf->model)) /* the profile's figures are its model's */
-      return bench_usage_error(pr_usage, "--model %s: the --profile run trained %s (leave --model out, or "
+    if (o->model_given && strcmp(o->model, pf->model)) /* the profile's figures are its model's */
+      return bench_usage_error(pr_usage(), "--model %s: the --profile run trained %s (leave --model out, or "
                                "profile %s)", o->model, pf->model, o->model);
-    if (o->batch) { /* compute scales with the batch */
+    if (o->batch_given) { /* compute scales with the batch */
       double s = (double)o->batch / pf->batch;
       pf->fwd_ms *= s, pf->bwd_ms *= s, pf->data_ms *= s; /* the optimizer: per parameter */
       for (size_t i = 0; i < pf->nb; i++) pf->b[i].ready_ms *= s;
@@ -481,14 +472,14 @@ static int pr_make_profile(pr_profile *pf, const pr_opts *o, const char **src) {
     *src = "profile";
     return 0;
   }
-  const char *model = o->model ? o->model : "resnet50";
+  const char *model = o->model;
   int mi = -1;
   for (size_t i = 0; i < sizeof pr_models / sizeof *pr_models; i++)
     if (!strcmp(pr_models[i].name, model)) mi = (int)i;
-  if (mi < 0) return bench_usage_error(pr_usage, "--model: '%s' is not resnet18, resnet34, resnet50 or resnet20", model);
+  if (mi < 0) return bench_usage_error(pr_usage(), "--model: '%s' is not resnet18, resnet34, resnet50 or resnet20", model);
   snprintf(pf->model, sizeof pf->model, "%s", model);
   pf->grad_bytes = pr_models[mi].params * 4;
-  pf->batch = o->batch ? (int)o->batch : 32;
+  pf->batch = (int)o->batch;
   double r = isfinite(o->ips) ? o->ips : pr_models[mi].ips;
   double step = 1e3 * pf->batch / r; /* backward about twice forward */
   pf->fwd_ms = step / 3;
@@ -589,10 +580,10 @@ int bench_cmd_predict(int argc, char **argv) {
   pr_fabric intra, inter;
   /* a node has at least a core for each of its ranks, as the profile's rank had */
   long cores = o.cores >= 0 ? o.cores : -o.ppn;
-  if (pr_fabric_parse(&intra, o.intra, gamma, cores, err, sizeof err)) return bench_usage_error(pr_usage, "--intra: %s", err);
+  if (pr_fabric_parse(&intra, o.intra, gamma, cores, err, sizeof err)) return bench_usage_error(pr_usage(), "--intra: %s", err);
   if (pr_fabric_parse(&inter, o.inter, gamma, cores, err, sizeof err)) {
     pr_fabric_free(&intra);
-    return bench_usage_error(pr_usage, "--inter: %s", err);
+    return bench_usage_error(pr_usage(), "--inter: %s", err);
   }
   pr_profile *pf = calloc(1, sizeof *pf); /* 64 KiB of buckets: off the stack */
   if (!pf) return pr_fabric_free(&intra), pr_fabric_free(&inter), bench_error("out of memory");

@@ -2,7 +2,6 @@
  * Rows of every directory are read with results' one reader and merged; a directory that is
  * not a fabench run, or whose schema is newer, is refused with the reason. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +15,13 @@
 #include "res.h"
 #include "util.h"
 
-static const char rp_usage[] =
+enum { O_OUT = 256, O_NOPLOT };
+
+static const bench_flag rp_flags[] = {
+    {"out", "DIR", NULL, "where to write (default: results/<UTC>-report)", O_OUT},
+    {"no-plot", NULL, NULL, "write report.md and the data, skip gnuplot", O_NOPLOT},
+};
+static const bench_flags_cmd rp_cmd = {
     "usage: fabench report [options] DIR...\n"
     "  Merges the run directories' records (allreduce, colls, coll_ranks, p2p, p2p_matrix, train,\n"
     "  train_buckets, train_epochs, predict) and writes report.md with plots (PNG and SVG): busbw\n"
@@ -25,9 +30,21 @@ static const char rp_usage[] =
     "  the peer, the rank the others waited for, training images/s and step breakdown, a training\n"
     "  sweep's settings with test accuracy against epoch per setting and images/s against global\n"
     "  batch, predicted against measured, scaling efficiency to 1024 ranks, the p2p matrix. The\n"
-    "  model is the first model.json found, else fitted from the rows.\n"
-    "  --out DIR     where to write (default: results/<UTC>-report)\n"
-    "  --no-plot     write report.md and the data, skip gnuplot\n";
+    "  model is the first model.json found, else fitted from the rows.\n",
+    rp_flags, sizeof rp_flags / sizeof *rp_flags, NULL, NULL, NULL};
+
+typedef struct {
+  const char *out;
+  int plot;
+} rp_opts;
+
+static int rp_set(void *ctx, int code, const char *val, int given) {
+  rp_opts *o = ctx;
+  (void)given;
+  if (code == O_OUT) o->out = val;
+  if (code == O_NOPLOT) o->plot = 0;
+  return 0;
+}
 
 static const res_schema *rp_schema(int k) {
   switch (k) {
@@ -872,44 +889,33 @@ static void rp_validate(rp_ctx *x, char *const *dirs, int n) {
 }
 
 int bench_cmd_report(int argc, char **argv) {
-  const char *out = NULL;
-  int plot = 1;
-  enum { O_OUT = 256, O_NOPLOT };
-  static const struct option lo[] = {{"out", 1, 0, O_OUT}, {"no-plot", 0, 0, O_NOPLOT}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-  opterr = 0;
-  optind = 1;
-  int ch;
-  while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-    switch (ch) {
-    case O_OUT: out = optarg; break;
-    case O_NOPLOT: plot = 0; break;
-    default: {
-      int rc = bench_flag_common(ch, argv, rp_usage);
-      return rc == 1 ? 0 : rc; /* 1: --help */
-    }
-    }
-  }
-  if (optind >= argc) return bench_usage_error(rp_usage, "no run directory given");
+  rp_opts ro = {.plot = 1};
+  int first = 0; /* the first run directory */
+  int prc = bench_flags_parse(&rp_cmd, argc, argv, rp_set, &ro, &first);
+  if (prc) return prc == 1 ? 0 : prc; /* 1: --help */
+  const char *out = ro.out;
+  int plot = ro.plot;
+  if (first >= argc) return bench_usage_error(bench_flags_help(&rp_cmd), "no run directory given");
   /* a run given twice is read once: its rows twice would count twice in every table and fit */
   char note[1024];
-  int ndirs = argc - optind;
-  if (res_run_dirs_unique(argv + optind, &ndirs, note, sizeof note)) fprintf(stderr, "fabench: report: %s\n", note);
-  argc = optind + ndirs;
+  int ndirs = argc - first;
+  if (res_run_dirs_unique(argv + first, &ndirs, note, sizeof note)) fprintf(stderr, "fabench: report: %s\n", note);
+  argc = first + ndirs;
   rp_ctx *x = calloc(1, sizeof *x); /* the rows of every run: off the stack */
   if (!x) return bench_error("out of memory");
   x->plot = plot;
   for (int k = 0; k < RP_NREC; k++) x->rec[k].schema = rp_schema(k);
   char err[1024];
   int rc = 0;
-  for (int i = optind; i < argc && !rc; i++)
+  for (int i = first; i < argc && !rc; i++)
     if (rp_read_dir(x, argv[i], err, sizeof err)) rc = bench_error("report: %s", err);
   if (!rc && x->untimed)
     fprintf(stderr, "fabench: report: left out %zu row%s whose measure (median time, or a p2p rate) is negative or not a number (%s)\n",
             x->untimed, x->untimed == 1 ? "" : "s", x->untimed_in);
   if (!rc && !x->have_model && (x->rec[RP_AR].n || x->rec[RP_P2P].n)) {
-    res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + optind, argc - optind)};
-    res_fit_dir_host(argv[optind], &fo.cores, &fo.llc_bytes);
-    if (res_fit_recorded(&fo, argv + optind, argc - optind) == 0 &&
+    res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + first, argc - first)};
+    res_fit_dir_host(argv[first], &fo.cores, &fo.llc_bytes);
+    if (res_fit_recorded(&fo, argv + first, argc - first) == 0 &&
         res_fit_ex(&x->model, &x->rec[RP_AR], &x->rec[RP_P2P], &fo, err, sizeof err) == 0) {
       x->have_model = 1;
       snprintf(x->model_src, sizeof x->model_src, "fitted from these runs");
@@ -927,7 +933,7 @@ int bench_cmd_report(int argc, char **argv) {
   }
   if (!rc) {
     fprintf(x->md, "# fabench report\n\nRuns:");
-    for (int i = optind; i < argc; i++) fprintf(x->md, " `%s`", argv[i]);
+    for (int i = first; i < argc; i++) fprintf(x->md, " `%s`", argv[i]);
     fprintf(x->md, "\n\nRows: %zu all-reduce, %zu p2p, %zu p2p matrix, %zu training, %zu bucket, %zu predicted.\n",
             x->rec[RP_AR].n, x->rec[RP_P2P].n, x->rec[RP_MAT].n, x->rec[RP_TRAIN].n, x->rec[RP_BUCKETS].n, x->rec[RP_PREDICT].n);
     rp_model(x);
@@ -941,7 +947,7 @@ int bench_cmd_report(int argc, char **argv) {
     rp_scaling(x);
     rp_p2p(x);
     rp_heatmap(x);
-    rp_validate(x, argv + optind, argc - optind);
+    rp_validate(x, argv + first, argc - first);
     rp_close(x, x->md, "report.md");
     if (x->failed[0]) fprintf(stderr, "fabench: report: plots missing: %s\n", x->failed);
     if (x->werr[0])

@@ -6,7 +6,6 @@
  * that measures); suite.json records each step as it ends, so --resume skips what is on disk
  * unless a step it reads runs again. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,27 +22,39 @@
 #include "res.h"
 #include "util.h"
 
-static const char suite_usage[] =
-    "usage: fabench suite [options]\n"
-    "  -n N               ranks of the multi-rank steps [2]\n"
-    "  --transport LIST   tcp,ucx,mpi [those built]\n"
-    "  --algo LIST        all-reduce algorithms measured and fitted [ring,rhd,rd,tree,ps,native]\n"
-    "  --emulate LIST     emulated link rates besides loopback, as root [1gbit,10gbit]; none;\n"
-    "                     an item NxR:RATE is an emulated cluster of N hosts of R ranks\n"
-    "  --model NAME       the network trained [resnet18; --quick: resnet20]\n"
-    "  --data SPEC        its data [synthetic:3x32x32; --quick: synthetic:1x28x28]\n"
-    "  --batch N          per rank [32]\n"
-    "  --steps N          training steps per pair [48; --quick: 24]\n"
-    "  --rounds R         the training pairs take turns R times, each row its fastest round, so\n"
-    "                     that a slow spell of the machine does not pass for a fabric's cost\n"
-    "                     [3; --quick: 2]\n"
-    "  --threads N        compute threads per rank [1]\n"
-    "  --quick            a smaller sweep: about 2 minutes here\n"
-    "  --timeout SEC      every network wait of the steps [60]\n"
-    "  --out DIR          suite directory [results/<UTC>-suite]\n"
-    "  --resume DIR       continue an interrupted suite with its own flags (give no others): steps\n"
-    "                     already done are not run again, unless what they read is (then their\n"
-    "                     results would be stale: training after a fit that now succeeds, the report)\n";
+enum { O_T = 256, O_A, O_E, O_M, O_D, O_B, O_S, O_TH, O_Q, O_TO, O_OUT, O_RES, O_R };
+
+static const bench_flag suite_flags[] = {
+    {"n", "N", "2", "ranks of the multi-rank steps", 'n'},
+    {"ranks", "N", NULL, "the same as -n", 'n'},
+    {"transport", "LIST", NULL, "tcp,ucx,mpi (default: those built)", O_T},
+    {"algo", "LIST", "ring,rhd,rd,tree,ps,native", "all-reduce algorithms measured and fitted", O_A},
+    {"emulate", "LIST", "1gbit,10gbit", "emulated link rates besides loopback, as root; none; an item NxR:RATE is "
+                                        "an emulated cluster of N hosts of R ranks", O_E},
+    {"model", "NAME", "resnet18", "the network trained", O_M},
+    {"data", "SPEC", "synthetic:3x32x32", "its data", O_D},
+    {"batch", "N", "32", "per rank", O_B},
+    /* enough steps that a machine's slow spells of seconds average out: with too few, a pair's
+     * fabric efficiency came out above 1, faster than no communication at all
+     * (docs/measurements.md, "The training loop's figures") */
+    {"steps", "N", "48", "training steps per pair", O_S},
+    /* and the pairs in turns, so a slow spell cannot land on the none baseline alone
+     * (docs/measurements.md, History) */
+    {"rounds", "R", "3", "the training pairs take turns R times, each row its fastest round, so that a slow spell "
+                         "of the machine does not pass for a fabric's cost", O_R},
+    {"threads", "N", "1", "compute threads per rank", O_TH},
+    {"quick", NULL, NULL, "a smaller sweep: about 2 minutes here (the defaults it changes are shown as --quick's)", O_Q},
+    {"timeout", "SEC", "60", "every network wait of the steps", O_TO},
+    {"out", "DIR", NULL, "suite directory (default: results/<UTC>-suite)", O_OUT},
+    {"resume", "DIR", NULL, "continue an interrupted suite with its own flags (give no others): steps already done "
+                            "are not run again, unless what they read is (then their results would be stale: "
+                            "training after a fit that now succeeds, the report)", O_RES},
+};
+static const bench_flag_alt suite_quick[] = {{O_A, "ring,rhd,ps"}, {O_E, "1gbit"}, {O_M, "resnet20"},
+                                             {O_D, "synthetic:1x28x28"}, {O_S, "24"}, {O_R, "2"}, {0, NULL}};
+static const bench_flags_cmd suite_cmd = {"usage: fabench suite [options]\n", suite_flags,
+                                          sizeof suite_flags / sizeof *suite_flags, NULL, "quick", suite_quick};
+static const char *suite_usage(void) { return bench_flags_help(&suite_cmd); }
 
 #define SUITE_MAX_STEPS 48
 #define SUITE_MAX_ARGS 48
@@ -60,81 +71,58 @@ _Static_assert(SUITE_MAX_STEPS <= 64, "suite_step.reads holds a bit per step");
 
 typedef struct {
   int nranks, quick, threads;
+  int others; /* flags given besides --resume */
   long steps, batch, timeout_s, rounds;
   const char *transports, *algos, *emulate, *model, *data, *out, *resume;
 } suite_opts;
 
-static int suite_parse(suite_opts *o, int argc, char **argv) {
-  *o = (suite_opts){.nranks = 2, .threads = 1, .batch = 32, .timeout_s = 60};
-  enum { O_T = 256, O_A, O_E, O_M, O_D, O_B, O_S, O_TH, O_Q, O_TO, O_OUT, O_RES, O_H, O_R };
-  static const struct option lo[] = {
-      {"transport", 1, 0, O_T}, {"algo", 1, 0, O_A},     {"emulate", 1, 0, O_E},
-      {"model", 1, 0, O_M},     {"data", 1, 0, O_D},     {"batch", 1, 0, O_B},
-      {"steps", 1, 0, O_S},     {"threads", 1, 0, O_TH}, {"quick", 0, 0, O_Q},
-      {"timeout", 1, 0, O_TO},  {"out", 1, 0, O_OUT},    {"resume", 1, 0, O_RES},
-      {"ranks", 1, 0, 'n'},     {"help", 0, 0, O_H},     {"rounds", 1, 0, O_R},
-      {0, 0, 0, 0}};
-  opterr = 0;
-  optind = 1;
-  int c, others = 0;
+static int suite_set(void *ctx, int code, const char *val, int given) {
+  suite_opts *o = ctx;
   long v;
-  while ((c = getopt_long(argc, argv, ":n:h", lo, NULL)) != -1) {
-    others += c != O_RES;
-    switch (c) {
-    case 'n':
-      if (bench_parse_int(optarg, 2, 256, &v))
-        return bench_usage_error(suite_usage, "-n: '%s' is not a rank count (2..256)", optarg);
-      o->nranks = (int)v;
-      break;
-    case O_T: o->transports = optarg; break;
-    case O_A: o->algos = optarg; break;
-    case O_E: o->emulate = optarg; break;
-    case O_M: o->model = optarg; break;
-    case O_D: o->data = optarg; break;
-    case O_B:
-      if (bench_parse_int(optarg, 1, 1 << 16, &o->batch))
-        return bench_usage_error(suite_usage, "--batch: '%s' is not 1..65536", optarg);
-      break;
-    case O_S:
-      if (bench_parse_int(optarg, 2, 1 << 20, &o->steps))
-        return bench_usage_error(suite_usage, "--steps: '%s' is not 2..1048576", optarg);
-      break;
-    case O_R:
-      if (bench_parse_int(optarg, 1, 100, &o->rounds))
-        return bench_usage_error(suite_usage, "--rounds: '%s' is not 1..100", optarg);
-      break;
-    case O_TH:
-      if (bench_parse_int(optarg, 1, 4096, &v))
-        return bench_usage_error(suite_usage, "--threads: '%s' is not 1..4096", optarg);
-      o->threads = (int)v;
-      break;
-    case O_Q: o->quick = 1; break;
-    case O_TO:
-      if (bench_parse_int(optarg, 1, 86400, &o->timeout_s))
-        return bench_usage_error(suite_usage, "--timeout: '%s' is not seconds (1..86400)", optarg);
-      break;
-    case O_OUT: o->out = optarg; break;
-    case O_RES: o->resume = optarg; break;
-    case 'h':
-    case O_H: fputs(suite_usage, stdout); return 1;
-    case ':': return bench_usage_error(suite_usage, "option '%s' needs a value", argv[optind - 1]);
-    default: return bench_usage_error(suite_usage, "unknown option '%s'", argv[optind - 1]);
-    }
+  o->others += given && code != O_RES;
+  switch (code) {
+  case 'n':
+    if (bench_parse_int(val, 2, 256, &v)) return bench_usage_error(suite_usage(), "-n: '%s' is not a rank count (2..256)", val);
+    o->nranks = (int)v;
+    break;
+  case O_T: o->transports = val; break;
+  case O_A: o->algos = val; break;
+  case O_E: o->emulate = val; break;
+  case O_M: o->model = val; break;
+  case O_D: o->data = val; break;
+  case O_B:
+    if (bench_parse_int(val, 1, 1 << 16, &o->batch)) return bench_usage_error(suite_usage(), "--batch: '%s' is not 1..65536", val);
+    break;
+  case O_S:
+    if (bench_parse_int(val, 2, 1 << 20, &o->steps)) return bench_usage_error(suite_usage(), "--steps: '%s' is not 2..1048576", val);
+    break;
+  case O_R:
+    if (bench_parse_int(val, 1, 100, &o->rounds)) return bench_usage_error(suite_usage(), "--rounds: '%s' is not 1..100", val);
+    break;
+  case O_TH:
+    if (bench_parse_int(val, 1, 4096, &v)) return bench_usage_error(suite_usage(), "--threads: '%s' is not 1..4096", val);
+    o->threads = (int)v;
+    break;
+  case O_Q: o->quick = 1; break;
+  case O_TO:
+    if (bench_parse_int(val, 1, 86400, &o->timeout_s))
+      return bench_usage_error(suite_usage(), "--timeout: '%s' is not seconds (1..86400)", val);
+    break;
+  case O_OUT: o->out = val; break;
+  case O_RES: o->resume = val; break;
   }
-  if (optind < argc) return bench_usage_error(suite_usage, "unexpected argument '%s'", argv[optind]);
+  return 0;
+}
+
+/* 0; 1 after --help; else the usage error's status. */
+static int suite_parse(suite_opts *o, int argc, char **argv) {
+  *o = (suite_opts){0};
+  int rc = bench_flags_parse(&suite_cmd, argc, argv, suite_set, o, NULL);
+  if (rc) return rc;
   /* a resumed suite takes every flag from its suite.json: one given here would be ignored */
-  if (o->resume && others)
-    return bench_usage_error(suite_usage, "--resume continues with the suite's own flags (its suite.json's): "
-                                          "give --resume DIR alone");
-  if (!o->model) o->model = o->quick ? "resnet20" : "resnet18";
-  if (!o->data) o->data = o->quick ? "synthetic:1x28x28" : "synthetic:3x32x32";
-  /* enough steps that a machine's slow spells of seconds average out: with too few, a pair's
-   * fabric efficiency came out above 1, faster than no communication at all
-   * (docs/measurements.md, "The training loop's figures") */
-  if (!o->steps) o->steps = o->quick ? 24 : 48;
-  /* and the pairs in turns, so a slow spell cannot land on the none baseline alone
-   * (docs/measurements.md, History) */
-  if (!o->rounds) o->rounds = o->quick ? 2 : 3;
+  if (o->resume && o->others)
+    return bench_usage_error(suite_usage(), "--resume continues with the suite's own flags (its suite.json's): "
+                                            "give --resume DIR alone");
   return 0;
 }
 
@@ -459,7 +447,7 @@ static int suite_resume(suite_job *x) {
 static int suite_transports(suite_job *x) {
   coll_transport_kind ks[16] = {COLL_TCP, COLL_UCX, COLL_MPI};
   int n = 3, want_mpi, rc;
-  if (x->o.transports && (rc = bench_parse_transports(x->o.transports, ks, 16, &n, &want_mpi, suite_usage)))
+  if (x->o.transports && (rc = bench_parse_transports(x->o.transports, ks, 16, &n, &want_mpi, suite_usage())))
     return rc;
   for (int i = 0; i < n; i++)
     if (x->o.transports || coll_transport_built(ks[i]))
@@ -469,10 +457,10 @@ static int suite_transports(suite_job *x) {
 }
 
 static int suite_algos(suite_job *x) {
-  x->algos = x->o.algos ? x->o.algos : x->o.quick ? "ring,rhd,ps" : "ring,rhd,rd,tree,ps,native";
+  x->algos = x->o.algos;
   /* training uses ring, the train command's own, when it is measured, else the first measured */
   coll_algo al[16];
-  int na, rc = bench_parse_algos(x->algos, al, 16, &na, suite_usage);
+  int na, rc = bench_parse_algos(x->algos, al, 16, &na, suite_usage());
   if (rc) return rc;
   for (int i = 0; i < na; i++)
     if (i == 0 || al[i].kind == COLL_ALGO_RING) coll_algo_format(x->talgo, sizeof x->talgo, al[i]);
@@ -480,8 +468,7 @@ static int suite_algos(suite_job *x) {
 }
 
 static int suite_rates(suite_job *x) {
-  const char *el = x->o.emulate ? x->o.emulate : "1gbit,10gbit";
-  if (x->o.quick && !x->o.emulate) el = "1gbit";
+  const char *el = x->o.emulate;
   if (!strcmp(el, "none")) return 0;
   char *items[SUITE_MAX_RATES], *store = NULL;
   int n = bench_split_list(el, items, SUITE_MAX_RATES, &store);
@@ -489,7 +476,7 @@ static int suite_rates(suite_job *x) {
     launch_emu_spec sp;
     char err[256];
     if (launch_emu_parse_spec(items[i], &sp, err, sizeof err)) {
-      int rc = bench_usage_error(suite_usage, "--emulate: '%s' is not a rate (e.g. 1gbit) or NODESxRANKS:RATE "
+      int rc = bench_usage_error(suite_usage(), "--emulate: '%s' is not a rate (e.g. 1gbit) or NODESxRANKS:RATE "
                                  "(e.g. 2x2:1gbit)", items[i]);
       free(store);
       return rc;
@@ -497,7 +484,7 @@ static int suite_rates(suite_job *x) {
     snprintf(x->rates[x->nrates++], sizeof x->rates[0], "%s", items[i]);
   }
   free(store);
-  if (n <= 0) return bench_usage_error(suite_usage, "--emulate: '%s' is empty, has an empty item or is too long", el);
+  if (n <= 0) return bench_usage_error(suite_usage(), "--emulate: '%s' is empty, has an empty item or is too long", el);
   char why[512];
   if (launch_emu_usable(why, sizeof why)) {
     printf("suite: no emulated links (%s): loopback only\n", why);
@@ -509,14 +496,14 @@ static int suite_rates(suite_job *x) {
 static int suite_gradients(suite_job *x) {
   nn_data_spec spec;
   char err[1024];
-  if (nn_data_parse_spec(&spec, x->o.data, err, sizeof err)) return bench_usage_error(suite_usage, "%s", err);
+  if (nn_data_parse_spec(&spec, x->o.data, err, sizeof err)) return bench_usage_error(suite_usage(), "%s", err);
   size_t nparams = 0;
   int classes = spec.kind == NN_DATA_SYNTHETIC ? spec.classes : 10;
   int c = spec.kind == NN_DATA_SYNTHETIC ? spec.c : spec.kind == NN_DATA_FMNIST ? 1 : 3;
   int hw = spec.kind == NN_DATA_SYNTHETIC ? spec.h : spec.kind == NN_DATA_FMNIST ? 28 : 32;
   if (nn_model_param_count(x->o.model, c, hw, spec.kind == NN_DATA_SYNTHETIC ? spec.w : hw,
                            classes > 0 ? classes : 10, &nparams, err, sizeof err))
-    return bench_usage_error(suite_usage, "--model: %s", err);
+    return bench_usage_error(suite_usage(), "--model: %s", err);
   x->grad_bytes = 4.0 * (double)nparams;
   x->maxb = 4096;
   while ((double)x->maxb < x->grad_bytes) x->maxb *= 2;

@@ -10,53 +10,62 @@
 #include "topo.h"
 #include "util.h"
 
-static const char topo_usage[] =
-    "usage: fabench topo [--json] [--xml FILE] [--input FILE | --synthetic DESC]\n"
-    "                    [--sysfs-root DIR] [--nvml | --no-nvml] [--out DIR]\n"
-    "  (default)         readable summary and the GPU/NIC path matrix\n"
-    "  --json            the topology as JSON (schema fabench-topo, versioned) on stdout\n"
-    "  --xml FILE        also write hwloc's XML of the topology to FILE\n"
-    "  --input FILE      read an hwloc XML instead of this machine\n"
-    "  --synthetic DESC  an hwloc synthetic topology, e.g. \"pack:2 core:4 pu:2\"\n"
-    "  --sysfs-root DIR  read NIC, InfiniBand and PCIe link state under DIR instead of /\n"
-    "                    (with --input, link state is unknown unless this is given)\n"
-    "  --nvml            ask this machine's NVML even with --input (the XML is from here)\n"
-    "  --no-nvml         do not load NVML (NVLink then unknown unless the XML has it)\n"
-    "  --out DIR         also write DIR/topo.json and DIR/topo-<host>.xml\n";
+enum { O_JSON = 256, O_XML, O_INPUT, O_SYNTH, O_SYSFS, O_NVML, O_NONVML, O_OUT };
+
+static const bench_flag topo_flags[] = {
+    {"json", NULL, NULL, "the topology as JSON (schema fabench-topo, versioned) on stdout (default: a readable "
+                         "summary and the GPU/NIC path matrix)", O_JSON},
+    {"xml", "FILE", NULL, "also write hwloc's XML of the topology to FILE", O_XML},
+    {"input", "FILE", NULL, "read an hwloc XML instead of this machine", O_INPUT},
+    {"synthetic", "DESC", NULL, "an hwloc synthetic topology, e.g. \"pack:2 core:4 pu:2\" (not with --input)", O_SYNTH},
+    {"sysfs-root", "DIR", NULL, "read NIC, InfiniBand and PCIe link state under DIR instead of / (with --input, link "
+                                "state is unknown unless this is given)", O_SYSFS},
+    {"nvml", NULL, NULL, "ask this machine's NVML even with --input (the XML is from here)", O_NVML},
+    {"no-nvml", NULL, NULL, "do not load NVML (NVLink then unknown unless the XML has it)", O_NONVML},
+    {"out", "DIR", NULL, "also write DIR/topo.json and DIR/topo-<host>.xml", O_OUT},
+};
+static const bench_flags_cmd topo_cmd = {"usage: fabench topo [options]\n", topo_flags,
+                                         sizeof topo_flags / sizeof *topo_flags, NULL, NULL, NULL};
+
+typedef struct {
+  int json;
+  const char *xml_out, *out_dir;
+  topo_opts o;
+} topo_args;
+
+/* Every value names a file, a directory or a description: an empty one is a slip. */
+static int topo_set(void *ctx, int code, const char *val, int given) {
+  topo_args *a = ctx;
+  (void)given;
+  if (val && !val[0])
+    return bench_usage_error(bench_flags_help(&topo_cmd), "topo: --%s needs a value", bench_flags_name(&topo_cmd, code));
+  switch (code) {
+  case O_JSON: a->json = 1; break;
+  case O_XML: a->xml_out = val; break;
+  case O_INPUT: a->o.xml = val; break;
+  case O_SYNTH: a->o.synthetic = val; break;
+  case O_SYSFS: a->o.sysfs_root = val; break;
+  case O_NVML: a->o.nvml = TOPO_NVML_ON; break;
+  case O_NONVML: a->o.nvml = TOPO_NVML_OFF; break;
+  case O_OUT: a->out_dir = val; break;
+  }
+  return 0;
+}
 
 int bench_cmd_topo(int argc, char **argv) {
-  int json = 0;
-  const char *xml_out = NULL, *out_dir = NULL;
-  topo_opts o;
-  memset(&o, 0, sizeof o);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char **val = NULL;
-    if (!strcmp(a, "--json")) json = 1;
-    else if (!strcmp(a, "--no-nvml")) o.nvml = TOPO_NVML_OFF;
-    else if (!strcmp(a, "--nvml")) o.nvml = TOPO_NVML_ON;
-    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(topo_usage, stdout);
-      return 0;
-    } else if (!strcmp(a, "--xml")) val = &xml_out;
-    else if (!strcmp(a, "--input")) val = &o.xml;
-    else if (!strcmp(a, "--synthetic")) val = &o.synthetic;
-    else if (!strcmp(a, "--sysfs-root")) val = &o.sysfs_root;
-    else if (!strcmp(a, "--out")) val = &out_dir;
-    else return bench_usage_error(topo_usage, "topo: unknown option '%s'", a);
-    if (val) {
-      if (i + 1 >= argc || !argv[i + 1][0])
-        return bench_usage_error(topo_usage, "topo: %s needs a value", a);
-      *val = argv[++i];
-    }
-  }
-  if (o.xml && o.synthetic)
-    return bench_usage_error(topo_usage, "topo: --input and --synthetic exclude each other");
+  topo_args a;
+  memset(&a, 0, sizeof a);
+  int rc = bench_flags_parse(&topo_cmd, argc, argv, topo_set, &a, NULL);
+  if (rc) return rc == 1 ? 0 : rc; /* 1: --help */
+  if (a.o.xml && a.o.synthetic)
+    return bench_usage_error(bench_flags_help(&topo_cmd), "topo: --input and --synthetic exclude each other");
+  int json = a.json;
+  const char *xml_out = a.xml_out, *out_dir = a.out_dir;
+  topo_opts o = a.o;
 
   char err[512];
   topo_info *ti = NULL;
   if (topo_load(&ti, &o, err, sizeof err) != 0) return bench_error("topo: %s", err);
-  int rc = 0;
   cJSON *j = topo_json(ti);
   if (xml_out && topo_write_xml(ti, xml_out, err, sizeof err) != 0) {
     rc = bench_error("topo: %s", err);

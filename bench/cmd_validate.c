@@ -5,7 +5,6 @@
  * each of its terms turned off in turn. Written as validate.csv, validate_ablation.csv and
  * validate.md; run again with the same --out, the cells measured are kept. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,31 +18,38 @@
 #include "res.h"
 #include "util.h"
 
-static const char vd_usage[] =
-    "usage: fabench validate [options]   (needs root and iproute2: emulated links)\n"
-    "  --quick               a few cells: 1, 2 and 10 gbit on 2 and 3 nodes of one rank,\n"
-    "                        ring, fitted on 1 and 10 gbit and 2 nodes (minutes)\n"
-    "  --rates LIST          emulated link rates [1gbit,2gbit,5gbit,10gbit]\n"
-    "  --nodes LIST          node counts [2,3,4]\n"
-    "  --ranks-per-node LIST [1,2]\n"
-    "  --algo LIST           ring, hier (hier where nodes and ranks per node are both > 1)\n"
-    "                        [ring,hier]\n"
-    "  --model LIST          models trained [resnet20]\n"
-    "  --train-rates LIST    the rates the model is fitted on [the lowest and the highest]\n"
-    "  --train-max-nodes N   the node counts it is fitted on: up to N [2]\n"
-    "  --data SPEC           training data [synthetic:3x32x32:10:1024]\n"
-    "  --batch N             images per rank per step [32; --quick 16]\n"
-    "  --steps N             training steps per cell [30; --quick 16]\n"
-    "  --rounds R            the cell's pairs take turns R times, its row the fastest round's\n"
-    "                        (train --rounds: a slow spell of the machine is not the model's\n"
-    "                        miss) [2]\n"
-    "  --no-repeat           skip the repeat of the first held-out cell (the machine's own\n"
-    "                        repeatability)\n"
-    "  --timeout SEC         every network wait of the cells' runs [60]\n"
-    "  --out DIR             run directory [results/<UTC>-validate]; given again, the cells\n"
-    "                        already measured there are kept and the rest measured\n"
+enum { O_QUICK = 256, O_RATES, O_NODES, O_PPN, O_ALGO, O_MODEL, O_TRAIN, O_MAXN, O_DATA, O_BATCH, O_STEPS,
+       O_NOREP, O_TO, O_OUT, O_ROUNDS };
+
+static const bench_flag vd_flags[] = {
+    {"quick", NULL, NULL, "a few cells: 1, 2 and 10 gbit on 2 and 3 nodes of one rank, ring, fitted on 1 and 10 "
+                          "gbit and 2 nodes (minutes); the defaults it changes are shown as --quick's", O_QUICK},
+    {"rates", "LIST", "1gbit,2gbit,5gbit,10gbit", "emulated link rates", O_RATES},
+    {"nodes", "LIST", "2,3,4", "node counts", O_NODES},
+    {"ranks-per-node", "LIST", "1,2", "ranks on each node", O_PPN},
+    {"algo", "LIST", "ring,hier", "ring, hier (hier where nodes and ranks per node are both > 1)", O_ALGO},
+    {"model", "LIST", "resnet20", "models trained", O_MODEL},
+    {"train-rates", "LIST", NULL, "the rates the model is fitted on (default: the lowest and the highest)", O_TRAIN},
+    {"train-max-nodes", "N", "2", "the node counts it is fitted on: up to N", O_MAXN},
+    {"data", "SPEC", "synthetic:3x32x32:10:1024", "training data", O_DATA},
+    {"batch", "N", "32", "images per rank per step", O_BATCH},
+    {"steps", "N", "30", "training steps per cell", O_STEPS},
+    {"rounds", "R", "2", "the cell's pairs take turns R times, its row the fastest round's (train --rounds: a slow "
+                         "spell of the machine is not the model's miss)", O_ROUNDS},
+    {"no-repeat", NULL, NULL, "skip the repeat of the first held-out cell (the machine's own repeatability)", O_NOREP},
+    {"timeout", "SEC", "60", "every network wait of the cells' runs", O_TO},
+    {"out", "DIR", NULL, "run directory (default: results/<UTC>-validate); given again, the cells already measured "
+                         "there are kept and the rest measured", O_OUT},
+};
+static const bench_flag_alt vd_quick[] = {{O_RATES, "1gbit,2gbit,10gbit"}, {O_NODES, "2,3"}, {O_PPN, "1"},
+                                          {O_ALGO, "ring"}, {O_BATCH, "16"}, {O_STEPS, "16"}, {0, NULL}};
+static const bench_flags_cmd vd_cmd = {
+    "usage: fabench validate [options]   (needs root and iproute2: emulated links)\n", vd_flags,
+    sizeof vd_flags / sizeof *vd_flags,
     "FABENCH_MODEL_OFF=TERMS turns the model's terms off in every prediction (the ablation\n"
-    "table turns each off in turn): curves, delta, cpu, mem, wake, burst, share.\n";
+    "table turns each off in turn): curves, delta, cpu, mem, wake, burst, share.\n",
+    "quick", vd_quick};
+static const char *vd_usage(void) { return bench_flags_help(&vd_cmd); }
 
 #define VD_MAX 96
 #define VD_LIST 16
@@ -86,95 +92,65 @@ typedef struct {
 
 /* ---- options ---- */
 
-static int vd_list(const char *flag, const char *s, char **items, int *n, char **store) {
-  free(*store);
-  *store = NULL;
-  *n = bench_split_list(s, items, VD_LIST, store);
-  if (*n <= 0) return bench_usage_error(vd_usage, "%s: '%s' is empty, has an empty item or over %d", flag, s, VD_LIST);
+/* The lists are split where they are set: a list given replaces its default. */
+static int vd_set(void *ctx, int code, const char *val, int given) {
+  vd_opts *o = ctx;
+  (void)given;
+  const char *u = vd_usage();
+  switch (code) {
+  case O_QUICK: o->quick = 1; break;
+  case O_RATES: return bench_flags_list(u, "--rates", val, o->rates, VD_LIST, &o->nrates, &o->store[0]);
+  case O_NODES: return bench_flags_list(u, "--nodes", val, o->nodes, VD_LIST, &o->nnodes, &o->store[1]);
+  case O_PPN: return bench_flags_list(u, "--ranks-per-node", val, o->ppn, VD_LIST, &o->nppn, &o->store[2]);
+  case O_ALGO: return bench_flags_list(u, "--algo", val, o->algos, VD_LIST, &o->nalgos, &o->store[3]);
+  case O_MODEL: return bench_flags_list(u, "--model", val, o->models, VD_LIST, &o->nmodels, &o->store[4]);
+  case O_TRAIN: return bench_flags_list(u, "--train-rates", val, o->train_rates, VD_LIST, &o->ntrain, &o->store[5]);
+  case O_MAXN:
+    if (bench_parse_int(val, 1, LAUNCH_EMU_MAX_NODES, &o->max_nodes))
+      return bench_usage_error(u, "--train-max-nodes: '%s' is not a node count", val);
+    break;
+  case O_DATA: o->data = val; break;
+  case O_BATCH:
+    if (bench_parse_int(val, 1, 1 << 16, &o->batch)) return bench_usage_error(u, "--batch: '%s' is not a count >= 1", val);
+    break;
+  case O_STEPS:
+    if (bench_parse_int(val, 4, 1 << 20, &o->steps)) return bench_usage_error(u, "--steps: '%s' is not a count >= 4", val);
+    break;
+  case O_NOREP: o->repeat = 0; break;
+  case O_ROUNDS:
+    if (bench_parse_int(val, 1, 100, &o->rounds)) return bench_usage_error(u, "--rounds: '%s' is not a count from 1 to 100", val);
+    break;
+  case O_TO:
+    if (bench_parse_int(val, 1, 86400, &o->timeout)) return bench_usage_error(u, "--timeout: '%s' is not seconds", val);
+    break;
+  case O_OUT: o->out = val; break;
+  }
   return 0;
 }
 
 static int vd_parse(vd_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
-  o->repeat = 1, o->timeout = 60, o->max_nodes = 2, o->rounds = 2, o->data = "synthetic:3x32x32:10:1024";
-  const char *rates = NULL, *nodes = NULL, *ppn = NULL, *algos = NULL, *models = "resnet20", *train = NULL;
-  enum { O_QUICK = 256, O_RATES, O_NODES, O_PPN, O_ALGO, O_MODEL, O_TRAIN, O_MAXN, O_DATA, O_BATCH, O_STEPS,
-         O_NOREP, O_TO, O_OUT, O_ROUNDS };
-  static const struct option lo[] = {
-      {"quick", 0, 0, O_QUICK},         {"rates", 1, 0, O_RATES},          {"nodes", 1, 0, O_NODES},
-      {"ranks-per-node", 1, 0, O_PPN},  {"algo", 1, 0, O_ALGO},            {"model", 1, 0, O_MODEL},
-      {"train-rates", 1, 0, O_TRAIN},   {"train-max-nodes", 1, 0, O_MAXN}, {"data", 1, 0, O_DATA},
-      {"batch", 1, 0, O_BATCH},         {"steps", 1, 0, O_STEPS},          {"no-repeat", 0, 0, O_NOREP},
-      {"timeout", 1, 0, O_TO},          {"out", 1, 0, O_OUT},              {"rounds", 1, 0, O_ROUNDS},
-      {"help", 0, 0, 'h'},
-      {0, 0, 0, 0}};
-  opterr = 0;
-  optind = 1;
-  int ch;
-  while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-    switch (ch) {
-    case O_QUICK: o->quick = 1; break;
-    case O_RATES: rates = optarg; break;
-    case O_NODES: nodes = optarg; break;
-    case O_PPN: ppn = optarg; break;
-    case O_ALGO: algos = optarg; break;
-    case O_MODEL: models = optarg; break;
-    case O_TRAIN: train = optarg; break;
-    case O_MAXN:
-      if (bench_parse_int(optarg, 1, LAUNCH_EMU_MAX_NODES, &o->max_nodes))
-        return bench_usage_error(vd_usage, "--train-max-nodes: '%s' is not a node count", optarg);
-      break;
-    case O_DATA: o->data = optarg; break;
-    case O_BATCH:
-      if (bench_parse_int(optarg, 1, 1 << 16, &o->batch)) return bench_usage_error(vd_usage, "--batch: '%s' is not a count >= 1", optarg);
-      break;
-    case O_STEPS:
-      if (bench_parse_int(optarg, 4, 1 << 20, &o->steps)) return bench_usage_error(vd_usage, "--steps: '%s' is not a count >= 4", optarg);
-      break;
-    case O_NOREP: o->repeat = 0; break;
-    case O_ROUNDS:
-      if (bench_parse_int(optarg, 1, 100, &o->rounds)) return bench_usage_error(vd_usage, "--rounds: '%s' is not a count from 1 to 100", optarg);
-      break;
-    case O_TO:
-      if (bench_parse_int(optarg, 1, 86400, &o->timeout)) return bench_usage_error(vd_usage, "--timeout: '%s' is not seconds", optarg);
-      break;
-    case O_OUT: o->out = optarg; break;
-    default: return bench_flag_common(ch, argv, vd_usage);
-    }
-  }
-  if (optind < argc) return bench_usage_error(vd_usage, "unexpected argument '%s'", argv[optind]);
-  if (!rates) rates = o->quick ? "1gbit,2gbit,10gbit" : "1gbit,2gbit,5gbit,10gbit";
-  if (!nodes) nodes = o->quick ? "2,3" : "2,3,4";
-  if (!ppn) ppn = o->quick ? "1" : "1,2";
-  if (!algos) algos = o->quick ? "ring" : "ring,hier";
-  if (!o->batch) o->batch = o->quick ? 16 : 32;
-  if (!o->steps) o->steps = o->quick ? 16 : 30;
-  int rc;
-  if ((rc = vd_list("--rates", rates, o->rates, &o->nrates, &o->store[0])) ||
-      (rc = vd_list("--nodes", nodes, o->nodes, &o->nnodes, &o->store[1])) ||
-      (rc = vd_list("--ranks-per-node", ppn, o->ppn, &o->nppn, &o->store[2])) ||
-      (rc = vd_list("--algo", algos, o->algos, &o->nalgos, &o->store[3])) ||
-      (rc = vd_list("--model", models, o->models, &o->nmodels, &o->store[4])) ||
-      (train && (rc = vd_list("--train-rates", train, o->train_rates, &o->ntrain, &o->store[5]))))
-    return rc;
+  o->repeat = 1;
+  int rc = bench_flags_parse(&vd_cmd, argc, argv, vd_set, o, NULL);
+  if (rc) return rc;
   uint64_t b;
   for (int i = 0; i < o->nrates; i++)
-    if (launch_emu_parse_rate(o->rates[i], &b)) return bench_usage_error(vd_usage, "--rates: '%s' is not a rate (1gbit, 500mbit)", o->rates[i]);
+    if (launch_emu_parse_rate(o->rates[i], &b)) return bench_usage_error(vd_usage(), "--rates: '%s' is not a rate (1gbit, 500mbit)", o->rates[i]);
   for (int i = 0; i < o->ntrain; i++) {
     int in = 0;
     for (int k = 0; k < o->nrates; k++) in |= !strcmp(o->train_rates[i], o->rates[k]);
-    if (!in) return bench_usage_error(vd_usage, "--train-rates: '%s' is not one of --rates", o->train_rates[i]);
+    if (!in) return bench_usage_error(vd_usage(), "--train-rates: '%s' is not one of --rates", o->train_rates[i]);
   }
   long v;
   for (int i = 0; i < o->nnodes; i++)
-    if (bench_parse_int(o->nodes[i], 1, LAUNCH_EMU_MAX_NODES, &v)) return bench_usage_error(vd_usage, "--nodes: '%s' is not a node count", o->nodes[i]);
+    if (bench_parse_int(o->nodes[i], 1, LAUNCH_EMU_MAX_NODES, &v)) return bench_usage_error(vd_usage(), "--nodes: '%s' is not a node count", o->nodes[i]);
   for (int i = 0; i < o->nppn; i++)
-    if (bench_parse_int(o->ppn[i], 1, 64, &v)) return bench_usage_error(vd_usage, "--ranks-per-node: '%s' is not a count from 1 to 64", o->ppn[i]);
+    if (bench_parse_int(o->ppn[i], 1, 64, &v)) return bench_usage_error(vd_usage(), "--ranks-per-node: '%s' is not a count from 1 to 64", o->ppn[i]);
   for (int i = 0; i < o->nalgos; i++)
     if (strcmp(o->algos[i], "ring") && strcmp(o->algos[i], "hier"))
-      return bench_usage_error(vd_usage, "--algo: '%s' is not ring or hier", o->algos[i]);
+      return bench_usage_error(vd_usage(), "--algo: '%s' is not ring or hier", o->algos[i]);
   for (int i = 0; i < o->nmodels; i++)
-    if (bench_parse_name(o->models[i], 32)) return bench_usage_error(vd_usage, "--model: '%s' is not a model name", o->models[i]);
+    if (bench_parse_name(o->models[i], 32)) return bench_usage_error(vd_usage(), "--model: '%s' is not a model name", o->models[i]);
   return 0;
 }
 
@@ -226,7 +202,7 @@ static int vd_plan(vd_job *x) {
               res_vcell vc = {k.bps, k.nodes, k.ppn};
               k.held = res_validate_held(&vc, tb, nt, (int)o->max_nodes);
               if ((pass == 0) != (*k.held == 0)) continue;
-              if (n == VD_MAX) return bench_usage_error(vd_usage, "the grid has over %d cells", VD_MAX);
+              if (n == VD_MAX) return bench_usage_error(vd_usage(), "the grid has over %d cells", VD_MAX);
               snprintf(k.key, sizeof k.key, "%s-%dx%d-%s", k.rate, k.nodes, k.ppn, k.algo);
               snprintf(k.id, sizeof k.id, "%s-%s", k.key, k.model);
               if (k.nodes > 1 && k.ppn > maxppn) maxppn = k.ppn;
@@ -235,7 +211,7 @@ static int vd_plan(vd_job *x) {
   int first_held = -1;
   for (int i = 0; i < n && first_held < 0; i++)
     if (*c[i].held) first_held = i;
-  if (first_held < 0) return bench_usage_error(vd_usage, "no cell is held out: every rate is in --train-rates and every node count under --train-max-nodes");
+  if (first_held < 0) return bench_usage_error(vd_usage(), "no cell is held out: every rate is in --train-rates and every node count under --train-max-nodes");
   if (o->repeat && n + 2 <= VD_MAX) {
     vd_cell k = c[first_held];
     k.repeat = 1, k.of = first_held;
