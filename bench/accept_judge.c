@@ -202,8 +202,15 @@ static int acc_points_groups(const acc_ctx *c, const acc_rule *r, const res_rows
     snprintf(q->dst, sizeof q->dst, "%s", w->dst_host);
     if (!strcmp(w->group, "pair")) q->src_rank = (int)w->src, q->dst_rank = (int)w->dst;
     if (!strcmp(w->group, "node")) q->src_rank = (int)w->src; /* its rank named; no pair to retest */
-    acc_say(q->where, sizeof q->where, "%s %s %s %lld-%lld (%s-%s) %lld bytes", w->transport, w->algo, w->group,
-            (long long)w->src, (long long)w->dst, w->src_host, w->dst_host, (long long)w->bytes);
+    if (!strcmp(w->group, "pair"))
+      acc_say(q->where, sizeof q->where, "%s %s pair %lld-%lld (%s-%s) %lld bytes", w->transport, w->algo,
+              (long long)w->src, (long long)w->dst, w->src_host, w->dst_host, (long long)w->bytes);
+    else if (!strcmp(w->group, "node"))
+      acc_say(q->where, sizeof q->where, "%s %s node %s alone (%lld ranks) %lld bytes", w->transport, w->algo,
+              w->src_host, (long long)w->ranks, (long long)w->bytes);
+    else
+      acc_say(q->where, sizeof q->where, "%s %s node %s with %s (%lld ranks) %lld bytes", w->transport, w->algo,
+              w->src_host, w->dst_host, (long long)w->ranks, (long long)w->bytes);
   }
   free(keep);
   free(bytes);
