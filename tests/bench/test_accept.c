@@ -845,6 +845,39 @@ static void check_one_suspect(const char *out, const char *kind, const char *hos
   cJSON_Delete(o);
 }
 
+/* Runs `fabench accept ARGS` in g_dir into LOG, wanting exit status want; the log's text. */
+static char *accept_args(const char *args, const char *log, int want) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd %s && %s accept %s > %s 2>&1", g_dir, getenv("FABENCH_BIN"), args, log);
+  int st = system(cmd);
+  char *text = slurp_in(log);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != want) fail_msg("%s: status %d, wanted %d:\n%s", cmd, st, want, text);
+  return text;
+}
+
+/* The flags from one table: --help lists each with the default, bad values refused naming them. */
+static void test_cli_flags(void **state) {
+  (void)state;
+  char *s = accept_args("--help", "help.log", 0);
+  const char *want[] = {"--rules FILE", "--from DIR...", "--exclude HOSTLIST", "--run-timeout S", "(default: 3600)",
+                        "--out DIR", "exit status: 0 all rules pass"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(s, want[i])) fail_msg("--help lacks '%s':\n%s", want[i], s);
+  free(s);
+  const char *bad[][2] = {{"--rules r.yaml --run-timeout 0", "bad --run-timeout '0' (seconds, 1 to a week)"},
+                          {"--rules r.yaml --run-timeout 1e9", "bad --run-timeout '1e9'"},
+                          {"--rules", "option '--rules' needs a value"},
+                          {"--run-timeout 5", "--rules FILE is needed"},
+                          {"--rules r.yaml --from a --from b", "--from given twice"},
+                          {"--rules r.yaml stray", "unexpected argument 'stray'"},
+                          {"--rules r.yaml --from a b -x", "--from: '-x' is not a directory"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    s = accept_args(bad[i][0], "bad.log", 2);
+    if (!strstr(s, bad[i][1])) fail_msg("accept %s: wanted '%s':\n%s", bad[i][0], bad[i][1], s);
+    free(s);
+  }
+}
+
 /* allreduce --pairs and --nodes: a slow node among the pairs, a slow pair, a node slow inside
  * itself are named from the groups' busbw, each alone; a uniform run names nobody. */
 static void test_cli_groups(void **state) {
@@ -928,7 +961,7 @@ int main(void) {
       cmocka_unit_test(test_quantity),         cmocka_unit_test(test_hostlist),      cmocka_unit_test(test_outliers),
       cmocka_unit_test(test_cli_from),         cmocka_unit_test(test_cli_allreduce_train),
       cmocka_unit_test(test_cli_straggler),    cmocka_unit_test(test_cli_straggler_hog),
-      cmocka_unit_test(test_cli_groups),
+      cmocka_unit_test(test_cli_groups),       cmocka_unit_test(test_cli_flags),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
