@@ -912,6 +912,25 @@ static void test_cli_groups(void **state) {
   accept_run("gn.yaml", "a-gn-slow", "gn-slow", NULL, 1);
   check_one_suspect("a-gn-slow", "host", "node1", 2,
                     "host node1: inside it 0.26 of the median busbw between ranks of one host (0.5 vs 1.955 GB/s)");
+
+  /* fabench report of accept runs: the verdict, the rules' table, the suspects or nobody */
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd %s && %s report --no-plot --out rep a-gp-slowhost a-gn-uniform > rep.log 2>&1", g_dir,
+           getenv("FABENCH_BIN"));
+  int st = system(cmd);
+  char *md = slurp_in(WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "rep/report.md" : "rep.log");
+  const char *want[] = {"## Acceptance: `a-gp-slowhost`\n\nRules `gp.yaml`: **fail** (exit status 1).",
+                        "| pairs | fail | 0.04872 | 0.09312 | busbw 0.04872 GB/s < 0.09312 GB/s (0.8 x median of nodes) at host node3",
+                        "| topology | pass | - | - | 4 hosts share one topology |",
+                        "Suspects, most suspect first:",
+                        "| 1 | host | node3 | 3 | - | host node3: its links at 0.42 of the median busbw (0.04872 vs 0.1164 GB/s) over 1 run |",
+                        "## Acceptance: `a-gn-uniform`\n\nRules `gn.yaml`: **pass** (exit status 0).",
+                        "Suspects: nobody was named"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(md, want[i])) fail_msg("report lacks '%s':\n%s", want[i], md);
+  /* the suspects' table comes before the uniform run's section: the first's, not the second's */
+  assert_true(strstr(md, "| 1 | host | node3") < strstr(md, "## Acceptance: `a-gn-uniform`"));
+  free(md);
 }
 
 /* allreduce's and train's figures: the size judged, the model's prediction, wrong elements. */
