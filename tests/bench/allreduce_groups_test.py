@@ -8,7 +8,8 @@ loopback: --pairs rounds covers every pair once, N/2 disjoint pairs a round; --p
 a step; --pairs S,D that pair; --nodes alone every rank of the host (busbw = algbw x 2(n-1)/n);
 every row verified; bad flags refused with exit 2 and the flag named.
 emu: pairs of an emulated 4x1 cluster with node2 slowed name node2 alone (retested alone), a
-uniform one nobody; --nodes alone on 3x2 with node1's link slowed names nobody (the link is not
+uniform one nobody, and the uniform run with node3's recorded topology changed names node3 first
+with what differs; --nodes alone on 3x2 with node1's link slowed names nobody (the link is not
 the node's fabric inside); --nodes ref on 4x1 with node1 slowed names node1 alone. Exits 77
 (ctest's skip) without root or iproute2.
 """
@@ -108,6 +109,28 @@ def emu(fabench, d):
     assert re.match(r"host node2: its links at 0\.\d+ of the median busbw", ev) and "; alone 2->3" in ev, ev
     rc, j = accept(fabench, d, "pairs-uniform", pairs % "", "at_least: 0.8 x median of nodes")
     assert rc == 0 and j["suspects"] == [], (rc, j["suspects"])
+
+    # a node whose recorded topology differs (the uniform run's node3 given another machine's
+    # hash and hwloc XML): named first, with what differs, and the topology fails
+    odd = os.path.join(d, "odd-topo")
+    shutil.copytree(os.path.join(d, "pairs-uniform", "g"), odd)
+    with open(os.path.join(odd, "run.json")) as f:
+        meta = json.load(f)
+    for h in meta["hosts"]:
+        if h["host"] == "node3":
+            h["topo_hash"] = "eeeeffff00001111"
+    with open(os.path.join(odd, "run.json"), "w") as f:
+        json.dump(meta, f)
+    run(fabench, ["topo", "--synthetic", "pack:1 core:1 pu:1", "--xml", os.path.join(odd, "topo-node3.xml"),
+                  "--out", os.path.join(d, "synthetic")])
+    r = subprocess.run([fabench, "accept", "--rules", os.path.join(d, "pairs-uniform.yaml"), "--out",
+                        os.path.join(d, "odd"), "--from", odd], capture_output=True, text=True, timeout=60)
+    with open(os.path.join(d, "odd", "accept.json")) as f:
+        j = json.load(f)
+    topo = [x for x in j["rules"] if x["name"] == "topology"][0]
+    first = j["suspects"][0]
+    assert r.returncode == 1 and not topo["pass"], (r.returncode, topo, r.stdout)
+    assert first["host"] == "node3" and "differs from the majority" in first["evidence"], j["suspects"]
 
     alone = "allreduce --emulate 3x2:1gbit --emulate-slow 1=200mbit --nodes alone " + common
     rc, j = accept(fabench, d, "nodes-alone", alone, "at_least: 0.01 GB/s")
