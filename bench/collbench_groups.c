@@ -199,6 +199,7 @@ static int cbg_cell(cbg_ctx *x, coll_transport_kind tk, coll_algo a, int64_t *wr
   char aname[32];
   coll_algo_format(aname, sizeof aname, a);
   const char *fabric = getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC") : coll_comm_fabric(x->c);
+  if (cbg_steps(x) < 1) return 0;
   if (x->rank == 0) {
     printf("# %s/%s, %s: %s\n  %-14s %-10s %-10s %5s %12s %10s %10s %10s %6s\n", coll_transport_name(tk), aname,
            cbg_mode_names[o->groups], fabric, "group", "host", "with", "ranks", "bytes", "p50_us", "algbw", "busbw",
@@ -252,6 +253,8 @@ int cb_groups_run(const cb_groups_in *g, int *wrong) {
       rc = x.rank == 0 ? bench_error("--pairs %ld,%ld: there are %d ranks", o->pair_src, o->pair_dst, x.size) : 1;
     if (!rc && x.rank == 0 && cbg_steps(&x) < 1)
       printf("# --nodes ref: one node, nothing to measure it against\n");
+    if (!rc && x.rank == 0 && o->groups == CB_G_NODES && x.nhosts == x.size)
+      printf("# --nodes alone: every node has one rank, no fabric inside to measure\n");
     for (int a = 0; a < o->nalgos && !rc; a++) {
       if (!cbg_flat(o->algos[a].kind)) {
         char an[32];
