@@ -178,6 +178,45 @@ static int acc_points_p2p(const acc_ctx *c, const acc_rule *r, const res_rows *t
   return 0;
 }
 
+/* allreduce --pairs/--nodes rows (allreduce_groups.csv): a point per group, with its hosts (a
+ * node alone: its host at both ends) and, for a pair, its ranks (to retest it alone). */
+static int acc_points_groups(const acc_ctx *c, const acc_rule *r, const res_rows *t, acc_pts *p) {
+  const res_allreduce_groups_row *rows = t->rows;
+  int *keep = calloc(t->n + 1, sizeof *keep);
+  int64_t *bytes = calloc(t->n + 1, sizeof *bytes);
+  if (!keep || !bytes) return free(keep), free(bytes), -1;
+  for (size_t i = 0; i < t->n; i++) {
+    bytes[i] = rows[i].bytes;
+    keep[i] = (!r->transport[0] || !strcmp(rows[i].transport, r->transport)) && (!r->algo[0] || !strcmp(rows[i].algo, r->algo)) &&
+              !acc_host_excluded(c, rows[i].src_host) && !acc_host_excluded(c, rows[i].dst_host);
+  }
+  int64_t b = acc_pick_bytes(r, bytes, keep, t->n);
+  for (size_t i = 0; i < t->n; i++) {
+    if (!keep[i] || rows[i].bytes != b) continue;
+    const res_allreduce_groups_row *w = &rows[i];
+    acc_pt *q = acc_pts_add(p);
+    if (!q) break;
+    q->value = r->metric == ACC_M_BUSBW ? w->busbw_gbps : r->metric == ACC_M_ALGBW ? w->algbw_gbps
+             : r->metric == ACC_M_TIME_P50 ? w->t_p50_us : w->t_p99_us;
+    snprintf(q->src, sizeof q->src, "%s", w->src_host);
+    snprintf(q->dst, sizeof q->dst, "%s", w->dst_host);
+    if (!strcmp(w->group, "pair")) q->src_rank = (int)w->src, q->dst_rank = (int)w->dst;
+    if (!strcmp(w->group, "node")) q->src_rank = (int)w->src; /* its rank named; no pair to retest */
+    if (!strcmp(w->group, "pair"))
+      acc_say(q->where, sizeof q->where, "%s %s pair %lld-%lld (%s-%s) %lld bytes", w->transport, w->algo,
+              (long long)w->src, (long long)w->dst, w->src_host, w->dst_host, (long long)w->bytes);
+    else if (!strcmp(w->group, "node"))
+      acc_say(q->where, sizeof q->where, "%s %s node %s alone (%lld ranks) %lld bytes", w->transport, w->algo,
+              w->src_host, (long long)w->ranks, (long long)w->bytes);
+    else
+      acc_say(q->where, sizeof q->where, "%s %s node %s with %s (%lld ranks) %lld bytes", w->transport, w->algo,
+              w->src_host, w->dst_host, (long long)w->ranks, (long long)w->bytes);
+  }
+  free(keep);
+  free(bytes);
+  return 0;
+}
+
 /* train rows: the data-parallel ones (not the no-exchange profile); the model's figure is the
  * row priced under it as `train --model-from` prices it (its profile and bucket rows, bk may be
  * NULL). */
@@ -205,11 +244,13 @@ static int acc_points_train(const acc_rule *r, const res_rows *t, const res_rows
   return 0;
 }
 
-/* Wrong elements in any row of the run: their count (0 for none). */
-static int64_t acc_wrong(const res_rows *t, int p2p) {
+/* Wrong elements in any row of the run (its schema s): their count (0 for none). */
+static int64_t acc_wrong(const res_rows *t, const res_schema *s) {
   int64_t n = 0;
   for (size_t i = 0; i < t->n; i++)
-    n += p2p ? ((const res_p2p_row *)t->rows)[i].errors : ((const res_allreduce_row *)t->rows)[i].errors;
+    n += s == res_schema_p2p() ? ((const res_p2p_row *)t->rows)[i].errors
+       : s == res_schema_allreduce_groups() ? ((const res_allreduce_groups_row *)t->rows)[i].errors
+                                            : ((const res_allreduce_row *)t->rows)[i].errors;
   return n;
 }
 
@@ -221,6 +262,8 @@ int acc_dir_points(const acc_ctx *c, const acc_rule *r, const char *dir, const r
   if (ok) return ok;
   const res_schema *s = !strcmp(cmd, "allreduce") ? res_schema_allreduce() : !strcmp(cmd, "p2p") ? res_schema_p2p()
                                                                                                    : res_schema_train();
+  /* allreduce --pairs/--nodes writes its rows per group */
+  if (s == res_schema_allreduce() && res_table_exists(res_schema_allreduce_groups(), dir)) s = res_schema_allreduce_groups();
   res_rows t = {0};
   char err[600];
   if (res_table_read(&t, s, dir, err, sizeof err)) {
@@ -228,10 +271,12 @@ int acc_dir_points(const acc_ctx *c, const acc_rule *r, const char *dir, const r
     return -1;
   }
   int rc = 0;
-  int64_t wrong = strcmp(cmd, "train") ? acc_wrong(&t, !strcmp(cmd, "p2p")) : 0;
+  int64_t wrong = strcmp(cmd, "train") ? acc_wrong(&t, s) : 0;
   if (wrong) {
     acc_say(why, cap, "%lld wrong element%s in %s", (long long)wrong, wrong == 1 ? "" : "s", dir);
     rc = -2;
+  } else if (s == res_schema_allreduce_groups()) {
+    rc = acc_points_groups(c, r, &t, p);
   } else if (!strcmp(cmd, "allreduce")) {
     rc = acc_points_allreduce(r, &t, m, p);
   } else if (!strcmp(cmd, "p2p")) {

@@ -96,6 +96,7 @@ static acc_link *acc_link_get(acc_links *L, const char *src, const char *dst) {
 static void acc_links_add(acc_links *L, const acc_pts *p, int dir, int higher_worse) {
   for (int i = 0; i < p->n; i++) {
     const acc_pt *q = &p->pt[i];
+    if (!q->src[0]) continue; /* a row of all ranks: no link */
     acc_link *k = acc_link_get(L, q->src, q->dst);
     if (!k) return;
     if (k->nv == dir + 1) {
@@ -132,11 +133,14 @@ int acc_suspect_add(acc_suspect **sus, int *nsus, const char *kind, const char *
   return 0;
 }
 
-/* A host's first rank among the links' sources (-1: none). */
+/* A host's first rank among the links' ends (-1: none). */
 static int acc_host_rank(const acc_links *L, const char *host) {
   int r = -1;
   for (int i = 0; i < L->n; i++)
-    if (!strcmp(L->l[i].src, host) && L->l[i].src_rank >= 0 && (r < 0 || L->l[i].src_rank < r)) r = L->l[i].src_rank;
+    for (int e = 0; e < 2; e++) {
+      int k = e ? L->l[i].dst_rank : L->l[i].src_rank;
+      if (!strcmp(e ? L->l[i].dst : L->l[i].src, host) && k >= 0 && (r < 0 || k < r)) r = k;
+    }
   return r;
 }
 
@@ -195,17 +199,21 @@ static void acc_name_links(const acc_links *L, const char *rule, const char *wha
     acc_suspect_add(sus, nsus, "host", hosts[j], "", acc_host_rank(L, hosts[j]), ratio,
                 higher_worse ? 1 - 1 / ratio : 1 - ratio, ev);
     acc_sus_from(*sus, *nsus, rule, -1, -1, med, lim, higher_worse, runs);
-    /* retested alone: its link to a host not named */
-    for (int i = 0; i < n; i++) {
-      const acc_link *l = &L->l[i];
-      int other = -1;
-      for (int h = 0; h < nh; h++)
-        if (!strcmp(l->dst, hosts[h])) other = h;
-      if (!strcmp(l->src, hosts[j]) && other >= 0 && !named[other]) {
-        acc_sus_from(*sus, *nsus, rule, l->src_rank, l->dst_rank, med, lim, higher_worse, runs);
-        break;
+    /* retested alone: its link to a host not named, from it where there is one (p2p), else to
+     * it (an all-reduce pair is listed once, from its lower rank) */
+    int found = 0;
+    for (int way = 0; way < 2 && !found; way++)
+      for (int i = 0; i < n && !found; i++) {
+        const acc_link *l = &L->l[i];
+        const char *me = way ? l->dst : l->src, *peer = way ? l->src : l->dst;
+        int other = -1;
+        for (int h = 0; h < nh; h++)
+          if (!strcmp(peer, hosts[h])) other = h;
+        if (!strcmp(me, hosts[j]) && other >= 0 && !named[other] && l->src_rank >= 0) {
+          acc_sus_from(*sus, *nsus, rule, l->src_rank, l->dst_rank, med, lim, higher_worse, runs);
+          found = 1;
+        }
       }
-    }
   }
   /* the links between hosts that no named host explains, against each other */
   int m = 0;
@@ -258,7 +266,8 @@ done:
 void acc_name_suspects(const acc_ctx *c, const acc_result *res, int nres, acc_suspect **sus, int *nsus) {
   for (int i = 0; i < nres; i++) {
     const acc_rule *r = res[i].rule;
-    if (!r || strcmp(r->argv[0], "p2p") || !res[i].measured || res[i].error) continue;
+    /* p2p, and allreduce --pairs/--nodes (a plain all-reduce's rows name no link) */
+    if (!r || (strcmp(r->argv[0], "p2p") && strcmp(r->argv[0], "allreduce")) || !res[i].measured || res[i].error) continue;
     acc_rule lr = *r;
     lr.ref = ACC_REF_ABS; /* the rows alone: no threshold is needed to compare them */
     int hw = acc_metric_quantity(r->metric) == ACC_Q_TIME;

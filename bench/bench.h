@@ -241,6 +241,10 @@ int bench_relaunch(int argc, char **argv, const launch_own *own, int n, int use_
  * elements of esize bytes (duplicates dropped). Returns the count (0: no whole element fits
  * between min and max) and a malloc'd array, or -1. */
 int bench_sizes(uint64_t min, uint64_t max, double f, size_t esize, uint64_t **out);
+/* Round r (0 .. n-2, n rounded up to even) of a round-robin tournament of n ranks (pairs.c):
+ * pair k is (a[k], b[k]) with a[k] < b[k]; n/2 pairs at most, a rank in one at most; every pair
+ * of ranks meets in exactly one round. Returns the count. */
+int bench_round_pairs(int n, int r, int *a, int *b);
 /* CPU seconds this host's cores have been busy since boot (/proc/stat: user, nice, system,
  * irq and softirq, so the kernel's network work in any context counts; not steal or idle),
  * in jiffies; NaN where unreadable. */

@@ -19,17 +19,31 @@
 #include "res.h"
 #include "util.h"
 
-static const char accept_usage[] =
-    "usage: fabench accept --rules FILE [options]\n"
-    "  --rules FILE        the rules: each a measurement (a fabench command and its flags) and\n"
-    "                      a threshold (see docs/accept.md)\n"
-    "  --from DIR...       judge these run directories (or an earlier accept run's), measuring\n"
-    "                      nothing; every argument after it is a directory\n"
-    "  --exclude HOSTLIST  leave these hosts out of the judging and the naming (node[03,17])\n"
-    "  --run-timeout S     seconds one measurement may take before it is stopped (default 3600)\n"
-    "  --out DIR           run directory (default results/<UTC>-accept): accept.json, accept.xml\n"
-    "                      (JUnit), suspects.txt (a Slurm hostlist) and a folder per measurement\n"
-    "exit status: 0 all rules pass, 1 a rule failed, 2 usage or rules error, 3 could not measure\n";
+enum { O_RULES = 256, O_FROM, O_EXCLUDE, O_TIMEOUT, O_OUT };
+
+/* Every flag once: getopt_long's options, --help, and the default (set through the same parsing
+ * as a given value). */
+static const bench_flag accept_flags[] = {
+    {"rules", "FILE", NULL, "the rules: each a measurement (a fabench command and its flags) and a threshold "
+                            "(see docs/accept.md)", O_RULES},
+    {"from", "DIR...", NULL, "judge these run directories (or an earlier accept run's), measuring nothing; "
+                             "every argument after it is a directory", O_FROM},
+    {"exclude", "HOSTLIST", NULL, "leave these hosts out of the judging and the naming (node[03,17])", O_EXCLUDE},
+    {"run-timeout", "S", "3600", "seconds one measurement may take before it is stopped (1 to a week)", O_TIMEOUT},
+    {"out", "DIR", NULL, "run directory (default: results/<UTC>-accept): accept.json, accept.xml (JUnit), "
+                         "suspects.txt (a Slurm hostlist) and a folder per measurement", O_OUT},
+};
+#define ACCEPT_NFLAGS (sizeof accept_flags / sizeof accept_flags[0])
+
+static const char *accept_usage(void) {
+  static char *text; /* made once from the table; the process's for its life */
+  if (!text)
+    text = bench_flags_usage("usage: fabench accept --rules FILE [options]\n"
+                             "exit status: 0 all rules pass, 1 a rule failed, 2 usage or rules error, 3 could not "
+                             "measure\n",
+                             accept_flags, ACCEPT_NFLAGS);
+  return text ? text : "usage: fabench accept --rules FILE [options] (--help: out of memory)\n";
+}
 
 typedef struct {
   const char *rules, *exclude, *out;
@@ -38,37 +52,45 @@ typedef struct {
   double run_timeout;
 } accept_opts;
 
+/* One flag's value (given, or its default). 0; 2 after a usage error; -1: not accept's own. */
+static int accept_set(accept_opts *o, int ch, const char *v, const char **from) {
+  switch (ch) {
+  case O_RULES: o->rules = v; return 0;
+  case O_EXCLUDE: o->exclude = v; return 0;
+  case O_OUT: o->out = v; return 0;
+  case O_TIMEOUT:
+    if (bench_parse_double(v, 1, 7 * 24 * 3600.0, &o->run_timeout))
+      return bench_usage_error(accept_usage(), "bad --run-timeout '%s' (seconds, 1 to a week)", v);
+    return 0;
+  case O_FROM:
+    if (*from) return bench_usage_error(accept_usage(), "--from given twice (it takes every directory after it)");
+    *from = v;
+    return 0;
+  default: return -1;
+  }
+}
+
 static int accept_parse(accept_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
-  o->run_timeout = 3600;
-  enum { O_RULES = 256, O_FROM, O_EXCLUDE, O_OUT, O_TIMEOUT };
-  static const struct option longs[] = {{"rules", 1, 0, O_RULES},     {"from", 1, 0, O_FROM},
-                                        {"exclude", 1, 0, O_EXCLUDE}, {"out", 1, 0, O_OUT},
-                                        {"run-timeout", 1, 0, O_TIMEOUT}, {"help", 0, 0, 'h'},
-                                        {NULL, 0, NULL, 0}};
+  const char *from = NULL;
+  for (size_t i = 0; i < ACCEPT_NFLAGS; i++) /* the defaults, as given values parse */
+    if (accept_flags[i].def && accept_set(o, accept_flags[i].code, accept_flags[i].def, &from))
+      return bench_error("internal: the default of --%s does not parse", accept_flags[i].name), 2;
+  static const struct option extra[] = {{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  struct option *longs = bench_flags_options(accept_flags, ACCEPT_NFLAGS, extra);
+  if (!longs) return bench_error("out of memory"), 2;
   opterr = 0;
   optind = 1;
-  int ch;
-  const char *from = NULL;
-  while ((ch = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
-    switch (ch) {
-    case O_RULES: o->rules = optarg; break;
-    case O_EXCLUDE: o->exclude = optarg; break;
-    case O_OUT: o->out = optarg; break;
-    case O_TIMEOUT:
-      if (bench_parse_double(optarg, 1, 7 * 24 * 3600.0, &o->run_timeout))
-        return bench_usage_error(accept_usage, "bad --run-timeout '%s' (seconds, 1 to a week)", optarg);
-      break;
-    case O_FROM:
-      if (from) return bench_usage_error(accept_usage, "--from given twice (it takes every directory after it)");
-      from = optarg;
-      break;
-    default: {
-      int n = bench_flag_common(ch, argv, accept_usage);
-      return n == 1 ? 1 : n ? n : 2;
-    }
+  int ch, rc = 0;
+  while (!rc && (ch = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+    rc = accept_set(o, ch, optarg, &from);
+    if (rc < 0) {
+      int n = bench_flag_common(ch, argv, accept_usage());
+      rc = n == 1 ? 1 : n ? n : 2;
     }
   }
+  free(longs);
+  if (rc) return rc;
   if (from) {
     /* --from's first directory is its value; the rest are the arguments getopt stopped at */
     o->nfrom = 1 + argc - optind;
@@ -77,11 +99,11 @@ static int accept_parse(accept_opts *o, int argc, char **argv) {
     o->from[0] = (char *)from;
     for (int i = 1; i < o->nfrom; i++) o->from[i] = argv[optind + i - 1];
     for (int i = 0; i < o->nfrom; i++)
-      if (o->from[i][0] == '-') return bench_usage_error(accept_usage, "--from: '%s' is not a directory (--from comes last)", o->from[i]);
+      if (o->from[i][0] == '-') return bench_usage_error(accept_usage(), "--from: '%s' is not a directory (--from comes last)", o->from[i]);
   } else if (optind < argc) {
-    return bench_usage_error(accept_usage, "unexpected argument '%s'", argv[optind]);
+    return bench_usage_error(accept_usage(), "unexpected argument '%s'", argv[optind]);
   }
-  if (!o->rules) return bench_usage_error(accept_usage, "--rules FILE is needed");
+  if (!o->rules) return bench_usage_error(accept_usage(), "--rules FILE is needed");
   return 0;
 }
 
@@ -347,7 +369,7 @@ int bench_cmd_accept(int argc, char **argv) {
 static int accept_checked(const accept_opts *o0) {
   const accept_opts o = *o0;
   for (int i = 0; i < o.nfrom; i++)
-    if (!accept_is_dir(o.from[i])) return bench_usage_error(accept_usage, "--from: '%s' is not a directory", o.from[i]);
+    if (!accept_is_dir(o.from[i])) return bench_usage_error(accept_usage(), "--from: '%s' is not a directory", o.from[i]);
   acc_rules rules;
   char err[ACC_PATH_MAX + 600];
   if (acc_rules_load(&rules, o.rules, err, sizeof err)) {
@@ -360,7 +382,7 @@ static int accept_checked(const accept_opts *o0) {
     c.nexclude = acc_hostlist_expand(o.exclude, &c.exclude, err, sizeof err);
     if (c.nexclude < 0) {
       acc_rules_free(&rules);
-      return bench_usage_error(accept_usage, "--exclude: %s", err);
+      return bench_usage_error(accept_usage(), "--exclude: %s", err);
     }
   }
   rc = accept_main(&o, &rules, &c);

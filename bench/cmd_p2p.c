@@ -669,20 +669,6 @@ static int p2p_note(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transport_
   return 0;
 }
 
-/* Round r's pairs of a round-robin tournament of n ranks (the circle method over m = n rounded up
- * to even slots; a rank paired with slot n, which is no rank, sits the round out): pair k is
- * (a[k], b[k]) with a[k] < b[k]. Returns the count. */
-static int p2p_round_pairs(int n, int r, int *a, int *b) {
-  int m = n + (n & 1), k = 0;
-  for (int i = 0; i < m / 2; i++) {
-    int p = i == 0 ? m - 1 : (r + i) % (m - 1), q = i == 0 ? r : (r - i + m - 1) % (m - 1);
-    if (p >= n || q >= n) continue;
-    a[k] = p < q ? p : q;
-    b[k++] = p < q ? q : p;
-  }
-  return k;
-}
-
 static int p2p_rounds_run(p2p_ctx *x, p2p_out *po, const char *fabric, coll_transport_kind tk, const uint64_t *sizes,
                           int nsizes, int *a, int *b, int *src, int *dst, p2p_result *res);
 
@@ -709,7 +695,7 @@ static int p2p_rounds_run(p2p_ctx *x, p2p_out *po, const char *fabric, coll_tran
   const p2p_opts *o = x->o;
   int n = x->size, me = x->rank;
   for (int r = 0; r < n - 1 + (n & 1); r++) {
-    int np = p2p_round_pairs(n, r, a, b);
+    int np = bench_round_pairs(n, r, a, b);
     for (int way = 0; way < 2; way++) {
       int mine = -1;
       for (int k = 0; k < np; k++) {

@@ -65,6 +65,8 @@ static int rp_read_dir(rp_ctx *x, const char *d, char *err, size_t cap) {
   struct stat st;
   if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) return snprintf(err, cap, "'%s' is not a directory", d), -1;
   char path[4200];
+  snprintf(path, sizeof path, "%s/accept.json", d);
+  if (stat(path, &st) == 0) return 0; /* an accept run: its verdict is a section (rp_accept) */
   snprintf(path, sizeof path, "%s/run.json", d);
   if (stat(path, &st) != 0) return snprintf(err, cap, "'%s' is not a fabench run directory (no run.json)", d), -1;
   const res_schema *sch[RP_NREC];
@@ -936,6 +938,7 @@ int bench_cmd_report(int argc, char **argv) {
     for (int i = first; i < argc; i++) fprintf(x->md, " `%s`", argv[i]);
     fprintf(x->md, "\n\nRows: %zu all-reduce, %zu p2p, %zu p2p matrix, %zu training, %zu bucket, %zu predicted.\n",
             x->rec[RP_AR].n, x->rec[RP_P2P].n, x->rec[RP_MAT].n, x->rec[RP_TRAIN].n, x->rec[RP_BUCKETS].n, x->rec[RP_PREDICT].n);
+    rp_accept(x, argv + optind, argc - optind);
     rp_model(x);
     rp_allreduce(x);
     rp_model_words(x);

@@ -580,11 +580,12 @@ static int cb_begin(cb_ctx *x, int argc, char **argv) {
   if (x->rank == 0) {
     char err[512];
     x->progress = isatty(2);
-    const res_schema *schema = x->d->kind < 0 ? res_schema_allreduce() : res_schema_colls();
+    const res_schema *schema = o->groups ? res_schema_allreduce_groups()
+                               : x->d->kind < 0 ? res_schema_allreduce() : res_schema_colls();
     if (bench_run_begin(&x->run, o->r.out, x->d->name, argc, argv)) {
       rc = 1;
     } else if (res_table_open_schema(&x->tab, x->run.dir, schema, err, sizeof err) ||
-               (x->size > 1 && !o->pipelined &&
+               (x->size > 1 && !o->pipelined && !o->groups &&
                 res_table_open_schema(&x->ranks_tab, x->run.dir, res_schema_coll_ranks(), err, sizeof err))) {
       rc = bench_error("%s", err);
     } else {
@@ -592,7 +593,7 @@ static int cb_begin(cb_ctx *x, int argc, char **argv) {
       x->run.meta.rounds = (long)o->rounds;
       x->run.meta.check = o->check != 0;
       x->run.meta.beside_compute = o->beside != 0;
-      cb_header(x);
+      if (!o->groups) cb_header(x);
     }
   }
   if (!bench_rank0_ok(x->boot, !rc)) return 1;
@@ -736,7 +737,13 @@ static int cb_body(cb_ctx *x, cb_run *u, int *wrong, int *agreed) {
   if (bench_tel_start(&x->tel, x->boot, o->r.telemetry_hz, x->rank == 0 ? x->run.dir : NULL)) return 1;
   if (o->beside && !(x->load = cb_load_start()))
     return bench_error("rank %d: cannot start the --beside-compute thread", x->rank);
-  rc = cb_sweep(x, u->cells, u->ncells, u->buf, wrong);
+  if (o->groups) {
+    cb_groups_in g = {.o = o, .comms = u->comms, .buf = u->buf, .tab = x->tab, .run_id = x->run.run_id,
+                      .topo_hash = x->run.topo_hash};
+    rc = cb_groups_run(&g, wrong);
+  } else {
+    rc = cb_sweep(x, u->cells, u->ncells, u->buf, wrong);
+  }
   cb_load_stop(x->load);
   x->load = NULL;
   return rc;

@@ -10,7 +10,7 @@
 enum {
   O_TRANSPORT = 256, O_ALGO, O_DTYPE, O_OP, O_MIN, O_MAX, O_STEP, O_WARMUP, O_ITERS, O_TPS,
   O_TIMING, O_CHECK, O_NOCHECK, O_CHUNK, O_UCXMAP, O_DEVICES, O_ROUNDS, O_PEER, O_SEED, O_MODEL,
-  O_NOSPIN, O_BESIDE, O_ROOT, O_IMBALANCE
+  O_NOSPIN, O_BESIDE, O_ROOT, O_IMBALANCE, O_PAIRS, O_NODES
 };
 
 /* Which collectives take a flag. */
@@ -62,6 +62,14 @@ static const cb_flag cb_flags[] = {
     {{"ucx-map", "on|off", "on", "ucx ranks on one host map each other's buffer (UCX shared memory, "
                                  "ucp_rkey_ptr) and read peers' data in place; off: UCX copies "
                                  "it", O_UCXMAP}, 0},
+    {{"pairs", "S,D|all|rounds", NULL, "an all-reduce of two ranks per pair instead of all ranks: ranks S "
+                                       "and D; all: every pair, one at a time; rounds: every pair, N/2 "
+                                       "disjoint pairs at once in the N-1 rounds of a round-robin tournament "
+                                       "(rows in allreduce_groups.csv; flat algorithms only)", O_PAIRS}, F_ALLREDUCE},
+    {{"nodes", "alone|ref", NULL, "an all-reduce per node instead of all ranks: alone: each node's ranks "
+                                  "by themselves, every node at once (its fabric inside); ref: each node's "
+                                  "ranks with the first node's, one node at a time (rows in "
+                                  "allreduce_groups.csv)", O_NODES}, F_ALLREDUCE},
     {{"devices", "LIST", NULL, "nccl: the CUDA device of each local rank, e.g. 0,1,2,3 (default: "
                                "local rank modulo the device count)", O_DEVICES}, F_ALLREDUCE},
     {{"mpirun-args", "ARGS", NULL, "extra mpirun arguments when -n starts ranks through mpirun",
@@ -124,6 +132,35 @@ static int cb_algo_at(const cb_opts *o, const char *s, void *v, int i) { return 
 static int cb_dtype_at(const cb_opts *o, const char *s, void *v, int i) { return (void)o, coll_dtype_parse(s, &((coll_dtype *)v)[i]); }
 static int cb_op_at(const cb_opts *o, const char *s, void *v, int i) { return (void)o, coll_op_parse(s, &((coll_op *)v)[i]); }
 
+/* --pairs S,D|all|rounds. 0, or 2 after a usage error. */
+static int cb_parse_pairs(cb_opts *o, const char *v) {
+  if (!strcmp(v, "all") || !strcmp(v, "rounds")) return o->groups = v[0] == 'a' ? CB_G_ALL : CB_G_ROUNDS, 0;
+  char *items[2], *store = NULL;
+  int n = bench_split_list(v, items, 2, &store);
+  int ok = n == 2 && !bench_parse_int(items[0], 0, 1 << 20, &o->pair_src) &&
+           !bench_parse_int(items[1], 0, 1 << 20, &o->pair_dst) && o->pair_src != o->pair_dst;
+  free(store);
+  if (!ok) return bench_usage_error(o->usage, "--pairs: '%s' is not S,D (two ranks), all or rounds", v);
+  o->groups = CB_G_PAIR;
+  return 0;
+}
+
+/* What --pairs and --nodes cannot go with: one reduction, barrier timing, host transports. 0,
+ * or 2 after a usage error. */
+static int cb_parse_groups(const cb_opts *o, int pairs, int nodes) {
+  const char *u = o->usage, *f = pairs ? "--pairs" : "--nodes";
+  if (pairs && nodes) return bench_usage_error(u, "--pairs and --nodes exclude each other");
+  if (!o->groups) return 0;
+  if (o->nops > 1) return bench_usage_error(u, "%s: one --op at a time", f);
+  if (o->pipelined) return bench_usage_error(u, "%s: barrier timing only", f);
+  if (o->beside || o->model_from) return bench_usage_error(u, "%s: not with --beside-compute or --model-from", f);
+  for (int i = 0; i < o->ntransports; i++)
+    if (o->transports[i] == COLL_NCCL) return bench_usage_error(u, "%s: host transports only (not nccl)", f);
+  if (o->groups == CB_G_PAIR && o->r.nranks > 0 && (o->pair_src >= o->r.nranks || o->pair_dst >= o->r.nranks))
+    return bench_usage_error(u, "--pairs %ld,%ld: there are %d ranks", o->pair_src, o->pair_dst, o->r.nranks);
+  return 0;
+}
+
 /* One flag's value (a given one or its default). 0, or 2 after a usage error. */
 static int cb_set(cb_opts *o, int code, const char *v, const char **lists, const char **peer) {
   const char *u = o->usage;
@@ -161,6 +198,10 @@ static int cb_set(cb_opts *o, int code, const char *v, const char **lists, const
   case O_ROOT: return bench_parse_int(v, 0, 4095, &o->root) ? bench_usage_error(u, "--root: '%s' is not a rank", v) : 0;
   case O_IMBALANCE:
     return bench_parse_double(v, 0, 4, &o->imbalance) ? bench_usage_error(u, "--imbalance: '%s' is not a number from 0 to 4", v) : 0;
+  case O_PAIRS: return cb_parse_pairs(o, v);
+  case O_NODES:
+    if (!strcmp(v, "alone") || !strcmp(v, "ref")) return o->groups = v[0] == 'a' ? CB_G_NODES : CB_G_NODE_REF, 0;
+    return bench_usage_error(u, "--nodes: '%s' is not alone or ref", v);
   case O_MODEL: o->model_from = v; return 0;
   case O_NOSPIN: o->no_spin = 1; return 0;
   case O_BESIDE: o->beside = 1; return 0;
@@ -258,7 +299,9 @@ int cb_parse(cb_opts *o, const bench_coll *d, int argc, char **argv) {
   opterr = 0;
   optind = 1;
   int ch, rc = 0;
+  int pairs = 0, nodes = 0;
   while (!rc && (ch = getopt_long(argc, argv, ":n:h", lo, NULL)) != -1) {
+    pairs |= ch == O_PAIRS, nodes |= ch == O_NODES;
     rc = cb_set(o, ch, optarg, lists, &peer);
     if (rc < 0) rc = bench_rank_flag(&o->r, ch, argv, o->usage);
   }
@@ -266,5 +309,6 @@ int cb_parse(cb_opts *o, const bench_coll *d, int argc, char **argv) {
   if (rc) return rc;
   if ((rc = bench_rank_check(&o->r, argc, argv, o->usage))) return rc;
   if ((rc = cb_parse_lists(o, lists))) return rc;
+  if ((rc = cb_parse_groups(o, pairs, nodes))) return rc;
   return cb_parse_peer(o, peer);
 }

@@ -9,6 +9,9 @@
 
 #define CB_MAX_LIST 16
 
+/* --pairs and --nodes: an all-reduce inside groups of ranks (collbench_groups.c). */
+typedef enum { CB_G_NONE, CB_G_PAIR, CB_G_ALL, CB_G_ROUNDS, CB_G_NODES, CB_G_NODE_REF } cb_groups_mode;
+
 /* What the flags asked. */
 typedef struct {
   const bench_coll *d;
@@ -31,6 +34,8 @@ typedef struct {
   int peer_given; /* --peer named it: it must run, not just be asked for */
   coll_transport_kind peer_tk;
   coll_algo peer_algo;
+  cb_groups_mode groups; /* CB_G_NONE: the whole world */
+  long pair_src, pair_dst; /* --pairs S,D */
 } cb_opts;
 
 /* Parses argv into o: 0, 1 after --help (printed), or 2 after a usage error (said). */
@@ -44,6 +49,19 @@ typedef struct cb_load cb_load;
 cb_load *cb_load_start(void);
 uint64_t cb_load_done(const cb_load *l);
 void cb_load_stop(cb_load *l);
+
+/* The groups' run (--pairs, --nodes), after the run directory: every transport's communicator
+ * (comms[t], o->transports' order), a host buffer of max_bytes + 8, and rank 0's table
+ * (allreduce_groups.csv) with the run's id and topology hash. 0, or 1 after saying why; *wrong:
+ * a group's result was wrong. */
+typedef struct {
+  const cb_opts *o;
+  coll_comm *const *comms;
+  void *buf;
+  struct res_table *tab;
+  const char *run_id, *topo_hash;
+} cb_groups_in;
+int cb_groups_run(const cb_groups_in *g, int *wrong);
 
 /* What carries a GPU communicator's data (rank 0's topology), e.g. "nccl:nvlink/NV18". */
 void cb_gpu_fabric(coll_comm *c, char *fabric, size_t fcap);

@@ -73,4 +73,8 @@ void rp_colls(rp_ctx *x);
 /* Who the others waited for (coll_ranks.csv, every collective's): the straggler where one stands out. */
 void rp_waits(rp_ctx *x);
 
+/* The acceptance section of each accept run directory among dirs (its accept.json): the verdict,
+ * the rules' table and the suspects (report_accept.c). */
+void rp_accept(rp_ctx *x, char *const *dirs, int n);
+
 #endif

@@ -564,6 +564,28 @@ int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op
   return rc;
 }
 
+int coll_allreduce_group(coll_comm *c, const int *group, int n, void *buf, size_t count, coll_dtype dt,
+                         coll_op op, coll_algo algo, coll_err *e) {
+  if (dt >= COLL_NDTYPES || op >= COLL_NOPS) return coll_fail(e, "invalid dtype or op");
+  coll_algo_fn f = coll_algo_flat(algo.kind);
+  if (!f) return coll_fail(e, "rank %d: a group all-reduce runs the flat algorithms only", c->world_rank);
+  if (c->view) return coll_fail(e, "rank %d: internal: a group all-reduce inside a group view", c->world_rank);
+  c->seq++; /* every rank alike, in a group or not: the next call's tags agree everywhere */
+  if (n <= 1 || count == 0) return 0;
+  int idx = -1;
+  for (int i = 0; i < n; i++) {
+    if (group[i] < 0 || group[i] >= c->world_size) return coll_fail(e, "rank %d: group rank %d out of range", c->world_rank, group[i]);
+    if (group[i] == c->world_rank) idx = i;
+  }
+  if (idx < 0) return coll_fail(e, "rank %d: internal: not in its own group", c->world_rank);
+  if (algo.kind == COLL_ALGO_PS && algo.param > n) algo.param = n;
+  coll_view_set(c, group, n, idx);
+  int rc = f(c, buf, count, dt, op, algo.param, e);
+  coll_view_clear(c);
+  if (c->tp->ops->finish && c->tp->ops->finish(c->tp, rc ? NULL : e) != 0) rc = -1;
+  return rc;
+}
+
 int coll_colls_algo(coll_kind k, coll_algo a) {
   coll_algo_kind x = a.kind;
   if (x == COLL_ALGO_NATIVE || x == COLL_ALGO_DIRECT) return k < COLL_NCOLLS; /* native: where the library has it */

@@ -338,6 +338,12 @@ const coll_model *coll_comm_model(const coll_comm *c);
  * `ran` (may be NULL) receives the algorithm actually run (auto picks one). */
 int coll_allreduce(coll_comm *c, void *buf, size_t count, coll_dtype dt, coll_op op,
                    coll_algo algo, coll_algo *ran, coll_err *e);
+/* An all-reduce inside groups of ranks, disjoint groups at once (pairwise and per-node tests):
+ * every rank of c calls it, each with its own group (world ranks, listed alike by every member,
+ * this rank among them) or n 0 for a rank in no group. Flat algorithms only (ring, rhd, rd,
+ * tree, dtree, ps); messages only (no mapped memory). */
+int coll_allreduce_group(coll_comm *c, const int *group, int n, void *buf, size_t count, coll_dtype dt,
+                         coll_op op, coll_algo algo, coll_err *e);
 int coll_barrier(coll_comm *c, coll_err *e);
 int coll_bcast(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e);
 

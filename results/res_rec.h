@@ -46,6 +46,18 @@
   X(STR, op) X(INT, bytes) X(INT, ranks) X(INT, rank) X(STR, host) X(F64, t_p50_us)           \
   X(F64, wait_us)
 
+/* allreduce_groups.csv: `allreduce --pairs` and `--nodes`, an all-reduce inside groups of ranks
+ * (disjoint groups at once), one row per (transport, algorithm, dtype, group, size). group: pair
+ * (ranks src and dst), node (the ranks of host src_host alone; dst -1, dst_host = src_host) or
+ * node-ref (the ranks of src_host with those of the reference host dst_host; src, dst their
+ * first ranks); round: the step the group ran in (groups of one step ran at once); times are the
+ * slowest member's per iteration; busbw = algbw x 2(n-1)/n over the group's n ranks. */
+#define RES_ALLREDUCE_GROUPS_COLS(X)                                                          \
+  X(STR, run_id) X(INT, schema) X(STR, fabric) X(STR, transport) X(STR, algo) X(STR, dtype)   \
+  X(STR, mode) X(STR, group) X(INT, round) X(INT, src) X(INT, dst) X(STR, src_host)           \
+  X(STR, dst_host) X(INT, ranks) X(INT, bytes) X(INT, iters) X(F64, t_p50_us)                 \
+  X(F64, t_p99_us) X(F64, algbw_gbps) X(F64, busbw_gbps) X(INT, errors) X(STR, topo_hash)
+
 /* p2p.csv: one row per (transport, test, pair, size); latency is one-way. */
 #define RES_P2P_COLS(X)                                                                       \
   X(STR, run_id) X(INT, schema) X(INT, ranks) X(STR, fabric) X(STR, transport) X(STR, test)   \
@@ -192,6 +204,7 @@
 /* Every record: R(name, COLUMNS). The name is the base of its files (<name>.csv, .jsonl). */
 #define RES_RECORDS(R)                                                                        \
   R(allreduce, RES_ALLREDUCE_COLS)                                                            \
+  R(allreduce_groups, RES_ALLREDUCE_GROUPS_COLS)                                              \
   R(colls, RES_COLLS_COLS)                                                                    \
   R(coll_ranks, RES_COLL_RANKS_COLS)                                                          \
   R(p2p, RES_P2P_COLS)                                                                        \

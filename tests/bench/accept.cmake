@@ -17,3 +17,15 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_accept_emu PROPERTIES TIMEOUT 240 LABELS "bench;emu" SKIP_RETURN_CODE 77
                        RESOURCE_LOCK emu_cluster)
 endif()
+# allreduce --pairs and --nodes: the groups' rows and refusals on loopback ranks; on emulated
+# clusters (root, iproute2; else skipped) accept names a slow node from them, and nobody in a
+# uniform cluster.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_allreduce_groups
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/allreduce_groups_test.py $<TARGET_FILE:fabench> loopback)
+  set_tests_properties(test_allreduce_groups PROPERTIES TIMEOUT 60 LABELS bench)
+  add_test(NAME test_allreduce_groups_emu
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/allreduce_groups_test.py $<TARGET_FILE:fabench> emu)
+  set_tests_properties(test_allreduce_groups_emu PROPERTIES TIMEOUT 120 LABELS "bench;emu" SKIP_RETURN_CODE 77
+                       RESOURCE_LOCK emu_cluster)
+endif()

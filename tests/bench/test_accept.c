@@ -768,6 +768,171 @@ static void test_cli_straggler_hog(void **state) {
   cJSON_Delete(o);
 }
 
+/* An allreduce --pairs all (pairs: 4 hosts of one rank, a row per pair a < b, busbw 0.12 GB/s
+ * with p2p's noise) or --nodes alone run (4 hosts of two ranks, a row per node, 2 GB/s with the
+ * noise) at 1 MiB; slow_host's rows (and the pair slow_a, slow_b) times factor. */
+static void write_groups_run(const char *name, int pairs, int slow_host, int slow_a, int slow_b, double factor) {
+  char dir[512], err[512];
+  snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+  assert_int_equal(mkdir(dir, 0777), 0);
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddNumberToObject(m, "schema", 1);
+  cJSON_AddStringToObject(m, "run_id", name);
+  cJSON_AddStringToObject(m, "command", "allreduce");
+  cJSON *av = cJSON_AddArrayToObject(m, "argv");
+  const char *args[] = {"allreduce", pairs ? "--pairs" : "--nodes", pairs ? "all" : "alone"};
+  for (int i = 0; i < 3; i++) cJSON_AddItemToArray(av, cJSON_CreateString(args[i]));
+  cJSON *hosts = cJSON_AddArrayToObject(m, "hosts");
+  for (int h = 0; h < NODES; h++) {
+    char hn[16];
+    snprintf(hn, sizeof hn, "node%d", h);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "host", hn);
+    cJSON_AddStringToObject(o, "topo_hash", "aaaabbbbccccdddd");
+    cJSON_AddItemToArray(hosts, o);
+  }
+  cJSON_AddStringToObject(m, "status", "ok");
+  assert_int_equal(res_meta_write(dir, m, err, sizeof err), 0);
+  cJSON_Delete(m);
+  res_table *t = NULL;
+  assert_int_equal(res_table_open_schema(&t, dir, res_schema_allreduce_groups(), err, sizeof err), 0);
+  int k = 0;
+  for (int a = 0; a < NODES; a++)
+    for (int b = pairs ? a + 1 : -1; b < (pairs ? NODES : 0); b++) {
+      char ah[16], bh[16];
+      snprintf(ah, sizeof ah, "node%d", a);
+      snprintf(bh, sizeof bh, "node%d", pairs ? b : a);
+      double bw = (pairs ? 0.12 : 2.0) * (1 + 0.03 * ((k++ * 7) % 5 - 2) / 2.0);
+      if (a == slow_host || b == slow_host || (a == slow_a && b == slow_b)) bw *= factor;
+      res_allreduce_groups_row r;
+      res_row_init(res_schema_allreduce_groups(), &r);
+      r.run_id = name;
+      r.schema = 1;
+      r.fabric = "emu-1gbit";
+      r.transport = "tcp";
+      r.algo = "ring";
+      r.dtype = "f32";
+      r.mode = pairs ? "all" : "alone";
+      r.group = pairs ? "pair" : "node";
+      r.round = pairs ? k - 1 : 0;
+      r.src = pairs ? a : 2 * a;
+      r.dst = pairs ? b : -1;
+      r.src_host = ah;
+      r.dst_host = bh;
+      r.ranks = 2;
+      r.bytes = 1 << 20;
+      r.iters = 10;
+      r.algbw_gbps = r.busbw_gbps = bw; /* two ranks: 2(n-1)/n = 1 */
+      r.t_p50_us = r.t_p99_us = (double)(1 << 20) / (bw * 1e3);
+      r.errors = 0;
+      r.topo_hash = "aaaabbbbccccdddd";
+      assert_int_equal(res_table_put(t, &r, err, sizeof err), 0);
+    }
+  res_table_close(t);
+}
+
+/* The one suspect of an accept run: its kind, host, rank and evidence (hand-worked). */
+static void check_one_suspect(const char *out, const char *kind, const char *host, int rank, const char *evidence) {
+  cJSON *o = accept_json(out);
+  cJSON *sus = cJSON_GetObjectItem(o, "suspects");
+  char *txt = cJSON_Print(sus);
+  cJSON *f = cJSON_GetArrayItem(sus, 0);
+  if (cJSON_GetArraySize(sus) != 1 || strcmp(cJSON_GetObjectItem(f, "kind")->valuestring, kind) ||
+      strcmp(cJSON_GetObjectItem(f, "host")->valuestring, host) || cJSON_GetObjectItem(f, "rank")->valueint != rank ||
+      !strstr(cJSON_GetObjectItem(f, "evidence")->valuestring, evidence))
+    fail_msg("%s: want %s %s (rank %d) alone with '%s':\n%s", out, kind, host, rank, evidence, txt);
+  free(txt);
+  cJSON_Delete(o);
+}
+
+/* Runs `fabench accept ARGS` in g_dir into LOG, wanting exit status want; the log's text. */
+static char *accept_args(const char *args, const char *log, int want) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd %s && %s accept %s > %s 2>&1", g_dir, getenv("FABENCH_BIN"), args, log);
+  int st = system(cmd);
+  char *text = slurp_in(log);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != want) fail_msg("%s: status %d, wanted %d:\n%s", cmd, st, want, text);
+  return text;
+}
+
+/* The flags from one table: --help lists each with the default, bad values refused naming them. */
+static void test_cli_flags(void **state) {
+  (void)state;
+  char *s = accept_args("--help", "help.log", 0);
+  const char *want[] = {"--rules FILE", "--from DIR...", "--exclude HOSTLIST", "--run-timeout S", "(default: 3600)",
+                        "--out DIR", "exit status: 0 all rules pass"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(s, want[i])) fail_msg("--help lacks '%s':\n%s", want[i], s);
+  free(s);
+  const char *bad[][2] = {{"--rules r.yaml --run-timeout 0", "bad --run-timeout '0' (seconds, 1 to a week)"},
+                          {"--rules r.yaml --run-timeout 1e9", "bad --run-timeout '1e9'"},
+                          {"--rules", "option '--rules' needs a value"},
+                          {"--run-timeout 5", "--rules FILE is needed"},
+                          {"--rules r.yaml --from a --from b", "--from given twice"},
+                          {"--rules r.yaml stray", "unexpected argument 'stray'"},
+                          {"--rules r.yaml --from a b -x", "--from: '-x' is not a directory"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    s = accept_args(bad[i][0], "bad.log", 2);
+    if (!strstr(s, bad[i][1])) fail_msg("accept %s: wanted '%s':\n%s", bad[i][0], bad[i][1], s);
+    free(s);
+  }
+}
+
+/* allreduce --pairs and --nodes: a slow node among the pairs, a slow pair, a node slow inside
+ * itself are named from the groups' busbw, each alone; a uniform run names nobody. */
+static void test_cli_groups(void **state) {
+  (void)state;
+  write_groups_run("gp-uniform", 1, -1, -1, -1, 1);
+  write_groups_run("gp-slowhost", 1, 3, -1, -1, 0.4);
+  write_groups_run("gp-slowpair", 1, -1, 0, 2, 0.3);
+  write_groups_run("gn-uniform", 0, -1, -1, -1, 1);
+  write_groups_run("gn-slow", 0, 1, -1, -1, 0.25);
+  assert_int_equal(tu_write(g_dir, "gp.yaml", "rules:\n  - name: pairs\n    run: allreduce --pairs all\n"
+                                              "    metric: busbw\n    at_least: 0.8 x median of nodes\n"), 0);
+  assert_int_equal(tu_write(g_dir, "gn.yaml", "rules:\n  - name: nodes\n    run: allreduce --nodes alone\n"
+                                              "    metric: busbw\n    at_least: 1 GB/s\n"), 0);
+  accept_run("gp.yaml", "a-gp-uniform", "gp-uniform", NULL, 0);
+  cJSON *o = accept_json("a-gp-uniform");
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "suspects")), 0);
+  cJSON_Delete(o);
+  /* node3's three pairs at 0.4: hosts' medians 0.97, 0.97, 0.985 (x 0.12) and node3's 0.406;
+   * the rank is node3's though it is every pair's higher end */
+  accept_run("gp.yaml", "a-gp-slowhost", "gp-slowhost", NULL, 1);
+  check_one_suspect("a-gp-slowhost", "host", "node3", 3,
+                    "host node3: its links at 0.42 of the median busbw (0.04872 vs 0.1164 GB/s) over 1 run");
+  /* the pair 0-2 at 0.3 against the pairs' median (0.97 + 0.985) / 2: no host explains it */
+  accept_run("gp.yaml", "a-gp-slowpair", "gp-slowpair", NULL, 0);
+  check_one_suspect("a-gp-slowpair", "link", "node0", 0,
+                    "link node0->node2: 0.31 of the median busbw (0.036 vs 0.1173 GB/s) over 1 run");
+  accept_run("gn.yaml", "a-gn-uniform", "gn-uniform", NULL, 0);
+  o = accept_json("a-gn-uniform");
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "suspects")), 0);
+  cJSON_Delete(o);
+  /* node1 alone at 0.5 GB/s against the nodes' median (1.94 + 1.97) / 2 */
+  accept_run("gn.yaml", "a-gn-slow", "gn-slow", NULL, 1);
+  check_one_suspect("a-gn-slow", "host", "node1", 2,
+                    "host node1: inside it 0.26 of the median busbw between ranks of one host (0.5 vs 1.955 GB/s)");
+
+  /* fabench report of accept runs: the verdict, the rules' table, the suspects or nobody */
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd %s && %s report --no-plot --out rep a-gp-slowhost a-gn-uniform > rep.log 2>&1", g_dir,
+           getenv("FABENCH_BIN"));
+  int st = system(cmd);
+  char *md = slurp_in(WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "rep/report.md" : "rep.log");
+  const char *want[] = {"## Acceptance: `a-gp-slowhost`\n\nRules `gp.yaml`: **fail** (exit status 1).",
+                        "| pairs | fail | 0.04872 | 0.09312 | busbw 0.04872 GB/s < 0.09312 GB/s (0.8 x median of nodes) at host node3",
+                        "| topology | pass | - | - | 4 hosts share one topology |",
+                        "Suspects, most suspect first:",
+                        "| 1 | host | node3 | 3 | - | host node3: its links at 0.42 of the median busbw (0.04872 vs 0.1164 GB/s) over 1 run |",
+                        "## Acceptance: `a-gn-uniform`\n\nRules `gn.yaml`: **pass** (exit status 0).",
+                        "Suspects: nobody was named"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(md, want[i])) fail_msg("report lacks '%s':\n%s", want[i], md);
+  /* the suspects' table comes before the uniform run's section: the first's, not the second's */
+  assert_true(strstr(md, "| 1 | host | node3") < strstr(md, "## Acceptance: `a-gn-uniform`"));
+  free(md);
+}
+
 /* allreduce's and train's figures: the size judged, the model's prediction, wrong elements. */
 static void test_cli_allreduce_train(void **state) {
   (void)state;
@@ -815,6 +980,7 @@ int main(void) {
       cmocka_unit_test(test_quantity),         cmocka_unit_test(test_hostlist),      cmocka_unit_test(test_outliers),
       cmocka_unit_test(test_cli_from),         cmocka_unit_test(test_cli_allreduce_train),
       cmocka_unit_test(test_cli_straggler),    cmocka_unit_test(test_cli_straggler_hog),
+      cmocka_unit_test(test_cli_groups),       cmocka_unit_test(test_cli_flags),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
