@@ -44,7 +44,7 @@ static const cmd_flags cmds[] = {
      "--beside-compute", "--timing", "--check", "--no-check", "--chunk", "--no-spin",
      "--tcp-streams", "--tcp-cc", "--ucx-map", "--devices", "--mpirun-args", "--emulate",
      "--emulate-slow", "--intra-transport", "--bind", "--seed", "--timeout", "--model-from",
-     "--telemetry-hz", "--out", NULL},
+     "--telemetry-hz", "--pairs", "--nodes", "--out", NULL},
      NULL, {NULL, NULL}},
     {"reducescatter",
      {"-n", "--transport", "--algo", "--dtype", "--op", "--min-bytes", "--max-bytes",
