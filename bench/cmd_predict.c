@@ -91,6 +91,7 @@ static int pr_stated_rate(pr_fabric *f, const res_fabric_cost *pick, int by_rate
   else
     return snprintf(err, cap, "'%s': the model has no emulated fabric of transport %s to scale to %s", spec,
                     want ? want : "?", name), -1;
+  f->fc.m.cores = res_machine_cores(src); /* a cluster's host: the whole machine's cores */
   f->cpu_beta = res_fabric_cpu_beta(&f->model, src);
   snprintf(f->desc, sizeof f->desc, "%s/%s(from %s)", name, src->transport, res_costmodel_label(&f->model, src, l, sizeof l));
   return 0;
@@ -213,6 +214,7 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, long co
   }
   f->model = m;
   f->fc = *pick;
+  f->fc.m.cores = res_machine_cores(pick); /* a cluster's host: the whole machine's cores */
   f->fitted = 1;
   f->cpu_beta = res_fabric_cpu_beta(&f->model, pick);
   /* the what-if's nodes are counted by --ranks-per-node, not by the fit's host count; their

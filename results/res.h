@@ -336,6 +336,18 @@ int res_costmodel_read(res_costmodel *m, const char *path, char *err, size_t err
  * fabric for every transport.) */
 const res_fabric_cost *res_costmodel_find(const res_costmodel *m, const char *fabric,
                                        const char *transport, int host_count, const char *topo);
+/* The CPU cores one of `nodes` nodes has: a real host its own (machine_cores); an emulated
+ * node shares the machine's with the other emulated nodes' ranks, machine_cores / nodes for
+ * nodes of as many ranks each. 0 where machine_cores is unknown (0). */
+double res_node_cores(double machine_cores, int emulated, int nodes);
+/* Is f an emulated link's fit (named emu-<rate> by bench/emulate.c): its nodes share one machine? */
+int res_fabric_emulated(const res_fabric_cost *f);
+/* The cores of the machine f's nodes ran on: an emulated fabric's nodes' together, else a host's. */
+double res_machine_cores(const res_fabric_cost *f);
+/* f as it prices ranks spread over host_count hosts: its hosts, and an emulated fabric's node
+ * cores (the machine's, as fitted on f->m.hosts nodes, divided among host_count); a real link's
+ * hosts keep their cores. */
+void res_fabric_on_hosts(res_fabric_cost *f, int host_count);
 /* f's name for tables and plots: its fabric, and where another entry of m has the same
  * fabric, transport and host count (another machine's), the first 8 digits of its topology
  * hash in brackets. Returns buf. */
