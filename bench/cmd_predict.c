@@ -344,11 +344,11 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
                  : "set terminal pngcairo size 1000,450\nset output 'predict.png.tmp'\n");
     fprintf(f, "set multiplot layout 1,2\nset ylabel 'images/s'\nset logscale y\nplot ");
     for (int a = 0; a < nalgos; a++)
-      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):18 with linespoints title '%s'",
+      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):18 with linespoints title '%s (predicted)' noenhanced",
               a ? ", " : "", al[a].name, al[a].name);
     fprintf(f, "\nunset logscale y\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nplot ");
     for (int a = 0; a < nalgos; a++)
-      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):19 with linespoints title '%s'",
+      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):19 with linespoints title '%s (predicted)' noenhanced",
               a ? ", " : "", al[a].name, al[a].name);
     fprintf(f, "\nunset yrange\nunset multiplot\n");
   }

@@ -343,6 +343,71 @@ static void test_node_cores(void **state) {
   near(res_allreduce_row_time(&m, &a, NULL, NULL), 1.6e-9 * (8 << 20), 1e-9, "real all-reduce, CPU-bound");
 }
 
+/* The scaling table predicts a cluster: nodes of 2 ranks, inside each loopback as fitted here,
+ * between them each fitted link (emulated 1 and 10 Gbit/s, fitted on 2 nodes of a 2-core machine:
+ * 1 core each) and 100 and 400 Gbit/s stated (the 10gbit fit scaled: 0.08 and 0.02 ns/B, over
+ * loopback's 0.01), flat and hier; never loopback between nodes. Without a fitted link, the stated
+ * rates over loopback's stack alone. */
+static void check_plan(res_scale_plan *p, const char *const *inters, const double *betas, size_t n) {
+  assert_int_equal(p->n, 2 * n);
+  for (size_t k = 0; k < p->n; k++) {
+    res_scale_curve *c = &p->c[k];
+    assert_string_equal(c->inter_name, inters[k / 2]);
+    near(c->inter.m.beta, betas[k / 2], 1e-9, c->label);
+    assert_int_equal(c->hier, (int)(k % 2));
+    assert_string_equal(c->intra->fabric, "tcp:lo");
+    assert_non_null(strstr(c->label, "held-out"));
+    near(c->inter.m.cores, 2, 1e-12, "a cluster node has the machine's cores");
+    for (int ranks = 2; ranks <= 1024; ranks *= 2) {
+      res_ar_spec s;
+      const res_fabric_cost *bound = res_scaling_spec(c, 2, ranks, &s);
+      assert_int_equal(s.ranks, ranks);
+      assert_int_equal(s.ranks_per_node, 2);
+      if (ranks == 2) { /* one node: the fabric measured here alone */
+        assert_null(s.inter);
+        assert_ptr_equal(bound, c->intra);
+        continue;
+      }
+      /* past one node: a link between nodes, never the host's own fabric */
+      assert_non_null(s.inter);
+      assert_true(s.inter != &c->intra->m);
+      assert_string_not_equal(bound->fabric, "tcp:lo");
+      assert_int_equal(s.inter->hosts, ranks / 2);
+      assert_int_equal(s.hier, c->hier);
+      assert_true(res_allreduce_time(&s, 1 << 20) > 0);
+    }
+  }
+}
+
+static void test_scaling_plan(void **state) {
+  (void)state;
+  res_fabric_cost fs[3];
+  fabric(&fs[0], "tcp:lo", 0.01e-9), fabric(&fs[1], "emu-1gbit", 8e-9), fabric(&fs[2], "emu-10gbit", 0.8e-9);
+  fs[0].m.cores = 2;
+  for (int i = 1; i < 3; i++) fs[i].host_count = fs[i].m.hosts = 2, fs[i].m.cores = 1;
+  res_costmodel m = {.f = fs, .n = 3, .gamma_kernel = NAN};
+  const double stated[2] = {100e9, 400e9};
+  res_scale_plan p;
+  assert_int_equal(res_scaling_plan(&p, &m, 2, stated, 2), 0);
+  const char *names[4] = {"emu-1gbit", "emu-10gbit", "100gbit", "400gbit"};
+  const double betas[4] = {8e-9, 0.8e-9, 0.08e-9, 0.02e-9};
+  check_plan(&p, names, betas, 4);
+  assert_false(p.c[0].stated);
+  assert_true(p.c[4].stated);
+  assert_non_null(strstr(p.c[4].label, "from emu-10gbit"));
+  res_scaling_plan_free(&p);
+  /* loopback alone: only the stated links between nodes, over this stack (8 bits / rate) */
+  m.n = 1;
+  assert_int_equal(res_scaling_plan(&p, &m, 2, stated, 2), 0);
+  const double own[2] = {8.0 / 100e9, 8.0 / 400e9};
+  check_plan(&p, names + 2, own, 2);
+  res_scaling_plan_free(&p);
+  /* and none stated: no curve at all, rather than loopback stretched */
+  assert_int_equal(res_scaling_plan(&p, &m, 2, stated, 0), 0);
+  assert_int_equal(p.n, 0);
+  res_scaling_plan_free(&p);
+}
+
 static void test_validate_arithmetic(void **state) {
   (void)state;
   const double tb[2] = {1e9, 10e9};
@@ -387,6 +452,7 @@ int main(void) {
       cmocka_unit_test(test_middle_rate),
       cmocka_unit_test(test_validate_arithmetic),
       cmocka_unit_test(test_node_cores),
+      cmocka_unit_test(test_scaling_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
