@@ -95,6 +95,7 @@ static int pr_stated_rate(pr_fabric *f, const res_fabric_cost *pick, int by_rate
   else
     return snprintf(err, cap, "'%s': the model has no emulated fabric of transport %s to scale to %s", spec,
                     want ? want : "?", name), -1;
+  f->fc.m.cores = res_machine_cores(src); /* a cluster's host: the whole machine's cores */
   f->cpu_beta = res_fabric_cpu_beta(&f->model, src);
   snprintf(f->desc, sizeof f->desc, "%s/%s(from %s)", name, src->transport, res_costmodel_label(&f->model, src, l, sizeof l));
   return 0;
@@ -217,6 +218,7 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, long co
   }
   f->model = m;
   f->fc = *pick;
+  f->fc.m.cores = res_machine_cores(pick); /* a cluster's host: the whole machine's cores */
   f->fitted = 1;
   f->cpu_beta = res_fabric_cpu_beta(&f->model, pick);
   /* the what-if's nodes are counted by --ranks-per-node, not by the fit's host count; their
@@ -346,11 +348,11 @@ static int pr_write_plot(const char *dir, int nalgos, const pr_algo *al, char *e
                  : "set terminal pngcairo size 1000,450\nset output 'predict.png.tmp'\n");
     fprintf(f, "set multiplot layout 1,2\nset ylabel 'images/s'\nset logscale y\nplot ");
     for (int a = 0; a < nalgos; a++)
-      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):18 with linespoints title '%s'",
+      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):18 with linespoints title '%s (predicted)' noenhanced",
               a ? ", " : "", al[a].name, al[a].name);
     fprintf(f, "\nunset logscale y\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nplot ");
     for (int a = 0; a < nalgos; a++)
-      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):19 with linespoints title '%s'",
+      fprintf(f, "%s'predict.csv' using (strcol(10) eq '%s' ? $7 : 1/0):19 with linespoints title '%s (predicted)' noenhanced",
               a ? ", " : "", al[a].name, al[a].name);
     fprintf(f, "\nunset yrange\nunset multiplot\n");
   }

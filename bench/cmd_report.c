@@ -696,14 +696,35 @@ static void rp_pred_vs_meas(rp_ctx *x) {
   rp_plot(x, "pred_vs_meas", "predicted against measured (y = x)", body, n + nt);
 }
 
-/* Scaling efficiency to 1024 ranks: a flat ring over each fitted fabric, with the one-rank
- * profile measured here (else ResNet-50 at 360 images/s, batch 32). */
+/* Scaling to 1024 ranks: a cluster of nodes of this machine's cores in ranks, inside a node the
+ * transport as measured here, between nodes each fitted link and 100 and 400 Gbit/s stated
+ * (res_scaling_plan), flat ring and hier:ring, with the one-rank profile measured here (else
+ * ResNet-50 at 360 images/s, batch 32). One host's fabric is never stretched past one node. */
 static void rp_scaling(rp_ctx *x) {
   if (!x->have_model) return;
+  /* ranks per node: the cores of the host the one-host fabrics were fitted on (its topology),
+   * else the most ranks they measured there */
+  int ppn = 0, most = 1;
+  for (size_t i = 0; i < x->model.n && !ppn; i++) {
+    const res_fabric_cost *f = &x->model.f[i];
+    if (f->host_count > 1 || res_fabric_emulated(f)) continue;
+    ppn = (int)lround(res_machine_cores(f));
+    for (size_t q = 0; q < f->nresid; q++) most = f->resid[q].ranks > most ? f->resid[q].ranks : most;
+  }
+  if (ppn < 1) ppn = most;
+  static const double stated[] = {100e9, 400e9};
+  res_scale_plan plan;
+  if (res_scaling_plan(&plan, &x->model, ppn, stated, 2) || !plan.n) {
+    res_scaling_plan_free(&plan);
+    fprintf(x->md, "\n## Scaling to 1024 ranks\n\nNo fabric fitted on one host of this machine: no cluster to predict "
+                   "(one host's fabric is never stretched past one node).\n");
+    return;
+  }
   res_bucket *b = malloc(1024 * sizeof *b);
   FILE *d = b ? rp_open(x, "scaling.dat") : NULL;
   if (!d) {
     free(b);
+    res_scaling_plan_free(&plan);
     return;
   }
   const res_train_row *one = rp_one_rank(x, NULL);
@@ -728,34 +749,38 @@ static void rp_scaling(rp_ctx *x) {
     nb = rp_buckets(x, &fake, b, 1024);
     snprintf(what, sizeof what, "ResNet-50 at 360 images/s per rank (no one-rank profile in these runs)");
   }
-  char body[8192];
-  size_t npts = 0, len = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nplot ");
-  for (size_t f = 0; f < x->model.n; f++) {
-    char name[256];
-    res_costmodel_label(&x->model, &x->model.f[f], name, sizeof name);
-    fprintf(d, "# %s\nranks,eff\n", name);
-    for (int p = 2; p <= 1024; p *= 2) {
+  char body[16384];
+  size_t npts = 0, len = (size_t)snprintf(body, sizeof body, "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\nset key bottom left\nplot ");
+  for (size_t k = 0; k < plan.n; k++) {
+    res_scale_curve *c = &plan.c[k];
+    fprintf(d, "# %s\nranks,nodes,eff\n", c->label);
+    for (int p = ppn > 1 ? ppn : 2; p <= 1024; p *= 2) {
       res_step_in in = {.data_ms = data, .fwd_ms = fwd, .bwd_ms = bwd, .opt_ms = opt, .buckets = b, .nbuckets = nb,
-                        .overlap = 1, .batch = batch,
-                        .ar = {.intra = &x->model.f[f].m, .algo = {COLL_ALGO_RING, 0}, .ranks = p, .ranks_per_node = p}};
+                        .overlap = 1, .batch = batch};
+      const res_fabric_cost *bound = res_scaling_spec(c, ppn, p, &in.ar);
       res_step_out o;
-      /* the one pricing of a step (train's and predict's), the host's CPU share included */
-      res_price_step(&o, &in, &x->model.f[f], res_fabric_cpu_beta(&x->model, &x->model.f[f]), p, 1);
-      fprintf(d, "%d,%.6g\n", p, o.scaling_eff);
+      /* the one pricing of a step (train's and predict's), the node's CPU share included */
+      res_price_step(&o, &in, bound, bound == c->intra ? res_fabric_cpu_beta(&x->model, c->intra) : c->cpu_beta, p, 1);
+      fprintf(d, "%d,%d,%.6g\n", p, (p + ppn - 1) / ppn, o.scaling_eff);
       npts += isfinite(o.scaling_eff);
     }
     fprintf(d, "\n\n");
-    char t[300];
-    snprintf(t, sizeof t, "%s %s", name, x->model.f[f].transport);
+    char t[sizeof c->label];
+    snprintf(t, sizeof t, "%s", c->label);
     rp_label(t, 0);
-    if (len + 300 < sizeof body)
-      len += (size_t)snprintf(body + len, sizeof body - len, "%s'scaling.dat' index %zu using 1:2 with linespoints title '%s' noenhanced", f ? ", " : "", f, t);
+    if (len + sizeof t + 100 < sizeof body)
+      len += (size_t)snprintf(body + len, sizeof body - len, "%s'scaling.dat' index %zu using 1:3 with linespoints title '%s' noenhanced",
+                              k ? ", " : "", k, t);
   }
   rp_close(x, d, "scaling.dat");
-  fprintf(x->md, "\n## Scaling to 1024 ranks (predicted, held out)\n\nA flat ring over each fitted fabric, overlap on, %s; "
-                 "the ranks share the fitted host's cores, and past the rank counts fitted the formulas alone predict.\n", what);
-  rp_plot(x, "scaling", "predicted scaling efficiency, flat ring", body, npts);
+  fprintf(x->md, "\n## Scaling to 1024 ranks (predicted, held out)\n\nA cluster of nodes of %d ranks (the cores of the host "
+                 "fitted here, else the most ranks it measured), overlap on, %s. Inside a node the transport as measured here on one host; between nodes each "
+                 "fitted link, and 100 and 400 Gbit/s stated, priced from the nearest fitted rate of the transport (else "
+                 "this host's stack at that rate); a flat ring and hier:ring over both levels. Every point past one node is "
+                 "a held-out prediction; one host's fabric is never stretched past one node.\n", ppn, what);
+  rp_plot(x, "scaling", "predicted scaling efficiency of a cluster", body, npts);
   free(b);
+  res_scaling_plan_free(&plan);
 }
 
 /* A p2p curve: one run's rows of a fabric, transport, test and pair (as rp_same_group). */

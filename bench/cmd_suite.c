@@ -233,8 +233,10 @@ static void plan_reads(suite_step *v, int n, const char *dir) {
   }
 }
 
-/* predict's fabrics from the fit: inside a node the fastest of this machine's, between nodes
- * the slowest emulated link (a cluster's network), when there is one. */
+/* predict's cluster from the fit: inside a node the fastest of this machine's, between nodes
+ * the slowest emulated link (a cluster's network), else 100 Gbit/s over this machine's stack
+ * (held out: one host's fabric is never stretched past one node); nodes of the fitted host's
+ * cores in ranks (its topology). */
 static void predict_fabrics(suite_step *s, const char *dir) {
   char p[4200], err[512];
   snprintf(p, sizeof p, "%s/model.json", dir);
@@ -252,6 +254,9 @@ static void predict_fabrics(suite_step *s, const char *dir) {
   }
   if (intra) arg(s, "--intra"), arg(s, "%s@%s", p, intra->fabric);
   if (inter) arg(s, "--inter"), arg(s, "%s@%s", p, inter->fabric);
+  else if (intra) arg(s, "--inter"), arg(s, "%s@%s,gbit=100", p, intra->fabric);
+  long ppn = intra ? lround(res_machine_cores(intra)) : 0;
+  if (ppn >= 1) arg(s, "--ranks-per-node"), arg(s, "%ld", ppn);
   res_costmodel_free(&m);
 }
 

@@ -281,7 +281,9 @@ typedef struct coll_model {
   double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */
   double llc_bytes;   /* the host's last-level cache (its topology), for beta_mem and the mapped
                          ring's streaming; 0: unknown */
-  int cores;          /* CPU cores of a host; 0: unknown (no sharing modelled) */
+  double cores;       /* CPU cores of a node: a host's, or an emulated node's share of the machine
+                         it shares with the other emulated nodes (a fraction where they outnumber
+                         them: res_node_cores); 0: unknown (no sharing modelled) */
   int hosts;          /* hosts the ranks spread over evenly (0: one) */
   int mapped;         /* ranks map each other's buffers: the ring reads its neighbour's
                          partial sums in place from 16 KiB (ucx on one host) */

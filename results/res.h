@@ -336,6 +336,18 @@ int res_costmodel_read(res_costmodel *m, const char *path, char *err, size_t err
  * fabric for every transport.) */
 const res_fabric_cost *res_costmodel_find(const res_costmodel *m, const char *fabric,
                                        const char *transport, int host_count, const char *topo);
+/* The CPU cores one of `nodes` nodes has: a real host its own (machine_cores); an emulated
+ * node shares the machine's with the other emulated nodes' ranks, machine_cores / nodes for
+ * nodes of as many ranks each. 0 where machine_cores is unknown (0). */
+double res_node_cores(double machine_cores, int emulated, int nodes);
+/* Is f an emulated link's fit (named emu-<rate> by bench/emulate.c): its nodes share one machine? */
+int res_fabric_emulated(const res_fabric_cost *f);
+/* The cores of the machine f's nodes ran on: an emulated fabric's nodes' together, else a host's. */
+double res_machine_cores(const res_fabric_cost *f);
+/* f as it prices ranks spread over host_count hosts: its hosts, and an emulated fabric's node
+ * cores (the machine's, as fitted on f->m.hosts nodes, divided among host_count); a real link's
+ * hosts keep their cores. */
+void res_fabric_on_hosts(res_fabric_cost *f, int host_count);
 /* f's name for tables and plots: its fabric, and where another entry of m has the same
  * fabric, transport and host count (another machine's), the first 8 digits of its topology
  * hash in brackets. Returns buf. */
@@ -515,6 +527,35 @@ int res_predict_train_row_heldout(res_train_row *row, const res_train_row *one, 
  * middle rounded to two; one rate alone: twice it. Never one of the rates; 0 where none
  * qualifies (no rates, or no rate between them apart from theirs). */
 double res_middle_rate(const double *bps, int n);
+
+/* ---- the scaling table (res_scaling.c): a cluster predicted from this machine's fit ---- */
+/* One curve: nodes of ppn ranks, inside each the transport's fit on one host of this machine
+ * (intra), between them inter: a fitted link (emulated, or a real cluster's) or a stated rate
+ * (the nearest fitted rate of the transport scaled to it by res_fabric_at_rate, else this
+ * stack's fit at that rate by res_fabric_scaled), its nodes having the machine's whole cores;
+ * the flat ring or hier:ring. Every point past one node is held out. */
+typedef struct {
+  char label[400];             /* the plot's key: algorithm, inter-node fabric, held-out */
+  char inter_name[160];
+  const res_fabric_cost *intra; /* the model's */
+  res_fabric_cost inter;       /* a copy (resid not owned: NULL) */
+  double cpu_beta;             /* the CPU cost of a link byte (res_fabric_cpu_beta of its source) */
+  int stated, hier;
+} res_scale_curve;
+typedef struct {
+  res_scale_curve *c;
+  size_t n;
+  int ppn;
+} res_scale_plan;
+/* The curves for model m: per transport with a one-host fit, each of its fitted links and the
+ * stated rates (bits/s), nodes of ppn ranks (the topology's cores or GPUs). One host's own
+ * fabric is never the link between nodes. 0, or -1 out of memory. */
+int res_scaling_plan(res_scale_plan *p, const res_costmodel *m, int ppn, const double *stated_bps, int nstated);
+void res_scaling_plan_free(res_scale_plan *p);
+/* The all-reduce of curve c at `ranks` (ppn a node): one node's ranks over the intra-node fabric
+ * alone, more over both levels (s->inter set). Returns the fabric that bounds it, for
+ * res_price_step's CPU share (c->inter past one node, its hosts set to the nodes). */
+const res_fabric_cost *res_scaling_spec(res_scale_curve *c, int ppn, int ranks, res_ar_spec *s);
 
 /* ---- ablation: the model's terms, each of which can be turned off ---- */
 enum {

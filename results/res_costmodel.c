@@ -24,6 +24,26 @@ const res_fabric_cost *res_costmodel_find(const res_costmodel *m, const char *fa
   return best;
 }
 
+double res_node_cores(double machine_cores, int emulated, int nodes) {
+  if (!(machine_cores > 0)) return 0;
+  return emulated && nodes > 1 ? machine_cores / nodes : machine_cores;
+}
+
+int res_fabric_emulated(const res_fabric_cost *f) { return !strncmp(f->fabric, "emu-", 4); }
+
+double res_machine_cores(const res_fabric_cost *f) {
+  /* the fit divided an emulated cluster's machine among its nodes (res_node_cores) */
+  int nodes = f->m.hosts > 1 ? f->m.hosts : 1;
+  return res_fabric_emulated(f) ? f->m.cores * nodes : f->m.cores;
+}
+
+void res_fabric_on_hosts(res_fabric_cost *f, int host_count) {
+  if (host_count < 1) return;
+  f->m.cores = res_node_cores(res_machine_cores(f), res_fabric_emulated(f), host_count);
+  f->m.hosts = host_count;
+  f->host_count = host_count;
+}
+
 /* Ranks on a host: the row's ranks_per_host, or for a row without one its ranks spread evenly. */
 static int64_t rcm_per_host(int64_t host_count, int64_t ranks_per_host, int64_t ranks) {
   return ranks_per_host > 0 ? ranks_per_host : host_count > 0 ? (ranks + host_count - 1) / host_count : ranks;
@@ -296,15 +316,14 @@ static int rcm_read_fabric(res_costmodel *m, const cJSON *j, const char *file, c
   res_fabric_cost *f = res_fabric_add(m, fab, tr ? tr : "", src ? src : "", (int)hc, th, err, errcap);
   if (!f) return -1;
   f->chunk_bytes = (int64_t)ch;
+  /* a node's cores: an emulated node's share of the machine may be a fraction */
   double co;
-  if (rcm_getint(j, "cores", 0, 1 << 20, 0, &co)) {
-    res_errf(err, errcap, "%s: fabric %s: cores is not a whole number in range", file, fab);
-    return -1;
-  }
+  if (rcm_param(j, "cores", 0, file, fab, &co, err, errcap)) return -1;
+  if (!(co <= 1 << 20)) co = 0;
   f->m = (coll_model){.alpha = a * 1e-6, .beta = b, .gamma = g, .delta = isfinite(dl) ? dl * 1e-6 : 0,
                       .beta_cpu = isfinite(bc) ? bc : 0, .mem = isfinite(me) ? me : 0,
                       .wake = wk > 0 ? wk * 1e-6 : 0, .burst = bu > 0 ? bu : 0,
-                      .cache_bytes = isfinite(cb) ? cb : 0, .cores = (int)co,
+                      .cache_bytes = isfinite(cb) ? cb : 0, .cores = co,
                       .beta_mem = bm > 0 ? bm : 0, .llc_bytes = llc > 0 ? llc : 0,
                       .hosts = f->host_count,
                       .mapped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "mapped")),

@@ -685,13 +685,14 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
    * fabric string), and the ring then reads them in place */
   shape->mapped = strstr(k->fabric, "+rkey_ptr") != NULL;
   shape->stream_bytes = shape->mapped ? coll_fabric_stream_bytes(k->fabric) : 0; /* "+nt<size>" */
-  shape->cores = o->cores > 0 ? o->cores : 0;
   shape->hosts = k->host_count > 1 ? (int)k->host_count : 1;
   shape->burst = c->shaper ? c->shaper->bytes : 0; /* what its links bank while they idle */
   c->b = (rf_best){.score = INFINITY, .g = c->gfix};
   /* An emulated link (bench/emulate.c names it emu-<rate>) is the bottleneck, not the host's
    * memory: no cache or memory term, which its short, fast rows would otherwise suggest. */
   c->emulated = !strncmp(k->fabric, "emu-", 4);
+  /* a node's cores: an emulated cluster's nodes share this machine's */
+  shape->cores = res_node_cores(o->cores > 0 ? o->cores : 0, c->emulated, shape->hosts);
   /* The CPU bound differs from the link's bytes only where a host's ranks outnumber its
    * cores; elsewhere a ratio would merely absorb what the formulas miss (the trees' pipeline
    * fill), and a faster link would then gain nothing */

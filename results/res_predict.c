@@ -26,8 +26,12 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   if (ppn > s->ranks) ppn = s->ranks;
   int nodes = (s->ranks + ppn - 1) / ppn;
   if (nodes <= 1) return coll_model_time(s->intra, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
-  /* across nodes: the ranks of a host (its cores, its cache) are those of one node */
-  coll_model im = s->inter ? *s->inter : *s->intra;
+  /* across nodes: the ranks of a host (its cores, its cache) are those of one node, and inside
+   * it they have the node's cores (the inter-node fabric's: an emulated node's share of the
+   * machine, a cluster host's own), not those of the host the intra-node fabric was fitted on */
+  coll_model im = s->inter ? *s->inter : *s->intra, node = *s->intra;
+  if (s->inter && s->inter->cores > 0) node.cores = s->inter->cores;
+  const coll_model *intra = &node;
   /* what the fabric learned holds only for the configuration it learned at: a flat algorithm
    * across as many hosts as the fit's, one rank each */
   if (ppn > 1 || im.hosts != nodes) im.ncurves = 0;
@@ -40,7 +44,7 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
      * ranks sharing its link */
     coll_model shared = im;
     shared.beta *= ppn;
-    return coll_model_time(s->intra, s->algo, ppn, (size_t)bytes, s->chunk_bytes) +
+    return coll_model_time(intra, s->algo, ppn, (size_t)bytes, s->chunk_bytes) +
            coll_model_time(&shared, s->algo, nodes, (size_t)(bytes / ppn), s->chunk_bytes);
   }
   if (!s->hier || ppn == 1) {
@@ -49,7 +53,7 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
      * the inter-node one still bounds it) */
     double t = coll_model_time(inter, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
     if (ppn > 1 && s->inter) {
-      coll_model in = *s->intra;
+      coll_model in = *intra;
       in.hosts = nodes;
       in.ncurves = 0; /* learned on one host, not across nodes */
       double ti = coll_model_time(&in, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
@@ -61,9 +65,9 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
    * all-reduces run at once through the node's one link, each at 1/ppn of its rate */
   coll_model shared = im;
   shared.beta *= ppn;
-  double t = s->intra->delta + rp_ring_half(s->intra, ppn, bytes, 1);
+  double t = intra->delta + rp_ring_half(intra, ppn, bytes, 1);
   t += coll_model_time(&shared, s->algo, nodes, (size_t)(bytes / ppn), s->chunk_bytes);
-  t += rp_ring_half(s->intra, ppn, bytes, 0);
+  t += rp_ring_half(intra, ppn, bytes, 0);
   return t;
 }
 
@@ -74,14 +78,16 @@ static double rp_row_time(const res_fabric_cost *f, const res_fabric_cost *intra
   double t;
   if (res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks)) {
     /* the row's own hosts share its bytes; what f learned holds at its own host count only */
-    coll_model *fm = malloc(sizeof *fm);
-    if (!fm) return NAN;
-    *fm = f->m;
-    if (hc > 0 && f->host_count != hc) fm->ncurves = 0, fm->hosts = hc;
+    res_fabric_cost *fc = malloc(sizeof *fc);
+    if (!fc) return NAN;
+    *fc = *f;
+    coll_model *fm = &fc->m;
+    if (hc > 0 && f->host_count != hc) fm->ncurves = 0;
+    if (hc > 0) res_fabric_on_hosts(fc, hc); /* an emulated node's share of the cores */
     t = coll_model_time(fm, a, p, bytes, chunk);
     if (formulas) *formulas = t / coll_model_learned(fm, a, p, bytes, chunk);
     if (learned_at) *learned_at = coll_model_learned_at(fm, a, p, bytes, chunk);
-    free(fm);
+    free(fc);
     return t;
   }
   res_ar_spec s;
@@ -244,7 +250,11 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
   cpu.red_hidden = 0; /* a reduction the link does not feel still takes the cores' time */
   cpu.beta = cpu_beta < m->beta ? cpu_beta : m->beta;
   double c = coll_model_time(&cpu, a, ranks, (size_t)bytes, chunk_bytes);
-  return t > 0 ? (c < t ? c / t : 1) : 0;
+  /* c / t of a core, out of the cores a rank of the node computes with (its node's cores over
+   * its ranks: under one where emulated nodes outnumber the machine's cores) */
+  int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
+  double per_rank = m->cores / local, s = t > 0 ? c / t / per_rank : 0;
+  return s < 1 ? s : 1;
 }
 
 /* The share from the fabric's measured host CPU cost (cpu_byte): the CPU seconds a host spends
@@ -504,17 +514,24 @@ int res_fabric_at_rate(res_fabric_cost *out, const res_costmodel *m, const char 
   if (!name) name = rp_emu_name(label, sizeof label, bps);
   res_fabric_scaled(out, m, best, bps / best_bps, name);
   if (best->m.burst > 0 && bps < 1.8e19) out->m.burst = (double)launch_emu_burst((uint64_t)bps);
-  /* the ranks of a row spread over its own hosts, not the fitted run's */
-  if (host_count > 0) out->host_count = host_count, out->m.hosts = host_count;
+  /* the ranks of a row spread over its own hosts, not the fitted run's: an emulated cluster's
+   * nodes share the machine's cores, a cluster's hosts (a name not emu-) have them each */
+  if (host_count > 0) {
+    int emu = !strncmp(out->fabric, "emu-", 4);
+    out->m.cores = res_node_cores(res_machine_cores(best), emu, host_count);
+    out->host_count = host_count, out->m.hosts = host_count;
+  }
   return 0;
 }
 
 /* f as it prices a row on host_count hosts: what it learned only where it learned it (its own
  * host count; the curves are per algorithm and rank count already). tmp holds the copy. */
 static const res_fabric_cost *rp_at_hosts(const res_fabric_cost *f, int host_count, res_fabric_cost *tmp) {
-  if (f->host_count == host_count || !f->m.ncurves) return f;
+  int hosts = f->m.hosts > 1 ? f->m.hosts : 1;
+  if (host_count < 1 || ((f->host_count == host_count || !f->m.ncurves) && hosts == host_count)) return f;
   *tmp = *f;
-  tmp->m.ncurves = 0;
+  if (f->host_count != host_count) tmp->m.ncurves = 0;
+  res_fabric_on_hosts(tmp, host_count); /* its hosts, an emulated node's share of the cores */
   return tmp;
 }
 

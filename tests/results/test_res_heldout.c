@@ -283,6 +283,131 @@ static void test_ablation(void **state) {
 }
 
 /* The leave-out split, the error and the no-overlap baseline, by hand. */
+/* A node's cores. Emulated nodes share the machine's: a 2-core machine fitted as 2 emulated nodes
+ * has 1 core a node, and 3 emulated nodes get 2/3 each; a real cluster's hosts keep theirs.
+ * Ring on 3 nodes of one rank, n bytes: S = 4n sent, 4n/3 by each node, 4n/3 on each link.
+ * Link 10 Gbit/s (0.8 ns/B), measured host CPU 0.2 ns per byte sent, gamma 0, one thread a rank. */
+static void test_node_cores(void **state) {
+  (void)state;
+  profile();
+  near(res_node_cores(2, 1, 3), 2.0 / 3, 1e-12, "3 emulated nodes on 2 cores");
+  near(res_node_cores(2, 0, 3), 2, 1e-12, "3 real hosts of 2 cores");
+  assert_true(res_node_cores(0, 1, 3) == 0);
+  res_fabric_cost f[2];
+  fabric(&f[0], "emu-10gbit", 0.8e-9), fabric(&f[1], "tcp:eth0", 0.8e-9);
+  for (int i = 0; i < 2; i++) {
+    f[i].host_count = f[i].m.hosts = 2; /* fitted on 2 nodes */
+    f[i].cpu_byte = 0.2e-9;
+  }
+  f[0].m.cores = 1; /* the 2-core machine's share of each of its 2 emulated nodes */
+  f[1].m.cores = 2; /* each real host's */
+  near(res_machine_cores(&f[0]), 2, 1e-12, "the emulated fit's machine");
+  res_fabric_cost at = f[0];
+  res_fabric_on_hosts(&at, 3);
+  near(at.m.cores, 2.0 / 3, 1e-12, "emulated, on 3 nodes");
+  at = f[1];
+  res_fabric_on_hosts(&at, 3);
+  near(at.m.cores, 2, 1e-12, "real, on 3 hosts");
+  res_costmodel m = {.f = f, .n = 2, .gamma_kernel = NAN};
+  /* Emulated, 3x1, 1 thread: the 3 ranks crowd 2 cores (1 >= 2/3), so the reduction takes
+   * CPU from backward: a node's CPU 4n/3 x 0.2 over (2/3 core x the call's 4n/3 x 0.8): share
+   * 0.375, backward at 0.625 beside it. Buckets 5.33, 16, 5.33 ms: 10-15.33 (backward to 13.33),
+   * backward alone to 20 (at 22), 22-38 (backward ends at 38), 38-43.33: step 42 + 13.33. */
+  res_train_row r = dp("emu-10gbit", "ring", 3, 3);
+  r.threads = 1;
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), 0);
+  near(r.step_ms_pred, 42 + 40.0 / 3, 1e-6, "emulated 3x1 step");
+  assert_string_equal(r.pred_kind, "held-out");
+  /* Real hosts of 2 cores, 2 threads a rank: share 4n/3 x 0.2 / (2 x 4n/3 x 0.8) = 0.125,
+   * backward at 0.875: 10-15.33 (backward to 14.67), alone to 20 (at 20.67), then 16 ms: backward
+   * ends at 32.10 with 4.57 left, 36.67, 36.67-42: step 42 + 12 */
+  r = dp("tcp:eth0", "ring", 3, 3);
+  r.threads = 2;
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), 0);
+  near(r.step_ms_pred, 54, 1e-6, "real 3x1 step");
+  /* 1 thread a rank on real 2-core hosts: a core is free for the reduction: no share; buckets
+   * 10-15.33, 20-36, 36-41.33: step 42 + 11.33 */
+  r.threads = 1;
+  assert_int_equal(res_predict_train_row(&r, &one, &br, &m), 0);
+  near(r.step_ms_pred, 42 + 34.0 / 3, 1e-6, "real 3x1 step, a core free");
+  /* The all-reduce's CPU bound (beta_cpu 1.2 ns per byte sent, with at most the node's cores):
+   * 3 emulated nodes send the machine's 4n with its 2 cores, 2n x 1.2 = 2.4 ns/B, over the link's
+   * 4n/3 x 0.8; real hosts send 4n/3 each with their own core: 1.6 ns/B */
+  f[0].m.beta_cpu = f[1].m.beta_cpu = 1.2e-9;
+  res_allreduce_row a;
+  res_row_init(res_schema_allreduce(), &a);
+  a.fabric = "emu-10gbit", a.transport = "tcp", a.algo = "ring", a.ranks = 3, a.host_count = 3;
+  a.ranks_per_host = 1, a.bytes = 8 << 20;
+  near(res_allreduce_row_time(&m, &a, NULL, NULL), 2.4e-9 * (8 << 20), 1e-9, "emulated all-reduce, CPU-bound");
+  a.fabric = "tcp:eth0";
+  near(res_allreduce_row_time(&m, &a, NULL, NULL), 1.6e-9 * (8 << 20), 1e-9, "real all-reduce, CPU-bound");
+}
+
+/* The scaling table predicts a cluster: nodes of 2 ranks, inside each loopback as fitted here,
+ * between them each fitted link (emulated 1 and 10 Gbit/s, fitted on 2 nodes of a 2-core machine:
+ * 1 core each) and 100 and 400 Gbit/s stated (the 10gbit fit scaled: 0.08 and 0.02 ns/B, over
+ * loopback's 0.01), flat and hier; never loopback between nodes. Without a fitted link, the stated
+ * rates over loopback's stack alone. */
+static void check_plan(res_scale_plan *p, const char *const *inters, const double *betas, size_t n) {
+  assert_int_equal(p->n, 2 * n);
+  for (size_t k = 0; k < p->n; k++) {
+    res_scale_curve *c = &p->c[k];
+    assert_string_equal(c->inter_name, inters[k / 2]);
+    near(c->inter.m.beta, betas[k / 2], 1e-9, c->label);
+    assert_int_equal(c->hier, (int)(k % 2));
+    assert_string_equal(c->intra->fabric, "tcp:lo");
+    assert_non_null(strstr(c->label, "held-out"));
+    near(c->inter.m.cores, 2, 1e-12, "a cluster node has the machine's cores");
+    for (int ranks = 2; ranks <= 1024; ranks *= 2) {
+      res_ar_spec s;
+      const res_fabric_cost *bound = res_scaling_spec(c, 2, ranks, &s);
+      assert_int_equal(s.ranks, ranks);
+      assert_int_equal(s.ranks_per_node, 2);
+      if (ranks == 2) { /* one node: the fabric measured here alone */
+        assert_null(s.inter);
+        assert_ptr_equal(bound, c->intra);
+        continue;
+      }
+      /* past one node: a link between nodes, never the host's own fabric */
+      assert_non_null(s.inter);
+      assert_true(s.inter != &c->intra->m);
+      assert_string_not_equal(bound->fabric, "tcp:lo");
+      assert_int_equal(s.inter->hosts, ranks / 2);
+      assert_int_equal(s.hier, c->hier);
+      assert_true(res_allreduce_time(&s, 1 << 20) > 0);
+    }
+  }
+}
+
+static void test_scaling_plan(void **state) {
+  (void)state;
+  res_fabric_cost fs[3];
+  fabric(&fs[0], "tcp:lo", 0.01e-9), fabric(&fs[1], "emu-1gbit", 8e-9), fabric(&fs[2], "emu-10gbit", 0.8e-9);
+  fs[0].m.cores = 2;
+  for (int i = 1; i < 3; i++) fs[i].host_count = fs[i].m.hosts = 2, fs[i].m.cores = 1;
+  res_costmodel m = {.f = fs, .n = 3, .gamma_kernel = NAN};
+  const double stated[2] = {100e9, 400e9};
+  res_scale_plan p;
+  assert_int_equal(res_scaling_plan(&p, &m, 2, stated, 2), 0);
+  const char *names[4] = {"emu-1gbit", "emu-10gbit", "100gbit", "400gbit"};
+  const double betas[4] = {8e-9, 0.8e-9, 0.08e-9, 0.02e-9};
+  check_plan(&p, names, betas, 4);
+  assert_false(p.c[0].stated);
+  assert_true(p.c[4].stated);
+  assert_non_null(strstr(p.c[4].label, "from emu-10gbit"));
+  res_scaling_plan_free(&p);
+  /* loopback alone: only the stated links between nodes, over this stack (8 bits / rate) */
+  m.n = 1;
+  assert_int_equal(res_scaling_plan(&p, &m, 2, stated, 2), 0);
+  const double own[2] = {8.0 / 100e9, 8.0 / 400e9};
+  check_plan(&p, names + 2, own, 2);
+  res_scaling_plan_free(&p);
+  /* and none stated: no curve at all, rather than loopback stretched */
+  assert_int_equal(res_scaling_plan(&p, &m, 2, stated, 0), 0);
+  assert_int_equal(p.n, 0);
+  res_scaling_plan_free(&p);
+}
+
 static void test_validate_arithmetic(void **state) {
   (void)state;
   const double tb[2] = {1e9, 10e9};
@@ -326,6 +451,8 @@ int main(void) {
       cmocka_unit_test(test_suite_checks),
       cmocka_unit_test(test_middle_rate),
       cmocka_unit_test(test_validate_arithmetic),
+      cmocka_unit_test(test_node_cores),
+      cmocka_unit_test(test_scaling_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
