@@ -13,6 +13,7 @@ PKGS=(
   zlib1g-dev                          # gzip'd Fashion-MNIST
   libcjson-dev                        # JSON writer/reader (run.json, topo.json)
   libyaml-dev                         # accept's rules files
+  libxml2-utils                       # xmllint: accept.xml against the JUnit schema (tests)
   libcmocka-dev                       # unit-test framework
   iproute2 procps                     # emulated fabrics (ip netns, tc), process control
   gnuplot-nox                         # report plots

@@ -433,10 +433,14 @@ static char *slurp_in(const char *rel) {
   return s;
 }
 
-/* accept.xml: well-formed, one testsuite, a testcase per rule and the topology, failures where
- * accept.json says fail (python3's parser and the JUnit element names). */
+/* accept.xml: valid against the JUnit schema CI systems read (tests/bench/junit.xsd, through
+ * xmllint), one testsuite, a testcase per rule and the topology, failures where accept.json says
+ * fail (python3's parser). */
 static void check_junit(const char *out, int cases, int failures) {
   char cmd[2048];
+  snprintf(cmd, sizeof cmd, "xmllint --noout --schema %s/tests/bench/junit.xsd %s/%s/accept.xml",
+           getenv("FABENCH_SRC"), g_dir, out);
+  assert_int_equal(system(cmd), 0);
   snprintf(cmd, sizeof cmd,
            "python3 -c 'import sys, xml.etree.ElementTree as E\n"
            "r = E.parse(sys.argv[1]).getroot()\n"
