@@ -245,6 +245,40 @@ void bench_tel_print(const bench_tel_result *r, const char *what);
 /* Stops this host's sampler (a file that could not be parsed or written is said). */
 void bench_tel_stop(bench_tel *t);
 
+/* ---- a rank's session (session.c): the collectives, p2p and train run inside one ---- */
+typedef struct {
+  const bench_rank_opts *r; /* --bind, --timeout, --out, --telemetry-hz */
+  coll_boot *boot;          /* NULL where open failed */
+  int rank, size;
+  char bind_desc[256];      /* what --bind got ("none" before bench_session_bind) */
+  bench_run run;            /* rank 0's run directory and run.json (run.meta.base NULL: none) */
+  bench_tel tel;            /* this host's sampler (--telemetry-hz) */
+} bench_session;
+/* The bootstrap (the launcher's rendezvous, or MPI's where want_mpi), every wait of it under
+ * r's --timeout; r is kept (it outlives the session). 0, or 1 after saying why. */
+int bench_session_open(bench_session *s, const bench_rank_opts *r, int want_mpi);
+/* Binds this rank as --bind asks, for threads compute threads (bench_bind_rank). 0, or 1 after
+ * saying why. */
+int bench_session_bind(bench_session *s, int threads);
+/* The command's own files in the run directory (its tables, run.json's fields), made by rank 0
+ * once the directory is: 0, or non-zero after saying why. */
+typedef int (*bench_session_files_fn)(void *ctx, bench_run *run);
+/* Rank 0, where ready (its verdict so far; the other ranks' is ignored): the run directory
+ * (bench_run_begin under --out) and then files(ctx, &s->run) (NULL: none). Every rank learns
+ * whether rank 0 goes on, so all stop alike, and the world goes into run.json
+ * (bench_run_world). Collective. 0, or 1 after saying why. */
+int bench_session_begin(bench_session *s, const char *command, int argc, char **argv, int ready,
+                        bench_session_files_fn files, void *ctx);
+/* Starts the sampling of each host into rank 0's run directory (--telemetry-hz; collective).
+ * 0, or 1 after saying why. */
+int bench_session_telemetry(bench_session *s);
+/* The end of a run that every rank reached: the sampler stopped, run.json's description freed,
+ * the bootstrap closed. */
+void bench_session_close(bench_session *s);
+/* The end of a failed run (its rows are already written): as close, but under MPI the runtime
+ * stops every rank instead of waiting for one that may be dead or stopped (it does not return). */
+void bench_session_abort(bench_session *s);
+
 /* ---- the cost model (costmodel.c) ---- */
 struct res_costmodel;
 /* The reduction kernel's cost per byte for a fit of run directories: the one the runs recorded
