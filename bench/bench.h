@@ -251,7 +251,8 @@ typedef struct {
   coll_boot *boot;          /* NULL where open failed */
   int rank, size;
   char bind_desc[256];      /* what --bind got ("none" before bench_session_bind) */
-  bench_run run;            /* rank 0's run directory and run.json (run.meta.base NULL: none) */
+  bench_run run;            /* rank 0's run directory and run.json (run.meta.base NULL: none
+                               begun) */
   bench_tel tel;            /* this host's sampler (--telemetry-hz) */
 } bench_session;
 /* The bootstrap (the launcher's rendezvous, or MPI's where want_mpi), every wait of it under

@@ -27,9 +27,15 @@ int bench_session_bind(bench_session *s, int threads) {
 
 int bench_session_begin(bench_session *s, const char *command, int argc, char **argv, int ready,
                         bench_session_files_fn files, void *ctx) {
-  int ok = 1;
-  if (s->rank == 0)
-    ok = ready && bench_run_begin(&s->run, s->r->out, command, argc, argv) == 0 && (!files || files(ctx, &s->run) == 0);
+  int ok = ready;
+  if (s->rank == 0 && ready && bench_run_begin(&s->run, s->r->out, command, argc, argv)) {
+    /* no run: what it began to describe is dropped (run.meta.base NULL says none) */
+    if (s->run.meta.base) bench_run_end(&s->run);
+    memset(&s->run.meta, 0, sizeof s->run.meta);
+    ok = 0;
+  } else if (s->rank == 0 && ready && files) {
+    ok = files(ctx, &s->run) == 0;
+  }
   /* every rank stops alike where rank 0 cannot go on (it said why) */
   if (!bench_rank0_ok(s->boot, ok)) return 1;
   return bench_run_world(&s->run, s->boot, s->bind_desc) ? 1 : 0;
