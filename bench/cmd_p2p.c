@@ -849,17 +849,17 @@ static int p2p_begin(p2p_out *po, const p2p_ctx *x, int argc, char **argv) {
 /* run.json's p2p object (rank 0), status "running" until the end. */
 static void p2p_meta(bench_run *run, const p2p_opts *o, const uint64_t *sizes, int nsizes) {
   run->meta.p2p = (res_run_p2p){.on = 1,
-                                   .pairs = o->rounds ? "rounds" : o->pairs_all ? "all" : "one",
-                                   .src = o->src,
-                                   .dst = o->dst,
-                                   .min_bytes = (double)sizes[0],
-                                   .max_bytes = (double)sizes[nsizes - 1],
-                                   .step_factor = o->step_factor,
-                                   .window = (double)o->window,
-                                   .iters = (double)o->iters,
-                                   .time_per_size_s = o->time_per_size,
-                                   .status = "running",
-                                   .data_ok = -1};
+                                .pairs = o->rounds ? "rounds" : o->pairs_all ? "all" : "one",
+                                .src = o->src,
+                                .dst = o->dst,
+                                .min_bytes = (double)sizes[0],
+                                .max_bytes = (double)sizes[nsizes - 1],
+                                .step_factor = o->step_factor,
+                                .window = (double)o->window,
+                                .iters = (double)o->iters,
+                                .time_per_size_s = o->time_per_size,
+                                .status = "running",
+                                .data_ok = -1};
   bench_run_write(run);
 }
 
