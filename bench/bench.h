@@ -203,28 +203,14 @@ int bench_run_begin(bench_run *r, const char *out, const char *command, int argc
 /* hier's fabric inside hosts in run.json's "fabrics" as "<transport>/intra" where the
  * communicator has one (rank 0's run). */
 void bench_record_intra(bench_run *run, coll_transport_kind tk, const coll_comm *c);
-/* Multi-host runs: every host's first rank sends its hwloc XML and topology stamp to rank 0,
- * which writes topo-<host>.xml for each host and a "hosts" list (host, topo_hash, ranks) into
- * run.json. Collective over the boot world; r is rank 0's run (ignored on other ranks). */
-struct coll_boot;
-int bench_run_gather_hosts(bench_run *r, struct coll_boot *b);
 /* The most ranks any one host of the boot world runs. */
 int bench_ranks_per_host(const struct coll_boot *b);
-/* Binds this rank as `how` (--bind; NULL: auto) asks, among the ranks on its host, each running
- * `threads` compute threads (auto's cores per rank); desc gets what it got ("none" for "none").
- * 0, or -1 after reporting the error. */
-int bench_bind_rank(struct coll_boot *b, const char *how, int threads, char *desc, size_t cap);
 /* Compute threads per rank (collective over the boot world). The ranks that share this rank's
  * cores are those on the same kernel (its boot id: emulated nodes share one) with the same CPU
  * set (a launcher that binds gives each its own): *threads 0 becomes those cores divided among
  * them, at least 1; an explicit count that oversubscribes them gets a one-line warning from the
  * first of them, naming the figures. `who` opens the warning. 0, or -1 after reporting. */
 int bench_rank_threads(struct coll_boot *b, long *threads, const char *who);
-/* The world every multi-rank command records (collective over the boot world): every host's
- * topology (bench_run_gather_hosts), and on rank 0 run.json's ranks, host_count, bootstrap,
- * rank_hosts, library_versions, emulation, an empty "fabrics" object for the transports, and
- * each rank's binding. 0, or -1 after reporting the error. */
-int bench_run_world(bench_run *r, struct coll_boot *b, const char *bind_desc);
 /* Whether rank 0 goes on (ok: rank 0's verdict; the other ranks' is ignored), told to every rank
  * through the bootstrap (collective): a step only rank 0 does (the run directory, its files, a
  * row) then stops every rank alike, rank 0 having said why, instead of leaving the others to fail
@@ -283,6 +269,42 @@ int bench_tel_end(bench_tel *t, struct coll_boot *b, bench_tel_result *out);
 void bench_tel_print(const bench_tel_result *r, const char *what);
 /* Stops this host's sampler (a file that could not be parsed or written is said). */
 void bench_tel_stop(bench_tel *t);
+
+/* ---- a rank's session (session.c): the collectives, p2p and train run inside one ---- */
+typedef struct {
+  const bench_rank_opts *r; /* --bind, --timeout, --out, --telemetry-hz */
+  coll_boot *boot;          /* NULL where open failed */
+  int rank, size;
+  char bind_desc[256];      /* what --bind got ("none" before bench_session_bind) */
+  bench_run run;            /* rank 0's run directory and run.json (run.meta.base NULL: none
+                               begun) */
+  bench_tel tel;            /* this host's sampler (--telemetry-hz) */
+} bench_session;
+/* The bootstrap (the launcher's rendezvous, or MPI's where want_mpi), every wait of it under
+ * r's --timeout; r is kept (it outlives the session). 0, or 1 after saying why. */
+int bench_session_open(bench_session *s, const bench_rank_opts *r, int want_mpi);
+/* Binds this rank as --bind asks (auto: a core each where the host's ranks fit its cores), each
+ * rank running threads compute threads. 0, or 1 after saying why. */
+int bench_session_bind(bench_session *s, int threads);
+/* The command's own files in the run directory (its tables, run.json's fields), made by rank 0
+ * once the directory is: 0, or non-zero after saying why. */
+typedef int (*bench_session_files_fn)(void *ctx, bench_run *run);
+/* Rank 0, where ready (its verdict so far; the other ranks' is ignored): the run directory
+ * (bench_run_begin under --out) and then files(ctx, &s->run) (NULL: none). Every rank learns
+ * whether rank 0 goes on, so all stop alike; then the world goes into run.json: every host's
+ * topology (topo-<host>.xml and "hosts"), the ranks, their hosts and bindings, the bootstrap,
+ * the library versions and the emulation. Collective. 0, or 1 after saying why. */
+int bench_session_begin(bench_session *s, const char *command, int argc, char **argv, int ready,
+                        bench_session_files_fn files, void *ctx);
+/* Starts the sampling of each host into rank 0's run directory (--telemetry-hz; collective).
+ * 0, or 1 after saying why. */
+int bench_session_telemetry(bench_session *s);
+/* The end of a run that every rank reached: the sampler stopped, run.json's description freed,
+ * the bootstrap closed. */
+void bench_session_close(bench_session *s);
+/* The end of a failed run (its rows are already written): as close, but under MPI the runtime
+ * stops every rank instead of waiting for one that may be dead or stopped (it does not return). */
+void bench_session_abort(bench_session *s);
 
 /* ---- the cost model (costmodel.c) ---- */
 struct res_costmodel;

@@ -122,13 +122,13 @@ typedef struct {
   double *samples;                     /* P2P_MAX_ITERS */
   int64_t bad_bytes;                   /* rank 0: bytes that arrived wrong, over the run */
   int corrupt;                         /* test hook: damage what arrived before checking */
-  bench_tel tel;                       /* --telemetry-hz: a mark per transport, its bound said */
+  bench_session *s;                    /* rank 0's run directory; the telemetry: a mark per
+                                          transport, its bound said */
   coll_err e;
 } p2p_ctx;
 
-/* Rank 0's side: the tables, the matrices, the run. */
+/* Rank 0's side: the tables, the matrices. */
 typedef struct {
-  bench_run run;
   res_table *tab, *matrix;
   double *bw, *bibw, *lat; /* size x size, per transport */
   uint64_t bw_bytes, bibw_bytes, lat_bytes;
@@ -466,7 +466,7 @@ static int p2p_row(p2p_out *po, const p2p_ctx *x, const char *fabric, coll_trans
   char err[512];
   res_p2p_row row;
   res_row_init(res_schema_p2p(), &row);
-  row.run_id = po->run.run_id;
+  row.run_id = x->s->run.run_id;
   row.schema = RES_SCHEMA_VERSION;
   row.ranks = x->size;
   row.fabric = fabric;
@@ -481,8 +481,8 @@ static int p2p_row(p2p_out *po, const p2p_ctx *x, const char *fabric, coll_trans
   row.t_p99_us = res->t.p99;
   row.t_max_us = res->t.max;
   row.gbps = res->gbps;
-  row.host = po->run.host;
-  row.topo_hash = po->run.topo_hash;
+  row.host = x->s->run.host;
+  row.topo_hash = x->s->run.topo_hash;
   row.window = res->window;
   row.t_mean_us = res->t.mean;
   row.t_stddev_us = res->t.stddev;
@@ -520,7 +520,7 @@ static int p2p_matrix_write(p2p_out *po, const p2p_ctx *x, const char *transport
         if (s == d) continue;
         res_p2p_matrix_row row;
         res_row_init(res_schema_p2p_matrix(), &row);
-        row.run_id = po->run.run_id;
+        row.run_id = x->s->run.run_id;
         row.schema = RES_SCHEMA_VERSION;
         row.ranks = n;
         row.transport = transport;
@@ -801,53 +801,60 @@ static int p2p_buffers(p2p_ctx *x, uint64_t largest) {
   return -1;
 }
 
-/* Rank 0 makes the run directory and its tables; every rank learns whether that worked. 1 to
- * go on, or 0 (rank 0 said why). */
-static int p2p_begin(p2p_out *po, const p2p_ctx *x, coll_boot *b, int argc, char **argv) {
-  const p2p_opts *o = x->o;
-  int ok = 1;
+/* The command's rank 0 tables (bench_session_begin's files): p2p.csv, and p2p_matrix.csv for
+ * --pairs all and rounds. */
+typedef struct {
+  p2p_out *po;
+  int matrix;
+} p2p_files_ctx;
+
+static int p2p_files(void *ctx, bench_run *run) {
+  p2p_files_ctx *f = ctx;
+  char err[512];
+  if (res_table_open_schema(&f->po->tab, run->dir, res_schema_p2p(), err, sizeof err) ||
+      (f->matrix && res_table_open_schema(&f->po->matrix, run->dir, res_schema_p2p_matrix(), err, sizeof err)))
+    return bench_error("%s", err);
+  return 0;
+}
+
+/* Rank 0 makes the run directory, its matrices and tables; every rank learns whether that
+ * worked, and the world goes into run.json. 0, or 1 (rank 0 said why). */
+static int p2p_begin(p2p_out *po, const p2p_ctx *x, int argc, char **argv) {
+  int ready = 1;
   if (x->rank == 0) {
-    char err[512];
     size_t n = (size_t)x->size * (size_t)x->size;
     po->bw = malloc(sizeof *po->bw * n);
     po->bibw = malloc(sizeof *po->bibw * n);
     po->lat = malloc(sizeof *po->lat * n);
-    ok = po->bw && po->bibw && po->lat && bench_run_begin(&po->run, o->r.out, "p2p", argc, argv) == 0;
-    if (ok && res_table_open_schema(&po->tab, po->run.dir, res_schema_p2p(), err, sizeof err)) {
-      bench_error("%s", err);
-      ok = 0;
-    }
-    if (ok && o->pairs_all &&
-        res_table_open_schema(&po->matrix, po->run.dir, res_schema_p2p_matrix(), err, sizeof err)) {
-      bench_error("%s", err);
-      ok = 0;
-    }
+    ready = po->bw && po->bibw && po->lat;
   }
-  return bench_rank0_ok(b, ok);
+  p2p_files_ctx f = {po, x->o->pairs_all};
+  return bench_session_begin(x->s, "p2p", argc, argv, ready, p2p_files, &f);
 }
 
 /* run.json's p2p object (rank 0), status "running" until the end. */
-static void p2p_meta(p2p_out *po, const p2p_opts *o, const uint64_t *sizes, int nsizes) {
-  po->run.meta.p2p = (res_run_p2p){.on = 1,
-                                   .pairs = o->rounds ? "rounds" : o->pairs_all ? "all" : "one",
-                                   .src = o->src,
-                                   .dst = o->dst,
-                                   .min_bytes = (double)sizes[0],
-                                   .max_bytes = (double)sizes[nsizes - 1],
-                                   .step_factor = o->step_factor,
-                                   .window = (double)o->window,
-                                   .iters = (double)o->iters,
-                                   .time_per_size_s = o->time_per_size,
-                                   .status = "running",
-                                   .data_ok = -1};
-  bench_run_write(&po->run);
+static void p2p_meta(bench_run *run, const p2p_opts *o, const uint64_t *sizes, int nsizes) {
+  run->meta.p2p = (res_run_p2p){.on = 1,
+                                .pairs = o->rounds ? "rounds" : o->pairs_all ? "all" : "one",
+                                .src = o->src,
+                                .dst = o->dst,
+                                .min_bytes = (double)sizes[0],
+                                .max_bytes = (double)sizes[nsizes - 1],
+                                .step_factor = o->step_factor,
+                                .window = (double)o->window,
+                                .iters = (double)o->iters,
+                                .time_per_size_s = o->time_per_size,
+                                .status = "running",
+                                .data_ok = -1};
+  bench_run_write(run);
 }
 
 /* Every transport in turn, each on its own communicator. 0, or -1 after saying why (run.json's
  * status then "failed"). */
-static int p2p_transports(p2p_ctx *x, p2p_out *po, coll_boot *b, const uint64_t *sizes,
-                          int nsizes) {
+static int p2p_transports(p2p_ctx *x, p2p_out *po, const uint64_t *sizes, int nsizes) {
   const p2p_opts *o = x->o;
+  coll_boot *b = x->s->boot;
+  bench_run *run = &x->s->run;
   coll_err e = {{0}};
   for (int t = 0; t < o->ntransports; t++) {
     coll_comm_opts co = {.transport = o->transports[t],
@@ -859,22 +866,22 @@ static int p2p_transports(p2p_ctx *x, p2p_out *po, coll_boot *b, const uint64_t 
       return -1;
     }
     if (x->rank == 0) {
-      res_run_add_fabric(&po->run.meta, coll_transport_name(o->transports[t]), coll_comm_fabric(x->c));
-      bench_run_write(&po->run);
+      res_run_add_fabric(&run->meta, coll_transport_name(o->transports[t]), coll_comm_fabric(x->c));
+      bench_run_write(run);
     }
     x->e.msg[0] = '\0';
     bench_tel_result tr;
-    bench_tel_begin(&x->tel, coll_transport_name(o->transports[t]));
+    bench_tel_begin(&x->s->tel, coll_transport_name(o->transports[t]));
     int trc = p2p_run_transport(x, po, o->transports[t], sizes, nsizes);
-    if (!trc && !bench_tel_end(&x->tel, b, &tr) && x->rank == 0)
+    if (!trc && !bench_tel_end(&x->s->tel, b, &tr) && x->rank == 0)
       bench_tel_print(&tr, coll_transport_name(o->transports[t]));
     if (trc) bench_error("%s", x->e.msg[0] ? x->e.msg : "p2p step failed");
     coll_comm_close(x->c);
     x->c = NULL;
     if (trc) {
       if (x->rank == 0) {
-        po->run.meta.p2p.status = "failed";
-        bench_run_write(&po->run);
+        run->meta.p2p.status = "failed";
+        bench_run_write(run);
       }
       return -1;
     }
@@ -883,10 +890,8 @@ static int p2p_transports(p2p_ctx *x, p2p_out *po, coll_boot *b, const uint64_t 
 }
 
 static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
-  coll_err e = {{0}};
-  coll_boot *b = NULL;
-  if (coll_boot_open(&b, COLL_BOOT_AUTO, o->want_mpi, (int)(o->r.timeout_s * 1000), &e))
-    return bench_error("%s", e.msg);
+  bench_session s;
+  if (bench_session_open(&s, &o->r, o->want_mpi)) return 1;
   int rc = 1, failed = 1;
   uint64_t *sizes = NULL;
   p2p_out po;
@@ -894,42 +899,39 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   p2p_ctx x;
   memset(&x, 0, sizeof x);
   x.o = o;
-  x.rank = coll_boot_rank(b);
-  x.size = coll_boot_size(b);
+  x.s = &s;
+  x.rank = s.rank;
+  x.size = s.size;
   x.corrupt = getenv("FABENCH_TEST_CORRUPT") != NULL;
   int nsizes = 0, only_copies = !o->tests[P2P_LAT] && !o->tests[P2P_BW] && !o->tests[P2P_BIBW];
-  char bind_desc[256];
   if (x.size < 2 && !only_copies) {
     bench_error("p2p needs at least 2 ranks (use -n 2, or start it with a launcher)");
   } else if (!o->pairs_all && !only_copies && (o->src >= x.size || o->dst >= x.size)) {
     bench_error("--pairs %d,%d: there are only %d ranks", o->src, o->dst, x.size);
     rc = 2;
     failed = 0; /* every rank refuses alike */
-  } else if (bench_bind_rank(b, o->r.bind, 1, bind_desc, sizeof bind_desc) == 0) {
+  } else if (bench_session_bind(&s, 1) == 0) {
     nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->step_factor, 1, &sizes);
     if (nsizes <= 0) bench_error("out of memory");
   }
   /* every host's topology and every rank's binding, recorded by rank 0 (collective) */
-  if (nsizes > 0 && !p2p_buffers(&x, sizes[nsizes - 1]) && p2p_begin(&po, &x, b, argc, argv) &&
-      !bench_run_world(&po.run, b, bind_desc)) {
-    if (x.rank == 0) p2p_meta(&po, o, sizes, nsizes);
-    if (!bench_tel_start(&x.tel, b, o->r.telemetry_hz, po.run.dir) && !p2p_transports(&x, &po, b, sizes, nsizes)) {
+  if (nsizes > 0 && !p2p_buffers(&x, sizes[nsizes - 1]) && !p2p_begin(&po, &x, argc, argv)) {
+    if (x.rank == 0) p2p_meta(&s.run, o, sizes, nsizes);
+    if (!bench_session_telemetry(&s) && !p2p_transports(&x, &po, sizes, nsizes)) {
       int bad_data = x.bad_bytes != 0;
       if (x.rank == 0) {
-        po.run.meta.p2p.data_ok = !bad_data;
-        po.run.meta.p2p.status = bad_data ? "wrong data" : "ok";
-        bench_run_write(&po.run);
-        printf("# results in %s\n", po.run.dir);
+        s.run.meta.p2p.data_ok = !bad_data;
+        s.run.meta.p2p.status = bad_data ? "wrong data" : "ok";
+        bench_run_write(&s.run);
+        printf("# results in %s\n", s.run.dir);
       }
       rc = bad_data ? 1 : 0;
       failed = 0;
       if (bad_data && x.rank == 0) bench_error("data arrived wrong (see the errors column)");
     }
   }
-  bench_tel_stop(&x.tel);
   if (po.tab) res_table_close(po.tab);
   if (po.matrix) res_table_close(po.matrix);
-  if (x.rank == 0 && po.run.meta.base) bench_run_end(&po.run);
   free(po.bw);
   free(po.bibw);
   free(po.lat);
@@ -940,8 +942,8 @@ static int p2p_rank_main(const p2p_opts *o, int argc, char **argv) {
   free(x.reqs);
   free(x.samples);
   /* a failure may leave a rank dead or stopped: MPI must not wait for it */
-  if (failed) coll_boot_abort(b);
-  else coll_boot_close(b);
+  if (failed) bench_session_abort(&s);
+  else bench_session_close(&s);
   return rc;
 }
 

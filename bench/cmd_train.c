@@ -89,13 +89,12 @@ typedef struct {
   train_ctx x;                 /* the callbacks' context */
   train_args *a;
   train_pair pairs[TRAIN_MAX_PAIRS];
-  int npairs, ntk, do_single, have_run;
+  int npairs, ntk, do_single;
   coll_transport_kind tks[TRAIN_MAX_PAIRS];
   coll_comm *comms[TRAIN_MAX_PAIRS], *owner;
   nn_arena_alloc galloc;
   nn_net_opts no;
   nn_ckpt_info have, want;    /* the checkpoint resumed from; the one this run writes */
-  char bind_desc[256];
   size_t nb;                   /* batch-norm buffers */
   float *init, *init_bufs, *init_mom; /* every pair starts from these (init_mom: resumed runs) */
   int order[2 * (TRAIN_MAX_PAIRS + 1)], odev[2 * (TRAIN_MAX_PAIRS + 1)], norder; /* -1: one rank */
@@ -127,10 +126,10 @@ static int job_open(train_job *j) {
   }
   /* usage errors before any rank starts talking */
   if (train_make_pairs(j->pairs, a, 2, j->tks, &j->ntk, &want_mpi, &rc) < 0) return rc;
-  if (coll_boot_open(&x->boot, COLL_BOOT_AUTO, want_mpi, (int)a->r.timeout_s * 1000, &e))
-    return bench_error("%s", e.msg);
-  x->rank = coll_boot_rank(x->boot);
-  x->size = coll_boot_size(x->boot);
+  if (bench_session_open(&x->s, &a->r, want_mpi)) return 1;
+  x->boot = x->s.boot;
+  x->rank = x->s.rank;
+  x->size = x->s.size;
   if (a->mode == TRAIN_MODE_CONVENTIONAL && x->size > 1) /* under another launcher's world */
     return x->rank == 0 ? bench_usage_error(train_usage(), "--mode conventional trains one rank; this "
                                                          "world has %d", x->size) : 2;
@@ -160,7 +159,7 @@ static int job_open(train_job *j) {
   if (!model_ok) bench_usage_error(train_usage(), "--model-from: %s", err);
   if (!bench_rank0_ok(x->boot, model_ok)) return 2;
 
-  if (bench_bind_rank(x->boot, a->r.bind, (int)a->threads, j->bind_desc, sizeof j->bind_desc)) return 1;
+  if (bench_session_bind(&x->s, (int)a->threads)) return 1;
   for (int t = 0; x->size > 1 && t < j->ntk; t++) {
     coll_comm_opts co = {.transport = j->tks[t], .timeout_ms = (int)a->r.timeout_s * 1000,
                          .chunk_bytes = (size_t)a->chunk, .no_spin = 1};
@@ -265,7 +264,7 @@ static int job_load(train_job *j, const nn_data_spec *spec) {
 static void job_meta(train_job *j) {
   const train_args *a = j->a;
   train_ctx *x = &j->x;
-  x->run.meta.train = (res_run_train){
+  x->s.run.meta.train = (res_run_train){
       .on = 1,
       .model = a->model,
       .params = (double)x->np,
@@ -293,10 +292,13 @@ static void job_meta(train_job *j) {
       .resumed_from = a->resume};
   for (int t = 0; t < j->ntk; t++)
     if (j->comms[t]) {
-      res_run_add_fabric(&x->run.meta, coll_transport_name(j->tks[t]), coll_comm_fabric(j->comms[t]));
-      bench_record_intra(&x->run, j->tks[t], j->comms[t]);
+      res_run_add_fabric(&x->s.run.meta, coll_transport_name(j->tks[t]), coll_comm_fabric(j->comms[t]));
+      bench_record_intra(&x->s.run, j->tks[t], j->comms[t]);
     }
 }
+
+/* The run_id of the run a sweep continues (bench_session_begin's files; ctx: the id). */
+static int job_keep_id(void *ctx, bench_run *run) { return train_sweep_keep_id(run, ctx); }
 
 /* The run directory, run.json and the tables (rank 0), and rank 0's weights for every rank,
  * kept to restart every pair from. 0, or the run's exit status after saying why. */
@@ -307,12 +309,10 @@ static int job_begin(train_job *j, int argc, char **argv) {
   coll_err e = {{0}};
   /* a continued run keeps its run_id: its rows, old and new, are one run's */
   char old_id[128] = "";
+  int go = 1;
   if (x->rank == 0 && a->continue_dir && res_run_meta_check(a->continue_dir, old_id, sizeof old_id, err, sizeof err) < 0)
-    bench_error("--resume %s: %s", a->continue_dir, err);
-  else if (x->rank == 0 && bench_run_begin(&x->run, a->r.out, "train", argc, argv) == 0) j->have_run = 1;
-  int id_ok = !(j->have_run && *old_id && train_sweep_keep_id(&x->run, old_id));
-  if (!bench_rank0_ok(x->boot, x->rank != 0 || (j->have_run && id_ok))) return 1; /* rank 0 said why */
-  if (bench_run_world(&x->run, x->boot, j->bind_desc)) return 1;
+    go = !bench_error("--resume %s: %s", a->continue_dir, err);
+  if (bench_session_begin(&x->s, "train", argc, argv, go, *old_id ? job_keep_id : NULL, old_id)) return 1;
   /* rank 0's weights for everyone (they start alike from the seed; a resumed or changed rank
    * would not) */
   float *params = nn_net_params(x->net, NULL), *bufs = nn_net_buffers(x->net, NULL);
@@ -331,13 +331,13 @@ static int job_begin(train_job *j, int argc, char **argv) {
   int ready = 1; /* rank 0: run.json and the tables */
   if (x->rank == 0) {
     job_meta(j);
-    if (bench_run_write(&x->run) != 0) ready = 0;
-    else if ((a->continue_dir && train_sweep_load_done(&x->done, x->run.dir, err, sizeof err)) ||
-             res_table_open_schema_mode(&x->tsteps, x->run.dir, res_schema_train_steps(), !!a->continue_dir, err, sizeof err) ||
-             res_table_open_schema_mode(&x->teval, x->run.dir, res_schema_train_eval(), !!a->continue_dir, err, sizeof err) ||
-             res_table_open_schema_mode(&x->trun, x->run.dir, res_schema_train(), !!a->continue_dir, err, sizeof err) ||
-             res_table_open_schema_mode(&x->tbuckets, x->run.dir, res_schema_train_buckets(), !!a->continue_dir, err, sizeof err) ||
-             res_table_open_schema_mode(&x->tepochs, x->run.dir, res_schema_train_epochs(), !!a->continue_dir, err, sizeof err)) {
+    if (bench_run_write(&x->s.run) != 0) ready = 0;
+    else if ((a->continue_dir && train_sweep_load_done(&x->done, x->s.run.dir, err, sizeof err)) ||
+             res_table_open_schema_mode(&x->tsteps, x->s.run.dir, res_schema_train_steps(), !!a->continue_dir, err, sizeof err) ||
+             res_table_open_schema_mode(&x->teval, x->s.run.dir, res_schema_train_eval(), !!a->continue_dir, err, sizeof err) ||
+             res_table_open_schema_mode(&x->trun, x->s.run.dir, res_schema_train(), !!a->continue_dir, err, sizeof err) ||
+             res_table_open_schema_mode(&x->tbuckets, x->s.run.dir, res_schema_train_buckets(), !!a->continue_dir, err, sizeof err) ||
+             res_table_open_schema_mode(&x->tepochs, x->s.run.dir, res_schema_train_epochs(), !!a->continue_dir, err, sizeof err)) {
       bench_error("%s", err);
       ready = 0;
     }
@@ -347,7 +347,7 @@ static int job_begin(train_job *j, int argc, char **argv) {
     printf("train: %s (%zu params, %s) on %s %s, %lld images, %d rank(s) x batch %ld, %ld "
            "thread(s), %s%s\n",
            a->model, x->np, nn_net_backend(x->net), x->dname, x->shape, (long long)x->train.n, x->size,
-           a->batch, a->threads, x->run.dir, a->resume ? " (from checkpoint)" : "");
+           a->batch, a->threads, x->s.run.dir, a->resume ? " (from checkpoint)" : "");
     /* the one-rank run would need its own checkpoints (and a resumed one cannot continue the
      * ranks' data position): said, since it leaves scaling_eff empty */
     if (x->size > 1 && !a->no_single && !j->do_single)
@@ -508,7 +508,7 @@ static int job_done_before(train_job *j, int oi) {
     if (row && p->role == ROLE_NONE) x->none_ips = row->images_per_s;
     if (row) {
       printf("# %s %s/%s on %s: its row is in %s already, not trained again\n", train_role_names[p->role], p->tname,
-             p->aname, j->odev[oi] == NN_DEV_CUDA ? "cuda" : "cpu", x->run.dir);
+             p->aname, j->odev[oi] == NN_DEV_CUDA ? "cuda" : "cpu", x->s.run.dir);
       fflush(stdout);
     }
   }
@@ -530,9 +530,9 @@ static int job_setting(train_job *j, train_kept *kept, int *done) {
       const train_pair *p = job_pair(j, oi);
       char label[80];
       snprintf(label, sizeof label, "%s %s/%s", train_role_names[p->role], p->tname, p->aname);
-      if (round == a->rounds) bench_tel_begin(&x->tel, label); /* the round whose row is written */
+      if (round == a->rounds) bench_tel_begin(&x->s.tel, label); /* the round whose row is written */
       if ((status = job_entry(j, oi, round, &kept[oi])) || round < a->rounds) continue;
-      bench_tel_end(&x->tel, x->boot, &x->bound); /* collective; a row without it still goes out */
+      bench_tel_end(&x->s.tel, x->boot, &x->bound); /* collective; a row without it still goes out */
       /* the row before the trace: a trace that cannot be written loses no row */
       int wrc = x->rank == 0 ? train_kept_write(x, job_pair(j, oi), &kept[oi]) : 0;
       written = oi + 1;
@@ -582,9 +582,9 @@ static int job_train(train_job *j) {
   free(kept);
   free(done);
   if (x->rank == 0) {
-    x->run.meta.status = status ? "failed" : "ok";
-    if (bench_run_write(&x->run) && !status) status = 1;
-    printf("train: %s\n", x->run.dir);
+    x->s.run.meta.status = status ? "failed" : "ok";
+    if (bench_run_write(&x->s.run) && !status) status = 1;
+    printf("train: %s\n", x->s.run.dir);
   }
   return status;
 }
@@ -611,11 +611,10 @@ static void job_close(train_job *j, int status) {
   }
   nn_data_free(&x->train);
   nn_data_free(&x->test);
-  if (j->have_run) bench_run_end(&x->run);
   cJSON_Delete(x->trace);
   if (x->model.n) res_costmodel_free(&x->model);
-  if (status == 1) coll_boot_abort(x->boot);
-  else coll_boot_close(x->boot);
+  if (status == 1) bench_session_abort(&x->s);
+  else bench_session_close(&x->s);
 }
 
 static int train_rank_main(train_args *a, int argc, char **argv) {
@@ -633,9 +632,8 @@ static int train_rank_main(train_args *a, int argc, char **argv) {
   int status = job_open(j);
   if (!status) status = job_load(j, &spec);
   if (!status) status = job_begin(j, argc, argv);
-  if (!status && bench_tel_start(&j->x.tel, j->x.boot, a->r.telemetry_hz, j->x.run.dir)) status = 1;
+  if (!status && bench_session_telemetry(&j->x.s)) status = 1;
   if (!status) status = job_train(j);
-  bench_tel_stop(&j->x.tel);
   job_close(j, status);
   free(j);
   return status;

@@ -15,10 +15,10 @@
 typedef struct {
   const cb_opts *o;
   const bench_coll *d;
-  coll_boot *boot;
+  bench_session s; /* the bootstrap, rank 0's run directory, the telemetry */
+  coll_boot *boot; /* the session's, for short */
   int rank, size;
-  int per_host;  /* the most ranks on one host (every row says it) */
-  bench_run run; /* rank 0 only */
+  int per_host;    /* the most ranks on one host (every row says it) */
   res_table *tab, *ranks_tab; /* the collective's rows; each rank's own times (coll_ranks.csv) */
   double *own_all;         /* every rank's median own time of a cell (rank 0) */
   int progress;
@@ -29,7 +29,6 @@ typedef struct {
   bench_coll_shape sh;     /* this size's shape */
   void *rbuf;              /* the receive buffer where not in place (host memory) */
   size_t rcap;
-  bench_tel tel;           /* --telemetry-hz: a mark a size */
   bench_tel_result bound;  /* the size's bound ("" without telemetry) */
 } cb_ctx;
 
@@ -318,7 +317,7 @@ static int cb_ranks(cb_ctx *x, const cb_cell *k) {
   for (int r = 1; r < x->size; r++) least = x->own_all[r] < least ? x->own_all[r] : least;
   const bench_coll_shape *s = &x->sh;
   for (int r = 0; r < x->size; r++) {
-    res_coll_ranks_row row = {.run_id = x->run.run_id, .schema = RES_SCHEMA_VERSION, .coll = x->d->name,
+    res_coll_ranks_row row = {.run_id = x->s.run.run_id, .schema = RES_SCHEMA_VERSION, .coll = x->d->name,
                               .transport = coll_transport_name(k->tk), .algo = k->aname,
                               .dtype = coll_dtype_name(s->dt), .op = x->d->reduces ? coll_op_name(s->op) : "-",
                               .bytes = (int64_t)(s->count * coll_dtype_size(s->dt)), .ranks = x->size, .rank = r,
@@ -359,7 +358,7 @@ static int cb_report(cb_ctx *x, const cb_cell *k, const cb_cell *peer, int64_t w
   res_row_init(res_schema_allreduce(), &row);
   char pname[48] = "";
   if (peer) snprintf(pname, sizeof pname, "%s/%s", coll_transport_name(peer->tk), peer->aname);
-  row.run_id = x->run.run_id;
+  row.run_id = x->s.run.run_id;
   row.schema = RES_SCHEMA_VERSION;
   row.host_count = coll_boot_host_count(x->boot);
   row.ranks_per_host = x->per_host;
@@ -384,8 +383,8 @@ static int cb_report(cb_ctx *x, const cb_cell *k, const cb_cell *peer, int64_t w
   row.busbw_gbps = busbw;
   row.errors = wrong;
   row.algo_ran = rname;
-  row.host = x->run.host;
-  row.topo_hash = x->run.topo_hash;
+  row.host = x->s.run.host;
+  row.topo_hash = x->s.run.topo_hash;
   row.warmup = o->warmup;
   row.chunk_bytes = (int64_t)coll_comm_chunk(k->c);
   row.tcp_streams = o->r.tcp_streams;
@@ -457,7 +456,7 @@ static int cb_size(cb_ctx *x, cb_cell *cells, int ncells, void *buf, size_t coun
   char label[64];
   snprintf(label, sizeof label, "%s %s %zu", coll_dtype_name(dt), x->d->reduces ? coll_op_name(op) : "-",
            count * coll_dtype_size(dt));
-  bench_tel_begin(&x->tel, label);
+  bench_tel_begin(&x->s.tel, label);
   for (long r = 0; r < o->rounds; r++)
     for (int i = 0; i < ncells; i++) {
       cb_cell *k = &cells[i];
@@ -470,7 +469,7 @@ static int cb_size(cb_ctx *x, cb_cell *cells, int ncells, void *buf, size_t coun
       if (cb_measure(x, k, buf, n, &e)) return cb_fail(&e);
     }
   /* every rank is here: the size's bound over every host (none where telemetry failed) */
-  if (bench_tel_end(&x->tel, x->boot, &x->bound)) x->bound.bound[0] = '\0';
+  if (bench_tel_end(&x->s.tel, x->boot, &x->bound)) x->bound.bound[0] = '\0';
   const cb_cell *peer = NULL;
   for (int i = 0; i < ncells; i++) {
     cells[i].spread = util_round_spread(cells[i].times, cells[i].ntimes, (int)o->rounds);
@@ -531,7 +530,7 @@ static const coll_model *cb_model_for(const cb_ctx *x, coll_transport_kind tk) {
     if (emu && *emu && !strcmp(f->fabric, emu)) return &f->m;
     /* this machine's fit before another's */
     if (f->host_count == coll_boot_host_count(x->boot) &&
-        (!any || (strcmp(any->topo, x->run.topo_hash) && !strcmp(f->topo, x->run.topo_hash))))
+        (!any || (strcmp(any->topo, x->s.run.topo_hash) && !strcmp(f->topo, x->s.run.topo_hash))))
       any = f;
   }
   return any ? &any->m : NULL;
@@ -565,39 +564,38 @@ typedef struct {
   int ncells;
 } cb_run;
 
+/* Rank 0's tables and run.json's fields, once the run directory is made (a
+ * bench_session_files_fn). 0, or 1 after saying why. */
+static int cb_files(void *ctx, bench_run *run) {
+  cb_ctx *x = ctx;
+  const cb_opts *o = x->o;
+  char err[512];
+  x->progress = isatty(2);
+  const res_schema *schema = o->groups ? res_schema_allreduce_groups()
+                             : x->d->kind < 0 ? res_schema_allreduce() : res_schema_colls();
+  if (res_table_open_schema(&x->tab, run->dir, schema, err, sizeof err) ||
+      (x->size > 1 && !o->pipelined && !o->groups &&
+       res_table_open_schema(&x->ranks_tab, run->dir, res_schema_coll_ranks(), err, sizeof err)))
+    return bench_error("%s", err);
+  run->meta.has_rounds = 1;
+  run->meta.rounds = (long)o->rounds;
+  run->meta.check = o->check != 0;
+  run->meta.beside_compute = o->beside != 0;
+  if (!o->groups) cb_header(x);
+  return 0;
+}
+
 /* This rank's binding, rank 0's run directory and table (every rank stops alike where rank 0
  * cannot make them, rank 0 having said why), and the world in run.json. 0, or 1 after saying
  * why. */
 static int cb_begin(cb_ctx *x, int argc, char **argv) {
   const cb_opts *o = x->o;
-  char bind_desc[256];
-  int rc = 0;
-  if (bench_bind_rank(x->boot, o->r.bind, 1, bind_desc, sizeof bind_desc)) return 1;
+  if (bench_session_bind(&x->s, 1)) return 1;
   if (x->d->rooted && o->root >= x->size) {
     if (x->rank == 0) bench_error("--root %ld: there are %d ranks", o->root, x->size);
     return 1;
   }
-  if (x->rank == 0) {
-    char err[512];
-    x->progress = isatty(2);
-    const res_schema *schema = o->groups ? res_schema_allreduce_groups()
-                               : x->d->kind < 0 ? res_schema_allreduce() : res_schema_colls();
-    if (bench_run_begin(&x->run, o->r.out, x->d->name, argc, argv)) {
-      rc = 1;
-    } else if (res_table_open_schema(&x->tab, x->run.dir, schema, err, sizeof err) ||
-               (x->size > 1 && !o->pipelined && !o->groups &&
-                res_table_open_schema(&x->ranks_tab, x->run.dir, res_schema_coll_ranks(), err, sizeof err))) {
-      rc = bench_error("%s", err);
-    } else {
-      x->run.meta.has_rounds = 1;
-      x->run.meta.rounds = (long)o->rounds;
-      x->run.meta.check = o->check != 0;
-      x->run.meta.beside_compute = o->beside != 0;
-      if (!o->groups) cb_header(x);
-    }
-  }
-  if (!bench_rank0_ok(x->boot, !rc)) return 1;
-  return bench_run_world(&x->run, x->boot, bind_desc) ? 1 : 0;
+  return bench_session_begin(&x->s, x->d->name, argc, argv, 1, cb_files, x);
 }
 
 /* Can the cell's communicator run its algorithm? NULL, or why not. */
@@ -730,16 +728,16 @@ static int cb_body(cb_ctx *x, cb_run *u, int *wrong, int *agreed) {
   if ((rc = cb_cells_check(x, u->cells, u->ncells))) return *agreed = 1, rc;
   if ((rc = cb_buffer(x, u)) || (rc = cb_shape_alloc(x))) return rc;
   for (int t = 0; t < o->ntransports && x->rank == 0; t++) { /* after the buffer: +rkey_ptr */
-    res_run_add_fabric(&x->run.meta, coll_transport_name(o->transports[t]), coll_comm_fabric(u->comms[t]));
-    bench_record_intra(&x->run, o->transports[t], u->comms[t]);
-    bench_run_write(&x->run);
+    res_run_add_fabric(&x->s.run.meta, coll_transport_name(o->transports[t]), coll_comm_fabric(u->comms[t]));
+    bench_record_intra(&x->s.run, o->transports[t], u->comms[t]);
+    bench_run_write(&x->s.run);
   }
-  if (bench_tel_start(&x->tel, x->boot, o->r.telemetry_hz, x->rank == 0 ? x->run.dir : NULL)) return 1;
+  if (bench_session_telemetry(&x->s)) return 1;
   if (o->beside && !(x->load = cb_load_start()))
     return bench_error("rank %d: cannot start the --beside-compute thread", x->rank);
   if (o->groups) {
-    cb_groups_in g = {.o = o, .comms = u->comms, .buf = u->buf, .tab = x->tab, .run_id = x->run.run_id,
-                      .topo_hash = x->run.topo_hash};
+    cb_groups_in g = {.o = o, .comms = u->comms, .buf = u->buf, .tab = x->tab, .run_id = x->s.run.run_id,
+                      .topo_hash = x->s.run.topo_hash};
     rc = cb_groups_run(&g, wrong);
   } else {
     rc = cb_sweep(x, u->cells, u->ncells, u->buf, wrong);
@@ -752,9 +750,10 @@ static int cb_body(cb_ctx *x, cb_run *u, int *wrong, int *agreed) {
 static int cb_rank_main(const cb_opts *o, int argc, char **argv) {
   cb_ctx x = {.o = o, .d = o->d};
   coll_err e = {{0}};
-  if (coll_boot_open(&x.boot, COLL_BOOT_AUTO, o->want_mpi, (int)o->r.timeout_s * 1000, &e)) return cb_fail(&e);
-  x.rank = coll_boot_rank(x.boot);
-  x.size = coll_boot_size(x.boot);
+  if (bench_session_open(&x.s, &o->r, o->want_mpi)) return 1;
+  x.boot = x.s.boot;
+  x.rank = x.s.rank;
+  x.size = x.s.size;
   x.per_host = bench_ranks_per_host(x.boot);
   cb_run *u = calloc(1, sizeof *u);
   int rc = u ? cb_begin(&x, argc, argv) : bench_error("out of memory");
@@ -763,11 +762,11 @@ static int cb_rank_main(const cb_opts *o, int argc, char **argv) {
     int wrong = 0;
     rc = cb_body(&x, u, &wrong, &agreed);
     if (x.rank == 0 && x.tab) {
-      x.run.meta.status = rc ? "failed" : wrong ? "wrong results" : "ok";
-      bench_run_write(&x.run);
+      x.s.run.meta.status = rc ? "failed" : wrong ? "wrong results" : "ok";
+      bench_run_write(&x.s.run);
       printf("# %s: %s\n",
              wrong ? "FAILED: wrong results at some sizes" : rc ? "FAILED" : o->check ? "all results verified" : "done, results not checked (--no-check)",
-             x.run.dir);
+             x.s.run.dir);
     }
     failed = rc != 0 && !agreed;
     /* rank 0 has said why and written run.json before any rank exits: the launcher stops the
@@ -775,7 +774,6 @@ static int cb_rank_main(const cb_opts *o, int argc, char **argv) {
     if (agreed && coll_boot_barrier(x.boot, &e)) failed = 1;
     if (!rc && wrong) rc = 1;
   }
-  bench_tel_stop(&x.tel);
   if (u) cb_run_close(o, u);
   free(u);
   cb_shape_free(&x.sh);
@@ -784,12 +782,11 @@ static int cb_rank_main(const cb_opts *o, int argc, char **argv) {
   if (x.rank == 0) {
     res_table_close(x.tab);
     res_table_close(x.ranks_tab);
-    if (x.run.meta.base) bench_run_end(&x.run);
   }
   res_costmodel_free(&x.model);
   /* a failure (not wrong results) may leave a rank dead or stopped: MPI must not wait for it */
-  if (failed) coll_boot_abort(x.boot);
-  else coll_boot_close(x.boot);
+  if (failed) bench_session_abort(&x.s);
+  else bench_session_close(&x.s);
   return rc;
 }
 

@@ -118,9 +118,10 @@ typedef struct {
 
 typedef struct {
   const train_args *a;
-  coll_boot *boot;
+  bench_session s;        /* the bootstrap, rank 0's run directory (s.run), the telemetry (s.tel):
+                             a mark around each pair's last round */
+  coll_boot *boot;        /* the session's, for short */
   int rank, size;
-  bench_run run;          /* rank 0 */
   res_table *tsteps, *teval, *trun, *tbuckets, *tepochs;
   res_rows done;          /* rank 0, --resume DIR: the rows there (entries not trained again) */
   double files_bytes, files_s; /* the dataset's files and the time reading them took (NaN: none) */
@@ -148,7 +149,6 @@ typedef struct {
   int round;              /* of --rounds, from 1 */
   int slow_said;          /* the warning about oneDNN's reference code is out */
   double alive_said;      /* when the heartbeat last went (rank 0) */
-  bench_tel tel;          /* --telemetry-hz: a mark around each pair's last round */
   bench_tel_result bound; /* what bound the pair whose row is written next */
 } train_ctx;
 

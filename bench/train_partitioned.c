@@ -43,15 +43,14 @@ int train_partitioned_check(const train_args *a) {
 
 typedef struct {
   train_args *a;
-  coll_boot *boot;
+  bench_session s;  /* the bootstrap, rank 0's run directory (s.run) */
+  coll_boot *boot;  /* the session's, for short */
   int rank, size;
   coll_comm *comm;
   coll_algo algo;
   char tname[16], aname[32];
   nn_dataset train, test;
   char dname[2200];
-  bench_run run;
-  int have_run;
   res_table *tab;
   int cut, width;
   size_t nparams;             /* the joined network's */
@@ -176,7 +175,7 @@ static nn_sgd_opts pt_sgd(const train_args *a) {
 static void pt_row(const pt_job *j, res_train_partition_row *row, const char *mode, int ranks) {
   const train_args *a = j->a;
   res_row_init(res_schema_train_partition(), row);
-  row->run_id = j->run.run_id;
+  row->run_id = j->s.run.run_id;
   row->schema = RES_SCHEMA_VERSION;
   row->mode = mode;
   row->model = a->model;
@@ -426,7 +425,7 @@ static int pt_whole(pt_job *j, int dp) {
 
 static int pt_open(pt_job *j, int argc, char **argv) {
   train_args *a = j->a;
-  char err[4096], bind[256];
+  char err[4096];
   coll_err e = {{0}};
   train_pair pairs[TRAIN_MAX_PAIRS];
   coll_transport_kind tks[TRAIN_MAX_PAIRS];
@@ -439,10 +438,10 @@ static int pt_open(pt_job *j, int argc, char **argv) {
   j->algo = dp->algo;
   snprintf(j->tname, sizeof j->tname, "%s", dp->tname);
   snprintf(j->aname, sizeof j->aname, "%s", dp->aname);
-  if (coll_boot_open(&j->boot, COLL_BOOT_AUTO, want_mpi, (int)a->r.timeout_s * 1000, &e))
-    return bench_error("%s", e.msg);
-  j->rank = coll_boot_rank(j->boot);
-  j->size = coll_boot_size(j->boot);
+  if (bench_session_open(&j->s, &a->r, want_mpi)) return 1;
+  j->boot = j->s.boot;
+  j->rank = j->s.rank;
+  j->size = j->s.size;
   if (j->size != a->parts)
     return j->rank == 0 ? bench_usage_error(train_usage(), "--mode partitioned --parts %ld trains a part a rank: "
                                             "%d rank(s) here (-n %ld)", a->parts, j->size, a->parts) : 2;
@@ -464,31 +463,29 @@ static int pt_open(pt_job *j, int argc, char **argv) {
     return bench_error("%s", err);
   if (j->train.n < a->batch * j->size) return bench_error("%s: %lld training images is less than a batch of %ld on each of %d ranks",
                                                            j->dname, (long long)j->train.n, a->batch, j->size);
-  if (bench_bind_rank(j->boot, a->r.bind, (int)a->threads, bind, sizeof bind)) return 1;
+  if (bench_session_bind(&j->s, (int)a->threads)) return 1;
   coll_comm_opts co = {.transport = dp->tk, .timeout_ms = (int)a->r.timeout_s * 1000,
                        .chunk_bytes = (size_t)a->chunk, .no_spin = 1};
   bench_comm_intra(&a->r, &co, 0);
   if (coll_comm_open(&j->comm, j->boot, &co, &e)) return bench_error("%s", e.msg);
-  if (j->rank == 0 && bench_run_begin(&j->run, a->r.out, "train", argc, argv) == 0) j->have_run = 1;
-  if (!bench_rank0_ok(j->boot, j->rank != 0 || j->have_run)) return 1;
-  if (bench_run_world(&j->run, j->boot, bind)) return 1;
+  if (bench_session_begin(&j->s, "train", argc, argv, 1, NULL, NULL)) return 1;
   int ready = 1;
   if (j->rank == 0) {
-    j->run.meta.train = (res_run_train){.on = 1, .model = a->model, .params = (double)j->nparams,
+    j->s.run.meta.train = (res_run_train){.on = 1, .model = a->model, .params = (double)j->nparams,
                                         .backend = nn_backend_version(), .data = j->dname,
                                         .train_images = (double)j->train.n, .test_images = (double)j->test.n,
                                         .classes = j->train.classes, .ranks = j->size, .batch = (double)a->batch,
                                         .global_batch = (double)a->batch * j->size, .threads = (double)a->threads,
                                         .rounds = 1, .seed = (double)a->seed,
                                         .gradients = "partitioned: none cross; data-parallel row: averaged"};
-    res_run_add_fabric(&j->run.meta, coll_transport_name(dp->tk), coll_comm_fabric(j->comm));
-    if (bench_run_write(&j->run)) ready = 0;
-    else if (res_table_open_schema(&j->tab, j->run.dir, res_schema_train_partition(), err, sizeof err))
+    res_run_add_fabric(&j->s.run.meta, coll_transport_name(dp->tk), coll_comm_fabric(j->comm));
+    if (bench_run_write(&j->s.run)) ready = 0;
+    else if (res_table_open_schema(&j->tab, j->s.run.dir, res_schema_train_partition(), err, sizeof err))
       ready = !bench_error("%s", err);
     if (ready) {
       printf("train --mode partitioned: %s (%zu params) cut after layer %d (width %d) on %s, %d ranks x batch "
              "%ld, %ld thread(s), %s/%s, %s\n", a->model, j->nparams, j->cut, j->width, j->dname, j->size, a->batch,
-             a->threads, j->tname, j->aname, j->run.dir);
+             a->threads, j->tname, j->aname, j->s.run.dir);
       fflush(stdout);
     }
   }
@@ -503,10 +500,10 @@ int train_partitioned_main(train_args *a, int argc, char **argv) {
   int status = pt_open(j, argc, argv);
   if (!status && pt_partitioned(j)) status = 1;
   if (!status && !a->no_compare && (pt_whole(j, 0) || pt_whole(j, 1))) status = 1;
-  if (j->rank == 0 && j->have_run) {
-    j->run.meta.status = status ? "failed" : "ok";
-    if (bench_run_write(&j->run) && !status) status = 1;
-    printf("train: %s\n", j->run.dir);
+  if (j->rank == 0 && j->s.run.meta.base) {
+    j->s.run.meta.status = status ? "failed" : "ok";
+    if (bench_run_write(&j->s.run) && !status) status = 1;
+    printf("train: %s\n", j->s.run.dir);
   }
   res_table_close(j->tab);
   if (j->comm) {
@@ -515,11 +512,8 @@ int train_partitioned_main(train_args *a, int argc, char **argv) {
   }
   nn_data_free(&j->train);
   nn_data_free(&j->test);
-  if (j->have_run) bench_run_end(&j->run);
-  if (j->boot) {
-    if (status == 1) coll_boot_abort(j->boot);
-    else coll_boot_close(j->boot);
-  }
+  if (status == 1) bench_session_abort(&j->s);
+  else bench_session_close(&j->s);
   free(j);
   return status;
 }

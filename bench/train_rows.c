@@ -18,7 +18,7 @@ int train_on_step(void *ctx, const nn_step_rec *rs, int n) {
   for (int r = 0; r < n; r++) {
     const nn_step_rec *q = &rs[r];
     res_train_steps_row row = {
-        .run_id = x->run.run_id, .rank = q->rank, .host = coll_boot_host(x->boot, q->rank),
+        .run_id = x->s.run.run_id, .rank = q->rank, .host = coll_boot_host(x->boot, q->rank),
         .transport = x->pair->tname, .algo = x->pair->aname, .step = q->step, .epoch = q->epoch,
         .step_in_epoch = q->step_in_epoch, .images = q->images, .loss = q->loss,
         .batch_acc = q->batch_acc, .lr = q->lr, .step_ms = 1e3 * q->step_s,
@@ -62,7 +62,7 @@ int train_on_eval(void *ctx, const nn_eval_rec *ev) {
          train_role_names[x->pair->role], x->pair->role == ROLE_DP ? x->pair->tname : "-",
          (long long)ev->epoch, (long long)ev->step, ev->loss, ev->acc, (long long)ev->images, ev->secs, ev->elapsed_s);
   fflush(stdout);
-  res_train_eval_row row = {.run_id = x->run.run_id, .transport = x->pair->tname,
+  res_train_eval_row row = {.run_id = x->s.run.run_id, .transport = x->pair->tname,
                             .algo = x->pair->aname, .epoch = ev->epoch, .step = ev->step,
                             .test_loss = ev->loss, .test_acc = ev->acc, .test_images = ev->images,
                             .eval_s = ev->secs, .elapsed_s = ev->elapsed_s, .round = x->round};
@@ -70,7 +70,7 @@ int train_on_eval(void *ctx, const nn_eval_rec *ev) {
   if (res_table_put(x->teval, &row, err, sizeof err)) return bench_error("%s", err);
   const train_args *a = x->a;
   res_train_epochs_row ep = {
-      .run_id = x->run.run_id, .schema = RES_SCHEMA_VERSION, .setting = a->setting,
+      .run_id = x->s.run.run_id, .schema = RES_SCHEMA_VERSION, .setting = a->setting,
       .role = train_role_names[x->pair->role], .transport = x->pair->tname, .algo = x->pair->aname,
       .device = nn_net_device(x->net) == NN_DEV_CUDA ? "cuda" : "cpu", .ranks = x->ranks, .batch = a->batch,
       .global_batch = (int64_t)x->ranks * a->batch,
@@ -99,9 +99,9 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
   double fabric_eff = p->role == ROLE_DP && x->none_ips > 0 ? r->images_per_s / x->none_ips
                       : p->role == ROLE_NONE && r->measured > 0 ? 1.0 : NAN;
   *row = (res_train_row){
-      .run_id = x->run.run_id, .schema = RES_SCHEMA_VERSION, .host = x->run.host,
+      .run_id = x->s.run.run_id, .schema = RES_SCHEMA_VERSION, .host = x->s.run.host,
       .host_count = coll_boot_host_count(x->boot), .ranks_per_host = bench_ranks_per_host(x->boot),
-      .topo_hash = x->run.topo_hash, .ranks = n,
+      .topo_hash = x->s.run.topo_hash, .ranks = n,
       .role = train_role_names[p->role], .fabric = fabric, .transport = p->tname, .algo = p->aname,
       .model = a->model, .params = (int64_t)x->np, .data = x->dname, .input = x->shape,
       .classes = x->train.classes,
@@ -157,7 +157,7 @@ static int result_buckets(const train_ctx *x, const nn_train_result *r, res_trai
   for (int k = 0; k < nbk; k++) {
     const nn_bucket_rec *b = &r->buckets[k];
     bks[at + k] = (res_train_buckets_row){
-        .run_id = x->run.run_id, .role = train_role_names[p->role], .transport = p->tname,
+        .run_id = x->s.run.run_id, .role = train_role_names[p->role], .transport = p->tname,
         .algo = p->aname, .ranks = x->ranks, .bucket = k,
         .offset_bytes = (int64_t)(b->offset * sizeof(float)),
         .bytes = (int64_t)(b->count * sizeof(float)), .ready_ms = 1e3 * b->ready_s,
@@ -180,7 +180,7 @@ static void result_meta(train_ctx *x, const res_train_row *row, const nn_train_r
   snprintf(e.transport, sizeof e.transport, "%s", row->transport);
   snprintf(e.algo, sizeof e.algo, "%s", row->algo);
   snprintf(e.status, sizeof e.status, "%s", r->status);
-  if (res_run_add_result(&x->run.meta, &e)) bench_error("out of memory: run.json's results miss a pair");
+  if (res_run_add_result(&x->s.run.meta, &e)) bench_error("out of memory: run.json's results miss a pair");
 }
 
 /* The pair's line (rank 0); the efficiencies as its row has them. */
@@ -226,7 +226,7 @@ static int write_result(train_ctx *x, const nn_train_result *r, double slowest_i
   char err[512];
   if (res_table_put(x->trun, &row, err, sizeof err)) return bench_error("%s", err);
   result_meta(x, &row, r);
-  if (bench_run_write(&x->run)) return 1;
+  if (bench_run_write(&x->s.run)) return 1;
   for (int k = 0; k < nbk; k++)
     if (res_table_put(x->tbuckets, &bks[at + k], err, sizeof err)) return bench_error("%s", err);
   if (profile) {
