@@ -6,7 +6,8 @@
  * equal blocks). The send buffers must
  * come back unchanged, and what ran is what was asked (rhd/rd off a power of two: the ring).
  * --layouts AABB,ABAB,...: instead of rank counts, groups whose ranks report hosts (FABENCH_HOST)
- * by letter, for hier (hosts of unequal rank counts run the ring, and say so).
+ * by letter, for hier (reduce-scatter's and all-gather's on hosts of unequal rank counts run the
+ * ring, and say so; broadcast's and all-to-all's run on any).
  * --mem comm: the buffers from coll_mem_alloc; --mapped yes|no: direct must read the peers'
  * copies in place (ucx on shared memory), or must fall back (elsewhere).
  * usage: test_colls --transport T --coll rs|ag|bcast|a2a --algo A [--ranks 1,2,...]
@@ -152,7 +153,9 @@ static int one_rank(const colls_cfg *cfg) {
         /* what ran: what was asked, auto resolved, rhd/rd off a power of two the ring */
         coll_algo_kind want_kind = algo.kind;
         if ((want_kind == COLL_ALGO_RHD || want_kind == COLL_ALGO_RD) && !pow2) want_kind = COLL_ALGO_RING;
-        if (want_kind == COLL_ALGO_HIER && !layout_even(getenv("TEST_COLLS_LAYOUT"))) want_kind = COLL_ALGO_RING;
+        /* hier of reduce-scatter and all-gather wants hosts of equal rank counts; broadcast's and
+         * all-to-all's take any */
+        if (want_kind == COLL_ALGO_HIER && kind < 2 && !layout_even(getenv("TEST_COLLS_LAYOUT"))) want_kind = COLL_ALGO_RING;
         /* direct reads in place where asked to (--mapped yes), else falls back to the ring (the
          * tree, pairwise); a single rank or nothing to move: whatever it says */
         int fallback = !strcmp(k, "bcast") ? COLL_ALGO_TREE : !strcmp(k, "a2a") ? COLL_ALGO_PAIRWISE : COLL_ALGO_RING;
