@@ -1002,8 +1002,9 @@ static int check_colls_csv(const char *dir, const char *ran, int hosts) {
   return rows;
 }
 
-/* fabench bcast (from a root that leads no host) and alltoall (skewed: all-to-allv) by hier on
- * an emulated 2x2 cluster: every element checked on every rank, and hier is what ran. */
+/* fabench bcast (from a root that is not its host's first rank) and alltoall (skewed: the
+ * all-to-allv) by hier on an emulated 2x2 cluster, over tcp (ucx inside the nodes) and ucx: every
+ * element checked on every rank, and hier is what ran. */
 static void test_fabench_nodes_colls(void **state) {
   (void)state;
   if (!have_emulation()) skip();
@@ -1014,13 +1015,13 @@ static void test_fabench_nodes_colls(void **state) {
     char dir[64];
     assert_non_null(tu_tmpdir(dir, sizeof dir, "emucolls"));
     char *argv[] = {(char *)bin, (char *)cmds[i][0], (char *)cmds[i][1], (char *)cmds[i][2], "--emulate", "2x2:1gbit",
-                    "--transport", "tcp", "--algo", "hier", "--min-bytes", "8", "--max-bytes", "64K",
+                    "--transport", "tcp,ucx", "--algo", "hier", "--min-bytes", "8", "--max-bytes", "64K",
                     "--step-factor", "16", "--iters", "2", "--warmup", "1", "--peer", "none", "--out", dir, NULL};
     pid_t pid = spawn(argv);
     int st = wait_limit(pid, 60);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
-    assert_true(check_colls_csv(dir, "hier:ring", 2) >= 4);
+    assert_true(check_colls_csv(dir, "hier:ring", 2) >= 8); /* 4 sizes x 2 transports at least */
     assert_int_equal(leftovers(pid), 0);
     assert_int_equal(tu_rmtree(dir), 0);
   }

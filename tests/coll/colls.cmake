@@ -47,10 +47,14 @@ if(FABENCH_BUILD_UCX)
     set_tests_properties(coll_${_coll}_ucx_direct PROPERTIES ENVIRONMENT "UCX_TLS=sm,self")
   endforeach()
   # hier on faked hosts: the broadcast inside a host reads the leader's mapped copy (--mem comm
-  # on shared memory), the all-to-all goes by messages
+  # on shared memory), the all-to-all goes by messages; over ucx alone, and tcp across hosts
+  # with ucx inside them, as the commands run it
   foreach(_coll bcast a2a)
     fabench_colls_test(ucx ${_coll} hier --layouts AABB,AAABBB,ABBBC --mem comm --big 1031)
     set_tests_properties(coll_${_coll}_ucx_hier PROPERTIES ENVIRONMENT "UCX_TLS=sm,self")
+    add_test(NAME coll_${_coll}_tcp_hier_intra COMMAND test_colls --transport tcp --intra ucx --coll ${_coll}
+             --algo hier --layouts AABB,AABBCC,ABBBC --mem comm --big 1031)
+    set_tests_properties(coll_${_coll}_tcp_hier_intra PROPERTIES TIMEOUT 600 LABELS coll ENVIRONMENT "UCX_TLS=sm,self")
   endforeach()
   foreach(_c rs:ring ag:bruck bcast:vdg a2a:pairwise a2a:bruck)
     string(REPLACE ":" ";" _p ${_c})

@@ -9,9 +9,10 @@
  * by letter, for hier (reduce-scatter's and all-gather's on hosts of unequal rank counts run the
  * ring, and say so; broadcast's and all-to-all's run on any).
  * --mem comm: the buffers from coll_mem_alloc; --mapped yes|no: direct must read the peers'
- * copies in place (ucx on shared memory), or must fall back (elsewhere).
+ * copies in place (ucx on shared memory), or must fall back (elsewhere). --intra T: hier's
+ * phases inside hosts over transport T.
  * usage: test_colls --transport T --coll rs|ag|bcast|a2a --algo A [--ranks 1,2,...]
- *                   [--layouts L,...] [--big N] [--mem comm] [--mapped yes|no] */
+ *                   [--layouts L,...] [--big N] [--mem comm] [--mapped yes|no] [--intra T] */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +30,7 @@
 
 typedef struct {
   const char *transport, *coll, *algo;
+  const char *intra; /* hier's transport inside hosts (NULL: the one across) */
   size_t big;
   int mem_comm; /* buffers from coll_mem_alloc (ucx: memory the peers on this host map) */
   int mapped;   /* direct must read in place (1), must fall back (0), or either (-1) */
@@ -85,6 +87,7 @@ static int one_rank(const colls_cfg *cfg) {
   while (kind < 3 && strcmp(cfg->coll, kinds[kind])) kind++;
   if (coll_transport_parse(cfg->transport, &tk) || coll_colls_algo_parse((coll_kind)kind, cfg->algo, &algo)) return 1;
   coll_comm_opts o = {.transport = tk, .timeout_ms = 60000, .chunk_bytes = 4096};
+  if (cfg->intra && coll_transport_parse(cfg->intra, &o.intra) == 0) o.has_intra = 1;
   if (coll_boot_open(&b, COLL_BOOT_AUTO, tk == COLL_MPI, 60000, &e) || coll_comm_open(&c, b, &o, &e)) {
     fprintf(stderr, "open: %s\n", e.msg);
     return 1;
@@ -242,6 +245,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
     else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--mem")) cfg->mem_comm = !strcmp(argv[i + 1], "comm");
+    else if (!strcmp(argv[i], "--intra")) cfg->intra = argv[i + 1];
     else if (!strcmp(argv[i], "--mapped")) cfg->mapped = !strcmp(argv[i + 1], "yes");
   }
   if (getenv("TEST_COLLS_CHILD")) return one_rank(cfg);
