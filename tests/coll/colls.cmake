@@ -20,9 +20,13 @@ foreach(_coll rs ag)
   set_tests_properties(coll_${_coll}_tcp_hier PROPERTIES TIMEOUT 600)
 endforeach()
 # hier of broadcast (every root) and all-to-allv on nodes of 1x1, 2x2, 3x2, 2x3 and 4x1 ranks,
-# interleaved (ABAB) and uneven (AABBB, ABBBC)
+# interleaved (ABAB) and uneven (AABBB, ABBBC, AAABBBCC)
 foreach(_coll bcast a2a)
-  fabench_colls_test(tcp ${_coll} hier --layouts A,AABB,AABBCC,AAABBB,ABCD,ABAB,AABBB,ABBBC --big 1031)
+  fabench_colls_test(tcp ${_coll} hier --layouts A,AABB,AABBCC,AAABBB,ABCD,ABAB,AABBB,ABBBC,AAABBBCC --big 1031)
+  # long enough that the broadcast's levels among 3 run vdg (scatter + all-gather), not the tree
+  add_test(NAME coll_${_coll}_tcp_hier_big COMMAND test_colls --transport tcp --coll ${_coll} --algo hier
+           --layouts AABBCC,AAABBB --big 70001)
+  set_tests_properties(coll_${_coll}_tcp_hier_big PROPERTIES TIMEOUT 600 LABELS coll)
 endforeach()
 # direct over tcp: no rank maps another's memory, so the ring (the tree, pairwise) runs instead
 foreach(_coll rs ag bcast a2a)
