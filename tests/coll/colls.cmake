@@ -28,6 +28,11 @@ foreach(_coll bcast a2a)
            --layouts AABBCC,AAABBB --big 70001)
   set_tests_properties(coll_${_coll}_tcp_hier_big PROPERTIES TIMEOUT 600 LABELS coll)
 endforeach()
+# auto's broadcast across hosts: hier where some host has several ranks (AABB, ABAB, AABBB), a
+# one-level algorithm where each has one (ABCD)
+add_test(NAME coll_bcast_tcp_auto_hosts COMMAND test_colls --transport tcp --coll bcast --algo auto
+         --layouts AABB,ABCD,ABAB,AABBB --big 1031)
+set_tests_properties(coll_bcast_tcp_auto_hosts PROPERTIES TIMEOUT 600 LABELS coll)
 # direct over tcp: no rank maps another's memory, so the ring (the tree, pairwise) runs instead
 foreach(_coll rs ag bcast a2a)
   fabench_colls_test(tcp ${_coll} direct --mapped no)

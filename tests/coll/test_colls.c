@@ -76,6 +76,18 @@ static int layout_even(const char *layout) {
   return 1;
 }
 
+/* The layout spans several hosts and some host has several ranks (where auto's broadcast runs
+ * hier); no layout: one host. */
+static int layout_hier(const char *layout) {
+  int count[26] = {0}, hosts = 0, most = 0;
+  for (const char *p = layout; p && *p; p++) count[(*p - 'A') % 26]++;
+  for (int i = 0; i < 26; i++) {
+    hosts += count[i] > 0;
+    if (count[i] > most) most = count[i];
+  }
+  return hosts > 1 && most > 1;
+}
+
 static int one_rank(const colls_cfg *cfg) {
   coll_err e = {{0}};
   coll_boot *b;
@@ -168,6 +180,12 @@ static int one_rank(const colls_cfg *cfg) {
           want_kind = ran.kind;
         if (!rcall && algo.kind != COLL_ALGO_AUTO && ran.kind != want_kind) {
           fprintf(stderr, "rank %d: %s ran algorithm %d, asked %s\n", me, k, (int)ran.kind, cfg->algo);
+          fails++;
+        }
+        /* auto's broadcast: hier exactly where the ranks span hosts and some host has several */
+        if (!rcall && algo.kind == COLL_ALGO_AUTO && kind == COLL_BCAST &&
+            (ran.kind == COLL_ALGO_HIER) != layout_hier(getenv("TEST_COLLS_LAYOUT"))) {
+          fprintf(stderr, "rank %d: auto's broadcast ran algorithm %d\n", me, (int)ran.kind);
           fails++;
         }
       }
