@@ -6,8 +6,9 @@
  *             about half the blocks: fewer start-ups for short blocks, more bytes;
  *   direct (equal counts only): the peers' mapped copies read in place (algo_direct.c), else
  *             pairwise;
- *   hier:     through one leader per host: gathered to it, exchanged between leaders pairwise,
- *             handed out (algo_colls_hier.c); counts may differ. */
+ *   hier:     what crosses hosts through one leader per host: gathered to it, exchanged between
+ *             leaders pairwise, handed out; the rest pairwise inside the host
+ *             (algo_colls_hier.c); counts may differ. */
 #include <stdlib.h>
 
 #include "algo_plan.h"

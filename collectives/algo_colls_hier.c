@@ -8,10 +8,12 @@
  *        ranks on the intra model), or, where the host's ranks map each other's buffer (ucx),
  *        each rank copies the leader's copy in place between two rounds of tokens.
  *   all-to-all(v): the leader is a host's first rank. 1. each rank sends the leader its counts
- *     (what it sends and receives per peer) and its send data packed in node order; 2. the
- *     leaders exchange per pair of hosts everything one host's ranks send the other's (pairwise,
- *     H - 1 steps); 3. each leader hands each of its ranks what it receives, packed in node
- *     order, which the rank unpacks at its displacements. Zero-length parts move nothing.
+ *     (what it sends and receives per peer) and its send data for other hosts packed in node
+ *     order, then exchanges its parts for its own host's ranks with them directly (pairwise);
+ *     2. the leaders exchange per pair of hosts everything one host's ranks send the other's
+ *     (pairwise, H - 1 steps); 3. each leader hands each of its ranks what it receives from
+ *     other hosts, packed in node order, which the rank unpacks at its displacements.
+ *     Zero-length parts move nothing.
  * Each phase has its own seq (base, base + 1, base + 2), so phases never match each other's
  * messages. */
 #include <stdlib.h>
@@ -78,7 +80,8 @@ int coll_bcast_hier(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e
 /* ---- all-to-all(v) ---- */
 
 /* What one call of the leader keeps: its host's counts (row i of its L ranks: n send counts,
- * then n receive counts, by world rank) and the offsets derived from them. */
+ * then n receive counts, by world rank) and the offsets derived from them, for the parts that
+ * cross hosts (those inside the host go between its ranks directly). */
 typedef struct {
   size_t *cnt;  /* L x 2n */
   size_t *poff; /* L x n: where rank i's part for node position pos starts in i's packed data */
@@ -95,10 +98,15 @@ static void ah_plan_free(ah_plan *p) {
 static size_t ah_s(const ah_plan *p, int n, int i, int q) { return p->cnt[(size_t)i * 2 * n + (size_t)q]; }
 static size_t ah_r(const ah_plan *p, int n, int i, int q) { return p->cnt[(size_t)i * 2 * n + (size_t)n + (size_t)q]; }
 
+/* Is node position pos on this rank's host? */
+static int ah_here(const coll_comm *c, int pos) {
+  return pos >= c->host_start[c->node_host] && pos < c->host_start[c->node_host + 1];
+}
+
 /* Offsets from the counts: the gathered and handed-out buffers (rank by rank), each rank's
- * packed parts (node order), and per host g the outgoing part (for each of g's ranks in node
- * order, this host's ranks in turn) and the incoming one (for each of this host's ranks, g's
- * ranks in turn). */
+ * packed parts (node order, other hosts only), and per other host g the outgoing part (for each
+ * of g's ranks in node order, this host's ranks in turn) and the incoming one (for each of this
+ * host's ranks, g's ranks in turn); this host's own parts are empty. */
 static void ah_offsets(ah_plan *p, const coll_comm *c, int n, int L) {
   int H = c->nhosts;
   const int *order = c->node_order, *start = c->host_start;
@@ -108,6 +116,7 @@ static void ah_offsets(ah_plan *p, const coll_comm *c, int n, int L) {
     size_t s = 0, r = 0;
     for (int pos = 0; pos < n; pos++) {
       p->poff[(size_t)i * n + pos] = s;
+      if (ah_here(c, pos)) continue;
       s += ah_s(p, n, i, order[pos]);
       r += ah_r(p, n, i, order[pos]);
     }
@@ -117,36 +126,61 @@ static void ah_offsets(ah_plan *p, const coll_comm *c, int n, int L) {
   out[0] = inc[0] = 0;
   for (int g = 0; g < H; g++) {
     size_t so = 0, ri = 0;
-    for (int pos = start[g]; pos < start[g + 1]; pos++)
+    for (int pos = start[g]; pos < start[g + 1] && g != c->node_host; pos++)
       for (int i = 0; i < L; i++) so += ah_s(p, n, i, order[pos]), ri += ah_r(p, n, i, order[pos]);
     out[g + 1] = out[g] + so;
     inc[g + 1] = inc[g] + ri;
   }
 }
 
-/* This rank's send data packed by destination in node order (n: the world's size, whatever view
- * c is in). */
+/* This rank's send data for other hosts packed by destination in node order (n: the world's
+ * size, whatever view c is in). */
 static void ah_pack(coll_comm *c, int n, unsigned char *dst, const unsigned char *src, const size_t *sc,
                     const size_t *sd, size_t es) {
   for (int pos = 0; pos < n; pos++) {
     int q = c->node_order[pos];
+    if (ah_here(c, pos)) continue;
     if (sc[q]) coll_ccopy(c, dst, src + sd[q] * es, sc[q] * es);
     dst += sc[q] * es;
   }
 }
 
-/* What this rank receives, packed by source in node order, to its displacements. */
+/* What this rank receives from other hosts, packed by source in node order, to its
+ * displacements. */
 static void ah_unpack(coll_comm *c, int n, unsigned char *dst, const unsigned char *src, const size_t *rc,
                       const size_t *rd, size_t es) {
   for (int pos = 0; pos < n; pos++) {
     int p = c->node_order[pos];
+    if (ah_here(c, pos)) continue;
     if (rc[p]) coll_ccopy(c, dst + rd[p] * es, src, rc[p] * es);
     src += rc[p] * es;
   }
 }
 
-/* The leader's phases: 1's receives into g (gathered), 2 (o: outgoing by host, i: incoming by
- * host) and 3 (x: handed out by rank), the leader's own part unpacked at once. */
+/* The parts between this host's ranks, straight between their buffers, on the host's view of in:
+ * pairwise (step s: to local rank j + s, from j - s), this rank's own part a copy. Tags from
+ * step 2 (0 and 1 are the leader's counts and data). */
+static int ah_local(coll_comm *c, coll_comm *in, const unsigned char *sb, const size_t *sc, const size_t *sd,
+                    unsigned char *rb, const size_t *rcn, const size_t *rd, size_t es, coll_err *e) {
+  const int *mine = c->node_order + c->host_start[c->node_host];
+  int L = in->size, j = in->rank, me = mine[j];
+  if (sc[me]) coll_ccopy(c, rb + rd[me] * es, sb + sd[me] * es, sc[me] * es);
+  coll_reqset rs;
+  if (L > 1 && coll_reqset_init(&rs, in, 2, e) != 0) return -1;
+  for (int s = 1; s < L; s++) {
+    int to = mine[(j + s) % L], from = mine[(j - s + L) % L];
+    uint32_t tag = coll_tag(in, 2 + (uint32_t)s);
+    if (coll_reqset_recv(&rs, (j - s + L) % L, rb + rd[from] * es, rcn[from] * es, tag, e) != 0 ||
+        coll_reqset_send(&rs, (j + s) % L, sb + sd[to] * es, sc[to] * es, tag, e) != 0 ||
+        coll_reqset_wait(&rs, e) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* The leader's phases: 1's receives into g (gathered), then its parts inside the host, 2 (o:
+ * outgoing by host, ib: incoming by host) and 3 (x: handed out by rank), the leader's own part
+ * unpacked at once. */
 static int ah_leader(coll_comm *c, coll_comm *in, const void *sendbuf, const size_t *sc, const size_t *sd,
                      void *recvbuf, const size_t *rcn, const size_t *rd, size_t es, uint32_t base, coll_err *e) {
   const int *order = c->node_order, *start = c->host_start;
@@ -182,18 +216,18 @@ static int ah_leader(coll_comm *c, coll_comm *in, const void *sendbuf, const siz
       rc = coll_reqset_recv(&rs, i, g + p.goff[i] * es, (p.goff[i + 1] - p.goff[i]) * es, coll_tag(in, 1), e);
     if (rc == 0) rc = coll_reqset_wait(&rs, e);
   }
+  if (rc == 0) rc = ah_local(c, in, sendbuf, sc, sd, recvbuf, rcn, rd, es, e);
   coll_view_clear(in);
   if (rc == 0 && in != c) rc = ch_flush(in, e);
   const size_t *out = p.hoff, *inc = p.hoff + H + 1;
-  if (rc == 0) { /* 2: outgoing by host, then this host's own part in place, then the others' */
+  if (rc == 0) { /* 2: outgoing by host (none to this one), then pairwise between the leaders */
     unsigned char *w = o;
     for (int pos = 0; pos < n; pos++)
-      for (int i = 0; i < L; i++) {
+      for (int i = 0; i < L && !ah_here(c, pos); i++) {
         size_t len = ah_s(&p, n, i, order[pos]) * es;
         if (len) coll_ccopy(c, w, g + (p.goff[i] + p.poff[(size_t)i * n + pos]) * es, len);
         w += len;
       }
-    if (out[h + 1] > out[h]) coll_ccopy(c, ib + inc[h] * es, o + out[h] * es, (out[h + 1] - out[h]) * es);
     c->seq = base + 1;
     coll_view_set(c, c->group, H, h);
     if (H > 1) rc = coll_reqset_init(&rs, c, 2, e);
@@ -214,7 +248,7 @@ static int ah_leader(coll_comm *c, coll_comm *in, const void *sendbuf, const siz
     for (int t = 0; t < L && curs; t++) {
       unsigned char *w = x + p.roff[t] * es;
       for (int gg = 0; gg < H; gg++)
-        for (int pos = start[gg]; pos < start[gg + 1]; pos++) {
+        for (int pos = start[gg]; pos < start[gg + 1] && gg != h; pos++) {
           size_t len = ah_r(&p, n, t, order[pos]);
           if (len) coll_ccopy(c, w, ib + curs[gg] * es, len * es);
           w += len * es, curs[gg] += len;
@@ -236,13 +270,15 @@ static int ah_leader(coll_comm *c, coll_comm *in, const void *sendbuf, const siz
   return rc;
 }
 
-/* Another rank of the host: its counts and data to the leader, and what it receives back. */
+/* Another rank of the host: its counts and data for other hosts to the leader, its parts inside
+ * the host, and what it receives from other hosts back from the leader. */
 static int ah_member(coll_comm *c, coll_comm *in, const void *sendbuf, const size_t *sc, const size_t *sd,
                      void *recvbuf, const size_t *rcn, const size_t *rd, size_t es, uint32_t base, coll_err *e) {
-  const int *start = c->host_start;
+  const int *order = c->node_order, *start = c->host_start;
   int n = c->size, h = c->node_host, L = start[h + 1] - start[h], j = c->node_pos - start[h];
   size_t ts = 0, tr = 0;
-  for (int q = 0; q < n; q++) ts += sc[q], tr += rcn[q];
+  for (int pos = 0; pos < n; pos++)
+    if (!ah_here(c, pos)) ts += sc[order[pos]], tr += rcn[order[pos]];
   size_t *cnt = malloc(2 * (size_t)n * sizeof *cnt);
   unsigned char *pk = coll_scratch(c, 0, ts * es + 64, e), *got = coll_scratch(c, 1, tr * es + 64, e);
   if (!cnt) return coll_fail(e, "rank %d: out of memory", c->rank);
@@ -252,12 +288,14 @@ static int ah_member(coll_comm *c, coll_comm *in, const void *sendbuf, const siz
   ah_pack(c, n, pk, sendbuf, sc, sd, es);
   coll_reqset rs;
   in->seq = base;
-  coll_view_set(in, c->node_order + start[h], L, j);
+  coll_view_set(in, order + start[h], L, j);
   int rc = coll_reqset_init(&rs, in, 2, e);
   if (rc == 0) rc = coll_reqset_send(&rs, 0, cnt, 2 * (size_t)n * sizeof *cnt, coll_tag(in, 0), e);
   if (rc == 0) rc = coll_reqset_send(&rs, 0, pk, ts * es, coll_tag(in, 1), e);
   if (rc == 0) rc = coll_reqset_wait(&rs, e);
+  if (rc == 0) rc = ah_local(c, in, sendbuf, sc, sd, recvbuf, rcn, rd, es, e);
   in->seq = base + 2;
+  if (rc == 0) rc = coll_reqset_init(&rs, in, 2, e);
   if (rc == 0) rc = coll_reqset_recv(&rs, 0, got, tr * es, coll_tag(in, 0), e);
   if (rc == 0) rc = coll_reqset_wait(&rs, e);
   coll_view_clear(in);

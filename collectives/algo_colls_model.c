@@ -15,8 +15,11 @@
  * alike on both levels (one fabric's model):
  *   broadcast      B(H) + B(L), B(q) the cheapest one-level broadcast of n among q ranks (what
  *                  hier runs at each level; 0 for q < 2)
- *   all-to-all     gather to the leader (L-1) (alpha + n beta), leaders pairwise
- *                  (H-1) alpha + (H-1)/H L n beta, handed out (L-1) (alpha + n beta)
+ *   all-to-all     b = n/p to each peer: the leader gathers what its L-1 ranks send other hosts,
+ *                  (L-1) alpha + (L-1)(p-L) b beta, and hands out as much; the ranks of a host
+ *                  exchange their parts pairwise, (L-1) (alpha + b beta); the leaders pairwise,
+ *                  (H-1) alpha + L (p-L) b beta: in all
+ *                  (3 (L-1) + H-1) alpha + ((3L-2)(p-L) + L-1) b beta
  * auto considers hier where m->hosts > 1 (coll_colls_auto sets it from the communicator). */
 #include <math.h>
 #include <stdlib.h>
@@ -56,7 +59,7 @@ static double cm_time(const coll_model *m, coll_kind k, coll_algo a, int p, size
       return cm_time(m, k, cm_pick(m, k, H, bytes, chunk_bytes, 0), H, bytes, chunk_bytes) +
              cm_time(m, k, cm_pick(m, k, L, bytes, chunk_bytes, 0), L, bytes, chunk_bytes);
     if (k == COLL_ALLTOALL)
-      return (2 * (L - 1) + (H - 1)) * m->alpha + (2.0 * (L - 1) + (double)(H - 1) / H * L) * n * m->beta;
+      return (3 * (L - 1) + (H - 1)) * m->alpha + ((3.0 * L - 2) * (p - L) + (L - 1)) * (n / p) * m->beta;
     return INFINITY;
   }
   default: return INFINITY;

@@ -206,8 +206,9 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
  *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn),
  *                   hier (among one leader per host, the root leading its own, then inside each
  *                   host), auto
- *   all-to-all(v):  pairwise, bruck (all-to-all only: equal counts), hier (through one leader
- *                   per host: gathered, exchanged between hosts, handed out; any counts), auto
+ *   all-to-all(v):  pairwise, bruck (all-to-all only: equal counts), hier (what crosses hosts
+ *                   through one leader per host: gathered, exchanged between hosts, handed out;
+ *                   the rest pairwise inside the host; any counts), auto
  *   (the broadcast's and all-to-all's hier take hosts of any rank counts)
  *   every one:      direct (all-to-all only: equal counts): each rank reads what it needs from its
  *                   peers' copies in place, where every rank is on one host and passed the same

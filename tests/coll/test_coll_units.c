@@ -360,10 +360,11 @@ static void test_colls_model_hier(void **st) {
       {COLL_BCAST, 8, 2, (1e-6 + 4e-3) + (5e-6 + 6e-3)},
       /* one host: the one-level broadcast's (vdg) */
       {COLL_BCAST, 4, 0, 5e-6 + 6e-3},
-      /* gather (1), leaders (1), hand out (1): 3 us; 1 + 1/2 x 2 + 1 = 3 vectors of 4 ms */
-      {COLL_ALLTOALL, 4, 2, 3e-6 + 12e-3},
-      /* 3 hosts of 2: 2 + 2 + ... 4 us; 1 + 2/3 x 2 + 1 = 10/3 vectors */
-      {COLL_ALLTOALL, 6, 3, 4e-6 + 10.0 / 3 * 4e-3},
+      /* 2 hosts of 2, 1 MB to each peer: gather (1 message of the 2 MB for the other host),
+       * inside (1 of 1 MB), leaders (1 of 4 MB), hand out (1 of 2 MB): 4 us + 9 ms */
+      {COLL_ALLTOALL, 4, 2, 4e-6 + 9e-3},
+      /* 3 hosts of 2, 2/3 MB to each peer: 1 + 1 + 2 + 1 messages; 4 + 1 + 8 + 4 = 17 parts */
+      {COLL_ALLTOALL, 6, 3, 5e-6 + 17 * 4e6 / 6 * 1e-9},
       /* more hosts than ranks: a rank a host, the leaders' pairwise alone */
       {COLL_ALLTOALL, 2, 5, 1e-6 + 0.5 * 4e-3},
   };
