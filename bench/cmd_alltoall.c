@@ -94,7 +94,8 @@ const bench_coll bench_coll_alltoall = {
     .what = "all-to-all",
     .kind = COLL_ALLTOALL,
     .algos = "pairwise,bruck,native",
-    .algo_help = "pairwise,bruck (even counts only),direct (the peers' mapped copies read in place: ucx, "
+    .algo_help = "pairwise,bruck (even counts only),hier (what crosses hosts through one leader per host: "
+                 "gathered, exchanged between hosts pairwise, handed out),direct (the peers' mapped copies read in place: ucx, "
                  "one host; else pairwise; even counts only),native,auto",
     .varies = 1,
     .blocks = 1,

@@ -39,8 +39,8 @@ const bench_coll bench_coll_bcast = {
     .kind = COLL_BCAST,
     .algos = "tree,chain,vdg,native",
     .algo_help = "tree (binomial),chain (pipelined in --chunk pieces),vdg (scatter, then the ring "
-                 "all-gather: van de Geijn),direct (the root's mapped copy read in place: ucx, one host; else "
-                 "tree),native,auto",
+                 "all-gather: van de Geijn),hier (among one leader per host, then inside each host),direct "
+                 "(the root's mapped copy read in place: ucx, one host; else tree),native,auto",
     .in_place = 1,
     .rooted = 1,
     .busbw = bc_busbw,

@@ -623,9 +623,11 @@ static int cb_open(cb_ctx *x, cb_run *u) {
                          .tcp_cc = o->r.tcp_cc, .no_peer_map = o->no_peer_map,
                          .no_spin = o->no_spin || o->beside, /* a spinning wait would take the load's core */
                          .model = cb_model_for(x, o->transports[t]), .devices = o->devices};
-    int may_hier = 0;
+    /* hier's phases inside hosts over another transport: for hier, and for auto where it may
+     * pick hier (the all-reduce's, the broadcast's and the all-to-all's) */
+    int may_hier = 0, auto_hier = x->d->kind < 0 || x->d->kind == COLL_BCAST || x->d->kind == COLL_ALLTOALL;
     for (int a = 0; a < o->nalgos; a++)
-      may_hier |= o->algos[a].kind == COLL_ALGO_HIER || (x->d->kind < 0 && o->algos[a].kind == COLL_ALGO_AUTO);
+      may_hier |= o->algos[a].kind == COLL_ALGO_HIER || (auto_hier && o->algos[a].kind == COLL_ALGO_AUTO);
     bench_comm_intra(&o->r, &co, may_hier);
     if (coll_comm_open(&u->comms[t], x->boot, &co, &e)) return cb_fail(&e);
     /* the run's buffer from a communicator whose ranks map it: ucx's own, else one inside hosts */

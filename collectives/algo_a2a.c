@@ -5,7 +5,10 @@
  *   bruck (equal counts only, coll_alltoall): ceil(lg n) steps instead of n - 1, each moving
  *             about half the blocks: fewer start-ups for short blocks, more bytes;
  *   direct (equal counts only): the peers' mapped copies read in place (algo_direct.c), else
- *             pairwise. */
+ *             pairwise;
+ *   hier:     what crosses hosts through one leader per host: gathered to it, exchanged between
+ *             leaders pairwise, handed out; the rest pairwise inside the host
+ *             (algo_colls_hier.c); counts may differ. */
 #include <stdlib.h>
 
 #include "algo_plan.h"
@@ -17,7 +20,7 @@ int coll_alltoallv(coll_comm *c, const void *sendbuf, const size_t *scounts, con
   if (algo.kind == COLL_ALGO_BRUCK || algo.kind == COLL_ALGO_DIRECT)
     return coll_colls_end(c, coll_fail(e, "rank %d: all-to-allv: %s takes equal counts only (coll_alltoall)", c->rank,
                                        algo.kind == COLL_ALGO_BRUCK ? "bruck" : "direct"), e);
-  coll_algo a = {algo.kind == COLL_ALGO_NATIVE ? COLL_ALGO_NATIVE : COLL_ALGO_PAIRWISE, 0};
+  coll_algo a = {algo.kind == COLL_ALGO_NATIVE || algo.kind == COLL_ALGO_HIER ? algo.kind : COLL_ALGO_PAIRWISE, 0};
   if (ran) *ran = a;
   if (a.kind == COLL_ALGO_NATIVE)
     return coll_colls_end(c, c->tp->ops->alltoallv(c->tp, sendbuf, scounts, sdispls, recvbuf, rcounts, rdispls, dt, e), e);
@@ -27,6 +30,8 @@ int coll_alltoallv(coll_comm *c, const void *sendbuf, const size_t *scounts, con
   unsigned char *out = recvbuf;
   if (scounts[r] != rcounts[r])
     return coll_fail(e, "rank %d: all-to-all: %zu elements to itself but %zu from itself", r, scounts[r], rcounts[r]);
+  if (a.kind == COLL_ALGO_HIER && n > 1)
+    return coll_colls_end(c, coll_a2a_hier(c, sendbuf, scounts, sdispls, recvbuf, rcounts, rdispls, es, e), e);
   if (scounts[r]) coll_ccopy(c, out + rdispls[r] * es, in + sdispls[r] * es, scounts[r] * es);
   coll_reqset rs;
   int rc = coll_reqset_init(&rs, c, 2, e);
@@ -73,7 +78,7 @@ int coll_alltoall(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count
                   coll_algo algo, coll_algo *ran, coll_err *e) {
   int n = c->size;
   size_t es = coll_dtype_size(dt);
-  if (algo.kind == COLL_ALGO_AUTO) algo = coll_colls_pick(&c->model, COLL_ALLTOALL, n, count * es * (size_t)n, c->chunk_bytes);
+  if (algo.kind == COLL_ALGO_AUTO) algo = coll_colls_auto(c, COLL_ALLTOALL, count * es * (size_t)n);
   if (algo.kind == COLL_ALGO_DIRECT) {
     if (coll_colls_begin(c, COLL_ALLTOALL, algo, dt, e) != 0) return -1;
     if (ran) *ran = algo;

@@ -5,7 +5,9 @@
  *          as soon as it is in: about one message's time plus n - 2 chunks';
  *   vdg:   van de Geijn: the root's n blocks scattered down the binomial tree (each subtree
  *          gets its ranks' blocks), then the ring all-gather: 2 (n-1)/n of the message a rank,
- *          for large messages. */
+ *          for large messages;
+ *   hier:  among one leader per host (the root on its own), then inside each host
+ *          (algo_colls_hier.c). */
 #include "algo_plan.h"
 
 static int bc_real(int v, int root, int n) { return (v + root) % n; }
@@ -104,13 +106,20 @@ int coll_bcast_tree(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e
   return bytes ? bc_tree(c, buf, bytes, root, e) : 0;
 }
 
+int coll_bcast_flat(coll_comm *c, coll_algo_kind k, void *buf, size_t bytes, int root, coll_err *e) {
+  if (c->size < 2 || !bytes) return 0;
+  return k == COLL_ALGO_CHAIN ? bc_chain(c, buf, bytes, root, e)
+         : k == COLL_ALGO_VDG ? bc_vdg(c, buf, bytes, root, e)
+                              : bc_tree(c, buf, bytes, root, e);
+}
+
 int coll_broadcast(coll_comm *c, void *buf, size_t count, coll_dtype dt, int root, coll_algo algo,
                    coll_algo *ran, coll_err *e) {
   if (coll_colls_begin(c, COLL_BCAST, algo, dt, e) != 0) return -1;
   if (root < 0 || root >= c->size) return coll_fail(e, "broadcast: root %d is not a rank (0..%d)", root, c->size - 1);
   size_t bytes = count * coll_dtype_size(dt);
   coll_algo a = algo;
-  if (a.kind == COLL_ALGO_AUTO) a = coll_colls_pick(&c->model, COLL_BCAST, c->size, bytes, c->chunk_bytes);
+  if (a.kind == COLL_ALGO_AUTO) a = coll_colls_auto(c, COLL_BCAST, bytes);
   a.param = 0;
   if (ran) *ran = a;
   if (a.kind == COLL_ALGO_NATIVE) return coll_colls_end(c, c->tp->ops->bcast(c->tp, buf, count, dt, root, e), e);
@@ -121,8 +130,6 @@ int coll_broadcast(coll_comm *c, void *buf, size_t count, coll_dtype dt, int roo
     a.kind = COLL_ALGO_TREE; /* not every rank's copy can be read here */
     if (ran) *ran = a;
   }
-  int rc = a.kind == COLL_ALGO_CHAIN ? bc_chain(c, buf, bytes, root, e)
-           : a.kind == COLL_ALGO_VDG ? bc_vdg(c, buf, bytes, root, e)
-                                     : bc_tree(c, buf, bytes, root, e);
-  return coll_colls_end(c, rc, e);
+  if (a.kind == COLL_ALGO_HIER) return coll_colls_end(c, coll_bcast_hier(c, buf, bytes, root, e), e);
+  return coll_colls_end(c, coll_bcast_flat(c, a.kind, buf, bytes, root, e), e);
 }

@@ -97,6 +97,18 @@ int coll_rs_hier(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count,
 int coll_ag_hier(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count, coll_dtype dt, coll_err *e);
 int coll_ring_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, coll_dtype dt, coll_op op,
                     int ag, coll_err *e);
+/* Two-level broadcast and all-to-all(v) (algo_colls_hier.c), for hosts of any rank counts: only
+ * one leader per host talks across hosts. Set c->seq themselves (three sub-steps at most). */
+int coll_bcast_hier(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e);
+int coll_a2a_hier(coll_comm *c, const void *sendbuf, const size_t *scounts, const size_t *sdispls, void *recvbuf,
+                  const size_t *rcounts, const size_t *rdispls, size_t es, coll_err *e);
+/* The flat broadcast k (tree, chain or vdg; anything else: tree) on c or its view. */
+int coll_bcast_flat(coll_comm *c, coll_algo_kind k, void *buf, size_t bytes, int root, coll_err *e);
+/* The cheapest of k's one-level algorithms by m (hier left out): what hier runs at each level. */
+coll_algo coll_colls_pick_flat(const coll_model *m, coll_kind k, int p, size_t bytes, size_t chunk_bytes);
+/* auto's pick of collective k on c (bytes as coll_colls_time's): the formulas with c's hosts
+ * (hier priced where they are several and some has more than one rank). */
+coll_algo coll_colls_auto(const coll_comm *c, coll_kind k, size_t bytes);
 
 /* An exchange with one partner whose received elements are reduced into dst: sends scount
  * elements from sbuf and receives rcount, in pieces of the communicator's chunk, COLL_RING_SLOTS

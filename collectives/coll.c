@@ -593,14 +593,16 @@ int coll_colls_algo(coll_kind k, coll_algo a) {
   case COLL_REDUCE_SCATTER: return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RHD || x == COLL_ALGO_HIER;
   case COLL_ALLGATHER:
     return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RD || x == COLL_ALGO_BRUCK || x == COLL_ALGO_HIER;
-  case COLL_BCAST: return x == COLL_ALGO_AUTO || x == COLL_ALGO_TREE || x == COLL_ALGO_CHAIN || x == COLL_ALGO_VDG;
-  case COLL_ALLTOALL: return x == COLL_ALGO_AUTO || x == COLL_ALGO_PAIRWISE || x == COLL_ALGO_BRUCK;
+  case COLL_BCAST:
+    return x == COLL_ALGO_AUTO || x == COLL_ALGO_TREE || x == COLL_ALGO_CHAIN || x == COLL_ALGO_VDG || x == COLL_ALGO_HIER;
+  case COLL_ALLTOALL: return x == COLL_ALGO_AUTO || x == COLL_ALGO_PAIRWISE || x == COLL_ALGO_BRUCK || x == COLL_ALGO_HIER;
   default: return 0;
   }
 }
 
 int coll_colls_algo_parse(coll_kind k, const char *s, coll_algo *out) {
-  int i = s ? coll_lookup(s, coll_algo_names, COLL_NALGOS) : -1;
+  /* "hier:ring" is how coll_algo_format writes hier (rows' algo_ran): the same algorithm */
+  int i = s && !strcmp(s, "hier:ring") ? COLL_ALGO_HIER : s ? coll_lookup(s, coll_algo_names, COLL_NALGOS) : -1;
   if (i < 0 || !coll_colls_algo(k, (coll_algo){(coll_algo_kind)i, 0})) return -1;
   *out = (coll_algo){(coll_algo_kind)i, 0};
   return 0;

@@ -203,8 +203,13 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
  *   (hier: inside each host, then among the ranks of one local index across hosts; hosts of
  *   different rank counts run the ring)
  *   broadcast:      tree (binomial), chain (pipelined in the communicator's chunks), vdg
- *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn), auto
- *   all-to-all(v):  pairwise, bruck (all-to-all only: equal counts), auto
+ *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn),
+ *                   hier (among one leader per host, the root leading its own, then inside each
+ *                   host), auto
+ *   all-to-all(v):  pairwise, bruck (all-to-all only: equal counts), hier (what crosses hosts
+ *                   through one leader per host: gathered, exchanged between hosts, handed out;
+ *                   the rest pairwise inside the host; any counts), auto
+ *   (the broadcast's and all-to-all's hier take hosts of any rank counts)
  *   every one:      direct (all-to-all only: equal counts): each rank reads what it needs from its
  *                   peers' copies in place, where every rank is on one host and passed the same
  *                   place of memory they map (coll_mem_alloc over ucx); elsewhere the ring (the
@@ -328,8 +333,9 @@ void coll_model_host_bytes(const coll_model *m, coll_algo a, int p, size_t bytes
 coll_algo coll_model_pick(const coll_model *m, int p, size_t bytes, size_t chunk_bytes);
 /* The other collectives' formulas (algo_colls_model.c): seconds for collective k by algorithm a
  * on p ranks, bytes being the whole vector (reduce-scatter, all-gather), the message
- * (broadcast) or what one rank sends in all (all-to-all); alpha, beta and gamma only (one
- * level, nothing learned yet). INFINITY for native and for what k does not have. */
+ * (broadcast) or what one rank sends in all (all-to-all); alpha, beta and gamma only (nothing
+ * learned yet; hier by level, on m->hosts hosts). INFINITY for native and for what k does not
+ * have (reduce-scatter's and all-gather's hier). */
 double coll_colls_time(const coll_model *m, coll_kind k, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The fastest of k's algorithms by those formulas (auto). */
 coll_algo coll_colls_pick(const coll_model *m, coll_kind k, int p, size_t bytes, size_t chunk_bytes);

@@ -970,6 +970,63 @@ static void test_fabench_nodes(void **state) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
+/* colls.csv's rows: every one verified (errors 0), on the emulated fabric, ran `ran`, from
+ * `hosts` hosts. Returns the row count. */
+static int check_colls_csv(const char *dir, const char *ran, int hosts) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/colls.csv", dir);
+  char *csv = tu_slurp(path, NULL);
+  assert_non_null(csv);
+  char *save = NULL, *line = strtok_r(csv, "\n", &save);
+  assert_non_null(line);
+  int col[4] = {-1, -1, -1, -1}, k = 0, rows = 0; /* errors, fabric, algo_ran, host_count */
+  static const char *const names[4] = {"errors", "fabric", "algo_ran", "host_count"};
+  for (char *s2 = NULL, *t = strtok_r(line, ",", &s2); t; t = strtok_r(NULL, ",", &s2), k++)
+    for (int i = 0; i < 4; i++)
+      if (!strcmp(t, names[i])) col[i] = k;
+  for (int i = 0; i < 4; i++) assert_true(col[i] >= 0);
+  while ((line = strtok_r(NULL, "\n", &save))) {
+    char *f = line;
+    for (int c = 0; f; c++) {
+      char *comma = strchr(f, ',');
+      if (comma) *comma = 0;
+      if (c == col[0]) assert_int_equal(atol(f), 0);
+      if (c == col[1]) assert_non_null(strstr(f, "emu-1gbit"));
+      if (c == col[2]) assert_string_equal(f, ran);
+      if (c == col[3]) assert_int_equal(atoi(f), hosts);
+      f = comma ? comma + 1 : NULL;
+    }
+    rows++;
+  }
+  free(csv);
+  return rows;
+}
+
+/* fabench bcast (from a root that is not its host's first rank) and alltoall (skewed: the
+ * all-to-allv) by hier on an emulated 2x2 cluster, over tcp (ucx inside the nodes) and ucx: every
+ * element checked on every rank, and hier is what ran. */
+static void test_fabench_nodes_colls(void **state) {
+  (void)state;
+  if (!have_emulation()) skip();
+  const char *bin = fabench_bin();
+  if (!bin) skip();
+  static const char *const cmds[2][4] = {{"bcast", "--root", "3", NULL}, {"alltoall", "--imbalance", "1", NULL}};
+  for (int i = 0; i < 2; i++) {
+    char dir[64];
+    assert_non_null(tu_tmpdir(dir, sizeof dir, "emucolls"));
+    char *argv[] = {(char *)bin, (char *)cmds[i][0], (char *)cmds[i][1], (char *)cmds[i][2], "--emulate", "2x2:1gbit",
+                    "--transport", "tcp,ucx", "--algo", "hier", "--min-bytes", "8", "--max-bytes", "64K",
+                    "--step-factor", "16", "--iters", "2", "--warmup", "1", "--peer", "none", "--out", dir, NULL};
+    pid_t pid = spawn(argv);
+    int st = wait_limit(pid, 60);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_true(check_colls_csv(dir, "hier:ring", 2) >= 8); /* 4 sizes x 2 transports at least */
+    assert_int_equal(leftovers(pid), 0);
+    assert_int_equal(tu_rmtree(dir), 0);
+  }
+}
+
 /* A rank of a 2x2 cluster killed mid-run over ucx (a node's ranks on shared memory): the run
  * fails, and no namespace, link, qdisc, holder or shared-memory segment is left. */
 static void test_fabench_nodes_killed_rank(void **state) {
@@ -1006,6 +1063,7 @@ int main(int argc, char **argv) {
   if (k <= 0) return 1;
   self_exe[k] = 0;
   srand((unsigned)time(NULL) ^ (unsigned)getpid());
+  if (getenv("TEST_EMULATE_ONLY")) cmocka_set_test_filter(getenv("TEST_EMULATE_ONLY")); /* one test by name */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_setup_teardown), cmocka_unit_test(test_bad_cc),
       cmocka_unit_test(test_peer_ranks),
@@ -1016,7 +1074,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_node_layouts),   cmocka_unit_test(test_node_slow),
       cmocka_unit_test(test_nodes_failing_rank), cmocka_unit_test(test_nodes_interrupted),
       cmocka_unit_test(test_nodes_stale),    cmocka_unit_test(test_fabench_nodes),
-      cmocka_unit_test(test_fabench_nodes_killed_rank),
+      cmocka_unit_test(test_fabench_nodes_killed_rank), cmocka_unit_test(test_fabench_nodes_colls),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

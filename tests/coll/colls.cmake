@@ -19,6 +19,20 @@ foreach(_coll rs ag)
   fabench_colls_test(tcp ${_coll} hier --layouts AABB,AAABBB,ABAB,ABCABC,AABBB,AAAA --big 1031)
   set_tests_properties(coll_${_coll}_tcp_hier PROPERTIES TIMEOUT 600)
 endforeach()
+# hier of broadcast (every root) and all-to-allv on nodes of 1x1, 2x2, 3x2, 2x3 and 4x1 ranks,
+# interleaved (ABAB) and uneven (AABBB, ABBBC, AAABBBCC)
+foreach(_coll bcast a2a)
+  fabench_colls_test(tcp ${_coll} hier --layouts A,AABB,AABBCC,AAABBB,ABCD,ABAB,AABBB,ABBBC,AAABBBCC --big 1031)
+  # long enough that the broadcast's levels among 3 run vdg (scatter + all-gather), not the tree
+  add_test(NAME coll_${_coll}_tcp_hier_big COMMAND test_colls --transport tcp --coll ${_coll} --algo hier
+           --layouts AABBCC,AAABBB --big 70001)
+  set_tests_properties(coll_${_coll}_tcp_hier_big PROPERTIES TIMEOUT 600 LABELS coll)
+endforeach()
+# auto's broadcast across hosts: hier where some host has several ranks (AABB, ABAB, AABBB), a
+# one-level algorithm where each has one (ABCD)
+add_test(NAME coll_bcast_tcp_auto_hosts COMMAND test_colls --transport tcp --coll bcast --algo auto
+         --layouts AABB,ABCD,ABAB,AABBB --big 1031)
+set_tests_properties(coll_bcast_tcp_auto_hosts PROPERTIES TIMEOUT 600 LABELS coll)
 # direct over tcp: no rank maps another's memory, so the ring (the tree, pairwise) runs instead
 foreach(_coll rs ag bcast a2a)
   fabench_colls_test(tcp ${_coll} direct --mapped no)
@@ -40,6 +54,16 @@ if(FABENCH_BUILD_UCX)
   foreach(_coll rs ag bcast a2a)
     fabench_colls_test(ucx ${_coll} direct --ranks 2,3,5 --mem comm --mapped yes)
     set_tests_properties(coll_${_coll}_ucx_direct PROPERTIES ENVIRONMENT "UCX_TLS=sm,self")
+  endforeach()
+  # hier on faked hosts: the broadcast inside a host reads the leader's mapped copy (--mem comm
+  # on shared memory), the all-to-all goes by messages; over ucx alone, and tcp across hosts
+  # with ucx inside them, as the commands run it
+  foreach(_coll bcast a2a)
+    fabench_colls_test(ucx ${_coll} hier --layouts AABB,AAABBB,ABBBC --mem comm --big 1031)
+    set_tests_properties(coll_${_coll}_ucx_hier PROPERTIES ENVIRONMENT "UCX_TLS=sm,self")
+    add_test(NAME coll_${_coll}_tcp_hier_intra COMMAND test_colls --transport tcp --intra ucx --coll ${_coll}
+             --algo hier --layouts AABB,AABBCC,ABBBC --mem comm --big 1031)
+    set_tests_properties(coll_${_coll}_tcp_hier_intra PROPERTIES TIMEOUT 600 LABELS coll ENVIRONMENT "UCX_TLS=sm,self")
   endforeach()
   foreach(_c rs:ring ag:bruck bcast:vdg a2a:pairwise a2a:bruck)
     string(REPLACE ":" ";" _p ${_c})

@@ -343,6 +343,53 @@ static void test_colls_model(void **st) {
   assert_int_equal(coll_colls_pick(&m, COLL_ALLTOALL, 6, (size_t)n, 0).kind, COLL_ALGO_PAIRWISE);
 }
 
+/* hier's formulas by level (algo_colls_model.c), worked by hand: H hosts of L ranks, the
+ * broadcast the cheapest one-level one at each level, the all-to-all through the leaders. */
+static void test_colls_model_hier(void **st) {
+  (void)st;
+  coll_model m = {.alpha = 1e-6, .beta = 1e-9, .gamma = 0.5e-9, .hosts = 2};
+  double n = 4e6;
+  static const struct {
+    coll_kind k;
+    int p, hosts;
+    double want;
+  } cases[] = {
+      /* 2 hosts of 2: the tree at both levels (1 us + 4 ms each) */
+      {COLL_BCAST, 4, 2, 2 * (1e-6 + 4e-3)},
+      /* 2 hosts of 4: the tree across, vdg inside ((2 + 3) us + 2 x 3/4 x 4 ms) */
+      {COLL_BCAST, 8, 2, (1e-6 + 4e-3) + (5e-6 + 6e-3)},
+      /* one host: the one-level broadcast's (vdg) */
+      {COLL_BCAST, 4, 0, 5e-6 + 6e-3},
+      /* 2 hosts of 2, 1 MB to each peer: gather (1 message of the 2 MB for the other host),
+       * inside (1 of 1 MB), leaders (1 of 4 MB), hand out (1 of 2 MB): 4 us + 9 ms */
+      {COLL_ALLTOALL, 4, 2, 4e-6 + 9e-3},
+      /* 3 hosts of 2, 2/3 MB to each peer: 1 + 1 + 2 + 1 messages; 4 + 1 + 8 + 4 = 17 parts */
+      {COLL_ALLTOALL, 6, 3, 5e-6 + 17 * 4e6 / 6 * 1e-9},
+      /* more hosts than ranks: a rank a host, the leaders' pairwise alone */
+      {COLL_ALLTOALL, 2, 5, 1e-6 + 0.5 * 4e-3},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    m.hosts = cases[i].hosts;
+    double t = coll_colls_time(&m, cases[i].k, (coll_algo){COLL_ALGO_HIER, 0}, cases[i].p, (size_t)n, 1000000);
+    if (fabs(t - cases[i].want) > 1e-12) fail_msg("case %zu: %.9g s, want %.9g", i, t, cases[i].want);
+  }
+  m.hosts = 2;
+  /* reduce-scatter's and all-gather's hier have no formula here; one rank costs nothing */
+  assert_true(isinf(coll_colls_time(&m, COLL_REDUCE_SCATTER, (coll_algo){COLL_ALGO_HIER, 0}, 4, 1000, 0)));
+  assert_true(coll_colls_time(&m, COLL_BCAST, (coll_algo){COLL_ALGO_HIER, 0}, 1, 1000, 0) == 0);
+  /* auto: with alpha and beta alike on both levels the leaders' extra copies never pay, and
+   * the broadcast's levels only tie the flat one: the one-level algorithms win */
+  for (int p = 2; p <= 16; p++)
+    for (double b = 8; b < 1e8; b *= 16) {
+      assert_int_not_equal(coll_colls_pick(&m, COLL_ALLTOALL, p, (size_t)b, 0).kind, COLL_ALGO_HIER);
+      assert_int_not_equal(coll_colls_pick(&m, COLL_BCAST, p, (size_t)b, 0).kind, COLL_ALGO_HIER);
+    }
+  /* a fabric whose start-up dwarfs its bytes and whose ranks per host are many: the all-to-all's
+   * 2 (L-1) + H - 1 start-ups against pairwise's p - 1 are still more than Bruck's lg p */
+  m.alpha = 1e-3;
+  assert_int_equal(coll_colls_pick(&m, COLL_ALLTOALL, 16, 64, 0).kind, COLL_ALGO_BRUCK);
+}
+
 static void test_parsing(void **st) {
   (void)st;
   coll_algo a;
@@ -389,7 +436,9 @@ static void test_parsing(void **st) {
              {COLL_ALLGATHER, "rd", 1},        {COLL_ALLGATHER, "bruck", 1},    {COLL_ALLGATHER, "rhd", 0},
              {COLL_BCAST, "tree", 1},          {COLL_BCAST, "chain", 1},        {COLL_BCAST, "vdg", 1},
              {COLL_BCAST, "ring", 0},          {COLL_ALLTOALL, "pairwise", 1},  {COLL_ALLTOALL, "ring", 0},
-             {COLL_ALLTOALL, "auto", 1},       {COLL_ALLGATHER, "ps:2", 0},     {COLL_BCAST, "bogus", 0}};
+             {COLL_ALLTOALL, "auto", 1},       {COLL_ALLGATHER, "ps:2", 0},     {COLL_BCAST, "bogus", 0},
+             {COLL_BCAST, "hier", 1},          {COLL_ALLTOALL, "hier", 1},      {COLL_BCAST, "hier:ring", 1},
+             {COLL_ALLTOALL, "hier:tree", 0},  {COLL_BCAST, "hier:", 0}};
   for (size_t i = 0; i < sizeof per / sizeof per[0]; i++)
     if ((coll_colls_algo_parse(per[i].k, per[i].name, &a) == 0) != per[i].ok)
       fail_msg("collective %d: '%s' %s", (int)per[i].k, per[i].name, per[i].ok ? "refused" : "accepted");
@@ -949,6 +998,7 @@ int main(void) {
       cmocka_unit_test(test_reduce_rev),
       cmocka_unit_test(test_pattern_checker_catches_corruption),
       cmocka_unit_test(test_parsing), cmocka_unit_test(test_colls_model),
+      cmocka_unit_test(test_colls_model_hier),
       cmocka_unit_test(test_wrong_token_rejected),
       cmocka_unit_test(test_port_in_use),
       cmocka_unit_test(test_sockets_no_nagle),

@@ -6,11 +6,13 @@
  * equal blocks). The send buffers must
  * come back unchanged, and what ran is what was asked (rhd/rd off a power of two: the ring).
  * --layouts AABB,ABAB,...: instead of rank counts, groups whose ranks report hosts (FABENCH_HOST)
- * by letter, for hier (hosts of unequal rank counts run the ring, and say so).
+ * by letter, for hier (reduce-scatter's and all-gather's on hosts of unequal rank counts run the
+ * ring, and say so; broadcast's and all-to-all's run on any).
  * --mem comm: the buffers from coll_mem_alloc; --mapped yes|no: direct must read the peers'
- * copies in place (ucx on shared memory), or must fall back (elsewhere).
+ * copies in place (ucx on shared memory), or must fall back (elsewhere). --intra T: hier's
+ * phases inside hosts over transport T.
  * usage: test_colls --transport T --coll rs|ag|bcast|a2a --algo A [--ranks 1,2,...]
- *                   [--layouts L,...] [--big N] [--mem comm] [--mapped yes|no] */
+ *                   [--layouts L,...] [--big N] [--mem comm] [--mapped yes|no] [--intra T] */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +30,7 @@
 
 typedef struct {
   const char *transport, *coll, *algo;
+  const char *intra; /* hier's transport inside hosts (NULL: the one across) */
   size_t big;
   int mem_comm; /* buffers from coll_mem_alloc (ucx: memory the peers on this host map) */
   int mapped;   /* direct must read in place (1), must fall back (0), or either (-1) */
@@ -73,6 +76,18 @@ static int layout_even(const char *layout) {
   return 1;
 }
 
+/* The layout spans several hosts and some host has several ranks (where auto's broadcast runs
+ * hier); no layout: one host. */
+static int layout_hier(const char *layout) {
+  int count[26] = {0}, hosts = 0, most = 0;
+  for (const char *p = layout; p && *p; p++) count[(*p - 'A') % 26]++;
+  for (int i = 0; i < 26; i++) {
+    hosts += count[i] > 0;
+    if (count[i] > most) most = count[i];
+  }
+  return hosts > 1 && most > 1;
+}
+
 static int one_rank(const colls_cfg *cfg) {
   coll_err e = {{0}};
   coll_boot *b;
@@ -84,6 +99,7 @@ static int one_rank(const colls_cfg *cfg) {
   while (kind < 3 && strcmp(cfg->coll, kinds[kind])) kind++;
   if (coll_transport_parse(cfg->transport, &tk) || coll_colls_algo_parse((coll_kind)kind, cfg->algo, &algo)) return 1;
   coll_comm_opts o = {.transport = tk, .timeout_ms = 60000, .chunk_bytes = 4096};
+  if (cfg->intra && coll_transport_parse(cfg->intra, &o.intra) == 0) o.has_intra = 1;
   if (coll_boot_open(&b, COLL_BOOT_AUTO, tk == COLL_MPI, 60000, &e) || coll_comm_open(&c, b, &o, &e)) {
     fprintf(stderr, "open: %s\n", e.msg);
     return 1;
@@ -152,7 +168,9 @@ static int one_rank(const colls_cfg *cfg) {
         /* what ran: what was asked, auto resolved, rhd/rd off a power of two the ring */
         coll_algo_kind want_kind = algo.kind;
         if ((want_kind == COLL_ALGO_RHD || want_kind == COLL_ALGO_RD) && !pow2) want_kind = COLL_ALGO_RING;
-        if (want_kind == COLL_ALGO_HIER && !layout_even(getenv("TEST_COLLS_LAYOUT"))) want_kind = COLL_ALGO_RING;
+        /* hier of reduce-scatter and all-gather wants hosts of equal rank counts; broadcast's and
+         * all-to-all's take any */
+        if (want_kind == COLL_ALGO_HIER && kind < 2 && !layout_even(getenv("TEST_COLLS_LAYOUT"))) want_kind = COLL_ALGO_RING;
         /* direct reads in place where asked to (--mapped yes), else falls back to the ring (the
          * tree, pairwise); a single rank or nothing to move: whatever it says */
         int fallback = !strcmp(k, "bcast") ? COLL_ALGO_TREE : !strcmp(k, "a2a") ? COLL_ALGO_PAIRWISE : COLL_ALGO_RING;
@@ -162,6 +180,12 @@ static int one_rank(const colls_cfg *cfg) {
           want_kind = ran.kind;
         if (!rcall && algo.kind != COLL_ALGO_AUTO && ran.kind != want_kind) {
           fprintf(stderr, "rank %d: %s ran algorithm %d, asked %s\n", me, k, (int)ran.kind, cfg->algo);
+          fails++;
+        }
+        /* auto's broadcast: hier exactly where the ranks span hosts and some host has several */
+        if (!rcall && algo.kind == COLL_ALGO_AUTO && kind == COLL_BCAST &&
+            (ran.kind == COLL_ALGO_HIER) != layout_hier(getenv("TEST_COLLS_LAYOUT"))) {
+          fprintf(stderr, "rank %d: auto's broadcast ran algorithm %d\n", me, (int)ran.kind);
           fails++;
         }
       }
@@ -239,6 +263,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
     else if (!strcmp(argv[i], "--big")) cfg->big = (size_t)strtoull(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--mem")) cfg->mem_comm = !strcmp(argv[i + 1], "comm");
+    else if (!strcmp(argv[i], "--intra")) cfg->intra = argv[i + 1];
     else if (!strcmp(argv[i], "--mapped")) cfg->mapped = !strcmp(argv[i + 1], "yes");
   }
   if (getenv("TEST_COLLS_CHILD")) return one_rank(cfg);
