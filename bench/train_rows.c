@@ -100,8 +100,9 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
                        : getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC")
                                                   : coll_comm_fabric(p->comm);
   double comm_s = r->comm_s;
-  /* the gradient all-reduce's busbw: its bytes over the time the buckets took, as allreduce */
-  double busbw = comm_s > 0 && n > 1 ? (double)r->grad_bytes / comm_s / 1e9 * 2.0 * (n - 1) / n : NAN;
+  /* the exchange's busbw: what a rank sent over the time its calls took (the all-reduce's bytes x
+   * 2(n-1)/n, as allreduce's; sharded, the halves' and stage 3's second gathers) */
+  double busbw = comm_s > 0 && n > 1 ? r->sent_bytes / comm_s / 1e9 : NAN;
   double scaling = x->single_ips > 0 ? r->images_per_s / (n * x->single_ips) : NAN;
   double fabric_eff = p->role == ROLE_DP && x->none_ips > 0 ? r->images_per_s / x->none_ips
                       : p->role == ROLE_NONE && r->measured > 0 ? 1.0 : NAN;

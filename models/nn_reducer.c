@@ -35,8 +35,8 @@ struct nn_reducer {
   float inv_n;
   float *block;         /* sharded: a bucket's block, received (reduce-scatter) or sent (gather) */
   coll_algo rs_algo, ag_algo; /* sharded: the all-reduce's algorithm's halves */
-  /* stage 3 */
-  int stage3;
+  /* parameters given: gathered per bucket for the forward (fwdg); stage 3 drops them too */
+  int fwdg, stage3;
   unsigned char *refetch;  /* [nb] gathered again for the backward */
   int *need;               /* [nb] the backward's gathers up to this bucket come before reducing it */
   red_job *jobs;           /* a step's jobs, in order (else one JOB_RED a bucket, in plan order) */
@@ -247,7 +247,7 @@ static void red_complete(nn_reducer *r) {
 /* The step's current job (under mu): 1 and its kind and bucket where there is one. */
 static int red_current(const nn_reducer *r, red_job *j) {
   if (!r->active || r->job >= r->njobs) return 0;
-  *j = r->stage3 ? r->jobs[r->job] : (red_job){JOB_RED, r->job};
+  *j = r->fwdg ? r->jobs[r->job] : (red_job){JOB_RED, r->job};
   return 1;
 }
 
@@ -284,7 +284,7 @@ static void *red_main(void *arg) {
     while (!r->quit && !red_runnable(r, &j)) pthread_cond_wait(&r->cv, &r->mu);
     if (r->quit) break;
     nn_bucket *k = &r->b[j.k];
-    if (j.kind != JOB_RED) red_hold(r, red_others(r, j.k));
+    if (j.kind != JOB_RED && r->stage3) red_hold(r, red_others(r, j.k)); /* stage 2 holds all */
     pthread_mutex_unlock(&r->mu);
     coll_err e = {{0}};
     double s = red_now(), c = red_cpu();
@@ -365,7 +365,8 @@ int nn_reducer_create(nn_reducer **out, const nn_reducer_opts *o, float *grads, 
   if (o->sharded && r->nranks > 1 && red_shard_setup(r)) goto oom;
   r->held = r->held_peak = r->own = count;
   if (o->params && o->sharded && r->nranks > 1) {
-    r->stage3 = 1;
+    r->fwdg = 1;
+    r->stage3 = o->sharded == 3;
     int nb = r->nb;
     r->refetch = calloc((size_t)nb, 1), r->agf = calloc((size_t)nb, 1), r->agb = calloc((size_t)nb, 1);
     r->rel = calloc((size_t)nb, 1);
@@ -373,7 +374,7 @@ int nn_reducer_create(nn_reducer **out, const nn_reducer_opts *o, float *grads, 
     r->jobs = calloc(3 * (size_t)nb + 1, sizeof *r->jobs);
     if (!r->refetch || !r->agf || !r->agb || !r->rel || !r->need || !r->jobs) goto oom;
     red_jobs(r);
-    for (int k = 0; k < nb; k++) r->own -= red_others(r, k);
+    for (int k = 0; k < nb && r->stage3; k++) r->own -= red_others(r, k);
     r->held_peak = r->own; /* a step's figure: the whole arena until nn_reducer_reshard is not */
   }
   if (o->comm && o->wire != COLL_F32) {
@@ -434,7 +435,7 @@ void nn_reducer_destroy(nn_reducer *r) {
 int nn_reducer_set_front(nn_reducer *r, size_t front) {
   pthread_mutex_lock(&r->mu);
   while (r->have_thread && r->active) pthread_cond_wait(&r->cv, &r->mu);
-  int rc = front == r->front ? 0 : r->stage3 ? -1 : red_plan(r, front);
+  int rc = front == r->front ? 0 : r->fwdg ? -1 : red_plan(r, front);
   pthread_mutex_unlock(&r->mu);
   return rc;
 }
@@ -509,7 +510,7 @@ int nn_reducer_wait_params(nn_reducer *r, size_t offset, size_t count, int backw
                            char *err, size_t errcap) {
   double t = red_now();
   pthread_mutex_lock(&r->mu);
-  for (int k = 0; k < r->nb && r->stage3 && count; k++) {
+  for (int k = 0; k < r->nb && r->fwdg && count; k++) {
     if (!(r->b[k].offset < offset + count && offset < r->b[k].offset + r->b[k].count)) continue;
     unsigned char *done = backward && r->refetch[k] ? r->agb : r->agf;
     if (!done[k] && !backward) {
@@ -585,7 +586,7 @@ void nn_reducer_begin(nn_reducer *r, double t0) {
   r->next = 0;
   r->job = 0;
   r->fwd_need = -1;
-  if (r->stage3) {
+  if (r->fwdg) {
     memset(r->agf, 0, (size_t)r->nb);
     memset(r->agb, 0, (size_t)r->nb);
     memset(r->rel, 0, (size_t)r->nb);
@@ -594,7 +595,7 @@ void nn_reducer_begin(nn_reducer *r, double t0) {
   r->cpu_s = 0;
   r->active = !r->failed && r->have_thread;
   for (int i = 0; i < r->nb; i++) r->b[i].ready_s = r->b[i].start_s = r->b[i].done_s = 0;
-  if (r->stage3) pthread_cond_broadcast(&r->cv); /* the forward's gathers can start */
+  if (r->fwdg) pthread_cond_broadcast(&r->cv); /* the forward's gathers can start */
   pthread_mutex_unlock(&r->mu);
 }
 

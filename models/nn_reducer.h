@@ -26,17 +26,20 @@ typedef struct {
   int scale_in_sgd;           /* f32: leave the sum; the optimizer applies nn_reducer_grad_scale */
   const nn_arena_alloc *wire_alloc; /* memory of the 16-bit wire buffer (collective, like the
                                        arena's); NULL: malloc */
-  int sharded;                /* ZeRO stage 2 (train --dp sharded): each bucket is reduce-scattered,
-                                 so a rank holds the sum of its own block of it only (the bucket's
-                                 count / N floats at offset + rank x that, plus the tail that does
-                                 not divide, all-reduced); needs an f32 wire and scale_in_sgd */
-  float *params;              /* stage 3 (sharded, FSDP's FULL_SHARD): the parameter arena, of which
-                                 a rank holds only its ranges (nn_reducer_shards) between steps; each
-                                 step the thread all-gathers every bucket for the forward (in forward
-                                 order), again for the backward those the forward released
-                                 (nn_reducer_release), and drops each bucket's other blocks once it is
-                                 reduce-scattered. Needs sharded, and the plan in arena order (no
-                                 nn_reducer_set_front). NULL: stage 2 */
+  int sharded;                /* 0; 2: ZeRO stage 2 (train --dp sharded): each bucket is
+                                 reduce-scattered, so a rank holds the sum of its own block of it
+                                 only (the bucket's count / N floats at offset + rank x that, plus
+                                 the tail that does not divide, all-reduced); needs an f32 wire and
+                                 scale_in_sgd; 3: stage 3 (with params) */
+  float *params;              /* sharded: the parameter arena, each bucket all-gathered by the thread
+                                 at the start of each step, in forward order, for the forward to wait
+                                 for (nn_reducer_wait_params), so the gather of the last update
+                                 overlaps the forward; the plan stays in arena order (no
+                                 nn_reducer_set_front). Stage 3 (FSDP's FULL_SHARD): between steps a
+                                 rank holds only its ranges (nn_reducer_shards); the thread gathers
+                                 again for the backward what the forward released
+                                 (nn_reducer_release) and drops each bucket's other blocks once it is
+                                 reduce-scattered. NULL: the caller gathers (nn_reducer_gather) */
 } nn_reducer_opts;
 
 typedef struct {
@@ -101,8 +104,9 @@ int nn_reducer_gather(nn_reducer *r, float *arena, double *secs, char *err, size
  * the same on every rank. Before the first call none is released. 0, or -1 (not stage 3 or a
  * step in flight). */
 int nn_reducer_set_refetch(nn_reducer *r, const unsigned char *refetch, const int *need);
-/* Stage 3, the training thread: waits until every bucket holding a float of [offset, offset +
- * count) is gathered for the forward (backward 0) or, where refetched, for the backward (1).
+/* With params, the training thread: waits until every bucket holding a float of [offset, offset
+ * + count) is gathered for the forward (backward 0) or, stage 3 where refetched, for the backward
+ * (1); without, returns at once.
  * *waited_s (may be NULL) gets the time waited. 0, or -1 with the cause in err. */
 int nn_reducer_wait_params(nn_reducer *r, size_t offset, size_t count, int backward, double *waited_s,
                            char *err, size_t errcap);

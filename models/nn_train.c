@@ -5,8 +5,11 @@
  * step ends with backward: the next forward waits layer by layer for the buckets holding its
  * parameters, each bucket updated as soon as it is reduced. Before anything that needs final
  * weights (evaluation, checkpoints, the end) a step drains; a parameter check comes after the
- * next forward, before its update. Between steps, over the bootstrap (the gradient
- * communicator belongs to the reducer's thread): step records to rank 0, parameter hashes. */
+ * next forward, before its update. Sharded, the reducer reduce-scatters, each rank updates its
+ * ranges and the next forward waits layer by layer for the parameters' gathers (stage 3: and
+ * releases them, the backward waiting for them again). Between steps, over the bootstrap (the
+ * gradient communicator belongs to the reducer's thread): step records to rank 0, parameter
+ * hashes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,8 +137,8 @@ typedef struct {
   double *front_hi;           /* and the most that leaves the next forward's reduction its time */
   size_t *shoff, *shcnt;      /* sharded: this rank's ranges of the arenas (nn_reducer_shards) */
   int nsh;
-  /* stage 3 */
-  int stage3;
+  /* sharded: the parameters gathered in the forward (fwdg); stage 3 */
+  int fwdg, stage3;
   int whole;                  /* the parameters are gathered whole (evaluation, check, checkpoint) */
   int *free_at;               /* [nb]: the forward releases bucket k before this layer (-1: kept) */
   size_t *lay_lo, *lay_hi;    /* [layers]: each layer's parameters in the arena (lo == hi: none) */
@@ -258,8 +261,8 @@ static int on_forward(void *ctx, int layer, size_t off, size_t count, char *err,
     snprintf(err, cap, "stopped during step %lld", (long long)s->tstep);
     return -1;
   }
-  if (s->stage3) { /* release what the forward has read for the last time, then wait for this layer */
-    for (int k = 0; k < s->nb; k++)
+  if (s->fwdg) { /* stage 3: release what the forward has read for the last time; wait for this layer */
+    for (int k = 0; k < s->nb && s->stage3; k++)
       if (s->free_at[k] == layer) nn_reducer_release(s->red, k);
     double w = 0;
     char rerr[1024];
@@ -335,10 +338,11 @@ static int gather_trace(train_state *s) {
   return rc;
 }
 
-/* Stage 3, between steps: the parameters gathered whole for what reads them all (the next step
- * starts from the rank's ranges again). 0, or -1 with s->err set. */
+/* Sharded, between steps: the parameters gathered whole for what reads them all (stage 2's next
+ * forward would gather the update; stage 3's next step starts from the rank's ranges again). 0,
+ * or -1 with s->err set. */
 static int tr_whole(train_state *s) {
-  if (!s->stage3 || s->whole) return 0;
+  if (!s->fwdg || s->whole) return 0;
   char rerr[1024];
   if (nn_reducer_gather(s->red, nn_net_params(s->o->net, NULL), NULL, rerr, sizeof rerr)) {
     snprintf(s->err, s->cap, "parameter all-gather: %s", rerr);
@@ -736,8 +740,8 @@ static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   nn_reducer_opts ro = {.comm = o->comm, .algo = o->algo, .wire = o->wire,
                         .bucket_bytes = o->bucket_bytes, .first_bucket_bytes = o->first_bucket_bytes,
                         .overlap = o->overlap, .scale_in_sgd = 1, .wire_alloc = o->wire_alloc,
-                        .sharded = o->sharded && o->comm,
-                        .params = o->sharded == 3 && o->comm && s->world > 1 ? nn_net_params(o->net, NULL) : NULL};
+                        .sharded = !o->sharded || !o->comm ? 0 : o->sharded == 3 ? 3 : 2,
+                        .params = o->sharded && o->comm && s->world > 1 ? nn_net_params(o->net, NULL) : NULL};
   if (o->sharded && o->comm && (o->overlap_step == NN_OSTEP_ON || nn_net_device(o->net) != NN_DEV_CPU)) {
     snprintf(s->err, s->cap, "sharded training runs on the CPU without overlap_step");
     return -1;
@@ -747,15 +751,16 @@ static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   s->shoff = malloc((size_t)s->nsh * sizeof *s->shoff), s->shcnt = malloc((size_t)s->nsh * sizeof *s->shcnt);
   if (!s->shoff || !s->shcnt) return snprintf(s->err, s->cap, "out of memory"), -1;
   nn_reducer_shards(s->red, s->shoff, s->shcnt, s->nsh);
-  if (ro.params && stage3_plan(s, pi, npi)) return -1;
+  s->fwdg = ro.params != NULL;
+  if (ro.params && ro.sharded == 3 && stage3_plan(s, pi, npi)) return -1;
   nn_net_on_grad_ready(o->net, on_ready, s);
   /* the others are not in this loop but wait outside it; with a boot they are in every step */
   s->alive = !o->boot && o->on_alive;
   /* a GPU net cannot stop its forward layer by layer: it drains every step (and is alive from
    * backward only) */
-  s->fwd_hook = (o->overlap_step || s->alive || s->stage3) && nn_net_on_forward(o->net, on_forward, s) == 0;
-  if (s->stage3 && !s->fwd_hook) {
-    snprintf(s->err, s->cap, "stage 3 needs a net that calls its forward hook layer by layer");
+  s->fwd_hook = (o->overlap_step || s->alive || s->fwdg) && nn_net_on_forward(o->net, on_forward, s) == 0;
+  if (s->fwdg && !s->fwd_hook) {
+    snprintf(s->err, s->cap, "sharded training needs a net that calls its forward hook layer by layer");
     return -1;
   }
   /* overlap_step exchanges a step's records and checks while the communication thread reduces:
@@ -825,22 +830,16 @@ static int tr_compute(train_state *s, nn_loader *loader, tr_step *st, int64_t gs
   return 0;
 }
 
-/* The optimizer's step: on the whole arena, or (sharded) on this rank's ranges, then every
- * rank's updated parameters gathered (a wait the step's exposed communication counts). 0, or -1
- * with the cause in err. */
-static int tr_update(train_state *s, tr_step *st, const nn_sgd_opts *so, char *err, size_t errcap) {
+/* The optimizer's step: on the whole arena, or (sharded) on this rank's ranges only: the
+ * reducer's thread gathers every rank's updated blocks bucket by bucket at the next step's start,
+ * while the forward runs (tr_whole where something reads them all before). */
+static void tr_update(train_state *s, const nn_sgd_opts *so) {
   const nn_train_opts *o = s->o;
-  if (!o->sharded || !o->comm || s->world == 1) {
+  if (!s->fwdg) {
     nn_sgd_step(o->net, so);
-    return 0;
+    return;
   }
   for (int i = 0; i < s->nsh; i++) nn_sgd_step_range(o->net, so, s->shoff[i], s->shcnt[i]);
-  if (s->stage3) return 0; /* the next forward gathers them bucket by bucket */
-  double secs = 0;
-  int rc = nn_reducer_gather(s->red, nn_net_params(o->net, NULL), &secs, err, errcap);
-  st->comm += secs;
-  st->wait_end += secs;
-  return rc;
 }
 
 /* The step's end: the last buckets to the reducer, the deferred parameter check, then the update
@@ -883,10 +882,7 @@ static int tr_reduce(train_state *s, tr_step *st, nn_sgd_opts *so, int64_t gstep
   st->wait_end = st->rs.exposed_s;
   st->comm += st->rs.comm_s;
   st->comm_cpu += st->rs.comm_cpu_s;
-  if (tr_update(s, st, so, rerr, sizeof rerr)) {
-    snprintf(s->err, s->cap, "step %lld, parameter all-gather: %s", (long long)gstep + 1, rerr);
-    return -1;
-  }
+  tr_update(s, so);
   /* the last step's, if reduced behind this one, then this step's buckets, for the record */
   trace_buckets(s, s->t1_prev);
   nn_reducer_last(s->red, s->lastb, s->nb, NULL);

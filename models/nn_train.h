@@ -137,11 +137,12 @@ typedef struct {
   const nn_arena_alloc *wire_alloc;
   int sharded;                /* 0, 2 or 3. ZeRO stage 2 (--dp sharded): gradients reduce-scattered
                                  per bucket, each rank updates its own block of the parameters and
-                                 keeps its block of the optimizer state, then the parameters are
-                                 all-gathered; 3 (--dp sharded3): between steps a rank holds only its
-                                 blocks of the parameters too, each bucket gathered before the
-                                 forward's layers read it and, where the forward released it, again
-                                 before the backward's; f32 wire, no overlap_step, CPU nets
+                                 keeps its block of the optimizer state; the next step's forward
+                                 waits, layer by layer, for the parameters' all-gather, bucket by
+                                 bucket, which the reducer's thread starts with the step; 3 (--dp
+                                 sharded3): between steps a rank holds only its blocks of the
+                                 parameters too, and gathers again before the backward the buckets
+                                 the forward released; f32 wire, no overlap_step, CPU nets
                                  (nn_reducer.h) */
   int corrupt_rank;           /* tests: this rank's weights are perturbed after step */
   int64_t corrupt_step;       /* corrupt_step (0: never) */

@@ -4,9 +4,10 @@
  * (the rest in forward order, each range checked as soon as its wait returns, with every bucket
  * the reducer then says done), and bucket sizes that cut the arena at awkward places. Ranks are forked processes on a loopback rendezvous.
  * The plans themselves are checked against the rule of nn_reducer.h without a communicator.
- * Stage 3: the parameters each layer reads in a simulated forward and backward equal every
- * rank's, the reduce-scattered blocks the average, the bytes and the floats held what the plan
- * makes, and a gather after the steps gives the whole arena back. */
+ * Sharded with the parameters given (stage 2, and stage 3 which drops them between steps): the
+ * parameters each layer reads in a simulated forward and backward equal every rank's, the
+ * reduce-scattered blocks the sums, the bytes and the floats held what the plan makes, and a
+ * gather after the steps gives the whole arena back. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -229,9 +230,10 @@ static float param_value(size_t i, int s) { return (float)(0.25 * (double)(i % 9
 
 enum { S3_COUNT = 1001, S3_LAYER = 70 };
 
-/* One rank of stage 3 over n ranks: layers of S3_LAYER floats from the arena's start (the
- * backward's order: layer 0 first in backward, last in forward). 0 when all checks pass. */
-static int stage3_rank(int rank, int n, coll_transport_kind tk) {
+/* One rank of stage 2 or 3 over n ranks: layers of S3_LAYER floats from the arena's start (the
+ * backward's order: layer 0 first in backward, last in forward). Stage 2 updates its ranges
+ * only, so the others' stay stale until the next forward's gathers. 0 when all checks pass. */
+static int stage3_rank(int rank, int n, coll_transport_kind tk, int stage) {
   coll_err e = {{0}};
   coll_boot *b = NULL;
   coll_comm *c = NULL;
@@ -245,7 +247,7 @@ static int stage3_rank(int rank, int n, coll_transport_kind tk) {
   coll_algo a = {COLL_ALGO_RING, 0};
   /* buckets of 16 floats, then 32 (the last 16): odd cuts, tails at 3 ranks */
   nn_reducer_opts ro = {.comm = c, .algo = a, .wire = COLL_F32, .bucket_bytes = 148, .first_bucket_bytes = 80,
-                        .overlap = 1, .scale_in_sgd = 1, .sharded = 1, .params = p};
+                        .overlap = 1, .scale_in_sgd = 1, .sharded = stage, .params = p};
   nn_reducer *r = NULL;
   char err[1024];
   if (nn_reducer_create(&r, &ro, g, S3_COUNT, err, sizeof err)) return fprintf(stderr, "rank %d: %s\n", rank, err), 2;
@@ -258,13 +260,13 @@ static int stage3_rank(int rank, int n, coll_transport_kind tk) {
   /* the backward's first layer's buckets are kept; before reducing bucket k, the buckets up to
    * the end of the layer holding its last float, and the next */
   for (int k = 0; k < nb; k++) {
-    refetch[k] = pl[k].offset >= S3_LAYER;
+    refetch[k] = stage == 3 && pl[k].offset >= S3_LAYER;
     size_t last = pl[k].offset + pl[k].count - 1, hi = (last / S3_LAYER + 1) * S3_LAYER;
     need[k] = k + 1;
     for (int q = k; q < nb; q++)
       if (pl[q].offset < hi && q > need[k]) need[k] = q;
   }
-  if (nn_reducer_set_refetch(r, refetch, need)) return 2;
+  if (nn_reducer_set_refetch(r, refetch, need) != (stage == 3 ? 0 : -1)) return 2;
   nn_reducer_reshard(r);
   /* this rank's ranges: block rank of each bucket and the tail */
   unsigned char *mine = calloc(S3_COUNT, 1);
@@ -274,12 +276,12 @@ static int stage3_rank(int rank, int n, coll_transport_kind tk) {
     size_t blk = pl[k].count / (size_t)n, tail = pl[k].count - blk * (size_t)n;
     for (size_t i = 0; i < pl[k].count; i++)
       mine[pl[k].offset + i] = i >= blk * (size_t)n || (i / blk == (size_t)rank);
-    own += blk + tail;
-    others += blk * (size_t)(n - 1);
+    own += blk + tail + (stage == 3 ? 0 : blk * (size_t)(n - 1));
+    others += stage == 3 ? blk * (size_t)(n - 1) : 0;
     bytes += ((2.0 + refetch[k]) * (n - 1) * (double)blk + 2.0 * (n - 1) / n * (double)tail) * 4;
   }
   if (!mine) return 2;
-  for (size_t i = 0; i < S3_COUNT; i++) /* dropped: NaN or a zero page, never the value */
+  for (size_t i = 0; i < S3_COUNT && stage == 3; i++) /* dropped: NaN or a zero page, never the value */
     if (!mine[i] && p[i] == param_value(i, 0) && p[i] != 0 && !bad++) fprintf(stderr, "rank %d: %zu kept\n", rank, i);
   int nlay = (S3_COUNT + S3_LAYER - 1) / S3_LAYER;
   for (int s = 0; s < 2 && !bad; s++) {
@@ -313,7 +315,8 @@ static int stage3_rank(int rank, int n, coll_transport_kind tk) {
   }
   size_t between, peak;
   nn_reducer_params_held(r, &between, &peak);
-  if (between != own || !(peak > own && peak < own + others) || fabs(nn_reducer_step_bytes(r) - bytes) > 1e-6) {
+  int held_ok = stage == 3 ? peak > own && peak < own + others : peak == own && own == S3_COUNT;
+  if (between != own || !held_ok || fabs(nn_reducer_step_bytes(r) - bytes) > 1e-6) {
     fprintf(stderr, "rank %d/%d: held %zu (own %zu), peak %zu of %d, %g bytes (want %g)\n", rank, n, between, own, peak,
             S3_COUNT, nn_reducer_step_bytes(r), bytes);
     bad++;
@@ -333,11 +336,12 @@ static int stage3_rank(int rank, int n, coll_transport_kind tk) {
   return bad ? 1 : 0;
 }
 
-static void test_stage3(void **st) {
+static void test_sharded_params(void **st) {
   (void)st;
   coll_transport_kind tks[] = {COLL_TCP, COLL_UCX};
-  for (int t = 0; t < 2; t++) {
-    if (!coll_transport_built(tks[t])) continue;
+  for (int t = 0; t < 4; t++) {
+    int stage = t % 2 ? 2 : 3;
+    if (!coll_transport_built(tks[t / 2])) continue;
     for (int n = 2; n <= 3; n++) {
       int port = test_free_port();
       pid_t pids[3];
@@ -345,11 +349,11 @@ static void test_stage3(void **st) {
         pids[rk] = fork();
         if (pids[rk] == 0) {
           test_rank_env(rk, n, port, "reducer-stage3");
-          _exit(stage3_rank(rk, n, tks[t]));
+          _exit(stage3_rank(rk, n, tks[t / 2], stage));
         }
       }
       int failed = test_wait_ranks(pids, n, 60);
-      if (failed) fail_msg("stage 3 over %s, %d ranks: %d rank(s) failed", coll_transport_name(tks[t]), n, failed);
+      if (failed) fail_msg("stage %d over %s, %d ranks: %d rank(s) failed", stage, coll_transport_name(tks[t / 2]), n, failed);
     }
   }
 }
@@ -471,7 +475,7 @@ int main(void) {
       cmocka_unit_test(test_bad_wire),
       cmocka_unit_test(test_plans),
       cmocka_unit_test(test_front_choose),
-      cmocka_unit_test(test_stage3),
+      cmocka_unit_test(test_sharded_params),
       cmocka_unit_test(test_tcp),
       cmocka_unit_test(test_ucx),
   };
