@@ -15,8 +15,8 @@
 #define RED_FIRST_DEFAULT (1u << 20)
 #define RED_ALIGN 16 /* floats: buckets start on 64-byte boundaries */
 
-/* What the communication thread does, in order: reduce a bucket's gradients; stage 3 also
- * gathers a bucket's parameters for the forward or again for the backward. */
+/* What the communication thread does, in order: reduce a bucket's gradients; with the parameters
+ * given, also gather a bucket's parameters for the forward or (stage 3) again for the backward. */
 enum { JOB_RED, JOB_AGF, JOB_AGB };
 typedef struct {
   int kind, k;
@@ -51,10 +51,10 @@ struct nn_reducer {
   size_t released;      /* floats the communication thread may reduce */
   int next;             /* first bucket (call order) not yet reduced this step */
   int job;              /* first job not yet done this step */
-  unsigned char *agf, *agb, *rel; /* stage 3, [nb]: gathered for the forward, for the backward;
+  unsigned char *agf, *agb, *rel; /* fwdg, [nb]: gathered for the forward, for the backward;
                            released by the forward */
   size_t held, held_peak; /* floats of the parameters held now; the most during a step */
-  int fwd_need;         /* stage 3: the bucket the forward waits for (-1: none) */
+  int fwd_need;         /* fwdg: the bucket the forward waits for (-1: none) */
   int active, quit, failed;
   double t0;            /* the step's time origin */
   double bwd_end;       /* nn_reducer_end_backward, absolute */
@@ -157,7 +157,7 @@ static int red_plan(nn_reducer *r, size_t front) {
   return 0;
 }
 
-/* Stage 3: the step's jobs from the plan, refetch and need: every bucket gathered in forward
+/* fwdg: the step's jobs from the plan, refetch and need (stage 3's; none in stage 2): every bucket gathered in forward
  * order (the arena's end first), then in arena order each bucket's gradients reduced, the
  * backward's gathers up to its need[k] just before: the backward finds its next layer's there,
  * and no reduction waits for a layer that waits for a gather behind it. */
@@ -559,8 +559,8 @@ double nn_reducer_step_bytes(const nn_reducer *r) {
   if (!r->o.sharded) return 2.0 * (n - 1) / n * (double)r->count * (double)coll_dtype_size(r->o.wire);
   for (int k = 0; k < r->nb; k++) {
     size_t b = red_block(r, k), tail = r->b[k].count - b * (size_t)r->nranks;
-    /* reduce-scatter and one gather (stage 2's after the update, stage 3's for the forward), a
-     * second for the backward where refetched; the tail all-reduced */
+    /* reduce-scatter and one gather (for the forward), a second for the backward where stage 3
+     * refetches; the tail all-reduced */
     double gathers = 1 + (r->stage3 ? r->refetch[k] : 0);
     sum += ((1 + gathers) * (n - 1) * (double)b + 2.0 * (n - 1) / n * (double)tail) * sizeof(float);
   }

@@ -50,7 +50,8 @@ typedef struct {
 } nn_bucket;
 
 typedef struct {
-  double comm_s;              /* the buckets' all-reduce times, added up */
+  double comm_s;              /* the buckets' all-reduce times, added up (sharded: the
+                                 reduce-scatters' and the parameters' gathers') */
   double comm_cpu_s;          /* the communication thread's CPU time on them (user + system) */
   double exposed_s;           /* the time this call waited (finish: from the end of backward until
                                  the last bucket was reduced) */

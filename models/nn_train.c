@@ -448,7 +448,7 @@ static int save_ckpt(train_state *s, int64_t epoch, int64_t step, int64_t gstep,
   if (o->save && o->sharded && o->comm && s->world > 1 &&
       nn_reducer_gather(s->red, nn_net_momentum(o->net, NULL), NULL, s->err, s->cap))
     return -1;
-  if (o->save && tr_whole(s)) return -1; /* stage 3: the parameters too */
+  if (o->save && tr_whole(s)) return -1; /* sharded: the parameters too */
   if (!o->save || o->rank != 0) return 0;
   nn_ckpt_info ci = o->ckpt;
   ci.epoch = epoch;
@@ -817,7 +817,7 @@ static int tr_compute(train_state *s, nn_loader *loader, tr_step *st, int64_t gs
   s->t1 = t1;
   s->begun = 0;
   s->hook_wait = s->hook_opt = s->bwd_wait = 0;
-  s->whole = 0; /* the reducer's step starts from the rank's ranges */
+  s->whole = 0; /* sharded: the update leaves the others' blocks stale (stage 3: dropped) */
   if (!s->ostep) begin_step(s);
   if (nn_net_train_step(o->net, st->b.x, st->b.labels, st->b.n, &st->loss, &st->correct, &st->tm, s->err, s->cap))
     return -1;
@@ -1049,7 +1049,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     if (s.check_due && check_params(&s, gstep)) goto out;
   }
   double train_s = tr_now() - t_start;
-  if (tr_whole(&s)) goto out; /* stage 3: the caller gets the whole model */
+  if (tr_whole(&s)) goto out; /* sharded: the caller gets the whole model */
   /* a run cut by the step count mid-epoch still reports where it stands */
   if (o->eval_every > 0 && last_eval != gstep && strcmp(why, "target reached") &&
       tr_eval(&s, res, gstep / o->steps_per_epoch, gstep, t_start) < 0)
