@@ -196,7 +196,7 @@ static void trace_buckets(train_state *s, double origin) {
   s->lastb_traced = 1;
   for (int k = 0; k < s->nb; k++) {
     char name[24];
-    snprintf(name, sizeof name, "allreduce b%d", k);
+    snprintf(name, sizeof name, s->fwdg ? "reducescatter b%d" : "allreduce b%d", k);
     size_t at = s->ntev;
     trace_add(s, name, 1, origin + s->lastb[k].start_s, origin + s->lastb[k].done_s);
     if (s->ntev > at) s->tev[at].step = s->lastb_step;
