@@ -40,11 +40,14 @@ static const bench_flag train_flags[] = {
                                             "all-reduced, each layer waiting only for its own (CPU); auto: on after "
                                             "the warm-up where backward cannot hide the all-reduce", O_OSTEP},
     {"grad-dtype", "T", "f32", "f32|bf16|f16: the type gradients travel in", O_GDTYPE},
-    {"dp", "replicated|sharded", "replicated", "replicated: every rank all-reduces the gradients and updates all "
-                                              "parameters (DDP); sharded: ZeRO stage 2, each bucket "
+    {"dp", "replicated|sharded|sharded3", "replicated", "replicated: every rank all-reduces the gradients and "
+                                              "updates all parameters (DDP); sharded: ZeRO stage 2, each bucket "
                                               "reduce-scattered, each rank updating its block and keeping its block "
-                                              "of the optimizer state, the parameters then all-gathered (CPU, f32, "
-                                              "no --overlap-step)", O_DP},
+                                              "of the optimizer state, the parameters then all-gathered; sharded3: "
+                                              "ZeRO stage 3 (FSDP FULL_SHARD), between steps each rank keeps only its "
+                                              "block of the parameters too, each bucket all-gathered before the "
+                                              "forward reads it and again before the backward (CPU, f32, no "
+                                              "--overlap-step)", O_DP},
     {"check-every", "K", "0", "compare the ranks' parameter hashes every K steps too (always at epoch ends and at "
                               "the end)", O_CHECK},
     BENCH_FLAG_EMULATE,
@@ -152,6 +155,10 @@ static void train_args_defaults(train_args *a) {
   bench_rank_opts_init(&a->r);
 }
 
+const char *train_dp_name(const train_args *a) {
+  return a->dp_sharded == 3 ? "sharded3" : a->dp_sharded ? "sharded" : "replicated";
+}
+
 const char *const train_mode_names[] = {"data-parallel", "conventional", "partitioned"};
 
 const char *const train_ostep_names[] = {"off", "on", "auto"};
@@ -179,9 +186,9 @@ static int train_flag_word(train_args *a, int c, const char *val) {
     break;
   }
   case O_DP:
-    if (strcmp(val, "replicated") && strcmp(val, "sharded"))
-      return bench_usage_error(train_usage(), "bad --dp '%s' (replicated or sharded)", val);
-    a->dp_sharded = !strcmp(val, "sharded");
+    if (strcmp(val, "replicated") && strcmp(val, "sharded") && strcmp(val, "sharded3"))
+      return bench_usage_error(train_usage(), "bad --dp '%s' (replicated, sharded or sharded3)", val);
+    a->dp_sharded = !strcmp(val, "sharded") ? 2 : !strcmp(val, "sharded3") ? 3 : 0;
     break;
   case O_GDTYPE:
     if (coll_dtype_parse(val, &a->grad_dtype) ||
@@ -263,11 +270,12 @@ static int train_args_check(train_args *a) {
   if (a->target_acc > 0 && a->eval_every == 0) return bench_usage_error(train_usage(), "--target-acc needs test-set evaluation (--eval-every >= 1)");
   /* each round trains afresh: a checkpoint would hold whichever round ended last */
   if (a->rounds > 1 && (a->save || a->resume)) return bench_usage_error(train_usage(), "--rounds %ld with --save or --resume: a checkpoint continues one training; rounds retrain the same steps", a->rounds);
-  if (a->dp_sharded) { /* ZeRO stage 2 as built: f32 buckets, the update after the gather */
-    if (a->grad_dtype != COLL_F32) return bench_usage_error(train_usage(), "--dp sharded: gradients travel as f32 (not --grad-dtype %s)", coll_dtype_name(a->grad_dtype));
-    if (a->overlap_step == NN_OSTEP_ON) return bench_usage_error(train_usage(), "--dp sharded takes no --overlap-step on: each rank's update waits for the parameters' all-gather");
+  if (a->dp_sharded) { /* ZeRO stages 2 and 3 as built: f32 buckets, the update after the gather */
+    const char *dp = train_dp_name(a);
+    if (a->grad_dtype != COLL_F32) return bench_usage_error(train_usage(), "--dp %s: gradients travel as f32 (not --grad-dtype %s)", dp, coll_dtype_name(a->grad_dtype));
+    if (a->overlap_step == NN_OSTEP_ON) return bench_usage_error(train_usage(), "--dp %s takes no --overlap-step on: each rank's update waits for the parameters' all-gather", dp);
     for (int i = 0; i < a->ndevices; i++)
-      if (a->devices[i] != NN_DEV_CPU) return bench_usage_error(train_usage(), "--dp sharded trains on the CPU only (not --device cuda)");
+      if (a->devices[i] != NN_DEV_CPU) return bench_usage_error(train_usage(), "--dp %s trains on the CPU only (not --device cuda)", dp);
     a->overlap_step = NN_OSTEP_OFF;
   }
   int settings = train_sweep_count(a);

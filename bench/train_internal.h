@@ -35,7 +35,7 @@ typedef struct {
   long gpu;                   /* -1: the local rank */
   long trace_steps;
   int no_single, overlap, overlap_step;
-  int dp_sharded; /* --dp sharded: ZeRO stage 2 */
+  int dp_sharded; /* --dp: 0 replicated, 2 sharded (ZeRO stage 2), 3 sharded3 (stage 3) */
   coll_dtype grad_dtype;
   double bucket_mb, first_bucket_mb;
   long check_every;
@@ -64,6 +64,8 @@ typedef struct {
  * partitioned (train_partitioned.c) */
 enum { TRAIN_MODE_DP = 0, TRAIN_MODE_CONVENTIONAL = 1, TRAIN_MODE_PARTITIONED = 2 };
 extern const char *const train_mode_names[];
+/* The --dp value a run was given: replicated, sharded or sharded3 (the rows' dp column). */
+const char *train_dp_name(const train_args *a);
 
 /* --overlap-step's words, indexed by NN_OSTEP_* */
 extern const char *const train_ostep_names[];

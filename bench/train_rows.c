@@ -83,6 +83,13 @@ int train_on_eval(void *ctx, const nn_eval_rec *ev) {
   return 0;
 }
 
+/* MB of the state a rank keeps with `params` floats of the parameters held: those, the whole
+ * gradient arena (backward writes all of it) and the optimizer's state. */
+static double train_state_mb(const train_ctx *x, const nn_train_result *r, const nn_sgd_opts *so, size_t params) {
+  size_t opt = (so->kind == NN_OPT_SGD ? 1 : 2) * (r->opt_floats ? r->opt_floats : x->np);
+  return (double)((params ? params : x->np) + x->np + opt) * sizeof(float) / 1e6;
+}
+
 /* The pair's train.csv row from what it measured (rank 0), before any prediction. */
 static void result_row(res_train_row *row, const train_ctx *x, const nn_train_result *r, double slowest_ips,
                        int rounds, const nn_sgd_opts *so, const nn_lr_sched *sched, int64_t epochs) {
@@ -93,8 +100,9 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
                        : getenv("FABENCH_FABRIC") ? getenv("FABENCH_FABRIC")
                                                   : coll_comm_fabric(p->comm);
   double comm_s = r->comm_s;
-  /* the gradient all-reduce's busbw: its bytes over the time the buckets took, as allreduce */
-  double busbw = comm_s > 0 && n > 1 ? (double)r->grad_bytes / comm_s / 1e9 * 2.0 * (n - 1) / n : NAN;
+  /* the exchange's busbw: what a rank sent over the time its calls took (the all-reduce's bytes x
+   * 2(n-1)/n, as allreduce's; sharded, the halves' and stage 3's second gathers) */
+  double busbw = comm_s > 0 && n > 1 ? r->sent_bytes / comm_s / 1e9 : NAN;
   double scaling = x->single_ips > 0 ? r->images_per_s / (n * x->single_ips) : NAN;
   double fabric_eff = p->role == ROLE_DP && x->none_ips > 0 ? r->images_per_s / x->none_ips
                       : p->role == ROLE_NONE && r->measured > 0 ? 1.0 : NAN;
@@ -133,12 +141,13 @@ static void result_row(res_train_row *row, const train_ctx *x, const nn_train_re
       .status = r->status, .step_ms_pred = NAN,
       .images_per_s_pred = NAN, .exposed_comm_ms_pred = NAN, .pred_err = NAN,
       .rounds = rounds, .images_per_s_slowest = slowest_ips,
-      .dp = p->role == ROLE_DP ? (a->dp_sharded ? "sharded" : "replicated") : "-",
-      /* both ways 2(n-1)/n of the gradients' bytes: the all-reduce, or its two halves */
-      .sent_mb_step = p->role == ROLE_DP && n > 1 ? (double)r->grad_bytes * 2.0 * (n - 1) / n / 1e6 : 0,
-      /* SGD keeps one arena of state (momentum), Adam two */
-      .state_mb = (double)(2 * x->np + (so->kind == NN_OPT_SGD ? 1 : 2) * (r->opt_floats ? r->opt_floats : x->np)) *
-                  sizeof(float) / 1e6,
+      .dp = p->role == ROLE_DP ? train_dp_name(a) : "-",
+      /* the all-reduce's 2(n-1)/n of the gradients' bytes, or its halves, stage 3's second gather */
+      .sent_mb_step = p->role == ROLE_DP && n > 1 ? r->sent_bytes / 1e6 : 0,
+      /* parameters (stage 3: the rank's blocks), gradients, optimizer state: SGD keeps one arena
+         (momentum), Adam two */
+      .state_mb = train_state_mb(x, r, so, r->params_held),
+      .peak_mb = train_state_mb(x, r, so, r->params_peak),
       .bound = x->bound.bound[0] ? x->bound.bound : NULL,
       .link_util = x->bound.bound[0] ? x->bound.link_util : NAN,
       .cpu_busy = x->bound.bound[0] ? x->bound.cpu_busy : NAN,

@@ -2,15 +2,25 @@
  * communication thread as backward completes them (see nn_reducer.h). */
 #include "nn_reducer.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define RED_BUCKET_DEFAULT (25u << 20)
 #define RED_FIRST_DEFAULT (1u << 20)
 #define RED_ALIGN 16 /* floats: buckets start on 64-byte boundaries */
+
+/* What the communication thread does, in order: reduce a bucket's gradients; with the parameters
+ * given, also gather a bucket's parameters for the forward or (stage 3) again for the backward. */
+enum { JOB_RED, JOB_AGF, JOB_AGB };
+typedef struct {
+  int kind, k;
+} red_job;
 
 struct nn_reducer {
   nn_reducer_opts o;
@@ -25,6 +35,13 @@ struct nn_reducer {
   float inv_n;
   float *block;         /* sharded: a bucket's block, received (reduce-scatter) or sent (gather) */
   coll_algo rs_algo, ag_algo; /* sharded: the all-reduce's algorithm's halves */
+  /* parameters given: gathered per bucket for the forward (fwdg); stage 3 drops them too */
+  int fwdg, stage3;
+  unsigned char *refetch;  /* [nb] gathered again for the backward */
+  int *need;               /* [nb] the backward's gathers up to this bucket come before reducing it */
+  red_job *jobs;           /* a step's jobs, in order (else one JOB_RED a bucket, in plan order) */
+  int njobs;
+  size_t own;              /* floats of the parameters this rank always holds: its ranges */
 
   pthread_t thread;
   int have_thread;
@@ -33,6 +50,11 @@ struct nn_reducer {
   /* under mu */
   size_t released;      /* floats the communication thread may reduce */
   int next;             /* first bucket (call order) not yet reduced this step */
+  int job;              /* first job not yet done this step */
+  unsigned char *agf, *agb, *rel; /* fwdg, [nb]: gathered for the forward, for the backward;
+                           released by the forward */
+  size_t held, held_peak; /* floats of the parameters held now; the most during a step */
+  int fwd_need;         /* fwdg: the bucket the forward waits for (-1: none) */
   int active, quit, failed;
   double t0;            /* the step's time origin */
   double bwd_end;       /* nn_reducer_end_backward, absolute */
@@ -130,8 +152,62 @@ static int red_plan(nn_reducer *r, size_t front) {
   r->b = b;
   r->last = l;
   r->nb = n;
+  r->njobs = n;
   r->front = front;
   return 0;
+}
+
+/* fwdg: the step's jobs from the plan, refetch and need (stage 3's; none in stage 2): every bucket gathered in forward
+ * order (the arena's end first), then in arena order each bucket's gradients reduced, the
+ * backward's gathers up to its need[k] just before: the backward finds its next layer's there,
+ * and no reduction waits for a layer that waits for a gather behind it. */
+static void red_jobs(nn_reducer *r) {
+  int j = 0, g = 0;
+  for (int k = r->nb - 1; k >= 0; k--) r->jobs[j++] = (red_job){JOB_AGF, k};
+  for (int k = 0; k < r->nb; k++) {
+    int upto = r->need[k] < r->nb ? r->need[k] : r->nb - 1;
+    for (; g <= upto; g++)
+      if (r->refetch[g]) r->jobs[j++] = (red_job){JOB_AGB, g};
+    r->jobs[j++] = (red_job){JOB_RED, k};
+  }
+  for (; g < r->nb; g++)
+    if (r->refetch[g]) r->jobs[j++] = (red_job){JOB_AGB, g}; /* none: need[nb - 1] covers all */
+  r->njobs = j;
+}
+
+/* Bucket k's parameters of the other ranks' blocks: b floats each (0: the bucket is all tail). */
+static size_t red_block(const nn_reducer *r, int k) { return r->b[k].count / (size_t)r->nranks; }
+static size_t red_others(const nn_reducer *r, int k) { return red_block(r, k) * (size_t)(r->nranks - 1); }
+
+/* Drops floats [p, p + n) of the parameters: whole pages go back to the system (they read as
+ * zeros until written), the ends of partial pages become NaN, so a read before the next gather
+ * shows. */
+static void red_drop_range(float *p, size_t n) {
+  if (!n) return;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, e = (uintptr_t)(p + n);
+  uintptr_t pa = (a + page - 1) / page * page, pe = e / page * page;
+  if (pe > pa && madvise((void *)pa, pe - pa, MADV_DONTNEED) == 0) {
+    for (float *q = p; (uintptr_t)q < pa; q++) *q = NAN;
+    for (float *q = (float *)pe; q < p + n; q++) *q = NAN;
+  } else {
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+  }
+}
+
+/* Stage 3: bucket k's other ranks' blocks dropped (the caller accounts for them). */
+static void red_drop(nn_reducer *r, int k) {
+  size_t b = red_block(r, k), off = r->b[k].offset, me = (size_t)r->rank;
+  red_drop_range(r->o.params + off, me * b);
+  red_drop_range(r->o.params + off + (me + 1) * b, ((size_t)r->nranks - me - 1) * b);
+}
+
+/* Bucket k's blocks of `arena` all-gathered from every rank's own. */
+static int red_gather_one(nn_reducer *r, float *arena, int k, coll_err *e) {
+  size_t b = red_block(r, k);
+  float *at = arena + r->b[k].offset;
+  if (!b) return 0;
+  memcpy(r->block, at + (size_t)r->rank * b, b * sizeof *at); /* the call's buffers must not overlap */
+  return coll_allgather(r->o.comm, r->block, at, b, COLL_F32, r->ag_algo, NULL, e);
 }
 
 /* One bucket over the fabric: f32 in place (sum, then 1/N unless the optimizer applies it), or
@@ -168,35 +244,74 @@ static void red_complete(nn_reducer *r) {
   r->last_cpu_s = r->cpu_s;
 }
 
+/* The step's current job (under mu): 1 and its kind and bucket where there is one. */
+static int red_current(const nn_reducer *r, red_job *j) {
+  if (!r->active || r->job >= r->njobs) return 0;
+  *j = r->fwdg ? r->jobs[r->job] : (red_job){JOB_RED, r->job};
+  return 1;
+}
+
+/* Stage 3 (under mu): the buckets the forward holds that it will release (gathered, not yet
+ * released). */
+static int red_fwd_held(const nn_reducer *r) {
+  int n = 0;
+  for (int k = 0; k < r->nb; k++) n += r->agf[k] && r->refetch[k] && !r->rel[k];
+  return n;
+}
+
+/* The current job can run (under mu): its gradients are final; a backward gather, once the forward
+ * has released its parameters; a forward gather while the forward holds fewer than two buckets it
+ * releases (the one it reads, the next gathered ahead: FSDP's limit on gathers in flight, so the
+ * memory held stays near two buckets) or waits for more (a layer over several buckets). */
+static int red_runnable(const nn_reducer *r, red_job *j) {
+  if (!red_current(r, j)) return 0;
+  if (j->kind == JOB_RED) return r->released >= r->b[j->k].offset + r->b[j->k].count;
+  if (j->kind == JOB_AGB) return r->rel[j->k];
+  return (r->fwd_need >= 0 && !r->agf[r->fwd_need]) || red_fwd_held(r) < 2;
+}
+
+static void red_hold(nn_reducer *r, size_t more) {
+  r->held += more;
+  if (r->held > r->held_peak) r->held_peak = r->held;
+}
+
 static void *red_main(void *arg) {
   nn_reducer *r = arg;
   pthread_setname_np(pthread_self(), "fabench-comm"); /* for top -H, perf and gdb */
   pthread_mutex_lock(&r->mu);
   for (;;) {
-    while (!r->quit && !(r->active && r->next < r->nb &&
-                         r->released >= r->b[r->next].offset + r->b[r->next].count))
-      pthread_cond_wait(&r->cv, &r->mu);
+    red_job j;
+    while (!r->quit && !red_runnable(r, &j)) pthread_cond_wait(&r->cv, &r->mu);
     if (r->quit) break;
-    nn_bucket *k = &r->b[r->next];
+    nn_bucket *k = &r->b[j.k];
+    if (j.kind != JOB_RED && r->stage3) red_hold(r, red_others(r, j.k)); /* stage 2 holds all */
     pthread_mutex_unlock(&r->mu);
     coll_err e = {{0}};
     double s = red_now(), c = red_cpu();
-    int rc = red_bucket(r, k, &e);
+    int rc = j.kind == JOB_RED ? red_bucket(r, k, &e) : red_gather_one(r, r->o.params, j.k, &e);
+    if (!rc && j.kind == JOB_RED && r->stage3) red_drop(r, j.k); /* the backward is past it */
     double d = red_now();
     c = red_cpu() - c;
     pthread_mutex_lock(&r->mu);
-    k->start_s = s - r->t0;
-    k->done_s = d - r->t0;
+    if (j.kind == JOB_RED) {
+      k->start_s = s - r->t0;
+      k->done_s = d - r->t0;
+      if (r->stage3) r->held -= red_others(r, j.k);
+    } else {
+      (j.kind == JOB_AGF ? r->agf : r->agb)[j.k] = 1;
+    }
     r->comm_s += d - s;
     r->cpu_s += c;
     if (rc) {
       r->failed = 1;
       snprintf(r->err, sizeof r->err, "%s", e.msg);
       r->next = r->nb;
+      r->job = r->njobs;
     } else {
-      r->next++;
+      r->next += j.kind == JOB_RED;
+      r->job++;
     }
-    if (r->next == r->nb) {
+    if (r->job == r->njobs) {
       r->active = 0;
       if (!rc) red_complete(r);
     }
@@ -248,6 +363,20 @@ int nn_reducer_create(nn_reducer **out, const nn_reducer_opts *o, float *grads, 
   }
   r->rank = o->comm ? coll_comm_rank(o->comm) : 0;
   if (o->sharded && r->nranks > 1 && red_shard_setup(r)) goto oom;
+  r->held = r->held_peak = r->own = count;
+  if (o->params && o->sharded && r->nranks > 1) {
+    r->fwdg = 1;
+    r->stage3 = o->sharded == 3;
+    int nb = r->nb;
+    r->refetch = calloc((size_t)nb, 1), r->agf = calloc((size_t)nb, 1), r->agb = calloc((size_t)nb, 1);
+    r->rel = calloc((size_t)nb, 1);
+    r->need = calloc((size_t)nb, sizeof *r->need);
+    r->jobs = calloc(3 * (size_t)nb + 1, sizeof *r->jobs);
+    if (!r->refetch || !r->agf || !r->agb || !r->rel || !r->need || !r->jobs) goto oom;
+    red_jobs(r);
+    for (int k = 0; k < nb && r->stage3; k++) r->own -= red_others(r, k);
+    r->held_peak = r->own; /* a step's figure: the whole arena until nn_reducer_reshard is not */
+  }
   if (o->comm && o->wire != COLL_F32) {
     size_t bytes = (count ? count : 1) * sizeof(uint16_t);
     r->wire = o->wire_alloc ? o->wire_alloc->alloc(o->wire_alloc->ctx, bytes) : malloc(bytes);
@@ -292,6 +421,12 @@ void nn_reducer_destroy(nn_reducer *r) {
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
   free(r->block);
+  free(r->refetch);
+  free(r->need);
+  free(r->agf);
+  free(r->agb);
+  free(r->rel);
+  free(r->jobs);
   free(r->b);
   free(r->last);
   free(r);
@@ -300,7 +435,7 @@ void nn_reducer_destroy(nn_reducer *r) {
 int nn_reducer_set_front(nn_reducer *r, size_t front) {
   pthread_mutex_lock(&r->mu);
   while (r->have_thread && r->active) pthread_cond_wait(&r->cv, &r->mu);
-  int rc = front == r->front ? 0 : red_plan(r, front);
+  int rc = front == r->front ? 0 : r->fwdg ? -1 : red_plan(r, front);
   pthread_mutex_unlock(&r->mu);
   return rc;
 }
@@ -345,14 +480,13 @@ int nn_reducer_gather(nn_reducer *r, float *arena, double *secs, char *err, size
   double t = red_now();
   coll_err e = {{0}};
   int rc = 0;
-  for (int i = 0; i < r->nb && !rc && r->o.sharded && r->nranks > 1; i++) {
-    size_t b = r->b[i].count / (size_t)r->nranks;
-    float *at = arena + r->b[i].offset;
-    if (!b) continue;
-    memcpy(r->block, at + (size_t)r->rank * b, b * sizeof *at); /* the call's buffers must not overlap */
-    rc = coll_allgather(r->o.comm, r->block, at, b, COLL_F32, r->ag_algo, NULL, &e);
-  }
+  for (int i = 0; i < r->nb && !rc && r->o.sharded && r->nranks > 1; i++) rc = red_gather_one(r, arena, i, &e);
   if (rc) snprintf(err, errcap, "%s", e.msg);
+  if (!rc && r->stage3 && arena == r->o.params) {
+    pthread_mutex_lock(&r->mu);
+    r->held = r->count; /* between steps: not a step's peak */
+    pthread_mutex_unlock(&r->mu);
+  }
   if (secs) *secs = red_now() - t;
   return rc;
 }
@@ -361,7 +495,88 @@ float nn_reducer_grad_scale(const nn_reducer *r) {
   return r->o.scale_in_sgd && r->o.wire == COLL_F32 && r->nranks > 1 ? r->inv_n : 1.0f;
 }
 
+int nn_reducer_set_refetch(nn_reducer *r, const unsigned char *refetch, const int *need) {
+  pthread_mutex_lock(&r->mu);
+  int ok = r->stage3 && !r->active;
+  if (ok) {
+    for (int k = 0; k < r->nb; k++) r->refetch[k] = refetch[k] != 0, r->need[k] = need[k];
+    red_jobs(r);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return ok ? 0 : -1;
+}
+
+int nn_reducer_wait_params(nn_reducer *r, size_t offset, size_t count, int backward, double *waited_s,
+                           char *err, size_t errcap) {
+  double t = red_now();
+  pthread_mutex_lock(&r->mu);
+  for (int k = 0; k < r->nb && r->fwdg && count; k++) {
+    if (!(r->b[k].offset < offset + count && offset < r->b[k].offset + r->b[k].count)) continue;
+    unsigned char *done = backward && r->refetch[k] ? r->agb : r->agf;
+    if (!done[k] && !backward) {
+      r->fwd_need = k;
+      pthread_cond_broadcast(&r->cv);
+    }
+    while (!done[k] && !r->failed && r->active) pthread_cond_wait(&r->cv, &r->mu);
+    r->fwd_need = -1;
+  }
+  int failed = r->failed;
+  if (failed) snprintf(err, errcap, "%s", r->err);
+  pthread_mutex_unlock(&r->mu);
+  if (waited_s) *waited_s = red_now() - t;
+  return failed ? -1 : 0;
+}
+
+void nn_reducer_release(nn_reducer *r, int k) {
+  if (!r->stage3 || k < 0 || k >= r->nb) return;
+  pthread_mutex_lock(&r->mu);
+  /* its forward gather must be over (a failed step: nothing is gathered again) */
+  while (!r->agf[k] && !r->failed && r->active) pthread_cond_wait(&r->cv, &r->mu);
+  int skip = r->rel[k] || !r->agf[k];
+  pthread_mutex_unlock(&r->mu);
+  if (skip) return;
+  red_drop(r, k); /* before the thread may gather it again */
+  pthread_mutex_lock(&r->mu);
+  r->rel[k] = 1;
+  r->held -= red_others(r, k);
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+}
+
+void nn_reducer_reshard(nn_reducer *r) {
+  if (!r->stage3) return;
+  pthread_mutex_lock(&r->mu);
+  while (r->have_thread && r->active) pthread_cond_wait(&r->cv, &r->mu);
+  if (r->held != r->own)
+    for (int k = 0; k < r->nb; k++) red_drop(r, k);
+  r->held = r->own;
+  pthread_mutex_unlock(&r->mu);
+}
+
+double nn_reducer_step_bytes(const nn_reducer *r) {
+  if (!r->o.comm || r->nranks < 2) return 0;
+  double n = r->nranks, sum = 0;
+  if (!r->o.sharded) return 2.0 * (n - 1) / n * (double)r->count * (double)coll_dtype_size(r->o.wire);
+  for (int k = 0; k < r->nb; k++) {
+    size_t b = red_block(r, k), tail = r->b[k].count - b * (size_t)r->nranks;
+    /* reduce-scatter and one gather (for the forward), a second for the backward where stage 3
+     * refetches; the tail all-reduced */
+    double gathers = 1 + (r->stage3 ? r->refetch[k] : 0);
+    sum += ((1 + gathers) * (n - 1) * (double)b + 2.0 * (n - 1) / n * (double)tail) * sizeof(float);
+  }
+  return sum;
+}
+
+void nn_reducer_params_held(nn_reducer *r, size_t *between, size_t *peak) {
+  pthread_mutex_lock(&r->mu);
+  *between = r->own;
+  *peak = r->held_peak;
+  pthread_mutex_unlock(&r->mu);
+}
+
 void nn_reducer_begin(nn_reducer *r, double t0) {
+  /* stage 3: a step starts from the rank's ranges (an evaluation or checkpoint gathered all) */
+  nn_reducer_reshard(r);
   pthread_mutex_lock(&r->mu);
   /* the last step's buckets are rewritten by this step's backward: they must be done */
   while (r->have_thread && r->active) pthread_cond_wait(&r->cv, &r->mu);
@@ -369,10 +584,18 @@ void nn_reducer_begin(nn_reducer *r, double t0) {
   r->bwd_end = 0;
   r->released = 0;
   r->next = 0;
+  r->job = 0;
+  r->fwd_need = -1;
+  if (r->fwdg) {
+    memset(r->agf, 0, (size_t)r->nb);
+    memset(r->agb, 0, (size_t)r->nb);
+    memset(r->rel, 0, (size_t)r->nb);
+  }
   r->comm_s = 0;
   r->cpu_s = 0;
   r->active = !r->failed && r->have_thread;
   for (int i = 0; i < r->nb; i++) r->b[i].ready_s = r->b[i].start_s = r->b[i].done_s = 0;
+  if (r->fwdg) pthread_cond_broadcast(&r->cv); /* the forward's gathers can start */
   pthread_mutex_unlock(&r->mu);
 }
 
@@ -386,7 +609,8 @@ static void red_advance(nn_reducer *r, size_t ready, int release) {
   if (release && ready > r->released) {
     /* wake the thread only when the bucket it waits for is complete: backward reports every
      * layer, and a wake-up per layer costs the cores backward runs on */
-    size_t need = r->next < r->nb ? r->b[r->next].offset + r->b[r->next].count : (size_t)-1;
+    red_job j;
+    size_t need = red_current(r, &j) && j.kind == JOB_RED ? r->b[j.k].offset + r->b[j.k].count : (size_t)-1;
     int wake = r->released < need && ready >= need;
     r->released = ready;
     if (wake) pthread_cond_broadcast(&r->cv);

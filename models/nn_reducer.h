@@ -26,10 +26,20 @@ typedef struct {
   int scale_in_sgd;           /* f32: leave the sum; the optimizer applies nn_reducer_grad_scale */
   const nn_arena_alloc *wire_alloc; /* memory of the 16-bit wire buffer (collective, like the
                                        arena's); NULL: malloc */
-  int sharded;                /* ZeRO stage 2 (train --dp sharded): each bucket is reduce-scattered,
-                                 so a rank holds the sum of its own block of it only (the bucket's
-                                 count / N floats at offset + rank x that, plus the tail that does
-                                 not divide, all-reduced); needs an f32 wire and scale_in_sgd */
+  int sharded;                /* 0; 2: ZeRO stage 2 (train --dp sharded): each bucket is
+                                 reduce-scattered, so a rank holds the sum of its own block of it
+                                 only (the bucket's count / N floats at offset + rank x that, plus
+                                 the tail that does not divide, all-reduced); needs an f32 wire and
+                                 scale_in_sgd; 3: stage 3 (with params) */
+  float *params;              /* sharded: the parameter arena, each bucket all-gathered by the thread
+                                 at the start of each step, in forward order, for the forward to wait
+                                 for (nn_reducer_wait_params), so the gather of the last update
+                                 overlaps the forward; the plan stays in arena order (no
+                                 nn_reducer_set_front). Stage 3 (FSDP's FULL_SHARD): between steps a
+                                 rank holds only its ranges (nn_reducer_shards); the thread gathers
+                                 again for the backward what the forward released
+                                 (nn_reducer_release) and drops each bucket's other blocks once it is
+                                 reduce-scattered. NULL: the caller gathers (nn_reducer_gather) */
 } nn_reducer_opts;
 
 typedef struct {
@@ -40,7 +50,8 @@ typedef struct {
 } nn_bucket;
 
 typedef struct {
-  double comm_s;              /* the buckets' all-reduce times, added up */
+  double comm_s;              /* the buckets' all-reduce times, added up (sharded: the
+                                 reduce-scatters' and the parameters' gathers') */
   double comm_cpu_s;          /* the communication thread's CPU time on them (user + system) */
   double exposed_s;           /* the time this call waited (finish: from the end of backward until
                                  the last bucket was reduced) */
@@ -86,6 +97,33 @@ int nn_reducer_shards(const nn_reducer *r, size_t *off, size_t *count, int cap);
  * calling thread, with nothing in flight (after nn_reducer_drain). *secs (may be NULL) gets
  * its time. Collective. 0, or -1 with the cause in err. */
 int nn_reducer_gather(nn_reducer *r, float *arena, double *secs, char *err, size_t errcap);
+
+/* Stage 3. The buckets the forward releases and the backward gathers again (refetch[k] for the
+ * plan's bucket k, 1 or 0), and before reducing bucket k, the backward's gathers of the buckets up
+ * to need[k] (at least those of the layer holding bucket k's last float, which must end before
+ * it is reduced, or the ranks deadlock; one more lets the backward find its next layer's there);
+ * the same on every rank. Before the first call none is released. 0, or -1 (not stage 3 or a
+ * step in flight). */
+int nn_reducer_set_refetch(nn_reducer *r, const unsigned char *refetch, const int *need);
+/* With params, the training thread: waits until every bucket holding a float of [offset, offset
+ * + count) is gathered for the forward (backward 0) or, stage 3 where refetched, for the backward
+ * (1); without, returns at once.
+ * *waited_s (may be NULL) gets the time waited. 0, or -1 with the cause in err. */
+int nn_reducer_wait_params(nn_reducer *r, size_t offset, size_t count, int backward, double *waited_s,
+                           char *err, size_t errcap);
+/* Stage 3, the forward: bucket k's parameters are read no more before the backward; the other
+ * ranks' blocks of it are dropped (their pages given back) and the thread may gather it again. */
+void nn_reducer_release(nn_reducer *r, int k);
+/* Stage 3, between steps (nothing in flight): every bucket's other blocks dropped, so the rank
+ * holds its ranges only (after nn_reducer_gather, which makes the arena whole). */
+void nn_reducer_reshard(nn_reducer *r);
+/* The bytes this rank sends in one step by the algorithms' bus factors: all-reduce 2(N-1)/N of
+ * the bucket, reduce-scatter and all-gather (N-1)/N each (stage 2's post-update gather, stage 3's
+ * forward and backward gathers included); 0 with no communicator or alone. */
+double nn_reducer_step_bytes(const nn_reducer *r);
+/* Floats of the parameter arena this rank holds between steps (stage 3: its ranges, else all),
+ * and the most it held at once during the steps so far. */
+void nn_reducer_params_held(nn_reducer *r, size_t *between, size_t *peak);
 
 /* A step starts: nothing of the arena is final yet. t0: the step's time origin (CLOCK_MONOTONIC
  * seconds; 0: now). Waits first until the previous step's buckets are all reduced (nothing of

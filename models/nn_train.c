@@ -5,8 +5,11 @@
  * step ends with backward: the next forward waits layer by layer for the buckets holding its
  * parameters, each bucket updated as soon as it is reduced. Before anything that needs final
  * weights (evaluation, checkpoints, the end) a step drains; a parameter check comes after the
- * next forward, before its update. Between steps, over the bootstrap (the gradient
- * communicator belongs to the reducer's thread): step records to rank 0, parameter hashes. */
+ * next forward, before its update. Sharded, the reducer reduce-scatters, each rank updates its
+ * ranges and the next forward waits layer by layer for the parameters' gathers (stage 3: and
+ * releases them, the backward waiting for them again). Between steps, over the bootstrap (the
+ * gradient communicator belongs to the reducer's thread): step records to rank 0, parameter
+ * hashes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +137,14 @@ typedef struct {
   double *front_hi;           /* and the most that leaves the next forward's reduction its time */
   size_t *shoff, *shcnt;      /* sharded: this rank's ranges of the arenas (nn_reducer_shards) */
   int nsh;
+  /* sharded: the parameters gathered in the forward (fwdg); stage 3 */
+  int fwdg, stage3;
+  int whole;                  /* the parameters are gathered whole (evaluation, check, checkpoint) */
+  int *free_at;               /* [nb]: the forward releases bucket k before this layer (-1: kept) */
+  size_t *lay_lo, *lay_hi;    /* [layers]: each layer's parameters in the arena (lo == hi: none) */
+  int nlay;
+  double bwd_wait;            /* this step's backward: waits for its layers' parameters */
+  int gather_failed;          /* a backward wait failed (backward goes on; the step then fails) */
   size_t nfront;
   /* the trace of this rank */
   nn_trace_ev *tev;
@@ -185,7 +196,7 @@ static void trace_buckets(train_state *s, double origin) {
   s->lastb_traced = 1;
   for (int k = 0; k < s->nb; k++) {
     char name[24];
-    snprintf(name, sizeof name, "allreduce b%d", k);
+    snprintf(name, sizeof name, s->fwdg ? "reducescatter b%d" : "allreduce b%d", k);
     size_t at = s->ntev;
     trace_add(s, name, 1, origin + s->lastb[k].start_s, origin + s->lastb[k].done_s);
     if (s->ntev > at) s->tev[at].step = s->lastb_step;
@@ -206,6 +217,19 @@ static void on_ready(void *ctx, int layer, size_t ready) {
   if (!s->begun) begin_step(s);
   nn_reducer_ready(s->red, ready);
   step_alive(s);
+  /* stage 3: the next layer of the backward (its parameters start where the final gradients
+   * end) waits for them to be gathered again */
+  for (int l = 0; s->stage3 && !s->gather_failed && l < s->nlay; l++) {
+    if (s->lay_lo[l] != ready || s->lay_hi[l] == ready) continue;
+    double w = 0;
+    char rerr[1024];
+    if (nn_reducer_wait_params(s->red, ready, s->lay_hi[l] - ready, 1, &w, rerr, sizeof rerr)) {
+      s->gather_failed = 1;
+      snprintf(s->err, s->cap, "step %lld, parameter all-gather: %s", (long long)s->tstep, rerr);
+    }
+    s->bwd_wait += w;
+    break;
+  }
   if (s->tracing && layer >= 0) {
     double t = tr_now();
     char name[24];
@@ -236,6 +260,18 @@ static int on_forward(void *ctx, int layer, size_t off, size_t count, char *err,
   if (step_alive(s)) {
     snprintf(err, cap, "stopped during step %lld", (long long)s->tstep);
     return -1;
+  }
+  if (s->fwdg) { /* stage 3: release what the forward has read for the last time; wait for this layer */
+    for (int k = 0; k < s->nb && s->stage3; k++)
+      if (s->free_at[k] == layer) nn_reducer_release(s->red, k);
+    double w = 0;
+    char rerr[1024];
+    if (nn_reducer_wait_params(s->red, off, count, 0, &w, rerr, sizeof rerr)) {
+      snprintf(err, cap, "step %lld, parameter all-gather: %s", (long long)s->tstep, rerr);
+      return -1;
+    }
+    s->hook_wait += w;
+    return 0;
   }
   if (!s->pending) return 0;
   apply_done(s);
@@ -302,10 +338,25 @@ static int gather_trace(train_state *s) {
   return rc;
 }
 
+/* Sharded, between steps: the parameters gathered whole for what reads them all (stage 2's next
+ * forward would gather the update; stage 3's next step starts from the rank's ranges again). 0,
+ * or -1 with s->err set. */
+static int tr_whole(train_state *s) {
+  if (!s->fwdg || s->whole) return 0;
+  char rerr[1024];
+  if (nn_reducer_gather(s->red, nn_net_params(s->o->net, NULL), NULL, rerr, sizeof rerr)) {
+    snprintf(s->err, s->cap, "parameter all-gather: %s", rerr);
+    return -1;
+  }
+  s->whole = 1;
+  return 0;
+}
+
 /* Every rank's hash of its parameters; a mismatch names the ranks that differ from rank 0. */
 static int check_params(train_state *s, int64_t step) {
   /* without an exchange the ranks' models part ways by design (unless they read alike) */
   if (s->world == 1 || (!s->o->comm && !s->o->same_data)) return 0;
+  if (tr_whole(s)) return -1;
   size_t np;
   const float *p = nn_net_params(s->o->net, &np);
   uint64_t h = nn_params_hash(p, np), *all = calloc((size_t)s->world, sizeof *all);
@@ -348,7 +399,7 @@ static int share_buffers(train_state *s) {
 static int evaluate(train_state *s, nn_eval_rec *r) {
   const nn_train_opts *o = s->o;
   double t0 = tr_now();
-  if (share_buffers(s)) return -1;
+  if (tr_whole(s) || share_buffers(s)) return -1;
   nn_loader_opts lo = {.batch = o->loader.batch, .world = s->world, .rank = s->world > 1 ? o->rank : 0, .workers = o->loader.workers,
                        .epochs = 1, .prefetch = o->loader.prefetch > 0 ? o->loader.prefetch : 1};
   tr_host_mem(&lo, o->net);
@@ -397,6 +448,7 @@ static int save_ckpt(train_state *s, int64_t epoch, int64_t step, int64_t gstep,
   if (o->save && o->sharded && o->comm && s->world > 1 &&
       nn_reducer_gather(s->red, nn_net_momentum(o->net, NULL), NULL, s->err, s->cap))
     return -1;
+  if (o->save && tr_whole(s)) return -1; /* sharded: the parameters too */
   if (!o->save || o->rank != 0) return 0;
   nn_ckpt_info ci = o->ckpt;
   ci.epoch = epoch;
@@ -611,6 +663,69 @@ static int set_front(train_state *s, size_t count) {
   return 0;
 }
 
+/* Stage 3: where the forward releases each bucket (before the first layer after the last that
+ * reads it; layers run in index order) and so which the backward gathers again, the layers'
+ * ranges for the backward's waits; then the parameters dropped to the rank's ranges. The
+ * backward's first layer (the arena's start) reads its parameters with no wait before it: its
+ * buckets are never released (the last layer's, as FSDP keeps its root's). 0, or -1. */
+static int stage3_plan(train_state *s, const nn_param_info *pi, int npi) {
+  int nb = nn_reducer_nbuckets(s->red), nlay = 0;
+  nn_bucket *b = calloc((size_t)nb, sizeof *b);
+  for (int i = 0; i < npi; i++) nlay = pi[i].layer + 1 > nlay ? pi[i].layer + 1 : nlay;
+  s->free_at = calloc((size_t)nb, sizeof *s->free_at);
+  s->lay_lo = calloc((size_t)nlay + 1, sizeof *s->lay_lo);
+  s->lay_hi = calloc((size_t)nlay + 1, sizeof *s->lay_hi);
+  unsigned char *refetch = calloc((size_t)nb, 1);
+  int *need = calloc((size_t)nb, sizeof *need), rc = -1;
+  if (!b || !s->free_at || !s->lay_lo || !s->lay_hi || !refetch || !need) {
+    snprintf(s->err, s->cap, "out of memory");
+    goto out;
+  }
+  s->nlay = nlay;
+  for (int l = 0; l < nlay; l++) s->lay_lo[l] = (size_t)-1, s->lay_hi[l] = 0;
+  for (int i = 0; i < npi; i++) {
+    int l = pi[i].layer;
+    if (pi[i].offset < s->lay_lo[l]) s->lay_lo[l] = pi[i].offset;
+    if (pi[i].offset + pi[i].count > s->lay_hi[l]) s->lay_hi[l] = pi[i].offset + pi[i].count;
+  }
+  for (int l = 0; l < nlay; l++)
+    if (s->lay_hi[l] == 0) s->lay_lo[l] = 0; /* no parameters */
+  nn_reducer_last(s->red, b, nb, NULL); /* the plan */
+  for (int k = 0; k < nb; k++) {
+    int last = -1, next = -1;
+    for (int l = 0; l < nlay; l++)
+      if (s->lay_hi[l] > s->lay_lo[l] && s->lay_lo[l] < b[k].offset + b[k].count && b[k].offset < s->lay_hi[l])
+        last = l;
+    for (int l = last + 1; l < nlay && next < 0; l++)
+      if (s->lay_hi[l] > s->lay_lo[l]) next = l;
+    s->free_at[k] = last >= 0 ? next : -1;
+    if (b[k].offset == 0) s->free_at[k] = -1; /* the backward's first layer's */
+    refetch[k] = s->free_at[k] >= 0;
+  }
+  /* before reducing bucket k, the gathers of the buckets of the layer holding its last float (it
+   * must end first) and of the next bucket */
+  for (int k = 0; k < nb; k++) {
+    size_t last = b[k].offset + b[k].count - 1, hi = last + 1;
+    for (int l = 0; l < nlay; l++)
+      if (s->lay_lo[l] <= last && last < s->lay_hi[l]) hi = s->lay_hi[l];
+    need[k] = k + 1;
+    for (int q = k; q < nb; q++)
+      if (b[q].offset < hi && need[k] < q) need[k] = q;
+  }
+  if (nn_reducer_set_refetch(s->red, refetch, need)) {
+    snprintf(s->err, s->cap, "internal: the reducer is not at stage 3");
+    goto out;
+  }
+  nn_reducer_reshard(s->red);
+  s->stage3 = 1;
+  rc = 0;
+out:
+  free(b);
+  free(refetch);
+  free(need);
+  return rc;
+}
+
 /* The reducer, the net's hooks, the loader and the records of a run. 0, or -1 with s->err set. */
 static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   const nn_train_opts *o = s->o;
@@ -625,7 +740,8 @@ static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   nn_reducer_opts ro = {.comm = o->comm, .algo = o->algo, .wire = o->wire,
                         .bucket_bytes = o->bucket_bytes, .first_bucket_bytes = o->first_bucket_bytes,
                         .overlap = o->overlap, .scale_in_sgd = 1, .wire_alloc = o->wire_alloc,
-                        .sharded = o->sharded && o->comm};
+                        .sharded = !o->sharded || !o->comm ? 0 : o->sharded == 3 ? 3 : 2,
+                        .params = o->sharded && o->comm && s->world > 1 ? nn_net_params(o->net, NULL) : NULL};
   if (o->sharded && o->comm && (o->overlap_step == NN_OSTEP_ON || nn_net_device(o->net) != NN_DEV_CPU)) {
     snprintf(s->err, s->cap, "sharded training runs on the CPU without overlap_step");
     return -1;
@@ -635,12 +751,18 @@ static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   s->shoff = malloc((size_t)s->nsh * sizeof *s->shoff), s->shcnt = malloc((size_t)s->nsh * sizeof *s->shcnt);
   if (!s->shoff || !s->shcnt) return snprintf(s->err, s->cap, "out of memory"), -1;
   nn_reducer_shards(s->red, s->shoff, s->shcnt, s->nsh);
+  s->fwdg = ro.params != NULL;
+  if (ro.params && ro.sharded == 3 && stage3_plan(s, pi, npi)) return -1;
   nn_net_on_grad_ready(o->net, on_ready, s);
   /* the others are not in this loop but wait outside it; with a boot they are in every step */
   s->alive = !o->boot && o->on_alive;
   /* a GPU net cannot stop its forward layer by layer: it drains every step (and is alive from
    * backward only) */
-  s->fwd_hook = (o->overlap_step || s->alive) && nn_net_on_forward(o->net, on_forward, s) == 0;
+  s->fwd_hook = (o->overlap_step || s->alive || s->fwdg) && nn_net_on_forward(o->net, on_forward, s) == 0;
+  if (s->fwdg && !s->fwd_hook) {
+    snprintf(s->err, s->cap, "sharded training needs a net that calls its forward hook layer by layer");
+    return -1;
+  }
   /* overlap_step exchanges a step's records and checks while the communication thread reduces:
    * not where both go through one MPI library that takes one thread at a time */
   s->hooked = o->overlap_step && !ro.sharded && s->fwd_hook && !coll_comm_serial_with_boot(o->comm);
@@ -694,10 +816,12 @@ static int tr_compute(train_state *s, nn_loader *loader, tr_step *st, int64_t gs
   st->step_ev = s->ntev;
   s->t1 = t1;
   s->begun = 0;
-  s->hook_wait = s->hook_opt = 0;
+  s->hook_wait = s->hook_opt = s->bwd_wait = 0;
+  s->whole = 0; /* sharded: the update leaves the others' blocks stale (stage 3: dropped) */
   if (!s->ostep) begin_step(s);
   if (nn_net_train_step(o->net, st->b.x, st->b.labels, st->b.n, &st->loss, &st->correct, &st->tm, s->err, s->cap))
     return -1;
+  if (s->gather_failed) return -1;
   if (s->alive_failed) {
     snprintf(s->err, s->cap, "stopped during step %lld", (long long)gstep + 1);
     return -1;
@@ -706,21 +830,16 @@ static int tr_compute(train_state *s, nn_loader *loader, tr_step *st, int64_t gs
   return 0;
 }
 
-/* The optimizer's step: on the whole arena, or (sharded) on this rank's ranges, then every
- * rank's updated parameters gathered (a wait the step's exposed communication counts). 0, or -1
- * with the cause in err. */
-static int tr_update(train_state *s, tr_step *st, const nn_sgd_opts *so, char *err, size_t errcap) {
+/* The optimizer's step: on the whole arena, or (sharded) on this rank's ranges only: the
+ * reducer's thread gathers every rank's updated blocks bucket by bucket at the next step's start,
+ * while the forward runs (tr_whole where something reads them all before). */
+static void tr_update(train_state *s, const nn_sgd_opts *so) {
   const nn_train_opts *o = s->o;
-  if (!o->sharded || !o->comm || s->world == 1) {
+  if (!s->fwdg) {
     nn_sgd_step(o->net, so);
-    return 0;
+    return;
   }
   for (int i = 0; i < s->nsh; i++) nn_sgd_step_range(o->net, so, s->shoff[i], s->shcnt[i]);
-  double secs = 0;
-  int rc = nn_reducer_gather(s->red, nn_net_params(o->net, NULL), &secs, err, errcap);
-  st->comm += secs;
-  st->wait_end += secs;
-  return rc;
 }
 
 /* The step's end: the last buckets to the reducer, the deferred parameter check, then the update
@@ -763,10 +882,7 @@ static int tr_reduce(train_state *s, tr_step *st, nn_sgd_opts *so, int64_t gstep
   st->wait_end = st->rs.exposed_s;
   st->comm += st->rs.comm_s;
   st->comm_cpu += st->rs.comm_cpu_s;
-  if (tr_update(s, st, so, rerr, sizeof rerr)) {
-    snprintf(s->err, s->cap, "step %lld, parameter all-gather: %s", (long long)gstep + 1, rerr);
-    return -1;
-  }
+  tr_update(s, so);
   /* the last step's, if reduced behind this one, then this step's buckets, for the record */
   trace_buckets(s, s->t1_prev);
   nn_reducer_last(s->red, s->lastb, s->nb, NULL);
@@ -810,8 +926,8 @@ static int tr_record(train_state *s, const tr_step *st, const nn_sgd_opts *so, i
                     .epoch = st->b.epoch, .step_in_epoch = st->b.step, .loss = st->loss,
                     .batch_acc = (double)st->correct / st->b.n, .lr = so->lr, .step_s = t3 - t0 + s->gap,
                     .data_s = st->t1 - t0 + s->gap, .load_s = st->b.load_s, .wait_s = st->t1 - t0, .fwd_s = st->tm.fwd_s - hooks,
-                    .bwd_s = st->tm.bwd_s, .comm_s = st->comm, .comm_cpu_s = st->comm_cpu,
-                    .exposed_s = s->hook_wait + st->wait_end,
+                    .bwd_s = st->tm.bwd_s - s->bwd_wait, .comm_s = st->comm, .comm_cpu_s = st->comm_cpu,
+                    .exposed_s = s->hook_wait + s->bwd_wait + st->wait_end,
                     .opt_s = s->hook_opt + (t3 - st->t2) - st->wait_end,
                     .elapsed_s = o->elapsed0 + (t3 - t_start)};
   if (gather(s, s->all, &me, sizeof me)) return -1;
@@ -881,6 +997,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   s.tbase = t_start;
   const char *why = "done";
   res->grad_bytes = o->comm ? np * coll_dtype_size(o->wire) : 0;
+  res->sent_bytes = nn_reducer_step_bytes(s.red);
   for (int i = 0; i < s.nsh; i++) res->opt_floats += s.shcnt[i];
   while (gstep < o->stop_step) {
     if (s.hooked && !s.ostep && run_steps == o->warmup_steps && set_front(&s, np)) goto out;
@@ -929,6 +1046,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
     if (s.check_due && check_params(&s, gstep)) goto out;
   }
   double train_s = tr_now() - t_start;
+  if (tr_whole(&s)) goto out; /* sharded: the caller gets the whole model */
   /* a run cut by the step count mid-epoch still reports where it stands */
   if (o->eval_every > 0 && last_eval != gstep && strcmp(why, "target reached") &&
       tr_eval(&s, res, gstep / o->steps_per_epoch, gstep, t_start) < 0)
@@ -943,6 +1061,7 @@ int nn_train_run(nn_train_result *res, const nn_train_opts *o, char *err, size_t
   res->train_s = o->elapsed0 + train_s;
   summarize(&s, res, images);
   res->overlap_step = s.ostep;
+  nn_reducer_params_held(s.red, &res->params_held, &res->params_peak);
   res->status = why;
   rc = 0;
 out:
@@ -951,6 +1070,9 @@ out:
   nn_loader_destroy(loader);
   nn_reducer_destroy(s.red);
   ts_free(&s);
+  free(s.free_at);
+  free(s.lay_lo);
+  free(s.lay_hi);
   free(adam_v);
   return rc;
 }

@@ -92,6 +92,13 @@ typedef struct {
                                  and as many parameter bytes all-gathered) */
   size_t opt_floats;          /* floats of optimizer state this rank keeps up to date (sharded: its
                                  blocks; else every parameter's) */
+  double sent_bytes;          /* bytes this rank sends per step by the algorithms' bus factors
+                                 (nn_reducer_step_bytes); 0 with no exchange */
+  size_t params_held;         /* floats of parameters this rank holds between steps (stage 3: its
+                                 blocks; else all) */
+  size_t params_peak;         /* the most it held at once during a step (stage 3: its blocks and the
+                                 buckets gathered then; evaluations, checks and checkpoints, which
+                                 gather all between steps, not counted) */
   int nbuckets;
   nn_bucket_rec buckets[NN_TRAIN_MAX_BUCKETS];
 } nn_train_result;
@@ -128,10 +135,15 @@ typedef struct {
                                  only for its own parameters' buckets, each bucket updated (SGD)
                                  once reduced; CPU nets (a GPU net drains before its forward) */
   const nn_arena_alloc *wire_alloc;
-  int sharded;                /* ZeRO stage 2 (--dp sharded): gradients reduce-scattered per bucket,
-                                 each rank updates its own block of the parameters and keeps its
-                                 block of the optimizer state, then the parameters are all-gathered;
-                                 f32 wire, no overlap_step (nn_reducer.h) */
+  int sharded;                /* 0, 2 or 3. ZeRO stage 2 (--dp sharded): gradients reduce-scattered
+                                 per bucket, each rank updates its own block of the parameters and
+                                 keeps its block of the optimizer state; the next step's forward
+                                 waits, layer by layer, for the parameters' all-gather, bucket by
+                                 bucket, which the reducer's thread starts with the step; 3 (--dp
+                                 sharded3): between steps a rank holds only its blocks of the
+                                 parameters too, and gathers again before the backward the buckets
+                                 the forward released; f32 wire, no overlap_step, CPU nets
+                                 (nn_reducer.h) */
   int corrupt_rank;           /* tests: this rank's weights are perturbed after step */
   int64_t corrupt_step;       /* corrupt_step (0: never) */
 

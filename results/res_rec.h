@@ -76,9 +76,10 @@
 /* train.csv: one row per training run (per rank role). With --rounds R the pairs took turns R
  * times, each round training the same steps from the same weights: the row is the pair's fastest
  * round (rounds: R), images_per_s_slowest its slowest round's figure (one round: the same). dp:
- * replicated or sharded (ZeRO stage 2); sent_mb_step: what each rank sends per step by the
- * algorithm's bus factor (MB, 10^6 bytes); state_mb: the parameters, gradients and optimizer
- * state each rank keeps (MB). bound: with --telemetry-hz, what bound the pair's last round on
+ * replicated, sharded (ZeRO stage 2) or sharded3 (stage 3); sent_mb_step: what each rank sends
+ * per step by the algorithms' bus factors (MB, 10^6 bytes); state_mb: the parameters,
+ * gradients and optimizer state each rank keeps between steps (MB); peak_mb: the same at its
+ * most during a step (stage 3: with the buckets gathered then). bound: with --telemetry-hz, what bound the pair's last round on
  * the worst host (link-bound, cpu-bound or neither); link_util the most utilised link's,
  * cpu_busy the busiest host's, tcp_retrans all hosts' retransmits. */
 #define RES_TRAIN_COLS(X)                                                                     \
@@ -102,7 +103,7 @@
   X(F64_OPT, sent_mb_step) X(F64_OPT, state_mb) X(STR_OPT, bound) X(F64_OPT, link_util)      \
   X(F64_OPT, cpu_busy) X(F64_OPT, tcp_retrans) X(STR_OPT, pred_kind) X(INT_OPT, setting)      \
   X(STR_OPT, optimizer) X(INT_OPT, loader_workers) X(F64_OPT, data_wait_ms)                   \
-  X(F64_OPT, loader_mb_s) X(F64_OPT, loader_images_s) X(STR_OPT, cache)
+  X(F64_OPT, loader_mb_s) X(F64_OPT, loader_images_s) X(STR_OPT, cache) X(F64_OPT, peak_mb)
 
 /* train_epochs.csv: a sweep's accuracy after each evaluated epoch, one row per (setting, role,
  * pair, device, evaluation), with every setting of the row it belongs to in train.csv; epoch:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Sharded against replicated data-parallel training (fabench train --dp sharded|replicated) and
-# against PyTorch (scripts/ddp_peer.py: DDP, and DDP with ZeroRedundancyOptimizer, --zero), on the
-# same model, data, batch and ranks, the four alternating within each round so that a slow spell
-# of the machine hits all. summary.csv: per round and rank count, images/s, bytes each rank sends
-# per step, the state each rank keeps, and fabench sharded over each peer.
+# Sharded (ZeRO stages 2 and 3) against replicated data-parallel training (fabench train --dp
+# replicated|sharded|sharded3) and against PyTorch (scripts/ddp_peer.py: DDP, and DDP with
+# ZeroRedundancyOptimizer, --zero), on the same model, data, batch and ranks, the five alternating
+# within each round so that a slow spell of the machine hits all. summary.csv: per round and rank
+# count, images/s, bytes each rank sends per step, the state each rank keeps between steps and at
+# its peak, and fabench sharded (stage 2) over each.
 # --emulate RATE runs every rank in its own namespace on links shaped to RATE (root).
 # usage: scripts/bench-sharded.sh [--fabench PATH] [--ranks 2,4] [--rounds R] [--steps S]
 #                                 [--warmup-steps W] [--model M] [--batch B] [--emulate RATE]
@@ -41,7 +42,7 @@ emu_f=() emu_p=()
 [ -z "$emu" ] || emu_f=(--emulate "$emu") emu_p=(--emulate "$emu")
 for r in $(seq 1 "$rounds"); do
   for n in ${ranks//,/ }; do
-    for dp in replicated sharded; do
+    for dp in replicated sharded sharded3; do
       echo "bench-sharded: round $r, $n ranks, fabench $dp" >&2
       "$fabench" train -n "$n" "${common[@]}" "${emu_f[@]}" --transport tcp --no-single --eval-every 0 \
         --dp "$dp" --out "$out/r$r-n$n-$dp" > "$out/r$r-n$n-$dp.txt" 2>&1
@@ -61,7 +62,8 @@ rows = []
 for f in sorted(glob.glob(os.path.join(out, "r*-n*-*", "train.csv"))):
     m = re.search(r"r(\d+)-n(\d+)-(\w+)$", os.path.dirname(f))
     t = [x for x in csv.DictReader(open(f)) if x["role"] == "dp"][0]
-    rows.append((int(m[1]), int(m[2]), m[3], float(t["images_per_s"]), float(t["sent_mb_step"]), float(t["state_mb"])))
+    rows.append((int(m[1]), int(m[2]), m[3], float(t["images_per_s"]), float(t["sent_mb_step"]), float(t["state_mb"]),
+                 float(t["peak_mb"])))
 peer = {}
 order = {}
 for i, t in enumerate(csv.DictReader(open(os.path.join(out, "torch.csv")))):
@@ -69,22 +71,22 @@ for i, t in enumerate(csv.DictReader(open(os.path.join(out, "torch.csv")))):
     order.setdefault(key, []).append(float(t["images_per_s"]))
 with open(os.path.join(out, "summary.csv"), "w", newline="") as fh:
     w = csv.writer(fh)
-    w.writerow(["round", "ranks", "config", "images_per_s", "sent_mb_step", "state_mb"])
+    w.writerow(["round", "ranks", "config", "images_per_s", "sent_mb_step", "state_mb", "peak_mb"])
     for r in rows:
         w.writerow(r)
     for (n, role), v in sorted(order.items()):
         for i, x in enumerate(v):
-            w.writerow([i + 1, n, "torch-" + role, x, "", ""])
-print("ranks  config               images/s (median)   sent MB/step  state MB   sharded over it")
+            w.writerow([i + 1, n, "torch-" + role, x, "", "", ""])
+print("ranks  config               images/s (median)   sent MB/step  state MB  peak MB   sharded over it")
 for n in sorted({r[1] for r in rows}):
     sh = statistics.median(r[3] for r in rows if r[1] == n and r[2] == "sharded")
-    for cfg in ("replicated", "sharded"):
+    for cfg in ("replicated", "sharded", "sharded3"):
         v = [r for r in rows if r[1] == n and r[2] == cfg]
         ips = statistics.median(r[3] for r in v)
-        print(f"{n:5}  fabench {cfg:12} {ips:10.1f}          {v[0][4]:10.2f}  {v[0][5]:8.1f}   {sh / ips:.2f}x")
+        print(f"{n:5}  fabench {cfg:12} {ips:10.1f}          {v[0][4]:10.2f}  {v[0][5]:8.1f} {v[0][6]:8.1f}   {sh / ips:.2f}x")
     for role in ("ddp", "ddp-zero"):
         if (n, role) in order:
             ips = statistics.median(order[(n, role)])
-            print(f"{n:5}  torch {role:14} {ips:10.1f}                                {sh / ips:.2f}x")
+            print(f"{n:5}  torch {role:14} {ips:10.1f}                                         {sh / ips:.2f}x")
 PY
 echo "bench-sharded: $out" >&2

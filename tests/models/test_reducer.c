@@ -3,7 +3,11 @@
  * overlap on and off, the 1/N left to the optimizer, plans in arena order and with a front
  * (the rest in forward order, each range checked as soon as its wait returns, with every bucket
  * the reducer then says done), and bucket sizes that cut the arena at awkward places. Ranks are forked processes on a loopback rendezvous.
- * The plans themselves are checked against the rule of nn_reducer.h without a communicator. */
+ * The plans themselves are checked against the rule of nn_reducer.h without a communicator.
+ * Sharded with the parameters given (stage 2, and stage 3 which drops them between steps): the
+ * parameters each layer reads in a simulated forward and backward equal every rank's, the
+ * reduce-scattered blocks the sums, the bytes and the floats held what the plan makes, and a
+ * gather after the steps gives the whole arena back. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -221,6 +225,139 @@ static void test_ucx(void **st) {
   check_transport(COLL_UCX);
 }
 
+/* Stage 3's parameter i at step s, the same on every rank (rank 0's weights broadcast). */
+static float param_value(size_t i, int s) { return (float)(0.25 * (double)(i % 97) - 3.0 + 0.5 * s); }
+
+enum { S3_COUNT = 1001, S3_LAYER = 70 };
+
+/* One rank of stage 2 or 3 over n ranks: layers of S3_LAYER floats from the arena's start (the
+ * backward's order: layer 0 first in backward, last in forward). Stage 2 updates its ranges
+ * only, so the others' stay stale until the next forward's gathers. 0 when all checks pass. */
+static int stage3_rank(int rank, int n, coll_transport_kind tk, int stage) {
+  coll_err e = {{0}};
+  coll_boot *b = NULL;
+  coll_comm *c = NULL;
+  if (coll_boot_open(&b, COLL_BOOT_ENV, 0, 20000, &e)) return fprintf(stderr, "rank %d: %s\n", rank, e.msg), 2;
+  coll_comm_opts co = {.transport = tk, .timeout_ms = 20000, .no_spin = 1};
+  if (coll_comm_open(&c, b, &co, &e)) return fprintf(stderr, "rank %d: %s\n", rank, e.msg), 2;
+  nn_arena_alloc al = nn_arena_from_comm(c);
+  float *g = al.alloc(al.ctx, S3_COUNT * sizeof(float)), *p = NULL;
+  if (!g || posix_memalign((void **)&p, 4096, 4 * 4096)) return 2;
+  for (size_t i = 0; i < S3_COUNT; i++) p[i] = param_value(i, 0);
+  coll_algo a = {COLL_ALGO_RING, 0};
+  /* buckets of 16 floats, then 32 (the last 16): odd cuts, tails at 3 ranks */
+  nn_reducer_opts ro = {.comm = c, .algo = a, .wire = COLL_F32, .bucket_bytes = 148, .first_bucket_bytes = 80,
+                        .overlap = 1, .scale_in_sgd = 1, .sharded = stage, .params = p};
+  nn_reducer *r = NULL;
+  char err[1024];
+  if (nn_reducer_create(&r, &ro, g, S3_COUNT, err, sizeof err)) return fprintf(stderr, "rank %d: %s\n", rank, err), 2;
+  int nb = nn_reducer_nbuckets(r), bad = 0;
+  nn_bucket *pl = calloc((size_t)nb, sizeof *pl);
+  unsigned char *refetch = calloc((size_t)nb, 1);
+  int *need = calloc((size_t)nb, sizeof *need);
+  if (!pl || !refetch || !need) return 2;
+  nn_reducer_last(r, pl, nb, NULL);
+  /* the backward's first layer's buckets are kept; before reducing bucket k, the buckets up to
+   * the end of the layer holding its last float, and the next */
+  for (int k = 0; k < nb; k++) {
+    refetch[k] = stage == 3 && pl[k].offset >= S3_LAYER;
+    size_t last = pl[k].offset + pl[k].count - 1, hi = (last / S3_LAYER + 1) * S3_LAYER;
+    need[k] = k + 1;
+    for (int q = k; q < nb; q++)
+      if (pl[q].offset < hi && q > need[k]) need[k] = q;
+  }
+  if (nn_reducer_set_refetch(r, refetch, need) != (stage == 3 ? 0 : -1)) return 2;
+  nn_reducer_reshard(r);
+  /* this rank's ranges: block rank of each bucket and the tail */
+  unsigned char *mine = calloc(S3_COUNT, 1);
+  size_t own = 0, others = 0;
+  double bytes = 0;
+  for (int k = 0; k < nb && mine; k++) {
+    size_t blk = pl[k].count / (size_t)n, tail = pl[k].count - blk * (size_t)n;
+    for (size_t i = 0; i < pl[k].count; i++)
+      mine[pl[k].offset + i] = i >= blk * (size_t)n || (i / blk == (size_t)rank);
+    own += blk + tail + (stage == 3 ? 0 : blk * (size_t)(n - 1));
+    others += stage == 3 ? blk * (size_t)(n - 1) : 0;
+    bytes += ((2.0 + refetch[k]) * (n - 1) * (double)blk + 2.0 * (n - 1) / n * (double)tail) * 4;
+  }
+  if (!mine) return 2;
+  for (size_t i = 0; i < S3_COUNT && stage == 3; i++) /* dropped: NaN or a zero page, never the value */
+    if (!mine[i] && p[i] == param_value(i, 0) && p[i] != 0 && !bad++) fprintf(stderr, "rank %d: %zu kept\n", rank, i);
+  int nlay = (S3_COUNT + S3_LAYER - 1) / S3_LAYER;
+  for (int s = 0; s < 2 && !bad; s++) {
+    nn_reducer_begin(r, 0);
+    for (int l = nlay - 1; l >= 0; l--) { /* forward: the arena's end first */
+      size_t lo = (size_t)l * S3_LAYER, hi = lo + S3_LAYER < S3_COUNT ? lo + S3_LAYER : S3_COUNT;
+      for (int k = 0; k < nb; k++)
+        if (refetch[k] && pl[k].offset >= hi) nn_reducer_release(r, k);
+      if (nn_reducer_wait_params(r, lo, hi - lo, 0, NULL, err, sizeof err)) return fprintf(stderr, "%s\n", err), 2;
+      for (size_t i = lo; i < hi; i++)
+        if (p[i] != param_value(i, s) && bad++ < 3) fprintf(stderr, "rank %d step %d forward: %zu is %g\n", rank, s, i, p[i]);
+    }
+    for (size_t i = 0; i < S3_COUNT; i++) g[i] = grad_value(rank, i, s);
+    for (int l = 0; l < nlay; l++) { /* backward */
+      size_t lo = (size_t)l * S3_LAYER, hi = lo + S3_LAYER < S3_COUNT ? lo + S3_LAYER : S3_COUNT;
+      if (l > 0 && nn_reducer_wait_params(r, lo, hi - lo, 1, NULL, err, sizeof err)) return fprintf(stderr, "%s\n", err), 2;
+      for (size_t i = lo; i < hi; i++)
+        if (p[i] != param_value(i, s) && bad++ < 3) fprintf(stderr, "rank %d step %d backward: %zu is %g\n", rank, s, i, p[i]);
+      nn_reducer_ready(r, hi);
+    }
+    nn_reducer_stats st;
+    if (nn_reducer_finish(r, &st, err, sizeof err)) return fprintf(stderr, "%s\n", err), 2;
+    for (size_t i = 0; i < S3_COUNT; i++) {
+      if (!mine[i]) continue;
+      double ref = 0;
+      for (int q = 0; q < n; q++) ref += (double)grad_value(q, i, s);
+      if (fabs((double)g[i] - ref) > 4e-6 * (fabs(ref) > 1 ? fabs(ref) : 1) && bad++ < 3)
+        fprintf(stderr, "rank %d step %d: sum %zu is %g, reference %g\n", rank, s, i, g[i], ref);
+      p[i] = param_value(i, s + 1); /* the update of this rank's ranges */
+    }
+  }
+  size_t between, peak;
+  nn_reducer_params_held(r, &between, &peak);
+  int held_ok = stage == 3 ? peak > own && peak < own + others : peak == own && own == S3_COUNT;
+  if (between != own || !held_ok || fabs(nn_reducer_step_bytes(r) - bytes) > 1e-6) {
+    fprintf(stderr, "rank %d/%d: held %zu (own %zu), peak %zu of %d, %g bytes (want %g)\n", rank, n, between, own, peak,
+            S3_COUNT, nn_reducer_step_bytes(r), bytes);
+    bad++;
+  }
+  if (nn_reducer_gather(r, p, NULL, err, sizeof err)) return fprintf(stderr, "%s\n", err), 2;
+  for (size_t i = 0; i < S3_COUNT; i++)
+    if (p[i] != param_value(i, 2) && bad++ < 3) fprintf(stderr, "rank %d gathered: %zu is %g\n", rank, i, p[i]);
+  free(pl);
+  free(refetch);
+  free(need);
+  free(mine);
+  nn_reducer_destroy(r);
+  free(p);
+  al.free(al.ctx, g);
+  coll_comm_close(c);
+  coll_boot_close(b);
+  return bad ? 1 : 0;
+}
+
+static void test_sharded_params(void **st) {
+  (void)st;
+  coll_transport_kind tks[] = {COLL_TCP, COLL_UCX};
+  for (int t = 0; t < 4; t++) {
+    int stage = t % 2 ? 2 : 3;
+    if (!coll_transport_built(tks[t / 2])) continue;
+    for (int n = 2; n <= 3; n++) {
+      int port = test_free_port();
+      pid_t pids[3];
+      for (int rk = 0; rk < n; rk++) {
+        pids[rk] = fork();
+        if (pids[rk] == 0) {
+          test_rank_env(rk, n, port, "reducer-stage3");
+          _exit(stage3_rank(rk, n, tks[t / 2], stage));
+        }
+      }
+      int failed = test_wait_ranks(pids, n, 60);
+      if (failed) fail_msg("stage %d over %s, %d ranks: %d rank(s) failed", stage, coll_transport_name(tks[t / 2]), n, failed);
+    }
+  }
+}
+
 /* The reference itself must be able to fail: a reducer without a communicator leaves each
  * rank's own gradients, which differ from the average over two ranks. */
 static void test_reference_fails_without_exchange(void **st) {
@@ -338,6 +475,7 @@ int main(void) {
       cmocka_unit_test(test_bad_wire),
       cmocka_unit_test(test_plans),
       cmocka_unit_test(test_front_choose),
+      cmocka_unit_test(test_sharded_params),
       cmocka_unit_test(test_tcp),
       cmocka_unit_test(test_ucx),
   };

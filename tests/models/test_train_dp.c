@@ -5,8 +5,9 @@
  *   and a rank whose weights are corrupted on purpose stops the run naming it;
  * - a run writes the single, none and per-transport rows with their efficiencies, and the
  *   per-step rows of every rank;
- * - a killed rank stops the others with an error naming it, never a hang;
- * - --dp sharded ends where replicated does (bit-identical on the same data), its checkpoint whole;
+ * - a killed rank stops the others with an error naming it, never a hang (also amid stage 3's gathers);
+ * - --dp sharded and sharded3 end where replicated does (bit-identical on the same data), their
+ *   checkpoints whole; sharded3 sends 1.5x the bytes (less the bucket it keeps) and keeps less;
  * - a checkpoint from another world size is refused;
  * - --trace writes each rank's forward, backward layers, waits and every bucket once;
  * - --model-from predicts a row from its own run's bucket plan. */
@@ -143,10 +144,33 @@ static size_t arena_diff(const float *a, const float *b, size_t n, double rel, d
   return bad;
 }
 
-/* --dp sharded (ZeRO stage 2): ranks reading the same data end bit-identical to one rank, weights
- * and (gathered into the checkpoint) momentum, over tcp and ucx; ranks on their own shards end
- * where the replicated run (tcp) ends, within f32 rounding (the sums run in another order), at 2
- * and 3 ranks, sharded over ucx; the rows say sharded and keep a smaller state. */
+/* Stage 3's bytes a rank sends per step (MB), worked out from the bucket plan its run wrote:
+ * per bucket of c floats, b = c / N blocks, t = c - N b the tail, the reduce-scatter and the
+ * forward's gather (N-1) b each, the backward's gather (N-1) b more for every bucket but the
+ * first (the last layer's: kept through the forward, as FSDP keeps its root's), the tail
+ * all-reduced, 2 (N-1)/N t. */
+static double stage3_mb(const char *run, int ranks) {
+  res_rows rb = rows_of(run, res_schema_train_buckets());
+  const res_train_buckets_row *b = rb.rows;
+  double sum = 0, n = ranks;
+  int seen = 0;
+  for (size_t i = 0; i < rb.n; i++) {
+    if (strcmp(b[i].role, "dp")) continue;
+    double c = (double)b[i].bytes / 4, blk = floor(c / n), tail = c - blk * n;
+    sum += ((b[i].offset_bytes == 0 ? 2 : 3) * (n - 1) * blk + 2 * (n - 1) / n * tail) * 4;
+    seen++;
+  }
+  res_rows_free(&rb);
+  if (seen < 2) fail_msg("%s: %d buckets in train_buckets.csv; the test needs several", run, seen);
+  return sum / 1e6;
+}
+
+/* --dp sharded (ZeRO stage 2) and sharded3 (stage 3): ranks reading the same data end
+ * bit-identical to one rank, weights and (gathered into the checkpoint) momentum, over tcp and
+ * ucx; ranks on their own shards end where the replicated run (tcp) ends, within f32 rounding
+ * (the sums run in another order), at 2 and 3 ranks, stage 2 over ucx, stage 3 over tcp and ucx;
+ * the rows say sharded and keep a smaller state, stage 3 a smaller one still, its peak between,
+ * and stage 3 sends what its bucket plan makes, 1.5x the replicated run's less the kept bucket. */
 static void test_sharded(void **st) {
   (void)st;
   run_result r;
@@ -156,18 +180,20 @@ static void test_sharded(void **st) {
   size_t n1, n, first = 0;
   float *one = ckpt_arena("sh1.ckpt", 0, &n1), *one_m = ckpt_arena("sh1.ckpt", 1, &n1);
   const char *same[] = {"tcp", coll_transport_built(COLL_UCX) ? "ucx" : NULL};
-  for (int i = 0; i < 2 && same[i]; i++) {
+  for (int i = 0; i < 4 && same[i / 2]; i++) {
+    const char *dp = i % 2 ? "sharded3" : "sharded";
     run(&r, 180, "FABENCH_TEST_SAME_DATA=1", -1, NULL,
-        SH " -n 2 --transport %s --dp sharded --no-single --save %s/shs%d.ckpt --out %s/shs%d", same[i], dir, i, dir, i);
+        SH " -n 2 --transport %s --dp %s --no-single --save %s/shs%d.ckpt --out %s/shs%d", same[i / 2], dp, dir, i,
+        dir, i);
     ok(&r);
     char name[64];
     snprintf(name, sizeof name, "shs%d.ckpt", i);
     float *w = ckpt_arena(name, 0, &n), *m = ckpt_arena(name, 1, &n);
     assert_int_equal(n, n1);
     size_t bad = arena_diff(w, one, n, 0, 0, &first);
-    if (bad) fail_msg("sharded %s, same data: %zu of %zu weights differ from one rank's, first %zu", same[i], bad, n, first);
+    if (bad) fail_msg("%s %s, same data: %zu of %zu weights differ from one rank's, first %zu", dp, same[i / 2], bad, n, first);
     bad = arena_diff(m, one_m, n, 0, 0, &first);
-    if (bad) fail_msg("sharded %s, same data: %zu of %zu momentum values differ, first %zu", same[i], bad, n, first);
+    if (bad) fail_msg("%s %s, same data: %zu of %zu momentum values differ, first %zu", dp, same[i / 2], bad, n, first);
     free(w);
     free(m);
   }
@@ -202,6 +228,40 @@ static void test_sharded(void **st) {
     double opt = 4.0 * (double)tr[rr.n - 1].params / 1e6;
     if (!(ts[rs.n - 1].state_mb < tr[rr.n - 1].state_mb - opt * (ranks - 1) / ranks * 0.9))
       fail_msg("-n %d: sharded state %g MB, replicated %g MB", ranks, ts[rs.n - 1].state_mb, tr[rr.n - 1].state_mb);
+    /* stage 3 over tcp and ucx: the same weights; its bytes and memory */
+    for (int t = 0; t < 2 && same[t]; t++) {
+      char run3[64], ck3[80];
+      snprintf(run3, sizeof run3, "sh3%d%s", ranks, same[t]);
+      snprintf(ck3, sizeof ck3, "%s.ckpt", run3);
+      run(&r, 180, NULL, -1, NULL, SH " -n %d --transport %s --dp sharded3 --no-single --save %s/%s --out %s/%s", ranks,
+          same[t], dir, ck3, dir, run3);
+      ok(&r);
+      char repck[64];
+      snprintf(repck, sizeof repck, "rep%d.ckpt", ranks);
+      float *rep = ckpt_arena(repck, 0, &n), *sh3 = ckpt_arena(ck3, 0, &n1);
+      assert_int_equal(n, n1);
+      size_t bad3 = arena_diff(sh3, rep, n, 1e-4, 1e-6, &first);
+      if (bad3)
+        fail_msg("-n %d %s: %zu of %zu sharded3 weights differ from replicated, first %zu (%.9g vs %.9g)", ranks, same[t],
+                 bad3, n, first, (double)sh3[first], (double)rep[first]);
+      free(rep);
+      free(sh3);
+      res_rows r3 = rows_of(run3, res_schema_train());
+      const res_train_row *t3 = &((const res_train_row *)r3.rows)[r3.n - 1], *t2 = &ts[rs.n - 1], *t1 = &tr[rr.n - 1];
+      assert_string_equal(t3->dp, "sharded3");
+      /* 1.5x the all-reduce's bytes, less the kept bucket's second gather and the tails' */
+      double want = stage3_mb(run3, ranks), ratio = t3->sent_mb_step / t1->sent_mb_step;
+      if (!(fabs(t3->sent_mb_step - want) < 1e-9 && ratio <= 1.5 && ratio > 1.25))
+        fail_msg("-n %d %s: sharded3 sends %.9g MB a step, the plan makes %.9g, %.4gx replicated's", ranks, same[t],
+                 t3->sent_mb_step, want, ratio);
+      /* between steps a rank keeps 1/N of the parameters too; at its peak more, never all */
+      double par = 4.0 * (double)t1->params / 1e6;
+      if (!(t3->state_mb < t2->state_mb - par * (ranks - 1) / ranks * 0.9 && t3->peak_mb > t3->state_mb &&
+            t3->peak_mb < t2->peak_mb && fabs(t2->peak_mb - t2->state_mb) < 1e-12))
+        fail_msg("-n %d %s: sharded3 state %g MB (peak %g), sharded %g (peak %g)", ranks, same[t], t3->state_mb,
+                 t3->peak_mb, t2->state_mb, t2->peak_mb);
+      res_rows_free(&r3);
+    }
     res_rows_free(&rr);
     res_rows_free(&rs);
   }
@@ -398,8 +458,10 @@ static void test_check_keeps_overlap(void **st) {
 
 static void test_killed_rank(void **st) {
   (void)st;
-  const char *modes[] = {" --overlap-step off", " --overlap-step on --warmup-steps 1"};
-  for (int m = 0; m < 2; m++) {
+  /* stage 3 spends most of a step in its parameters' all-gathers: the kill most likely lands in one */
+  const char *modes[] = {" --overlap-step off", " --overlap-step on --warmup-steps 1",
+                         " --overlap-step off --dp sharded3 --bucket-mb 0.002 --first-bucket-mb 0.001"};
+  for (int m = 0; m < 3; m++) {
     run_result r;
     char csv[600];
     snprintf(csv, sizeof csv, "%s/killed%d/train_steps.csv", dir, m);
@@ -751,7 +813,10 @@ static void test_bad_flags(void **st) {
                             {"--rounds 2 --save ck", "--rounds 2 with --save or --resume"},
                             {"--dp zero3", "bad --dp 'zero3'"},
                             {"--dp sharded --grad-dtype bf16", "--dp sharded: gradients travel as f32"},
-                            {"--dp sharded --overlap-step on", "--dp sharded takes no --overlap-step on"}};
+                            {"--dp sharded --overlap-step on", "--dp sharded takes no --overlap-step on"},
+                            {"--dp sharded3 --grad-dtype f16", "--dp sharded3: gradients travel as f32"},
+                            {"--dp sharded3 --overlap-step on", "--dp sharded3 takes no --overlap-step on"},
+                            {"--dp sharded3 --device cuda", "--dp sharded3 trains on the CPU only"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     run(&r, 30, NULL, -1, NULL, SMALL " %s --out %s/bad", cases[i][0], dir);
     if (r.status != 2 || !strstr(r.err, cases[i][1]))

@@ -156,7 +156,7 @@ static void test_train_columns(void **state) {
       "images_per_s_pred,exposed_comm_ms_pred,pred_err,rounds,images_per_s_slowest,ranks_per_host,dp,"
       "sent_mb_step,state_mb,bound,"
       "link_util,cpu_busy,tcp_retrans,pred_kind,"
-      "setting,optimizer,loader_workers,data_wait_ms,loader_mb_s,loader_images_s,cache\n";
+      "setting,optimizer,loader_workers,data_wait_ms,loader_mb_s,loader_images_s,cache,peak_mb\n";
   char dir[64], err[256], path[600], line[4096];
   assert_non_null(tu_tmpdir(dir, sizeof dir, "res"));
   res_table *t;
