@@ -298,7 +298,10 @@ static void *red_main(void *arg) {
       k->done_s = d - r->t0;
       if (r->stage3) r->held -= red_others(r, j.k);
     } else {
-      (j.kind == JOB_AGF ? r->agf : r->agb)[j.k] = 1;
+      int w = j.kind == JOB_AGB;
+      (w ? r->agb : r->agf)[j.k] = 1;
+      k->ag_start_s[w] = s - r->t0;
+      k->ag_done_s[w] = d - r->t0;
     }
     r->comm_s += d - s;
     r->cpu_s += c;
@@ -594,7 +597,11 @@ void nn_reducer_begin(nn_reducer *r, double t0) {
   r->comm_s = 0;
   r->cpu_s = 0;
   r->active = !r->failed && r->have_thread;
-  for (int i = 0; i < r->nb; i++) r->b[i].ready_s = r->b[i].start_s = r->b[i].done_s = 0;
+  for (int i = 0; i < r->nb; i++) {
+    nn_bucket *k = &r->b[i];
+    k->ready_s = k->start_s = k->done_s = 0;
+    k->ag_start_s[0] = k->ag_start_s[1] = k->ag_done_s[0] = k->ag_done_s[1] = 0;
+  }
   if (r->fwdg) pthread_cond_broadcast(&r->cv); /* the forward's gathers can start */
   pthread_mutex_unlock(&r->mu);
 }

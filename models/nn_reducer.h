@@ -47,6 +47,8 @@ typedef struct {
   double ready_s;             /* seconds after the step's t0 (nn_reducer_begin): backward
                                  completed it */
   double start_s, done_s;     /* its all-reduce started and ended (0 without a communicator) */
+  double ag_start_s[2], ag_done_s[2]; /* sharded: its parameters' all-gather for the forward [0]
+                                         and, stage 3, again for the backward [1] (0: none) */
 } nn_bucket;
 
 typedef struct {

@@ -199,7 +199,13 @@ static void trace_buckets(train_state *s, double origin) {
     snprintf(name, sizeof name, s->fwdg ? "reducescatter b%d" : "allreduce b%d", k);
     size_t at = s->ntev;
     trace_add(s, name, 1, origin + s->lastb[k].start_s, origin + s->lastb[k].done_s);
-    if (s->ntev > at) s->tev[at].step = s->lastb_step;
+    /* sharded: the parameters' gathers, for the forward and (stage 3) again for the backward */
+    for (int w = 0; w < 2; w++)
+      if (s->lastb[k].ag_done_s[w] > 0) {
+        snprintf(name, sizeof name, w ? "allgather b%d bwd" : "allgather b%d", k);
+        trace_add(s, name, 1, origin + s->lastb[k].ag_start_s[w], origin + s->lastb[k].ag_done_s[w]);
+      }
+    for (size_t i = at; i < s->ntev; i++) s->tev[i].step = s->lastb_step;
   }
 }
 

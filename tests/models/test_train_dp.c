@@ -548,15 +548,17 @@ static void test_model_from_own_plan(void **st) {
 }
 
 /* --trace: Chrome trace events per rank: a forward and the layers' backward on the training
- * thread, each bucket's all-reduce on the communication thread once, labelled with its own
+ * thread, each bucket's all-reduce (sharded: reduce-scatter, and the parameters' all-gathers) on
+ * the communication thread once, labelled with its own
  * step (with --overlap-step it is reduced during the next), real spans (no empty ones at the
  * origin), and the waits for the last bucket. An epoch ends inside the traced steps: with
  * --overlap-step it drains no more than another step (its parameter check waits for the next
  * forward instead). */
 static void test_trace(void **st) {
   (void)st;
-  const char *modes[] = {"--overlap-step off", "--overlap-step on"};
-  for (int m = 0; m < 2; m++) {
+  const char *modes[] = {"--overlap-step off", "--overlap-step on", "--overlap-step off --dp sharded",
+                         "--overlap-step off --dp sharded3"};
+  for (int m = 0; m < 4; m++) {
     run_result r;
     run(&r, 180, NULL, -1, NULL,
         SMALL " --steps 10 --warmup-steps 2 --trace-steps 5 -n 2 --transport tcp --algo ring "
@@ -575,7 +577,7 @@ static void test_trace(void **st) {
     if (!cJSON_IsArray(evs)) fail_msg("%s: no traceEvents array", p);
     enum { MAXS = 64, MAXB = 64 };
     int pids[4], npid = 0, fwd[4][MAXS] = {{0}}, bwd[4][MAXS] = {{0}}, ar[4][MAXS][MAXB] = {{{0}}};
-    int waits[4] = {0}, nb = 0;
+    int waits[4] = {0}, nb = 0, ag[4][MAXS][2] = {{{0}}};
     static double fwd_end[4][MAXS], ar_ts[4][MAXS][MAXB];
     const cJSON *e;
     cJSON_ArrayForEach(e, evs) {
@@ -595,7 +597,13 @@ static void test_trace(void **st) {
       assert_true(step > 0 && step < MAXS);
       if (!(ts >= 0 && dur >= 0)) fail_msg("%s: span %s at %g for %g", p, name, ts, dur);
       int b;
-      if (sscanf(name, "allreduce b%d", &b) == 1) {
+      if (!strncmp(name, "allgather b", 11)) { /* sharded: forward's gathers, stage 3's backward's */
+        assert_int_equal(tid, 1);
+        if (!(dur > 0)) fail_msg("%s: step %d's %s is an empty span at %g", p, step, name, ts);
+        ag[k][step][strstr(name, "bwd") != NULL]++;
+        continue;
+      }
+      if (sscanf(name, m >= 2 ? "reducescatter b%d" : "allreduce b%d", &b) == 1) {
         assert_int_equal(tid, 1);
         assert_true(b >= 0 && b < MAXB);
         if (!(dur > 0)) fail_msg("%s: step %d's bucket %d is an empty span at %g", p, step, b, ts);
@@ -627,6 +635,11 @@ static void test_trace(void **st) {
         }
         traced++;
         if (!bwd[k][s]) fail_msg("%s: rank %d step %d: no backward layers", p, k, s);
+        /* sharded: a gather for every forward (in stage 2 the last update's, as the forward
+         * starts), stage 3 also for the backward; replicated: none */
+        if ((m >= 2) != (ag[k][s][0] > 0) || (m == 3) != (ag[k][s][1] > 0))
+          fail_msg("%s: rank %d step %d: %d forward and %d backward all-gathers", p, k, s, ag[k][s][0],
+                   ag[k][s][1]);
         if (any) {
           with_buckets++;
           for (int b = 0; b < nb; b++) {
@@ -643,7 +656,7 @@ static void test_trace(void **st) {
       /* also the last traced step's, which --overlap-step reduces during an untraced one */
       if (with_buckets != traced)
         fail_msg("%s: rank %d: buckets in %d of %d traced steps", p, k, with_buckets, traced);
-      if (!m) assert_int_equal(waits[k], traced);
+      if (m != 1) assert_int_equal(waits[k], traced);
       else if (waits[k]) fail_msg("%s: rank %d: %d drains in the traced steps", p, k, waits[k]);
     }
   }
