@@ -43,7 +43,7 @@ declare -A algos=([reducescatter]=ring,rhd,direct,native [allgather]=ring,rd,bru
 for n in ${ranks//,/ }; do
   for c in ${colls//,/ }; do
     for p in ${passes//,/ }; do
-      if [ "$p" = tcp ]; then tr=tcp,mpi mpiargs=(--mpirun-args "--mca pml ob1 --mca btl tcp,self")
+      if [ "$p" = tcp ]; then tr=tcp,mpi mpiargs=(--mpirun-args "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo")
       else tr=$shm_transports mpiargs=(); fi
       echo "bench-colls: $c -n $n over $tr (MPI over $p)" >&2
       "$fabench" "$c" -n "$n" --transport "$tr" --algo "${algos[$c]}" --min-bytes 8 \
