@@ -296,22 +296,18 @@ static void test_outliers(void **state) {
 /* ---- run directories written here ---- */
 
 #define NODES 4
-/* A p2p run of 4 hosts (one rank each) over an emulated 1 Gbit/s: every ordered pair's bw at
- * 1 MiB, 0.12 GB/s with a little deterministic noise, times slow_host's links' factor (or
- * slow link's), and wrong bytes where asked. hash3: node3's topo_hash. */
-static void write_p2p_run(const char *name, int slow_host, int slow_src, int slow_dst, double factor, int errors,
-                          const char *hash3) {
-  char dir[512], err[512];
+/* A run directory's run.json (made in g_dir/name) for `command` with argv: 4 hosts node0..3 of
+ * one topology, node3's hash3 where given. The caller adds its own fields and writes it. */
+static cJSON *run_meta(const char *name, const char *const *args, int nargs, const char *hash3) {
+  char dir[512];
   snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
   assert_int_equal(mkdir(dir, 0777), 0);
   cJSON *m = cJSON_CreateObject();
   cJSON_AddNumberToObject(m, "schema", 1);
   cJSON_AddStringToObject(m, "run_id", name);
-  cJSON_AddStringToObject(m, "command", "p2p");
+  cJSON_AddStringToObject(m, "command", args[0]);
   cJSON *av = cJSON_AddArrayToObject(m, "argv");
-  const char *args[] = {"p2p", "--pairs", "all", "--tests", "bw"};
-  for (int i = 0; i < 5; i++) cJSON_AddItemToArray(av, cJSON_CreateString(args[i]));
-  cJSON_AddStringToObject(m, "emulated_rate", "1gbit");
+  for (int i = 0; i < nargs; i++) cJSON_AddItemToArray(av, cJSON_CreateString(args[i]));
   cJSON *hosts = cJSON_AddArrayToObject(m, "hosts");
   for (int h = 0; h < NODES; h++) {
     char hn[16];
@@ -321,6 +317,18 @@ static void write_p2p_run(const char *name, int slow_host, int slow_src, int slo
     cJSON_AddStringToObject(o, "topo_hash", h == 3 && hash3 ? hash3 : "aaaabbbbccccdddd");
     cJSON_AddItemToArray(hosts, o);
   }
+  return m;
+}
+/* A p2p run of 4 hosts (one rank each) over an emulated 1 Gbit/s: every ordered pair's bw at
+ * 1 MiB, 0.12 GB/s with a little deterministic noise, times slow_host's links' factor (or
+ * slow link's), and wrong bytes where asked. hash3: node3's topo_hash. */
+static void write_p2p_run(const char *name, int slow_host, int slow_src, int slow_dst, double factor, int errors,
+                          const char *hash3) {
+  char dir[512], err[512];
+  snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+  const char *args[] = {"p2p", "--pairs", "all", "--tests", "bw"};
+  cJSON *m = run_meta(name, args, 5, hash3);
+  cJSON_AddStringToObject(m, "emulated_rate", "1gbit");
   cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "p2p"), "status", errors ? "wrong data" : "ok");
   assert_int_equal(res_meta_write(dir, m, err, sizeof err), 0);
   cJSON_Delete(m);
@@ -778,23 +786,8 @@ static void test_cli_straggler_hog(void **state) {
 static void write_groups_run(const char *name, int pairs, int slow_host, int slow_a, int slow_b, double factor) {
   char dir[512], err[512];
   snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
-  assert_int_equal(mkdir(dir, 0777), 0);
-  cJSON *m = cJSON_CreateObject();
-  cJSON_AddNumberToObject(m, "schema", 1);
-  cJSON_AddStringToObject(m, "run_id", name);
-  cJSON_AddStringToObject(m, "command", "allreduce");
-  cJSON *av = cJSON_AddArrayToObject(m, "argv");
   const char *args[] = {"allreduce", pairs ? "--pairs" : "--nodes", pairs ? "all" : "alone"};
-  for (int i = 0; i < 3; i++) cJSON_AddItemToArray(av, cJSON_CreateString(args[i]));
-  cJSON *hosts = cJSON_AddArrayToObject(m, "hosts");
-  for (int h = 0; h < NODES; h++) {
-    char hn[16];
-    snprintf(hn, sizeof hn, "node%d", h);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "host", hn);
-    cJSON_AddStringToObject(o, "topo_hash", "aaaabbbbccccdddd");
-    cJSON_AddItemToArray(hosts, o);
-  }
+  cJSON *m = run_meta(name, args, 3, NULL);
   cJSON_AddStringToObject(m, "status", "ok");
   assert_int_equal(res_meta_write(dir, m, err, sizeof err), 0);
   cJSON_Delete(m);
