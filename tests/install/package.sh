@@ -67,8 +67,10 @@ man1=$PREFIX/share/man/man1/fabench.1.gz
 if [ "$PREFIX" = /usr ] && command -v man > /dev/null; then
   [ "$(man -w fabench 2>&1)" = "$man1" ] || die "man -w fabench: $(man -w fabench 2>&1)"
 fi
+# read whole first: grep -q leaving early would stop zcat with SIGPIPE, a failure under pipefail
+zcat "$man1" > "$TMP/man" || die "cannot read $man1"
 for s in SYNOPSIS 'COMMAND OPTIONS' 'fabench allreduce' 'fabench train' ENVIRONMENT EXAMPLES; do
-  zcat "$man1" | grep -q -F "$s" || die "the man page has no '$s'"
+  grep -q -F "$s" "$TMP/man" || die "the man page has no '$s'"
 done
 for f in hostfile fabench.sbatch per-node.sh; do
   [ -f "$PREFIX/share/doc/fabench/examples/$f" ] || die "no example $f"
