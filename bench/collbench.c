@@ -739,7 +739,7 @@ static int cb_body(cb_ctx *x, cb_run *u, int *wrong, int *agreed) {
     return bench_error("rank %d: cannot start the --beside-compute thread", x->rank);
   if (o->groups) {
     cb_groups_in g = {.o = o, .comms = u->comms, .buf = u->buf, .tab = x->tab, .run_id = x->s.run.run_id,
-                      .topo_hash = x->s.run.topo_hash};
+                      .topo_hash = x->s.run.topo_hash, .busbw = x->d->busbw};
     rc = cb_groups_run(&g, wrong);
   } else {
     rc = cb_sweep(x, u->cells, u->ncells, u->buf, wrong);

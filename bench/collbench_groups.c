@@ -105,7 +105,7 @@ static int cbg_row(cbg_ctx *x, int s, int lead, const char *fabric, const char *
   row.t_p50_us = f[CBG_P50];
   row.t_p99_us = f[CBG_P99];
   row.algbw_gbps = f[CBG_P50] > 0 ? (double)bytes / (f[CBG_P50] * 1e3) : 0;
-  row.busbw_gbps = row.algbw_gbps * 2.0 * (n - 1) / n;
+  row.busbw_gbps = row.algbw_gbps * x->g->busbw(n);
   row.errors = (int64_t)f[CBG_WRONG];
   row.topo_hash = x->g->topo_hash;
   char gname[40];

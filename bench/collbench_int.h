@@ -60,6 +60,7 @@ typedef struct {
   void *buf;
   struct res_table *tab;
   const char *run_id, *topo_hash;
+  double (*busbw)(int n); /* the all-reduce's bus factor (its descriptor's) */
 } cb_groups_in;
 int cb_groups_run(const cb_groups_in *g, int *wrong);
 
