@@ -65,6 +65,7 @@ static void loop_opts(nn_train_opts *t, train_ctx *x, const nn_lr_sched *sched,
       .sched = *sched, .sgd = *so, .epochs = epochs, .warmup_steps = a->warmup_steps,
       .eval_every = a->eval_every, .target_acc = a->target_acc,
       .stop_at_target = a->stop_at_target, .check_every = a->check_every, .save = a->save,
+      .save_sharded = a->save_sharded,
       .ckpt = *want, .rank = x->rank, .world = x->size, .wire = a->grad_dtype,
       .bucket_bytes = (size_t)(a->bucket_mb * 1048576.0),
       .first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0), .overlap = a->overlap,
@@ -231,8 +232,15 @@ static int job_load(train_job *j, const nn_data_spec *spec) {
   size_t dlen = strnlen(x->dname, sizeof j->want.data - 1); /* whole where checkpoints are kept */
   memcpy(j->want.data, x->dname, dlen);
   j->want.data[dlen] = 0;
-  if (a->resume && nn_ckpt_load(a->resume, &j->have, params, mom, bufs, &j->want, err, sizeof err) != 0)
+  if (a->resume && j->have.sharded) { /* each rank reads its own file once its ranges are planned */
+    if (train_shards_resumable(a, &j->have, &j->want, err, sizeof err)) {
+      if (x->rank == 0) bench_error("%s", err); /* every rank stops alike: said once */
+      bench_rank0_ok(x->boot, 0);
+      return 1;
+    }
+  } else if (a->resume && nn_ckpt_load(a->resume, &j->have, params, mom, bufs, &j->want, err, sizeof err) != 0) {
     return bench_error("%s", err);
+  }
   /* a shard too small for one batch */
   if (nn_data_steps_per_epoch(x->train.n, x->same_data ? 1 : x->size, (int)a->batch, 1) < 1) {
     if (x->rank == 0) /* every rank stops alike: said once */
@@ -467,6 +475,7 @@ static int job_entry(train_job *j, int oi, int round, train_kept *kept) {
   t.start_step = start;
   t.stop_step = stop;
   t.elapsed0 = a->resume ? j->have.elapsed_s : 0;
+  t.resume_shards = a->resume && j->have.sharded ? a->resume : NULL;
   if (round > 1) t.trace_steps = 0; /* the trace is the first round's */
   nn_train_result r;
   memset(&r, 0, sizeof r);

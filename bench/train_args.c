@@ -18,7 +18,7 @@ enum {
   O_NOSTOP, O_SAVE, O_RESUME, O_LOG, O_PREFETCH, O_TRANSPORT, O_ALGO, O_NOSINGLE, O_BUCKET,
   O_FIRSTB, O_NOOVERLAP, O_OSTEP, O_DP, O_GDTYPE, O_CHECK, O_CHUNK, O_TRACE, O_TRACESTEPS, O_MODELFROM, O_LINK,
   O_DEVICE, O_PREC, O_SEARCH, O_GPU, O_ROUNDS, O_MODE, O_PARTS, O_RECOVERY, O_NOCOMPARE, O_OPTIM, O_BETA1,
-  O_BETA2, O_EPS, O_WORKERS, O_COLD
+  O_BETA2, O_EPS, O_WORKERS, O_COLD, O_SAVEFMT
 };
 
 /* Every flag once: getopt_long's options, --help, and the default (written as a user would type
@@ -110,6 +110,10 @@ static const bench_flag train_flags[] = {
     {"target-acc", "X", NULL, "report the time to this test accuracy, and stop there", O_TARGET},
     {"no-stop-at-target", NULL, NULL, "keep training after reaching --target-acc", O_NOSTOP},
     {"save", "FILE", NULL, "checkpoint at every epoch end and at the end (no one-rank run)", O_SAVE},
+    {"save-format", "gathered|sharded", "gathered", "gathered: --save is one file of the whole model (rank 0 "
+                                                    "writes it); sharded (--dp sharded or sharded3): each rank "
+                                                    "writes its own shard, FILE.stepG.rankRofN, and rank 0 the "
+                                                    "manifest FILE; it resumes at the same -n and --dp", O_SAVEFMT},
     {"resume", "FILE|DIR", NULL, "FILE: continue from a checkpoint (its seed and data position; no one-rank run); "
                                  "DIR: continue an interrupted run (a sweep) in its run directory, with the same "
                                  "flags: rows already in its train.csv are not trained again, new rows are added to "
@@ -173,7 +177,7 @@ int train_devices_usable(const train_args *a, int local_rank, char *err, size_t 
   return 0;
 }
 
-/* The flags whose value is a word or a list to parse (--overlap-step, --dp, --grad-dtype,
+/* The flags whose value is a word or a list to parse (--overlap-step, --dp, --save-format, --grad-dtype,
  * --chunk, --device, --precision, --lr-schedule, --mode, --seed). 0; 2 after a usage error; -1:
  * not one of them. */
 static int train_flag_word(train_args *a, int c, const char *val) {
@@ -189,6 +193,11 @@ static int train_flag_word(train_args *a, int c, const char *val) {
     if (strcmp(val, "replicated") && strcmp(val, "sharded") && strcmp(val, "sharded3"))
       return bench_usage_error(train_usage(), "bad --dp '%s' (replicated, sharded or sharded3)", val);
     a->dp_sharded = !strcmp(val, "sharded") ? 2 : !strcmp(val, "sharded3") ? 3 : 0;
+    break;
+  case O_SAVEFMT:
+    if (strcmp(val, "gathered") && strcmp(val, "sharded"))
+      return bench_usage_error(train_usage(), "bad --save-format '%s' (gathered or sharded)", val);
+    a->save_sharded = !strcmp(val, "sharded");
     break;
   case O_GDTYPE:
     if (coll_dtype_parse(val, &a->grad_dtype) ||
@@ -278,6 +287,9 @@ static int train_args_check(train_args *a) {
       if (a->devices[i] != NN_DEV_CPU) return bench_usage_error(train_usage(), "--dp %s trains on the CPU only (not --device cuda)", dp);
     a->overlap_step = NN_OSTEP_OFF;
   }
+  if (a->save_sharded && (!a->save || !a->dp_sharded))
+    return bench_usage_error(train_usage(), "--save-format sharded writes each rank's shard of a sharded run: it needs "
+                                          "--save FILE and --dp sharded or sharded3");
   int settings = train_sweep_count(a);
   if (settings > TRAIN_SWEEP_MAX)
     return bench_usage_error(train_usage(), "the lists make %d settings; at most %d in one run", settings, TRAIN_SWEEP_MAX);
@@ -453,4 +465,24 @@ int train_out_file_check(const char *flag, const char *path) {
       return bench_error("%s %s: not writable: %s", flag, path, strerror(errno));
   }
   return 0;
+}
+
+int train_shards_resumable(const train_args *a, const nn_ckpt_info *have, const nn_ckpt_info *want, char *err,
+                           size_t errcap) {
+  const char *dp = have->sharded == 3 ? "sharded3" : "sharded";
+  char why[512];
+  if (!a->dp_sharded)
+    snprintf(err, errcap, "checkpoint %s: a sharded checkpoint (--dp %s, %d ranks); this run is --dp replicated: "
+             "resume it with --dp %s -n %d", a->resume, dp, have->world, dp, have->world);
+  else if (a->dp_sharded != have->sharded)
+    snprintf(err, errcap, "checkpoint %s: a sharded checkpoint of --dp %s; this run is --dp %s", a->resume, dp,
+             train_dp_name(a));
+  else if (have->world != want->world)
+    snprintf(err, errcap, "checkpoint %s: a sharded checkpoint of %d ranks; this run has %d (each rank resumes "
+             "its own shard)", a->resume, have->world, want->world);
+  else if (nn_ckpt_check(have, want, why, sizeof why))
+    snprintf(err, errcap, "checkpoint %s: %s", a->resume, why);
+  else
+    return 0;
+  return -1;
 }

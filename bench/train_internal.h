@@ -36,6 +36,7 @@ typedef struct {
   long trace_steps;
   int no_single, overlap, overlap_step;
   int dp_sharded; /* --dp: 0 replicated, 2 sharded (ZeRO stage 2), 3 sharded3 (stage 3) */
+  int save_sharded; /* --save-format sharded */
   coll_dtype grad_dtype;
   double bucket_mb, first_bucket_mb;
   long check_every;
@@ -80,6 +81,11 @@ int train_parse_milestones(nn_lr_sched *s, const char *list, long epochs, int64_
 /* --trace and --save before anything trains (rank 0, which writes them): their directory must
  * exist and take files, and an existing FILE must be a writable file. 0, or -1 after saying why. */
 int train_out_file_check(const char *flag, const char *path);
+/* A sharded checkpoint (have, from its manifest) against this run (want: its job's description,
+ * its rank count): the same --dp stage, rank count, model, data and batch. 0, or -1 with err
+ * naming --resume's file and why. */
+int train_shards_resumable(const train_args *a, const nn_ckpt_info *have, const nn_ckpt_info *want, char *err,
+                           size_t errcap);
 
 /* ---- sweeps (train_sweep.c) ---- */
 /* A list flag's value into dimension dim (every item checked; an empty one refused). 0, or the

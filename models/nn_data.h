@@ -130,6 +130,8 @@ typedef struct {
   int64_t global_step;      /* steps trained so far */
   double elapsed_s;         /* training time so far (time to accuracy spans resumes) */
   uint64_t n_params, n_momentum, n_buffers;
+  int32_t sharded;          /* 0: the gathered form; 2 or 3: a sharded set of that ZeRO stage */
+  uint64_t set_id;          /* sharded: the save the files belong to (one id per save) */
 } nn_ckpt_info;
 /* Written to path.tmp then renamed, so a crash never leaves half a checkpoint under path. */
 int nn_ckpt_save(const char *path, const nn_ckpt_info *info, const float *params,
@@ -145,5 +147,36 @@ int nn_ckpt_check(const nn_ckpt_info *have, const nn_ckpt_info *want, char *err,
 /* Verifies the file, checks it against want, then fills the arrays (sized by want's counts). */
 int nn_ckpt_load(const char *path, nn_ckpt_info *info, float *params, float *momentum,
                  float *buffers, const nn_ckpt_info *want, char *err, size_t errcap);
+
+/* The sharded form (train --dp sharded --save-format sharded): each rank writes its own file,
+ * its ranges of the parameter and momentum arenas (n_momentum == n_params) and its batch-norm
+ * buffers, with the ranges and the set's id in its header; once every rank's file is in place
+ * rank 0 writes the manifest at the --save path (the header, then each rank's file length and
+ * crc32). nn_ckpt_read_info reads a manifest too (info->sharded set). Every file is replaced
+ * whole (temporary, then rename); the files of a set are named after its global step, so a save
+ * cut short leaves the previous set and its manifest as they were. */
+#define NN_CKPT_MAX_RANKS 65536
+typedef struct {
+  uint64_t bytes;
+  uint32_t crc;             /* the crc32 the file ends with (of all its bytes before it) */
+} nn_ckpt_shard_ref;
+/* Rank `rank` of `world`'s file in the set saved after global step gstep under the manifest
+ * path: MANIFEST.stepG.rankRofN. */
+void nn_ckpt_shard_path(char *out, size_t cap, const char *manifest, int64_t gstep, int rank, int world);
+/* Writes this rank's file at path (info: rank, world, sharded, set_id, the whole arenas' counts);
+ * the nr ranges [off[i], off[i] + cnt[i]) of the arenas. ref gets its length and checksum. 0, or
+ * -1 with err naming the file. */
+int nn_ckpt_shard_save(const char *path, const nn_ckpt_info *info, const size_t *off, const size_t *cnt, int nr,
+                       const float *params, const float *momentum, const float *buffers, nn_ckpt_shard_ref *ref,
+                       char *err, size_t errcap);
+/* Rank 0, after every rank's nn_ckpt_shard_save: the manifest (refs: info->world of them). */
+int nn_ckpt_manifest_save(const char *path, const nn_ckpt_info *info, const nn_ckpt_shard_ref *refs, char *err,
+                          size_t errcap);
+/* want->rank's file of the set whose manifest is at path, verified (framing, checksum, the
+ * manifest's length and checksum for it, the set's id), checked against want (as nn_ckpt_check,
+ * and its stage and rank count) and against this run's ranges, then its ranges of the arenas and
+ * its buffers filled (arenas of want's counts). 0, or -1 with err naming the file and why. */
+int nn_ckpt_shard_load(const char *path, const nn_ckpt_info *want, const size_t *off, const size_t *cnt, int nr,
+                       float *params, float *momentum, float *buffers, char *err, size_t errcap);
 
 #endif

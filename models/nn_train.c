@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nn.h"
 #include "nn_reducer.h"
@@ -146,6 +147,7 @@ typedef struct {
   double bwd_wait;            /* this step's backward: waits for its layers' parameters */
   int gather_failed;          /* a backward wait failed (backward goes on; the step then fails) */
   size_t nfront;
+  char shard_prev[4400];      /* the sharded checkpoint file this rank wrote (or resumed) last */
   /* the trace of this rank */
   nn_trace_ev *tev;
   size_t ntev, cap_tev;
@@ -448,8 +450,120 @@ static int evaluate(train_state *s, nn_eval_rec *r) {
   return 0;
 }
 
+/* Which rank, if any, failed a collective step (ok: this rank's word): -1 where none did; the
+ * others' error names it. -2 with s->err set where the exchange failed. */
+static int first_failed(train_state *s, int32_t ok, const char *what) {
+  int32_t *all = calloc((size_t)s->world, sizeof *all);
+  if (!all) return ts_fail(s, "%s", "out of memory"), -2;
+  if (gather(s, all, &ok, sizeof ok)) {
+    free(all);
+    return -2;
+  }
+  int bad = -1;
+  for (int r = 0; r < s->world && bad < 0; r++)
+    if (!all[r]) bad = r;
+  free(all);
+  if (bad >= 0 && ok) snprintf(s->err, s->cap, "rank %d (%s) %s (it says why)", bad, coll_boot_host(s->o->boot, bad), what);
+  return bad;
+}
+
+/* The sharded form: every rank its file of its ranges (under the set's id, rank 0's), then rank
+ * 0 the manifest naming them all, then each rank removes its file of the set saved before. No
+ * gather: each rank writes what it holds. Collective. 0, or -1 with s->err set. */
+static int save_shards(train_state *s, const nn_ckpt_info *ci0) {
+  const nn_train_opts *o = s->o;
+  nn_ckpt_info ci = *ci0;
+  ci.rank = o->rank;
+  ci.world = s->world;
+  ci.sharded = o->sharded == 3 ? 3 : 2;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t id = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)ci.global_step << 40);
+  id = (id ^ (id >> 31)) * 0x9e3779b97f4a7c15ull; /* rank 0's; distinct per save */
+  uint64_t *ids = calloc((size_t)s->world, sizeof *ids);
+  if (!ids) return ts_fail(s, "%s", "out of memory");
+  int rc = gather(s, ids, &id, sizeof id);
+  ci.set_id = ids[0];
+  free(ids);
+  if (rc) return -1;
+  char path[sizeof s->shard_prev];
+  nn_ckpt_shard_path(path, sizeof path, o->save, ci.global_step, o->rank, s->world);
+  size_t np, nm, nb;
+  float *p = nn_net_params(o->net, &np), *m = nn_net_momentum(o->net, &nm), *b = nn_net_buffers(o->net, &nb);
+  struct {
+    uint64_t bytes;
+    uint32_t crc;
+    int32_t ok;
+  } mine = {0, 0, 0}, *all = calloc((size_t)s->world, sizeof *all);
+  if (!all) return ts_fail(s, "%s", "out of memory");
+  nn_ckpt_shard_ref ref = {0, 0};
+  mine.ok = !nn_ckpt_shard_save(path, &ci, s->shoff, s->shcnt, s->nsh, p, m, b, &ref, s->err, s->cap);
+  mine.bytes = ref.bytes;
+  mine.crc = ref.crc;
+  rc = gather(s, all, &mine, sizeof mine);
+  int bad = -1;
+  for (int r = 0; !rc && r < s->world && bad < 0; r++)
+    if (!all[r].ok) bad = r;
+  size_t nw = s->world > 0 ? (size_t)s->world : 1;
+  nn_ckpt_shard_ref *refs = rc || bad >= 0 ? NULL : calloc(nw, sizeof *refs);
+  for (int r = 0; refs && r < s->world; r++) refs[r] = (nn_ckpt_shard_ref){all[r].bytes, all[r].crc};
+  free(all);
+  if (rc) return -1;
+  if (bad >= 0) {
+    if (mine.ok) snprintf(s->err, s->cap, "rank %d (%s) could not write its checkpoint shard (it says why)", bad,
+                          coll_boot_host(o->boot, bad));
+    return -1;
+  }
+  int32_t ok = 1;
+  if (!refs) ok = !ts_fail(s, "%s", "out of memory");
+  else if (o->rank == 0) ok = !nn_ckpt_manifest_save(o->save, &ci, refs, s->err, s->cap);
+  free(refs);
+  /* the manifest is in place (or every rank stops): the files it no longer names go */
+  bad = first_failed(s, ok, "could not write the checkpoint's manifest");
+  if (bad != -1) return -1;
+  if (*s->shard_prev && strcmp(s->shard_prev, path)) unlink(s->shard_prev);
+  snprintf(s->shard_prev, sizeof s->shard_prev, "%s", path);
+  return 0;
+}
+
+/* resume_shards: this rank's ranges of the parameters and momentum and its buffers from its
+ * file; the step's first gather brings the other ranks' ranges. Every rank hears whether all
+ * could, so none starts a step that another will not. Collective. 0, or -1 with s->err set. */
+static int load_shards(train_state *s) {
+  const nn_train_opts *o = s->o;
+  nn_ckpt_info want = o->ckpt;
+  want.rank = o->rank;
+  want.world = s->world;
+  want.sharded = o->sharded == 3 ? 3 : 2;
+  int32_t ok = 0;
+  if (!s->fwdg)
+    snprintf(s->err, s->cap, "checkpoint %s: a sharded checkpoint resumes in a --dp sharded run of several ranks "
+             "with a gradient exchange", o->resume_shards);
+  else
+    ok = !nn_ckpt_shard_load(o->resume_shards, &want, s->shoff, s->shcnt, s->nsh, nn_net_params(o->net, NULL),
+                             nn_net_momentum(o->net, NULL), nn_net_buffers(o->net, NULL), s->err, s->cap);
+  nn_net_params(o->net, NULL); /* written through a kept pointer */
+  if (s->world > 1 && first_failed(s, ok, "refused its checkpoint shard") != -1) return -1;
+  if (!ok) return -1;
+  if (o->save && !strcmp(o->save, o->resume_shards)) { /* the next save there replaces this set */
+    nn_ckpt_info man;
+    char e[64];
+    if (!nn_ckpt_read_info(o->resume_shards, &man, e, sizeof e))
+      nn_ckpt_shard_path(s->shard_prev, sizeof s->shard_prev, o->resume_shards, man.global_step, o->rank, s->world);
+  }
+  return 0;
+}
+
 static int save_ckpt(train_state *s, int64_t epoch, int64_t step, int64_t gstep, double elapsed) {
   const nn_train_opts *o = s->o;
+  if (o->save && o->save_sharded) {
+    nn_ckpt_info ci = o->ckpt;
+    ci.epoch = epoch;
+    ci.step = step;
+    ci.global_step = gstep;
+    ci.elapsed_s = elapsed;
+    return save_shards(s, &ci);
+  }
   /* sharded: every rank's block of the optimizer state first, so the checkpoint is whole */
   if (o->save && o->sharded && o->comm && s->world > 1 &&
       nn_reducer_gather(s->red, nn_net_momentum(o->net, NULL), NULL, s->err, s->cap))
@@ -759,6 +873,12 @@ static int tr_open(train_state *s, nn_loader **loader, size_t *np) {
   nn_reducer_shards(s->red, s->shoff, s->shcnt, s->nsh);
   s->fwdg = ro.params != NULL;
   if (ro.params && ro.sharded == 3 && stage3_plan(s, pi, npi)) return -1;
+  if (o->save && o->save_sharded && !s->fwdg) {
+    snprintf(s->err, s->cap, "--save-format sharded: each rank writes its shard of a --dp sharded exchange; this "
+             "run has none (one rank, or no gradient exchange)");
+    return -1;
+  }
+  if (o->resume_shards && load_shards(s)) return -1;
   nn_net_on_grad_ready(o->net, on_ready, s);
   /* the others are not in this loop but wait outside it; with a boot they are in every step */
   s->alive = !o->boot && o->on_alive;

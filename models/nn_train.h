@@ -119,6 +119,13 @@ typedef struct {
   int stop_at_target;
   int64_t check_every;        /* compare parameter hashes every K steps too (0: epochs, end) */
   const char *save;           /* checkpoint (rank 0 writes) at every epoch end and the end */
+  int save_sharded;           /* sharded runs: save is the manifest of a sharded set, every rank
+                                 writing its own file of its ranges, nothing gathered
+                                 (nn_ckpt_shard_save); else the gathered form */
+  const char *resume_shards;  /* sharded runs: each rank starts from its file of the sharded set
+                                 whose manifest this is, read once the reducer has planned its
+                                 ranges (the set's must be the same); a rank that refuses its file
+                                 stops every rank before the first step */
   nn_ckpt_info ckpt;          /* its fixed fields */
   double elapsed0;            /* training time of the run this one resumes */
 

@@ -89,7 +89,7 @@ static const cmd_flags cmds[] = {
      "--warmup-steps", "--lr", "--optimizer", "--momentum", "--wd", "--weight-decay", "--nesterov",
      "--beta1", "--beta2", "--eps", "--lr-schedule", "--warmup-epochs", "--lr-milestones",
      "--lr-gamma", "--ref-batch", "--threads", "--seed", "--no-augment", "--crop-pad",
-     "--eval-every", "--target-acc", "--no-stop-at-target", "--save", "--resume", "--log-every",
+     "--eval-every", "--target-acc", "--no-stop-at-target", "--save", "--save-format", "--resume", "--log-every",
      "--prefetch", "--loader-workers", "--cold-cache", "--out", "--mode", "--parts",
      "--recovery-epochs", "--no-compare", NULL},
      NULL, {NULL, NULL}},

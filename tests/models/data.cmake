@@ -19,4 +19,7 @@ if(FABENCH_HAVE_DNNL)
                LIBS fabench_models fabench_results TIMEOUT 120)
   fabench_test(test_train_dp SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_dp.c
                LIBS fabench_models fabench_collectives fabench_results TIMEOUT 900)
+  # --save-format sharded: per-rank checkpoints resumed bit-identically, and refused sets
+  fabench_test(test_train_shards SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_train_shards.c
+               LIBS fabench_models TIMEOUT 120)
 endif()
