@@ -545,40 +545,40 @@ static int load_shards(train_state *s) {
   nn_net_params(o->net, NULL); /* written through a kept pointer */
   if (s->world > 1 && first_failed(s, ok, "refused its checkpoint shard") != -1) return -1;
   if (!ok) return -1;
-  if (o->save && !strcmp(o->save, o->resume_shards)) { /* the next save there replaces this set */
-    nn_ckpt_info man;
-    char e[64];
-    if (!nn_ckpt_read_info(o->resume_shards, &man, e, sizeof e))
-      nn_ckpt_shard_path(s->shard_prev, sizeof s->shard_prev, o->resume_shards, man.global_step, o->rank, s->world);
-  }
+  /* the next save there replaces this set (it was saved after the step this run starts from) */
+  if (o->save && !strcmp(o->save, o->resume_shards))
+    nn_ckpt_shard_path(s->shard_prev, sizeof s->shard_prev, o->resume_shards, o->start_step, o->rank, s->world);
   return 0;
 }
 
 static int save_ckpt(train_state *s, int64_t epoch, int64_t step, int64_t gstep, double elapsed) {
   const nn_train_opts *o = s->o;
-  if (o->save && o->save_sharded) {
-    nn_ckpt_info ci = o->ckpt;
-    ci.epoch = epoch;
-    ci.step = step;
-    ci.global_step = gstep;
-    ci.elapsed_s = elapsed;
-    return save_shards(s, &ci);
-  }
-  /* sharded: every rank's block of the optimizer state first, so the checkpoint is whole */
-  if (o->save && o->sharded && o->comm && s->world > 1 &&
-      nn_reducer_gather(s->red, nn_net_momentum(o->net, NULL), NULL, s->err, s->cap))
-    return -1;
-  if (o->save && tr_whole(s)) return -1; /* sharded: the parameters too */
-  if (!o->save || o->rank != 0) return 0;
+  if (!o->save) return 0;
   nn_ckpt_info ci = o->ckpt;
   ci.epoch = epoch;
   ci.step = step;
   ci.global_step = gstep;
   ci.elapsed_s = elapsed;
-  size_t np, nm, nb;
-  float *p = nn_net_params(o->net, &np), *m = nn_net_momentum(o->net, &nm),
-        *b = nn_net_buffers(o->net, &nb);
-  return nn_ckpt_save(o->save, &ci, p, m, b, s->err, s->cap);
+  if (o->save_sharded) return save_shards(s, &ci);
+  /* sharded: every rank's block of the optimizer state first, so the checkpoint is whole */
+  if (o->sharded && o->comm && s->world > 1 &&
+      nn_reducer_gather(s->red, nn_net_momentum(o->net, NULL), NULL, s->err, s->cap))
+    return -1;
+  if (tr_whole(s)) return -1; /* sharded: the parameters too */
+  int rc = 0;
+  if (o->rank == 0) { /* the arenas only where written: a GPU net downloads them */
+    size_t np, nm, nb;
+    float *p = nn_net_params(o->net, &np), *m = nn_net_momentum(o->net, &nm),
+          *b = nn_net_buffers(o->net, &nb);
+    rc = nn_ckpt_save(o->save, &ci, p, m, b, s->err, s->cap);
+  }
+  /* a gathered file over the sharded set this run resumed: once it is in place, the set's files go */
+  if (*s->shard_prev) {
+    if (first_failed(s, rc == 0, "could not write the checkpoint") != -1) return -1;
+    unlink(s->shard_prev);
+    s->shard_prev[0] = 0;
+  }
+  return rc;
 }
 
 static double median(double *x, size_t n) {

@@ -2,8 +2,8 @@
  * over tcp on loopback.
  * - a run stopped after N steps with a sharded checkpoint and resumed to the end holds the
  *   weights and momentum of the run never stopped, bit for bit (stage 2 at 2 ranks; stage 3 at 3
- *   ranks through two sharded resumes, the second saving over the set it resumed from); each
- *   save leaves only its own set's files beside the manifest;
+ *   ranks through two resumes, each saving over the set it resumed from, sharded then gathered);
+ *   each save leaves only its own set's files beside the manifest;
  * - a sharded set is refused, before any step, naming the file and why: at another rank count,
  *   another --dp, a replicated run, a truncated or a flipped shard; --save-format sharded without
  *   --dp sharded is a usage error.
@@ -125,7 +125,7 @@ static void test_resume_stage2(void **st) {
 }
 
 /* Stage 3, 3 ranks: 4 steps an epoch; stopped at 5, resumed to 7 saving over the same manifest,
- * resumed again to 8. */
+ * resumed again to 8 saving the gathered form there. */
 static void test_resume_stage3(void **st) {
   (void)st;
   run_result r;
@@ -142,9 +142,12 @@ static void test_resume_stage3(void **st) {
     if (shard_there("part3.ckpt", 5, k, 3)) fail_msg("rank %d's file of step 5 outlived the set saved over it", k);
     if (shard_there("part3.ckpt", 4, k, 3)) fail_msg("rank %d's file of step 4 outlived the set of step 5", k);
   }
-  run(&r, 120, SH " -n 3 --dp sharded3 --resume %s/part3.ckpt --save %s/res3.ckpt --out %s/res3", dir, dir, dir);
+  /* the end gathered over the set's own manifest: the set's files go */
+  run(&r, 120, SH " -n 3 --dp sharded3 --resume %s/part3.ckpt --save %s/part3.ckpt --out %s/res3", dir, dir, dir);
   ok(&r);
-  same_arenas("full3.ckpt", "res3.ckpt", "--dp sharded3 -n 3, resumed at steps 5 and 7");
+  for (int k = 0; k < 3; k++)
+    if (shard_there("part3.ckpt", 7, k, 3)) fail_msg("rank %d's file of step 7 outlived the gathered save over it", k);
+  same_arenas("full3.ckpt", "part3.ckpt", "--dp sharded3 -n 3, resumed at steps 5 and 7");
 }
 
 /* Refused before any step, naming the file and why. */
