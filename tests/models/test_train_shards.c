@@ -2,8 +2,9 @@
  * over tcp on loopback.
  * - a run stopped after N steps with a sharded checkpoint and resumed to the end holds the
  *   weights and momentum of the run never stopped, bit for bit (stage 2 at 2 ranks; stage 3 at 3
- *   ranks through two resumes, each saving over the set it resumed from, sharded then gathered);
- *   each save leaves only its own set's files beside the manifest;
+ *   ranks through two resumes, each saving over the set it resumed from, sharded then gathered;
+ *   stage 3 at 2 ranks and stage 2 at 3 resumed once); each save leaves only its own set's files
+ *   beside the manifest;
  * - a sharded set is refused, before any step, naming the file and why: at another rank count,
  *   another --dp, a replicated run, a truncated or a flipped shard; --save-format sharded without
  *   --dp sharded is a usage error.
@@ -124,6 +125,37 @@ static void test_resume_stage2(void **st) {
   same_arenas("full2.ckpt", "res2.ckpt", "--dp sharded -n 2, resumed at step 8");
 }
 
+/* The other pairings, stopped mid-epoch and resumed once: stage 3 at 2 ranks (6 steps an epoch,
+ * stopped at 3), stage 2 at 3 ranks (4 steps an epoch, stopped at 6, a set at 4 before). */
+static void test_resume_others(void **st) {
+  (void)st;
+  const struct {
+    int ranks, stop;
+    const char *dp;
+  } cases[] = {{2, 3, "sharded3"}, {3, 6, "sharded"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int n = cases[i].ranks;
+    const char *dp = cases[i].dp;
+    run_result r;
+    run(&r, 120, SH " -n %d --dp %s --save %s/full-o%zu.ckpt --out %s/full-o%zu", n, dp, dir, i, dir, i);
+    ok(&r);
+    run(&r, 120, SH " -n %d --dp %s --steps %d --save %s/part-o%zu.ckpt --save-format sharded --out %s/part-o%zu", n,
+        dp, cases[i].stop, dir, i, dir, i);
+    ok(&r);
+    char p[64], f[64], what[64];
+    snprintf(p, sizeof p, "part-o%zu.ckpt", i);
+    for (int k = 0; k < n; k++)
+      if (!shard_there(p, cases[i].stop, k, n)) fail_msg("-n %d --dp %s: rank %d's file is missing", n, dp, k);
+    run(&r, 120, SH " -n %d --dp %s --resume %s/%s --save %s/res-o%zu.ckpt --out %s/res-o%zu", n, dp, dir, p, dir, i,
+        dir, i);
+    ok(&r);
+    snprintf(f, sizeof f, "full-o%zu.ckpt", i);
+    snprintf(p, sizeof p, "res-o%zu.ckpt", i);
+    snprintf(what, sizeof what, "--dp %s -n %d, resumed at step %d", dp, n, cases[i].stop);
+    same_arenas(f, p, what);
+  }
+}
+
 /* Stage 3, 3 ranks: 4 steps an epoch; stopped at 5, resumed to 7 saving over the same manifest,
  * resumed again to 8 saving the gathered form there. */
 static void test_resume_stage3(void **st) {
@@ -223,6 +255,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resume_stage2),
       cmocka_unit_test(test_resume_stage3),
+      cmocka_unit_test(test_resume_others),
       cmocka_unit_test(test_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
