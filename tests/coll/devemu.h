@@ -6,8 +6,9 @@
  * memcpy, a reduction on the host, a read through a pointer) is a SIGSEGV, reported as such.
  * Messages of device memory cross through host copies (as CUDA IPC's do); grouped, they are
  * queued and launched together at the next wait, which returns only when every launched
- * message is done (as an NCCL group on the stream), so an algorithm that does not post a
- * step's messages together and wait for them stalls here as it would there.
+ * message is done (as an NCCL group on the stream): device data moves only at waits, in the
+ * order NCCL's stream gives it. A send is done once tcp takes it, so a wait that NCCL would
+ * hold for want of the peer's matching receive is not caught here.
  * Test-only: single-threaded, one communicator per process. */
 #ifndef FABENCH_TEST_DEVEMU_H
 #define FABENCH_TEST_DEVEMU_H
