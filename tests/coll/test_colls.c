@@ -160,6 +160,12 @@ static int one_rank(const colls_cfg *cfg) {
     return 1;
   }
   const char *k = cfg->coll;
+  /* every algorithm but native runs on any communicator, a device's (nccl, devemu) too */
+  if (algo.kind != COLL_ALGO_NATIVE && !coll_colls_supported(c, (coll_kind)kind, algo)) {
+    fprintf(stderr, "rank %d: %s %s: not supported on %s%s\n", me, k, cfg->algo, coll_comm_fabric(c),
+            dev ? " (device memory)" : "");
+    fails++;
+  }
   for (int dt = 0; dt < COLL_NDTYPES && !fails; dt++)
     for (int op = 0; op < (strcmp(k, "rs") ? 1 : COLL_NOPS) && !fails; op++)
       for (int ci = 0; ci < 6 && !fails; ci++) {
