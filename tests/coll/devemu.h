@@ -7,8 +7,10 @@
  * Messages of device memory cross through host copies (as CUDA IPC's do); grouped, they are
  * queued and launched together at the next wait, which returns only when every launched
  * message is done (as an NCCL group on the stream): device data moves only at waits, in the
- * order NCCL's stream gives it. A send is done once tcp takes it, so a wait that NCCL would
- * hold for want of the peer's matching receive is not caught here.
+ * order NCCL's stream gives it. A grouped send is done only once its receiver says the data is
+ * in (a word over a second transport), and a group's messages progress together, so a group
+ * that NCCL would hold for ever for want of the peer's matching receive (a send-only group on
+ * both sides of a pair, a step's messages not posted together) times out here.
  * Test-only: single-threaded, one communicator per process. */
 #ifndef FABENCH_TEST_DEVEMU_H
 #define FABENCH_TEST_DEVEMU_H
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coll_internal.h"
@@ -31,12 +34,17 @@ typedef struct devemu_op {
   const void *src; /* a queued device send: staged when launched */
   size_t bytes;
   int peer, is_send, posted, done;
+  int rdv;                  /* grouped device message: done only with the receiver's word */
+  int data_done, ack_done;  /* the data is through; the word came back (send) or went (receive) */
+  coll_req ack;             /* the word, on the second transport */
+  unsigned char ackb;
   uint32_t tag;
 } devemu_op;
 
 static struct {
   coll_transport_ops ops;
   const coll_transport_ops *orig;
+  coll_transport *ack; /* a second tcp transport: receivers' words that their data is in */
   int grouped;
   struct {
     void *base;
@@ -128,25 +136,47 @@ static void devemu_dev_free(coll_transport *t, void *p) {
   devemu_free(p);
 }
 
-/* Launches a queued message on the tcp transport (a device send staged now: in stream order). */
+#define DEVEMU_ACK 0xacu
+
+/* Launches a queued message on the tcp transport (a device send staged now: in stream order).
+ * A grouped device send also waits for its receiver's word that the data is in (rendezvous). */
 static int devemu_launch(coll_transport *t, devemu_op *o, coll_err *e) {
   if (o->posted) return 0;
   o->posted = 1;
   if (o->bounce && o->is_send) devemu_copy(o->bounce, o->src, o->bytes);
   void *buf = o->bounce ? o->bounce : o->dev ? o->dev : (void *)o->src;
-  return o->is_send ? devemu_g.orig->isend(t, o->peer, buf, o->bytes, o->tag, &o->inner, e)
-                    : devemu_g.orig->irecv(t, o->peer, buf, o->bytes, o->tag, &o->inner, e);
+  int rc = o->is_send ? devemu_g.orig->isend(t, o->peer, buf, o->bytes, o->tag, &o->inner, e)
+                      : devemu_g.orig->irecv(t, o->peer, buf, o->bytes, o->tag, &o->inner, e);
+  if (rc == 0 && o->rdv && o->is_send)
+    rc = devemu_g.ack->ops->irecv(devemu_g.ack, o->peer, &o->ackb, 1, DEVEMU_ACK, &o->ack, e);
+  return rc;
 }
 
-/* A launched message has completed: a device receive lands. */
-static void devemu_complete(devemu_op *o) {
-  if (o->bounce && !o->is_send) devemu_copy(o->dev, o->bounce, o->bytes);
-  o->done = 1;
-  for (int i = 0; i < devemu_g.nlive; i++)
-    if (devemu_g.live[i] == o) {
-      devemu_g.live[i] = devemu_g.live[--devemu_g.nlive];
-      break;
-    }
+/* One round of progress on o; o->done once its data is through (a device receive landed) and,
+ * grouped, the receiver's word has come back or gone out. */
+static int devemu_progress(coll_transport *t, devemu_op *o, coll_err *e) {
+  int d = 0;
+  if (!o->data_done) {
+    if (devemu_g.orig->test(t, &o->inner, &d, e) != 0) return -1;
+    if (!d) return 0;
+    o->data_done = 1;
+    if (o->bounce && !o->is_send) devemu_copy(o->dev, o->bounce, o->bytes);
+    if (o->rdv && !o->is_send && devemu_g.ack->ops->isend(devemu_g.ack, o->peer, &o->ackb, 1, DEVEMU_ACK, &o->ack, e))
+      return -1;
+  }
+  if (o->rdv && !o->ack_done) {
+    if (devemu_g.ack->ops->test(devemu_g.ack, &o->ack, &d, e) != 0) return -1;
+    o->ack_done = d;
+  }
+  if (o->data_done && (!o->rdv || o->ack_done)) {
+    o->done = 1;
+    for (int i = 0; i < devemu_g.nlive; i++)
+      if (devemu_g.live[i] == o) {
+        devemu_g.live[i] = devemu_g.live[--devemu_g.nlive];
+        break;
+      }
+  }
+  return 0;
 }
 
 static int devemu_post(coll_transport *t, int peer, const void *buf, size_t bytes, uint32_t tag, coll_req *r,
@@ -158,7 +188,8 @@ static int devemu_post(coll_transport *t, int peer, const void *buf, size_t byte
     return coll_fail(e, "rank %d: devemu: out of memory", t->rank);
   }
   int dev = bytes > 0 && devemu_is_dev(buf);
-  *o = (devemu_op){.bytes = bytes, .peer = peer, .is_send = is_send, .tag = tag, .src = buf};
+  *o = (devemu_op){.bytes = bytes, .peer = peer, .is_send = is_send, .tag = tag, .src = buf,
+                   .rdv = dev && devemu_g.grouped};
   if (dev && !(o->bounce = malloc(bytes))) {
     free(o);
     return coll_fail(e, "rank %d: devemu: out of memory", t->rank);
@@ -167,7 +198,7 @@ static int devemu_post(coll_transport *t, int peer, const void *buf, size_t byte
   memcpy(r, &o, sizeof o);
   devemu_g.live[devemu_g.nlive++] = o;
   /* host messages go at once (NCCL's transport sends them over tcp beside the groups) */
-  return devemu_g.grouped && dev ? 0 : devemu_launch(t, o, e);
+  return o->rdv ? 0 : devemu_launch(t, o, e);
 }
 
 static int devemu_isend(coll_transport *t, int peer, const void *buf, size_t bytes, uint32_t tag, coll_req *r,
@@ -179,32 +210,49 @@ static int devemu_irecv(coll_transport *t, int peer, void *buf, size_t bytes, ui
   return devemu_post(t, peer, buf, bytes, tag, r, 0, e);
 }
 
-static int devemu_wait_one(coll_transport *t, devemu_op *o, int timeout_ms, coll_err *e) {
-  if (o->done) return 0;
-  if (devemu_g.orig->waitall(t, &o->inner, 1, timeout_ms, e) != 0) return -1;
-  devemu_complete(o);
-  return 0;
-}
-
 static int devemu_launch_all(coll_transport *t, coll_err *e) {
   for (int i = 0; i < devemu_g.nlive; i++)
     if (devemu_launch(t, devemu_g.live[i], e) != 0) return -1;
   return 0;
 }
 
-/* Grouped: every queued message launches, and the wait is for every device message launched
- * (the group and what the stream holds before it). */
+/* Progress on every launched device message of a grouped transport (one (o == NULL): the
+ * group and what the stream holds before it, all at once, as NCCL's kernels move them) or on
+ * o alone, until done or timeout_ms. */
+static int devemu_until(coll_transport *t, devemu_op *o, int timeout_ms, coll_err *e) {
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long spin = 0;; spin++) {
+    int left = 0;
+    for (int i = 0; i < devemu_g.nlive && !o; i++) {
+      devemu_op *q = devemu_g.live[i];
+      if (!q->rdv) continue;
+      if (devemu_progress(t, q, e) != 0) return -1;
+      left += !q->done; /* a done one left live: the next takes its place */
+      if (q->done) i--;
+    }
+    if (o && !o->done && devemu_progress(t, o, e) != 0) return -1;
+    if (o ? o->done : left == 0) return 0;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > timeout_ms)
+      return coll_fail(e, "rank %d: devemu: %s did not complete within %d ms (NCCL's stream would wait for ever)",
+                       t->rank, o ? "a message" : "a group of device messages", timeout_ms);
+    if (spin > 64) usleep(50);
+  }
+}
+
+/* Grouped: every queued message launches, and the wait is for every device message launched. */
 static int devemu_waitall(coll_transport *t, coll_req *r, int n, int timeout_ms, coll_err *e) {
   if (devemu_launch_all(t, e) != 0) return -1;
-  for (int i = 0; devemu_g.grouped && i < devemu_g.nlive;)
-    if (!devemu_g.live[i]->bounce)
-      i++;
-    else if (devemu_wait_one(t, devemu_g.live[i], timeout_ms, e) != 0) /* drops it from live */
-      return -1;
+  if (devemu_g.grouped && devemu_until(t, NULL, timeout_ms, e) != 0) return -1;
   for (int i = 0; i < n; i++) {
     devemu_op *o;
     memcpy(&o, &r[i], sizeof o);
-    if (devemu_wait_one(t, o, timeout_ms, e) != 0) return -1;
+    if (!o->done && !o->rdv) { /* a host message, or staged: the transport's own wait */
+      if (devemu_g.orig->waitall(t, &o->inner, 1, timeout_ms, e) != 0) return -1;
+      if (devemu_progress(t, o, e) != 0) return -1;
+    }
+    if (!o->done && devemu_until(t, o, timeout_ms, e) != 0) return -1;
     free(o->bounce);
     free(o);
   }
@@ -216,10 +264,7 @@ static int devemu_test(coll_transport *t, coll_req *r, int *done, coll_err *e) {
   memcpy(&o, r, sizeof o);
   *done = 0;
   if (devemu_launch_all(t, e) != 0) return -1;
-  if (!o->done) {
-    if (devemu_g.orig->test(t, &o->inner, done, e) != 0) return -1;
-    if (*done) devemu_complete(o);
-  }
+  if (!o->done && devemu_progress(t, o, e) != 0) return -1;
   *done = o->done;
   if (*done) free(o->bounce), free(o);
   return 0;
@@ -233,7 +278,7 @@ static int devemu_finish(coll_transport *t, coll_err *e) {
 
 /* Gives c (a tcp communicator) the emulated device; grouped as NCCL's messages, or staged one by
  * one as CUDA IPC's. */
-static void devemu_install(coll_comm *c, int grouped) {
+static void devemu_install(coll_comm *c, int grouped, coll_comm *ack) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = devemu_segv;
@@ -241,6 +286,7 @@ static void devemu_install(coll_comm *c, int grouped) {
   devemu_g.orig = c->tp->ops;
   devemu_g.ops = *c->tp->ops;
   devemu_g.grouped = grouped;
+  devemu_g.ack = ack->tp;
   devemu_g.ops.isend = devemu_isend;
   devemu_g.ops.irecv = devemu_irecv;
   devemu_g.ops.waitall = devemu_waitall;

@@ -142,7 +142,15 @@ static int one_rank(const colls_cfg *cfg) {
     fprintf(stderr, "open: %s\n", e.msg);
     return 1;
   }
-  if (cfg->devemu) devemu_install(c, cfg->devemu == 2);
+  coll_comm *ack = NULL; /* devemu's second transport (its receivers' words) */
+  if (cfg->devemu) {
+    coll_comm_opts ao = {.transport = COLL_TCP, .timeout_ms = 60000};
+    if (coll_comm_open(&ack, b, &ao, &e)) {
+      fprintf(stderr, "open: %s\n", e.msg);
+      return 1;
+    }
+    devemu_install(c, cfg->devemu == 2, ack);
+  }
   int n = coll_comm_size(c), me = coll_comm_rank(c), fails = 0;
   int pow2 = (n & (n - 1)) == 0;
   size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big}, maxc = 3 * cfg->big * (size_t)n + 64;
@@ -257,6 +265,7 @@ static int one_rank(const colls_cfg *cfg) {
   if (dev) free(sb), free(rb);
   free(keep), free(want), free(sc), free(sd), free(rc), free(rd);
   coll_comm_close(c);
+  coll_comm_close(ack);
   coll_boot_close(b);
   if (cfg->devemu) devemu_release();
   return fails ? 1 : 0;
