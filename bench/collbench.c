@@ -607,7 +607,7 @@ static const char *cb_unsupported(const cb_ctx *x, const cb_cell *k) {
   const char *why = x->d->unsupported ? x->d->unsupported(k->algo, x->o->imbalance) : NULL;
   if (why) return why;
   if (coll_colls_supported(k->c, (coll_kind)x->d->kind, k->algo)) return NULL;
-  return coll_comm_device(k->c) >= 0 ? "on GPU memory only the library's own (native) runs"
+  return coll_comm_device(k->c) >= 0 ? "ranks sharing a GPU go by CUDA IPC, without NCCL's own (native) calls"
                                      : "this transport has no native one";
 }
 

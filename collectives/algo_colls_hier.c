@@ -26,7 +26,8 @@ static int ch_flush(coll_comm *c, coll_err *e) {
 }
 
 /* Inside the host's view (leader `lead`): every rank copies the leader's mapped copy in place,
- * 0; or 1 where the ranks did not pass mapped memory (then messages run); -1 failed. */
+ * 0; or 1 where the ranks did not pass mapped memory (then messages run: GPU memory always,
+ * coll_host_ptr mapping host memory only); -1 failed. */
 static int bh_mapped(coll_comm *in, void *buf, size_t bytes, int lead, coll_err *e) {
   int rc = coll_mapped_same(in, buf, bytes, 0, e);
   if (rc == -2)

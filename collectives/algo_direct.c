@@ -2,7 +2,8 @@
  * place of memory the others map (ucx's coll_mem_alloc), each rank reads what it needs from its
  * peers' copies in place, a memory copy (or reduction) each, instead of messages. A round of
  * tokens first (each rank's data is final, and the places agree), one last (nobody reads a
- * rank's copy after it returns). Elsewhere the caller's fallback runs, every rank alike. */
+ * rank's copy after it returns). Elsewhere the caller's fallback runs, every rank alike: on GPU
+ * memory too (coll_host_ptr maps host memory only), so the copies here are the host's. */
 #include <string.h>
 
 #include "algo_plan.h"

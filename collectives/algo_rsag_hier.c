@@ -8,8 +8,6 @@
  *     H ranks of local index j: each has its own block summed over every host;
  *   all-gather: the same two steps backwards, all-gathers.
  * Hosts of different rank counts run the flat ring (coll_rsag_hier_fits). */
-#include <string.h>
-
 #include "algo_plan.h"
 
 int coll_rsag_hier_fits(const coll_comm *c) {
@@ -52,13 +50,14 @@ static int rh_phase(coll_comm *c, unsigned char *packed, size_t count, coll_dtyp
   return rc;
 }
 
-/* Block of rank order[start[g] + i] to or from its packed place. */
-static void rh_pack(const coll_comm *c, unsigned char *packed, unsigned char *flat, size_t bb, int unpack) {
+/* Block of rank order[start[g] + i] to or from its packed place (on the device's stream where
+ * the buffers are a GPU's). */
+static void rh_pack(coll_comm *c, unsigned char *packed, unsigned char *flat, size_t bb, int unpack) {
   int H = c->nhosts, L = c->host_start[1] - c->host_start[0];
   for (int g = 0; g < H; g++)
     for (int i = 0; i < L; i++) {
       unsigned char *p = packed + (size_t)(i * H + g) * bb, *f = flat + (size_t)c->node_order[c->host_start[g] + i] * bb;
-      memcpy(unpack ? f : p, unpack ? p : f, bb);
+      coll_ccopy(c, unpack ? f : p, unpack ? p : f, bb);
     }
 }
 
@@ -75,7 +74,7 @@ int coll_rs_hier(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count,
   if (rc == 0) rc = rh_phase(c, packed, count, dt, op, 0, 1, base, e);
   if (rc == 0) rc = rh_phase(c, packed, count, dt, op, 0, 0, base + 1, e);
   c->seq = in->seq = base + 2;
-  if (rc == 0) memcpy(recvbuf, packed + (size_t)(j * H + h) * bb, bb);
+  if (rc == 0) coll_ccopy(c, recvbuf, packed + (size_t)(j * H + h) * bb, bb);
   return rc;
 }
 
@@ -84,7 +83,7 @@ int coll_ag_hier(coll_comm *c, const void *sendbuf, void *recvbuf, size_t count,
   size_t bb = count * coll_dtype_size(dt);
   unsigned char *packed = coll_scratch(c, 0, bb * (size_t)c->size, e);
   if (!packed) return -1;
-  memcpy(packed + (size_t)(j * H + h) * bb, sendbuf, bb);
+  coll_ccopy(c, packed + (size_t)(j * H + h) * bb, sendbuf, bb);
   uint32_t base = c->seq;
   coll_comm *in = c->intra ? c->intra : c;
   int rc = in != c ? rh_flush(c, e) : 0;

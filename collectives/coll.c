@@ -615,9 +615,11 @@ static const void *coll_colls_native(const coll_transport_ops *o, coll_kind k) {
   return k < COLL_NCOLLS ? native[k] : NULL;
 }
 
+/* Every algorithm also runs on a device communicator's buffers: its copies and reductions go
+ * through coll_ccopy and coll_creduce (the transport's stream), its messages through the
+ * transport, and direct, which reads only host memory the peers map, falls back there. */
 int coll_colls_supported(const coll_comm *c, coll_kind k, coll_algo a) {
   if (k >= COLL_NCOLLS || !coll_colls_algo(k, a)) return 0;
-  if (coll_comm_device(c) >= 0 && a.kind != COLL_ALGO_NATIVE) return 0;
   return a.kind != COLL_ALGO_NATIVE || coll_colls_native(c->tp->ops, k) != NULL;
 }
 

@@ -223,7 +223,8 @@ typedef enum { COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_BCAST, COLL_ALLTOALL, C
 /* Does collective k have algorithm a? */
 int coll_colls_algo(coll_kind k, coll_algo a);
 /* Can this communicator run collective k by algorithm a? Native only where the transport's
- * library has it; a device communicator (nccl) runs native only. */
+ * library has it (nccl: not where ranks share a GPU, which goes by CUDA IPC). A device
+ * communicator runs every algorithm on its GPU buffers; direct there runs its fallback. */
 int coll_colls_supported(const coll_comm *c, coll_kind k, coll_algo a);
 /* One of collective k's algorithms by name ("ring", "bruck", ...); -1 where k has none such.
  * (coll_algo_parse takes all-reduce's only.) */

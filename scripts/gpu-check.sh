@@ -3,12 +3,13 @@
 # GPU tests, the copy ceilings (PyTorch's copies beside them), the ring over CUDA IPC, ResNet-50
 # training against the PyTorch peer (and AdamW's step beside SGD's), time to 91% on Fashion-MNIST
 # on the GPU against the CPU, two ranks sharing the GPU, a --device cpu,cuda sweep and fc6 (an MLP)
-# on both devices.
+# on both devices; last, fabench's own reduce-scatter, all-gather, broadcast and all-to-all on GPU
+# buffers, every algorithm verified (ONLY=colls: that part alone, into colls.log).
 # usage: scripts/gpu-check.sh BIN_DIR OUT_DIR [FMNIST_DIR]
-# Run from the source tree. BIN_DIR holds fabench, test_allreduce, test_nn_cuda, test_nn_layers,
+# Run from the source tree. BIN_DIR holds fabench, test_allreduce, test_colls, test_nn_cuda, test_nn_layers,
 # test_nn_torch, test_train_sweep and nn_bench (and lib/ with any shared library the machine lacks); CUDA's
 # libraries are taken from there, the toolkit, or the nvidia-* Python wheels. Each part logs to
-# OUT_DIR (env.txt, tests.log, copy.log, bench.log, train.log, cputta.log) as it goes, and the
+# OUT_DIR (env.txt, tests.log, copy.log, bench.log, train.log, cputta.log, colls.log) as it goes, and the
 # run directories end in OUT_DIR/results.tgz. Nothing starts after DEADLINE seconds [420].
 # nvbandwidth (NVBANDWIDTH=PATH, or on the PATH) runs beside the copy ceilings where present.
 set -u
@@ -45,6 +46,42 @@ echo "MPS: $mps" >> "$out/env.txt"
 # the CPU's time to 91% on all cores but four, while the GPU's work runs on those four
 n=$(nproc); G=(taskset -c 0-3); C=(taskset -c "4-$((n - 1))")
 ((n >= 8)) || { G=(); C=(); }
+# fabench's own reduce-scatter, all-gather, broadcast and all-to-all(v) on GPU buffers, every
+# algorithm, every element checked on every rank (test_colls: every dtype and op, counts 0 to
+# 4099; the commands: sizes to 16M, in turns): 1 rank (NCCL), 2 ranks (a GPU each through
+# NCCL's send and receive, or one shared through CUDA IPC, which has no native). native at 2
+# ranks only where there are two GPUs.
+colls_gpu() {
+  local ngpu ca r k
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  for ca in rs:native rs:ring rs:rhd rs:hier rs:direct rs:auto ag:native ag:ring ag:rd ag:bruck ag:hier ag:direct \
+    ag:auto bcast:native bcast:tree bcast:chain bcast:vdg bcast:hier bcast:direct bcast:auto a2a:native a2a:pairwise \
+    a2a:bruck a2a:hier a2a:direct a2a:auto; do
+    r=1,2
+    [ "${ca#*:}" = native ] && ((ngpu < 2)) && r=1
+    t 60 "${G[@]}" "$bin/test_colls" --transport nccl --coll "${ca%%:*}" --algo "${ca#*:}" --ranks $r
+  done
+  for k in 1 2; do
+    t 90 "${G[@]}" "$bin/fabench" reducescatter -n $k --transport nccl --algo native,ring,rhd,hier,direct,auto \
+      --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-rs$k"
+    t 90 "${G[@]}" "$bin/fabench" allgather -n $k --transport nccl --algo native,ring,rd,bruck,hier,direct,auto \
+      --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-ag$k"
+    t 90 "${G[@]}" "$bin/fabench" bcast -n $k --root $((k - 1)) --transport nccl --algo native,tree,chain,vdg,hier,direct,auto \
+      --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-bc$k"
+    t 90 "${G[@]}" "$bin/fabench" alltoall -n $k --imbalance 1 --transport nccl --algo native,pairwise,hier,auto \
+      --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-av$k"
+    t 90 "${G[@]}" "$bin/fabench" alltoall -n $k --transport nccl --algo bruck,direct,pairwise \
+      --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-aa$k"
+  done
+}
+if [ "${ONLY:-}" = colls ]; then
+  colls_gpu > "$out/colls.log" 2>&1
+  ((mps)) && echo quit | nvidia-cuda-mps-control
+  tar -C "$res" -czf "$out/results.tgz" . && rm -rf "$res"
+  grep -hE "rc=[1-9]|FAILED|skipped|wrong" "$out/colls.log"
+  echo "done $(el)"
+  exit 0
+fi
 ( t 330 "${C[@]}" "$bin/fabench" train --device cpu --threads $((n >= 8 ? n - 4 : n)) --model resnet20 --data "fmnist:$fmnist" \
     --batch 128 --epochs 5 --target-acc 0.91 --log-every 100 --out "$res/tta-cpu" > "$out/cputta.log" 2>&1 ) &
 cpu=$!
@@ -62,11 +99,6 @@ cpu=$!
   for a in rhd tree ps:2; do t 60 "${G[@]}" "$bin/test_allreduce" --transport nccl --algo $a --ranks 2,3 --mem comm --big 100003; done
   t 90 "${G[@]}" "$bin/fabench" allreduce -n 3 --transport nccl --algo ring,rhd --dtype f32,f64,f16,bf16,i32,i64 \
     --op sum,prod,min,max --min-bytes 4 --max-bytes 4M --step-factor 37 --iters 3 --rounds 1 --out "$res/ar3"
-  # NCCL's own reduce-scatter, all-gather, broadcast (from rank 1) and skewed all-to-allv, verified
-  for c in reducescatter allgather "bcast --root 1" "alltoall --imbalance 1"; do
-    t 60 "${G[@]}" "$bin/fabench" $c -n 2 --transport nccl --algo native --dtype f32,bf16,i64 --min-bytes 8 \
-      --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/colls-${c%% *}"
-  done
 } > "$out/tests.log" 2>&1
 {
   for p in bf16 tf32 fp32; do
@@ -115,6 +147,7 @@ cpu=$!
   t 90 "$bin/fabench" train --device cpu,cuda --model fc6 --data "fmnist:$fmnist" --batch 128 --epochs 1 \
     --log-every 100 --out "$res/fc6"
 } > "$out/train.log" 2>&1
+colls_gpu > "$out/colls.log" 2>&1
 ((mps)) && echo quit | nvidia-cuda-mps-control
 tar -C "$res" -czf "$out/results.tgz" . && rm -rf "$res"
 grep -hE "rc=[1-9]|FAILED|skipped" "$out"/*.log

@@ -72,3 +72,52 @@ if(FABENCH_BUILD_UCX)
     fabench_colls_test(ucx ${_coll} ${_algo} --ranks 2,3,5)
   endforeach()
 endif()
+# On GPU buffers (nccl): every algorithm, the values through host memory that is poisoned in
+# between. One GPU: one rank goes through NCCL (native is NCCL's own), 2 and 3 ranks share the
+# device through CUDA IPC (messages staged in host memory; no native there); with a GPU per rank
+# the same ranks go through NCCL's send and receive. direct reads only host memory the peers map,
+# so it runs its fallback; hier is one host's. Without a CUDA device each prints one SKIP line
+# and exits 77.
+if(FABENCH_BUILD_NCCL)
+  foreach(_c rs:native ag:native bcast:native a2a:native)
+    string(REPLACE ":" ";" _p ${_c})
+    list(GET _p 0 _coll)
+    list(GET _p 1 _algo)
+    fabench_colls_test(nccl ${_coll} ${_algo} --ranks 1)
+  endforeach()
+  foreach(_c rs:ring rs:rhd rs:hier rs:direct rs:auto ag:ring ag:rd ag:bruck ag:hier ag:direct ag:auto
+          bcast:tree bcast:chain bcast:vdg bcast:hier bcast:direct bcast:auto a2a:pairwise a2a:bruck a2a:hier
+          a2a:direct a2a:auto)
+    string(REPLACE ":" ";" _p ${_c})
+    list(GET _p 0 _coll)
+    list(GET _p 1 _algo)
+    fabench_colls_test(nccl ${_coll} ${_algo} --ranks 1,2,3,4)
+  endforeach()
+  get_property(_colls_tests DIRECTORY PROPERTY TESTS)
+  foreach(_t IN LISTS _colls_tests)
+    if(_t MATCHES "^coll_(rs|ag|bcast|a2a)_nccl_")
+      set_tests_properties(${_t} PROPERTIES SKIP_RETURN_CODE 77 LABELS "coll;gpu")
+    endif()
+  endforeach()
+endif()
+# The same device paths without a GPU (devemu.h): tcp given an emulated device whose memory the
+# host cannot touch outside the device's copies and reductions (a host access is a SIGSEGV),
+# its messages grouped as NCCL's (launched together at a wait that waits for the whole group)
+# or staged one by one as CUDA IPC's; hier on hosts by letter too.
+foreach(_mode grouped staged)
+  foreach(_c rs:ring rs:rhd rs:hier rs:direct ag:ring ag:rd ag:bruck ag:hier ag:direct bcast:tree bcast:chain
+          bcast:vdg bcast:hier bcast:direct a2a:pairwise a2a:bruck a2a:hier a2a:direct)
+    string(REPLACE ":" ";" _p ${_c})
+    list(GET _p 0 _coll)
+    list(GET _p 1 _algo)
+    set(_name coll_${_coll}_devemu_${_mode}_${_algo})
+    add_test(NAME ${_name} COMMAND test_colls --transport tcp --devemu ${_mode} --coll ${_coll} --algo ${_algo}
+             --ranks 1,2,3,4,5 --big 1031)
+    set_tests_properties(${_name} PROPERTIES TIMEOUT 300 LABELS coll)
+  endforeach()
+  foreach(_coll rs ag bcast a2a)
+    add_test(NAME coll_${_coll}_devemu_${_mode}_hier_hosts COMMAND test_colls --transport tcp --devemu ${_mode}
+             --coll ${_coll} --algo hier --layouts AABB,ABAB,AABBB --big 1031)
+    set_tests_properties(coll_${_coll}_devemu_${_mode}_hier_hosts PROPERTIES TIMEOUT 300 LABELS coll)
+  endforeach()
+endforeach()

@@ -11,8 +11,14 @@
  * --mem comm: the buffers from coll_mem_alloc; --mapped yes|no: direct must read the peers'
  * copies in place (ucx on shared memory), or must fall back (elsewhere). --intra T: hier's
  * phases inside hosts over transport T.
+ * nccl: the buffers are on the GPU (coll_mem_alloc); the values go there and come back through
+ * host memory, which is poisoned in between. Without a CUDA device it skips (exit 77).
+ * --devemu grouped|staged (tcp): the same device paths on a device emulated on the host
+ * (devemu.h: memory the host cannot touch outside the device's operations; messages grouped as
+ * NCCL's, or staged one by one as CUDA IPC's).
  * usage: test_colls --transport T --coll rs|ag|bcast|a2a --algo A [--ranks 1,2,...]
- *                   [--layouts L,...] [--big N] [--mem comm] [--mapped yes|no] [--intra T] */
+ *                   [--layouts L,...] [--big N] [--mem comm] [--mapped yes|no] [--intra T]
+ *                   [--devemu grouped|staged] */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +31,7 @@
 #include <cmocka.h>
 
 #include "coll.h"
+#include "devemu.h"
 #include "test_ranks.h"
 #include "test_values.h"
 
@@ -34,6 +41,7 @@ typedef struct {
   size_t big;
   int mem_comm; /* buffers from coll_mem_alloc (ucx: memory the peers on this host map) */
   int mapped;   /* direct must read in place (1), must fall back (0), or either (-1) */
+  int devemu;   /* an emulated device: 0 none, 1 staged (CUDA IPC's way), 2 grouped (NCCL's) */
 } colls_cfg;
 static colls_cfg cfg_g;
 
@@ -88,6 +96,36 @@ static int layout_hier(const char *layout) {
   return hosts > 1 && most > 1;
 }
 
+/* A device communicator's buffers (ds, dr) get the host's (hs, hr: the bytes the call reads and
+ * the receive buffer's bytes), which are then poisoned: a result that never comes back cannot
+ * pass. 0, or -1 (said). */
+static int to_dev(coll_comm *c, void *ds, unsigned char *hs, size_t sbytes, void *dr, unsigned char *hr,
+                  size_t rbytes) {
+  coll_err e = {{0}};
+  if (cfg_g.devemu) {
+    devemu_copy(ds, hs, sbytes), devemu_copy(dr, hr, rbytes);
+  } else if (coll_mem_copy(c, ds, hs, sbytes, &e) || coll_mem_copy(c, dr, hr, rbytes, &e)) {
+    fprintf(stderr, "rank %d: to the device: %s\n", coll_comm_rank(c), e.msg);
+    return -1;
+  }
+  memset(hs, 0x5a, sbytes);
+  memset(hr, 0x5a, rbytes);
+  return 0;
+}
+
+/* Both buffers back from the device (the send buffer too: it must come back unchanged). */
+static int from_dev(coll_comm *c, unsigned char *hs, const void *ds, size_t sbytes, unsigned char *hr, const void *dr,
+                    size_t rbytes) {
+  coll_err e = {{0}};
+  if (cfg_g.devemu) {
+    devemu_copy(hs, ds, sbytes), devemu_copy(hr, dr, rbytes);
+  } else if (coll_mem_copy(c, hs, ds, sbytes, &e) || coll_mem_copy(c, hr, dr, rbytes, &e)) {
+    fprintf(stderr, "rank %d: from the device: %s\n", coll_comm_rank(c), e.msg);
+    return -1;
+  }
+  return 0;
+}
+
 static int one_rank(const colls_cfg *cfg) {
   coll_err e = {{0}};
   coll_boot *b;
@@ -104,16 +142,38 @@ static int one_rank(const colls_cfg *cfg) {
     fprintf(stderr, "open: %s\n", e.msg);
     return 1;
   }
+  coll_comm *ack = NULL; /* devemu's second transport (its receivers' words) */
+  if (cfg->devemu) {
+    coll_comm_opts ao = {.transport = COLL_TCP, .timeout_ms = 60000};
+    if (coll_comm_open(&ack, b, &ao, &e)) {
+      fprintf(stderr, "open: %s\n", e.msg);
+      return 1;
+    }
+    devemu_install(c, cfg->devemu == 2, ack);
+  }
   int n = coll_comm_size(c), me = coll_comm_rank(c), fails = 0;
   int pow2 = (n & (n - 1)) == 0;
   size_t counts[6] = {0, 1, 2, 7, (size_t)(n - 1), cfg->big}, maxc = 3 * cfg->big * (size_t)n + 64;
-  unsigned char *sb = cfg->mem_comm ? coll_mem_alloc(c, maxc * 8, &e) : malloc(maxc * 8);
-  unsigned char *rb = cfg->mem_comm ? coll_mem_alloc(c, maxc * 8, &e) : malloc(maxc * 8), *keep = malloc(maxc * 8);
+  /* on a GPU the calls get device buffers (ds, dr) and the test writes and checks host copies */
+  int dev = coll_comm_device(c) >= 0, comm_mem = (cfg->mem_comm || dev) && !cfg->devemu;
+  unsigned char *ds = cfg->devemu ? devemu_alloc(maxc * 8) : comm_mem ? coll_mem_alloc(c, maxc * 8, &e) : malloc(maxc * 8);
+  unsigned char *dr = cfg->devemu ? devemu_alloc(maxc * 8) : comm_mem ? coll_mem_alloc(c, maxc * 8, &e) : malloc(maxc * 8);
+  unsigned char *keep = malloc(maxc * 8);
+  unsigned char *sb = dev ? malloc(maxc * 8) : ds, *rb = dev ? malloc(maxc * 8) : dr;
   double *want = malloc(maxc * sizeof *want);
   size_t *sc = calloc((size_t)n, sizeof *sc), *sd = calloc((size_t)n, sizeof *sd);
   size_t *rc = calloc((size_t)n, sizeof *rc), *rd = calloc((size_t)n, sizeof *rd);
-  if (!sb || !rb || !keep || !want || !sc || !sd || !rc || !rd) return 1;
+  if (!ds || !dr || !sb || !rb || !keep || !want || !sc || !sd || !rc || !rd) {
+    fprintf(stderr, "rank %d: buffers: %s\n", me, e.msg[0] ? e.msg : "out of memory");
+    return 1;
+  }
   const char *k = cfg->coll;
+  /* every algorithm but native runs on any communicator, a device's (nccl, devemu) too */
+  if (algo.kind != COLL_ALGO_NATIVE && !coll_colls_supported(c, (coll_kind)kind, algo)) {
+    fprintf(stderr, "rank %d: %s %s: not supported on %s%s\n", me, k, cfg->algo, coll_comm_fabric(c),
+            dev ? " (device memory)" : "");
+    fails++;
+  }
   for (int dt = 0; dt < COLL_NDTYPES && !fails; dt++)
     for (int op = 0; op < (strcmp(k, "rs") ? 1 : COLL_NOPS) && !fails; op++)
       for (int ci = 0; ci < 6 && !fails; ci++) {
@@ -123,7 +183,10 @@ static int one_rank(const colls_cfg *cfg) {
         if (!strcmp(k, "rs")) {
           fill(sb, cnt * (size_t)n, 0, me, (coll_dtype)dt, op);
           memcpy(keep, sb, cnt * (size_t)n * es);
-          rcall = coll_reduce_scatter(c, sb, rb, cnt, (coll_dtype)dt, (coll_op)op, algo, &ran, &e);
+          size_t sn = cnt * (size_t)n * es, rn = cnt * es;
+          if (dev && to_dev(c, ds, sb, sn, dr, rb, rn)) return 1;
+          rcall = coll_reduce_scatter(c, ds, dr, cnt, (coll_dtype)dt, (coll_op)op, algo, &ran, &e);
+          if (dev && !rcall && from_dev(c, sb, ds, sn, rb, dr, rn)) return 1;
           for (size_t i = 0; i < cnt; i++) { /* my block of every rank's vector, combined */
             want[i] = val((size_t)me * cnt + i, 0, dt, op);
             for (int r = 1; r < n; r++) want[i] = combine(want[i], val((size_t)me * cnt + i, r, dt, op), (coll_op)op);
@@ -133,7 +196,10 @@ static int one_rank(const colls_cfg *cfg) {
         } else if (!strcmp(k, "ag")) {
           fill(sb, cnt, 0, me, (coll_dtype)dt, op);
           memset(rb, 0xa5, cnt * (size_t)n * es);
-          rcall = coll_allgather(c, sb, rb, cnt, (coll_dtype)dt, algo, &ran, &e);
+          size_t sn = cnt * es, rn = cnt * (size_t)n * es;
+          if (dev && to_dev(c, ds, sb, sn, dr, rb, rn)) return 1;
+          rcall = coll_allgather(c, ds, dr, cnt, (coll_dtype)dt, algo, &ran, &e);
+          if (dev && !rcall && from_dev(c, sb, ds, sn, rb, dr, rn)) return 1;
           for (int r = 0; r < n; r++)
             for (size_t i = 0; i < cnt; i++) want[(size_t)r * cnt + i] = val(i, r, dt, op);
           if (!rcall) fails += report(me, "all-gather", (coll_dtype)dt, op, cnt, diff(rb, want, cnt * (size_t)n, (coll_dtype)dt, &first), first);
@@ -141,7 +207,9 @@ static int one_rank(const colls_cfg *cfg) {
           for (int root = 0; root < n && !rcall && !fails; root++) {
             if (me == root) fill(rb, cnt, 0, root, (coll_dtype)dt, op);
             else memset(rb, 0xa5, cnt * es);
-            rcall = coll_broadcast(c, rb, cnt, (coll_dtype)dt, root, algo, &ran, &e);
+            if (dev && to_dev(c, ds, sb, 0, dr, rb, cnt * es)) return 1;
+            rcall = coll_broadcast(c, dr, cnt, (coll_dtype)dt, root, algo, &ran, &e);
+            if (dev && !rcall && from_dev(c, sb, ds, 0, rb, dr, cnt * es)) return 1;
             for (size_t i = 0; i < cnt; i++) want[i] = val(i, root, dt, op);
             if (!rcall) fails += report(me, "broadcast", (coll_dtype)dt, op, cnt, diff(rb, want, cnt, (coll_dtype)dt, &first), first);
           }
@@ -155,8 +223,10 @@ static int one_rank(const colls_cfg *cfg) {
           }
           for (int q = 0; q < n; q++) fill(sb + sd[q] * es, sc[q], (size_t)q * 100000, me, (coll_dtype)dt, op);
           memset(rb, 0xa5, rt * es);
-          rcall = even ? coll_alltoall(c, sb, rb, cnt, (coll_dtype)dt, algo, &ran, &e)
-                       : coll_alltoallv(c, sb, sc, sd, rb, rc, rd, (coll_dtype)dt, algo, &ran, &e);
+          if (dev && to_dev(c, ds, sb, st * es, dr, rb, rt * es)) return 1;
+          rcall = even ? coll_alltoall(c, ds, dr, cnt, (coll_dtype)dt, algo, &ran, &e)
+                       : coll_alltoallv(c, ds, sc, sd, dr, rc, rd, (coll_dtype)dt, algo, &ran, &e);
+          if (dev && !rcall && from_dev(c, sb, ds, st * es, rb, dr, rt * es)) return 1;
           for (int p = 0; p < n; p++)
             for (size_t i = 0; i < rc[p]; i++) want[rd[p] + i] = val((size_t)me * 100000 + i, p, dt, op);
           if (!rcall) fails += report(me, "all-to-allv", (coll_dtype)dt, op, cnt, diff(rb, want, rt, (coll_dtype)dt, &first), first);
@@ -189,11 +259,15 @@ static int one_rank(const colls_cfg *cfg) {
           fails++;
         }
       }
-  if (cfg->mem_comm) coll_mem_free(c, sb), coll_mem_free(c, rb);
-  else free(sb), free(rb);
+  if (cfg->devemu) devemu_free(ds), devemu_free(dr);
+  else if (comm_mem) coll_mem_free(c, ds), coll_mem_free(c, dr);
+  else free(ds), free(dr);
+  if (dev) free(sb), free(rb);
   free(keep), free(want), free(sc), free(sd), free(rc), free(rd);
   coll_comm_close(c);
+  coll_comm_close(ack);
   coll_boot_close(b);
+  if (cfg->devemu) devemu_release();
   return fails ? 1 : 0;
 }
 
@@ -265,6 +339,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--mem")) cfg->mem_comm = !strcmp(argv[i + 1], "comm");
     else if (!strcmp(argv[i], "--intra")) cfg->intra = argv[i + 1];
     else if (!strcmp(argv[i], "--mapped")) cfg->mapped = !strcmp(argv[i + 1], "yes");
+    else if (!strcmp(argv[i], "--devemu")) cfg->devemu = !strcmp(argv[i + 1], "grouped") ? 2 : 1;
   }
   if (getenv("TEST_COLLS_CHILD")) return one_rank(cfg);
   ssize_t l = readlink("/proc/self/exe", self_g, sizeof self_g - 1);
@@ -273,6 +348,26 @@ int main(int argc, char **argv) {
   if (coll_transport_parse(cfg->transport, &tk) || !coll_transport_built(tk)) {
     printf("SKIP: transport %s is not built into this fabench\n", cfg->transport);
     return 0;
+  }
+  /* Is there a GPU (nccl)? Asked in a child: CUDA does not survive a fork, and the ranks are
+   * forked from this process. */
+  if (tk == COLL_NCCL) {
+    pid_t probe = fork();
+    if (probe == 0) {
+      coll_err ue;
+      if (coll_transport_usable(tk, &ue) != 0) {
+        printf("SKIP: %s\n", ue.msg);
+        fflush(stdout);
+        _exit(77);
+      }
+      _exit(0);
+    }
+    int pst = 0;
+    if (probe < 0 || waitpid(probe, &pst, 0) != probe || !WIFEXITED(pst)) {
+      printf("cannot probe transport %s\n", cfg->transport);
+      return 1;
+    }
+    if (WEXITSTATUS(pst) == 77) return 77;
   }
   coll_algo a;
   static const char *const kinds[] = {"rs", "ag", "bcast", "a2a"};
@@ -292,7 +387,8 @@ int main(int argc, char **argv) {
     gs[nt].n = layouts ? (int)strlen(t) : atoi(t);
     if (gs[nt].n < 1 || gs[nt].n > 16) continue;
     if (layouts) snprintf(gs[nt].layout, sizeof gs[nt].layout, "%s", t);
-    snprintf(names[nt], sizeof names[nt], "%s_%s_%s_%s%s", cfg->coll, cfg->transport, cfg->algo,
+    snprintf(names[nt], sizeof names[nt], "%s_%s%s_%s_%s%s", cfg->coll, cfg->transport,
+             cfg->devemu == 2 ? "_devemu_grouped" : cfg->devemu ? "_devemu_staged" : "", cfg->algo,
              layouts ? "layout" : "ranks", t);
     tests[nt] = (struct CMUnitTest){names[nt], test_group, NULL, NULL, &gs[nt]};
     nt++;
