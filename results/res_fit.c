@@ -511,8 +511,10 @@ static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci
  * back at the same rate), over the bytes the host's ranks sent, median of the rows from 1 MiB
  * (a jiffy matters less there); 0 without such rows. Measured, not fitted from times: on an
  * emulated link the CPU bound never binds, yet a slower shaper costs more CPU a byte, and that
- * work slows a training step's compute. */
-static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const coll_model *m, double gamma) {
+ * work slows a training step's compute. host_cpu_us is the busy CPU of rank 0's machine: on an
+ * emulated cluster that is every node's (all_nodes), so the bytes are all the nodes' too. */
+static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const coll_model *m, double gamma,
+                          int all_nodes) {
   double *v = malloc((n ? n : 1) * sizeof *v);
   size_t k = 0;
   if (!v) return 0;
@@ -523,6 +525,7 @@ static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const c
     if (!(r->host_cpu_us > 0) || r->bytes < (1 << 20) || coll_algo_parse(*r->algo_ran ? r->algo_ran : r->algo, &a))
       continue;
     coll_model_host_bytes(m, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes, &sent, &red);
+    if (all_nodes && m->hosts > 1) sent *= m->hosts, red *= m->hosts;
     double c = sent > 0 ? (r->host_cpu_us * 1e-6 - red * gamma) / sent : NAN;
     if (isfinite(c)) v[k++] = c > 0 ? c : 0;
   }
@@ -764,7 +767,7 @@ static int rf_cell_store(res_costmodel *out, const rf_work *w, const rf_cell *c,
   }
   f->gamma_fixed = b->gfixed;
   f->chunk_bytes = c->chunk;
-  f->cpu_byte = rf_cpu_byte(w->src, c->n, &f->m, f->m.gamma);
+  f->cpu_byte = rf_cpu_byte(w->src, c->n, &f->m, f->m.gamma, c->emulated);
   if (rf_fill_stats(f, w->pt, c->n, b->th)) return res_errf(err, cap, "out of memory"), -1;
   f->learned = !o->formulas_only;
   res_fabric_learn(f);

@@ -639,6 +639,38 @@ static void test_fit_emulated_cpu_bound(void **state) {
   }
 }
 
+/* An emulated cluster of 2 nodes of one rank on a 2-core machine, ring rows from 1 to 32 MiB
+ * whose host_cpu_us is the whole machine's busy CPU (rank 0's host is every node): every node's
+ * bytes at 0.7 ns plus every node's reductions. The fit finds 0.7 ns a byte, not the 1.4 that
+ * dividing by one node's bytes gives, and leaves the CPU bound unfitted (no node had more ranks
+ * than cores). */
+static void test_fit_cpu_byte_emulated(void **state) {
+  (void)state;
+  const double c = 0.7e-9, g = 1.0 / 4e9;
+  coll_model truth = {.beta = 1.0 / 1.25e9, .gamma = g, .cores = 1, .hosts = 2};
+  coll_algo ring = {COLL_ALGO_RING, 0};
+  res_allreduce_row rows[8];
+  size_t n = 0;
+  for (int64_t b = 1 << 20; b <= (32 << 20); b *= 2, n++) {
+    res_allreduce_row *r = &rows[n];
+    syn_row(r, "emu-10gbit", "ring", b, &truth, "ring");
+    r->host_count = 2, r->ranks_per_host = 1;
+    double sent, red;
+    coll_model_host_bytes(&truth, ring, 2, (size_t)b, 256 << 10, &sent, &red);
+    r->host_cpu_us = 2 * (sent * c + red * g) * 1e6;
+  }
+  res_rows ar = {res_schema_allreduce(), rows, n};
+  res_costmodel m;
+  char err[256];
+  res_fit_opts o = {.gamma_kernel = g, .cores = 2};
+  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+  assert_int_equal(m.n, 1);
+  near(m.f[0].cpu_byte, c, 0.01, "cpu per byte sent, over every node's bytes");
+  assert_true(m.f[0].m.beta_cpu == 0);
+  near(m.f[0].m.beta, truth.beta, 0.01, "the link");
+  res_costmodel_free(&m);
+}
+
 /* The host's CPU per byte sent, from rows with host_cpu_us: 4 ranks on 2 cores, ring, rd and
  * tree from 256 KiB to 16 MiB, each row's CPU the bytes its host sent at 1.2 ns plus what it
  * reduced at the kernel's rate, 5% noise either way. The fit recovers 1.2 ns from the rows of 1 MiB
@@ -1424,6 +1456,7 @@ int main(void) {
       cmocka_unit_test(test_fit_no_cpu_bound_within_cores),
       cmocka_unit_test(test_fit_emulated_cpu_bound),
       cmocka_unit_test(test_fit_cpu_byte),
+      cmocka_unit_test(test_fit_cpu_byte_emulated),
       cmocka_unit_test(test_train_bound),
       cmocka_unit_test(test_asleep_waits),
       cmocka_unit_test(test_fit_asleep),
