@@ -37,7 +37,7 @@ static const bench_flag fit_flags[] = {
 };
 static const bench_flags_cmd fit_cmd = {
     "usage: fabench fit [options] DIR...\n"
-    "  Fits alpha (start-up), beta (s/byte), gamma (reduction s/byte), delta (per call), the\n"
+    "  Fits alpha (start-up), beta (s/byte), gamma (reduction s/byte), the\n"
     "  host's CPU cost per byte shared by its ranks and a cache term per fabric and host count\n"
     "  from the run directories' allreduce.csv (and p2p.csv), and writes model.json.\n",
     fit_flags, sizeof fit_flags / sizeof *fit_flags,
@@ -47,8 +47,8 @@ static const bench_flags_cmd fit_cmd = {
 static const char *fit_usage(void) { return bench_flags_help(&fit_cmd); }
 
 static void fit_print(const res_costmodel *m) {
-  printf("# %-22s %-5s %5s %-9s %9s %9s %8s %10s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
-         "source", "alpha(us)", "delta(us)", "wake(us)", "link(GB/s)", "cpu(GB/s)", "mem(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "cache",
+  printf("# %-22s %-5s %5s %-9s %9s %10s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
+         "source", "alpha(us)", "link(GB/s)", "cpu(GB/s)", "mem(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "cache",
          "R^2", "rms_rel", "used");
   for (size_t i = 0; i < m->n; i++) {
     const res_fabric_cost *f = &m->f[i];
@@ -68,8 +68,8 @@ static void fit_print(const res_costmodel *m) {
     char name[256];
     res_costmodel_label(m, f, name, sizeof name);
     int w = strcmp(name, f->fabric) ? (int)strlen(name) : 22;
-    printf("  %-22.*s %-5s %5d %-9s %9.2f %9.2f %8.2f %10.3f %10.3f %10s %10s %9s%s%s %7s %7.4f %7.3f %7s\n", w, name,
-           f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
+    printf("  %-22.*s %-5s %5d %-9s %9.2f %10.3f %10.3f %10s %10s %9s%s%s %7s %7.4f %7.3f %7s\n", w, name,
+           f->transport, f->host_count, f->source, f->m.alpha * 1e6,
            f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY, f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY, mem,
            hcpu, red, f->gamma_fixed && f->m.gamma > 0 ? "*" : " ", f->m.red_hidden ? "h" : " ", cache, f->r2, f->rms_rel,
            used);
@@ -88,10 +88,7 @@ static void fit_print(const res_costmodel *m) {
   }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
-  printf("# wake: each message in sequence where a host's ranks outnumber its cores (they wait asleep); where\n"
-         "# they waited asleep with a core each (--no-spin), each step of the trees and ps (a rank waits for\n"
-         "# another's reduction);\n"
-         "# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
+  printf("# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
          "# slower of its busiest link and its host's CPU); mem: 1/beta_mem, the host's memory per byte its ranks\n"
          "# send, where their vectors exceed its last-level cache (a third bound; -: none); hcpu: bytes the\n"
          "# host's ranks send per CPU second, measured (host_cpu_us, where no rank spun; -: none): the CPU a\n"

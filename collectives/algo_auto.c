@@ -3,8 +3,8 @@
  *
  * Each algorithm is counted at its busiest rank (model_algo_terms): messages in sequence,
  * bytes in sequence on its link, bytes it reduces, and the bytes all ranks send. The time is
- * delta + messages x alpha + the slowest of the link, the host's CPU and (past the last-level
- * cache) its memory + reductions x gamma, plus cache, wake-up and shaper terms, times what the
+ * messages x alpha + the slowest of the link, the host's CPU and (past the last-level
+ * cache) its memory + reductions x gamma, plus cache and shaper terms, times what the
  * fit learned the formulas miss. docs/cost-model.md gives every formula and why it is so. */
 #include <math.h>
 #include <string.h>
@@ -239,21 +239,6 @@ static double model_past_llc(double llc, double ws) {
   return w < 1 ? w : 1;
 }
 
-/* The steps of algorithm a on p ranks (msgs of them in sequence) in which a rank waits for
- * another's reduction (coll_model_time) */
-static double model_asleep_waits(coll_algo a, int p, double msgs) {
-  int pof2 = 1;
-  while (pof2 * 2 <= p) pof2 *= 2;
-  switch (a.kind) {
-  case COLL_ALGO_TREE:
-  case COLL_ALGO_DTREE:
-  case COLL_ALGO_PS: return msgs;
-  case COLL_ALGO_RHD:
-  case COLL_ALGO_RD: return pof2 != p ? 2 : 0;
-  default: return 0;
-  }
-}
-
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
   double n = (double)bytes, c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
@@ -283,16 +268,8 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
    * cache by the same degrees as the vectors where the cache is known */
   if (isinf(ws) && m->cache_bytes > 0 && m->llc_bytes > 0)
     beyond = model_past_llc(m->llc_bytes, 2.0 * local * n);
-  double t_ = m->delta + t.msgs * m->alpha + bound + t.red * share * m->gamma;
+  double t_ = t.msgs * m->alpha + bound + t.red * share * m->gamma;
   if (beyond > 0 && m->mem != 0) t_ += beyond * share * (t.link + t.red) * m->mem;
-  /* more ranks than cores: a rank waits asleep (the transports stop spinning there), so each
-   * message in sequence also costs the scheduler's wake-up and switch */
-  if (m->cores > 0 && local > m->cores) t_ += t.msgs * m->wake;
-  /* Asleep with a core each, a rank sleeps where it waits for another's reduction: each step
-   * of the trees and ps (the leaves and workers wait for the root's or the servers' sums) and
-   * the fold's two (its extra ranks wait for the rest). The symmetric exchanges (ring, rd, rhd)
-   * find their peer's part there at once (docs/measurements.md, "Waiting asleep"). */
-  else if (m->asleep) t_ += model_asleep_waits(a, p, t.msgs) * m->wake;
   return t_ * coll_model_learned(m, a, p, bytes, chunk_bytes);
 }
 

@@ -270,7 +270,6 @@ typedef struct coll_model {
   double alpha; /* seconds per message (start-up) */
   double beta;  /* seconds per byte on one link */
   double gamma; /* seconds per byte reduced, on a core of its own */
-  double delta; /* seconds per call, whatever the algorithm (waking the ranks, their skew) */
   /* Fitted too, 0 where the rows cannot tell them apart (see algo_auto.c): */
   double beta_cpu; /* CPU seconds per byte a rank sends (kernel copies, shared memory, both
                       ends): a host sends its ranks' bytes with at most its cores, and a call
@@ -279,9 +278,6 @@ typedef struct coll_model {
   double beta_mem; /* seconds per byte a host's ranks send, whichever cores send it, where their
                       vectors (2 x ranks per host x n) exceed the host's last-level cache: its
                       memory's bandwidth, a third bound beside the link and the CPU; 0: none */
-  double wake;     /* extra seconds per message in sequence where a host's ranks outnumber its
-                      cores: the waiting rank sleeps, and its peer's message must wake it; and
-                      where they wait asleep (asleep) per step that waits on another's work */
   /* What the fabric is, not fitted: */
   double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */
   double llc_bytes;   /* the host's last-level cache (its topology), for beta_mem and the mapped
@@ -299,9 +295,6 @@ typedef struct coll_model {
   int red_hidden;     /* the link banks the pauses of a pipelined reduction (a shaper's bucket):
                          every algorithm reduces in pieces as they arrive, at no cost to the
                          call */
-  int asleep;         /* the ranks wait asleep even with a core each (no_spin: training's
-                         communication thread): a step in which a rank waits for another's
-                         reduction costs a wake-up (wake) */
   /* what the formulas miss (above); ncurves 0: the formulas alone */
   size_t learned_chunk; /* the pipelining unit the curves were measured with (0: the default) */
   int ncurves;
@@ -311,7 +304,7 @@ typedef struct coll_model {
 void coll_model_default(coll_model *m, coll_transport_kind kind);
 /* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
  * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native, auto
- * and hier (no formula here: results/ prices hier from two fabrics). Linear in alpha, beta, gamma, delta, mem and wake for fixed cache_bytes, cores,
+ * and hier (no formula here: results/ prices hier from two fabrics). Linear in alpha, beta, gamma and mem for fixed cache_bytes, cores,
  * hosts, mapped and ratios beta_cpu / beta and beta_mem / beta (the fit relies on it), times
  * what the formulas miss where the model learned it (coll_model_learned). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);

@@ -274,7 +274,6 @@ typedef struct {
 typedef struct {
   char run_id[128];
   double gamma_kernel; /* s/byte (NaN: not recorded) */
-  int asleep;          /* its ranks waited asleep with a core each (allreduce --no-spin) */
 } res_fit_run;
 /* res_fit with its options: the reduction kernel's rate, the cores of the rows' host (0:
  * unknown, no sharing modelled), the smallest size fitted (0: all), and the emulated fabrics'
@@ -314,7 +313,7 @@ int res_fit_dir_emu_mtu(const char *dir, const char *fabric);
 /* What the run directories' run.json recorded that the fit needs: o->bursts, the emulated links'
  * shaper bursts (their ranks' FABENCH_EMU_BURST), and o->runs, each run's kernel rate
  * (reduce_gbps; none where o->gamma_kernel is NaN, fit --no-gamma-kernel), so that a fabric's
- * gamma comes from the runs that measured it, and whether its ranks waited asleep (--no-spin).
+ * gamma comes from the runs that measured it.
  * -1 when out of memory. Release with res_fit_recorded_free. */
 int res_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs);
 void res_fit_recorded_free(res_fit_opts *o);
@@ -560,15 +559,13 @@ const res_fabric_cost *res_scaling_spec(res_scale_curve *c, int ppn, int ranks, 
 /* ---- ablation: the model's terms, each of which can be turned off ---- */
 enum {
   RES_TERM_CURVES = 1u << 0, /* learned residuals (what the formulas miss) */
-  RES_TERM_DELTA = 1u << 1,  /* the per-call cost */
-  RES_TERM_CPU = 1u << 2,    /* beta_cpu, the host's CPU bound on sending */
-  RES_TERM_MEM = 1u << 3,    /* mem, beta_mem and the cache: the memory terms */
-  RES_TERM_WAKE = 1u << 4,   /* the wake-up per message of sleeping ranks */
-  RES_TERM_BURST = 1u << 5,  /* the shaper's banked bucket and hidden reductions */
-  RES_TERM_SHARE = 1u << 6,  /* the training step's CPU share (host CPU per byte, loss beside a load) */
+  RES_TERM_CPU = 1u << 1,    /* beta_cpu, the host's CPU bound on sending */
+  RES_TERM_MEM = 1u << 2,    /* mem, beta_mem and the cache: the memory terms */
+  RES_TERM_BURST = 1u << 3,  /* the shaper's banked bucket and hidden reductions */
+  RES_TERM_SHARE = 1u << 4,  /* the training step's CPU share (host CPU per byte, loss beside a load) */
 };
-#define RES_TERMS_ALL 0x7fu
-/* The terms' names, in bit order: curves, delta, cpu, mem, wake, burst, share. */
+#define RES_TERMS_ALL 0x1fu
+/* The terms' names, in bit order: curves, cpu, mem, burst, share. */
 const char *res_term_name(unsigned bit);
 /* A comma list of term names ("" or NULL: none) into a mask. 0, or -1 naming the bad one. */
 int res_terms_parse(const char *list, unsigned *mask, char *err, size_t cap);

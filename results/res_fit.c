@@ -1,6 +1,6 @@
 /* results: the cost-model fit. Once the fabric's structure is fixed (cores, hosts, mapped memory,
  * cache size, CPU ratio beta_cpu / beta), every all-reduce formula (coll_model_time) is linear in
- * its six parameters, so a row's design vector is the formula at the unit models and the fit is
+ * its four parameters, so a row's design vector is the formula at the unit models and the fit is
  * linear least squares: relative residuals (sizes span decades), Huber-weighted and refitted
  * (IRLS), points beyond 4 robust deviations left out. A parameter the rows cannot tell apart, or
  * that comes out negative, is fixed (gamma to the reduction kernel's rate, the others to 0). The
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RF_NP 6 /* alpha, beta, gamma, delta, mem, wake */
-enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_DELTA, RF_MEM, RF_WAKE };
+#define RF_NP 4 /* alpha, beta, gamma, mem */
+enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_MEM };
 
 typedef struct {
   double x[RF_NP]; /* design: seconds per unit of each parameter */
@@ -253,14 +253,13 @@ static int rf_fill_stats(res_fabric_cost *f, const rf_pt *pt, size_t n, const do
   return 0;
 }
 
-/* Which parameters the rows determine: alpha and beta always; then delta, gamma, mem and wake,
- * each only where its column, relative to each point's time, keeps more than 3% of its length
- * outside the span of those already in (Gram-Schmidt); otherwise the fit would trade it for the
- * others. delta needs rows with different start-up counts, gamma algorithms that reduce a
- * different share of what they move, mem sizes on both sides of the cache, wake crowded or
- * asleep rows beside others. An all-zero column is not in. */
+/* Which parameters the rows determine: alpha and beta always; then gamma and mem, each only
+ * where its column, relative to each point's time, keeps more than 3% of its length outside the
+ * span of those already in (Gram-Schmidt); otherwise the fit would trade it for the others.
+ * gamma needs algorithms that reduce a different share of what they move, mem sizes on both
+ * sides of the cache. An all-zero column is not in. */
 static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
-  static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_GAMMA, RF_MEM, RF_WAKE};
+  static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_GAMMA, RF_MEM};
   double *basis = malloc((size_t)RF_NP * (n ? n : 1) * sizeof *basis), *v = malloc((n ? n : 1) * sizeof *v);
   int nb = 0;
   for (int j = 0; j < RF_NP; j++) on[j] = 0;
@@ -315,8 +314,8 @@ static void rf_design(rf_pt *pt, size_t n, const coll_model *shape, const res_al
     coll_algo_parse(pt[i].algo, &a);
     for (int q = 0; q < RF_NP; q++) {
       coll_model u = *shape;
-      u.alpha = q == RF_ALPHA, u.beta = q == RF_BETA, u.gamma = q == RF_GAMMA, u.delta = q == RF_DELTA;
-      u.beta_cpu = q == RF_BETA ? shape->beta_cpu : 0, u.mem = q == RF_MEM, u.wake = q == RF_WAKE;
+      u.alpha = q == RF_ALPHA, u.beta = q == RF_BETA, u.gamma = q == RF_GAMMA;
+      u.beta_cpu = q == RF_BETA ? shape->beta_cpu : 0, u.mem = q == RF_MEM;
       u.beta_mem = q == RF_BETA ? shape->beta_mem : 0;
       pt[i].x[q] = coll_model_time(&u, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
     }
@@ -659,23 +658,6 @@ static int rf_crowded(const coll_model *shape, int ranks) {
   return shape->cores > 0 && (ranks + hosts - 1) / hosts > shape->cores;
 }
 
-/* Whether the cell's ranks waited asleep with a core each (coll_model.asleep): every row with
- * no more ranks than cores came from a run whose waits slept at once (o->runs) or measured the
- * host's CPU, which a row does only where no rank spun; and there is such a row. */
-static int rf_cell_asleep(const rf_work *w, const res_fit_opts *o, const rf_cell *c) {
-  size_t with_core = 0;
-  for (size_t j = 0; j < c->n; j++) {
-    const res_allreduce_row *r = w->src[j];
-    if (rf_crowded(&c->shape, w->pt[j].ranks)) continue;
-    with_core++;
-    int slept = r->host_cpu_us > 0;
-    for (size_t q = 0; q < o->nruns && !slept; q++)
-      slept = o->runs[q].asleep && r->run_id && !strcmp(r->run_id, o->runs[q].run_id);
-    if (!slept) return 0;
-  }
-  return with_core > 0;
-}
-
 /* Every candidate shape of the cell (rf_try_shape), the best kept in c->b. -1 (err said) where
  * none could be fitted. */
 static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *err, size_t cap) {
@@ -697,7 +679,6 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
    * cores; elsewhere a ratio would merely absorb what the formulas miss (the trees' pipeline
    * fill), and a faster link would then gain nothing */
   for (size_t j = 0; j < c->n; j++) c->crowded |= rf_crowded(shape, w->pt[j].ranks);
-  shape->asleep = rf_cell_asleep(w, o, c);
   /* The host's memory bounds a call only where the ranks share one host's memory through its
    * cores (an emulated link's rows are the link's) and the rows reach beyond its cache */
   shape->llc_bytes = !c->emulated && shape->hosts == 1 && o->llc_bytes > 0 ? o->llc_bytes : 0;
@@ -747,11 +728,10 @@ static int rf_cell_store(res_costmodel *out, const rf_work *w, const rf_cell *c,
   if (!f) return -1;
   f->m = c->shape;
   f->m.alpha = b->th[RF_ALPHA], f->m.beta = b->th[RF_BETA], f->m.gamma = b->th[RF_GAMMA];
-  f->m.delta = b->th[RF_DELTA], f->m.beta_cpu = b->ratio * b->th[RF_BETA], f->m.mem = b->th[RF_MEM];
+  f->m.beta_cpu = b->ratio * b->th[RF_BETA], f->m.mem = b->th[RF_MEM];
   f->m.beta_mem = b->mratio * b->th[RF_BETA];
   /* the cache size stays where the mapped ring's streaming was priced by it (coll_model_time) */
   if (!(f->m.beta_mem > 0) && !(f->m.mapped && f->m.stream_bytes > 0 && f->m.cache_bytes > 0)) f->m.llc_bytes = 0;
-  f->m.wake = b->th[RF_WAKE];
   /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
    * back by the host's CPU (the emulated stack costs more a byte than loopback): the link is the
    * ceiling, the CPU the rest. The rows' calls are predicted as before (both bounds take the same
@@ -851,7 +831,7 @@ static int rf_fit_p2p(res_costmodel *out, const res_rows *pp, const res_fit_opts
       rf_pt *p = &w.pt[n++];
       p->x[0] = 1;
       p->x[1] = (double)r->bytes;
-      for (int q = 2; q < RF_NP; q++) p->x[q] = 0; /* one-way point to point: no reduction, no call of its own */
+      for (int q = 2; q < RF_NP; q++) p->x[q] = 0; /* one-way point to point: no reduction */
       p->y = t;
       p->algo = r->test;
       p->ranks = 2;
@@ -868,7 +848,7 @@ static int rf_fit_p2p(res_costmodel *out, const res_rows *pp, const res_fit_opts
     double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
     double th[RF_NP];
     int gfixed;
-    static const int ab[RF_NP] = {1, 1, 0, 0, 0};
+    static const int ab[RF_NP] = {[RF_ALPHA] = 1, [RF_BETA] = 1};
     if (rf_robust(w.pt, n, 0, ab, th, &gfixed)) continue;
     res_fabric_cost *f = res_fabric_add(out, k->fabric, k->transport, "p2p", hc, rf_str(k->topo_hash), err, cap);
     if (!f) {

@@ -112,16 +112,13 @@ int res_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs) {
   if (!runs) return -1;
   for (int d = 0; d < ndirs; d++) {
     cJSON *j = rfd_run_json(dirs[d]);
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id"), *g = cJSON_GetObjectItemCaseSensitive(j, "reduce_gbps"), *a;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id"), *g = cJSON_GetObjectItemCaseSensitive(j, "reduce_gbps");
     if (cJSON_IsString(id)) {
       res_fit_run *r = &runs[o->nruns++];
       snprintf(r->run_id, sizeof r->run_id, "%s", id->valuestring);
       r->gamma_kernel = !isnan(o->gamma_kernel) && cJSON_IsNumber(g) && g->valuedouble > 0 && isfinite(g->valuedouble)
                             ? 1e-9 / g->valuedouble
                             : NAN;
-      /* the command line it ran: its waits slept at once (the suite's sweeps do, as training's) */
-      cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(j, "argv"))
-        r->asleep |= cJSON_IsString(a) && !strcmp(a->valuestring, "--no-spin");
     }
     cJSON_Delete(j);
   }

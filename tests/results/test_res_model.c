@@ -56,7 +56,7 @@ static void drop_pace(cJSON *j) {
 /* alpha 10 us, beta 1 ns/B, gamma 0.5 ns/B; n = 1 MiB, c = 256 KiB; values worked by hand. */
 static void test_formulas(void **state) {
   (void)state;
-  coll_model m = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .delta = 0};
+  coll_model m = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9};
   size_t n = 1u << 20, c = 256u << 10;
   struct {
     const char *algo;
@@ -88,11 +88,8 @@ static void test_formulas(void **state) {
     else
       near(t, cases[i].us, 1e-9, what);
   }
-  /* delta: once per call */
-  m.delta = 7e-6;
   coll_algo rd;
   coll_algo_parse("rd", &rd);
-  near(coll_model_time(&m, rd, 4, n, c) * 1e6, 7 + 2 * (10 + 1048.576 + 524.288), 1e-9, "rd + delta");
   coll_algo nat = {COLL_ALGO_NATIVE, 0};
   assert_true(isinf(coll_model_time(&m, nat, 4, n, c)));
   /* the host's CPU: 4 ranks on 2 cores, 0.8 ns per byte sent. The ring's ranks send 2(p-1) n =
@@ -131,15 +128,10 @@ static void test_formulas(void **state) {
   near(coll_model_time(&mc, rhd, 2, n / 4, c) * 1e6, 20 + 262.144 + 65.536, 1e-9, "rhd at n/4 within it");
   near(coll_model_time(&mc, ring, 2, 4 * n, c) * 1e6,
        20 + 4194.304 + 1048.576 + 0.5 * (4194.304 + 2097.152) * 0.25, 1e-9, "ring, 4 MiB: slots of 256 KiB");
-  /* wake: 40 us for each message in sequence, only where the ranks outnumber the cores (4 on
-   * 2): the ring's 6 steps, rd's 2; 2 ranks on 2 cores wait awake */
-  coll_model asleep = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .cores = 2, .wake = 40e-6}, awake = asleep;
-  awake.wake = 0;
-  near(coll_model_time(&asleep, ring, 4, n, c) * 1e6, coll_model_time(&awake, ring, 4, n, c) * 1e6 + 6 * 40, 1e-9,
-       "ring, wake");
-  /* rd on 4 ranks: 2 exchanges of n, each reducing n at half a core */
-  near(coll_model_time(&asleep, rd, 4, n, c) * 1e6, 2 * (10 + 40 + 1048.576 + 2 * 524.288), 1e-9, "rd, wake");
-  near(coll_model_time(&asleep, rd, 2, n, c) * 1e6, 10 + 1048.576 + 524.288, 1e-9, "rd on 2 ranks: no wake");
+  /* 4 ranks on 2 cores: rd's 2 exchanges of n, each reducing n at half a core */
+  coll_model crowded = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .cores = 2};
+  near(coll_model_time(&crowded, rd, 4, n, c) * 1e6, 2 * (10 + 1048.576 + 2 * 524.288), 1e-9, "rd, crowded");
+  near(coll_model_time(&crowded, rd, 2, n, c) * 1e6, 10 + 1048.576 + 524.288, 1e-9, "rd on 2 ranks: a core each");
   /* burst: a shaped link banks up to 125 kB while it idles. The 2-rank tree and ps (one
    * server) send each of k = 4 chunks up one direction and back down the other in k + 1 = 5
    * steps: each direction idles one chunk a call, so the link carries 5 chunks less the
@@ -205,7 +197,7 @@ static res_allreduce_row *synth(const coll_model *truth, size_t *n, const char *
 
 static void test_fit_recovers(void **state) {
   (void)state;
-  coll_model truth = {.alpha = 35e-6, .beta = 1.0 / 1.2e9, .gamma = 1.0 / 5e9, .delta = 60e-6};
+  coll_model truth = {.alpha = 35e-6, .beta = 1.0 / 1.2e9, .gamma = 1.0 / 5e9};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
   res_rows ar = {res_schema_allreduce(), rows, n};
@@ -218,7 +210,6 @@ static void test_fit_recovers(void **state) {
   near(f->m.alpha, truth.alpha, 0.05, "alpha");
   near(f->m.beta, truth.beta, 0.05, "beta");
   near(f->m.gamma, truth.gamma, 0.10, "gamma");
-  near(f->m.delta, truth.delta, 0.10, "delta");
   assert_false(f->gamma_fixed);
   assert_true(f->r2 > 0.95);
   size_t outl = 0;
@@ -233,7 +224,6 @@ static void test_fit_recovers(void **state) {
   near(back.f[0].m.alpha, f->m.alpha, 1e-12, "alpha back");
   near(back.f[0].m.beta, f->m.beta, 1e-12, "beta back");
   near(back.f[0].m.gamma, f->m.gamma, 1e-12, "gamma back");
-  near(back.f[0].m.delta, f->m.delta, 1e-12, "delta back");
   assert_int_equal(back.f[0].nresid, f->nresid);
   assert_string_equal(back.f[0].fabric, "tcp:lo/reno");
   res_costmodel_free(&back);
@@ -281,7 +271,7 @@ static void test_learned(void **state) {
   near(coll_model_learned(&m, ring, 4, 1u << 20, 0), exp(0.2), 1e-6, "0: the default unit, as learned");
 
   /* a fit learns it */
-  coll_model truth = {.alpha = 35e-6, .beta = 1.0 / 1.2e9, .gamma = 1.0 / 5e9, .delta = 60e-6};
+  coll_model truth = {.alpha = 35e-6, .beta = 1.0 / 1.2e9, .gamma = 1.0 / 5e9};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
   for (size_t i = 0; i < n; i++)
@@ -328,7 +318,7 @@ static void test_learned(void **state) {
  * another machine's where it has none; labels and model.json carry the hash. */
 static void test_fit_two_machines(void **state) {
   (void)state;
-  coll_model fast = {.alpha = 35e-6, .beta = 1.0 / 1.2e9, .gamma = 1.0 / 5e9, .delta = 60e-6}, slow = fast;
+  coll_model fast = {.alpha = 35e-6, .beta = 1.0 / 1.2e9, .gamma = 1.0 / 5e9}, slow = fast;
   slow.beta = 1.0 / 0.3e9;
   slow.alpha = 80e-6;
   size_t na, nb;
@@ -379,7 +369,7 @@ static void test_fit_two_machines(void **state) {
  * still come out right. */
 static void test_fit_gamma_fixed(void **state) {
   (void)state;
-  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9, .delta = 0};
+  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "ucx:tcp");
   size_t k = 0;
@@ -397,7 +387,7 @@ static void test_fit_gamma_fixed(void **state) {
   res_costmodel_free(&m);
   /* the kernel's rate the fabric's own run recorded, not another run's: with every run's rate
    * pooled, a train-only run added to fit moved a link from 2.109 to 2.063 GB/s */
-  res_fit_run runs[] = {{"other-run", 1.0 / 50e9, 0}, {"synthetic", truth.gamma, 0}, {"third-run", 1.0 / 40e9, 0}};
+  res_fit_run runs[] = {{"other-run", 1.0 / 50e9}, {"synthetic", truth.gamma}, {"third-run", 1.0 / 40e9}};
   res_fit_opts o = {.gamma_kernel = 1.0 / 45e9, .runs = runs, .nruns = 3};
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].gamma_fixed);
@@ -435,7 +425,7 @@ static void test_fit_memory_bound(void **state) {
   hand.llc_bytes = 0;
   near(coll_model_time(&hand, ring, 2, 16u << 20, 256 << 10) * 1e6, 20 + 2097.152, 1e-9, "no cache known: link");
 
-  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 6e9, .gamma = 1.0 / 20e9, .delta = 10e-6,
+  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 6e9, .gamma = 1.0 / 20e9,
                       .beta_mem = 1.0 / 4e9, .llc_bytes = 32.0 * 1048576};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
@@ -468,8 +458,8 @@ static void test_fit_memory_bound(void **state) {
  * size and mem from the noisy rows. */
 static void test_fit_cores_and_cache(void **state) {
   (void)state;
-  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9, .delta = 10e-6, .beta_cpu = 0.4e-9,
-                      .mem = 1.0 / 4e9, .cache_bytes = 4.0 * 1048576, .cores = 2, .wake = 40e-6};
+  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9, .beta_cpu = 0.4e-9,
+                      .mem = 1.0 / 4e9, .cache_bytes = 4.0 * 1048576, .cores = 2};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "tcp:lo/reno");
   res_rows ar = {res_schema_allreduce(), rows, n};
@@ -485,75 +475,11 @@ static void test_fit_cores_and_cache(void **state) {
   near(f->m.mem, truth.mem, 0.15, "mem");
   near(res_costmodel_link_gbps(&f->m, 2), 2.0, 0.05, "link at 2 ranks");
   near(res_costmodel_link_gbps(&f->m, 4), 1.25, 0.10, "link at 4 ranks: the CPU's 1 / (2 x 0.4 ns)");
-  near(f->m.wake, truth.wake, 0.15, "wake");
-  res_costmodel back;
-  model_back(&m, &back);
-  near(back.f[0].m.wake, f->m.wake, 1e-12, "wake back");
-  res_costmodel_free(&back);
   res_costmodel_free(&m);
   /* not told the cores: no sharing, beta_cpu not fitted */
   o.cores = 0;
   if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
   assert_true(m.f[0].m.beta_cpu == 0);
-  res_costmodel_free(&m);
-  free(rows);
-}
-
-/* Ranks asleep with a core each (no_spin): each step in which a rank waits for another's
- * reduction costs a wake-up, by hand: the tree on 2 ranks at 1 MiB in 256 KiB chunks has 4 + 1
- * such steps, ps 4 + 1, rhd on 3 ranks the fold's 2, the ring none; more ranks than cores
- * still pay for every message in sequence (the ring's 2). */
-static void test_asleep_waits(void **state) {
-  (void)state;
-  coll_model awake = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.5e-9, .wake = 50e-6}, asleep = awake;
-  asleep.asleep = 1;
-  coll_algo tree = {COLL_ALGO_TREE, 0}, ps = {COLL_ALGO_PS, 0}, ring = {COLL_ALGO_RING, 0}, rhd = {COLL_ALGO_RHD, 0};
-  size_t n = 1 << 20, c = 256 << 10;
-  near((coll_model_time(&asleep, tree, 2, n, c) - coll_model_time(&awake, tree, 2, n, c)) * 1e6, 250, 1e-9, "tree");
-  near((coll_model_time(&asleep, ps, 2, n, c) - coll_model_time(&awake, ps, 2, n, c)) * 1e6, 250, 1e-9, "ps");
-  near((coll_model_time(&asleep, rhd, 3, n, c) - coll_model_time(&awake, rhd, 3, n, c)) * 1e6, 100, 1e-9, "rhd, 3");
-  near(coll_model_time(&asleep, rhd, 4, n, c), coll_model_time(&awake, rhd, 4, n, c), 1e-12, "rhd, 4");
-  near(coll_model_time(&asleep, ring, 2, n, c), coll_model_time(&awake, ring, 2, n, c), 1e-12, "ring");
-  awake.cores = asleep.cores = 1; /* crowded: every message, asleep or not */
-  near((coll_model_time(&asleep, ring, 2, n, c) - coll_model_time(&awake, ring, 2, n, c)) * 1e6, 0, 1e-9, "crowded ring");
-  awake.wake = 0;
-  near((coll_model_time(&asleep, ring, 2, n, c) - coll_model_time(&awake, ring, 2, n, c)) * 1e6, 100, 1e-9,
-       "crowded ring's 2 messages");
-}
-
-/* A fit of rows whose ranks waited asleep (their run ran --no-spin, or they measured the host's
- * CPU, which only a sleeping run does) learns the wake-up per waiting step beside alpha, and
- * model.json keeps it; the same rows with no sign of sleep leave the model awake. */
-static void test_fit_asleep(void **state) {
-  (void)state;
-  coll_model truth = {.alpha = 20e-6, .beta = 1.0 / 2e9, .gamma = 1.0 / 6e9, .delta = 10e-6, .wake = 60e-6, .asleep = 1};
-  size_t n;
-  res_allreduce_row *rows = synth(&truth, &n, "mpi:ob1/vader");
-  res_rows ar = {res_schema_allreduce(), rows, n};
-  res_costmodel m;
-  char err[256];
-  res_fit_run run = {"synthetic", NAN, 1};
-  res_fit_opts o = {.gamma_kernel = NAN, .runs = &run, .nruns = 1};
-  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
-  const res_fabric_cost *f = &m.f[0];
-  assert_true(f->m.asleep);
-  near(f->m.wake, truth.wake, 0.10, "wake");
-  near(f->m.alpha, truth.alpha, 0.10, "alpha");
-  near(f->m.beta, truth.beta, 0.05, "beta");
-  res_costmodel back;
-  model_back(&m, &back);
-  assert_true(back.f[0].m.asleep);
-  near(back.f[0].m.wake, f->m.wake, 1e-12, "wake back");
-  res_costmodel_free(&back);
-  res_costmodel_free(&m);
-  run.asleep = 0; /* no run says so: awake, no wake-up */
-  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
-  assert_false(m.f[0].m.asleep);
-  assert_true(m.f[0].m.wake == 0);
-  res_costmodel_free(&m);
-  for (size_t i = 0; i < n; i++) rows[i].host_cpu_us = 100; /* measured asleep */
-  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
-  assert_true(m.f[0].m.asleep);
   res_costmodel_free(&m);
   free(rows);
 }
@@ -775,7 +701,7 @@ static void test_fit_emulated_burst(void **state) {
   (void)state;
   const double burst = 125000;
   /* the truth banks the 2-rank tree's idle chunk too (coll_model.burst) */
-  coll_model truth = {.alpha = 30e-6, .beta = 1.0 / 0.125e9, .gamma = 1.0 / 6e9, .delta = 0, .burst = burst};
+  coll_model truth = {.alpha = 30e-6, .beta = 1.0 / 0.125e9, .gamma = 1.0 / 6e9, .burst = burst};
   for (int emu = 1; emu >= 0; emu--) {
     size_t n;
     res_allreduce_row *rows = synth(&truth, &n, "emu-1gbit");
@@ -863,7 +789,7 @@ static void test_fit_emulated_hidden_reduction(void **state) {
  * fitted with the others, and the fit recovers the parameters from both kinds. */
 static void test_fit_mapped_ring(void **state) {
   (void)state;
-  coll_model truth = {.alpha = 8e-6, .beta = 1.0 / 3e9, .gamma = 1.0 / 8e9, .delta = 5e-6, .mapped = 1};
+  coll_model truth = {.alpha = 8e-6, .beta = 1.0 / 3e9, .gamma = 1.0 / 8e9, .mapped = 1};
   size_t n;
   res_allreduce_row *rows = synth(&truth, &n, "ucx:sysv+cma+rkey_ptr");
   size_t mapped = 0;
@@ -882,11 +808,11 @@ static void test_fit_mapped_ring(void **state) {
   near(m.f[0].m.gamma, truth.gamma, 0.10, "gamma");
   assert_int_equal(m.f[0].n, n);
   /* the mapped ring at 4 ranks, 4 MiB: 5 alpha (6 steps, the last reduce-scatter step doing the
-   * first all-gather copy) + delta, and no byte on the link: 3 reductions of n/4, one extra
+   * first all-gather copy), and no byte on the link: 3 reductions of n/4, one extra
    * write and 2 copies are 14 memory streams of n/4, 14/3 reductions' worth (gamma), by hand */
   coll_algo ring;
   coll_algo_parse("ring", &ring);
-  near(coll_model_time(&truth, ring, 4, 4u << 20, 1u << 20) * 1e6, 5 + 40 + 1048.576 * 14 / 3 * (1e3 / 8e3), 1e-9,
+  near(coll_model_time(&truth, ring, 4, 4u << 20, 1u << 20) * 1e6, 40 + 1048.576 * 14 / 3 * (1e3 / 8e3), 1e-9,
        "mapped ring");
   /* its stores cached (no "+nt"), its working set is its vectors, 2 x 2 x n on 2 ranks: 8 MiB
    * fills a 32 MiB cache and pays no mem, 16 MiB is half past it. 2 ranks: 1 alpha,
@@ -895,27 +821,27 @@ static void test_fit_mapped_ring(void **state) {
   coll_model cached = truth;
   cached.cache_bytes = 32.0 * 1048576, cached.mem = 1.0 / 2e9;
   near(coll_model_ws(&cached, ring, 2, 8u << 20, 1u << 20), 32.0 * 1048576, 1e-12, "mapped ring's working set, 8 MiB");
-  near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 5 + 8 + 8388.608 * 2 / 3 / 8, 1e-9,
+  near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 8 + 8388.608 * 2 / 3 / 8, 1e-9,
        "mapped ring, 8 MiB, cached stores: in the cache");
   near(coll_model_time(&cached, ring, 2, 16u << 20, 1u << 20) * 1e6,
-       5 + 8 + 16777.216 * 2 / 3 / 8 + 0.5 * 16777.216 * 2 / 3 / 2, 1e-9, "mapped ring, 16 MiB, cached stores");
+       8 + 16777.216 * 2 / 3 / 8 + 0.5 * 16777.216 * 2 / 3 / 2, 1e-9, "mapped ring, 16 MiB, cached stores");
   /* streamed from 8 MiB ("+nt8M", FABENCH_RING_STREAM_BYTES): from there its results go past
    * the cache, whatever the cache, and every byte it reduces pays mem (x = 1), where 4 MiB on
    * 2 ranks (working set 2 x 2 x 4 MiB) fits a 32 MiB cache and pays none */
   cached.stream_bytes = 8.0 * 1048576;
   assert_true(isinf(coll_model_ws(&cached, ring, 2, 8u << 20, 1u << 20)));
   near(coll_model_ws(&cached, ring, 2, 4u << 20, 1u << 20), 16.0 * 1048576, 1e-12, "mapped ring's working set");
-  near(coll_model_time(&cached, ring, 2, 4u << 20, 1u << 20) * 1e6, 5 + 8 + 4194.304 * 2 / 3 / 8, 1e-9,
+  near(coll_model_time(&cached, ring, 2, 4u << 20, 1u << 20) * 1e6, 8 + 4194.304 * 2 / 3 / 8, 1e-9,
        "mapped ring, 4 MiB: in the cache");
-  near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 5 + 8 + 8388.608 * 2 / 3 / 8 + 8388.608 * 2 / 3 / 2,
+  near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 8 + 8388.608 * 2 / 3 / 8 + 8388.608 * 2 / 3 / 2,
        1e-9, "mapped ring, 8 MiB: streamed past it");
   /* where the host's last-level cache (32 MiB) is known, the streamed results miss it by degrees:
    * half at 8 MiB on 2 ranks (2 x 2 x 8 MiB fill it), all from 16 MiB (twice it) */
   cached.llc_bytes = 32.0 * 1048576;
-  near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 5 + 8 + 8388.608 * 2 / 3 / 8 + 0.5 * 8388.608 * 2 / 3 / 2,
+  near(coll_model_time(&cached, ring, 2, 8u << 20, 1u << 20) * 1e6, 8 + 8388.608 * 2 / 3 / 8 + 0.5 * 8388.608 * 2 / 3 / 2,
        1e-9, "mapped ring, 8 MiB, the cache known: half past it");
   near(coll_model_time(&cached, ring, 2, 16u << 20, 1u << 20) * 1e6,
-       5 + 8 + 16777.216 * 2 / 3 / 8 + 16777.216 * 2 / 3 / 2, 1e-9, "mapped ring, 16 MiB: all past it");
+       8 + 16777.216 * 2 / 3 / 8 + 16777.216 * 2 / 3 / 2, 1e-9, "mapped ring, 16 MiB: all past it");
   res_costmodel_free(&m);
   /* the fabric says where the ring streamed, and model.json keeps it */
   for (size_t i = 0; i < n; i++) rows[i].fabric = "ucx:sysv+cma+rkey_ptr+nt8M";
@@ -993,12 +919,12 @@ static void test_fit_p2p(void **state) {
   res_costmodel_free(&m);
 }
 
-/* A hand-built timeline: alpha, gamma and delta 0, beta 1 ns/B, so a 2-rank ring of n bytes
+/* A hand-built timeline: alpha and gamma 0, beta 1 ns/B, so a 2-rank ring of n bytes
  * takes n ns (5e6 B = 5 ms). fwd 10, bwd 30 (backward from 10 to 40), opt 2 ms. Buckets ready
  * 10, 20 and 30 ms into backward, taking 5, 15 and 5 ms. */
 static void test_step_timeline(void **state) {
   (void)state;
-  coll_model m = {.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
+  coll_model m = {.alpha = 0, .beta = 1e-9, .gamma = 0};
   res_bucket b[3] = {{5e6, 10}, {15e6, 20}, {5e6, 30}};
   res_step_in in = {.data_ms = 0, .fwd_ms = 10, .bwd_ms = 30, .opt_ms = 2, .buckets = b,
                     .nbuckets = 3, .overlap = 1, .batch = 32,
@@ -1128,7 +1054,7 @@ static void test_train_row_prediction(void **state) {
 
 /* The plan comes from the data-parallel run's own buckets (what its reducer did), their ready
  * times from the profile's backward, interpolated by bytes; backward slows while a reduction
- * takes CPU beside it; and the what-if of a faster link. Worked by hand: alpha, gamma, delta 0,
+ * takes CPU beside it; and the what-if of a faster link. Worked by hand: alpha, gamma 0,
  * beta 1 ns/B, 2 ranks. */
 static void test_train_plan_and_share(void **state) {
   (void)state;
@@ -1321,38 +1247,32 @@ static void test_train_plan_and_share(void **state) {
  * all-reduces of 1/ppn of the bytes, the node's ppn of them sharing its link; worked by hand. */
 static void test_hier(void **state) {
   (void)state;
-  coll_model intra = {.alpha = 1e-6, .beta = 0.1e-9, .gamma = 0.05e-9, .delta = 2e-6}, inter = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.05e-9, .delta = 5e-6};
+  coll_model intra = {.alpha = 1e-6, .beta = 0.1e-9, .gamma = 0.05e-9}, inter = {.alpha = 10e-6, .beta = 1e-9, .gamma = 0.05e-9};
   res_ar_spec s = {.intra = &intra, .inter = &inter, .algo = {COLL_ALGO_RING, 0}, .hier = 1,
                    .ranks = 16, .ranks_per_node = 4, .chunk_bytes = 256 << 10};
   double n = 8e6;
-  /* intra RS: 2 + 3*1 + 0.75*8e6*(0.1e-3 + 0.05e-3) us = 905 us; AG: 3 + 0.75*8e6*0.1e-3 = 603 us;
-   * inter ring on 4 nodes of 2e6, 4 at once on each node's link: 5 + 6*10 + 4*2*0.75*2e6*1e-3 +
-   * 0.75*2e6*0.05e-3 = 12140 us: 1.5 of the bytes through each link against the flat ring's
+  /* intra RS: 3*1 + 0.75*8e6*(0.1e-3 + 0.05e-3) us = 903 us; AG: 3 + 0.75*8e6*0.1e-3 = 603 us;
+   * inter ring on 4 nodes of 2e6, 4 at once on each node's link: 6*10 + 4*2*0.75*2e6*1e-3 +
+   * 0.75*2e6*0.05e-3 = 12135 us: 1.5 of the bytes through each link against the flat ring's
    * 1.875 below */
-  near(res_allreduce_time(&s, n) * 1e6, 905 + 603 + 12140, 1e-9, "hier ring");
-  /* 4 ranks a node on 2 cores that sleep: each of the node's 3 + 3 ring steps wakes one */
-  intra.cores = 2;
-  double awake = res_allreduce_time(&s, n);
-  intra.wake = 30e-6;
-  near((res_allreduce_time(&s, n) - awake) * 1e6, 6 * 30, 1e-9, "hier ring, the node's ranks asleep");
-  intra.cores = 0, intra.wake = 0;
+  near(res_allreduce_time(&s, n) * 1e6, 903 + 603 + 12135, 1e-9, "hier ring");
   s.hier = 0; /* flat: every ring crosses the inter-node links */
-  near(res_allreduce_time(&s, n) * 1e6, 5 + 30 * 10 + 2 * (15.0 / 16) * 8e6 * 1e-3 + (15.0 / 16) * 8e6 * 0.05e-3, 1e-9, "flat");
+  near(res_allreduce_time(&s, n) * 1e6, 30 * 10 + 2 * (15.0 / 16) * 8e6 * 1e-3 + (15.0 / 16) * 8e6 * 0.05e-3, 1e-9, "flat");
   /* rhd goes nearest first: an rhd of each node's 4 ranks on the whole vector (4 steps), then
    * one across the 4 nodes on 2e6, the node's 4 of them sharing its link */
   s.algo = (coll_algo){COLL_ALGO_RHD, 0};
   near(res_allreduce_time(&s, n) * 1e6,
-       (2 + 4 * 1 + 1.5 * 8e6 * 0.1e-3 + 0.75 * 8e6 * 0.05e-3) + (5 + 4 * 10 + 4 * 1.5 * 2e6 * 1e-3 + 0.75 * 2e6 * 0.05e-3),
+       (4 * 1 + 1.5 * 8e6 * 0.1e-3 + 0.75 * 8e6 * 0.05e-3) + (4 * 10 + 4 * 1.5 * 2e6 * 1e-3 + 0.75 * 2e6 * 0.05e-3),
        1e-9, "flat rhd across nodes");
   s.algo = (coll_algo){COLL_ALGO_RING, 0};
   /* an intra-node fabric slower than the inter-node one bounds the flat ring as much: each of
    * its steps waits for the slowest link (it was priced on the inter-node fabric alone) */
   intra.beta = 10e-9;
-  near(res_allreduce_time(&s, n) * 1e6, 2 + 30 * 1 + 2 * (15.0 / 16) * 8e6 * 10e-3 + (15.0 / 16) * 8e6 * 0.05e-3, 1e-9,
+  near(res_allreduce_time(&s, n) * 1e6, 30 * 1 + 2 * (15.0 / 16) * 8e6 * 10e-3 + (15.0 / 16) * 8e6 * 0.05e-3, 1e-9,
        "flat, the slow link inside the nodes");
   intra.beta = 0.1e-9;
   s.ranks = 4; /* one node */
-  near(res_allreduce_time(&s, n) * 1e6, 2 + 6 * 1 + 1.5 * 8e6 * 0.1e-3 + 0.75 * 8e6 * 0.05e-3, 1e-9, "one node");
+  near(res_allreduce_time(&s, n) * 1e6, 6 * 1 + 1.5 * 8e6 * 0.1e-3 + 0.75 * 8e6 * 0.05e-3, 1e-9, "one node");
 }
 
 /* A cluster's row takes two fits: its fabric's across hosts and the transport's on one host of
@@ -1425,8 +1345,6 @@ int main(void) {
       cmocka_unit_test(test_fit_emulated_cpu_bound),
       cmocka_unit_test(test_fit_cpu_byte),
       cmocka_unit_test(test_train_bound),
-      cmocka_unit_test(test_asleep_waits),
-      cmocka_unit_test(test_fit_asleep),
       cmocka_unit_test(test_train_profile),
       cmocka_unit_test(test_fit_p2p),
       cmocka_unit_test(test_step_timeline),
