@@ -941,7 +941,7 @@ int bench_cmd_report(int argc, char **argv) {
             x->untimed, x->untimed == 1 ? "" : "s", x->untimed_in);
   if (!rc && !x->have_model && (x->rec[RP_AR].n || x->rec[RP_P2P].n)) {
     res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + first, argc - first)};
-    res_fit_dir_host(argv[first], &fo.cores, &fo.llc_bytes);
+    res_fit_dir_host(argv[first], &fo.cores);
     if (res_fit_recorded(&fo, argv + first, argc - first) == 0 &&
         res_fit_ex(&x->model, &x->rec[RP_AR], &x->rec[RP_P2P], &fo, err, sizeof err) == 0) {
       x->have_model = 1;

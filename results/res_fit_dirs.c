@@ -67,18 +67,13 @@ static cJSON *rfd_run_json(const char *dir) {
   return util_json_read_file(path, &o, NULL, 0) ? NULL : o;
 }
 
-void res_fit_dir_host(const char *dir, int *cores, double *llc) {
+void res_fit_dir_host(const char *dir, int *cores) {
   cJSON *o = rfd_run_json(dir);
-  const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(o, "topology"), *c;
+  const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(o, "topology");
   cpu = cJSON_GetObjectItemCaseSensitive(cpu, "summary");
   cpu = cJSON_GetObjectItemCaseSensitive(cpu, "cpu");
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(cpu, "cores");
   *cores = cJSON_IsNumber(t) && t->valuedouble >= 1 ? (int)t->valuedouble : 0;
-  *llc = 0; /* the largest cache is the last level's */
-  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cpu, "caches")) {
-    t = cJSON_GetObjectItemCaseSensitive(c, "size_bytes");
-    if (cJSON_IsNumber(t) && t->valuedouble > *llc) *llc = t->valuedouble;
-  }
   cJSON_Delete(o);
 }
 
