@@ -26,7 +26,7 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   if (ppn > s->ranks) ppn = s->ranks;
   int nodes = (s->ranks + ppn - 1) / ppn;
   if (nodes <= 1) return coll_model_time(s->intra, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
-  /* across nodes: the ranks of a host (its cores, its cache) are those of one node, and inside
+  /* across nodes: the ranks of a host (its cores) are those of one node, and inside
    * it they have the node's cores (the inter-node fabric's: an emulated node's share of the
    * machine, a cluster host's own), not those of the host the intra-node fabric was fitted on */
   coll_model im = s->inter ? *s->inter : *s->intra, node = *s->intra;
@@ -243,7 +243,7 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
   if (!rp_cores_shared(m, ranks, threads, bytes)) return 0;
   double t = coll_model_time(m, a, ranks, (size_t)bytes, chunk_bytes);
   /* the CPU terms: cpu_beta for each byte on the link, or beta_cpu for each sent (the host's
-   * cores share it), gamma for each reduced, the cache term */
+   * cores share it), gamma for each reduced */
   coll_model cpu = *m;
   cpu.alpha = 0;
   cpu.red_hidden = 0; /* a reduction the link does not feel still takes the cores' time */
