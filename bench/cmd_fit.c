@@ -37,9 +37,9 @@ static const bench_flag fit_flags[] = {
 };
 static const bench_flags_cmd fit_cmd = {
     "usage: fabench fit [options] DIR...\n"
-    "  Fits alpha (start-up), beta (s/byte), gamma (reduction s/byte), delta (per call), the\n"
-    "  host's CPU cost per byte shared by its ranks and a cache term per fabric and host count\n"
-    "  from the run directories' allreduce.csv (and p2p.csv), and writes model.json.\n",
+    "  Fits alpha (start-up), beta (s/byte), gamma (reduction s/byte) and the host's CPU cost\n"
+    "  per byte shared by its ranks per fabric and host count from the run directories'\n"
+    "  allreduce.csv (and p2p.csv), and writes model.json.\n",
     fit_flags, sizeof fit_flags / sizeof *fit_flags,
     "Rows measured beside a load (allreduce --beside-compute) are kept for the training step's\n"
     "share of the cores (compute_loss in model.json) and left out of the rest.\n",
@@ -47,32 +47,25 @@ static const bench_flags_cmd fit_cmd = {
 static const char *fit_usage(void) { return bench_flags_help(&fit_cmd); }
 
 static void fit_print(const res_costmodel *m) {
-  printf("# %-22s %-5s %5s %-9s %9s %9s %8s %10s %10s %10s %10s %10s %8s %7s %7s %7s\n", "fabric", "trans", "hosts",
-         "source", "alpha(us)", "delta(us)", "wake(us)", "link(GB/s)", "cpu(GB/s)", "mem(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "cache",
-         "R^2", "rms_rel", "used");
+  printf("# %-22s %-5s %5s %-9s %9s %10s %10s %10s %10s %7s %7s %7s\n", "fabric", "trans", "hosts", "source",
+         "alpha(us)", "link(GB/s)", "cpu(GB/s)", "hcpu(GB/s)", "red.(GB/s)", "R^2", "rms_rel", "used");
   for (size_t i = 0; i < m->n; i++) {
     const res_fabric_cost *f = &m->f[i];
-    char used[32], cache[16], red[16], hcpu[16] = "-", mem[16] = "-";
-    if (f->m.beta_mem > 0) snprintf(mem, sizeof mem, "%.3f", 1e-9 / f->m.beta_mem);
+    char used[32], red[16], hcpu[16] = "-";
     if (f->cpu_byte > 0) snprintf(hcpu, sizeof hcpu, "%.3f", 1e-9 / f->cpu_byte);
     snprintf(used, sizeof used, "%zu/%zu", f->n_used, f->n);
     if (f->m.gamma > 0)
       snprintf(red, sizeof red, "%.3f", 1e-9 / f->m.gamma);
     else
       snprintf(red, sizeof red, "hidden");
-    if (f->m.cache_bytes > 0 && f->m.mem > 0)
-      snprintf(cache, sizeof cache, "%.0fM", f->m.cache_bytes / 1048576);
-    else
-      snprintf(cache, sizeof cache, "-");
     /* a long fabric string is cut to the column, but never another machine's hash after it */
     char name[256];
     res_costmodel_label(m, f, name, sizeof name);
     int w = strcmp(name, f->fabric) ? (int)strlen(name) : 22;
-    printf("  %-22.*s %-5s %5d %-9s %9.2f %9.2f %8.2f %10.3f %10.3f %10s %10s %9s%s%s %7s %7.4f %7.3f %7s\n", w, name,
-           f->transport, f->host_count, f->source, f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
-           f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY, f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY, mem,
-           hcpu, red, f->gamma_fixed && f->m.gamma > 0 ? "*" : " ", f->m.red_hidden ? "h" : " ", cache, f->r2, f->rms_rel,
-           used);
+    printf("  %-22.*s %-5s %5d %-9s %9.2f %10.3f %10.3f %10s %9s%s%s %7.4f %7.3f %7s\n", w, name, f->transport,
+           f->host_count, f->source, f->m.alpha * 1e6, f->m.beta > 0 ? 1e-9 / f->m.beta : INFINITY,
+           f->m.beta_cpu > 0 ? 1e-9 / f->m.beta_cpu : INFINITY, hcpu, red,
+           f->gamma_fixed && f->m.gamma > 0 ? "*" : " ", f->m.red_hidden ? "h" : " ", f->r2, f->rms_rel, used);
   }
   for (size_t i = 0; i < m->n; i++) {
     const res_fabric_cost *f = &m->f[i];
@@ -88,15 +81,9 @@ static void fit_print(const res_costmodel *m) {
   }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
-  printf("# wake: each message in sequence where a host's ranks outnumber its cores (they wait asleep); where\n"
-         "# they waited asleep with a core each (--no-spin), each step of the trees and ps (a rank waits for\n"
-         "# another's reduction);\n"
-         "# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
-         "# slower of its busiest link and its host's CPU); mem: 1/beta_mem, the host's memory per byte its ranks\n"
-         "# send, where their vectors exceed its last-level cache (a third bound; -: none); hcpu: bytes the\n"
-         "# host's ranks send per CPU second, measured (host_cpu_us, where no rank spun; -: none): the CPU a\n"
-         "# training step's compute loses to them;\n"
-         "# cache: beyond it (what the ranks receive into at once), bytes come from memory at a fitted extra cost;\n"
+  printf("# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"
+         "# slower of its busiest link and its host's CPU); hcpu: bytes the host's ranks send per CPU second,\n"
+         "# measured (host_cpu_us, where no rank spun; -: none): the CPU a training step's compute loses to them;\n"
          "# red. h: an emulated link's shaper banks the pauses of a pipelined reduction (every algorithm\n"
          "# reduces in pieces as they arrive; res_fit.c)\n");
   int any = 0;
@@ -492,7 +479,7 @@ static int fit_model(res_costmodel *m, const fit_opts *o) {
   }
   res_fit_opts fo = {.gamma_kernel = o->kernel ? bench_fit_gamma(o->dirs, o->ndirs) : NAN,
                      .min_bytes = (int64_t)o->min_bytes, .formulas_only = o->formulas_only};
-  res_fit_dir_host(o->dirs[0], &fo.cores, &fo.llc_bytes);
+  res_fit_dir_host(o->dirs[0], &fo.cores);
   if (o->cores >= 0) fo.cores = (int)o->cores;
   if (res_fit_dirs(m, o->dirs, o->ndirs, &fo, 0, err, sizeof err)) return bench_error("fit: %s", err);
   char path[4200];

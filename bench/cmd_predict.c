@@ -30,7 +30,7 @@ static const bench_flag pr_flags[] = {
     {"ranks-per-node", "N", "8", "ranks per node", O_PPN},
     {"intra", "SPEC", "alpha=5,gbps=50", "the fabric inside a node", O_INTRA},
     {"inter", "SPEC", "alpha=10,gbit=100", "the fabric between nodes.\n"
-                                           "SPEC: alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s], or a "
+                                           "SPEC: alpha=US,gbps=GB/s|gbit=Gbit/s[,reduce=GB/s], or a "
                                            "model.json / run directory (fitted: fabench fit), with @FABRIC or "
                                            "@TRANSPORT where it has several fabrics, and ,gbit=R or ,gbps=R for a "
                                            "stated rate it did not fit: its nearest emulated rate of the transport "
@@ -101,7 +101,7 @@ static int pr_stated_rate(pr_fabric *f, const res_fabric_cost *pick, int by_rate
   return 0;
 }
 
-/* alpha=US,gbps=GB/s|gbit=Gbit/s[,delta=US][,reduce=GB/s] or PATH[@FABRIC|@TRANSPORT]. */
+/* alpha=US,gbps=GB/s|gbit=Gbit/s[,reduce=GB/s] or PATH[@FABRIC|@TRANSPORT]. */
 static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, long cores, char *err, size_t cap) {
   memset(f, 0, sizeof *f);
   f->fc.m.gamma = gamma;
@@ -118,20 +118,19 @@ static int pr_fabric_parse(pr_fabric *f, const char *spec, double gamma, long co
         break;
       }
       *eq = '\0';
-      /* times may be 0 (no start-up, no per-call cost); rates may not: they divide. 1e12 keeps
+      /* times may be 0 (no start-up); rates may not: they divide. 1e12 keeps
        * every time and rate derived from them finite. */
-      int may_be_0 = !strcmp(kv, "alpha") || !strcmp(kv, "delta");
+      int may_be_0 = !strcmp(kv, "alpha");
       double v;
       if (bench_parse_double(eq + 1, 0, 1e12, &v) || (!may_be_0 && v == 0)) {
         snprintf(err, cap, "'%s': %s needs a number %s 0 to 1e12", spec, kv, may_be_0 ? "from" : "above");
         rc = -1;
       } else if (!strcmp(kv, "alpha")) f->fc.m.alpha = v * 1e-6;
-      else if (!strcmp(kv, "delta")) f->fc.m.delta = v * 1e-6;
       else if (!strcmp(kv, "gbps")) f->fc.m.beta = 1.0 / (v * 1e9), have_bw = 1;
       else if (!strcmp(kv, "gbit")) f->fc.m.beta = 8.0 / (v * 1e9), have_bw = 1;
       else if (!strcmp(kv, "reduce")) f->fc.m.gamma = 1.0 / (v * 1e9);
       else {
-        snprintf(err, cap, "'%s': unknown key '%s' (alpha, delta, gbps, gbit, reduce)", spec, kv);
+        snprintf(err, cap, "'%s': unknown key '%s' (alpha, gbps, gbit, reduce)", spec, kv);
         rc = -1;
       }
     }

@@ -393,7 +393,7 @@ static void rp_model(rp_ctx *x) {
     fprintf(x->md, "\n## Cost model\n\nNo model: no model.json and no rows to fit.\n");
     return;
   }
-  fprintf(x->md, "\n## Cost model (%s)\n\n| fabric | transport | hosts | source | alpha (us) | delta (us) | wake-up (us): per message, crowded; per waiting step, asleep | link (GB/s) | reduction (GB/s) | host CPU per byte sent (ns) | R^2 | rms rel. residual | rows used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+  fprintf(x->md, "\n## Cost model (%s)\n\n| fabric | transport | hosts | source | alpha (us) | link (GB/s) | reduction (GB/s) | host CPU per byte sent (ns) | R^2 | rms rel. residual | rows used |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
           x->model_src);
   for (size_t i = 0; i < x->model.n; i++) {
     const res_fabric_cost *f = &x->model.f[i];
@@ -405,9 +405,9 @@ static void rp_model(rp_ctx *x) {
     else
       snprintf(red, sizeof red, "hidden by the shaper");
     char c1[512], c2[64], c3[64], name[256];
-    fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.2f | %.2f | %.3f | %s | %s | %.4f | %.3f | %zu/%zu |\n",
+    fprintf(x->md, "| %s | %s | %d | %s | %.2f | %.3f | %s | %s | %.4f | %.3f | %zu/%zu |\n",
             rp_md(c1, sizeof c1, res_costmodel_label(&x->model, f, name, sizeof name)), rp_md(c2, sizeof c2, f->transport), f->host_count,
-            rp_md(c3, sizeof c3, f->source), f->m.alpha * 1e6, f->m.delta * 1e6, f->m.wake * 1e6,
+            rp_md(c3, sizeof c3, f->source), f->m.alpha * 1e6,
             1e-9 / f->m.beta, red, cpu,
             f->r2, f->rms_rel, f->n_used, f->n);
   }
@@ -472,7 +472,7 @@ static void rp_train(rp_ctx *x) {
   fprintf(d, "# label,images_per_s,data_ms,fwd_ms,bwd_ms,exposed_comm_ms,opt_ms,step_ms_mean,step_ms_pred,"
              "exposed_comm_ms_pred\n");
   size_t nimg = 0;
-  fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step p50 (ms) | exposed comm (ms) | predicted step (ms) | predicted exposed (ms) | error of the mean step | fabric eff. | bound |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(x->md, "\n## Training\n\n| model | ranks | fabric | transport | algo | images/s | step p50 (ms) | exposed comm (ms) | predicted step (ms) | predicted exposed (ms) | error of the mean step | fabric eff. | bound |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
     const char *kind;
@@ -554,7 +554,7 @@ static void rp_sweep(rp_ctx *x) {
   if (!nsw && !E->n) return;
   fprintf(x->md, "\n## Training sweep\n\n| run | setting | device | role | batch | global batch | lr | optimizer | epochs | threads "
                  "| loader workers | images/s | test acc | target | time to target (s) | data wait (ms/step) | load (ms/batch) |\n"
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const res_train_row *first = NULL;
   for (size_t i = 0; i < R->n; i++) {
     const res_train_row *r = &t[i];
@@ -941,7 +941,7 @@ int bench_cmd_report(int argc, char **argv) {
             x->untimed, x->untimed == 1 ? "" : "s", x->untimed_in);
   if (!rc && !x->have_model && (x->rec[RP_AR].n || x->rec[RP_P2P].n)) {
     res_fit_opts fo = {.gamma_kernel = bench_fit_gamma(argv + first, argc - first)};
-    res_fit_dir_host(argv[first], &fo.cores, &fo.llc_bytes);
+    res_fit_dir_host(argv[first], &fo.cores);
     if (res_fit_recorded(&fo, argv + first, argc - first) == 0 &&
         res_fit_ex(&x->model, &x->rec[RP_AR], &x->rec[RP_P2P], &fo, err, sizeof err) == 0) {
       x->have_model = 1;

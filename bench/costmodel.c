@@ -41,7 +41,7 @@ static int cm_load(res_costmodel *m, const char *from, int quiet, char *err, siz
   char *dirs[1] = {(char *)from};
   /* fit it now */
   res_fit_opts o = {.gamma_kernel = bench_fit_gamma(dirs, 1)};
-  res_fit_dir_host(from, &o.cores, &o.llc_bytes);
+  res_fit_dir_host(from, &o.cores);
   return res_fit_dirs(m, dirs, 1, &o, quiet, err, cap);
 }
 

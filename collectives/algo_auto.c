@@ -3,9 +3,9 @@
  *
  * Each algorithm is counted at its busiest rank (model_algo_terms): messages in sequence,
  * bytes in sequence on its link, bytes it reduces, and the bytes all ranks send. The time is
- * delta + messages x alpha + the slowest of the link, the host's CPU and (past the last-level
- * cache) its memory + reductions x gamma, plus cache, wake-up and shaper terms, times what the
- * fit learned the formulas miss. docs/cost-model.md gives every formula and why it is so. */
+ * messages x alpha + the slower of the link (less what an emulated link's shaper banks) and
+ * the host's CPU + reductions x gamma, times what the fit learned the formulas miss.
+ * docs/cost-model.md gives every formula and why it is so. */
 #include <math.h>
 #include <string.h>
 
@@ -48,7 +48,6 @@ static int ceil_lg(int p) {
  * its link (each way), bytes it reduces. */
 typedef struct {
   double msgs, link, red, sent; /* sent: by all ranks */
-  double land;   /* bytes a rank receives into at once (its messages in flight): its cache need */
   int reducers;  /* ranks that reduce (0: all): a parameter server's servers */
   double banked; /* bytes of link the shaper's credit saves a call (model_banked) */
 } model_terms;
@@ -139,47 +138,33 @@ static model_terms model_algo_terms(coll_algo a, int p, double n, double c, int 
   switch (a.kind) {
   case COLL_ALGO_RING:
     if (mapped && n >= 16.0 * 1024) /* reads the left's block: reduce in place, copy in place */
-      return (model_terms){p > 1 ? 2.0 * p - 3 : 0, 0, (5.0 * p - 6) / (3.0 * p) * n, 0, n, 0, 0};
-    if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n, p * (p - 1) * n, p * n, 0, 0};
-    return (model_terms){2.0 * (p - 1), 2 * pr * n, hidden ? 0 : pr * n, all, COLL_RING_SLOTS * (c < n / p ? c : n / p), 0, 0};
-  case COLL_ALGO_RHD: { /* its reducing exchanges in pieces of c (coll_xchg_reduce) */
-    double most = f ? n : n / 2;
+      return (model_terms){p > 1 ? 2.0 * p - 3 : 0, 0, (5.0 * p - 6) / (3.0 * p) * n, 0, 0, 0};
+    if (p * n <= 64.0 * 1024) return (model_terms){p - 1.0, (p - 1) * n, (p - 1) * n, p * (p - 1) * n, 0, 0};
+    return (model_terms){2.0 * (p - 1), 2 * pr * n, hidden ? 0 : pr * n, all, 0, 0};
+  case COLL_ALGO_RHD: /* its reducing exchanges in pieces of c (coll_xchg_reduce) */
     return (model_terms){2.0 * lg + 2 * f, 2 * fr * n + 2 * f * n, hidden ? 0 : fr * n + f * n,
-                         2.0 * (pof2 - 1) * n + fold, COLL_RING_SLOTS * (c < most ? c : most), 0, 0};
-  }
+                         2.0 * (pof2 - 1) * n + fold, 0, 0};
   case COLL_ALGO_RD:
     return (model_terms){lg + 2.0 * f, lg * n + 2 * f * n, hidden ? 0 : lg * n + f * n, (double)pof2 * lg * n + fold,
-                         COLL_RING_SLOTS * (c < n ? c : n), 0, 0};
+                         0, 0};
   case COLL_ALGO_TREE:
   case COLL_ALGO_DTREE: {
     int nt = a.kind == COLL_ALGO_TREE ? 1 : 2, H;
     double link, red, s = n / nt, k = ceil(s / c), u = s < c ? s : c;
     double most;
     model_tree_sched(p, nt, k, &link, &red, &H, &most);
-    return (model_terms){k + 2 * H - 1, link * u, hidden ? 0 : red * u, all, 2.0 * nt * u, 0,
-                         model_banked(link * u, most * u, burst)};
+    return (model_terms){k + 2 * H - 1, link * u, hidden ? 0 : red * u, all, 0, model_banked(link * u, most * u, burst)};
   }
   case COLL_ALGO_PS: {
     int K = a.param < 1 ? 1 : a.param > p ? p : a.param;
     double s = n / K, k = ceil(s / c), u = s < c ? s : c;
     /* a server's directions carry k (p + K - 2) chunks of the k + 1 steps' worth */
     double link = (k + 1) * (p + K - 2) * u;
-    return (model_terms){k + 1, link, hidden ? 0 : (k + 1) * (p - 1) * u, all, (p - 1) * u, K,
+    return (model_terms){k + 1, link, hidden ? 0 : (k + 1) * (p - 1) * u, all, K,
                          model_banked(link, k * (p + K - 2) * u, burst)};
   }
-  default: return (model_terms){INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, 0, 0};
+  default: return (model_terms){INFINITY, INFINITY, INFINITY, INFINITY, 0, 0};
   }
-}
-
-double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
-  if (p < 2 || bytes == 0) return 0;
-  double c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
-  /* its streaming stores bypass the cache: as if no cache could hold it */
-  if (m->mapped && m->stream_bytes > 0 && a.kind == COLL_ALGO_RING && (double)bytes >= m->stream_bytes)
-    return INFINITY;
-  model_terms t = model_algo_terms(a, p, (double)bytes, c, m->mapped, m->red_hidden, 0);
-  int hosts = m->hosts > 1 ? m->hosts : 1, local = (p + hosts - 1) / hosts;
-  return 2.0 * local * t.land;
 }
 
 void coll_model_host_bytes(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes,
@@ -231,29 +216,6 @@ double coll_model_learned(const coll_model *m, coll_algo a, int p, size_t bytes,
   return exp(ln);
 }
 
-/* How far vectors of ws bytes on a host are past its last-level cache of llc bytes: 0 up to half
- * of it, 1 from twice it, linear in log size between (coll_model_time); 0 where llc is unknown. */
-static double model_past_llc(double llc, double ws) {
-  if (!(llc > 0) || ws <= llc / 2) return 0;
-  double w = 0.5 * log2(2 * ws / llc);
-  return w < 1 ? w : 1;
-}
-
-/* The steps of algorithm a on p ranks (msgs of them in sequence) in which a rank waits for
- * another's reduction (coll_model_time) */
-static double model_asleep_waits(coll_algo a, int p, double msgs) {
-  int pof2 = 1;
-  while (pof2 * 2 <= p) pof2 *= 2;
-  switch (a.kind) {
-  case COLL_ALGO_TREE:
-  case COLL_ALGO_DTREE:
-  case COLL_ALGO_PS: return msgs;
-  case COLL_ALGO_RHD:
-  case COLL_ALGO_RD: return pof2 != p ? 2 : 0;
-  default: return 0;
-  }
-}
-
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
   double n = (double)bytes, c = chunk_bytes ? (double)chunk_bytes : COLL_CHUNK_DEFAULT;
@@ -268,31 +230,7 @@ double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, si
   double senders = m->cores > 0 && local > m->cores ? m->cores : local;
   /* less what a shaper's credit saves (model_banked) */
   double link = (t.link - t.banked) * m->beta, cpu = t.sent / hosts / senders * m->beta_cpu;
-  /* beyond the host's last-level cache its memory bounds the bytes the ranks send, whatever
-   * the algorithm; the bound comes in by degrees as more of the vectors miss the cache, from
-   * half the cache (0) to twice it (1) in log size (docs/measurements.md, "The host's cache and
-   * memory") */
-  double bound = link > cpu ? link : cpu, memb = t.sent / hosts * m->beta_mem;
-  if (memb > bound) bound += model_past_llc(m->llc_bytes, 2.0 * local * n) * (memb - bound);
-  /* what the host's ranks receive into at once, twice (the kernel's or the library's copy
-   * too): beyond the cache, every byte moved or reduced comes from memory. Pipelined
-   * algorithms land chunks, which stay in cache */
-  double ws = coll_model_ws(m, a, p, bytes, chunk_bytes);
-  double beyond = m->cache_bytes > 0 && ws > m->cache_bytes ? 1 - m->cache_bytes / ws : 0;
-  /* the mapped ring's streamed results (a working set without end, coll_model_ws) miss the
-   * cache by the same degrees as the vectors where the cache is known */
-  if (isinf(ws) && m->cache_bytes > 0 && m->llc_bytes > 0)
-    beyond = model_past_llc(m->llc_bytes, 2.0 * local * n);
-  double t_ = m->delta + t.msgs * m->alpha + bound + t.red * share * m->gamma;
-  if (beyond > 0 && m->mem != 0) t_ += beyond * share * (t.link + t.red) * m->mem;
-  /* more ranks than cores: a rank waits asleep (the transports stop spinning there), so each
-   * message in sequence also costs the scheduler's wake-up and switch */
-  if (m->cores > 0 && local > m->cores) t_ += t.msgs * m->wake;
-  /* Asleep with a core each, a rank sleeps where it waits for another's reduction: each step
-   * of the trees and ps (the leaves and workers wait for the root's or the servers' sums) and
-   * the fold's two (its extra ranks wait for the rest). The symmetric exchanges (ring, rd, rhd)
-   * find their peer's part there at once (docs/measurements.md, "Waiting asleep"). */
-  else if (m->asleep) t_ += model_asleep_waits(a, p, t.msgs) * m->wake;
+  double t_ = t.msgs * m->alpha + (link > cpu ? link : cpu) + t.red * share * m->gamma;
   return t_ * coll_model_learned(m, a, p, bytes, chunk_bytes);
 }
 

@@ -34,7 +34,7 @@ static int model_lg(int p) {
 
 static coll_algo cm_pick(const coll_model *m, coll_kind k, int p, size_t bytes, size_t chunk_bytes, int hier);
 
-/* The formulas without delta (auto resolved). */
+/* The formulas (auto resolved). */
 static double cm_time(const coll_model *m, coll_kind k, coll_algo a, int p, size_t bytes, size_t chunk_bytes) {
   if (p < 2 || bytes == 0) return 0;
   double n = (double)bytes, pr = (double)(p - 1) / p, lg = model_lg(p);
@@ -71,7 +71,7 @@ double coll_colls_time(const coll_model *m, coll_kind k, coll_algo a, int p, siz
   if (a.kind == COLL_ALGO_AUTO) a = coll_colls_pick(m, k, p, bytes, chunk_bytes);
   if (p < 2 || bytes == 0) return 0;
   double t = cm_time(m, k, a, p, bytes, chunk_bytes);
-  return isfinite(t) ? m->delta + t : INFINITY;
+  return isfinite(t) ? t : INFINITY;
 }
 
 /* hier last, and only where hier is 1 and the model has several hosts: ties go to one level. */

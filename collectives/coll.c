@@ -182,19 +182,6 @@ static int coll_size_parse(const char *s, size_t *out) {
   return 0;
 }
 
-double coll_fabric_stream_bytes(const char *fabric) {
-  const char *nt = fabric ? strstr(fabric, "+nt") : NULL;
-  uint64_t n = 0;
-  if (!nt) return 0;
-  char num[32];
-  size_t len = strcspn(nt + 3, "+ ");
-  if (len == 0 || len >= sizeof num) return 0;
-  memcpy(num, nt + 3, len);
-  num[len] = '\0';
-  if (coll_parse_size(num, &n)) return 0;
-  return n > 0 ? (double)n : 1; /* streamed at every size */
-}
-
 static void coll_comm_free_layout(coll_comm *c) {
   free(c->node_order);
   free(c->host_start);
@@ -356,8 +343,8 @@ void *coll_mem_alloc(coll_comm *c, size_t bytes, coll_err *e) {
     return coll_mem_alloc(c->intra, bytes, e); /* hier's phases inside hosts map it there */
   if (c->tp->ops->mem_alloc) {
     void *p = c->tp->ops->mem_alloc(c->tp, bytes, e);
-    /* the mapped ring's stores are part of what carries the data: a run that streams them is
-     * fitted apart (coll_fabric_stream_bytes reads it back) */
+    /* the mapped ring's stores are part of what carries the data: a run that streams them
+     * names another fabric ("+nt<size>"), fitted apart */
     char *fab = c->tp->fabric;
     if (p && c->ring_stream_bytes != SIZE_MAX && !c->tp->on_device && strstr(fab, "+rkey_ptr") &&
         !strstr(fab, "+nt")) {

@@ -123,9 +123,6 @@ int coll_parse_size(const char *s, uint64_t *out);
 /* A byte count as coll_parse_size reads it: "8M", "64K", "1G" where it is a whole number of
  * them, else plain digits. */
 void coll_format_size(char *out, size_t cap, uint64_t bytes);
-/* From a fabric string: the buffer size from which the ring on mapped memory writes with
- * streaming stores ("+nt8M": 8 MiB; "+nt0": every size, as 1), 0 where it does not stream. */
-double coll_fabric_stream_bytes(const char *fabric);
 void coll_comm_close(coll_comm *c);
 /* The run failed outside this communicator (a peer's death seen elsewhere, a failed step):
  * closing must not wait to say goodbye to peers that may be gone. */
@@ -271,38 +268,22 @@ typedef struct coll_model {
   double alpha; /* seconds per message (start-up) */
   double beta;  /* seconds per byte on one link */
   double gamma; /* seconds per byte reduced, on a core of its own */
-  double delta; /* seconds per call, whatever the algorithm (waking the ranks, their skew) */
   /* Fitted too, 0 where the rows cannot tell them apart (see algo_auto.c): */
   double beta_cpu; /* CPU seconds per byte a rank sends (kernel copies, shared memory, both
                       ends): a host sends its ranks' bytes with at most its cores, and a call
                       is bound by the slower of that and the busiest link; 0: no such bound */
-  double mem;      /* extra seconds per byte moved or reduced beyond the host's cache */
-  double beta_mem; /* seconds per byte a host's ranks send, whichever cores send it, where their
-                      vectors (2 x ranks per host x n) exceed the host's last-level cache: its
-                      memory's bandwidth, a third bound beside the link and the CPU; 0: none */
-  double wake;     /* extra seconds per message in sequence where a host's ranks outnumber its
-                      cores: the waiting rank sleeps, and its peer's message must wake it; and
-                      where they wait asleep (asleep) per step that waits on another's work */
   /* What the fabric is, not fitted: */
-  double cache_bytes; /* the cache the ranks of a host share; 0: no cache modelled */
-  double llc_bytes;   /* the host's last-level cache (its topology), for beta_mem and the mapped
-                         ring's streaming; 0: unknown */
   double cores;       /* CPU cores of a node: a host's, or an emulated node's share of the machine
                          it shares with the other emulated nodes (a fraction where they outnumber
                          them: res_node_cores); 0: unknown (no sharing modelled) */
   int hosts;          /* hosts the ranks spread over evenly (0: one) */
   int mapped;         /* ranks map each other's buffers: the ring reads its neighbour's
                          partial sums in place from 16 KiB (ucx on one host) */
-  double stream_bytes; /* on mapped buffers the ring streams its results past the cache from
-                          this size on (coll_fabric_stream_bytes); 0: it never does */
   double burst;      /* bytes a link banks while it idles: an emulated link's shaper bucket (0:
                          a real link, which banks nothing) */
   int red_hidden;     /* the link banks the pauses of a pipelined reduction (a shaper's bucket):
                          every algorithm reduces in pieces as they arrive, at no cost to the
                          call */
-  int asleep;         /* the ranks wait asleep even with a core each (no_spin: training's
-                         communication thread): a step in which a rank waits for another's
-                         reduction costs a wake-up (wake) */
   /* what the formulas miss (above); ncurves 0: the formulas alone */
   size_t learned_chunk; /* the pipelining unit the curves were measured with (0: the default) */
   int ncurves;
@@ -312,9 +293,9 @@ typedef struct coll_model {
 void coll_model_default(coll_model *m, coll_transport_kind kind);
 /* Modelled seconds of one all-reduce of `bytes` per rank on p ranks, with pipelining unit
  * chunk_bytes (0: COLL_CHUNK_DEFAULT). 0 for p < 2 or no bytes; INFINITY for native, auto
- * and hier (no formula here: results/ prices hier from two fabrics). Linear in alpha, beta, gamma, delta, mem and wake for fixed cache_bytes, cores,
- * hosts, mapped and ratios beta_cpu / beta and beta_mem / beta (the fit relies on it), times
- * what the formulas miss where the model learned it (coll_model_learned). */
+ * and hier (no formula here: results/ prices hier from two fabrics). Linear in alpha, beta and gamma
+ * for fixed cores, hosts, mapped and ratio beta_cpu / beta (the fit relies on it), times what
+ * the formulas miss where the model learned it (coll_model_learned). */
 double coll_model_time(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* The factor coll_model_time puts on the formulas' time for what they miss (1: nothing learned
  * for this algorithm, rank count, size and pipelining unit). */
@@ -322,10 +303,6 @@ double coll_model_learned(const coll_model *m, coll_algo a, int p, size_t bytes,
 /* Did m learn algorithm a on p ranks at exactly this size (and pipelining unit)? There its time
  * is the measurement it learned from, not a prediction. */
 int coll_model_learned_at(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
-/* The working set that m->cache_bytes is compared with: twice what a host's ranks receive into
- * at once (whole vectors for rd, halves for rhd, a few chunks for the pipelined algorithms);
- * INFINITY for the ring on mapped memory where it streams its results past the cache. */
-double coll_model_ws(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes);
 /* What one call asks of a host's CPUs under the formulas: the bytes its ranks send (S / hosts)
  * and the bytes they reduce (R at each reducing rank of the host). */
 void coll_model_host_bytes(const coll_model *m, coll_algo a, int p, size_t bytes, size_t chunk_bytes,

@@ -174,7 +174,7 @@ struct coll_comm {
   int ring_ramp;       /* ring: sub-chunks chunk>>ramp .. chunk>>1 lead each block (algo_ring.c) */
   size_t ring_stream_bytes; /* mapped ring: streaming stores from this buffer size on, where
                                FABENCH_RING_STREAM_BYTES asks (SIZE_MAX: never; the fabric then
-                               ends in "+nt<size>", coll_fabric_stream_bytes) */
+                               ends in "+nt<size>") */
   int ring_pieces;          /* mapped ring: pieces a step (0: its choice; FABENCH_RING_PIECES) */
   int local_size;      /* ranks on this rank's host */
   /* The layout (algo_plan.h, coll_layout_plan): hosts numbered by first appearance in rank

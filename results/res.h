@@ -274,7 +274,6 @@ typedef struct {
 typedef struct {
   char run_id[128];
   double gamma_kernel; /* s/byte (NaN: not recorded) */
-  int asleep;          /* its ranks waited asleep with a core each (allreduce --no-spin) */
 } res_fit_run;
 /* res_fit with its options: the reduction kernel's rate, the cores of the rows' host (0:
  * unknown, no sharing modelled), the smallest size fitted (0: all), and the emulated fabrics'
@@ -283,8 +282,6 @@ typedef struct {
 typedef struct {
   double gamma_kernel;
   int cores;
-  double llc_bytes; /* the host's last-level cache (0: unknown): where the rows' vectors reach
-                       past it, a memory bound (coll_model.beta_mem) is tried */
   int64_t min_bytes;
   const res_fit_burst *bursts;
   size_t nbursts;
@@ -306,15 +303,14 @@ int res_fit_read_dirs(res_rows *ar, res_rows *pp, char *const *dirs, int ndirs, 
  * (run.json's reduce_gbps; the middle one over the directories), so that two fits of the same
  * rows agree; NaN where none did. */
 double res_fit_dirs_gamma(char *const *dirs, int ndirs);
-/* The CPU cores and the last-level cache's bytes of the host a run directory was measured on
- * (run.json's topology; 0: unknown). */
-void res_fit_dir_host(const char *dir, int *cores, double *llc);
+/* The CPU cores of the host a run directory was measured on (run.json's topology; 0: unknown). */
+void res_fit_dir_host(const char *dir, int *cores);
 /* The MTU of an emulated fabric's links when the run directory measured that fabric (0: not). */
 int res_fit_dir_emu_mtu(const char *dir, const char *fabric);
 /* What the run directories' run.json recorded that the fit needs: o->bursts, the emulated links'
  * shaper bursts (their ranks' FABENCH_EMU_BURST), and o->runs, each run's kernel rate
  * (reduce_gbps; none where o->gamma_kernel is NaN, fit --no-gamma-kernel), so that a fabric's
- * gamma comes from the runs that measured it, and whether its ranks waited asleep (--no-spin).
+ * gamma comes from the runs that measured it.
  * -1 when out of memory. Release with res_fit_recorded_free. */
 int res_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs);
 void res_fit_recorded_free(res_fit_opts *o);
@@ -323,8 +319,8 @@ void res_fit_recorded_free(res_fit_opts *o);
 int res_fit_dirs(res_costmodel *m, char *const *dirs, int ndirs, const res_fit_opts *o, int quiet, char *err,
                  size_t cap);
 /* The bandwidth (GB/s, 1e9) a model gives one rank's link in a ring at this rank count: 1 /
- * max(beta, beta_cpu x the host's ranks per core it sends with, at least 1, beta_mem x the
- * host's ranks: the rate of large vectors). NaN when zero. */
+ * max(beta, beta_cpu x the host's ranks per core it sends with, at least 1: the rate of large
+ * vectors). NaN when zero. */
 double res_costmodel_link_gbps(const coll_model *m, int ranks);
 /* model.json: write, and read back from a file or a directory holding one. */
 int res_costmodel_write(const res_costmodel *m, const char *path, char *err, size_t errcap);
@@ -560,15 +556,12 @@ const res_fabric_cost *res_scaling_spec(res_scale_curve *c, int ppn, int ranks, 
 /* ---- ablation: the model's terms, each of which can be turned off ---- */
 enum {
   RES_TERM_CURVES = 1u << 0, /* learned residuals (what the formulas miss) */
-  RES_TERM_DELTA = 1u << 1,  /* the per-call cost */
-  RES_TERM_CPU = 1u << 2,    /* beta_cpu, the host's CPU bound on sending */
-  RES_TERM_MEM = 1u << 3,    /* mem, beta_mem and the cache: the memory terms */
-  RES_TERM_WAKE = 1u << 4,   /* the wake-up per message of sleeping ranks */
-  RES_TERM_BURST = 1u << 5,  /* the shaper's banked bucket and hidden reductions */
-  RES_TERM_SHARE = 1u << 6,  /* the training step's CPU share (host CPU per byte, loss beside a load) */
+  RES_TERM_CPU = 1u << 1,    /* beta_cpu, the host's CPU bound on sending */
+  RES_TERM_BURST = 1u << 2,  /* the shaper's banked bucket and hidden reductions */
+  RES_TERM_SHARE = 1u << 3,  /* the training step's CPU share (host CPU per byte, loss beside a load) */
 };
-#define RES_TERMS_ALL 0x7fu
-/* The terms' names, in bit order: curves, delta, cpu, mem, wake, burst, share. */
+#define RES_TERMS_ALL 0xfu
+/* The terms' names, in bit order: curves, cpu, burst, share. */
 const char *res_term_name(unsigned bit);
 /* A comma list of term names ("" or NULL: none) into a mask. 0, or -1 naming the bad one. */
 int res_terms_parse(const char *list, unsigned *mask, char *err, size_t cap);

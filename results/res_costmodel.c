@@ -112,7 +112,6 @@ double res_costmodel_link_gbps(const coll_model *m, int ranks) {
   int hosts = m->hosts > 1 ? m->hosts : 1, local = (ranks + hosts - 1) / hosts;
   double senders = m->cores > 0 && local > m->cores ? m->cores : local;
   double cpu = m->beta_cpu * local / senders, b = m->beta > cpu ? m->beta : cpu;
-  if (m->beta_mem * local > b) b = m->beta_mem * local; /* beyond the host's cache */
   return b > 0 ? 1e-9 / b : NAN;
 }
 
@@ -137,19 +136,11 @@ int res_costmodel_write(const res_costmodel *m, const char *path, char *err, siz
     cJSON_AddItemToObject(j, "alpha_us", rcm_num(f->m.alpha * 1e6));
     cJSON_AddItemToObject(j, "beta_s_per_byte", rcm_num(f->m.beta));
     cJSON_AddItemToObject(j, "gamma_s_per_byte", rcm_num(f->m.gamma));
-    cJSON_AddItemToObject(j, "delta_us", rcm_num(f->m.delta * 1e6));
     cJSON_AddItemToObject(j, "beta_cpu_s_per_byte", rcm_num(f->m.beta_cpu));
-    cJSON_AddItemToObject(j, "mem_s_per_byte", rcm_num(f->m.mem));
-    cJSON_AddItemToObject(j, "wake_us", rcm_num(f->m.wake * 1e6));
     cJSON_AddItemToObject(j, "burst_bytes", rcm_num(f->m.burst));
-    cJSON_AddItemToObject(j, "cache_bytes", rcm_num(f->m.cache_bytes));
-    cJSON_AddItemToObject(j, "beta_mem_s_per_byte", rcm_num(f->m.beta_mem));
-    cJSON_AddItemToObject(j, "llc_bytes", rcm_num(f->m.llc_bytes));
     cJSON_AddNumberToObject(j, "cores", f->m.cores);
     cJSON_AddBoolToObject(j, "mapped", f->m.mapped);
-    if (f->m.stream_bytes > 0) cJSON_AddNumberToObject(j, "ring_stream_bytes", f->m.stream_bytes);
     cJSON_AddBoolToObject(j, "reduce_hidden", f->m.red_hidden);
-    cJSON_AddBoolToObject(j, "asleep", f->m.asleep);
     cJSON_AddItemToObject(j, "link_gbps", rcm_num(res_costmodel_link_gbps(&f->m, 2) ));
     cJSON_AddItemToObject(j, "reduce_gbps", rcm_num(f->m.gamma > 0 ? 1e-9 / f->m.gamma : NAN));
     cJSON_AddBoolToObject(j, "gamma_fixed", f->gamma_fixed);
@@ -295,16 +286,14 @@ static int rcm_read_fabric(res_costmodel *m, const cJSON *j, const char *file, c
     res_errf(err, errcap, "%s: a fabric entry lacks fabric, alpha_us, beta_s_per_byte or gamma_s_per_byte", file);
     return -1;
   }
-  double a, b, g, dl, bc, me, cb, wk, bu, cpu, bm, llc, stb;
+  /* keys of terms the model no longer has (delta_us, wake_us, mem_s_per_byte, ...) are passed
+   * over: an older model.json still prices with the terms it shares */
+  double a, b, g, bc, bu, cpu;
   if (rcm_param(j, "alpha_us", 1, file, fab, &a, err, errcap) || rcm_param(j, "beta_s_per_byte", 1, file, fab, &b, err, errcap) ||
-      rcm_param(j, "gamma_s_per_byte", 1, file, fab, &g, err, errcap) || rcm_param(j, "delta_us", 0, file, fab, &dl, err, errcap) ||
+      rcm_param(j, "gamma_s_per_byte", 1, file, fab, &g, err, errcap) ||
       rcm_param(j, "beta_cpu_s_per_byte", 0, file, fab, &bc, err, errcap) ||
-      rcm_param(j, "mem_s_per_byte", 0, file, fab, &me, err, errcap) || rcm_param(j, "cache_bytes", 0, file, fab, &cb, err, errcap) ||
-      rcm_param(j, "wake_us", 0, file, fab, &wk, err, errcap) || rcm_param(j, "burst_bytes", 0, file, fab, &bu, err, errcap) ||
-      rcm_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap) ||
-      rcm_param(j, "beta_mem_s_per_byte", 0, file, fab, &bm, err, errcap) ||
-      rcm_param(j, "llc_bytes", 0, file, fab, &llc, err, errcap) ||
-      rcm_param(j, "ring_stream_bytes", 0, file, fab, &stb, err, errcap))
+      rcm_param(j, "burst_bytes", 0, file, fab, &bu, err, errcap) ||
+      rcm_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap))
     return -1;
   double hc, ch, n, nu;
   if (rcm_getint(j, "host_count", 1, INT_MAX, 1, &hc) || rcm_getint(j, "chunk_bytes", 0, 0x1p53, 0, &ch) ||
@@ -320,16 +309,10 @@ static int rcm_read_fabric(res_costmodel *m, const cJSON *j, const char *file, c
   double co;
   if (rcm_param(j, "cores", 0, file, fab, &co, err, errcap)) return -1;
   if (!(co <= 1 << 20)) co = 0;
-  f->m = (coll_model){.alpha = a * 1e-6, .beta = b, .gamma = g, .delta = isfinite(dl) ? dl * 1e-6 : 0,
-                      .beta_cpu = isfinite(bc) ? bc : 0, .mem = isfinite(me) ? me : 0,
-                      .wake = wk > 0 ? wk * 1e-6 : 0, .burst = bu > 0 ? bu : 0,
-                      .cache_bytes = isfinite(cb) ? cb : 0, .cores = co,
-                      .beta_mem = bm > 0 ? bm : 0, .llc_bytes = llc > 0 ? llc : 0,
-                      .hosts = f->host_count,
+  f->m = (coll_model){.alpha = a * 1e-6, .beta = b, .gamma = g, .beta_cpu = isfinite(bc) ? bc : 0,
+                      .burst = bu > 0 ? bu : 0, .cores = co, .hosts = f->host_count,
                       .mapped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "mapped")),
-                      .stream_bytes = stb > 0 ? stb : 0,
-                      .red_hidden = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "reduce_hidden")),
-                      .asleep = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "asleep"))};
+                      .red_hidden = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "reduce_hidden"))};
   f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
   f->r2 = rcm_get(j, "r2");
   f->cpu_byte = cpu > 0 ? cpu : 0;

@@ -1,11 +1,11 @@
 /* results: the cost-model fit. Once the fabric's structure is fixed (cores, hosts, mapped memory,
- * cache size, CPU ratio beta_cpu / beta), every all-reduce formula (coll_model_time) is linear in
- * its six parameters, so a row's design vector is the formula at the unit models and the fit is
- * linear least squares: relative residuals (sizes span decades), Huber-weighted and refitted
+ * CPU ratio beta_cpu / beta, the shaper), every all-reduce formula (coll_model_time) is linear in
+ * alpha, beta and gamma, so a row's design vector is the formula at the unit models and the fit
+ * is linear least squares: relative residuals (sizes span decades), Huber-weighted and refitted
  * (IRLS), points beyond 4 robust deviations left out. A parameter the rows cannot tell apart, or
  * that comes out negative, is fixed (gamma to the reduction kernel's rate, the others to 0). The
- * non-linear choices (cache size, CPU ratio, memory ratio) are tried as candidates and the best
- * trimmed residual kept. docs/cost-model.md ("The fit") has the rules. */
+ * non-linear choices (CPU ratio, hidden reductions) are tried as candidates and the best trimmed
+ * residual kept. docs/cost-model.md ("The fit") has the rules. */
 #include "res.h"
 #include "res_internal.h"
 #include "util.h"
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RF_NP 6 /* alpha, beta, gamma, delta, mem, wake */
-enum { RF_ALPHA, RF_BETA, RF_GAMMA, RF_DELTA, RF_MEM, RF_WAKE };
+#define RF_NP 3 /* alpha, beta, gamma */
+enum { RF_ALPHA, RF_BETA, RF_GAMMA };
 
 typedef struct {
   double x[RF_NP]; /* design: seconds per unit of each parameter */
@@ -253,14 +253,12 @@ static int rf_fill_stats(res_fabric_cost *f, const rf_pt *pt, size_t n, const do
   return 0;
 }
 
-/* Which parameters the rows determine: alpha and beta always; then delta, gamma, mem and wake,
- * each only where its column, relative to each point's time, keeps more than 3% of its length
- * outside the span of those already in (Gram-Schmidt); otherwise the fit would trade it for the
- * others. delta needs rows with different start-up counts, gamma algorithms that reduce a
- * different share of what they move, mem sizes on both sides of the cache, wake crowded or
- * asleep rows beside others. An all-zero column is not in. */
+/* Which parameters the rows determine: alpha and beta always; gamma only where its column,
+ * relative to each point's time, keeps more than 3% of its length outside the span of those
+ * already in (Gram-Schmidt), otherwise the fit would trade it for them: it needs algorithms
+ * that reduce a different share of what they move. An all-zero column is not in. */
 static void rf_identify(const rf_pt *pt, size_t n, int on[RF_NP]) {
-  static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_DELTA, RF_GAMMA, RF_MEM, RF_WAKE};
+  static const int order[RF_NP] = {RF_ALPHA, RF_BETA, RF_GAMMA};
   double *basis = malloc((size_t)RF_NP * (n ? n : 1) * sizeof *basis), *v = malloc((n ? n : 1) * sizeof *v);
   int nb = 0;
   for (int j = 0; j < RF_NP; j++) on[j] = 0;
@@ -306,8 +304,8 @@ res_fabric_cost *res_fabric_add(res_costmodel *m, const char *fabric, const char
 
 static const char *rf_str(const char *s) { return s ? s : ""; }
 
-/* The design vectors of a fabric's points for one cache size, CPU and memory ratio
- * (shape->beta_cpu and beta_mem hold their ratios to beta): the formula at each unit model. */
+/* The design vectors of a fabric's points for one CPU ratio (shape->beta_cpu holds its ratio to
+ * beta): the formula at each unit model. */
 static void rf_design(rf_pt *pt, size_t n, const coll_model *shape, const res_allreduce_row *const *src) {
   for (size_t i = 0; i < n; i++) {
     const res_allreduce_row *r = src[i];
@@ -315,16 +313,15 @@ static void rf_design(rf_pt *pt, size_t n, const coll_model *shape, const res_al
     coll_algo_parse(pt[i].algo, &a);
     for (int q = 0; q < RF_NP; q++) {
       coll_model u = *shape;
-      u.alpha = q == RF_ALPHA, u.beta = q == RF_BETA, u.gamma = q == RF_GAMMA, u.delta = q == RF_DELTA;
-      u.beta_cpu = q == RF_BETA ? shape->beta_cpu : 0, u.mem = q == RF_MEM, u.wake = q == RF_WAKE;
-      u.beta_mem = q == RF_BETA ? shape->beta_mem : 0;
+      u.alpha = q == RF_ALPHA, u.beta = q == RF_BETA, u.gamma = q == RF_GAMMA;
+      u.beta_cpu = q == RF_BETA ? shape->beta_cpu : 0;
       pt[i].x[q] = coll_model_time(&u, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
     }
   }
 }
 
 /* The trimmed mean absolute relative residual of every point (outliers included, each capped at
- * 0.5): what the cache candidates are compared by. */
+ * 0.5): what the candidate shapes are compared by. */
 static double rf_score(const rf_pt *pt, size_t n, const double th[RF_NP]) {
   double s = 0;
   for (size_t i = 0; i < n; i++) {
@@ -347,25 +344,6 @@ static int rf_fit_gamma(rf_pt *pt, size_t n, double gfix, int kernel, const int 
   memcpy(f2, fr, sizeof f2);
   f2[RF_GAMMA] = 0;
   return rf_robust(pt, n, gfix, f2, th, gfixed);
-}
-
-/* A cache size is worth trying only when the rows hold at least two sizes whose working set
- * (coll_model_ws, per algorithm) fits in it and two that are at least twice beyond it:
- * otherwise its term is a second beta that noise would choose. */
-static int rf_cache_spanned(const rf_pt *pt, const res_allreduce_row *const *src, size_t n,
-                            const coll_model *shape) {
-  int64_t in[2] = {-1, -1}, out[2] = {-1, -1};
-  double cache = shape->cache_bytes;
-  for (size_t i = 0; i < n; i++) {
-    coll_algo a;
-    if (coll_algo_parse(pt[i].algo, &a) != 0) continue;
-    double ws = coll_model_ws(shape, a, (int)src[i]->ranks, (size_t)src[i]->bytes, (size_t)src[i]->chunk_bytes);
-    int64_t *s = ws <= cache ? in : ws >= 2 * cache ? out : NULL;
-    if (!s || src[i]->bytes == s[0] || src[i]->bytes == s[1]) continue;
-    if (s[0] < 0) s[0] = src[i]->bytes;
-    else if (s[1] < 0) s[1] = src[i]->bytes;
-  }
-  return in[1] >= 0 && out[1] >= 0;
 }
 
 /* A fit's work over n rows: which rows are grouped already, the points, and (all-reduce) each
@@ -429,10 +407,6 @@ static double rf_cell_gamma(const res_fit_opts *o, const char *const *ids, size_
 #define RF_RATIO0 0.25
 #define RF_RATIO_STEP 1.1
 #define RF_NRATIO 40
-/* The memory ratios beta_mem / beta tried, where the host's last-level cache is known: its
- * memory against its fastest link, a few times at most */
-static const double rf_mem_ratio[] = {0.75, 1, 1.25, 1.5, 2, 3};
-#define RF_NMEM ((int)(sizeof rf_mem_ratio / sizeof *rf_mem_ratio))
 
 /* r is a row of k's fabric, transport, host count and machine */
 static int rf_same_cell(const res_allreduce_row *r, const res_allreduce_row *k) {
@@ -463,42 +437,28 @@ static int64_t rf_short_below(const res_allreduce_row *rows, size_t nrows, size_
 
 /* The best candidate shape of a cell so far (rf_try_shape). */
 typedef struct {
-  double score, th[RF_NP], cache, ratio, g; /* its residual score, parameters, cache, CPU ratio, gamma */
-  double mratio;                            /* its memory ratio (beta_mem / beta; 0: none) */
+  double score, th[RF_NP], ratio, g; /* its residual score, parameters, CPU ratio, gamma */
   int gfixed, fitted;                       /* gamma from the kernel; any candidate fitted at all */
   int hidden;                               /* its pipelined reductions hidden (red_hidden) */
 } rf_best;
 
-/* One candidate: CPU ratio index ri (-1: no CPU bound, then 1/4 .. 10 x beta), cache index ci
- * (-1: none, then 1 MiB .. 512 MiB by factors of sqrt 2), memory ratio index mi (-1: no memory
- * bound, then rf_mem_ratio) and gamma g, fitted to the cell's points and kept in b where it
- * scores better. A cache, a CPU or a memory bound must earn its place: a clearly better fit (a
- * tenth less residual each). */
-static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, int ci, int mi, double g, int kernel,
-                         rf_best *b) {
+/* One candidate: CPU ratio index ri (-1: no CPU bound, then 1/4 .. 10 x beta) and gamma g,
+ * fitted to the cell's points and kept in b where it scores better. A CPU bound must earn its
+ * place: a clearly better fit (a tenth less residual). */
+static void rf_try_shape(rf_work *w, size_t n, coll_model *shape, int ri, double g, int kernel, rf_best *b) {
   shape->beta_cpu = ri < 0 ? 0 : RF_RATIO0 * pow(RF_RATIO_STEP, ri);
-  shape->beta_mem = mi < 0 ? 0 : rf_mem_ratio[mi];
-  /* by sqrt 2: the working sets of power-of-two sizes are powers of two, so with candidates
-   * by 2 each row lay exactly on one, and a cache that ends between two could only be put on
-   * one side or the other, missing the rows just below it */
-  shape->cache_bytes = ci < 0 ? 0 : (double)(1u << 20) * pow(2, ci / 2.0);
-  if (ci >= 0 && !rf_cache_spanned(w->pt, w->src, n, shape)) return;
   rf_design(w->pt, n, shape, w->src);
   int fr[RF_NP];
   rf_identify(w->pt, n, fr);
-  if (ci >= 0 && !fr[RF_MEM]) return; /* this cache size changes nothing the rows tell */
   if (shape->red_hidden) fr[RF_GAMMA] = 0;
   double th[RF_NP];
   int gfixed = 0;
   if (rf_fit_gamma(w->pt, n, g, kernel, fr, th, &gfixed)) return;
-  if (ci >= 0 && !(th[RF_MEM] > 0)) return;
-  double sc = rf_score(w->pt, n, th) / ((ci >= 0 ? 0.9 : 1) * (ri >= 0 ? 0.9 : 1) * (mi >= 0 ? 0.9 : 1));
+  double sc = rf_score(w->pt, n, th) / (ri >= 0 ? 0.9 : 1);
   if (sc < b->score) {
     b->score = sc;
     memcpy(b->th, th, sizeof b->th);
-    b->cache = shape->cache_bytes;
     b->ratio = shape->beta_cpu;
-    b->mratio = shape->beta_mem;
     b->gfixed = gfixed;
     b->g = g;
     b->hidden = shape->red_hidden;
@@ -644,39 +604,10 @@ static int rf_cell_kernel(const rf_work *w, const res_fit_opts *o, rf_cell *c, c
   return 0;
 }
 
-/* Some row's vectors on its host (2 x ranks x bytes, one host) at least twice the last-level
- * cache and some at most half of it: a memory bound can be told from the link (coll_model_time
- * brings it in between). */
-static int rf_beyond_llc(const res_allreduce_row *const *src, size_t n, double llc) {
-  int in = 0, out = 0;
-  for (size_t i = 0; i < n; i++) {
-    double ws = 2.0 * (double)src[i]->ranks * (double)src[i]->bytes;
-    in |= ws <= llc / 2, out |= ws >= 2 * llc;
-  }
-  return in && out;
-}
-
 /* More ranks on a host of the shape than it has cores (known) */
 static int rf_crowded(const coll_model *shape, int ranks) {
   int hosts = shape->hosts > 1 ? shape->hosts : 1;
   return shape->cores > 0 && (ranks + hosts - 1) / hosts > shape->cores;
-}
-
-/* Whether the cell's ranks waited asleep with a core each (coll_model.asleep): every row with
- * no more ranks than cores came from a run whose waits slept at once (o->runs) or measured the
- * host's CPU, which a row does only where no rank spun; and there is such a row. */
-static int rf_cell_asleep(const rf_work *w, const res_fit_opts *o, const rf_cell *c) {
-  size_t with_core = 0;
-  for (size_t j = 0; j < c->n; j++) {
-    const res_allreduce_row *r = w->src[j];
-    if (rf_crowded(&c->shape, w->pt[j].ranks)) continue;
-    with_core++;
-    int slept = r->host_cpu_us > 0;
-    for (size_t q = 0; q < o->nruns && !slept; q++)
-      slept = o->runs[q].asleep && r->run_id && !strcmp(r->run_id, o->runs[q].run_id);
-    if (!slept) return 0;
-  }
-  return with_core > 0;
 }
 
 /* Every candidate shape of the cell (rf_try_shape), the best kept in c->b. -1 (err said) where
@@ -687,12 +618,10 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
   /* the fabric's structure: ucx on one host maps its peers' buffers ("+rkey_ptr" in the
    * fabric string), and the ring then reads them in place */
   shape->mapped = strstr(k->fabric, "+rkey_ptr") != NULL;
-  shape->stream_bytes = shape->mapped ? coll_fabric_stream_bytes(k->fabric) : 0; /* "+nt<size>" */
   shape->hosts = k->host_count > 1 ? (int)k->host_count : 1;
   shape->burst = c->shaper ? c->shaper->bytes : 0; /* what its links bank while they idle */
   c->b = (rf_best){.score = INFINITY, .g = c->gfix};
-  /* An emulated link (bench/emulate.c names it emu-<rate>) is the bottleneck, not the host's
-   * memory: no cache or memory term, which its short, fast rows would otherwise suggest. */
+  /* an emulated link: bench/emulate.c names it emu-<rate> */
   c->emulated = !strncmp(k->fabric, "emu-", 4);
   /* a node's cores: an emulated cluster's nodes share this machine's */
   shape->cores = res_node_cores(o->cores > 0 ? o->cores : 0, c->emulated, shape->hosts);
@@ -700,22 +629,15 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
    * cores; elsewhere a ratio would merely absorb what the formulas miss (the trees' pipeline
    * fill), and a faster link would then gain nothing */
   for (size_t j = 0; j < c->n; j++) c->crowded |= rf_crowded(shape, w->pt[j].ranks);
-  shape->asleep = rf_cell_asleep(w, o, c);
-  /* The host's memory bounds a call only where the ranks share one host's memory through its
-   * cores (an emulated link's rows are the link's) and the rows reach beyond its cache */
-  shape->llc_bytes = !c->emulated && shape->hosts == 1 && o->llc_bytes > 0 ? o->llc_bytes : 0;
-  int mems = shape->llc_bytes > 0 && rf_beyond_llc(w->src, c->n, shape->llc_bytes) ? RF_NMEM : 0;
   /* On an emulated link a rank's pause shorter than the shaper's bucket is banked and spent
    * after it, so a pipelined reduction's chunks cost the link nothing; pricing them anyway puts
    * the fitted link above its ceiling. So reductions hidden (red_hidden) are tried beside them.
    * rd and rhd qualify since they reduce pieces as they arrive (coll_xchg_reduce). */
   for (int gi = 0; gi < (c->emulated ? 2 : 1); gi++)
-    for (int ri = -1; ri < (c->crowded ? RF_NRATIO : 0); ri++)
-      for (int ci = -1; ci <= (c->emulated ? -1 : 18); ci++)
-        for (int mi = -1; mi < mems; mi++) {
-          shape->red_hidden = gi;
-          rf_try_shape(w, c->n, shape, ri, ci, mi, c->gfix, c->kernel, &c->b);
-        }
+    for (int ri = -1; ri < (c->crowded ? RF_NRATIO : 0); ri++) {
+      shape->red_hidden = gi;
+      rf_try_shape(w, c->n, shape, ri, c->gfix, c->kernel, &c->b);
+    }
   if (!c->b.fitted)
     return res_errf(err, cap, "fit of %s (%lld hosts): the rows do not determine alpha and beta", k->fabric,
                     (long long)k->host_count), -1;
@@ -726,14 +648,11 @@ static int rf_cell_search(rf_work *w, const res_fit_opts *o, rf_cell *c, char *e
  * the points' statistics need. */
 static void rf_cell_refit(rf_work *w, rf_cell *c) {
   rf_best *b = &c->b;
-  c->shape.cache_bytes = b->cache;
   c->shape.beta_cpu = b->ratio;
-  c->shape.beta_mem = b->mratio;
   c->shape.red_hidden = b->hidden;
   rf_design(w->pt, c->n, &c->shape, w->src);
   int fr[RF_NP];
   rf_identify(w->pt, c->n, fr);
-  if (!(b->cache > 0)) fr[RF_MEM] = 0;
   if (b->hidden) fr[RF_GAMMA] = 0;
   double th[RF_NP];
   if (rf_fit_gamma(w->pt, c->n, b->g, c->kernel, fr, th, &b->gfixed) == 0) memcpy(b->th, th, sizeof th);
@@ -750,11 +669,7 @@ static int rf_cell_store(res_costmodel *out, const rf_work *w, const rf_cell *c,
   if (!f) return -1;
   f->m = c->shape;
   f->m.alpha = b->th[RF_ALPHA], f->m.beta = b->th[RF_BETA], f->m.gamma = b->th[RF_GAMMA];
-  f->m.delta = b->th[RF_DELTA], f->m.beta_cpu = b->ratio * b->th[RF_BETA], f->m.mem = b->th[RF_MEM];
-  f->m.beta_mem = b->mratio * b->th[RF_BETA];
-  /* the cache size stays where the mapped ring's streaming was priced by it (coll_model_time) */
-  if (!(f->m.beta_mem > 0) && !(f->m.mapped && f->m.stream_bytes > 0 && f->m.cache_bytes > 0)) f->m.llc_bytes = 0;
-  f->m.wake = b->th[RF_WAKE];
+  f->m.beta_cpu = b->ratio * b->th[RF_BETA];
   /* An emulated link slower than its shaper's ceiling with no more ranks than cores was held
    * back by the host's CPU (the emulated stack costs more a byte than loopback): the link is the
    * ceiling, the CPU the rest. The rows' calls are predicted as before (both bounds take the same
@@ -854,7 +769,7 @@ static int rf_fit_p2p(res_costmodel *out, const res_rows *pp, const res_fit_opts
       rf_pt *p = &w.pt[n++];
       p->x[0] = 1;
       p->x[1] = (double)r->bytes;
-      for (int q = 2; q < RF_NP; q++) p->x[q] = 0; /* one-way point to point: no reduction, no call of its own */
+      for (int q = 2; q < RF_NP; q++) p->x[q] = 0; /* one-way point to point: no reduction */
       p->y = t;
       p->algo = r->test;
       p->ranks = 2;
@@ -871,7 +786,7 @@ static int rf_fit_p2p(res_costmodel *out, const res_rows *pp, const res_fit_opts
     double gfix = isfinite(gamma_kernel) && gamma_kernel > 0 ? gamma_kernel : def.gamma;
     double th[RF_NP];
     int gfixed;
-    static const int ab[RF_NP] = {1, 1, 0, 0, 0};
+    static const int ab[RF_NP] = {[RF_ALPHA] = 1, [RF_BETA] = 1};
     if (rf_robust(w.pt, n, 0, ab, th, &gfixed)) continue;
     res_fabric_cost *f = res_fabric_add(out, k->fabric, k->transport, "p2p", hc, rf_str(k->topo_hash), err, cap);
     if (!f) {

@@ -67,18 +67,13 @@ static cJSON *rfd_run_json(const char *dir) {
   return util_json_read_file(path, &o, NULL, 0) ? NULL : o;
 }
 
-void res_fit_dir_host(const char *dir, int *cores, double *llc) {
+void res_fit_dir_host(const char *dir, int *cores) {
   cJSON *o = rfd_run_json(dir);
-  const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(o, "topology"), *c;
+  const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(o, "topology");
   cpu = cJSON_GetObjectItemCaseSensitive(cpu, "summary");
   cpu = cJSON_GetObjectItemCaseSensitive(cpu, "cpu");
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(cpu, "cores");
   *cores = cJSON_IsNumber(t) && t->valuedouble >= 1 ? (int)t->valuedouble : 0;
-  *llc = 0; /* the largest cache is the last level's */
-  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cpu, "caches")) {
-    t = cJSON_GetObjectItemCaseSensitive(c, "size_bytes");
-    if (cJSON_IsNumber(t) && t->valuedouble > *llc) *llc = t->valuedouble;
-  }
   cJSON_Delete(o);
 }
 
@@ -112,16 +107,13 @@ int res_fit_recorded(res_fit_opts *o, char *const *dirs, int ndirs) {
   if (!runs) return -1;
   for (int d = 0; d < ndirs; d++) {
     cJSON *j = rfd_run_json(dirs[d]);
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id"), *g = cJSON_GetObjectItemCaseSensitive(j, "reduce_gbps"), *a;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id"), *g = cJSON_GetObjectItemCaseSensitive(j, "reduce_gbps");
     if (cJSON_IsString(id)) {
       res_fit_run *r = &runs[o->nruns++];
       snprintf(r->run_id, sizeof r->run_id, "%s", id->valuestring);
       r->gamma_kernel = !isnan(o->gamma_kernel) && cJSON_IsNumber(g) && g->valuedouble > 0 && isfinite(g->valuedouble)
                             ? 1e-9 / g->valuedouble
                             : NAN;
-      /* the command line it ran: its waits slept at once (the suite's sweeps do, as training's) */
-      cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(j, "argv"))
-        r->asleep |= cJSON_IsString(a) && !strcmp(a->valuestring, "--no-spin");
     }
     cJSON_Delete(j);
   }

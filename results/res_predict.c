@@ -10,13 +10,13 @@
 
 /* A ring reduce-scatter or all-gather on p ranks of one node, n bytes in all: p - 1 steps of
  * n/p (the node's ranks share its cores as in coll_model_time: they send (p-1) n with at most
- * its cores, and where they outnumber them each step wakes a sleeping rank). */
+ * its cores). */
 static double rp_ring_half(const coll_model *m, int p, double n, int reduce) {
   if (p < 2 || n <= 0) return 0;
   int many = m->cores > 0 && p > m->cores;
   double pr = (double)(p - 1) / p, share = many ? (double)p / m->cores : 1, senders = many ? m->cores : p;
   double link = pr * n * m->beta, cpu = (p - 1) * n / senders * m->beta_cpu;
-  return (p - 1) * (m->alpha + (many ? m->wake : 0)) + (link > cpu ? link : cpu) +
+  return (p - 1) * m->alpha + (link > cpu ? link : cpu) +
          (reduce ? pr * n * share * m->gamma : 0);
 }
 
@@ -26,7 +26,7 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
   if (ppn > s->ranks) ppn = s->ranks;
   int nodes = (s->ranks + ppn - 1) / ppn;
   if (nodes <= 1) return coll_model_time(s->intra, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
-  /* across nodes: the ranks of a host (its cores, its cache) are those of one node, and inside
+  /* across nodes: the ranks of a host (its cores) are those of one node, and inside
    * it they have the node's cores (the inter-node fabric's: an emulated node's share of the
    * machine, a cluster host's own), not those of the host the intra-node fabric was fitted on */
   coll_model im = s->inter ? *s->inter : *s->intra, node = *s->intra;
@@ -65,7 +65,7 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
    * all-reduces run at once through the node's one link, each at 1/ppn of its rate */
   coll_model shared = im;
   shared.beta *= ppn;
-  double t = intra->delta + rp_ring_half(intra, ppn, bytes, 1);
+  double t = rp_ring_half(intra, ppn, bytes, 1);
   t += coll_model_time(&shared, s->algo, nodes, (size_t)(bytes / ppn), s->chunk_bytes);
   t += rp_ring_half(intra, ppn, bytes, 0);
   return t;
@@ -243,10 +243,9 @@ double res_comm_share(const coll_model *m, coll_algo a, int ranks, int threads, 
   if (!rp_cores_shared(m, ranks, threads, bytes)) return 0;
   double t = coll_model_time(m, a, ranks, (size_t)bytes, chunk_bytes);
   /* the CPU terms: cpu_beta for each byte on the link, or beta_cpu for each sent (the host's
-   * cores share it), gamma for each reduced, the cache term */
+   * cores share it), gamma for each reduced */
   coll_model cpu = *m;
-  cpu.alpha = cpu.delta = 0;
-  cpu.asleep = 0;     /* a rank waiting asleep for another's reduction takes no core */
+  cpu.alpha = 0;
   cpu.red_hidden = 0; /* a reduction the link does not feel still takes the cores' time */
   cpu.beta = cpu_beta < m->beta ? cpu_beta : m->beta;
   double c = coll_model_time(&cpu, a, ranks, (size_t)bytes, chunk_bytes);

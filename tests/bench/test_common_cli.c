@@ -116,12 +116,12 @@ static void test_fit_check_out_fails(void **st) {
   assert_int_equal(tu_rmtree(dir), 0);
 }
 
-/* predict's fabric specs: alpha and delta may be 0, never nan, inf or negative; the rates must be
+/* predict's fabric specs: alpha may be 0, never nan, inf or negative; the rates must be
  * positive. Once alpha=nan gave rows of nan. An empty item is a slip, once passed over. */
 static void test_predict_spec_numbers(void **st) {
   (void)st;
   static const char *const bad[] = {"alpha=nan,gbit=10", "alpha=inf,gbit=10", "alpha=-1,gbit=10",
-                                    "alpha=5,delta=nan,gbit=10", "alpha=5,delta=inf,gbit=10",
+                                    "alpha=5,reduce=nan,gbit=10", "alpha=5,reduce=inf,gbit=10", "alpha=5,delta=0,gbit=10",
                                     "alpha=5,gbit=nan", "alpha=5,gbit=0", "alpha=5,gbps=inf",
                                     "alpha= 5,gbit=10", "alpha=0x10,gbit=10", "alpha=5,gbps=1e300",
                                     "alpha=5,,gbit=10", "alpha=5,gbit=10,"};
@@ -134,7 +134,7 @@ static void test_predict_spec_numbers(void **st) {
   char dir[] = "/tmp/fbcmnpredXXXXXX";
   assert_non_null(mkdtemp(dir));
   cli_run(r, 30, "predict", NULL, -1, NULL,
-          (char *[]){"--inter", "alpha=0,delta=0,gbit=10", "--ranks", "16", "--no-plot", "--out", dir, NULL});
+          (char *[]){"--inter", "alpha=0,gbit=10", "--ranks", "16", "--no-plot", "--out", dir, NULL});
   if (r->status != 0) fail_msg("status %d, stderr:\n%s", r->status, r->err);
   assert_null(strstr(r->out, "nan"));
   free(r);

@@ -77,13 +77,13 @@ static void test_report_every_plot(void **state) {
   /* the p2p table: the ping-pong's latency at its smallest size, no latency for the stream */
   assert_non_null(strstr(md, "| tcp:lo/reno | tcp | latency | 0-1 | 5 | 12.00 |"));
   assert_non_null(strstr(md, "| tcp:lo/reno | tcp | bw | 0-1 | 5 | - |"));
-  /* the fit of the fixture (alpha 30 us, 1.5 GB/s, 5 GB/s reduction, delta 20 us, 3% noise) */
+  /* the fit of the fixture (alpha 30 us, 1.5 GB/s, 5 GB/s reduction, 3% noise) */
   const char *row = strstr(md, "| tcp:lo/reno | tcp | 1 | allreduce |");
   assert_non_null(row);
   /* the host's CPU per byte sent, from the 4-rank rows' host_cpu_us (5 ns; the reductions are
    * taken out at the model's gamma, fitted beside the rate the run records) */
   double cpu = NAN;
-  for (int bar = 1; bar < 10 && row; bar++) row = strchr(row + 1, '|'); /* to the 10th cell's bar */
+  for (int bar = 1; bar < 8 && row; bar++) row = strchr(row + 1, '|'); /* to the 8th cell's bar */
   if (row) cpu = atof(row + 1);
   if (!(cpu > 4.7 && cpu < 5.3)) fail_msg("report's host CPU per byte sent: %g ns, want 5", cpu);
   assert_non_null(strstr(md, "2 training runs with a prediction"));
@@ -1100,7 +1100,7 @@ static void test_report_steep_rows(void **state) {
   run_result *r = calloc(1, sizeof *r);
   report_ok(r, (char *[]){FIXTURE_RUN, "--no-plot", "--out", out, NULL});
   assert_false(tu_file_has(out, "report.md", "Rows whose time grows"));
-  /* rd on 2 ranks: 4 MiB 20x slower (78.7x the 1 MiB time); ring on 4: 4 MiB 2.9x slower (10.7x,
+  /* rd on 2 ranks: 4 MiB 20x slower (80.0x the 1 MiB time); ring on 4: 4 MiB 2.9x slower (10.8x,
    * 2.7 times the size's 4x); ring on 2: 64 KiB 20x slower, below 1 MiB */
   const char *prog = "NR == 1 { print; next } $7 == \"rd\" && $4 == 2 && $10 == 4194304 { $15 *= 20 } "
                      "$7 == \"ring\" && $4 == 4 && $10 == 4194304 { $15 *= 2.9 } "
@@ -1108,7 +1108,7 @@ static void test_report_steep_rows(void **state) {
   fixture_rows(steep, "", prog);
   report_ok(r, (char *[]){steep, "--no-plot", "--out", out, NULL});
   assert_true(tu_file_has(out, "report.md", "Rows whose time grows over 3 times as fast as their size from 1 MiB"));
-  assert_true(tu_file_has(out, "report.md", "- **tcp:lo/reno** (tcp): rd on 2 ranks, from 1 to 4 MiB its time grew 78.7x, the size 4x.\n"));
+  assert_true(tu_file_has(out, "report.md", "- **tcp:lo/reno** (tcp): rd on 2 ranks, from 1 to 4 MiB its time grew 80.0x, the size 4x.\n"));
   assert_false(tu_file_has(out, "report.md", "ring on 4 ranks, from"));
   assert_false(tu_file_has(out, "report.md", "ring on 2 ranks, from"));
   assert_false(tu_file_has(out, "report.md", "Open MPI 4.1's MPI_Allreduce maps"));
@@ -1116,32 +1116,8 @@ static void test_report_steep_rows(void **state) {
   fixture_rows(mpi, "", "NR == 1 { print; next } $7 == \"rd\" && $4 == 2 { $6 = \"mpi\"; $7 = \"native\"; "
                         "$5 = \"mpi:ob1/vader\"; if ($10 == 4194304) $15 *= 20 } { print }");
   report_ok(r, (char *[]){mpi, "--no-plot", "--out", out, NULL});
-  assert_true(tu_file_has(out, "report.md", "(mpi): native on 2 ranks, from 1 to 4 MiB its time grew 78.7x, the size 4x. "
+  assert_true(tu_file_has(out, "report.md", "(mpi): native on 2 ranks, from 1 to 4 MiB its time grew 80.0x, the size 4x. "
                                             "Open MPI 4.1's MPI_Allreduce maps a fresh scratch buffer"));
-  free(r);
-  assert_int_equal(tu_rmtree(tmp), 0);
-}
-
-/* fit knows a run's ranks waited asleep from the command line its run.json recorded
- * (--no-spin), and model.json says so; the fixture as it is did not. */
-static void test_fit_asleep_from_argv(void **state) {
-  (void)state;
-  char tmp[64], run[128], cmd[512];
-  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mcli"));
-  snprintf(run, sizeof run, "%s/run", tmp);
-  run_result *r = calloc(1, sizeof *r);
-  for (int asleep = 0; asleep < 2; asleep++) {
-    int n = snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", run, FIXTURE_RUN, run);
-    assert_true(n > 0 && (size_t)n < sizeof cmd);
-    assert_int_equal(system(cmd), 0);
-    n = snprintf(cmd, sizeof cmd, "sed -i 's/\"schema\": 1,/\"schema\": 1, \"argv\": [\"allreduce\", \"--no-spin\"],/' '%s/run.json'", run);
-    assert_true(n > 0 && (size_t)n < sizeof cmd);
-    if (asleep) assert_int_equal(system(cmd), 0);
-    cli_run(r, 60, "fit", NULL, -1, NULL, (char *[]){run, "--no-gamma-kernel", NULL});
-    if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
-    if (!tu_file_has(run, "model.json", asleep ? "\"asleep\":\ttrue" : "\"asleep\":\tfalse"))
-      fail_msg("model.json is not asleep=%d", asleep);
-  }
   free(r);
   assert_int_equal(tu_rmtree(tmp), 0);
 }
@@ -1173,7 +1149,6 @@ int main(void) {
       cmocka_unit_test(test_report_key_room),
       cmocka_unit_test(test_report_verdict_rows),
       cmocka_unit_test(test_report_steep_rows),
-      cmocka_unit_test(test_fit_asleep_from_argv),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

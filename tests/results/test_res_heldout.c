@@ -256,28 +256,33 @@ static void test_ablation(void **state) {
   assert_int_equal(res_terms_parse("curves,bogus", &mask, err, sizeof err), -1);
   assert_non_null(strstr(err, "'bogus'"));
   assert_int_equal(res_terms_parse("cpu,", &mask, err, sizeof err), -1);
+  /* terms the model no longer has are refused as any other name */
+  static const char *const gone[] = {"delta", "wake", "mem"};
+  for (size_t i = 0; i < sizeof gone / sizeof *gone; i++) {
+    assert_int_equal(res_terms_parse(gone[i], &mask, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is not a term of the model"));
+  }
   for (unsigned b = 1; b <= RES_TERMS_ALL; b <<= 1) {
     unsigned back;
     assert_non_null(res_term_name(b));
     assert_int_equal(res_terms_parse(res_term_name(b), &back, err, sizeof err), 0);
     assert_int_equal(back, b);
   }
-  assert_null(res_term_name(1u << 7));
+  assert_null(res_term_name(RES_TERMS_ALL + 1));
   /* each term off alone: its parameters 0, the others kept */
   res_fabric_cost f;
   fabric(&f, "emu-1gbit", 1e-9);
-  f.m = (coll_model){.alpha = 1e-6, .beta = 1e-9, .gamma = 2e-10, .delta = 3e-6, .beta_cpu = 4e-10, .mem = 5e-11,
-                     .beta_mem = 6e-10, .wake = 7e-6, .cache_bytes = 1e6, .burst = 65536, .red_hidden = 1,
+  f.m = (coll_model){.alpha = 1e-6, .beta = 1e-9, .gamma = 2e-10, .beta_cpu = 4e-10, .burst = 65536, .red_hidden = 1,
                      .ncurves = 1};
   f.cpu_byte = 1e-9, f.nbusy = 1;
   res_costmodel m = {.f = &f, .n = 1};
   res_fabric_cost keep = f;
-  res_costmodel_ablate(&m, RES_TERM_DELTA | RES_TERM_WAKE);
-  assert_true(f.m.delta == 0 && f.m.wake == 0);
-  assert_true(f.m.beta_cpu == keep.m.beta_cpu && f.m.mem == keep.m.mem && f.m.ncurves == 1 && f.cpu_byte > 0 &&
+  res_costmodel_ablate(&m, RES_TERM_CPU);
+  assert_true(f.m.beta_cpu == 0);
+  assert_true(f.m.ncurves == 1 && f.cpu_byte > 0 &&
               f.m.burst > 0 && f.m.alpha == keep.m.alpha && f.m.beta == keep.m.beta);
-  res_costmodel_ablate(&m, RES_TERM_CURVES | RES_TERM_CPU | RES_TERM_MEM | RES_TERM_BURST | RES_TERM_SHARE);
-  assert_true(f.m.ncurves == 0 && f.m.beta_cpu == 0 && f.m.mem == 0 && f.m.beta_mem == 0 && f.m.cache_bytes == 0 &&
+  res_costmodel_ablate(&m, RES_TERM_CURVES | RES_TERM_BURST | RES_TERM_SHARE);
+  assert_true(f.m.ncurves == 0 && f.m.beta_cpu == 0 &&
               f.m.burst == 0 && f.m.red_hidden == 0 && f.cpu_byte == 0 && f.nbusy == 0);
   assert_true(f.m.alpha == keep.m.alpha && f.m.beta == keep.m.beta && f.m.gamma == keep.m.gamma);
 }
