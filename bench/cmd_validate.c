@@ -27,7 +27,7 @@ static const bench_flag vd_flags[] = {
     {"rates", "LIST", "1gbit,2gbit,5gbit,10gbit", "emulated link rates", O_RATES},
     {"nodes", "LIST", "2,3,4", "node counts", O_NODES},
     {"ranks-per-node", "LIST", "1,2", "ranks on each node", O_PPN},
-    {"algo", "LIST", "ring,hier", "ring, hier (hier where nodes and ranks per node are both > 1)", O_ALGO},
+    {"algo", "LIST", "ring,hier", "ring, rhd, tree, dtree (the trees: what an emulated link's shaper banks), hier (where nodes and ranks per node are both > 1)", O_ALGO},
     {"model", "LIST", "resnet20", "models trained", O_MODEL},
     {"train-rates", "LIST", NULL, "the rates the model is fitted on (default: the lowest and the highest)", O_TRAIN},
     {"train-max-nodes", "N", "2", "the node counts it is fitted on: up to N", O_MAXN},
@@ -147,8 +147,9 @@ static int vd_parse(vd_opts *o, int argc, char **argv) {
   for (int i = 0; i < o->nppn; i++)
     if (bench_parse_int(o->ppn[i], 1, 64, &v)) return bench_usage_error(vd_usage(), "--ranks-per-node: '%s' is not a count from 1 to 64", o->ppn[i]);
   for (int i = 0; i < o->nalgos; i++)
-    if (strcmp(o->algos[i], "ring") && strcmp(o->algos[i], "hier"))
-      return bench_usage_error(vd_usage(), "--algo: '%s' is not ring or hier", o->algos[i]);
+    if (strcmp(o->algos[i], "ring") && strcmp(o->algos[i], "rhd") && strcmp(o->algos[i], "tree") &&
+        strcmp(o->algos[i], "dtree") && strcmp(o->algos[i], "hier"))
+      return bench_usage_error(vd_usage(), "--algo: '%s' is not ring, rhd, tree, dtree or hier", o->algos[i]);
   for (int i = 0; i < o->nmodels; i++)
     if (bench_parse_name(o->models[i], 32)) return bench_usage_error(vd_usage(), "--model: '%s' is not a model name", o->models[i]);
   return 0;

@@ -34,7 +34,7 @@ def main():
             return SKIP
     for bad, says in ((["--rates", "fast"], "'fast' is not a rate"),
                       (["--rates", "1gbit,2gbit", "--train-rates", "5gbit"], "'5gbit' is not one of --rates"),
-                      (["--algo", "tree"], "'tree' is not ring or hier"),
+                      (["--algo", "ps"], "'ps' is not ring, rhd, tree, dtree or hier"),
                       (["--rates", "1gbit", "--nodes", "2"], "no cell is held out")):
         p = run(fab, bad)
         assert p.returncode == 2 and says in p.stderr, (bad, p.returncode, p.stderr[-500:])
