@@ -94,9 +94,10 @@ const bench_coll bench_coll_alltoall = {
     .what = "all-to-all",
     .kind = COLL_ALLTOALL,
     .algos = "pairwise,bruck,native",
-    .algo_help = "pairwise,bruck (even counts only),hier (what crosses hosts through one leader per host: "
-                 "gathered, exchanged between hosts pairwise, handed out),direct (the peers' mapped copies read in place: ucx, "
-                 "one host; else pairwise; even counts only),native,auto",
+    .algo_help = "pairwise,linear (every peer's exchange posted at once, 8 peers in flight at most),bruck (even "
+                 "counts only),hier (what crosses hosts through one leader per host: gathered, exchanged between "
+                 "hosts pairwise, handed out),direct (the peers' mapped copies read in place: ucx, one host; else "
+                 "pairwise; even counts only),native,auto",
     .varies = 1,
     .blocks = 1,
     .busbw = a2a_busbw,

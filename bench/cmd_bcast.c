@@ -39,7 +39,8 @@ const bench_coll bench_coll_bcast = {
     .kind = COLL_BCAST,
     .algos = "tree,chain,vdg,native",
     .algo_help = "tree (binomial),chain (pipelined in --chunk pieces),vdg (scatter, then the ring "
-                 "all-gather: van de Geijn),hier (among one leader per host, then inside each host),direct "
+                 "all-gather: van de Geijn),linear (the root sends every rank the whole message, 8 sends "
+                 "in flight at most),hier (among one leader per host, then inside each host),direct "
                  "(the root's mapped copy read in place: ucx, one host; else tree),native,auto",
     .in_place = 1,
     .rooted = 1,

@@ -3,6 +3,9 @@
  *          lowbit(v) (the root: below n): ceil(lg n) rounds of the whole message;
  *   chain: v receives each chunk (the communicator's chunk) from v - 1 and passes it to v + 1
  *          as soon as it is in: about one message's time plus n - 2 chunks';
+ *   linear: the root sends the whole message to every other rank itself, COLL_LINEAR_WINDOW
+ *          sends in flight at most (the oldest done, the next posted): one message on every
+ *          rank's path, its link carrying n - 1 copies;
  *   vdg:   van de Geijn: the root's n blocks scattered down the binomial tree (each subtree
  *          gets its ranks' blocks), then the ring all-gather: 2 (n-1)/n of the message a rank,
  *          for large messages;
@@ -62,6 +65,24 @@ static int bc_chain(coll_comm *c, unsigned char *buf, size_t bytes, int root, co
   return 0;
 }
 
+static int bc_linear(coll_comm *c, unsigned char *buf, size_t bytes, int root, coll_err *e) {
+  int n = c->size, v = (c->rank - root + n) % n, w = n - 1 < COLL_LINEAR_WINDOW ? n - 1 : COLL_LINEAR_WINDOW;
+  coll_req *q = coll_reqs(c, (size_t)w, e);
+  if (!q) return -1;
+  if (v > 0)
+    return coll_irecv(c, root, buf, bytes, coll_tag(c, 0), q, e) != 0 || coll_waitall(c, q, 1, e) != 0 ? -1 : 0;
+  for (int s = 1, done = 1; done < n;) {
+    if (s < n && s - done < w) { /* relative rank s's send */
+      if (coll_isend(c, bc_real(s, root, n), buf, bytes, coll_tag(c, 0), &q[(s - 1) % w], e) != 0) return -1;
+      s++;
+    } else { /* the window is full, or every send posted: the oldest */
+      if (coll_waitall(c, &q[(done - 1) % w], 1, e) != 0) return -1;
+      done++;
+    }
+  }
+  return 0;
+}
+
 /* vdg: block i (of n nearly equal blocks, coll_block) belongs to relative rank i. A subtree of
  * the binomial tree rooted at v with span s holds relative ranks v .. v + s - 1: its root gets
  * their blocks, contiguous, from its parent, and hands each child its subtree's. */
@@ -108,9 +129,10 @@ int coll_bcast_tree(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e
 
 int coll_bcast_flat(coll_comm *c, coll_algo_kind k, void *buf, size_t bytes, int root, coll_err *e) {
   if (c->size < 2 || !bytes) return 0;
-  return k == COLL_ALGO_CHAIN ? bc_chain(c, buf, bytes, root, e)
-         : k == COLL_ALGO_VDG ? bc_vdg(c, buf, bytes, root, e)
-                              : bc_tree(c, buf, bytes, root, e);
+  return k == COLL_ALGO_CHAIN    ? bc_chain(c, buf, bytes, root, e)
+         : k == COLL_ALGO_VDG    ? bc_vdg(c, buf, bytes, root, e)
+         : k == COLL_ALGO_LINEAR ? bc_linear(c, buf, bytes, root, e)
+                                 : bc_tree(c, buf, bytes, root, e);
 }
 
 int coll_broadcast(coll_comm *c, void *buf, size_t count, coll_dtype dt, int root, coll_algo algo,

@@ -9,7 +9,12 @@
  *   broadcast      tree   lg (alpha + n beta)
  *                  chain  (p - 2 + k) (alpha + c beta), k chunks of c
  *                  vdg    (lg + p - 1) alpha + 2 (p-1)/p n beta
+ *                  linear (p-1) (alpha + n beta): the root posts every send and its link carries
+ *                         every copy (the sends overlap on the wire, not in the core that posts
+ *                         them); never below the tree's, so auto leaves it out
  *   all-to-all     pairwise (p-1) alpha + (p-1)/p n beta
+ *                  linear   the same: the same messages on the same links, posted by the same
+ *                           cores; a tie, which auto gives pairwise
  * Off a power of two rhd and rd run the ring, and are priced so.
  * hier, by level, on H = m->hosts hosts (1 where unset) of L = ceil(p/H) ranks, alpha and beta
  * alike on both levels (one fabric's model):
@@ -53,6 +58,9 @@ static double cm_time(const coll_model *m, coll_kind k, coll_algo a, int p, size
   }
   case COLL_ALGO_VDG: return (lg + p - 1) * m->alpha + 2 * pr * n * m->beta;
   case COLL_ALGO_PAIRWISE: return (p - 1) * m->alpha + pr * n * m->beta;
+  case COLL_ALGO_LINEAR:
+    if (k == COLL_BCAST) return (p - 1) * (m->alpha + n * m->beta);
+    return (p - 1) * m->alpha + pr * n * m->beta;
   case COLL_ALGO_HIER: {
     int H = m->hosts > 1 ? (m->hosts < p ? m->hosts : p) : 1, L = (p + H - 1) / H;
     if (k == COLL_BCAST)
@@ -78,7 +86,7 @@ double coll_colls_time(const coll_model *m, coll_kind k, coll_algo a, int p, siz
 static coll_algo cm_pick(const coll_model *m, coll_kind k, int p, size_t bytes, size_t chunk_bytes, int hier) {
   static const coll_algo_kind cand[] = {COLL_ALGO_RING, COLL_ALGO_RHD,   COLL_ALGO_RD,  COLL_ALGO_BRUCK,
                                         COLL_ALGO_TREE, COLL_ALGO_CHAIN, COLL_ALGO_VDG, COLL_ALGO_PAIRWISE,
-                                        COLL_ALGO_HIER};
+                                        COLL_ALGO_LINEAR, COLL_ALGO_HIER};
   coll_algo best = {COLL_ALGO_NATIVE, 0};
   double bt = INFINITY;
   for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {

@@ -102,7 +102,7 @@ int coll_ring_phase(coll_comm *c, unsigned char *buf, size_t count, int lmax, co
 int coll_bcast_hier(coll_comm *c, void *buf, size_t bytes, int root, coll_err *e);
 int coll_a2a_hier(coll_comm *c, const void *sendbuf, const size_t *scounts, const size_t *sdispls, void *recvbuf,
                   const size_t *rcounts, const size_t *rdispls, size_t es, coll_err *e);
-/* The flat broadcast k (tree, chain or vdg; anything else: tree) on c or its view. */
+/* The flat broadcast k (tree, chain, vdg or linear; anything else: tree) on c or its view. */
 int coll_bcast_flat(coll_comm *c, coll_algo_kind k, void *buf, size_t bytes, int root, coll_err *e);
 /* The cheapest of k's one-level algorithms by m (hier left out): what hier runs at each level. */
 coll_algo coll_colls_pick_flat(const coll_model *m, coll_kind k, int p, size_t bytes, size_t chunk_bytes);

@@ -32,7 +32,8 @@ static const char *const coll_op_names[COLL_NOPS] = {"sum", "prod", "min", "max"
 static const char *const coll_transport_names[COLL_NTRANSPORTS] = {"tcp", "mpi", "ucx", "nccl"};
 static const char *const coll_algo_names[COLL_NALGOS] = {"ring", "rhd", "rd",   "tree", "dtree",
                                                          "ps",   "native", "auto", "hier",
-                                                         "bruck", "chain", "vdg", "pairwise", "direct"};
+                                                         "bruck", "chain", "vdg", "pairwise", "direct",
+                                                         "linear"};
 
 size_t coll_dtype_size(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_sizes[dt] : 0; }
 const char *coll_dtype_name(coll_dtype dt) { return dt < COLL_NDTYPES ? coll_dtype_names[dt] : "?"; }
@@ -581,8 +582,11 @@ int coll_colls_algo(coll_kind k, coll_algo a) {
   case COLL_ALLGATHER:
     return x == COLL_ALGO_AUTO || x == COLL_ALGO_RING || x == COLL_ALGO_RD || x == COLL_ALGO_BRUCK || x == COLL_ALGO_HIER;
   case COLL_BCAST:
-    return x == COLL_ALGO_AUTO || x == COLL_ALGO_TREE || x == COLL_ALGO_CHAIN || x == COLL_ALGO_VDG || x == COLL_ALGO_HIER;
-  case COLL_ALLTOALL: return x == COLL_ALGO_AUTO || x == COLL_ALGO_PAIRWISE || x == COLL_ALGO_BRUCK || x == COLL_ALGO_HIER;
+    return x == COLL_ALGO_AUTO || x == COLL_ALGO_TREE || x == COLL_ALGO_CHAIN || x == COLL_ALGO_VDG ||
+           x == COLL_ALGO_LINEAR || x == COLL_ALGO_HIER;
+  case COLL_ALLTOALL:
+    return x == COLL_ALGO_AUTO || x == COLL_ALGO_PAIRWISE || x == COLL_ALGO_LINEAR || x == COLL_ALGO_BRUCK ||
+           x == COLL_ALGO_HIER;
   default: return 0;
   }
 }

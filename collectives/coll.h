@@ -177,7 +177,8 @@ typedef enum {
   COLL_ALGO_RING, COLL_ALGO_RHD, COLL_ALGO_RD, COLL_ALGO_TREE, COLL_ALGO_DTREE,
   COLL_ALGO_PS, COLL_ALGO_NATIVE, COLL_ALGO_AUTO, COLL_ALGO_HIER,
   /* the other collectives' own (coll_colls_algo says which collective runs which) */
-  COLL_ALGO_BRUCK, COLL_ALGO_CHAIN, COLL_ALGO_VDG, COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT, COLL_NALGOS
+  COLL_ALGO_BRUCK, COLL_ALGO_CHAIN, COLL_ALGO_VDG, COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT, COLL_ALGO_LINEAR,
+  COLL_NALGOS
 } coll_algo_kind;
 typedef struct {
   coll_algo_kind kind;
@@ -203,9 +204,11 @@ int coll_algo_supported(const coll_comm *c, coll_algo a);
  *                   (scatter down the binomial tree, then the ring all-gather: van de Geijn),
  *                   hier (among one leader per host, the root leading its own, then inside each
  *                   host), auto
- *   all-to-all(v):  pairwise, bruck (all-to-all only: equal counts), hier (what crosses hosts
- *                   through one leader per host: gathered, exchanged between hosts, handed out;
- *                   the rest pairwise inside the host; any counts), auto
+ *   all-to-all(v):  pairwise, linear (every peer's receive and send posted at once, up to a
+ *                   window of peers in flight), bruck (all-to-all only: equal counts), hier
+ *                   (what crosses hosts through one leader per host: gathered, exchanged
+ *                   between hosts, handed out; the rest pairwise inside the host; any counts),
+ *                   auto
  *   (the broadcast's and all-to-all's hier take hosts of any rank counts)
  *   every one:      direct (all-to-all only: equal counts): each rank reads what it needs from its
  *                   peers' copies in place, where every rank is on one host and passed the same

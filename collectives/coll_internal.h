@@ -151,6 +151,8 @@ int coll_nccl_timer(coll_transport *t, int stop, double *sec, coll_err *e);
 int coll_nccl_copy_bench(coll_transport *t, coll_copy_kind k, int peer, size_t bytes, int iters,
                          double *sec, int64_t *bad, coll_err *e);
 
+/* linear (all-to-all, broadcast): peers in flight each way at most (algo_a2a.c, algo_bcast.c). */
+#define COLL_LINEAR_WINDOW 8
 /* The pipelined ring's sub-chunks in flight each way (algo_ring.c's ring_flow). */
 #define COLL_RING_SLOTS 4
 /* The mapped ring on a GPU goes in pieces of a block, one per COLL_RING_PIECE_BYTES, at most

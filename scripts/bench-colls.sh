@@ -39,7 +39,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 shm_transports=mpi
 ldd "$fabench" | grep -q libucp && shm_transports=ucx,mpi  # ucx where it is built in
 declare -A algos=([reducescatter]=ring,rhd,direct,native [allgather]=ring,rd,bruck,direct,native
-                  [bcast]=tree,chain,vdg,direct,native [alltoall]=pairwise,bruck,direct,native)
+                  [bcast]=tree,chain,vdg,linear,direct,native [alltoall]=pairwise,linear,bruck,direct,native)
 for n in ${ranks//,/ }; do
   for c in ${colls//,/ }; do
     for p in ${passes//,/ }; do

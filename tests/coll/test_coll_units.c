@@ -325,6 +325,8 @@ static void test_colls_model(void **st) {
       {COLL_BCAST, COLL_ALGO_CHAIN, 4, 6 * (1e-6 + 1e-3)}, /* 4 chunks of 1e6 */
       {COLL_ALLTOALL, COLL_ALGO_PAIRWISE, 4, 3e-6 + 3e-3},
       {COLL_ALLTOALL, COLL_ALGO_BRUCK, 4, 2e-6 + 4e-3}, /* lg 4 steps of half the blocks each */
+      {COLL_ALLTOALL, COLL_ALGO_LINEAR, 4, 3e-6 + 3e-3}, /* pairwise's messages, all posted at once */
+      {COLL_BCAST, COLL_ALGO_LINEAR, 4, 3 * (1e-6 + 4e-3)}, /* the root sends 3 copies */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     double t = coll_colls_time(&m, cases[i].k, (coll_algo){cases[i].a, 0}, cases[i].p, (size_t)n, 1000000);
@@ -341,6 +343,18 @@ static void test_colls_model(void **st) {
   /* all-to-all: Bruck's fewer steps for short blocks, pairwise's fewer bytes for long ones */
   assert_int_equal(coll_colls_pick(&m, COLL_ALLTOALL, 6, 1000, 0).kind, COLL_ALGO_BRUCK);
   assert_int_equal(coll_colls_pick(&m, COLL_ALLTOALL, 6, (size_t)n, 0).kind, COLL_ALGO_PAIRWISE);
+  /* linear: the broadcast's never below the tree's, the all-to-all's ties pairwise at every rank
+   * count and size; auto takes neither */
+  for (int p = 2; p <= 16; p++)
+    for (double b = 8; b < 1e8; b *= 16) {
+      coll_algo tr = {COLL_ALGO_TREE, 0}, pw = {COLL_ALGO_PAIRWISE, 0}, li = {COLL_ALGO_LINEAR, 0};
+      assert_true(coll_colls_time(&m, COLL_BCAST, li, p, (size_t)b, 0) >=
+                  coll_colls_time(&m, COLL_BCAST, tr, p, (size_t)b, 0));
+      assert_true(coll_colls_time(&m, COLL_ALLTOALL, li, p, (size_t)b, 0) ==
+                  coll_colls_time(&m, COLL_ALLTOALL, pw, p, (size_t)b, 0));
+      assert_int_not_equal(coll_colls_pick(&m, COLL_BCAST, p, (size_t)b, 0).kind, COLL_ALGO_LINEAR);
+      assert_int_not_equal(coll_colls_pick(&m, COLL_ALLTOALL, p, (size_t)b, 0).kind, COLL_ALGO_LINEAR);
+    }
 }
 
 /* hier's formulas by level (algo_colls_model.c), worked by hand: H hosts of L ranks, the
@@ -425,7 +439,7 @@ static void test_parsing(void **st) {
     if (coll_algo_parse(bad_hier[i], &a) != -1) fail_msg("'%s' was accepted", bad_hier[i]);
   /* the other collectives' algorithms are theirs: all-reduce refuses them, each collective takes
    * its own only */
-  static const char *const others[] = {"bruck", "chain", "vdg", "pairwise", "hier:bruck"};
+  static const char *const others[] = {"bruck", "chain", "vdg", "pairwise", "linear", "hier:bruck"};
   for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
     if (coll_algo_parse(others[i], &a) != -1) fail_msg("all-reduce accepted '%s'", others[i]);
   static const struct {
@@ -438,7 +452,8 @@ static void test_parsing(void **st) {
              {COLL_BCAST, "ring", 0},          {COLL_ALLTOALL, "pairwise", 1},  {COLL_ALLTOALL, "ring", 0},
              {COLL_ALLTOALL, "auto", 1},       {COLL_ALLGATHER, "ps:2", 0},     {COLL_BCAST, "bogus", 0},
              {COLL_BCAST, "hier", 1},          {COLL_ALLTOALL, "hier", 1},      {COLL_BCAST, "hier:ring", 1},
-             {COLL_ALLTOALL, "hier:tree", 0},  {COLL_BCAST, "hier:", 0}};
+             {COLL_ALLTOALL, "hier:tree", 0},  {COLL_BCAST, "hier:", 0},      {COLL_ALLTOALL, "linear", 1},
+             {COLL_BCAST, "linear", 1},        {COLL_REDUCE_SCATTER, "linear", 0}};
   for (size_t i = 0; i < sizeof per / sizeof per[0]; i++)
     if ((coll_colls_algo_parse(per[i].k, per[i].name, &a) == 0) != per[i].ok)
       fail_msg("collective %d: '%s' %s", (int)per[i].k, per[i].name, per[i].ok ? "refused" : "accepted");
