@@ -498,6 +498,28 @@ static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const c
   return med;
 }
 
+/* Where the rows cannot fit a CPU bound (no host had more ranks than cores), the measured CPU
+ * cost of a byte sent is the bound: what a node's cores can send, shared by its ranks, stops a
+ * faster link or more ranks on the same cores (coll_model_time's B). Only where it agrees with
+ * the rows' times: it must not make any of them over 5% slower than the fit, or the measured
+ * CPU was not the sending's (a rank's wake-ups, another process). */
+static int rf_cpu_agrees(const res_allreduce_row *const *src, size_t n, const coll_model *m, double cpu_byte) {
+  coll_model with = *m;
+  with.beta_cpu = cpu_byte;
+  with.ncurves = 0;
+  for (size_t i = 0; i < n; i++) {
+    const res_allreduce_row *r = src[i];
+    coll_algo a;
+    if (coll_algo_parse(*r->algo_ran ? r->algo_ran : r->algo, &a)) continue;
+    coll_model without = with;
+    without.beta_cpu = 0;
+    double t0 = coll_model_time(&without, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
+    double t1 = coll_model_time(&with, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
+    if (t0 > 0 && t1 > 1.05 * t0) return 0;
+  }
+  return 1;
+}
+
 /* The fabric's rows measured beside a load (compute_loss; its fabric, transport, host count and
  * machine, whether its model came from all-reduce or p2p rows) into f->busy: per rank count
  * and size of 1 MiB or more, the mean loss of its rows (ring, or whichever algorithms ran) and
@@ -683,6 +705,8 @@ static int rf_cell_store(res_costmodel *out, const rf_work *w, const rf_cell *c,
   f->gamma_fixed = b->gfixed;
   f->chunk_bytes = c->chunk;
   f->cpu_byte = rf_cpu_byte(w->src, c->n, &f->m, f->m.gamma, c->emulated);
+  if (!(f->m.beta_cpu > 0) && f->cpu_byte > 0 && rf_cpu_agrees(w->src, c->n, &f->m, f->cpu_byte))
+    f->m.beta_cpu = f->cpu_byte;
   if (rf_fill_stats(f, w->pt, c->n, b->th)) return res_errf(err, cap, "out of memory"), -1;
   f->learned = !o->formulas_only;
   res_fabric_learn(f);

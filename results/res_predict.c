@@ -51,6 +51,9 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
     /* a flat algorithm's messages cross both fabrics, and each of its steps waits for its
      * slowest link: as slow as it would be over either alone (an intra-node fabric slower than
      * the inter-node one still bounds it) */
+    /* the host's CPU per byte sent: of a ring over ranks grouped by node, 1 byte in ppn
+     * crosses nodes at the link's cost, the rest stays inside at the node's */
+    if (ppn > 1 && s->inter) im.beta_cpu = im.beta_cpu / ppn + intra->beta_cpu * (1 - 1.0 / ppn);
     double t = coll_model_time(inter, s->algo, s->ranks, (size_t)bytes, s->chunk_bytes);
     if (ppn > 1 && s->inter) {
       coll_model in = *intra;
@@ -65,6 +68,10 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
    * all-reduces run at once through the node's one link, each at 1/ppn of its rate */
   coll_model shared = im;
   shared.beta *= ppn;
+  /* and the node's cores send their ppn all-reduces' bytes together: ppn times one's bytes
+   * on min(ppn, cores) cores, where coll_model_time gives one all-reduce min(1, cores) */
+  double c = im.cores > 0 ? im.cores : ppn;
+  shared.beta_cpu *= ppn * (c < 1 ? c : 1) / (c < ppn ? c : ppn);
   double t = rp_ring_half(intra, ppn, bytes, 1);
   t += coll_model_time(&shared, s->algo, nodes, (size_t)(bytes / ppn), s->chunk_bytes);
   t += rp_ring_half(intra, ppn, bytes, 0);
@@ -91,9 +98,14 @@ static double rp_row_time(const res_fabric_cost *f, const res_fabric_cost *intra
     return t;
   }
   res_ar_spec s;
-  if (res_ar_spec_for(&s, intra, f, a, p, hc, (int)r->ranks_per_host)) return NAN;
+  res_fabric_cost *fc = malloc(sizeof *fc);
+  if (!fc) return NAN;
+  *fc = *f;
+  if (hc > 0) res_fabric_on_hosts(fc, hc); /* an emulated node's share of the cores */
+  if (res_ar_spec_for(&s, intra, fc, a, p, hc, (int)r->ranks_per_host)) return free(fc), NAN;
   s.chunk_bytes = chunk > 0 ? chunk : s.chunk_bytes;
   t = res_allreduce_time(&s, (double)r->bytes);
+  free(fc);
   if (formulas) *formulas = t;
   return t;
 }

@@ -523,34 +523,52 @@ static void test_fit_emulated_cpu_bound(void **state) {
 
 /* An emulated cluster of 2 nodes of one rank on a 2-core machine, ring rows from 1 to 32 MiB
  * whose host_cpu_us is the whole machine's busy CPU (rank 0's host is every node): every node's
- * bytes at 0.7 ns plus every node's reductions. The fit finds 0.7 ns a byte, not the 1.4 that
- * dividing by one node's bytes gives, and leaves the CPU bound unfitted (no node had more ranks
- * than cores). */
+ * bytes at c plus every node's reductions. The fit finds c, not the 2c that dividing by one
+ * node's bytes gives. No node had more ranks than cores, so no CPU bound can be fitted, and the
+ * measured 0.7 ns a byte, which the rows' times agree with (the link's 0.8 ns bounds them),
+ * becomes the bound: at 4 nodes of the same machine (half a core each) the 10 Gbit/s link is
+ * CPU-bound, the 1.5 n bytes a node sends on half a core (its reductions, 0.75 n, on half a core
+ * too). Measured at 5 ns a byte, the CPU would have bounded the rows, whose times say it did
+ * not: no bound is taken from it. */
 static void test_fit_cpu_byte_emulated(void **state) {
   (void)state;
-  const double c = 0.7e-9, g = 1.0 / 4e9;
+  const double g = 1.0 / 4e9;
   coll_model truth = {.beta = 1.0 / 1.25e9, .gamma = g, .cores = 1, .hosts = 2};
   coll_algo ring = {COLL_ALGO_RING, 0};
-  res_allreduce_row rows[8];
-  size_t n = 0;
-  for (int64_t b = 1 << 20; b <= (32 << 20); b *= 2, n++) {
-    res_allreduce_row *r = &rows[n];
-    syn_row(r, "emu-10gbit", "ring", b, &truth, "ring");
-    r->host_count = 2, r->ranks_per_host = 1;
-    double sent, red;
-    coll_model_host_bytes(&truth, ring, 2, (size_t)b, 256 << 10, &sent, &red);
-    r->host_cpu_us = 2 * (sent * c + red * g) * 1e6;
+  for (int wrong = 0; wrong < 2; wrong++) {
+    const double c = wrong ? 5e-9 : 0.7e-9;
+    res_allreduce_row rows[8];
+    size_t n = 0;
+    for (int64_t b = 1 << 20; b <= (32 << 20); b *= 2, n++) {
+      res_allreduce_row *r = &rows[n];
+      syn_row(r, "emu-10gbit", "ring", b, &truth, "ring");
+      r->host_count = 2, r->ranks_per_host = 1;
+      double sent, red;
+      coll_model_host_bytes(&truth, ring, 2, (size_t)b, 256 << 10, &sent, &red);
+      r->host_cpu_us = 2 * (sent * c + red * g) * 1e6;
+    }
+    res_rows ar = {res_schema_allreduce(), rows, n};
+    res_costmodel m;
+    char err[256];
+    res_fit_opts o = {.gamma_kernel = g, .cores = 2};
+    if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(m.n, 1);
+    near(m.f[0].cpu_byte, c, 0.01, "cpu per byte sent, over every node's bytes");
+    near(m.f[0].m.beta, truth.beta, 0.01, "the link");
+    if (wrong) {
+      assert_true(m.f[0].m.beta_cpu == 0);
+      res_costmodel_free(&m);
+      continue;
+    }
+    near(m.f[0].m.beta_cpu, c, 0.01, "the CPU bound: the measured cost");
+    res_fabric_cost four = m.f[0];
+    res_fabric_on_hosts(&four, 4);
+    size_t b = 64u << 20;
+    double t = coll_model_time(&four.m, ring, 4, b, 256 << 10), cpu = 1.5 * (double)b * c / 0.5;
+    assert_true(cpu > 1.5 * (double)b * truth.beta);
+    near(t, cpu + 0.75 * (double)b * g * 2, 0.02, "4 nodes on 2 cores: CPU-bound");
+    res_costmodel_free(&m);
   }
-  res_rows ar = {res_schema_allreduce(), rows, n};
-  res_costmodel m;
-  char err[256];
-  res_fit_opts o = {.gamma_kernel = g, .cores = 2};
-  if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
-  assert_int_equal(m.n, 1);
-  near(m.f[0].cpu_byte, c, 0.01, "cpu per byte sent, over every node's bytes");
-  assert_true(m.f[0].m.beta_cpu == 0);
-  near(m.f[0].m.beta, truth.beta, 0.01, "the link");
-  res_costmodel_free(&m);
 }
 
 /* The host's CPU per byte sent, from rows with host_cpu_us: 4 ranks on 2 cores, ring, rd and
@@ -1219,6 +1237,27 @@ static void test_hier(void **state) {
   near(res_allreduce_time(&s, n) * 1e6, 6 * 1 + 1.5 * 8e6 * 0.1e-3 + 0.75 * 8e6 * 0.05e-3, 1e-9, "one node");
 }
 
+/* The CPU a byte sent costs, across two levels: 4 emulated nodes of 2 ranks on a 2-core
+ * machine (half a core a node). The flat ring's bytes cost the CPU of the level they cross:
+ * 1 in 2 crosses nodes at the link's 4 ns, the other stays inside at 0.4 ns. A node's ranks
+ * send 2 x 2 (7/8) n = 3.5 n with half a core: 3.5 n (2.2 ns) / 0.5 = 15.4 n ns, over the
+ * link's 2 (7/8) n x 1 ns (charging every byte at the link's cost would say 28 n ns). In hier
+ * the node's 2 rings across nodes of n/2 each send 2 x 2 (3/4) n/2 = 1.5 n at 4 ns on half a
+ * core: 12 n ns, over the link they share (2 x 1.5 n/2 x 1 ns); each ring half inside, n/2 at
+ * 0.4 ns on half a core: 0.4 n ns. */
+static void test_cpu_across_levels(void **state) {
+  (void)state;
+  coll_model intra = {.beta = 0.1e-9, .beta_cpu = 0.4e-9, .cores = 2},
+             inter = {.beta = 1e-9, .beta_cpu = 4e-9, .cores = 0.5, .hosts = 4};
+  res_ar_spec s = {.intra = &intra, .inter = &inter, .algo = {COLL_ALGO_RING, 0}, .hier = 0,
+                   .ranks = 8, .ranks_per_node = 2, .chunk_bytes = 256 << 10};
+  double n = 8e6;
+  near(res_allreduce_time(&s, n), 3.5 * n * 2.2e-9 / 0.5, 1e-9, "flat: each byte at its level's CPU cost");
+  s.hier = 1;
+  double half = (1 * n * 0.4e-9 / 0.5) > (0.5 * n * 0.1e-9) ? 1 * n * 0.4e-9 / 0.5 : 0.5 * n * 0.1e-9;
+  near(res_allreduce_time(&s, n), 2 * half + 1.5 * n * 4e-9 / 0.5, 1e-9, "hier: the node's rings on its cores");
+}
+
 /* A cluster's row takes two fits: its fabric's across hosts and the transport's on one host of
  * this machine (not an emulated link, unmapped preferred); fit learns only from one-fabric rows. */
 static void test_cluster_levels(void **state) {
@@ -1292,6 +1331,7 @@ int main(void) {
       cmocka_unit_test(test_fit_p2p),
       cmocka_unit_test(test_step_timeline),
       cmocka_unit_test(test_hier),
+      cmocka_unit_test(test_cpu_across_levels),
       cmocka_unit_test(test_cluster_levels),
       cmocka_unit_test(test_train_row_prediction),
       cmocka_unit_test(test_train_plan_and_share),
