@@ -55,8 +55,8 @@ colls_gpu() {
   local ngpu ca r k
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   for ca in rs:native rs:ring rs:rhd rs:hier rs:direct rs:auto ag:native ag:ring ag:rd ag:bruck ag:hier ag:direct \
-    ag:auto bcast:native bcast:tree bcast:chain bcast:vdg bcast:hier bcast:direct bcast:auto a2a:native a2a:pairwise \
-    a2a:bruck a2a:hier a2a:direct a2a:auto; do
+    ag:auto bcast:native bcast:tree bcast:chain bcast:vdg bcast:linear bcast:hier bcast:direct bcast:auto a2a:native \
+    a2a:pairwise a2a:linear a2a:bruck a2a:hier a2a:direct a2a:auto; do
     r=1,2
     [ "${ca#*:}" = native ] && ((ngpu < 2)) && r=1
     t 60 "${G[@]}" "$bin/test_colls" --transport nccl --coll "${ca%%:*}" --algo "${ca#*:}" --ranks $r
@@ -66,9 +66,9 @@ colls_gpu() {
       --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-rs$k"
     t 90 "${G[@]}" "$bin/fabench" allgather -n $k --transport nccl --algo native,ring,rd,bruck,hier,direct,auto \
       --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-ag$k"
-    t 90 "${G[@]}" "$bin/fabench" bcast -n $k --root $((k - 1)) --transport nccl --algo native,tree,chain,vdg,hier,direct,auto \
+    t 90 "${G[@]}" "$bin/fabench" bcast -n $k --root $((k - 1)) --transport nccl --algo native,tree,chain,vdg,linear,hier,direct,auto \
       --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-bc$k"
-    t 90 "${G[@]}" "$bin/fabench" alltoall -n $k --imbalance 1 --transport nccl --algo native,pairwise,hier,auto \
+    t 90 "${G[@]}" "$bin/fabench" alltoall -n $k --imbalance 1 --transport nccl --algo native,pairwise,linear,hier,auto \
       --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-av$k"
     t 90 "${G[@]}" "$bin/fabench" alltoall -n $k --transport nccl --algo bruck,direct,pairwise \
       --dtype f32,bf16,i64 --min-bytes 8 --max-bytes 16M --step-factor 7 --iters 3 --rounds 1 --out "$res/gcolls-aa$k"

@@ -93,8 +93,8 @@ if(FABENCH_BUILD_NCCL)
     fabench_colls_test(nccl ${_coll} ${_algo} --ranks 1)
   endforeach()
   foreach(_c rs:ring rs:rhd rs:hier rs:direct rs:auto ag:ring ag:rd ag:bruck ag:hier ag:direct ag:auto
-          bcast:tree bcast:chain bcast:vdg bcast:hier bcast:direct bcast:auto a2a:pairwise a2a:bruck a2a:hier
-          a2a:direct a2a:auto)
+          bcast:tree bcast:chain bcast:vdg bcast:linear bcast:hier bcast:direct bcast:auto a2a:pairwise a2a:linear
+          a2a:bruck a2a:hier a2a:direct a2a:auto)
     string(REPLACE ":" ";" _p ${_c})
     list(GET _p 0 _coll)
     list(GET _p 1 _algo)
@@ -113,7 +113,7 @@ endif()
 # or staged one by one as CUDA IPC's; hier on hosts by letter too.
 foreach(_mode grouped staged)
   foreach(_c rs:ring rs:rhd rs:hier rs:direct ag:ring ag:rd ag:bruck ag:hier ag:direct bcast:tree bcast:chain
-          bcast:vdg bcast:hier bcast:direct a2a:pairwise a2a:bruck a2a:hier a2a:direct)
+          bcast:vdg bcast:linear bcast:hier bcast:direct a2a:pairwise a2a:linear a2a:bruck a2a:hier a2a:direct)
     string(REPLACE ":" ";" _p ${_c})
     list(GET _p 0 _coll)
     list(GET _p 1 _algo)

@@ -351,24 +351,9 @@ int main(int argc, char **argv) {
     printf("SKIP: transport %s is not built into this fabench\n", cfg->transport);
     return 0;
   }
-  /* Is there a GPU (nccl)? Asked in a child: CUDA does not survive a fork, and the ranks are
-   * forked from this process. */
-  pid_t probe = fork();
-  if (probe == 0) {
-    coll_err ue;
-    if (coll_transport_usable(tk, &ue) != 0) {
-      printf("SKIP: %s\n", ue.msg);
-      fflush(stdout);
-      _exit(77);
-    }
-    _exit(0);
-  }
-  int pst = 0;
-  if (probe < 0 || waitpid(probe, &pst, 0) != probe || !WIFEXITED(pst)) {
-    printf("cannot probe transport %s\n", cfg->transport);
-    return 1;
-  }
-  if (WEXITSTATUS(pst) == 77) return 77;
+  /* Is there a GPU (nccl)? */
+  int pr = test_transport_probe(tk, cfg->transport);
+  if (pr) return pr;
   if (layouts && !strcmp(cfg->transport, "mpi")) {
     printf("--layouts: forked transports only (tcp, ucx)\n");
     return 1;

@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "coll.h"
+
 /* A free port on 127.0.0.1 for a rendezvous (0 on failure). It lies below the kernel's ephemeral
  * range (net.ipv4.ip_local_port_range): a port probed there and closed again could be handed to
  * any outgoing connection of a test running beside this one before rank 0 listens on it. The
@@ -135,6 +137,28 @@ static inline int test_child_finish(pid_t pid, int rfd, char *out, size_t cap, i
   int st;
   waitpid(pid, &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Whether transport tk can run here, asked in a child (CUDA does not survive a fork, and the
+ * ranks are forked from this process): 0 yes, 77 no (its reason printed as a SKIP line), 1 the
+ * child could not say. */
+static inline int test_transport_probe(coll_transport_kind tk, const char *name) {
+  pid_t probe = fork();
+  if (probe == 0) {
+    coll_err ue;
+    if (coll_transport_usable(tk, &ue) != 0) {
+      printf("SKIP: %s\n", ue.msg);
+      fflush(stdout);
+      _exit(77);
+    }
+    _exit(0);
+  }
+  int pst = 0;
+  if (probe < 0 || waitpid(probe, &pst, 0) != probe || !WIFEXITED(pst)) {
+    printf("cannot probe transport %s\n", name);
+    return 1;
+  }
+  return WEXITSTATUS(pst) == 77 ? 77 : 0;
 }
 
 #endif
