@@ -19,7 +19,7 @@
 #include "util.h"
 
 enum { O_QUICK = 256, O_RATES, O_NODES, O_PPN, O_ALGO, O_MODEL, O_TRAIN, O_MAXN, O_DATA, O_BATCH, O_STEPS,
-       O_NOREP, O_TO, O_OUT, O_ROUNDS };
+       O_NOREP, O_TO, O_OUT, O_ROUNDS, O_NOMEAS };
 
 static const bench_flag vd_flags[] = {
     {"quick", NULL, NULL, "a few cells: 1, 2 and 10 gbit on 2 and 3 nodes of one rank, ring, fitted on 1 and 10 "
@@ -37,6 +37,9 @@ static const bench_flag vd_flags[] = {
     {"rounds", "R", "2", "the cell's pairs take turns R times, its row the fastest round's (train --rounds: a slow "
                          "spell of the machine is not the model's miss)", O_ROUNDS},
     {"no-repeat", NULL, NULL, "skip the repeat of the first held-out cell (the machine's own repeatability)", O_NOREP},
+    {"no-measure", NULL, NULL, "fit and price again the cells --out holds, measuring nothing (another model, or "
+                               "FABENCH_MODEL_OFF): give the flags they were measured with; a cell missing there is refused",
+     O_NOMEAS},
     {"timeout", "SEC", "60", "every network wait of the cells' runs", O_TO},
     {"out", "DIR", NULL, "run directory (default: results/<UTC>-validate); given again, the cells already measured "
                          "there are kept and the rest measured", O_OUT},
@@ -72,6 +75,7 @@ typedef struct {
 
 typedef struct {
   int quick, repeat;
+  int no_measure; /* price what out holds, measure nothing */
   char *rates[VD_LIST], *nodes[VD_LIST], *ppn[VD_LIST], *algos[VD_LIST], *models[VD_LIST], *train_rates[VD_LIST];
   int nrates, nnodes, nppn, nalgos, nmodels, ntrain;
   char *store[6];
@@ -117,6 +121,7 @@ static int vd_set(void *ctx, int code, const char *val, int given) {
     if (bench_parse_int(val, 4, 1 << 20, &o->steps)) return bench_usage_error(u, "--steps: '%s' is not a count >= 4", val);
     break;
   case O_NOREP: o->repeat = 0; break;
+  case O_NOMEAS: o->no_measure = 1; break;
   case O_ROUNDS:
     if (bench_parse_int(val, 1, 100, &o->rounds)) return bench_usage_error(u, "--rounds: '%s' is not a count from 1 to 100", val);
     break;
@@ -614,6 +619,27 @@ static int vd_report(vd_job *x) {
   return rc;
 }
 
+/* --no-measure: every cell of the plan measured in --out before (its all-reduce, and its
+ * training where held out or a repeat). 0, or the usage error's status. */
+static int vd_all_there(const vd_job *x) {
+  const char *out = x->o.out;
+  if (!out) return bench_usage_error(vd_usage(), "--no-measure: which run? (--out DIR)");
+  char dir[4400];
+  for (int i = 0; i < x->n; i++) {
+    const vd_cell *c = &x->c[i];
+    snprintf(dir, sizeof dir, "%s/allreduce/%s", out, c->key);
+    int there = vd_done(dir);
+    if (there && (*c->held || c->repeat)) {
+      snprintf(dir, sizeof dir, "%s/train/%s", out, c->id);
+      there = vd_done(dir);
+    }
+    if (!there)
+      return bench_usage_error(vd_usage(), "--no-measure: %s holds no cell %s (%s): give the flags it was measured with",
+                               out, c->id, dir);
+  }
+  return 0;
+}
+
 int bench_cmd_validate(int argc, char **argv) {
   vd_job *x = calloc(1, sizeof *x);
   if (!x) return bench_error("out of memory");
@@ -622,6 +648,10 @@ int bench_cmd_validate(int argc, char **argv) {
   if (rc || (rc = vd_plan(x))) {
     vd_opts_free(&x->o), free(x->c), free(x);
     return rc < 0 ? 0 : rc;
+  }
+  if (x->o.no_measure && (rc = vd_all_there(x))) {
+    vd_opts_free(&x->o), free(x->c), free(x);
+    return rc;
   }
   ssize_t sl = readlink("/proc/self/exe", x->self, sizeof x->self - 1);
   if (sl <= 0) rc = bench_error("cannot find this program (/proc/self/exe)");

@@ -35,7 +35,8 @@ def main():
     for bad, says in ((["--rates", "fast"], "'fast' is not a rate"),
                       (["--rates", "1gbit,2gbit", "--train-rates", "5gbit"], "'5gbit' is not one of --rates"),
                       (["--algo", "ps"], "'ps' is not ring, rhd, tree, dtree or hier"),
-                      (["--rates", "1gbit", "--nodes", "2"], "no cell is held out")):
+                      (["--rates", "1gbit", "--nodes", "2"], "no cell is held out"),
+                      (["--no-measure"], "--no-measure: which run? (--out DIR)")):
         p = run(fab, bad)
         assert p.returncode == 2 and says in p.stderr, (bad, p.returncode, p.stderr[-500:])
     tmp = tempfile.mkdtemp(prefix="fabench-validate-")
@@ -81,6 +82,14 @@ def main():
         assert p.returncode == 0, p.stderr[-2000:]
         assert p.stdout.count("done before (kept)") == 9 and " measured (" not in p.stdout, p.stdout
         assert len(rows(os.path.join(out, "validate.csv"))) == len(v)
+        # --no-measure: priced again with a term off, nothing measured; the grid's flags must match
+        env = dict(os.environ, FABENCH_MODEL_OFF="share")
+        p = subprocess.run([fab, "validate", "--no-measure"] + args, capture_output=True, text=True, timeout=300, env=env)
+        assert p.returncode == 0 and " measured (" not in p.stdout, (p.stdout[-2000:], p.stderr[-2000:])
+        assert p.stdout.count("done before (kept)") == 9, p.stdout
+        p = run(fab, ["--no-measure", "--out", out])
+        assert p.returncode == 2 and "holds no cell" in p.stderr and " measured (" not in p.stdout, (p.stdout, p.stderr)
+        assert not os.path.exists(os.path.join(out, "allreduce", "5gbit-2x1-ring")), os.listdir(os.path.join(out, "allreduce"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("validate: ok")
