@@ -504,15 +504,13 @@ static double rf_cpu_byte(const res_allreduce_row *const *src, size_t n, const c
  * the rows' times: it must not make any of them over 5% slower than the fit, or the measured
  * CPU was not the sending's (a rank's wake-ups, another process). */
 static int rf_cpu_agrees(const res_allreduce_row *const *src, size_t n, const coll_model *m, double cpu_byte) {
-  coll_model with = *m;
-  with.beta_cpu = cpu_byte;
-  with.ncurves = 0;
+  coll_model with = *m, without = *m;
+  with.ncurves = without.ncurves = 0;
+  with.beta_cpu = cpu_byte, without.beta_cpu = 0;
   for (size_t i = 0; i < n; i++) {
     const res_allreduce_row *r = src[i];
     coll_algo a;
     if (coll_algo_parse(*r->algo_ran ? r->algo_ran : r->algo, &a)) continue;
-    coll_model without = with;
-    without.beta_cpu = 0;
     double t0 = coll_model_time(&without, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
     double t1 = coll_model_time(&with, a, (int)r->ranks, (size_t)r->bytes, (size_t)r->chunk_bytes);
     if (t0 > 0 && t1 > 1.05 * t0) return 0;

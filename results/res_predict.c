@@ -82,31 +82,25 @@ static double rp_row_time(const res_fabric_cost *f, const res_fabric_cost *intra
                           coll_algo a, double *formulas, int *learned_at) {
   int p = (int)r->ranks, hc = (int)r->host_count;
   size_t bytes = (size_t)r->bytes, chunk = (size_t)r->chunk_bytes;
-  double t;
-  if (res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks)) {
-    /* the row's own hosts share its bytes; what f learned holds at its own host count only */
-    res_fabric_cost *fc = malloc(sizeof *fc);
-    if (!fc) return NAN;
-    *fc = *f;
-    coll_model *fm = &fc->m;
-    if (hc > 0 && f->host_count != hc) fm->ncurves = 0;
-    if (hc > 0) res_fabric_on_hosts(fc, hc); /* an emulated node's share of the cores */
-    t = coll_model_time(fm, a, p, bytes, chunk);
-    if (formulas) *formulas = t / coll_model_learned(fm, a, p, bytes, chunk);
-    if (learned_at) *learned_at = coll_model_learned_at(fm, a, p, bytes, chunk);
-    free(fc);
-    return t;
-  }
-  res_ar_spec s;
+  /* the row's own hosts share its bytes: an emulated node's share of the cores */
   res_fabric_cost *fc = malloc(sizeof *fc);
   if (!fc) return NAN;
   *fc = *f;
-  if (hc > 0) res_fabric_on_hosts(fc, hc); /* an emulated node's share of the cores */
-  if (res_ar_spec_for(&s, intra, fc, a, p, hc, (int)r->ranks_per_host)) return free(fc), NAN;
-  s.chunk_bytes = chunk > 0 ? chunk : s.chunk_bytes;
-  t = res_allreduce_time(&s, (double)r->bytes);
+  if (hc > 0) res_fabric_on_hosts(fc, hc);
+  coll_model *fm = &fc->m;
+  double t = NAN;
+  res_ar_spec s;
+  if (res_row_one_fabric(a, r->host_count, r->ranks_per_host, r->ranks)) {
+    if (hc > 0 && f->host_count != hc) fm->ncurves = 0; /* what f learned holds at its own host count only */
+    t = coll_model_time(fm, a, p, bytes, chunk);
+    if (formulas) *formulas = t / coll_model_learned(fm, a, p, bytes, chunk);
+    if (learned_at) *learned_at = coll_model_learned_at(fm, a, p, bytes, chunk);
+  } else if (!res_ar_spec_for(&s, intra, fc, a, p, hc, (int)r->ranks_per_host)) {
+    s.chunk_bytes = chunk > 0 ? chunk : s.chunk_bytes;
+    t = res_allreduce_time(&s, (double)r->bytes);
+    if (formulas) *formulas = t;
+  }
   free(fc);
-  if (formulas) *formulas = t;
   return t;
 }
 
