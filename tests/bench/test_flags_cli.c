@@ -36,7 +36,7 @@ static const cmd_flags cmds[] = {
     {"topo", {"--json", "--xml", "--input", "--synthetic", "--sysfs-root", "--nvml", "--no-nvml", "--out", NULL},
      NULL, {NULL, NULL}},
     {"validate", {"--quick", "--rates", "--nodes", "--ranks-per-node", "--algo", "--model", "--train-rates",
-                  "--train-max-nodes", "--data", "--batch", "--steps", "--rounds", "--no-repeat", "--no-measure", "--timeout",
+                  "--train-max-nodes", "--data", "--batch", "--steps", "--rounds", "--repeat", "--no-repeat", "--no-measure", "--timeout",
                   "--out", NULL}, NULL, {NULL, NULL}},
     {"allreduce",
      {"-n", "--transport", "--algo", "--dtype", "--op", "--min-bytes", "--max-bytes",

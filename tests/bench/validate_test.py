@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fabench validate end to end on a tiny grid of emulated links: fitted on 1 Gbit/s and 2 nodes,
 it predicts 2 Gbit/s (rate held out), 3 nodes (nodes held out) and both, beside the baselines
-and the repeat of the first held-out cell; the ablation table; report carries its section; a
+and the repeats of the first held-out cell and the most crowded one; the ablation table; report carries its section; a
 second run with the same --out keeps every cell measured; bad flags are usage errors. Needs root and iproute2 (exit 77
 without). Usage: validate_test.py FABENCH"""
 import csv
@@ -36,6 +36,7 @@ def main():
                       (["--rates", "1gbit,2gbit", "--train-rates", "5gbit"], "'5gbit' is not one of --rates"),
                       (["--algo", "ps"], "'ps' is not ring, rhd, tree, dtree or hier"),
                       (["--rates", "1gbit", "--nodes", "2"], "no cell is held out"),
+                      (["--repeat", "some"], "--repeat: 'some' is not ends, all or none"),
                       (["--no-measure"], "--no-measure: which run? (--out DIR)")):
         p = run(fab, bad)
         assert p.returncode == 2 and says in p.stderr, (bad, p.returncode, p.stderr[-500:])
@@ -61,15 +62,23 @@ def main():
                 assert float(r["t_compute"]) > 0 and r["comm_share"] != "", r
         assert {r["what"] for r in v if r["split"] == "held-out"} == {"allreduce", "step"}
         assert all(int(r["bytes"]) >= 1 << 20 for r in v if r["what"] == "allreduce")
-        # the repeat: measured again, beside the cell it repeats
+        # the repeats: the first held-out cell and the one of most ranks at the fastest rate,
+        # measured again after every cell, beside the cells they repeat
         rep = {r["cell"] for r in v if r["split"] == "repeat"}
-        assert rep == {"1gbit-3x1-ring-resnet20-repeat"}, rep
-        first = [r for r in v if r["cell"] == "1gbit-3x1-ring-resnet20"]
-        assert first and all(r["t_repeat"] != "" for r in first), first
+        assert rep == {"1gbit-3x1-ring-resnet20-repeat", "2gbit-3x1-ring-resnet20-repeat"}, rep
+        for cell in ("1gbit-3x1-ring-resnet20", "2gbit-3x1-ring-resnet20"):
+            first = [r for r in v if r["cell"] == cell]
+            assert first and all(r["t_repeat"] != "" for r in first), first
+        assert all(r["t_repeat"] == "" for r in v if r["cell"] == "2gbit-2x1-ring-resnet20")
+        # the all-reduce judged again where the machine repeated itself within 10%
+        steady = [r for r in v if r["split"] == "held-out" and r["what"] == "allreduce" and r["err_repeat"] != ""
+                  and abs(float(r["err_repeat"])) <= 0.10]
+        line = [ln for ln in p.stdout.splitlines() if "where it repeats within 10%" in ln]
+        assert len(line) == 1 and int(line[0].split()[5]) == len(steady), (line, len(steady))
         # the training cells are replays of their own fit (the all-reduce it was fitted on)
         assert any(r["split"] == "train" and r["pred_kind"] == "replay" for r in v)
         a = rows(os.path.join(out, "validate_ablation.csv"))
-        assert len(a) == 8 and {r["term"] for r in a} == {"curves", "cpu", "burst", "share"}, a
+        assert len(a) == 10 and {r["term"] for r in a} == {"curves", "cpu", "burst", "share", "node"}, a
         md = open(os.path.join(out, "validate.md")).read()
         assert "## Validation" in md and "### Ablation" in md, md[:400]
         # the report over the run carries the section
@@ -80,13 +89,13 @@ def main():
         # resumed: nothing is measured again
         p = run(fab, args)
         assert p.returncode == 0, p.stderr[-2000:]
-        assert p.stdout.count("done before (kept)") == 9 and " measured (" not in p.stdout, p.stdout
+        assert p.stdout.count("done before (kept)") == 11 and " measured (" not in p.stdout, p.stdout
         assert len(rows(os.path.join(out, "validate.csv"))) == len(v)
         # --no-measure: priced again with a term off, nothing measured; the grid's flags must match
         env = dict(os.environ, FABENCH_MODEL_OFF="share")
         p = subprocess.run([fab, "validate", "--no-measure"] + args, capture_output=True, text=True, timeout=300, env=env)
         assert p.returncode == 0 and " measured (" not in p.stdout, (p.stdout[-2000:], p.stderr[-2000:])
-        assert p.stdout.count("done before (kept)") == 9, p.stdout
+        assert p.stdout.count("done before (kept)") == 11, p.stdout
         p = run(fab, ["--no-measure", "--out", out])
         assert p.returncode == 2 and "holds no cell" in p.stderr and " measured (" not in p.stdout, (p.stdout, p.stderr)
         assert not os.path.exists(os.path.join(out, "allreduce", "5gbit-2x1-ring")), os.listdir(os.path.join(out, "allreduce"))
