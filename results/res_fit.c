@@ -518,7 +518,7 @@ static int rf_cpu_agrees(const res_allreduce_row *const *src, size_t n, const co
   return 1;
 }
 
-/* Is r a row of m's cluster g (its transport, host count and machine, any link rate) across
+/* Is r a row of g's cluster (its transport, host count and machine, any link rate) across
  * hosts of several ranks each, from 1 MiB, measured alone? */
 static int rf_node_row(const res_allreduce_row *r, const res_fabric_cost *g) {
   int64_t l = r->ranks_per_host > 0 ? r->ranks_per_host : r->host_count > 0 ? r->ranks / r->host_count : 0;
@@ -897,9 +897,7 @@ int res_fit_ex(res_costmodel *out, const res_rows *allreduce, const res_rows *p2
   out->gamma_kernel = o->gamma_kernel;
   if (allreduce && rf_fit_allreduce(out, allreduce, o, err, errcap)) goto fail;
   if (p2p && rf_fit_p2p(out, p2p, o, err, errcap)) goto fail;
-  for (size_t i = 0; allreduce && i < out->n; i++) {
-    rf_busy(&out->f[i], allreduce->rows, allreduce->n);
-  }
+  for (size_t i = 0; allreduce && i < out->n; i++) rf_busy(&out->f[i], allreduce->rows, allreduce->n);
   if (allreduce && rf_node_fit(out, allreduce)) {
     res_errf(err, errcap, "out of memory");
     goto fail;
