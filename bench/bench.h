@@ -314,7 +314,7 @@ struct res_costmodel;
 double bench_fit_gamma(char *const *dirs, int ndirs);
 /* --model-from: a model.json, a directory with one, or a run directory fitted on the spot (its
  * notes on rows left out on stderr unless quiet: one rank says them for all). The terms that
- * FABENCH_MODEL_OFF names (curves, cpu, burst, share, node) are turned off in it
+ * FABENCH_MODEL_OFF names (curves, cpu, burst, share) are turned off in it
  * (res_costmodel_ablate); a name it does not know is an error. */
 int bench_costmodel_load(struct res_costmodel *m, const char *from, int quiet, char *err, size_t cap);
 /* ---- plots (plot.c) ---- */

@@ -79,14 +79,6 @@ static void fit_print(const res_costmodel *m) {
     printf("# learned: %s %s: what the formulas miss at %d sizes of %d algorithms and rank counts, at most %.0f%%\n",
            res_costmodel_label(m, f, name, sizeof name), f->transport, pts, f->m.ncurves, 100 * worst);
   }
-  for (size_t i = 0; i < m->n; i++) {
-    const res_fabric_cost *f = &m->f[i];
-    char name[256];
-    if (f->node_cpu_byte > 0)
-      printf("# inside a node of %s %s (%d hosts): %.3f GB/s a CPU second, fitted to its rows of several ranks a "
-             "host\n", res_costmodel_label(m, f, name, sizeof name), f->transport, f->host_count,
-             1e-9 / f->node_cpu_byte);
-  }
   if (isfinite(m->gamma_kernel)) printf("# reduction kernel (f32 sum, 8 MiB): %.3f GB/s", 1e-9 / m->gamma_kernel);
   printf("%s\n", isfinite(m->gamma_kernel) ? "; * = gamma from the kernel (not identified by the rows)" : "");
   printf("# link: 1/beta; cpu: 1/beta_cpu, the host's CPU per byte sent, which its cores share (a call takes the\n"

@@ -54,7 +54,7 @@ static const bench_flags_cmd vd_cmd = {
     "usage: fabench validate [options]   (needs root and iproute2: emulated links)\n", vd_flags,
     sizeof vd_flags / sizeof *vd_flags,
     "FABENCH_MODEL_OFF=TERMS turns the model's terms off in every prediction (the ablation\n"
-    "table turns each off in turn): curves, cpu, burst, share, node.\n",
+    "table turns each off in turn): curves, cpu, burst, share.\n",
     "quick", vd_quick};
 static const char *vd_usage(void) { return bench_flags_help(&vd_cmd); }
 

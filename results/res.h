@@ -241,10 +241,6 @@ typedef struct {
                           library work, its reductions at the model's gamma apart): the median
                           over rows from 1 MiB with host_cpu_us (measured where no rank spun);
                           0: none. Only the training step's share of the cores uses it */
-  double node_cpu_byte; /* on a fabric across hosts: CPU seconds per byte a node's ranks send
-                           one another inside it, the intra-node level's CPU bound there; fitted
-                           to the cluster's rows of several ranks a host (0: none, the
-                           intra-node fabric's own) */
   /* what computing cores lost to the all-reduce, from rows measured beside a load
    * (compute_loss: allreduce --beside-compute), per ranks and size, sorted; the training
    * step's share of the cores takes it where it exceeds the share from cpu_byte */
@@ -365,8 +361,6 @@ typedef struct {
   int hier;
   int ranks, ranks_per_node;
   size_t chunk_bytes;
-  double intra_cpu; /* CPU seconds per byte sent inside a node of the inter fabric's hosts
-                       (res_fabric_cost.node_cpu_byte); 0: the intra model's beta_cpu */
 } res_ar_spec;
 /* Seconds of one all-reduce of `bytes` under the spec. A flat run over several nodes is
  * bound by the inter-node fabric (every ring crosses it). */
@@ -565,10 +559,9 @@ enum {
   RES_TERM_CPU = 1u << 1,    /* beta_cpu, the host's CPU bound on sending */
   RES_TERM_BURST = 1u << 2,  /* the shaper's banked bucket and hidden reductions */
   RES_TERM_SHARE = 1u << 3,  /* the training step's CPU share (host CPU per byte, loss beside a load) */
-  RES_TERM_NODE = 1u << 4,   /* node_cpu_byte, a cluster's CPU cost of a byte inside a node (cpu off takes it too) */
 };
-#define RES_TERMS_ALL 0x1fu
-/* The terms' names, in bit order: curves, cpu, burst, share, node. */
+#define RES_TERMS_ALL 0xfu
+/* The terms' names, in bit order: curves, cpu, burst, share. */
 const char *res_term_name(unsigned bit);
 /* A comma list of term names ("" or NULL: none) into a mask. 0, or -1 naming the bad one. */
 int res_terms_parse(const char *list, unsigned *mask, char *err, size_t cap);

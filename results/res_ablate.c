@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const ra_names[] = {"curves", "cpu", "burst", "share", "node"};
+static const char *const ra_names[] = {"curves", "cpu", "burst", "share"};
 #define RA_N (sizeof ra_names / sizeof *ra_names)
 
 const char *res_term_name(unsigned bit) {
@@ -26,7 +26,7 @@ int res_terms_parse(const char *list, unsigned *mask, char *err, size_t cap) {
     unsigned i = 0;
     while (i < RA_N && !(strlen(ra_names[i]) == n && !strncmp(ra_names[i], p, n))) i++;
     if (i == RA_N) {
-      res_errf(err, cap, "'%.*s' is not a term of the model (curves, cpu, burst, share, node)", (int)n, p);
+      res_errf(err, cap, "'%.*s' is not a term of the model (curves, cpu, burst, share)", (int)n, p);
       return -1;
     }
     *mask |= 1u << i;
@@ -40,9 +40,8 @@ void res_costmodel_ablate(res_costmodel *m, unsigned mask) {
     res_fabric_cost *f = &m->f[i];
     coll_model *c = &f->m;
     if (mask & RES_TERM_CURVES) c->ncurves = 0, f->learned = 0;
-    if (mask & RES_TERM_CPU) c->beta_cpu = 0, f->node_cpu_byte = 0;
+    if (mask & RES_TERM_CPU) c->beta_cpu = 0;
     if (mask & RES_TERM_BURST) c->burst = 0, c->red_hidden = 0;
     if (mask & RES_TERM_SHARE) f->cpu_byte = 0, f->nbusy = 0;
-    if (mask & RES_TERM_NODE) f->node_cpu_byte = 0;
   }
 }

@@ -82,8 +82,7 @@ int res_ar_spec_for(res_ar_spec *s, const res_fabric_cost *intra, const res_fabr
   int ppn = (int)rcm_per_host(host_count, ranks_per_host, ranks);
   *s = (res_ar_spec){.intra = intra ? &intra->m : &inter->m, .inter = intra ? &inter->m : NULL, .algo = across,
                      .hier = hier && intra, .ranks = ranks, .ranks_per_node = host_count > 1 ? ppn : ranks,
-                     .chunk_bytes = inter->chunk_bytes > 0 ? (size_t)inter->chunk_bytes : 0,
-                     .intra_cpu = intra ? inter->node_cpu_byte : 0};
+                     .chunk_bytes = inter->chunk_bytes > 0 ? (size_t)inter->chunk_bytes : 0};
   /* hier on one host is the ring's two halves; across hosts of one rank, its algorithm alone */
   if (hier && host_count <= 1) s->algo = (coll_algo){COLL_ALGO_RING, 0};
   return 0;
@@ -151,7 +150,6 @@ int res_costmodel_write(const res_costmodel *m, const char *path, char *err, siz
     cJSON_AddNumberToObject(j, "n_used", (double)f->n_used);
     cJSON_AddNumberToObject(j, "chunk_bytes", (double)f->chunk_bytes);
     cJSON_AddItemToObject(j, "cpu_s_per_byte", rcm_num(f->cpu_byte));
-    if (f->node_cpu_byte > 0) cJSON_AddItemToObject(j, "node_cpu_s_per_byte", rcm_num(f->node_cpu_byte));
     /* predictions carry the residuals' misses (rcm_learn): rebuilt from them on reading */
     cJSON_AddBoolToObject(j, "learned", f->learned);
     if (f->nbusy) { /* [ranks, bytes, loss, pace] */
@@ -290,13 +288,12 @@ static int rcm_read_fabric(res_costmodel *m, const cJSON *j, const char *file, c
   }
   /* keys of terms the model no longer has (delta_us, wake_us, mem_s_per_byte, ...) are passed
    * over: an older model.json still prices with the terms it shares */
-  double a, b, g, bc, bu, cpu, ncpu;
+  double a, b, g, bc, bu, cpu;
   if (rcm_param(j, "alpha_us", 1, file, fab, &a, err, errcap) || rcm_param(j, "beta_s_per_byte", 1, file, fab, &b, err, errcap) ||
       rcm_param(j, "gamma_s_per_byte", 1, file, fab, &g, err, errcap) ||
       rcm_param(j, "beta_cpu_s_per_byte", 0, file, fab, &bc, err, errcap) ||
       rcm_param(j, "burst_bytes", 0, file, fab, &bu, err, errcap) ||
-      rcm_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap) ||
-      rcm_param(j, "node_cpu_s_per_byte", 0, file, fab, &ncpu, err, errcap))
+      rcm_param(j, "cpu_s_per_byte", 0, file, fab, &cpu, err, errcap))
     return -1;
   double hc, ch, n, nu;
   if (rcm_getint(j, "host_count", 1, INT_MAX, 1, &hc) || rcm_getint(j, "chunk_bytes", 0, 0x1p53, 0, &ch) ||
@@ -319,7 +316,6 @@ static int rcm_read_fabric(res_costmodel *m, const cJSON *j, const char *file, c
   f->gamma_fixed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gamma_fixed"));
   f->r2 = rcm_get(j, "r2");
   f->cpu_byte = cpu > 0 ? cpu : 0;
-  f->node_cpu_byte = ncpu > 0 ? ncpu : 0;
   if (rcm_read_busy(f, j, file, fab, err, errcap)) return -1;
   f->rms_rel = rcm_get(j, "rms_rel");
   f->n = (size_t)n;

@@ -518,67 +518,6 @@ static int rf_cpu_agrees(const res_allreduce_row *const *src, size_t n, const co
   return 1;
 }
 
-/* Is r a row of g's cluster (its transport, host count and machine, any link rate) across
- * hosts of several ranks each, from 1 MiB, measured alone? */
-static int rf_node_row(const res_allreduce_row *r, const res_fabric_cost *g) {
-  int64_t l = r->ranks_per_host > 0 ? r->ranks_per_host : r->host_count > 0 ? r->ranks / r->host_count : 0;
-  return !strcmp(r->transport, g->transport) && r->host_count == g->host_count &&
-         !strcmp(rf_str(r->topo_hash), g->topo) && l > 1 && !r->errors && r->bytes >= (1 << 20) &&
-         r->t_p50_us > 0 && !isfinite(r->compute_loss);
-}
-
-/* Median |ln(measured / priced)| of the rows with node_cpu_byte c on every fabric of the group
- * (NaN with no row priced). */
-static double rf_node_score(res_costmodel *m, const char *grp, const res_allreduce_row *const *rows, size_t n,
-                            double c, double *v) {
-  size_t k = 0;
-  for (size_t i = 0; i < m->n; i++)
-    if (grp[i]) m->f[i].node_cpu_byte = c;
-  for (size_t i = 0; i < n; i++) {
-    double t = res_allreduce_row_time(m, rows[i], NULL, NULL);
-    if (t > 0 && isfinite(t)) v[k++] = fabs(log(rows[i]->t_p50_us * 1e-6 / t));
-  }
-  if (!k) return NAN;
-  qsort(v, k, sizeof *v, rf_cmp);
-  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
-}
-
-/* The CPU cost of a byte inside a node (node_cpu_byte) of each cluster the rows crossed with
- * several ranks a host: fitted to those rows' times, one value for every link rate of the
- * cluster (its transport, host count and machine), since the bytes it prices never leave a node.
- * Where a node's ranks outnumber its cores they pay more a byte, waking one another, than the
- * intra-node fabric's uncrowded ranks did. Kept only where it prices the rows better than the
- * intra-node fabric's own (0). */
-static int rf_node_fit(res_costmodel *m, const res_rows *ar) {
-  char *done = calloc(m->n + 1, 1), *grp = calloc(m->n + 1, 1);
-  const res_allreduce_row **rows = malloc((ar->n + 1) * sizeof *rows);
-  double *v = malloc((ar->n + 1) * sizeof *v);
-  int rc = done && grp && rows && v ? 0 : -1;
-  for (size_t i = 0; !rc && i < m->n; i++) {
-    const res_fabric_cost *g = &m->f[i];
-    if (done[i] || g->host_count < 2 || strcmp(g->source, "allreduce")) continue;
-    size_t n = 0;
-    for (size_t j = 0; j < m->n; j++) {
-      const res_fabric_cost *h = &m->f[j];
-      grp[j] = h->host_count == g->host_count && !strcmp(h->transport, g->transport) && !strcmp(h->topo, g->topo) &&
-               !strcmp(h->source, g->source);
-      done[j] |= grp[j];
-    }
-    const res_allreduce_row *all = ar->rows;
-    for (size_t j = 0; j < ar->n; j++)
-      if (rf_node_row(&all[j], g)) rows[n++] = &all[j];
-    double best = 0, s0 = n >= 3 ? rf_node_score(m, grp, rows, n, 0, v) : NAN, sbest = s0;
-    for (double c = 1e-11; isfinite(s0) && c < 1e-8; c *= 1.08) {
-      double sc = rf_node_score(m, grp, rows, n, c, v);
-      if (sc < sbest - 1e-4) sbest = sc, best = c;
-    }
-    for (size_t j = 0; j < m->n; j++)
-      if (grp[j]) m->f[j].node_cpu_byte = best;
-  }
-  free(done), free(grp), free(rows), free(v);
-  return rc;
-}
-
 /* The fabric's rows measured beside a load (compute_loss; its fabric, transport, host count and
  * machine, whether its model came from all-reduce or p2p rows) into f->busy: per rank count
  * and size of 1 MiB or more, the mean loss of its rows (ring, or whichever algorithms ran) and
@@ -898,10 +837,6 @@ int res_fit_ex(res_costmodel *out, const res_rows *allreduce, const res_rows *p2
   if (allreduce && rf_fit_allreduce(out, allreduce, o, err, errcap)) goto fail;
   if (p2p && rf_fit_p2p(out, p2p, o, err, errcap)) goto fail;
   for (size_t i = 0; allreduce && i < out->n; i++) rf_busy(&out->f[i], allreduce->rows, allreduce->n);
-  if (allreduce && rf_node_fit(out, allreduce)) {
-    res_errf(err, errcap, "out of memory");
-    goto fail;
-  }
   if (out->n == 0) {
     res_errf(err, errcap, "nothing to fit: no error-free all-reduce rows of a named algorithm (ring, rhd, ...) or p2p lat/bw rows at 3 or more sizes");
     goto fail;

@@ -31,7 +31,6 @@ double res_allreduce_time(const res_ar_spec *s, double bytes) {
    * machine, a cluster host's own), not those of the host the intra-node fabric was fitted on */
   coll_model im = s->inter ? *s->inter : *s->intra, node = *s->intra;
   if (s->inter && s->inter->cores > 0) node.cores = s->inter->cores;
-  if (s->inter && s->intra_cpu > 0) node.beta_cpu = s->intra_cpu; /* as measured on those hosts */
   const coll_model *intra = &node;
   /* what the fabric learned holds only for the configuration it learned at: a flat algorithm
    * across as many hosts as the fit's, one rank each */

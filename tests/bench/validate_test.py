@@ -78,7 +78,7 @@ def main():
         # the training cells are replays of their own fit (the all-reduce it was fitted on)
         assert any(r["split"] == "train" and r["pred_kind"] == "replay" for r in v)
         a = rows(os.path.join(out, "validate_ablation.csv"))
-        assert len(a) == 10 and {r["term"] for r in a} == {"curves", "cpu", "burst", "share", "node"}, a
+        assert len(a) == 8 and {r["term"] for r in a} == {"curves", "cpu", "burst", "share"}, a
         md = open(os.path.join(out, "validate.md")).read()
         assert "## Validation" in md and "### Ablation" in md, md[:400]
         # the report over the run carries the section

@@ -461,38 +461,6 @@ static void test_fit_beside_compute(void **state) {
   assert_int_equal(tu_rmtree(tmp), 0);
 }
 
-/* A cluster's CPU cost of a byte inside its nodes, from real rows (fixtures/cluster2x2: validate's
- * runs on the 2-core EPYC VM, 2026-12-05: an emulated 10 Gbit/s link across 2 nodes of one rank,
- * 2 nodes of 2 ranks, ring and hier, and loopback): fit prints it and model.json keeps it, above
- * loopback's own (2 ranks a node there share 1 core); without the rows of 2 ranks a node it is
- * not fitted. */
-static void test_fit_node(void **state) {
-  (void)state;
-  char tmp[64], model[128], err[256];
-  assert_non_null(tu_tmpdir(tmp, sizeof tmp, "mnode"));
-  snprintf(model, sizeof model, "%s/model.json", tmp);
-  run_result *r = calloc(1, sizeof *r);
-  for (int with = 1; with >= 0; with--) {
-    char *argv[] = {FIXTURE_CLUSTER "/10gbit-2x1-ring", FIXTURE_CLUSTER "/loopback-2", "--out", model, "--no-gamma-kernel",
-                    FIXTURE_CLUSTER "/10gbit-2x2-ring", FIXTURE_CLUSTER "/10gbit-2x2-hier", NULL};
-    if (!with) argv[5] = NULL;
-    cli_run(r, 60, "fit", NULL, -1, NULL, argv);
-    if (r->status) fail_msg("status %d\n%s\n%s", r->status, r->out, r->err);
-    assert_true(with == (strstr(r->out, "inside a node of emu-10gbit tcp (2 hosts)") != NULL));
-    res_costmodel m;
-    if (res_costmodel_read(&m, model, err, sizeof err)) fail_msg("%s", err);
-    const res_fabric_cost *f = res_costmodel_find(&m, "emu-10gbit", "tcp", 2, NULL),
-                          *lo = res_costmodel_find(&m, "tcp:lo/reno", "tcp", 1, NULL);
-    assert_non_null(f);
-    assert_non_null(lo);
-    if (with) assert_true(f->node_cpu_byte > lo->m.beta_cpu && f->node_cpu_byte < 5e-9);
-    else assert_true(f->node_cpu_byte == 0);
-    res_costmodel_free(&m);
-  }
-  free(r);
-  assert_int_equal(tu_rmtree(tmp), 0);
-}
-
 /* fit --check: a model predicts another run's rows (here the fixture's own), the table and
  * model_check.csv carry each row's error; --model checks a model.json without fitting; wrong
  * combinations are usage errors. */
@@ -1166,7 +1134,6 @@ int main(void) {
       cmocka_unit_test(test_fit_and_predict),
       cmocka_unit_test(test_fit_check),
       cmocka_unit_test(test_fit_beside_compute),
-      cmocka_unit_test(test_fit_node),
       cmocka_unit_test(test_fit_recorded_kernel),
       cmocka_unit_test(test_allreduce_model_from),
       cmocka_unit_test(test_dir_given_twice),

@@ -274,14 +274,10 @@ static void test_ablation(void **state) {
   fabric(&f, "emu-1gbit", 1e-9);
   f.m = (coll_model){.alpha = 1e-6, .beta = 1e-9, .gamma = 2e-10, .beta_cpu = 4e-10, .burst = 65536, .red_hidden = 1,
                      .ncurves = 1};
-  f.cpu_byte = 1e-9, f.nbusy = 1, f.node_cpu_byte = 0.5e-9;
+  f.cpu_byte = 1e-9, f.nbusy = 1;
   res_costmodel m = {.f = &f, .n = 1};
   res_fabric_cost keep = f;
-  res_costmodel_ablate(&m, RES_TERM_NODE);
-  assert_true(f.node_cpu_byte == 0 && f.m.beta_cpu == keep.m.beta_cpu && f.cpu_byte == keep.cpu_byte);
-  f.node_cpu_byte = keep.node_cpu_byte;
   res_costmodel_ablate(&m, RES_TERM_CPU);
-  assert_true(f.node_cpu_byte == 0); /* the CPU bound inside nodes too */
   assert_true(f.m.beta_cpu == 0);
   assert_true(f.m.ncurves == 1 && f.cpu_byte > 0 &&
               f.m.burst > 0 && f.m.alpha == keep.m.alpha && f.m.beta == keep.m.beta);

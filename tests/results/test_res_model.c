@@ -1256,69 +1256,6 @@ static void test_cpu_across_levels(void **state) {
   s.hier = 1;
   double half = (1 * n * 0.4e-9 / 0.5) > (0.5 * n * 0.1e-9) ? 1 * n * 0.4e-9 / 0.5 : 0.5 * n * 0.1e-9;
   near(res_allreduce_time(&s, n), 2 * half + 1.5 * n * 4e-9 / 0.5, 1e-9, "hier: the node's rings on its cores");
-  /* the CPU cost of a byte inside a node as the cluster's rows gave it (node_cpu_byte), 1 ns:
-   * in each ring half the node's 2 ranks send n/2 each, n at 1 ns on half a core: 2 n ns; the
-   * rings across as before. The flat ring's bytes inside cost it too: 3.5 n (4 + 1)/2 ns / 0.5 */
-  s.intra_cpu = 1e-9;
-  near(res_allreduce_time(&s, n), 2 * 2 * n * 1e-9 + 1.5 * n * 4e-9 / 0.5, 1e-9, "hier: the cluster's cost inside");
-  s.hier = 0;
-  near(res_allreduce_time(&s, n), 3.5 * n * 2.5e-9 / 0.5, 1e-9, "flat: the cluster's cost inside");
-}
-
-/* The CPU cost of a byte inside a node of a cluster, fitted to its rows of several ranks a
- * host: loopback on one host of 2 cores (0.25 ns/B, its CPU 0.2), an emulated 10 Gbit/s link
- * across 2 nodes of one rank (0.8 ns/B), and 2 nodes of 2 ranks (ring and hier:ring, 1 to 32
- * MiB) whose ranks, 2 to a node's one core, spend 0.9 ns a byte inside it (their times made so).
- * The fit finds 0.9 within its 8% search step and prices those rows within 4%; with the intra
- * level's own 0.2 it misses the hier rows by over 30%. Without rows across nodes of several
- * ranks it stays 0. model.json keeps it. */
-static void test_fit_node_cpu(void **state) {
-  (void)state;
-  const double g = 1.0 / 4e9, c = 0.9e-9;
-  coll_model lo = {.alpha = 20e-6, .beta = 0.25e-9, .gamma = g, .beta_cpu = 0.2e-9, .cores = 2},
-             emu = {.beta = 0.8e-9, .gamma = g, .cores = 1, .hosts = 2};
-  coll_algo ring = {COLL_ALGO_RING, 0};
-  res_allreduce_row rows[40];
-  size_t n = 0, two = 0;
-  for (int64_t b = 1 << 20; b <= (32 << 20); b *= 2) {
-    syn_row(&rows[n++], "tcp:lo/reno", "ring", b, &lo, "ring");
-    res_allreduce_row *r = &rows[n++];
-    syn_row(r, "emu-10gbit", "ring", b, &emu, "ring");
-    r->host_count = 2, r->ranks_per_host = 1;
-  }
-  for (int h = 0; h < 2; h++)
-    for (int64_t b = 1 << 20; b <= (32 << 20); b *= 2, two++) {
-      res_allreduce_row *r = &rows[n + two];
-      syn_row(r, "emu-10gbit", h ? "hier:ring" : "ring", b, &emu, "ring");
-      r->host_count = 2, r->ranks_per_host = 2, r->ranks = 4;
-      res_ar_spec s = {.intra = &lo, .inter = &emu, .algo = ring, .hier = h, .ranks = 4, .ranks_per_node = 2,
-                       .chunk_bytes = 256 << 10, .intra_cpu = c};
-      r->t_p50_us = res_allreduce_time(&s, (double)b) * 1e6;
-    }
-  for (int with = 0; with < 2; with++) {
-    res_rows ar = {res_schema_allreduce(), rows, n + (with ? two : 0)};
-    res_costmodel m, back;
-    char err[256];
-    res_fit_opts o = {.gamma_kernel = g, .cores = 2};
-    if (res_fit_ex(&m, &ar, NULL, &o, err, sizeof err)) fail_msg("%s", err);
-    const res_fabric_cost *f = res_costmodel_find(&m, "emu-10gbit", "tcp", 2, NULL);
-    assert_non_null(f);
-    if (!with) {
-      assert_true(f->node_cpu_byte == 0);
-      res_costmodel_free(&m);
-      continue;
-    }
-    near(f->node_cpu_byte, c, 0.08, "the cost of a byte inside a node");
-    for (size_t i = n; i < n + two; i++)
-      near(res_allreduce_row_time(&m, &rows[i], NULL, NULL) * 1e6, rows[i].t_p50_us, 0.04, "a row across 2x2");
-    model_back(&m, &back);
-    near(res_costmodel_find(&back, "emu-10gbit", "tcp", 2, NULL)->node_cpu_byte, f->node_cpu_byte, 1e-12, "kept");
-    res_costmodel_free(&back);
-    m.f[f - m.f].node_cpu_byte = 0;
-    double t = res_allreduce_row_time(&m, &rows[n + two - 1], NULL, NULL) * 1e6;
-    assert_true(t < 0.7 * rows[n + two - 1].t_p50_us);
-    res_costmodel_free(&m);
-  }
 }
 
 /* A cluster's row takes two fits: its fabric's across hosts and the transport's on one host of
@@ -1395,7 +1332,6 @@ int main(void) {
       cmocka_unit_test(test_step_timeline),
       cmocka_unit_test(test_hier),
       cmocka_unit_test(test_cpu_across_levels),
-      cmocka_unit_test(test_fit_node_cpu),
       cmocka_unit_test(test_cluster_levels),
       cmocka_unit_test(test_train_row_prediction),
       cmocka_unit_test(test_train_plan_and_share),
